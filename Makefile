@@ -1,0 +1,43 @@
+# hearth: the Makefile wraps CMake + Ninja.
+#   make        install missing dependencies, build build/hearth
+#   make run    build, then run the default model
+#   make test   build, run every test (unit + end-to-end)
+#   make asan   build with ASan+UBSan (clang) and run the unit tests under it
+#   make bench  build, run the benchmarks in bench/
+BUILD ?= build
+ASAN_BUILD ?= build-asan
+FUZZ_BUILD ?= build-fuzz
+CMAKE_FLAGS ?=
+
+.PHONY: all deps build run test asan fuzz bench clean
+
+all: build
+
+deps:
+	@tools/deps.sh
+
+build: deps
+	@cmake -S . -B $(BUILD) -G Ninja -DCMAKE_BUILD_TYPE=Release $(CMAKE_FLAGS) >/dev/null
+	@ninja -C $(BUILD) --quiet
+
+run: build
+	@bash tools/run-default.sh $(BUILD)/hearth
+
+test: build
+	@ctest --test-dir $(BUILD) --output-on-failure -j2
+
+asan: deps
+	@CC=clang cmake -S . -B $(ASAN_BUILD) -G Ninja -DCMAKE_BUILD_TYPE=Debug -DHEARTH_SANITIZE=ON >/dev/null
+	@ninja -C $(ASAN_BUILD) --quiet
+	@ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 ctest --test-dir $(ASAN_BUILD) --output-on-failure -j2 -LE e2e
+
+fuzz: deps
+	@CC=clang cmake -S . -B $(FUZZ_BUILD) -G Ninja -DCMAKE_BUILD_TYPE=Debug -DHEARTH_FUZZ=ON >/dev/null
+	@ninja -C $(FUZZ_BUILD) --quiet
+	@bash tools/fuzz-smoke.sh $(FUZZ_BUILD)
+
+bench: build
+	@bash bench/run.sh $(BUILD)/hearth
+
+clean:
+	rm -rf $(BUILD) $(ASAN_BUILD) $(FUZZ_BUILD)

@@ -1,0 +1,31 @@
+/* Flag parsing shared by the CLI verbs: "--name value" or "--name=value".
+ * An unknown flag, a missing value or a malformed number is an error that
+ * names the flag. */
+#ifndef HR_CLI_ARGS_H
+#define HR_CLI_ARGS_H
+
+#include "hearth.h"
+
+typedef enum hr_opt_kind {
+    HR_OPT_STR,   /* const char ** */
+    HR_OPT_INT,   /* long * */
+    HR_OPT_FLOAT, /* double * */
+    HR_OPT_FLAG,  /* int *, set to 1 */
+} hr_opt_kind;
+
+typedef struct hr_opt {
+    const char *name; /* without the leading "--" */
+    hr_opt_kind kind;
+    void *dst;
+    const char *help;
+} hr_opt;
+
+/* Parses argv[0..argc). Returns 0, 1 when --help was asked (usage printed
+ * to stdout), or a negative HR_E* code with err filled. */
+int hr_args_parse(int argc, char **argv, const hr_opt *opts, int n_opts,
+                  const char *usage, hr_error *err);
+
+/* Prints "hearth: <msg>" on stderr and returns 1 (the CLI's exit status). */
+int hr_cli_fail(const hr_error *err);
+
+#endif

@@ -1,0 +1,7 @@
+/* The CLI verbs: one file each, all with main()'s signature minus the verb. */
+#ifndef HR_CLI_H
+#define HR_CLI_H
+
+int hr_cmd_version(int argc, char **argv);
+
+#endif

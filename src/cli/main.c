@@ -1,0 +1,38 @@
+/* hearth: one binary, one verb per file in src/cli/. */
+#include "cli/cli.h"
+
+#include <stdio.h>
+#include <string.h>
+
+typedef struct verb {
+    const char *name;
+    int (*fn)(int argc, char **argv);
+    const char *help;
+} verb;
+
+static const verb verbs[] = {
+    {"version", hr_cmd_version, "print the version"},
+};
+
+static void usage(FILE *f) {
+    fprintf(f, "usage: hearth <verb> [flags]   (hearth <verb> --help)\n\nverbs:\n");
+    for (size_t i = 0; i < sizeof verbs / sizeof verbs[0]; i++)
+        fprintf(f, "  %-12s %s\n", verbs[i].name, verbs[i].help);
+}
+
+int main(int argc, char **argv) {
+    if (argc < 2) {
+        usage(stderr);
+        return 2;
+    }
+    if (!strcmp(argv[1], "-h") || !strcmp(argv[1], "--help") ||
+        !strcmp(argv[1], "help")) {
+        usage(stdout);
+        return 0;
+    }
+    for (size_t i = 0; i < sizeof verbs / sizeof verbs[0]; i++)
+        if (!strcmp(argv[1], verbs[i].name))
+            return verbs[i].fn(argc - 2, argv + 2);
+    fprintf(stderr, "hearth: unknown verb '%s' (see hearth --help)\n", argv[1]);
+    return 2;
+}

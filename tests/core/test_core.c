@@ -1,0 +1,127 @@
+/* src/core: errors, arena, thread pool, files. */
+#include "core/arena.h"
+#include "core/error.h"
+#include "core/file.h"
+#include "core/pool.h"
+
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+#include <stdatomic.h>
+#include <string.h>
+#include <unistd.h>
+
+static void test_error_table(void **state) {
+    (void)state;
+    assert_string_equal(hr_strerror(HR_EOK), "success");
+    assert_string_equal(hr_strerror(HR_EUNSUPPORTED), "not supported yet");
+    assert_string_equal(hr_strerror(12345), "unknown error");
+    hr_error e;
+    assert_int_equal(hr_err(&e, HR_EFORMAT, "x=%d", 7), HR_EFORMAT);
+    assert_int_equal(e.code, HR_EFORMAT);
+    assert_string_equal(e.msg, "x=7");
+    hr_err_wrap(&e, "file %s", "a.bin");
+    assert_string_equal(e.msg, "file a.bin: x=7");
+    assert_int_equal(hr_err(NULL, HR_EIO, "ignored"), HR_EIO);
+}
+
+static void test_arena(void **state) {
+    (void)state;
+    hr_arena a;
+    assert_int_equal(hr_arena_init(&a, 256), 0);
+    void *p = hr_arena_alloc(&a, 10), *q = hr_arena_alloc(&a, 64);
+    assert_non_null(p);
+    assert_non_null(q);
+    assert_int_equal((uintptr_t)p % 64, 0);
+    assert_int_equal((char *)q - (char *)p, 64);
+    assert_null(hr_arena_alloc(&a, 200)); /* full */
+    hr_arena_reset(&a);
+    assert_ptr_equal(hr_arena_alloc(&a, 200), p);
+    hr_arena_deinit(&a);
+    hr_arena_deinit(NULL);
+}
+
+typedef struct sum_ctx {
+    long n;
+    _Atomic long total;
+    _Atomic int calls;
+} sum_ctx;
+
+static void sum_task(void *p, int ith, int nth) {
+    sum_ctx *c = p;
+    long lo, hi, s = 0;
+    hr_split(c->n, ith, nth, &lo, &hi);
+    for (long i = lo; i < hi; i++)
+        s += i;
+    atomic_fetch_add(&c->total, s);
+    atomic_fetch_add(&c->calls, 1);
+}
+
+static void test_pool(void **state) {
+    (void)state;
+    for (int nth = 1; nth <= 4; nth++) {
+        hr_pool *pool = hr_pool_new(nth);
+        assert_non_null(pool);
+        assert_int_equal(hr_pool_size(pool), nth);
+        for (int rep = 0; rep < 200; rep++) {
+            sum_ctx c = {.n = 1000 + rep};
+            hr_pool_run(pool, sum_task, &c);
+            assert_int_equal(c.total, c.n * (c.n - 1) / 2);
+            assert_int_equal(c.calls, nth);
+            if (rep == 100)
+                usleep(20000); /* let workers fall asleep, then wake them */
+        }
+        hr_pool_free(pool);
+    }
+    hr_pool_free(NULL);
+    sum_ctx c = {.n = 10};
+    hr_pool_run(NULL, sum_task, &c);
+    assert_int_equal(c.total, 45);
+}
+
+static void test_split(void **state) {
+    (void)state;
+    long lo, hi, prev = 0;
+    for (int i = 0; i < 3; i++) {
+        hr_split(10, i, 3, &lo, &hi);
+        assert_int_equal(lo, prev);
+        prev = hi;
+    }
+    assert_int_equal(prev, 10);
+}
+
+static void test_files(void **state) {
+    (void)state;
+    char path[] = "/tmp/hearth_test_XXXXXX";
+    int fd = mkstemp(path);
+    assert_true(fd >= 0);
+    close(fd);
+    hr_error e;
+    assert_int_equal(hr_file_write_atomic(path, "hello", 5, &e), 0);
+    char *buf;
+    size_t n;
+    assert_int_equal(hr_file_read(path, &buf, &n, &e), 0);
+    assert_int_equal(n, 5);
+    assert_string_equal(buf, "hello");
+    free(buf);
+    hr_mmap m;
+    assert_int_equal(hr_mmap_open(&m, path, &e), 0);
+    assert_int_equal(m.size, 5);
+    assert_memory_equal(m.data, "hello", 5);
+    hr_mmap_close(&m);
+    unlink(path);
+    assert_int_equal(hr_file_read(path, &buf, &n, &e), HR_EIO);
+    assert_non_null(strstr(e.msg, path));
+    assert_int_equal(hr_mmap_open(&m, "/nonexistent/x", &e), HR_EIO);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_error_table), cmocka_unit_test(test_arena),
+        cmocka_unit_test(test_pool),        cmocka_unit_test(test_split),
+        cmocka_unit_test(test_files),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
