@@ -2,6 +2,8 @@
 #ifndef HR_CLI_H
 #define HR_CLI_H
 
+int hr_cmd_generate(int argc, char **argv);
+int hr_cmd_synth(int argc, char **argv);
 int hr_cmd_version(int argc, char **argv);
 
 #endif

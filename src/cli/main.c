@@ -11,6 +11,8 @@ typedef struct verb {
 } verb;
 
 static const verb verbs[] = {
+    {"generate", hr_cmd_generate, "generate tokens from a prompt"},
+    {"synth", hr_cmd_synth, "write a random-weight model at a real model's shape"},
     {"version", hr_cmd_version, "print the version"},
 };
 

@@ -1,0 +1,34 @@
+/* hr_runner: drives one sequence through the forward pass (the CLI verbs'
+ * engine; the server's scheduler batches many). It owns the forward
+ * scratch, a KV pool sized for n_ctx tokens and the sequence's block table;
+ * it grows the table block by block as the sequence grows. */
+#ifndef HR_ENGINE_RUNNER_H
+#define HR_ENGINE_RUNNER_H
+
+#include "hearth.h"
+#include "model/model.h"
+
+typedef struct hr_runner hr_runner;
+
+typedef struct hr_runner_opts {
+    int n_threads;     /* 0: all cores */
+    int n_ctx;         /* max sequence length; 0: the model's max_position_embeddings, capped at 8192 */
+    int prefill_chunk; /* tokens per forward during prefill; 0: 512 */
+} hr_runner_opts;
+
+int hr_runner_new(hr_runner **out, const hr_model *m, const hr_runner_opts *o,
+                  hr_error *err);
+void hr_runner_free(hr_runner *r);
+
+/* Append n tokens to the sequence (prefill in chunks); when logits is not
+ * NULL, the logits after the last one go there ([n_vocab]). A sequence that
+ * would pass n_ctx is an error naming the limit; nothing is appended then. */
+int hr_runner_eval(hr_runner *r, const int32_t *tokens, int n, float *logits,
+                   hr_error *err);
+/* Forget the sequence (its KV blocks go back to the pool). */
+void hr_runner_reset(hr_runner *r);
+int hr_runner_len(const hr_runner *r);
+int hr_runner_ctx(const hr_runner *r);
+int hr_runner_threads(const hr_runner *r);
+
+#endif

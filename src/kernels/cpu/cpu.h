@@ -1,0 +1,32 @@
+/* CPU kernel table: one row per ISA, picked by cpuid at run time.
+ * Every SIMD kernel has a scalar reference it is tested against
+ * (tests/kernels/). HEARTH_ISA=scalar|avx2|avx512 forces a lower path. */
+#ifndef HR_KERNELS_CPU_H
+#define HR_KERNELS_CPU_H
+
+#include "core/tensor.h"
+
+typedef enum hr_isa { HR_ISA_SCALAR, HR_ISA_AVX2, HR_ISA_AVX512, HR_ISA_COUNT } hr_isa;
+
+/* y[i*ldy + j] = dot(x[i*ldx .. +k], w row j) for i < n, m0 <= j < m1.
+ * w is row-major [m][k] in the kernel's weight dtype. */
+typedef void (*hr_gemm_fn)(float *y, int ldy, const float *x, int ldx, int n,
+                           int k, const void *w, int m0, int m1);
+
+typedef struct hr_cpu_kernels {
+    const char *name;
+    hr_gemm_fn gemm[HR_DTYPE_COUNT]; /* NULL for unsupported weight dtypes */
+    float (*dot)(const float *a, const float *b, int n);
+    void (*axpy)(float *y, float a, const float *x, int n); /* y += a*x */
+} hr_cpu_kernels;
+
+/* The best kernels this CPU runs (honouring HEARTH_ISA). Never NULL. */
+const hr_cpu_kernels *hr_cpu(void);
+/* A given ISA's kernels, or NULL when this CPU cannot run them. */
+const hr_cpu_kernels *hr_cpu_isa(hr_isa isa);
+
+extern const hr_cpu_kernels hr__cpu_scalar;
+extern const hr_cpu_kernels hr__cpu_avx2;
+extern const hr_cpu_kernels hr__cpu_avx512;
+
+#endif

@@ -1,0 +1,132 @@
+/* AVX2 + FMA kernels (compiled with -mavx2 -mfma -mf16c). Same tiling as
+ * the AVX-512 path with 8-lane vectors; the k tail is done in scalar. */
+#include "kernels/cpu/cpu.h"
+
+#include <immintrin.h>
+
+static inline float hsum8(__m256 v) {
+    __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+    s = _mm_add_ss(s, _mm_movehdup_ps(s));
+    return _mm_cvtss_f32(s);
+}
+
+static inline __m256 load_f32(const void *p, size_t off) {
+    return _mm256_loadu_ps((const float *)p + off);
+}
+static inline __m256 load_bf16(const void *p, size_t off) {
+    __m128i h = _mm_loadu_si128((const __m128i *)((const uint16_t *)p + off));
+    return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
+}
+static inline __m256 load_f16(const void *p, size_t off) {
+    return _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)((const uint16_t *)p + off)));
+}
+static inline float scal_f32(const void *p, size_t off) { return ((const float *)p)[off]; }
+static inline float scal_bf16(const void *p, size_t off) {
+    return hr_bf16_to_f32(((const uint16_t *)p)[off]);
+}
+static inline float scal_f16(const void *p, size_t off) {
+    return hr_f16_to_f32(((const uint16_t *)p)[off]);
+}
+
+#define IB 64
+#define GEMM_AVX2(NAME, LOADW, SCALW)                                           \
+    static void NAME(float *y, int ldy, const float *x, int ldx, int n, int k,  \
+                     const void *w, int m0, int m1) {                           \
+        int k8 = k & ~7;                                                        \
+        for (int i0 = 0; i0 < n; i0 += IB) {                                    \
+            int i1 = i0 + IB < n ? i0 + IB : n;                                 \
+            int j = m0;                                                         \
+            for (; j + 4 <= m1; j += 4) {                                       \
+                size_t w0 = (size_t)j * k;                                      \
+                int i = i0;                                                     \
+                for (; i + 3 <= i1; i += 3) {                                   \
+                    __m256 acc[3][4];                                           \
+                    for (int a = 0; a < 3; a++)                                 \
+                        for (int b = 0; b < 4; b++)                             \
+                            acc[a][b] = _mm256_setzero_ps();                    \
+                    for (int t = 0; t < k8; t += 8) {                           \
+                        __m256 wv[4];                                           \
+                        for (int b = 0; b < 4; b++)                             \
+                            wv[b] = LOADW(w, w0 + (size_t)b * k + t);           \
+                        for (int a = 0; a < 3; a++) {                           \
+                            __m256 xv = _mm256_loadu_ps(x + (size_t)(i + a) * ldx + t); \
+                            for (int b = 0; b < 4; b++)                         \
+                                acc[a][b] = _mm256_fmadd_ps(xv, wv[b], acc[a][b]); \
+                        }                                                       \
+                    }                                                           \
+                    for (int a = 0; a < 3; a++)                                 \
+                        for (int b = 0; b < 4; b++) {                           \
+                            const float *xi = x + (size_t)(i + a) * ldx;        \
+                            float s = hsum8(acc[a][b]);                         \
+                            for (int t = k8; t < k; t++)                        \
+                                s += xi[t] * SCALW(w, w0 + (size_t)b * k + t);  \
+                            y[(size_t)(i + a) * ldy + j + b] = s;               \
+                        }                                                       \
+                }                                                               \
+                for (; i < i1; i++) {                                           \
+                    const float *xi = x + (size_t)i * ldx;                      \
+                    __m256 acc[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(),  \
+                                     _mm256_setzero_ps(), _mm256_setzero_ps()}; \
+                    for (int t = 0; t < k8; t += 8) {                           \
+                        __m256 xv = _mm256_loadu_ps(xi + t);                    \
+                        for (int b = 0; b < 4; b++)                             \
+                            acc[b] = _mm256_fmadd_ps(                           \
+                                xv, LOADW(w, w0 + (size_t)b * k + t), acc[b]);  \
+                    }                                                           \
+                    for (int b = 0; b < 4; b++) {                               \
+                        float s = hsum8(acc[b]);                                \
+                        for (int t = k8; t < k; t++)                            \
+                            s += xi[t] * SCALW(w, w0 + (size_t)b * k + t);      \
+                        y[(size_t)i * ldy + j + b] = s;                         \
+                    }                                                           \
+                }                                                               \
+            }                                                                   \
+            for (; j < m1; j++)                                                 \
+                for (int i = i0; i < i1; i++) {                                 \
+                    const float *xi = x + (size_t)i * ldx;                      \
+                    __m256 acc = _mm256_setzero_ps();                           \
+                    for (int t = 0; t < k8; t += 8)                             \
+                        acc = _mm256_fmadd_ps(_mm256_loadu_ps(xi + t),          \
+                                              LOADW(w, (size_t)j * k + t), acc); \
+                    float s = hsum8(acc);                                       \
+                    for (int t = k8; t < k; t++)                                \
+                        s += xi[t] * SCALW(w, (size_t)j * k + t);               \
+                    y[(size_t)i * ldy + j] = s;                                 \
+                }                                                               \
+        }                                                                       \
+    }
+
+GEMM_AVX2(gemm_f32_avx2, load_f32, scal_f32)
+GEMM_AVX2(gemm_bf16_avx2, load_bf16, scal_bf16)
+GEMM_AVX2(gemm_f16_avx2, load_f16, scal_f16)
+
+static float dot_avx2(const float *a, const float *b, int n) {
+    __m256 acc = _mm256_setzero_ps();
+    int t = 0;
+    for (; t + 8 <= n; t += 8)
+        acc = _mm256_fmadd_ps(_mm256_loadu_ps(a + t), _mm256_loadu_ps(b + t), acc);
+    float s = hsum8(acc);
+    for (; t < n; t++)
+        s += a[t] * b[t];
+    return s;
+}
+
+static void axpy_avx2(float *y, float a, const float *x, int n) {
+    __m256 av = _mm256_set1_ps(a);
+    int t = 0;
+    for (; t + 8 <= n; t += 8)
+        _mm256_storeu_ps(y + t, _mm256_fmadd_ps(av, _mm256_loadu_ps(x + t),
+                                                _mm256_loadu_ps(y + t)));
+    for (; t < n; t++)
+        y[t] += a * x[t];
+}
+
+const hr_cpu_kernels hr__cpu_avx2 = {
+    .name = "avx2",
+    .gemm = {[HR_DTYPE_F32] = gemm_f32_avx2,
+             [HR_DTYPE_BF16] = gemm_bf16_avx2,
+             [HR_DTYPE_F16] = gemm_f16_avx2},
+    .dot = dot_avx2,
+    .axpy = axpy_avx2,
+};

@@ -1,0 +1,117 @@
+/* AVX-512 kernels (compiled with -mavx512f/bw/vl/dq/bf16/vnni). Weights are
+ * widened to f32 in registers; activations and accumulation stay f32, so
+ * this path agrees with the scalar reference to rounding. */
+#include "kernels/cpu/cpu.h"
+
+#include <immintrin.h>
+
+static inline __mmask16 tail_mask(int left) {
+    return left >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << left) - 1);
+}
+
+static inline __m512 load_f32(const void *p, size_t off, __mmask16 m) {
+    return _mm512_maskz_loadu_ps(m, (const float *)p + off);
+}
+static inline __m512 load_bf16(const void *p, size_t off, __mmask16 m) {
+    __m256i h = _mm256_maskz_loadu_epi16(m, (const uint16_t *)p + off);
+    return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
+}
+static inline __m512 load_f16(const void *p, size_t off, __mmask16 m) {
+    return _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(m, (const uint16_t *)p + off));
+}
+
+/* One kernel family per weight dtype: 4x4, 1x4 and 1x1 register tiles,
+ * X blocked by IB rows so a block stays in L2 while W streams past it. */
+#define IB 64
+#define GEMM_AVX512(NAME, LOADW)                                                \
+    static void NAME(float *y, int ldy, const float *x, int ldx, int n, int k,  \
+                     const void *w, int m0, int m1) {                           \
+        for (int i0 = 0; i0 < n; i0 += IB) {                                    \
+            int i1 = i0 + IB < n ? i0 + IB : n;                                 \
+            int j = m0;                                                         \
+            for (; j + 4 <= m1; j += 4) {                                       \
+                size_t w0 = (size_t)j * k;                                      \
+                int i = i0;                                                     \
+                for (; i + 4 <= i1; i += 4) {                                   \
+                    __m512 acc[4][4];                                           \
+                    for (int a = 0; a < 4; a++)                                 \
+                        for (int b = 0; b < 4; b++)                             \
+                            acc[a][b] = _mm512_setzero_ps();                    \
+                    for (int t = 0; t < k; t += 16) {                           \
+                        __mmask16 m = tail_mask(k - t);                         \
+                        __m512 wv[4], xv;                                       \
+                        for (int b = 0; b < 4; b++)                             \
+                            wv[b] = LOADW(w, w0 + (size_t)b * k + t, m);        \
+                        for (int a = 0; a < 4; a++) {                           \
+                            xv = _mm512_maskz_loadu_ps(                         \
+                                m, x + (size_t)(i + a) * ldx + t);              \
+                            for (int b = 0; b < 4; b++)                         \
+                                acc[a][b] = _mm512_fmadd_ps(xv, wv[b], acc[a][b]); \
+                        }                                                       \
+                    }                                                           \
+                    for (int a = 0; a < 4; a++)                                 \
+                        for (int b = 0; b < 4; b++)                             \
+                            y[(size_t)(i + a) * ldy + j + b] =                  \
+                                _mm512_reduce_add_ps(acc[a][b]);                \
+                }                                                               \
+                for (; i < i1; i++) {                                           \
+                    __m512 acc[4] = {_mm512_setzero_ps(), _mm512_setzero_ps(),  \
+                                     _mm512_setzero_ps(), _mm512_setzero_ps()}; \
+                    const float *xi = x + (size_t)i * ldx;                      \
+                    for (int t = 0; t < k; t += 16) {                           \
+                        __mmask16 m = tail_mask(k - t);                         \
+                        __m512 xv = _mm512_maskz_loadu_ps(m, xi + t);           \
+                        for (int b = 0; b < 4; b++)                             \
+                            acc[b] = _mm512_fmadd_ps(                           \
+                                xv, LOADW(w, w0 + (size_t)b * k + t, m), acc[b]); \
+                    }                                                           \
+                    for (int b = 0; b < 4; b++)                                 \
+                        y[(size_t)i * ldy + j + b] = _mm512_reduce_add_ps(acc[b]); \
+                }                                                               \
+            }                                                                   \
+            for (; j < m1; j++)                                                 \
+                for (int i = i0; i < i1; i++) {                                 \
+                    __m512 acc = _mm512_setzero_ps();                           \
+                    const float *xi = x + (size_t)i * ldx;                      \
+                    for (int t = 0; t < k; t += 16) {                           \
+                        __mmask16 m = tail_mask(k - t);                         \
+                        acc = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(m, xi + t), \
+                                              LOADW(w, (size_t)j * k + t, m), acc); \
+                    }                                                           \
+                    y[(size_t)i * ldy + j] = _mm512_reduce_add_ps(acc);         \
+                }                                                               \
+        }                                                                       \
+    }
+
+GEMM_AVX512(gemm_f32_avx512, load_f32)
+GEMM_AVX512(gemm_bf16_avx512, load_bf16)
+GEMM_AVX512(gemm_f16_avx512, load_f16)
+
+static float dot_avx512(const float *a, const float *b, int n) {
+    __m512 acc = _mm512_setzero_ps();
+    for (int t = 0; t < n; t += 16) {
+        __mmask16 m = tail_mask(n - t);
+        acc = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(m, a + t),
+                              _mm512_maskz_loadu_ps(m, b + t), acc);
+    }
+    return _mm512_reduce_add_ps(acc);
+}
+
+static void axpy_avx512(float *y, float a, const float *x, int n) {
+    __m512 av = _mm512_set1_ps(a);
+    for (int t = 0; t < n; t += 16) {
+        __mmask16 m = tail_mask(n - t);
+        __m512 yv = _mm512_maskz_loadu_ps(m, y + t);
+        _mm512_mask_storeu_ps(y + t, m,
+                              _mm512_fmadd_ps(av, _mm512_maskz_loadu_ps(m, x + t), yv));
+    }
+}
+
+const hr_cpu_kernels hr__cpu_avx512 = {
+    .name = "avx512",
+    .gemm = {[HR_DTYPE_F32] = gemm_f32_avx512,
+             [HR_DTYPE_BF16] = gemm_bf16_avx512,
+             [HR_DTYPE_F16] = gemm_f16_avx512},
+    .dot = dot_avx512,
+    .axpy = axpy_avx512,
+};

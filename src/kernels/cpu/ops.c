@@ -1,0 +1,167 @@
+#include "kernels/cpu/ops.h"
+#include "core/error.h"
+#include "kernels/cpu/cpu.h"
+
+#include <math.h>
+
+/* ---- matmul: split output columns over threads, 16 at a time ---------- */
+
+typedef struct matmul_task {
+    float *y;
+    int ldy, ldx, n, k, m;
+    const float *x;
+    const void *w;
+    const float *bias;
+    hr_gemm_fn fn;
+} matmul_task;
+
+static void matmul_worker(void *p, int ith, int nth) {
+    const matmul_task *t = p;
+    long lo, hi, groups = (t->m + 15) / 16;
+    hr_split(groups, ith, nth, &lo, &hi);
+    int m0 = (int)lo * 16, m1 = (int)hi * 16 < t->m ? (int)hi * 16 : t->m;
+    if (m0 >= m1)
+        return;
+    t->fn(t->y, t->ldy, t->x, t->ldx, t->n, t->k, t->w, m0, m1);
+    if (t->bias)
+        for (int i = 0; i < t->n; i++)
+            for (int j = m0; j < m1; j++)
+                t->y[(size_t)i * t->ldy + j] += t->bias[j];
+}
+
+bool hr_matmul_supports(hr_dtype t) {
+    return (unsigned)t < HR_DTYPE_COUNT && hr_cpu()->gemm[t] != NULL;
+}
+
+void hr_matmul(hr_pool *pool, float *y, int ldy, const float *x, int ldx, int n,
+               const hr_tensor *w, const float *bias) {
+    HR_ASSERT(w->ndim == 2 && hr_matmul_supports(w->dtype));
+    matmul_task t = {
+        .y = y, .ldy = ldy, .ldx = ldx, .n = n, .k = (int)w->shape[1],
+        .m = (int)w->shape[0], .x = x, .w = w->data, .bias = bias,
+        .fn = hr_cpu()->gemm[w->dtype],
+    };
+    hr_pool_run(pool, matmul_worker, &t);
+}
+
+/* ---- row ops ------------------------------------------------------------ */
+
+void hr_rmsnorm(float *y, const float *x, const float *w, float offset, int d,
+                float eps) {
+    double ss = 0;
+    for (int i = 0; i < d; i++)
+        ss += (double)x[i] * x[i];
+    float r = 1.0f / sqrtf((float)(ss / d) + eps);
+    for (int i = 0; i < d; i++)
+        y[i] = (x[i] * r) * (w[i] + offset);
+}
+
+void hr_layernorm(float *y, const float *x, const float *w, const float *b,
+                  int d, float eps) {
+    double mean = 0, var = 0;
+    for (int i = 0; i < d; i++)
+        mean += x[i];
+    mean /= d;
+    for (int i = 0; i < d; i++)
+        var += ((double)x[i] - mean) * ((double)x[i] - mean);
+    var /= d;
+    float r = 1.0f / sqrtf((float)var + eps), mu = (float)mean;
+    for (int i = 0; i < d; i++)
+        y[i] = (x[i] - mu) * r * w[i] + (b ? b[i] : 0.0f);
+}
+
+void hr_rope(float *x, int n_heads, int head_dim, int rot_dim, int pos,
+             const float *inv_freq, float attn_factor, bool interleaved) {
+    int half = rot_dim / 2;
+    for (int i = 0; i < half; i++) {
+        float ang = (float)pos * inv_freq[i];
+        float c = cosf(ang) * attn_factor, s = sinf(ang) * attn_factor;
+        for (int h = 0; h < n_heads; h++) {
+            float *v = x + (size_t)h * head_dim;
+            int a = interleaved ? 2 * i : i, b = interleaved ? 2 * i + 1 : i + half;
+            float x0 = v[a], x1 = v[b];
+            v[a] = x0 * c - x1 * s;
+            v[b] = x1 * c + x0 * s;
+        }
+    }
+}
+
+void hr_softmax(float *x, int n) {
+    float mx = -INFINITY;
+    for (int i = 0; i < n; i++)
+        mx = x[i] > mx ? x[i] : mx;
+    float sum = 0;
+    for (int i = 0; i < n; i++) {
+        x[i] = expf(x[i] - mx);
+        sum += x[i];
+    }
+    float inv = 1.0f / sum;
+    for (int i = 0; i < n; i++)
+        x[i] *= inv;
+}
+
+void hr_softcap(float *x, int n, float cap) {
+    for (int i = 0; i < n; i++)
+        x[i] = tanhf(x[i] / cap) * cap;
+}
+
+void hr_silu_mul(float *g, const float *u, int n) {
+    for (int i = 0; i < n; i++)
+        g[i] = g[i] / (1.0f + expf(-g[i])) * (u ? u[i] : 1.0f);
+}
+
+void hr_gelu_tanh_mul(float *g, const float *u, int n) {
+    const float k = 0.7978845608028654f; /* sqrt(2/pi) */
+    for (int i = 0; i < n; i++) {
+        float x = g[i];
+        g[i] = 0.5f * x * (1.0f + tanhf(k * (x + 0.044715f * x * x * x))) *
+               (u ? u[i] : 1.0f);
+    }
+}
+
+void hr_gelu_mul(float *g, const float *u, int n) {
+    for (int i = 0; i < n; i++)
+        g[i] = 0.5f * g[i] * (1.0f + erff(g[i] * 0.7071067811865476f)) *
+               (u ? u[i] : 1.0f);
+}
+
+/* ---- attention ------------------------------------------------------------ */
+
+static void attention_worker(void *p, int ith, int nth) {
+    const hr_attn_args *a = p;
+    const hr_cpu_kernels *cpu = hr_cpu();
+    float *sc = a->scratch + (size_t)ith * a->max_ctx;
+    int hd = a->head_dim, group = a->n_heads / a->n_kv_heads, bs = a->block_size;
+    long lo, hi;
+    hr_split((long)a->n_tok * a->n_heads, ith, nth, &lo, &hi);
+    for (long task = lo; task < hi; task++) {
+        int t = (int)(task / a->n_heads), h = (int)(task % a->n_heads);
+        int kvh = h / group, pos = a->pos[t];
+        int start = a->window > 0 && pos - a->window + 1 > 0 ? pos - a->window + 1 : 0;
+        const float *q = a->q + ((size_t)t * a->n_heads + h) * hd;
+        const int32_t *bt = a->blocks[t];
+        int n = pos - start + 1;
+        for (int j = 0; j < n; j++) {
+            int ps = start + j;
+            const float *kj = a->k + (size_t)bt[ps / bs] * a->block_stride +
+                              ((size_t)kvh * bs + ps % bs) * hd;
+            sc[j] = cpu->dot(q, kj, hd) * a->scale;
+        }
+        if (a->softcap > 0)
+            hr_softcap(sc, n, a->softcap);
+        hr_softmax(sc, n);
+        float *o = a->out + ((size_t)t * a->n_heads + h) * hd;
+        for (int i = 0; i < hd; i++)
+            o[i] = 0;
+        for (int j = 0; j < n; j++) {
+            int ps = start + j;
+            const float *vj = a->v + (size_t)bt[ps / bs] * a->block_stride +
+                              ((size_t)kvh * bs + ps % bs) * hd;
+            cpu->axpy(o, sc[j], vj, hd);
+        }
+    }
+}
+
+void hr_attention(hr_pool *pool, const hr_attn_args *a) {
+    hr_pool_run(pool, attention_worker, (void *)a);
+}

@@ -1,0 +1,64 @@
+/* CPU ops over f32 activations. Matmul and attention split their work over
+ * the pool's threads; the row ops (norms, rope, activations) work on one
+ * row and are driven by the caller. Shapes are given per argument. */
+#ifndef HR_KERNELS_OPS_H
+#define HR_KERNELS_OPS_H
+
+#include "core/pool.h"
+#include "core/tensor.h"
+
+#include <stdbool.h>
+#include <stdint.h>
+
+/* y[n][m] = x[n][k] . w[m][k]^T (+ bias[m] when not NULL), where w is a 2-D
+ * f32/bf16/f16 tensor and k = w->shape[1]. ldx/ldy are row strides. */
+void hr_matmul(hr_pool *pool, float *y, int ldy, const float *x, int ldx, int n,
+               const hr_tensor *w, const float *bias);
+/* Weight dtypes hr_matmul accepts. */
+bool hr_matmul_supports(hr_dtype t);
+
+/* y = x / rms(x) * (w + offset); y may alias x. */
+void hr_rmsnorm(float *y, const float *x, const float *w, float offset, int d,
+                float eps);
+/* y = (x - mean) / sqrt(var + eps) * w + b (b may be NULL); y may alias x. */
+void hr_layernorm(float *y, const float *x, const float *w, const float *b,
+                  int d, float eps);
+
+/* Rotate the first rot_dim dims of each of n_heads heads (stride head_dim)
+ * by angle pos * inv_freq[i], scaling cos/sin by attn_factor. Half-split
+ * pairs (i, i + rot_dim/2) as transformers' rotate_half; interleaved pairs
+ * (2i, 2i+1) as GLM. */
+void hr_rope(float *x, int n_heads, int head_dim, int rot_dim, int pos,
+             const float *inv_freq, float attn_factor, bool interleaved);
+
+void hr_softmax(float *x, int n);
+/* x = cap * tanh(x / cap) */
+void hr_softcap(float *x, int n, float cap);
+
+void hr_silu_mul(float *g, const float *u, int n);      /* g = silu(g) * u */
+void hr_gelu_tanh_mul(float *g, const float *u, int n); /* u NULL: g = gelu(g) */
+void hr_gelu_mul(float *g, const float *u, int n);      /* exact erf gelu */
+
+/* Attention of n_tok query tokens over a paged KV cache.
+ * K/V of block b, kv head h, slot s live at base + b*block_stride +
+ * (h*block_size + s)*head_dim. Token t sits at pos[t] of the sequence whose
+ * block table is blocks[t] and attends to positions [lo, pos[t]], lo =
+ * pos[t]-window+1 when window > 0 (clamped at 0). */
+typedef struct hr_attn_args {
+    const float *q;          /* [n_tok][n_heads*head_dim] */
+    float *out;              /* [n_tok][n_heads*head_dim] */
+    int n_tok, n_heads, n_kv_heads, head_dim;
+    const float *k, *v;
+    size_t block_stride;
+    int block_size;
+    const int32_t *pos;              /* [n_tok] */
+    const int32_t *const *blocks;    /* [n_tok] block tables */
+    float scale, softcap;
+    int window;
+    float *scratch;          /* [nth][max_ctx] scores */
+    int max_ctx;
+} hr_attn_args;
+
+void hr_attention(hr_pool *pool, const hr_attn_args *a);
+
+#endif

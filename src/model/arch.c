@@ -1,0 +1,78 @@
+#include "model/arch.h"
+
+#include <string.h>
+
+/* Norm layouts. */
+#define LLAMA_NORMS {"input_layernorm", NULL, "post_attention_layernorm", NULL}
+#define SANDWICH_NORMS                                                  \
+    {"input_layernorm", "post_attention_layernorm",                     \
+     "pre_feedforward_layernorm", "post_feedforward_layernorm"}
+#define OLMO2_NORMS {NULL, "post_attention_layernorm", NULL, "post_feedforward_layernorm"}
+#define GLM4_NORMS                                                      \
+    {"input_layernorm", "post_self_attn_layernorm",                     \
+     "post_attention_layernorm", "post_mlp_layernorm"}
+
+static const hr_arch archs[] = {
+    {.model_type = "llama", .norms = LLAMA_NORMS, .gated_mlp = true,
+     .mlp_up = "up_proj", .mlp_down = "down_proj", .mlp_gate = "gate_proj",
+     .default_act = "silu", .sliding_period = 1},
+    {.model_type = "mistral", .norms = LLAMA_NORMS, .gated_mlp = true,
+     .mlp_up = "up_proj", .mlp_down = "down_proj", .mlp_gate = "gate_proj",
+     .default_act = "silu", .sliding_period = 1},
+    {.model_type = "qwen2", .norms = LLAMA_NORMS, .gated_mlp = true,
+     .mlp_up = "up_proj", .mlp_down = "down_proj", .mlp_gate = "gate_proj",
+     .default_act = "silu"},
+    {.model_type = "qwen3", .norms = LLAMA_NORMS, .gated_mlp = true,
+     .qk_norm = HR_QK_NORM_HEAD, .mlp_up = "up_proj", .mlp_down = "down_proj",
+     .mlp_gate = "gate_proj", .default_act = "silu"},
+    {.model_type = "gemma", .norms = LLAMA_NORMS, .norm_offset = 1.0f,
+     .embed_scale_sqrt = true, .gated_mlp = true, .mlp_up = "up_proj",
+     .mlp_down = "down_proj", .mlp_gate = "gate_proj",
+     .default_act = "gelu_pytorch_tanh"},
+    {.model_type = "gemma2", .norms = SANDWICH_NORMS, .norm_offset = 1.0f,
+     .embed_scale_sqrt = true, .gated_mlp = true, .mlp_up = "up_proj",
+     .mlp_down = "down_proj", .mlp_gate = "gate_proj",
+     .default_act = "gelu_pytorch_tanh", .sliding_period = 2},
+    {.model_type = "gemma3_text", .norms = SANDWICH_NORMS, .norm_offset = 1.0f,
+     .embed_scale_sqrt = true, .gated_mlp = true, .qk_norm = HR_QK_NORM_HEAD,
+     .mlp_up = "up_proj", .mlp_down = "down_proj", .mlp_gate = "gate_proj",
+     .default_act = "gelu_pytorch_tanh", .sliding_period = 6},
+    {.model_type = "phi3", .norms = LLAMA_NORMS, .gated_mlp = true,
+     .fused_qkv = true, .fused_gate_up = true, .mlp_up = "gate_up_proj",
+     .mlp_down = "down_proj", .default_act = "silu", .sliding_period = 1},
+    {.model_type = "olmo2", .norms = OLMO2_NORMS, .gated_mlp = true,
+     .qk_norm = HR_QK_NORM_FULL, .mlp_up = "up_proj", .mlp_down = "down_proj",
+     .mlp_gate = "gate_proj", .default_act = "silu"},
+    {.model_type = "granite", .norms = LLAMA_NORMS, .gated_mlp = true,
+     .mlp_up = "up_proj", .mlp_down = "down_proj", .mlp_gate = "gate_proj",
+     .default_act = "silu"},
+    {.model_type = "smollm3", .norms = LLAMA_NORMS, .gated_mlp = true,
+     .mlp_up = "up_proj", .mlp_down = "down_proj", .mlp_gate = "gate_proj",
+     .default_act = "silu"},
+    {.model_type = "starcoder2", .norm = HR_NORM_LAYER, .norms = LLAMA_NORMS,
+     .mlp_up = "c_fc", .mlp_down = "c_proj", .default_act = "gelu_pytorch_tanh",
+     .sliding_period = 1},
+    {.model_type = "glm4", .norms = GLM4_NORMS, .gated_mlp = true,
+     .fused_gate_up = true, .rope_interleaved = true, .mlp_up = "gate_up_proj",
+     .mlp_down = "down_proj", .default_act = "silu"},
+};
+
+const hr_arch *hr_arch_find(const char *model_type) {
+    if (!model_type)
+        return NULL;
+    for (size_t i = 0; i < sizeof archs / sizeof archs[0]; i++)
+        if (!strcmp(archs[i].model_type, model_type))
+            return &archs[i];
+    return NULL;
+}
+
+const char *hr_arch_list(void) {
+    static char list[512];
+    if (!list[0])
+        for (size_t i = 0; i < sizeof archs / sizeof archs[0]; i++) {
+            if (i)
+                strcat(list, ", ");
+            strcat(list, archs[i].model_type);
+        }
+    return list;
+}

@@ -1,0 +1,28 @@
+/* hr_batch: one flattened, ragged batch for one forward call. Prefill
+ * chunks and decode steps of many sequences go through together.
+ *
+ * Tokens of one sequence appear in increasing position order; token t
+ * writes its K/V at pos[t] of sequence seq[t] and attends to every earlier
+ * position of that sequence already in the cache or in this batch. The
+ * sequence's block table must cover pos[t]. */
+#ifndef HR_MODEL_BATCH_H
+#define HR_MODEL_BATCH_H
+
+#include <stdint.h>
+
+typedef struct hr_seq_blocks {
+    const int32_t *table; /* block ids, in position order */
+    int n;                /* covers positions [0, n * HR_KV_BLOCK) */
+} hr_seq_blocks;
+
+typedef struct hr_batch {
+    int n_tokens;
+    const int32_t *token;      /* [n_tokens] */
+    const int32_t *pos;        /* [n_tokens] position within its sequence */
+    const int32_t *seq;        /* [n_tokens] index into seqs */
+    const uint8_t *logits;     /* [n_tokens] nonzero: return this row's logits */
+    int n_seqs;
+    const hr_seq_blocks *seqs; /* [n_seqs] */
+} hr_batch;
+
+#endif

@@ -1,0 +1,369 @@
+#include "model/config.h"
+#include "core/error.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* ---- json accessors: absent or null -> default; wrong type -> error ---- */
+
+typedef struct reader {
+    const json_t *obj;
+    const char *where; /* "config.json" or "config.json rope_parameters" */
+    hr_error *err;
+    int rc;
+} reader;
+
+static const json_t *get(reader *r, const char *key) {
+    const json_t *v = json_object_get(r->obj, key);
+    return (v && !json_is_null(v)) ? v : NULL;
+}
+
+static double num(reader *r, const char *key, double dflt) {
+    const json_t *v = get(r, key);
+    if (!v)
+        return dflt;
+    if (!json_is_number(v)) {
+        if (!r->rc)
+            r->rc = hr_err(r->err, HR_EFORMAT, "%s: '%s' must be a number",
+                           r->where, key);
+        return dflt;
+    }
+    return json_number_value(v);
+}
+
+static int integer(reader *r, const char *key, int dflt) {
+    const json_t *v = get(r, key);
+    if (!v)
+        return dflt;
+    if (!json_is_integer(v) || json_integer_value(v) < 0 ||
+        json_integer_value(v) > (1 << 30)) {
+        if (!r->rc)
+            r->rc = hr_err(r->err, HR_EFORMAT,
+                           "%s: '%s' must be a non-negative integer", r->where, key);
+        return dflt;
+    }
+    return (int)json_integer_value(v);
+}
+
+static const char *string(reader *r, const char *key) {
+    const json_t *v = get(r, key);
+    if (v && !json_is_string(v)) {
+        if (!r->rc)
+            r->rc = hr_err(r->err, HR_EFORMAT, "%s: '%s' must be a string",
+                           r->where, key);
+        return NULL;
+    }
+    return v ? json_string_value(v) : NULL;
+}
+
+static bool boolean(reader *r, const char *key, bool dflt) {
+    const json_t *v = get(r, key);
+    if (!v)
+        return dflt;
+    if (!json_is_boolean(v)) {
+        if (!r->rc)
+            r->rc = hr_err(r->err, HR_EFORMAT, "%s: '%s' must be true or false",
+                           r->where, key);
+        return dflt;
+    }
+    return json_is_true(v);
+}
+
+static int require(reader *r, const char *key) {
+    int v = integer(r, key, -1);
+    if (v <= 0 && !r->rc)
+        r->rc = hr_err(r->err, HR_EFORMAT, "%s: missing or zero '%s'", r->where, key);
+    return v;
+}
+
+/* ---- rope -------------------------------------------------------------- */
+
+static float *float_list(reader *r, const char *key, int want) {
+    const json_t *v = get(r, key);
+    if (!v)
+        return NULL;
+    if (!json_is_array(v) || (int)json_array_size(v) != want) {
+        if (!r->rc)
+            r->rc = hr_err(r->err, HR_EFORMAT,
+                           "%s: '%s' must be a list of %d numbers", r->where, key, want);
+        return NULL;
+    }
+    float *out = malloc((size_t)want * sizeof *out);
+    if (!out) {
+        r->rc = hr_err(r->err, HR_ENOMEM, "out of memory");
+        return NULL;
+    }
+    for (int i = 0; i < want; i++) {
+        const json_t *x = json_array_get(v, (size_t)i);
+        if (!json_is_number(x)) {
+            free(out);
+            if (!r->rc)
+                r->rc = hr_err(r->err, HR_EFORMAT, "%s: '%s'[%d] is not a number",
+                               r->where, key, i);
+            return NULL;
+        }
+        out[i] = (float)json_number_value(x);
+    }
+    return out;
+}
+
+/* Fill rp from a rope dict (4.x rope_scaling or 5.x rope_parameters); theta
+ * and the model-level fields come in through rp already. */
+static void parse_rope_dict(reader *r, hr_rope_params *rp, int rot_dim) {
+    const char *type = string(r, "rope_type");
+    if (!type)
+        type = string(r, "type");
+    rp->theta = num(r, "rope_theta", rp->theta);
+    rp->factor = num(r, "factor", 1.0);
+    rp->original_max_pos = integer(r, "original_max_position_embeddings",
+                                   rp->original_max_pos);
+    if (!type || !strcmp(type, "default")) {
+        rp->type = HR_ROPE_DEFAULT;
+    } else if (!strcmp(type, "linear")) {
+        rp->type = HR_ROPE_LINEAR;
+    } else if (!strcmp(type, "dynamic")) {
+        rp->type = HR_ROPE_DYNAMIC;
+    } else if (!strcmp(type, "llama3")) {
+        rp->type = HR_ROPE_LLAMA3;
+        rp->low_freq_factor = num(r, "low_freq_factor", 1.0);
+        rp->high_freq_factor = num(r, "high_freq_factor", 4.0);
+    } else if (!strcmp(type, "yarn")) {
+        rp->type = HR_ROPE_YARN;
+        rp->beta_fast = num(r, "beta_fast", 32.0);
+        rp->beta_slow = num(r, "beta_slow", 1.0);
+        rp->attention_factor = num(r, "attention_factor", 0.0);
+        rp->mscale = num(r, "mscale", 0.0);
+        rp->mscale_all_dim = num(r, "mscale_all_dim", 0.0);
+        rp->truncate = boolean(r, "truncate", true);
+    } else if (!strcmp(type, "longrope") || !strcmp(type, "su")) {
+        rp->type = HR_ROPE_LONGROPE;
+        rp->attention_factor = num(r, "attention_factor", 0.0);
+        rp->short_factor = float_list(r, "short_factor", rot_dim / 2);
+        rp->long_factor = float_list(r, "long_factor", rot_dim / 2);
+        if (!r->rc && (!rp->short_factor || !rp->long_factor))
+            r->rc = hr_err(r->err, HR_EFORMAT, "%s: longrope needs short_factor "
+                           "and long_factor", r->where);
+    } else if (!r->rc) {
+        r->rc = hr_err(r->err, HR_EUNSUPPORTED,
+                       "not supported yet: rope type '%s' (%s)", type, r->where);
+    }
+}
+
+static void rope_params_free(hr_rope_params *rp) {
+    free(rp->short_factor);
+    free(rp->long_factor);
+    rp->short_factor = rp->long_factor = NULL;
+}
+
+/* ---- layers ------------------------------------------------------------ */
+
+static void parse_layer_types(reader *r, hr_hparams *hp) {
+    const json_t *lt = get(r, "layer_types");
+    if (lt) {
+        if (!json_is_array(lt) || (int)json_array_size(lt) != hp->n_layers) {
+            if (!r->rc)
+                r->rc = hr_err(r->err, HR_EFORMAT, "%s: 'layer_types' must list "
+                               "%d layers", r->where, hp->n_layers);
+            return;
+        }
+        for (int i = 0; i < hp->n_layers; i++) {
+            const char *t = json_string_value(json_array_get(lt, (size_t)i));
+            if (t && !strcmp(t, "sliding_attention"))
+                hp->layer_sliding[i] = true;
+            else if (!t || strcmp(t, "full_attention")) {
+                if (!r->rc)
+                    r->rc = hr_err(r->err, HR_EUNSUPPORTED, "not supported yet: "
+                                   "layer type '%s'", t ? t : "?");
+                return;
+            }
+        }
+    } else if (hp->sliding_window) {
+        int period = hp->arch->sliding_period;
+        bool qwen_style = get(r, "use_sliding_window") != NULL;
+        for (int i = 0; i < hp->n_layers; i++) {
+            if (qwen_style)
+                hp->layer_sliding[i] = boolean(r, "use_sliding_window", false) &&
+                                       i >= integer(r, "max_window_layers", 0);
+            else if (period == 1)
+                hp->layer_sliding[i] = true;
+            else if (period > 1)
+                hp->layer_sliding[i] = (i + 1) % period != 0;
+        }
+    }
+    if (!hp->sliding_window)
+        for (int i = 0; i < hp->n_layers; i++)
+            if (hp->layer_sliding[i] && !r->rc)
+                r->rc = hr_err(r->err, HR_EFORMAT, "%s: sliding layers but no "
+                               "'sliding_window'", r->where);
+
+    /* smollm3: no_rope_layers[i] == 1 means layer i uses rope */
+    const json_t *nr = get(r, "no_rope_layers");
+    for (int i = 0; i < hp->n_layers; i++)
+        hp->layer_rope[i] = true;
+    if (nr) {
+        if (!json_is_array(nr) || (int)json_array_size(nr) != hp->n_layers) {
+            if (!r->rc)
+                r->rc = hr_err(r->err, HR_EFORMAT, "%s: 'no_rope_layers' must list "
+                               "%d layers", r->where, hp->n_layers);
+            return;
+        }
+        for (int i = 0; i < hp->n_layers; i++)
+            hp->layer_rope[i] = json_integer_value(json_array_get(nr, (size_t)i)) != 0;
+    }
+}
+
+static int parse_act(reader *r, hr_hparams *hp) {
+    const char *a = string(r, "hidden_activation");
+    if (!a)
+        a = string(r, "hidden_act");
+    if (!a)
+        a = hp->arch->default_act;
+    if (!strcmp(a, "silu") || !strcmp(a, "swish"))
+        hp->act = HR_ACT_SILU;
+    else if (!strcmp(a, "gelu_pytorch_tanh") || !strcmp(a, "gelu_new") ||
+             !strcmp(a, "gelu_fast"))
+        hp->act = HR_ACT_GELU_TANH;
+    else if (!strcmp(a, "gelu"))
+        hp->act = HR_ACT_GELU;
+    else
+        return hr_err(r->err, HR_EUNSUPPORTED,
+                      "not supported yet: activation '%s'", a);
+    return 0;
+}
+
+static void parse_eos(hr_hparams *hp, const json_t *v) {
+    if (json_is_integer(v) && hp->n_eos < 8)
+        hp->eos_ids[hp->n_eos++] = (int)json_integer_value(v);
+    else if (json_is_array(v))
+        for (size_t i = 0; i < json_array_size(v); i++)
+            parse_eos(hp, json_array_get(v, i));
+}
+
+int hr_hparams_from_json(hr_hparams *hp, const json_t *cfg, const json_t *gen,
+                         hr_error *err) {
+    memset(hp, 0, sizeof *hp);
+    if (!json_is_object(cfg))
+        return hr_err(err, HR_EFORMAT, "config.json: not a JSON object");
+    reader r = {cfg, "config.json", err, 0};
+    const char *mt = string(&r, "model_type");
+    if (r.rc)
+        return r.rc;
+    hp->arch = hr_arch_find(mt);
+    if (!hp->arch)
+        return hr_err(err, HR_EUNSUPPORTED,
+                      "not supported yet: model_type '%s' (supported: %s)",
+                      mt ? mt : "(missing)", hr_arch_list());
+
+    hp->n_vocab = require(&r, "vocab_size");
+    hp->d_model = require(&r, "hidden_size");
+    hp->n_layers = require(&r, "num_hidden_layers");
+    hp->n_heads = require(&r, "num_attention_heads");
+    hp->n_kv_heads = integer(&r, "num_key_value_heads", hp->n_heads);
+    hp->d_ff = require(&r, "intermediate_size");
+    if (r.rc)
+        return r.rc;
+    hp->head_dim = integer(&r, "head_dim", hp->d_model / hp->n_heads);
+    hp->max_pos = integer(&r, "max_position_embeddings", 4096);
+    hp->norm_eps = (float)num(&r, "rms_norm_eps",
+                              num(&r, "layer_norm_eps", num(&r, "norm_epsilon", 1e-6)));
+    hp->tie_embeddings = boolean(&r, "tie_word_embeddings", false);
+    if (r.rc)
+        return r.rc;
+    if (hp->n_layers > HR_MAX_LAYERS)
+        return hr_err(err, HR_EUNSUPPORTED, "not supported yet: %d layers (max %d)",
+                      hp->n_layers, HR_MAX_LAYERS);
+    if (hp->n_kv_heads <= 0 || hp->n_heads % hp->n_kv_heads || hp->head_dim <= 0 ||
+        hp->head_dim % 2)
+        return hr_err(err, HR_EFORMAT, "config.json: inconsistent heads "
+                      "(%d query heads, %d kv heads, head_dim %d)",
+                      hp->n_heads, hp->n_kv_heads, hp->head_dim);
+    int rc = parse_act(&r, hp);
+    if (rc)
+        return rc;
+
+    /* attention */
+    double qpas = num(&r, "query_pre_attn_scalar", 0.0);
+    hp->attn_scale = (float)num(&r, "attention_multiplier",
+                                qpas > 0 ? 1.0 / sqrt(qpas) : 1.0 / sqrt(hp->head_dim));
+    hp->attn_softcap = (float)num(&r, "attn_logit_softcapping", 0.0);
+    hp->final_softcap = (float)num(&r, "final_logit_softcapping", 0.0);
+    hp->sliding_window = integer(&r, "sliding_window", 0);
+    hp->embed_mult = (float)num(&r, "embedding_multiplier", 1.0);
+    hp->residual_mult = (float)num(&r, "residual_multiplier", 1.0);
+    hp->logit_div = (float)num(&r, "logits_scaling", 1.0);
+    if (r.rc)
+        return r.rc;
+    parse_layer_types(&r, hp);
+    if (r.rc)
+        return r.rc;
+
+    /* rope: 5.x rope_parameters (maybe one per layer type), else 4.x fields */
+    const json_t *rpj = get(&r, "rope_parameters");
+    double partial = num(&r, "partial_rotary_factor", 1.0);
+    if (rpj && json_is_object(rpj))
+        partial = num(&(reader){rpj, "config.json rope_parameters", err, 0},
+                      "partial_rotary_factor", partial);
+    hp->rot_dim = (int)(hp->head_dim * partial);
+    hp->rot_dim -= hp->rot_dim % 2;
+    hp->rope.theta = num(&r, "rope_theta", 10000.0);
+    hp->rope.original_max_pos = integer(&r, "original_max_position_embeddings", 0);
+    if (r.rc)
+        return r.rc;
+    hp->rope_local = hp->rope;
+    const json_t *full = NULL, *local = NULL;
+    if (rpj && !json_is_object(rpj))
+        return hr_err(err, HR_EFORMAT, "config.json: 'rope_parameters' must be an object");
+    if (rpj) {
+        full = json_object_get(rpj, "full_attention");
+        local = json_object_get(rpj, "sliding_attention");
+        if (!full && !local)
+            full = rpj;
+    } else {
+        full = get(&r, "rope_scaling");
+    }
+    if (full) {
+        reader rr = {full, "config.json rope parameters", err, 0};
+        if (!json_is_object(full))
+            return hr_err(err, HR_EFORMAT, "%s: not an object", rr.where);
+        parse_rope_dict(&rr, &hp->rope, hp->rot_dim);
+        if (rr.rc)
+            return rr.rc;
+    }
+    double local_theta = num(&r, "rope_local_base_freq", 0.0);
+    if (local) {
+        reader rl = {local, "config.json rope_parameters.sliding_attention", err, 0};
+        if (!json_is_object(local))
+            return hr_err(err, HR_EFORMAT, "%s: not an object", rl.where);
+        parse_rope_dict(&rl, &hp->rope_local, hp->rot_dim);
+        if (rl.rc)
+            return rl.rc;
+        hp->has_rope_local = true;
+    } else if (local_theta > 0) {
+        hp->rope_local.type = HR_ROPE_DEFAULT;
+        hp->rope_local.theta = local_theta;
+        hp->has_rope_local = true;
+    }
+    if (r.rc)
+        return r.rc;
+
+    /* generation_config.json, then config.json, for bos/eos */
+    hp->bos_id = -1;
+    if (gen && json_is_object(gen))
+        parse_eos(hp, json_object_get(gen, "eos_token_id"));
+    if (!hp->n_eos)
+        parse_eos(hp, json_object_get(cfg, "eos_token_id"));
+    const json_t *bos = gen ? json_object_get(gen, "bos_token_id") : NULL;
+    if (!json_is_integer(bos))
+        bos = json_object_get(cfg, "bos_token_id");
+    if (json_is_integer(bos))
+        hp->bos_id = (int)json_integer_value(bos);
+    return 0;
+}
+
+void hr_hparams_deinit(hr_hparams *hp) {
+    if (!hp)
+        return;
+    rope_params_free(&hp->rope);
+    rope_params_free(&hp->rope_local);
+}

@@ -1,0 +1,81 @@
+/* Model hyperparameters resolved from a Hugging Face config.json, as written
+ * by transformers 4.x (rope_theta, rope_scaling), 5.x (rope_parameters,
+ * layer_types) and mlx-lm. Architecture quirks come from the descriptor
+ * table (arch.h); this struct holds the numbers. */
+#ifndef HR_MODEL_CONFIG_H
+#define HR_MODEL_CONFIG_H
+
+#include "hearth.h"
+#include "model/arch.h"
+
+#include <jansson.h>
+#include <stdbool.h>
+
+#define HR_MAX_LAYERS 512
+
+typedef enum hr_rope_type {
+    HR_ROPE_DEFAULT,
+    HR_ROPE_LINEAR,
+    HR_ROPE_DYNAMIC,
+    HR_ROPE_YARN,
+    HR_ROPE_LONGROPE,
+    HR_ROPE_LLAMA3,
+} hr_rope_type;
+
+/* One RoPE parameterization (a model may have one per layer type). */
+typedef struct hr_rope_params {
+    hr_rope_type type;
+    double theta;
+    double factor;
+    int original_max_pos;   /* 0 when not given */
+    double low_freq_factor, high_freq_factor;    /* llama3 */
+    double beta_fast, beta_slow, attention_factor; /* yarn / longrope; 0 = derive */
+    double mscale, mscale_all_dim;               /* yarn (deepseek style), 0 = unset */
+    bool truncate;                               /* yarn: floor/ceil the range */
+    float *short_factor, *long_factor;           /* longrope, rot_dim/2 each (owned) */
+} hr_rope_params;
+
+typedef struct hr_hparams {
+    const hr_arch *arch;
+    int n_vocab;
+    int d_model;
+    int n_layers;
+    int n_heads;
+    int n_kv_heads;
+    int head_dim;
+    int d_ff;
+    int max_pos;            /* max_position_embeddings */
+    float norm_eps;
+    hr_act act;
+    bool tie_embeddings;
+
+    /* attention */
+    float attn_scale;       /* multiplies q.k */
+    float attn_softcap;     /* 0 = none */
+    float final_softcap;    /* 0 = none */
+    int sliding_window;     /* 0 = none */
+    bool layer_sliding[HR_MAX_LAYERS];
+    bool layer_rope[HR_MAX_LAYERS];   /* false for smollm3's no-rope layers */
+
+    /* rope */
+    int rot_dim;            /* rotated dims per head (partial rotary) */
+    hr_rope_params rope;        /* full-attention layers */
+    hr_rope_params rope_local;  /* sliding layers (gemma3: rope_local_base_freq) */
+    bool has_rope_local;
+
+    /* scalings (granite; gemma's sqrt(d_model) comes from the arch) */
+    float embed_mult, residual_mult, logit_div;
+
+    /* generation_config.json defaults (0 / -1 when absent) */
+    int n_eos;
+    int eos_ids[8];
+    int bos_id;
+} hr_hparams;
+
+/* Resolve hyperparameters from a parsed config.json. gen may be NULL
+ * (generation_config.json). Errors name the offending field. */
+int hr_hparams_from_json(hr_hparams *hp, const json_t *cfg, const json_t *gen,
+                         hr_error *err);
+void hr_hparams_deinit(hr_hparams *hp);
+
+#endif

@@ -1,0 +1,284 @@
+#include "model/forward.h"
+#include "core/arena.h"
+#include "core/error.h"
+#include "kernels/cpu/ops.h"
+#include "model/rope.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+struct hr_fwd {
+    const hr_model *m;
+    hr_pool *pool;
+    int max_tokens, max_seqs;
+    hr_arena arena; /* per-step scratch, reset every hr_forward */
+};
+
+/* ---- setup --------------------------------------------------------------- */
+
+static size_t scratch_bytes(const hr_hparams *hp, int T, int S, int nth) {
+    size_t qd = (size_t)hp->n_heads * hp->head_dim, kvd = (size_t)hp->n_kv_heads * hp->head_dim;
+    size_t d = hp->d_model, ff = hp->d_ff, half = hp->rot_dim / 2 + 1;
+    size_t floats = (size_t)T * (3 * d + 2 * qd + 2 * kvd + 2 * ff) +
+                    (size_t)S * 2 * half + (size_t)nth * (hp->max_pos + 1);
+    size_t ptrs = (size_t)T * sizeof(int32_t *) + (size_t)S * sizeof(float);
+    return floats * sizeof(float) + ptrs + 64 * 32; /* + alignment slack */
+}
+
+int hr_fwd_new(hr_fwd **out, const hr_model *m, int max_tokens, int max_seqs,
+               int n_threads, hr_error *err) {
+    *out = NULL;
+    if (max_tokens <= 0 || max_seqs <= 0)
+        return hr_err(err, HR_EINVAL, "forward scratch needs max_tokens, max_seqs > 0");
+    hr_fwd *f = calloc(1, sizeof *f);
+    if (!f)
+        return hr_err(err, HR_ENOMEM, "out of memory");
+    f->m = m;
+    f->max_tokens = max_tokens;
+    f->max_seqs = max_seqs;
+    f->pool = hr_pool_new(n_threads);
+    if (!f->pool ||
+        hr_arena_init(&f->arena, scratch_bytes(&m->hp, max_tokens, max_seqs,
+                                               hr_pool_size(f->pool)))) {
+        hr_fwd_free(f);
+        return hr_err(err, HR_ENOMEM, "cannot allocate forward scratch for %d tokens",
+                      max_tokens);
+    }
+    *out = f;
+    return 0;
+}
+
+void hr_fwd_free(hr_fwd *f) {
+    if (!f)
+        return;
+    hr_pool_free(f->pool);
+    hr_arena_deinit(&f->arena);
+    free(f);
+}
+
+hr_pool *hr_fwd_pool(hr_fwd *f) { return f->pool; }
+
+/* ---- pieces ---------------------------------------------------------------- */
+
+static void norm_rows(const hr_model *m, const hr_norm_w *nw, float *y,
+                      const float *x, int T, int d) {
+    const hr_hparams *hp = &m->hp;
+    for (int t = 0; t < T; t++) {
+        if (hp->arch->norm == HR_NORM_LAYER)
+            hr_layernorm(y + (size_t)t * d, x + (size_t)t * d, nw->w, nw->b, d, hp->norm_eps);
+        else
+            hr_rmsnorm(y + (size_t)t * d, x + (size_t)t * d, nw->w,
+                       hp->arch->norm_offset, d, hp->norm_eps);
+    }
+}
+
+static void act_rows(hr_act act, float *g, const float *u, size_t n) {
+    switch (act) {
+    case HR_ACT_SILU: hr_silu_mul(g, u, (int)n); break;
+    case HR_ACT_GELU_TANH: hr_gelu_tanh_mul(g, u, (int)n); break;
+    case HR_ACT_GELU: hr_gelu_mul(g, u, (int)n); break;
+    }
+}
+
+static int validate(const hr_fwd *f, const hr_kv *kv, const hr_batch *b, hr_error *err) {
+    const hr_hparams *hp = &f->m->hp;
+    if (b->n_tokens <= 0 || b->n_tokens > f->max_tokens)
+        return hr_err(err, HR_EINVAL, "batch of %d tokens (this context takes 1..%d)",
+                      b->n_tokens, f->max_tokens);
+    if (b->n_seqs <= 0 || b->n_seqs > f->max_seqs)
+        return hr_err(err, HR_EINVAL, "batch of %d sequences (max %d)", b->n_seqs,
+                      f->max_seqs);
+    for (int t = 0; t < b->n_tokens; t++) {
+        int s = b->seq[t], p = b->pos[t];
+        if (b->token[t] < 0 || b->token[t] >= hp->n_vocab)
+            return hr_err(err, HR_ERANGE, "token id %d is outside the vocabulary "
+                          "(0..%d)", b->token[t], hp->n_vocab - 1);
+        if (s < 0 || s >= b->n_seqs)
+            return hr_err(err, HR_EINVAL, "token %d names sequence %d of %d", t, s,
+                          b->n_seqs);
+        if (p < 0 || p >= hp->max_pos)
+            return hr_err(err, HR_ERANGE, "position %d is past the model's context "
+                          "of %d tokens", p, hp->max_pos);
+        if (p / HR_KV_BLOCK >= b->seqs[s].n)
+            return hr_err(err, HR_EINVAL, "position %d is not covered by sequence "
+                          "%d's %d KV blocks", p, s, b->seqs[s].n);
+        for (int i = 0; i <= p / HR_KV_BLOCK; i++)
+            if (b->seqs[s].table[i] < 0 || b->seqs[s].table[i] >= kv->n_blocks)
+                return hr_err(err, HR_EINVAL, "sequence %d has a bad KV block id", s);
+        if (t > 0 && b->seq[t - 1] == s && b->pos[t - 1] >= p)
+            return hr_err(err, HR_EINVAL, "positions of sequence %d must increase", s);
+    }
+    return 0;
+}
+
+/* ---- the forward pass -------------------------------------------------------- */
+
+int hr_forward(hr_fwd *f, hr_kv *kv, const hr_batch *b, float *logits,
+               hr_error *err) {
+    int rc = validate(f, kv, b, err);
+    if (rc)
+        return rc;
+    const hr_model *m = f->m;
+    const hr_hparams *hp = &m->hp;
+    const hr_arch *arch = hp->arch;
+    hr_pool *pool = f->pool;
+    int T = b->n_tokens, d = hp->d_model, hd = hp->head_dim, ff = hp->d_ff;
+    int qd = hp->n_heads * hd, kvd = hp->n_kv_heads * hd, half = hp->rot_dim / 2;
+    int nth = hr_pool_size(pool);
+
+    hr_arena *A = &f->arena;
+    hr_arena_reset(A);
+#define ALLOC(type, n) ((type *)hr_arena_alloc(A, (size_t)(n) * sizeof(type)))
+    float *x = ALLOC(float, (size_t)T * d), *xn = ALLOC(float, (size_t)T * d);
+    float *tmp = ALLOC(float, (size_t)T * d);
+    float *q = ALLOC(float, (size_t)T * qd), *att = ALLOC(float, (size_t)T * qd);
+    float *k = ALLOC(float, (size_t)T * kvd), *v = ALLOC(float, (size_t)T * kvd);
+    float *g = ALLOC(float, (size_t)T * ff), *u = ALLOC(float, (size_t)T * ff);
+    float *freq = ALLOC(float, (size_t)b->n_seqs * 2 * (half + 1));
+    float *scores = ALLOC(float, (size_t)nth * hp->max_pos);
+    const int32_t **tok_blocks = ALLOC(const int32_t *, T);
+#undef ALLOC
+    HR_ASSERT(tok_blocks != NULL); /* the arena was sized for max_tokens */
+
+    /* rope tables per sequence: [full half | factor][local half | factor] */
+    int max_ctx = 0;
+    for (int s = 0; s < b->n_seqs; s++) {
+        int len = 0;
+        for (int t = 0; t < T; t++)
+            if (b->seq[t] == s && b->pos[t] + 1 > len)
+                len = b->pos[t] + 1;
+        float *fs = freq + (size_t)s * 2 * (half + 1);
+        hr_rope_freqs(&hp->rope, hp->rot_dim, hp->max_pos, len, fs, &fs[half]);
+        hr_rope_freqs(hp->has_rope_local ? &hp->rope_local : &hp->rope, hp->rot_dim,
+                      hp->max_pos, len, fs + half + 1, &fs[2 * half + 1]);
+        if (len > max_ctx)
+            max_ctx = len;
+    }
+    for (int t = 0; t < T; t++)
+        tok_blocks[t] = b->seqs[b->seq[t]].table;
+
+    /* embeddings */
+    float escale = hp->embed_mult;
+    if (arch->embed_scale_sqrt)
+        escale *= sqrtf((float)d);
+    size_t esz = hr_dtype_size(m->embed->dtype);
+    for (int t = 0; t < T; t++) {
+        const unsigned char *row = (const unsigned char *)m->embed->data +
+                                   (size_t)b->token[t] * d * esz;
+        float *xt = x + (size_t)t * d;
+        for (int i = 0; i < d; i++) {
+            float e = m->embed->dtype == HR_DTYPE_F32 ? ((const float *)row)[i]
+                      : m->embed->dtype == HR_DTYPE_BF16
+                          ? hr_bf16_to_f32(((const uint16_t *)row)[i])
+                          : hr_f16_to_f32(((const uint16_t *)row)[i]);
+            xt[i] = e * escale;
+        }
+    }
+
+    for (int il = 0; il < hp->n_layers; il++) {
+        const hr_layer *L = &m->layers[il];
+        bool sliding = hp->layer_sliding[il];
+
+        /* ---- attention ---- */
+        const float *ain = x;
+        if (L->norm[HR_NORM_PRE_ATTN].w) {
+            norm_rows(m, &L->norm[HR_NORM_PRE_ATTN], xn, x, T, d);
+            ain = xn;
+        }
+        hr_matmul(pool, q, qd, ain, d, T, &L->wq, L->bq);
+        hr_matmul(pool, k, kvd, ain, d, T, &L->wk, L->bk);
+        hr_matmul(pool, v, kvd, ain, d, T, &L->wv, L->bv);
+        for (int t = 0; t < T; t++) {
+            float *qt = q + (size_t)t * qd, *kt = k + (size_t)t * kvd;
+            if (arch->qk_norm == HR_QK_NORM_HEAD) {
+                for (int h = 0; h < hp->n_heads; h++)
+                    hr_rmsnorm(qt + h * hd, qt + h * hd, L->q_norm, arch->norm_offset,
+                               hd, hp->norm_eps);
+                for (int h = 0; h < hp->n_kv_heads; h++)
+                    hr_rmsnorm(kt + h * hd, kt + h * hd, L->k_norm, arch->norm_offset,
+                               hd, hp->norm_eps);
+            } else if (arch->qk_norm == HR_QK_NORM_FULL) {
+                hr_rmsnorm(qt, qt, L->q_norm, arch->norm_offset, qd, hp->norm_eps);
+                hr_rmsnorm(kt, kt, L->k_norm, arch->norm_offset, kvd, hp->norm_eps);
+            }
+            if (hp->layer_rope[il] && half > 0) {
+                const float *fs = freq + (size_t)b->seq[t] * 2 * (half + 1);
+                if (sliding && hp->has_rope_local)
+                    fs += half + 1;
+                hr_rope(qt, hp->n_heads, hd, hp->rot_dim, b->pos[t], fs, fs[half],
+                        arch->rope_interleaved);
+                hr_rope(kt, hp->n_kv_heads, hd, hp->rot_dim, b->pos[t], fs, fs[half],
+                        arch->rope_interleaved);
+            }
+            /* K/V into the cache: [block][kv_head][slot][hd] */
+            int p = b->pos[t];
+            size_t base = (size_t)tok_blocks[t][p / HR_KV_BLOCK] * kv->block_stride;
+            float *kc = hr_kv_layer_k(kv, il) + base, *vc = hr_kv_layer_v(kv, il) + base;
+            for (int h = 0; h < hp->n_kv_heads; h++) {
+                size_t off = ((size_t)h * HR_KV_BLOCK + p % HR_KV_BLOCK) * hd;
+                memcpy(kc + off, kt + h * hd, (size_t)hd * sizeof(float));
+                memcpy(vc + off, v + (size_t)t * kvd + h * hd, (size_t)hd * sizeof(float));
+            }
+        }
+        hr_attn_args aa = {
+            .q = q, .out = att, .n_tok = T, .n_heads = hp->n_heads,
+            .n_kv_heads = hp->n_kv_heads, .head_dim = hd,
+            .k = hr_kv_layer_k(kv, il), .v = hr_kv_layer_v(kv, il),
+            .block_stride = kv->block_stride, .block_size = HR_KV_BLOCK,
+            .pos = b->pos, .blocks = tok_blocks, .scale = hp->attn_scale,
+            .softcap = hp->attn_softcap, .window = sliding ? hp->sliding_window : 0,
+            .scratch = scores, .max_ctx = max_ctx,
+        };
+        hr_attention(pool, &aa);
+        hr_matmul(pool, tmp, d, att, qd, T, &L->wo, L->bo);
+        if (L->norm[HR_NORM_POST_ATTN].w)
+            norm_rows(m, &L->norm[HR_NORM_POST_ATTN], tmp, tmp, T, d);
+        for (size_t i = 0; i < (size_t)T * d; i++)
+            x[i] += tmp[i] * hp->residual_mult;
+
+        /* ---- mlp ---- */
+        const float *min = x;
+        if (L->norm[HR_NORM_PRE_MLP].w) {
+            norm_rows(m, &L->norm[HR_NORM_PRE_MLP], xn, x, T, d);
+            min = xn;
+        }
+        hr_matmul(pool, u, ff, min, d, T, &L->w_up, L->b_up);
+        if (L->w_gate.data) {
+            hr_matmul(pool, g, ff, min, d, T, &L->w_gate, NULL);
+            act_rows(hp->act, g, u, (size_t)T * ff);
+            hr_matmul(pool, tmp, d, g, ff, T, &L->w_down, L->b_down);
+        } else {
+            act_rows(hp->act, u, NULL, (size_t)T * ff);
+            hr_matmul(pool, tmp, d, u, ff, T, &L->w_down, L->b_down);
+        }
+        if (L->norm[HR_NORM_POST_MLP].w)
+            norm_rows(m, &L->norm[HR_NORM_POST_MLP], tmp, tmp, T, d);
+        for (size_t i = 0; i < (size_t)T * d; i++)
+            x[i] += tmp[i] * hp->residual_mult;
+    }
+
+    /* final norm on the rows that want logits, gathered */
+    int n_out = 0;
+    for (int t = 0; t < T; t++) {
+        if (!b->logits[t])
+            continue;
+        float *dst = xn + (size_t)n_out * d, *src = x + (size_t)t * d;
+        if (m->final_norm.w)
+            norm_rows(m, &m->final_norm, dst, src, 1, d);
+        else
+            memcpy(dst, src, (size_t)d * sizeof(float));
+        n_out++;
+    }
+    if (n_out == 0)
+        return 0;
+    int V = hp->n_vocab;
+    hr_matmul(pool, logits, V, xn, d, n_out, m->lm_head, NULL);
+    if (hp->logit_div != 1.0f || hp->final_softcap > 0)
+        for (size_t i = 0; i < (size_t)n_out * V; i++) {
+            logits[i] /= hp->logit_div;
+            if (hp->final_softcap > 0)
+                logits[i] = tanhf(logits[i] / hp->final_softcap) * hp->final_softcap;
+        }
+    return 0;
+}

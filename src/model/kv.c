@@ -1,0 +1,64 @@
+#include "model/kv.h"
+#include "core/error.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+size_t hr_kv_block_bytes(const hr_hparams *hp) {
+    return 2 * (size_t)hp->n_layers * hp->n_kv_heads * HR_KV_BLOCK * hp->head_dim *
+           sizeof(float);
+}
+
+int hr_kv_init(hr_kv *kv, const hr_hparams *hp, int n_blocks, hr_error *err) {
+    memset(kv, 0, sizeof *kv);
+    if (n_blocks <= 0)
+        return hr_err(err, HR_EINVAL, "kv pool needs at least one block");
+    kv->n_layers = hp->n_layers;
+    kv->n_kv_heads = hp->n_kv_heads;
+    kv->head_dim = hp->head_dim;
+    kv->n_blocks = n_blocks;
+    kv->block_stride = (size_t)hp->n_kv_heads * HR_KV_BLOCK * hp->head_dim;
+    size_t floats = (size_t)hp->n_layers * n_blocks * kv->block_stride;
+    kv->k = aligned_alloc(64, ((floats * sizeof(float)) + 63) & ~(size_t)63);
+    kv->v = aligned_alloc(64, ((floats * sizeof(float)) + 63) & ~(size_t)63);
+    kv->refs = calloc((size_t)n_blocks, sizeof *kv->refs);
+    kv->free_list = malloc((size_t)n_blocks * sizeof *kv->free_list);
+    if (!kv->k || !kv->v || !kv->refs || !kv->free_list) {
+        hr_kv_deinit(kv);
+        return hr_err(err, HR_ENOMEM, "cannot allocate a KV pool of %d blocks "
+                      "(%zu MiB)", n_blocks, hr_kv_block_bytes(hp) * n_blocks >> 20);
+    }
+    for (int i = 0; i < n_blocks; i++)
+        kv->free_list[i] = n_blocks - 1 - i; /* pop gives 0, 1, 2, ... */
+    kv->n_free = n_blocks;
+    return 0;
+}
+
+void hr_kv_deinit(hr_kv *kv) {
+    if (!kv)
+        return;
+    free(kv->k);
+    free(kv->v);
+    free(kv->refs);
+    free(kv->free_list);
+    memset(kv, 0, sizeof *kv);
+}
+
+int32_t hr_kv_alloc(hr_kv *kv) {
+    if (kv->n_free == 0)
+        return -1;
+    int32_t b = kv->free_list[--kv->n_free];
+    kv->refs[b] = 1;
+    return b;
+}
+
+void hr_kv_ref(hr_kv *kv, int32_t block) {
+    HR_ASSERT(block >= 0 && block < kv->n_blocks && kv->refs[block] > 0);
+    kv->refs[block]++;
+}
+
+void hr_kv_unref(hr_kv *kv, int32_t block) {
+    HR_ASSERT(block >= 0 && block < kv->n_blocks && kv->refs[block] > 0);
+    if (--kv->refs[block] == 0)
+        kv->free_list[kv->n_free++] = block;
+}

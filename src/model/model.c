@@ -1,0 +1,284 @@
+#include "model/model.h"
+#include "core/error.h"
+#include "core/file.h"
+#include "kernels/cpu/ops.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* ---- binding helpers ------------------------------------------------------ */
+
+typedef struct binder {
+    hr_model *m;
+    hr_error *err;
+    int rc;
+    float *vec_next, *vec_end; /* bump space for 1-D f32 copies */
+} binder;
+
+static const char *file_of(binder *b, const hr_tensor *t) {
+    const char *p = hr_weights_file_of(b->m->weights, t), *s = strrchr(p, '/');
+    return s ? s + 1 : p;
+}
+
+static const hr_tensor *find(binder *b, const char *name, bool required) {
+    if (b->rc)
+        return NULL;
+    const hr_tensor *t = hr_weights_find(b->m->weights, name);
+    if (!t && required)
+        b->rc = hr_err(b->err, HR_EFORMAT, "%s: missing tensor '%s' (needed by %s)",
+                       b->m->path, name, b->m->hp.arch->model_type);
+    return t;
+}
+
+static bool shape_is(binder *b, const hr_tensor *t, int64_t d0, int64_t d1) {
+    bool ok = d1 ? (t->ndim == 2 && t->shape[0] == d0 && t->shape[1] == d1)
+                 : (t->ndim == 1 && t->shape[0] == d0);
+    if (!ok && !b->rc) {
+        char got[96] = "", want[64];
+        for (int i = 0; i < t->ndim; i++)
+            snprintf(got + strlen(got), sizeof got - strlen(got), "%s%lld",
+                     i ? ", " : "", (long long)t->shape[i]);
+        if (d1)
+            snprintf(want, sizeof want, "[%lld, %lld]", (long long)d0, (long long)d1);
+        else
+            snprintf(want, sizeof want, "[%lld]", (long long)d0);
+        b->rc = hr_err(b->err, HR_EFORMAT, "%s: tensor '%s' has shape [%s], expected %s",
+                       file_of(b, t), t->name, got, want);
+    }
+    return ok;
+}
+
+/* A matrix (rows, cols); optionally rows [r0, r0+rows) of a fused tensor with
+ * total_rows rows. */
+static hr_tensor matrix_rows(binder *b, const char *name, int64_t total_rows,
+                             int64_t r0, int64_t rows, int64_t cols) {
+    hr_tensor v = {0};
+    const hr_tensor *t = find(b, name, true);
+    if (!t || !shape_is(b, t, total_rows, cols))
+        return v;
+    if (!hr_matmul_supports(t->dtype)) {
+        b->rc = hr_err(b->err, HR_EUNSUPPORTED, "not supported yet: %s: tensor '%s' "
+                       "has dtype %s", file_of(b, t), name, hr_dtype_name(t->dtype));
+        return v;
+    }
+    size_t row_bytes = (size_t)cols * hr_dtype_size(t->dtype);
+    v = *t;
+    v.shape[0] = rows;
+    v.data = (const unsigned char *)t->data + (size_t)r0 * row_bytes;
+    v.nbytes = (size_t)rows * row_bytes;
+    return v;
+}
+
+static hr_tensor matrix(binder *b, const char *name, int64_t rows, int64_t cols) {
+    return matrix_rows(b, name, rows, 0, rows, cols);
+}
+
+/* A 1-D tensor of length n as f32, or NULL when absent and not required. */
+static const float *vec(binder *b, const char *name, int64_t n, bool required) {
+    const hr_tensor *t = find(b, name, required);
+    if (!t || !shape_is(b, t, n, 0))
+        return NULL;
+    if (b->vec_next + n > b->vec_end) {
+        b->rc = hr_err(b->err, HR_EFORMAT, "%s: too many vector tensors", b->m->path);
+        return NULL;
+    }
+    float *out = b->vec_next;
+    for (int64_t i = 0; i < n; i++) {
+        switch (t->dtype) {
+        case HR_DTYPE_F32: memcpy(&out[i], (const float *)t->data + i, 4); break;
+        case HR_DTYPE_BF16: out[i] = hr_bf16_to_f32(((const uint16_t *)t->data)[i]); break;
+        case HR_DTYPE_F16: out[i] = hr_f16_to_f32(((const uint16_t *)t->data)[i]); break;
+        default:
+            b->rc = hr_err(b->err, HR_EUNSUPPORTED, "not supported yet: %s: tensor "
+                           "'%s' has dtype %s", file_of(b, t), name,
+                           hr_dtype_name(t->dtype));
+            return NULL;
+        }
+    }
+    b->vec_next += n;
+    return out;
+}
+
+static hr_norm_w norm(binder *b, const char *prefix, const char *slot, int64_t d) {
+    hr_norm_w n = {0};
+    if (!slot)
+        return n;
+    char name[256];
+    snprintf(name, sizeof name, "%s%s.weight", prefix, slot);
+    n.w = vec(b, name, d, true);
+    snprintf(name, sizeof name, "%s%s.bias", prefix, slot);
+    n.b = vec(b, name, d, b->m->hp.arch->norm == HR_NORM_LAYER);
+    return n;
+}
+
+/* ---- layers ---------------------------------------------------------------- */
+
+static void bind_layer(binder *b, int il) {
+    const hr_hparams *hp = &b->m->hp;
+    const hr_arch *a = hp->arch;
+    hr_layer *L = &b->m->layers[il];
+    char pre[64], nm[256];
+    snprintf(pre, sizeof pre, "model.layers.%d.", il);
+    int64_t d = hp->d_model, qd = (int64_t)hp->n_heads * hp->head_dim,
+            kvd = (int64_t)hp->n_kv_heads * hp->head_dim, ff = hp->d_ff;
+#define NAME(fmt) (snprintf(nm, sizeof nm, "%s" fmt, pre), nm)
+    if (a->fused_qkv) {
+        int64_t total = qd + 2 * kvd;
+        L->wq = matrix_rows(b, NAME("self_attn.qkv_proj.weight"), total, 0, qd, d);
+        L->wk = matrix_rows(b, nm, total, qd, kvd, d);
+        L->wv = matrix_rows(b, nm, total, qd + kvd, kvd, d);
+    } else {
+        L->wq = matrix(b, NAME("self_attn.q_proj.weight"), qd, d);
+        L->wk = matrix(b, NAME("self_attn.k_proj.weight"), kvd, d);
+        L->wv = matrix(b, NAME("self_attn.v_proj.weight"), kvd, d);
+        L->bq = vec(b, NAME("self_attn.q_proj.bias"), qd, false);
+        L->bk = vec(b, NAME("self_attn.k_proj.bias"), kvd, false);
+        L->bv = vec(b, NAME("self_attn.v_proj.bias"), kvd, false);
+    }
+    L->wo = matrix(b, NAME("self_attn.o_proj.weight"), d, qd);
+    L->bo = vec(b, NAME("self_attn.o_proj.bias"), d, false);
+    if (a->qk_norm != HR_QK_NORM_NONE) {
+        bool full = a->qk_norm == HR_QK_NORM_FULL;
+        L->q_norm = vec(b, NAME("self_attn.q_norm.weight"), full ? qd : hp->head_dim, true);
+        L->k_norm = vec(b, NAME("self_attn.k_norm.weight"), full ? kvd : hp->head_dim, true);
+    }
+    const char *slots[HR_NORM_SLOTS] = {a->norms.pre_attn, a->norms.post_attn,
+                                        a->norms.pre_mlp, a->norms.post_mlp};
+    for (int s = 0; s < HR_NORM_SLOTS; s++)
+        L->norm[s] = norm(b, pre, slots[s], d);
+
+    snprintf(nm, sizeof nm, "%smlp.%s.weight", pre, a->mlp_up);
+    if (a->fused_gate_up) {
+        L->w_gate = matrix_rows(b, nm, 2 * ff, 0, ff, d);
+        L->w_up = matrix_rows(b, nm, 2 * ff, ff, ff, d);
+    } else {
+        L->w_up = matrix(b, nm, ff, d);
+        snprintf(nm, sizeof nm, "%smlp.%s.bias", pre, a->mlp_up);
+        L->b_up = vec(b, nm, ff, false);
+        if (a->gated_mlp) {
+            snprintf(nm, sizeof nm, "%smlp.%s.weight", pre, a->mlp_gate);
+            L->w_gate = matrix(b, nm, ff, d);
+        }
+    }
+    snprintf(nm, sizeof nm, "%smlp.%s.weight", pre, a->mlp_down);
+    L->w_down = matrix(b, nm, d, ff);
+    snprintf(nm, sizeof nm, "%smlp.%s.bias", pre, a->mlp_down);
+    L->b_down = vec(b, nm, d, false);
+#undef NAME
+}
+
+/* Upper bound of f32 vector space: every norm, bias and q/k norm. */
+static size_t vec_floats(const hr_hparams *hp) {
+    size_t qd = (size_t)hp->n_heads * hp->head_dim, kvd = (size_t)hp->n_kv_heads * hp->head_dim;
+    size_t per_layer = 10 * (size_t)hp->d_model + 3 * (qd + kvd) + (size_t)hp->d_ff;
+    return per_layer * hp->n_layers + 2 * (size_t)hp->d_model;
+}
+
+static int load_json(const char *dir, const char *name, bool required, json_t **out,
+                     hr_error *err) {
+    char path[4096];
+    *out = NULL;
+    if (hr_path_join(path, sizeof path, dir, name))
+        return hr_err(err, HR_ERANGE, "%s: path too long", dir);
+    if (!hr_file_exists(path))
+        return required ? hr_err(err, HR_ENOTFOUND, "%s: not found (is this a model "
+                                 "directory?)", path) : 0;
+    json_error_t je;
+    *out = json_load_file(path, 0, &je);
+    if (!*out)
+        return hr_err(err, HR_EFORMAT, "%s: %s (line %d, column %d)", path, je.text,
+                      je.line, je.column);
+    return 0;
+}
+
+int hr_model_open(hr_model **out, const char *dir, hr_error *err) {
+    *out = NULL;
+    json_t *cfg = NULL, *gen = NULL;
+    hr_model *m = calloc(1, sizeof *m);
+    int rc = HR_ENOMEM;
+    if (!m || !(m->path = strdup(dir))) {
+        rc = hr_err(err, HR_ENOMEM, "out of memory");
+        goto fail;
+    }
+    if (!hr_dir_exists(dir)) {
+        rc = hr_err(err, HR_ENOTFOUND, "%s: no such model directory", dir);
+        goto fail;
+    }
+    if ((rc = load_json(dir, "config.json", true, &cfg, err)) ||
+        (rc = load_json(dir, "generation_config.json", false, &gen, err)))
+        goto fail;
+    if ((rc = hr_hparams_from_json(&m->hp, cfg, gen, err))) {
+        hr_err_wrap(err, "%s/config.json", dir);
+        goto fail;
+    }
+    if ((rc = hr_weights_open(&m->weights, dir, err)))
+        goto fail;
+    const hr_hparams *hp = &m->hp;
+    size_t nvec = vec_floats(hp);
+    m->vecs = malloc(nvec * sizeof *m->vecs);
+    m->layers = calloc((size_t)hp->n_layers, sizeof *m->layers);
+    if (!m->vecs || !m->layers) {
+        rc = hr_err(err, HR_ENOMEM, "out of memory");
+        goto fail;
+    }
+    binder b = {m, err, 0, m->vecs, m->vecs + nvec};
+    m->embed = find(&b, "model.embed_tokens.weight", true);
+    if (m->embed && shape_is(&b, m->embed, hp->n_vocab, hp->d_model) &&
+        !hr_matmul_supports(m->embed->dtype))
+        b.rc = hr_err(err, HR_EUNSUPPORTED, "not supported yet: embeddings of dtype %s",
+                      hr_dtype_name(m->embed->dtype));
+    const hr_tensor *head = find(&b, "lm_head.weight", false);
+    m->lm_head = (head && !hp->tie_embeddings) ? head : m->embed;
+    if (head && m->lm_head == head && shape_is(&b, head, hp->n_vocab, hp->d_model) &&
+        !hr_matmul_supports(head->dtype))
+        b.rc = hr_err(err, HR_EUNSUPPORTED, "not supported yet: lm_head of dtype %s",
+                      hr_dtype_name(head->dtype));
+    m->final_norm = norm(&b, "model.", "norm", hp->d_model);
+    for (int i = 0; i < hp->n_layers && !b.rc; i++)
+        bind_layer(&b, i);
+    if ((rc = b.rc))
+        goto fail;
+    m->weight_bytes = hr_weights_bytes(m->weights);
+    json_decref(cfg);
+    json_decref(gen);
+    *out = m;
+    return 0;
+fail:
+    json_decref(cfg);
+    json_decref(gen);
+    hr_model_free(m);
+    return rc;
+}
+
+int hr_model_load(hr_model **out, const char *path, const hr_model_opts *opts,
+                  hr_error *err) {
+    (void)opts;
+    return hr_model_open(out, path, err);
+}
+
+void hr_model_free(hr_model *m) {
+    if (!m)
+        return;
+    hr_hparams_deinit(&m->hp);
+    hr_weights_close(m->weights);
+    free(m->layers);
+    free(m->vecs);
+    free(m->path);
+    free(m);
+}
+
+size_t hr_model_decode_bytes(const hr_model *m) {
+    size_t total = 0;
+    for (int i = 0; i < m->hp.n_layers; i++) {
+        const hr_layer *L = &m->layers[i];
+        const hr_tensor *mats[] = {&L->wq, &L->wk, &L->wv, &L->wo,
+                                   &L->w_gate, &L->w_up, &L->w_down};
+        for (size_t k = 0; k < sizeof mats / sizeof mats[0]; k++)
+            if (mats[k]->data)
+                total += mats[k]->nbytes;
+    }
+    total += m->lm_head->nbytes;
+    total += (size_t)m->hp.d_model * hr_dtype_size(m->embed->dtype);
+    return total;
+}

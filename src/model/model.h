@@ -1,0 +1,47 @@
+/* hr_model: config + mmapped weights bound to per-layer views. Immutable
+ * after load and shared by every sequence. */
+#ifndef HR_MODEL_MODEL_H
+#define HR_MODEL_MODEL_H
+
+#include "hearth.h"
+#include "model/config.h"
+#include "model/weights.h"
+
+enum { HR_NORM_PRE_ATTN, HR_NORM_POST_ATTN, HR_NORM_PRE_MLP, HR_NORM_POST_MLP, HR_NORM_SLOTS };
+
+typedef struct hr_norm_w {
+    const float *w; /* [d] f32; NULL: slot absent */
+    const float *b; /* [d] LayerNorm bias or NULL */
+} hr_norm_w;
+
+typedef struct hr_layer {
+    hr_tensor wq;              /* (n_heads*head_dim, d_model) */
+    hr_tensor wk, wv;          /* (n_kv_heads*head_dim, d_model) */
+    hr_tensor wo;              /* (d_model, n_heads*head_dim) */
+    const float *bq, *bk, *bv, *bo;  /* NULL when the model has none */
+    const float *q_norm, *k_norm;    /* (head_dim) or full projection; NULL */
+    hr_norm_w norm[HR_NORM_SLOTS];
+    hr_tensor w_gate, w_up;    /* (d_ff, d_model); w_gate.data NULL if not gated */
+    hr_tensor w_down;          /* (d_model, d_ff) */
+    const float *b_up, *b_down;
+} hr_layer;
+
+struct hr_model {
+    char *path;
+    hr_hparams hp;
+    hr_weights *weights;
+    const hr_tensor *embed;    /* (n_vocab, d_model) */
+    const hr_tensor *lm_head;  /* (n_vocab, d_model); == embed when tied */
+    hr_norm_w final_norm;
+    hr_layer *layers;          /* [n_layers] */
+    float *vecs;               /* f32 copies of every 1-D tensor (owned) */
+    size_t weight_bytes;
+};
+
+/* Load from a directory without a tokenizer; see hr_model_load. */
+int hr_model_open(hr_model **out, const char *dir, hr_error *err);
+
+/* Bytes of weights read per decoded token (matrices + embedding row). */
+size_t hr_model_decode_bytes(const hr_model *m);
+
+#endif

@@ -1,0 +1,170 @@
+#include "model/weights.h"
+#include "core/error.h"
+#include "core/file.h"
+#include "io/safetensors.h"
+
+#include <dirent.h>
+#include <jansson.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define MAX_SHARDS 4096
+
+struct hr_weights {
+    hr_st_file **files;
+    size_t n_files;
+};
+
+static int add_file(hr_weights *w, const char *dir, const char *name, hr_error *err) {
+    for (size_t i = 0; i < w->n_files; i++) {
+        const char *p = hr_st_path(w->files[i]), *base = strrchr(p, '/');
+        if (!strcmp(base ? base + 1 : p, name))
+            return 0; /* already open */
+    }
+    if (w->n_files >= MAX_SHARDS)
+        return hr_err(err, HR_EUNSUPPORTED, "not supported yet: more than %d shards",
+                      MAX_SHARDS);
+    if (strchr(name, '/') || !strcmp(name, "..") || !name[0])
+        return hr_err(err, HR_EFORMAT, "%s: bad shard name '%s'", dir, name);
+    char path[4096];
+    if (hr_path_join(path, sizeof path, dir, name))
+        return hr_err(err, HR_ERANGE, "%s: path too long", dir);
+    hr_st_file **nf = realloc(w->files, (w->n_files + 1) * sizeof *nf);
+    if (!nf)
+        return hr_err(err, HR_ENOMEM, "out of memory");
+    w->files = nf;
+    int rc = hr_st_open(&w->files[w->n_files], path, err);
+    if (rc)
+        return rc;
+    w->n_files++;
+    return 0;
+}
+
+static int open_index(hr_weights *w, const char *dir, const char *index, hr_error *err) {
+    json_error_t je;
+    json_t *root = json_load_file(index, 0, &je);
+    if (!root)
+        return hr_err(err, HR_EFORMAT, "%s: %s (line %d)", index, je.text, je.line);
+    int rc = 0;
+    json_t *map = json_object_get(root, "weight_map");
+    if (!json_is_object(map)) {
+        rc = hr_err(err, HR_EFORMAT, "%s: missing 'weight_map' object", index);
+        goto done;
+    }
+    const char *key;
+    json_t *v;
+    json_object_foreach(map, key, v) {
+        if (!json_is_string(v)) {
+            rc = hr_err(err, HR_EFORMAT, "%s: weight_map['%s'] is not a file name",
+                        index, key);
+            goto done;
+        }
+        if ((rc = add_file(w, dir, json_string_value(v), err)))
+            goto done;
+    }
+    /* every tensor the index names must be in its shard */
+    json_object_foreach(map, key, v) {
+        if (!hr_weights_find(w, key)) {
+            rc = hr_err(err, HR_EFORMAT, "%s: tensor '%s' is listed but missing "
+                        "from %s", index, key, json_string_value(v));
+            goto done;
+        }
+    }
+done:
+    json_decref(root);
+    return rc;
+}
+
+static int cmp_str(const void *a, const void *b) {
+    return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+static int open_glob(hr_weights *w, const char *dir, hr_error *err) {
+    DIR *d = opendir(dir);
+    if (!d)
+        return hr_err(err, HR_EIO, "%s: cannot open directory", dir);
+    char **names = NULL;
+    size_t n = 0;
+    int rc = 0;
+    struct dirent *e;
+    while ((e = readdir(d))) {
+        size_t len = strlen(e->d_name);
+        if (len > 12 && !strcmp(e->d_name + len - 12, ".safetensors")) {
+            char **nn = realloc(names, (n + 1) * sizeof *nn);
+            if (!nn || !(nn[n] = strdup(e->d_name))) {
+                names = nn ? nn : names;
+                rc = hr_err(err, HR_ENOMEM, "out of memory");
+                break;
+            }
+            names = nn;
+            n++;
+        }
+    }
+    closedir(d);
+    if (!rc && n == 0)
+        rc = hr_err(err, HR_ENOTFOUND, "%s: no *.safetensors weights found", dir);
+    if (!rc)
+        qsort(names, n, sizeof *names, cmp_str);
+    for (size_t i = 0; !rc && i < n; i++)
+        rc = add_file(w, dir, names[i], err);
+    for (size_t i = 0; i < n; i++)
+        free(names[i]);
+    free(names);
+    return rc;
+}
+
+int hr_weights_open(hr_weights **out, const char *dir, hr_error *err) {
+    *out = NULL;
+    hr_weights *w = calloc(1, sizeof *w);
+    if (!w)
+        return hr_err(err, HR_ENOMEM, "out of memory");
+    char index[4096];
+    int rc;
+    if (hr_path_join(index, sizeof index, dir, "model.safetensors.index.json")) {
+        rc = hr_err(err, HR_ERANGE, "%s: path too long", dir);
+    } else if (hr_file_exists(index)) {
+        rc = open_index(w, dir, index, err);
+    } else {
+        rc = open_glob(w, dir, err);
+    }
+    if (rc) {
+        hr_weights_close(w);
+        return rc;
+    }
+    *out = w;
+    return 0;
+}
+
+void hr_weights_close(hr_weights *w) {
+    if (!w)
+        return;
+    for (size_t i = 0; i < w->n_files; i++)
+        hr_st_close(w->files[i]);
+    free(w->files);
+    free(w);
+}
+
+const hr_tensor *hr_weights_find(const hr_weights *w, const char *name) {
+    for (size_t i = 0; i < w->n_files; i++) {
+        const hr_tensor *t = hr_st_find(w->files[i], name);
+        if (t)
+            return t;
+    }
+    return NULL;
+}
+
+const char *hr_weights_file_of(const hr_weights *w, const hr_tensor *t) {
+    for (size_t i = 0; i < w->n_files; i++)
+        for (size_t j = 0; j < hr_st_count(w->files[i]); j++)
+            if (hr_st_tensor(w->files[i], j) == t)
+                return hr_st_path(w->files[i]);
+    return "?";
+}
+
+size_t hr_weights_bytes(const hr_weights *w) {
+    size_t total = 0;
+    for (size_t i = 0; i < w->n_files; i++)
+        for (size_t j = 0; j < hr_st_count(w->files[i]); j++)
+            total += hr_st_tensor(w->files[i], j)->nbytes;
+    return total;
+}

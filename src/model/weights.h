@@ -1,0 +1,21 @@
+/* The weight files of a model directory: model.safetensors, the shards named
+ * by model.safetensors.index.json, or every *.safetensors in the directory.
+ * All mmapped read-only; tensors are looked up by their HF name. */
+#ifndef HR_MODEL_WEIGHTS_H
+#define HR_MODEL_WEIGHTS_H
+
+#include "core/tensor.h"
+#include "hearth.h"
+
+typedef struct hr_weights hr_weights;
+
+int hr_weights_open(hr_weights **out, const char *dir, hr_error *err);
+void hr_weights_close(hr_weights *w);
+/* NULL when absent. */
+const hr_tensor *hr_weights_find(const hr_weights *w, const char *name);
+/* The file a tensor came from (for error messages). */
+const char *hr_weights_file_of(const hr_weights *w, const hr_tensor *t);
+/* Total bytes of all tensors. */
+size_t hr_weights_bytes(const hr_weights *w);
+
+#endif

@@ -1,0 +1,434 @@
+#!/usr/bin/env python3
+"""Reference generator for hearth's dense-architecture parity fixtures.
+
+For every case below it builds a tiny random-weight model with transformers'
+own config class and *ForCausalLM class (eager attention, float32, CPU),
+re-initialises EVERY parameter from a generator seeded with
+zlib.crc32(case name), saves it with save_pretrained (safetensors), reloads it
+from disk (so the reference is what a loader of the saved directory gets) and
+records greedy generations as ref.json.
+
+Greedy decoding is a manual loop of FULL forward passes over the whole
+sequence (no KV cache), argmax of the last position's float32 logits, no EOS
+stop.  logprobs = log_softmax in float64 of the float32 logits.
+
+Needs torch + transformers (run it on the accelerator machine; see README.md).
+Usage: python3 tools/refgen/gen.py [--out DIR] [--only NAME,NAME...]
+"""
+
+import argparse
+import copy
+import json
+import os
+import random
+import statistics
+import sys
+import time
+import zlib
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
+
+N_GEN = 16
+PROMPT_LENS = (5, 23, 61)
+TOPK = 10
+
+# Shared tiny shape.
+BASE = dict(
+    vocab_size=512,
+    hidden_size=64,
+    intermediate_size=128,
+    num_hidden_layers=3,
+    num_attention_heads=4,
+    num_key_value_heads=2,
+    head_dim=16,
+    max_position_embeddings=4096,
+    # Several configs default to special-token ids beyond a 512 vocab (phi3 pad 32000,
+    # smollm3 pad 128004, ...): an out-of-range padding_idx breaks nn.Embedding.
+    pad_token_id=None,
+    bos_token_id=1,
+    eos_token_id=2,
+)
+
+# Gemma-family RMSNorm computes x * (1 + w): neutral value of w is 0.
+ZERO_CENTERED_NORM = {"gemma", "gemma2", "gemma3_text"}
+
+
+def rope(rope_type="default", theta=10000.0, **kw):
+    d = {"rope_type": rope_type, "rope_theta": float(theta)}
+    d.update(kw)
+    return d
+
+
+def case(name, config_cls, model_cls, quirks, base=None, bf16=False, drop=(), **cfg):
+    kw = dict(BASE)
+    for k in drop:
+        kw.pop(k, None)
+    kw.update(cfg)
+    return dict(name=name, config_cls=config_cls, model_cls=model_cls, cfg=kw,
+                quirks=quirks, base=base or name, bf16=bf16)
+
+
+LONGROPE_SHORT = [1.0, 1.02, 1.05, 1.1, 1.15, 1.2, 1.3, 1.4]
+LONGROPE_LONG = [1.0, 1.25, 1.7, 2.4, 3.3, 4.5, 6.0, 8.0]
+
+CASES = [
+    case("llama", "LlamaConfig", "LlamaForCausalLM",
+         "baseline: RMSNorm, SwiGLU, GQA 4q/2kv, untied lm_head",
+         tie_word_embeddings=False, rope_parameters=rope(theta=10000.0)),
+    case("llama-tied", "LlamaConfig", "LlamaForCausalLM",
+         "tied embeddings (no lm_head.weight in the file)",
+         tie_word_embeddings=True, rope_parameters=rope(theta=10000.0)),
+    case("mistral", "MistralConfig", "MistralForCausalLM",
+         "model_type mistral, sliding_window=None",
+         sliding_window=None, tie_word_embeddings=False,
+         rope_parameters=rope(theta=10000.0)),
+    case("qwen2", "Qwen2Config", "Qwen2ForCausalLM",
+         "q/k/v projections have biases (o_proj none)",
+         drop=("head_dim",), tie_word_embeddings=False, use_sliding_window=False,
+         rope_parameters=rope(theta=1000000.0)),
+    case("qwen3", "Qwen3Config", "Qwen3ForCausalLM",
+         "per-head q_norm/k_norm RMSNorm before RoPE; tied embeddings",
+         tie_word_embeddings=True, use_sliding_window=False,
+         rope_parameters=rope(theta=1000000.0)),
+    case("gemma", "GemmaConfig", "GemmaForCausalLM",
+         "(1+w) RMSNorm, embeddings scaled by sqrt(hidden), GeGLU (gelu tanh), tied",
+         hidden_activation="gelu_pytorch_tanh", rope_parameters=rope(theta=10000.0)),
+    case("gemma2", "Gemma2Config", "Gemma2ForCausalLM",
+         "(1+w) norms incl. post-attn/post-ffw norms, alternating sliding(16)/full layers, "
+         "attn softcap 3.0, final logit softcap 2.0, query_pre_attn_scalar 8 (scale 8^-0.5, not head_dim^-0.5)",
+         sliding_window=16, attn_logit_softcapping=3.0, final_logit_softcapping=2.0,
+         query_pre_attn_scalar=8, rope_parameters=rope(theta=10000.0)),
+    case("gemma3_text", "Gemma3TextConfig", "Gemma3ForCausalLM",
+         "(1+w) norms incl. q/k norms, layer_types [sliding, sliding, full], sliding_window 16, "
+         "local rope theta 10000 vs global 1e6, query_pre_attn_scalar 8",
+         sliding_window=16,
+         layer_types=["sliding_attention", "sliding_attention", "full_attention"],
+         query_pre_attn_scalar=8,
+         rope_parameters={"sliding_attention": rope(theta=10000.0),
+                          "full_attention": rope(theta=1000000.0)}),
+    case("phi3", "Phi3Config", "Phi3ForCausalLM",
+         "fused qkv_proj and gate_up_proj",
+         drop=("head_dim",), tie_word_embeddings=False,
+         original_max_position_embeddings=4096, rope_parameters=rope(theta=10000.0)),
+    case("phi3-longrope", "Phi3Config", "Phi3ForCausalLM",
+         "longrope: short_factor while seq_len <= 32 (original_max_position_embeddings), long_factor "
+         "(for the WHOLE sequence) once seq_len > 32; attention_factor "
+         "sqrt(1+ln(128/32)/ln(32)) scales cos/sin; max_position_embeddings 128",
+         drop=("head_dim",), tie_word_embeddings=False, max_position_embeddings=128,
+         original_max_position_embeddings=32,
+         rope_parameters=rope("longrope", theta=10000.0, short_factor=LONGROPE_SHORT,
+                              long_factor=LONGROPE_LONG)),
+    case("olmo2", "Olmo2Config", "Olmo2ForCausalLM",
+         "post-norms (norm applied to attn/MLP output before the residual add), q_norm/k_norm over the "
+         "full projection width (before head split)",
+         drop=("head_dim",), tie_word_embeddings=False, rope_parameters=rope(theta=500000.0)),
+    case("granite", "GraniteConfig", "GraniteForCausalLM",
+         "embedding_multiplier 2.5, residual_multiplier 0.6, attention_multiplier 0.2 (replaces "
+         "head_dim^-0.5), logits divided by logits_scaling 0.8",
+         drop=("head_dim",), tie_word_embeddings=False, embedding_multiplier=2.5,
+         residual_multiplier=0.6, attention_multiplier=0.2, logits_scaling=0.8,
+         rope_parameters=rope(theta=10000.0)),
+    case("smollm3", "SmolLM3Config", "SmolLM3ForCausalLM",
+         "no_rope_layers [1, 0, 1]: layer 1 is NoPE; tied",
+         drop=("head_dim",), no_rope_layers=[1, 0, 1], tie_word_embeddings=True,
+         rope_parameters=rope(theta=2000000.0)),
+    case("starcoder2", "Starcoder2Config", "Starcoder2ForCausalLM",
+         "LayerNorm with bias, biases on every linear, GELU(tanh) c_fc/c_proj MLP (no gate), tied",
+         drop=("head_dim",), use_bias=True, hidden_act="gelu_pytorch_tanh", sliding_window=None,
+         tie_word_embeddings=True, rope_parameters=rope(theta=10000.0)),
+    case("glm4", "Glm4Config", "Glm4ForCausalLM",
+         "partial_rotary_factor 0.5 (interleaved rotary on first half of head_dim), fused gate_up_proj, "
+         "qkv bias, extra post_self_attn/post_mlp norms",
+         tie_word_embeddings=False, attention_bias=True,
+         rope_parameters=rope(theta=10000.0, partial_rotary_factor=0.5)),
+    case("llama-rope-linear", "LlamaConfig", "LlamaForCausalLM",
+         "rope linear factor 4 (inv_freq / 4)",
+         tie_word_embeddings=False, rope_parameters=rope("linear", theta=10000.0, factor=4.0)),
+    case("llama-rope-dynamic", "LlamaConfig", "LlamaForCausalLM",
+         "dynamic NTK factor 4, max_position_embeddings 32: for seq_len L > 32 the whole sequence uses "
+         "base*((4*L/32)-3)^(d/(d-2)), L = current total length (full re-forward each step)",
+         tie_word_embeddings=False, max_position_embeddings=32,
+         rope_parameters=rope("dynamic", theta=10000.0, factor=4.0)),
+    case("llama-rope-llama3", "LlamaConfig", "LlamaForCausalLM",
+         "llama3 rope: factor 8, low_freq_factor 1, high_freq_factor 4, original_max_position_embeddings 32 "
+         "(all three frequency bands present at head_dim 16)",
+         tie_word_embeddings=False,
+         rope_parameters=rope("llama3", theta=10000.0, factor=8.0, low_freq_factor=1.0,
+                              high_freq_factor=4.0, original_max_position_embeddings=32)),
+    case("llama-rope-yarn", "LlamaConfig", "LlamaForCausalLM",
+         "yarn factor 4, original_max_position_embeddings 32, max_position_embeddings 128, "
+         "attention_factor 0.1*ln(4)+1 on cos/sin",
+         tie_word_embeddings=False, max_position_embeddings=128,
+         rope_parameters=rope("yarn", theta=10000.0, factor=4.0,
+                              original_max_position_embeddings=32)),
+]
+
+# bf16 variants: the same model as the base case (same seed, same prompts), every
+# parameter rounded to bfloat16, saved as bfloat16; reference computed in float32
+# from the rounded weights.
+for _b in ("llama", "qwen3", "gemma3_text"):
+    _c = copy.deepcopy(next(c for c in CASES if c["name"] == _b))
+    _c["name"] = _b + "-bf16"
+    _c["bf16"] = True
+    _c["quirks"] = "bfloat16 safetensors of case " + _b
+    CASES.append(_c)
+
+
+# Diagnostics only (written to the --log file, not to the fixtures): rebuild the
+# case with one quirk switched off, load the same weights, and report how much the
+# last-position logits of the 61-token prompt move.  ~0 would mean the fixture does
+# not exercise that quirk.
+def _set(**kw):
+    def f(cfg):
+        cfg.update(copy.deepcopy(kw))
+    return f
+
+
+def _rope_set(**kw):
+    def f(cfg):
+        cfg["rope_parameters"].update(copy.deepcopy(kw))
+    return f
+
+
+def _gemma3_same_theta(cfg):
+    cfg["rope_parameters"]["sliding_attention"]["rope_theta"] = \
+        cfg["rope_parameters"]["full_attention"]["rope_theta"]
+
+
+ABLATIONS = {
+    "gemma2": [("no sliding window", _set(sliding_window=4096)),
+               ("no attn softcap", _set(attn_logit_softcapping=None)),
+               ("no final softcap", _set(final_logit_softcapping=None)),
+               ("query_pre_attn_scalar=head_dim", _set(query_pre_attn_scalar=16))],
+    "gemma3_text": [("no sliding window", _set(sliding_window=4096)),
+                    ("local theta = global theta", _gemma3_same_theta)],
+    "phi3-longrope": [("long_factor = short_factor", _rope_set(long_factor=LONGROPE_SHORT)),
+                      ("default rope", _set(rope_parameters=rope(theta=10000.0),
+                                            original_max_position_embeddings=4096,
+                                            max_position_embeddings=4096))],
+    "llama-rope-dynamic": [("default rope", _set(rope_parameters=rope(theta=10000.0)))],
+    "llama-rope-linear": [("default rope", _set(rope_parameters=rope(theta=10000.0)))],
+    "llama-rope-llama3": [("default rope", _set(rope_parameters=rope(theta=10000.0)))],
+    "llama-rope-yarn": [("default rope", _set(rope_parameters=rope(theta=10000.0)))],
+    "smollm3": [("rope on every layer", _set(no_rope_layers=[1, 1, 1]))],
+    "glm4": [("full rotary", _rope_set(partial_rotary_factor=1.0))],
+    "granite": [("embedding_multiplier 1", _set(embedding_multiplier=1.0)),
+                ("residual_multiplier 1", _set(residual_multiplier=1.0)),
+                ("attention_multiplier 0.25", _set(attention_multiplier=0.25)),
+                ("logits_scaling 1", _set(logits_scaling=1.0))],
+}
+
+
+def ablate(torch, transformers, c, state, prompt, ref_logits, log):
+    for label, fn in ABLATIONS.get(c["name"], []):
+        try:
+            kw = copy.deepcopy(c["cfg"])
+            fn(kw)
+            cfg = getattr(transformers, c["config_cls"])(**kw)
+            m = transformers.AutoModelForCausalLM.from_config(cfg, attn_implementation="eager")
+            m = m.to(torch.float32).eval()
+            missing, unexpected = m.load_state_dict(state, strict=False)
+            if unexpected or [k for k in missing if "inv_freq" not in k]:
+                raise RuntimeError("state mismatch %s %s" % (missing, unexpected))
+            with torch.no_grad():
+                lg = m(input_ids=torch.tensor([prompt], dtype=torch.long), use_cache=False).logits[0, -1]
+            log.write("   ablation %-34s max|dlogit| last pos = %.4g\n" % (
+                label, float((lg - ref_logits).abs().max())))
+        except Exception as e:
+            log.write("   ablation %-34s ERROR %s: %s\n" % (label, type(e).__name__, e))
+
+
+def seed_of(s):
+    return zlib.crc32(s.encode("utf-8")) & 0xFFFFFFFF
+
+
+def prompts_for(base):
+    out = []
+    for k, n in enumerate(PROMPT_LENS):
+        rng = random.Random(seed_of("%s/prompt/%d" % (base, k)))
+        out.append([rng.randrange(3, BASE["vocab_size"]) for _ in range(n)])
+    return out
+
+
+def randomize(torch, model, model_type, seed):
+    """Re-init every parameter: matrices N(0, std), biases 0.1*N, norm weights around neutral."""
+    g = torch.Generator().manual_seed(seed)
+    zero_centered = model_type in ZERO_CENTERED_NORM
+    seen = set()
+    n = 0
+    with torch.no_grad():
+        for name, p in model.named_parameters():
+            if id(p) in seen:
+                continue
+            seen.add(id(p))
+            r = torch.randn(p.shape, generator=g, dtype=torch.float32)
+            if name.endswith("bias"):
+                v = 0.1 * r
+            elif p.dim() == 1:
+                v = 0.2 * r if zero_centered else 1.0 + 0.2 * r
+            elif "embed_tokens" in name:
+                # Gemma multiplies embeddings by sqrt(hidden) (=8) and ties lm_head to them:
+                # at 0.3 the scaled embedding dominates the residual stream and every
+                # prompt degenerates into repeating its last token.  0.07*8 ~ 0.56.
+                v = (0.07 if zero_centered else 0.3) * r
+            elif "lm_head" in name:
+                v = 0.2 * r
+            else:
+                v = 0.15 * r
+            p.copy_(v)
+            n += p.numel()
+    return n
+
+
+def greedy(torch, model, prompt):
+    ids = list(prompt)
+    gen, steps = [], []
+    for _ in range(N_GEN):
+        with torch.no_grad():
+            out = model(input_ids=torch.tensor([ids], dtype=torch.long), use_cache=False)
+        logits = out.logits[0, -1].to(torch.float32)
+        lp = torch.log_softmax(logits.to(torch.float64), dim=-1)
+        tv, ti = torch.topk(lp, TOPK)
+        l2 = torch.topk(logits, 2).values.to(torch.float64)
+        nxt = int(torch.argmax(logits))
+        steps.append({
+            "top": [[int(i), float(v)] for v, i in zip(tv.tolist(), ti.tolist())],
+            "margin": float(l2[0] - l2[1]),
+        })
+        ids.append(nxt)
+        gen.append(nxt)
+    return gen, steps
+
+
+def dir_size(d):
+    return sum(os.path.getsize(os.path.join(d, f)) for f in os.listdir(d))
+
+
+def run_case(torch, transformers, c, outdir, log):
+    cfg_cls = getattr(transformers, c["config_cls"])
+    mdl_cls = getattr(transformers, c["model_cls"])
+    seed = seed_of(c["base"])
+    torch.manual_seed(seed)
+    config = cfg_cls(**copy.deepcopy(c["cfg"]))
+    model = transformers.AutoModelForCausalLM.from_config(config, attn_implementation="eager")
+    if type(model) is not mdl_cls:
+        raise RuntimeError("built %s, expected %s" % (type(model).__name__, c["model_cls"]))
+    model = model.to(torch.float32).eval()
+    nparam = randomize(torch, model, config.model_type, seed)
+    if c["bf16"]:
+        with torch.no_grad():
+            for p in model.parameters():
+                p.copy_(p.to(torch.bfloat16).to(torch.float32))
+    prompts = prompts_for(c["base"])
+    with torch.no_grad():
+        check_in = torch.tensor([prompts[2]], dtype=torch.long)
+        logits_built = model(input_ids=check_in, use_cache=False).logits[0].clone()
+    state_built = {k: v.clone() for k, v in model.state_dict().items()}
+
+    d = os.path.join(outdir, c["name"])
+    os.makedirs(d, exist_ok=True)
+    to_save = copy.deepcopy(model).to(torch.bfloat16) if c["bf16"] else model
+    to_save.save_pretrained(d)  # transformers 5.x: always safetensors
+
+    # Reference = what loading the saved directory gives.  A fresh load per prompt so
+    # that stateful rotary embeddings (dynamic NTK caches inv_freq) start clean.
+    def load():
+        mm = mdl_cls.from_pretrained(d, attn_implementation="eager", dtype=torch.float32).eval()
+        if mm.config._attn_implementation != "eager":
+            raise RuntimeError("reloaded attn_implementation is %r" % mm.config._attn_implementation)
+        return mm
+
+    m = load()
+    sd = m.state_dict()
+    for k, v in state_built.items():
+        if k not in sd:
+            if "inv_freq" in k or "embed_scale" in k:
+                continue
+            raise RuntimeError("reloaded model lacks " + k)
+        if sd[k].dtype != torch.float32 or not torch.equal(sd[k], v.to(sd[k].dtype)):
+            raise RuntimeError("reloaded tensor differs: " + k)
+    with torch.no_grad():
+        logits_re = m(input_ids=check_in, use_cache=False).logits[0]
+    reload_diff = float((logits_re - logits_built).abs().max())
+
+    cases = []
+    margins = []
+    for p in prompts:
+        gen, steps = greedy(torch, load(), p)
+        cases.append({"prompt_tokens": p, "greedy_tokens": gen, "steps": steps})
+        margins += [s["margin"] for s in steps]
+    ref = {
+        "case": c["name"],
+        "arch": m.config.model_type,
+        "transformers_version": transformers.__version__,
+        "torch_version": torch.__version__,
+        "dtype": "bfloat16" if c["bf16"] else "float32",
+        "cases": cases,
+    }
+    with open(os.path.join(d, "ref.json"), "w") as f:
+        json.dump(ref, f, separators=(",", ":"))
+        f.write("\n")
+
+    cfg_json = json.load(open(os.path.join(d, "config.json")))
+    log.write("== %s (%s, seed %d)\n" % (c["name"], c["model_cls"], seed))
+    log.write("   quirks: %s\n" % c["quirks"])
+    for k in ("rope_parameters", "layer_types", "sliding_window", "no_rope_layers",
+              "partial_rotary_factor", "original_max_position_embeddings", "tie_word_embeddings",
+              "dtype", "query_pre_attn_scalar", "attn_logit_softcapping", "final_logit_softcapping"):
+        if k in cfg_json:
+            log.write("   config.%s = %s\n" % (k, json.dumps(cfg_json[k])))
+    log.write("   files: %s\n" % sorted(os.listdir(d)))
+    log.write("   reload max|dlogit| = %.3g\n" % reload_diff)
+    if not c["bf16"]:
+        ablate(torch, transformers, c, state_built, prompts[2], logits_built[-1], log)
+    return nparam, margins, dir_size(d), reload_diff
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--out", default=os.path.join(os.path.dirname(os.path.abspath(__file__)),
+                                                  "..", "..", "tests", "fixtures", "models"))
+    ap.add_argument("--only", default="")
+    ap.add_argument("--log", default="")
+    args = ap.parse_args()
+
+    import warnings
+    warnings.filterwarnings("ignore")
+    import torch
+    import transformers
+    transformers.logging.set_verbosity_error()
+    torch.backends.cuda.matmul.allow_tf32 = False
+    torch.backends.cudnn.allow_tf32 = False
+    torch.set_default_dtype(torch.float32)
+
+    only = set(x for x in args.only.split(",") if x)
+    outdir = os.path.abspath(args.out)
+    os.makedirs(outdir, exist_ok=True)
+    log = open(args.log, "w") if args.log else open(os.devnull, "w")
+    print("transformers %s torch %s -> %s" % (transformers.__version__, torch.__version__, outdir))
+    failed = []
+    t0 = time.time()
+    for c in CASES:
+        if only and c["name"] not in only:
+            continue
+        try:
+            nparam, margins, size, rdiff = run_case(torch, transformers, c, outdir, log)
+            flag = "" if rdiff == 0.0 else "  RELOAD-DIFF %.2g" % rdiff
+            print("%-20s params %7d  median_margin %.4f  min_margin %.2e  %4d KiB%s" % (
+                c["name"], nparam, statistics.median(margins), min(margins), size // 1024, flag))
+        except Exception as e:  # record and continue with the next case
+            msg = "%s: %s" % (type(e).__name__, str(e).splitlines()[0] if str(e) else "")
+            failed.append((c["name"], msg))
+            print("%-20s FAILED %s" % (c["name"], msg[:300]))
+            import traceback
+            log.write("== %s FAILED\n%s\n" % (c["name"], traceback.format_exc()))
+        log.flush()
+    print("done in %.1fs; %d failed" % (time.time() - t0, len(failed)))
+    log.close()
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
