@@ -2,6 +2,7 @@
 #include "core/error.h"
 #include "model/forward.h"
 #include "model/kv.h"
+#include "model/rope.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -11,6 +12,7 @@ struct hr_runner {
     hr_fwd *fwd;
     hr_kv kv;
     int n_ctx, chunk, len;
+    int32_t *history;   /* [n_ctx] every token of the sequence */
     int32_t *blocks;    /* [n_ctx / HR_KV_BLOCK + 1] */
     int n_blocks;
     int32_t *pos;       /* [chunk] */
@@ -25,9 +27,10 @@ int hr_runner_new(hr_runner **out, const hr_model *m, const hr_runner_opts *o,
     if (!r)
         return hr_err(err, HR_ENOMEM, "out of memory");
     r->m = m;
-    r->n_ctx = o && o->n_ctx > 0 ? o->n_ctx : (m->hp.max_pos < 8192 ? m->hp.max_pos : 8192);
-    if (r->n_ctx > m->hp.max_pos)
-        r->n_ctx = m->hp.max_pos;
+    int cap = m->hp.ctx_max;
+    r->n_ctx = o && o->n_ctx > 0 ? o->n_ctx : (cap < 8192 ? cap : 8192);
+    if (r->n_ctx > cap)
+        r->n_ctx = cap;
     r->chunk = o && o->prefill_chunk > 0 ? o->prefill_chunk : 512;
     int max_blocks = (r->n_ctx + HR_KV_BLOCK - 1) / HR_KV_BLOCK;
     int rc = hr_kv_init(&r->kv, &m->hp, max_blocks, err);
@@ -37,10 +40,11 @@ int hr_runner_new(hr_runner **out, const hr_model *m, const hr_runner_opts *o,
     if (rc)
         goto fail;
     r->blocks = malloc((size_t)max_blocks * sizeof *r->blocks);
+    r->history = malloc((size_t)r->n_ctx * sizeof *r->history);
     r->pos = malloc((size_t)r->chunk * sizeof *r->pos);
     r->seq = calloc((size_t)r->chunk, sizeof *r->seq);
     r->want = calloc((size_t)r->chunk, 1);
-    if (!r->blocks || !r->pos || !r->seq || !r->want) {
+    if (!r->blocks || !r->history || !r->pos || !r->seq || !r->want) {
         rc = hr_err(err, HR_ENOMEM, "out of memory");
         goto fail;
     }
@@ -57,6 +61,7 @@ void hr_runner_free(hr_runner *r) {
     hr_fwd_free(r->fwd);
     hr_kv_deinit(&r->kv);
     free(r->blocks);
+    free(r->history);
     free(r->pos);
     free(r->seq);
     free(r->want);
@@ -85,12 +90,20 @@ int hr_runner_eval(hr_runner *r, const int32_t *tokens, int n, float *logits,
         if (tokens[i] < 0 || tokens[i] >= r->m->hp.n_vocab)
             return hr_err(err, HR_ERANGE, "token id %d is outside the vocabulary "
                           "(0..%d)", tokens[i], r->m->hp.n_vocab - 1);
+    memcpy(r->history + r->len, tokens, (size_t)n * sizeof *tokens);
+    int new_len = r->len + n;
+    if (hr_rope_needs_recompute(&r->m->hp, r->len, new_len)) {
+        /* the cached keys' RoPE changes: recompute from the tokens */
+        n = new_len;
+        r->len = 0;
+    }
+    tokens = r->history + r->len;
     while (r->n_blocks * HR_KV_BLOCK < r->len + n) {
         int32_t b = hr_kv_alloc(&r->kv);
         HR_ASSERT(b >= 0); /* the pool holds n_ctx tokens */
         r->blocks[r->n_blocks++] = b;
     }
-    hr_seq_blocks sb = {r->blocks, r->n_blocks};
+    hr_seq_blocks sb = {r->blocks, r->n_blocks, new_len};
     for (int done = 0; done < n;) {
         int c = n - done < r->chunk ? n - done : r->chunk;
         for (int i = 0; i < c; i++) {

@@ -13,6 +13,8 @@
 typedef struct hr_seq_blocks {
     const int32_t *table; /* block ids, in position order */
     int n;                /* covers positions [0, n * HR_KV_BLOCK) */
+    int rope_len;         /* sequence length for length-dependent RoPE
+                           * (dynamic, longrope); 0: last position + 1 */
 } hr_seq_blocks;
 
 typedef struct hr_batch {

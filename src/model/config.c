@@ -346,6 +346,9 @@ int hr_hparams_from_json(hr_hparams *hp, const json_t *cfg, const json_t *gen,
     }
     if (r.rc)
         return r.rc;
+    hp->ctx_max = hp->max_pos;
+    if (hp->rope.type == HR_ROPE_DYNAMIC && hp->rope.factor > 1)
+        hp->ctx_max = (int)(hp->max_pos * hp->rope.factor);
 
     /* generation_config.json, then config.json, for bos/eos */
     hp->bos_id = -1;

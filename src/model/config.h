@@ -45,6 +45,9 @@ typedef struct hr_hparams {
     int head_dim;
     int d_ff;
     int max_pos;            /* max_position_embeddings */
+    int ctx_max;            /* longest sequence served: max_pos, times the
+                             * factor for dynamic NTK (whose max_pos is the
+                             * original training length) */
     float norm_eps;
     hr_act act;
     bool tie_embeddings;

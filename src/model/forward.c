@@ -21,7 +21,7 @@ static size_t scratch_bytes(const hr_hparams *hp, int T, int S, int nth) {
     size_t qd = (size_t)hp->n_heads * hp->head_dim, kvd = (size_t)hp->n_kv_heads * hp->head_dim;
     size_t d = hp->d_model, ff = hp->d_ff, half = hp->rot_dim / 2 + 1;
     size_t floats = (size_t)T * (3 * d + 2 * qd + 2 * kvd + 2 * ff) +
-                    (size_t)S * 2 * half + (size_t)nth * (hp->max_pos + 1);
+                    (size_t)S * 2 * half + (size_t)nth * (hp->ctx_max + 1);
     size_t ptrs = (size_t)T * sizeof(int32_t *) + (size_t)S * sizeof(float);
     return floats * sizeof(float) + ptrs + 64 * 32; /* + alignment slack */
 }
@@ -97,9 +97,9 @@ static int validate(const hr_fwd *f, const hr_kv *kv, const hr_batch *b, hr_erro
         if (s < 0 || s >= b->n_seqs)
             return hr_err(err, HR_EINVAL, "token %d names sequence %d of %d", t, s,
                           b->n_seqs);
-        if (p < 0 || p >= hp->max_pos)
+        if (p < 0 || p >= hp->ctx_max)
             return hr_err(err, HR_ERANGE, "position %d is past the model's context "
-                          "of %d tokens", p, hp->max_pos);
+                          "of %d tokens", p, hp->ctx_max);
         if (p / HR_KV_BLOCK >= b->seqs[s].n)
             return hr_err(err, HR_EINVAL, "position %d is not covered by sequence "
                           "%d's %d KV blocks", p, s, b->seqs[s].n);
@@ -136,7 +136,7 @@ int hr_forward(hr_fwd *f, hr_kv *kv, const hr_batch *b, float *logits,
     float *k = ALLOC(float, (size_t)T * kvd), *v = ALLOC(float, (size_t)T * kvd);
     float *g = ALLOC(float, (size_t)T * ff), *u = ALLOC(float, (size_t)T * ff);
     float *freq = ALLOC(float, (size_t)b->n_seqs * 2 * (half + 1));
-    float *scores = ALLOC(float, (size_t)nth * hp->max_pos);
+    float *scores = ALLOC(float, (size_t)nth * hp->ctx_max);
     const int32_t **tok_blocks = ALLOC(const int32_t *, T);
 #undef ALLOC
     HR_ASSERT(tok_blocks != NULL); /* the arena was sized for max_tokens */
@@ -144,7 +144,7 @@ int hr_forward(hr_fwd *f, hr_kv *kv, const hr_batch *b, float *logits,
     /* rope tables per sequence: [full half | factor][local half | factor] */
     int max_ctx = 0;
     for (int s = 0; s < b->n_seqs; s++) {
-        int len = 0;
+        int len = b->seqs[s].rope_len;
         for (int t = 0; t < T; t++)
             if (b->seq[t] == s && b->pos[t] + 1 > len)
                 len = b->pos[t] + 1;

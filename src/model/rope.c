@@ -105,3 +105,15 @@ void hr_rope_freqs(const hr_rope_params *rp, int rot_dim, int max_pos,
     }
     }
 }
+
+static bool crosses(const hr_rope_params *rp, int max_pos, int old_len, int new_len) {
+    if (rp->type != HR_ROPE_LONGROPE)
+        return false;
+    int orig = rp->original_max_pos ? rp->original_max_pos : max_pos;
+    return old_len > 0 && old_len <= orig && new_len > orig;
+}
+
+bool hr_rope_needs_recompute(const hr_hparams *hp, int old_len, int new_len) {
+    return crosses(&hp->rope, hp->max_pos, old_len, new_len) ||
+           (hp->has_rope_local && crosses(&hp->rope_local, hp->max_pos, old_len, new_len));
+}

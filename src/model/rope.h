@@ -14,4 +14,11 @@
 void hr_rope_freqs(const hr_rope_params *rp, int rot_dim, int max_pos,
                    int seq_len, float *inv_freq, float *attn_factor);
 
+/* True when growing a sequence from old_len to new_len tokens changes the
+ * RoPE of tokens already in the cache (longrope switching from short to
+ * long factors), so the sequence must be recomputed from its tokens to match
+ * a full forward pass. Dynamic NTK changes at every step past max_pos;
+ * like transformers' own KV-cached generation, it is not recomputed. */
+bool hr_rope_needs_recompute(const hr_hparams *hp, int old_len, int new_len);
+
 #endif
