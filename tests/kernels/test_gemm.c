@@ -1,0 +1,157 @@
+/* Every ISA's kernels against the scalar reference, on shapes with tails. */
+#include "core/pool.h"
+#include "kernels/cpu/cpu.h"
+#include "kernels/cpu/ops.h"
+#include "sample/rng.h"
+
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+static float frand(hr_rng *r) { return (float)(hr_rng_uniform(r) * 2 - 1); }
+
+static void *make_weights(hr_rng *r, hr_dtype dt, int m, int k) {
+    size_t n = (size_t)m * k;
+    void *w = malloc(n * hr_dtype_size(dt));
+    for (size_t i = 0; i < n; i++) {
+        float v = frand(r);
+        if (dt == HR_DTYPE_F32)
+            ((float *)w)[i] = v;
+        else if (dt == HR_DTYPE_BF16)
+            ((uint16_t *)w)[i] = hr_f32_to_bf16(v);
+        else
+            ((uint16_t *)w)[i] = hr_f32_to_f16(v);
+    }
+    return w;
+}
+
+static void check_close(const float *a, const float *b, size_t n, int k, const char *what) {
+    for (size_t i = 0; i < n; i++) {
+        float tol = 1e-5f * (float)k + 1e-6f; /* |x|,|w| <= 1: error grows with k */
+        if (fabsf(a[i] - b[i]) > tol)
+            fail_msg("%s: element %zu: %.8f vs scalar %.8f", what, i, a[i], b[i]);
+    }
+}
+
+static void test_gemm_isas(void **state) {
+    (void)state;
+    static const int ns[] = {1, 3, 4, 5, 70}, ms[] = {1, 5, 16, 17, 33}, ks[] = {1, 7, 16, 33, 100};
+    static const hr_dtype dts[] = {HR_DTYPE_F32, HR_DTYPE_BF16, HR_DTYPE_F16};
+    hr_rng rng;
+    hr_rng_seed(&rng, 7);
+    int checked = 0;
+    for (int isa = HR_ISA_AVX2; isa < HR_ISA_COUNT; isa++) {
+        const hr_cpu_kernels *K = hr_cpu_isa((hr_isa)isa);
+        if (!K) {
+            printf("isa %d not available on this CPU\n", isa);
+            continue;
+        }
+        for (size_t di = 0; di < 3; di++)
+            for (size_t a = 0; a < 5; a++)
+                for (size_t b = 0; b < 5; b++)
+                    for (size_t c = 0; c < 5; c++) {
+                        int n = ns[a], m = ms[b], k = ks[c];
+                        float *x = malloc((size_t)n * k * sizeof *x);
+                        for (int i = 0; i < n * k; i++)
+                            x[i] = frand(&rng);
+                        void *w = make_weights(&rng, dts[di], m, k);
+                        float *y = calloc((size_t)n * m, sizeof *y), *yr = calloc((size_t)n * m, sizeof *yr);
+                        /* a sub-range of columns, like one thread's share */
+                        int m0 = m > 4 ? 1 : 0;
+                        hr__cpu_scalar.gemm[dts[di]](yr, m, x, k, n, k, w, m0, m);
+                        K->gemm[dts[di]](y, m, x, k, n, k, w, m0, m);
+                        char what[96];
+                        snprintf(what, sizeof what, "%s %s n=%d m=%d k=%d", K->name,
+                                 hr_dtype_name(dts[di]), n, m, k);
+                        check_close(y, yr, (size_t)n * m, k, what);
+                        assert_float_equal(K->dot(x, x, k), hr__cpu_scalar.dot(x, x, k), 1e-4 * k);
+                        free(x);
+                        free(w);
+                        free(y);
+                        free(yr);
+                        checked++;
+                    }
+    }
+    printf("gemm: %d ISA/dtype/shape combinations match the scalar reference\n", checked);
+}
+
+static void test_matmul_threads_bias(void **state) {
+    (void)state;
+    hr_rng rng;
+    hr_rng_seed(&rng, 11);
+    int n = 9, m = 70, k = 48;
+    float *x = malloc((size_t)n * k * sizeof *x), *bias = malloc((size_t)m * sizeof *bias);
+    for (int i = 0; i < n * k; i++)
+        x[i] = frand(&rng);
+    for (int i = 0; i < m; i++)
+        bias[i] = frand(&rng);
+    void *w = make_weights(&rng, HR_DTYPE_BF16, m, k);
+    hr_tensor t = {.name = "w", .dtype = HR_DTYPE_BF16, .ndim = 2, .shape = {m, k}, .data = w};
+    float *y1 = malloc((size_t)n * m * sizeof *y1), *y3 = malloc((size_t)n * m * sizeof *y3);
+    hr_pool *p3 = hr_pool_new(3);
+    hr_matmul(NULL, y1, m, x, k, n, &t, bias);
+    hr_matmul(p3, y3, m, x, k, n, &t, bias);
+    for (int i = 0; i < n; i++)
+        for (int j = 0; j < m; j++) {
+            float ref = bias[j];
+            for (int q = 0; q < k; q++)
+                ref += x[i * k + q] * hr_bf16_to_f32(((uint16_t *)w)[j * k + q]);
+            assert_float_equal(y1[i * m + j], ref, 1e-4);
+            assert_float_equal(y3[i * m + j], y1[i * m + j], 0);
+        }
+    hr_pool_free(p3);
+    free(x);
+    free(bias);
+    free(w);
+    free(y1);
+    free(y3);
+}
+
+static void test_row_ops(void **state) {
+    (void)state;
+    float x[4] = {1, 2, 3, 4}, w[4] = {1, 1, 1, 1}, y[4];
+    hr_rmsnorm(y, x, w, 0.0f, 4, 0.0f);
+    float rms = sqrtf((1 + 4 + 9 + 16) / 4.0f);
+    for (int i = 0; i < 4; i++)
+        assert_float_equal(y[i], x[i] / rms, 1e-6);
+    float z[4] = {0, 0, 0, 0};
+    hr_rmsnorm(y, x, z, 1.0f, 4, 0.0f); /* gemma: w + 1 */
+    assert_float_equal(y[3], 4 / rms, 1e-6);
+    hr_layernorm(y, x, w, NULL, 4, 0.0f);
+    assert_float_equal(y[0] + y[1] + y[2] + y[3], 0, 1e-6);
+    float s[3] = {1, 2, 3};
+    hr_softmax(s, 3);
+    assert_float_equal(s[0] + s[1] + s[2], 1, 1e-6);
+    assert_true(s[2] > s[1] && s[1] > s[0]);
+    float c[2] = {100, -100};
+    hr_softcap(c, 2, 30);
+    assert_float_equal(c[0], 30 * tanhf(100 / 30.0f), 1e-5);
+    /* rope at position 0 is the identity; a quarter turn swaps the pair */
+    float h[4] = {1, 2, 3, 4}, f[2] = {1.0f, 0.0f};
+    hr_rope(h, 1, 4, 4, 0, f, 1.0f, false);
+    assert_float_equal(h[0], 1, 1e-6);
+    float q[4] = {1, 0, 0, 0}, fq[2] = {(float)M_PI / 2, 0};
+    hr_rope(q, 1, 4, 4, 1, fq, 1.0f, false); /* pair (0, 2) */
+    assert_float_equal(q[0], 0, 1e-6);
+    assert_float_equal(q[2], 1, 1e-6);
+    float qi[4] = {1, 0, 0, 0};
+    hr_rope(qi, 1, 4, 4, 1, fq, 1.0f, true); /* interleaved: pair (0, 1) */
+    assert_float_equal(qi[1], 1, 1e-6);
+    float g[2] = {1, -1}, u[2] = {2, 2};
+    hr_silu_mul(g, u, 2);
+    assert_float_equal(g[0], 2 / (1 + expf(-1)), 1e-6);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_gemm_isas),
+        cmocka_unit_test(test_matmul_threads_bias),
+        cmocka_unit_test(test_row_ops),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
