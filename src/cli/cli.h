@@ -3,6 +3,7 @@
 #define HR_CLI_H
 
 int hr_cmd_generate(int argc, char **argv);
+int hr_cmd_bench(int argc, char **argv);
 int hr_cmd_synth(int argc, char **argv);
 int hr_cmd_version(int argc, char **argv);
 

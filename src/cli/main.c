@@ -12,6 +12,7 @@ typedef struct verb {
 
 static const verb verbs[] = {
     {"generate", hr_cmd_generate, "generate tokens from a prompt"},
+    {"bench", hr_cmd_bench, "measure prefill and decode speed against the memory roofline"},
     {"synth", hr_cmd_synth, "write a random-weight model at a real model's shape"},
     {"version", hr_cmd_version, "print the version"},
 };

@@ -1,0 +1,142 @@
+/* hearth bench: prefill and decode tokens/s (median of repeats), and decode
+ * as a % of the memory roofline measured in the same run:
+ *   roofline tok/s = read bandwidth / (weight bytes + KV bytes per token). */
+#include "cli/args.h"
+#include "cli/cli.h"
+#include "core/error.h"
+#include "core/timer.h"
+#include "engine/runner.h"
+#include "kernels/cpu/cpu.h"
+#include "kernels/cpu/membw.h"
+#include "core/pool.h"
+#include "model/model.h"
+#include "sample/rng.h"
+#include "sample/sampler.h"
+
+#include <jansson.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+static int cmp_double(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+static double median(double *v, int n) {
+    qsort(v, (size_t)n, sizeof *v, cmp_double);
+    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+static const char usage[] =
+    "usage: hearth bench --model PATH [--prompt-len N] [--gen-len N] [--threads T] "
+    "[--repeats R] [--json]";
+
+int hr_cmd_bench(int argc, char **argv) {
+    const char *model = NULL;
+    long prompt_len = 512, gen_len = 128, threads = 0, repeats = 5;
+    int json = 0;
+    const hr_opt opts[] = {
+        {"model", HR_OPT_STR, &model, "model directory"},
+        {"prompt-len", HR_OPT_INT, &prompt_len, "prompt tokens (default 512)"},
+        {"gen-len", HR_OPT_INT, &gen_len, "generated tokens (default 128)"},
+        {"threads", HR_OPT_INT, &threads, "compute threads (default: all cores)"},
+        {"repeats", HR_OPT_INT, &repeats, "runs; figures are medians (default 5)"},
+        {"json", HR_OPT_FLAG, &json, "print one JSON object"},
+    };
+    hr_error err = {0};
+    int rc = hr_args_parse(argc, argv, opts, sizeof opts / sizeof opts[0], usage, &err);
+    if (rc)
+        return rc > 0 ? 0 : hr_cli_fail(&err);
+    if (!model)
+        return hr_cli_fail(&(hr_error){.msg = "--model is required (see --help)"});
+    if (prompt_len < 1 || gen_len < 1 || repeats < 1 || threads < 0)
+        return hr_cli_fail(&(hr_error){.msg = "--prompt-len, --gen-len, --repeats must be >= 1"});
+
+    hr_model *m = NULL;
+    hr_runner *r = NULL;
+    int32_t *prompt = NULL;
+    float *logits = NULL;
+    double *pre = calloc((size_t)repeats, sizeof *pre), *dec = calloc((size_t)repeats, sizeof *dec);
+    int status = 1;
+    if ((rc = hr_model_open(&m, model, &err)))
+        goto done;
+    hr_runner_opts ro = {.n_threads = (int)threads, .n_ctx = (int)(prompt_len + gen_len)};
+    if ((rc = hr_runner_new(&r, m, &ro, &err)))
+        goto done;
+    int V = m->hp.n_vocab;
+    prompt = malloc((size_t)prompt_len * sizeof *prompt);
+    logits = malloc((size_t)V * sizeof *logits);
+    if (!prompt || !logits || !pre || !dec) {
+        rc = hr_err(&err, HR_ENOMEM, "out of memory");
+        goto done;
+    }
+    hr_rng rng;
+    hr_rng_seed(&rng, 1);
+    for (long i = 0; i < prompt_len; i++)
+        prompt[i] = (int32_t)(hr_rng_next(&rng) % (uint64_t)V);
+
+    /* warm-up: page in the weights */
+    if ((rc = hr_runner_eval(r, prompt, prompt_len < 32 ? (int)prompt_len : 32, logits, &err)))
+        goto done;
+    for (long rep = 0; rep < repeats; rep++) {
+        hr_runner_reset(r);
+        double t0 = hr_now();
+        if ((rc = hr_runner_eval(r, prompt, (int)prompt_len, logits, &err)))
+            goto done;
+        double t1 = hr_now();
+        for (long i = 0; i < gen_len; i++) {
+            int32_t tok = hr_argmax(logits, V);
+            if ((rc = hr_runner_eval(r, &tok, 1, logits, &err)))
+                goto done;
+        }
+        double t2 = hr_now();
+        pre[rep] = prompt_len / (t1 - t0);
+        dec[rep] = gen_len / (t2 - t1);
+    }
+    double pre_tps = median(pre, (int)repeats), dec_tps = median(dec, (int)repeats);
+
+    /* roofline: weights + the average KV read per decoded token */
+    hr_pool *pool = hr_pool_new(hr_runner_threads(r)); /* the model's thread count */
+    double bw = hr_membw(pool, (size_t)1 << 30, 7);
+    hr_pool_free(pool);
+    const hr_hparams *hp = &m->hp;
+    double avg_ctx = prompt_len + gen_len / 2.0;
+    double kv_bytes = 2.0 * hp->n_layers * hp->n_kv_heads * hp->head_dim * sizeof(float) * avg_ctx;
+    double w_bytes = (double)hr_model_decode_bytes(m);
+    double roof = bw / (w_bytes + kv_bytes);
+    if (json) {
+        json_t *o = json_pack("{s:s,s:s,s:i,s:i,s:i,s:i,s:f,s:f,s:f,s:f,s:f,s:f}",
+                              "model", model, "isa", hr_cpu()->name, "threads",
+                              hr_runner_threads(r), "prompt_len", (int)prompt_len,
+                              "gen_len", (int)gen_len, "repeats", (int)repeats,
+                              "prefill_tokens_per_s", pre_tps, "decode_tokens_per_s", dec_tps,
+                              "mem_bandwidth_gb_s", bw / 1e9, "bytes_per_token",
+                              w_bytes + kv_bytes, "roofline_tokens_per_s", roof,
+                              "decode_pct_of_roofline", 100.0 * dec_tps / roof);
+        char *s = json_dumps(o, JSON_COMPACT);
+        printf("%s\n", s);
+        free(s);
+        json_decref(o);
+    } else {
+        printf("model      %s (%s, %d threads, isa %s)\n", model, hp->arch->model_type,
+               hr_runner_threads(r), hr_cpu()->name);
+        printf("prefill    %8.1f tokens/s  (%ld tokens, median of %ld)\n", pre_tps,
+               prompt_len, repeats);
+        printf("decode     %8.2f tokens/s  (%ld tokens, median of %ld)\n", dec_tps, gen_len,
+               repeats);
+        printf("roofline   %8.2f tokens/s  (%.1f GB/s read, %.1f MB/token)\n", roof, bw / 1e9,
+               (w_bytes + kv_bytes) / 1e6);
+        printf("decode     %8.1f %% of roofline\n", 100.0 * dec_tps / roof);
+    }
+    status = 0;
+done:
+    if (rc)
+        hr_cli_fail(&err);
+    free(pre);
+    free(dec);
+    free(prompt);
+    free(logits);
+    hr_runner_free(r);
+    hr_model_free(m);
+    return status;
+}
