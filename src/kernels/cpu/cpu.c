@@ -1,20 +1,56 @@
 #include "kernels/cpu/cpu.h"
 
+#include <cpuid.h>
+#include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 
+/* cpuid + xgetbv: the CPU has the instructions and the OS saves the
+ * registers. (Not __builtin_cpu_supports: older compilers lack names.) */
+typedef struct cpu_feat {
+    bool avx2, fma, f16c, avx512; /* avx512 = F+BW+VL+DQ+BF16+VNNI */
+} cpu_feat;
+
+static cpu_feat detect(void) {
+    cpu_feat f = {0};
+#if defined(__x86_64__) || defined(__i386__)
+    unsigned a, b, c, d;
+    if (!__get_cpuid(1, &a, &b, &c, &d))
+        return f;
+    bool osxsave = c & (1u << 27), avx = c & (1u << 28);
+    f.fma = c & (1u << 12);
+    f.f16c = c & (1u << 29);
+    if (!osxsave || !avx)
+        return f;
+    unsigned lo, hi;
+    __asm__ volatile("xgetbv" : "=a"(lo), "=d"(hi) : "c"(0));
+    bool ymm = (lo & 0x6) == 0x6, zmm = (lo & 0xe6) == 0xe6;
+    if (!ymm || __get_cpuid_max(0, NULL) < 7)
+        return f;
+    __cpuid_count(7, 0, a, b, c, d);
+    f.avx2 = b & (1u << 5);
+    bool base512 = (b & (1u << 16)) && (b & (1u << 17)) && (b & (1u << 30)) &&
+                   (b & (1u << 31)) && (c & (1u << 11));
+    __cpuid_count(7, 1, a, b, c, d);
+    f.avx512 = zmm && base512 && (a & (1u << 5));
+#endif
+    return f;
+}
+
 static int isa_supported(hr_isa isa) {
+    static cpu_feat f;
+    static bool done;
+    if (!done) {
+        f = detect();
+        done = true;
+    }
     switch (isa) {
     case HR_ISA_SCALAR:
         return 1;
     case HR_ISA_AVX2:
-        return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
-               __builtin_cpu_supports("f16c");
+        return f.avx2 && f.fma && f.f16c;
     case HR_ISA_AVX512:
-        return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
-               __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq") &&
-               __builtin_cpu_supports("avx512bf16") && __builtin_cpu_supports("avx512vnni") &&
-               isa_supported(HR_ISA_AVX2);
+        return f.avx512 && f.avx2 && f.fma && f.f16c;
     default:
         return 0;
     }
@@ -29,7 +65,6 @@ static const hr_cpu_kernels *const tables[HR_ISA_COUNT] = {
 const hr_cpu_kernels *hr_cpu_isa(hr_isa isa) {
     if ((unsigned)isa >= HR_ISA_COUNT)
         return NULL;
-    __builtin_cpu_init();
     return isa_supported(isa) ? tables[isa] : NULL;
 }
 
