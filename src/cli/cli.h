@@ -3,5 +3,7 @@
 #define HR_CLI_H
 
 int hr_cmd_version(int argc, char **argv);
+int hr_cmd_tokenize(int argc, char **argv);
+int hr_cmd_detokenize(int argc, char **argv);
 
 #endif

@@ -12,6 +12,8 @@ typedef struct verb {
 
 static const verb verbs[] = {
     {"version", hr_cmd_version, "print the version"},
+    {"tokenize", hr_cmd_tokenize, "text -> token IDs (--model, --text/--file/--jsonl)"},
+    {"detokenize", hr_cmd_detokenize, "token IDs -> text (--model, --tokens)"},
 };
 
 static void usage(FILE *f) {
