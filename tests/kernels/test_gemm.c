@@ -63,8 +63,10 @@ static void test_gemm_isas(void **state) {
                         float *y = calloc((size_t)n * m, sizeof *y), *yr = calloc((size_t)n * m, sizeof *yr);
                         /* a sub-range of columns, like one thread's share */
                         int m0 = m > 4 ? 1 : 0;
-                        hr__cpu_scalar.gemm[dts[di]](yr, m, x, k, n, k, w, m0, m);
-                        K->gemm[dts[di]](y, m, x, k, n, k, w, m0, m);
+                        hr_tensor wt = {.name = "w", .dtype = dts[di], .ndim = 2,
+                                        .shape = {m, k}, .data = w};
+                        hr__cpu_scalar.gemm[dts[di]](yr, m, x, k, n, &wt, m0, m);
+                        K->gemm[dts[di]](y, m, x, k, n, &wt, m0, m);
                         char what[96];
                         snprintf(what, sizeof what, "%s %s n=%d m=%d k=%d", K->name,
                                  hr_dtype_name(dts[di]), n, m, k);

@@ -8,10 +8,10 @@
 
 typedef enum hr_isa { HR_ISA_SCALAR, HR_ISA_AVX2, HR_ISA_AVX512, HR_ISA_COUNT } hr_isa;
 
-/* y[i*ldy + j] = dot(x[i*ldx .. +k], w row j) for i < n, m0 <= j < m1.
- * w is row-major [m][k] in the kernel's weight dtype. */
+/* y[i*ldy + j] = dot(x[i*ldx .. +k], w row j) for i < n, m0 <= j < m1,
+ * where w is a 2-D weight (m, k) of the kernel's dtype, k = w->shape[1]. */
 typedef void (*hr_gemm_fn)(float *y, int ldy, const float *x, int ldx, int n,
-                           int k, const void *w, int m0, int m1);
+                           const hr_tensor *w, int m0, int m1);
 
 typedef struct hr_cpu_kernels {
     const char *name;

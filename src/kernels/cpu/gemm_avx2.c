@@ -31,8 +31,10 @@ static inline float scal_f16(const void *p, size_t off) {
 
 #define IB 64
 #define GEMM_AVX2(NAME, LOADW, SCALW)                                           \
-    static void NAME(float *y, int ldy, const float *x, int ldx, int n, int k,  \
-                     const void *w, int m0, int m1) {                           \
+    static void NAME(float *y, int ldy, const float *x, int ldx, int n,         \
+                     const hr_tensor *wt, int m0, int m1) {                     \
+        const void *w = wt->data;                                               \
+        int k = (int)wt->shape[1];                                              \
         int k8 = k & ~7;                                                        \
         for (int i0 = 0; i0 < n; i0 += IB) {                                    \
             int i1 = i0 + IB < n ? i0 + IB : n;                                 \

@@ -24,8 +24,10 @@ static inline __m512 load_f16(const void *p, size_t off, __mmask16 m) {
  * X blocked by IB rows so a block stays in L2 while W streams past it. */
 #define IB 64
 #define GEMM_AVX512(NAME, LOADW)                                                \
-    static void NAME(float *y, int ldy, const float *x, int ldx, int n, int k,  \
-                     const void *w, int m0, int m1) {                           \
+    static void NAME(float *y, int ldy, const float *x, int ldx, int n,         \
+                     const hr_tensor *wt, int m0, int m1) {                     \
+        const void *w = wt->data;                                               \
+        int k = (int)wt->shape[1];                                              \
         for (int i0 = 0; i0 < n; i0 += IB) {                                    \
             int i1 = i0 + IB < n ? i0 + IB : n;                                 \
             int j = m0;                                                         \

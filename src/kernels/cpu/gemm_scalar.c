@@ -15,9 +15,10 @@ static void axpy_scalar(float *y, float a, const float *x, int n) {
 }
 
 #define GEMM_SCALAR(NAME, T, LOAD)                                          \
-    static void NAME(float *y, int ldy, const float *x, int ldx, int n, int k, \
-                     const void *w, int m0, int m1) {                       \
-        const T *W = w;                                                     \
+    static void NAME(float *y, int ldy, const float *x, int ldx, int n,    \
+                     const hr_tensor *w, int m0, int m1) {                  \
+        const T *W = w->data;                                               \
+        int k = (int)w->shape[1];                                           \
         for (int j = m0; j < m1; j++) {                                     \
             const T *row = W + (size_t)j * k;                               \
             for (int i = 0; i < n; i++) {                                   \

@@ -8,9 +8,9 @@
 
 typedef struct matmul_task {
     float *y;
-    int ldy, ldx, n, k, m;
+    int ldy, ldx, n, m;
     const float *x;
-    const void *w;
+    const hr_tensor *w;
     const float *bias;
     hr_gemm_fn fn;
 } matmul_task;
@@ -22,7 +22,7 @@ static void matmul_worker(void *p, int ith, int nth) {
     int m0 = (int)lo * 16, m1 = (int)hi * 16 < t->m ? (int)hi * 16 : t->m;
     if (m0 >= m1)
         return;
-    t->fn(t->y, t->ldy, t->x, t->ldx, t->n, t->k, t->w, m0, m1);
+    t->fn(t->y, t->ldy, t->x, t->ldx, t->n, t->w, m0, m1);
     if (t->bias)
         for (int i = 0; i < t->n; i++)
             for (int j = m0; j < m1; j++)
@@ -37,8 +37,8 @@ void hr_matmul(hr_pool *pool, float *y, int ldy, const float *x, int ldx, int n,
                const hr_tensor *w, const float *bias) {
     HR_ASSERT(w->ndim == 2 && hr_matmul_supports(w->dtype));
     matmul_task t = {
-        .y = y, .ldy = ldy, .ldx = ldx, .n = n, .k = (int)w->shape[1],
-        .m = (int)w->shape[0], .x = x, .w = w->data, .bias = bias,
+        .y = y, .ldy = ldy, .ldx = ldx, .n = n,
+        .m = (int)w->shape[0], .x = x, .w = w, .bias = bias,
         .fn = hr_cpu()->gemm[w->dtype],
     };
     hr_pool_run(pool, matmul_worker, &t);
