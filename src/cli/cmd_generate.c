@@ -60,7 +60,7 @@ int hr_cmd_generate(int argc, char **argv) {
 
     hr_model *m = NULL;
     hr_runner *r = NULL;
-    hr_sampler smp = {0};
+    hr_sampler *smp = NULL;
     float *logits = NULL, *lps = NULL;
     int32_t *out = NULL, *ids = NULL;
     json_t *top = json_array();
@@ -71,14 +71,21 @@ int hr_cmd_generate(int argc, char **argv) {
     if ((rc = hr_runner_new(&r, m, &ro, &err)))
         goto done;
     int V = m->hp.n_vocab;
-    hr_sampler_params sp = {.temp = (float)temp, .top_p = (float)top_p,
-                            .top_k = (int)top_k, .min_p = (float)min_p,
-                            .seed = (uint64_t)seed};
+    hr_sampler_params sp;
+    hr_sampler_params_default(&sp);
+    sp.temp = (float)temp;
+    sp.top_p = (float)top_p;
+    sp.top_k = (int)top_k;
+    sp.min_p = (float)min_p;
+    sp.seed = (uint64_t)seed;
+    if ((rc = hr_sampler_new(&smp, &sp, V, &err)))
+        goto done;
+    hr_sampler_accept(smp, ptoks, n_prompt);
     logits = malloc((size_t)V * sizeof *logits);
     out = malloc(((size_t)max_tokens + 1) * sizeof *out);
     ids = malloc(((size_t)top_lp + 1) * sizeof *ids);
     lps = malloc(((size_t)top_lp + 1) * sizeof *lps);
-    if (!logits || !out || !ids || !lps || hr_sampler_init(&smp, &sp, V)) {
+    if (!logits || !out || !ids || !lps) {
         rc = hr_err(&err, HR_ENOMEM, "out of memory");
         goto done;
     }
@@ -87,7 +94,8 @@ int hr_cmd_generate(int argc, char **argv) {
         goto done;
     double t1 = hr_now(), t2 = t1;
     for (n_out = 0; n_out < max_tokens;) {
-        int32_t tok = hr_sampler_sample(&smp, logits);
+        int32_t tok = hr_sampler_sample(smp, logits); /* logits -> logprobs */
+        hr_sampler_accept(smp, &tok, 1);
         out[n_out++] = tok;
         if (top_lp) {
             int k = hr_top_logprobs(logits, V, (int)top_lp, ids, lps);
@@ -141,7 +149,7 @@ done:
     free(ids);
     free(lps);
     free(ptoks);
-    hr_sampler_deinit(&smp);
+    hr_sampler_free(smp);
     hr_runner_free(r);
     hr_model_free(m);
     return status;
