@@ -3,5 +3,6 @@
 #define HR_CLI_H
 
 int hr_cmd_version(int argc, char **argv);
+int hr_cmd_template(int argc, char **argv);
 
 #endif

@@ -12,6 +12,7 @@ typedef struct verb {
 
 static const verb verbs[] = {
     {"version", hr_cmd_version, "print the version"},
+    {"template", hr_cmd_template, "render a model's chat template over messages"},
 };
 
 static void usage(FILE *f) {
