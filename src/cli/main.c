@@ -17,6 +17,7 @@ static const verb verbs[] = {
     {"version", hr_cmd_version, "print the version"},
     {"tokenize", hr_cmd_tokenize, "text -> token IDs (--model, --text/--file/--jsonl)"},
     {"detokenize", hr_cmd_detokenize, "token IDs -> text (--model, --tokens)"},
+    {"template", hr_cmd_template, "render a model's chat template over messages"},
 };
 
 static void usage(FILE *f) {
