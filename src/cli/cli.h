@@ -2,6 +2,7 @@
 #ifndef HR_CLI_H
 #define HR_CLI_H
 
+int hr_cmd_serve(int argc, char **argv);
 int hr_cmd_generate(int argc, char **argv);
 int hr_cmd_bench(int argc, char **argv);
 int hr_cmd_synth(int argc, char **argv);
