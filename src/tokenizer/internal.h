@@ -165,7 +165,8 @@ typedef struct hr__pretok {
     int add_prefix_space, use_regex; /* ByteLevel */
     char repl[8];                /* Metaspace replacement (UTF-8) */
     int repl_len;
-    int prepend;                 /* Metaspace: 0 never, 1 first, 2 always */
+    int prepend;                 /* Metaspace: 0 never, 1 first, 2 always,
+                                    3 always even before U+2581 (llama.cpp) */
     int split;                   /* Metaspace */
     int individual_digits;
 } hr__pretok;
@@ -200,6 +201,7 @@ typedef struct hr__bpe {
     int32_t n_scores;
     int32_t unk_id;     /* -1 when none */
     int byte_fallback, fuse_unk, ignore_merges;
+    int newline_words_whole; /* llama.cpp gemma4: an all-\n piece in the vocab is one token */
     int32_t byte_id[256]; /* <0xXX> tokens, -1 when absent */
     hr__bpe_cache cache;
 } hr__bpe;
