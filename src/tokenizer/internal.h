@@ -284,6 +284,8 @@ typedef struct hr__decoder {
     int bytefallback;  /* <0xXX> runs decoded strictly, else U+FFFD each */
     int lead_strip;    /* Strip start after Fuse: drop up to N leading cps */
     int32_t lead_cp;
+    int post_meta;     /* Metaspace on the whole text: 1 drop, 2 to ' ' */
+    int32_t post_meta_cp;
     int no_decoder;    /* no decoder: tokens joined by " " */
 } hr__decoder;
 
@@ -332,7 +334,7 @@ typedef struct hr__dec_state {
     int lead_left;       /* leading code points Strip may still drop */
     hr__buf tok;         /* scratch for one token */
     hr__buf clean;       /* clean-up hold-back */
-    hr__buf tmp;         /* scratch */
+    hr__buf tmp, meta;   /* scratch */
 } hr__dec_state;
 
 void hr__dec_init(hr__dec_state *s, const hr_tokenizer *t, unsigned flags);
