@@ -199,6 +199,8 @@ static const struct { const char *from, *to; } CLEAN[] = {
 static int clean_flush(hr__dec_state *s, hr__buf *out, int final) {
     hr__buf *c = &s->clean;
     size_t i = 0, run = 0;
+    if (!c->len)
+        return 0;
     while (i < c->len) {
         if (c->p[i] != ' ') {
             i++;
@@ -282,6 +284,8 @@ static int lossy_flush(hr__dec_state *s, hr__buf *out, int final) {
     hr__buf *b = &s->pend;
     size_t i = 0, run = 0;
     int rc = 0;
+    if (!b->len)
+        return 0;
     while (i < b->len && !rc) {
         if ((unsigned char)b->p[i] < 0x80) {
             i++;
