@@ -26,7 +26,8 @@ int hr_cmd_serve(int argc, char **argv) {
     const char *model = NULL, *host = "127.0.0.1", *tmpl = NULL, *tmpl_args = NULL,
                *origins = "*", *adapter = NULL, *log_level = NULL, *draft = NULL;
     long port = 8080, top_k = -1, max_tokens = -1, prefill = 0, batch = 0, threads = 0,
-         ctx = 0, max_body_mb = 16;
+         ctx = 0, max_body_mb = 16, pc_size = -1, pc_on = 1;
+    const char *pc_bytes = NULL;
     double temp = -1, top_p = -1, min_p = -1, kv_gb = 0;
     const hr_opt opts[] = {
         {"model", HR_OPT_STR, &model, "model directory (default: the bundled demo model)"},
@@ -46,6 +47,9 @@ int hr_cmd_serve(int argc, char **argv) {
         {"threads", HR_OPT_INT, &threads, "compute threads (default: all cores)"},
         {"ctx", HR_OPT_INT, &ctx, "longest sequence in tokens (default: model's, capped at 8192)"},
         {"max-body-mb", HR_OPT_INT, &max_body_mb, "largest request body in MiB (default 16)"},
+        {"prompt-cache", HR_OPT_INT, &pc_on, "0 turns the prompt cache off (default 1)"},
+        {"prompt-cache-size", HR_OPT_INT, &pc_size, "bound the prompt cache to N full contexts"},
+        {"prompt-cache-bytes", HR_OPT_STR, &pc_bytes, "bound the prompt cache in bytes (e.g. 2GB, 500M)"},
         {"log-level", HR_OPT_STR, &log_level, "DEBUG, INFO, WARNING, ERROR or CRITICAL"},
         {"adapter-path", HR_OPT_STR, &adapter, "LoRA adapter (not supported yet)"},
         {"draft-model", HR_OPT_STR, &draft, "draft model for speculative decoding (not supported yet)"},
@@ -69,6 +73,22 @@ int hr_cmd_serve(int argc, char **argv) {
     if (port < 0 || port > 65535 || prefill < 0 || batch < 0 || kv_gb < 0 || threads < 0 ||
         ctx < 0 || max_body_mb < 1 || (top_p > 1) || (min_p > 1))
         return hr_cli_fail(&(hr_error){.msg = "a numeric flag is out of range (see --help)"});
+    /* prompt cache bound, in KV blocks (resolved against the model by the server) */
+    double pc_b = 0;
+    if (pc_bytes) {
+        char *end;
+        pc_b = strtod(pc_bytes, &end);
+        if (end == pc_bytes || pc_b < 0)
+            return hr_cli_fail(&(hr_error){.msg = "--prompt-cache-bytes wants a size like 2GB or 500M"});
+        if (*end == 'G' || *end == 'g')
+            pc_b *= 1e9;
+        else if (*end == 'M' || *end == 'm')
+            pc_b *= 1e6;
+        else if (*end == 'K' || *end == 'k')
+            pc_b *= 1e3;
+        else if (*end)
+            return hr_cli_fail(&(hr_error){.msg = "--prompt-cache-bytes wants a size like 2GB or 500M"});
+    }
     hr_server_opts o = {
         .model = model ? model : default_model(), .host = host, .port = (int)port,
         .temp = temp, .top_p = top_p, .min_p = min_p, .top_k = (int)top_k,
@@ -76,6 +96,8 @@ int hr_cmd_serve(int argc, char **argv) {
         .allowed_origins = origins, .max_body = (size_t)max_body_mb << 20,
         .prefill_step = (int)prefill, .batch = (int)batch,
         .kv_bytes = (size_t)(kv_gb * 1e9), .n_threads = (int)threads, .n_ctx = (int)ctx,
+        .cache_blocks = pc_on ? 0 : -1, .cache_size = pc_size > 0 ? (int)pc_size : 0,
+        .cache_bytes = (size_t)pc_b,
     };
     /* block the signals in every thread; this one waits for them */
     sigset_t set;

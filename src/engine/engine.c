@@ -1,4 +1,5 @@
 #include "engine/engine.h"
+#include "engine/pcache.h"
 #include "core/error.h"
 #include "core/log.h"
 #include "core/timer.h"
@@ -37,6 +38,7 @@ struct hr_request {
     int32_t *blocks;
     int n_blocks;
     int len;              /* tokens whose K/V are in the cache */
+    int cached;           /* of which came from the prompt cache */
     int limit;            /* max tokens generated: max_tokens capped by the context */
 };
 
@@ -107,6 +109,13 @@ hr_finish hr_request_finish(hr_request *r, hr_error *msg) {
     return f;
 }
 
+int hr_request_cached_tokens(hr_request *r) {
+    pthread_mutex_lock(&r->mu);
+    int c = r->cached;
+    pthread_mutex_unlock(&r->mu);
+    return c;
+}
+
 double hr_request_ttft(hr_request *r) {
     pthread_mutex_lock(&r->mu);
     double t = r->t_first > 0 ? r->t_first - r->t_submit : 0;
@@ -120,6 +129,8 @@ struct hr_engine {
     const hr_model *m;
     hr_fwd *fwd;
     hr_kv kv;
+    hr_pcache *pcache;              /* NULL: no prompt cache */
+    int32_t *tokbuf;                /* [n_ctx] a sequence's tokens, for the cache */
     int max_batch, n_ctx, chunk, max_tokens_step;
     pthread_t thread;
     bool thread_started;
@@ -140,7 +151,8 @@ struct hr_engine {
     _Atomic long st_total, st_running, st_queued, st_prompt, st_gen;
     _Atomic long st_prefill_tok, st_decode_tok;
     _Atomic double st_prefill_s, st_decode_s;
-    _Atomic int st_kv_free;
+    _Atomic int st_kv_free, st_kv_requests, st_kv_cached;
+    _Atomic long st_cached_tokens;
 };
 
 int hr_request_new(hr_request **out, const hr_engine *e, const hr_req_params *p,
@@ -233,6 +245,9 @@ void hr_engine_stats_get(const hr_engine *e, hr_engine_stats *s) {
     s->decode_tps = ds > 0 ? atomic_load(&m->st_decode_tok) / ds : 0;
     s->kv_blocks_total = e->kv.n_blocks;
     s->kv_blocks_free = atomic_load(&m->st_kv_free);
+    s->kv_blocks_requests = atomic_load(&m->st_kv_requests);
+    s->kv_blocks_cached = atomic_load(&m->st_kv_cached);
+    s->cached_tokens = atomic_load(&m->st_cached_tokens);
     s->kv_bytes = (size_t)e->kv.n_blocks * hr_kv_block_bytes(&e->m->hp);
 }
 
@@ -240,6 +255,13 @@ void hr_engine_stats_get(const hr_engine *e, hr_engine_stats *s) {
 
 static void retire(hr_engine *e, int i, hr_finish why, const char *msg) {
     hr_request *r = e->running[i];
+    if (e->pcache && why != HR_FINISH_ERROR && r->len >= HR_KV_BLOCK) {
+        /* index the sequence's full blocks: prompt, then generated tokens */
+        int n = r->len;
+        for (int k = 0; k < n; k++)
+            e->tokbuf[k] = k < r->n_prompt ? r->prompt[k] : r->steps[k - r->n_prompt].token;
+        hr_pcache_insert(e->pcache, e->tokbuf, n / HR_KV_BLOCK, r->blocks);
+    }
     for (int b = 0; b < r->n_blocks; b++)
         hr_kv_unref(&e->kv, r->blocks[b]);
     r->n_blocks = 0;
@@ -266,12 +288,27 @@ static void admit(hr_engine *e) {
     }
     while (e->waiting && e->n_running < e->max_batch) {
         hr_request *r = e->waiting;
-        int need = blocks_for(r->n_prompt + r->limit);
-        if (e->kv.n_free < need)
-            break; /* FIFO: the head waits for space */
+        int total = blocks_for(r->n_prompt + r->limit), hit = 0;
+        /* reuse the longest cached prefix, leaving at least the last
+         * prompt token to compute (its logits start the generation) */
+        if (e->pcache)
+            hit = hr_pcache_lookup(e->pcache, r->prompt, r->n_prompt - 1, total, r->blocks);
+        int need = total - hit;
+        if (e->kv.n_free < need && e->pcache)
+            hr_pcache_evict(e->pcache, need - e->kv.n_free);
+        if (e->kv.n_free < need) { /* FIFO: the head waits for space */
+            for (int b = 0; b < hit; b++)
+                hr_kv_unref(&e->kv, r->blocks[b]);
+            break;
+        }
+        r->n_blocks = hit;
         for (int b = 0; b < need; b++)
             r->blocks[r->n_blocks++] = hr_kv_alloc(&e->kv);
-        r->len = 0;
+        r->len = hit * HR_KV_BLOCK;
+        pthread_mutex_lock(&r->mu);
+        r->cached = r->len;
+        pthread_mutex_unlock(&r->mu);
+        atomic_fetch_add(&e->st_cached_tokens, r->len);
         e->waiting = r->next;
         if (!e->waiting)
             e->waiting_tail = NULL;
@@ -408,7 +445,12 @@ static void *engine_main(void *arg) {
         admit(e);
         if (e->n_running)
             step(e);
+        int held = 0;
+        for (int i = 0; i < e->n_running; i++)
+            held += e->running[i]->n_blocks;
         atomic_store(&e->st_kv_free, e->kv.n_free);
+        atomic_store(&e->st_kv_requests, held);
+        atomic_store(&e->st_kv_cached, e->pcache ? hr_pcache_blocks(e->pcache) : 0);
     }
     while (e->n_running)
         retire(e, 0, HR_FINISH_CANCELLED, "the server is shutting down");
@@ -466,6 +508,21 @@ int hr_engine_new(hr_engine **out, const hr_model *m, const hr_engine_opts *o,
         rc = hr_err(err, HR_ENOMEM, "out of memory");
         goto fail;
     }
+    /* the prompt cache, unless RoPE depends on the sequence length (a block's
+     * KV would then differ between requests of different lengths) */
+    bool len_rope = m->hp.rope.type == HR_ROPE_DYNAMIC || m->hp.rope.type == HR_ROPE_LONGROPE ||
+                    (m->hp.has_rope_local && (m->hp.rope_local.type == HR_ROPE_DYNAMIC ||
+                                              m->hp.rope_local.type == HR_ROPE_LONGROPE));
+    if (!(o && o->cache_blocks < 0) && !len_rope) {
+        e->pcache = hr_pcache_new(&e->kv, o ? o->cache_blocks : 0);
+        e->tokbuf = malloc((size_t)e->n_ctx * sizeof *e->tokbuf);
+        if (!e->pcache || !e->tokbuf) {
+            rc = hr_err(err, HR_ENOMEM, "out of memory");
+            goto fail;
+        }
+    } else if (len_rope) {
+        hr_log(HR_LOG_INFO, "prompt cache off: this model's RoPE depends on the sequence length");
+    }
     atomic_store(&e->st_kv_free, e->kv.n_free);
     if (pthread_create(&e->thread, NULL, engine_main, e) != 0) {
         rc = hr_err(err, HR_ENOMEM, "cannot start the engine thread");
@@ -489,6 +546,8 @@ void hr_engine_free(hr_engine *e) {
         pthread_mutex_unlock(&e->mu);
         pthread_join(e->thread, NULL);
     }
+    hr_pcache_free(e->pcache);
+    free(e->tokbuf);
     hr_fwd_free(e->fwd);
     hr_kv_deinit(&e->kv);
     free(e->running);

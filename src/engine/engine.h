@@ -30,6 +30,8 @@ typedef struct hr_engine_opts {
     int n_ctx;          /* longest sequence; 0 = the model's, capped at 8192 */
     size_t kv_bytes;    /* KV pool budget; 0 = max_batch full contexts, at most 4 GiB */
     int prefill_chunk;  /* tokens per step across prefills; 0 = 512 */
+    int cache_blocks;   /* prompt cache bound in KV blocks; 0 = the pool's
+                         * free space; -1 = no prompt cache */
 } hr_engine_opts;
 
 /* Starts the engine thread. */
@@ -81,6 +83,9 @@ int hr_request_wait(hr_request *r, int i, hr_step *out, int timeout_ms);
 /* The finish reason (HR_FINISH_NONE while running); msg gets the error. */
 hr_finish hr_request_finish(hr_request *r, hr_error *msg);
 int hr_request_prompt_tokens(const hr_request *r);
+/* Prompt tokens whose KV came from the prompt cache (valid once the first
+ * token exists). */
+int hr_request_cached_tokens(hr_request *r);
 /* Time from submit to the first token, in seconds (0 until then). */
 double hr_request_ttft(hr_request *r);
 
@@ -89,6 +94,9 @@ typedef struct hr_engine_stats {
     long prompt_tokens, generated_tokens;
     double prefill_tps, decode_tps; /* over the last steps */
     int kv_blocks_total, kv_blocks_free;
+    int kv_blocks_requests;  /* held by running requests */
+    int kv_blocks_cached;    /* indexed by the prompt cache */
+    long cached_tokens;      /* prompt tokens served from the cache, in all */
     size_t kv_bytes;
 } hr_engine_stats;
 

@@ -148,7 +148,7 @@ static json_t *usage_json(const gen *g, hr_finish f) {
     int prompt = (int)g->job.prompt.n;
     return json_pack("{s:i,s:i,s:i,s:{s:i}}", "prompt_tokens", prompt, "completion_tokens",
                      completion, "total_tokens", prompt + completion, "prompt_tokens_details",
-                     "cached_tokens", 0);
+                     "cached_tokens", hr_request_cached_tokens(g->req));
 }
 
 static json_t *envelope(const gen *g, const char *object) {

@@ -3,6 +3,7 @@
 #include "core/error.h"
 #include "core/log.h"
 #include "core/timer.h"
+#include "model/kv.h"
 #include "server/internal.h"
 
 #include <arpa/inet.h>
@@ -58,7 +59,8 @@ static hr_reply route_stats(hr_server *s) {
     hr_engine_stats st;
     hr_engine_stats_get(s->engine, &st);
     json_t *o = json_pack(
-        "{s:s,s:f,s:{s:I,s:I,s:I,s:I},s:{s:I,s:I},s:{s:f,s:f},s:{s:I,s:I,s:I},s:{s:I,s:I}}",
+        "{s:s,s:f,s:{s:I,s:I,s:I,s:I},s:{s:I,s:I,s:I},s:{s:f,s:f},s:{s:I,s:I,s:I,s:I,s:I},"
+        "s:{s:I,s:I}}",
         "model", s->model_id, "uptime_s", hr_now() - s->t_start, "requests", "served",
         (json_int_t)(st.requests_total - st.requests_running - st.requests_queued), "active",
         (json_int_t)st.requests_running, "queued", (json_int_t)st.requests_queued, "http",
@@ -66,7 +68,8 @@ static hr_reply route_stats(hr_server *s) {
         (json_int_t)st.prompt_tokens, "generated", (json_int_t)st.generated_tokens,
         "throughput", "prefill_tokens_per_s", st.prefill_tps, "decode_tokens_per_s",
         st.decode_tps, "kv_cache", "blocks_total", (json_int_t)st.kv_blocks_total,
-        "blocks_used", (json_int_t)(st.kv_blocks_total - st.kv_blocks_free), "bytes",
+        "blocks_used", (json_int_t)st.kv_blocks_requests, "blocks_cached",
+        (json_int_t)st.kv_blocks_cached, "blocks_free", (json_int_t)st.kv_blocks_free, "bytes",
         (json_int_t)st.kv_bytes, "memory", "rss_bytes", (json_int_t)rss_bytes(),
         "weights_bytes", (json_int_t)s->model->weight_bytes);
     return hr__json_reply(200, o);
@@ -256,8 +259,22 @@ int hr_server_new(hr_server **out, const hr_server_opts *o, hr_error *err) {
         have |= s->stop_ids[i] == te;
     if (te >= 0 && !have)
         s->stop_ids[s->n_stop_ids++] = te;
+    /* the prompt cache bound in blocks: the tighter of size and bytes */
+    int cache_blocks = o->cache_blocks;
+    if (cache_blocks >= 0) {
+        int ctx = o->n_ctx > 0 ? o->n_ctx : 8192;
+        size_t bb = hr_kv_block_bytes(&s->model->hp);
+        if (o->cache_size > 0)
+            cache_blocks = o->cache_size * ((ctx + HR_KV_BLOCK - 1) / HR_KV_BLOCK);
+        if (o->cache_bytes > 0) {
+            int by = (int)(o->cache_bytes / bb);
+            by = by < 1 ? 1 : by;
+            cache_blocks = cache_blocks > 0 && cache_blocks < by ? cache_blocks : by;
+        }
+    }
     hr_engine_opts eo = {.n_threads = o->n_threads, .max_batch = o->batch, .n_ctx = o->n_ctx,
-                         .kv_bytes = o->kv_bytes, .prefill_chunk = o->prefill_step};
+                         .kv_bytes = o->kv_bytes, .prefill_chunk = o->prefill_step,
+                         .cache_blocks = cache_blocks};
     if ((rc = hr_engine_new(&s->engine, s->model, &eo, err)))
         goto fail;
     *out = s;

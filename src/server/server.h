@@ -29,6 +29,10 @@ typedef struct hr_server_opts {
     size_t kv_bytes;                /* 0 = automatic */
     int n_threads;                  /* 0 = all cores */
     int n_ctx;                      /* 0 = the model's, capped at 8192 */
+    int cache_blocks;               /* prompt cache bound in KV blocks; 0 = the
+                                     * pool's free space; -1 = off */
+    int cache_size;                 /* mlx's --prompt-cache-size: N full contexts; 0 = unset */
+    size_t cache_bytes;             /* --prompt-cache-bytes; 0 = unset */
 } hr_server_opts;
 
 /* Load the model, tokenizer and chat template, start the engine. */

@@ -4,6 +4,7 @@
  * tokens, limits and errors. */
 #include "core/error.h"
 #include "engine/engine.h"
+#include "model/kv.h"
 #include "model/model.h"
 
 #include <setjmp.h>
@@ -42,17 +43,19 @@ static int collect(hr_request *r, int32_t *out, int cap) {
     return n;
 }
 
-/* The KV stat is published at the end of an engine step: poll for it. */
+/* No request holds KV blocks (the prompt cache may index some); the stat
+ * is published at the end of an engine step: poll for it. */
 static void expect_all_blocks_free(hr_engine *e) {
     hr_engine_stats st;
     for (int i = 0; i < 5000; i++) {
         hr_engine_stats_get(e, &st);
-        if (st.kv_blocks_free == st.kv_blocks_total)
+        if (st.kv_blocks_requests == 0 &&
+            st.kv_blocks_free + st.kv_blocks_cached == st.kv_blocks_total)
             return;
         usleep(1000);
     }
-    fail_msg("%d of %d KV blocks still in use", st.kv_blocks_total - st.kv_blocks_free,
-             st.kv_blocks_total);
+    fail_msg("%d KV blocks held by requests, %d free, %d cached of %d", st.kv_blocks_requests,
+             st.kv_blocks_free, st.kv_blocks_cached, st.kv_blocks_total);
 }
 
 static int prompt_of(int i, int32_t *p) {
@@ -183,6 +186,65 @@ static void test_stop_cancel_limits(void **state) {
     hr_request_release(c);
 }
 
+static void test_prompt_cache(void **state) {
+    (void)state;
+    hr_error err;
+    hr_engine_opts o = {.n_threads = 2, .max_batch = 4, .n_ctx = 256};
+    hr_engine *e, *nocache;
+    assert_int_equal(hr_engine_new(&e, g_model, &o, &err), 0);
+    hr_engine_opts off = o;
+    off.cache_blocks = -1;
+    assert_int_equal(hr_engine_new(&nocache, g_model, &off, &err), 0);
+    /* a 100-token shared prefix, two different tails */
+    int32_t a[120], b[120], out1[32], out2[32], ref[32];
+    for (int i = 0; i < 120; i++)
+        a[i] = b[i] = (int32_t)((i * 37 + 11) % 500);
+    for (int i = 100; i < 120; i++)
+        b[i] = (int32_t)((i * 13 + 5) % 500);
+    hr_request *r = submit(nocache, a, 120, 12, NULL, 0);
+    int nref = collect(r, ref, 32);
+    hr_request_release(r);
+
+    r = submit(e, a, 120, 12, NULL, 0); /* cold */
+    assert_int_equal(collect(r, out1, 32), nref);
+    assert_int_equal(hr_request_cached_tokens(r), 0);
+    hr_request_release(r);
+    r = submit(e, a, 120, 12, NULL, 0); /* warm: same tokens, KV reused */
+    assert_int_equal(collect(r, out2, 32), nref);
+    assert_int_equal(hr_request_cached_tokens(r), 96); /* 3 full blocks of 119 */
+    assert_memory_equal(out2, ref, (size_t)nref * sizeof(int32_t));
+    assert_memory_equal(out1, ref, (size_t)nref * sizeof(int32_t));
+    hr_request_release(r);
+    /* a different tail shares the prefix blocks */
+    r = submit(e, b, 120, 12, NULL, 0);
+    collect(r, out1, 32);
+    assert_int_equal(hr_request_cached_tokens(r), 96);
+    hr_request_release(r);
+    expect_all_blocks_free(e);
+    hr_engine_stats st;
+    hr_engine_stats_get(e, &st);
+    /* a: 132 tokens in KV -> 4 blocks; b adds only its last block */
+    assert_int_equal(st.kv_blocks_cached, 5);
+    assert_int_equal(st.cached_tokens, 192);
+    hr_engine_free(e);
+    hr_engine_free(nocache);
+
+    /* a pool too small for the cache and the work: the cache gives way */
+    hr_engine_opts tiny = {.n_threads = 1, .max_batch = 2, .n_ctx = 128,
+                           .kv_bytes = 8 * hr_kv_block_bytes(&g_model->hp)};
+    assert_int_equal(hr_engine_new(&e, g_model, &tiny, &err), 0);
+    for (int k = 0; k < 6; k++) {
+        int32_t p[100];
+        for (int i = 0; i < 100; i++)
+            p[i] = (int32_t)((i * 7 + k * 101) % 500);
+        r = submit(e, p, 100, 20, NULL, 0);
+        assert_int_equal(collect(r, out1, 32), 20);
+        hr_request_release(r);
+    }
+    expect_all_blocks_free(e);
+    hr_engine_free(e);
+}
+
 int main(void) {
     const char *root = getenv("HEARTH_ROOT");
     char dir[4096], ref[4200];
@@ -198,6 +260,7 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_batched_equals_alone_equals_oracle),
         cmocka_unit_test(test_stop_cancel_limits),
+        cmocka_unit_test(test_prompt_cache),
     };
     int rc = cmocka_run_group_tests(tests, NULL, NULL);
     json_decref(g_ref);
