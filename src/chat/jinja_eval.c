@@ -731,6 +731,8 @@ static int exec_for(hr_jctx *c, const hr_jnode *n, frame *f) {
     }
     size_t len = items.u.l->n;
     for (size_t i = 0; i < len && !rc; i++) {
+        if ((rc = step(c, n)))
+            break;
         frame *lf = frame_new(c, n, f);
         if (!lf) {
             rc = HR_ENOMEM;

@@ -323,7 +323,7 @@ static hr_jnode *parse_postfix(parser *p, hr_jnode *n) {
         if (is_op(t, HR_JOP_DOT) || is_op(t, HR_JOP_LBRACKET)) {
             n = parse_subscript(p, n);
         } else if (is_op(t, HR_JOP_LPAREN)) {
-            hr_jnode *c = node(p, HR_JN_CALL, t->pos);
+            hr_jnode *c = node(p, HR_JN_CALL, n->pos); /* errors point at the callee */
             if (!c)
                 return NULL;
             c->a = n;
@@ -799,7 +799,10 @@ static hr_jnode *parse_body(parser *p, const char *const *ends, int drop) {
         return NULL;
     if (cur(p)->type == HR_JT_EOF) {
         char msg[160];
-        snprintf(msg, sizeof msg, "unexpected end of template; looking for '%s'", ends[0]);
+        int k = snprintf(msg, sizeof msg, "unexpected end of template; looking for '%s'", ends[0]);
+        for (int e = 1; ends[e] && k > 0 && (size_t)k < sizeof msg; e++)
+            k += snprintf(msg + k, sizeof msg - (size_t)k, "%s'%s'", ends[e + 1] ? ", " : " or ",
+                          ends[e]);
         fail_at(p, HR_EFORMAT, cur(p)->pos, "%s", msg);
         return NULL;
     }
