@@ -192,6 +192,8 @@ static void test_runtime_errors(void **state) {
     expect_err("{{ l|groupby('x') }}", NULL, HR_EUNSUPPORTED, "'groupby' filter", -1);
     expect_err("{{ s.swapcase() }}", NULL, HR_EUNSUPPORTED, "str.swapcase()", -1);
     expect_err("{{ '{:>5}'.format(1) }}", NULL, HR_EUNSUPPORTED, "format specs", -1);
+    expect_err("{{ '%9999d' % 1 }}", NULL, HR_ERANGE, "too long", -1);
+    expect_err("{{ '%s %s' % (1,) }}", NULL, HR_EINVAL, "not enough arguments", -1);
     expect_err("{% if n %}{% elif i %}{{ i|nosuch }}{% endif %}", NULL, HR_EINVAL,
                "no filter named 'nosuch'", -1);
     expect_err("{{ i|tojson(indent=1000) }}", NULL, HR_EUNSUPPORTED, "indent", -1);
