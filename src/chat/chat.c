@@ -118,7 +118,8 @@ int hr_chat_template_render(const hr_chat_template *t, const json_t *messages,
     if (!rc)
         rc = set_value(vars, "add_generation_prompt", hr__jv_bool(o.add_generation_prompt), err);
     if (!rc) {
-        hr_jinja_opts jo = {.max_output = o.max_output, .has_now = o.has_now, .now = o.now};
+        hr_jinja_opts jo = {.max_output = o.max_output, .max_steps = o.max_steps,
+                           .has_now = o.has_now, .now = o.now};
         rc = hr_jinja_render(t->j, vars, &jo, out, NULL, err);
     }
     hr__jv_unref(vars);

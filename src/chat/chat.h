@@ -20,7 +20,8 @@ typedef struct hr_chat_opts {
     int add_generation_prompt;
     int has_now;       /* 1: strftime_now() formats `now` (UTC) — for tests */
     int64_t now;       /* unix seconds */
-    size_t max_output; /* 0: 16 MiB */
+    size_t max_output; /* bytes; 0: 16 MiB */
+    long max_steps;    /* evaluation steps (endless-loop guard); 0: 20 million */
 } hr_chat_opts;
 
 /* A compiled template, immutable: render it from any number of threads. */

@@ -1,11 +1,12 @@
-/* Jinja interpreter: scopes, statements, expressions, calls, macros.
+/* Jinja interpreter: errors, arguments, scopes, expressions, calls and
+ * macros (statements are in jinja_exec.c).
  *
  * Scoping follows jinja2: `for` bodies, macros, call/filter/set blocks and
  * `with` run in a new frame whose parent is the frame they appear in (each
  * loop iteration gets a fresh one); `if` does not open a frame. Names
  * resolve through the frames, then the render variables, then the
  * globals (range, dict, namespace, raise_exception, strftime_now). */
-#include "chat/jinja_eval.h"
+#include "chat/jinja_frame.h"
 #include "chat/jinja_lex.h"
 #include "chat/jinja_ops.h"
 #include "core/error.h"
@@ -13,30 +14,6 @@
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
-
-enum { BRK = 1, CONT = 2 };
-
-typedef struct frame {
-    struct frame *parent;
-    hr_jv vars; /* dict, or NONE until the first assignment */
-    int captured; /* a macro/caller refers to it: keep until the render ends */
-    struct frame *next_dead;
-} frame;
-
-struct hr_jctx {
-    const hr_jinja *t;
-    hr_jinja_opts o;
-    hr_error *err;
-    long steps;
-    int depth;
-    hr_jbuf *out;
-    hr_jv vars;
-    frame *dead;
-    hr_jv namespaces; /* every namespace() made: cleared at the end */
-};
-
-static int exec_body(hr_jctx *c, const hr_jnode *n, frame *f);
-static int eval(hr_jctx *c, const hr_jnode *n, frame *f, hr_jv *out);
 
 /* ---- errors ---------------------------------------------------------------- */
 
@@ -65,7 +42,7 @@ int hr__jerr_alloc(hr_jctx *c, const hr_jnode *at, int rc) {
 
 size_t hr__jctx_max_output(const hr_jctx *c) { return c->o.max_output; }
 
-static int step(hr_jctx *c, const hr_jnode *at) {
+int hr__je_step(hr_jctx *c, const hr_jnode *at) {
     if (++c->steps > c->o.max_steps)
         return hr__jerr(c, at, HR_ERANGE,
                         "template ran more than %ld steps (an endless loop?)", c->o.max_steps);
@@ -112,7 +89,7 @@ int hr__jargs_bind(hr_jctx *c, const hr_jnode *at, const char *fn, hr_jargs *a,
     return 0;
 }
 
-static int eval_args(hr_jctx *c, const hr_jnode *list, frame *f, hr_jargs *a) {
+static int eval_args(hr_jctx *c, const hr_jnode *list, hr_jframe *f, hr_jargs *a) {
     a->npos = a->nkw = 0;
     for (const hr_jnode *n = list; n; n = n->next) {
         if (a->npos + a->nkw >= HR_JARGS_MAX) {
@@ -121,7 +98,7 @@ static int eval_args(hr_jctx *c, const hr_jnode *list, frame *f, hr_jargs *a) {
                             HR_JARGS_MAX);
         }
         hr_jv v;
-        int rc = eval(c, n->kind == HR_JN_KWARG ? n->a : n, f, &v);
+        int rc = hr__je_eval(c, n->kind == HR_JN_KWARG ? n->a : n, f, &v);
         if (rc) {
             hr__jargs_free(a);
             return rc;
@@ -138,8 +115,8 @@ static int eval_args(hr_jctx *c, const hr_jnode *list, frame *f, hr_jargs *a) {
 
 /* ---- frames ----------------------------------------------------------------- */
 
-static frame *frame_new(hr_jctx *c, const hr_jnode *at, frame *parent) {
-    frame *f = calloc(1, sizeof *f);
+hr_jframe *hr__je_frame_new(hr_jctx *c, const hr_jnode *at, hr_jframe *parent) {
+    hr_jframe *f = calloc(1, sizeof *f);
     if (!f) {
         hr__jerr(c, at, HR_ENOMEM, "out of memory");
         return NULL;
@@ -149,7 +126,7 @@ static frame *frame_new(hr_jctx *c, const hr_jnode *at, frame *parent) {
     return f;
 }
 
-static void frame_free(hr_jctx *c, frame *f) {
+void hr__je_frame_free(hr_jctx *c, hr_jframe *f) {
     if (!f)
         return;
     if (f->captured) {
@@ -161,12 +138,12 @@ static void frame_free(hr_jctx *c, frame *f) {
     free(f);
 }
 
-static void capture(frame *f) {
+void hr__je_capture(hr_jframe *f) {
     for (; f && !f->captured; f = f->parent)
         f->captured = 1;
 }
 
-static int frame_set(hr_jctx *c, const hr_jnode *at, frame *f, const char *name, hr_jv v) {
+int hr__je_frame_set(hr_jctx *c, const hr_jnode *at, hr_jframe *f, const char *name, hr_jv v) {
     if (f->vars.type != HR_JV_DICT) {
         f->vars = hr__jv_dict(8);
         if (hr__jv_oom(f->vars)) {
@@ -184,7 +161,7 @@ static int frame_set(hr_jctx *c, const hr_jnode *at, frame *f, const char *name,
     return rc ? hr__jerr_alloc(c, at, rc) : 0;
 }
 
-static int lookup(hr_jctx *c, const hr_jnode *at, frame *f, const char *name, hr_jv *out) {
+static int lookup(hr_jctx *c, const hr_jnode *at, hr_jframe *f, const char *name, hr_jv *out) {
     for (; f; f = f->parent) {
         if (f->vars.type != HR_JV_DICT)
             continue;
@@ -207,7 +184,7 @@ static int lookup(hr_jctx *c, const hr_jnode *at, frame *f, const char *name, hr
 
 /* ---- output capture ---------------------------------------------------------- */
 
-static int emit(hr_jctx *c, const hr_jnode *at, hr_jv v) {
+int hr__je_emit(hr_jctx *c, const hr_jnode *at, hr_jv v) {
     hr__jv_str_append(c->out, v);
     if (c->out->failed)
         return hr__jerr(c, at, c->out->failed == 2 ? HR_ERANGE : HR_ENOMEM,
@@ -217,18 +194,18 @@ static int emit(hr_jctx *c, const hr_jnode *at, hr_jv v) {
 }
 
 /* Run body in a new frame (parent f), capturing its output as a string. */
-static int render_body(hr_jctx *c, const hr_jnode *at, const hr_jnode *body, frame *f,
-                       frame *nf, hr_jv *out) {
+int hr__je_render_body(hr_jctx *c, const hr_jnode *at, const hr_jnode *body, hr_jframe *f,
+                       hr_jframe *nf, hr_jv *out) {
     hr_jbuf buf, *saved = c->out;
     hr__jbuf_init(&buf, c->o.max_output);
-    frame *fr = nf ? nf : frame_new(c, at, f);
+    hr_jframe *fr = nf ? nf : hr__je_frame_new(c, at, f);
     if (!fr)
         return HR_ENOMEM;
     c->out = &buf;
-    int rc = exec_body(c, body, fr);
+    int rc = hr__je_exec_body(c, body, fr);
     c->out = saved;
-    frame_free(c, fr);
-    if (rc == BRK || rc == CONT)
+    hr__je_frame_free(c, fr);
+    if (rc == HR_JE_BREAK || rc == HR_JE_CONTINUE)
         rc = 0;
     if (!rc && buf.failed)
         rc = hr__jerr_alloc(c, at, HR_ENOMEM);
@@ -242,9 +219,9 @@ static int render_body(hr_jctx *c, const hr_jnode *at, const hr_jnode *body, fra
 
 /* ---- assignment ------------------------------------------------------------------ */
 
-static int assign(hr_jctx *c, const hr_jnode *target, frame *f, hr_jv v) {
+int hr__je_assign(hr_jctx *c, const hr_jnode *target, hr_jframe *f, hr_jv v) {
     if (target->kind == HR_JN_NAME)
-        return frame_set(c, target, f, target->name, v);
+        return hr__je_frame_set(c, target, f, target->name, v);
     if (target->kind == HR_JN_GETATTR) { /* ns.attr */
         hr_jv ns;
         int rc = lookup(c, target->a, f, target->a->name, &ns);
@@ -282,7 +259,7 @@ static int assign(hr_jctx *c, const hr_jnode *target, frame *f, hr_jv v) {
     }
     size_t i = 0;
     for (const hr_jnode *t = target->args; t && !rc; t = t->next, i++)
-        rc = assign(c, t, f, hr__jv_ref(items.u.l->v[i]));
+        rc = hr__je_assign(c, t, f, hr__jv_ref(items.u.l->v[i]));
     hr__jv_unref(items);
     return rc;
 }
@@ -297,7 +274,7 @@ static int call_macro(hr_jctx *c, const hr_jnode *at, hr_jfunc *fn, hr_jargs *a,
         c->depth--;
         return hr__jerr(c, at, HR_ERANGE, "macro calls nested deeper than %d", c->o.max_depth);
     }
-    frame *nf = frame_new(c, at, fn->scope);
+    hr_jframe *nf = hr__je_frame_new(c, at, fn->scope);
     int rc = nf ? 0 : HR_ENOMEM;
     hr_jv varargs = hr__jv_none(), kwargs = hr__jv_none();
     int np = 0, i = 0;
@@ -329,11 +306,11 @@ static int call_macro(hr_jctx *c, const hr_jnode *at, hr_jfunc *fn, hr_jargs *a,
         if (rc)
             break;
         if (!found && prm->a)
-            rc = eval(c, prm->a, nf, &v);
+            rc = hr__je_eval(c, prm->a, nf, &v);
         else if (!found)
             v = hr__jv_undef_hint("parameter '%s' was not provided", prm->name);
         if (!rc)
-            rc = frame_set(c, prm, nf, prm->name, v);
+            rc = hr__je_frame_set(c, prm, nf, prm->name, v);
     }
     if (!rc) {
         varargs = hr__jv_list(0);
@@ -364,9 +341,9 @@ static int call_macro(hr_jctx *c, const hr_jnode *at, hr_jfunc *fn, hr_jargs *a,
             rc = hr__jerr_alloc(c, at, arc);
     }
     if (!rc)
-        rc = frame_set(c, at, nf, "varargs", hr__jv_ref(varargs));
+        rc = hr__je_frame_set(c, at, nf, "varargs", hr__jv_ref(varargs));
     if (!rc)
-        rc = frame_set(c, at, nf, "kwargs", hr__jv_ref(kwargs));
+        rc = hr__je_frame_set(c, at, nf, "kwargs", hr__jv_ref(kwargs));
     if (!rc && !is_caller) {
         hr_jv caller = hr__jv_undef_hint("no caller defined");
         for (int k = 0; k < a->nkw; k++)
@@ -374,16 +351,16 @@ static int call_macro(hr_jctx *c, const hr_jnode *at, hr_jfunc *fn, hr_jargs *a,
                 hr__jv_unref(caller);
                 caller = hr__jv_ref(a->kw[k]);
             }
-        rc = frame_set(c, at, nf, "caller", caller);
+        rc = hr__je_frame_set(c, at, nf, "caller", caller);
     }
     hr__jv_unref(varargs);
     hr__jv_unref(kwargs);
     if (!rc) {
-        rc = render_body(c, at, m->b, NULL, nf, out);
+        rc = hr__je_render_body(c, at, m->b, NULL, nf, out);
         c->depth--;
         return rc;
     }
-    frame_free(c, nf);
+    hr__je_frame_free(c, nf);
     c->depth--;
     return rc;
 }
@@ -406,9 +383,9 @@ int hr__jinja_call(hr_jctx *c, const hr_jnode *at, hr_jv fnv, hr_jargs *a, hr_jv
 
 /* ---- expressions ----------------------------------------------------------------- */
 
-static int eval_filter_chain(hr_jctx *c, const hr_jnode *n, frame *f, hr_jv base, hr_jv *out);
+static int eval_filter_chain(hr_jctx *c, const hr_jnode *n, hr_jframe *f, hr_jv base, hr_jv *out);
 
-static int eval_seq(hr_jctx *c, const hr_jnode *n, frame *f, hr_jv *out) {
+static int eval_seq(hr_jctx *c, const hr_jnode *n, hr_jframe *f, hr_jv *out) {
     hr_jv l = n->kind == HR_JN_DICT ? hr__jv_dict(4) : hr__jv_list(4);
     if (hr__jv_oom(l))
         return hr__jerr_alloc(c, n, HR_ENOMEM);
@@ -418,8 +395,8 @@ static int eval_seq(hr_jctx *c, const hr_jnode *n, frame *f, hr_jv *out) {
         hr_jv k, v;
         int rc;
         if (n->kind == HR_JN_DICT) {
-            rc = eval(c, a->a, f, &k);
-            if (!rc && (rc = eval(c, a->b, f, &v)))
+            rc = hr__je_eval(c, a->a, f, &k);
+            if (!rc && (rc = hr__je_eval(c, a->b, f, &v)))
                 hr__jv_unref(k);
             if (!rc && (k.type == HR_JV_LIST || k.type == HR_JV_DICT) &&
                 !(k.flags & HR_JV_TUPLE)) {
@@ -430,7 +407,7 @@ static int eval_seq(hr_jctx *c, const hr_jnode *n, frame *f, hr_jv *out) {
             if (!rc && (rc = hr__jv_dict_set(l, k, v)))
                 rc = hr__jerr_alloc(c, a, rc);
         } else {
-            rc = eval(c, a, f, &v);
+            rc = hr__je_eval(c, a, f, &v);
             if (!rc && (rc = hr__jv_list_push(l, v)))
                 rc = hr__jerr_alloc(c, a, rc);
         }
@@ -443,14 +420,14 @@ static int eval_seq(hr_jctx *c, const hr_jnode *n, frame *f, hr_jv *out) {
     return 0;
 }
 
-static int eval_call(hr_jctx *c, const hr_jnode *n, frame *f, hr_jv extra_caller, hr_jv *out) {
+int hr__je_eval_call(hr_jctx *c, const hr_jnode *n, hr_jframe *f, hr_jv extra_caller, hr_jv *out) {
     hr_jv fnv;
     hr_jargs a;
     int rc;
     const hr_jnode *callee = n->a;
     if (callee->kind == HR_JN_GETATTR) {
         hr_jv obj;
-        if ((rc = eval(c, callee->a, f, &obj)))
+        if ((rc = hr__je_eval(c, callee->a, f, &obj)))
             return rc;
         int m = obj.type == HR_JV_STR || obj.type == HR_JV_LIST ||
                         (obj.type == HR_JV_DICT && !(obj.flags & HR_JV_NS))
@@ -473,7 +450,7 @@ static int eval_call(hr_jctx *c, const hr_jnode *n, frame *f, hr_jv extra_caller
         rc = hr__jinja_getattr(c, callee, obj, callee->name, &fnv);
         hr__jv_unref(obj);
     } else {
-        rc = eval(c, callee, f, &fnv);
+        rc = hr__je_eval(c, callee, f, &fnv);
     }
     if (rc)
         return rc;
@@ -498,11 +475,11 @@ static int eval_call(hr_jctx *c, const hr_jnode *n, frame *f, hr_jv extra_caller
 
 /* Apply FILTER node n (and the chain below it, down to a NULL target that
  * stands for base) to base. */
-static int eval_filter_chain(hr_jctx *c, const hr_jnode *n, frame *f, hr_jv base, hr_jv *out) {
+static int eval_filter_chain(hr_jctx *c, const hr_jnode *n, hr_jframe *f, hr_jv base, hr_jv *out) {
     hr_jv v;
     int rc;
     if (n->a)
-        rc = eval(c, n->a, f, &v);
+        rc = hr__je_eval(c, n->a, f, &v);
     else
         rc = 0, v = hr__jv_ref(base);
     if (rc)
@@ -520,11 +497,11 @@ static int eval_filter_chain(hr_jctx *c, const hr_jnode *n, frame *f, hr_jv base
 
 /* A filter chain of a block (`{% filter a|b %}`): the innermost filter has
  * a NULL target that receives base. */
-static int apply_block_filter(hr_jctx *c, const hr_jnode *n, frame *f, hr_jv base, hr_jv *out) {
+int hr__je_apply_block_filter(hr_jctx *c, const hr_jnode *n, hr_jframe *f, hr_jv base, hr_jv *out) {
     hr_jv v;
     int rc;
     if (n->a)
-        rc = apply_block_filter(c, n->a, f, base, &v);
+        rc = hr__je_apply_block_filter(c, n->a, f, base, &v);
     else
         rc = 0, v = hr__jv_ref(base);
     if (rc)
@@ -540,8 +517,8 @@ static int apply_block_filter(hr_jctx *c, const hr_jnode *n, frame *f, hr_jv bas
     return rc;
 }
 
-static int eval(hr_jctx *c, const hr_jnode *n, frame *f, hr_jv *out) {
-    int rc = step(c, n);
+int hr__je_eval(hr_jctx *c, const hr_jnode *n, hr_jframe *f, hr_jv *out) {
+    int rc = hr__je_step(c, n);
     if (rc)
         return rc;
     hr_jv a, b;
@@ -556,15 +533,15 @@ static int eval(hr_jctx *c, const hr_jnode *n, frame *f, hr_jv *out) {
     case HR_JN_DICT:
         return eval_seq(c, n, f, out);
     case HR_JN_GETATTR:
-        if ((rc = eval(c, n->a, f, &a)))
+        if ((rc = hr__je_eval(c, n->a, f, &a)))
             return rc;
         rc = hr__jinja_getattr(c, n, a, n->name, out);
         hr__jv_unref(a);
         return rc;
     case HR_JN_GETITEM:
-        if ((rc = eval(c, n->a, f, &a)))
+        if ((rc = hr__je_eval(c, n->a, f, &a)))
             return rc;
-        if ((rc = eval(c, n->b, f, &b))) {
+        if ((rc = hr__je_eval(c, n->b, f, &b))) {
             hr__jv_unref(a);
             return rc;
         }
@@ -575,11 +552,11 @@ static int eval(hr_jctx *c, const hr_jnode *n, frame *f, hr_jv *out) {
     case HR_JN_SLICE: {
         hr_jv idx[3] = {hr__jv_none(), hr__jv_none(), hr__jv_none()};
         const hr_jnode *parts[3] = {n->b, n->c, n->d};
-        if ((rc = eval(c, n->a, f, &a)))
+        if ((rc = hr__je_eval(c, n->a, f, &a)))
             return rc;
         for (int i = 0; i < 3 && !rc; i++)
             if (parts[i])
-                rc = eval(c, parts[i], f, &idx[i]);
+                rc = hr__je_eval(c, parts[i], f, &idx[i]);
         if (!rc)
             rc = hr__jinja_slice(c, n, a, idx, out);
         for (int i = 0; i < 3; i++)
@@ -588,11 +565,11 @@ static int eval(hr_jctx *c, const hr_jnode *n, frame *f, hr_jv *out) {
         return rc;
     }
     case HR_JN_CALL:
-        return eval_call(c, n, f, hr__jv_none(), out);
+        return hr__je_eval_call(c, n, f, hr__jv_none(), out);
     case HR_JN_FILTER:
         return eval_filter_chain(c, n, f, hr__jv_undef(), out);
     case HR_JN_TEST: {
-        if ((rc = eval(c, n->a, f, &a)))
+        if ((rc = hr__je_eval(c, n->a, f, &a)))
             return rc;
         hr_jargs args;
         if ((rc = eval_args(c, n->args, f, &args))) {
@@ -607,20 +584,20 @@ static int eval(hr_jctx *c, const hr_jnode *n, frame *f, hr_jv *out) {
         return rc;
     }
     case HR_JN_NOT:
-        if ((rc = eval(c, n->a, f, &a)))
+        if ((rc = hr__je_eval(c, n->a, f, &a)))
             return rc;
         *out = hr__jv_bool(!hr__jv_truthy(a));
         hr__jv_unref(a);
         return 0;
     case HR_JN_NEG:
     case HR_JN_POS:
-        if ((rc = eval(c, n->a, f, &a)))
+        if ((rc = hr__je_eval(c, n->a, f, &a)))
             return rc;
         rc = hr__jinja_unary(c, n, n->kind == HR_JN_NEG, a, out);
         hr__jv_unref(a);
         return rc;
     case HR_JN_BINOP:
-        if ((rc = eval(c, n->a, f, &a)))
+        if ((rc = hr__je_eval(c, n->a, f, &a)))
             return rc;
         if (n->op == HR_JN_AND || n->op == HR_JN_OR) {
             if (hr__jv_truthy(a) == (n->op == HR_JN_OR)) {
@@ -628,9 +605,9 @@ static int eval(hr_jctx *c, const hr_jnode *n, frame *f, hr_jv *out) {
                 return 0;
             }
             hr__jv_unref(a);
-            return eval(c, n->b, f, out);
+            return hr__je_eval(c, n->b, f, out);
         }
-        if ((rc = eval(c, n->b, f, &b))) {
+        if ((rc = hr__je_eval(c, n->b, f, &b))) {
             hr__jv_unref(a);
             return rc;
         }
@@ -642,7 +619,7 @@ static int eval(hr_jctx *c, const hr_jnode *n, frame *f, hr_jv *out) {
         hr_jbuf buf;
         hr__jbuf_init(&buf, c->o.max_output);
         for (const hr_jnode *p = n->args; p; p = p->next) {
-            if ((rc = eval(c, p, f, &a))) {
+            if ((rc = hr__je_eval(c, p, f, &a))) {
                 hr__jbuf_free(&buf);
                 return rc;
             }
@@ -657,11 +634,11 @@ static int eval(hr_jctx *c, const hr_jnode *n, frame *f, hr_jv *out) {
         return hr__jv_oom(*out) ? hr__jerr_alloc(c, n, HR_ENOMEM) : 0;
     }
     case HR_JN_COMPARE: {
-        if ((rc = eval(c, n->a, f, &a)))
+        if ((rc = hr__je_eval(c, n->a, f, &a)))
             return rc;
         int res = 1;
         for (const hr_jnode *o = n->args; o && res; o = o->next) {
-            if ((rc = eval(c, o->a, f, &b))) {
+            if ((rc = hr__je_eval(c, o->a, f, &b))) {
                 hr__jv_unref(a);
                 return rc;
             }
@@ -678,14 +655,14 @@ static int eval(hr_jctx *c, const hr_jnode *n, frame *f, hr_jv *out) {
         return 0;
     }
     case HR_JN_COND:
-        if ((rc = eval(c, n->a, f, &a)))
+        if ((rc = hr__je_eval(c, n->a, f, &a)))
             return rc;
         int t = hr__jv_truthy(a);
         hr__jv_unref(a);
         if (t)
-            return eval(c, n->b, f, out);
+            return hr__je_eval(c, n->b, f, out);
         if (n->c)
-            return eval(c, n->c, f, out);
+            return hr__je_eval(c, n->c, f, out);
         *out = hr__jv_undef_hint("the inline if-expression evaluated to false and no else "
                                  "section was defined");
         return hr__jv_oom(*out) ? hr__jerr_alloc(c, n, HR_ENOMEM) : 0;
@@ -694,242 +671,3 @@ static int eval(hr_jctx *c, const hr_jnode *n, frame *f, hr_jv *out) {
     }
 }
 
-/* ---- statements -------------------------------------------------------------------- */
-
-static int exec_for(hr_jctx *c, const hr_jnode *n, frame *f) {
-    hr_jv seq, items;
-    int rc = eval(c, n->b, f, &seq);
-    if (rc)
-        return rc;
-    rc = hr__jinja_iterate(c, n->b, seq, &items);
-    hr__jv_unref(seq);
-    if (rc)
-        return rc;
-    if (n->e) { /* loop filter: `for x in xs if cond` */
-        hr_jv kept = hr__jv_list(items.u.l->n);
-        rc = hr__jv_oom(kept) ? hr__jerr_alloc(c, n, HR_ENOMEM) : 0;
-        for (size_t i = 0; i < items.u.l->n && !rc; i++) {
-            frame *tf = frame_new(c, n, f);
-            hr_jv t;
-            if (!tf)
-                rc = HR_ENOMEM;
-            if (!rc)
-                rc = assign(c, n->a, tf, hr__jv_ref(items.u.l->v[i]));
-            if (!rc && !(rc = eval(c, n->e, tf, &t))) {
-                if (hr__jv_truthy(t))
-                    rc = hr__jv_list_push(kept, hr__jv_ref(items.u.l->v[i]));
-                hr__jv_unref(t);
-            }
-            frame_free(c, tf);
-        }
-        hr__jv_unref(items);
-        items = kept;
-        if (rc) {
-            hr__jv_unref(items);
-            return rc;
-        }
-    }
-    size_t len = items.u.l->n;
-    for (size_t i = 0; i < len && !rc; i++) {
-        frame *lf = frame_new(c, n, f);
-        if (!lf) {
-            rc = HR_ENOMEM;
-            break;
-        }
-        hr_jv loop;
-        rc = hr__jinja_loop_object(c, n, items, i, &loop);
-        if (!rc)
-            rc = frame_set(c, n, lf, "loop", loop);
-        if (!rc)
-            rc = assign(c, n->a, lf, hr__jv_ref(items.u.l->v[i]));
-        if (!rc)
-            rc = exec_body(c, n->c, lf);
-        frame_free(c, lf);
-        if (rc == CONT)
-            rc = 0;
-        if (rc == BRK) {
-            rc = 0;
-            break;
-        }
-    }
-    hr__jv_unref(items);
-    if (!rc && !len && n->d) {
-        frame *ef = frame_new(c, n, f);
-        if (!ef)
-            return HR_ENOMEM;
-        rc = exec_body(c, n->d, ef);
-        frame_free(c, ef);
-    }
-    return rc;
-}
-
-static int exec_stmt(hr_jctx *c, const hr_jnode *n, frame *f) {
-    int rc = step(c, n);
-    if (rc)
-        return rc;
-    hr_jv v, s;
-    switch (n->kind) {
-    case HR_JN_DATA:
-        return emit(c, n, n->val);
-    case HR_JN_OUTPUT:
-        if ((rc = eval(c, n->a, f, &v)))
-            return rc;
-        rc = emit(c, n->a, v);
-        hr__jv_unref(v);
-        return rc;
-    case HR_JN_IF:
-        for (const hr_jnode *cur = n; cur;) {
-            if ((rc = eval(c, cur->a, f, &v)))
-                return rc;
-            int t = hr__jv_truthy(v);
-            hr__jv_unref(v);
-            if (t)
-                return exec_body(c, cur->b, f);
-            if (cur->c && cur->c->kind == HR_JN_IF && cur->c->op == HR_JN_ELIF) {
-                cur = cur->c;
-                continue;
-            }
-            return exec_body(c, cur->c, f);
-        }
-        return 0;
-    case HR_JN_FOR:
-        return exec_for(c, n, f);
-    case HR_JN_SET:
-        if ((rc = eval(c, n->b, f, &v)))
-            return rc;
-        return assign(c, n->a, f, v);
-    case HR_JN_SETBLOCK:
-        if ((rc = render_body(c, n, n->b, f, NULL, &v)))
-            return rc;
-        if (n->c) {
-            rc = apply_block_filter(c, n->c, f, v, &s);
-            hr__jv_unref(v);
-            if (rc)
-                return rc;
-            v = s;
-        }
-        return assign(c, n->a, f, v);
-    case HR_JN_MACRO:
-    case HR_JN_CALLBLOCK: {
-        int is_macro = n->kind == HR_JN_MACRO;
-        v = hr__jv_func(is_macro ? HR_JFN_MACRO : HR_JFN_CALLER, is_macro ? n->name : "caller");
-        if (hr__jv_oom(v))
-            return hr__jerr_alloc(c, n, HR_ENOMEM);
-        v.u.fn->impl = n;
-        v.u.fn->scope = f;
-        capture(f);
-        if (is_macro)
-            return frame_set(c, n, f, n->name, v);
-        /* caller(): the call block's params and body act as a macro */
-        rc = eval_call(c, n->a, f, v, &s);
-        hr__jv_unref(v);
-        if (rc)
-            return rc;
-        rc = emit(c, n, s);
-        hr__jv_unref(s);
-        return rc;
-    }
-    case HR_JN_FILTERBLOCK:
-        if ((rc = render_body(c, n, n->b, f, NULL, &v)))
-            return rc;
-        rc = apply_block_filter(c, n->a, f, v, &s);
-        hr__jv_unref(v);
-        if (rc)
-            return rc;
-        rc = emit(c, n, s);
-        hr__jv_unref(s);
-        return rc;
-    case HR_JN_BREAK:
-        return BRK;
-    case HR_JN_CONTINUE:
-        return CONT;
-    case HR_JN_WITH:
-    case HR_JN_SCOPE: {
-        frame *nf = frame_new(c, n, f);
-        if (!nf)
-            return HR_ENOMEM;
-        for (const hr_jnode *a = n->args; a && !rc; a = a->next)
-            if (!(rc = eval(c, a->b, f, &v)))
-                rc = assign(c, a->a, nf, v);
-        if (!rc)
-            rc = exec_body(c, n->b, nf);
-        frame_free(c, nf);
-        return rc;
-    }
-    default:
-        return hr__jerr(c, n, HR_EFORMAT, "internal: node %d is not a statement", n->kind);
-    }
-}
-
-static int exec_body(hr_jctx *c, const hr_jnode *n, frame *f) {
-    for (; n; n = n->next) {
-        int rc = exec_stmt(c, n, f);
-        if (rc)
-            return rc;
-    }
-    return 0;
-}
-
-/* ---- render ------------------------------------------------------------------------ */
-
-int hr__jinja_register_ns(hr_jctx *c, hr_jv ns) {
-    return hr__jv_list_push(c->namespaces, hr__jv_ref(ns));
-}
-
-const hr_jinja_opts *hr__jctx_opts(const hr_jctx *c) { return &c->o; }
-
-int hr_jinja_render(const hr_jinja *t, hr_jv vars, const hr_jinja_opts *opts, char **out,
-                    size_t *out_len, hr_error *err) {
-    *out = NULL;
-    if (out_len)
-        *out_len = 0;
-    if (vars.type != HR_JV_DICT)
-        return hr_err(err, HR_EINVAL, "template variables must be a dict");
-    hr_jctx c = {.t = t, .err = err, .vars = vars};
-    if (opts)
-        c.o = *opts;
-    if (!c.o.max_output)
-        c.o.max_output = (size_t)16 << 20;
-    if (!c.o.max_steps)
-        c.o.max_steps = 20000000;
-    if (!c.o.max_depth)
-        c.o.max_depth = 100;
-    hr_jbuf buf;
-    hr__jbuf_init(&buf, c.o.max_output);
-    c.out = &buf;
-    c.namespaces = hr__jv_list(0);
-    frame *top = frame_new(&c, NULL, NULL);
-    int rc = hr__jv_oom(c.namespaces) || !top ? hr_err(err, HR_ENOMEM, "out of memory") : 0;
-    if (!rc)
-        rc = exec_body(&c, t->body, top);
-    if (rc == BRK || rc == CONT)
-        rc = 0;
-    if (!rc && buf.failed)
-        rc = hr_err(err, HR_ERANGE, "template output larger than %zu bytes", c.o.max_output);
-    frame_free(&c, top);
-    while (c.dead) {
-        frame *d = c.dead;
-        c.dead = d->next_dead;
-        hr__jv_unref(d->vars);
-        free(d);
-    }
-    if (!hr__jv_oom(c.namespaces)) {
-        for (size_t i = 0; i < c.namespaces.u.l->n; i++)
-            hr__jv_dict_clear(c.namespaces.u.l->v[i]);
-        hr__jv_unref(c.namespaces);
-    }
-    if (rc) {
-        hr__jbuf_free(&buf);
-        return rc;
-    }
-    if (!buf.p) {
-        buf.p = malloc(1);
-        if (!buf.p)
-            return hr_err(err, HR_ENOMEM, "out of memory");
-        buf.p[0] = 0;
-    }
-    *out = buf.p;
-    if (out_len)
-        *out_len = buf.len;
-    return 0;
-}

@@ -230,7 +230,9 @@ int hr__jinja_percent(hr_jctx *c, const hr_jnode *at, hr_jv fmt, hr_jv args, hr_
             }
             snprintf(spec, sizeof spec, "%%%s%d.%dll%c", flags, width, prec < 0 ? 1 : prec,
                      conv == 'u' || conv == 'i' ? 'd' : conv);
-            snprintf(tmp, sizeof tmp, spec, x);
+            int k = snprintf(tmp, sizeof tmp, spec, x);
+            if (k < 0 || (size_t)k >= sizeof tmp)
+                return fail(c, at, &b, HR_ERANGE, "formatted number too long");
             hr__jbuf_puts(&b, tmp);
         } else if (strchr("fFeEgG", conv)) {
             if (!hr__jv_is_number(v))

@@ -281,15 +281,35 @@ static int lex_tag(hr_jlex *lx, size_t *pi, int is_block, int *line_starting,
                     is_float = 1;
                 }
             }
+            if (!is_float && c == '0' && i + 1 < n && strchr("xXoObB", s[i + 1])) {
+                /* 0x / 0o / 0b literals, with single underscores */
+                int base = strchr("xX", s[i + 1]) ? 16 : strchr("oO", s[i + 1]) ? 8 : 2;
+                size_t k = i + 2;
+                int64_t v = 0, any = 0;
+                for (;; k++) {
+                    if (k < n && s[k] == '_' && k + 1 < n && hexval(s[k + 1]) >= 0)
+                        k++;
+                    int d = k < n ? hexval(s[k]) : -1;
+                    if (d < 0 || d >= base)
+                        break;
+                    if (v > (INT64_MAX - d) / base)
+                        return fail(lx, err, HR_EUNSUPPORTED, (long)i,
+                                    "not supported yet: integer literal beyond 64 bits");
+                    v = v * base + d;
+                    any = 1;
+                }
+                if (!any)
+                    return fail(lx, err, HR_EFORMAT, (long)i, "invalid integer literal");
+                t.type = HR_JT_INT;
+                t.i = v;
+                i = k;
+                goto pushed;
+            }
             if (!is_float && c == '0') {
-                /* jinja2: `0(_?0)*`; radix prefixes are not supported here */
+                /* jinja2: `0(_?0)*` */
                 end = i + 1;
                 while (end < n && (s[end] == '0' || (s[end] == '_' && end + 1 < n && s[end + 1] == '0')))
                     end++;
-                if (end < n && (s[end] == 'x' || s[end] == 'X' || s[end] == 'o' ||
-                                s[end] == 'O' || s[end] == 'b' || s[end] == 'B'))
-                    return fail(lx, err, HR_EUNSUPPORTED, (long)i,
-                                "not supported yet: hex, octal and binary integer literals");
             }
             int overflow;
             t.type = is_float ? HR_JT_FLOAT : HR_JT_INT;
@@ -362,6 +382,7 @@ static int lex_tag(hr_jlex *lx, size_t *pi, int is_block, int *line_starting,
                 return fail(lx, err, HR_EFORMAT, (long)i, "unexpected closing bracket");
             i += strlen(ops[k].s);
         }
+    pushed:
         if (push(lx, t))
             return fail(lx, err, HR_ENOMEM, t.pos, "out of memory");
     }

@@ -16,9 +16,9 @@ static const char *const str_methods[] = {
     "capitalize", "center", "count", "endswith", "find", "format", "index", "isalnum",
     "isalpha", "isdigit", "islower", "isspace", "isupper", "join", "ljust", "lower",
     "lstrip", "replace", "rfind", "rjust", "rsplit", "rstrip", "split", "splitlines",
-    "startswith", "strip", "title", "upper", "zfill", "removeprefix", "removesuffix",
+    "startswith", "strip", "title", "upper", "zfill", "removeprefix", "removesuffix", "casefold",
     /* known to Python, not implemented: a clear error when called */
-    "casefold", "encode", "expandtabs", "format_map", "isascii", "isdecimal",
+    "encode", "expandtabs", "format_map", "isascii", "isdecimal",
     "isidentifier", "isnumeric", "isprintable", "istitle", "partition", "rindex",
     "rpartition", "swapcase", "translate", "maketrans", NULL};
 static const char *const dict_methods[] = {"get", "items", "keys", "values", "copy", NULL};
@@ -224,11 +224,12 @@ static int str_method(hr_jctx *c, const hr_jnode *at, hr_jv s, const char *m, hr
         return 0;
     }
     if (!strcmp(m, "upper") || !strcmp(m, "lower") || !strcmp(m, "title") ||
-        !strcmp(m, "capitalize")) {
+        !strcmp(m, "capitalize") || !strcmp(m, "casefold")) {
         if (a->npos || a->nkw)
             return hr__jerr(c, at, HR_EINVAL, "%s() takes no arguments", m);
         int mode = m[0] == 'u' ? HR_JCASE_UPPER : m[0] == 'l' ? HR_JCASE_LOWER
-                   : m[0] == 't' ? HR_JCASE_TITLE : HR_JCASE_CAPITALIZE;
+                   : m[0] == 't' ? HR_JCASE_TITLE : m[1] == 'a' && m[2] == 's' ? HR_JCASE_FOLD
+                                                                              : HR_JCASE_CAPITALIZE;
         return done(c, at, hr__jstr_case(s, mode), out);
     }
     if (!strcmp(m, "replace")) {

@@ -11,6 +11,30 @@ static int is_cased(uint32_t c) {
     return k == UTF8PROC_CATEGORY_LU || k == UTF8PROC_CATEGORY_LL || k == UTF8PROC_CATEGORY_LT;
 }
 
+/* Python's one-to-many case mappings that utf8proc's simple ones lack:
+ * upper(ß) = SS, the Latin ligatures, lower(İ) = i + combining dot. */
+static const char *special_case(uint32_t c, int mode) {
+    if (mode == HR_JCASE_UPPER || mode == HR_JCASE_TITLE || mode == HR_JCASE_CAPITALIZE) {
+        int title = mode != HR_JCASE_UPPER;
+        switch (c) {
+        case 0xDF: return title ? "Ss" : "SS";
+        case 0xFB00: return title ? "Ff" : "FF";
+        case 0xFB01: return title ? "Fi" : "FI";
+        case 0xFB02: return title ? "Fl" : "FL";
+        case 0xFB03: return title ? "Ffi" : "FFI";
+        case 0xFB04: return title ? "Ffl" : "FFL";
+        case 0xFB05:
+        case 0xFB06: return title ? "St" : "ST";
+        default: return NULL;
+        }
+    }
+    if (c == 0x130)
+        return "i\xcc\x87";
+    if (mode == HR_JCASE_FOLD && c == 0xDF)
+        return "ss";
+    return NULL;
+}
+
 hr_jv hr__jstr_case(hr_jv s, int mode) {
     hr_jbuf b;
     hr__jbuf_init(&b, 0);
@@ -18,8 +42,18 @@ hr_jv hr__jstr_case(hr_jv s, int mode) {
     int prev_cased = 0, first = 1;
     for (size_t i = 0; i < s.u.s->len;) {
         uint32_t c = hr__utf8_next(s.u.s->s, &i), o = c;
+        int title_pos = mode == HR_JCASE_TITLE ? !prev_cased : mode == HR_JCASE_CAPITALIZE && first;
+        const char *sp = special_case(c, mode == HR_JCASE_UPPER || title_pos ? mode
+                                         : mode == HR_JCASE_FOLD ? mode : HR_JCASE_LOWER);
+        if (sp) {
+            hr__jbuf_puts(&b, sp);
+            prev_cased = 1;
+            first = 0;
+            continue;
+        }
         switch (mode) {
-        case HR_JCASE_LOWER: o = (uint32_t)utf8proc_tolower((utf8proc_int32_t)c); break;
+        case HR_JCASE_LOWER:
+        case HR_JCASE_FOLD: o = (uint32_t)utf8proc_tolower((utf8proc_int32_t)c); break;
         case HR_JCASE_UPPER: o = (uint32_t)utf8proc_toupper((utf8proc_int32_t)c); break;
         case HR_JCASE_CAPITALIZE:
             o = (uint32_t)(first ? utf8proc_totitle((utf8proc_int32_t)c)
@@ -171,20 +205,8 @@ static int split_ws(hr_jv l, const char *p, size_t n, int64_t maxsplit, int righ
             if (j >= n)
                 break;
             size_t start = j;
-            if (maxsplit >= 0 && splits >= maxsplit) {
-                /* the rest, right-stripped */
-                size_t end = n;
-                while (end > start) {
-                    size_t b = end - 1;
-                    while (b > start && ((unsigned char)p[b] & 0xC0) == 0x80)
-                        b--;
-                    size_t k = b;
-                    if (!hr__py_isspace(hr__utf8_next(p, &k)))
-                        break;
-                    end = b;
-                }
-                return push_piece(l, p + start, end - start);
-            }
+            if (maxsplit >= 0 && splits >= maxsplit) /* the rest, as is */
+                return push_piece(l, p + start, n - start);
             while (j < n) {
                 size_t k = j;
                 if (hr__py_isspace(hr__utf8_next(p, &k)))
@@ -217,15 +239,8 @@ static int split_ws(hr_jv l, const char *p, size_t n, int64_t maxsplit, int righ
         if (j == 0)
             break;
         size_t stop = j;
-        if (maxsplit >= 0 && splits >= maxsplit) {
-            size_t start = 0;
-            while (start < stop) {
-                size_t k = start;
-                if (!hr__py_isspace(hr__utf8_next(p, &k)))
-                    break;
-                start = k;
-            }
-            rc = push_piece(tmp, p + start, stop - start);
+        if (maxsplit >= 0 && splits >= maxsplit) { /* the rest, as is */
+            rc = push_piece(tmp, p, stop);
             break;
         }
         while (j > 0) {

@@ -5,9 +5,9 @@
 
 #include "chat/jinja_value.h"
 
-enum { HR_JCASE_LOWER, HR_JCASE_UPPER, HR_JCASE_CAPITALIZE, HR_JCASE_TITLE };
+enum { HR_JCASE_LOWER, HR_JCASE_UPPER, HR_JCASE_CAPITALIZE, HR_JCASE_TITLE, HR_JCASE_FOLD };
 
-/* str.lower/upper/capitalize/title */
+/* str.lower/upper/capitalize/title/casefold (casefold: lower, and ß -> ss) */
 hr_jv hr__jstr_case(hr_jv s, int mode);
 /* str.strip/lstrip/rstrip; chars NONE/UNDEF = whitespace */
 hr_jv hr__jstr_strip(hr_jv s, hr_jv chars, int left, int right);

@@ -32,7 +32,7 @@ static int int_of(hr_jctx *c, const hr_jnode *at, hr_jv v, int64_t *out) {
         *out = v.type == HR_JV_INT ? v.u.i : v.u.b;
         return 0;
     }
-    if ((v.type == HR_JV_UNDEF))
+    if (v.type == HR_JV_UNDEF)
         return hr__jinja_check_defined(c, at, v);
     return hr__jerr(c, at, HR_EINVAL, "unsupported operand type(s) for %%: '%s' and 'int'",
                     hr__jv_type_name(v));
@@ -85,15 +85,13 @@ int hr__jinja_test(hr_jctx *c, const hr_jnode *at, const char *name, hr_jv v, hr
         *out = y == -1 || x % y == 0;
         return 0;
     }
-    if (!strcmp(name, "filter") || !strcmp(name, "test")) {
-        if ((rc = one_arg(c, at, name, a, &arg)))
-            return rc;
-        *out = arg->type == HR_JV_STR && (name[0] == 'f' ? hr__jinja_filter_known(arg->u.s->s)
-                                                         : hr__jinja_test_known(arg->u.s->s));
-        return 0;
-    }
     if (a->npos || a->nkw)
         return hr__jerr(c, at, HR_EINVAL, "test '%s' takes no arguments", name);
+    if (!strcmp(name, "filter") || !strcmp(name, "test")) { /* `'upper' is filter` */
+        *out = v.type == HR_JV_STR && (name[0] == 'f' ? hr__jinja_filter_known(v.u.s->s)
+                                                      : hr__jinja_test_known(v.u.s->s));
+        return 0;
+    }
     if (!strcmp(name, "defined"))
         *out = v.type != HR_JV_UNDEF;
     else if (!strcmp(name, "undefined"))

@@ -141,6 +141,17 @@ CONVERSATIONS = {
         {"role": "tool", "tool_call_id": "call_9", "content": "[\"https://example.com/hearth\"]"}]},
     "tools_declared": {"tools": [WEATHER], "messages": [
         {"role": "user", "content": "Is it raining in Oslo?"}]},
+    "assistant_last": {"messages": [
+        {"role": "system", "content": "Continue the answer."},
+        {"role": "user", "content": "Count to three."},
+        {"role": "assistant", "content": "One, two,"}]},
+    "tool_rich_args": {"tools": [WEATHER], "messages": [
+        {"role": "user", "content": "Plan a trip"},
+        {"role": "assistant", "content": "Let me check.", "tool_calls": [
+            call("call_3", "get_weather", {"city": "東京", "days": [1, 2.5, None],
+                                           "opts": {"metric": True, "note": "a\"b\n"}})]},
+        {"role": "tool", "tool_call_id": "call_3", "name": "get_weather", "content": "晴れ 🌞"},
+        {"role": "user", "content": "And tomorrow?"}]},
     "thinking": {"messages": [
         {"role": "user", "content": "What is 17*3?"},
         {"role": "assistant", "content": "51", "reasoning_content": "17*3 = 51."},
