@@ -220,7 +220,7 @@ static hr_reply run_blocking(gen *g) {
     append(&g->text, &g->len, &g->cap, e, el);
     json_t *choice = json_pack("{s:i,s:s}", "index", 0, "finish_reason", finish_reason(g, f));
     if (g->job.logprobs || g->job.top_logprobs)
-        json_object_set(choice, "logprobs", json_pack("{s:O}", "content", g->lp_content));
+        json_object_set_new(choice, "logprobs", json_pack("{s:O}", "content", g->lp_content));
     const char *text = g->text ? g->text : "";
     if (g->job.chat)
         json_object_set_new(choice, "message",

@@ -58,20 +58,31 @@ static long rss_bytes(void) {
 static hr_reply route_stats(hr_server *s) {
     hr_engine_stats st;
     hr_engine_stats_get(s->engine, &st);
-    json_t *o = json_pack(
-        "{s:s,s:f,s:{s:I,s:I,s:I,s:I},s:{s:I,s:I,s:I},s:{s:f,s:f},s:{s:I,s:I,s:I,s:I,s:I},"
-        "s:{s:I,s:I}}",
-        "model", s->model_id, "uptime_s", hr_now() - s->t_start, "requests", "served",
-        (json_int_t)(st.requests_total - st.requests_running - st.requests_queued), "active",
-        (json_int_t)st.requests_running, "queued", (json_int_t)st.requests_queued, "http",
-        (json_int_t)atomic_load(&s->http_requests), "tokens", "prompt",
-        (json_int_t)st.prompt_tokens, "generated", (json_int_t)st.generated_tokens,
-        "throughput", "prefill_tokens_per_s", st.prefill_tps, "decode_tokens_per_s",
-        st.decode_tps, "kv_cache", "blocks_total", (json_int_t)st.kv_blocks_total,
-        "blocks_used", (json_int_t)st.kv_blocks_requests, "blocks_cached",
-        (json_int_t)st.kv_blocks_cached, "blocks_free", (json_int_t)st.kv_blocks_free, "bytes",
-        (json_int_t)st.kv_bytes, "memory", "rss_bytes", (json_int_t)rss_bytes(),
-        "weights_bytes", (json_int_t)s->model->weight_bytes);
+    json_t *o = json_object();
+    json_object_set_new(o, "model", json_string(s->model_id));
+    json_object_set_new(o, "uptime_s", json_real(hr_now() - s->t_start));
+    json_object_set_new(o, "requests",
+                        json_pack("{s:I,s:I,s:I,s:I}", "served",
+                                  (json_int_t)(st.requests_total - st.requests_running -
+                                               st.requests_queued),
+                                  "active", (json_int_t)st.requests_running, "queued",
+                                  (json_int_t)st.requests_queued, "http",
+                                  (json_int_t)atomic_load(&s->http_requests)));
+    json_object_set_new(o, "tokens",
+                        json_pack("{s:I,s:I,s:I}", "prompt", (json_int_t)st.prompt_tokens,
+                                  "generated", (json_int_t)st.generated_tokens, "cached",
+                                  (json_int_t)st.cached_tokens));
+    json_object_set_new(o, "throughput",
+                        json_pack("{s:f,s:f}", "prefill_tokens_per_s", st.prefill_tps,
+                                  "decode_tokens_per_s", st.decode_tps));
+    json_object_set_new(o, "kv_cache",
+                        json_pack("{s:i,s:i,s:i,s:i,s:I}", "blocks_total", st.kv_blocks_total,
+                                  "blocks_used", st.kv_blocks_requests, "blocks_cached",
+                                  st.kv_blocks_cached, "blocks_free", st.kv_blocks_free, "bytes",
+                                  (json_int_t)st.kv_bytes));
+    json_object_set_new(o, "memory",
+                        json_pack("{s:I,s:I}", "rss_bytes", (json_int_t)rss_bytes(),
+                                  "weights_bytes", (json_int_t)s->model->weight_bytes));
     return hr__json_reply(200, o);
 }
 
