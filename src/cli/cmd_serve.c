@@ -27,7 +27,8 @@ int hr_cmd_serve(int argc, char **argv) {
                *origins = "*", *adapter = NULL, *log_level = NULL, *draft = NULL;
     long port = 8080, top_k = -1, max_tokens = -1, prefill = 0, batch = 0, threads = 0,
          ctx = 0, max_body_mb = 16, pc_size = -1, pc_on = 1;
-    const char *pc_bytes = NULL;
+    const char *pc_bytes = NULL, *ssd = NULL;
+    double ssd_max_gb = 32, ssd_idle = 300;
     double temp = -1, top_p = -1, min_p = -1, kv_gb = 0;
     const hr_opt opts[] = {
         {"model", HR_OPT_STR, &model, "model directory (default: the bundled demo model)"},
@@ -50,6 +51,9 @@ int hr_cmd_serve(int argc, char **argv) {
         {"prompt-cache", HR_OPT_INT, &pc_on, "0 turns the prompt cache off (default 1)"},
         {"prompt-cache-size", HR_OPT_INT, &pc_size, "bound the prompt cache to N full contexts"},
         {"prompt-cache-bytes", HR_OPT_STR, &pc_bytes, "bound the prompt cache in bytes (e.g. 2GB, 500M)"},
+        {"ssd-cache", HR_OPT_STR, &ssd, "directory of the prompt cache's SSD tier (survives restarts)"},
+        {"ssd-cache-max", HR_OPT_FLOAT, &ssd_max_gb, "SSD tier size in GB (default 32)"},
+        {"ssd-demote-idle", HR_OPT_FLOAT, &ssd_idle, "seconds before an idle cached prefix leaves RAM (default 300)"},
         {"log-level", HR_OPT_STR, &log_level, "DEBUG, INFO, WARNING, ERROR or CRITICAL"},
         {"adapter-path", HR_OPT_STR, &adapter, "LoRA adapter (not supported yet)"},
         {"draft-model", HR_OPT_STR, &draft, "draft model for speculative decoding (not supported yet)"},
@@ -71,7 +75,8 @@ int hr_cmd_serve(int argc, char **argv) {
         hr_log_set_level(HR_LOG_INFO);
     }
     if (port < 0 || port > 65535 || prefill < 0 || batch < 0 || kv_gb < 0 || threads < 0 ||
-        ctx < 0 || max_body_mb < 1 || (top_p > 1) || (min_p > 1))
+        ctx < 0 || max_body_mb < 1 || (top_p > 1) || (min_p > 1) || ssd_max_gb <= 0 ||
+        ssd_idle < 0)
         return hr_cli_fail(&(hr_error){.msg = "a numeric flag is out of range (see --help)"});
     /* prompt cache bound, in KV blocks (resolved against the model by the server) */
     double pc_b = 0;
@@ -97,7 +102,8 @@ int hr_cmd_serve(int argc, char **argv) {
         .prefill_step = (int)prefill, .batch = (int)batch,
         .kv_bytes = (size_t)(kv_gb * 1e9), .n_threads = (int)threads, .n_ctx = (int)ctx,
         .cache_blocks = pc_on ? 0 : -1, .cache_size = pc_size > 0 ? (int)pc_size : 0,
-        .cache_bytes = (size_t)pc_b,
+        .cache_bytes = (size_t)pc_b, .ssd_cache = ssd,
+        .ssd_cache_max = (size_t)(ssd_max_gb * 1e9), .ssd_demote_idle = ssd_idle,
     };
     /* block the signals in every thread; this one waits for them */
     sigset_t set;

@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <xxhash.h>
 
 /* ---- requests -------------------------------------------------------------- */
 
@@ -130,6 +131,7 @@ struct hr_engine {
     hr_fwd *fwd;
     hr_kv kv;
     hr_pcache *pcache;              /* NULL: no prompt cache */
+    hr_ssd *ssd;                    /* NULL: no SSD tier */
     int32_t *tokbuf;                /* [n_ctx] a sequence's tokens, for the cache */
     int max_batch, n_ctx, chunk, max_tokens_step;
     pthread_t thread;
@@ -248,6 +250,10 @@ void hr_engine_stats_get(const hr_engine *e, hr_engine_stats *s) {
     s->kv_blocks_requests = atomic_load(&m->st_kv_requests);
     s->kv_blocks_cached = atomic_load(&m->st_kv_cached);
     s->cached_tokens = atomic_load(&m->st_cached_tokens);
+    s->ssd = e->ssd != NULL;
+    s->ssd_written = s->ssd_hits = s->ssd_quarantined = 0;
+    if (e->ssd)
+        hr_ssd_counts(e->ssd, &s->ssd_written, &s->ssd_hits, &s->ssd_quarantined);
     s->kv_bytes = (size_t)e->kv.n_blocks * hr_kv_block_bytes(&e->m->hp);
 }
 
@@ -425,7 +431,7 @@ static void *engine_main(void *arg) {
     hr_engine *e = arg;
     for (;;) {
         pthread_mutex_lock(&e->mu);
-        while (!e->stop && !e->inbox && !e->waiting && e->n_running == 0)
+        while (!e->stop && !e->inbox && !e->waiting && e->n_running == 0 && !e->ssd)
             pthread_cond_wait(&e->cv, &e->mu);
         if (e->inbox) {
             if (e->waiting_tail)
@@ -436,12 +442,21 @@ static void *engine_main(void *arg) {
             e->inbox = e->inbox_tail = NULL;
         }
         bool stop = e->stop;
+        if (!stop && !e->inbox && !e->waiting && e->n_running == 0 && e->ssd) {
+            /* idle: wake up now and then to demote idle cache entries */
+            struct timespec ts;
+            clock_gettime(CLOCK_REALTIME, &ts);
+            ts.tv_sec += 1;
+            pthread_cond_timedwait(&e->cv, &e->mu, &ts);
+        }
         pthread_mutex_unlock(&e->mu);
         if (stop)
             break;
         for (int i = e->n_running - 1; i >= 0; i--)
             if (atomic_load(&e->running[i]->cancel))
                 retire(e, i, HR_FINISH_CANCELLED, NULL);
+        if (e->pcache)
+            hr_pcache_poll(e->pcache, hr_now());
         admit(e);
         if (e->n_running)
             step(e);
@@ -461,6 +476,34 @@ static void *engine_main(void *arg) {
         hr_request_release(r);
     }
     return NULL;
+}
+
+/* Identifies the weights and the math: SSD cache files of another model or
+ * configuration are never read. */
+static uint64_t model_fingerprint(const hr_model *m) {
+    const hr_hparams *hp = &m->hp;
+    XXH64_state_t *st = XXH64_createState();
+    XXH64_reset(st, 0x6865617274680001ull);
+    int dims[] = {hp->n_vocab, hp->d_model, hp->n_layers, hp->n_heads, hp->n_kv_heads,
+                  hp->head_dim, hp->d_ff, hp->rot_dim, hp->sliding_window, (int)hp->act};
+    XXH64_update(st, dims, sizeof dims);
+    XXH64_update(st, hp->arch->model_type, strlen(hp->arch->model_type));
+    double f[] = {hp->rope.theta, hp->rope.factor, hp->rope_local.theta, hp->attn_scale,
+                  hp->attn_softcap, hp->norm_eps, hp->embed_mult, hp->residual_mult};
+    XXH64_update(st, f, sizeof f);
+    XXH64_update(st, hp->layer_sliding, (size_t)hp->n_layers);
+    size_t wb = m->weight_bytes;
+    XXH64_update(st, &wb, sizeof wb);
+    for (int l = 0; l < hp->n_layers; l++) { /* a sample of every layer's weights */
+        const hr_tensor *t[] = {&m->layers[l].wq, &m->layers[l].wk, &m->layers[l].wv,
+                                &m->layers[l].wo, &m->layers[l].w_down};
+        for (size_t k = 0; k < sizeof t / sizeof t[0]; k++)
+            XXH64_update(st, t[k]->data, t[k]->nbytes < 4096 ? t[k]->nbytes : 4096);
+    }
+    XXH64_update(st, m->embed->data, m->embed->nbytes < 4096 ? m->embed->nbytes : 4096);
+    uint64_t h = XXH64_digest(st);
+    XXH64_freeState(st);
+    return h;
 }
 
 int hr_engine_new(hr_engine **out, const hr_model *m, const hr_engine_opts *o,
@@ -514,7 +557,14 @@ int hr_engine_new(hr_engine **out, const hr_model *m, const hr_engine_opts *o,
                     (m->hp.has_rope_local && (m->hp.rope_local.type == HR_ROPE_DYNAMIC ||
                                               m->hp.rope_local.type == HR_ROPE_LONGROPE));
     if (!(o && o->cache_blocks < 0) && !len_rope) {
-        e->pcache = hr_pcache_new(&e->kv, o ? o->cache_blocks : 0);
+        if (o && o->ssd_dir) {
+            hr_error serr = {0};
+            if (hr_ssd_open(&e->ssd, o->ssd_dir, model_fingerprint(m), o->cache_salt, &e->kv,
+                            o->ssd_max_bytes ? o->ssd_max_bytes : (size_t)32e9, &serr))
+                hr_log(HR_LOG_WARN, "%s; running without the SSD tier", serr.msg);
+        }
+        e->pcache = hr_pcache_new(&e->kv, o ? o->cache_blocks : 0, e->ssd,
+                                  o ? o->ssd_demote_idle : 0);
         e->tokbuf = malloc((size_t)e->n_ctx * sizeof *e->tokbuf);
         if (!e->pcache || !e->tokbuf) {
             rc = hr_err(err, HR_ENOMEM, "out of memory");
@@ -546,7 +596,12 @@ void hr_engine_free(hr_engine *e) {
         pthread_mutex_unlock(&e->mu);
         pthread_join(e->thread, NULL);
     }
+    if (e->ssd) { /* finish the writes and give their blocks back */
+        hr_ssd_stop(e->ssd);
+        hr_pcache_poll(e->pcache, 0);
+    }
     hr_pcache_free(e->pcache);
+    hr_ssd_close(e->ssd);
     free(e->tokbuf);
     hr_fwd_free(e->fwd);
     hr_kv_deinit(&e->kv);

@@ -32,6 +32,10 @@ typedef struct hr_engine_opts {
     int prefill_chunk;  /* tokens per step across prefills; 0 = 512 */
     int cache_blocks;   /* prompt cache bound in KV blocks; 0 = the pool's
                          * free space; -1 = no prompt cache */
+    const char *ssd_dir;      /* SSD tier of the prompt cache; NULL = none */
+    size_t ssd_max_bytes;     /* 0 = 32 GB */
+    double ssd_demote_idle;   /* seconds; 0 = never demote */
+    uint64_t cache_salt;      /* e.g. the tokenizer's hash: part of SSD keys */
 } hr_engine_opts;
 
 /* Starts the engine thread. */
@@ -97,6 +101,8 @@ typedef struct hr_engine_stats {
     int kv_blocks_requests;  /* held by running requests */
     int kv_blocks_cached;    /* indexed by the prompt cache */
     long cached_tokens;      /* prompt tokens served from the cache, in all */
+    bool ssd;                /* the SSD tier is on */
+    long ssd_written, ssd_hits, ssd_quarantined;
     size_t kv_bytes;
 } hr_engine_stats;
 

@@ -1,5 +1,7 @@
 #include "engine/pcache.h"
 
+#include "core/timer.h"
+
 #include <stdlib.h>
 #include <string.h>
 #include <xxhash.h>
@@ -8,23 +10,28 @@ typedef struct entry {
     uint64_t key;
     int32_t block;
     int32_t tokens[HR_KV_BLOCK]; /* the content, checked on every hit */
+    double used;                 /* last hit or insert, hr_now() */
     struct entry *hnext;         /* hash bucket chain */
     struct entry *prev, *next;   /* LRU list, most recent first */
 } entry;
 
 struct hr_pcache {
     hr_kv *kv;
+    hr_ssd *ssd;
+    double demote_idle;
     int max_blocks, n;
     entry **buckets;
     size_t n_buckets;
     entry lru; /* sentinel */
 };
 
-hr_pcache *hr_pcache_new(hr_kv *kv, int max_blocks) {
+hr_pcache *hr_pcache_new(hr_kv *kv, int max_blocks, hr_ssd *ssd, double demote_idle) {
     hr_pcache *pc = calloc(1, sizeof *pc);
     if (!pc)
         return NULL;
     pc->kv = kv;
+    pc->ssd = ssd;
+    pc->demote_idle = demote_idle;
     pc->max_blocks = max_blocks;
     pc->n_buckets = 1;
     while (pc->n_buckets < (size_t)kv->n_blocks * 2)
@@ -70,6 +77,31 @@ void hr_pcache_free(hr_pcache *pc) {
     free(pc);
 }
 
+/* Index block under key (the cache takes over one reference the caller
+ * holds) and queue its SSD write. NULL when out of memory. */
+static entry *add(hr_pcache *pc, uint64_t key, const int32_t *tokens, int32_t block,
+                  bool write) {
+    entry *e = malloc(sizeof *e);
+    if (!e)
+        return NULL;
+    e->key = key;
+    e->block = block;
+    e->used = hr_now();
+    memcpy(e->tokens, tokens, sizeof e->tokens);
+    size_t h = key & (pc->n_buckets - 1);
+    e->hnext = pc->buckets[h];
+    pc->buckets[h] = e;
+    lru_front(pc, e);
+    pc->n++;
+    /* the writer reads the block: hold it until hr_ssd_done gives it back */
+    if (pc->ssd && write) {
+        hr_kv_ref(pc->kv, block);
+        if (!hr_ssd_queue(pc->ssd, key, tokens, block))
+            hr_kv_unref(pc->kv, block);
+    }
+    return e;
+}
+
 static uint64_t block_key(uint64_t parent, const int32_t *tokens) {
     return XXH3_64bits_withSeed(tokens, HR_KV_BLOCK * sizeof *tokens, parent);
 }
@@ -89,10 +121,22 @@ int hr_pcache_lookup(hr_pcache *pc, const int32_t *tokens, int n, int max_blocks
         const int32_t *t = tokens + (size_t)b * HR_KV_BLOCK;
         key = block_key(key, t);
         entry *e = find(pc, key, t);
+        if (!e && pc->ssd) { /* RAM miss: the SSD tier */
+            if (pc->kv->n_free == 0)
+                hr_pcache_evict(pc, 1);
+            int32_t blk = hr_kv_alloc(pc->kv);
+            if (blk < 0)
+                break;
+            if (!hr_ssd_read(pc->ssd, key, t, pc->kv, blk) || !(e = add(pc, key, t, blk, false))) {
+                hr_kv_unref(pc->kv, blk);
+                break;
+            }
+        }
         if (!e)
             break;
         lru_unlink(e);
         lru_front(pc, e);
+        e->used = hr_now();
         hr_kv_ref(pc->kv, e->block);
         blocks[got++] = e->block;
     }
@@ -109,21 +153,16 @@ void hr_pcache_insert(hr_pcache *pc, const int32_t *tokens, int n_blocks,
         if (e) {
             lru_unlink(e);
             lru_front(pc, e);
+            e->used = hr_now();
             continue;
         }
         if (pc->max_blocks && pc->n >= pc->max_blocks && hr_pcache_evict(pc, 1) == 0)
             return; /* full of blocks in use: index no more */
-        if (!(e = malloc(sizeof *e)))
+        hr_kv_ref(pc->kv, blocks[b]);
+        if (!add(pc, key, t, blocks[b], true)) {
+            hr_kv_unref(pc->kv, blocks[b]);
             return;
-        e->key = key;
-        e->block = blocks[b];
-        memcpy(e->tokens, t, sizeof e->tokens);
-        size_t h = key & (pc->n_buckets - 1);
-        e->hnext = pc->buckets[h];
-        pc->buckets[h] = e;
-        lru_front(pc, e);
-        hr_kv_ref(pc->kv, e->block);
-        pc->n++;
+        }
     }
 }
 
@@ -141,3 +180,24 @@ int hr_pcache_evict(hr_pcache *pc, int n) {
 }
 
 int hr_pcache_blocks(const hr_pcache *pc) { return pc->n; }
+
+void hr_pcache_poll(hr_pcache *pc, double now) {
+    if (!pc->ssd)
+        return;
+    int32_t done[64];
+    int n;
+    while ((n = hr_ssd_done(pc->ssd, done, 64)) > 0)
+        for (int i = 0; i < n; i++)
+            hr_kv_unref(pc->kv, done[i]);
+    if (pc->demote_idle <= 0)
+        return;
+    /* idle entries nobody uses leave RAM (they are on SSD) */
+    for (entry *e = pc->lru.prev; e != &pc->lru;) {
+        entry *prev = e->prev;
+        if (now - e->used < pc->demote_idle)
+            break; /* the rest are more recent */
+        if (pc->kv->refs[e->block] == 1)
+            drop(pc, e);
+        e = prev;
+    }
+}

@@ -8,15 +8,19 @@
 #ifndef HR_ENGINE_PCACHE_H
 #define HR_ENGINE_PCACHE_H
 
+#include "engine/ssd.h"
 #include "model/kv.h"
 
 #include <stdint.h>
 
 typedef struct hr_pcache hr_pcache;
 
-/* max_blocks bounds the blocks the cache keeps (0: no bound but the pool).
+/* max_blocks bounds the blocks the cache keeps in RAM (0: no bound but the
+ * pool). ssd (may be NULL) is the SSD tier: every indexed block is written
+ * there in the background, and a RAM miss is looked up there. Entries idle
+ * for demote_idle seconds (0: never) leave RAM once they are on SSD.
  * NULL on allocation failure. */
-hr_pcache *hr_pcache_new(hr_kv *kv, int max_blocks);
+hr_pcache *hr_pcache_new(hr_kv *kv, int max_blocks, hr_ssd *ssd, double demote_idle);
 void hr_pcache_free(hr_pcache *pc); /* drops the cache's references */
 
 /* The longest cached prefix of tokens[0..n), in whole blocks, at most
@@ -35,5 +39,9 @@ void hr_pcache_insert(hr_pcache *pc, const int32_t *tokens, int n_blocks,
 int hr_pcache_evict(hr_pcache *pc, int n);
 
 int hr_pcache_blocks(const hr_pcache *pc); /* blocks indexed now */
+
+/* Once per engine step: release blocks whose SSD writes finished, demote
+ * idle entries. now is hr_now(). */
+void hr_pcache_poll(hr_pcache *pc, double now);
 
 #endif

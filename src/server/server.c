@@ -1,6 +1,7 @@
 /* Server lifecycle, HTTP plumbing (bodies, size cap, CORS) and the small
  * routes: /health, /v1/models, /stats. Generation routes are in gen.c. */
 #include "core/error.h"
+#include "core/file.h"
 #include "core/log.h"
 #include "core/timer.h"
 #include "model/kv.h"
@@ -12,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+#include <xxhash.h>
 
 #define DEFAULT_MAX_BODY ((size_t)16 << 20)
 
@@ -80,6 +82,12 @@ static hr_reply route_stats(hr_server *s) {
                                   "blocks_used", st.kv_blocks_requests, "blocks_cached",
                                   st.kv_blocks_cached, "blocks_free", st.kv_blocks_free, "bytes",
                                   (json_int_t)st.kv_bytes));
+    json_object_set_new(o, "ssd_cache",
+                        st.ssd ? json_pack("{s:I,s:I,s:I}", "blocks_written",
+                                           (json_int_t)st.ssd_written, "blocks_read",
+                                           (json_int_t)st.ssd_hits, "quarantined",
+                                           (json_int_t)st.ssd_quarantined)
+                               : json_null());
     json_object_set_new(o, "memory",
                         json_pack("{s:I,s:I}", "rss_bytes", (json_int_t)rss_bytes(),
                                   "weights_bytes", (json_int_t)s->model->weight_bytes));
@@ -215,6 +223,18 @@ static char *basename_dup(const char *path) {
     return strndup(path + b, n - b);
 }
 
+/* Part of the SSD cache keys: files of another tokenizer are never read. */
+static uint64_t tokenizer_hash(const char *model) {
+    char path[4096], *buf = NULL;
+    size_t len = 0;
+    uint64_t h = 0;
+    if (!hr_path_join(path, sizeof path, model, "tokenizer.json") &&
+        hr_file_read(path, &buf, &len, NULL) == 0)
+        h = XXH64(buf, len, 0);
+    free(buf);
+    return h;
+}
+
 int hr_server_new(hr_server **out, const hr_server_opts *o, hr_error *err) {
     *out = NULL;
     hr_server *s = calloc(1, sizeof *s);
@@ -285,7 +305,10 @@ int hr_server_new(hr_server **out, const hr_server_opts *o, hr_error *err) {
     }
     hr_engine_opts eo = {.n_threads = o->n_threads, .max_batch = o->batch, .n_ctx = o->n_ctx,
                          .kv_bytes = o->kv_bytes, .prefill_chunk = o->prefill_step,
-                         .cache_blocks = cache_blocks};
+                         .cache_blocks = cache_blocks, .ssd_dir = o->ssd_cache,
+                         .ssd_max_bytes = o->ssd_cache_max,
+                         .ssd_demote_idle = o->ssd_demote_idle,
+                         .cache_salt = tokenizer_hash(o->model)};
     if ((rc = hr_engine_new(&s->engine, s->model, &eo, err)))
         goto fail;
     *out = s;

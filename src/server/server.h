@@ -33,6 +33,9 @@ typedef struct hr_server_opts {
                                      * pool's free space; -1 = off */
     int cache_size;                 /* mlx's --prompt-cache-size: N full contexts; 0 = unset */
     size_t cache_bytes;             /* --prompt-cache-bytes; 0 = unset */
+    const char *ssd_cache;          /* --ssd-cache DIR; NULL = no SSD tier */
+    size_t ssd_cache_max;           /* bytes; 0 = 32 GB */
+    double ssd_demote_idle;         /* seconds; default 300 */
 } hr_server_opts;
 
 /* Load the model, tokenizer and chat template, start the engine. */

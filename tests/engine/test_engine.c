@@ -245,6 +245,96 @@ static void test_prompt_cache(void **state) {
     hr_engine_free(e);
 }
 
+static hr_request *run_prompt(hr_engine *e, const int32_t *p, int n, int32_t *out, int *n_out) {
+    hr_request *r = submit(e, p, n, 12, NULL, 0);
+    *n_out = collect(r, out, 32);
+    return r;
+}
+
+static int count_files(const char *dir, const char *suffix) {
+    char cmd[4200];
+    snprintf(cmd, sizeof cmd, "find %s -name '*%s' | wc -l", dir, suffix);
+    FILE *f = popen(cmd, "r");
+    int n = -1;
+    if (fscanf(f, "%d", &n) != 1)
+        n = -1;
+    pclose(f);
+    return n;
+}
+
+static void test_ssd_tier(void **state) {
+    (void)state;
+    char dir[] = "/tmp/hearth_ssd_XXXXXX";
+    assert_non_null(mkdtemp(dir));
+    hr_error err;
+    hr_engine_opts o = {.n_threads = 2, .max_batch = 2, .n_ctx = 256, .ssd_dir = dir};
+    int32_t p[120], ref[32], out[32];
+    int nref, n;
+    for (int i = 0; i < 120; i++)
+        p[i] = (int32_t)((i * 53 + 7) % 500);
+    hr_engine *e;
+    /* run 1: computes and writes 4 blocks (132 tokens in KV) in the background */
+    assert_int_equal(hr_engine_new(&e, g_model, &o, &err), 0);
+    hr_request *r = run_prompt(e, p, 120, ref, &nref);
+    assert_int_equal(hr_request_cached_tokens(r), 0);
+    hr_request_release(r);
+    hr_engine_free(e); /* drains the writer */
+    assert_int_equal(count_files(dir, ".kv"), 4);
+
+    /* run 2, a new engine (a restart): the prefix comes back from SSD */
+    assert_int_equal(hr_engine_new(&e, g_model, &o, &err), 0);
+    r = run_prompt(e, p, 120, out, &n);
+    assert_int_equal(hr_request_cached_tokens(r), 96);
+    assert_int_equal(n, nref);
+    assert_memory_equal(out, ref, (size_t)n * sizeof(int32_t));
+    hr_request_release(r);
+    hr_engine_stats st;
+    hr_engine_stats_get(e, &st);
+    assert_true(st.ssd && st.ssd_hits == 3);
+    hr_engine_free(e);
+
+    /* corrupt block 2's payload, truncate block 3: quarantined, still right */
+    char cmd[4400];
+    snprintf(cmd, sizeof cmd, "cd %s/*/ && ls -tr *.kv > /tmp/hearth_ssd_order", dir);
+    assert_int_equal(system(cmd), 0);
+    snprintf(cmd, sizeof cmd, "cd %s/*/ && for f in *.kv; do printf 'X' | dd of=$f bs=1 "
+             "seek=5000 conv=notrunc status=none; done", dir);
+    assert_int_equal(system(cmd), 0);
+    assert_int_equal(hr_engine_new(&e, g_model, &o, &err), 0);
+    r = run_prompt(e, p, 120, out, &n);
+    assert_int_equal(hr_request_cached_tokens(r), 0); /* block 0 fails: nothing reused */
+    assert_memory_equal(out, ref, (size_t)n * sizeof(int32_t));
+    hr_request_release(r);
+    hr_engine_stats_get(e, &st);
+    assert_int_equal(st.ssd_quarantined, 1);
+    hr_engine_free(e);
+    assert_int_equal(count_files(dir, ".kv") >= 1, 1);
+    snprintf(cmd, sizeof cmd, "%s/quarantine", dir);
+    assert_int_equal(count_files(cmd, ".kv"), 1);
+
+    /* truncated files are quarantined too */
+    snprintf(cmd, sizeof cmd, "cd %s/*/ && for f in *.kv; do truncate -s 100 $f; done", dir);
+    assert_int_equal(system(cmd), 0);
+    assert_int_equal(hr_engine_new(&e, g_model, &o, &err), 0);
+    r = run_prompt(e, p, 120, out, &n);
+    assert_memory_equal(out, ref, (size_t)n * sizeof(int32_t));
+    hr_request_release(r);
+    hr_engine_free(e);
+
+    /* a directory that cannot be written: the engine runs without the tier */
+    hr_engine_opts bad = o;
+    bad.ssd_dir = "/proc/hearth-no-such-dir";
+    assert_int_equal(hr_engine_new(&e, g_model, &bad, &err), 0);
+    r = run_prompt(e, p, 120, out, &n);
+    assert_memory_equal(out, ref, (size_t)n * sizeof(int32_t));
+    hr_request_release(r);
+    hr_engine_stats_get(e, &st);
+    assert_false(st.ssd);
+    hr_engine_free(e);
+    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+    assert_int_equal(system(cmd), 0);
+}
+
 int main(void) {
     const char *root = getenv("HEARTH_ROOT");
     char dir[4096], ref[4200];
@@ -261,6 +351,7 @@ int main(void) {
         cmocka_unit_test(test_batched_equals_alone_equals_oracle),
         cmocka_unit_test(test_stop_cancel_limits),
         cmocka_unit_test(test_prompt_cache),
+        cmocka_unit_test(test_ssd_tier),
     };
     int rc = cmocka_run_group_tests(tests, NULL, NULL);
     json_decref(g_ref);

@@ -1,0 +1,48 @@
+/* The SSD tier of the prompt cache: one file per KV block under
+ * DIR/<model fingerprint>/, written in the background (never on the token
+ * loop) and read back on a RAM miss.
+ *
+ * File (little-endian): "HEARTHKV", u32 version, u32 header bytes, u64 model
+ * fingerprint, u64 salt (tokenizer hash), u32 KV format, u32 layers, u32 kv
+ * heads, u32 head dim, u32 block tokens, u64 key, i32 tokens[block], u64
+ * payload bytes, u64 xxh64(payload), u64 xxh64(header so far); then the
+ * payload: per layer, the block's K then V. Writes go to a temp file that is
+ * renamed into place, so a crash loses at most the write in flight. A file
+ * that is corrupt, truncated or made for another model or format is moved to
+ * DIR/quarantine/ and treated as a miss. The directory is always safe to
+ * delete. */
+#ifndef HR_ENGINE_SSD_H
+#define HR_ENGINE_SSD_H
+
+#include "hearth.h"
+#include "model/kv.h"
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+typedef struct hr_ssd hr_ssd;
+
+/* Creates DIR/<fingerprint>/ and starts the writer thread. A directory that
+ * cannot be used is an error (the caller runs without the tier). */
+int hr_ssd_open(hr_ssd **out, const char *dir, uint64_t model_fp, uint64_t salt,
+                const hr_kv *kv, size_t max_bytes, hr_error *err);
+/* Finishes queued writes and stops the thread; hr_ssd_done still reports
+ * the finished blocks. */
+void hr_ssd_stop(hr_ssd *s);
+/* Stops (if not yet) and frees. */
+void hr_ssd_close(hr_ssd *s);
+
+/* Engine thread: queue block `block` (whose content must not change while
+ * queued: hold a reference) to be written under `key`. false when the tier
+ * is disabled (e.g. after a disk error) or the queue is full. */
+bool hr_ssd_queue(hr_ssd *s, uint64_t key, const int32_t *tokens, int32_t block);
+/* Engine thread: blocks whose writes finished (release their references). */
+int hr_ssd_done(hr_ssd *s, int32_t *blocks, int max);
+/* Engine thread: read the block stored under key into `block`. 1 on a hit;
+ * 0 on a miss (absent, or quarantined because it did not verify). */
+int hr_ssd_read(hr_ssd *s, uint64_t key, const int32_t *tokens, hr_kv *kv, int32_t block);
+/* Files written and read, and quarantined, since open. */
+void hr_ssd_counts(const hr_ssd *s, long *written, long *hits, long *quarantined);
+
+#endif
