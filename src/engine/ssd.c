@@ -113,8 +113,8 @@ static void trim_to_budget(hr_ssd *s) {
 static int write_block(hr_ssd *s, const job *j) {
     char path[4200], tmp[4300];
     path_of(s, j->key, path, sizeof path);
-    struct stat st;
-    if (stat(path, &st) == 0 && (size_t)st.st_size == HDR_BYTES + s->payload)
+    struct stat fst;
+    if (stat(path, &fst) == 0 && (size_t)fst.st_size == HDR_BYTES + s->payload)
         return 0; /* already on disk (same key, same content; verified on read) */
     snprintf(tmp, sizeof tmp, "%s.tmp.%d", path, (int)getpid());
     int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
