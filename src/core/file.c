@@ -8,17 +8,27 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-int hr_file_read(const char *path, char **out, size_t *len, hr_error *err) {
-    *out = NULL;
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0)
+/* Open a regular file for reading; *size gets its size. */
+static int open_regular(const char *path, int *fd, size_t *size, hr_error *err) {
+    *fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (*fd < 0)
         return hr_err(err, HR_EIO, "%s: %s", path, strerror(errno));
     struct stat st;
-    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-        close(fd);
+    if (fstat(*fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+        close(*fd);
         return hr_err(err, HR_EIO, "%s: not a regular file", path);
     }
-    size_t n = (size_t)st.st_size;
+    *size = (size_t)st.st_size;
+    return 0;
+}
+
+int hr_file_read(const char *path, char **out, size_t *len, hr_error *err) {
+    *out = NULL;
+    int fd;
+    size_t n;
+    int rc = open_regular(path, &fd, &n, err);
+    if (rc)
+        return rc;
     char *buf = malloc(n + 1);
     if (!buf) {
         close(fd);
@@ -47,22 +57,19 @@ int hr_file_read(const char *path, char **out, size_t *len, hr_error *err) {
 int hr_mmap_open(hr_mmap *m, const char *path, hr_error *err) {
     m->data = NULL;
     m->size = 0;
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0)
-        return hr_err(err, HR_EIO, "%s: %s", path, strerror(errno));
-    struct stat st;
-    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-        close(fd);
-        return hr_err(err, HR_EIO, "%s: not a regular file", path);
-    }
-    if (st.st_size > 0) {
-        void *p = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_PRIVATE, fd, 0);
+    int fd;
+    size_t size;
+    int rc = open_regular(path, &fd, &size, err);
+    if (rc)
+        return rc;
+    if (size > 0) {
+        void *p = mmap(NULL, size, PROT_READ, MAP_PRIVATE, fd, 0);
         if (p == MAP_FAILED) {
             close(fd);
             return hr_err(err, HR_EIO, "%s: mmap: %s", path, strerror(errno));
         }
         m->data = p;
-        m->size = (size_t)st.st_size;
+        m->size = size;
     }
     close(fd);
     return 0;

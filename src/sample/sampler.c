@@ -197,14 +197,18 @@ static void apply_processors(hr_sampler *s, float *logits) {
             logits[hist_at(s, n, i)] -= p->frequency_penalty;
 }
 
-static void log_softmax(float *x, int n) {
+float hr_logsumexp(const float *x, int n) {
     float mx = -INFINITY;
     for (int i = 0; i < n; i++)
         mx = x[i] > mx ? x[i] : mx;
     double sum = 0;
     for (int i = 0; i < n; i++)
         sum += exp((double)x[i] - mx);
-    float lse = mx + (float)log(sum);
+    return mx + (float)log(sum);
+}
+
+static void log_softmax(float *x, int n) {
+    float lse = hr_logsumexp(x, n);
     for (int i = 0; i < n; i++)
         x[i] -= lse;
 }
@@ -296,13 +300,7 @@ static void apply_xtc(hr_sampler *s, float *w) {
         return;
     /* probs = softmax(w); remove every token above the threshold except the
      * least likely of them; special tokens are never removed */
-    float mx = -INFINITY;
-    for (int i = 0; i < s->n_vocab; i++)
-        mx = w[i] > mx ? w[i] : mx;
-    double sum = 0;
-    for (int i = 0; i < s->n_vocab; i++)
-        sum += exp((double)w[i] - mx);
-    double lse = mx + log(sum), thr = s->p.xtc_threshold, min_above = INFINITY;
+    double lse = hr_logsumexp(w, s->n_vocab), thr = s->p.xtc_threshold, min_above = INFINITY;
     for (int i = 0; i < s->n_vocab; i++) {
         double pr = exp(w[i] - lse);
         if (pr > thr && pr < min_above)
@@ -380,13 +378,7 @@ int32_t hr_argmax(const float *logits, int n) {
 int hr_top_logprobs(const float *logits, int n, int k, int32_t *ids, float *lps) {
     if (k > n)
         k = n;
-    float mx = -INFINITY;
-    for (int i = 0; i < n; i++)
-        mx = logits[i] > mx ? logits[i] : mx;
-    double sum = 0;
-    for (int i = 0; i < n; i++)
-        sum += exp((double)logits[i] - mx);
-    float lse = mx + (float)log(sum);
+    float lse = hr_logsumexp(logits, n);
     int have = 0;
     for (int i = 0; i < n; i++) {
         if (have == k && logits[i] <= logits[ids[k - 1]])

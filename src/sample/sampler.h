@@ -61,6 +61,8 @@ int32_t hr_sampler_sample(hr_sampler *s, float *logits);
 /* The k best (id, logprob) of log_softmax(logits), best first (ties: lower
  * id first). Returns the number written (min(k, n)). */
 int hr_top_logprobs(const float *logits, int n, int k, int32_t *ids, float *lps);
+/* log(sum(exp(x))), computed stably. */
+float hr_logsumexp(const float *x, int n);
 /* argmax, lowest id on ties */
 int32_t hr_argmax(const float *logits, int n);
 
