@@ -5,6 +5,7 @@
 #include "core/timer.h"
 #include "model/forward.h"
 #include "model/kv.h"
+#include "model/rope.h"
 
 #include <errno.h>
 #include <pthread.h>
@@ -40,6 +41,7 @@ struct hr_request {
     int n_blocks;
     int len;              /* tokens whose K/V are in the cache */
     int cached;           /* of which came from the prompt cache */
+    int rope_len;         /* the sequence length the cached K/V were roped for */
     int limit;            /* max tokens generated: max_tokens capped by the context */
 };
 
@@ -334,17 +336,27 @@ static bool is_stop(const hr_request *r, int32_t tok) {
     return false;
 }
 
+/* Token k of a sequence: the prompt, then what was sampled. */
+static int32_t token_at(const hr_request *r, int k) {
+    return k < r->n_prompt ? r->prompt[k] : r->steps[k - r->n_prompt].token;
+}
+
 /* One step: a batch of every decode row plus prefill chunks, one forward,
- * then sampling. */
+ * then sampling. A sequence's tokens [len, known) are not in the KV yet:
+ * one is a decode row, more are a prefill (a new prompt, or a sequence
+ * recomputed because its RoPE changed: longrope past its original length). */
 static void step(hr_engine *e) {
     int T = 0, n_rows = 0, n_prefill = 0, n_decode = 0;
     for (int i = 0; i < e->n_running; i++) {
         hr_request *r = e->running[i];
-        e->b_seqs[i] = (hr_seq_blocks){r->blocks, r->n_blocks, 0};
-        if (r->len < r->n_prompt)
+        int known = r->n_prompt + r->n_steps;
+        if (r->len > 0 && hr_rope_needs_recompute(&e->m->hp, r->rope_len, known))
+            r->len = 0; /* same blocks, same positions: rewritten in place */
+        r->rope_len = known;
+        e->b_seqs[i] = (hr_seq_blocks){r->blocks, r->n_blocks, known};
+        if (known - r->len != 1)
             continue;
-        /* decode: the last sampled token */
-        e->b_tok[T] = r->steps[r->n_steps - 1].token;
+        e->b_tok[T] = token_at(r, r->len);
         e->b_pos[T] = r->len;
         e->b_seq[T] = i;
         e->b_want[T] = 1;
@@ -354,16 +366,17 @@ static void step(hr_engine *e) {
     }
     for (int i = 0; i < e->n_running && T < e->max_tokens_step; i++) {
         hr_request *r = e->running[i];
-        if (r->len >= r->n_prompt)
+        int known = r->n_prompt + r->n_steps;
+        if (known - r->len <= 1)
             continue;
-        int c = r->n_prompt - r->len, room = e->max_tokens_step - T;
+        int c = known - r->len, room = e->max_tokens_step - T;
         if (c > room)
             c = room;
         for (int k = 0; k < c; k++) {
-            e->b_tok[T] = r->prompt[r->len + k];
+            e->b_tok[T] = token_at(r, r->len + k);
             e->b_pos[T] = r->len + k;
             e->b_seq[T] = i;
-            e->b_want[T] = r->len + k == r->n_prompt - 1;
+            e->b_want[T] = r->len + k == known - 1;
             if (e->b_want[T])
                 e->b_row_req[n_rows++] = r;
             T++;
