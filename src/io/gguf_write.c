@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #define ALIGN 32
@@ -151,6 +152,7 @@ int hr_gguf_w_write(hr_gguf_w *w, const char *path, hr_error *err) {
     int fd = mkstemp(tmp);
     if (fd < 0)
         return hr_err(err, HR_EIO, "%s: %s", tmp, strerror(errno));
+    fchmod(fd, 0644); /* mkstemp makes 0600 */
     FILE *f = fdopen(fd, "wb");
     if (!f) {
         close(fd);

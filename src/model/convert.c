@@ -428,6 +428,7 @@ int hr_convert(const hr_convert_opts *o, hr_error *err) {
                     strerror(errno));
         goto done;
     }
+    chmod(tmp, 0755); /* mkdtemp makes 0700 */
     rc = convert_mlx(o, w, cfg, dt, tmp, err);
     if (!rc && rename(tmp, o->out))
         rc = hr_err(err, HR_EIO, "rename %s -> %s: %s", tmp, o->out, strerror(errno));
