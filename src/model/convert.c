@@ -240,12 +240,15 @@ static int quantize_one(outlist *l, const hr_tensor *t, int bits, int group, hr_
     char base[512], nm[600];
     snprintf(base, sizeof base, "%.*s", (int)(strlen(t->name) - 7), t->name);
     snprintf(nm, sizeof nm, "%s.weight", base);
-    hr_tensor *w = out_add(l, nm, HR_DTYPE_U32, 2, rows, cols * bits / 32,
-                           (size_t)rows * (size_t)cols * bits / 8);
+    size_t at = l->n; /* out_add may move the list: take pointers after */
+    bool ok = out_add(l, nm, HR_DTYPE_U32, 2, rows, cols * bits / 32,
+                      (size_t)rows * (size_t)cols * bits / 8) != NULL;
     snprintf(nm, sizeof nm, "%s.scales", base);
-    hr_tensor *s = w ? out_add(l, nm, dt, 2, rows, ng, (size_t)(rows * ng) * hr_dtype_size(dt)) : NULL;
+    ok = ok && out_add(l, nm, dt, 2, rows, ng, (size_t)(rows * ng) * hr_dtype_size(dt));
     snprintf(nm, sizeof nm, "%s.biases", base);
-    hr_tensor *b = s ? out_add(l, nm, dt, 2, rows, ng, (size_t)(rows * ng) * hr_dtype_size(dt)) : NULL;
+    ok = ok && out_add(l, nm, dt, 2, rows, ng, (size_t)(rows * ng) * hr_dtype_size(dt));
+    hr_tensor *w = ok ? &l->t[at] : NULL, *s = ok ? &l->t[at + 1] : NULL,
+              *b = ok ? &l->t[at + 2] : NULL;
     float *x = malloc((size_t)cols * sizeof *x), *sc = malloc((size_t)ng * sizeof *sc),
           *bi = malloc((size_t)ng * sizeof *bi);
     int rc = (!b || !x || !sc || !bi) ? HR_ENOMEM : 0;
