@@ -2,7 +2,7 @@
 #   make        install missing dependencies, build build/hearth
 #   make run    build, then run the default model
 #   make test   build, run every test (unit + end-to-end)
-#   make asan   build with ASan+UBSan (clang) and run the unit tests under it
+#   make asan   build with ASan+UBSan (clang) and run every test under it
 #   make bench  build, run the benchmarks in bench/ (incl. hearth vs llama.cpp)
 BUILD ?= build
 ASAN_BUILD ?= build-asan
@@ -29,7 +29,7 @@ test: build
 asan: deps
 	@CC=clang cmake -S . -B $(ASAN_BUILD) -G Ninja -DCMAKE_BUILD_TYPE=Debug -DHEARTH_SANITIZE=ON >/dev/null
 	@ninja -C $(ASAN_BUILD) --quiet
-	@ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 ctest --test-dir $(ASAN_BUILD) --output-on-failure -j2 -LE e2e
+	@ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 ctest --test-dir $(ASAN_BUILD) --output-on-failure -j2
 
 fuzz: deps
 	@CC=clang cmake -S . -B $(FUZZ_BUILD) -G Ninja -DCMAKE_BUILD_TYPE=Debug -DHEARTH_FUZZ=ON >/dev/null

@@ -1,12 +1,12 @@
 #!/usr/bin/env bash
-# make run: run hearth on the default model. Until the server lands this is
-# `hearth generate` on the bundled default model directory.
+# make run: serve the default model (the bundled demo model, or $HEARTH_MODEL)
+# on 127.0.0.1:8080, as `hearth serve` with no --model does.
 set -euo pipefail
 bin=$1
 root=$(cd "$(dirname "$0")/.." && pwd)
 model=${HEARTH_MODEL:-$root/models/hearth-demo}
-if [ ! -d "$model" ]; then
-    model=$root/tests/fixtures/models/llama   # a tiny random-weight model
+if [ ! -f "$model/config.json" ]; then
+    echo "hearth: the default model is missing at $model (set HEARTH_MODEL to a model directory)" >&2
+    exit 1
 fi
-echo "hearth: running $model" >&2
-exec "$bin" generate --model "$model" --prompt-tokens 1,2,3,4,5,6,7,8 --max-tokens 32 --top-logprobs 1 --json
+exec "$bin" serve --model "$model" "${@:2}"

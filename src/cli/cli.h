@@ -2,6 +2,7 @@
 #ifndef HR_CLI_H
 #define HR_CLI_H
 
+int hr_cmd_serve(int argc, char **argv);
 int hr_cmd_generate(int argc, char **argv);
 int hr_cmd_bench(int argc, char **argv);
 int hr_cmd_convert(int argc, char **argv);
@@ -10,5 +11,6 @@ int hr_cmd_synth(int argc, char **argv);
 int hr_cmd_version(int argc, char **argv);
 int hr_cmd_tokenize(int argc, char **argv);
 int hr_cmd_detokenize(int argc, char **argv);
+int hr_cmd_template(int argc, char **argv);
 
 #endif

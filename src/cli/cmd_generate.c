@@ -7,10 +7,12 @@
 #include "engine/runner.h"
 #include "model/model.h"
 #include "sample/sampler.h"
+#include "tokenizer/tokenizer.h"
 
 #include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 static const char usage[] =
     "usage: hearth generate --model PATH (--prompt TEXT | --prompt-tokens 1,2,3) "
@@ -46,21 +48,45 @@ int hr_cmd_generate(int argc, char **argv) {
         return hr_cli_fail(&(hr_error){.msg = "--model is required (see --help)"});
     if (!prompt == !prompt_tokens)
         return hr_cli_fail(&(hr_error){.msg = "give exactly one of --prompt, --prompt-tokens"});
-    if (prompt)
-        return hr_cli_fail(&(hr_error){.msg = "not supported yet: --prompt needs the "
-                                              "tokenizer; use --prompt-tokens"});
     if (max_tokens < 0 || top_k < 0 || top_lp < 0 || top_lp > 100 || temp < 0 ||
         top_p <= 0 || top_p > 1 || min_p < 0 || min_p > 1 || threads < 0 || ctx < 0)
         return hr_cli_fail(&(hr_error){.msg = "a numeric flag is out of range (see --help)"});
 
     int32_t *ptoks = NULL;
     int n_prompt = 0;
-    if ((rc = hr_parse_token_list(prompt_tokens, &ptoks, &n_prompt, &err)))
+    hr_tokenizer *tok = NULL;
+    if (prompt_tokens && (rc = hr_parse_token_list(prompt_tokens, &ptoks, &n_prompt, &err)))
         return hr_cli_fail(&err);
+    /* the tokenizer, when the model directory has one: --prompt and "text" need it */
+    char tpath[4096];
+    snprintf(tpath, sizeof tpath, "%s/tokenizer.json", model);
+    FILE *tf = fopen(tpath, "r");
+    if (tf) {
+        fclose(tf);
+        if (hr_tokenizer_load(&tok, model, &err))
+            return hr_cli_fail(&err);
+    } else if (prompt) {
+        return hr_cli_fail(&(hr_error){.msg = "--prompt needs a tokenizer.json in the model "
+                                              "directory; use --prompt-tokens"});
+    }
+    if (prompt) {
+        hr_tokens t = {0};
+        if ((rc = hr_tokenizer_encode(tok, prompt, strlen(prompt), HR_TOK_ADD_SPECIAL, &t, &err))) {
+            hr_tokenizer_free(tok);
+            return hr_cli_fail(&err);
+        }
+        ptoks = t.ids;
+        n_prompt = (int)t.n;
+        if (n_prompt == 0) {
+            hr_tokenizer_free(tok);
+            free(ptoks);
+            return hr_cli_fail(&(hr_error){.msg = "the prompt encodes to no tokens"});
+        }
+    }
 
     hr_model *m = NULL;
     hr_runner *r = NULL;
-    hr_sampler smp = {0};
+    hr_sampler *smp = NULL;
     float *logits = NULL, *lps = NULL;
     int32_t *out = NULL, *ids = NULL;
     json_t *top = json_array();
@@ -71,14 +97,21 @@ int hr_cmd_generate(int argc, char **argv) {
     if ((rc = hr_runner_new(&r, m, &ro, &err)))
         goto done;
     int V = m->hp.n_vocab;
-    hr_sampler_params sp = {.temp = (float)temp, .top_p = (float)top_p,
-                            .top_k = (int)top_k, .min_p = (float)min_p,
-                            .seed = (uint64_t)seed};
+    hr_sampler_params sp;
+    hr_sampler_params_default(&sp);
+    sp.temp = (float)temp;
+    sp.top_p = (float)top_p;
+    sp.top_k = (int)top_k;
+    sp.min_p = (float)min_p;
+    sp.seed = (uint64_t)seed;
+    if ((rc = hr_sampler_new(&smp, &sp, V, &err)))
+        goto done;
+    hr_sampler_accept(smp, ptoks, n_prompt);
     logits = malloc((size_t)V * sizeof *logits);
     out = malloc(((size_t)max_tokens + 1) * sizeof *out);
     ids = malloc(((size_t)top_lp + 1) * sizeof *ids);
     lps = malloc(((size_t)top_lp + 1) * sizeof *lps);
-    if (!logits || !out || !ids || !lps || hr_sampler_init(&smp, &sp, V)) {
+    if (!logits || !out || !ids || !lps) {
         rc = hr_err(&err, HR_ENOMEM, "out of memory");
         goto done;
     }
@@ -87,7 +120,8 @@ int hr_cmd_generate(int argc, char **argv) {
         goto done;
     double t1 = hr_now(), t2 = t1;
     for (n_out = 0; n_out < max_tokens;) {
-        int32_t tok = hr_sampler_sample(&smp, logits);
+        int32_t tok = hr_sampler_sample(smp, logits); /* logits -> logprobs */
+        hr_sampler_accept(smp, &tok, 1);
         out[n_out++] = tok;
         if (top_lp) {
             int k = hr_top_logprobs(logits, V, (int)top_lp, ids, lps);
@@ -116,6 +150,11 @@ int hr_cmd_generate(int argc, char **argv) {
             json_array_append_new(gt, json_integer(out[i]));
         json_object_set_new(o, "prompt_tokens", pt);
         json_object_set_new(o, "tokens", gt);
+        char *text = NULL;
+        if (tok && hr_tokenizer_decode(tok, out, (size_t)n_out, HR_DETOK_SKIP_SPECIAL, &text,
+                                       NULL, NULL) == 0)
+            json_object_set_new(o, "text", json_string(text));
+        free(text);
         if (top_lp)
             json_object_set(o, "top_logprobs", top);
         json_object_set_new(o, "prefill_tokens_per_s", json_real(prefill_tps));
@@ -125,9 +164,16 @@ int hr_cmd_generate(int argc, char **argv) {
         free(s);
         json_decref(o);
     } else {
-        for (int i = 0; i < n_out; i++)
-            printf("%s%d", i ? "," : "", out[i]);
-        printf("\n");
+        char *text = NULL;
+        if (tok && hr_tokenizer_decode(tok, out, (size_t)n_out, HR_DETOK_SKIP_SPECIAL, &text,
+                                       NULL, NULL) == 0) {
+            printf("%s\n", text);
+        } else {
+            for (int i = 0; i < n_out; i++)
+                printf("%s%d", i ? "," : "", out[i]);
+            printf("\n");
+        }
+        free(text);
         fprintf(stderr, "prompt: %d tokens, %.1f tokens/s; generated %d tokens, %.1f tokens/s\n",
                 n_prompt, prefill_tps, n_out, decode_tps);
     }
@@ -141,7 +187,8 @@ done:
     free(ids);
     free(lps);
     free(ptoks);
-    hr_sampler_deinit(&smp);
+    hr_sampler_free(smp);
+    hr_tokenizer_free(tok);
     hr_runner_free(r);
     hr_model_free(m);
     return status;

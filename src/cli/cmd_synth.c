@@ -223,9 +223,20 @@ int hr_cmd_synth(int argc, char **argv) {
         dt = HR_DTYPE_F32;
     else
         return hr_cli_fail(&(hr_error){.msg = "--dtype must be bf16 or f32"});
-    if (mkdir(out, 0755) != 0 && errno != EEXIST) {
-        hr_err(&err, HR_EIO, "%s: %s", out, strerror(errno));
-        return hr_cli_fail(&err);
+    char dirbuf[4096];
+    snprintf(dirbuf, sizeof dirbuf, "%s", out);
+    for (char *p = dirbuf + 1; ; p++) { /* mkdir -p */
+        bool end = *p == 0;
+        if (*p == '/' || end) {
+            *p = 0;
+            if (mkdir(dirbuf, 0755) != 0 && errno != EEXIST) {
+                hr_err(&err, HR_EIO, "%s: %s", dirbuf, strerror(errno));
+                return hr_cli_fail(&err);
+            }
+            if (end)
+                break;
+            *p = '/';
+        }
     }
     tensor_list l = {0};
     if ((rc = build(s, dt, (uint64_t)seed, &l))) {

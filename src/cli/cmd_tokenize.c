@@ -5,6 +5,8 @@
 #include "core/file.h"
 #include "tokenizer/tokenizer.h"
 
+#include "core/timer.h"
+
 #include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -55,6 +57,7 @@ static int run_jsonl(const hr_tokenizer *tok, const char *path, unsigned flags,
 int hr_cmd_tokenize(int argc, char **argv) {
     const char *model = NULL, *text = NULL, *file = NULL, *jsonl = NULL;
     int json = 0, no_add = 0, split = 0;
+    long repeat = 0;
     hr_opt opts[] = {
         {"model", HR_OPT_STR, &model, "model directory (tokenizer.json ...) or .gguf file"},
         {"text", HR_OPT_STR, &text, "text to tokenize"},
@@ -63,6 +66,8 @@ int hr_cmd_tokenize(int argc, char **argv) {
         {"json", HR_OPT_FLAG, &json, "print a JSON array"},
         {"no-add-special", HR_OPT_FLAG, &no_add, "do not add BOS/EOS (add_special_tokens=False)"},
         {"split-special", HR_OPT_FLAG, &split, "special-token text is plain text"},
+        {"repeat", HR_OPT_INT, &repeat,
+         "benchmark: encode N times (whole text, then line by line), print JSON timings"},
     };
     hr_error err = {0};
     int rc = hr_args_parse(argc, argv, opts, sizeof opts / sizeof opts[0],
@@ -92,10 +97,45 @@ int hr_cmd_tokenize(int argc, char **argv) {
             rc = hr_file_read(file, &buf, &len, &err);
         else
             len = strlen(text);
-        if (!rc)
+        if (!rc && repeat > 0) {
+            double best = 1e30;
+            size_t whole = 0;
+            for (long i = 0; i < repeat && !rc; i++) {
+                ids.n = 0;
+                double t0 = hr_now();
+                rc = hr_tokenizer_encode(tok, file ? buf : text, len, flags, &ids, &err);
+                double dt = hr_now() - t0;
+                best = dt < best ? dt : best;
+                whole = ids.n;
+            }
+            /* the same text line by line: one encode call per line */
+            const char *src = file ? buf : text;
+            double lbest = 1e30;
+            size_t ltok = 0;
+            for (long i = 0; i < repeat && !rc; i++) {
+                double t0 = hr_now();
+                ltok = 0;
+                for (size_t a = 0; a < len && !rc;) {
+                    const char *nl = memchr(src + a, '\n', len - a);
+                    size_t b = nl ? (size_t)(nl - src) + 1 : len;
+                    ids.n = 0;
+                    rc = hr_tokenizer_encode(tok, src + a, b - a, flags, &ids, &err);
+                    ltok += ids.n;
+                    a = b;
+                }
+                double dt = hr_now() - t0;
+                lbest = dt < lbest ? dt : lbest;
+            }
+            if (!rc)
+                printf("{\"bytes\": %zu, \"tokens\": %zu, \"seconds\": %.6f, \"mb_per_s\": %.2f, "
+                       "\"line_tokens\": %zu, \"lines_mb_per_s\": %.2f}\n",
+                       len, whole, best, (double)len / 1e6 / best, ltok,
+                       (double)len / 1e6 / lbest);
+        } else if (!rc) {
             rc = hr_tokenizer_encode(tok, file ? buf : text, len, flags, &ids, &err);
-        if (!rc)
-            print_ids(&ids, json);
+            if (!rc)
+                print_ids(&ids, json);
+        }
     }
     hr_tokens_free(&ids);
     free(buf);

@@ -11,6 +11,7 @@ typedef struct verb {
 } verb;
 
 static const verb verbs[] = {
+    {"serve", hr_cmd_serve, "serve the OpenAI-compatible API (the default verb)"},
     {"generate", hr_cmd_generate, "generate tokens from a prompt"},
     {"bench", hr_cmd_bench, "measure prefill and decode speed against the memory roofline"},
     {"convert", hr_cmd_convert, "write an mlx-lm directory (optionally quantized) or a GGUF file"},
@@ -19,6 +20,7 @@ static const verb verbs[] = {
     {"version", hr_cmd_version, "print the version"},
     {"tokenize", hr_cmd_tokenize, "text -> token IDs (--model, --text/--file/--jsonl)"},
     {"detokenize", hr_cmd_detokenize, "token IDs -> text (--model, --tokens)"},
+    {"template", hr_cmd_template, "render a model's chat template over messages"},
 };
 
 static void usage(FILE *f) {
@@ -28,10 +30,8 @@ static void usage(FILE *f) {
 }
 
 int main(int argc, char **argv) {
-    if (argc < 2) {
-        usage(stderr);
-        return 2;
-    }
+    if (argc < 2 || (argv[1][0] == '-' && strcmp(argv[1], "-h") && strcmp(argv[1], "--help")))
+        return hr_cmd_serve(argc - 1, argv + 1); /* bare `hearth [flags]` serves */
     if (!strcmp(argv[1], "-h") || !strcmp(argv[1], "--help") ||
         !strcmp(argv[1], "help")) {
         usage(stdout);

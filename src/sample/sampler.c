@@ -1,30 +1,373 @@
 #include "sample/sampler.h"
-#include "hearth.h"
+#include "core/error.h"
 
 #include <math.h>
 #include <stdlib.h>
+#include <string.h>
 
-int hr_sampler_init(hr_sampler *s, const hr_sampler_params *p, int n_vocab) {
-    s->p = *p;
-    s->n_vocab = n_vocab;
-    hr_rng_seed(&s->rng, p->seed);
-    s->probs = malloc((size_t)n_vocab * sizeof *s->probs);
-    s->order = malloc((size_t)n_vocab * sizeof *s->order);
-    if (!s->probs || !s->order) {
-        hr_sampler_deinit(s);
-        return HR_ENOMEM;
+struct hr_sampler {
+    hr_sampler_params p;
+    hr_rng rng;
+    int n_vocab;
+    int32_t *xtc_special, *bias_ids;
+    float *bias_values;
+    int32_t *hist;   /* ring of the last hist_cap tokens */
+    int hist_cap, hist_len, hist_head;
+    uint32_t *stamp; /* [n_vocab] dedup marks for penalties */
+    uint32_t stamp_gen;
+    float *work;     /* [n_vocab] filtered logprobs */
+    float *hval;     /* [n_vocab] heap values */
+    int32_t *hid;    /* [n_vocab] heap ids */
+};
+
+void hr_sampler_params_default(hr_sampler_params *p) {
+    memset(p, 0, sizeof *p);
+    p->min_tokens_to_keep = 1;
+    p->xtc_threshold = 0.1f;
+    p->repetition_context_size = 20;
+    p->presence_context_size = 20;
+    p->frequency_context_size = 20;
+}
+
+/* ---- setup ------------------------------------------------------------------ */
+
+static int validate(const hr_sampler_params *p, int V, hr_error *err) {
+    if (!(p->temp >= 0) || !isfinite(p->temp))
+        return hr_err(err, HR_ERANGE, "temperature must be a non-negative number");
+    if (!(p->top_p >= 0 && p->top_p <= 1))
+        return hr_err(err, HR_ERANGE, "top_p must be in [0, 1]");
+    if (!(p->min_p >= 0 && p->min_p <= 1))
+        return hr_err(err, HR_ERANGE, "min_p must be in [0, 1]");
+    if (p->min_tokens_to_keep < 1)
+        return hr_err(err, HR_ERANGE, "min_tokens_to_keep must be a positive integer");
+    if (p->top_k < 0 || (p->top_k > 0 && p->top_k >= V && p->temp > 0))
+        return hr_err(err, HR_ERANGE, "top_k must be an integer in (0, %d), or 0 to "
+                      "disable it", V);
+    if (!(p->xtc_probability >= 0 && p->xtc_probability <= 1))
+        return hr_err(err, HR_ERANGE, "xtc_probability must be in [0, 1]");
+    if (!(p->xtc_threshold >= 0 && p->xtc_threshold <= 0.5))
+        return hr_err(err, HR_ERANGE, "xtc_threshold must be in [0, 0.5]");
+    if (!(p->repetition_penalty >= 0) || !isfinite(p->repetition_penalty))
+        return hr_err(err, HR_ERANGE, "repetition_penalty must be a non-negative number");
+    if (!isfinite(p->presence_penalty) || !isfinite(p->frequency_penalty))
+        return hr_err(err, HR_ERANGE, "presence_penalty and frequency_penalty must be "
+                      "finite numbers");
+    if (p->repetition_context_size < 0 || p->presence_context_size < 0 ||
+        p->frequency_context_size < 0)
+        return hr_err(err, HR_ERANGE, "penalty context sizes must be non-negative");
+    for (int i = 0; i < p->n_bias; i++) {
+        if (p->bias_ids[i] < 0 || p->bias_ids[i] >= V)
+            return hr_err(err, HR_ERANGE, "logit_bias: token id %d is outside the "
+                          "vocabulary (0..%d)", p->bias_ids[i], V - 1);
+        if (!isfinite(p->bias_values[i]))
+            return hr_err(err, HR_ERANGE, "logit_bias: the bias of token %d is not a "
+                          "finite number", p->bias_ids[i]);
     }
+    for (int i = 0; i < p->n_xtc_special; i++)
+        if (p->xtc_special[i] < 0 || p->xtc_special[i] >= V)
+            return hr_err(err, HR_ERANGE, "xtc special token %d is outside the vocabulary",
+                          p->xtc_special[i]);
     return 0;
 }
 
-void hr_sampler_deinit(hr_sampler *s) {
+static void *dup_array(const void *src, size_t n, size_t size) {
+    if (!n)
+        return NULL;
+    void *d = malloc(n * size);
+    if (d)
+        memcpy(d, src, n * size);
+    return d;
+}
+
+int hr_sampler_new(hr_sampler **out, const hr_sampler_params *p, int n_vocab,
+                   hr_error *err) {
+    *out = NULL;
+    int rc = validate(p, n_vocab, err);
+    if (rc)
+        return rc;
+    hr_sampler *s = calloc(1, sizeof *s);
+    if (!s)
+        return hr_err(err, HR_ENOMEM, "out of memory");
+    s->p = *p;
+    s->n_vocab = n_vocab;
+    hr_rng_seed(&s->rng, p->seed);
+    int cap = 1;
+    if (p->repetition_penalty != 0 && p->repetition_penalty != 1)
+        cap = p->repetition_context_size > cap ? p->repetition_context_size : cap;
+    if (p->presence_penalty != 0)
+        cap = p->presence_context_size > cap ? p->presence_context_size : cap;
+    if (p->frequency_penalty != 0)
+        cap = p->frequency_context_size > cap ? p->frequency_context_size : cap;
+    s->hist_cap = cap;
+    s->hist = malloc((size_t)cap * sizeof *s->hist);
+    s->stamp = calloc((size_t)n_vocab, sizeof *s->stamp);
+    s->work = malloc((size_t)n_vocab * sizeof *s->work);
+    s->hval = malloc((size_t)n_vocab * sizeof *s->hval);
+    s->hid = malloc((size_t)n_vocab * sizeof *s->hid);
+    s->xtc_special = dup_array(p->xtc_special, (size_t)p->n_xtc_special, sizeof(int32_t));
+    s->bias_ids = dup_array(p->bias_ids, (size_t)p->n_bias, sizeof(int32_t));
+    s->bias_values = dup_array(p->bias_values, (size_t)p->n_bias, sizeof(float));
+    if (!s->hist || !s->stamp || !s->work || !s->hval || !s->hid ||
+        (p->n_xtc_special && !s->xtc_special) || (p->n_bias && (!s->bias_ids || !s->bias_values))) {
+        hr_sampler_free(s);
+        return hr_err(err, HR_ENOMEM, "out of memory");
+    }
+    s->p.xtc_special = s->xtc_special;
+    s->p.bias_ids = s->bias_ids;
+    s->p.bias_values = s->bias_values;
+    *out = s;
+    return 0;
+}
+
+void hr_sampler_free(hr_sampler *s) {
     if (!s)
         return;
-    free(s->probs);
-    free(s->order);
-    s->probs = NULL;
-    s->order = NULL;
+    free(s->hist);
+    free(s->stamp);
+    free(s->work);
+    free(s->hval);
+    free(s->hid);
+    free(s->xtc_special);
+    free(s->bias_ids);
+    free(s->bias_values);
+    free(s);
 }
+
+void hr_sampler_accept(hr_sampler *s, const int32_t *tokens, int n) {
+    for (int i = 0; i < n; i++) {
+        s->hist[s->hist_head] = tokens[i];
+        s->hist_head = (s->hist_head + 1) % s->hist_cap;
+        if (s->hist_len < s->hist_cap)
+            s->hist_len++;
+    }
+}
+
+/* ---- logits processors -------------------------------------------------------- */
+
+/* The i-th of the last n history tokens (n <= hist_len). */
+static int32_t hist_at(const hr_sampler *s, int n, int i) {
+    int start = (s->hist_head - n + s->hist_cap) % s->hist_cap;
+    return s->hist[(start + i) % s->hist_cap];
+}
+
+static uint32_t new_stamp(hr_sampler *s) {
+    if (++s->stamp_gen == 0) { /* wrapped: clear the marks */
+        memset(s->stamp, 0, (size_t)s->n_vocab * sizeof *s->stamp);
+        s->stamp_gen = 1;
+    }
+    return s->stamp_gen;
+}
+
+static void apply_processors(hr_sampler *s, float *logits) {
+    const hr_sampler_params *p = &s->p;
+    for (int i = 0; i < p->n_bias; i++)
+        logits[p->bias_ids[i]] += p->bias_values[i];
+    int n;
+    /* repetition and presence: once per distinct token in the window */
+    if (p->repetition_penalty != 0 && p->repetition_penalty != 1 &&
+        (n = s->hist_len < p->repetition_context_size ? s->hist_len
+                                                       : p->repetition_context_size) > 0) {
+        uint32_t st = new_stamp(s);
+        for (int i = 0; i < n; i++) {
+            int32_t t = hist_at(s, n, i);
+            if (s->stamp[t] == st)
+                continue;
+            s->stamp[t] = st;
+            logits[t] = logits[t] < 0 ? logits[t] * p->repetition_penalty
+                                      : logits[t] / p->repetition_penalty;
+        }
+    }
+    if (p->presence_penalty != 0 &&
+        (n = s->hist_len < p->presence_context_size ? s->hist_len
+                                                    : p->presence_context_size) > 0) {
+        uint32_t st = new_stamp(s);
+        for (int i = 0; i < n; i++) {
+            int32_t t = hist_at(s, n, i);
+            if (s->stamp[t] != st) {
+                s->stamp[t] = st;
+                logits[t] -= p->presence_penalty;
+            }
+        }
+    }
+    /* frequency: once per occurrence */
+    if (p->frequency_penalty != 0 &&
+        (n = s->hist_len < p->frequency_context_size ? s->hist_len
+                                                     : p->frequency_context_size) > 0)
+        for (int i = 0; i < n; i++)
+            logits[hist_at(s, n, i)] -= p->frequency_penalty;
+}
+
+static void log_softmax(float *x, int n) {
+    float mx = -INFINITY;
+    for (int i = 0; i < n; i++)
+        mx = x[i] > mx ? x[i] : mx;
+    double sum = 0;
+    for (int i = 0; i < n; i++)
+        sum += exp((double)x[i] - mx);
+    float lse = mx + (float)log(sum);
+    for (int i = 0; i < n; i++)
+        x[i] -= lse;
+}
+
+/* ---- a max-heap of (value, id) over the vocabulary: top-k / top-p without a
+ * full sort. Ties pop the lower id first. --------------------------------------- */
+
+static inline int heap_less(const hr_sampler *s, int a, int b) {
+    return s->hval[a] < s->hval[b] || (s->hval[a] == s->hval[b] && s->hid[a] > s->hid[b]);
+}
+
+static void sift_down(hr_sampler *s, int i, int n) {
+    for (;;) {
+        int l = 2 * i + 1, r = l + 1, m = i;
+        if (l < n && heap_less(s, m, l))
+            m = l;
+        if (r < n && heap_less(s, m, r))
+            m = r;
+        if (m == i)
+            return;
+        float v = s->hval[i];
+        int32_t id = s->hid[i];
+        s->hval[i] = s->hval[m];
+        s->hid[i] = s->hid[m];
+        s->hval[m] = v;
+        s->hid[m] = id;
+        i = m;
+    }
+}
+
+/* Heapify the finite entries of w; returns their count. */
+static int heap_build(hr_sampler *s, const float *w) {
+    int n = 0;
+    for (int i = 0; i < s->n_vocab; i++)
+        if (w[i] > -INFINITY) {
+            s->hval[n] = w[i];
+            s->hid[n++] = i;
+        }
+    for (int i = n / 2 - 1; i >= 0; i--)
+        sift_down(s, i, n);
+    return n;
+}
+
+/* Pop the max; returns its id. */
+static int32_t heap_pop(hr_sampler *s, int *n, float *val) {
+    int32_t id = s->hid[0];
+    *val = s->hval[0];
+    (*n)--;
+    s->hval[0] = s->hval[*n];
+    s->hid[0] = s->hid[*n];
+    sift_down(s, 0, *n);
+    return id;
+}
+
+/* ---- filters on logprobs (mlx-lm apply_*) --------------------------------------- */
+
+static void apply_top_p(hr_sampler *s, float *w) {
+    /* keep token t iff the probability mass strictly above it is < top_p */
+    int n = heap_build(s, w);
+    double above = 0;
+    float v;
+    while (n > 0 && above < s->p.top_p) {
+        heap_pop(s, &n, &v);
+        above += exp((double)v);
+    }
+    for (int i = 0; i < n; i++) /* what is left in the heap goes */
+        w[s->hid[i]] = -INFINITY;
+}
+
+static void apply_min_p(hr_sampler *s, float *w) {
+    float mx = -INFINITY;
+    for (int i = 0; i < s->n_vocab; i++)
+        mx = w[i] > mx ? w[i] : mx;
+    float floor_lp = mx + logf(s->p.min_p);
+    /* the top min_tokens_to_keep survive whatever their probability */
+    uint32_t st = new_stamp(s);
+    int n = heap_build(s, w);
+    float v;
+    for (int k = 0; k < s->p.min_tokens_to_keep && n > 0; k++)
+        s->stamp[heap_pop(s, &n, &v)] = st;
+    for (int i = 0; i < s->n_vocab; i++)
+        if (w[i] < floor_lp && s->stamp[i] != st)
+            w[i] = -INFINITY;
+}
+
+static void apply_xtc(hr_sampler *s, float *w) {
+    double u = hr_rng_uniform(&s->rng);
+    if (u > s->p.xtc_probability)
+        return;
+    /* probs = softmax(w); remove every token above the threshold except the
+     * least likely of them; special tokens are never removed */
+    float mx = -INFINITY;
+    for (int i = 0; i < s->n_vocab; i++)
+        mx = w[i] > mx ? w[i] : mx;
+    double sum = 0;
+    for (int i = 0; i < s->n_vocab; i++)
+        sum += exp((double)w[i] - mx);
+    double lse = mx + log(sum), thr = s->p.xtc_threshold, min_above = INFINITY;
+    for (int i = 0; i < s->n_vocab; i++) {
+        double pr = exp(w[i] - lse);
+        if (pr > thr && pr < min_above)
+            min_above = pr;
+    }
+    uint32_t st = new_stamp(s);
+    for (int i = 0; i < s->p.n_xtc_special; i++)
+        s->stamp[s->p.xtc_special[i]] = st;
+    for (int i = 0; i < s->n_vocab; i++)
+        if (exp(w[i] - lse) > min_above && s->stamp[i] != st)
+            w[i] = -INFINITY;
+}
+
+static void apply_top_k(hr_sampler *s, float *w) {
+    int n = heap_build(s, w);
+    if (n <= s->p.top_k)
+        return;
+    uint32_t st = new_stamp(s);
+    float v;
+    for (int k = 0; k < s->p.top_k; k++)
+        s->stamp[heap_pop(s, &n, &v)] = st;
+    for (int i = 0; i < s->n_vocab; i++)
+        if (s->stamp[i] != st)
+            w[i] = -INFINITY;
+}
+
+static int32_t categorical(hr_sampler *s, const float *w) {
+    float mx = -INFINITY;
+    for (int i = 0; i < s->n_vocab; i++)
+        mx = w[i] > mx ? w[i] : mx;
+    double inv_t = 1.0 / s->p.temp, total = 0;
+    for (int i = 0; i < s->n_vocab; i++)
+        total += w[i] > -INFINITY ? exp((w[i] - mx) * inv_t) : 0.0;
+    double r = hr_rng_uniform(&s->rng) * total, acc = 0;
+    int32_t last = -1;
+    for (int i = 0; i < s->n_vocab; i++) {
+        if (w[i] == -INFINITY)
+            continue;
+        last = i;
+        acc += exp((w[i] - mx) * inv_t);
+        if (r < acc)
+            return i;
+    }
+    return last >= 0 ? last : hr_argmax(w, s->n_vocab);
+}
+
+int32_t hr_sampler_sample(hr_sampler *s, float *logits) {
+    apply_processors(s, logits);
+    log_softmax(logits, s->n_vocab);
+    if (s->p.temp == 0)
+        return hr_argmax(logits, s->n_vocab);
+    float *w = s->work;
+    memcpy(w, logits, (size_t)s->n_vocab * sizeof *w);
+    if (s->p.top_p > 0 && s->p.top_p < 1)
+        apply_top_p(s, w);
+    if (s->p.min_p != 0)
+        apply_min_p(s, w);
+    if (s->p.xtc_probability > 0)
+        apply_xtc(s, w);
+    if (s->p.top_k > 0)
+        apply_top_k(s, w);
+    return categorical(s, w);
+}
+
+/* ---- helpers ---------------------------------------------------------------------- */
 
 int32_t hr_argmax(const float *logits, int n) {
     int32_t best = 0;
@@ -32,63 +375,6 @@ int32_t hr_argmax(const float *logits, int n) {
         if (logits[i] > logits[best])
             best = i;
     return best;
-}
-
-static int by_prob_desc(const void *a, const void *b, void *key) {
-    const float *p = key;
-    float x = p[*(const int32_t *)a], y = p[*(const int32_t *)b];
-    if (x != y)
-        return x > y ? -1 : 1;
-    return *(const int32_t *)a - *(const int32_t *)b;
-}
-
-int32_t hr_sampler_sample(hr_sampler *s, const float *logits) {
-    int n = s->n_vocab;
-    if (s->p.temp <= 0)
-        return hr_argmax(logits, n);
-    /* softmax(logits / temp) */
-    float mx = -INFINITY;
-    for (int i = 0; i < n; i++)
-        mx = logits[i] > mx ? logits[i] : mx;
-    double sum = 0;
-    for (int i = 0; i < n; i++) {
-        s->probs[i] = expf((logits[i] - mx) / s->p.temp);
-        sum += s->probs[i];
-        s->order[i] = i;
-    }
-    for (int i = 0; i < n; i++)
-        s->probs[i] = (float)(s->probs[i] / sum);
-    qsort_r(s->order, (size_t)n, sizeof *s->order, by_prob_desc, s->probs);
-    int keep = n;
-    if (s->p.top_p > 0 && s->p.top_p < 1) {
-        double cum = 0;
-        for (int i = 0; i < n; i++) {
-            cum += s->probs[s->order[i]];
-            if (cum >= s->p.top_p) {
-                keep = i + 1;
-                break;
-            }
-        }
-    }
-    if (s->p.min_p > 0) {
-        float floor_p = s->probs[s->order[0]] * s->p.min_p;
-        int k = 1;
-        while (k < keep && s->probs[s->order[k]] >= floor_p)
-            k++;
-        keep = k;
-    }
-    if (s->p.top_k > 0 && s->p.top_k < keep)
-        keep = s->p.top_k;
-    double total = 0;
-    for (int i = 0; i < keep; i++)
-        total += s->probs[s->order[i]];
-    double r = hr_rng_uniform(&s->rng) * total, acc = 0;
-    for (int i = 0; i < keep; i++) {
-        acc += s->probs[s->order[i]];
-        if (r < acc)
-            return s->order[i];
-    }
-    return s->order[keep - 1];
 }
 
 int hr_top_logprobs(const float *logits, int n, int k, int32_t *ids, float *lps) {
@@ -103,7 +389,6 @@ int hr_top_logprobs(const float *logits, int n, int k, int32_t *ids, float *lps)
     float lse = mx + (float)log(sum);
     int have = 0;
     for (int i = 0; i < n; i++) {
-        /* insertion into a k-long descending list */
         if (have == k && logits[i] <= logits[ids[k - 1]])
             continue;
         int j = have < k ? have++ : k - 1;

@@ -289,7 +289,13 @@ static int spm_emit(const hr__bpe *b, const char *s, const sym *v, int ns,
 int hr__bpe_encode(hr__bpe *b, const char *s, size_t n, hr_tokens *out) {
     if (!n)
         return 0;
-    if (b->ignore_merges) {
+    int whole = b->ignore_merges;
+    if (!whole && b->newline_words_whole) {
+        whole = 1;
+        for (size_t i = 0; i < n && whole; i++)
+            whole = s[i] == '\n';
+    }
+    if (whole) {
         int32_t id = hr__strmap_get(&b->vocab, s, n);
         if (id >= 0)
             return hr_tokens_push(out, id);

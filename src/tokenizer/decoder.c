@@ -82,11 +82,25 @@ static int parse(hr__decoder *d, json_t *j, int *fused, hr_error *err) {
         }
         return push(d, &x) ? hr_err(err, HR_ENOMEM, "out of memory") : 0;
     }
+    if (*fused && !strcmp(type, "Metaspace")) { /* on the whole text */
+        const char *r = hr__json_str(j, "replacement");
+        r = r ? r : "\xe2\x96\x81";
+        size_t rl = strlen(r);
+        int32_t cp;
+        const char *ps = hr__json_str(j, "prepend_scheme");
+        if (!rl || rl > 4 || (size_t)hr__utf8_decode(r, rl, &cp) != rl)
+            return hr_err(err, HR_EFORMAT, "Metaspace decoder: replacement must be one character");
+        d->post_meta_cp = cp;
+        d->post_meta = (ps ? strcmp(ps, "never") != 0 : hr__json_bool(j, "add_prefix_space", 1))
+                           ? 1 : 2;
+        return 0;
+    }
     if (*fused)
         return hr_err(err, HR_EUNSUPPORTED, "not supported yet: %s decoder after Fuse", type);
     if (!strcmp(type, "ByteLevel")) {
         x.kind = HR__DEC_BYTELEVEL;
         d->bytelevel = 1;
+        *fused = 1; /* HF's ByteLevel decoder returns one string */
     } else if (!strcmp(type, "ByteFallback")) {
         x.kind = HR__DEC_BYTEFALLBACK;
         d->bytefallback = 1;
@@ -171,6 +185,7 @@ void hr__dec_deinit(hr__dec_state *s) {
     free(s->tok.p);
     free(s->clean.p);
     free(s->tmp.p);
+    free(s->meta.p);
     memset(s, 0, sizeof *s);
 }
 
@@ -184,6 +199,8 @@ static const struct { const char *from, *to; } CLEAN[] = {
 static int clean_flush(hr__dec_state *s, hr__buf *out, int final) {
     hr__buf *c = &s->clean;
     size_t i = 0, run = 0;
+    if (!c->len)
+        return 0;
     while (i < c->len) {
         if (c->p[i] != ' ') {
             i++;
@@ -218,8 +235,29 @@ static int clean_flush(hr__dec_state *s, hr__buf *out, int final) {
     return 0;
 }
 
-/* Text that is final for the repair stage: lead strip, then clean-up. */
+/* Text that is final for the repair stage: a Metaspace after the fuse, the
+ * lead strip, then clean-up. Chunks are whole code points. */
 static int emit(hr__dec_state *s, const char *p, size_t n, hr__buf *out) {
+    const hr__decoder *d = &s->t->dec;
+    if (d->post_meta && n) {
+        char r[4];
+        int rl = hr__utf8_encode(d->post_meta_cp, r);
+        if (memmem(p, n, r, (size_t)rl)) {
+            hr__buf *m = &s->meta;
+            m->len = 0;
+            for (size_t i = 0; i < n;) {
+                if (i + (size_t)rl <= n && !memcmp(p + i, r, (size_t)rl)) {
+                    if (d->post_meta == 2 && hr__buf_put(m, " ", 1))
+                        return HR_ENOMEM;
+                    i += (size_t)rl;
+                } else if (hr__buf_put(m, p + i++, 1)) {
+                    return HR_ENOMEM;
+                }
+            }
+            p = m->p;
+            n = m->len;
+        }
+    }
     while (s->lead_left > 0 && n) {
         int32_t cp;
         int k = hr__utf8_decode(p, n, &cp);
@@ -246,6 +284,8 @@ static int lossy_flush(hr__dec_state *s, hr__buf *out, int final) {
     hr__buf *b = &s->pend;
     size_t i = 0, run = 0;
     int rc = 0;
+    if (!b->len)
+        return 0;
     while (i < b->len && !rc) {
         if ((unsigned char)b->p[i] < 0x80) {
             i++;
@@ -446,12 +486,13 @@ int hr__dec_finish(hr__dec_state *s, hr__buf *out) {
         rc = hr__buf_put(out, "", 0);
     unsigned flags = s->flags;
     const hr_tokenizer *t = s->t;
-    hr__buf keep[4] = {s->pend, s->tok, s->clean, s->tmp};
+    hr__buf keep[5] = {s->pend, s->tok, s->clean, s->tmp, s->meta};
     hr__dec_init(s, t, flags);
     s->pend = keep[0];
     s->tok = keep[1];
     s->clean = keep[2];
     s->tmp = keep[3];
-    s->pend.len = s->tok.len = s->clean.len = s->tmp.len = 0;
+    s->meta = keep[4];
+    s->pend.len = s->tok.len = s->clean.len = s->tmp.len = s->meta.len = 0;
     return rc;
 }

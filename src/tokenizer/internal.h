@@ -165,7 +165,8 @@ typedef struct hr__pretok {
     int add_prefix_space, use_regex; /* ByteLevel */
     char repl[8];                /* Metaspace replacement (UTF-8) */
     int repl_len;
-    int prepend;                 /* Metaspace: 0 never, 1 first, 2 always */
+    int prepend;                 /* Metaspace: 0 never, 1 first, 2 always,
+                                    3 always even before U+2581 (llama.cpp) */
     int split;                   /* Metaspace */
     int individual_digits;
 } hr__pretok;
@@ -200,6 +201,7 @@ typedef struct hr__bpe {
     int32_t n_scores;
     int32_t unk_id;     /* -1 when none */
     int byte_fallback, fuse_unk, ignore_merges;
+    int newline_words_whole; /* llama.cpp gemma4: an all-\n piece in the vocab is one token */
     int32_t byte_id[256]; /* <0xXX> tokens, -1 when absent */
     hr__bpe_cache cache;
 } hr__bpe;
@@ -282,6 +284,8 @@ typedef struct hr__decoder {
     int bytefallback;  /* <0xXX> runs decoded strictly, else U+FFFD each */
     int lead_strip;    /* Strip start after Fuse: drop up to N leading cps */
     int32_t lead_cp;
+    int post_meta;     /* Metaspace on the whole text: 1 drop, 2 to ' ' */
+    int32_t post_meta_cp;
     int no_decoder;    /* no decoder: tokens joined by " " */
 } hr__decoder;
 
@@ -330,7 +334,7 @@ typedef struct hr__dec_state {
     int lead_left;       /* leading code points Strip may still drop */
     hr__buf tok;         /* scratch for one token */
     hr__buf clean;       /* clean-up hold-back */
-    hr__buf tmp;         /* scratch */
+    hr__buf tmp, meta;   /* scratch */
 } hr__dec_state;
 
 void hr__dec_init(hr__dec_state *s, const hr_tokenizer *t, unsigned flags);

@@ -331,7 +331,7 @@ static int metaspace(const hr__pretok *p, const char *s, size_t n, int at_start,
         return HR_ENOMEM;
     int starts = n > 0 && (s[0] == ' ' || ((size_t)p->repl_len <= n &&
                                            !memcmp(s, p->repl, (size_t)p->repl_len)));
-    if ((p->prepend == 2 || (p->prepend == 1 && at_start)) && !starts) {
+    if (p->prepend == 3 || ((p->prepend == 2 || (p->prepend == 1 && at_start)) && !starts)) {
         memcpy(d, p->repl, (size_t)p->repl_len);
         d += p->repl_len;
     }

@@ -243,24 +243,36 @@ static int load_model(hr_tokenizer *t, json_t *m, hr_error *err) {
     return rc;
 }
 
+/* HF assigns IDs itself (the "id" in the file is only checked): an existing
+ * token keeps its ID, a new one gets the next free ID after the model's. */
 static int load_added(hr_tokenizer *t, json_t *a, hr_error *err) {
     if (!a || json_is_null(a))
         return 0;
     if (!json_is_array(a))
         return hr_err(err, HR_EFORMAT, "\"added_tokens\" is not a list");
+    int64_t next = (int64_t)t->bpe.vocab.n;
     size_t i;
     json_t *x;
     json_array_foreach(a, i, x) {
-        json_t *id = json_object_get(x, "id"), *c = json_object_get(x, "content");
-        if (!json_is_integer(id) || !json_is_string(c) || json_integer_value(id) < 0 ||
-            json_integer_value(id) >= INT32_MAX / 2)
-            return hr_err(err, HR_EFORMAT, "added token %zu: needs \"id\" and \"content\"", i);
-        if (!json_string_length(c))
+        json_t *c = json_object_get(x, "content");
+        if (!json_is_string(c))
+            return hr_err(err, HR_EFORMAT, "added token %zu: needs \"content\"", i);
+        const char *s = json_string_value(c);
+        size_t len = json_string_length(c);
+        if (!len)
             continue;
-        if (hr__added_add(&t->added, json_string_value(c), json_string_length(c),
-                          (int32_t)json_integer_value(id), hr__json_bool(x, "special", 0),
-                          hr__json_bool(x, "lstrip", 0), hr__json_bool(x, "rstrip", 0),
-                          hr__json_bool(x, "normalized", !hr__json_bool(x, "special", 0)),
+        int32_t k = hr__strmap_get(&t->added.by_content, s, len), id;
+        if (k >= 0)
+            id = t->added.v[k].id;
+        else if ((id = hr__strmap_get(&t->bpe.vocab, s, len)) < 0) {
+            if (next >= INT32_MAX / 2)
+                return hr_err(err, HR_EFORMAT, "too many added tokens");
+            id = (int32_t)next++;
+        }
+        int special = hr__json_bool(x, "special", 0);
+        if (hr__added_add(&t->added, s, len, id, special, hr__json_bool(x, "lstrip", 0),
+                          hr__json_bool(x, "rstrip", 0),
+                          hr__json_bool(x, "normalized", !special),
                           hr__json_bool(x, "single_word", 0)))
             return hr_err(err, HR_ENOMEM, "out of memory");
     }

@@ -1,36 +1,56 @@
-/* libFuzzer: the GGUF reader over arbitrary bytes, then what a model load
- * does with an accepted file: metadata -> config, tensors -> HF-named
- * views (types, dims), and one dequantized row of every matrix. */
+/* libFuzzer: the GGUF reader (every accessor on whatever opens) and the
+ * GGUF vocabulary loader. */
 #include "io/gguf.h"
-#include "kernels/cpu/quant.h"
-#include "model/gguf_model.h"
-#include "model/weights.h"
+#include "tokenizer/internal.h"
 
+#include <stdint.h>
 #include <stdlib.h>
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
-    hr_gguf *g = NULL;
+    hr_gguf *g;
     hr_error err;
-    if (hr_gguf_open_mem(&g, data, size, "fuzz", &err))
+    if (hr_gguf_open_mem(&g, data, size, "fuzz.gguf", &err))
         return 0;
-    json_t *cfg = NULL;
-    bool permuted;
-    if (!hr_gguf_config(g, &cfg, &permuted, &err))
-        json_decref(cfg);
-    hr_weights *w = NULL;
-    if (hr_weights_open_gguf(&w, g, &err)) /* takes g */
-        return 0;
-    for (size_t i = 0; i < hr_weights_count(w); i++) {
-        const hr_tensor *t = hr_weights_at(w, i);
-        int bc = hr_tensor_block_cols(t);
-        if (t->ndim != 2 || t->shape[0] < 1 || t->shape[1] < 1 || t->shape[1] > 65536 ||
-            (bc > 1 && t->shape[1] % bc))
-            continue;
-        float *row = malloc((size_t)t->shape[1] * sizeof *row);
-        if (row)
-            hr_dequant_range(t, t->shape[0] - 1, 0, t->shape[1], row);
-        free(row);
+    for (int64_t i = 0; i < hr_gguf_n_kv(g); i++) {
+        const char *s;
+        size_t l;
+        int64_t v;
+        double d;
+        int b;
+        hr_gguf_type et;
+        uint64_t n;
+        (void)hr_gguf_key(g, i);
+        hr_gguf_get_int(g, i, &v);
+        hr_gguf_get_float(g, i, &d);
+        hr_gguf_get_bool(g, i, &b);
+        if (!hr_gguf_get_str(g, i, &s, &l) && l)
+            (void)(volatile char)s[l - 1];
+        if (!hr_gguf_get_arr(g, i, &et, &n))
+            for (uint64_t j = 0; j < n && j < 64; j++) {
+                if (!hr_gguf_arr_str(g, i, j, &s, &l) && l)
+                    (void)(volatile char)s[l - 1];
+                hr_gguf_arr_int(g, i, j, &v);
+                hr_gguf_arr_float(g, i, j, &d);
+            }
     }
-    hr_weights_close(w);
+    for (int64_t i = 0; i < hr_gguf_n_tensors(g); i++) {
+        const hr_gguf_tensor *t = hr_gguf_tensor_at(g, i);
+        if (t->size)
+            (void)(volatile char)((const char *)t->data)[t->size - 1];
+    }
+    hr_tokenizer *t = hr__tok_alloc();
+    if (t && !hr__tok_from_gguf(t, g, &err)) {
+        hr_tokens ids = {0};
+        static const char text[] = "Hello  world\n\n<s> 123 \xe4\xbd\xa0\xe5\xa5\xbd \xff";
+        if (!hr_tokenizer_encode(t, text, sizeof text - 1, HR_TOK_ADD_SPECIAL, &ids, &err)) {
+            char *s;
+            size_t n;
+            if (!hr_tokenizer_decode(t, ids.ids, ids.n, 0, &s, &n, &err))
+                free(s);
+        }
+        hr_tokens_free(&ids);
+    }
+    hr_tokenizer_free(t);
+    hr_gguf_close(g);
     return 0;
 }

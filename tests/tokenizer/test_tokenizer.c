@@ -206,12 +206,108 @@ static void test_gpt2(void **s) {
     run_fixture("gpt2", ".deps/tokenizers/gpt2");
 }
 
+/* ---- component variants (tools/tokref/variants.js) ---------------------- */
+
+static hr_tokenizer *variant(json_t *base, json_t *spec) {
+    json_t *tj = json_deep_copy(base);
+    const char *key;
+    json_t *v;
+    json_object_foreach(spec, key, v) {
+        if (!strcmp(key, "added_tokens_extra"))
+            json_array_extend(json_object_get(tj, "added_tokens"), v);
+        else
+            json_object_set(tj, key, v);
+    }
+    char *text = json_dumps(tj, JSON_COMPACT);
+    hr_tokenizer *tok = NULL;
+    hr_error err = {0};
+    if (hr_tokenizer_load_json(&tok, text, strlen(text), NULL, 0, &err))
+        fail_msg("variant %s: %s", json_dumps(spec, JSON_COMPACT), err.msg);
+    free(text);
+    json_decref(tj);
+    return tok;
+}
+
+static void test_variants(void **state) {
+    (void)state;
+    char p[1024];
+    path_of(p, sizeof p, ".deps/tokenizers/gpt2/tokenizer.json");
+    json_error_t je;
+    json_t *base = json_load_file(p, 0, &je);
+    if (!base)
+        fail_msg("%s: %s (run make)", p, je.text);
+    path_of(p, sizeof p, "tests/fixtures/tokenizer/variants.jsonl");
+    FILE *f = fopen(p, "rb");
+    assert_non_null(f);
+    char *line = NULL, *buf = malloc(1 << 16);
+    size_t cap = 0;
+    ssize_t n = getline(&line, &cap, f);
+    json_t *head = json_loadb(line, (size_t)n, 0, &je);
+    json_t *specs = json_object_get(head, "variants");
+    assert_true(json_array_size(specs) > 40);
+    long cur = -1, total = 0, ok_ids = 0, ok_dec = 0, ok_stream = 0;
+    hr_tokenizer *tok = NULL;
+    hr_tokens ids = {0}, ids0 = {0};
+    hr_error err;
+    while ((n = getline(&line, &cap, f)) > 0) {
+        json_t *o = json_loadb(line, (size_t)n, JSON_ALLOW_NUL, &je);
+        long v = (long)json_integer_value(json_object_get(o, "v"));
+        if (v != cur) {
+            hr_tokenizer_free(tok);
+            tok = variant(base, json_array_get(specs, (size_t)v));
+            cur = v;
+        }
+        json_t *t = json_object_get(o, "t");
+        const char *text = t ? json_string_value(t) : buf;
+        size_t len = t ? json_string_length(t)
+                       : unhex(json_string_value(json_object_get(o, "x")), buf);
+        ids.n = ids0.n = 0;
+        assert_int_equal(hr_tokenizer_encode(tok, text, len, HR_TOK_ADD_SPECIAL, &ids, &err), 0);
+        assert_int_equal(hr_tokenizer_encode(tok, text, len, 0, &ids0, &err), 0);
+        json_t *want = json_object_get(o, "ids"), *want0 = json_object_get(o, "ids0");
+        int ok = ids_equal(&ids, want) && ids_equal(&ids0, want0 ? want0 : want);
+        if (!ok && total - ok_ids < 5)
+            print_message("variant %ld: MISMATCH '%.*s' spec %s\n", v, (int)(len > 80 ? 80 : len),
+                          text, json_dumps(json_array_get(specs, (size_t)v), JSON_COMPACT));
+        char *dec, *st;
+        size_t dl, sl;
+        assert_int_equal(hr_tokenizer_decode(tok, ids.ids, ids.n, 0, &dec, &dl, &err), 0);
+        json_t *wd = json_object_get(o, "dec");
+        int dok = dl == json_string_length(wd) && !memcmp(dec, json_string_value(wd), dl);
+        if (!dok && total - ok_dec < 5)
+            print_message("variant %ld: DECODE '%.*s' want '%s'\n", v, (int)dl, dec,
+                          json_string_value(wd));
+        st = stream_all(tok, ids.ids, ids.n, 0, &sl);
+        ok_stream += sl == dl && !memcmp(st, dec, dl);
+        total++;
+        ok_ids += ok;
+        ok_dec += dok;
+        free(dec);
+        free(st);
+        json_decref(o);
+    }
+    print_message("variants: %zu components x strings = %ld: ids %ld, decode %ld, stream %ld\n",
+                  json_array_size(specs), total, ok_ids, ok_dec, ok_stream);
+    assert_int_equal(ok_ids, total);
+    assert_int_equal(ok_dec, total);
+    assert_int_equal(ok_stream, total);
+    hr_tokenizer_free(tok);
+    hr_tokens_free(&ids);
+    hr_tokens_free(&ids0);
+    json_decref(head);
+    json_decref(base);
+    free(line);
+    free(buf);
+    fclose(f);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_qwen3),
         cmocka_unit_test(test_llama3),
         cmocka_unit_test(test_gemma3),
         cmocka_unit_test(test_gpt2),
+        cmocka_unit_test(test_variants),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1,0 +1,564 @@
+#include "engine/engine.h"
+#include "engine/pcache.h"
+#include "core/error.h"
+#include "core/log.h"
+#include "core/timer.h"
+#include "model/forward.h"
+#include "model/kv.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+/* ---- requests -------------------------------------------------------------- */
+
+struct hr_request {
+    _Atomic int refs;
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    /* immutable after hr_request_new */
+    int32_t *prompt;
+    int n_prompt;
+    int32_t *stop_ids;
+    int n_stop_ids;
+    int max_tokens, top_logprobs;
+    hr_sampler *sampler;
+    /* the log, written by the engine under mu */
+    hr_step *steps;       /* [max_tokens] */
+    int n_steps;
+    hr_finish finish;
+    char err[256];
+    double t_submit, t_first;
+    _Atomic int cancel;
+    /* engine-thread state */
+    hr_request *next;     /* inbox / waiting FIFO link */
+    int32_t *blocks;
+    int n_blocks;
+    int len;              /* tokens whose K/V are in the cache */
+    int cached;           /* of which came from the prompt cache */
+    int limit;            /* max tokens generated: max_tokens capped by the context */
+};
+
+int hr_request_new(hr_request **out, const hr_engine *e, const hr_req_params *p,
+                   hr_error *err);
+
+static void request_free(hr_request *r) {
+    pthread_mutex_destroy(&r->mu);
+    pthread_cond_destroy(&r->cv);
+    hr_sampler_free(r->sampler);
+    free(r->prompt);
+    free(r->stop_ids);
+    free(r->steps);
+    free(r->blocks);
+    free(r);
+}
+
+void hr_request_release(hr_request *r) {
+    if (r && atomic_fetch_sub(&r->refs, 1) == 1)
+        request_free(r);
+}
+
+void hr_request_cancel(hr_request *r) { atomic_store(&r->cancel, 1); }
+
+int hr_request_prompt_tokens(const hr_request *r) { return r->n_prompt; }
+
+static void finish(hr_request *r, hr_finish why, const char *msg) {
+    pthread_mutex_lock(&r->mu);
+    if (r->finish == HR_FINISH_NONE) {
+        r->finish = why;
+        if (msg)
+            snprintf(r->err, sizeof r->err, "%s", msg);
+    }
+    pthread_cond_broadcast(&r->cv);
+    pthread_mutex_unlock(&r->mu);
+}
+
+int hr_request_wait(hr_request *r, int i, hr_step *out, int timeout_ms) {
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    ts.tv_sec += timeout_ms / 1000;
+    ts.tv_nsec += (long)(timeout_ms % 1000) * 1000000L;
+    if (ts.tv_nsec >= 1000000000L) {
+        ts.tv_sec++;
+        ts.tv_nsec -= 1000000000L;
+    }
+    int rc = -1;
+    pthread_mutex_lock(&r->mu);
+    while (r->n_steps <= i && r->finish == HR_FINISH_NONE)
+        if (pthread_cond_timedwait(&r->cv, &r->mu, &ts) == ETIMEDOUT)
+            break;
+    if (r->n_steps > i) {
+        *out = r->steps[i];
+        rc = 1;
+    } else if (r->finish != HR_FINISH_NONE) {
+        rc = 0;
+    }
+    pthread_mutex_unlock(&r->mu);
+    return rc;
+}
+
+hr_finish hr_request_finish(hr_request *r, hr_error *msg) {
+    pthread_mutex_lock(&r->mu);
+    hr_finish f = r->finish;
+    if (msg && f == HR_FINISH_ERROR)
+        hr_err(msg, HR_EINVAL, "%s", r->err);
+    pthread_mutex_unlock(&r->mu);
+    return f;
+}
+
+int hr_request_cached_tokens(hr_request *r) {
+    pthread_mutex_lock(&r->mu);
+    int c = r->cached;
+    pthread_mutex_unlock(&r->mu);
+    return c;
+}
+
+double hr_request_ttft(hr_request *r) {
+    pthread_mutex_lock(&r->mu);
+    double t = r->t_first > 0 ? r->t_first - r->t_submit : 0;
+    pthread_mutex_unlock(&r->mu);
+    return t;
+}
+
+/* ---- the engine ------------------------------------------------------------ */
+
+struct hr_engine {
+    const hr_model *m;
+    hr_fwd *fwd;
+    hr_kv kv;
+    hr_pcache *pcache;              /* NULL: no prompt cache */
+    int32_t *tokbuf;                /* [n_ctx] a sequence's tokens, for the cache */
+    int max_batch, n_ctx, chunk, max_tokens_step;
+    pthread_t thread;
+    bool thread_started;
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    hr_request *inbox, *inbox_tail; /* under mu */
+    bool stop;                      /* under mu */
+    /* engine thread only */
+    hr_request *waiting, *waiting_tail;
+    hr_request **running;           /* [max_batch] */
+    int n_running;
+    int32_t *b_tok, *b_pos, *b_seq; /* [max_tokens_step] */
+    uint8_t *b_want;
+    hr_seq_blocks *b_seqs;          /* [max_batch] */
+    hr_request **b_row_req;         /* [max_batch]: request of each logits row */
+    float *logits;                  /* [max_batch][n_vocab] */
+    /* stats, read from any thread */
+    _Atomic long st_total, st_running, st_queued, st_prompt, st_gen;
+    _Atomic long st_prefill_tok, st_decode_tok;
+    _Atomic double st_prefill_s, st_decode_s;
+    _Atomic int st_kv_free, st_kv_requests, st_kv_cached;
+    _Atomic long st_cached_tokens;
+};
+
+int hr_request_new(hr_request **out, const hr_engine *e, const hr_req_params *p,
+                   hr_error *err) {
+    *out = NULL;
+    if (p->n_prompt <= 0)
+        return hr_err(err, HR_EINVAL, "the prompt is empty");
+    if (p->max_tokens < 0)
+        return hr_err(err, HR_ERANGE, "max_tokens must be non-negative");
+    if (p->top_logprobs < 0 || p->top_logprobs > HR_MAX_TOP_LOGPROBS)
+        return hr_err(err, HR_ERANGE, "top_logprobs must be in [0, %d]", HR_MAX_TOP_LOGPROBS);
+    int V = e->m->hp.n_vocab;
+    for (int i = 0; i < p->n_prompt; i++)
+        if (p->prompt[i] < 0 || p->prompt[i] >= V)
+            return hr_err(err, HR_ERANGE, "prompt token %d is outside the vocabulary "
+                          "(0..%d)", p->prompt[i], V - 1);
+    hr_request *r = calloc(1, sizeof *r);
+    if (!r)
+        return hr_err(err, HR_ENOMEM, "out of memory");
+    int rc = hr_sampler_new(&r->sampler, &p->sampler, V, err);
+    if (rc) {
+        free(r);
+        return rc;
+    }
+    pthread_mutex_init(&r->mu, NULL);
+    pthread_cond_init(&r->cv, NULL);
+    atomic_store(&r->refs, 1);
+    r->n_prompt = p->n_prompt;
+    r->max_tokens = p->max_tokens;
+    r->top_logprobs = p->top_logprobs;
+    r->n_stop_ids = p->n_stop_ids;
+    r->limit = p->max_tokens < e->n_ctx - p->n_prompt ? p->max_tokens : e->n_ctx - p->n_prompt;
+    if (r->limit < 0)
+        r->limit = 0;
+    r->prompt = malloc((size_t)p->n_prompt * sizeof *r->prompt);
+    r->stop_ids = malloc(((size_t)p->n_stop_ids + 1) * sizeof *r->stop_ids);
+    r->steps = malloc(((size_t)r->limit + 1) * sizeof *r->steps);
+    r->blocks = malloc(((size_t)e->n_ctx / HR_KV_BLOCK + 1) * sizeof *r->blocks);
+    if (!r->prompt || !r->stop_ids || !r->steps || !r->blocks) {
+        request_free(r);
+        return hr_err(err, HR_ENOMEM, "out of memory");
+    }
+    memcpy(r->prompt, p->prompt, (size_t)p->n_prompt * sizeof *r->prompt);
+    if (p->n_stop_ids)
+        memcpy(r->stop_ids, p->stop_ids, (size_t)p->n_stop_ids * sizeof *r->stop_ids);
+    hr_sampler_accept(r->sampler, r->prompt, r->n_prompt);
+    *out = r;
+    return 0;
+}
+
+int hr_engine_ctx(const hr_engine *e) { return e->n_ctx; }
+
+static int blocks_for(int tokens) { return (tokens + HR_KV_BLOCK - 1) / HR_KV_BLOCK; }
+
+int hr_engine_submit(hr_engine *e, hr_request *r, hr_error *err) {
+    if (r->n_prompt >= e->n_ctx)
+        return hr_err(err, HR_ERANGE, "the prompt has %d tokens; this model's context "
+                      "limit is %d tokens, including at least one generated token",
+                      r->n_prompt, e->n_ctx);
+    int need = blocks_for(r->n_prompt + r->limit);
+    if (need > e->kv.n_blocks)
+        return hr_err(err, HR_EFULL, "the request needs %d tokens of KV cache; the "
+                      "cache holds %d (raise --kv-budget)", r->n_prompt + r->limit,
+                      e->kv.n_blocks * HR_KV_BLOCK);
+    atomic_fetch_add(&r->refs, 1);
+    r->t_submit = hr_now();
+    pthread_mutex_lock(&e->mu);
+    r->next = NULL;
+    if (e->inbox_tail)
+        e->inbox_tail->next = r;
+    else
+        e->inbox = r;
+    e->inbox_tail = r;
+    atomic_fetch_add(&e->st_queued, 1);
+    atomic_fetch_add(&e->st_total, 1);
+    pthread_cond_signal(&e->cv);
+    pthread_mutex_unlock(&e->mu);
+    return 0;
+}
+
+void hr_engine_stats_get(const hr_engine *e, hr_engine_stats *s) {
+    hr_engine *m = (hr_engine *)e; /* atomics only */
+    s->requests_total = atomic_load(&m->st_total);
+    s->requests_running = atomic_load(&m->st_running);
+    s->requests_queued = atomic_load(&m->st_queued);
+    s->prompt_tokens = atomic_load(&m->st_prompt);
+    s->generated_tokens = atomic_load(&m->st_gen);
+    double ps = atomic_load(&m->st_prefill_s), ds = atomic_load(&m->st_decode_s);
+    s->prefill_tps = ps > 0 ? atomic_load(&m->st_prefill_tok) / ps : 0;
+    s->decode_tps = ds > 0 ? atomic_load(&m->st_decode_tok) / ds : 0;
+    s->kv_blocks_total = e->kv.n_blocks;
+    s->kv_blocks_free = atomic_load(&m->st_kv_free);
+    s->kv_blocks_requests = atomic_load(&m->st_kv_requests);
+    s->kv_blocks_cached = atomic_load(&m->st_kv_cached);
+    s->cached_tokens = atomic_load(&m->st_cached_tokens);
+    s->kv_bytes = (size_t)e->kv.n_blocks * hr_kv_block_bytes(&e->m->hp);
+}
+
+/* ---- scheduling (engine thread) -------------------------------------------------- */
+
+static void retire(hr_engine *e, int i, hr_finish why, const char *msg) {
+    hr_request *r = e->running[i];
+    if (e->pcache && why != HR_FINISH_ERROR && r->len >= HR_KV_BLOCK) {
+        /* index the sequence's full blocks: prompt, then generated tokens */
+        int n = r->len;
+        for (int k = 0; k < n; k++)
+            e->tokbuf[k] = k < r->n_prompt ? r->prompt[k] : r->steps[k - r->n_prompt].token;
+        hr_pcache_insert(e->pcache, e->tokbuf, n / HR_KV_BLOCK, r->blocks);
+    }
+    for (int b = 0; b < r->n_blocks; b++)
+        hr_kv_unref(&e->kv, r->blocks[b]);
+    r->n_blocks = 0;
+    finish(r, why, msg);
+    hr_request_release(r);
+    e->running[i] = e->running[--e->n_running];
+    atomic_fetch_sub(&e->st_running, 1);
+}
+
+static void admit(hr_engine *e) {
+    /* drop cancelled requests still waiting */
+    e->waiting_tail = NULL;
+    for (hr_request **pp = &e->waiting; *pp;) {
+        hr_request *r = *pp;
+        if (atomic_load(&r->cancel)) {
+            *pp = r->next;
+            finish(r, HR_FINISH_CANCELLED, NULL);
+            atomic_fetch_sub(&e->st_queued, 1);
+            hr_request_release(r);
+        } else {
+            e->waiting_tail = r;
+            pp = &r->next;
+        }
+    }
+    while (e->waiting && e->n_running < e->max_batch) {
+        hr_request *r = e->waiting;
+        int total = blocks_for(r->n_prompt + r->limit), hit = 0;
+        /* reuse the longest cached prefix, leaving at least the last
+         * prompt token to compute (its logits start the generation) */
+        if (e->pcache)
+            hit = hr_pcache_lookup(e->pcache, r->prompt, r->n_prompt - 1, total, r->blocks);
+        int need = total - hit;
+        if (e->kv.n_free < need && e->pcache)
+            hr_pcache_evict(e->pcache, need - e->kv.n_free);
+        if (e->kv.n_free < need) { /* FIFO: the head waits for space */
+            for (int b = 0; b < hit; b++)
+                hr_kv_unref(&e->kv, r->blocks[b]);
+            break;
+        }
+        r->n_blocks = hit;
+        for (int b = 0; b < need; b++)
+            r->blocks[r->n_blocks++] = hr_kv_alloc(&e->kv);
+        r->len = hit * HR_KV_BLOCK;
+        pthread_mutex_lock(&r->mu);
+        r->cached = r->len;
+        pthread_mutex_unlock(&r->mu);
+        atomic_fetch_add(&e->st_cached_tokens, r->len);
+        e->waiting = r->next;
+        if (!e->waiting)
+            e->waiting_tail = NULL;
+        e->running[e->n_running++] = r;
+        atomic_fetch_sub(&e->st_queued, 1);
+        atomic_fetch_add(&e->st_running, 1);
+        atomic_fetch_add(&e->st_prompt, r->n_prompt);
+        if (r->limit == 0) /* max_tokens 0: nothing to generate */
+            retire(e, e->n_running - 1, HR_FINISH_LENGTH, NULL);
+    }
+}
+
+static bool is_stop(const hr_request *r, int32_t tok) {
+    for (int i = 0; i < r->n_stop_ids; i++)
+        if (r->stop_ids[i] == tok)
+            return true;
+    return false;
+}
+
+/* One step: a batch of every decode row plus prefill chunks, one forward,
+ * then sampling. */
+static void step(hr_engine *e) {
+    int T = 0, n_rows = 0, n_prefill = 0, n_decode = 0;
+    for (int i = 0; i < e->n_running; i++) {
+        hr_request *r = e->running[i];
+        e->b_seqs[i] = (hr_seq_blocks){r->blocks, r->n_blocks, 0};
+        if (r->len < r->n_prompt)
+            continue;
+        /* decode: the last sampled token */
+        e->b_tok[T] = r->steps[r->n_steps - 1].token;
+        e->b_pos[T] = r->len;
+        e->b_seq[T] = i;
+        e->b_want[T] = 1;
+        e->b_row_req[n_rows++] = r;
+        T++;
+        n_decode++;
+    }
+    for (int i = 0; i < e->n_running && T < e->max_tokens_step; i++) {
+        hr_request *r = e->running[i];
+        if (r->len >= r->n_prompt)
+            continue;
+        int c = r->n_prompt - r->len, room = e->max_tokens_step - T;
+        if (c > room)
+            c = room;
+        for (int k = 0; k < c; k++) {
+            e->b_tok[T] = r->prompt[r->len + k];
+            e->b_pos[T] = r->len + k;
+            e->b_seq[T] = i;
+            e->b_want[T] = r->len + k == r->n_prompt - 1;
+            if (e->b_want[T])
+                e->b_row_req[n_rows++] = r;
+            T++;
+        }
+        n_prefill += c;
+    }
+    if (T == 0)
+        return;
+    hr_batch b = {.n_tokens = T, .token = e->b_tok, .pos = e->b_pos, .seq = e->b_seq,
+                  .logits = e->b_want, .n_seqs = e->n_running, .seqs = e->b_seqs};
+    hr_error err = {0};
+    double t0 = hr_now();
+    int rc = hr_forward(e->fwd, &e->kv, &b, e->logits, &err);
+    double dt = hr_now() - t0;
+    if (n_prefill) {
+        atomic_fetch_add(&e->st_prefill_tok, n_prefill);
+        atomic_store(&e->st_prefill_s, atomic_load(&e->st_prefill_s) + dt);
+    } else {
+        atomic_fetch_add(&e->st_decode_tok, n_decode);
+        atomic_store(&e->st_decode_s, atomic_load(&e->st_decode_s) + dt);
+    }
+    if (rc) { /* a malformed batch is our bug; end these requests, keep serving */
+        hr_log(HR_LOG_ERROR, "forward failed: %s", err.msg);
+        while (e->n_running)
+            retire(e, 0, HR_FINISH_ERROR, err.msg);
+        return;
+    }
+    /* advance positions */
+    for (int t = 0; t < T; t++)
+        e->running[e->b_seq[t]]->len++;
+    int V = e->m->hp.n_vocab;
+    for (int k = 0; k < n_rows; k++) {
+        hr_request *r = e->b_row_req[k];
+        float *row = e->logits + (size_t)k * V;
+        int32_t tok = hr_sampler_sample(r->sampler, row);
+        double now = hr_now();
+        pthread_mutex_lock(&r->mu);
+        if (r->t_first == 0)
+            r->t_first = now;
+        pthread_mutex_unlock(&r->mu);
+        if (is_stop(r, tok)) {
+            r->limit = -1; /* retire below */
+            continue;
+        }
+        hr_sampler_accept(r->sampler, &tok, 1);
+        hr_step s = {.token = tok, .logprob = row[tok]};
+        if (r->top_logprobs)
+            s.n_top = hr_top_logprobs(row, V, r->top_logprobs, s.top_ids, s.top_lps);
+        pthread_mutex_lock(&r->mu);
+        r->steps[r->n_steps++] = s;
+        pthread_cond_broadcast(&r->cv);
+        pthread_mutex_unlock(&r->mu);
+        atomic_fetch_add(&e->st_gen, 1);
+    }
+    for (int i = e->n_running - 1; i >= 0; i--) {
+        hr_request *r = e->running[i];
+        if (r->limit < 0)
+            retire(e, i, HR_FINISH_STOP, NULL);
+        else if (r->n_steps >= r->limit)
+            retire(e, i, HR_FINISH_LENGTH, NULL);
+    }
+}
+
+static void *engine_main(void *arg) {
+    hr_engine *e = arg;
+    for (;;) {
+        pthread_mutex_lock(&e->mu);
+        while (!e->stop && !e->inbox && !e->waiting && e->n_running == 0)
+            pthread_cond_wait(&e->cv, &e->mu);
+        if (e->inbox) {
+            if (e->waiting_tail)
+                e->waiting_tail->next = e->inbox;
+            else
+                e->waiting = e->inbox;
+            e->waiting_tail = e->inbox_tail;
+            e->inbox = e->inbox_tail = NULL;
+        }
+        bool stop = e->stop;
+        pthread_mutex_unlock(&e->mu);
+        if (stop)
+            break;
+        for (int i = e->n_running - 1; i >= 0; i--)
+            if (atomic_load(&e->running[i]->cancel))
+                retire(e, i, HR_FINISH_CANCELLED, NULL);
+        admit(e);
+        if (e->n_running)
+            step(e);
+        int held = 0;
+        for (int i = 0; i < e->n_running; i++)
+            held += e->running[i]->n_blocks;
+        atomic_store(&e->st_kv_free, e->kv.n_free);
+        atomic_store(&e->st_kv_requests, held);
+        atomic_store(&e->st_kv_cached, e->pcache ? hr_pcache_blocks(e->pcache) : 0);
+    }
+    while (e->n_running)
+        retire(e, 0, HR_FINISH_CANCELLED, "the server is shutting down");
+    while (e->waiting) {
+        hr_request *r = e->waiting;
+        e->waiting = r->next;
+        finish(r, HR_FINISH_CANCELLED, "the server is shutting down");
+        hr_request_release(r);
+    }
+    return NULL;
+}
+
+int hr_engine_new(hr_engine **out, const hr_model *m, const hr_engine_opts *o,
+                  hr_error *err) {
+    *out = NULL;
+    hr_engine *e = calloc(1, sizeof *e);
+    if (!e)
+        return hr_err(err, HR_ENOMEM, "out of memory");
+    e->m = m;
+    e->max_batch = o && o->max_batch > 0 ? o->max_batch : 8;
+    int cap = m->hp.ctx_max;
+    e->n_ctx = o && o->n_ctx > 0 ? o->n_ctx : (cap < 8192 ? cap : 8192);
+    if (e->n_ctx > cap)
+        e->n_ctx = cap;
+    e->chunk = o && o->prefill_chunk > 0 ? o->prefill_chunk : 512;
+    e->max_tokens_step = e->chunk + e->max_batch;
+    size_t bb = hr_kv_block_bytes(&m->hp);
+    size_t budget = o && o->kv_bytes ? o->kv_bytes : (size_t)e->max_batch * blocks_for(e->n_ctx) * bb;
+    if (!(o && o->kv_bytes) && budget > ((size_t)4 << 30))
+        budget = (size_t)4 << 30;
+    int n_blocks = (int)(budget / bb);
+    pthread_mutex_init(&e->mu, NULL);
+    pthread_cond_init(&e->cv, NULL);
+    int rc;
+    if (n_blocks < 1) {
+        rc = hr_err(err, HR_EINVAL, "the KV budget holds no block (a block is %zu KiB)",
+                    bb >> 10);
+        goto fail;
+    }
+    if ((rc = hr_kv_init(&e->kv, &m->hp, n_blocks, err)) ||
+        (rc = hr_fwd_new(&e->fwd, m, e->max_tokens_step, e->max_batch,
+                         o ? o->n_threads : 0, err)))
+        goto fail;
+    int T = e->max_tokens_step, B = e->max_batch;
+    e->running = calloc((size_t)B, sizeof *e->running);
+    e->b_tok = malloc((size_t)T * sizeof *e->b_tok);
+    e->b_pos = malloc((size_t)T * sizeof *e->b_pos);
+    e->b_seq = malloc((size_t)T * sizeof *e->b_seq);
+    e->b_want = malloc((size_t)T);
+    e->b_seqs = malloc((size_t)B * sizeof *e->b_seqs);
+    e->b_row_req = malloc((size_t)B * sizeof *e->b_row_req);
+    e->logits = malloc((size_t)B * m->hp.n_vocab * sizeof *e->logits);
+    if (!e->running || !e->b_tok || !e->b_pos || !e->b_seq || !e->b_want || !e->b_seqs ||
+        !e->b_row_req || !e->logits) {
+        rc = hr_err(err, HR_ENOMEM, "out of memory");
+        goto fail;
+    }
+    /* the prompt cache, unless RoPE depends on the sequence length (a block's
+     * KV would then differ between requests of different lengths) */
+    bool len_rope = m->hp.rope.type == HR_ROPE_DYNAMIC || m->hp.rope.type == HR_ROPE_LONGROPE ||
+                    (m->hp.has_rope_local && (m->hp.rope_local.type == HR_ROPE_DYNAMIC ||
+                                              m->hp.rope_local.type == HR_ROPE_LONGROPE));
+    if (!(o && o->cache_blocks < 0) && !len_rope) {
+        e->pcache = hr_pcache_new(&e->kv, o ? o->cache_blocks : 0);
+        e->tokbuf = malloc((size_t)e->n_ctx * sizeof *e->tokbuf);
+        if (!e->pcache || !e->tokbuf) {
+            rc = hr_err(err, HR_ENOMEM, "out of memory");
+            goto fail;
+        }
+    } else if (len_rope) {
+        hr_log(HR_LOG_INFO, "prompt cache off: this model's RoPE depends on the sequence length");
+    }
+    atomic_store(&e->st_kv_free, e->kv.n_free);
+    if (pthread_create(&e->thread, NULL, engine_main, e) != 0) {
+        rc = hr_err(err, HR_ENOMEM, "cannot start the engine thread");
+        goto fail;
+    }
+    e->thread_started = true;
+    *out = e;
+    return 0;
+fail:
+    hr_engine_free(e);
+    return rc;
+}
+
+void hr_engine_free(hr_engine *e) {
+    if (!e)
+        return;
+    if (e->thread_started) {
+        pthread_mutex_lock(&e->mu);
+        e->stop = true; /* the thread moves the inbox over and cancels it all */
+        pthread_cond_signal(&e->cv);
+        pthread_mutex_unlock(&e->mu);
+        pthread_join(e->thread, NULL);
+    }
+    hr_pcache_free(e->pcache);
+    free(e->tokbuf);
+    hr_fwd_free(e->fwd);
+    hr_kv_deinit(&e->kv);
+    free(e->running);
+    free(e->b_tok);
+    free(e->b_pos);
+    free(e->b_seq);
+    free(e->b_want);
+    free(e->b_seqs);
+    free(e->b_row_req);
+    free(e->logits);
+    pthread_mutex_destroy(&e->mu);
+    pthread_cond_destroy(&e->cv);
+    free(e);
+}

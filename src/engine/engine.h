@@ -1,0 +1,106 @@
+/* hr_engine: the engine thread. Requests go in from any thread; each step
+ * the scheduler builds one ragged batch from the decode rows of all running
+ * sequences plus prefill chunks of waiting ones (continuous batching), runs
+ * one forward pass, samples every row with its own sampler and appends the
+ * result to that request's log, which its consumer reads.
+ *
+ * A request's KV blocks are reserved when it is admitted (prompt +
+ * max_tokens, capped at the context), so a running request never runs out
+ * of cache; requests beyond --batch or the KV budget wait in FIFO order, and
+ * one that could never fit is refused by hr_engine_submit. */
+#ifndef HR_ENGINE_ENGINE_H
+#define HR_ENGINE_ENGINE_H
+
+#include "hearth.h"
+#include "model/model.h"
+#include "sample/sampler.h"
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#define HR_MAX_TOP_LOGPROBS 20
+
+typedef struct hr_engine hr_engine;
+typedef struct hr_request hr_request;
+
+typedef struct hr_engine_opts {
+    int n_threads;      /* compute threads; 0 = all cores */
+    int max_batch;      /* concurrent sequences; 0 = 8 */
+    int n_ctx;          /* longest sequence; 0 = the model's, capped at 8192 */
+    size_t kv_bytes;    /* KV pool budget; 0 = max_batch full contexts, at most 4 GiB */
+    int prefill_chunk;  /* tokens per step across prefills; 0 = 512 */
+    int cache_blocks;   /* prompt cache bound in KV blocks; 0 = the pool's
+                         * free space; -1 = no prompt cache */
+} hr_engine_opts;
+
+/* Starts the engine thread. */
+int hr_engine_new(hr_engine **out, const hr_model *m, const hr_engine_opts *o,
+                  hr_error *err);
+/* Stops the thread; every unfinished request ends with HR_FINISH_CANCELLED. */
+void hr_engine_free(hr_engine *e);
+int hr_engine_ctx(const hr_engine *e);
+
+typedef enum hr_finish {
+    HR_FINISH_NONE,      /* still running */
+    HR_FINISH_STOP,      /* a stop token (end of sequence) */
+    HR_FINISH_LENGTH,    /* max_tokens or the context limit */
+    HR_FINISH_CANCELLED, /* hr_request_cancel, or the engine stopped */
+    HR_FINISH_ERROR,
+} hr_finish;
+
+typedef struct hr_req_params {
+    const int32_t *prompt;
+    int n_prompt;
+    hr_sampler_params sampler; /* validated by hr_request_new */
+    int max_tokens;
+    int top_logprobs;          /* 0..HR_MAX_TOP_LOGPROBS */
+    const int32_t *stop_ids;   /* tokens that end generation (not reported) */
+    int n_stop_ids;
+} hr_req_params;
+
+/* Copies everything it needs from p. The caller holds one reference. */
+int hr_request_new(hr_request **out, const hr_engine *e, const hr_req_params *p,
+                   hr_error *err);
+/* Queue the request. Errors (the prompt does not fit the context or the KV
+ * pool) leave it unqueued. The engine takes its own reference. */
+int hr_engine_submit(hr_engine *e, hr_request *r, hr_error *err);
+/* Ask the engine to stop it at the next step and free its KV. */
+void hr_request_cancel(hr_request *r);
+void hr_request_release(hr_request *r);
+
+typedef struct hr_step {
+    int32_t token;
+    float logprob;              /* after the logits processors */
+    int n_top;
+    int32_t top_ids[HR_MAX_TOP_LOGPROBS];
+    float top_lps[HR_MAX_TOP_LOGPROBS];
+} hr_step;
+
+/* Wait up to timeout_ms for generated token i. Returns 1 with *out filled,
+ * 0 when generation finished before token i, -1 on timeout. */
+int hr_request_wait(hr_request *r, int i, hr_step *out, int timeout_ms);
+/* The finish reason (HR_FINISH_NONE while running); msg gets the error. */
+hr_finish hr_request_finish(hr_request *r, hr_error *msg);
+int hr_request_prompt_tokens(const hr_request *r);
+/* Prompt tokens whose KV came from the prompt cache (valid once the first
+ * token exists). */
+int hr_request_cached_tokens(hr_request *r);
+/* Time from submit to the first token, in seconds (0 until then). */
+double hr_request_ttft(hr_request *r);
+
+typedef struct hr_engine_stats {
+    long requests_total, requests_running, requests_queued;
+    long prompt_tokens, generated_tokens;
+    double prefill_tps, decode_tps; /* over the last steps */
+    int kv_blocks_total, kv_blocks_free;
+    int kv_blocks_requests;  /* held by running requests */
+    int kv_blocks_cached;    /* indexed by the prompt cache */
+    long cached_tokens;      /* prompt tokens served from the cache, in all */
+    size_t kv_bytes;
+} hr_engine_stats;
+
+/* Lock-free snapshot of the counters. */
+void hr_engine_stats_get(const hr_engine *e, hr_engine_stats *s);
+
+#endif

@@ -1,0 +1,371 @@
+/* POST /v1/chat/completions and /v1/completions: submit the job to the
+ * engine, then turn its tokens into text (streaming detokenizer, stop
+ * strings) and into one response or a stream of SSE events, in
+ * mlx_lm.server's shapes (docs/server-api.md). */
+#include "core/error.h"
+#include "core/log.h"
+#include "core/timer.h"
+#include "server/request.h"
+#include "server/stop.h"
+
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#define WAIT_MS 50
+
+typedef struct gen {
+    hr_server *s;
+    hr_job job;
+    hr_request *req;
+    hr_detok_stream *detok;
+    hr_stop stop;
+    int fd;                /* the client's socket, to notice it hang up */
+    char id[64];
+    json_int_t created;
+    int n_steps;           /* tokens consumed from the request */
+    bool stopped;          /* a stop string ended it */
+    const char *finish;    /* "stop" / "length" once known */
+    /* non-streaming accumulation */
+    char *text;
+    size_t len, cap;
+    json_t *lp_content;
+    /* streaming output buffer */
+    char *out;
+    size_t out_len, out_off, out_cap;
+    bool done_sent;
+} gen;
+
+/* ---- helpers ------------------------------------------------------------------------------ */
+
+static int append(char **buf, size_t *len, size_t *cap, const char *s, size_t n) {
+    if (*len + n + 1 > *cap) {
+        size_t c = (*len + n + 1) * 2;
+        char *b = realloc(*buf, c);
+        if (!b)
+            return HR_ENOMEM;
+        *buf = b;
+        *cap = c;
+    }
+    memcpy(*buf + *len, s, n);
+    *len += n;
+    (*buf)[*len] = 0;
+    return 0;
+}
+
+static void make_id(gen *g) {
+    static _Atomic unsigned long counter;
+    unsigned long c = atomic_fetch_add(&counter, 1);
+    uint64_t r = (uint64_t)(hr_now() * 1e9) ^ ((uint64_t)c * 0x9e3779b97f4a7c15ull);
+    snprintf(g->id, sizeof g->id, "%s-%08llx-%04llx-4%03llx-%04llx-%012llx",
+             g->job.chat ? "chatcmpl" : "cmpl", (unsigned long long)(r >> 32),
+             (unsigned long long)(r >> 16 & 0xffff), (unsigned long long)(c & 0xfff),
+             (unsigned long long)(0x8000 | (r & 0x3fff)),
+             (unsigned long long)(r * 2654435761ull & 0xffffffffffffull));
+    g->created = (json_int_t)time(NULL);
+}
+
+static bool client_gone(int fd) {
+    if (fd < 0)
+        return false;
+    struct pollfd p = {.fd = fd, .events = POLLRDHUP};
+    return poll(&p, 1, 0) > 0 && (p.revents & (POLLRDHUP | POLLHUP | POLLERR));
+}
+
+static json_t *token_json(const hr_server *s, int32_t id, float lp) {
+    size_t n = 0;
+    const char *piece = hr_tokenizer_token_to_piece(s->tok, id, &n);
+    return json_pack("{s:i,s:s%,s:f}", "id", id, "token", piece ? piece : "", piece ? n : 0,
+                     "logprob", (double)lp);
+}
+
+/* mlx-lm's logprobs entry for one step: {id, logprob} or, with top_logprobs,
+ * {id, token, logprob, top_logprobs: [...]} (the sampled token outside,
+ * the k best inside, best first). */
+static json_t *logprob_entry(const gen *g, const hr_step *st) {
+    if (!g->job.top_logprobs)
+        return json_pack("{s:i,s:f}", "id", st->token, "logprob", (double)st->logprob);
+    json_t *e = token_json(g->s, st->token, st->logprob), *top = json_array();
+    for (int k = 0; k < st->n_top; k++)
+        json_array_append_new(top, token_json(g->s, st->top_ids[k], st->top_lps[k]));
+    json_object_set_new(e, "top_logprobs", top);
+    return e;
+}
+
+/* Advance one token: text that became final goes to *emit. Returns true
+ * when a stop string ended the generation. */
+static bool take_step(gen *g, const hr_step *st, const char **emit, size_t *elen) {
+    const char *t;
+    size_t tl;
+    hr_error err;
+    *emit = "";
+    *elen = 0;
+    if (hr_detok_stream_push(g->detok, st->token, &t, &tl, &err))
+        return false;
+    int rc = hr_stop_push(&g->stop, t, tl, emit, elen);
+    if (rc == 1) {
+        g->stopped = true;
+        hr_request_cancel(g->req);
+    }
+    return rc == 1;
+}
+
+/* The end: what the detokenizer and the stop matcher hold back. */
+static void take_rest(gen *g, bool eos, const char **emit, size_t *elen) {
+    const char *t;
+    size_t tl;
+    *emit = "";
+    *elen = 0;
+    if (g->stopped)
+        return;
+    hr_detok_stream_flush(g->detok, &t, &tl);
+    if (hr_stop_push(&g->stop, t, tl, emit, elen) == 1)
+        return;
+    if (!eos) { /* on end-of-sequence a partial stop string is dropped, as mlx-lm */
+        const char *r;
+        size_t rl;
+        hr_stop_flush(&g->stop, &r, &rl);
+        /* *emit points into the matcher's buffer right before r: one span */
+        if (*elen == 0) {
+            *emit = r;
+            *elen = rl;
+        } else {
+            *elen += rl;
+        }
+    }
+}
+
+static const char *finish_reason(gen *g, hr_finish f) {
+    if (g->stopped || f == HR_FINISH_STOP)
+        return "stop";
+    return "length";
+}
+
+static json_t *usage_json(const gen *g, hr_finish f) {
+    int completion = g->n_steps + (f == HR_FINISH_STOP && !g->stopped ? 1 : 0);
+    int prompt = (int)g->job.prompt.n;
+    return json_pack("{s:i,s:i,s:i,s:{s:i}}", "prompt_tokens", prompt, "completion_tokens",
+                     completion, "total_tokens", prompt + completion, "prompt_tokens_details",
+                     "cached_tokens", hr_request_cached_tokens(g->req));
+}
+
+static json_t *envelope(const gen *g, const char *object) {
+    return json_pack("{s:s,s:s,s:s,s:s,s:I}", "id", g->id, "system_fingerprint",
+                     "hearth-0.1.0", "object", object, "model", g->job.model, "created",
+                     g->created);
+}
+
+static char *dump(json_t *o) {
+    char *s = json_dumps(o, JSON_PRESERVE_ORDER | JSON_ENSURE_ASCII);
+    json_decref(o);
+    return s;
+}
+
+static void gen_free(gen *g) {
+    if (!g)
+        return;
+    if (g->req) {
+        hr_request_cancel(g->req);
+        hr_request_release(g->req);
+    }
+    hr_detok_stream_free(g->detok);
+    hr_stop_deinit(&g->stop);
+    hr__job_free(&g->job);
+    json_decref(g->lp_content);
+    free(g->text);
+    free(g->out);
+    free(g);
+}
+
+/* Wait for step i; -1 when the client left or the server is stopping. */
+static int next_step(gen *g, int i, hr_step *st) {
+    for (;;) {
+        int rc = hr_request_wait(g->req, i, st, WAIT_MS);
+        if (rc >= 0)
+            return rc;
+        if (client_gone(g->fd) || atomic_load(&g->s->shutting_down)) {
+            hr_request_cancel(g->req);
+            return -1;
+        }
+    }
+}
+
+/* ---- non-streaming -------------------------------------------------------------------------- */
+
+static hr_reply run_blocking(gen *g) {
+    hr_step st;
+    const char *e;
+    size_t el;
+    int rc;
+    while ((rc = next_step(g, g->n_steps, &st)) == 1) {
+        g->n_steps++;
+        if (g->job.logprobs || g->job.top_logprobs)
+            json_array_append_new(g->lp_content, logprob_entry(g, &st));
+        bool hit = take_step(g, &st, &e, &el);
+        append(&g->text, &g->len, &g->cap, e, el);
+        if (hit)
+            break;
+    }
+    if (rc < 0)
+        return hr__error_reply(503, "server_error", NULL, "generation cancelled");
+    hr_error ferr = {0};
+    hr_finish f = g->stopped ? HR_FINISH_STOP : hr_request_finish(g->req, &ferr);
+    if (f == HR_FINISH_ERROR)
+        return hr__error_reply(500, "server_error", NULL, "%s", ferr.msg);
+    if (f == HR_FINISH_CANCELLED && !g->stopped)
+        return hr__error_reply(503, "server_error", NULL, "generation cancelled");
+    take_rest(g, f == HR_FINISH_STOP, &e, &el);
+    append(&g->text, &g->len, &g->cap, e, el);
+    json_t *choice = json_pack("{s:i,s:s}", "index", 0, "finish_reason", finish_reason(g, f));
+    if (g->job.logprobs || g->job.top_logprobs)
+        json_object_set_new(choice, "logprobs", json_pack("{s:O}", "content", g->lp_content));
+    const char *text = g->text ? g->text : "";
+    if (g->job.chat)
+        json_object_set_new(choice, "message",
+                            json_pack("{s:s,s:o}", "role", "assistant", "content",
+                                      text[0] ? json_stringn(text, g->len) : json_null()));
+    else
+        json_object_set_new(choice, "text", json_stringn(text, g->len));
+    json_t *o = envelope(g, g->job.chat ? "chat.completion" : "text_completion");
+    json_object_set_new(o, "choices", json_pack("[o]", choice));
+    json_object_set_new(o, "usage", usage_json(g, f));
+    return (hr_reply){.status = 200, .body = dump(o)};
+}
+
+/* ---- streaming ------------------------------------------------------------------------------- */
+
+static int emit_event(gen *g, json_t *o) {
+    char *s = dump(o);
+    if (!s)
+        return HR_ENOMEM;
+    int rc = append(&g->out, &g->out_len, &g->out_cap, "data: ", 6) ||
+             append(&g->out, &g->out_len, &g->out_cap, s, strlen(s)) ||
+             append(&g->out, &g->out_len, &g->out_cap, "\n\n", 2);
+    free(s);
+    return rc ? HR_ENOMEM : 0;
+}
+
+static json_t *chunk(const gen *g, const char *text, size_t len, const char *finish,
+                     const hr_step *st) {
+    json_t *choice = json_pack("{s:i,s:o}", "index", 0, "finish_reason",
+                               finish ? json_string(finish) : json_null());
+    if (st && (g->job.logprobs || g->job.top_logprobs))
+        json_object_set_new(choice, "logprobs",
+                            json_pack("{s:[o]}", "content", logprob_entry(g, st)));
+    if (g->job.chat) {
+        json_t *delta = json_pack("{s:s}", "role", "assistant");
+        if (len)
+            json_object_set_new(delta, "content", json_stringn(text, len));
+        json_object_set_new(choice, "delta", delta);
+    } else {
+        json_object_set_new(choice, "text", json_stringn(text, len));
+    }
+    json_t *o = envelope(g, g->job.chat ? "chat.completion.chunk" : "text_completion");
+    json_object_set_new(o, "choices", json_pack("[o]", choice));
+    return o;
+}
+
+/* Produce the next events into g->out; false when the stream is over. */
+static bool produce(gen *g) {
+    if (g->done_sent)
+        return false;
+    hr_step st;
+    const char *e;
+    size_t el;
+    int rc;
+    while (!g->stopped && (rc = next_step(g, g->n_steps, &st)) == 1) {
+        g->n_steps++;
+        bool hit = take_step(g, &st, &e, &el);
+        if (el || g->job.logprobs || g->job.top_logprobs) {
+            emit_event(g, chunk(g, e, el, NULL, &st));
+            return true;
+        }
+        if (hit)
+            break;
+    }
+    if (!g->stopped && rc < 0)
+        return false; /* client gone or shutting down: end without [DONE] */
+    hr_finish f = g->stopped ? HR_FINISH_STOP : hr_request_finish(g->req, NULL);
+    if (f == HR_FINISH_CANCELLED && !g->stopped)
+        return false;
+    take_rest(g, f == HR_FINISH_STOP, &e, &el);
+    emit_event(g, chunk(g, e, el, finish_reason(g, f), NULL));
+    if (g->job.include_usage) {
+        json_t *u = envelope(g, "chat.completion");
+        json_object_set_new(u, "choices", json_array());
+        json_object_set_new(u, "usage", usage_json(g, f));
+        emit_event(g, u);
+    }
+    append(&g->out, &g->out_len, &g->out_cap, "data: [DONE]\n\n", 14);
+    g->done_sent = true;
+    return true;
+}
+
+static ssize_t sse_reader(void *cls, uint64_t pos, char *buf, size_t max) {
+    (void)pos;
+    gen *g = cls;
+    if (g->out_off == g->out_len) {
+        g->out_off = g->out_len = 0;
+        if (!produce(g))
+            return g->done_sent ? MHD_CONTENT_READER_END_OF_STREAM
+                                : MHD_CONTENT_READER_END_WITH_ERROR;
+    }
+    size_t n = g->out_len - g->out_off < max ? g->out_len - g->out_off : max;
+    memcpy(buf, g->out + g->out_off, n);
+    g->out_off += n;
+    return (ssize_t)n;
+}
+
+static void sse_free(void *cls) { gen_free(cls); }
+
+/* ---- the route -------------------------------------------------------------------------------- */
+
+hr_reply hr__route_generate(hr_server *s, struct MHD_Connection *c, bool chat,
+                            const char *body, size_t len) {
+    gen *g = calloc(1, sizeof *g);
+    if (!g)
+        return hr__error_reply(500, "server_error", NULL, "out of memory");
+    g->s = s;
+    g->fd = -1;
+    hr_reply err;
+    if (!hr__job_parse(s, chat, body, len, &g->job, &err)) {
+        gen_free(g);
+        return err;
+    }
+    make_id(g);
+    hr_error e = {0};
+    int rc = hr_request_new(&g->req, s->engine, &g->job.rp, &e);
+    if (!rc)
+        rc = hr_engine_submit(s->engine, g->req, &e);
+    if (rc) {
+        hr_reply r = hr__error_reply(400, "invalid_request_error", chat ? "messages" : "prompt",
+                                     "%s", e.msg);
+        gen_free(g);
+        return r;
+    }
+    if (hr_detok_stream_new(&g->detok, s->tok, HR_DETOK_SKIP_SPECIAL, &e) ||
+        hr_stop_init(&g->stop, (const char *const *)g->job.stops, g->job.n_stops) ||
+        !(g->lp_content = json_array())) {
+        gen_free(g);
+        return hr__error_reply(500, "server_error", NULL, "out of memory");
+    }
+    const union MHD_ConnectionInfo *ci =
+        MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD);
+    g->fd = ci ? ci->connect_fd : -1;
+    if (!g->job.stream) {
+        hr_reply r = run_blocking(g);
+        gen_free(g);
+        return r;
+    }
+    struct MHD_Response *resp =
+        MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 16384, sse_reader, g, sse_free);
+    if (!resp) {
+        gen_free(g);
+        return hr__error_reply(500, "server_error", NULL, "out of memory");
+    }
+    MHD_add_response_header(resp, "Content-Type", "text/event-stream");
+    MHD_add_response_header(resp, "Cache-Control", "no-cache");
+    return (hr_reply){.status = 200, .stream = resp};
+}

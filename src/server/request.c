@@ -1,0 +1,431 @@
+#include "server/request.h"
+#include "core/error.h"
+#include "core/file.h"
+#include "core/timer.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* ---- typed field access: a wrong type or range is a 400 naming the field ---- */
+
+typedef struct fields {
+    const json_t *obj;
+    hr_reply *err;
+    bool bad;
+} fields;
+
+static bool fail(fields *f, const char *param, const char *fmt, const char *a) {
+    if (!f->bad) {
+        char msg[256];
+        snprintf(msg, sizeof msg, fmt, a);
+        *f->err = hr__error_reply(400, "invalid_request_error", param, "%s", msg);
+        f->bad = true;
+    }
+    return false;
+}
+
+static const json_t *field(fields *f, const char *key) {
+    const json_t *v = json_object_get(f->obj, key);
+    return json_is_null(v) ? NULL : v;
+}
+
+static double number(fields *f, const char *key, double dflt, double lo, double hi) {
+    const json_t *v = field(f, key);
+    if (!v)
+        return dflt;
+    if (!json_is_number(v)) {
+        fail(f, key, "%s must be a number", key);
+        return dflt;
+    }
+    double x = json_number_value(v);
+    if (!(x >= lo && x <= hi)) {
+        char msg[160];
+        snprintf(msg, sizeof msg, "%%s must be in [%g, %g]", lo, hi);
+        fail(f, key, msg, key);
+        return dflt;
+    }
+    return x;
+}
+
+static long integer(fields *f, const char *key, long dflt, long lo, long hi) {
+    const json_t *v = field(f, key);
+    if (!v)
+        return dflt;
+    if (!json_is_integer(v)) {
+        fail(f, key, "%s must be an integer", key);
+        return dflt;
+    }
+    json_int_t x = json_integer_value(v);
+    if (x < lo || x > hi) {
+        char msg[160];
+        snprintf(msg, sizeof msg, "%%s must be in [%ld, %ld]", lo, hi);
+        fail(f, key, msg, key);
+        return dflt;
+    }
+    return (long)x;
+}
+
+static bool boolean(fields *f, const char *key, bool dflt) {
+    const json_t *v = field(f, key);
+    if (!v)
+        return dflt;
+    if (!json_is_boolean(v))
+        return fail(f, key, "%s must be true or false", key);
+    return json_is_true(v);
+}
+
+/* ---- prompt construction ------------------------------------------------------- */
+
+/* messages as the template sees them: list-of-parts content joined, null
+ * content as "", tool call arguments parsed from JSON strings. */
+static json_t *normalize_messages(fields *f, const json_t *msgs) {
+    if (!json_is_array(msgs) || json_array_size(msgs) == 0) {
+        fail(f, "messages", "%s must be a non-empty array of messages", "messages");
+        return NULL;
+    }
+    json_t *out = json_deep_copy(msgs);
+    size_t i;
+    json_t *m;
+    json_array_foreach(out, i, m) {
+        if (!json_is_object(m) || !json_is_string(json_object_get(m, "role"))) {
+            fail(f, "messages", "%s: every message needs a string 'role'", "messages");
+            break;
+        }
+        json_t *c = json_object_get(m, "content");
+        if (!c || json_is_null(c)) {
+            json_object_set_new(m, "content", json_string(""));
+        } else if (json_is_array(c)) {
+            size_t k;
+            json_t *part;
+            char *joined = NULL;
+            size_t jl = 0;
+            json_array_foreach(c, k, part) {
+                const char *type = json_string_value(json_object_get(part, "type"));
+                const char *text = json_string_value(json_object_get(part, "text"));
+                if (!type || strcmp(type, "text") || !text) {
+                    fail(f, "messages", "%s: only 'text' content parts are supported",
+                         "messages");
+                    break;
+                }
+                size_t tl = strlen(text);
+                char *g = realloc(joined, jl + tl + 1);
+                if (!g)
+                    break;
+                joined = g;
+                memcpy(joined + jl, text, tl + 1);
+                jl += tl;
+            }
+            json_object_set_new(m, "content", json_string(joined ? joined : ""));
+            free(joined);
+        } else if (!json_is_string(c)) {
+            fail(f, "messages", "%s: content must be a string, a list of parts or null",
+                 "messages");
+        }
+        json_t *calls = json_object_get(m, "tool_calls");
+        size_t k;
+        json_t *call;
+        json_array_foreach(calls, k, call) {
+            json_t *fn = json_object_get(call, "function");
+            const char *args = json_string_value(json_object_get(fn, "arguments"));
+            if (args) {
+                json_error_t je;
+                json_t *parsed = json_loads(args, JSON_DECODE_ANY, &je);
+                if (parsed)
+                    json_object_set_new(fn, "arguments", parsed);
+            }
+        }
+        if (f->bad)
+            break;
+    }
+    if (f->bad) {
+        json_decref(out);
+        return NULL;
+    }
+    return out;
+}
+
+/* mlx-lm's convert_chat for models without a chat template. */
+static char *plain_chat(const json_t *msgs) {
+    static const struct { const char *role, *prefix; } map[] = {
+        {"system", "ASSISTANT's RULE: "}, {"user", "USER: "}, {"assistant", "ASSISTANT: "}};
+    size_t cap = 256, len = 0;
+    char *out = malloc(cap);
+    size_t i;
+    json_t *m;
+    json_array_foreach(msgs, i, m) {
+        const char *role = json_string_value(json_object_get(m, "role"));
+        const char *content = json_string_value(json_object_get(m, "content"));
+        const char *pre = "";
+        for (size_t k = 0; k < 3; k++)
+            if (role && !strcmp(role, map[k].role))
+                pre = map[k].prefix;
+        size_t need = len + strlen(pre) + strlen(content ? content : "") + 32;
+        if (need > cap) {
+            char *g = realloc(out, cap = need * 2);
+            if (!g) {
+                free(out);
+                return NULL;
+            }
+            out = g;
+        }
+        len += (size_t)sprintf(out + len, "%s%s\n", pre, content ? content : "");
+    }
+    len += (size_t)sprintf(out + len, "ASSISTANT: ");
+    while (len > 0 && (out[len - 1] == ' ' || out[len - 1] == '\n'))
+        out[--len] = 0;
+    return out;
+}
+
+static bool build_prompt(hr_server *s, fields *f, bool chat, hr_job *j) {
+    hr_error e = {0};
+    char *text = NULL;
+    unsigned flags = 0;
+    if (chat) {
+        json_t *msgs = normalize_messages(f, field(f, "messages"));
+        if (!msgs)
+            return f->bad ? false : fail(f, "messages", "%s is required", "messages");
+        const json_t *tools = field(f, "tools");
+        if (tools && (!json_is_array(tools) || json_array_size(tools) == 0))
+            tools = NULL;
+        const json_t *ck = field(f, "chat_template_kwargs");
+        if (ck && !json_is_object(ck)) {
+            json_decref(msgs);
+            return fail(f, "chat_template_kwargs", "%s must be an object",
+                        "chat_template_kwargs");
+        }
+        if (s->tmpl) {
+            json_t *kw = s->template_args ? json_deep_copy(s->template_args) : json_object();
+            if (ck)
+                json_object_update(kw, (json_t *)ck);
+            hr_chat_opts co = {.bos_token = s->bos_token, .eos_token = s->eos_token,
+                               .add_generation_prompt = 1};
+            int rc = hr_chat_template_render(s->tmpl, msgs, tools, kw, &co, &text, &e);
+            json_decref(kw);
+            if (rc) {
+                json_decref(msgs);
+                *f->err = hr__error_reply(400, "invalid_request_error", "messages",
+                                          "chat template: %s", e.msg);
+                f->bad = true;
+                return false;
+            }
+        } else {
+            text = plain_chat(msgs);
+        }
+        json_decref(msgs);
+    } else {
+        const json_t *p = field(f, "prompt");
+        if (!json_is_string(p))
+            return fail(f, "prompt", "%s is required and must be a string", "prompt");
+        text = strdup(json_string_value(p));
+        flags = HR_TOK_ADD_SPECIAL;
+    }
+    if (!text) {
+        *f->err = hr__error_reply(500, "server_error", NULL, "out of memory");
+        f->bad = true;
+        return false;
+    }
+    int rc = hr_tokenizer_encode(s->tok, text, strlen(text), flags, &j->prompt, &e);
+    free(text);
+    if (rc)
+        return fail(f, chat ? "messages" : "prompt", "%s", e.msg);
+    if (j->prompt.n == 0)
+        return fail(f, chat ? "messages" : "prompt", "%s", "the prompt is empty");
+    return true;
+}
+
+/* ---- defaults: generation_config.json, then flags, then the request ---------------- */
+
+typedef struct defaults {
+    double temp, top_p, min_p, rep;
+    int top_k, max_tokens;
+} defaults;
+
+static defaults resolve_defaults(const hr_server *s) {
+    defaults d = {.temp = 0.0, .top_p = 1.0, .min_p = 0.0, .rep = 0.0, .top_k = 0,
+                  .max_tokens = 512};
+    char path[4096];
+    if (!hr_path_join(path, sizeof path, s->o.model, "generation_config.json")) {
+        json_t *g = json_load_file(path, 0, NULL);
+        if (json_is_object(g) && json_is_true(json_object_get(g, "do_sample"))) {
+            json_t *v;
+            if (json_is_number(v = json_object_get(g, "temperature")))
+                d.temp = json_number_value(v);
+            if (json_is_number(v = json_object_get(g, "top_p")))
+                d.top_p = json_number_value(v);
+            if (json_is_integer(v = json_object_get(g, "top_k")))
+                d.top_k = (int)json_integer_value(v);
+            if (json_is_number(v = json_object_get(g, "min_p")))
+                d.min_p = json_number_value(v);
+            if (json_is_number(v = json_object_get(g, "repetition_penalty")))
+                d.rep = json_number_value(v);
+        }
+        json_decref(g);
+    }
+    if (s->o.temp >= 0)
+        d.temp = s->o.temp;
+    if (s->o.top_p >= 0)
+        d.top_p = s->o.top_p;
+    if (s->o.min_p >= 0)
+        d.min_p = s->o.min_p;
+    if (s->o.top_k >= 0)
+        d.top_k = s->o.top_k;
+    if (s->o.max_tokens >= 0)
+        d.max_tokens = s->o.max_tokens;
+    return d;
+}
+
+/* ---- the request ------------------------------------------------------------------- */
+
+static bool parse_stops(fields *f, hr_job *j) {
+    const json_t *st = field(f, "stop");
+    if (!st)
+        return true;
+    if (json_is_string(st)) {
+        j->stops[j->n_stops++] = strdup(json_string_value(st));
+        return true;
+    }
+    if (!json_is_array(st) || json_array_size(st) > HR_MAX_STOPS)
+        return fail(f, "stop", "%s must be a string or a list of at most 16 strings", "stop");
+    size_t i;
+    json_t *v;
+    json_array_foreach(st, i, v) {
+        if (!json_is_string(v))
+            return fail(f, "stop", "%s must be a string or a list of strings", "stop");
+        j->stops[j->n_stops++] = strdup(json_string_value(v));
+    }
+    return true;
+}
+
+static bool parse_bias(fields *f, const hr_server *s, hr_job *j) {
+    const json_t *b = field(f, "logit_bias");
+    if (!b)
+        return true;
+    if (!json_is_object(b))
+        return fail(f, "logit_bias", "%s must be an object of token id to bias", "logit_bias");
+    size_t n = json_object_size(b);
+    j->bias_ids = malloc((n ? n : 1) * sizeof *j->bias_ids);
+    j->bias_vals = malloc((n ? n : 1) * sizeof *j->bias_vals);
+    const char *key;
+    json_t *v;
+    int k = 0;
+    json_object_foreach((json_t *)b, key, v) {
+        char *end;
+        long id = strtol(key, &end, 10);
+        if (!*key || *end || !json_is_number(v))
+            return fail(f, "logit_bias", "%s must map token ids to numbers", "logit_bias");
+        if (id < 0 || id >= s->model->hp.n_vocab)
+            return fail(f, "logit_bias", "%s names a token id outside the vocabulary",
+                        "logit_bias");
+        j->bias_ids[k] = (int32_t)id;
+        j->bias_vals[k++] = (float)json_number_value(v);
+    }
+    j->rp.sampler.bias_ids = j->bias_ids;
+    j->rp.sampler.bias_values = j->bias_vals;
+    j->rp.sampler.n_bias = k;
+    return true;
+}
+
+static bool model_ok(const hr_server *s, const char *m) {
+    if (!strcmp(m, "default_model") || !strcmp(m, s->model_id) || !strcmp(m, s->o.model))
+        return true;
+    char *rp = realpath(s->o.model, NULL);
+    bool same = rp && !strcmp(rp, m);
+    free(rp);
+    return same;
+}
+
+bool hr__job_parse(hr_server *s, bool chat, const char *body, size_t len, hr_job *j,
+                   hr_reply *err) {
+    memset(j, 0, sizeof *j);
+    j->chat = chat;
+    json_error_t je;
+    json_t *root = json_loadb(body, len, 0, &je);
+    if (!root) {
+        *err = hr__error_reply(400, "invalid_request_error", NULL,
+                               "Invalid JSON in request body: %s (line %d, column %d)",
+                               je.text, je.line, je.column);
+        return false;
+    }
+    fields f = {root, err, false};
+    if (!json_is_object(root)) {
+        json_decref(root);
+        *err = hr__error_reply(400, "invalid_request_error", NULL,
+                               "Request should be a JSON dictionary");
+        return false;
+    }
+    const json_t *m = field(&f, "model");
+    if (m && !json_is_string(m))
+        fail(&f, "model", "%s must be a string", "model");
+    j->model = strdup(m && json_is_string(m) ? json_string_value(m) : "default_model");
+    if (!f.bad && !model_ok(s, j->model)) {
+        *err = hr__error_reply(404, "invalid_request_error", "model",
+                               "The model '%s' does not exist; this server serves '%s'",
+                               j->model, s->model_id);
+        json_decref(root);
+        return false;
+    }
+    defaults d = resolve_defaults(s);
+    hr_sampler_params *sp = &j->rp.sampler;
+    hr_sampler_params_default(sp);
+    j->stream = boolean(&f, "stream", false);
+    const json_t *so = field(&f, "stream_options");
+    if (so && !json_is_object(so))
+        fail(&f, "stream_options", "%s must be an object", "stream_options");
+    j->include_usage = so && json_is_true(json_object_get(so, "include_usage"));
+    long max_tokens = integer(&f, "max_tokens", d.max_tokens, 0, 1L << 30);
+    if (field(&f, "max_completion_tokens"))
+        max_tokens = integer(&f, "max_completion_tokens", max_tokens, 0, 1L << 30);
+    j->rp.max_tokens = (int)max_tokens;
+    sp->temp = (float)number(&f, "temperature", d.temp, 0, 1e6);
+    sp->top_p = (float)number(&f, "top_p", d.top_p, 0, 1);
+    sp->top_k = (int)integer(&f, "top_k", d.top_k, 0, 1L << 30);
+    sp->min_p = (float)number(&f, "min_p", d.min_p, 0, 1);
+    sp->repetition_penalty = (float)number(&f, "repetition_penalty", d.rep, 0, 1e6);
+    sp->repetition_context_size = (int)integer(&f, "repetition_context_size", 20, 0, 1L << 30);
+    sp->presence_penalty = (float)number(&f, "presence_penalty", 0, -1e6, 1e6);
+    sp->presence_context_size = (int)integer(&f, "presence_context_size", 20, 0, 1L << 30);
+    sp->frequency_penalty = (float)number(&f, "frequency_penalty", 0, -1e6, 1e6);
+    sp->frequency_context_size = (int)integer(&f, "frequency_context_size", 20, 0, 1L << 30);
+    sp->xtc_probability = (float)number(&f, "xtc_probability", 0, 0, 1);
+    sp->xtc_threshold = (float)number(&f, "xtc_threshold", 0.1, 0, 0.5);
+    if (sp->top_k >= s->model->hp.n_vocab)
+        fail(&f, "top_k", "%s must be smaller than the vocabulary", "top_k");
+    const json_t *seed = field(&f, "seed");
+    if (seed && !json_is_integer(seed))
+        fail(&f, "seed", "%s must be an integer", "seed");
+    sp->seed = seed ? (uint64_t)json_integer_value(seed) : (uint64_t)(hr_now() * 1e9);
+    j->logprobs = boolean(&f, "logprobs", false);
+    j->top_logprobs = (int)integer(&f, "top_logprobs", -1, -1, HR_API_MAX_TOP_LOGPROBS);
+    if (j->top_logprobs < 0)
+        j->top_logprobs = 0;
+    j->rp.top_logprobs = j->top_logprobs;
+    if (field(&f, "n") && integer(&f, "n", 1, 1, 1) != 1)
+        fail(&f, "n", "%s must be 1", "n");
+    if (!f.bad)
+        parse_stops(&f, j);
+    if (!f.bad)
+        parse_bias(&f, s, j);
+    if (!f.bad)
+        build_prompt(s, &f, chat, j);
+    json_decref(root);
+    if (f.bad)
+        return false;
+    /* XTC never removes end-of-sequence tokens (mlx-lm adds "\n" too) */
+    sp->xtc_special = s->stop_ids;
+    sp->n_xtc_special = s->n_stop_ids;
+    j->rp.prompt = j->prompt.ids;
+    j->rp.n_prompt = (int)j->prompt.n;
+    j->rp.stop_ids = s->stop_ids;
+    j->rp.n_stop_ids = s->n_stop_ids;
+    return true;
+}
+
+void hr__job_free(hr_job *j) {
+    hr_tokens_free(&j->prompt);
+    free(j->bias_ids);
+    free(j->bias_vals);
+    for (int i = 0; i < j->n_stops; i++)
+        free(j->stops[i]);
+    free(j->model);
+}

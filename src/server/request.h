@@ -1,0 +1,30 @@
+/* Parsing and validating an OpenAI / mlx_lm.server generation request into
+ * a job: the prompt tokens, the sampler parameters, stop strings and output
+ * options. Every problem is an OpenAI-shaped 400 naming the field. */
+#ifndef HR_SERVER_REQUEST_H
+#define HR_SERVER_REQUEST_H
+
+#include "server/internal.h"
+
+#define HR_MAX_STOPS 16
+#define HR_API_MAX_TOP_LOGPROBS 11 /* mlx_lm.server's bound */
+
+typedef struct hr_job {
+    bool chat, stream, include_usage, logprobs;
+    int top_logprobs;               /* 0: none */
+    char *model;                    /* echoed: the request's "model" or "default_model" */
+    hr_tokens prompt;
+    hr_req_params rp;               /* rp.prompt points into prompt */
+    int32_t *bias_ids;
+    float *bias_vals;
+    char *stops[HR_MAX_STOPS];
+    int n_stops;
+} hr_job;
+
+/* Fill j from a request body; on failure return false with *err set to the
+ * error reply. */
+bool hr__job_parse(hr_server *s, bool chat, const char *body, size_t len, hr_job *j,
+                   hr_reply *err);
+void hr__job_free(hr_job *j);
+
+#endif

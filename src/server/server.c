@@ -1,0 +1,343 @@
+/* Server lifecycle, HTTP plumbing (bodies, size cap, CORS) and the small
+ * routes: /health, /v1/models, /stats. Generation routes are in gen.c. */
+#include "core/error.h"
+#include "core/log.h"
+#include "core/timer.h"
+#include "model/kv.h"
+#include "server/internal.h"
+
+#include <arpa/inet.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#define DEFAULT_MAX_BODY ((size_t)16 << 20)
+
+/* ---- replies ------------------------------------------------------------------ */
+
+hr_reply hr__json_reply(unsigned status, json_t *body) {
+    hr_reply r = {.status = status,
+                  .body = json_dumps(body, JSON_PRESERVE_ORDER | JSON_ENSURE_ASCII)};
+    json_decref(body);
+    return r;
+}
+
+hr_reply hr__error_reply(unsigned status, const char *type, const char *param,
+                         const char *fmt, ...) {
+    char msg[1024];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    json_t *e = json_pack("{s:{s:s,s:s,s:o,s:o}}", "error", "message", msg, "type", type,
+                          "param", param ? json_string(param) : json_null(), "code",
+                          json_null());
+    return hr__json_reply(status, e);
+}
+
+/* ---- small routes ------------------------------------------------------------------ */
+
+static json_t *model_object(const hr_server *s) {
+    return json_pack("{s:s,s:s,s:I,s:s}", "id", s->model_id, "object", "model", "created",
+                     (json_int_t)time(NULL), "owned_by", "hearth");
+}
+
+static long rss_bytes(void) {
+    FILE *f = fopen("/proc/self/statm", "r");
+    long pages = 0, rss = 0;
+    if (f) {
+        if (fscanf(f, "%ld %ld", &pages, &rss) != 2)
+            rss = 0;
+        fclose(f);
+    }
+    return rss * sysconf(_SC_PAGESIZE);
+}
+
+static hr_reply route_stats(hr_server *s) {
+    hr_engine_stats st;
+    hr_engine_stats_get(s->engine, &st);
+    json_t *o = json_object();
+    json_object_set_new(o, "model", json_string(s->model_id));
+    json_object_set_new(o, "uptime_s", json_real(hr_now() - s->t_start));
+    json_object_set_new(o, "requests",
+                        json_pack("{s:I,s:I,s:I,s:I}", "served",
+                                  (json_int_t)(st.requests_total - st.requests_running -
+                                               st.requests_queued),
+                                  "active", (json_int_t)st.requests_running, "queued",
+                                  (json_int_t)st.requests_queued, "http",
+                                  (json_int_t)atomic_load(&s->http_requests)));
+    json_object_set_new(o, "tokens",
+                        json_pack("{s:I,s:I,s:I}", "prompt", (json_int_t)st.prompt_tokens,
+                                  "generated", (json_int_t)st.generated_tokens, "cached",
+                                  (json_int_t)st.cached_tokens));
+    json_object_set_new(o, "throughput",
+                        json_pack("{s:f,s:f}", "prefill_tokens_per_s", st.prefill_tps,
+                                  "decode_tokens_per_s", st.decode_tps));
+    json_object_set_new(o, "kv_cache",
+                        json_pack("{s:i,s:i,s:i,s:i,s:I}", "blocks_total", st.kv_blocks_total,
+                                  "blocks_used", st.kv_blocks_requests, "blocks_cached",
+                                  st.kv_blocks_cached, "blocks_free", st.kv_blocks_free, "bytes",
+                                  (json_int_t)st.kv_bytes));
+    json_object_set_new(o, "memory",
+                        json_pack("{s:I,s:I}", "rss_bytes", (json_int_t)rss_bytes(),
+                                  "weights_bytes", (json_int_t)s->model->weight_bytes));
+    return hr__json_reply(200, o);
+}
+
+static hr_reply route(hr_server *s, struct MHD_Connection *c, const char *method,
+                      const char *url, const char *body, size_t len) {
+    bool get = !strcmp(method, "GET") || !strcmp(method, "HEAD"), post = !strcmp(method, "POST");
+    if (get && !strcmp(url, "/health"))
+        return (hr_reply){.status = 200, .body = strdup("{\"status\": \"ok\"}")};
+    if (get && !strcmp(url, "/stats"))
+        return route_stats(s);
+    if (get && !strcmp(url, "/v1/models"))
+        return hr__json_reply(200, json_pack("{s:s,s:[o]}", "object", "list", "data",
+                                             model_object(s)));
+    if (get && !strncmp(url, "/v1/models/", 11)) {
+        if (!strcmp(url + 11, s->model_id))
+            return hr__json_reply(200, model_object(s));
+        return hr__error_reply(404, "invalid_request_error", "model",
+                               "The model '%s' does not exist", url + 11);
+    }
+    if (post && (!strcmp(url, "/v1/chat/completions") || !strcmp(url, "/chat/completions")))
+        return hr__route_generate(s, c, true, body, len);
+    if (post && (!strcmp(url, "/v1/completions") || !strcmp(url, "/completions")))
+        return hr__route_generate(s, c, false, body, len);
+    return hr__error_reply(404, "invalid_request_error", NULL, "Unknown route: %s %s",
+                           method, url);
+}
+
+/* ---- libmicrohttpd glue ---------------------------------------------------------------- */
+
+typedef struct conn_ctx {
+    char *body;
+    size_t len, cap;
+    bool too_large;
+} conn_ctx;
+
+static void add_cors(const hr_server *s, struct MHD_Response *r) {
+    MHD_add_response_header(r, "Access-Control-Allow-Origin", s->o.allowed_origins);
+    MHD_add_response_header(r, "Access-Control-Allow-Methods", "GET, POST, OPTIONS");
+    MHD_add_response_header(r, "Access-Control-Allow-Headers", "*");
+}
+
+static enum MHD_Result send_reply(hr_server *s, struct MHD_Connection *c, hr_reply rep) {
+    struct MHD_Response *r = rep.stream;
+    if (!r) {
+        const char *b = rep.body ? rep.body : "{}";
+        r = MHD_create_response_from_buffer(strlen(b), (void *)b, MHD_RESPMEM_MUST_COPY);
+        MHD_add_response_header(r, "Content-Type", "application/json");
+    }
+    free(rep.body);
+    add_cors(s, r);
+    if (rep.status >= 400)
+        atomic_fetch_add(&s->http_errors, 1);
+    enum MHD_Result ok = MHD_queue_response(c, rep.status, r);
+    MHD_destroy_response(r);
+    return ok;
+}
+
+static enum MHD_Result handler(void *cls, struct MHD_Connection *c, const char *url,
+                               const char *method, const char *version,
+                               const char *upload, size_t *upload_size, void **con_cls) {
+    (void)version;
+    hr_server *s = cls;
+    conn_ctx *ctx = *con_cls;
+    if (!ctx) {
+        if (!(ctx = calloc(1, sizeof *ctx)))
+            return MHD_NO;
+        *con_cls = ctx;
+        return MHD_YES;
+    }
+    if (*upload_size) { /* body bytes, possibly in several calls */
+        size_t n = *upload_size;
+        *upload_size = 0;
+        if (ctx->too_large || ctx->len + n > s->o.max_body) {
+            ctx->too_large = true;
+            return MHD_YES;
+        }
+        if (ctx->len + n + 1 > ctx->cap) {
+            size_t cap = (ctx->len + n + 1) * 2;
+            cap = cap > s->o.max_body + 1 ? s->o.max_body + 1 : cap;
+            char *b = realloc(ctx->body, cap);
+            if (!b)
+                return MHD_NO;
+            ctx->body = b;
+            ctx->cap = cap;
+        }
+        memcpy(ctx->body + ctx->len, upload, n);
+        ctx->len += n;
+        ctx->body[ctx->len] = 0;
+        return MHD_YES;
+    }
+    atomic_fetch_add(&s->http_requests, 1);
+    hr_log(HR_LOG_DEBUG, "%s %s (%zu bytes)", method, url, ctx->len);
+    if (!strcmp(method, "OPTIONS")) {
+        struct MHD_Response *r = MHD_create_response_from_buffer(0, "", MHD_RESPMEM_PERSISTENT);
+        hr_reply rep = {.status = 204, .stream = r};
+        return send_reply(s, c, rep);
+    }
+    if (ctx->too_large)
+        return send_reply(s, c, hr__error_reply(413, "invalid_request_error", NULL,
+                                                "The request body exceeds %zu bytes",
+                                                s->o.max_body));
+    if (atomic_load(&s->shutting_down))
+        return send_reply(s, c, hr__error_reply(503, "server_error", NULL,
+                                                "The server is shutting down"));
+    return send_reply(s, c, route(s, c, method, url, ctx->body ? ctx->body : "", ctx->len));
+}
+
+static void completed(void *cls, struct MHD_Connection *c, void **con_cls,
+                      enum MHD_RequestTerminationCode toe) {
+    (void)cls;
+    (void)c;
+    (void)toe;
+    conn_ctx *ctx = *con_cls;
+    if (ctx) {
+        free(ctx->body);
+        free(ctx);
+    }
+    *con_cls = NULL;
+}
+
+/* ---- lifecycle ------------------------------------------------------------------------- */
+
+static char *basename_dup(const char *path) {
+    size_t n = strlen(path);
+    while (n > 1 && path[n - 1] == '/')
+        n--;
+    size_t b = n;
+    while (b > 0 && path[b - 1] != '/')
+        b--;
+    return strndup(path + b, n - b);
+}
+
+int hr_server_new(hr_server **out, const hr_server_opts *o, hr_error *err) {
+    *out = NULL;
+    hr_server *s = calloc(1, sizeof *s);
+    if (!s)
+        return hr_err(err, HR_ENOMEM, "out of memory");
+    s->o = *o;
+    if (!s->o.host)
+        s->o.host = "127.0.0.1";
+    if (!s->o.allowed_origins)
+        s->o.allowed_origins = "*";
+    if (!s->o.max_body)
+        s->o.max_body = DEFAULT_MAX_BODY;
+    s->t_start = hr_now();
+    int rc;
+    if (!(s->model_id = basename_dup(o->model))) {
+        rc = hr_err(err, HR_ENOMEM, "out of memory");
+        goto fail;
+    }
+    if ((rc = hr_model_open(&s->model, o->model, err)) ||
+        (rc = hr_tokenizer_load(&s->tok, o->model, err)))
+        goto fail;
+    if (hr_tokenizer_n_vocab(s->tok) > s->model->hp.n_vocab)
+        hr_log(HR_LOG_WARN, "the tokenizer has %d ids, the model %d", hr_tokenizer_n_vocab(s->tok),
+               s->model->hp.n_vocab);
+    /* chat template: --chat-template text, else the model's */
+    hr_chat_model_files files = {0};
+    if ((rc = hr_chat_model_load(&files, o->model, NULL, 0, err)))
+        goto fail;
+    const char *src = o->chat_template ? o->chat_template : files.template_src;
+    if (src && (rc = hr_chat_template_new(&s->tmpl, src, strlen(src), err))) {
+        hr_chat_model_files_free(&files);
+        hr_err_wrap(err, "chat template");
+        goto fail;
+    }
+    s->bos_token = files.bos_token;
+    s->eos_token = files.eos_token;
+    files.bos_token = files.eos_token = NULL;
+    hr_chat_model_files_free(&files);
+    if (o->chat_template_args) {
+        json_error_t je;
+        s->template_args = json_loads(o->chat_template_args, 0, &je);
+        if (!json_is_object(s->template_args)) {
+            rc = hr_err(err, HR_EINVAL, "--chat-template-args must be a JSON object");
+            goto fail;
+        }
+    }
+    /* end-of-sequence ids: generation_config / config, and the tokenizer's eos */
+    for (int i = 0; i < s->model->hp.n_eos && s->n_stop_ids < 15; i++)
+        s->stop_ids[s->n_stop_ids++] = s->model->hp.eos_ids[i];
+    int32_t te = hr_tokenizer_eos(s->tok);
+    bool have = false;
+    for (int i = 0; i < s->n_stop_ids; i++)
+        have |= s->stop_ids[i] == te;
+    if (te >= 0 && !have)
+        s->stop_ids[s->n_stop_ids++] = te;
+    /* the prompt cache bound in blocks: the tighter of size and bytes */
+    int cache_blocks = o->cache_blocks;
+    if (cache_blocks >= 0) {
+        int ctx = o->n_ctx > 0 ? o->n_ctx : 8192;
+        size_t bb = hr_kv_block_bytes(&s->model->hp);
+        if (o->cache_size > 0)
+            cache_blocks = o->cache_size * ((ctx + HR_KV_BLOCK - 1) / HR_KV_BLOCK);
+        if (o->cache_bytes > 0) {
+            int by = (int)(o->cache_bytes / bb);
+            by = by < 1 ? 1 : by;
+            cache_blocks = cache_blocks > 0 && cache_blocks < by ? cache_blocks : by;
+        }
+    }
+    hr_engine_opts eo = {.n_threads = o->n_threads, .max_batch = o->batch, .n_ctx = o->n_ctx,
+                         .kv_bytes = o->kv_bytes, .prefill_chunk = o->prefill_step,
+                         .cache_blocks = cache_blocks};
+    if ((rc = hr_engine_new(&s->engine, s->model, &eo, err)))
+        goto fail;
+    *out = s;
+    return 0;
+fail:
+    hr_server_free(s);
+    return rc;
+}
+
+int hr_server_start(hr_server *s, hr_error *err) {
+    struct sockaddr_in addr = {.sin_family = AF_INET, .sin_port = htons((uint16_t)s->o.port)};
+    if (inet_pton(AF_INET, s->o.host, &addr.sin_addr) != 1) {
+        if (!strcmp(s->o.host, "localhost"))
+            addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+        else
+            return hr_err(err, HR_EINVAL, "--host '%s' is not an IPv4 address", s->o.host);
+    }
+    s->daemon = MHD_start_daemon(
+        MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_ITC |
+            MHD_USE_ERROR_LOG,
+        (uint16_t)s->o.port, NULL, NULL, handler, s, MHD_OPTION_SOCK_ADDR, &addr,
+        MHD_OPTION_NOTIFY_COMPLETED, completed, s, MHD_OPTION_CONNECTION_TIMEOUT,
+        (unsigned)600, MHD_OPTION_END);
+    if (!s->daemon)
+        return hr_err(err, HR_EIO, "cannot listen on %s:%d (in use?)", s->o.host, s->o.port);
+    const union MHD_DaemonInfo *di = MHD_get_daemon_info(s->daemon, MHD_DAEMON_INFO_BIND_PORT);
+    s->port = di ? di->port : s->o.port;
+    return 0;
+}
+
+int hr_server_port(const hr_server *s) { return s->port; }
+
+void hr_server_stop(hr_server *s) {
+    if (!s || !s->daemon)
+        return;
+    atomic_store(&s->shutting_down, 1); /* streams see it and end */
+    MHD_quiesce_daemon(s->daemon);
+    MHD_stop_daemon(s->daemon); /* joins the connection threads */
+    s->daemon = NULL;
+}
+
+void hr_server_free(hr_server *s) {
+    if (!s)
+        return;
+    hr_server_stop(s);
+    hr_engine_free(s->engine);
+    hr_chat_template_free(s->tmpl);
+    hr_tokenizer_free(s->tok);
+    hr_model_free(s->model);
+    json_decref(s->template_args);
+    free(s->bos_token);
+    free(s->eos_token);
+    free(s->model_id);
+    free(s);
+}

@@ -1,0 +1,47 @@
+/* hearth's OpenAI-compatible HTTP server, a drop-in for mlx_lm.server:
+ * same endpoints, request fields and flags (docs/server-api.md). HTTP
+ * threads (libmicrohttpd, one per connection) parse, validate, render the
+ * chat template and tokenize; the engine thread batches and generates;
+ * each connection thread detokenizes and streams its own request. */
+#ifndef HR_SERVER_SERVER_H
+#define HR_SERVER_SERVER_H
+
+#include "hearth.h"
+
+#include <stddef.h>
+
+typedef struct hr_server hr_server;
+
+typedef struct hr_server_opts {
+    const char *model;        /* model directory */
+    const char *host;         /* default 127.0.0.1 */
+    int port;                 /* default 8080; 0 = any free port */
+    /* sampling defaults; a negative value (or NULL) means "not given":
+     * generation_config.json, then mlx-lm's defaults apply */
+    double temp, top_p, min_p;
+    int top_k, max_tokens;
+    const char *chat_template;      /* template text overriding the model's */
+    const char *chat_template_args; /* JSON object of template kwargs */
+    const char *allowed_origins;    /* CORS; default "*" */
+    size_t max_body;                /* bytes; default 16 MiB */
+    int prefill_step;               /* tokens per prefill step; 0 = 512 */
+    int batch;                      /* concurrent sequences; 0 = 8 */
+    size_t kv_bytes;                /* 0 = automatic */
+    int n_threads;                  /* 0 = all cores */
+    int n_ctx;                      /* 0 = the model's, capped at 8192 */
+    int cache_blocks;               /* prompt cache bound in KV blocks; 0 = the
+                                     * pool's free space; -1 = off */
+    int cache_size;                 /* mlx's --prompt-cache-size: N full contexts; 0 = unset */
+    size_t cache_bytes;             /* --prompt-cache-bytes; 0 = unset */
+} hr_server_opts;
+
+/* Load the model, tokenizer and chat template, start the engine. */
+int hr_server_new(hr_server **out, const hr_server_opts *o, hr_error *err);
+/* Listen. The bound port is returned by hr_server_port. */
+int hr_server_start(hr_server *s, hr_error *err);
+int hr_server_port(const hr_server *s);
+/* Stop accepting, cancel what is in flight, wait for the connections. */
+void hr_server_stop(hr_server *s);
+void hr_server_free(hr_server *s);
+
+#endif

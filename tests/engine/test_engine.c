@@ -1,0 +1,269 @@
+/* The engine: greedy output through the batched scheduler equals the
+ * transformers oracle, and every request's tokens are identical whether it
+ * ran alone or in a batch of 8 with requests of other lengths; cancel, stop
+ * tokens, limits and errors. */
+#include "core/error.h"
+#include "engine/engine.h"
+#include "model/kv.h"
+#include "model/model.h"
+
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+#include <jansson.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+static hr_model *g_model;
+static json_t *g_ref;
+
+static hr_request *submit(hr_engine *e, const int32_t *prompt, int n, int max_tokens,
+                          const int32_t *stop, int n_stop) {
+    hr_req_params p = {.prompt = prompt, .n_prompt = n, .max_tokens = max_tokens,
+                       .stop_ids = stop, .n_stop_ids = n_stop, .top_logprobs = 2};
+    hr_sampler_params_default(&p.sampler);
+    hr_request *r;
+    hr_error err;
+    if (hr_request_new(&r, e, &p, &err) || hr_engine_submit(e, r, &err))
+        fail_msg("%s", err.msg);
+    return r;
+}
+
+static int collect(hr_request *r, int32_t *out, int cap) {
+    int n = 0;
+    hr_step s;
+    int rc;
+    while ((rc = hr_request_wait(r, n, &s, 5000)) == 1 && n < cap)
+        out[n++] = s.token;
+    assert_int_equal(rc, 0); /* finished, not timed out */
+    return n;
+}
+
+/* No request holds KV blocks (the prompt cache may index some); the stat
+ * is published at the end of an engine step: poll for it. */
+static void expect_all_blocks_free(hr_engine *e) {
+    hr_engine_stats st;
+    for (int i = 0; i < 5000; i++) {
+        hr_engine_stats_get(e, &st);
+        if (st.kv_blocks_requests == 0 &&
+            st.kv_blocks_free + st.kv_blocks_cached == st.kv_blocks_total)
+            return;
+        usleep(1000);
+    }
+    fail_msg("%d KV blocks held by requests, %d free, %d cached of %d", st.kv_blocks_requests,
+             st.kv_blocks_free, st.kv_blocks_cached, st.kv_blocks_total);
+}
+
+static int prompt_of(int i, int32_t *p) {
+    /* eight prompts of different lengths: the oracle's three, then variants */
+    json_t *cs = json_object_get(g_ref, "cases");
+    json_t *pt = json_object_get(json_array_get(cs, (size_t)(i % 3)), "prompt_tokens");
+    int n = (int)json_array_size(pt) - (i / 3) * 2;
+    for (int k = 0; k < n; k++)
+        p[k] = (int32_t)json_integer_value(json_array_get(pt, (size_t)k));
+    return n;
+}
+
+static void test_batched_equals_alone_equals_oracle(void **state) {
+    (void)state;
+    hr_error err;
+    int32_t prompts[8][64], alone[8][32], batched[8][32];
+    int np[8], na[8], nb[8];
+    for (int i = 0; i < 8; i++)
+        np[i] = prompt_of(i, prompts[i]);
+
+    hr_engine_opts one = {.n_threads = 2, .max_batch = 1, .n_ctx = 256, .prefill_chunk = 16};
+    hr_engine *e;
+    assert_int_equal(hr_engine_new(&e, g_model, &one, &err), 0);
+    for (int i = 0; i < 8; i++) {
+        hr_request *r = submit(e, prompts[i], np[i], 16, NULL, 0);
+        na[i] = collect(r, alone[i], 32);
+        assert_int_equal(hr_request_finish(r, NULL), HR_FINISH_LENGTH);
+        hr_request_release(r);
+    }
+    hr_engine_free(e);
+
+    /* the oracle's greedy tokens for the first three */
+    json_t *cs = json_object_get(g_ref, "cases");
+    for (int i = 0; i < 3; i++) {
+        json_t *gt = json_object_get(json_array_get(cs, (size_t)i), "greedy_tokens");
+        assert_int_equal(na[i], 16);
+        for (int k = 0; k < 16; k++)
+            assert_int_equal(alone[i][k], json_integer_value(json_array_get(gt, (size_t)k)));
+    }
+
+    hr_engine_opts eight = {.n_threads = 2, .max_batch = 8, .n_ctx = 256, .prefill_chunk = 16};
+    assert_int_equal(hr_engine_new(&e, g_model, &eight, &err), 0);
+    hr_request *rs[8];
+    for (int i = 0; i < 8; i++)
+        rs[i] = submit(e, prompts[i], np[i], 16, NULL, 0);
+    for (int i = 0; i < 8; i++) {
+        nb[i] = collect(rs[i], batched[i], 32);
+        hr_request_release(rs[i]);
+        assert_int_equal(nb[i], na[i]);
+        assert_memory_equal(batched[i], alone[i], (size_t)na[i] * sizeof(int32_t));
+    }
+    hr_engine_stats st;
+    hr_engine_stats_get(e, &st);
+    assert_int_equal(st.requests_total, 8);
+    assert_int_equal(st.generated_tokens, 8 * 16);
+    expect_all_blocks_free(e);
+    hr_engine_free(e);
+    printf("engine: 8 requests batched == alone; first 3 == transformers oracle\n");
+}
+
+static void test_stop_cancel_limits(void **state) {
+    (void)state;
+    hr_error err;
+    hr_engine_opts o = {.n_threads = 1, .max_batch = 2, .n_ctx = 64};
+    hr_engine *e;
+    assert_int_equal(hr_engine_new(&e, g_model, &o, &err), 0);
+    int32_t p[64], out[64];
+    int n = prompt_of(0, p);
+    json_t *gt = json_object_get(json_array_get(json_object_get(g_ref, "cases"), 0), "greedy_tokens");
+    int32_t stop = (int32_t)json_integer_value(json_array_get(gt, 3));
+    hr_request *r = submit(e, p, n, 16, &stop, 1);
+    int got = collect(r, out, 64);
+    assert_true(got <= 3); /* ends at the first occurrence of the stop token */
+    assert_int_equal(hr_request_finish(r, NULL), HR_FINISH_STOP);
+    hr_request_release(r);
+
+    /* context limit: max_tokens is capped so prompt + output fit n_ctx */
+    r = submit(e, p, n, 1000, NULL, 0);
+    assert_int_equal(collect(r, out, 64), 64 - n);
+    assert_int_equal(hr_request_finish(r, NULL), HR_FINISH_LENGTH);
+    hr_request_release(r);
+
+    /* cancel: the request ends and its blocks come back (a long request, so
+     * the cancel lands long before it could finish) */
+    hr_engine *big;
+    hr_engine_opts bo = {.n_threads = 1, .max_batch = 1, .n_ctx = 4096};
+    assert_int_equal(hr_engine_new(&big, g_model, &bo, &err), 0);
+    r = submit(big, p, n, 4000, NULL, 0);
+    hr_step s;
+    assert_int_equal(hr_request_wait(r, 0, &s, 5000), 1);
+    hr_request_cancel(r);
+    int seen = 1;
+    while (hr_request_wait(r, seen, &s, 5000) == 1)
+        seen++;
+    assert_true(seen < 4000);
+    assert_int_equal(hr_request_finish(r, NULL), HR_FINISH_CANCELLED);
+    hr_request_release(r);
+    expect_all_blocks_free(big);
+    hr_engine_free(big);
+
+    /* errors */
+    int32_t longp[80] = {0};
+    hr_req_params rp = {.prompt = longp, .n_prompt = 80, .max_tokens = 1};
+    hr_sampler_params_default(&rp.sampler);
+    assert_int_equal(hr_request_new(&r, e, &rp, &err), 0);
+    assert_int_equal(hr_engine_submit(e, r, &err), HR_ERANGE);
+    assert_non_null(strstr(err.msg, "context limit is 64 tokens"));
+    hr_request_release(r);
+    rp.n_prompt = 2;
+    longp[1] = 1 << 20;
+    assert_int_equal(hr_request_new(&r, e, &rp, &err), HR_ERANGE);
+    rp.n_prompt = 0;
+    assert_int_equal(hr_request_new(&r, e, &rp, &err), HR_EINVAL);
+    longp[1] = 0;
+    rp.n_prompt = 2;
+    rp.sampler.top_p = 2;
+    assert_int_equal(hr_request_new(&r, e, &rp, &err), HR_ERANGE);
+    assert_non_null(strstr(err.msg, "top_p"));
+
+    /* shutdown with work in flight: everything ends cancelled */
+    hr_request *a = submit(e, p, n, 40, NULL, 0), *b = submit(e, p, n, 40, NULL, 0),
+               *c = submit(e, p, n, 40, NULL, 0);
+    hr_engine_free(e);
+    assert_int_not_equal(hr_request_finish(a, NULL), HR_FINISH_NONE);
+    assert_int_not_equal(hr_request_finish(c, NULL), HR_FINISH_NONE);
+    hr_request_release(a);
+    hr_request_release(b);
+    hr_request_release(c);
+}
+
+static void test_prompt_cache(void **state) {
+    (void)state;
+    hr_error err;
+    hr_engine_opts o = {.n_threads = 2, .max_batch = 4, .n_ctx = 256};
+    hr_engine *e, *nocache;
+    assert_int_equal(hr_engine_new(&e, g_model, &o, &err), 0);
+    hr_engine_opts off = o;
+    off.cache_blocks = -1;
+    assert_int_equal(hr_engine_new(&nocache, g_model, &off, &err), 0);
+    /* a 100-token shared prefix, two different tails */
+    int32_t a[120], b[120], out1[32], out2[32], ref[32];
+    for (int i = 0; i < 120; i++)
+        a[i] = b[i] = (int32_t)((i * 37 + 11) % 500);
+    for (int i = 100; i < 120; i++)
+        b[i] = (int32_t)((i * 13 + 5) % 500);
+    hr_request *r = submit(nocache, a, 120, 12, NULL, 0);
+    int nref = collect(r, ref, 32);
+    hr_request_release(r);
+
+    r = submit(e, a, 120, 12, NULL, 0); /* cold */
+    assert_int_equal(collect(r, out1, 32), nref);
+    assert_int_equal(hr_request_cached_tokens(r), 0);
+    hr_request_release(r);
+    r = submit(e, a, 120, 12, NULL, 0); /* warm: same tokens, KV reused */
+    assert_int_equal(collect(r, out2, 32), nref);
+    assert_int_equal(hr_request_cached_tokens(r), 96); /* 3 full blocks of 119 */
+    assert_memory_equal(out2, ref, (size_t)nref * sizeof(int32_t));
+    assert_memory_equal(out1, ref, (size_t)nref * sizeof(int32_t));
+    hr_request_release(r);
+    /* a different tail shares the prefix blocks */
+    r = submit(e, b, 120, 12, NULL, 0);
+    collect(r, out1, 32);
+    assert_int_equal(hr_request_cached_tokens(r), 96);
+    hr_request_release(r);
+    expect_all_blocks_free(e);
+    hr_engine_stats st;
+    hr_engine_stats_get(e, &st);
+    /* a: 132 tokens in KV -> 4 blocks; b adds only its last block */
+    assert_int_equal(st.kv_blocks_cached, 5);
+    assert_int_equal(st.cached_tokens, 192);
+    hr_engine_free(e);
+    hr_engine_free(nocache);
+
+    /* a pool too small for the cache and the work: the cache gives way */
+    hr_engine_opts tiny = {.n_threads = 1, .max_batch = 2, .n_ctx = 128,
+                           .kv_bytes = 8 * hr_kv_block_bytes(&g_model->hp)};
+    assert_int_equal(hr_engine_new(&e, g_model, &tiny, &err), 0);
+    for (int k = 0; k < 6; k++) {
+        int32_t p[100];
+        for (int i = 0; i < 100; i++)
+            p[i] = (int32_t)((i * 7 + k * 101) % 500);
+        r = submit(e, p, 100, 20, NULL, 0);
+        assert_int_equal(collect(r, out1, 32), 20);
+        hr_request_release(r);
+    }
+    expect_all_blocks_free(e);
+    hr_engine_free(e);
+}
+
+int main(void) {
+    const char *root = getenv("HEARTH_ROOT");
+    char dir[4096], ref[4200];
+    snprintf(dir, sizeof dir, "%s/tests/fixtures/models/llama", root ? root : ".");
+    snprintf(ref, sizeof ref, "%s/ref.json", dir);
+    hr_error err;
+    if (hr_model_open(&g_model, dir, &err)) {
+        fprintf(stderr, "%s\n", err.msg);
+        return 1;
+    }
+    json_error_t je;
+    g_ref = json_load_file(ref, 0, &je);
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_batched_equals_alone_equals_oracle),
+        cmocka_unit_test(test_stop_cancel_limits),
+        cmocka_unit_test(test_prompt_cache),
+    };
+    int rc = cmocka_run_group_tests(tests, NULL, NULL);
+    json_decref(g_ref);
+    hr_model_free(g_model);
+    return rc;
+}
