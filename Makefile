@@ -3,7 +3,7 @@
 #   make run    build, then run the default model
 #   make test   build, run every test (unit + end-to-end)
 #   make asan   build with ASan+UBSan (clang) and run every test under it
-#   make bench  build, run the benchmarks in bench/
+#   make bench  build, run the benchmarks in bench/ (incl. hearth vs llama.cpp)
 BUILD ?= build
 ASAN_BUILD ?= build-asan
 FUZZ_BUILD ?= build-fuzz
@@ -38,6 +38,7 @@ fuzz: deps
 
 bench: build
 	@bash bench/run.sh $(BUILD)/hearth
+	@bash bench/llamacpp.sh $(BUILD)/hearth
 
 clean:
 	rm -rf $(BUILD) $(ASAN_BUILD) $(FUZZ_BUILD)

@@ -14,6 +14,8 @@ static const verb verbs[] = {
     {"serve", hr_cmd_serve, "serve the OpenAI-compatible API (the default verb)"},
     {"generate", hr_cmd_generate, "generate tokens from a prompt"},
     {"bench", hr_cmd_bench, "measure prefill and decode speed against the memory roofline"},
+    {"convert", hr_cmd_convert, "write an mlx-lm directory (optionally quantized) or a GGUF file"},
+    {"perplexity", hr_cmd_perplexity, "perplexity of a model over a text file"},
     {"synth", hr_cmd_synth, "write a random-weight model at a real model's shape"},
     {"version", hr_cmd_version, "print the version"},
     {"tokenize", hr_cmd_tokenize, "text -> token IDs (--model, --text/--file/--jsonl)"},

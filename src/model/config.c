@@ -255,6 +255,8 @@ int hr_hparams_from_json(hr_hparams *hp, const json_t *cfg, const json_t *gen,
                       "not supported yet: model_type '%s' (supported: %s)",
                       mt ? mt : "(missing)", hr_arch_list());
 
+    hp->norm_offset = hp->arch->norm_offset;
+    hp->rope_interleaved = hp->arch->rope_interleaved;
     hp->n_vocab = require(&r, "vocab_size");
     hp->d_model = require(&r, "hidden_size");
     hp->n_layers = require(&r, "num_hidden_layers");

@@ -51,6 +51,8 @@ typedef struct hr_hparams {
     float norm_eps;
     hr_act act;
     bool tie_embeddings;
+    float norm_offset;      /* the arch's, 0 for GGUF files (llama.cpp adds it) */
+    bool rope_interleaved;  /* the arch's, or a llama GGUF's permuted q/k rows */
 
     /* attention */
     float attn_scale;       /* multiplies q.k */

@@ -2,6 +2,7 @@
 #include "core/arena.h"
 #include "core/error.h"
 #include "kernels/cpu/ops.h"
+#include "kernels/cpu/quant.h"
 #include "model/rope.h"
 
 #include <math.h>
@@ -69,7 +70,7 @@ static void norm_rows(const hr_model *m, const hr_norm_w *nw, float *y,
             hr_layernorm(y + (size_t)t * d, x + (size_t)t * d, nw->w, nw->b, d, hp->norm_eps);
         else
             hr_rmsnorm(y + (size_t)t * d, x + (size_t)t * d, nw->w,
-                       hp->arch->norm_offset, d, hp->norm_eps);
+                       hp->norm_offset, d, hp->norm_eps);
     }
 }
 
@@ -162,18 +163,11 @@ int hr_forward(hr_fwd *f, hr_kv *kv, const hr_batch *b, float *logits,
     float escale = hp->embed_mult;
     if (arch->embed_scale_sqrt)
         escale *= sqrtf((float)d);
-    size_t esz = hr_dtype_size(m->embed->dtype);
     for (int t = 0; t < T; t++) {
-        const unsigned char *row = (const unsigned char *)m->embed->data +
-                                   (size_t)b->token[t] * d * esz;
         float *xt = x + (size_t)t * d;
-        for (int i = 0; i < d; i++) {
-            float e = m->embed->dtype == HR_DTYPE_F32 ? ((const float *)row)[i]
-                      : m->embed->dtype == HR_DTYPE_BF16
-                          ? hr_bf16_to_f32(((const uint16_t *)row)[i])
-                          : hr_f16_to_f32(((const uint16_t *)row)[i]);
-            xt[i] = e * escale;
-        }
+        hr_dequant_range(m->embed, b->token[t], 0, d, xt); /* one row */
+        for (int i = 0; i < d; i++)
+            xt[i] *= escale;
     }
 
     for (int il = 0; il < hp->n_layers; il++) {
@@ -193,23 +187,23 @@ int hr_forward(hr_fwd *f, hr_kv *kv, const hr_batch *b, float *logits,
             float *qt = q + (size_t)t * qd, *kt = k + (size_t)t * kvd;
             if (arch->qk_norm == HR_QK_NORM_HEAD) {
                 for (int h = 0; h < hp->n_heads; h++)
-                    hr_rmsnorm(qt + h * hd, qt + h * hd, L->q_norm, arch->norm_offset,
+                    hr_rmsnorm(qt + h * hd, qt + h * hd, L->q_norm, hp->norm_offset,
                                hd, hp->norm_eps);
                 for (int h = 0; h < hp->n_kv_heads; h++)
-                    hr_rmsnorm(kt + h * hd, kt + h * hd, L->k_norm, arch->norm_offset,
+                    hr_rmsnorm(kt + h * hd, kt + h * hd, L->k_norm, hp->norm_offset,
                                hd, hp->norm_eps);
             } else if (arch->qk_norm == HR_QK_NORM_FULL) {
-                hr_rmsnorm(qt, qt, L->q_norm, arch->norm_offset, qd, hp->norm_eps);
-                hr_rmsnorm(kt, kt, L->k_norm, arch->norm_offset, kvd, hp->norm_eps);
+                hr_rmsnorm(qt, qt, L->q_norm, hp->norm_offset, qd, hp->norm_eps);
+                hr_rmsnorm(kt, kt, L->k_norm, hp->norm_offset, kvd, hp->norm_eps);
             }
             if (hp->layer_rope[il] && half > 0) {
                 const float *fs = freq + (size_t)b->seq[t] * 2 * (half + 1);
                 if (sliding && hp->has_rope_local)
                     fs += half + 1;
                 hr_rope(qt, hp->n_heads, hd, hp->rot_dim, b->pos[t], fs, fs[half],
-                        arch->rope_interleaved);
+                        hp->rope_interleaved);
                 hr_rope(kt, hp->n_kv_heads, hd, hp->rot_dim, b->pos[t], fs, fs[half],
-                        arch->rope_interleaved);
+                        hp->rope_interleaved);
             }
             /* K/V into the cache: [block][kv_head][slot][hd] */
             int p = b->pos[t];

@@ -2,6 +2,7 @@
 #include "core/error.h"
 #include "core/file.h"
 #include "kernels/cpu/ops.h"
+#include "model/gguf_model.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -14,6 +15,7 @@ typedef struct binder {
     hr_error *err;
     int rc;
     float *vec_next, *vec_end; /* bump space for 1-D f32 copies */
+    const json_t *quant;       /* config.json "quantization" block or NULL */
 } binder;
 
 static const char *file_of(binder *b, const hr_tensor *t) {
@@ -49,25 +51,116 @@ static bool shape_is(binder *b, const hr_tensor *t, int64_t d0, int64_t d1) {
     return ok;
 }
 
-/* A matrix (rows, cols); optionally rows [r0, r0+rows) of a fused tensor with
- * total_rows rows. */
-static hr_tensor matrix_rows(binder *b, const char *name, int64_t total_rows,
-                             int64_t r0, int64_t rows, int64_t cols) {
+/* The quantization of module `path` ("model.layers.0.mlp.down_proj"):
+ * config.json's per-module entry when there is one, else the block's
+ * defaults, as mlx-lm reads them. */
+static void quant_params(binder *b, const char *path, int *bits, int *group) {
+    const json_t *q = b->quant, *o = json_object_get(q, path);
+    const json_t *src = json_is_object(o) ? o : q;
+    json_t *jb = json_object_get(src, "bits"), *jg = json_object_get(src, "group_size");
+    *bits = json_is_integer(jb) ? (int)json_integer_value(jb) : -1;
+    *group = json_is_integer(jg) ? (int)json_integer_value(jg) : -1;
+}
+
+/* An MLX affine matrix (rows, cols) from `path`.weight (U32, packed),
+ * `path`.scales and `path`.biases; every shape and dtype checked. */
+static hr_tensor affine_matrix(binder *b, const char *name, const hr_tensor *w,
+                               int64_t rows, int64_t cols) {
+    hr_tensor v = {0};
+    char path[256], sn[300], bn[300];
+    size_t len = strlen(name);
+    snprintf(path, sizeof path, "%.*s", (int)(len > 7 ? len - 7 : len), name); /* - ".weight" */
+    snprintf(sn, sizeof sn, "%s.scales", path);
+    snprintf(bn, sizeof bn, "%s.biases", path);
+    const hr_tensor *sc = find(b, sn, true), *bi = find(b, bn, true);
+    if (!sc || !bi)
+        return v;
+    if (!b->quant) {
+        b->rc = hr_err(b->err, HR_EFORMAT, "%s: tensor '%s' is quantized (has '%s') but "
+                       "config.json has no 'quantization' block", file_of(b, w), name, sn);
+        return v;
+    }
+    int bits, group;
+    quant_params(b, path, &bits, &group);
+    const char *mode = json_string_value(json_object_get(b->quant, "mode"));
+    if (mode && strcmp(mode, "affine")) {
+        b->rc = hr_err(b->err, HR_EUNSUPPORTED, "not supported yet: quantization mode "
+                       "'%s' (%s)", mode, path);
+        return v;
+    }
+    if (bits != 2 && bits != 3 && bits != 4 && bits != 5 && bits != 6 && bits != 8) {
+        b->rc = hr_err(b->err, HR_EUNSUPPORTED, "not supported yet: %s: %d-bit "
+                       "quantization (2, 3, 4, 5, 6, 8 are)", path, bits);
+        return v;
+    }
+    if (group != 32 && group != 64 && group != 128) {
+        b->rc = hr_err(b->err, HR_EUNSUPPORTED, "not supported yet: %s: group size %d "
+                       "(32, 64, 128 are)", path, group);
+        return v;
+    }
+    if (cols % group || (cols * bits) % 32) {
+        b->rc = hr_err(b->err, HR_EFORMAT, "%s: %lld columns are not a whole number of "
+                       "groups of %d", path, (long long)cols, group);
+        return v;
+    }
+    if (!shape_is(b, w, rows, cols * bits / 32) || !shape_is(b, sc, rows, cols / group) ||
+        !shape_is(b, bi, rows, cols / group))
+        return v;
+    if ((sc->dtype != HR_DTYPE_F32 && sc->dtype != HR_DTYPE_F16 && sc->dtype != HR_DTYPE_BF16) ||
+        bi->dtype != sc->dtype) {
+        b->rc = hr_err(b->err, HR_EFORMAT, "%s: '%s' / '%s' must be one float dtype (%s, %s)",
+                       file_of(b, sc), sn, bn, hr_dtype_name(sc->dtype), hr_dtype_name(bi->dtype));
+        return v;
+    }
+    v = *w;
+    v.dtype = HR_DTYPE_AFFINE;
+    v.shape[1] = cols;
+    v.q.scales = sc->data;
+    v.q.biases = bi->data;
+    v.q.sdtype = sc->dtype;
+    v.q.bits = bits;
+    v.q.group = group;
+    return v;
+}
+
+/* A matrix (rows, cols) in any dtype hr_matmul takes: plain, GGUF blocks
+ * (cols a whole number of blocks) or MLX affine. */
+static hr_tensor any_matrix(binder *b, const char *name, int64_t rows, int64_t cols) {
     hr_tensor v = {0};
     const hr_tensor *t = find(b, name, true);
-    if (!t || !shape_is(b, t, total_rows, cols))
+    if (!t)
+        return v;
+    if (t->dtype == HR_DTYPE_U32) {
+        char sn[300];
+        snprintf(sn, sizeof sn, "%.*s.scales", (int)(strlen(name) > 7 ? strlen(name) - 7 : 0), name);
+        if (hr_weights_find(b->m->weights, sn))
+            return affine_matrix(b, name, t, rows, cols);
+    }
+    if (!shape_is(b, t, rows, cols))
         return v;
     if (!hr_matmul_supports(t->dtype)) {
         b->rc = hr_err(b->err, HR_EUNSUPPORTED, "not supported yet: %s: tensor '%s' "
                        "has dtype %s", file_of(b, t), name, hr_dtype_name(t->dtype));
         return v;
     }
-    size_t row_bytes = (size_t)cols * hr_dtype_size(t->dtype);
-    v = *t;
-    v.shape[0] = rows;
-    v.data = (const unsigned char *)t->data + (size_t)r0 * row_bytes;
-    v.nbytes = (size_t)rows * row_bytes;
-    return v;
+    int bc = hr_tensor_block_cols(t);
+    if (bc > 1 && cols % bc) {
+        b->rc = hr_err(b->err, HR_EFORMAT, "%s: tensor '%s': %lld columns are not a whole "
+                       "number of %s blocks", file_of(b, t), name, (long long)cols,
+                       hr_dtype_name(t->dtype));
+        return v;
+    }
+    return *t;
+}
+
+/* A matrix (rows, cols); optionally rows [r0, r0+rows) of a fused tensor with
+ * total_rows rows. */
+static hr_tensor matrix_rows(binder *b, const char *name, int64_t total_rows,
+                             int64_t r0, int64_t rows, int64_t cols) {
+    hr_tensor t = any_matrix(b, name, total_rows, cols);
+    if (!t.data)
+        return t;
+    return hr_tensor_rows(&t, r0, rows);
 }
 
 static hr_tensor matrix(binder *b, const char *name, int64_t rows, int64_t cols) {
@@ -192,6 +285,28 @@ static int load_json(const char *dir, const char *name, bool required, json_t **
     return 0;
 }
 
+/* A GGUF file: config from its metadata, tensors under HF names. */
+static int open_gguf(hr_model *m, const char *path, json_t **cfg, hr_error *err) {
+    hr_gguf *g = NULL;
+    bool permuted;
+    int rc = hr_gguf_open(&g, path, err);
+    if (rc)
+        return rc;
+    if ((rc = hr_gguf_config(g, cfg, &permuted, err))) {
+        hr_gguf_close(g);
+        return rc;
+    }
+    if ((rc = hr_hparams_from_json(&m->hp, *cfg, NULL, err))) {
+        hr_err_wrap(err, "%s", path);
+        hr_gguf_close(g);
+        return rc;
+    }
+    m->hp.norm_offset = 0; /* llama.cpp stores gemma norms with the +1 applied */
+    if (permuted)
+        m->hp.rope_interleaved = true;
+    return hr_weights_open_gguf(&m->weights, g, err);
+}
+
 int hr_model_open(hr_model **out, const char *dir, hr_error *err) {
     *out = NULL;
     json_t *cfg = NULL, *gen = NULL;
@@ -201,19 +316,24 @@ int hr_model_open(hr_model **out, const char *dir, hr_error *err) {
         rc = hr_err(err, HR_ENOMEM, "out of memory");
         goto fail;
     }
-    if (!hr_dir_exists(dir)) {
-        rc = hr_err(err, HR_ENOTFOUND, "%s: no such model directory", dir);
-        goto fail;
+    if (hr_file_exists(dir) && !hr_dir_exists(dir)) {
+        if ((rc = open_gguf(m, dir, &cfg, err)))
+            goto fail;
+    } else {
+        if (!hr_dir_exists(dir)) {
+            rc = hr_err(err, HR_ENOTFOUND, "%s: no such model directory", dir);
+            goto fail;
+        }
+        if ((rc = load_json(dir, "config.json", true, &cfg, err)) ||
+            (rc = load_json(dir, "generation_config.json", false, &gen, err)))
+            goto fail;
+        if ((rc = hr_hparams_from_json(&m->hp, cfg, gen, err))) {
+            hr_err_wrap(err, "%s/config.json", dir);
+            goto fail;
+        }
+        if ((rc = hr_weights_open(&m->weights, dir, err)))
+            goto fail;
     }
-    if ((rc = load_json(dir, "config.json", true, &cfg, err)) ||
-        (rc = load_json(dir, "generation_config.json", false, &gen, err)))
-        goto fail;
-    if ((rc = hr_hparams_from_json(&m->hp, cfg, gen, err))) {
-        hr_err_wrap(err, "%s/config.json", dir);
-        goto fail;
-    }
-    if ((rc = hr_weights_open(&m->weights, dir, err)))
-        goto fail;
     const hr_hparams *hp = &m->hp;
     size_t nvec = vec_floats(hp);
     m->vecs = malloc(nvec * sizeof *m->vecs);
@@ -222,18 +342,21 @@ int hr_model_open(hr_model **out, const char *dir, hr_error *err) {
         rc = hr_err(err, HR_ENOMEM, "out of memory");
         goto fail;
     }
-    binder b = {m, err, 0, m->vecs, m->vecs + nvec};
-    m->embed = find(&b, "model.embed_tokens.weight", true);
-    if (m->embed && shape_is(&b, m->embed, hp->n_vocab, hp->d_model) &&
-        !hr_matmul_supports(m->embed->dtype))
-        b.rc = hr_err(err, HR_EUNSUPPORTED, "not supported yet: embeddings of dtype %s",
-                      hr_dtype_name(m->embed->dtype));
-    const hr_tensor *head = find(&b, "lm_head.weight", false);
-    m->lm_head = (head && !hp->tie_embeddings) ? head : m->embed;
-    if (head && m->lm_head == head && shape_is(&b, head, hp->n_vocab, hp->d_model) &&
-        !hr_matmul_supports(head->dtype))
-        b.rc = hr_err(err, HR_EUNSUPPORTED, "not supported yet: lm_head of dtype %s",
-                      hr_dtype_name(head->dtype));
+    const json_t *quant = json_object_get(cfg, "quantization");
+    if (!quant)
+        quant = json_object_get(cfg, "quantization_config");
+    if (quant && !json_is_object(quant)) {
+        rc = hr_err(err, HR_EFORMAT, "%s/config.json: 'quantization' must be an object", dir);
+        goto fail;
+    }
+    binder b = {m, err, 0, m->vecs, m->vecs + nvec, quant};
+    m->embed_t = any_matrix(&b, "model.embed_tokens.weight", hp->n_vocab, hp->d_model);
+    m->embed = &m->embed_t;
+    m->lm_head = m->embed;
+    if (!b.rc && !hp->tie_embeddings && hr_weights_find(m->weights, "lm_head.weight")) {
+        m->head_t = any_matrix(&b, "lm_head.weight", hp->n_vocab, hp->d_model);
+        m->lm_head = &m->head_t;
+    }
     m->final_norm = norm(&b, "model.", "norm", hp->d_model);
     for (int i = 0; i < hp->n_layers && !b.rc; i++)
         bind_layer(&b, i);
@@ -276,9 +399,9 @@ size_t hr_model_decode_bytes(const hr_model *m) {
                                    &L->w_gate, &L->w_up, &L->w_down};
         for (size_t k = 0; k < sizeof mats / sizeof mats[0]; k++)
             if (mats[k]->data)
-                total += mats[k]->nbytes;
+                total += hr_tensor_bytes(mats[k]);
     }
-    total += m->lm_head->nbytes;
-    total += (size_t)m->hp.d_model * hr_dtype_size(m->embed->dtype);
+    total += hr_tensor_bytes(m->lm_head);
+    total += hr_tensor_row_bytes(m->embed);
     return total;
 }

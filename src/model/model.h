@@ -30,8 +30,9 @@ struct hr_model {
     char *path;
     hr_hparams hp;
     hr_weights *weights;
-    const hr_tensor *embed;    /* (n_vocab, d_model) */
+    const hr_tensor *embed;    /* (n_vocab, d_model): &embed_t */
     const hr_tensor *lm_head;  /* (n_vocab, d_model); == embed when tied */
+    hr_tensor embed_t, head_t; /* views (quantized ones are built at load) */
     hr_norm_w final_norm;
     hr_layer *layers;          /* [n_layers] */
     float *vecs;               /* f32 copies of every 1-D tensor (owned) */

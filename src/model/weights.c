@@ -1,7 +1,9 @@
 #include "model/weights.h"
 #include "core/error.h"
 #include "core/file.h"
+#include "io/gguf.h"
 #include "io/safetensors.h"
+#include "model/gguf_model.h"
 
 #include <dirent.h>
 #include <jansson.h>
@@ -13,6 +15,9 @@
 struct hr_weights {
     hr_st_file **files;
     size_t n_files;
+    hr_gguf *gguf;   /* or one GGUF file: */
+    hr_tensor *gt;   /* its tensors, HF names */
+    size_t n_gt;
 };
 
 static int add_file(hr_weights *w, const char *dir, const char *name, hr_error *err) {
@@ -135,9 +140,58 @@ int hr_weights_open(hr_weights **out, const char *dir, hr_error *err) {
     return 0;
 }
 
+int hr_weights_open_gguf(hr_weights **out, hr_gguf *g, hr_error *err) {
+    *out = NULL;
+    hr_weights *w = calloc(1, sizeof *w);
+    int64_t n = hr_gguf_n_tensors(g);
+    if (!w || !(w->gt = calloc((size_t)(n ? n : 1), sizeof *w->gt))) {
+        free(w);
+        hr_gguf_close(g);
+        return hr_err(err, HR_ENOMEM, "out of memory");
+    }
+    w->gguf = g;
+    for (int64_t i = 0; i < n; i++) {
+        const hr_gguf_tensor *gt = hr_gguf_tensor_at(g, i);
+        char hf[256];
+        const char *name = hr_gguf_hf_name(gt->name, hf, sizeof hf);
+        int dt = hr_gguf_dtype(gt->type);
+        if (dt < 0) {
+            const char *tn = hr_gguf_type_name(gt->type);
+            int rc = hr_err(err, HR_EUNSUPPORTED, "not supported yet: %s: tensor '%s' has "
+                            "type %s", hr_gguf_path(g), gt->name, tn ? tn : "unknown");
+            hr_weights_close(w);
+            return rc;
+        }
+        if (gt->n_dims > 2) {
+            int rc = hr_err(err, HR_EUNSUPPORTED, "not supported yet: %s: %u-D tensor '%s'",
+                            hr_gguf_path(g), gt->n_dims, gt->name);
+            hr_weights_close(w);
+            return rc;
+        }
+        hr_tensor *t = &w->gt[w->n_gt++];
+        t->name = strdup(name ? name : gt->name);
+        if (!t->name) {
+            hr_weights_close(w);
+            return hr_err(err, HR_ENOMEM, "out of memory");
+        }
+        t->dtype = (hr_dtype)dt;
+        t->ndim = (int)gt->n_dims;
+        for (uint32_t d = 0; d < gt->n_dims; d++) /* GGUF lists the fastest dim first */
+            t->shape[d] = (int64_t)gt->ne[gt->n_dims - 1 - d];
+        t->data = gt->data;
+        t->nbytes = (size_t)gt->size;
+    }
+    *out = w;
+    return 0;
+}
+
 void hr_weights_close(hr_weights *w) {
     if (!w)
         return;
+    for (size_t i = 0; i < w->n_gt; i++)
+        free((void *)w->gt[i].name);
+    free(w->gt);
+    hr_gguf_close(w->gguf);
     for (size_t i = 0; i < w->n_files; i++)
         hr_st_close(w->files[i]);
     free(w->files);
@@ -145,6 +199,9 @@ void hr_weights_close(hr_weights *w) {
 }
 
 const hr_tensor *hr_weights_find(const hr_weights *w, const char *name) {
+    for (size_t i = 0; i < w->n_gt; i++)
+        if (!strcmp(w->gt[i].name, name))
+            return &w->gt[i];
     for (size_t i = 0; i < w->n_files; i++) {
         const hr_tensor *t = hr_st_find(w->files[i], name);
         if (t)
@@ -154,6 +211,8 @@ const hr_tensor *hr_weights_find(const hr_weights *w, const char *name) {
 }
 
 const char *hr_weights_file_of(const hr_weights *w, const hr_tensor *t) {
+    if (w->gguf)
+        return hr_gguf_path(w->gguf);
     for (size_t i = 0; i < w->n_files; i++)
         for (size_t j = 0; j < hr_st_count(w->files[i]); j++)
             if (hr_st_tensor(w->files[i], j) == t)
@@ -163,8 +222,30 @@ const char *hr_weights_file_of(const hr_weights *w, const hr_tensor *t) {
 
 size_t hr_weights_bytes(const hr_weights *w) {
     size_t total = 0;
+    for (size_t i = 0; i < w->n_gt; i++)
+        total += w->gt[i].nbytes;
     for (size_t i = 0; i < w->n_files; i++)
         for (size_t j = 0; j < hr_st_count(w->files[i]); j++)
             total += hr_st_tensor(w->files[i], j)->nbytes;
     return total;
+}
+
+size_t hr_weights_count(const hr_weights *w) {
+    size_t n = w->n_gt;
+    for (size_t i = 0; i < w->n_files; i++)
+        n += hr_st_count(w->files[i]);
+    return n;
+}
+
+const hr_tensor *hr_weights_at(const hr_weights *w, size_t i) {
+    if (i < w->n_gt)
+        return &w->gt[i];
+    i -= w->n_gt;
+    for (size_t f = 0; f < w->n_files; f++) {
+        size_t c = hr_st_count(w->files[f]);
+        if (i < c)
+            return hr_st_tensor(w->files[f], i);
+        i -= c;
+    }
+    return NULL;
 }

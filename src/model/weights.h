@@ -10,11 +10,19 @@
 typedef struct hr_weights hr_weights;
 
 int hr_weights_open(hr_weights **out, const char *dir, hr_error *err);
+/* The tensors of an open GGUF file (ownership of g passes to the result,
+ * also on error), under their Hugging Face names (gguf_model.h); every
+ * tensor's type must be one hearth computes with. */
+struct hr_gguf;
+int hr_weights_open_gguf(hr_weights **out, struct hr_gguf *g, hr_error *err);
 void hr_weights_close(hr_weights *w);
 /* NULL when absent. */
 const hr_tensor *hr_weights_find(const hr_weights *w, const char *name);
 /* The file a tensor came from (for error messages). */
 const char *hr_weights_file_of(const hr_weights *w, const hr_tensor *t);
+/* Every tensor, i < hr_weights_count (in file order, files in order). */
+size_t hr_weights_count(const hr_weights *w);
+const hr_tensor *hr_weights_at(const hr_weights *w, size_t i);
 /* Total bytes of all tensors. */
 size_t hr_weights_bytes(const hr_weights *w);
 

@@ -1,6 +1,7 @@
 /* AVX2 + FMA kernels (compiled with -mavx2 -mfma -mf16c). Same tiling as
  * the AVX-512 path with 8-lane vectors; the k tail is done in scalar. */
 #include "kernels/cpu/cpu.h"
+#include "kernels/cpu/gemm_q.h"
 
 #include <immintrin.h>
 
@@ -128,7 +129,8 @@ const hr_cpu_kernels hr__cpu_avx2 = {
     .name = "avx2",
     .gemm = {[HR_DTYPE_F32] = gemm_f32_avx2,
              [HR_DTYPE_BF16] = gemm_bf16_avx2,
-             [HR_DTYPE_F16] = gemm_f16_avx2},
+             [HR_DTYPE_F16] = gemm_f16_avx2,
+             HR__GEMM_Q_TABLE(avx2)},
     .dot = dot_avx2,
     .axpy = axpy_avx2,
 };

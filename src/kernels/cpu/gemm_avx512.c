@@ -2,6 +2,7 @@
  * widened to f32 in registers; activations and accumulation stay f32, so
  * this path agrees with the scalar reference to rounding. */
 #include "kernels/cpu/cpu.h"
+#include "kernels/cpu/gemm_q.h"
 
 #include <immintrin.h>
 
@@ -113,7 +114,8 @@ const hr_cpu_kernels hr__cpu_avx512 = {
     .name = "avx512",
     .gemm = {[HR_DTYPE_F32] = gemm_f32_avx512,
              [HR_DTYPE_BF16] = gemm_bf16_avx512,
-             [HR_DTYPE_F16] = gemm_f16_avx512},
+             [HR_DTYPE_F16] = gemm_f16_avx512,
+             HR__GEMM_Q_TABLE(avx512)},
     .dot = dot_avx512,
     .axpy = axpy_avx512,
 };

@@ -1,6 +1,7 @@
 /* Scalar reference kernels: the definition every SIMD path is tested
  * against. Accumulation is in float, in index order. */
 #include "kernels/cpu/cpu.h"
+#include "kernels/cpu/quant.h"
 
 static float dot_scalar(const float *a, const float *b, int n) {
     float s = 0;
@@ -36,11 +37,40 @@ GEMM_SCALAR(gemm_f32_scalar, float, LOAD_F32)
 GEMM_SCALAR(gemm_bf16_scalar, uint16_t, hr_bf16_to_f32)
 GEMM_SCALAR(gemm_f16_scalar, uint16_t, hr_f16_to_f32)
 
+/* Quantized weights: dequantize (hr_dequant_range, the format's definition)
+ * a chunk of the row, then dot, accumulating in index order. */
+#define QCHUNK 1024
+static void gemm_quant_scalar(float *y, int ldy, const float *x, int ldx, int n,
+                              const hr_tensor *w, int m0, int m1) {
+    int k = (int)w->shape[1], bc = hr_tensor_block_cols(w);
+    int chunk = QCHUNK / bc * bc;
+    float buf[QCHUNK];
+    for (int j = m0; j < m1; j++)
+        for (int i = 0; i < n; i++) {
+            const float *xi = x + (size_t)i * ldx;
+            float s = 0;
+            for (int c0 = 0; c0 < k; c0 += chunk) {
+                int len = k - c0 < chunk ? k - c0 : chunk;
+                hr_dequant_range(w, j, c0, len, buf);
+                for (int t = 0; t < len; t++)
+                    s += xi[c0 + t] * buf[t];
+            }
+            y[(size_t)i * ldy + j] = s;
+        }
+}
+
 const hr_cpu_kernels hr__cpu_scalar = {
     .name = "scalar",
     .gemm = {[HR_DTYPE_F32] = gemm_f32_scalar,
              [HR_DTYPE_BF16] = gemm_bf16_scalar,
-             [HR_DTYPE_F16] = gemm_f16_scalar},
+             [HR_DTYPE_F16] = gemm_f16_scalar,
+             [HR_DTYPE_AFFINE] = gemm_quant_scalar,
+             [HR_DTYPE_Q8_0] = gemm_quant_scalar,
+             [HR_DTYPE_Q4_0] = gemm_quant_scalar,
+             [HR_DTYPE_Q4_1] = gemm_quant_scalar,
+             [HR_DTYPE_Q4_K] = gemm_quant_scalar,
+             [HR_DTYPE_Q5_K] = gemm_quant_scalar,
+             [HR_DTYPE_Q6_K] = gemm_quant_scalar},
     .dot = dot_scalar,
     .axpy = axpy_scalar,
 };

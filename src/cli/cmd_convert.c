@@ -1,0 +1,80 @@
+/* hearth convert: a model directory into an mlx-lm directory (optionally
+ * MLX-affine quantized, optionally mixed precision) or a GGUF file. */
+#include "cli/args.h"
+#include "cli/cli.h"
+#include "core/error.h"
+#include "model/convert.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static const char usage[] =
+    "usage: hearth convert --model SRC --out DST [-q] [--q-bits N] [--q-group-size N]\n"
+    "                      [--dtype bf16|f16|f32] [--target-bpw X] [--gguf TYPE]\n"
+    "  -q               quantize Linear/Embedding weights (MLX affine, mlx-lm layout)\n"
+    "  --gguf TYPE      write one GGUF file instead (F32 F16 BF16 Q8_0 Q4_0 Q4_1 Q4_K Q5_K Q6_K)";
+
+static int parse_dtype(const char *s, hr_dtype *out) {
+    if (!s)
+        return 0;
+    if (!strcmp(s, "bf16"))
+        *out = HR_DTYPE_BF16;
+    else if (!strcmp(s, "f16"))
+        *out = HR_DTYPE_F16;
+    else if (!strcmp(s, "f32"))
+        *out = HR_DTYPE_F32;
+    else
+        return -1;
+    return 0;
+}
+
+int hr_cmd_convert(int argc, char **argv) {
+    const char *model = NULL, *out = NULL, *dtype = NULL, *gguf = NULL;
+    long bits = 4, group = 64;
+    double bpw = 0;
+    int quantize = 0;
+    const hr_opt opts[] = {
+        {"model", HR_OPT_STR, &model, "source model directory"},
+        {"out", HR_OPT_STR, &out, "output directory (or .gguf file with --gguf); must not exist"},
+        {"quantize", HR_OPT_FLAG, &quantize, "same as -q"},
+        {"q-bits", HR_OPT_INT, &bits, "bits per weight: 2, 3, 4, 5, 6, 8 (default 4)"},
+        {"q-group-size", HR_OPT_INT, &group, "group size: 32, 64, 128 (default 64)"},
+        {"dtype", HR_OPT_STR, &dtype, "dtype of float tensors: bf16, f16, f32 (default: keep)"},
+        {"target-bpw", HR_OPT_FLOAT, &bpw, "mixed precision to this bits-per-weight budget"},
+        {"gguf", HR_OPT_STR, &gguf, "write a GGUF file with matrices of this type"},
+    };
+    char **av = malloc((size_t)(argc + 1) * sizeof *av);
+    if (!av)
+        return hr_cli_fail(&(hr_error){.msg = "out of memory"});
+    for (int i = 0; i < argc; i++) /* the short flag */
+        av[i] = !strcmp(argv[i], "-q") ? "--quantize" : argv[i];
+    hr_error err = {0};
+    int rc = hr_args_parse(argc, av, opts, sizeof opts / sizeof opts[0], usage, &err);
+    free(av);
+    if (rc)
+        return rc > 0 ? 0 : hr_cli_fail(&err);
+    if (!model || !out)
+        return hr_cli_fail(&(hr_error){.msg = "--model and --out are required (see --help)"});
+    hr_convert_opts o = {.src = model, .out = out, .quantize = quantize, .bits = (int)bits,
+                         .group = (int)group, .dtype = HR_DTYPE_COUNT, .target_bpw = bpw,
+                         .gguf = HR_DTYPE_COUNT, .report = stdout};
+    if (parse_dtype(dtype, &o.dtype))
+        return hr_cli_fail(&(hr_error){.msg = "--dtype must be bf16, f16 or f32"});
+    if (gguf) {
+        int t = -1;
+        for (int i = 0; i < HR_DTYPE_COUNT; i++)
+            if (!strcmp(hr_dtype_name((hr_dtype)i), gguf))
+                t = i;
+        if (t < 0) {
+            hr_err(&err, HR_EINVAL, "--gguf: unknown type '%s'", gguf);
+            return hr_cli_fail(&err);
+        }
+        o.gguf = (hr_dtype)t;
+    }
+    if ((rc = hr_convert(&o, &err)))
+        return hr_cli_fail(&err);
+    if (!gguf)
+        printf("wrote %s\n", out);
+    return 0;
+}

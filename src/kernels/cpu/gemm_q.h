@@ -1,0 +1,37 @@
+/* Quantized-weight gemm kernels of each ISA (gemm_q_avx512.c,
+ * gemm_q_avx2.c), internal to this layer. */
+#ifndef HR_KERNELS_GEMM_Q_H
+#define HR_KERNELS_GEMM_Q_H
+
+#include "kernels/cpu/cpu.h"
+
+/* Activation rows from which the prefill (panel) path is taken. */
+#define HR_GEMM_Q_PANEL_MIN 4
+
+#define HR__GEMM_Q_DECL(isa)                                                    \
+    void hr__gemm_affine_##isa(float *, int, const float *, int, int,          \
+                               const hr_tensor *, int, int);                   \
+    void hr__gemm_q8_0_##isa(float *, int, const float *, int, int,            \
+                             const hr_tensor *, int, int);                     \
+    void hr__gemm_q4_0_##isa(float *, int, const float *, int, int,            \
+                             const hr_tensor *, int, int);                     \
+    void hr__gemm_q4_1_##isa(float *, int, const float *, int, int,            \
+                             const hr_tensor *, int, int);                     \
+    void hr__gemm_q4_k_##isa(float *, int, const float *, int, int,            \
+                             const hr_tensor *, int, int);                     \
+    void hr__gemm_q5_k_##isa(float *, int, const float *, int, int,            \
+                             const hr_tensor *, int, int);                     \
+    void hr__gemm_q6_k_##isa(float *, int, const float *, int, int,            \
+                             const hr_tensor *, int, int);
+
+HR__GEMM_Q_DECL(avx512)
+HR__GEMM_Q_DECL(avx2)
+
+/* Table entries for the quantized dtypes of an ISA. */
+#define HR__GEMM_Q_TABLE(isa)                                                   \
+    [HR_DTYPE_AFFINE] = hr__gemm_affine_##isa, [HR_DTYPE_Q8_0] = hr__gemm_q8_0_##isa, \
+    [HR_DTYPE_Q4_0] = hr__gemm_q4_0_##isa, [HR_DTYPE_Q4_1] = hr__gemm_q4_1_##isa,   \
+    [HR_DTYPE_Q4_K] = hr__gemm_q4_k_##isa, [HR_DTYPE_Q5_K] = hr__gemm_q5_k_##isa,   \
+    [HR_DTYPE_Q6_K] = hr__gemm_q6_k_##isa
+
+#endif

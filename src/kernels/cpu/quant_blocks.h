@@ -1,0 +1,33 @@
+/* ggml block layouts (llama.cpp ggml/src/ggml-common.h), shared by the
+ * scalar definitions and the SIMD kernels of this layer. f16 fields are raw
+ * bits. */
+#ifndef HR_KERNELS_QUANT_BLOCKS_H
+#define HR_KERNELS_QUANT_BLOCKS_H
+
+#include <stdint.h>
+
+typedef struct { uint16_t d; int8_t qs[32]; } hr_block_q8_0;                 /* 34 */
+typedef struct { uint16_t d; uint8_t qs[16]; } hr_block_q4_0;                /* 18 */
+typedef struct { uint16_t d, m; uint8_t qs[16]; } hr_block_q4_1;             /* 20 */
+typedef struct { uint16_t d, dmin; uint8_t scales[12]; uint8_t qs[128]; } hr_block_q4_k;  /* 144 */
+typedef struct {
+    uint16_t d, dmin;
+    uint8_t scales[12];
+    uint8_t qh[32];
+    uint8_t qs[128];
+} hr_block_q5_k; /* 176 */
+typedef struct {
+    uint8_t ql[128];
+    uint8_t qh[64];
+    int8_t scales[16];
+    uint16_t d;
+} hr_block_q6_k; /* 210 */
+
+_Static_assert(sizeof(hr_block_q8_0) == 34, "q8_0");
+_Static_assert(sizeof(hr_block_q4_0) == 18, "q4_0");
+_Static_assert(sizeof(hr_block_q4_1) == 20, "q4_1");
+_Static_assert(sizeof(hr_block_q4_k) == 144, "q4_k");
+_Static_assert(sizeof(hr_block_q5_k) == 176, "q5_k");
+_Static_assert(sizeof(hr_block_q6_k) == 210, "q6_k");
+
+#endif

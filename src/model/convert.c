@@ -1,0 +1,444 @@
+/* hr_convert: model directory -> mlx-lm directory (MLX affine) or GGUF. */
+#include "model/convert.h"
+#include "core/error.h"
+#include "core/file.h"
+#include "io/safetensors.h"
+#include "kernels/cpu/quant.h"
+#include "model/gguf_model.h"
+#include "model/weights.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <jansson.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+double hr_affine_bpw(int bits, int group, int sbytes) {
+    return bits + 2.0 * 8.0 * sbytes / group;
+}
+
+/* ---- temp directory ------------------------------------------------------ */
+
+static void rm_tree(const char *dir) {
+    DIR *d = opendir(dir);
+    if (!d)
+        return;
+    struct dirent *e;
+    char p[4096];
+    while ((e = readdir(d)))
+        if (strcmp(e->d_name, ".") && strcmp(e->d_name, "..") &&
+            !hr_path_join(p, sizeof p, dir, e->d_name))
+            unlink(p);
+    closedir(d);
+    rmdir(dir);
+}
+
+/* Copy every regular file of src except weights and config.json. */
+static int copy_side_files(const char *src, const char *dst, hr_error *err) {
+    DIR *d = opendir(src);
+    if (!d)
+        return hr_err(err, HR_EIO, "%s: cannot open directory", src);
+    struct dirent *e;
+    int rc = 0;
+    while (!rc && (e = readdir(d))) {
+        const char *n = e->d_name;
+        size_t len = strlen(n);
+        if (n[0] == '.' || !strcmp(n, "config.json") ||
+            (len > 12 && !strcmp(n + len - 12, ".safetensors")) ||
+            (len > 11 && !strcmp(n + len - 11, ".index.json")))
+            continue;
+        char from[4096], to[4096];
+        struct stat st;
+        if (hr_path_join(from, sizeof from, src, n) || hr_path_join(to, sizeof to, dst, n) ||
+            stat(from, &st) || !S_ISREG(st.st_mode))
+            continue;
+        char *buf;
+        size_t blen;
+        if (!(rc = hr_file_read(from, &buf, &blen, err))) {
+            rc = hr_file_write_atomic(to, buf, blen, err);
+            free(buf);
+        }
+    }
+    closedir(d);
+    return rc;
+}
+
+/* ---- planning ------------------------------------------------------------- */
+
+typedef struct item {
+    const hr_tensor *t;
+    int bits; /* 0: not quantized */
+    int prio; /* lower = more sensitive */
+} item;
+
+static int layer_of(const char *name) {
+    const char *p = strstr(name, "layers.");
+    return p ? atoi(p + 7) : -1;
+}
+
+static bool ends_with(const char *s, const char *suf) {
+    size_t a = strlen(s), b = strlen(suf);
+    return a >= b && !strcmp(s + a - b, suf);
+}
+
+static bool is_float(hr_dtype t) {
+    return t == HR_DTYPE_F32 || t == HR_DTYPE_F16 || t == HR_DTYPE_BF16;
+}
+
+/* What mlx-lm quantizes: Linear and Embedding weights (2-D ".weight")
+ * whose rows split into whole groups. */
+static bool quantizable(const hr_tensor *t, int group) {
+    return ends_with(t->name, ".weight") && t->ndim == 2 && is_float(t->dtype) &&
+           t->shape[1] % group == 0;
+}
+
+/* Sensitivity classes (llama.cpp's *_M recipes and mlx-lm's mixed_* keep
+ * these higher): embeddings/lm_head, then v_proj and down_proj (outer
+ * layers first), then the rest. */
+static int priority(const char *name, int n_layers) {
+    int l = layer_of(name), edge = l < 0 ? 0 : (l < n_layers - 1 - l ? l : n_layers - 1 - l);
+    if (strstr(name, "embed_tokens") || strstr(name, "lm_head"))
+        return 0;
+    if (strstr(name, "v_proj") || strstr(name, "qkv_proj"))
+        return 1000 + edge;
+    if (strstr(name, "down_proj"))
+        return 2000 + edge;
+    if (strstr(name, "o_proj") || strstr(name, "q_proj") || strstr(name, "k_proj"))
+        return 3000 + edge;
+    return 4000 + edge;
+}
+
+static int cmp_prio(const void *a, const void *b) {
+    const item *x = *(item *const *)a, *y = *(item *const *)b;
+    return (x->prio > y->prio) - (x->prio < y->prio);
+}
+
+static const int LEVELS[] = {2, 3, 4, 5, 6, 8};
+enum { N_LEVELS = 6 };
+
+/* Pick per-tensor bits for a bits-per-weight budget: every quantized
+ * tensor at the largest level that fits, then the most sensitive ones
+ * raised two levels while the total stays within the budget. */
+static int plan_bpw(item *it, size_t n, const hr_convert_opts *o, int sbytes, int n_layers,
+                    int *base_bits, hr_error *err) {
+    double total_w = 0;
+    for (size_t i = 0; i < n; i++)
+        if (it[i].bits)
+            total_w += (double)hr_tensor_numel(it[i].t);
+    int base = -1;
+    for (int l = 0; l < N_LEVELS; l++)
+        if (hr_affine_bpw(LEVELS[l], o->group, sbytes) <= o->target_bpw + 1e-9)
+            base = l;
+    if (base < 0)
+        return hr_err(err, HR_EINVAL, "--target-bpw %.2f is below the smallest choice "
+                      "(%.2f: 2-bit, group %d)", o->target_bpw,
+                      hr_affine_bpw(2, o->group, sbytes), o->group);
+    *base_bits = LEVELS[base];
+    double bits_used = hr_affine_bpw(LEVELS[base], o->group, sbytes) * total_w;
+    double budget = o->target_bpw * total_w;
+    int hi = base + 2 < N_LEVELS ? base + 2 : N_LEVELS - 1;
+    item **order = malloc(n * sizeof *order);
+    if (!order)
+        return hr_err(err, HR_ENOMEM, "out of memory");
+    size_t nq = 0;
+    for (size_t i = 0; i < n; i++)
+        if (it[i].bits) {
+            it[i].bits = LEVELS[base];
+            it[i].prio = priority(it[i].t->name, n_layers);
+            order[nq++] = &it[i];
+        }
+    qsort(order, nq, sizeof *order, cmp_prio);
+    for (size_t i = 0; i < nq && hi > base; i++) {
+        double w = (double)hr_tensor_numel(order[i]->t);
+        double extra = (hr_affine_bpw(LEVELS[hi], o->group, sbytes) -
+                        hr_affine_bpw(LEVELS[base], o->group, sbytes)) * w;
+        if (bits_used + extra <= budget) {
+            order[i]->bits = LEVELS[hi];
+            bits_used += extra;
+        }
+    }
+    free(order);
+    if (o->report) {
+        int count[9] = {0};
+        for (size_t i = 0; i < n; i++)
+            if (it[i].bits)
+                count[it[i].bits]++;
+        fprintf(o->report, "target %.2f bpw -> %.3f bpw over %zu quantized matrices (group %d):",
+                o->target_bpw, bits_used / total_w, nq, o->group);
+        for (int b = 2; b <= 8; b++)
+            if (count[b])
+                fprintf(o->report, " %d at %d-bit", count[b], b);
+        fprintf(o->report, "\n");
+        for (size_t i = 0; i < n; i++)
+            if (it[i].bits && it[i].bits != LEVELS[base])
+                fprintf(o->report, "  %d-bit %s\n", it[i].bits, it[i].t->name);
+    }
+    return 0;
+}
+
+/* ---- tensor conversion ---------------------------------------------------- */
+
+static float round_to(float v, hr_dtype t) {
+    if (t == HR_DTYPE_BF16)
+        return hr_bf16_to_f32(hr_f32_to_bf16(v));
+    if (t == HR_DTYPE_F16)
+        return hr_f16_to_f32(hr_f32_to_f16(v));
+    return v;
+}
+
+static void store(void *p, size_t i, float v, hr_dtype t) {
+    if (t == HR_DTYPE_BF16)
+        ((uint16_t *)p)[i] = hr_f32_to_bf16(v);
+    else if (t == HR_DTYPE_F16)
+        ((uint16_t *)p)[i] = hr_f32_to_f16(v);
+    else
+        memcpy((float *)p + i, &v, 4);
+}
+
+typedef struct outlist {
+    hr_tensor *t;
+    size_t n, cap;
+} outlist;
+
+static hr_tensor *out_add(outlist *l, const char *name, hr_dtype dt, int ndim, int64_t d0,
+                          int64_t d1, size_t nbytes) {
+    if (l->n == l->cap) {
+        size_t cap = l->cap ? 2 * l->cap : 64;
+        hr_tensor *g = realloc(l->t, cap * sizeof *g);
+        if (!g)
+            return NULL;
+        l->t = g;
+        l->cap = cap;
+    }
+    void *data = malloc(nbytes ? nbytes : 1);
+    char *nm = strdup(name);
+    if (!data || !nm) {
+        free(data);
+        free(nm);
+        return NULL;
+    }
+    hr_tensor *t = &l->t[l->n++];
+    *t = (hr_tensor){.name = nm, .dtype = dt, .ndim = ndim, .shape = {d0, d1},
+                     .data = data, .nbytes = nbytes};
+    return t;
+}
+
+static void out_free(outlist *l) {
+    for (size_t i = 0; i < l->n; i++) {
+        free((void *)l->t[i].name);
+        free((void *)l->t[i].data);
+    }
+    free(l->t);
+}
+
+/* weight -> name.weight (U32), name.scales, name.biases */
+static int quantize_one(outlist *l, const hr_tensor *t, int bits, int group, hr_dtype dt) {
+    int64_t rows = t->shape[0], cols = t->shape[1], ng = cols / group;
+    char base[512], nm[600];
+    snprintf(base, sizeof base, "%.*s", (int)(strlen(t->name) - 7), t->name);
+    snprintf(nm, sizeof nm, "%s.weight", base);
+    size_t at = l->n; /* out_add may move the list: take pointers after */
+    bool ok = out_add(l, nm, HR_DTYPE_U32, 2, rows, cols * bits / 32,
+                      (size_t)rows * (size_t)cols * bits / 8) != NULL;
+    snprintf(nm, sizeof nm, "%s.scales", base);
+    ok = ok && out_add(l, nm, dt, 2, rows, ng, (size_t)(rows * ng) * hr_dtype_size(dt));
+    snprintf(nm, sizeof nm, "%s.biases", base);
+    ok = ok && out_add(l, nm, dt, 2, rows, ng, (size_t)(rows * ng) * hr_dtype_size(dt));
+    hr_tensor *w = ok ? &l->t[at] : NULL, *s = ok ? &l->t[at + 1] : NULL,
+              *b = ok ? &l->t[at + 2] : NULL;
+    float *x = malloc((size_t)cols * sizeof *x), *sc = malloc((size_t)ng * sizeof *sc),
+          *bi = malloc((size_t)ng * sizeof *bi);
+    int rc = (!b || !x || !sc || !bi) ? HR_ENOMEM : 0;
+    for (int64_t r = 0; !rc && r < rows; r++) {
+        hr_dequant_range(t, r, 0, cols, x);
+        for (int64_t c = 0; c < cols; c++)
+            x[c] = round_to(x[c], dt); /* mlx-lm casts to the dtype, then quantizes */
+        hr_quant_affine_row(x, cols, bits, group,
+                            (uint8_t *)w->data + (size_t)r * (size_t)cols * bits / 8, sc, bi);
+        for (int64_t g = 0; g < ng; g++) {
+            store((void *)s->data, (size_t)(r * ng + g), sc[g], dt);
+            store((void *)b->data, (size_t)(r * ng + g), bi[g], dt);
+        }
+    }
+    free(x);
+    free(sc);
+    free(bi);
+    return rc;
+}
+
+static int copy_one(outlist *l, const hr_tensor *t, hr_dtype dt) {
+    if (!is_float(t->dtype) || dt == t->dtype) {
+        hr_tensor *o = out_add(l, t->name, t->dtype, t->ndim, t->shape[0], t->shape[1], t->nbytes);
+        if (!o)
+            return HR_ENOMEM;
+        for (int d = 0; d < t->ndim; d++)
+            o->shape[d] = t->shape[d];
+        memcpy((void *)o->data, t->data, t->nbytes);
+        return 0;
+    }
+    int64_t n = hr_tensor_numel(t);
+    hr_tensor *o = out_add(l, t->name, dt, t->ndim, t->shape[0], t->shape[1],
+                           (size_t)n * hr_dtype_size(dt));
+    if (!o)
+        return HR_ENOMEM;
+    for (int d = 0; d < t->ndim; d++)
+        o->shape[d] = t->shape[d];
+    hr_tensor flat = *t;
+    flat.ndim = 2;
+    flat.shape[0] = 1;
+    flat.shape[1] = n;
+    float buf[1024];
+    for (int64_t i = 0; i < n; i += 1024) {
+        int64_t len = n - i < 1024 ? n - i : 1024;
+        hr_dequant_range(&flat, 0, i, len, buf);
+        for (int64_t j = 0; j < len; j++)
+            store((void *)o->data, (size_t)(i + j), buf[j], dt);
+    }
+    return 0;
+}
+
+/* ---- MLX directory ---------------------------------------------------------- */
+
+static const char *dtype_torch(hr_dtype t) {
+    return t == HR_DTYPE_BF16 ? "bfloat16" : t == HR_DTYPE_F16 ? "float16" : "float32";
+}
+
+static int convert_mlx(const hr_convert_opts *o, hr_weights *w, json_t *cfg, hr_dtype dt,
+                       const char *tmp, hr_error *err) {
+    size_t n = hr_weights_count(w);
+    item *it = calloc(n ? n : 1, sizeof *it);
+    outlist out = {0};
+    int rc = 0, base_bits = o->bits;
+    if (!it)
+        return hr_err(err, HR_ENOMEM, "out of memory");
+    int sbytes = (int)hr_dtype_size(dt);
+    json_t *nl = json_object_get(cfg, "num_hidden_layers");
+    int n_layers = json_is_integer(nl) ? (int)json_integer_value(nl) : 0;
+    for (size_t i = 0; i < n; i++) {
+        it[i].t = hr_weights_at(w, i);
+        if (it[i].t->dtype == HR_DTYPE_U32 && ends_with(it[i].t->name, ".weight")) {
+            rc = hr_err(err, HR_EUNSUPPORTED, "not supported yet: %s is already quantized "
+                        "('%s'); convert from a float model", o->src, it[i].t->name);
+            goto done;
+        }
+        if (o->quantize && quantizable(it[i].t, o->group))
+            it[i].bits = o->bits;
+    }
+    if (o->quantize && o->target_bpw > 0 &&
+        (rc = plan_bpw(it, n, o, sbytes, n_layers, &base_bits, err)))
+        goto done;
+    json_t *q = json_object();
+    json_object_set_new(q, "group_size", json_integer(o->group));
+    json_object_set_new(q, "bits", json_integer(base_bits));
+    json_object_set_new(q, "mode", json_string("affine"));
+    for (size_t i = 0; i < n && !rc; i++) {
+        const hr_tensor *t = it[i].t;
+        if (it[i].bits) {
+            rc = quantize_one(&out, t, it[i].bits, o->group, dt);
+            if (it[i].bits != base_bits) {
+                char path[512];
+                snprintf(path, sizeof path, "%.*s", (int)(strlen(t->name) - 7), t->name);
+                json_object_set_new(q, path, json_pack("{s:i,s:i}", "group_size", o->group,
+                                                       "bits", it[i].bits));
+            }
+        } else {
+            rc = copy_one(&out, t, dt);
+        }
+        if (rc == HR_ENOMEM)
+            rc = hr_err(err, HR_ENOMEM, "out of memory converting '%s'", t->name);
+    }
+    if (o->quantize) {
+        json_object_set(cfg, "quantization", q);
+        json_object_set(cfg, "quantization_config", q);
+    }
+    json_decref(q);
+    if (dt != HR_DTYPE_COUNT) {
+        json_object_set_new(cfg, "torch_dtype", json_string(dtype_torch(dt)));
+        if (json_object_get(cfg, "dtype"))
+            json_object_set_new(cfg, "dtype", json_string(dtype_torch(dt)));
+    }
+    char path[4096];
+    const char *meta[] = {"format", "mlx"};
+    if (!rc && hr_path_join(path, sizeof path, tmp, "model.safetensors"))
+        rc = hr_err(err, HR_ERANGE, "%s: path too long", tmp);
+    if (!rc)
+        rc = hr_st_write(path, out.t, out.n, meta, 1, err);
+    if (!rc) {
+        char *text = json_dumps(cfg, JSON_INDENT(4) | JSON_SORT_KEYS);
+        if (hr_path_join(path, sizeof path, tmp, "config.json") || !text)
+            rc = hr_err(err, HR_ENOMEM, "cannot write config.json");
+        else
+            rc = hr_file_write_atomic(path, text, strlen(text), err);
+        free(text);
+    }
+    if (!rc)
+        rc = copy_side_files(o->src, tmp, err);
+done:
+    out_free(&out);
+    free(it);
+    return rc;
+}
+
+/* ---- entry ------------------------------------------------------------------ */
+
+int hr_convert(const hr_convert_opts *o, hr_error *err) {
+    if (o->quantize && o->bits != 2 && o->bits != 3 && o->bits != 4 && o->bits != 5 &&
+        o->bits != 6 && o->bits != 8)
+        return hr_err(err, HR_EINVAL, "--q-bits must be 2, 3, 4, 5, 6 or 8 (got %d)", o->bits);
+    if (o->quantize && o->group != 32 && o->group != 64 && o->group != 128)
+        return hr_err(err, HR_EINVAL, "--q-group-size must be 32, 64 or 128 (got %d)", o->group);
+    if (o->target_bpw > 0 && !o->quantize)
+        return hr_err(err, HR_EINVAL, "--target-bpw needs -q");
+    if (o->quantize && o->gguf != HR_DTYPE_COUNT)
+        return hr_err(err, HR_EINVAL, "-q writes MLX affine weights; --gguf takes its own type");
+    struct stat st;
+    if (!stat(o->out, &st))
+        return hr_err(err, HR_EINVAL, "%s already exists", o->out);
+    char cfg_path[4096];
+    if (hr_path_join(cfg_path, sizeof cfg_path, o->src, "config.json"))
+        return hr_err(err, HR_ERANGE, "%s: path too long", o->src);
+    if (!hr_dir_exists(o->src) || !hr_file_exists(cfg_path))
+        return hr_err(err, HR_ENOTFOUND, "%s: not a model directory (no config.json)", o->src);
+    json_error_t je;
+    json_t *cfg = json_load_file(cfg_path, 0, &je);
+    if (!cfg)
+        return hr_err(err, HR_EFORMAT, "%s: %s (line %d)", cfg_path, je.text, je.line);
+    hr_weights *w = NULL;
+    int rc = hr_weights_open(&w, o->src, err);
+    char tmp[4096];
+    if (!rc && snprintf(tmp, sizeof tmp, "%s.tmp-XXXXXX", o->out) >= (int)sizeof tmp)
+        rc = hr_err(err, HR_ERANGE, "%s: path too long", o->out);
+    if (rc)
+        goto done;
+    hr_dtype dt = o->dtype;
+    if (dt == HR_DTYPE_COUNT) { /* keep: the dtype of the first float matrix */
+        for (size_t i = 0; i < hr_weights_count(w) && dt == HR_DTYPE_COUNT; i++)
+            if (is_float(hr_weights_at(w, i)->dtype) && hr_weights_at(w, i)->ndim == 2)
+                dt = hr_weights_at(w, i)->dtype;
+        if (dt == HR_DTYPE_COUNT)
+            dt = HR_DTYPE_F32;
+    }
+    if (o->gguf != HR_DTYPE_COUNT) {
+        /* one file: temp beside it, renamed by the writer */
+        rc = hr_gguf_export(o->src, cfg, w, o->gguf, o->out, o->report, err);
+        goto done;
+    }
+    if (!mkdtemp(tmp)) {
+        rc = hr_err(err, HR_EIO, "%s: cannot create a temporary directory: %s", tmp,
+                    strerror(errno));
+        goto done;
+    }
+    chmod(tmp, 0755); /* mkdtemp makes 0700 */
+    rc = convert_mlx(o, w, cfg, dt, tmp, err);
+    if (!rc && rename(tmp, o->out))
+        rc = hr_err(err, HR_EIO, "rename %s -> %s: %s", tmp, o->out, strerror(errno));
+    if (rc)
+        rm_tree(tmp);
+done:
+    hr_weights_close(w);
+    json_decref(cfg);
+    return rc;
+}

@@ -1,0 +1,34 @@
+/* Model conversion: a Hugging Face / MLX model directory into
+ *  - an mlx-lm–compatible directory (same tensor names, MLX affine packing,
+ *    config.json "quantization" + "quantization_config" blocks with
+ *    per-module overrides, other files copied), or
+ *  - one GGUF file (llama.cpp names, metadata and Q/K permutation).
+ * Output is atomic: a temporary sibling is renamed into place at the end;
+ * on error nothing is left at `out`. */
+#ifndef HR_MODEL_CONVERT_H
+#define HR_MODEL_CONVERT_H
+
+#include "core/tensor.h"
+#include "hearth.h"
+
+#include <stdbool.h>
+#include <stdio.h>
+
+typedef struct hr_convert_opts {
+    const char *src, *out;
+    bool quantize;       /* MLX affine */
+    int bits, group;     /* default 4, 64 */
+    hr_dtype dtype;      /* float tensors' dtype; HR_DTYPE_COUNT: keep the source's */
+    double target_bpw;   /* > 0: mixed precision to this bits-per-weight budget */
+    hr_dtype gguf;       /* HR_DTYPE_COUNT: MLX directory; else a GGUF file whose
+                          * matrices have this type (F32, F16, BF16, Q8_0, ...) */
+    FILE *report;        /* what was chosen (may be NULL) */
+} hr_convert_opts;
+
+int hr_convert(const hr_convert_opts *o, hr_error *err);
+
+/* Bits per weight of an affine matrix with `bits` and `group` (scales and
+ * biases of sbytes each included). */
+double hr_affine_bpw(int bits, int group, int sbytes);
+
+#endif

@@ -1,0 +1,405 @@
+/* GGUF <-> Hugging Face: metadata, names, llama's q/k permutation. */
+#include "model/gguf_model.h"
+#include "core/error.h"
+#include "io/gguf_write.h"
+#include "kernels/cpu/quant.h"
+#include "model/config.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* ---- names ---------------------------------------------------------------- */
+
+static const struct { const char *gguf, *hf; } LAYER_NAMES[] = {
+    {"attn_norm.weight", "input_layernorm.weight"},
+    {"ffn_norm.weight", "post_attention_layernorm.weight"},
+    {"attn_q.weight", "self_attn.q_proj.weight"},
+    {"attn_k.weight", "self_attn.k_proj.weight"},
+    {"attn_v.weight", "self_attn.v_proj.weight"},
+    {"attn_output.weight", "self_attn.o_proj.weight"},
+    {"attn_q.bias", "self_attn.q_proj.bias"},
+    {"attn_k.bias", "self_attn.k_proj.bias"},
+    {"attn_v.bias", "self_attn.v_proj.bias"},
+    {"attn_output.bias", "self_attn.o_proj.bias"},
+    {"attn_q_norm.weight", "self_attn.q_norm.weight"},
+    {"attn_k_norm.weight", "self_attn.k_norm.weight"},
+    {"ffn_gate.weight", "mlp.gate_proj.weight"},
+    {"ffn_up.weight", "mlp.up_proj.weight"},
+    {"ffn_down.weight", "mlp.down_proj.weight"},
+};
+static const struct { const char *gguf, *hf; } TOP_NAMES[] = {
+    {"token_embd.weight", "model.embed_tokens.weight"},
+    {"output_norm.weight", "model.norm.weight"},
+    {"output.weight", "lm_head.weight"},
+    {"rope_freqs.weight", "rope_freqs.weight"},
+};
+#define COUNT(a) (sizeof(a) / sizeof((a)[0]))
+
+const char *hr_gguf_hf_name(const char *g, char *buf, size_t n) {
+    for (size_t i = 0; i < COUNT(TOP_NAMES); i++)
+        if (!strcmp(g, TOP_NAMES[i].gguf)) {
+            snprintf(buf, n, "%s", TOP_NAMES[i].hf);
+            return buf;
+        }
+    int layer, used = 0;
+    if (sscanf(g, "blk.%d.%n", &layer, &used) == 1 && used > 0)
+        for (size_t i = 0; i < COUNT(LAYER_NAMES); i++)
+            if (!strcmp(g + used, LAYER_NAMES[i].gguf)) {
+                snprintf(buf, n, "model.layers.%d.%s", layer, LAYER_NAMES[i].hf);
+                return buf;
+            }
+    return NULL;
+}
+
+static const char *gguf_name(const char *hf, char *buf, size_t n) {
+    for (size_t i = 0; i < COUNT(TOP_NAMES); i++)
+        if (!strcmp(hf, TOP_NAMES[i].hf)) {
+            snprintf(buf, n, "%s", TOP_NAMES[i].gguf);
+            return buf;
+        }
+    int layer, used = 0;
+    if (sscanf(hf, "model.layers.%d.%n", &layer, &used) == 1 && used > 0)
+        for (size_t i = 0; i < COUNT(LAYER_NAMES); i++)
+            if (!strcmp(hf + used, LAYER_NAMES[i].hf)) {
+                snprintf(buf, n, "blk.%d.%s", layer, LAYER_NAMES[i].gguf);
+                return buf;
+            }
+    return NULL;
+}
+
+static const struct { uint32_t ggml; hr_dtype dt; } TYPES[] = {
+    {0, HR_DTYPE_F32}, {1, HR_DTYPE_F16}, {30, HR_DTYPE_BF16}, {8, HR_DTYPE_Q8_0},
+    {2, HR_DTYPE_Q4_0}, {3, HR_DTYPE_Q4_1}, {12, HR_DTYPE_Q4_K}, {13, HR_DTYPE_Q5_K},
+    {14, HR_DTYPE_Q6_K},
+};
+
+int hr_gguf_dtype(uint32_t t) {
+    for (size_t i = 0; i < COUNT(TYPES); i++)
+        if (TYPES[i].ggml == t)
+            return (int)TYPES[i].dt;
+    return -1;
+}
+
+static uint32_t ggml_type(hr_dtype t) {
+    for (size_t i = 0; i < COUNT(TYPES); i++)
+        if (TYPES[i].dt == t)
+            return TYPES[i].ggml;
+    return 0;
+}
+
+/* ---- metadata -> config ----------------------------------------------------- */
+
+static const struct { const char *gguf, *model_type; bool permuted; } ARCHS[] = {
+    {"llama", "llama", true}, {"qwen2", "qwen2", false}, {"qwen3", "qwen3", false},
+};
+
+typedef struct meta {
+    const hr_gguf *g;
+    const char *arch;
+    json_t *cfg;
+    hr_error *err;
+    int rc;
+} meta;
+
+static bool get_num(meta *m, const char *suffix, double *v) {
+    char k[128];
+    snprintf(k, sizeof k, "%s.%s", m->arch, suffix);
+    int64_t i = hr_gguf_find(m->g, k);
+    if (i < 0)
+        return false;
+    int64_t iv;
+    if (!hr_gguf_get_int(m->g, i, &iv)) {
+        *v = (double)iv;
+        return true;
+    }
+    if (!hr_gguf_get_float(m->g, i, v))
+        return true;
+    if (!m->rc)
+        m->rc = hr_err(m->err, HR_EFORMAT, "%s: key '%s' is not a number",
+                       hr_gguf_path(m->g), k);
+    return false;
+}
+
+static void set_int(meta *m, const char *suffix, const char *field, bool required) {
+    double v;
+    if (get_num(m, suffix, &v))
+        json_object_set_new(m->cfg, field, json_integer((json_int_t)v));
+    else if (required && !m->rc)
+        m->rc = hr_err(m->err, HR_EFORMAT, "%s: missing key '%s.%s'", hr_gguf_path(m->g),
+                       m->arch, suffix);
+}
+
+static void set_real(meta *m, const char *suffix, const char *field) {
+    double v;
+    if (get_num(m, suffix, &v))
+        json_object_set_new(m->cfg, field, json_real(v));
+}
+
+int hr_gguf_config(const hr_gguf *g, json_t **out, bool *permuted_qk, hr_error *err) {
+    *out = NULL;
+    const char *a;
+    size_t alen;
+    if (hr_gguf_key_str(g, "general.architecture", &a, &alen))
+        return hr_err(err, HR_EFORMAT, "%s: missing 'general.architecture'", hr_gguf_path(g));
+    char arch[64];
+    snprintf(arch, sizeof arch, "%.*s", (int)(alen < 63 ? alen : 63), a);
+    size_t ai = COUNT(ARCHS);
+    for (size_t i = 0; i < COUNT(ARCHS); i++)
+        if (!strcmp(arch, ARCHS[i].gguf))
+            ai = i;
+    if (ai == COUNT(ARCHS))
+        return hr_err(err, HR_EUNSUPPORTED, "not supported yet: %s: GGUF architecture '%s' "
+                      "(llama, qwen2, qwen3 are)", hr_gguf_path(g), arch);
+    *permuted_qk = ARCHS[ai].permuted;
+    meta m = {g, arch, json_object(), err, 0};
+    json_object_set_new(m.cfg, "model_type", json_string(ARCHS[ai].model_type));
+    const hr_gguf_tensor *emb = hr_gguf_find_tensor(g, "token_embd.weight");
+    if (!emb || emb->n_dims != 2) {
+        json_decref(m.cfg);
+        return hr_err(err, HR_EFORMAT, "%s: missing 2-D tensor 'token_embd.weight'",
+                      hr_gguf_path(g));
+    }
+    json_object_set_new(m.cfg, "vocab_size", json_integer((json_int_t)emb->ne[1]));
+    set_int(&m, "embedding_length", "hidden_size", true);
+    set_int(&m, "block_count", "num_hidden_layers", true);
+    set_int(&m, "feed_forward_length", "intermediate_size", true);
+    set_int(&m, "attention.head_count", "num_attention_heads", true);
+    set_int(&m, "attention.head_count_kv", "num_key_value_heads", false);
+    set_int(&m, "attention.key_length", "head_dim", false);
+    set_int(&m, "context_length", "max_position_embeddings", false);
+    set_real(&m, "attention.layer_norm_rms_epsilon", "rms_norm_eps");
+    set_real(&m, "rope.freq_base", "rope_theta");
+    json_object_set_new(m.cfg, "tie_word_embeddings",
+                        json_boolean(!hr_gguf_find_tensor(g, "output.weight")));
+    int64_t v;
+    if (!hr_gguf_key_int(g, "tokenizer.ggml.bos_token_id", &v))
+        json_object_set_new(m.cfg, "bos_token_id", json_integer(v));
+    if (!hr_gguf_key_int(g, "tokenizer.ggml.eos_token_id", &v))
+        json_object_set_new(m.cfg, "eos_token_id", json_integer(v));
+    /* rope scaling: linear by metadata; llama3 as per-frequency divisors in
+     * rope_freqs.weight (expressed as longrope factors, equal short/long) */
+    char k[128];
+    snprintf(k, sizeof k, "%s.rope.scaling.type", arch);
+    const char *st;
+    size_t sl;
+    if (!m.rc && !hr_gguf_key_str(g, k, &st, &sl) && !(sl == 4 && !memcmp(st, "none", 4))) {
+        double f = 1;
+        if (sl == 6 && !memcmp(st, "linear", 6) && get_num(&m, "rope.scaling.factor", &f))
+            json_object_set_new(m.cfg, "rope_scaling",
+                                json_pack("{s:s,s:f}", "rope_type", "linear", "factor", f));
+        else
+            m.rc = hr_err(err, HR_EUNSUPPORTED, "not supported yet: %s: rope scaling '%.*s'",
+                          hr_gguf_path(g), (int)sl, st);
+    }
+    const hr_gguf_tensor *rf = hr_gguf_find_tensor(g, "rope_freqs.weight");
+    if (!m.rc && rf) {
+        if (rf->type != 0 || rf->n_dims != 1) {
+            m.rc = hr_err(err, HR_EFORMAT, "%s: 'rope_freqs.weight' must be 1-D F32",
+                          hr_gguf_path(g));
+        } else {
+            json_t *f = json_array();
+            for (uint64_t i = 0; i < rf->ne[0]; i++) {
+                float x;
+                memcpy(&x, (const float *)rf->data + i, 4);
+                json_array_append_new(f, json_real(x));
+            }
+            double theta = 10000;
+            get_num(&m, "rope.freq_base", &theta);
+            json_object_set_new(m.cfg, "rope_scaling",
+                                json_pack("{s:s,s:O,s:O,s:f,s:f}", "rope_type", "longrope",
+                                          "short_factor", f, "long_factor", f,
+                                          "attention_factor", 1.0, "rope_theta", theta));
+            json_decref(f);
+        }
+    }
+    if (m.rc) {
+        json_decref(m.cfg);
+        return m.rc;
+    }
+    *out = m.cfg;
+    return 0;
+}
+
+/* ---- export ---------------------------------------------------------------- */
+
+typedef struct bufs {
+    void **p;
+    size_t n, cap;
+} bufs;
+
+static void *keep(bufs *b, size_t size) {
+    if (b->n == b->cap) {
+        size_t cap = b->cap ? 2 * b->cap : 64;
+        void **p = realloc(b->p, cap * sizeof *p);
+        if (!p)
+            return NULL;
+        b->p = p;
+        b->cap = cap;
+    }
+    void *q = malloc(size ? size : 1);
+    if (q)
+        b->p[b->n++] = q;
+    return q;
+}
+
+/* llama.cpp's LlamaModel.permute: within each head, row s*hd/2 + i moves
+ * to 2*i + s. Returns the source row of destination row r. */
+static int64_t unpermute_row(int64_t r, int head_dim) {
+    int64_t h = r / head_dim, o = r % head_dim;
+    return h * head_dim + (o % 2) * (head_dim / 2) + o / 2;
+}
+
+/* llama3 rope: per-frequency divisors, as convert_hf_to_gguf.py computes. */
+static void llama3_factors(const hr_rope_params *rp, int dim, float *out) {
+    double lo_wl = rp->original_max_pos / rp->low_freq_factor;
+    double hi_wl = rp->original_max_pos / rp->high_freq_factor;
+    for (int i = 0; i < dim / 2; i++) {
+        double freq = 1.0 / pow(rp->theta, (2.0 * i) / dim);
+        double wl = 2 * M_PI / freq;
+        if (wl < hi_wl)
+            out[i] = 1.0f;
+        else if (wl > lo_wl)
+            out[i] = (float)rp->factor;
+        else {
+            double smooth = (rp->original_max_pos / wl - rp->low_freq_factor) /
+                            (rp->high_freq_factor - rp->low_freq_factor);
+            out[i] = (float)(1.0 / ((1 - smooth) / rp->factor + smooth));
+        }
+    }
+}
+
+int hr_gguf_export(const char *src, const json_t *cfg, const hr_weights *w, hr_dtype type,
+                   const char *out, FILE *report, hr_error *err) {
+    if (hr_gguf_dtype(ggml_type(type)) != (int)type)
+        return hr_err(err, HR_EINVAL, "--gguf type %s is not one hearth writes",
+                      hr_dtype_name(type));
+    hr_hparams hp;
+    int rc = hr_hparams_from_json(&hp, cfg, NULL, err);
+    if (rc)
+        return rc;
+    const char *mt = hp.arch->model_type, *arch = NULL;
+    bool permute = false;
+    if (!strcmp(mt, "llama") || !strcmp(mt, "mistral")) {
+        arch = "llama";
+        permute = true;
+    } else if (!strcmp(mt, "qwen2") || !strcmp(mt, "qwen3")) {
+        arch = mt;
+    }
+    if (!arch) {
+        hr_hparams_deinit(&hp);
+        return hr_err(err, HR_EUNSUPPORTED, "not supported yet: GGUF export of model_type "
+                      "'%s' (llama, mistral, qwen2, qwen3 are)", mt);
+    }
+    if (hp.rope.type != HR_ROPE_DEFAULT && hp.rope.type != HR_ROPE_LINEAR &&
+        hp.rope.type != HR_ROPE_LLAMA3) {
+        hr_hparams_deinit(&hp);
+        return hr_err(err, HR_EUNSUPPORTED, "not supported yet: GGUF export of this rope "
+                      "scaling (default, linear, llama3 are)");
+    }
+    hr_gguf_w *g = hr_gguf_w_new();
+    bufs keepers = {0};
+    char k[160];
+#define KEY(s) (snprintf(k, sizeof k, "%s." s, arch), k)
+    hr_gguf_w_str(g, "general.architecture", arch);
+    hr_gguf_w_str(g, "general.name", src);
+    hr_gguf_w_u32(g, "general.alignment", 32);
+    hr_gguf_w_u32(g, KEY("vocab_size"), (uint32_t)hp.n_vocab);
+    hr_gguf_w_u32(g, KEY("context_length"), (uint32_t)hp.max_pos);
+    hr_gguf_w_u32(g, KEY("embedding_length"), (uint32_t)hp.d_model);
+    hr_gguf_w_u32(g, KEY("block_count"), (uint32_t)hp.n_layers);
+    hr_gguf_w_u32(g, KEY("feed_forward_length"), (uint32_t)hp.d_ff);
+    hr_gguf_w_u32(g, KEY("attention.head_count"), (uint32_t)hp.n_heads);
+    hr_gguf_w_u32(g, KEY("attention.head_count_kv"), (uint32_t)hp.n_kv_heads);
+    hr_gguf_w_u32(g, KEY("attention.key_length"), (uint32_t)hp.head_dim);
+    hr_gguf_w_u32(g, KEY("attention.value_length"), (uint32_t)hp.head_dim);
+    hr_gguf_w_u32(g, KEY("rope.dimension_count"), (uint32_t)hp.rot_dim);
+    hr_gguf_w_f32(g, KEY("rope.freq_base"), (float)hp.rope.theta);
+    hr_gguf_w_f32(g, KEY("attention.layer_norm_rms_epsilon"), hp.norm_eps);
+    if (hp.rope.type == HR_ROPE_LINEAR) {
+        hr_gguf_w_str(g, KEY("rope.scaling.type"), "linear");
+        hr_gguf_w_f32(g, KEY("rope.scaling.factor"), (float)hp.rope.factor);
+    }
+    hr_gguf_w_str(g, "tokenizer.ggml.model", "none");
+    if (hp.bos_id >= 0)
+        hr_gguf_w_u32(g, "tokenizer.ggml.bos_token_id", (uint32_t)hp.bos_id);
+    if (hp.n_eos)
+        hr_gguf_w_u32(g, "tokenizer.ggml.eos_token_id", (uint32_t)hp.eos_ids[0]);
+#undef KEY
+    if (hp.rope.type == HR_ROPE_LLAMA3) {
+        float *f = keep(&keepers, (size_t)hp.rot_dim / 2 * sizeof *f);
+        if (f) {
+            llama3_factors(&hp.rope, hp.rot_dim, f);
+            uint64_t ne[1] = {(uint64_t)hp.rot_dim / 2};
+            hr_gguf_w_tensor(g, "rope_freqs.weight", 0, 1, ne, f, (size_t)hp.rot_dim / 2 * 4);
+        }
+    }
+    size_t n_fallback = 0;
+    for (size_t i = 0; !rc && i < hr_weights_count(w); i++) {
+        const hr_tensor *t = hr_weights_at(w, i);
+        char gn[160];
+        if (!gguf_name(t->name, gn, sizeof gn)) {
+            rc = hr_err(err, HR_EUNSUPPORTED, "not supported yet: %s: no GGUF name for "
+                        "tensor '%s'", src, t->name);
+            break;
+        }
+        bool is_q = strstr(t->name, "q_proj") != NULL, is_k = strstr(t->name, "k_proj") != NULL;
+        int64_t rows = t->shape[0], cols = t->ndim == 2 ? t->shape[1] : 1;
+        hr_tensor flat = *t;
+        flat.ndim = 2;
+        flat.shape[0] = rows;
+        flat.shape[1] = cols;
+        hr_dtype tt = t->ndim == 2 ? type : HR_DTYPE_F32;
+        int be, bb;
+        hr_dtype_block(tt, &be, &bb);
+        if (cols % be) {
+            tt = HR_DTYPE_F16;
+            hr_dtype_block(tt, &be, &bb);
+            n_fallback++;
+        }
+        size_t row_bytes = (size_t)(cols / be) * bb;
+        unsigned char *data = keep(&keepers, (size_t)rows * row_bytes);
+        float *x = malloc((size_t)cols * sizeof *x);
+        if (!data || !x) {
+            free(x);
+            rc = hr_err(err, HR_ENOMEM, "out of memory");
+            break;
+        }
+        for (int64_t r = 0; r < rows; r++) {
+            int64_t sr = permute && (is_q || is_k) ? unpermute_row(r, hp.head_dim) : r;
+            if (t->ndim == 1) {
+                hr_dequant_range(&(hr_tensor){.dtype = t->dtype, .ndim = 2, .shape = {1, rows},
+                                              .data = t->data},
+                                 0, r, 1, x);
+            } else {
+                hr_dequant_range(&flat, sr, 0, cols, x);
+            }
+            unsigned char *dst = data + (size_t)r * row_bytes;
+            if (tt == HR_DTYPE_F32)
+                memcpy(dst, x, (size_t)cols * 4);
+            else if (tt == HR_DTYPE_F16 || tt == HR_DTYPE_BF16)
+                for (int64_t c = 0; c < cols; c++) {
+                    uint16_t h = tt == HR_DTYPE_F16 ? hr_f32_to_f16(x[c]) : hr_f32_to_bf16(x[c]);
+                    memcpy(dst + 2 * c, &h, 2);
+                }
+            else
+                hr_quant_gguf_row(tt, x, cols, dst);
+        }
+        free(x);
+        uint64_t ne[2] = {(uint64_t)cols, (uint64_t)rows};
+        if (t->ndim == 1)
+            ne[0] = (uint64_t)rows;
+        hr_gguf_w_tensor(g, gn, ggml_type(tt), t->ndim, ne, data, (size_t)rows * row_bytes);
+    }
+    if (!rc)
+        rc = hr_gguf_w_write(g, out, err);
+    if (!rc && report)
+        fprintf(report, "wrote %s (%s, matrices %s%s)\n", out, arch, hr_dtype_name(type),
+                n_fallback ? ", some F16: rows not whole blocks" : "");
+    for (size_t i = 0; i < keepers.n; i++)
+        free(keepers.p[i]);
+    free(keepers.p);
+    hr_gguf_w_free(g);
+    hr_hparams_deinit(&hp);
+    return rc;
+}

@@ -1,0 +1,39 @@
+/* GGUF files as models, as llama.cpp's convert_hf_to_gguf.py writes them:
+ *  - metadata ({arch}.embedding_length, ...) -> a config.json object that
+ *    hr_hparams_from_json resolves like any other;
+ *  - tensor names (blk.N.attn_q.weight, ...) <-> Hugging Face names;
+ *  - llama-family q/k rows are permuted per head (half-split -> interleaved
+ *    rotary pairs): hearth keeps the permuted rows and rotates interleaved
+ *    pairs, which is the same attention (q.k is invariant under the same
+ *    permutation of q and k; v is not permuted).
+ * Architectures: llama (and mistral), qwen2, qwen3. */
+#ifndef HR_MODEL_GGUF_MODEL_H
+#define HR_MODEL_GGUF_MODEL_H
+
+#include "core/tensor.h"
+#include "hearth.h"
+#include "io/gguf.h"
+#include "model/weights.h"
+
+#include <jansson.h>
+#include <stdbool.h>
+#include <stdio.h>
+
+/* config.json equivalent of a GGUF's metadata (caller json_decref's it).
+ * *permuted_qk: llama-family q/k rows are in llama.cpp's order. */
+int hr_gguf_config(const hr_gguf *g, json_t **cfg, bool *permuted_qk, hr_error *err);
+
+/* The Hugging Face name of a GGUF tensor into buf, or NULL when unknown. */
+const char *hr_gguf_hf_name(const char *gguf_name, char *buf, size_t n);
+
+/* hearth dtype of a ggml type, or -1 when unsupported. */
+int hr_gguf_dtype(uint32_t ggml_type);
+
+/* Write the model at src (config cfg, weights w) as one GGUF file: 2-D
+ * weights of type `type` (F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q4_K, Q5_K,
+ * Q6_K; a matrix whose rows are not whole blocks falls back to F16), 1-D
+ * tensors F32, llama.cpp names and metadata, tokenizer "none". */
+int hr_gguf_export(const char *src, const json_t *cfg, const hr_weights *w, hr_dtype type,
+                   const char *out, FILE *report, hr_error *err);
+
+#endif
