@@ -144,9 +144,6 @@ static const hr_tool_format formats[] = {
     {"functionary_v31", {"<function=", "</function>"}, NULL,
      {NAMED_CALL("<function=", "</function>", 0, "", ">", "", NULL, NULL, "<function=", ">",
                  "</function>")}, 1},
-    /* Functionary v3.2: >>>f\n{...} */
-    {"functionary_v32", {"'>>>'", "'>>>all\\n'"}, NULL,
-     {NAMED_CALL(">>>", "", 0, "", "\n", "", NULL, NULL, ">>>", "\n", "")}, 1},
     /* FireFunction v2: functools[{...}, ...] */
     {"firefunction", {"functools["}, NULL,
      {JSON_CALL("functools", "", HR__TS_ARRAY, "name", "arguments", "parameters", " functools", "")}, 1},
