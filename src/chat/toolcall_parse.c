@@ -574,9 +574,12 @@ static int parse_xml(const hr__tool_syntax *sy, const char *s, size_t n, const j
 long hr__tool_open_extent(const hr__tool_syntax *s, const char *body, size_t n) {
     if (s->kind != HR__TOOL_NAME_ARGS)
         return hr__tool_json_extent(body, n, 0);
-    size_t hb = find(body, n, 0, s->sep);
-    if (hb == n) /* no separator yet: give up once the header is longer than a name */
-        return n > 300 + strlen(s->sep) ? -1 : 0;
+    /* the separator must come within a name's length (searched in a fixed
+     * window, so the answer does not depend on how much has arrived) */
+    size_t win = 300 + strlen(s->sep), lim = n < win ? n : win;
+    size_t hb = find(body, lim, 0, s->sep);
+    if (hb == lim)
+        return n >= win ? -1 : 0;
     size_t aa = hb + strlen(s->sep);
     long e = hr__tool_json_extent(body + aa, n - aa, 0);
     return e <= 0 ? e : (long)(aa + (size_t)e);

@@ -351,6 +351,10 @@ static void test_mistral(void **state) {
                "{\"name\":\"get_time\",\"arguments\":{}}]");
     expect("mistral_args", NULL, "I think [TOOL_CALLS] are neat [ARGS]{}",
            "I think [TOOL_CALLS] are neat [ARGS]{}", NO_CALLS);
+    /* [ARGS] must come within a name's length of [TOOL_CALLS] */
+    char longhdr[400];
+    snprintf(longhdr, sizeof longhdr, "[TOOL_CALLS]%0310d[ARGS]{}", 0);
+    expect("mistral_args", NULL, longhdr, longhdr, NO_CALLS);
     expect("mistral_args", NULL, "[TOOL_CALLS]get_weather[ARGS]{\"city\": ",
            "[TOOL_CALLS]get_weather[ARGS]{\"city\": ", NO_CALLS);
 }
