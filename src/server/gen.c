@@ -32,6 +32,13 @@ typedef struct gen {
     char *text;
     size_t len, cap;
     json_t *lp_content;
+    /* tool calls (when the request's tools are parsed) */
+    hr_tool_parser *tp;
+    hr_tool_events ev;
+    char *cbuf;            /* the content part of the last routed text */
+    size_t clen, ccap;
+    json_t *calls;         /* complete calls (the message's tool_calls) */
+    json_t *delta;         /* calls for the next chunk's delta */
     /* streaming output buffer */
     char *out;
     size_t out_len, out_off, out_cap;
@@ -137,9 +144,62 @@ static void take_rest(gen *g, bool eos, const char **emit, size_t *elen) {
     }
 }
 
+/* Split final text into content and tool calls (when the request's tools
+ * are parsed): *e / *el become the content; calls go to g->calls and
+ * g->delta. end: the generation is over (flush the parser). */
+static void route(gen *g, const char **e, size_t *el, bool end) {
+    if (!g->tp)
+        return;
+    hr_tool_events_reset(&g->ev);
+    hr_tool_parser_push(g->tp, *e, *el, &g->ev);
+    if (end)
+        hr_tool_parser_finish(g->tp, &g->ev);
+    g->clen = 0;
+    for (size_t i = 0; i < g->ev.n; i++) {
+        const hr_tool_event *v = &g->ev.ev[i];
+        json_t *call;
+        switch (v->kind) {
+        case HR_TOOL_EV_CONTENT:
+            append(&g->cbuf, &g->clen, &g->ccap, v->text, v->len);
+            break;
+        case HR_TOOL_EV_CALL_START:
+            json_array_append_new(g->calls, json_pack("{s:s,s:s,s:{s:s,s:s}}", "id", v->id,
+                                                      "type", "function", "function", "name",
+                                                      v->name, "arguments", ""));
+            json_array_append_new(g->delta, json_pack("{s:i,s:s,s:s,s:{s:s,s:s}}", "index",
+                                                      v->index, "id", v->id, "type", "function",
+                                                      "function", "name", v->name, "arguments",
+                                                      ""));
+            break;
+        case HR_TOOL_EV_CALL_ARGS:
+            call = json_object_get(json_array_get(g->calls, (size_t)v->index), "function");
+            if (call) {
+                const char *old = json_string_value(json_object_get(call, "arguments"));
+                size_t ol = old ? strlen(old) : 0;
+                char *joined = malloc(ol + v->len + 1);
+                if (joined) {
+                    memcpy(joined, old ? old : "", ol);
+                    memcpy(joined + ol, v->text, v->len);
+                    joined[ol + v->len] = 0;
+                    json_object_set_new(call, "arguments", json_string(joined));
+                    free(joined);
+                }
+            }
+            json_array_append_new(g->delta, json_pack("{s:i,s:{s:s%}}", "index", v->index,
+                                                      "function", "arguments", v->text,
+                                                      v->len));
+            break;
+        case HR_TOOL_EV_CALL_END:
+            break;
+        }
+    }
+    *e = g->cbuf ? g->cbuf : "";
+    *el = g->clen;
+}
+
 static const char *finish_reason(gen *g, hr_finish f) {
     if (g->stopped || f == HR_FINISH_STOP)
-        return "stop";
+        return g->tp && hr_tool_parser_calls(g->tp) > 0 ? "tool_calls" : "stop";
     return "length";
 }
 
@@ -172,6 +232,11 @@ static void gen_free(gen *g) {
     }
     hr_detok_stream_free(g->detok);
     hr_stop_deinit(&g->stop);
+    hr_tool_parser_free(g->tp);
+    hr_tool_events_free(&g->ev);
+    free(g->cbuf);
+    json_decref(g->calls);
+    json_decref(g->delta);
     hr__job_free(&g->job);
     json_decref(g->lp_content);
     free(g->text);
@@ -204,6 +269,7 @@ static hr_reply run_blocking(gen *g) {
         if (g->job.logprobs || g->job.top_logprobs)
             json_array_append_new(g->lp_content, logprob_entry(g, &st));
         bool hit = take_step(g, &st, &e, &el);
+        route(g, &e, &el, false);
         append(&g->text, &g->len, &g->cap, e, el);
         if (hit)
             break;
@@ -217,16 +283,19 @@ static hr_reply run_blocking(gen *g) {
     if (f == HR_FINISH_CANCELLED && !g->stopped)
         return hr__error_reply(503, "server_error", NULL, "generation cancelled");
     take_rest(g, f == HR_FINISH_STOP, &e, &el);
+    route(g, &e, &el, true);
     append(&g->text, &g->len, &g->cap, e, el);
     json_t *choice = json_pack("{s:i,s:s}", "index", 0, "finish_reason", finish_reason(g, f));
     if (g->job.logprobs || g->job.top_logprobs)
         json_object_set_new(choice, "logprobs", json_pack("{s:O}", "content", g->lp_content));
     const char *text = g->text ? g->text : "";
-    if (g->job.chat)
-        json_object_set_new(choice, "message",
-                            json_pack("{s:s,s:o}", "role", "assistant", "content",
-                                      text[0] ? json_stringn(text, g->len) : json_null()));
-    else
+    if (g->job.chat) {
+        json_t *msg = json_pack("{s:s,s:o}", "role", "assistant", "content",
+                                text[0] ? json_stringn(text, g->len) : json_null());
+        if (json_array_size(g->calls))
+            json_object_set(msg, "tool_calls", g->calls);
+        json_object_set_new(choice, "message", msg);
+    } else
         json_object_set_new(choice, "text", json_stringn(text, g->len));
     json_t *o = envelope(g, g->job.chat ? "chat.completion" : "text_completion");
     json_object_set_new(o, "choices", json_pack("[o]", choice));
@@ -247,7 +316,7 @@ static int emit_event(gen *g, json_t *o) {
     return rc ? HR_ENOMEM : 0;
 }
 
-static json_t *chunk(const gen *g, const char *text, size_t len, const char *finish,
+static json_t *chunk(gen *g, const char *text, size_t len, const char *finish,
                      const hr_step *st) {
     json_t *choice = json_pack("{s:i,s:o}", "index", 0, "finish_reason",
                                finish ? json_string(finish) : json_null());
@@ -258,6 +327,10 @@ static json_t *chunk(const gen *g, const char *text, size_t len, const char *fin
         json_t *delta = json_pack("{s:s}", "role", "assistant");
         if (len)
             json_object_set_new(delta, "content", json_stringn(text, len));
+        if (json_array_size(g->delta)) {
+            json_object_set_new(delta, "tool_calls", g->delta);
+            g->delta = json_array();
+        }
         json_object_set_new(choice, "delta", delta);
     } else {
         json_object_set_new(choice, "text", json_stringn(text, len));
@@ -278,7 +351,8 @@ static bool produce(gen *g) {
     while (!g->stopped && (rc = next_step(g, g->n_steps, &st)) == 1) {
         g->n_steps++;
         bool hit = take_step(g, &st, &e, &el);
-        if (el || g->job.logprobs || g->job.top_logprobs) {
+        route(g, &e, &el, false);
+        if (el || json_array_size(g->delta) || g->job.logprobs || g->job.top_logprobs) {
             emit_event(g, chunk(g, e, el, NULL, &st));
             return true;
         }
@@ -291,6 +365,7 @@ static bool produce(gen *g) {
     if (f == HR_FINISH_CANCELLED && !g->stopped)
         return false;
     take_rest(g, f == HR_FINISH_STOP, &e, &el);
+    route(g, &e, &el, true);
     emit_event(g, chunk(g, e, el, finish_reason(g, f), NULL));
     if (g->job.include_usage) {
         json_t *u = envelope(g, "chat.completion");
@@ -345,7 +420,16 @@ hr_reply hr__route_generate(hr_server *s, struct MHD_Connection *c, bool chat,
         gen_free(g);
         return r;
     }
-    if (hr_detok_stream_new(&g->detok, s->tok, HR_DETOK_SKIP_SPECIAL, &e) ||
+    /* with tools, markers may be special tokens: keep them in the text */
+    unsigned dflags = g->job.tools ? 0 : HR_DETOK_SKIP_SPECIAL;
+    g->calls = json_array();
+    g->delta = json_array();
+    hr_tool_parser_opts tpo = {.tools = g->job.tools};
+    if (g->job.tools && hr_tool_parser_new(&g->tp, s->tool_format, &tpo, &e)) {
+        gen_free(g);
+        return hr__error_reply(500, "server_error", NULL, "%s", e.msg);
+    }
+    if (hr_detok_stream_new(&g->detok, s->tok, dflags, &e) ||
         hr_stop_init(&g->stop, (const char *const *)g->job.stops, g->job.n_stops) ||
         !(g->lp_content = json_array())) {
         gen_free(g);

@@ -3,6 +3,7 @@
 #define HR_SERVER_INTERNAL_H
 
 #include "chat/chat.h"
+#include "chat/toolcall.h"
 #include "engine/engine.h"
 #include "model/model.h"
 #include "server/server.h"
@@ -19,6 +20,7 @@ struct hr_server {
     hr_model *model;
     hr_tokenizer *tok;
     hr_chat_template *tmpl;       /* NULL: the model has no chat template */
+    const hr_tool_format *tool_format; /* how the template's model writes calls; NULL */
     char *bos_token, *eos_token;
     json_t *template_args;        /* --chat-template-args, or NULL */
     hr_engine *engine;

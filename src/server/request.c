@@ -326,6 +326,33 @@ static bool parse_bias(fields *f, const hr_server *s, hr_job *j) {
     return true;
 }
 
+/* tools + tool_choice: "auto" (default) parses calls from the output in the
+ * template's format; "none" leaves the output as text. "required" and a
+ * named function need constrained decoding: not supported yet. */
+static bool parse_tool_choice(fields *f, const hr_server *s, hr_job *j) {
+    const json_t *tools = field(f, "tools");
+    if (tools && !json_is_array(tools))
+        return fail(f, "tools", "%s must be an array of tools", "tools");
+    const json_t *tc = field(f, "tool_choice");
+    const char *choice = "auto";
+    if (tc && json_is_string(tc))
+        choice = json_string_value(tc);
+    else if (tc && json_is_object(tc))
+        choice = "named";
+    else if (tc)
+        return fail(f, "tool_choice", "%s must be a string or an object", "tool_choice");
+    if (strcmp(choice, "auto") && strcmp(choice, "none") && strcmp(choice, "required") &&
+        strcmp(choice, "named"))
+        return fail(f, "tool_choice", "%s must be \"auto\", \"none\", \"required\" or a "
+                    "function", "tool_choice");
+    if (!strcmp(choice, "required") || !strcmp(choice, "named"))
+        return fail(f, "tool_choice", "not supported yet: %s \"required\" or a named "
+                    "function (it needs constrained decoding)", "tool_choice");
+    if (tools && json_array_size(tools) > 0 && strcmp(choice, "none") && s->tool_format)
+        j->tools = json_incref((json_t *)tools);
+    return true;
+}
+
 static bool model_ok(const hr_server *s, const char *m) {
     if (!strcmp(m, "default_model") || !strcmp(m, s->model_id) || !strcmp(m, s->o.model))
         return true;
@@ -406,6 +433,8 @@ bool hr__job_parse(hr_server *s, bool chat, const char *body, size_t len, hr_job
         parse_stops(&f, j);
     if (!f.bad)
         parse_bias(&f, s, j);
+    if (!f.bad && chat)
+        parse_tool_choice(&f, s, j);
     if (!f.bad)
         build_prompt(s, &f, chat, j);
     json_decref(root);
@@ -422,6 +451,7 @@ bool hr__job_parse(hr_server *s, bool chat, const char *body, size_t len, hr_job
 }
 
 void hr__job_free(hr_job *j) {
+    json_decref(j->tools);
     hr_tokens_free(&j->prompt);
     free(j->bias_ids);
     free(j->bias_vals);

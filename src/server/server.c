@@ -269,6 +269,9 @@ int hr_server_new(hr_server **out, const hr_server_opts *o, hr_error *err) {
         hr_err_wrap(err, "chat template");
         goto fail;
     }
+    s->tool_format = hr_tool_format_detect(src);
+    if (s->tool_format)
+        hr_log(HR_LOG_INFO, "tool calls: %s format", hr_tool_format_name(s->tool_format));
     s->bos_token = files.bos_token;
     s->eos_token = files.eos_token;
     files.bos_token = files.eos_token = NULL;
