@@ -209,11 +209,11 @@ static void lit(nfa *a, uint32_t s, uint32_t e, const char *str) {
     }
 }
 
-/* Code points lo..hi (no surrogates) as they may appear in a JSON string. */
+/* Code points lo..hi as they appear in a canonically written JSON string. */
 static void json_range(nfa *a, uint32_t s, uint32_t e, uint32_t lo, uint32_t hi) {
     static const struct { uint32_t c; const char *esc; } SHORT[] = {
-        {'"', "\\\""}, {'\\', "\\\\"}, {'/', "\\/"}, {8, "\\b"},
-        {12, "\\f"},   {10, "\\n"},    {13, "\\r"}, {9, "\\t"},
+        {'"', "\\\""}, {'\\', "\\\\"}, {8, "\\b"}, {12, "\\f"},
+        {10, "\\n"},    {13, "\\r"},    {9, "\\t"},
     };
     /* raw: >= 0x20 except '"' and '\\' */
     static const uint32_t RAW[3][2] = {{0x20, 0x21}, {0x23, 0x5B}, {0x5D, 0x10FFFF}};
@@ -226,25 +226,18 @@ static void json_range(nfa *a, uint32_t s, uint32_t e, uint32_t lo, uint32_t hi)
     for (size_t i = 0; i < sizeof SHORT / sizeof SHORT[0]; i++)
         if (SHORT[i].c >= lo && SHORT[i].c <= hi)
             lit(a, s, e, SHORT[i].esc);
-    if (lo <= 0xFFFF)
-        uesc(a, s, e, lo, hi < 0xFFFF ? hi : 0xFFFF);
-    if (hi >= 0x10000) {
-        uint32_t l = lo > 0x10000 ? lo : 0x10000;
-        uint32_t h1 = 0xD800 + ((l - 0x10000) >> 10), l1 = 0xDC00 + ((l - 0x10000) & 0x3FF);
-        uint32_t h2 = 0xD800 + ((hi - 0x10000) >> 10), l2 = 0xDC00 + ((hi - 0x10000) & 0x3FF);
-        for (uint32_t h = h1; h <= h2 && !a->err; h++) {
-            uint32_t a0 = h == h1 ? l1 : 0xDC00, b0 = h == h2 ? l2 : 0xDFFF;
-            /* consecutive high surrogates with full low ranges share a path */
-            uint32_t hh = h;
-            if (a0 == 0xDC00 && b0 == 0xDFFF) {
-                while (hh + 1 <= h2 && (hh + 1 < h2 || l2 == 0xDFFF))
-                    hh++;
-            }
-            uint32_t t = nstate(a);
-            uesc(a, s, t, h, hh);
-            uesc(a, t, e, a0, b0);
-            h = hh;
+    /* other controls: \u00XX */
+    for (uint32_t c = lo; c <= hi && c < 0x20;) {
+        if (c == 8 || c == 9 || c == 10 || c == 12 || c == 13) {
+            c++;
+            continue;
         }
+        uint32_t d = c;
+        while (d + 1 <= hi && d + 1 < 0x20 && d + 1 != 8 && d + 1 != 9 && d + 1 != 10 &&
+               d + 1 != 12 && d + 1 != 13)
+            d++;
+        uesc(a, s, e, c, d);
+        c = d + 1;
     }
 }
 

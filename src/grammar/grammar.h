@@ -47,6 +47,11 @@ void hr_grammar_free(hr_grammar *g);
 /* Number of parser states (for diagnostics and limits). */
 int hr_grammar_n_states(const hr_grammar *g);
 
+/* v as Python's json.dumps(v, ensure_ascii=False) writes it (separators
+ * ", " and ": ", floats as repr): a malloc'd NUL-terminated string, NULL
+ * when out of memory. The canonical text of the JSON grammars. */
+char *hr_grammar_json_dumps(const json_t *v);
+
 /* ---- vocabulary ---------------------------------------------------------- */
 
 typedef struct hr_grammar_vocab hr_grammar_vocab;

@@ -23,8 +23,10 @@ typedef enum hr__gkind {
     HR__G_NONE,   /* the empty language (matches nothing) */
     HR__G_BYTES,  /* literal bytes: a = offset in bytes, b = length */
     HR__G_CHARS,  /* one code point in ranges: a = offset in ranges, b = n */
-    HR__G_JCHARS, /* one code point in ranges, as it may appear inside a JSON
-                     string: raw (if JSON allows it raw), \-escaped, \uXXXX */
+    HR__G_JCHARS, /* one code point in ranges, as it appears inside a JSON
+                     string written canonically (Python's json.dumps with
+                     ensure_ascii=False): raw, except " \\ \b \f \n \r \t
+                     escaped and other controls as \u00XX (either case) */
     HR__G_SEQ,    /* kids[a .. a+b) in order */
     HR__G_ALT,    /* one of kids[a .. a+b) */
     HR__G_REP,    /* node a repeated min..max times (max -1: unbounded) */
@@ -90,6 +92,12 @@ typedef struct hr__u32v {
 } hr__u32v;
 int hr__u32v_push(hr__u32v *v, uint32_t x);
 void hr__u32v_free(hr__u32v *v);
+
+/* Regex (regex.c) -> IR node. json: the node matches the body of a JSON
+ * string (canonical escapes) whose value contains a match (unanchored ends
+ * unless ^ / $); else the node matches exactly the text. */
+int hr__regex_ir(hr__gir *ir, const char *re, size_t len, int json,
+                 uint32_t *out, hr_error *err);
 
 /* ---- the compiled grammar (compile.c) -------------------------------------- */
 
