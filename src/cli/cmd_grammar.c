@@ -304,6 +304,10 @@ int hr_cmd_grammar(int argc, char **argv) {
     if (!json && c.all.n > 1)
         printf("all: mask µs/token p50 %.1f p99 %.1f max %.1f over %zu tokens\n", pct(&c.all, 0.5),
                pct(&c.all, 0.99), pct(&c.all, 1.0), c.all.n);
+    if (json && batch)
+        printf("{\"summary\":{\"tokens\":%zu,\"mask_us_p50\":%.2f,\"mask_us_p90\":%.2f,"
+               "\"mask_us_p99\":%.2f,\"mask_us_max\":%.2f}}\n",
+               c.all.n, pct(&c.all, 0.5), pct(&c.all, 0.9), pct(&c.all, 0.99), pct(&c.all, 1.0));
     free(c.all.v);
     free(c.mask);
     free(c.eos);

@@ -883,6 +883,12 @@ int hr__grammar_compile(hr_grammar **out, const hr__gir *ir, int32_t root,
     }
     /* rules never called keep UINT32_MAX; they were marked 0 only if queued */
     g->root = g->rule_start[root];
+    if ((rc = check_left_rec(g, ir, err)))
+        goto fail;
+    if ((rc = hr__grammar_minimize(g))) {
+        hr_err(err, rc, "out of memory compiling the grammar");
+        goto fail;
+    }
     for (uint32_t s = 0; s < g->n_st; s++) {
         hr__gstate *st = &g->st[s];
         st->plain = !st->nc && !st->accept;
@@ -891,8 +897,6 @@ int hr__grammar_compile(hr_grammar **out, const hr__gir *ir, int32_t root,
         const hr__gstate *r = &g->st[g->calls[i].ret];
         g->calls[i].tail = r->accept && !r->ne && !r->nc;
     }
-    if ((rc = check_left_rec(g, ir, err)))
-        goto fail;
     *out = g;
     g = NULL;
 fail:

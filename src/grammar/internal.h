@@ -146,6 +146,9 @@ struct hr_grammar {
 int hr__grammar_compile(hr_grammar **out, const hr__gir *ir, int32_t root,
                         hr_error *err);
 
+/* Merge equivalent states across rules (minimize.c). 0 or HR_ENOMEM. */
+int hr__grammar_minimize(hr_grammar *g);
+
 /* State after byte b from state s, UINT32_MAX if none. */
 static inline uint32_t hr__gstep(const hr_grammar *g, uint32_t s, uint8_t b) {
     const hr__gstate *st = &g->st[s];
