@@ -688,7 +688,7 @@ static int plan_inline(comp *c, int32_t root) {
         if (!cyc[r]) {
             uint32_t s = node_size(c, rsize, (uint32_t)ir->rules[r].body);
             rsize[r] = s;
-            c->inl[r] = s <= 256 && (int32_t)r != root;
+            c->inl[r] = s <= 256 && (int32_t)r != root && !ir->rules[r].noinline;
         }
     }
     /* A rule reached again through a finished cycle member may be on a cycle

@@ -43,6 +43,8 @@ typedef struct hr__grule {
     char *name;
     int32_t body; /* node, -1 while undefined */
     long pos;     /* where first referenced (for "undefined rule" errors) */
+    int noinline; /* always a call: its states stay context-free, so their
+                     mask-cache entries are shared (strings, numbers) */
 } hr__grule;
 
 typedef struct hr__gir {
@@ -251,11 +253,22 @@ struct hr_grammar_vocab {
     uint32_t *ntok0;   /* tokens ending at node i: toks[ntok0[i] .. ntok0[i+1]) */
     int32_t *toks;
     uint32_t max_depth;
+    /* Mask-cache entries shared by every grammar used with this vocabulary,
+       keyed by the shape of the automaton below a state (mask.c). */
+    pthread_mutex_t mu;
+    struct hr__vshared *shared;
 };
 
 /* ---- mask cache (mask.c) --------------------------------------------------------- */
 
-void hr__gcache_free_all(hr__gcache *c);
+void hr__vshared_free(hr_grammar_vocab *v);
+
+typedef struct hr__keybuf {
+    uint32_t *v;
+    size_t n, cap;
+    uint32_t *num, *order; /* num: per state (number + 1), order: BFS */
+    size_t norder;
+} hr__keybuf;
 
 /* Per matcher scratch for mask computation. */
 typedef struct hr__maskrun {
@@ -265,8 +278,7 @@ typedef struct hr__maskrun {
     size_t ndepth;
     hr__cbuf tmp, tmp2;
     uint32_t *path;
-    uint32_t *list;   /* scratch token list */
-    size_t list_cap;
+    hr__keybuf key;   /* scratch for shared-cache keys */
 } hr__maskrun;
 
 void hr__maskrun_deinit(hr__maskrun *mr);

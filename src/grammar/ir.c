@@ -255,7 +255,7 @@ int32_t hr__gir_rule(hr__gir *ir, const char *name, size_t len) {
     }
     memcpy(s, name, len);
     s[len] = 0;
-    ir->rules[ir->n_rules] = (hr__grule){s, -1, -1};
+    ir->rules[ir->n_rules] = (hr__grule){s, -1, -1, 0};
     return (int32_t)ir->n_rules++;
 }
 

@@ -9,6 +9,16 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* A value as a rule that is never inlined (see hr__grule.noinline). */
+static uint32_t value_rule(hr__js *c, uint32_t body, const char *name) {
+    int32_t r = hr__gir_new_rule(c->ir, name);
+    if (r < 0)
+        return 0;
+    hr__gir_define(c->ir, r, body);
+    c->ir->rules[r].noinline = 1;
+    return hr__gir_ref(c->ir, (uint32_t)r);
+}
+
 /* ---- small builders ---------------------------------------------------------- */
 
 static uint32_t S(hr__js *c, const char *s) { return hr__gir_str(c->ir, s); }
@@ -478,7 +488,7 @@ static uint32_t dec_nonneg(hr__js *c, long long L, int incL, long long H, int in
     return r;
 }
 
-uint32_t hr__js_number(hr__js *c, const json_t *s, int integer) {
+static uint32_t number(hr__js *c, const json_t *s, int integer) {
     hr__gir *ir = c->ir;
     if (json_object_get(s, "multipleOf")) {
         json_t *m = json_object_get(s, "multipleOf");
@@ -587,5 +597,10 @@ uint32_t hr__js_string(hr__js *c, const json_t *s) {
     } else {
         body = hr__gir_rep(ir, jchar_all(c), (int32_t)lo, (int32_t)hi);
     }
-    return hr__gir_seq3(ir, S(c, "\""), body, S(c, "\""));
+    return value_rule(c, hr__gir_seq3(ir, S(c, "\""), body, S(c, "\"")), "string");
+}
+
+uint32_t hr__js_number(hr__js *c, const json_t *s, int integer) {
+    uint32_t n = number(c, s, integer);
+    return c->rc ? 0 : value_rule(c, n, integer ? "integer" : "number");
 }

@@ -28,9 +28,163 @@ typedef struct centry {
 
 struct hr__gcache {
     uint64_t serial;
-    centry **e; /* per state; NULL until computed */
+    centry **e;     /* per state; NULL until computed */
+    uint8_t *owned; /* per state: e[s] belongs to this cache (not shared) */
     hr__gcache *next;
 };
+
+/* ---- entries shared across grammars ----------------------------------------
+ * A state's entry depends only on the automaton reachable from it (bytes
+ * and calls; returns go to the hole). That sub-automaton, numbered in
+ * breadth-first order, is the key: the same JSON string, number or literal
+ * in any grammar finds the entry computed for another. */
+
+#define SHARE_MAX_STATES 4096
+#define SHARE_MAX_ENTRIES 65536
+
+typedef struct sent {
+    uint64_t hash;
+    uint32_t *key;
+    uint32_t len;
+    centry *e;
+} sent;
+
+struct hr__vshared {
+    sent *tab;
+    uint32_t cap, n;
+};
+
+static void centry_free(centry *e);
+
+void hr__vshared_free(hr_grammar_vocab *v) {
+    struct hr__vshared *sh = v->shared;
+    if (!sh)
+        return;
+    for (uint32_t i = 0; i < sh->cap; i++)
+        if (sh->tab[i].key) {
+            free(sh->tab[i].key);
+            centry_free(sh->tab[i].e);
+        }
+    free(sh->tab);
+    free(sh);
+    v->shared = NULL;
+}
+
+typedef hr__keybuf keybuf;
+
+static int kput(keybuf *k, uint32_t x) {
+    if (k->n == k->cap) {
+        size_t c = k->cap ? k->cap * 2 : 256;
+        uint32_t *p = realloc(k->v, c * sizeof *p);
+        if (!p)
+            return -1;
+        k->v = p;
+        k->cap = c;
+    }
+    k->v[k->n++] = x;
+    return 0;
+}
+
+static uint32_t knum(keybuf *k, uint32_t s, int *over) {
+    if (!k->num[s]) {
+        if (k->norder >= SHARE_MAX_STATES) {
+            *over = 1;
+            return 0;
+        }
+        k->order[k->norder++] = s;
+        k->num[s] = (uint32_t)k->norder;
+    }
+    return k->num[s] - 1;
+}
+
+/* The key of state s; 0 on success, -1 when too large or out of memory. */
+static int make_key(const hr_grammar *g, uint32_t s, keybuf *k) {
+    int over = 0, rc = 0;
+    k->n = 0;
+    k->norder = 0;
+    knum(k, s, &over);
+    for (size_t i = 0; i < k->norder && !over && !rc; i++) {
+        const hr__gstate *st = &g->st[k->order[i]];
+        rc |= kput(k, st->accept);
+        rc |= kput(k, st->ne);
+        for (uint32_t j = 0; j < st->ne; j++) {
+            const hr__gedge *e = &g->edges[st->e0 + j];
+            rc |= kput(k, (uint32_t)e->lo << 8 | e->hi);
+            rc |= kput(k, knum(k, e->to, &over));
+        }
+        rc |= kput(k, st->nc);
+        for (uint32_t j = 0; j < st->nc; j++) {
+            const hr__gcall *c = &g->calls[st->c0 + j];
+            rc |= kput(k, knum(k, g->rule_start[c->rule], &over));
+            rc |= kput(k, knum(k, c->ret, &over));
+        }
+    }
+    for (size_t i = 0; i < k->norder; i++)
+        k->num[k->order[i]] = 0;
+    return over || rc ? -1 : 0;
+}
+
+static uint64_t key_hash(const uint32_t *v, size_t n) {
+    uint64_t h = 0x84222325cbf29ce4ull;
+    for (size_t i = 0; i < n; i++)
+        h = (h ^ v[i]) * 0x100000001b3ull;
+    return h ^ (h >> 31);
+}
+
+/* Find (or, with e != NULL, insert) the entry of key k. Called with v->mu. */
+static centry *shared_find(hr_grammar_vocab *v, const keybuf *k, uint64_t h, centry *e) {
+    struct hr__vshared *sh = v->shared;
+    if (!sh) {
+        if (!e || !(sh = calloc(1, sizeof *sh)))
+            return NULL;
+        sh->cap = 1024;
+        if (!(sh->tab = calloc(sh->cap, sizeof *sh->tab))) {
+            free(sh);
+            return NULL;
+        }
+        v->shared = sh;
+    }
+    uint32_t m = sh->cap - 1;
+    for (uint32_t i = (uint32_t)h & m;; i = (i + 1) & m) {
+        sent *x = &sh->tab[i];
+        if (!x->key) {
+            if (!e || sh->n >= SHARE_MAX_ENTRIES || (sh->n + 1) * 2 > sh->cap)
+                return NULL;
+            x->key = malloc(k->n * sizeof *x->key);
+            if (!x->key)
+                return NULL;
+            memcpy(x->key, k->v, k->n * sizeof *x->key);
+            x->len = (uint32_t)k->n;
+            x->hash = h;
+            x->e = e;
+            sh->n++;
+            return e;
+        }
+        if (x->hash == h && x->len == k->n && !memcmp(x->key, k->v, k->n * sizeof *k->v))
+            return x->e;
+    }
+}
+
+static int shared_grow(hr_grammar_vocab *v) {
+    struct hr__vshared *sh = v->shared;
+    if (!sh || (sh->n + 1) * 2 <= sh->cap || sh->cap >= 4 * SHARE_MAX_ENTRIES)
+        return 0;
+    uint32_t nc = sh->cap * 2;
+    sent *t = calloc(nc, sizeof *t);
+    if (!t)
+        return -1;
+    for (uint32_t i = 0; i < sh->cap; i++)
+        if (sh->tab[i].key) {
+            uint32_t p = (uint32_t)sh->tab[i].hash & (nc - 1);
+            while (t[p].key)
+                p = (p + 1) & (nc - 1);
+            t[p] = sh->tab[i];
+        }
+    free(sh->tab);
+    sh->tab = t;
+    sh->cap = nc;
+    return 0;
+}
 
 static centry EMPTY_ENTRY;
 
@@ -43,25 +197,17 @@ static void centry_free(centry *e) {
     free(e);
 }
 
-void hr__gcache_free_all(hr__gcache *c) {
-    while (c) {
-        hr__gcache *n = c->next;
-        /* the number of states is not stored here: entries array is sized
-           by the grammar, freed by the caller through this list */
-        free(c->e);
-        free(c);
-        c = n;
-    }
-}
 
 void hr__maskrun_deinit(hr__maskrun *mr) {
+    free(mr->key.v);
+    free(mr->key.num);
+    free(mr->key.order);
     free(mr->depth.v);
     free(mr->doff);
     free(mr->dn);
     free(mr->tmp.v);
     free(mr->tmp2.v);
     free(mr->path);
-    free(mr->list);
     memset(mr, 0, sizeof *mr);
 }
 
@@ -198,7 +344,10 @@ static hr__gcache *cache_of(const hr_grammar *g, const hr_grammar_vocab *v) {
     if (!c)
         return NULL;
     c->e = calloc(g->n_st ? g->n_st : 1, sizeof *c->e);
-    if (!c->e) {
+    c->owned = calloc(g->n_st ? g->n_st : 1, 1);
+    if (!c->e || !c->owned) {
+        free(c->e);
+        free(c->owned);
         free(c);
         return NULL;
     }
@@ -212,6 +361,7 @@ static int entry_get(hr__run *cr, hr__maskrun *mr, const hr_grammar_vocab *v,
                      uint32_t s, const centry **out) {
     const hr_grammar *g = cr->g;
     hr_grammar *gm = (hr_grammar *)g;
+    hr_grammar_vocab *vm = (hr_grammar_vocab *)v; /* internal shared cache */
     pthread_mutex_lock(&gm->mu);
     hr__gcache *c = cache_of(g, v);
     centry *e = c ? c->e[s] : NULL;
@@ -222,15 +372,46 @@ static int entry_get(hr__run *cr, hr__maskrun *mr, const hr_grammar_vocab *v,
         *out = e;
         return 0;
     }
-    int rc = entry_compute(cr, mr, v, s, &e);
-    if (rc)
-        return rc;
+    /* shared across grammars? */
+    keybuf *k = &mr->key;
+    if (!k->num) {
+        k->num = calloc(g->n_st, sizeof *k->num);
+        k->order = malloc(SHARE_MAX_STATES * sizeof *k->order);
+        if (!k->num || !k->order)
+            return HR_ENOMEM;
+    }
+    int keyed = make_key(g, s, k) == 0;
+    uint64_t h = keyed ? key_hash(k->v, k->n) : 0;
+    int owned = 0;
+    if (keyed) {
+        pthread_mutex_lock(&vm->mu);
+        e = shared_find(vm, k, h, NULL);
+        pthread_mutex_unlock(&vm->mu);
+    }
+    if (!e) {
+        int rc = entry_compute(cr, mr, v, s, &e);
+        if (rc)
+            return rc;
+        owned = 1;
+        if (keyed && e != &EMPTY_ENTRY) {
+            pthread_mutex_lock(&vm->mu);
+            centry *f = shared_grow(vm) ? NULL : shared_find(vm, k, h, e);
+            pthread_mutex_unlock(&vm->mu);
+            if (f && f != e) { /* another thread won */
+                centry_free(e);
+                e = f;
+            }
+            owned = !f;
+        }
+    }
     pthread_mutex_lock(&gm->mu);
     if (c->e[s]) {
-        centry_free(e);
+        if (owned)
+            centry_free(e);
         e = c->e[s];
     } else {
         c->e[s] = e;
+        c->owned[s] = (uint8_t)owned;
     }
     pthread_mutex_unlock(&gm->mu);
     *out = e;
@@ -297,10 +478,15 @@ int hr__mask_compute(hr__run *r, hr__run *cr, hr__maskrun *mr,
 }
 
 void hr__gcache_clear(hr_grammar *g) {
-    for (hr__gcache *c = g->caches; c; c = c->next)
+    for (hr__gcache *c = g->caches, *n; c; c = n) {
+        n = c->next;
         for (uint32_t s = 0; s < g->n_st; s++)
-            centry_free(c->e[s]);
-    hr__gcache_free_all(g->caches);
+            if (c->owned[s])
+                centry_free(c->e[s]);
+        free(c->e);
+        free(c->owned);
+        free(c);
+    }
     g->caches = NULL;
 }
 

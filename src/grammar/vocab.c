@@ -28,6 +28,8 @@ static int cmp_tok(const void *a, const void *b) {
 void hr_grammar_vocab_free(hr_grammar_vocab *v) {
     if (!v)
         return;
+    hr__vshared_free(v);
+    pthread_mutex_destroy(&v->mu);
     free(v->bytes);
     free(v->off);
     free(v->len);
@@ -58,6 +60,7 @@ int hr_grammar_vocab_new(hr_grammar_vocab **out, const hr_tokenizer *tok,
     if (!v)
         goto fail;
     v->serial = atomic_fetch_add(&next_serial, 1);
+    pthread_mutex_init(&v->mu, NULL);
     v->n_vocab = n_vocab;
     v->n_tok = nt < n_vocab ? nt : n_vocab;
     v->off = calloc((size_t)v->n_tok + 1, sizeof *v->off);
