@@ -21,6 +21,7 @@ static const verb verbs[] = {
     {"tokenize", hr_cmd_tokenize, "text -> token IDs (--model, --text/--file/--jsonl)"},
     {"detokenize", hr_cmd_detokenize, "token IDs -> text (--model, --tokens)"},
     {"template", hr_cmd_template, "render a model's chat template over messages"},
+    {"grammar", hr_cmd_grammar, "compile a JSON Schema against a tokenizer; check MaskBench tests"},
 };
 
 static void usage(FILE *f) {

@@ -496,3 +496,67 @@ int hr__dec_finish(hr__dec_state *s, hr__buf *out) {
     s->pend.len = s->tok.len = s->clean.len = s->tmp.len = s->meta.len = 0;
     return rc;
 }
+
+/* ---- one token's bytes ---------------------------------------------------
+ * The per-token steps of hr__dec_push for a token in the middle of a text
+ * (not the first: no Metaspace prepend or lead strip), before the repair
+ * stage, so a byte-level or <0xXX> token gives its raw bytes. */
+int hr_tokenizer_token_bytes(const hr_tokenizer *t, int32_t id, char *buf,
+                             size_t cap, size_t *len) {
+    const hr__decoder *d = &t->dec;
+    if (id < 0 || id >= t->n_vocab || t->tok_len[id] < 0)
+        return HR_ERANGE;
+    hr__buf tk = {0}, tmp = {0};
+    int rc = hr__buf_put(&tk, t->pool + t->tok_off[id], (size_t)t->tok_len[id]);
+    for (int i = 0; i < d->n && !rc && !d->no_decoder; i++) {
+        const hr__dec *x = &d->v[i];
+        int b;
+        switch (x->kind) {
+        case HR__DEC_REPLACE:
+            rc = replace_all(&tk, x, &tmp);
+            break;
+        case HR__DEC_BYTEFALLBACK:
+            if ((b = byte_token(tk.p, tk.len)) >= 0) {
+                tk.p[0] = (char)b;
+                tk.len = 1;
+                i = d->n; /* a byte token skips the later steps */
+            }
+            break;
+        case HR__DEC_STRIP:
+            strip_token(&tk, x);
+            break;
+        case HR__DEC_METASPACE:
+            metaspace_token(&tk, x, 0);
+            break;
+        case HR__DEC_BYTELEVEL:
+            bytelevel_token(&tk);
+            break;
+        case HR__DEC_FUSE:
+            break;
+        }
+    }
+    if (!rc && d->post_meta) {
+        char r[4];
+        size_t rl = (size_t)hr__utf8_encode(d->post_meta_cp, r), o = 0;
+        for (size_t i = 0; i < tk.len;) {
+            if (i + rl <= tk.len && !memcmp(tk.p + i, r, rl)) {
+                if (d->post_meta == 2)
+                    tk.p[o++] = ' ';
+                i += rl;
+            } else {
+                tk.p[o++] = tk.p[i++];
+            }
+        }
+        tk.len = o;
+    }
+    if (!rc) {
+        *len = tk.len;
+        if (tk.len > cap)
+            rc = HR_ERANGE;
+        else if (tk.len)
+            memcpy(buf, tk.p, tk.len);
+    }
+    free(tk.p);
+    free(tmp.p);
+    return rc;
+}

@@ -82,6 +82,14 @@ int32_t hr_tokenizer_find(const hr_tokenizer *t, const char *text);
 
 int hr_tokenizer_is_special(const hr_tokenizer *t, int32_t id);
 
+/* The bytes token id contributes to decoded text when it is not the first
+ * token (a byte-level or <0xXX> token gives its raw bytes, which may be
+ * partial UTF-8; Metaspace gives ' '). Written to buf[0..cap); *len gets the
+ * length even when it does not fit (then HR_ERANGE). HR_ERANGE also for an
+ * ID outside the vocabulary. Special tokens give their text. */
+int hr_tokenizer_token_bytes(const hr_tokenizer *t, int32_t id, char *buf,
+                             size_t cap, size_t *len);
+
 /* BOS / EOS / PAD / UNK IDs from the configuration, -1 when none. */
 int32_t hr_tokenizer_bos(const hr_tokenizer *t);
 int32_t hr_tokenizer_eos(const hr_tokenizer *t);

@@ -1,0 +1,295 @@
+/* Internals shared by the files of src/grammar/ (not a public API).
+ *
+ * Pipeline: a front end (gbnf.c, regex.c, json_schema*.c, choices in
+ * grammar.c) builds an IR (ir.c): rules whose bodies are trees of literals,
+ * code-point classes, sequences, alternatives, bounded repetitions and rule
+ * references. compile.c turns each rule into a DFA over bytes whose edges
+ * are byte ranges or calls of other rules (a pushdown automaton; small
+ * non-recursive rules are inlined). matcher.c runs it over a set of stacks;
+ * mask.c computes token masks with a per-state cache over the vocabulary
+ * trie (vocab.c). */
+#ifndef HR_GRAMMAR_INTERNAL_H
+#define HR_GRAMMAR_INTERNAL_H
+
+#include "grammar/grammar.h"
+
+#include <pthread.h>
+#include <stdint.h>
+
+/* ---- IR (ir.c) ------------------------------------------------------------ */
+
+typedef enum hr__gkind {
+    HR__G_EMPTY,  /* the empty string */
+    HR__G_NONE,   /* the empty language (matches nothing) */
+    HR__G_BYTES,  /* literal bytes: a = offset in bytes, b = length */
+    HR__G_CHARS,  /* one code point in ranges: a = offset in ranges, b = n */
+    HR__G_JCHARS, /* one code point in ranges, as it appears inside a JSON
+                     string written canonically (Python's json.dumps with
+                     ensure_ascii=False): raw, except " \\ \b \f \n \r \t
+                     escaped and other controls as \u00XX (either case) */
+    HR__G_SEQ,    /* kids[a .. a+b) in order */
+    HR__G_ALT,    /* one of kids[a .. a+b) */
+    HR__G_REP,    /* node a repeated min..max times (max -1: unbounded) */
+    HR__G_REF,    /* rule a */
+} hr__gkind;
+
+typedef struct hr__gnode {
+    uint8_t kind;
+    uint32_t a, b;
+    int32_t min, max; /* REP */
+} hr__gnode;
+
+typedef struct hr__grule {
+    char *name;
+    int32_t body; /* node, -1 while undefined */
+    long pos;     /* where first referenced (for "undefined rule" errors) */
+    int noinline; /* always a call: its states stay context-free, so their
+                     mask-cache entries are shared (strings, numbers) */
+} hr__grule;
+
+typedef struct hr__gir {
+    hr__gnode *nodes;
+    uint32_t n_nodes, cap_nodes;
+    uint32_t *kids;
+    uint32_t n_kids, cap_kids;
+    uint32_t *ranges; /* lo, hi pairs of code points (inclusive) */
+    uint32_t n_ranges, cap_ranges;
+    uint8_t *bytes;
+    uint32_t n_bytes, cap_bytes;
+    hr__grule *rules;
+    uint32_t n_rules, cap_rules;
+    int oom; /* sticky: a builder failed to allocate */
+} hr__gir;
+
+/* Builders return a node index; on allocation failure they set ir->oom and
+ * return 0 (node 0 is always EMPTY), so a front end checks oom once. */
+void hr__gir_init(hr__gir *ir);
+void hr__gir_deinit(hr__gir *ir);
+uint32_t hr__gir_empty(hr__gir *ir);
+uint32_t hr__gir_none(hr__gir *ir);
+uint32_t hr__gir_bytes(hr__gir *ir, const void *s, size_t n);
+uint32_t hr__gir_str(hr__gir *ir, const char *s); /* NUL-terminated */
+/* ranges: n (lo, hi) pairs, any order, may overlap; negate: the complement
+ * over all Unicode scalar values. Surrogates are never included. */
+uint32_t hr__gir_chars(hr__gir *ir, const uint32_t *ranges, size_t n,
+                       int negate, int json);
+uint32_t hr__gir_seq(hr__gir *ir, const uint32_t *kids, size_t n);
+uint32_t hr__gir_alt(hr__gir *ir, const uint32_t *kids, size_t n);
+uint32_t hr__gir_seq2(hr__gir *ir, uint32_t a, uint32_t b);
+uint32_t hr__gir_seq3(hr__gir *ir, uint32_t a, uint32_t b, uint32_t c);
+uint32_t hr__gir_alt2(hr__gir *ir, uint32_t a, uint32_t b);
+uint32_t hr__gir_rep(hr__gir *ir, uint32_t kid, int32_t min, int32_t max);
+uint32_t hr__gir_opt(hr__gir *ir, uint32_t kid);
+uint32_t hr__gir_ref(hr__gir *ir, uint32_t rule);
+/* Find or add a rule by name (len bytes); -1 on allocation failure. */
+int32_t hr__gir_rule(hr__gir *ir, const char *name, size_t len);
+/* A fresh rule named prefix + a number. */
+int32_t hr__gir_new_rule(hr__gir *ir, const char *prefix);
+void hr__gir_define(hr__gir *ir, int32_t rule, uint32_t body);
+
+/* A growable uint32 vector (front ends collect kids with it). */
+typedef struct hr__u32v {
+    uint32_t *v;
+    size_t n, cap;
+} hr__u32v;
+int hr__u32v_push(hr__u32v *v, uint32_t x);
+void hr__u32v_free(hr__u32v *v);
+
+/* Regex (regex.c) -> IR node. json: the node matches the body of a JSON
+ * string (canonical escapes) whose value contains a match (unanchored ends
+ * unless ^ / $); else the node matches exactly the text. */
+int hr__regex_ir(hr__gir *ir, const char *re, size_t len, int json,
+                 uint32_t *out, hr_error *err);
+
+/* ---- the compiled grammar (compile.c) -------------------------------------- */
+
+typedef struct hr__gedge {
+    uint8_t lo, hi;
+    uint32_t to;
+} hr__gedge;
+
+typedef struct hr__gcall {
+    uint32_t rule;
+    uint32_t ret; /* state to return to */
+    uint8_t tail; /* ret is final: a tail call pushes nothing */
+} hr__gcall;
+
+typedef struct hr__gstate {
+    uint32_t e0, ne; /* byte edges, sorted by lo, disjoint */
+    uint32_t c0, nc; /* calls */
+    uint8_t accept;  /* the rule may end here */
+    uint8_t plain;   /* no calls and not accepting (fast path) */
+} hr__gstate;
+
+typedef struct hr__gcache hr__gcache; /* mask.c */
+
+struct hr_grammar {
+    hr__gstate *st;
+    uint32_t n_st;
+    hr__gedge *edges;
+    uint32_t n_edges;
+    hr__gcall *calls;
+    uint32_t n_calls;
+    uint32_t *rule_start; /* per rule: start state, or UINT32_MAX if inlined */
+    uint32_t n_rules;
+    uint32_t root;        /* start state of the root rule */
+
+    pthread_mutex_t mu;   /* guards caches */
+    hr__gcache *caches;   /* one per vocabulary used with this grammar */
+};
+
+/* Limits (documented in docs/grammar.md). */
+#define HR__G_MAX_STATES 200000u  /* DFA states of a grammar */
+#define HR__G_MAX_NFA (4u << 20)  /* NFA states while compiling one rule */
+#define HR__G_MAX_REP 100000      /* a repetition bound */
+#define HR__G_MAX_SET 4096        /* parse configurations kept per step */
+
+/* Compile ir (root rule index root) into a grammar. */
+int hr__grammar_compile(hr_grammar **out, const hr__gir *ir, int32_t root,
+                        hr_error *err);
+
+/* Merge equivalent states across rules (minimize.c). 0 or HR_ENOMEM. */
+int hr__grammar_minimize(hr_grammar *g);
+
+/* State after byte b from state s, UINT32_MAX if none. */
+static inline uint32_t hr__gstep(const hr_grammar *g, uint32_t s, uint8_t b) {
+    const hr__gstate *st = &g->st[s];
+    const hr__gedge *e = g->edges + st->e0;
+    for (uint32_t i = 0; i < st->ne; i++)
+        if (b <= e[i].hi)
+            return b >= e[i].lo ? e[i].to : UINT32_MAX;
+    return UINT32_MAX;
+}
+
+/* ---- parse configurations (stack.c) ------------------------------------------
+ * A configuration is a DFA state plus the stack below it: "below" is an
+ * interned node (return state, parent node). Node 0 is the empty stack;
+ * node 1 is a hole: "whatever the context is" (for context-independent
+ * mask caching). */
+
+#define HR__NODE_EMPTY 0u
+#define HR__NODE_HOLE 1u
+
+typedef struct hr__cfg {
+    uint32_t state, below;
+} hr__cfg;
+
+typedef struct hr__stacks {
+    uint32_t *nstate, *nparent; /* nodes */
+    uint32_t n, cap;
+    uint32_t *tab; /* open addressing: node index, 0 = free */
+    uint32_t tcap;
+} hr__stacks;
+
+int hr__stacks_init(hr__stacks *s);
+void hr__stacks_deinit(hr__stacks *s);
+void hr__stacks_reset(hr__stacks *s);
+/* Node (state, parent); UINT32_MAX on allocation failure. */
+uint32_t hr__stacks_push(hr__stacks *s, uint32_t state, uint32_t parent);
+
+/* A set of configurations being built, deduplicated. */
+typedef struct hr__cset {
+    uint64_t *keys; /* state << 32 | below, 0 = free (state+1 stored) */
+    uint32_t *gen;
+    uint32_t cap, cur;
+} hr__cset;
+
+int hr__cset_init(hr__cset *c);
+void hr__cset_deinit(hr__cset *c);
+void hr__cset_clear(hr__cset *c); /* O(1) */
+/* 1 if newly added, 0 if present, <0 on allocation failure. */
+int hr__cset_add(hr__cset *c, hr__cfg x);
+
+/* A growable configuration buffer. */
+typedef struct hr__cbuf {
+    hr__cfg *v;
+    size_t n, cap;
+} hr__cbuf;
+int hr__cbuf_push(hr__cbuf *b, hr__cfg c);
+int hr__cbuf_reserve(hr__cbuf *b, size_t n);
+
+/* The engine that advances sets: scratch shared by the steps. */
+typedef struct hr__run {
+    const hr_grammar *g;
+    hr__stacks stk;
+    hr__cset seen;
+    hr__cbuf work;
+    int oom;
+} hr__run;
+
+int hr__run_init(hr__run *r, const hr_grammar *g);
+void hr__run_deinit(hr__run *r);
+
+enum { HR__CL_END = 1, HR__CL_HOLE = 2 };
+/* Close configurations in[0..n) under calls and returns. kernel = 0: append
+ * to out the configurations that can scan a byte; kernel = 1: append in's
+ * configurations and those reached by returns (the "kernel" a matcher keeps:
+ * what a context-independent cache entry cannot see). Returns HR__CL_END if
+ * the root rule can end (a return from the empty stack), HR__CL_HOLE if a
+ * return reaches the hole. */
+int hr__closure(hr__run *r, const hr__cfg *in, size_t n, hr__cbuf *out,
+                int kernel);
+/* Scan byte b from closed configurations; results appended to out (dedup). */
+void hr__scan(hr__run *r, const hr__cfg *in, size_t n, uint8_t b,
+              hr__cbuf *out);
+
+/* ---- vocabulary (vocab.c) ------------------------------------------------------ */
+
+struct hr_grammar_vocab {
+    uint64_t serial;     /* unique per vocabulary (cache key) */
+    int32_t n_vocab;     /* the model's */
+    int32_t n_tok;       /* the tokenizer's (tokens >= n_tok never allowed) */
+    char *bytes;         /* all token bytes */
+    uint32_t *off, *len; /* per token; len 0: never allowed (special/empty) */
+    uint8_t *is_eos;     /* per model token */
+    int32_t *eos;
+    int n_eos;
+    /* The trie, nodes in preorder. Node 0 is the root (no byte). */
+    uint32_t n_nodes;
+    uint8_t *nbyte;
+    uint16_t *ndepth;
+    uint32_t *nend;    /* first node after the subtree */
+    uint32_t *nparent;
+    uint32_t *ntok0;   /* tokens ending at node i: toks[ntok0[i] .. ntok0[i+1]) */
+    int32_t *toks;
+    uint32_t max_depth;
+    /* Mask-cache entries shared by every grammar used with this vocabulary,
+       keyed by the shape of the automaton below a state (mask.c). */
+    pthread_mutex_t mu;
+    struct hr__vshared *shared;
+};
+
+/* ---- mask cache (mask.c) --------------------------------------------------------- */
+
+void hr__vshared_free(hr_grammar_vocab *v);
+
+typedef struct hr__keybuf {
+    uint32_t *v;
+    size_t n, cap;
+    uint32_t *num, *order; /* num: per state (number + 1), order: BFS */
+    size_t norder;
+} hr__keybuf;
+
+/* Per matcher scratch for mask computation. */
+typedef struct hr__maskrun {
+    hr__cbuf depth;   /* configuration sets per trie depth */
+    size_t *doff;     /* doff[d]: start of depth d's closed set in depth */
+    uint32_t *dn;
+    size_t ndepth;
+    hr__cbuf tmp, tmp2;
+    uint32_t *path;
+    hr__keybuf key;   /* scratch for shared-cache keys */
+} hr__maskrun;
+
+void hr__maskrun_deinit(hr__maskrun *mr);
+/* OR into allowed the tokens accepted from kernel configurations
+ * k[0..n) (a matcher's current set). r: the matcher's run (real stacks);
+ * cr: scratch run for computing cache entries. */
+int hr__mask_compute(hr__run *r, hr__run *cr, hr__maskrun *mr,
+                     const hr_grammar_vocab *v, const hr__cfg *k, size_t n,
+                     uint32_t *allowed);
+void hr__gcache_clear(hr_grammar *g); /* frees every cache of g */
+int hr__mask_warm(const hr_grammar *g, const hr_grammar_vocab *v,
+                  hr_error *err);
+
+#endif
