@@ -8,6 +8,7 @@
 #include "model/rope.h"
 
 #include <errno.h>
+#include <math.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdlib.h>
@@ -28,9 +29,12 @@ struct hr_request {
     int n_stop_ids;
     int max_tokens, top_logprobs;
     hr_sampler *sampler;
+    hr_matcher *matcher;  /* constrained decoding, or NULL */
+    uint32_t *mask;       /* [n_vocab / 32 + 1] allowed tokens of the step */
     /* the log, written by the engine under mu */
     hr_step *steps;       /* [max_tokens] */
     int n_steps;
+    bool eos;             /* a stop token ended it */
     hr_finish finish;
     char err[256];
     double t_submit, t_first;
@@ -52,6 +56,8 @@ static void request_free(hr_request *r) {
     pthread_mutex_destroy(&r->mu);
     pthread_cond_destroy(&r->cv);
     hr_sampler_free(r->sampler);
+    hr_matcher_free(r->matcher);
+    free(r->mask);
     free(r->prompt);
     free(r->stop_ids);
     free(r->steps);
@@ -67,6 +73,13 @@ void hr_request_release(hr_request *r) {
 void hr_request_cancel(hr_request *r) { atomic_store(&r->cancel, 1); }
 
 int hr_request_prompt_tokens(const hr_request *r) { return r->n_prompt; }
+
+int hr_request_completion_tokens(hr_request *r) {
+    pthread_mutex_lock(&r->mu);
+    int n = r->n_steps + (r->eos ? 1 : 0);
+    pthread_mutex_unlock(&r->mu);
+    return n;
+}
 
 static void finish(hr_request *r, hr_finish why, const char *msg) {
     pthread_mutex_lock(&r->mu);
@@ -184,6 +197,17 @@ int hr_request_new(hr_request **out, const hr_engine *e, const hr_req_params *p,
     pthread_mutex_init(&r->mu, NULL);
     pthread_cond_init(&r->cv, NULL);
     atomic_store(&r->refs, 1);
+    if (p->grammar) {
+        if ((rc = hr_matcher_new(&r->matcher, p->grammar, p->gvocab, err))) {
+            request_free(r);
+            return rc;
+        }
+        r->mask = malloc(((size_t)V / 32 + 1) * sizeof *r->mask);
+        if (!r->mask) {
+            request_free(r);
+            return hr_err(err, HR_ENOMEM, "out of memory");
+        }
+    }
     r->n_prompt = p->n_prompt;
     r->max_tokens = p->max_tokens;
     r->top_logprobs = p->top_logprobs;
@@ -411,6 +435,12 @@ static void step(hr_engine *e) {
     for (int k = 0; k < n_rows; k++) {
         hr_request *r = e->b_row_req[k];
         float *row = e->logits + (size_t)k * V;
+        if (r->matcher) { /* only tokens that keep the output valid */
+            hr_matcher_mask(r->matcher, r->mask);
+            for (int t = 0; t < V; t++)
+                if (!(r->mask[t >> 5] >> (t & 31) & 1))
+                    row[t] = -INFINITY;
+        }
         int32_t tok = hr_sampler_sample(r->sampler, row);
         double now = hr_now();
         pthread_mutex_lock(&r->mu);
@@ -418,8 +448,19 @@ static void step(hr_engine *e) {
             r->t_first = now;
         pthread_mutex_unlock(&r->mu);
         if (is_stop(r, tok)) {
+            pthread_mutex_lock(&r->mu);
+            r->eos = true;
+            pthread_mutex_unlock(&r->mu);
             r->limit = -1; /* retire below */
             continue;
+        }
+        if (r->matcher) {
+            hr_error merr;
+            if (hr_matcher_accept(r->matcher, tok, &merr)) { /* a masked token: our bug */
+                hr_log(HR_LOG_ERROR, "grammar: %s", merr.msg);
+                r->limit = -2;
+                continue;
+            }
         }
         hr_sampler_accept(r->sampler, &tok, 1);
         hr_step s = {.token = tok, .logprob = row[tok]};
@@ -433,7 +474,9 @@ static void step(hr_engine *e) {
     }
     for (int i = e->n_running - 1; i >= 0; i--) {
         hr_request *r = e->running[i];
-        if (r->limit < 0)
+        if (r->limit == -2)
+            retire(e, i, HR_FINISH_ERROR, "constrained decoding failed");
+        else if (r->limit < 0 || (r->matcher && hr_matcher_done(r->matcher)))
             retire(e, i, HR_FINISH_STOP, NULL);
         else if (r->n_steps >= r->limit)
             retire(e, i, HR_FINISH_LENGTH, NULL);

@@ -12,6 +12,7 @@
 #define HR_ENGINE_ENGINE_H
 
 #include "hearth.h"
+#include "grammar/grammar.h"
 #include "model/model.h"
 #include "sample/sampler.h"
 
@@ -61,6 +62,11 @@ typedef struct hr_req_params {
     int top_logprobs;          /* 0..HR_MAX_TOP_LOGPROBS */
     const int32_t *stop_ids;   /* tokens that end generation (not reported) */
     int n_stop_ids;
+    /* constrained decoding (both NULL: free): every sampled token keeps the
+     * output a valid prefix of the grammar's language, generation ends when
+     * it is complete. The grammar and vocabulary must outlive the request. */
+    const hr_grammar *grammar;
+    const hr_grammar_vocab *gvocab;
 } hr_req_params;
 
 /* Copies everything it needs from p. The caller holds one reference. */
@@ -87,6 +93,9 @@ int hr_request_wait(hr_request *r, int i, hr_step *out, int timeout_ms);
 /* The finish reason (HR_FINISH_NONE while running); msg gets the error. */
 hr_finish hr_request_finish(hr_request *r, hr_error *msg);
 int hr_request_prompt_tokens(const hr_request *r);
+/* Generated tokens, counting an end-of-sequence token that ended it (as
+ * mlx-lm's usage does). Valid once finished. */
+int hr_request_completion_tokens(hr_request *r);
 /* Prompt tokens whose KV came from the prompt cache (valid once the first
  * token exists). */
 int hr_request_cached_tokens(hr_request *r);

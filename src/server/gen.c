@@ -203,8 +203,9 @@ static const char *finish_reason(gen *g, hr_finish f) {
     return "length";
 }
 
-static json_t *usage_json(const gen *g, hr_finish f) {
-    int completion = g->n_steps + (f == HR_FINISH_STOP && !g->stopped ? 1 : 0);
+static json_t *usage_json(const gen *g) {
+    /* a stop string ends the request early: count what was consumed */
+    int completion = g->stopped ? g->n_steps : hr_request_completion_tokens(g->req);
     int prompt = (int)g->job.prompt.n;
     return json_pack("{s:i,s:i,s:i,s:{s:i}}", "prompt_tokens", prompt, "completion_tokens",
                      completion, "total_tokens", prompt + completion, "prompt_tokens_details",
@@ -299,7 +300,7 @@ static hr_reply run_blocking(gen *g) {
         json_object_set_new(choice, "text", json_stringn(text, g->len));
     json_t *o = envelope(g, g->job.chat ? "chat.completion" : "text_completion");
     json_object_set_new(o, "choices", json_pack("[o]", choice));
-    json_object_set_new(o, "usage", usage_json(g, f));
+    json_object_set_new(o, "usage", usage_json(g));
     return (hr_reply){.status = 200, .body = dump(o)};
 }
 
@@ -370,7 +371,7 @@ static bool produce(gen *g) {
     if (g->job.include_usage) {
         json_t *u = envelope(g, "chat.completion");
         json_object_set_new(u, "choices", json_array());
-        json_object_set_new(u, "usage", usage_json(g, f));
+        json_object_set_new(u, "usage", usage_json(g));
         emit_event(g, u);
     }
     append(&g->out, &g->out_len, &g->out_cap, "data: [DONE]\n\n", 14);

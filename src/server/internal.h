@@ -5,6 +5,7 @@
 #include "chat/chat.h"
 #include "chat/toolcall.h"
 #include "engine/engine.h"
+#include "grammar/grammar.h"
 #include "model/model.h"
 #include "server/server.h"
 #include "tokenizer/tokenizer.h"
@@ -12,6 +13,7 @@
 #include <jansson.h>
 #include <microhttpd.h>
 #include <stdatomic.h>
+#include <pthread.h>
 #include <stdbool.h>
 
 struct hr_server {
@@ -26,6 +28,8 @@ struct hr_server {
     hr_engine *engine;
     int32_t stop_ids[16];         /* end-of-sequence tokens */
     int n_stop_ids;
+    hr_grammar_vocab *gvocab;     /* for constrained decoding, built on first use */
+    pthread_mutex_t gvocab_mu;
     struct MHD_Daemon *daemon;
     int port;
     double t_start;

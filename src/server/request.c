@@ -353,6 +353,124 @@ static bool parse_tool_choice(fields *f, const hr_server *s, hr_job *j) {
     return true;
 }
 
+/* The vocabulary index constrained decoding needs, built once. */
+static const hr_grammar_vocab *grammar_vocab(hr_server *s, hr_error *err) {
+    pthread_mutex_lock(&s->gvocab_mu);
+    if (!s->gvocab)
+        hr_grammar_vocab_new(&s->gvocab, s->tok, s->model->hp.n_vocab, s->stop_ids,
+                             s->n_stop_ids, err);
+    pthread_mutex_unlock(&s->gvocab_mu);
+    return s->gvocab;
+}
+
+/* A JSON Schema given as an object or as JSON text. */
+static int schema_grammar(const json_t *v, hr_grammar **g, hr_error *err) {
+    if (json_is_string(v)) {
+        json_error_t je;
+        json_t *parsed = json_loads(json_string_value(v), 0, &je);
+        if (!parsed)
+            return hr_err(err, HR_EINVAL, "the schema is not valid JSON: %s", je.text);
+        int rc = hr_grammar_from_json_schema(g, parsed, err);
+        json_decref(parsed);
+        return rc;
+    }
+    if (!json_is_object(v) && !json_is_boolean(v))
+        return hr_err(err, HR_EINVAL, "the schema must be a JSON object");
+    return hr_grammar_from_json_schema(g, v, err);
+}
+
+static int choices_grammar(const json_t *v, hr_grammar **g, hr_error *err) {
+    if (!json_is_array(v) || json_array_size(v) == 0 || json_array_size(v) > 4096)
+        return hr_err(err, HR_EINVAL, "the choices must be a non-empty list of strings");
+    const char *c[4096];
+    for (size_t i = 0; i < json_array_size(v); i++)
+        if (!(c[i] = json_string_value(json_array_get(v, i))))
+            return hr_err(err, HR_EINVAL, "the choices must be strings");
+    return hr_grammar_from_choices(g, c, (int)json_array_size(v), err);
+}
+
+/* response_format and the guided-decoding fields of vLLM / mlx-bun:
+ * guided_json, guided_regex, guided_choice, guided_grammar, and
+ * structured_outputs {json, regex, choice, grammar}. At most one. */
+static bool parse_constraint(fields *f, hr_server *s, hr_job *j) {
+    static const char *keys[] = {"response_format", "guided_json", "guided_regex",
+                                 "guided_choice", "guided_grammar", "structured_outputs"};
+    const char *which = NULL;
+    const json_t *v = NULL;
+    for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++) {
+        const json_t *x = field(f, keys[i]);
+        if (!x)
+            continue;
+        if (which)
+            return fail(f, keys[i], "%s: give only one of response_format and the guided_* "
+                        "fields", keys[i]);
+        which = keys[i];
+        v = x;
+    }
+    if (!which)
+        return true;
+    hr_error e = {0};
+    int rc = 0;
+    if (!strcmp(which, "response_format")) {
+        const char *type = json_string_value(json_object_get(v, "type"));
+        if (!json_is_object(v) || !type)
+            return fail(f, which, "%s must be an object with a \"type\"", which);
+        if (!strcmp(type, "text"))
+            return true;
+        if (!strcmp(type, "json_object")) {
+            rc = hr_grammar_json_object(&j->grammar, &e);
+        } else if (!strcmp(type, "json_schema")) {
+            const json_t *js = json_object_get(v, "json_schema");
+            const json_t *schema = json_is_object(js) ? json_object_get(js, "schema") : NULL;
+            if (!schema)
+                return fail(f, which, "%s: json_schema needs a \"schema\"", which);
+            rc = schema_grammar(schema, &j->grammar, &e);
+        } else {
+            return fail(f, which, "%s: type must be text, json_object or json_schema", which);
+        }
+    } else if (!strcmp(which, "guided_json")) {
+        rc = schema_grammar(v, &j->grammar, &e);
+    } else if (!strcmp(which, "guided_regex") || !strcmp(which, "guided_grammar")) {
+        if (!json_is_string(v))
+            return fail(f, which, "%s must be a string", which);
+        const char *src = json_string_value(v);
+        rc = !strcmp(which, "guided_regex") ? hr_grammar_from_regex(&j->grammar, src, &e)
+                                            : hr_grammar_from_gbnf(&j->grammar, src, strlen(src), &e);
+    } else if (!strcmp(which, "guided_choice")) {
+        rc = choices_grammar(v, &j->grammar, &e);
+    } else { /* structured_outputs */
+        const json_t *x;
+        if (!json_is_object(v))
+            return fail(f, which, "%s must be an object", which);
+        if ((x = json_object_get(v, "json")))
+            rc = schema_grammar(x, &j->grammar, &e);
+        else if ((x = json_object_get(v, "regex")) && json_is_string(x))
+            rc = hr_grammar_from_regex(&j->grammar, json_string_value(x), &e);
+        else if ((x = json_object_get(v, "choice")))
+            rc = choices_grammar(x, &j->grammar, &e);
+        else if ((x = json_object_get(v, "grammar")) && json_is_string(x))
+            rc = hr_grammar_from_gbnf(&j->grammar, json_string_value(x),
+                                      strlen(json_string_value(x)), &e);
+        else
+            return fail(f, which, "%s needs json, regex, choice or grammar", which);
+    }
+    if (rc)
+        return fail(f, which, "%s", e.msg);
+    const char *kill = getenv("HEARTH_GRAMMAR");
+    if (kill && !strcmp(kill, "0"))
+        return fail(f, which, "%s: constrained decoding is turned off on this server "
+                    "(HEARTH_GRAMMAR=0)", which);
+    const hr_grammar_vocab *gv = grammar_vocab(s, &e);
+    if (!gv) {
+        *f->err = hr__error_reply(500, "server_error", which, "%s", e.msg);
+        f->bad = true;
+        return false;
+    }
+    j->rp.grammar = j->grammar;
+    j->rp.gvocab = gv;
+    return true;
+}
+
 static bool model_ok(const hr_server *s, const char *m) {
     if (!strcmp(m, "default_model") || !strcmp(m, s->model_id) || !strcmp(m, s->o.model))
         return true;
@@ -436,6 +554,8 @@ bool hr__job_parse(hr_server *s, bool chat, const char *body, size_t len, hr_job
     if (!f.bad && chat)
         parse_tool_choice(&f, s, j);
     if (!f.bad)
+        parse_constraint(&f, s, j);
+    if (!f.bad)
         build_prompt(s, &f, chat, j);
     json_decref(root);
     if (f.bad)
@@ -452,6 +572,7 @@ bool hr__job_parse(hr_server *s, bool chat, const char *body, size_t len, hr_job
 
 void hr__job_free(hr_job *j) {
     json_decref(j->tools);
+    hr_grammar_free(j->grammar);
     hr_tokens_free(&j->prompt);
     free(j->bias_ids);
     free(j->bias_vals);

@@ -20,6 +20,7 @@ typedef struct hr_job {
     char *stops[HR_MAX_STOPS];
     int n_stops;
     json_t *tools;                  /* the request's tools when calls are parsed, else NULL */
+    hr_grammar *grammar;            /* constrained decoding (owned), or NULL */
 } hr_job;
 
 /* Fill j from a request body; on failure return false with *err set to the

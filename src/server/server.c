@@ -248,6 +248,7 @@ int hr_server_new(hr_server **out, const hr_server_opts *o, hr_error *err) {
     if (!s->o.max_body)
         s->o.max_body = DEFAULT_MAX_BODY;
     s->t_start = hr_now();
+    pthread_mutex_init(&s->gvocab_mu, NULL);
     int rc;
     if (!(s->model_id = basename_dup(o->model))) {
         rc = hr_err(err, HR_ENOMEM, "out of memory");
@@ -358,6 +359,8 @@ void hr_server_free(hr_server *s) {
         return;
     hr_server_stop(s);
     hr_engine_free(s->engine);
+    hr_grammar_vocab_free(s->gvocab);
+    pthread_mutex_destroy(&s->gvocab_mu);
     hr_chat_template_free(s->tmpl);
     hr_tokenizer_free(s->tok);
     hr_model_free(s->model);
