@@ -9,6 +9,7 @@
 
 #include <stdint.h>
 #include <stdlib.h>
+#include <stdbool.h>
 #include <string.h>
 #include <time.h>
 
@@ -218,9 +219,12 @@ static int emit_calls(hr_tool_parser *p, hr_tool_events *out) {
     int rc = 0;
     for (size_t i = 0; i < p->calls.n && !rc; i++) {
         char id[5 + 24 + 1] = "call_";
-        for (int k = 0; k < 24; k++)
-            id[5 + k] = an[next_rand(&p->rng) % 62];
-        id[29] = 0;
+        /* Mistral's templates refuse ids other than 9 alphanumerics */
+        bool short_ids = !strncmp(p->f->name, "mistral", 7);
+        int pre = short_ids ? 0 : 5, n = short_ids ? 9 : 24;
+        for (int k = 0; k < n; k++)
+            id[pre + k] = an[next_rand(&p->rng) % 62];
+        id[pre + n] = 0;
         int idx = p->n_calls++;
         const char *args = p->calls.v[i].args;
         rc = ev_add(out, HR_TOOL_EV_CALL_START, idx, NULL, 0, id, p->calls.v[i].name);

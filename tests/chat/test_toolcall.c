@@ -54,10 +54,15 @@ static void result_free(result *r) {
     json_decref(r->calls);
 }
 
+/* "call_" + 24 alphanumerics, or 9 alphanumerics for Mistral's formats */
 static void check_id(const char *id) {
-    assert_int_equal(strlen(id), 29);
-    assert_memory_equal(id, "call_", 5);
-    for (int i = 5; i < 29; i++)
+    size_t n = strlen(id), from = 0;
+    if (n != 9) {
+        assert_int_equal(n, 29);
+        assert_memory_equal(id, "call_", 5);
+        from = 5;
+    }
+    for (size_t i = from; i < n; i++)
         assert_true((id[i] >= 'a' && id[i] <= 'z') || (id[i] >= 'A' && id[i] <= 'Z') ||
                     (id[i] >= '0' && id[i] <= '9'));
 }

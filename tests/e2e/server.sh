@@ -11,6 +11,7 @@ cp "$root/tests/fixtures/models/llama/config.json" "$root/tests/fixtures/models/
    "$root/tests/fixtures/serve/tokenizer.json" "$root/tests/fixtures/serve/tokenizer_config.json" "$model/"
 # <|im_end|> (370 in the tiny tokenizer) ends generation
 sed -i 's/"eos_token_id": 2/"eos_token_id": 370/' "$model/config.json"
+: >"$tmp/err"
 "$bin" serve --model "$model" --port 0 --threads 1 --max-body-mb 1 >"$tmp/out" 2>"$tmp/err" &
 pid=$!
 cleanup() { kill "$pid" 2>/dev/null || true; rm -rf "$tmp"; }

@@ -10,6 +10,7 @@ mkdir -p "$model"
 cp "$root/tests/fixtures/models/llama/config.json" "$root/tests/fixtures/models/llama/model.safetensors" \
    "$root/tests/fixtures/serve/tokenizer.json" "$root/tests/fixtures/serve/tokenizer_config.json" "$model/"
 sed -i 's/"eos_token_id": 2/"eos_token_id": 370/' "$model/config.json"
+: >"$tmp/err"
 "$bin" serve --model "$model" --port 0 --threads 1 2>"$tmp/err" &
 pid=$!
 trap 'kill $pid 2>/dev/null || true; rm -rf "$tmp"' EXIT
