@@ -42,6 +42,12 @@ int hr_grammar_from_choices(hr_grammar **out, const char *const *choices,
                             int n, hr_error *err);
 /* Any JSON object (same whitespace policy as JSON Schema grammars). */
 int hr_grammar_json_object(hr_grammar **out, hr_error *err);
+/* Any of n alternatives: the literal prefix[i], a JSON value valid against
+ * schema[i], the literal suffix[i] (tool calls: a family's markers around
+ * the call object). */
+int hr_grammar_from_wrapped_schemas(hr_grammar **out, const char *const *prefix,
+                                    const json_t *const *schema, const char *const *suffix,
+                                    int n, hr_error *err);
 void hr_grammar_free(hr_grammar *g);
 
 /* Number of parser states (for diagnostics and limits). */

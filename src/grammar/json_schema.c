@@ -750,3 +750,44 @@ int hr_grammar_json_object(hr_grammar **out, hr_error *err) {
     json_decref(s);
     return rc;
 }
+
+int hr_grammar_from_wrapped_schemas(hr_grammar **out, const char *const *prefix,
+                                    const json_t *const *schema, const char *const *suffix,
+                                    int n, hr_error *err) {
+    *out = NULL;
+    if (n <= 0)
+        return hr_err(err, HR_EINVAL, "json schema: no alternatives");
+    if (err)
+        err->pos = -1;
+    hr__gir ir;
+    hr__gir_init(&ir);
+    hr__js c = {.ir = &ir, .keep = json_array(), .err = err, .r_value = -1};
+    int rc = 0;
+    uint32_t *alts = malloc((size_t)n * sizeof *alts);
+    if (!c.keep || !alts) {
+        rc = hr_err(err, HR_ENOMEM, "out of memory");
+        goto done;
+    }
+    int32_t root = hr__gir_rule(&ir, "root", 4);
+    for (int i = 0; i < n && !c.rc; i++) {
+        c.root = (json_t *)schema[i]; /* $ref resolves inside each alternative */
+        uint32_t body = sch(&c, schema[i]);
+        alts[i] = hr__gir_seq3(&ir, hr__gir_str(&ir, prefix[i] ? prefix[i] : ""), body,
+                               hr__gir_str(&ir, suffix[i] ? suffix[i] : ""));
+    }
+    if ((rc = c.rc))
+        goto done;
+    if (ir.oom) {
+        rc = hr_err(err, HR_ENOMEM, "json schema: out of memory");
+        goto done;
+    }
+    hr__gir_define(&ir, root, hr__gir_alt(&ir, alts, (size_t)n));
+    if ((rc = hr__grammar_compile(out, &ir, root, err)) && err && rc != HR_ENOMEM)
+        hr_err_wrap(err, "json schema");
+done:
+    free(alts);
+    json_decref(c.keep);
+    free(c.memo);
+    hr__gir_deinit(&ir);
+    return rc;
+}

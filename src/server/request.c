@@ -345,9 +345,47 @@ static bool parse_tool_choice(fields *f, const hr_server *s, hr_job *j) {
         strcmp(choice, "named"))
         return fail(f, "tool_choice", "%s must be \"auto\", \"none\", \"required\" or a "
                     "function", "tool_choice");
-    if (!strcmp(choice, "required") || !strcmp(choice, "named"))
-        return fail(f, "tool_choice", "not supported yet: %s \"required\" or a named "
-                    "function (it needs constrained decoding)", "tool_choice");
+    if (!strcmp(choice, "required") || !strcmp(choice, "named")) {
+        /* a call is forced: the family's markers around a call object */
+        const char *only = NULL;
+        if (!strcmp(choice, "named")) {
+            only = json_string_value(json_object_get(json_object_get(tc, "function"), "name"));
+            if (!only)
+                return fail(f, "tool_choice", "%s: a named choice needs function.name",
+                            "tool_choice");
+        }
+        if (!tools || json_array_size(tools) == 0)
+            return fail(f, "tool_choice", "%s needs tools", "tool_choice");
+        if (!s->tool_format)
+            return fail(f, "tool_choice", "%s: this model's chat template has no tool-call "
+                        "format", "tool_choice");
+        hr_error e = {0};
+        char *shape = NULL;
+        if (hr_tool_format_call_schema(s->tool_format, tools, only, &shape, &e))
+            return fail(f, "tool_choice", "%s", e.msg);
+        json_t *js = json_loads(shape, 0, NULL);
+        free(shape);
+        json_t *alts = json_object_get(js, "alternatives");
+        size_t n = json_array_size(alts);
+        const char **pre = calloc(n ? n : 1, sizeof *pre), **suf = calloc(n ? n : 1, sizeof *suf);
+        const json_t **sch = calloc(n ? n : 1, sizeof *sch);
+        for (size_t i = 0; pre && suf && sch && i < n; i++) {
+            json_t *a = json_array_get(alts, i);
+            pre[i] = json_string_value(json_object_get(a, "prefix"));
+            suf[i] = json_string_value(json_object_get(a, "suffix"));
+            sch[i] = json_object_get(a, "schema");
+        }
+        int rc = (!pre || !suf || !sch || n == 0)
+                     ? hr_err(&e, HR_EINVAL, "no call shape for this format")
+                     : hr_grammar_from_wrapped_schemas(&j->grammar, pre, sch, suf, (int)n, &e);
+        free(pre);
+        free(suf);
+        free(sch);
+        json_decref(js);
+        if (rc)
+            return fail(f, "tool_choice", "%s", e.msg);
+        j->forced_tool = true;
+    }
     if (tools && json_array_size(tools) > 0 && strcmp(choice, "none") && s->tool_format)
         j->tools = json_incref((json_t *)tools);
     return true;
@@ -407,10 +445,15 @@ static bool parse_constraint(fields *f, hr_server *s, hr_job *j) {
         which = keys[i];
         v = x;
     }
-    if (!which)
-        return true;
     hr_error e = {0};
     int rc = 0;
+    if (!which && !j->grammar)
+        return true;
+    if (which && j->grammar)
+        return fail(f, which, "%s cannot be combined with tool_choice \"required\" or a "
+                    "named function", which);
+    if (!which)
+        goto attach; /* the forced tool call's grammar */
     if (!strcmp(which, "response_format")) {
         const char *type = json_string_value(json_object_get(v, "type"));
         if (!json_is_object(v) || !type)
@@ -456,13 +499,15 @@ static bool parse_constraint(fields *f, hr_server *s, hr_job *j) {
     }
     if (rc)
         return fail(f, which, "%s", e.msg);
+attach:;
+    const char *param = which ? which : "tool_choice";
     const char *kill = getenv("HEARTH_GRAMMAR");
     if (kill && !strcmp(kill, "0"))
-        return fail(f, which, "%s: constrained decoding is turned off on this server "
-                    "(HEARTH_GRAMMAR=0)", which);
+        return fail(f, param, "%s: constrained decoding is turned off on this server "
+                    "(HEARTH_GRAMMAR=0)", param);
     const hr_grammar_vocab *gv = grammar_vocab(s, &e);
     if (!gv) {
-        *f->err = hr__error_reply(500, "server_error", which, "%s", e.msg);
+        *f->err = hr__error_reply(500, "server_error", param, "%s", e.msg);
         f->bad = true;
         return false;
     }

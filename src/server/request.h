@@ -21,6 +21,7 @@ typedef struct hr_job {
     int n_stops;
     json_t *tools;                  /* the request's tools when calls are parsed, else NULL */
     hr_grammar *grammar;            /* constrained decoding (owned), or NULL */
+    bool forced_tool;               /* tool_choice required / named: grammar forces a call */
 } hr_job;
 
 /* Fill j from a request body; on failure return false with *err set to the

@@ -12,7 +12,7 @@ async function check(name, fn) {
 function assert(c, msg) { if (!c) throw new Error(msg); }
 
 const tools = [{ type: 'function', function: { name: 'get_weather', description: 'Weather in a city',
-  parameters: { type: 'object', properties: { city: { type: 'string' } }, required: ['city'] } } }];
+  parameters: { type: 'object', properties: { city: { type: 'string', maxLength: 10 } }, required: ['city'], additionalProperties: false } } }];
 const call = '{"name": "get_weather", "arguments": {"city": "Paris"}}';
 // the family's call syntax, as a literal GBNF string
 const lit = (s) => JSON.stringify(s);
@@ -65,6 +65,35 @@ await check('tool results round-trip through the template; tool_choice none give
   assert(r.choices[0].message.content === 'It is 21 degrees.' && !r.choices[0].message.tool_calls, JSON.stringify(r.choices[0]));
   const n = await client.chat.completions.create({ model: 'default_model', messages, tools, tool_choice: 'none', max_tokens: 80, guided_grammar: grammar });
   assert(n.choices[0].finish_reason === 'stop' && !n.choices[0].message.tool_calls && n.choices[0].message.content === outputs[family], JSON.stringify(n.choices[0]));
+});
+
+await check('tool_choice required and a named function force a valid call (grammar), streaming and not', async () => {
+  const two = [...tools, { type: 'function', function: { name: 'get_time', description: 'Time in a zone',
+    parameters: { type: 'object', properties: { zone: { type: 'string', maxLength: 12 } }, required: ['zone'], additionalProperties: false } } }];
+  let completed = 0;
+  for (const seed of [1, 2, 3]) {
+    const r = await client.chat.completions.create({ model: 'default_model', messages, tools: two, tool_choice: 'required', max_tokens: 200, temperature: 1, seed });
+    const c = r.choices[0];
+    if (c.finish_reason === 'length') continue;
+    completed++;
+    assert(c.finish_reason === 'tool_calls' && c.message.tool_calls.length >= 1, JSON.stringify(c));
+    for (const tc of c.message.tool_calls) /* list formats (Mistral) may hold parallel calls */
+      assert(['get_weather', 'get_time'].includes(tc.function.name) && typeof JSON.parse(tc.function.arguments) === 'object', JSON.stringify(tc));
+  }
+  assert(completed > 0, 'no forced call completed within max_tokens');
+  const named = await client.chat.completions.create({ model: 'default_model', messages, tools: two, max_tokens: 200, temperature: 1, seed: 4,
+    tool_choice: { type: 'function', function: { name: 'get_time' } }, stream: true });
+  let name = '', args = '', finish = null;
+  for await (const ch of named)
+    for (const c of ch.choices) {
+      for (const d of c.delta.tool_calls ?? []) if (d.index === 0) { name += d.function?.name ?? ''; args += d.function?.arguments ?? ''; }
+      finish = c.finish_reason ?? finish;
+    }
+  if (finish !== 'length') {
+    assert(finish === 'tool_calls' && name === 'get_time', `${finish} ${name}`);
+    const a = JSON.parse(args);
+    assert(typeof a.zone === 'string' && a.zone.length <= 12 && Object.keys(a).length === 1, args);
+  }
 });
 
 await check('a malformed call comes back as text with finish_reason stop', async () => {
