@@ -54,8 +54,92 @@ typedef struct ctx {
     int n_eos;
     uint32_t *mask;
     int json;
+    long generate, seed, max_tokens; /* --generate: samples per schema */
+    uint64_t rng;
+    uint8_t *closes; /* per token: its bytes hold '"', '}', ']' or ',' */
     times all; /* every mask time of the run */
 } ctx;
+
+static uint32_t rnd(ctx *c) {
+    c->rng ^= c->rng << 13;
+    c->rng ^= c->rng >> 7;
+    c->rng ^= c->rng << 17;
+    return (uint32_t)(c->rng >> 11);
+}
+
+/* An adversarial "model": tokens drawn uniformly from the mask; as the
+ * output grows, draws favour tokens that can close something (a quote, a
+ * bracket, a comma) and EOS, so that most samples end. */
+static void generate(ctx *c, hr_matcher *m, const char *path, const char *name, long sample) {
+    int32_t n = hr_grammar_vocab_n(c->voc);
+    int32_t *cand = malloc((size_t)n * sizeof *cand), *close = malloc((size_t)n * sizeof *close);
+    char *text = malloc(1 << 20);
+    size_t len = 0;
+    int ended = 0, stuck = 0;
+    long steps = 0;
+    hr_matcher_reset(m);
+    for (; steps < c->max_tokens && cand && close && text; steps++) {
+        hr_matcher_mask(m, c->mask);
+        int nc = 0, ncl = 0, eos = -1;
+        for (int32_t w = 0; w < (n + 31) / 32; w++)
+            for (uint32_t x = c->mask[w]; x; x &= x - 1) {
+                int32_t t = w * 32 + __builtin_ctz(x);
+                cand[nc++] = t;
+                int is_eos = 0;
+                for (int k = 0; k < c->n_eos; k++)
+                    is_eos |= c->eos[k] == t;
+                if (is_eos) {
+                    eos = t;
+                    continue;
+                }
+                if (c->closes[t])
+                    close[ncl++] = t;
+            }
+        if (!nc) {
+            stuck = 1;
+            break;
+        }
+        int32_t pick;
+        uint32_t bias = (uint32_t)(steps > 200 ? 90 : steps * 9 / 20);
+        if (eos >= 0 && rnd(c) % 100 < bias + 5)
+            pick = eos;
+        else if (ncl && rnd(c) % 100 < bias)
+            pick = close[rnd(c) % (uint32_t)ncl];
+        else
+            pick = cand[rnd(c) % (uint32_t)nc];
+        if (hr_matcher_accept(m, pick, NULL)) {
+            stuck = 1;
+            break;
+        }
+        int is_eos = 0;
+        for (int k = 0; k < c->n_eos; k++)
+            is_eos |= c->eos[k] == pick;
+        if (is_eos) {
+            ended = 1;
+            break;
+        }
+        size_t pl = 0;
+        if (len + 4096 < (1 << 20) &&
+            !hr_tokenizer_token_bytes(c->tok, pick, text + len, 4096, &pl))
+            len += pl;
+    }
+    json_t *o = json_object();
+    json_object_set_new(o, "id", json_string(name));
+    json_object_set_new(o, "file", json_string(path));
+    json_object_set_new(o, "sample", json_integer(sample));
+    json_object_set_new(o, "tokens", json_integer(steps));
+    json_object_set_new(o, "ended", json_boolean(ended));
+    if (stuck)
+        json_object_set_new(o, "stuck", json_true());
+    json_object_set_new(o, "text", text ? json_stringn_nocheck(text, len) : json_null());
+    char *js = json_dumps(o, JSON_COMPACT | JSON_ENSURE_ASCII);
+    printf("%s\n", js);
+    free(js);
+    json_decref(o);
+    free(cand);
+    free(close);
+    free(text);
+}
 
 /* One MaskBench test: 1 accepted, 0 rejected; *complete: EOS allowed at
  * the end; times pushed to t. */
@@ -91,7 +175,8 @@ static int run_test(ctx *c, hr_matcher *m, const json_t *data, times *t, int *nt
 
 /* Compile schema; with tests, run them. Prints one result (JSON or text).
  * Returns 0 when it ran (whatever the outcome), <0 on a usage error. */
-static int run_one(ctx *c, const char *name, const json_t *schema, const json_t *tests) {
+static int run_one(ctx *c, const char *path, const char *name, const json_t *schema,
+                   const json_t *tests) {
     hr_error err = {0};
     hr_grammar *g = NULL;
     hr_matcher *m = NULL;
@@ -109,6 +194,14 @@ static int run_one(ctx *c, const char *name, const json_t *schema, const json_t 
     if ((rc = hr_matcher_new(&m, g, c->voc, &err))) {
         json_object_set_new(out, "compile_error", json_string(err.msg));
         goto print;
+    }
+    if (c->generate > 0) {
+        for (long i = 0; i < c->generate; i++)
+            generate(c, m, path, name, i);
+        json_decref(out);
+        hr_matcher_free(m);
+        hr_grammar_free(g);
+        return 0;
     }
     int n_valid = 0, n_invalid = 0, fail = 0;
     json_t *res = json_array();
@@ -233,7 +326,7 @@ static int run_file(ctx *c, const char *path, const char *check) {
         tests = json_is_array(tj) ? tj : json_object_get(tj, "tests");
     }
     const char *base = strrchr(path, '/');
-    run_one(c, base ? base + 1 : path, schema, tests);
+    run_one(c, path, base ? base + 1 : path, schema, tests);
     json_decref(j);
     json_decref(tj);
     return 0;
@@ -242,12 +335,17 @@ static int run_file(ctx *c, const char *path, const char *check) {
 int hr_cmd_grammar(int argc, char **argv) {
     const char *model = NULL, *schema = NULL, *check = NULL, *batch = NULL;
     int json = 0;
+    long generate_n = 0, seed = 1, max_tokens = 2000;
     hr_opt opts[] = {
         {"model", HR_OPT_STR, &model, "model directory or tokenizer directory (tokenizer.json)"},
         {"schema", HR_OPT_STR, &schema, "JSON Schema file (or a MaskBench file: {schema, tests})"},
         {"check", HR_OPT_STR, &check, "MaskBench file (or array of {data, valid}) to check"},
         {"batch", HR_OPT_STR, &batch, "file listing MaskBench files, one per line: run each"},
         {"json", HR_OPT_FLAG, &json, "print one JSON object per schema"},
+        {"generate", HR_OPT_INT, &generate_n,
+         "instead of checking: N random constrained samples per schema (JSON lines)"},
+        {"seed", HR_OPT_INT, &seed, "RNG seed for --generate (default 1)"},
+        {"max-tokens", HR_OPT_INT, &max_tokens, "token cap per sample (default 2000)"},
     };
     hr_error err = {0};
     int rc = hr_args_parse(argc, argv, opts, sizeof opts / sizeof opts[0],
@@ -260,7 +358,12 @@ int hr_cmd_grammar(int argc, char **argv) {
         hr_err(&err, HR_EINVAL, "grammar: --model and --schema (or --batch) are required");
         return hr_cli_fail(&err);
     }
-    ctx c = {.json = json};
+    ctx c = {.json = json, .generate = generate_n, .seed = seed, .max_tokens = max_tokens};
+    c.rng = 0x9E3779B97F4A7C15ull ^ (uint64_t)seed * 0xBF58476D1CE4E5B9ull;
+    if (!c.rng)
+        c.rng = 1;
+    if (generate_n > 0)
+        json = c.json = 1;
     if ((rc = hr_tokenizer_load(&c.tok, model, &err)))
         return hr_cli_fail(&err);
     /* EOS: the configured one plus the usual end-of-turn tokens */
@@ -284,6 +387,14 @@ int hr_cmd_grammar(int argc, char **argv) {
     if (!json)
         printf("vocabulary: %d tokens indexed in %.0f ms\n", n_vocab, (hr_now() - t0) * 1e3);
     c.mask = calloc(((size_t)n_vocab + 31) / 32, sizeof *c.mask);
+    c.closes = calloc((size_t)n_vocab, 1);
+    for (int32_t t = 0; t < n_vocab && generate_n > 0; t++) {
+        char b[256];
+        size_t pl = 0;
+        if (!hr_tokenizer_token_bytes(c.tok, t, b, sizeof b, &pl))
+            c.closes[t] = memchr(b, '"', pl) || memchr(b, '}', pl) || memchr(b, ']', pl) ||
+                          memchr(b, ',', pl);
+    }
     if (schema) {
         rc = run_file(&c, schema, check);
     } else {
@@ -304,12 +415,13 @@ int hr_cmd_grammar(int argc, char **argv) {
     if (!json && c.all.n > 1)
         printf("all: mask µs/token p50 %.1f p99 %.1f max %.1f over %zu tokens\n", pct(&c.all, 0.5),
                pct(&c.all, 0.99), pct(&c.all, 1.0), c.all.n);
-    if (json && batch)
+    if (json && batch && !generate_n)
         printf("{\"summary\":{\"tokens\":%zu,\"mask_us_p50\":%.2f,\"mask_us_p90\":%.2f,"
                "\"mask_us_p99\":%.2f,\"mask_us_max\":%.2f}}\n",
                c.all.n, pct(&c.all, 0.5), pct(&c.all, 0.9), pct(&c.all, 0.99), pct(&c.all, 1.0));
     free(c.all.v);
     free(c.mask);
+    free(c.closes);
     free(c.eos);
     hr_grammar_vocab_free(c.voc);
     hr_tokenizer_free(c.tok);

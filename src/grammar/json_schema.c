@@ -562,6 +562,46 @@ static uint32_t typed(hr__js *c, const json_t *s, int bits) {
     return r;
 }
 
+/* The types a branch can have (bits as type_bits; integer within number). */
+static int branch_types(hr__js *c, const json_t *b) {
+    const json_t *d = deref(c, b, 0);
+    if (!d || json_is_boolean(d))
+        return json_is_false(d) ? 0 : 0x7F;
+    const json_t *cst = json_object_get(d, "const"), *en = json_object_get(d, "enum");
+    if (cst || json_is_array(en)) {
+        int t = 0;
+        for (size_t i = 0; i < (cst ? 1 : json_array_size(en)); i++) {
+            const json_t *x = cst ? cst : json_array_get(en, i);
+            t |= json_is_null(x) ? 1 : json_is_boolean(x) ? 2 : json_is_object(x) ? 4
+               : json_is_array(x) ? 8 : json_is_string(x) ? 16 : 0x60;
+        }
+        return t;
+    }
+    if (json_object_get(d, "anyOf") || json_object_get(d, "oneOf"))
+        return 0x7F;
+    int t = type_bits(json_object_get(d, "type"));
+    if (t & 0x40)
+        t |= 0x20; /* an integer is a number */
+    if (t & 0x20)
+        t |= 0x40;
+    if (json_is_true(json_object_get(d, "nullable")))
+        t |= 1;
+    return t;
+}
+
+/* oneOf is compiled as anyOf, which is exact only when no value can match
+ * two branches: accepted when the branches' types are pairwise disjoint. */
+static int one_of_disjoint(hr__js *c, const json_t *list) {
+    int seen = 0;
+    for (size_t i = 0; i < json_array_size(list); i++) {
+        int t = branch_types(c, json_array_get(list, i));
+        if (c->rc || (t & seen))
+            return 0;
+        seen |= t;
+    }
+    return 1;
+}
+
 static int32_t memo_get(hr__js *c, const json_t *s) {
     for (size_t i = 0; i < c->n_memo; i++)
         if (c->memo[i].s == s)
@@ -639,6 +679,11 @@ static uint32_t sch(hr__js *c, const json_t *s) {
         const char *kw = any ? "anyOf" : "oneOf";
         if (!json_is_array(list) || !json_array_size(list)) {
             hr__js_fail(c, HR_EINVAL, "'%s' must be a non-empty array", kw);
+            goto out;
+        }
+        if (one && !one_of_disjoint(c, one)) {
+            hr__js_fail(c, HR_EUNSUPPORTED, "'oneOf' whose branches may overlap is not supported "
+                        "(use anyOf)");
             goto out;
         }
         json_t *base = keep(c, json_copy((json_t *)s));

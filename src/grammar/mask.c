@@ -439,6 +439,8 @@ static int recheck(hr__run *r, hr__maskrun *mr, const hr_grammar_vocab *v,
         hr__closure(r, mr->tmp.v, mr->tmp.n, &mr->tmp2, 0);
         if (r->oom)
             return HR_ENOMEM;
+        if (!mr->tmp2.n)
+            return 0;
         mr->depth.n = 0;
         if (hr__cbuf_reserve(&mr->depth, mr->tmp2.n))
             return HR_ENOMEM;

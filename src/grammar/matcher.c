@@ -54,7 +54,8 @@ static int push_step(hr_matcher *m, const hr__cfg *k, size_t n, int flags) {
     if (grow_steps(m) || hr__cbuf_reserve(&m->hist, n))
         return HR_ENOMEM;
     /* k may point into hist: reserve first, then copy */
-    memmove(m->hist.v + m->hist.n, k, n * sizeof *k);
+    if (n)
+        memmove(m->hist.v + m->hist.n, k, n * sizeof *k);
     m->hist.n += n;
     m->n++;
     m->hoff[m->n + 1] = m->hist.n;
@@ -82,7 +83,8 @@ int hr_matcher_new(hr_matcher **out, const hr_grammar *g,
     hr__closure(&m->run, &s, 1, &m->a, 1);
     if (m->run.oom || hr__cbuf_reserve(&m->hist, m->a.n))
         goto oom;
-    memcpy(m->hist.v, m->a.v, m->a.n * sizeof *m->a.v);
+    if (m->a.n)
+        memcpy(m->hist.v, m->a.v, m->a.n * sizeof *m->a.v);
     m->hist.n = m->a.n;
     m->hoff[0] = 0;
     m->hoff[1] = m->hist.n;
@@ -119,7 +121,8 @@ static int advance(hr_matcher *m, const uint8_t *s, size_t n, size_t *at) {
     m->a.n = 0;
     if (hr__cbuf_reserve(&m->a, nk))
         return HR_ENOMEM;
-    memcpy(m->a.v, k, nk * sizeof *k);
+    if (nk)
+        memcpy(m->a.v, k, nk * sizeof *k);
     m->a.n = nk;
     for (size_t i = 0; i < n; i++) {
         m->b.n = 0;
