@@ -511,6 +511,13 @@ attach:;
         f->bad = true;
         return false;
     }
+    /* fill the grammar's mask cache here, on the HTTP thread, not in the
+     * engine's token loop */
+    if (hr_grammar_warm(j->grammar, gv, &e)) {
+        *f->err = hr__error_reply(500, "server_error", param, "%s", e.msg);
+        f->bad = true;
+        return false;
+    }
     j->rp.grammar = j->grammar;
     j->rp.gvocab = gv;
     return true;
