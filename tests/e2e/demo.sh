@@ -4,16 +4,11 @@
 # the end-of-turn token.
 set -euo pipefail
 bin=${HEARTH_BIN:?}; root=${HEARTH_ROOT:?}
+. "$root/tests/e2e/lib/serve.sh"
 log=$(mktemp)
-"$bin" serve --port 0 --threads 2 2>"$log" &
-pid=$!
-trap 'kill $pid 2>/dev/null; rm -f "$log"' EXIT
-port=
-for _ in $(seq 200); do
-    port=$(sed -n 's/.*listening on http:\/\/127.0.0.1:\([0-9]*\).*/\1/p' "$log")
-    [ -n "$port" ] && break; sleep 0.05
-done
-[ -n "$port" ] || { cat "$log"; exit 1; }
+trap 'stop_servers; rm -f "$log"' EXIT
+start_server "$log" --threads 2   # no --model: the default model
+port=$SERVER_PORT
 pass=0; fail=0
 for name in chat-abate chat-genesis chat-fortune-system chat-multiturn; do
     mapfile -t lines < <(python3 - "$root" "$name" <<'PY'

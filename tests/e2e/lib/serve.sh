@@ -1,0 +1,37 @@
+# Sourced by the end-to-end tests that need a running server.
+#   tiny_chat_model DIR      the llama fixture + the tiny tokenizer and ChatML
+#                            template (fixtures/serve), <|im_end|> (370) as EOS
+#   start_server LOG ARGS... starts `hearth serve --port 0 ARGS...` in the
+#                            background; sets SERVER_PID and SERVER_PORT
+#   stop_servers             kills every server started (for traps)
+SERVER_PIDS=()
+
+tiny_chat_model() {
+    mkdir -p "$1"
+    cp "$HEARTH_ROOT/tests/fixtures/models/llama/config.json" \
+       "$HEARTH_ROOT/tests/fixtures/models/llama/model.safetensors" \
+       "$HEARTH_ROOT/tests/fixtures/serve/tokenizer.json" \
+       "$HEARTH_ROOT/tests/fixtures/serve/tokenizer_config.json" "$1/"
+    sed -i 's/"eos_token_id": 2/"eos_token_id": 370/' "$1/config.json"
+}
+
+start_server() {
+    local log=$1; shift
+    : >"$log"
+    "$HEARTH_BIN" serve --port 0 "$@" 2>"$log" &
+    SERVER_PID=$!
+    SERVER_PIDS+=("$SERVER_PID")
+    SERVER_PORT=
+    for _ in $(seq 200); do
+        SERVER_PORT=$(sed -n 's/.*listening on http:\/\/127.0.0.1:\([0-9]*\).*/\1/p' "$log")
+        [ -n "$SERVER_PORT" ] && return 0
+        sleep 0.05
+    done
+    echo "server did not start:"; cat "$log"
+    return 1
+}
+
+stop_servers() {
+    [ ${#SERVER_PIDS[@]} -gt 0 ] && kill "${SERVER_PIDS[@]}" 2>/dev/null
+    return 0
+}
