@@ -748,33 +748,8 @@ out:
 /* ---- entry points ------------------------------------------------------------------------ */
 
 static int compile(hr_grammar **out, const json_t *schema, hr_error *err) {
-    *out = NULL;
-    if (err)
-        err->pos = -1;
-    hr__gir ir;
-    hr__gir_init(&ir);
-    hr__js c = {.ir = &ir, .root = (json_t *)schema, .keep = json_array(), .err = err, .r_value = -1};
-    int rc = 0;
-    if (!c.keep) {
-        rc = hr_err(err, HR_ENOMEM, "out of memory");
-        goto done;
-    }
-    int32_t root = hr__gir_rule(&ir, "root", 4);
-    uint32_t body = sch(&c, schema);
-    if ((rc = c.rc))
-        goto done;
-    if (ir.oom) {
-        rc = hr_err(err, HR_ENOMEM, "json schema: out of memory");
-        goto done;
-    }
-    hr__gir_define(&ir, root, body);
-    if ((rc = hr__grammar_compile(out, &ir, root, err)) && err && rc != HR_ENOMEM)
-        hr_err_wrap(err, "json schema");
-done:
-    json_decref(c.keep);
-    free(c.memo);
-    hr__gir_deinit(&ir);
-    return rc;
+    const char *none = NULL;
+    return hr_grammar_from_wrapped_schemas(out, &none, &schema, &none, 1, err);
 }
 
 int hr_grammar_from_json_schema(hr_grammar **out, const json_t *schema, hr_error *err) {
@@ -817,8 +792,11 @@ int hr_grammar_from_wrapped_schemas(hr_grammar **out, const char *const *prefix,
     for (int i = 0; i < n && !c.rc; i++) {
         c.root = (json_t *)schema[i]; /* $ref resolves inside each alternative */
         uint32_t body = sch(&c, schema[i]);
-        alts[i] = hr__gir_seq3(&ir, hr__gir_str(&ir, prefix[i] ? prefix[i] : ""), body,
-                               hr__gir_str(&ir, suffix[i] ? suffix[i] : ""));
+        if (prefix[i] && prefix[i][0])
+            body = hr__gir_seq2(&ir, hr__gir_str(&ir, prefix[i]), body);
+        if (suffix[i] && suffix[i][0])
+            body = hr__gir_seq2(&ir, body, hr__gir_str(&ir, suffix[i]));
+        alts[i] = body;
     }
     if ((rc = c.rc))
         goto done;
@@ -826,7 +804,7 @@ int hr_grammar_from_wrapped_schemas(hr_grammar **out, const char *const *prefix,
         rc = hr_err(err, HR_ENOMEM, "json schema: out of memory");
         goto done;
     }
-    hr__gir_define(&ir, root, hr__gir_alt(&ir, alts, (size_t)n));
+    hr__gir_define(&ir, root, n == 1 ? alts[0] : hr__gir_alt(&ir, alts, (size_t)n));
     if ((rc = hr__grammar_compile(out, &ir, root, err)) && err && rc != HR_ENOMEM)
         hr_err_wrap(err, "json schema");
 done:
