@@ -9,6 +9,7 @@
  *   4. left recursion (a rule reaching itself without consuming a byte) is
  *      refused: the matcher's prediction would not terminate. */
 #include "grammar/internal.h"
+#include "grammar/nfa.h"
 #include "core/error.h"
 
 #include <stdlib.h>
@@ -16,29 +17,14 @@
 
 /* ---- NFA -------------------------------------------------------------------- */
 
-enum { NE_EPS, NE_BYTE, NE_CALL };
-
-typedef struct nedge {
-    uint32_t to, next, rule;
-    uint8_t kind, lo, hi;
-} nedge;
-
-typedef struct nfa {
-    uint32_t *head; /* per state: first edge + 1, 0 = none */
-    uint32_t n, cap;
-    nedge *e;
-    uint32_t ne, ecap;
-    int err; /* HR_ENOMEM or HR_ERANGE (too large) */
-} nfa;
-
 typedef struct comp {
     const hr__gir *ir;
     uint8_t *inl;       /* per rule: inline it */
-    nfa a;
+    hr__nfa a;
     hr_error *err;
 } comp;
 
-static uint32_t nstate(nfa *a) {
+static uint32_t nstate(hr__nfa *a) {
     if (a->err)
         return 0;
     if (a->n >= HR__G_MAX_NFA) {
@@ -59,13 +45,13 @@ static uint32_t nstate(nfa *a) {
     return a->n++;
 }
 
-static void nedge_add(nfa *a, uint32_t from, uint32_t to, uint8_t kind,
+static void nedge_add(hr__nfa *a, uint32_t from, uint32_t to, uint8_t kind,
                       uint8_t lo, uint8_t hi, uint32_t rule) {
     if (a->err)
         return;
     if (a->ne == a->ecap) {
         uint32_t c = a->ecap ? a->ecap * 2 : 512;
-        nedge *e = realloc(a->e, c * sizeof *e);
+        hr__nedge *e = realloc(a->e, c * sizeof *e);
         if (!e) {
             a->err = HR_ENOMEM;
             return;
@@ -73,19 +59,19 @@ static void nedge_add(nfa *a, uint32_t from, uint32_t to, uint8_t kind,
         a->e = e;
         a->ecap = c;
     }
-    a->e[a->ne] = (nedge){to, a->head[from], rule, kind, lo, hi};
+    a->e[a->ne] = (hr__nedge){to, a->head[from], rule, kind, lo, hi};
     a->head[from] = ++a->ne;
 }
 
-static void eps(nfa *a, uint32_t f, uint32_t t) { nedge_add(a, f, t, NE_EPS, 0, 0, 0); }
-static void byte(nfa *a, uint32_t f, uint32_t t, uint8_t lo, uint8_t hi) {
-    nedge_add(a, f, t, NE_BYTE, lo, hi, 0);
+static void eps(hr__nfa *a, uint32_t f, uint32_t t) { nedge_add(a, f, t, HR__NE_EPS, 0, 0, 0); }
+static void byte(hr__nfa *a, uint32_t f, uint32_t t, uint8_t lo, uint8_t hi) {
+    nedge_add(a, f, t, HR__NE_BYTE, lo, hi, 0);
 }
 
 /* ---- code points -> byte paths ----------------------------------------------- */
 
 /* A path of byte ranges from s to e (n steps). */
-static void path(nfa *a, uint32_t s, uint32_t e, const uint8_t *lo,
+static void path(hr__nfa *a, uint32_t s, uint32_t e, const uint8_t *lo,
                  const uint8_t *hi, int n) {
     for (int i = 0; i < n; i++) {
         uint32_t t = i == n - 1 ? e : nstate(a);
@@ -118,7 +104,7 @@ static int enc(uint32_t c, uint8_t *b) {
 }
 
 /* Code points lo..hi as UTF-8 byte-range paths from s to e. */
-static void utf8_range(nfa *a, uint32_t s, uint32_t e, uint32_t lo, uint32_t hi) {
+static void utf8_range(hr__nfa *a, uint32_t s, uint32_t e, uint32_t lo, uint32_t hi) {
     static const uint32_t maxc[3] = {0x7F, 0x7FF, 0xFFFF};
     for (int i = 0; i < 3; i++)
         if (lo <= maxc[i] && hi > maxc[i]) {
@@ -152,7 +138,7 @@ static void utf8_range(nfa *a, uint32_t s, uint32_t e, uint32_t lo, uint32_t hi)
 }
 
 /* One hex digit in [lo, hi] (0..15), either case. */
-static void hexdigit(nfa *a, uint32_t s, uint32_t e, uint32_t lo, uint32_t hi) {
+static void hexdigit(hr__nfa *a, uint32_t s, uint32_t e, uint32_t lo, uint32_t hi) {
     if (lo <= 9)
         byte(a, s, e, (uint8_t)('0' + lo), (uint8_t)('0' + (hi < 9 ? hi : 9)));
     if (hi >= 10) {
@@ -163,7 +149,7 @@ static void hexdigit(nfa *a, uint32_t s, uint32_t e, uint32_t lo, uint32_t hi) {
 }
 
 /* nd hex digits whose value is in [lo, hi], from s to e. */
-static void hex_range(nfa *a, uint32_t s, uint32_t e, uint32_t lo, uint32_t hi,
+static void hex_range(hr__nfa *a, uint32_t s, uint32_t e, uint32_t lo, uint32_t hi,
                       int nd) {
     if (nd == 1) {
         hexdigit(a, s, e, lo, hi);
@@ -193,14 +179,14 @@ static void hex_range(nfa *a, uint32_t s, uint32_t e, uint32_t lo, uint32_t hi,
 }
 
 /* "\u" then 4 hex digits in [lo, hi]. */
-static void uesc(nfa *a, uint32_t s, uint32_t e, uint32_t lo, uint32_t hi) {
+static void uesc(hr__nfa *a, uint32_t s, uint32_t e, uint32_t lo, uint32_t hi) {
     uint32_t t1 = nstate(a), t2 = nstate(a);
     byte(a, s, t1, '\\', '\\');
     byte(a, t1, t2, 'u', 'u');
     hex_range(a, t2, e, lo, hi, 4);
 }
 
-static void lit(nfa *a, uint32_t s, uint32_t e, const char *str) {
+static void lit(hr__nfa *a, uint32_t s, uint32_t e, const char *str) {
     size_t n = strlen(str);
     for (size_t i = 0; i < n; i++) {
         uint32_t t = i + 1 == n ? e : nstate(a);
@@ -210,7 +196,7 @@ static void lit(nfa *a, uint32_t s, uint32_t e, const char *str) {
 }
 
 /* Code points lo..hi as they appear in a canonically written JSON string. */
-static void json_range(nfa *a, uint32_t s, uint32_t e, uint32_t lo, uint32_t hi) {
+static void json_range(hr__nfa *a, uint32_t s, uint32_t e, uint32_t lo, uint32_t hi) {
     static const struct { uint32_t c; const char *esc; } SHORT[] = {
         {'"', "\\\""}, {'\\', "\\\\"}, {8, "\\b"}, {12, "\\f"},
         {10, "\\n"},    {13, "\\r"},    {9, "\\t"},
@@ -244,7 +230,7 @@ static void json_range(nfa *a, uint32_t s, uint32_t e, uint32_t lo, uint32_t hi)
 /* ---- Thompson construction --------------------------------------------------- */
 
 static uint32_t frag(comp *c, uint32_t node, uint32_t s, int depth) {
-    nfa *a = &c->a;
+    hr__nfa *a = &c->a;
     if (a->err)
         return 0;
     if (depth > 2000) { /* inlining is of non-recursive rules: bounded */
@@ -315,279 +301,10 @@ static uint32_t frag(comp *c, uint32_t node, uint32_t s, int depth) {
         if (c->inl[n->a])
             return frag(c, (uint32_t)c->ir->rules[n->a].body, s, depth + 1);
         uint32_t t = nstate(a);
-        nedge_add(a, s, t, NE_CALL, 0, 0, n->a);
+        nedge_add(a, s, t, HR__NE_CALL, 0, 0, n->a);
         return t;
     }
     return s;
-}
-
-/* ---- subset construction ------------------------------------------------------ */
-
-typedef struct dfa {
-    hr_grammar *g;
-    uint32_t cap_st, cap_e, cap_c;
-    /* interned NFA sets of the rule being compiled: set i = pool[off[i]..off[i+1]) */
-    uint32_t *pool;
-    size_t npool, cap_pool;
-    size_t *off;
-    uint32_t nsets, cap_sets;
-    uint32_t *tab, tcap; /* hash: set index + 1 */
-    uint32_t base;       /* global index of set 0 */
-    /* scratch */
-    uint32_t *stack, *mark, stamp, *buf;
-    size_t nbuf;
-} dfa;
-
-static uint64_t hash_set(const uint32_t *s, size_t n) {
-    uint64_t h = 1469598103934665603ull;
-    for (size_t i = 0; i < n; i++)
-        h = (h ^ s[i]) * 1099511628211ull;
-    return h ^ (h >> 29);
-}
-
-static int cmp_u32(const void *a, const void *b) {
-    uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
-    return x < y ? -1 : x > y;
-}
-
-/* Epsilon closure of buf[0..nbuf) in place (sorted, deduplicated). */
-static void eclose(dfa *d, const nfa *a) {
-    d->stamp++;
-    size_t sp = 0, n = 0;
-    for (size_t i = 0; i < d->nbuf; i++)
-        if (d->mark[d->buf[i]] != d->stamp) {
-            d->mark[d->buf[i]] = d->stamp;
-            d->stack[sp++] = d->buf[i];
-        }
-    while (sp) {
-        uint32_t s = d->stack[--sp];
-        d->buf[n++] = s;
-        for (uint32_t e = a->head[s]; e; e = a->e[e - 1].next) {
-            const nedge *x = &a->e[e - 1];
-            if (x->kind == NE_EPS && d->mark[x->to] != d->stamp) {
-                d->mark[x->to] = d->stamp;
-                d->stack[sp++] = x->to;
-            }
-        }
-    }
-    d->nbuf = n;
-    qsort(d->buf, n, sizeof *d->buf, cmp_u32);
-}
-
-/* Intern buf as a DFA state; returns the global state index, or UINT32_MAX
- * on failure (d->g->... limits / memory). *fresh = 1 if new. */
-static uint32_t intern(dfa *d, int *fresh, int *err) {
-    *fresh = 0;
-    uint64_t h = hash_set(d->buf, d->nbuf);
-    uint32_t m = d->tcap - 1;
-    for (uint32_t i = (uint32_t)h & m;; i = (i + 1) & m) {
-        uint32_t k = d->tab[i];
-        if (!k) {
-            if (d->base + d->nsets >= HR__G_MAX_STATES) {
-                *err = HR_ERANGE;
-                return UINT32_MAX;
-            }
-            if (d->nsets + 1 >= d->cap_sets) {
-                uint32_t c = d->cap_sets ? d->cap_sets * 2 : 64;
-                size_t *o = realloc(d->off, (c + 1) * sizeof *o);
-                if (!o) {
-                    *err = HR_ENOMEM;
-                    return UINT32_MAX;
-                }
-                d->off = o;
-                d->cap_sets = c;
-            }
-            if (d->npool + d->nbuf > d->cap_pool) {
-                size_t c = d->cap_pool ? d->cap_pool : 1024;
-                while (c < d->npool + d->nbuf)
-                    c *= 2;
-                uint32_t *p = realloc(d->pool, c * sizeof *p);
-                if (!p) {
-                    *err = HR_ENOMEM;
-                    return UINT32_MAX;
-                }
-                d->pool = p;
-                d->cap_pool = c;
-            }
-            memcpy(d->pool + d->npool, d->buf, d->nbuf * sizeof *d->buf);
-            d->off[d->nsets] = d->npool;
-            d->npool += d->nbuf;
-            d->off[d->nsets + 1] = d->npool;
-            d->tab[i] = ++d->nsets;
-            *fresh = 1;
-            if (d->nsets * 2 > d->tcap) { /* rehash */
-                uint32_t nc = d->tcap * 2, *t = calloc(nc, sizeof *t);
-                if (!t) {
-                    *err = HR_ENOMEM;
-                    return UINT32_MAX;
-                }
-                for (uint32_t j = 0; j < d->nsets; j++) {
-                    uint64_t hh = hash_set(d->pool + d->off[j], d->off[j + 1] - d->off[j]);
-                    uint32_t p = (uint32_t)hh & (nc - 1);
-                    while (t[p])
-                        p = (p + 1) & (nc - 1);
-                    t[p] = j + 1;
-                }
-                free(d->tab);
-                d->tab = t;
-                d->tcap = nc;
-            }
-            return d->base + d->nsets - 1;
-        }
-        size_t o = d->off[k - 1], n = d->off[k] - o;
-        if (n == d->nbuf && !memcmp(d->pool + o, d->buf, n * sizeof *d->buf))
-            return d->base + k - 1;
-    }
-}
-
-static int grow_arr(void **p, uint32_t *cap, uint32_t need, size_t el) {
-    if (need <= *cap)
-        return 0;
-    uint32_t c = *cap ? *cap : 64;
-    while (c < need)
-        c *= 2;
-    void *q = realloc(*p, (size_t)c * el);
-    if (!q)
-        return HR_ENOMEM;
-    *p = q;
-    *cap = c;
-    return 0;
-}
-
-/* Determinize the rule whose NFA is a (start 0, accept acc). Appends its
- * states to d->g; returns the start state's global index via *start. */
-static int determinize(dfa *d, const nfa *a, uint32_t acc, uint32_t *start) {
-    hr_grammar *g = d->g;
-    int rc = 0, fresh;
-    d->base = g->n_st;
-    d->nsets = 0;
-    d->npool = 0;
-    if (!d->tab || d->tcap < 64) {
-        free(d->tab);
-        d->tcap = 64;
-        d->tab = calloc(d->tcap, sizeof *d->tab);
-        if (!d->tab)
-            return HR_ENOMEM;
-    } else {
-        memset(d->tab, 0, d->tcap * sizeof *d->tab);
-    }
-    free(d->stack);
-    free(d->mark);
-    free(d->buf);
-    d->stack = malloc((a->n + 1) * sizeof *d->stack);
-    d->mark = calloc(a->n + 1, sizeof *d->mark);
-    d->buf = malloc((a->n + 1) * sizeof *d->buf);
-    d->stamp = 0;
-    uint32_t *bnd = NULL, *tos = NULL;
-    size_t cap_tmp = 0;
-    if (!d->stack || !d->mark || !d->buf)
-        return HR_ENOMEM;
-    d->buf[0] = 0;
-    d->nbuf = 1;
-    eclose(d, a);
-    *start = intern(d, &fresh, &rc);
-    if (rc)
-        return rc;
-    for (uint32_t k = 0; k < d->nsets && !rc; k++) {
-        uint32_t gi = d->base + k;
-        if ((rc = grow_arr((void **)&g->st, &d->cap_st, gi + 1, sizeof *g->st)))
-            break;
-        g->n_st = gi + 1;
-        hr__gstate *st = &g->st[gi];
-        memset(st, 0, sizeof *st);
-        st->e0 = g->n_edges;
-        st->c0 = g->n_calls;
-        /* gather the set's outgoing byte and call edges */
-        size_t o = d->off[k], n = d->off[k + 1] - o, ne = 0;
-        for (size_t i = 0; i < n; i++) {
-            uint32_t s = d->pool[o + i];
-            if (s == acc)
-                st->accept = 1;
-            for (uint32_t e = a->head[s]; e; e = a->e[e - 1].next)
-                if (a->e[e - 1].kind != NE_EPS)
-                    ne++;
-        }
-        if (ne * 2 + 2 > cap_tmp) {
-            cap_tmp = ne * 2 + 2;
-            uint32_t *b2 = realloc(bnd, cap_tmp * sizeof *b2), *t2;
-            if (!b2) {
-                rc = HR_ENOMEM;
-                break;
-            }
-            bnd = b2;
-            if (!(t2 = realloc(tos, cap_tmp * sizeof *t2))) {
-                rc = HR_ENOMEM;
-                break;
-            }
-            tos = t2;
-        }
-        /* byte partition: boundaries lo and hi+1 of every byte edge */
-        size_t nb = 0;
-        for (size_t i = 0; i < n; i++)
-            for (uint32_t e = a->head[d->pool[o + i]]; e; e = a->e[e - 1].next)
-                if (a->e[e - 1].kind == NE_BYTE) {
-                    bnd[nb++] = a->e[e - 1].lo;
-                    bnd[nb++] = (uint32_t)a->e[e - 1].hi + 1;
-                }
-        qsort(bnd, nb, sizeof *bnd, cmp_u32);
-        size_t nu = 0;
-        for (size_t i = 0; i < nb; i++)
-            if (!nu || bnd[nu - 1] != bnd[i])
-                bnd[nu++] = bnd[i];
-        for (size_t j = 0; j + 1 < nu && !rc; j++) {
-            uint32_t lo = bnd[j], hi = bnd[j + 1] - 1;
-            d->nbuf = 0;
-            for (size_t i = 0; i < n; i++)
-                for (uint32_t e = a->head[d->pool[o + i]]; e; e = a->e[e - 1].next) {
-                    const nedge *x = &a->e[e - 1];
-                    if (x->kind == NE_BYTE && x->lo <= lo && x->hi >= hi)
-                        d->buf[d->nbuf++] = x->to;
-                }
-            if (!d->nbuf)
-                continue;
-            eclose(d, a);
-            uint32_t to = intern(d, &fresh, &rc);
-            if (rc)
-                break;
-            st = &g->st[gi];
-            if (st->ne && g->edges[g->n_edges - 1].to == to &&
-                g->edges[g->n_edges - 1].hi + 1u == lo) {
-                g->edges[g->n_edges - 1].hi = (uint8_t)hi;
-                continue;
-            }
-            if ((rc = grow_arr((void **)&g->edges, &d->cap_e, g->n_edges + 1, sizeof *g->edges)))
-                break;
-            g->edges[g->n_edges++] = (hr__gedge){(uint8_t)lo, (uint8_t)hi, to};
-            st->ne++;
-        }
-        /* calls, grouped by rule */
-        size_t nr = 0;
-        for (size_t i = 0; i < n; i++)
-            for (uint32_t e = a->head[d->pool[o + i]]; e; e = a->e[e - 1].next)
-                if (a->e[e - 1].kind == NE_CALL)
-                    tos[nr++] = a->e[e - 1].rule;
-        qsort(tos, nr, sizeof *tos, cmp_u32);
-        for (size_t j = 0; j < nr && !rc; j++) {
-            if (j && tos[j] == tos[j - 1])
-                continue;
-            d->nbuf = 0;
-            for (size_t i = 0; i < n; i++)
-                for (uint32_t e = a->head[d->pool[o + i]]; e; e = a->e[e - 1].next)
-                    if (a->e[e - 1].kind == NE_CALL && a->e[e - 1].rule == tos[j])
-                        d->buf[d->nbuf++] = a->e[e - 1].to;
-            eclose(d, a);
-            uint32_t to = intern(d, &fresh, &rc);
-            if (rc)
-                break;
-            if ((rc = grow_arr((void **)&g->calls, &d->cap_c, g->n_calls + 1, sizeof *g->calls)))
-                break;
-            g->calls[g->n_calls++] = (hr__gcall){tos[j], to, 0};
-            g->st[gi].nc++;
-        }
-    }
-    free(bnd);
-    free(tos);
-    return rc;
 }
 
 /* ---- rule analysis ---------------------------------------------------------- */
@@ -825,7 +542,7 @@ int hr__grammar_compile(hr_grammar **out, const hr__gir *ir, int32_t root,
         }
     int rc = 0;
     comp c = {.ir = ir, .err = err};
-    dfa d = {0};
+    hr__dfa d = {0};
     hr_grammar *g = calloc(1, sizeof *g);
     uint32_t *queue = malloc((ir->n_rules + 1) * sizeof *queue);
     c.inl = calloc(ir->n_rules, 1);
@@ -865,7 +582,7 @@ int hr__grammar_compile(hr_grammar **out, const hr__gir *ir, int32_t root,
             goto fail;
         }
         uint32_t first_call = g->n_calls, start;
-        if ((rc = determinize(&d, &c.a, acc, &start))) {
+        if ((rc = hr__determinize(&d, &c.a, acc, &start))) {
             rc = rc == HR_ENOMEM
                      ? hr_err(err, HR_ENOMEM, "out of memory compiling the grammar")
                      : hr_err(err, HR_ERANGE, "grammar too large (more than %u "
@@ -904,12 +621,7 @@ fail:
     free(c.a.e);
     free(c.inl);
     free(queue);
-    free(d.pool);
-    free(d.off);
-    free(d.tab);
-    free(d.stack);
-    free(d.mark);
-    free(d.buf);
+    hr__dfa_free(&d);
     hr_grammar_free(g);
     return rc;
 }
