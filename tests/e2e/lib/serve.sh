@@ -32,6 +32,7 @@ start_server() {
 }
 
 stop_servers() {
-    [ ${#SERVER_PIDS[@]} -gt 0 ] && kill "${SERVER_PIDS[@]}" 2>/dev/null
-    return 0
+    if [ ${#SERVER_PIDS[@]} -gt 0 ]; then
+        kill "${SERVER_PIDS[@]}" 2>/dev/null || true # some may have exited already
+    fi
 }
