@@ -31,6 +31,8 @@ int hr__js_fail(hr__js *c, int code, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 
 uint32_t hr__js_itemsep(hr__js *c); /* "," " "? */
+/* The IR of schema s (json_schema.c); errors go to c->rc / c->err. */
+uint32_t hr__js_schema(hr__js *c, const json_t *s);
 uint32_t hr__js_keysep(hr__js *c);  /* ":" " "? */
 uint32_t hr__js_value(hr__js *c);   /* any JSON value (a rule) */
 uint32_t hr__js_literal(hr__js *c, const json_t *v); /* exactly v */
