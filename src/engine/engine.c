@@ -37,7 +37,6 @@ struct hr_request {
     bool eos;             /* a stop token ended it */
     hr_finish finish;
     char err[256];
-    double t_submit, t_first;
     _Atomic int cancel;
     /* engine-thread state */
     hr_request *next;     /* inbox / waiting FIFO link */
@@ -71,8 +70,6 @@ void hr_request_release(hr_request *r) {
 }
 
 void hr_request_cancel(hr_request *r) { atomic_store(&r->cancel, 1); }
-
-int hr_request_prompt_tokens(const hr_request *r) { return r->n_prompt; }
 
 int hr_request_completion_tokens(hr_request *r) {
     pthread_mutex_lock(&r->mu);
@@ -130,13 +127,6 @@ int hr_request_cached_tokens(hr_request *r) {
     int c = r->cached;
     pthread_mutex_unlock(&r->mu);
     return c;
-}
-
-double hr_request_ttft(hr_request *r) {
-    pthread_mutex_lock(&r->mu);
-    double t = r->t_first > 0 ? r->t_first - r->t_submit : 0;
-    pthread_mutex_unlock(&r->mu);
-    return t;
 }
 
 /* ---- the engine ------------------------------------------------------------ */
@@ -246,7 +236,6 @@ int hr_engine_submit(hr_engine *e, hr_request *r, hr_error *err) {
                       "cache holds %d (raise --kv-budget)", r->n_prompt + r->limit,
                       e->kv.n_blocks * HR_KV_BLOCK);
     atomic_fetch_add(&r->refs, 1);
-    r->t_submit = hr_now();
     pthread_mutex_lock(&e->mu);
     r->next = NULL;
     if (e->inbox_tail)
@@ -442,11 +431,6 @@ static void step(hr_engine *e) {
                     row[t] = -INFINITY;
         }
         int32_t tok = hr_sampler_sample(r->sampler, row);
-        double now = hr_now();
-        pthread_mutex_lock(&r->mu);
-        if (r->t_first == 0)
-            r->t_first = now;
-        pthread_mutex_unlock(&r->mu);
         if (is_stop(r, tok)) {
             pthread_mutex_lock(&r->mu);
             r->eos = true;

@@ -92,15 +92,12 @@ typedef struct hr_step {
 int hr_request_wait(hr_request *r, int i, hr_step *out, int timeout_ms);
 /* The finish reason (HR_FINISH_NONE while running); msg gets the error. */
 hr_finish hr_request_finish(hr_request *r, hr_error *msg);
-int hr_request_prompt_tokens(const hr_request *r);
 /* Generated tokens, counting an end-of-sequence token that ended it (as
  * mlx-lm's usage does). Valid once finished. */
 int hr_request_completion_tokens(hr_request *r);
 /* Prompt tokens whose KV came from the prompt cache (valid once the first
  * token exists). */
 int hr_request_cached_tokens(hr_request *r);
-/* Time from submit to the first token, in seconds (0 until then). */
-double hr_request_ttft(hr_request *r);
 
 typedef struct hr_engine_stats {
     long requests_total, requests_running, requests_queued;

@@ -28,7 +28,6 @@ int hr_runner_eval(hr_runner *r, const int32_t *tokens, int n, float *logits,
 /* Forget the sequence (its KV blocks go back to the pool). */
 void hr_runner_reset(hr_runner *r);
 int hr_runner_len(const hr_runner *r);
-int hr_runner_ctx(const hr_runner *r);
 int hr_runner_threads(const hr_runner *r);
 
 #endif
