@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Builds llama.cpp (CPU only) from the source tree bundled in the npm package
 # node-llama-cpp@3.21.1 (llama/gitRelease.bundle, a git bundle): no network.
-# Output: $LLAMACPP_DIR/build/bin/{llama-bench,llama-quantize,llama-perplexity}
+# Output: $LLAMACPP_DIR/build/bin/{llama-bench,llama-server,llama-quantize,llama-perplexity}
 # (default .deps/llama.cpp, gitignored). Idempotent: a finished build is kept.
 # About 10 minutes on 2 cores.
 set -euo pipefail
@@ -10,7 +10,8 @@ dir=${LLAMACPP_DIR:-$root/.deps/llama.cpp}
 bundle=$root/.deps/npm/node_modules/node-llama-cpp/llama/gitRelease.bundle
 [ -f "$bundle" ] || bash "$root/tools/deps.sh"
 [ -f "$bundle" ] || { echo "llamacpp-build: $bundle not found (npm install node-llama-cpp@3.21.1)" >&2; exit 1; }
-if [ -x "$dir/build/bin/llama-bench" ] && [ -x "$dir/build/bin/llama-quantize" ]; then
+if [ -x "$dir/build/bin/llama-bench" ] && [ -x "$dir/build/bin/llama-server" ] &&
+    [ -x "$dir/build/bin/llama-quantize" ]; then
     echo "$dir/build/bin"
     exit 0
 fi
@@ -21,9 +22,9 @@ if [ ! -f "$dir/src/CMakeLists.txt" ]; then
 fi
 cmake -S "$dir/src" -B "$dir/build" -G Ninja -DCMAKE_BUILD_TYPE=Release \
     -DGGML_NATIVE=ON -DLLAMA_OPENSSL=OFF -DLLAMA_BUILD_TESTS=OFF \
-    -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_SERVER=OFF -DLLAMA_BUILD_APP=OFF \
+    -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_SERVER=ON -DLLAMA_BUILD_APP=OFF \
     -DLLAMA_BUILD_UI=OFF -DLLAMA_USE_PREBUILT_UI=OFF >"$dir/cmake.log" 2>&1 ||
     { tail -30 "$dir/cmake.log" >&2; exit 1; }
-ninja -C "$dir/build" llama-bench llama-quantize llama-perplexity >"$dir/ninja.log" 2>&1 ||
+ninja -C "$dir/build" llama-bench llama-server llama-quantize llama-perplexity >"$dir/ninja.log" 2>&1 ||
     { tail -30 "$dir/ninja.log" >&2; exit 1; }
 echo "$dir/build/bin"
