@@ -18,6 +18,8 @@ struct hr_pool {
     _Atomic int pending;      /* workers still running the current job */
     _Atomic int stop;
     _Atomic int sleeping;     /* workers in futex_wait: wake only if any */
+    void *scratch;            /* hr_pool_scratch: grows, never shrinks */
+    size_t scratch_cap;
 };
 
 typedef struct worker_arg {
@@ -106,7 +108,21 @@ void hr_pool_free(hr_pool *pool) {
     for (int i = 1; i < pool->nth; i++)
         pthread_join(pool->threads[i], NULL);
     free(pool->threads);
+    free(pool->scratch);
     free(pool);
+}
+
+void *hr_pool_scratch(hr_pool *pool, size_t bytes) {
+    if (bytes > pool->scratch_cap) {
+        size_t cap = bytes + bytes / 4;
+        void *p = NULL;
+        if (posix_memalign(&p, 64, cap) != 0)
+            return NULL;
+        free(pool->scratch);
+        pool->scratch = p;
+        pool->scratch_cap = cap;
+    }
+    return pool->scratch;
 }
 
 int hr_pool_size(const hr_pool *pool) { return pool ? pool->nth : 1; }

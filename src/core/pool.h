@@ -8,6 +8,8 @@
 #ifndef HR_CORE_POOL_H
 #define HR_CORE_POOL_H
 
+#include <stddef.h>
+
 typedef struct hr_pool hr_pool;
 typedef void (*hr_task_fn)(void *ctx, int ith, int nth);
 
@@ -18,6 +20,12 @@ int hr_pool_size(const hr_pool *pool);
 /* Not reentrant: one hr_pool_run at a time per pool. A NULL pool runs
  * fn(ctx, 0, 1) inline. */
 void hr_pool_run(hr_pool *pool, hr_task_fn fn, void *ctx);
+
+/* A 64-byte aligned buffer of at least `bytes` owned by the pool, for the
+ * caller of hr_pool_run to fill before a job (one user at a time, like
+ * hr_pool_run). It grows when asked for more (the old contents are lost)
+ * and is freed with the pool. NULL when out of memory. */
+void *hr_pool_scratch(hr_pool *pool, size_t bytes);
 
 /* Split n items into nth nearly equal ranges; range ith is [*lo, *hi). */
 static inline void hr_split(long n, int ith, int nth, long *lo, long *hi) {

@@ -6,6 +6,8 @@
 
 #include "core/tensor.h"
 
+#include <stdint.h>
+
 typedef enum hr_isa { HR_ISA_SCALAR, HR_ISA_AVX2, HR_ISA_AVX512, HR_ISA_COUNT } hr_isa;
 
 /* y[i*ldy + j] = dot(x[i*ldx .. +k], w row j) for i < n, m0 <= j < m1,
@@ -13,9 +15,23 @@ typedef enum hr_isa { HR_ISA_SCALAR, HR_ISA_AVX2, HR_ISA_AVX512, HR_ISA_COUNT } 
 typedef void (*hr_gemm_fn)(float *y, int ldy, const float *x, int ldx, int n,
                            const hr_tensor *w, int m0, int m1);
 
+/* Activations quantized for the integer path (qdot.h): row i of k values
+ * is q[i*k ..], d4[i*k/4 ..], qs4[i*k/4 ..]. */
+typedef struct hr_qact {
+    const int8_t *q;
+    const float *d4;
+    const int32_t *qs4;
+    int k;
+} hr_qact;
+
+/* The same product as hr_gemm_fn, with the activations quantized. */
+typedef void (*hr_gemm_i8_fn)(float *y, int ldy, const hr_qact *x, int n,
+                              const hr_tensor *w, int m0, int m1);
+
 typedef struct hr_cpu_kernels {
     const char *name;
     hr_gemm_fn gemm[HR_DTYPE_COUNT]; /* NULL for unsupported weight dtypes */
+    hr_gemm_i8_fn gemm_i8[HR_DTYPE_COUNT]; /* integer path: GGUF types */
     float (*dot)(const float *a, const float *b, int n);
     void (*axpy)(float *y, float a, const float *x, int n); /* y += a*x */
 } hr_cpu_kernels;

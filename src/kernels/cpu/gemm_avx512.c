@@ -116,6 +116,7 @@ const hr_cpu_kernels hr__cpu_avx512 = {
              [HR_DTYPE_BF16] = gemm_bf16_avx512,
              [HR_DTYPE_F16] = gemm_f16_avx512,
              HR__GEMM_Q_TABLE(avx512)},
+    .gemm_i8 = {HR__GEMM_I8_TABLE(avx512)},
     .dot = dot_avx512,
     .axpy = axpy_avx512,
 };

@@ -34,4 +34,26 @@ HR__GEMM_Q_DECL(avx2)
     [HR_DTYPE_Q4_K] = hr__gemm_q4_k_##isa, [HR_DTYPE_Q5_K] = hr__gemm_q5_k_##isa,   \
     [HR_DTYPE_Q6_K] = hr__gemm_q6_k_##isa
 
+/* Integer-activation kernels (qdot.h; gemm_i8_avx512.c): k % 64 == 0. */
+#define HR__GEMM_I8_DECL(isa)                                                   \
+    void hr__gemm_i8_q8_0_##isa(float *, int, const hr_qact *, int,           \
+                                const hr_tensor *, int, int);                 \
+    void hr__gemm_i8_q4_0_##isa(float *, int, const hr_qact *, int,           \
+                                const hr_tensor *, int, int);                 \
+    void hr__gemm_i8_q4_1_##isa(float *, int, const hr_qact *, int,           \
+                                const hr_tensor *, int, int);                 \
+    void hr__gemm_i8_q4_k_##isa(float *, int, const hr_qact *, int,           \
+                                const hr_tensor *, int, int);                 \
+    void hr__gemm_i8_q5_k_##isa(float *, int, const hr_qact *, int,           \
+                                const hr_tensor *, int, int);                 \
+    void hr__gemm_i8_q6_k_##isa(float *, int, const hr_qact *, int,           \
+                                const hr_tensor *, int, int);
+
+HR__GEMM_I8_DECL(avx512)
+
+#define HR__GEMM_I8_TABLE(isa)                                                  \
+    [HR_DTYPE_Q8_0] = hr__gemm_i8_q8_0_##isa, [HR_DTYPE_Q4_0] = hr__gemm_i8_q4_0_##isa, \
+    [HR_DTYPE_Q4_1] = hr__gemm_i8_q4_1_##isa, [HR_DTYPE_Q4_K] = hr__gemm_i8_q4_k_##isa, \
+    [HR_DTYPE_Q5_K] = hr__gemm_i8_q5_k_##isa, [HR_DTYPE_Q6_K] = hr__gemm_i8_q6_k_##isa
+
 #endif

@@ -113,21 +113,11 @@ static inline void dec_q4_1(const hr_tensor *w, const qrow *r, int t, __m512 *lo
     *hi = _mm512_fmadd_ps(d, _mm512_cvtepi32_ps(b), mn);
 }
 
-static inline void scale_min_k4(int j, const uint8_t *q, int *d, int *m) {
-    if (j < 4) {
-        *d = q[j] & 63;
-        *m = q[j + 4] & 63;
-    } else {
-        *d = (q[j + 4] & 0xF) | ((q[j - 4] >> 6) << 4);
-        *m = (q[j + 4] >> 4) | ((q[j] >> 6) << 4);
-    }
-}
-
 static inline void dec_k45(const uint8_t *scales, uint16_t dh, uint16_t mh,
                            const uint8_t *qs, const uint8_t *qh, int s, __m512 *lo,
                            __m512 *hi) {
     int isc, im;
-    scale_min_k4(s, scales, &isc, &im);
+    hr_scale_min_k4(s, scales, &isc, &im);
     __m512 ds = _mm512_set1_ps(h2f(dh) * (float)isc), dm = _mm512_set1_ps(h2f(mh) * (float)im);
     __m512i a, b, m = _mm512_set1_epi32(0xF);
     u8x32(qs + (s / 2) * 32, &a, &b);

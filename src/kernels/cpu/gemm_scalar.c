@@ -1,6 +1,7 @@
 /* Scalar reference kernels: the definition every SIMD path is tested
  * against. Accumulation is in float, in index order. */
 #include "kernels/cpu/cpu.h"
+#include "kernels/cpu/qdot.h"
 #include "kernels/cpu/quant.h"
 
 static float dot_scalar(const float *a, const float *b, int n) {
@@ -71,6 +72,12 @@ const hr_cpu_kernels hr__cpu_scalar = {
              [HR_DTYPE_Q4_K] = gemm_quant_scalar,
              [HR_DTYPE_Q5_K] = gemm_quant_scalar,
              [HR_DTYPE_Q6_K] = gemm_quant_scalar},
+    .gemm_i8 = {[HR_DTYPE_Q8_0] = hr__gemm_i8_scalar,
+                [HR_DTYPE_Q4_0] = hr__gemm_i8_scalar,
+                [HR_DTYPE_Q4_1] = hr__gemm_i8_scalar,
+                [HR_DTYPE_Q4_K] = hr__gemm_i8_scalar,
+                [HR_DTYPE_Q5_K] = hr__gemm_i8_scalar,
+                [HR_DTYPE_Q6_K] = hr__gemm_i8_scalar},
     .dot = dot_scalar,
     .axpy = axpy_scalar,
 };

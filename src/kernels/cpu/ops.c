@@ -1,8 +1,11 @@
 #include "kernels/cpu/ops.h"
 #include "core/error.h"
 #include "kernels/cpu/cpu.h"
+#include "kernels/cpu/qdot.h"
 
 #include <math.h>
+#include <stdlib.h>
+#include <string.h>
 
 /* ---- matmul: split output columns over threads, 16 at a time ---------- */
 
@@ -13,6 +16,8 @@ typedef struct matmul_task {
     const hr_tensor *w;
     const float *bias;
     hr_gemm_fn fn;
+    hr_gemm_i8_fn fn_i8; /* integer path: x quantized into qx */
+    hr_qact qx;
 } matmul_task;
 
 static void matmul_worker(void *p, int ith, int nth) {
@@ -22,11 +27,35 @@ static void matmul_worker(void *p, int ith, int nth) {
     int m0 = (int)lo * 16, m1 = (int)hi * 16 < t->m ? (int)hi * 16 : t->m;
     if (m0 >= m1)
         return;
-    t->fn(t->y, t->ldy, t->x, t->ldx, t->n, t->w, m0, m1);
+    if (t->fn_i8)
+        t->fn_i8(t->y, t->ldy, &t->qx, t->n, t->w, m0, m1);
+    else
+        t->fn(t->y, t->ldy, t->x, t->ldx, t->n, t->w, m0, m1);
     if (t->bias)
         for (int i = 0; i < t->n; i++)
             for (int j = m0; j < m1; j++)
                 t->y[(size_t)i * t->ldy + j] += t->bias[j];
+}
+
+static void qact_worker(void *p, int ith, int nth) {
+    matmul_task *t = p;
+    long lo, hi;
+    hr_split(t->n, ith, nth, &lo, &hi);
+    int k = t->qx.k;
+    for (long i = lo; i < hi; i++)
+        hr_qact_row(t->x + (size_t)i * t->ldx, k, (int8_t *)t->qx.q + (size_t)i * k,
+                    (float *)t->qx.d4 + (size_t)i * (k / 4),
+                    (int32_t *)t->qx.qs4 + (size_t)i * (k / 4));
+}
+
+/* HEARTH_QUANT_ACT=f32 keeps GGUF weights on the f32-activation kernels. */
+static bool int8_path_enabled(void) {
+    static int on = -1;
+    if (on < 0) {
+        const char *e = getenv("HEARTH_QUANT_ACT");
+        on = !(e && !strcmp(e, "f32"));
+    }
+    return on;
 }
 
 bool hr_matmul_supports(hr_dtype t) {
@@ -36,12 +65,29 @@ bool hr_matmul_supports(hr_dtype t) {
 void hr_matmul(hr_pool *pool, float *y, int ldy, const float *x, int ldx, int n,
                const hr_tensor *w, const float *bias) {
     HR_ASSERT(w->ndim == 2 && hr_matmul_supports(w->dtype));
+    const hr_cpu_kernels *K = hr_cpu();
+    int k = (int)w->shape[1];
     matmul_task t = {
         .y = y, .ldy = ldy, .ldx = ldx, .n = n,
         .m = (int)w->shape[0], .x = x, .w = w, .bias = bias,
-        .fn = hr_cpu()->gemm[w->dtype],
+        .fn = K->gemm[w->dtype],
     };
+    void *buf = NULL, *owned = NULL;
+    if (K->gemm_i8[w->dtype] && k % 64 == 0 && int8_path_enabled()) {
+        size_t bytes = (size_t)n * k * 3; /* q: k bytes, d4 and qs4: k/4 x 4 bytes */
+        buf = pool ? hr_pool_scratch(pool, bytes) : (owned = malloc(bytes));
+    }
+    if (buf) {
+        t.fn_i8 = K->gemm_i8[w->dtype];
+        t.qx = (hr_qact){.q = buf, .d4 = (float *)((char *)buf + (size_t)n * k),
+                         .qs4 = (int32_t *)((char *)buf + (size_t)n * k * 2), .k = k};
+        if (n >= 8)
+            hr_pool_run(pool, qact_worker, &t);
+        else
+            qact_worker(&t, 0, 1);
+    }
     hr_pool_run(pool, matmul_worker, &t);
+    free(owned);
 }
 
 /* ---- row ops ------------------------------------------------------------ */

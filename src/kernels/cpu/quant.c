@@ -52,16 +52,6 @@ static void dequant_affine(const hr_tensor *w, int64_t row, int64_t c0, int64_t 
     }
 }
 
-static void scale_min_k4(int j, const uint8_t *q, int *d, int *m) {
-    if (j < 4) {
-        *d = q[j] & 63;
-        *m = q[j + 4] & 63;
-    } else {
-        *d = (q[j + 4] & 0xF) | ((q[j - 4] >> 6) << 4);
-        *m = (q[j + 4] >> 4) | ((q[j] >> 6) << 4);
-    }
-}
-
 /* One block of a ggml type into out[0..block). */
 static void dequant_block(hr_dtype t, const uint8_t *p, float *out) {
     switch (t) {
@@ -101,7 +91,7 @@ static void dequant_block(hr_dtype t, const uint8_t *p, float *out) {
         float d = hr_f16_to_f32(dh), dmin = hr_f16_to_f32(mh);
         for (int s = 0; s < 8; s++) {
             int isc, im;
-            scale_min_k4(s, sc, &isc, &im);
+            hr_scale_min_k4(s, sc, &isc, &im);
             float ds = d * (float)isc, dm = dmin * (float)im;
             const uint8_t *q = qs + (s / 2) * 32;
             for (int l = 0; l < 32; l++) {

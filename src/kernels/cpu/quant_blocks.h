@@ -30,4 +30,15 @@ _Static_assert(sizeof(hr_block_q4_k) == 144, "q4_k");
 _Static_assert(sizeof(hr_block_q5_k) == 176, "q5_k");
 _Static_assert(sizeof(hr_block_q6_k) == 210, "q6_k");
 
+/* The 6-bit scale and min of sub-block j (0..7) of a Q4_K/Q5_K block. */
+static inline void hr_scale_min_k4(int j, const uint8_t *q, int *d, int *m) {
+    if (j < 4) {
+        *d = q[j] & 63;
+        *m = q[j + 4] & 63;
+    } else {
+        *d = (q[j + 4] & 0xF) | ((q[j - 4] >> 6) << 4);
+        *m = (q[j + 4] >> 4) | ((q[j] >> 6) << 4);
+    }
+}
+
 #endif

@@ -1,0 +1,205 @@
+/* AVX-512 VNNI kernels of the integer-activation path (qdot.h), compiled
+ * with the AVX-512 flags. The weight row is walked in pairs of 32-element
+ * blocks: a decoder turns a pair into 64 unsigned bytes u and 16-lane
+ * vectors sw and mn (one lane per 4 elements), then for each activation row
+ *   acc += cvt(dpbusd(-off * qs4, u, q)) * (sw * d4) [+ mn * (d4 * qs4)]
+ * on 16 lanes, reduced at the end. Every output gets exactly this sequence
+ * whatever the tile it is computed in, so a row's result does not depend on
+ * how many rows run with it (batch invariance).
+ *
+ * Tiles: decode (one activation row) runs 4 weight rows at a time; more rows
+ * run 2 weight rows x 4 activation rows, over blocks of 16 weight rows so
+ * those stay in L1/L2 while every activation row passes over them. */
+#include "kernels/cpu/gemm_q.h"
+#include "kernels/cpu/qdot.h"
+#include "kernels/cpu/quant_blocks.h"
+
+#include <immintrin.h>
+
+typedef struct qpair {
+    __m512i u;
+    __m512 sw, mn; /* mn: only for the formats with a min (HASMIN) */
+} qpair;
+
+static inline float h2f(uint16_t h) { return _cvtsh_ss(h); }
+
+/* 16 lanes: a in lanes 0-7, b in lanes 8-15 */
+static inline __m512 halves(float a, float b) {
+    return _mm512_mask_blend_ps(0xFF00, _mm512_set1_ps(a), _mm512_set1_ps(b));
+}
+
+/* [v, v] shifted right per 256-bit half by s0 / s1 bits, masked to m */
+static inline __m512i split2(__m256i v, int s0, int s1, char m) {
+    __m512i z = _mm512_inserti64x4(_mm512_castsi256_si512(v), v, 1);
+    __m512i sh = _mm512_set_epi64(s1, s1, s1, s1, s0, s0, s0, s0);
+    return _mm512_and_si512(_mm512_srlv_epi64(z, sh), _mm512_set1_epi8(m));
+}
+
+/* ---- pair decoders: blocks 2p and 2p+1 of a row -------------------------- */
+
+static inline void pair_q8_0(const uint8_t *row, int p, qpair *o) {
+    const hr_block_q8_0 *B = (const hr_block_q8_0 *)row + 2 * p;
+    __m256i a = _mm256_loadu_si256((const __m256i *)B[0].qs);
+    __m256i c = _mm256_loadu_si256((const __m256i *)B[1].qs);
+    o->u = _mm512_xor_si512(_mm512_inserti64x4(_mm512_castsi256_si512(a), c, 1),
+                            _mm512_set1_epi8((char)0x80));
+    o->sw = halves(h2f(B[0].d), h2f(B[1].d));
+}
+
+/* nibbles of two 16-byte runs: [lo a, hi a, lo c, hi c] */
+static inline __m512i nibbles2(const uint8_t *a, const uint8_t *c) {
+    __m256i v = _mm256_inserti128_si256(
+        _mm256_castsi128_si256(_mm_loadu_si128((const __m128i *)a)),
+        _mm_loadu_si128((const __m128i *)c), 1);
+    __m512i z = _mm512_permutexvar_epi64(_mm512_set_epi64(3, 2, 3, 2, 1, 0, 1, 0),
+                                         _mm512_castsi256_si512(v));
+    __m512i sh = _mm512_set_epi64(4, 4, 0, 0, 4, 4, 0, 0);
+    return _mm512_and_si512(_mm512_srlv_epi64(z, sh), _mm512_set1_epi8(0xF));
+}
+
+static inline void pair_q4_0(const uint8_t *row, int p, qpair *o) {
+    const hr_block_q4_0 *B = (const hr_block_q4_0 *)row + 2 * p;
+    o->u = nibbles2(B[0].qs, B[1].qs);
+    o->sw = halves(h2f(B[0].d), h2f(B[1].d));
+}
+
+static inline void pair_q4_1(const uint8_t *row, int p, qpair *o) {
+    const hr_block_q4_1 *B = (const hr_block_q4_1 *)row + 2 * p;
+    o->u = nibbles2(B[0].qs, B[1].qs);
+    o->sw = halves(h2f(B[0].d), h2f(B[1].d));
+    o->mn = halves(h2f(B[0].m), h2f(B[1].m));
+}
+
+/* Q4_K / Q5_K: sub-blocks 2s and 2s+1 of super-block p/4 */
+static inline void k45_scales(const uint8_t *scales, uint16_t dh, uint16_t mh, int s,
+                              qpair *o) {
+    int c0, m0, c1, m1;
+    hr_scale_min_k4(2 * s, scales, &c0, &m0);
+    hr_scale_min_k4(2 * s + 1, scales, &c1, &m1);
+    float d = h2f(dh), dmin = h2f(mh);
+    o->sw = halves(d * (float)c0, d * (float)c1);
+    o->mn = halves(-(dmin * (float)m0), -(dmin * (float)m1));
+}
+
+static inline void pair_q4_k(const uint8_t *row, int p, qpair *o) {
+    const hr_block_q4_k *B = (const hr_block_q4_k *)row + p / 4;
+    int s = p % 4;
+    o->u = split2(_mm256_loadu_si256((const __m256i *)(B->qs + 32 * s)), 0, 4, 0xF);
+    k45_scales(B->scales, B->d, B->dmin, s, o);
+}
+
+static inline void pair_q5_k(const uint8_t *row, int p, qpair *o) {
+    const hr_block_q5_k *B = (const hr_block_q5_k *)row + p / 4;
+    int s = p % 4;
+    __m512i lo = split2(_mm256_loadu_si256((const __m256i *)(B->qs + 32 * s)), 0, 4, 0xF);
+    __m512i hi = split2(_mm256_loadu_si256((const __m256i *)B->qh), 2 * s, 2 * s + 1, 1);
+    o->u = _mm512_or_si512(lo, _mm512_slli_epi16(hi, 4));
+    k45_scales(B->scales, B->d, B->dmin, s, o);
+}
+
+static inline void pair_q6_k(const uint8_t *row, int p, qpair *o) {
+    const hr_block_q6_k *B = (const hr_block_q6_k *)row + p / 4;
+    int s = p % 4, h = s / 2, odd = s & 1;
+    __m512i l = _mm512_loadu_si512(B->ql + h * 64);
+    if (odd)
+        l = _mm512_srli_epi16(l, 4);
+    l = _mm512_and_si512(l, _mm512_set1_epi8(0xF));
+    __m512i hb = split2(_mm256_loadu_si256((const __m256i *)(B->qh + h * 32)), 4 * odd,
+                        4 * odd + 2, 3);
+    o->u = _mm512_or_si512(l, _mm512_slli_epi16(hb, 4));
+    __m512 sc = _mm512_mul_ps(
+        _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)B->scales))),
+        _mm512_set1_ps(h2f(B->d)));
+    __m512i idx = _mm512_add_epi32(_mm512_set1_epi32(4 * s),
+                                   _mm512_set_epi32(3, 3, 3, 3, 2, 2, 2, 2, 1, 1, 1, 1, 0, 0, 0, 0));
+    o->sw = _mm512_permutexvar_ps(idx, sc);
+}
+
+/* ---- kernels ------------------------------------------------------------------ */
+
+#define JB 16 /* weight rows per block of the many-rows order */
+
+/* y[i0..i0+I) x [j0..j0+J): J <= 4, I <= 4, constants after inlining.
+ * OFFSH: log2 of the format's off (0: none); HASMIN: the format has mn. */
+#define GEMM_I8(NAME, DEC, OFFSH, HASMIN)                                          \
+    static inline __attribute__((always_inline)) void NAME##_tile(                 \
+        float *y, int ldy, const hr_qact *x, int i0, int I, const hr_tensor *w,    \
+        int j0, int J) {                                                           \
+        int k = x->k, np = k / 64;                                                 \
+        size_t rb = hr_tensor_row_bytes(w);                                        \
+        const uint8_t *row[4];                                                     \
+        const int8_t *q[4];                                                        \
+        const float *d4[4];                                                        \
+        const int32_t *qs4[4];                                                     \
+        __m512 acc[4][4];                                                          \
+        for (int b = 0; b < J; b++) {                                              \
+            row[b] = (const uint8_t *)w->data + (size_t)(j0 + b) * rb;             \
+            for (int a = 0; a < I; a++)                                            \
+                acc[b][a] = _mm512_setzero_ps();                                   \
+        }                                                                          \
+        for (int a = 0; a < I; a++) {                                              \
+            q[a] = x->q + (size_t)(i0 + a) * k;                                    \
+            d4[a] = x->d4 + (size_t)(i0 + a) * (k / 4);                            \
+            qs4[a] = x->qs4 + (size_t)(i0 + a) * (k / 4);                          \
+        }                                                                          \
+        for (int p = 0; p < np; p++) {                                             \
+            qpair wp[4];                                                           \
+            for (int b = 0; b < J; b++)                                            \
+                DEC(row[b], p, &wp[b]);                                            \
+            for (int a = 0; a < I; a++) {                                          \
+                __m512i qa = _mm512_loadu_si512(q[a] + 64 * p);                    \
+                __m512 da = _mm512_loadu_ps(d4[a] + 16 * p);                       \
+                __m512i sa = _mm512_loadu_si512(qs4[a] + 16 * p);                  \
+                __m512i c0 = OFFSH ? _mm512_sub_epi32(_mm512_setzero_si512(),      \
+                                                      _mm512_slli_epi32(sa, OFFSH)) \
+                                   : _mm512_setzero_si512();                       \
+                __m512 ms = HASMIN ? _mm512_mul_ps(da, _mm512_cvtepi32_ps(sa))     \
+                                   : _mm512_setzero_ps();                          \
+                for (int b = 0; b < J; b++) {                                      \
+                    __m512i dot = _mm512_dpbusd_epi32(c0, wp[b].u, qa);            \
+                    acc[b][a] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot),           \
+                                                _mm512_mul_ps(wp[b].sw, da),       \
+                                                acc[b][a]);                        \
+                    if (HASMIN)                                                    \
+                        acc[b][a] = _mm512_fmadd_ps(wp[b].mn, ms, acc[b][a]);      \
+                }                                                                  \
+            }                                                                      \
+        }                                                                          \
+        for (int a = 0; a < I; a++)                                                \
+            for (int b = 0; b < J; b++)                                            \
+                y[(size_t)(i0 + a) * ldy + j0 + b] = _mm512_reduce_add_ps(acc[b][a]); \
+    }                                                                              \
+    void NAME(float *y, int ldy, const hr_qact *x, int n, const hr_tensor *w,      \
+              int m0, int m1) {                                                    \
+        if (n < 4) {                                                               \
+            for (int i = 0; i < n; i++) {                                          \
+                int j = m0;                                                        \
+                for (; j + 4 <= m1; j += 4)                                        \
+                    NAME##_tile(y, ldy, x, i, 1, w, j, 4);                         \
+                for (; j < m1; j++)                                                \
+                    NAME##_tile(y, ldy, x, i, 1, w, j, 1);                         \
+            }                                                                      \
+            return;                                                                \
+        }                                                                          \
+        for (int jb = m0; jb < m1; jb += JB) {                                     \
+            int je = m1 - jb < JB ? m1 : jb + JB;                                  \
+            int i = 0;                                                             \
+            for (; i + 4 <= n; i += 4) {                                           \
+                int j = jb;                                                        \
+                for (; j + 2 <= je; j += 2)                                        \
+                    NAME##_tile(y, ldy, x, i, 4, w, j, 2);                         \
+                for (; j < je; j++)                                                \
+                    NAME##_tile(y, ldy, x, i, 4, w, j, 1);                         \
+            }                                                                      \
+            for (; i < n; i++)                                                     \
+                for (int j = jb; j < je; j++)                                      \
+                    NAME##_tile(y, ldy, x, i, 1, w, j, 1);                         \
+        }                                                                          \
+    }
+
+GEMM_I8(hr__gemm_i8_q8_0_avx512, pair_q8_0, 7, 0)
+GEMM_I8(hr__gemm_i8_q4_0_avx512, pair_q4_0, 3, 0)
+GEMM_I8(hr__gemm_i8_q4_1_avx512, pair_q4_1, 0, 1)
+GEMM_I8(hr__gemm_i8_q4_k_avx512, pair_q4_k, 0, 1)
+GEMM_I8(hr__gemm_i8_q5_k_avx512, pair_q5_k, 0, 1)
+GEMM_I8(hr__gemm_i8_q6_k_avx512, pair_q6_k, 5, 0)

@@ -1,0 +1,131 @@
+/* Scalar definitions of the integer-activation path (see qdot.h). */
+#include "kernels/cpu/qdot.h"
+#include "kernels/cpu/quant_blocks.h"
+
+#include <math.h>
+
+bool hr_qdot_supports(hr_dtype t) {
+    switch (t) {
+    case HR_DTYPE_Q8_0:
+    case HR_DTYPE_Q4_0:
+    case HR_DTYPE_Q4_1:
+    case HR_DTYPE_Q4_K:
+    case HR_DTYPE_Q5_K:
+    case HR_DTYPE_Q6_K: return true;
+    default: return false;
+    }
+}
+
+int hr_qdot_offset(hr_dtype t) {
+    switch (t) {
+    case HR_DTYPE_Q8_0: return 128;
+    case HR_DTYPE_Q4_0: return 8;
+    case HR_DTYPE_Q6_K: return 32;
+    default: return 0;
+    }
+}
+
+void hr_qact_row(const float *x, int k, int8_t *q, float *d4, int32_t *qs4) {
+    for (int b = 0; b < k; b += 32) {
+        float amax = 0;
+        for (int i = 0; i < 32; i++)
+            amax = fmaxf(amax, fabsf(x[b + i]));
+        float d = amax / 127.0f, id = amax > 0 ? 127.0f / amax : 0.0f;
+        for (int i = 0; i < 32; i++) {
+            float v = nearbyintf(x[b + i] * id);
+            q[b + i] = (int8_t)(v > 127 ? 127 : v < -127 ? -127 : v);
+        }
+        for (int l = b / 4; l < (b + 32) / 4; l++) {
+            d4[l] = d;
+            qs4[l] = q[4 * l] + q[4 * l + 1] + q[4 * l + 2] + q[4 * l + 3];
+        }
+    }
+}
+
+void hr_qdot_block(const hr_tensor *w, int64_t row, int64_t blk, uint8_t u[32],
+                   float sw[2], float mn[2]) {
+    const uint8_t *r = (const uint8_t *)w->data + (size_t)row * hr_tensor_row_bytes(w);
+    switch (w->dtype) {
+    case HR_DTYPE_Q8_0: {
+        const hr_block_q8_0 *B = (const hr_block_q8_0 *)r + blk;
+        for (int i = 0; i < 32; i++)
+            u[i] = (uint8_t)(B->qs[i] + 128);
+        sw[0] = sw[1] = hr_f16_to_f32(B->d);
+        mn[0] = mn[1] = 0;
+        break;
+    }
+    case HR_DTYPE_Q4_0:
+    case HR_DTYPE_Q4_1: {
+        bool q41 = w->dtype == HR_DTYPE_Q4_1;
+        const uint8_t *qs = q41 ? ((const hr_block_q4_1 *)r)[blk].qs
+                                : ((const hr_block_q4_0 *)r)[blk].qs;
+        uint16_t dh = q41 ? ((const hr_block_q4_1 *)r)[blk].d : ((const hr_block_q4_0 *)r)[blk].d;
+        for (int i = 0; i < 16; i++) {
+            u[i] = qs[i] & 0xF;
+            u[i + 16] = qs[i] >> 4;
+        }
+        sw[0] = sw[1] = hr_f16_to_f32(dh);
+        mn[0] = mn[1] = q41 ? hr_f16_to_f32(((const hr_block_q4_1 *)r)[blk].m) : 0.0f;
+        break;
+    }
+    case HR_DTYPE_Q4_K:
+    case HR_DTYPE_Q5_K: {
+        bool five = w->dtype == HR_DTYPE_Q5_K;
+        const hr_block_q4_k *b4 = (const hr_block_q4_k *)r + blk / 8;
+        const hr_block_q5_k *b5 = (const hr_block_q5_k *)r + blk / 8;
+        int s = (int)(blk % 8), isc, im;
+        hr_scale_min_k4(s, five ? b5->scales : b4->scales, &isc, &im);
+        const uint8_t *q = (five ? b5->qs : b4->qs) + (s / 2) * 32;
+        for (int l = 0; l < 32; l++) {
+            u[l] = (s & 1) ? q[l] >> 4 : q[l] & 0xF;
+            if (five)
+                u[l] |= (uint8_t)(((b5->qh[l] >> s) & 1) << 4);
+        }
+        sw[0] = sw[1] = hr_f16_to_f32(five ? b5->d : b4->d) * (float)isc;
+        mn[0] = mn[1] = -(hr_f16_to_f32(five ? b5->dmin : b4->dmin) * (float)im);
+        break;
+    }
+    case HR_DTYPE_Q6_K: {
+        const hr_block_q6_k *B = (const hr_block_q6_k *)r + blk / 8;
+        int e0 = (int)(blk % 8) * 32, h = e0 / 128, rr = (e0 % 128) / 32;
+        for (int l = 0; l < 32; l++) {
+            uint8_t lo = B->ql[h * 64 + (rr & 1) * 32 + l];
+            u[l] = (uint8_t)((rr < 2 ? lo & 0xF : lo >> 4) |
+                             (((B->qh[h * 32 + l] >> (2 * rr)) & 3) << 4));
+        }
+        float d = hr_f16_to_f32(B->d);
+        for (int i = 0; i < 2; i++) {
+            sw[i] = d * (float)B->scales[e0 / 16 + i];
+            mn[i] = 0;
+        }
+        break;
+    }
+    default:
+        break;
+    }
+}
+
+void hr__gemm_i8_scalar(float *y, int ldy, const hr_qact *x, int n,
+                        const hr_tensor *w, int m0, int m1) {
+    int k = x->k, off = hr_qdot_offset(w->dtype);
+    for (int j = m0; j < m1; j++)
+        for (int i = 0; i < n; i++) {
+            const int8_t *q = x->q + (size_t)i * k;
+            const float *d4 = x->d4 + (size_t)i * k / 4;
+            const int32_t *qs4 = x->qs4 + (size_t)i * k / 4;
+            float acc = 0;
+            for (int blk = 0; blk < k / 32; blk++) {
+                uint8_t u[32];
+                float sw[2], mn[2];
+                hr_qdot_block(w, j, blk, u, sw, mn);
+                for (int l = 0; l < 8; l++) {
+                    int e = blk * 32 + 4 * l, dot = -off * qs4[e / 4];
+                    for (int t = 0; t < 4; t++)
+                        dot += (int)u[4 * l + t] * (int)q[e + t];
+                    acc += sw[l / 4] * d4[e / 4] * (float)dot +
+                           mn[l / 4] * (d4[e / 4] * (float)qs4[e / 4]);
+                }
+            }
+            y[(size_t)i * ldy + j] = acc;
+        }
+}

@@ -1,0 +1,51 @@
+/* The integer-activation path for GGUF weights (how llama.cpp runs them):
+ * the activations are quantized to int8 and the weights are used as the
+ * unsigned integers they are stored as, so the inner products are integer
+ * dot products (VNNI).
+ *
+ * Activations: each row of k values (k a multiple of 32) is cut into blocks
+ * of 32; block b has d = max|x| / 127 and q = round(x / d) (ties to even,
+ * |q| <= 127). The kernels take them as hr_qact (cpu.h): q, and per
+ * 4-element lane l the block's d (d4[l]) and the lane's sum of q (qs4[l]).
+ *
+ * Weights: every GGUF type is regrouped, exactly, as
+ * w = sw * (u - off) + mn with u an unsigned integer, off a constant of the
+ * format and (sw, mn) constant over each 16 elements:
+ *   Q8_0  u = q + 128   off = 128   sw = d          mn = 0
+ *   Q4_0  u = nibble    off = 8     sw = d          mn = 0
+ *   Q4_1  u = nibble    off = 0     sw = d          mn = m
+ *   Q4_K  u = 4-bit q   off = 0     sw = d * sc     mn = -dmin * min
+ *   Q5_K  u = 5-bit q   off = 0     sw = d * sc     mn = -dmin * min
+ *   Q6_K  u = 6-bit q   off = 32    sw = d * sc     mn = 0
+ * and each output is, over the 4-element lanes l of the row,
+ *   y = sum_l  sw * d4[l] * (dot(u, q)_l - off * qs4[l]) + mn * d4[l] * qs4[l]
+ * with the integer part exact in int32. This file is that definition, in
+ * scalar code, in index order; the SIMD kernels sum the same terms in
+ * 16-lane order (the tests bound the difference). */
+#ifndef HR_KERNELS_QDOT_H
+#define HR_KERNELS_QDOT_H
+
+#include "kernels/cpu/cpu.h"
+
+#include <stdbool.h>
+#include <stdint.h>
+
+/* Weight dtypes the integer path defines. */
+bool hr_qdot_supports(hr_dtype t);
+
+/* Quantize one row of k floats (k % 32 == 0) into q[k], d4[k/4], qs4[k/4]. */
+void hr_qact_row(const float *x, int k, int8_t *q, float *d4, int32_t *qs4);
+
+/* The format's off (above); 0 for dtypes the path does not define. */
+int hr_qdot_offset(hr_dtype t);
+
+/* The weight side of 32-element block `blk` of row `row`: u[32] and, per
+ * 16-element half h, sw[h] and mn[h]. */
+void hr_qdot_block(const hr_tensor *w, int64_t row, int64_t blk, uint8_t u[32],
+                   float sw[2], float mn[2]);
+
+/* The scalar kernel (the definition above), for any dtype hr_qdot_supports. */
+void hr__gemm_i8_scalar(float *y, int ldy, const hr_qact *x, int n,
+                        const hr_tensor *w, int m0, int m1);
+
+#endif
