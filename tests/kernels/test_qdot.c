@@ -34,23 +34,25 @@ static bool kquant(hr_dtype t) {
 typedef struct qx {
     hr_qact a;
     int8_t *q;
-    float *d4;
-    int32_t *qs4;
+    float *d4, *s4;
+    int32_t *c4;
 } qx;
 
-static qx quantize(const float *x, int n, int k) {
-    qx r = {.q = malloc((size_t)n * k), .d4 = malloc((size_t)n * k), .qs4 = malloc((size_t)n * k)};
+static qx quantize(const float *x, int n, int k, int off) {
+    qx r = {.q = malloc((size_t)n * k), .d4 = malloc((size_t)n * k), .s4 = malloc((size_t)n * k),
+            .c4 = malloc((size_t)n * k)};
     for (int i = 0; i < n; i++)
-        hr_qact_row(x + (size_t)i * k, k, r.q + (size_t)i * k, r.d4 + (size_t)i * k / 4,
-                    r.qs4 + (size_t)i * k / 4);
-    r.a = (hr_qact){.q = r.q, .d4 = r.d4, .qs4 = r.qs4, .k = k};
+        hr_qact_row(x + (size_t)i * k, k, off, r.q + (size_t)i * k, r.d4 + (size_t)i * k / 4,
+                    r.c4 + (size_t)i * k / 4, r.s4 + (size_t)i * k / 4);
+    r.a = (hr_qact){.q = r.q, .d4 = r.d4, .c4 = r.c4, .s4 = r.s4, .k = k};
     return r;
 }
 
 static void qx_free(qx *r) {
     free(r->q);
     free(r->d4);
-    free(r->qs4);
+    free(r->s4);
+    free(r->c4);
 }
 
 static void test_qact_known(void **state) {
@@ -62,21 +64,22 @@ static void test_qact_known(void **state) {
     x[3] = 0.05f;  /* 2.5 -> 2 */
     /* block 1 all zero: d = 0, q = 0 */
     int8_t q[64];
-    float d4[16];
-    int32_t qs4[16];
-    hr_qact_row(x, 64, q, d4, qs4);
+    float d4[16], s4[16];
+    int32_t c4[16];
+    hr_qact_row(x, 64, 8, q, d4, c4, s4);
     assert_int_equal(q[0], 127);
     assert_int_equal(q[1], -64);
     assert_int_equal(q[2], 2);
     assert_int_equal(q[3], 2);
     for (int l = 0; l < 8; l++)
         assert_float_equal(d4[l], 2.54f / 127.0f, 0);
-    assert_int_equal(qs4[0], 67);
-    assert_int_equal(qs4[1], 0);
+    assert_int_equal(c4[0], -8 * 67);
+    assert_float_equal(s4[0], (2.54f / 127.0f) * 67.0f, 0);
+    assert_int_equal(c4[1], 0);
     for (int i = 32; i < 64; i++)
         assert_int_equal(q[i], 0);
     assert_float_equal(d4[8], 0, 0);
-    assert_int_equal(qs4[15], 0);
+    assert_float_equal(s4[15], 0, 0);
 }
 
 /* sw * (u - off) + mn is the format's dequantized weight (up to f32
@@ -121,8 +124,8 @@ static void test_scalar_bound(void **state) {
     float *x = malloc((size_t)n * k * sizeof *x), *wf = malloc((size_t)k * sizeof *wf);
     for (int i = 0; i < n * k; i++)
         x[i] = frand(&rng) * (i % 97 == 0 ? 20.0f : 1.0f); /* outliers, as real activations */
-    qx a = quantize(x, n, k);
     for (size_t d = 0; d < NDTS; d++) {
+        qx a = quantize(x, n, k, hr_qdot_offset(DTS[d]));
         qmat w = make_q(&rng, DTS[d], 0, 0, HR_DTYPE_F32, m, k, false);
         float y[27];
         hr__gemm_i8_scalar(y, m, &a.a, n, &w.t, 0, m);
@@ -144,8 +147,8 @@ static void test_scalar_bound(void **state) {
         printf("%-4s: integer path within %.2f of the activation rounding bound\n",
                hr_dtype_name(DTS[d]), worst);
         qmat_free(&w);
+        qx_free(&a);
     }
-    qx_free(&a);
     free(x);
     free(wf);
 }
@@ -172,7 +175,7 @@ static void test_isas(void **state) {
                         float *x = malloc((size_t)n * k * sizeof *x);
                         for (int i = 0; i < n * k; i++)
                             x[i] = frand(&rng);
-                        qx q = quantize(x, n, k);
+                        qx q = quantize(x, n, k, hr_qdot_offset(DTS[d]));
                         float *yr = calloc((size_t)n * m, sizeof *yr);
                         float *y = calloc((size_t)n * m, sizeof *y);
                         hr__gemm_i8_scalar(yr, m, &q.a, n, &w.t, m0, m);

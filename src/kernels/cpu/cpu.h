@@ -16,11 +16,11 @@ typedef void (*hr_gemm_fn)(float *y, int ldy, const float *x, int ldx, int n,
                            const hr_tensor *w, int m0, int m1);
 
 /* Activations quantized for the integer path (qdot.h): row i of k values
- * is q[i*k ..], d4[i*k/4 ..], qs4[i*k/4 ..]. */
+ * is q[i*k ..] and d4, c4, s4[i*k/4 ..]. */
 typedef struct hr_qact {
     const int8_t *q;
-    const float *d4;
-    const int32_t *qs4;
+    const float *d4, *s4;
+    const int32_t *c4;
     int k;
 } hr_qact;
 

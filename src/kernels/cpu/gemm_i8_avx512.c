@@ -2,14 +2,14 @@
  * with the AVX-512 flags. The weight row is walked in pairs of 32-element
  * blocks: a decoder turns a pair into 64 unsigned bytes u and 16-lane
  * vectors sw and mn (one lane per 4 elements), then for each activation row
- *   acc += cvt(dpbusd(-off * qs4, u, q)) * (sw * d4) [+ mn * (d4 * qs4)]
+ *   acc += cvt(dpbusd(c4, u, q)) * (sw * d4) [+ mn * s4]
  * on 16 lanes, reduced at the end. Every output gets exactly this sequence
  * whatever the tile it is computed in, so a row's result does not depend on
  * how many rows run with it (batch invariance).
  *
- * Tiles: decode (one activation row) runs 4 weight rows at a time; more rows
- * run 2 weight rows x 4 activation rows, over blocks of 16 weight rows so
- * those stay in L1/L2 while every activation row passes over them. */
+ * Tiles: 4 weight rows x 4 activation rows (4 x 1 for the last n % 4), over
+ * blocks of 16 weight rows so those stay in L1/L2 while every activation
+ * row passes over them. */
 #include "kernels/cpu/gemm_q.h"
 #include "kernels/cpu/qdot.h"
 #include "kernels/cpu/quant_blocks.h"
@@ -28,6 +28,11 @@ static inline __m512 halves(float a, float b) {
     return _mm512_mask_blend_ps(0xFF00, _mm512_set1_ps(a), _mm512_set1_ps(b));
 }
 
+/* the same from two f16 values */
+static inline __m512 halves_f16(uint16_t a, uint16_t b) {
+    return _mm512_cvtph_ps(_mm256_mask_set1_epi16(_mm256_set1_epi16((short)a), 0xFF00, (short)b));
+}
+
 /* [v, v] shifted right per 256-bit half by s0 / s1 bits, masked to m */
 static inline __m512i split2(__m256i v, int s0, int s1, char m) {
     __m512i z = _mm512_inserti64x4(_mm512_castsi256_si512(v), v, 1);
@@ -43,7 +48,7 @@ static inline void pair_q8_0(const uint8_t *row, int p, qpair *o) {
     __m256i c = _mm256_loadu_si256((const __m256i *)B[1].qs);
     o->u = _mm512_xor_si512(_mm512_inserti64x4(_mm512_castsi256_si512(a), c, 1),
                             _mm512_set1_epi8((char)0x80));
-    o->sw = halves(h2f(B[0].d), h2f(B[1].d));
+    o->sw = halves_f16(B[0].d, B[1].d);
 }
 
 /* nibbles of two 16-byte runs: [lo a, hi a, lo c, hi c] */
@@ -60,14 +65,14 @@ static inline __m512i nibbles2(const uint8_t *a, const uint8_t *c) {
 static inline void pair_q4_0(const uint8_t *row, int p, qpair *o) {
     const hr_block_q4_0 *B = (const hr_block_q4_0 *)row + 2 * p;
     o->u = nibbles2(B[0].qs, B[1].qs);
-    o->sw = halves(h2f(B[0].d), h2f(B[1].d));
+    o->sw = halves_f16(B[0].d, B[1].d);
 }
 
 static inline void pair_q4_1(const uint8_t *row, int p, qpair *o) {
     const hr_block_q4_1 *B = (const hr_block_q4_1 *)row + 2 * p;
     o->u = nibbles2(B[0].qs, B[1].qs);
-    o->sw = halves(h2f(B[0].d), h2f(B[1].d));
-    o->mn = halves(h2f(B[0].m), h2f(B[1].m));
+    o->sw = halves_f16(B[0].d, B[1].d);
+    o->mn = halves_f16(B[0].m, B[1].m);
 }
 
 /* Q4_K / Q5_K: sub-blocks 2s and 2s+1 of super-block p/4 */
@@ -120,8 +125,8 @@ static inline void pair_q6_k(const uint8_t *row, int p, qpair *o) {
 #define JB 16 /* weight rows per block of the many-rows order */
 
 /* y[i0..i0+I) x [j0..j0+J): J <= 4, I <= 4, constants after inlining.
- * OFFSH: log2 of the format's off (0: none); HASMIN: the format has mn. */
-#define GEMM_I8(NAME, DEC, OFFSH, HASMIN)                                          \
+ * HASMIN: the format has mn. */
+#define GEMM_I8(NAME, DEC, HASMIN)                                          \
     static inline __attribute__((always_inline)) void NAME##_tile(                 \
         float *y, int ldy, const hr_qact *x, int i0, int I, const hr_tensor *w,    \
         int j0, int J) {                                                           \
@@ -129,8 +134,8 @@ static inline void pair_q6_k(const uint8_t *row, int p, qpair *o) {
         size_t rb = hr_tensor_row_bytes(w);                                        \
         const uint8_t *row[4];                                                     \
         const int8_t *q[4];                                                        \
-        const float *d4[4];                                                        \
-        const int32_t *qs4[4];                                                     \
+        const float *d4[4], *s4[4];                                                \
+        const int32_t *c4[4];                                                      \
         __m512 acc[4][4];                                                          \
         for (int b = 0; b < J; b++) {                                              \
             row[b] = (const uint8_t *)w->data + (size_t)(j0 + b) * rb;             \
@@ -140,7 +145,8 @@ static inline void pair_q6_k(const uint8_t *row, int p, qpair *o) {
         for (int a = 0; a < I; a++) {                                              \
             q[a] = x->q + (size_t)(i0 + a) * k;                                    \
             d4[a] = x->d4 + (size_t)(i0 + a) * (k / 4);                            \
-            qs4[a] = x->qs4 + (size_t)(i0 + a) * (k / 4);                          \
+            c4[a] = x->c4 + (size_t)(i0 + a) * (k / 4);                            \
+            s4[a] = x->s4 + (size_t)(i0 + a) * (k / 4);                            \
         }                                                                          \
         for (int p = 0; p < np; p++) {                                             \
             qpair wp[4];                                                           \
@@ -149,11 +155,8 @@ static inline void pair_q6_k(const uint8_t *row, int p, qpair *o) {
             for (int a = 0; a < I; a++) {                                          \
                 __m512i qa = _mm512_loadu_si512(q[a] + 64 * p);                    \
                 __m512 da = _mm512_loadu_ps(d4[a] + 16 * p);                       \
-                __m512i sa = _mm512_loadu_si512(qs4[a] + 16 * p);                  \
-                __m512i c0 = OFFSH ? _mm512_sub_epi32(_mm512_setzero_si512(),      \
-                                                      _mm512_slli_epi32(sa, OFFSH)) \
-                                   : _mm512_setzero_si512();                       \
-                __m512 ms = HASMIN ? _mm512_mul_ps(da, _mm512_cvtepi32_ps(sa))     \
+                __m512i c0 = _mm512_loadu_si512(c4[a] + 16 * p);                   \
+                __m512 ms = HASMIN ? _mm512_loadu_ps(s4[a] + 16 * p)               \
                                    : _mm512_setzero_ps();                          \
                 for (int b = 0; b < J; b++) {                                      \
                     __m512i dot = _mm512_dpbusd_epi32(c0, wp[b].u, qa);            \
@@ -169,37 +172,35 @@ static inline void pair_q6_k(const uint8_t *row, int p, qpair *o) {
             for (int b = 0; b < J; b++)                                            \
                 y[(size_t)(i0 + a) * ldy + j0 + b] = _mm512_reduce_add_ps(acc[b][a]); \
     }                                                                              \
-    void NAME(float *y, int ldy, const hr_qact *x, int n, const hr_tensor *w,      \
-              int m0, int m1) {                                                    \
-        if (n < 4) {                                                               \
-            for (int i = 0; i < n; i++) {                                          \
-                int j = m0;                                                        \
-                for (; j + 4 <= m1; j += 4)                                        \
-                    NAME##_tile(y, ldy, x, i, 1, w, j, 4);                         \
-                for (; j < m1; j++)                                                \
-                    NAME##_tile(y, ldy, x, i, 1, w, j, 1);                         \
-            }                                                                      \
+    static void NAME##_rows(float *y, int ldy, const hr_qact *x, int i0, int I,     \
+                            const hr_tensor *w, int j0, int j1) {                  \
+        int j = j0;                                                                \
+        if (I == 4) {                                                              \
+            for (; j + 4 <= j1; j += 4)                                            \
+                NAME##_tile(y, ldy, x, i0, 4, w, j, 4);                            \
+            for (; j < j1; j++)                                                    \
+                NAME##_tile(y, ldy, x, i0, 4, w, j, 1);                            \
             return;                                                                \
         }                                                                          \
+        for (; j + 4 <= j1; j += 4)                                                \
+            NAME##_tile(y, ldy, x, i0, 1, w, j, 4);                                \
+        for (; j < j1; j++)                                                        \
+            NAME##_tile(y, ldy, x, i0, 1, w, j, 1);                                \
+    }                                                                              \
+    void NAME(float *y, int ldy, const hr_qact *x, int n, const hr_tensor *w,      \
+              int m0, int m1) {                                                    \
         for (int jb = m0; jb < m1; jb += JB) {                                     \
-            int je = m1 - jb < JB ? m1 : jb + JB;                                  \
-            int i = 0;                                                             \
-            for (; i + 4 <= n; i += 4) {                                           \
-                int j = jb;                                                        \
-                for (; j + 2 <= je; j += 2)                                        \
-                    NAME##_tile(y, ldy, x, i, 4, w, j, 2);                         \
-                for (; j < je; j++)                                                \
-                    NAME##_tile(y, ldy, x, i, 4, w, j, 1);                         \
-            }                                                                      \
+            int je = m1 - jb < JB ? m1 : jb + JB, i = 0;                           \
+            for (; i + 4 <= n; i += 4)                                             \
+                NAME##_rows(y, ldy, x, i, 4, w, jb, je);                           \
             for (; i < n; i++)                                                     \
-                for (int j = jb; j < je; j++)                                      \
-                    NAME##_tile(y, ldy, x, i, 1, w, j, 1);                         \
+                NAME##_rows(y, ldy, x, i, 1, w, jb, je);                           \
         }                                                                          \
     }
 
-GEMM_I8(hr__gemm_i8_q8_0_avx512, pair_q8_0, 7, 0)
-GEMM_I8(hr__gemm_i8_q4_0_avx512, pair_q4_0, 3, 0)
-GEMM_I8(hr__gemm_i8_q4_1_avx512, pair_q4_1, 0, 1)
-GEMM_I8(hr__gemm_i8_q4_k_avx512, pair_q4_k, 0, 1)
-GEMM_I8(hr__gemm_i8_q5_k_avx512, pair_q5_k, 0, 1)
-GEMM_I8(hr__gemm_i8_q6_k_avx512, pair_q6_k, 5, 0)
+GEMM_I8(hr__gemm_i8_q8_0_avx512, pair_q8_0, 0)
+GEMM_I8(hr__gemm_i8_q4_0_avx512, pair_q4_0, 0)
+GEMM_I8(hr__gemm_i8_q4_1_avx512, pair_q4_1, 1)
+GEMM_I8(hr__gemm_i8_q4_k_avx512, pair_q4_k, 1)
+GEMM_I8(hr__gemm_i8_q5_k_avx512, pair_q5_k, 1)
+GEMM_I8(hr__gemm_i8_q6_k_avx512, pair_q6_k, 0)

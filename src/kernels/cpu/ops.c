@@ -41,11 +41,12 @@ static void qact_worker(void *p, int ith, int nth) {
     matmul_task *t = p;
     long lo, hi;
     hr_split(t->n, ith, nth, &lo, &hi);
-    int k = t->qx.k;
-    for (long i = lo; i < hi; i++)
-        hr_qact_row(t->x + (size_t)i * t->ldx, k, (int8_t *)t->qx.q + (size_t)i * k,
-                    (float *)t->qx.d4 + (size_t)i * (k / 4),
-                    (int32_t *)t->qx.qs4 + (size_t)i * (k / 4));
+    int k = t->qx.k, off = hr_qdot_offset(t->w->dtype);
+    for (long i = lo; i < hi; i++) {
+        size_t at = (size_t)i * (k / 4);
+        hr_qact_row(t->x + (size_t)i * t->ldx, k, off, (int8_t *)t->qx.q + (size_t)i * k,
+                    (float *)t->qx.d4 + at, (int32_t *)t->qx.c4 + at, (float *)t->qx.s4 + at);
+    }
 }
 
 /* HEARTH_QUANT_ACT=f32 keeps GGUF weights on the f32-activation kernels. */
@@ -74,13 +75,15 @@ void hr_matmul(hr_pool *pool, float *y, int ldy, const float *x, int ldx, int n,
     };
     void *buf = NULL, *owned = NULL;
     if (K->gemm_i8[w->dtype] && k % 64 == 0 && int8_path_enabled()) {
-        size_t bytes = (size_t)n * k * 3; /* q: k bytes, d4 and qs4: k/4 x 4 bytes */
+        size_t bytes = (size_t)n * k * 4; /* q: k bytes; d4, c4, s4: k/4 x 4 bytes */
         buf = pool ? hr_pool_scratch(pool, bytes) : (owned = malloc(bytes));
     }
     if (buf) {
         t.fn_i8 = K->gemm_i8[w->dtype];
-        t.qx = (hr_qact){.q = buf, .d4 = (float *)((char *)buf + (size_t)n * k),
-                         .qs4 = (int32_t *)((char *)buf + (size_t)n * k * 2), .k = k};
+        char *b = buf;
+        size_t nk = (size_t)n * k;
+        t.qx = (hr_qact){.q = (int8_t *)b, .d4 = (float *)(b + nk),
+                         .c4 = (int32_t *)(b + 2 * nk), .s4 = (float *)(b + 3 * nk), .k = k};
         if (n >= 8)
             hr_pool_run(pool, qact_worker, &t);
         else

@@ -25,11 +25,14 @@ int hr_qdot_offset(hr_dtype t) {
     }
 }
 
-void hr_qact_row(const float *x, int k, int8_t *q, float *d4, int32_t *qs4) {
+void hr_qact_row(const float *x, int k, int off, int8_t *q, float *d4, int32_t *c4,
+                 float *s4) {
     for (int b = 0; b < k; b += 32) {
         float amax = 0;
-        for (int i = 0; i < 32; i++)
-            amax = fmaxf(amax, fabsf(x[b + i]));
+        for (int i = 0; i < 32; i++) {
+            float a = fabsf(x[b + i]);
+            amax = a > amax ? a : amax;
+        }
         float d = amax / 127.0f, id = amax > 0 ? 127.0f / amax : 0.0f;
         for (int i = 0; i < 32; i++) {
             float v = nearbyintf(x[b + i] * id);
@@ -37,7 +40,9 @@ void hr_qact_row(const float *x, int k, int8_t *q, float *d4, int32_t *qs4) {
         }
         for (int l = b / 4; l < (b + 32) / 4; l++) {
             d4[l] = d;
-            qs4[l] = q[4 * l] + q[4 * l + 1] + q[4 * l + 2] + q[4 * l + 3];
+            int sum = q[4 * l] + q[4 * l + 1] + q[4 * l + 2] + q[4 * l + 3];
+            c4[l] = -off * sum;
+            s4[l] = d * (float)sum;
         }
     }
 }
@@ -107,23 +112,22 @@ void hr_qdot_block(const hr_tensor *w, int64_t row, int64_t blk, uint8_t u[32],
 
 void hr__gemm_i8_scalar(float *y, int ldy, const hr_qact *x, int n,
                         const hr_tensor *w, int m0, int m1) {
-    int k = x->k, off = hr_qdot_offset(w->dtype);
+    int k = x->k;
     for (int j = m0; j < m1; j++)
         for (int i = 0; i < n; i++) {
             const int8_t *q = x->q + (size_t)i * k;
-            const float *d4 = x->d4 + (size_t)i * k / 4;
-            const int32_t *qs4 = x->qs4 + (size_t)i * k / 4;
+            const float *d4 = x->d4 + (size_t)i * k / 4, *s4 = x->s4 + (size_t)i * k / 4;
+            const int32_t *c4 = x->c4 + (size_t)i * k / 4;
             float acc = 0;
             for (int blk = 0; blk < k / 32; blk++) {
                 uint8_t u[32];
                 float sw[2], mn[2];
                 hr_qdot_block(w, j, blk, u, sw, mn);
                 for (int l = 0; l < 8; l++) {
-                    int e = blk * 32 + 4 * l, dot = -off * qs4[e / 4];
+                    int e = blk * 32 + 4 * l, dot = c4[e / 4];
                     for (int t = 0; t < 4; t++)
                         dot += (int)u[4 * l + t] * (int)q[e + t];
-                    acc += sw[l / 4] * d4[e / 4] * (float)dot +
-                           mn[l / 4] * (d4[e / 4] * (float)qs4[e / 4]);
+                    acc += sw[l / 4] * d4[e / 4] * (float)dot + mn[l / 4] * s4[e / 4];
                 }
             }
             y[(size_t)i * ldy + j] = acc;

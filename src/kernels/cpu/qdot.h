@@ -6,7 +6,9 @@
  * Activations: each row of k values (k a multiple of 32) is cut into blocks
  * of 32; block b has d = max|x| / 127 and q = round(x / d) (ties to even,
  * |q| <= 127). The kernels take them as hr_qact (cpu.h): q, and per
- * 4-element lane l the block's d (d4[l]) and the lane's sum of q (qs4[l]).
+ * 4-element lane l, with S the lane's sum of q: the block's d (d4[l]),
+ * c4[l] = -off * S for the weight format's off (below) and
+ * s4[l] = d * S.
  *
  * Weights: every GGUF type is regrouped, exactly, as
  * w = sw * (u - off) + mn with u an unsigned integer, off a constant of the
@@ -18,7 +20,7 @@
  *   Q5_K  u = 5-bit q   off = 0     sw = d * sc     mn = -dmin * min
  *   Q6_K  u = 6-bit q   off = 32    sw = d * sc     mn = 0
  * and each output is, over the 4-element lanes l of the row,
- *   y = sum_l  sw * d4[l] * (dot(u, q)_l - off * qs4[l]) + mn * d4[l] * qs4[l]
+ *   y = sum_l  sw * d4[l] * (dot(u, q)_l + c4[l]) + mn * s4[l]
  * with the integer part exact in int32. This file is that definition, in
  * scalar code, in index order; the SIMD kernels sum the same terms in
  * 16-lane order (the tests bound the difference). */
@@ -33,8 +35,10 @@
 /* Weight dtypes the integer path defines. */
 bool hr_qdot_supports(hr_dtype t);
 
-/* Quantize one row of k floats (k % 32 == 0) into q[k], d4[k/4], qs4[k/4]. */
-void hr_qact_row(const float *x, int k, int8_t *q, float *d4, int32_t *qs4);
+/* Quantize one row of k floats (k % 32 == 0) for weights of offset off
+ * into q[k], d4[k/4], c4[k/4], s4[k/4]. */
+void hr_qact_row(const float *x, int k, int off, int8_t *q, float *d4, int32_t *c4,
+                 float *s4);
 
 /* The format's off (above); 0 for dtypes the path does not define. */
 int hr_qdot_offset(hr_dtype t);
