@@ -8,8 +8,8 @@
  * how many rows run with it (batch invariance).
  *
  * Tiles: 4 weight rows x 4 activation rows (4 x 1 for the last n % 4), over
- * blocks of 16 weight rows so those stay in L1/L2 while every activation
- * row passes over them. */
+ * blocks of 16 weight rows (L1) x as many activation rows as fit in 384 KiB
+ * (L2; each activation element takes 4 bytes with its scale terms). */
 #include "kernels/cpu/gemm_q.h"
 #include "kernels/cpu/qdot.h"
 #include "kernels/cpu/quant_blocks.h"
@@ -122,7 +122,8 @@ static inline void pair_q6_k(const uint8_t *row, int p, qpair *o) {
 
 /* ---- kernels ------------------------------------------------------------------ */
 
-#define JB 16 /* weight rows per block of the many-rows order */
+#define JB 16                    /* weight rows per block */
+#define IBLOCK_BYTES (384 << 10) /* activation rows per block: this much (L2) */
 
 /* y[i0..i0+I) x [j0..j0+J): J <= 4, I <= 4, constants after inlining.
  * HASMIN: the format has mn. */
@@ -189,12 +190,17 @@ static inline void pair_q6_k(const uint8_t *row, int p, qpair *o) {
     }                                                                              \
     void NAME(float *y, int ldy, const hr_qact *x, int n, const hr_tensor *w,      \
               int m0, int m1) {                                                    \
-        for (int jb = m0; jb < m1; jb += JB) {                                     \
-            int je = m1 - jb < JB ? m1 : jb + JB, i = 0;                           \
-            for (; i + 4 <= n; i += 4)                                             \
-                NAME##_rows(y, ldy, x, i, 4, w, jb, je);                           \
-            for (; i < n; i++)                                                     \
-                NAME##_rows(y, ldy, x, i, 1, w, jb, je);                           \
+        int ib = IBLOCK_BYTES / (4 * x->k) / 4 * 4;                                \
+        ib = ib < 4 ? 4 : ib;                                                      \
+        for (int i0 = 0; i0 < n; i0 += ib) {                                       \
+            int i1 = n - i0 < ib ? n : i0 + ib;                                    \
+            for (int jb = m0; jb < m1; jb += JB) {                                 \
+                int je = m1 - jb < JB ? m1 : jb + JB, i = i0;                      \
+                for (; i + 4 <= i1; i += 4)                                        \
+                    NAME##_rows(y, ldy, x, i, 4, w, jb, je);                       \
+                for (; i < i1; i++)                                                \
+                    NAME##_rows(y, ldy, x, i, 1, w, jb, je);                       \
+            }                                                                      \
         }                                                                          \
     }
 
