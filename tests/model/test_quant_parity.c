@@ -226,7 +226,7 @@ static const struct {
     hr_dtype t;
     double kl_mean, kl_max;
 } KL_BOUND[] = {
-    {HR_DTYPE_Q8_0, 1e-2, 4e-2}, {HR_DTYPE_Q6_K, 2e-3, 5e-3}, {HR_DTYPE_Q5_K, 8e-3, 2e-2},
+    {HR_DTYPE_Q8_0, 2e-2, 8e-2}, {HR_DTYPE_Q6_K, 2e-3, 5e-3}, {HR_DTYPE_Q5_K, 8e-3, 2e-2},
     {HR_DTYPE_Q4_K, 3e-2, 6e-2}, {HR_DTYPE_Q4_1, 1.5, 5.0}, {HR_DTYPE_Q4_0, 1.5, 5.0},
 };
 
