@@ -82,6 +82,33 @@ static void test_qact_known(void **state) {
     assert_float_equal(s4[15], 0, 0);
 }
 
+/* Every ISA's activation quantizer is bit-identical to the scalar one. */
+static void test_qact_isas(void **state) {
+    (void)state;
+    hr_rng rng;
+    hr_rng_seed(&rng, 61);
+    int k = 1024;
+    float x[1024];
+    for (int i = 0; i < k; i++) {
+        float v = frand(&rng) * (i % 37 == 0 ? 100.0f : 1.0f);
+        x[i] = i / 32 == 3 ? 0.0f : i / 32 == 5 ? 0.5f * (float)(i % 5) : v; /* zeros, ties */
+    }
+    int8_t q0[1024], q1[1024];
+    float d0[256], d1[256], s0[256], s1[256];
+    int32_t c0[256], c1[256];
+    hr_qact_row(x, k, 32, q0, d0, c0, s0);
+    for (int isa = 0; isa < HR_ISA_COUNT; isa++) {
+        const hr_cpu_kernels *K = hr_cpu_isa((hr_isa)isa);
+        if (!K)
+            continue;
+        K->qact_row(x, k, 32, q1, d1, c1, s1);
+        assert_memory_equal(q0, q1, sizeof q0);
+        assert_memory_equal(d0, d1, sizeof d0);
+        assert_memory_equal(c0, c1, sizeof c0);
+        assert_memory_equal(s0, s1, sizeof s0);
+    }
+}
+
 /* sw * (u - off) + mn is the format's dequantized weight (up to f32
  * rounding) */
 static void test_regrouping(void **state) {
@@ -286,6 +313,7 @@ static void test_batch_invariance(void **state) {
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_qact_known),
+        cmocka_unit_test(test_qact_isas),
         cmocka_unit_test(test_regrouping),
         cmocka_unit_test(test_scalar_bound),
         cmocka_unit_test(test_isas),

@@ -32,6 +32,9 @@ typedef struct hr_cpu_kernels {
     const char *name;
     hr_gemm_fn gemm[HR_DTYPE_COUNT]; /* NULL for unsupported weight dtypes */
     hr_gemm_i8_fn gemm_i8[HR_DTYPE_COUNT]; /* integer path: GGUF types */
+    /* hr_qact_row (qdot.h), bit-identical on every ISA */
+    void (*qact_row)(const float *x, int k, int off, int8_t *q, float *d4, int32_t *c4,
+                     float *s4);
     float (*dot)(const float *a, const float *b, int n);
     void (*axpy)(float *y, float a, const float *x, int n); /* y += a*x */
 } hr_cpu_kernels;

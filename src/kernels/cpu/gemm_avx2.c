@@ -2,6 +2,7 @@
  * the AVX-512 path with 8-lane vectors; the k tail is done in scalar. */
 #include "kernels/cpu/cpu.h"
 #include "kernels/cpu/gemm_q.h"
+#include "kernels/cpu/qdot.h"
 
 #include <immintrin.h>
 
@@ -131,6 +132,7 @@ const hr_cpu_kernels hr__cpu_avx2 = {
              [HR_DTYPE_BF16] = gemm_bf16_avx2,
              [HR_DTYPE_F16] = gemm_f16_avx2,
              HR__GEMM_Q_TABLE(avx2)},
+    .qact_row = hr_qact_row,
     .dot = dot_avx2,
     .axpy = axpy_avx2,
 };

@@ -50,6 +50,8 @@ HR__GEMM_Q_DECL(avx2)
                                 const hr_tensor *, int, int);
 
 HR__GEMM_I8_DECL(avx512)
+void hr__qact_row_avx512(const float *x, int k, int off, int8_t *q, float *d4, int32_t *c4,
+                         float *s4);
 
 #define HR__GEMM_I8_TABLE(isa)                                                  \
     [HR_DTYPE_Q8_0] = hr__gemm_i8_q8_0_##isa, [HR_DTYPE_Q4_0] = hr__gemm_i8_q4_0_##isa, \

@@ -78,6 +78,7 @@ const hr_cpu_kernels hr__cpu_scalar = {
                 [HR_DTYPE_Q4_K] = hr__gemm_i8_scalar,
                 [HR_DTYPE_Q5_K] = hr__gemm_i8_scalar,
                 [HR_DTYPE_Q6_K] = hr__gemm_i8_scalar},
+    .qact_row = hr_qact_row,
     .dot = dot_scalar,
     .axpy = axpy_scalar,
 };

@@ -35,8 +35,8 @@ void hr_qact_row(const float *x, int k, int off, int8_t *q, float *d4, int32_t *
         }
         float d = amax / 127.0f, id = amax > 0 ? 127.0f / amax : 0.0f;
         for (int i = 0; i < 32; i++) {
-            float v = nearbyintf(x[b + i] * id);
-            q[b + i] = (int8_t)(v > 127 ? 127 : v < -127 ? -127 : v);
+            float v = nearbyintf(x[b + i] * id); /* NaN -> -127, as cvtps + clamp */
+            q[b + i] = (int8_t)(v >= -127 ? (v <= 127 ? v : 127) : -127);
         }
         for (int l = b / 4; l < (b + 32) / 4; l++) {
             d4[l] = d;
