@@ -235,9 +235,9 @@ static void test_isas(void **state) {
     assert_true(checked > 0 || !hr_cpu_isa(HR_ISA_AVX512));
 }
 
-/* Many activation rows over long weight rows: the kernels block the rows
- * (by what fits in L2), and the result still equals the scalar definition
- * and, bit for bit, each row computed alone. */
+/* Many activation rows over long weight rows, on every ISA: the kernels
+ * block the rows (by what fits in L2), and the result still equals the
+ * scalar definition and, bit for bit, each row computed alone. */
 static void test_many_rows(void **state) {
     (void)state;
     hr_rng rng;
@@ -248,25 +248,25 @@ static void test_many_rows(void **state) {
         x[i] = frand(&rng);
     float *yr = malloc((size_t)n * m * sizeof *yr), *y = malloc((size_t)n * m * sizeof *y);
     float one[19];
-    for (size_t d = 0; d < NDTS; d++) {
-        const hr_cpu_kernels *K = hr_cpu();
-        if (!K->gemm_i8[DTS[d]])
+    for (size_t d = 0; d < NDTS * HR_ISA_COUNT; d++) {
+        const hr_cpu_kernels *K = hr_cpu_isa((hr_isa)(d / NDTS));
+        if (!K || !K->gemm_i8[DTS[d % NDTS]])
             continue;
-        qmat w = make_q(&rng, DTS[d], 0, 0, HR_DTYPE_F32, m, k, false);
-        qx q = quantize(x, n, k, hr_qdot_offset(DTS[d]));
+        qmat w = make_q(&rng, DTS[d % NDTS], 0, 0, HR_DTYPE_F32, m, k, false);
+        qx q = quantize(x, n, k, hr_qdot_offset(DTS[d % NDTS]));
         hr__gemm_i8_scalar(yr, m, &q.a, n, &w.t, 0, m);
-        K->gemm_i8[DTS[d]](y, m, &q.a, n, &w.t, 0, m);
+        K->gemm_i8[DTS[d % NDTS]](y, m, &q.a, n, &w.t, 0, m);
         for (int i = 0; i < n * m; i++)
             if (fabsf(y[i] - yr[i]) > 2e-6f * (float)k * (1 + fabsf(yr[i])))
                 fail_msg("%s %s: element %d: %.8f vs scalar %.8f", K->name,
-                         hr_dtype_name(DTS[d]), i, y[i], yr[i]);
+                         hr_dtype_name(DTS[d % NDTS]), i, y[i], yr[i]);
         for (int i = 0; i < n; i += 11) {
             hr_qact row = q.a;
             row.q += (size_t)i * k;
             row.d4 += (size_t)i * k / 4;
             row.c4 += (size_t)i * k / 4;
             row.s4 += (size_t)i * k / 4;
-            K->gemm_i8[DTS[d]](one, m, &row, 1, &w.t, 0, m);
+            K->gemm_i8[DTS[d % NDTS]](one, m, &row, 1, &w.t, 0, m);
             assert_memory_equal(one, y + (size_t)i * m, sizeof one);
         }
         qx_free(&q);

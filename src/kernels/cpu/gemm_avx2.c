@@ -2,7 +2,6 @@
  * the AVX-512 path with 8-lane vectors; the k tail is done in scalar. */
 #include "kernels/cpu/cpu.h"
 #include "kernels/cpu/gemm_q.h"
-#include "kernels/cpu/qdot.h"
 
 #include <immintrin.h>
 
@@ -132,7 +131,8 @@ const hr_cpu_kernels hr__cpu_avx2 = {
              [HR_DTYPE_BF16] = gemm_bf16_avx2,
              [HR_DTYPE_F16] = gemm_f16_avx2,
              HR__GEMM_Q_TABLE(avx2)},
-    .qact_row = hr_qact_row,
+    .gemm_i8 = {HR__GEMM_I8_TABLE(avx2)},
+    .qact_row = hr__qact_row_avx2,
     .dot = dot_avx2,
     .axpy = axpy_avx2,
 };

@@ -34,7 +34,7 @@ HR__GEMM_Q_DECL(avx2)
     [HR_DTYPE_Q4_K] = hr__gemm_q4_k_##isa, [HR_DTYPE_Q5_K] = hr__gemm_q5_k_##isa,   \
     [HR_DTYPE_Q6_K] = hr__gemm_q6_k_##isa
 
-/* Integer-activation kernels (qdot.h; gemm_i8_avx512.c): k % 64 == 0. */
+/* Integer-activation kernels (qdot.h; gemm_i8_<isa>.c): k % 64 == 0. */
 #define HR__GEMM_I8_DECL(isa)                                                   \
     void hr__gemm_i8_q8_0_##isa(float *, int, const hr_qact *, int,           \
                                 const hr_tensor *, int, int);                 \
@@ -50,6 +50,9 @@ HR__GEMM_Q_DECL(avx2)
                                 const hr_tensor *, int, int);
 
 HR__GEMM_I8_DECL(avx512)
+HR__GEMM_I8_DECL(avx2)
+void hr__qact_row_avx2(const float *x, int k, int off, int8_t *q, float *d4, int32_t *c4,
+                       float *s4);
 void hr__qact_row_avx512(const float *x, int k, int off, int8_t *q, float *d4, int32_t *c4,
                          float *s4);
 
