@@ -44,8 +44,9 @@ static void qact_worker(void *p, int ith, int nth) {
     int k = t->qx.k, off = hr_qdot_offset(t->w->dtype);
     for (long i = lo; i < hi; i++) {
         size_t at = (size_t)i * (k / 4);
-        hr_cpu()->qact_row(t->x + (size_t)i * t->ldx, k, off, (int8_t *)t->qx.q + (size_t)i * k,
-                    (float *)t->qx.d4 + at, (int32_t *)t->qx.c4 + at, (float *)t->qx.s4 + at);
+        hr_cpu()->qact_row(t->x + (size_t)i * t->ldx, k, off,
+                           (int8_t *)t->qx.q + (size_t)i * k, (float *)t->qx.d4 + at,
+                           (int32_t *)t->qx.c4 + at, (float *)t->qx.s4 + at);
     }
 }
 
