@@ -15,10 +15,12 @@
 #include "kernels/cpu/quant_blocks.h"
 
 #include <immintrin.h>
+#include <string.h>
 
 typedef struct qpair {
     __m512i u;
     __m512 sw, mn; /* mn: only for the formats with a min (HASMIN) */
+    __m512 ksw, kmn; /* K-quants: the super-block's scales, set at p % 4 == 0 */
 } qpair;
 
 static inline float h2f(uint16_t h) { return _cvtsh_ss(h); }
@@ -75,22 +77,40 @@ static inline void pair_q4_1(const uint8_t *row, int p, qpair *o) {
     o->mn = halves_f16(B[0].m, B[1].m);
 }
 
-/* Q4_K / Q5_K: sub-blocks 2s and 2s+1 of super-block p/4 */
-static inline void k45_scales(const uint8_t *scales, uint16_t dh, uint16_t mh, int s,
+/* Q4_K / Q5_K: the 8 sub-block scales and mins of a super-block (the 6-bit
+ * fields of hr_scale_min_k4, unpacked 4 at a time in 32-bit words), as
+ * d * sc in lanes 0-7 of ksw and -dmin * mn in lanes 0-7 of kmn; then
+ * sub-blocks 2s and 2s+1 of the pair spread over lanes 0-7 / 8-15. */
+static inline void k45_super(const uint8_t *scales, uint16_t dh, uint16_t mh, qpair *o) {
+    uint32_t w[3];
+    memcpy(w, scales, 12);
+    uint32_t sc_lo = w[0] & 0x3f3f3f3fu, mn_lo = w[1] & 0x3f3f3f3fu;
+    uint32_t sc_hi = (w[2] & 0x0f0f0f0fu) | ((w[0] >> 2) & 0x30303030u);
+    uint32_t mn_hi = ((w[2] >> 4) & 0x0f0f0f0fu) | ((w[1] >> 2) & 0x30303030u);
+    __m128i v = _mm_set_epi32((int)mn_hi, (int)mn_lo, (int)sc_hi, (int)sc_lo);
+    __m512 f = _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(v)); /* sc 0-7, mn 8-15 */
+    __m512 dd = _mm512_mask_blend_ps(0xFF00, _mm512_set1_ps(h2f(dh)), _mm512_set1_ps(-h2f(mh)));
+    f = _mm512_mul_ps(f, dd);
+    o->ksw = f;
+    o->kmn = _mm512_shuffle_f32x4(f, f, 0xEE); /* lanes 8-15 -> 0-7 */
+}
+
+static inline void k45_scales(const uint8_t *scales, uint16_t dh, uint16_t mh, int p,
                               qpair *o) {
-    int c0, m0, c1, m1;
-    hr_scale_min_k4(2 * s, scales, &c0, &m0);
-    hr_scale_min_k4(2 * s + 1, scales, &c1, &m1);
-    float d = h2f(dh), dmin = h2f(mh);
-    o->sw = halves(d * (float)c0, d * (float)c1);
-    o->mn = halves(-(dmin * (float)m0), -(dmin * (float)m1));
+    if ((p & 3) == 0)
+        k45_super(scales, dh, mh, o);
+    int s = p & 3;
+    __m512i idx = _mm512_mask_blend_epi32(0xFF00, _mm512_set1_epi32(2 * s),
+                                          _mm512_set1_epi32(2 * s + 1));
+    o->sw = _mm512_permutexvar_ps(idx, o->ksw);
+    o->mn = _mm512_permutexvar_ps(idx, o->kmn);
 }
 
 static inline void pair_q4_k(const uint8_t *row, int p, qpair *o) {
     const hr_block_q4_k *B = (const hr_block_q4_k *)row + p / 4;
     int s = p % 4;
     o->u = split2(_mm256_loadu_si256((const __m256i *)(B->qs + 32 * s)), 0, 4, 0xF);
-    k45_scales(B->scales, B->d, B->dmin, s, o);
+    k45_scales(B->scales, B->d, B->dmin, p, o);
 }
 
 static inline void pair_q5_k(const uint8_t *row, int p, qpair *o) {
@@ -99,7 +119,7 @@ static inline void pair_q5_k(const uint8_t *row, int p, qpair *o) {
     __m512i lo = split2(_mm256_loadu_si256((const __m256i *)(B->qs + 32 * s)), 0, 4, 0xF);
     __m512i hi = split2(_mm256_loadu_si256((const __m256i *)B->qh), 2 * s, 2 * s + 1, 1);
     o->u = _mm512_or_si512(lo, _mm512_slli_epi16(hi, 4));
-    k45_scales(B->scales, B->d, B->dmin, s, o);
+    k45_scales(B->scales, B->d, B->dmin, p, o);
 }
 
 static inline void pair_q6_k(const uint8_t *row, int p, qpair *o) {
@@ -112,12 +132,13 @@ static inline void pair_q6_k(const uint8_t *row, int p, qpair *o) {
     __m512i hb = split2(_mm256_loadu_si256((const __m256i *)(B->qh + h * 32)), 4 * odd,
                         4 * odd + 2, 3);
     o->u = _mm512_or_si512(l, _mm512_slli_epi16(hb, 4));
-    __m512 sc = _mm512_mul_ps(
-        _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)B->scales))),
-        _mm512_set1_ps(h2f(B->d)));
+    if (s == 0)
+        o->ksw = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(
+                                   _mm_loadu_si128((const __m128i *)B->scales))),
+                               _mm512_set1_ps(h2f(B->d)));
     __m512i idx = _mm512_add_epi32(_mm512_set1_epi32(4 * s),
                                    _mm512_set_epi32(3, 3, 3, 3, 2, 2, 2, 2, 1, 1, 1, 1, 0, 0, 0, 0));
-    o->sw = _mm512_permutexvar_ps(idx, sc);
+    o->sw = _mm512_permutexvar_ps(idx, o->ksw);
 }
 
 /* ---- kernels ------------------------------------------------------------------ */
@@ -149,8 +170,10 @@ static inline void pair_q6_k(const uint8_t *row, int p, qpair *o) {
             c4[a] = x->c4 + (size_t)(i0 + a) * (k / 4);                            \
             s4[a] = x->s4 + (size_t)(i0 + a) * (k / 4);                            \
         }                                                                          \
+        qpair wp[4]; /* kept across pairs: the K-quant super-block scales */       \
+        for (int b = 0; b < J; b++)                                                \
+            wp[b].ksw = wp[b].kmn = _mm512_setzero_ps();                           \
         for (int p = 0; p < np; p++) {                                             \
-            qpair wp[4];                                                           \
             for (int b = 0; b < J; b++)                                            \
                 DEC(row[b], p, &wp[b]);                                            \
             for (int a = 0; a < I; a++) {                                          \
