@@ -13,10 +13,12 @@
 #include "kernels/cpu/quant_blocks.h"
 
 #include <immintrin.h>
+#include <string.h>
 
 typedef struct qblk {
     __m256i u;
     __m256 sw, mn;
+    float ksw[8], kmn[8]; /* K-quants: the super-block's, set at bi % 8 == 0 */
 } qblk;
 
 static inline float h2f(uint16_t h) { return _cvtsh_ss(h); }
@@ -52,19 +54,34 @@ static inline void blk_q4_1(const uint8_t *row, int bi, qblk *o) {
     o->mn = _mm256_set1_ps(h2f(B->m));
 }
 
-static inline void k45_scales(const uint8_t *scales, uint16_t dh, uint16_t mh, int s,
+/* Q4_K / Q5_K: the super-block's 8 scales and mins (hr_scale_min_k4's
+ * 6-bit fields, 4 at a time in 32-bit words) once, then sub-block s's */
+static inline void k45_scales(const uint8_t *scales, uint16_t dh, uint16_t mh, int bi,
                               qblk *o) {
-    int c, m;
-    hr_scale_min_k4(s, scales, &c, &m);
-    o->sw = _mm256_set1_ps(h2f(dh) * (float)c);
-    o->mn = _mm256_set1_ps(-(h2f(mh) * (float)m));
+    int s = bi % 8;
+    if (s == 0) {
+        uint32_t w[3];
+        memcpy(w, scales, 12);
+        uint32_t f[4] = {w[0] & 0x3f3f3f3fu, (w[2] & 0x0f0f0f0fu) | ((w[0] >> 2) & 0x30303030u),
+                         w[1] & 0x3f3f3f3fu,
+                         ((w[2] >> 4) & 0x0f0f0f0fu) | ((w[1] >> 2) & 0x30303030u)};
+        uint8_t b[16];
+        memcpy(b, f, 16);
+        float d = h2f(dh), dmin = h2f(mh);
+        for (int j = 0; j < 8; j++) {
+            o->ksw[j] = d * (float)b[j];
+            o->kmn[j] = -(dmin * (float)b[8 + j]);
+        }
+    }
+    o->sw = _mm256_set1_ps(o->ksw[s]);
+    o->mn = _mm256_set1_ps(o->kmn[s]);
 }
 
 static inline void blk_q4_k(const uint8_t *row, int bi, qblk *o) {
     const hr_block_q4_k *B = (const hr_block_q4_k *)row + bi / 8;
     int s = bi % 8;
     o->u = bits(B->qs + (s / 2) * 32, 4 * (s & 1), 0xF);
-    k45_scales(B->scales, B->d, B->dmin, s, o);
+    k45_scales(B->scales, B->d, B->dmin, bi, o);
 }
 
 static inline void blk_q5_k(const uint8_t *row, int bi, qblk *o) {
@@ -73,7 +90,7 @@ static inline void blk_q5_k(const uint8_t *row, int bi, qblk *o) {
     __m256i hi = bits(B->qh, s, 1);
     o->u = _mm256_or_si256(bits(B->qs + (s / 2) * 32, 4 * (s & 1), 0xF),
                            _mm256_slli_epi16(hi, 4));
-    k45_scales(B->scales, B->d, B->dmin, s, o);
+    k45_scales(B->scales, B->d, B->dmin, bi, o);
 }
 
 static inline void blk_q6_k(const uint8_t *row, int bi, qblk *o) {
@@ -105,27 +122,27 @@ static inline void blk_q6_k(const uint8_t *row, int bi, qblk *o) {
             acc[b] = _mm256_setzero_ps();                                          \
         }                                                                          \
         const __m256i ones = _mm256_set1_epi16(1);                                 \
+        qblk wb[4]; /* kept across blocks: the K-quant super-block scales */       \
         for (int bi = 0; bi < nb; bi++) {                                          \
             __m256i qa = _mm256_loadu_si256((const __m256i *)(q + 32 * bi));       \
             __m256 da = _mm256_loadu_ps(d4 + 8 * bi);                              \
             __m256i ca = _mm256_loadu_si256((const __m256i *)(c4 + 8 * bi));       \
             __m256 ms = HASMIN ? _mm256_loadu_ps(s4 + 8 * bi) : _mm256_setzero_ps(); \
             for (int b = 0; b < J; b++) {                                          \
-                qblk wb;                                                           \
-                DEC(row[b], bi, &wb);                                              \
+                DEC(row[b], bi, &wb[b]);                                           \
                 __m256i dot;                                                       \
                 if (SIGNED) {                                                      \
-                    __m256i p = _mm256_maddubs_epi16(_mm256_sign_epi8(wb.u, wb.u), \
-                                                     _mm256_sign_epi8(qa, wb.u));  \
+                    __m256i p = _mm256_maddubs_epi16(_mm256_sign_epi8(wb[b].u, wb[b].u), \
+                                                     _mm256_sign_epi8(qa, wb[b].u));  \
                     dot = _mm256_madd_epi16(p, ones);                              \
                 } else {                                                           \
-                    __m256i p = _mm256_maddubs_epi16(wb.u, qa);                    \
+                    __m256i p = _mm256_maddubs_epi16(wb[b].u, qa);                    \
                     dot = _mm256_add_epi32(_mm256_madd_epi16(p, ones), ca);        \
                 }                                                                  \
                 acc[b] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dot),                  \
-                                         _mm256_mul_ps(wb.sw, da), acc[b]);        \
+                                         _mm256_mul_ps(wb[b].sw, da), acc[b]);        \
                 if (HASMIN)                                                        \
-                    acc[b] = _mm256_fmadd_ps(wb.mn, ms, acc[b]);                   \
+                    acc[b] = _mm256_fmadd_ps(wb[b].mn, ms, acc[b]);                   \
             }                                                                      \
         }                                                                          \
         for (int b = 0; b < J; b++) {                                              \
