@@ -25,12 +25,7 @@ typedef struct qpair {
 
 static inline float h2f(uint16_t h) { return _cvtsh_ss(h); }
 
-/* 16 lanes: a in lanes 0-7, b in lanes 8-15 */
-static inline __m512 halves(float a, float b) {
-    return _mm512_mask_blend_ps(0xFF00, _mm512_set1_ps(a), _mm512_set1_ps(b));
-}
-
-/* the same from two f16 values */
+/* 16 lanes: f16 a in lanes 0-7, f16 b in lanes 8-15 */
 static inline __m512 halves_f16(uint16_t a, uint16_t b) {
     return _mm512_cvtph_ps(_mm256_mask_set1_epi16(_mm256_set1_epi16((short)a), 0xFF00, (short)b));
 }
