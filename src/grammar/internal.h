@@ -133,6 +133,8 @@ struct hr_grammar {
     uint32_t *rule_start; /* per rule: start state, or UINT32_MAX if inlined */
     uint32_t n_rules;
     uint32_t root;        /* start state of the root rule */
+    uint32_t *dist;       /* per state: fewest bytes to the end of its rule,
+                             calls included (distance.c); HR__DIST_INF: never */
 
     pthread_mutex_t mu;   /* guards caches */
     hr__gcache *caches;   /* one per vocabulary used with this grammar */
@@ -150,6 +152,15 @@ int hr__grammar_compile(hr_grammar **out, const hr__gir *ir, int32_t root,
 
 /* Merge equivalent states across rules (minimize.c). 0 or HR_ENOMEM. */
 int hr__grammar_minimize(hr_grammar *g);
+
+/* Fill g->dist (distance.c). 0 or HR_ENOMEM. */
+int hr__grammar_distances(hr_grammar *g);
+
+#define HR__DIST_INF UINT32_MAX
+/* a + b, saturating at HR__DIST_INF */
+static inline uint32_t hr__dadd(uint32_t a, uint32_t b) {
+    return b >= HR__DIST_INF - a ? HR__DIST_INF : a + b;
+}
 
 /* State after byte b from state s, UINT32_MAX if none. */
 static inline uint32_t hr__gstep(const hr_grammar *g, uint32_t s, uint8_t b) {
@@ -176,6 +187,8 @@ typedef struct hr__cfg {
 
 typedef struct hr__stacks {
     uint32_t *nstate, *nparent; /* nodes */
+    uint32_t *ndist;  /* per node: sum of sdist over its states (0 for empty, hole) */
+    const uint32_t *sdist; /* the grammar's per-state distances */
     uint32_t n, cap;
     uint32_t *tab; /* open addressing: node index, 0 = free */
     uint32_t tcap;
@@ -219,6 +232,11 @@ typedef struct hr__run {
 
 int hr__run_init(hr__run *r, const hr_grammar *g);
 void hr__run_deinit(hr__run *r);
+
+/* Fewest bytes that complete the text from configuration c (real stack). */
+static inline uint32_t hr__cfg_dist(const hr__run *r, hr__cfg c) {
+    return hr__dadd(r->g->dist[c.state], r->stk.ndist[c.below]);
+}
 
 enum { HR__CL_END = 1, HR__CL_HOLE = 2 };
 /* Close configurations in[0..n) under calls and returns. kernel = 0: append
@@ -279,6 +297,7 @@ typedef struct hr__maskrun {
     hr__cbuf tmp, tmp2;
     uint32_t *path;
     hr__keybuf key;   /* scratch for shared-cache keys */
+    uint32_t *tokd;   /* per model token: distance after it (budget masks) */
 } hr__maskrun;
 
 void hr__maskrun_deinit(hr__maskrun *mr);
@@ -288,6 +307,15 @@ void hr__maskrun_deinit(hr__maskrun *mr);
 int hr__mask_compute(hr__run *r, hr__run *cr, hr__maskrun *mr,
                      const hr_grammar_vocab *v, const hr__cfg *k, size_t n,
                      uint32_t *allowed);
+/* OR into allowed the tokens accepted from kernel k[0..n) by a full trie
+ * walk with the real stacks (no cache); with tokd != NULL, tokd[t] gets the
+ * distance (hr__cfg_dist, least over the set) after each accepted token t. */
+int hr__mask_walk(hr__run *r, hr__maskrun *mr, const hr_grammar_vocab *v,
+                  const hr__cfg *k, size_t n, uint32_t *allowed, uint32_t *tokd);
+/* Into allowed (zeroed by the caller): the accepted tokens after which the
+ * distance is at most max(budget - 1, the least such distance); distance.c. */
+int hr__mask_budget(hr__run *r, hr__maskrun *mr, const hr_grammar_vocab *v,
+                    const hr__cfg *k, size_t n, uint32_t budget, uint32_t *allowed);
 void hr__gcache_clear(hr_grammar *g); /* frees every cache of g */
 int hr__mask_warm(const hr_grammar *g, const hr_grammar_vocab *v,
                   hr_error *err);
