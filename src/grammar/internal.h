@@ -271,11 +271,35 @@ struct hr_grammar_vocab {
     uint32_t *ntok0;   /* tokens ending at node i: toks[ntok0[i] .. ntok0[i+1]) */
     int32_t *toks;
     uint32_t max_depth;
+    /* Plain string text below each node (plain.c) */
+    uint8_t *nplain;   /* bit w: every path below, decoded from UTF-8 state w, is plain */
+    uint8_t *nu8;      /* UTF-8 decoder state after the node's path, 0xff: invalid */
+    uint16_t *nheight; /* the subtree's height (0 for a leaf) */
     /* Mask-cache entries shared by every grammar used with this vocabulary,
        keyed by the shape of the automaton below a state (mask.c). */
     pthread_mutex_t mu;
     struct hr__vshared *shared;
 };
+
+/* ---- plain string text (plain.c) -------------------------------------------------- */
+
+int hr__plain_index(hr_grammar_vocab *v); /* fills nplain, nu8, nheight */
+
+/* Per matcher: memo of hr__plain_reach and scratch for it. */
+typedef struct hr__plainmemo {
+    uint64_t *key;
+    uint16_t *val;
+    uint32_t cap, n;
+    hr__cset seen;
+    hr__cbuf q;
+} hr__plainmemo;
+
+/* How many bytes of any plain text, decoded from UTF-8 state w, state q
+ * reads by byte edges alone (at most limit; pass the same limit for the
+ * same memo). 0 when unsure (out of memory, too many states). */
+uint16_t hr__plain_reach(const hr_grammar *g, hr__plainmemo *pm, uint32_t q, int w,
+                         uint16_t limit);
+void hr__plainmemo_free(hr__plainmemo *pm);
 
 /* ---- mask cache (mask.c) --------------------------------------------------------- */
 
@@ -298,6 +322,7 @@ typedef struct hr__maskrun {
     uint32_t *path;
     hr__keybuf key;   /* scratch for shared-cache keys */
     uint32_t *tokd;   /* per model token: distance after it (budget masks) */
+    hr__plainmemo plain;
 } hr__maskrun;
 
 void hr__maskrun_deinit(hr__maskrun *mr);

@@ -209,6 +209,7 @@ void hr__maskrun_deinit(hr__maskrun *mr) {
     free(mr->tmp2.v);
     free(mr->path);
     free(mr->tokd);
+    hr__plainmemo_free(&mr->plain);
     memset(mr, 0, sizeof *mr);
 }
 
@@ -229,6 +230,20 @@ static int mr_prepare(hr__maskrun *mr, const hr_grammar_vocab *v) {
         return HR_ENOMEM;
     mr->path = p;
     mr->ndepth = need;
+    return 0;
+}
+
+/* Node i's subtree is plain text from its decoder state, and one of the
+ * configurations that read its path (mr->tmp) reads that much plain text. */
+static int plain_below(const hr__run *r, hr__maskrun *mr, const hr_grammar_vocab *v,
+                       uint32_t i) {
+    uint8_t w = v->nu8[i];
+    if (w == 0xff || !(v->nplain[i] >> w & 1))
+        return 0;
+    for (size_t j = 0; j < mr->tmp.n && j < 4; j++)
+        if (hr__plain_reach(r->g, &mr->plain, mr->tmp.v[j].state, w,
+                            (uint16_t)v->max_depth) >= v->nheight[i])
+            return 1;
     return 0;
 }
 
@@ -264,6 +279,14 @@ static int walk(hr__run *r, hr__maskrun *mr, const hr_grammar_vocab *v,
         }
         if (v->nend[i] == i + 1) {
             i++;
+            continue;
+        }
+        if (!tokd && plain_below(r, mr, v, i)) { /* every token below: accepted */
+            for (uint32_t t = v->ntok0[i + 1]; t < v->ntok0[v->nend[i]]; t++) {
+                int32_t id = v->toks[t];
+                bits[id >> 5] |= 1u << (id & 31);
+            }
+            i = v->nend[i];
             continue;
         }
         mr->depth.n = mr->doff[d];
