@@ -559,6 +559,17 @@ static const struct { const char *name, *re; } FORMATS[] = {
     {"ipv4", "^((25[0-5]|2[0-4][0-9]|1[0-9][0-9]|[1-9]?[0-9])\\.){3}(25[0-5]|2[0-4][0-9]|1[0-9][0-9]|[1-9]?[0-9])$"},
 };
 
+/* The formats JSON Schema defines (2020-12 and earlier drafts): one we do
+ * not implement is refused. Any other name is an annotation that
+ * validators do not check (OpenAPI's "int32", "byte", tool-specific names):
+ * ignored. */
+static const char *const STD_FORMATS[] = {
+    "date-time", "date", "time", "duration", "email", "idn-email", "hostname",
+    "idn-hostname", "ipv4", "ipv6", "uri", "uri-reference", "iri", "iri-reference",
+    "uuid", "uri-template", "json-pointer", "relative-json-pointer", "regex",
+    "host-name", "ip-address", "color", "style", "phone", "utc-millisec",
+};
+
 uint32_t hr__js_string(hr__js *c, const json_t *s) {
     hr__gir *ir = c->ir;
     json_t *pat = json_object_get(s, "pattern"), *fmt = json_object_get(s, "format");
@@ -570,9 +581,10 @@ uint32_t hr__js_string(hr__js *c, const json_t *s) {
         for (size_t i = 0; i < sizeof FORMATS / sizeof FORMATS[0]; i++)
             if (!strcmp(json_string_value(fmt), FORMATS[i].name))
                 re = FORMATS[i].re;
-        if (!re)
-            return hr__js_fail(c, HR_EUNSUPPORTED, "format '%s' is not supported",
-                               json_string_value(fmt)), 0;
+        for (size_t i = 0; !re && i < sizeof STD_FORMATS / sizeof STD_FORMATS[0]; i++)
+            if (!strcmp(json_string_value(fmt), STD_FORMATS[i]))
+                return hr__js_fail(c, HR_EUNSUPPORTED, "format '%s' is not supported",
+                                   json_string_value(fmt)), 0;
     }
     if (pat && !json_is_string(pat))
         return hr__js_fail(c, HR_EINVAL, "'pattern' must be a string"), 0;

@@ -158,6 +158,16 @@ static void test_strings_and_formats(void **state) {
     NO(g, "\"a@b\"");
     NO(g, "\"a@@b.com\"");
     hr_grammar_free(g);
+    /* a format JSON Schema does not define is an annotation: any string */
+    g = schema("{\"type\":\"string\",\"format\":\"int32\",\"maxLength\":3}");
+    YES(g, "\"x y\"");
+    NO(g, "\"abcd\"");
+    NO(g, "12");
+    hr_grammar_free(g);
+    g = schema("{\"type\":\"string\",\"format\":\"my-own\",\"pattern\":\"^a+$\"}");
+    YES(g, "\"aa\"");
+    NO(g, "\"ab\"");
+    hr_grammar_free(g);
 }
 
 static void test_literals_and_combinators(void **state) {
@@ -265,6 +275,7 @@ static void test_schema_errors(void **state) {
     expect_error("{\"type\":\"number\",\"minimum\":0.5}", HR_EUNSUPPORTED, "non-integer");
     expect_error("{\"type\":\"integer\",\"maximum\":1e30}", HR_EUNSUPPORTED, "beyond 1e18");
     expect_error("{\"type\":\"string\",\"format\":\"uri\"}", HR_EUNSUPPORTED, "format 'uri'");
+    expect_error("{\"type\":\"string\",\"format\":\"ipv6\"}", HR_EUNSUPPORTED, "format 'ipv6'");
     expect_error("{\"type\":\"string\",\"pattern\":\"a\",\"maxLength\":3}", HR_EUNSUPPORTED, "together with");
     expect_error("{\"type\":\"string\",\"pattern\":\"a\",\"format\":\"uuid\"}", HR_EUNSUPPORTED, "together with 'format'");
     expect_error("{\"type\":\"string\",\"pattern\":1}", HR_EINVAL, "'pattern' must be a string");
