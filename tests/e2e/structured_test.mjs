@@ -92,7 +92,7 @@ await check('json_object, guided_choice, guided_regex, guided_grammar, streaming
 
 await check('schemas that do not compile are 400s naming the problem', async () => {
   for (const [body, param] of [
-    [{ response_format: { type: 'json_schema', json_schema: { schema: { type: 'object', patternProperties: { a: {} } } } } }, 'response_format'],
+    [{ response_format: { type: 'json_schema', json_schema: { schema: { type: 'object', propertyNames: { maxLength: 3 } } } } }, 'response_format'],
     [{ response_format: { type: 'xml' } }, 'response_format'],
     [{ guided_regex: '(' }, 'guided_regex'],
     [{ guided_grammar: 'root ::= "a' }, 'guided_grammar'],

@@ -124,6 +124,33 @@ static void test_numbers(void **state) {
     hr_grammar_free(g);
 }
 
+static void test_pattern_properties(void **state) {
+    (void)state;
+    hr_grammar *g = schema("{\"type\":\"object\",\"properties\":{\"id\":{\"type\":\"integer\"}},"
+                           "\"patternProperties\":{\"^x-\":{\"type\":\"string\"}},"
+                           "\"additionalProperties\":false}");
+    YES(g, "{\"id\": 1, \"x-a\": \"s\", \"x-\\\"q\": \"t\"}");
+    YES(g, "{\"x-b\": \"t\"}");
+    YES(g, "{}");
+    NO(g, "{\"id\": 1, \"x-a\": 2}");   /* the pattern's schema */
+    NO(g, "{\"id\": 1, \"y\": \"s\"}"); /* no pattern matches */
+    NO(g, "{\"ax-\": \"s\"}");
+    hr_grammar_free(g);
+    /* several patterns with one schema; unanchored; keys matching none are
+       not produced even though additionalProperties allows them */
+    g = schema("{\"type\":\"object\",\"patternProperties\":{\"^[0-9]+$\":{\"type\":\"boolean\"},"
+               "\"_id\":{\"type\":\"boolean\"}}}");
+    YES(g, "{\"12\": true, \"my_id2\": false}");
+    NO(g, "{\"12a\": true}");
+    NO(g, "{\"12\": 1}");
+    hr_grammar_free(g);
+    /* an empty patternProperties is no constraint */
+    g = schema("{\"type\":\"object\",\"patternProperties\":{},\"additionalProperties\":{\"type\":\"null\"}}");
+    YES(g, "{\"a\": null}");
+    NO(g, "{\"a\": 1}");
+    hr_grammar_free(g);
+}
+
 static void test_strings_and_formats(void **state) {
     (void)state;
     hr_grammar *g = schema("{\"type\":\"string\",\"minLength\":2,\"maxLength\":3}");
@@ -201,6 +228,25 @@ static void test_literals_and_combinators(void **state) {
     YES(g, "null");
     NO(g, "3");
     hr_grammar_free(g);
+    /* oneOf of objects told apart by a discriminator (the parent's type and
+       required merged into each branch), by literals, by closed property sets */
+    g = schema("{\"type\":\"object\",\"required\":[\"kind\"],\"oneOf\":["
+               "{\"properties\":{\"kind\":{\"const\":\"a\"},\"x\":{\"type\":\"integer\"}}},"
+               "{\"properties\":{\"kind\":{\"enum\":[\"b\",\"c\"]},\"y\":{\"type\":\"string\"}}}]}");
+    YES(g, "{\"kind\": \"a\", \"x\": 1}");
+    YES(g, "{\"kind\": \"c\", \"y\": \"s\"}");
+    NO(g, "{\"kind\": \"a\", \"x\": \"s\"}");
+    hr_grammar_free(g);
+    g = schema("{\"oneOf\":[{\"enum\":[1,\"x\"]},{\"const\":2}]}");
+    YES(g, "2");
+    NO(g, "3");
+    hr_grammar_free(g);
+    g = schema("{\"type\":\"object\",\"oneOf\":["
+               "{\"properties\":{\"a\":{}},\"additionalProperties\":false},"
+               "{\"required\":[\"b\"]}]}");
+    YES(g, "{\"a\": 1}");
+    YES(g, "{\"b\": 1}");
+    hr_grammar_free(g);
     g = schema("{\"type\":[\"string\",\"null\"]}");
     YES(g, "null");
     YES(g, "\"s\"");
@@ -264,7 +310,15 @@ static void test_schema_errors(void **state) {
     (void)state;
     expect_error("{\"not\":{}}", HR_EUNSUPPORTED, "keyword 'not'");
     expect_error("{\"if\":{}}", HR_EUNSUPPORTED, "keyword 'if'");
-    expect_error("{\"type\":\"object\",\"patternProperties\":{}}", HR_EUNSUPPORTED, "'patternProperties'");
+    expect_error("{\"type\":\"object\",\"propertyNames\":{}}", HR_EUNSUPPORTED, "'propertyNames'");
+    expect_error("{\"type\":\"object\",\"patternProperties\":{\"^a\":{\"type\":\"string\"},"
+                 "\"^b\":{\"type\":\"integer\"}}}", HR_EUNSUPPORTED, "different schemas");
+    expect_error("{\"type\":\"object\",\"properties\":{\"x-id\":{}},"
+                 "\"patternProperties\":{\"^x-\":{}}}", HR_EUNSUPPORTED, "'x-id' matching");
+    expect_error("{\"type\":\"object\",\"required\":[\"x-id\"],"
+                 "\"patternProperties\":{\"^x-\":{}}}", HR_EUNSUPPORTED, "'x-id' matching");
+    expect_error("{\"type\":\"object\",\"patternProperties\":{\"(\":{}}}", HR_EINVAL, "patternProperties");
+    expect_error("{\"type\":\"object\",\"patternProperties\":[]}", HR_EINVAL, "'patternProperties' must");
     expect_error("{\"type\":\"object\",\"propertyNames\":{}}", HR_EUNSUPPORTED, "'propertyNames'");
     expect_error("{\"type\":\"object\",\"dependencies\":{}}", HR_EUNSUPPORTED, "'dependencies'");
     expect_error("{\"type\":\"object\",\"minProperties\":1}", HR_EUNSUPPORTED, "'minProperties'");
@@ -291,6 +345,13 @@ static void test_schema_errors(void **state) {
     expect_error("{\"anyOf\":[]}", HR_EINVAL, "non-empty array");
     expect_error("{\"oneOf\":[{\"type\":\"number\"},{\"type\":\"integer\"}]}", HR_EUNSUPPORTED, "may overlap");
     expect_error("{\"oneOf\":[{\"required\":[\"a\"]},{\"required\":[\"b\"]}]}", HR_EUNSUPPORTED, "may overlap");
+    /* a discriminator not required in both, literals that meet (1 == 1.0),
+       a closed branch that declares what the other requires: may overlap */
+    expect_error("{\"type\":\"object\",\"oneOf\":[{\"properties\":{\"k\":{\"const\":1}},\"required\":[\"k\"]},"
+                 "{\"properties\":{\"k\":{\"const\":2}}}]}", HR_EUNSUPPORTED, "may overlap");
+    expect_error("{\"oneOf\":[{\"enum\":[1,\"x\"]},{\"const\":1.0}]}", HR_EUNSUPPORTED, "may overlap");
+    expect_error("{\"type\":\"object\",\"oneOf\":[{\"properties\":{\"b\":{}},\"additionalProperties\":false},"
+                 "{\"required\":[\"b\"]}]}", HR_EUNSUPPORTED, "may overlap");
     expect_error("{\"anyOf\":[{}],\"oneOf\":[{}]}", HR_EUNSUPPORTED, "together with 'oneOf'");
     expect_error("{\"enum\":1}", HR_EINVAL, "'enum' must be an array");
     expect_error("{\"type\":\"bogus\"}", HR_EINVAL, "unknown 'type'");
@@ -371,6 +432,7 @@ int main(void) {
         cmocka_unit_test(test_arrays),
         cmocka_unit_test(test_numbers),
         cmocka_unit_test(test_strings_and_formats),
+        cmocka_unit_test(test_pattern_properties),
         cmocka_unit_test(test_literals_and_combinators),
         cmocka_unit_test(test_refs),
         cmocka_unit_test(test_json_object_and_dumps),
