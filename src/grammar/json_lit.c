@@ -550,7 +550,7 @@ static uint32_t number(hr__js *c, const json_t *s, int integer) {
 #define TIME "([01][0-9]|2[0-3]):[0-5][0-9]:[0-5][0-9](\\.[0-9]+)?"
 #define TZ "([Zz]|[+-]([01][0-9]|2[0-3]):[0-5][0-9])"
 static const struct { const char *name, *re; } FORMATS[] = {
-    {"date-time", "^" DATE "[Tt ]" TIME TZ "$"},
+    {"date-time", "^" DATE "[Tt]" TIME TZ "$"},
     {"date", "^" DATE "$"},
     {"time", "^" TIME TZ "$"},
     {"email",

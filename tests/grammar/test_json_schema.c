@@ -175,6 +175,7 @@ static void test_strings_and_formats(void **state) {
     NO(g, "\"2023-04-31T12:30:00Z\"");
     NO(g, "\"2023-01-01T24:00:00Z\"");
     NO(g, "\"2023-01-01T12:00:00\"");
+    NO(g, "\"2023-01-01 12:00:00Z\""); /* RFC 3339 allows it, validators do not */
     hr_grammar_free(g);
     g = schema("{\"type\":\"string\",\"format\":\"uuid\"}");
     YES(g, "\"123e4567-e89b-12d3-a456-426614174000\"");
