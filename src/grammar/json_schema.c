@@ -584,6 +584,45 @@ static int32_t memo_get(hr__js *c, const json_t *s) {
     return -1;
 }
 
+/* s with its "not" folded into the other keywords, for the forms that
+ * fold: not false (nothing), not true or {} (no value), not not X (X), not
+ * {type: T} (the types but T). NULL with c->rc set otherwise. */
+static const json_t *negate(hr__js *c, const json_t *s) {
+    json_t *rest = keep(c, json_copy((json_t *)s));
+    if (!rest)
+        return NULL;
+    json_object_del(rest, "not");
+    const json_t *x = hr__js_deref(c, json_object_get(s, "not"), 0);
+    if (!x)
+        return NULL;
+    if (json_is_false(x))
+        return rest;
+    if (json_is_true(x) || (json_is_object(x) && !constrains(x, NULL)))
+        return keep(c, json_false());
+    if (!json_is_object(x))
+        return hr__js_fail(c, HR_EINVAL, "'not' must be a schema"), NULL;
+    if (!constrains(x, (const char *const[]){"not", NULL}))
+        return merge(c, rest, json_object_get(x, "not"), 0);
+    if (!constrains(x, (const char *const[]){"type", NULL})) {
+        int t = hr__js_type_bits(json_object_get(x, "type"));
+        if (!t)
+            return hr__js_fail(c, HR_EINVAL, "unknown 'type'"), NULL;
+        if ((t & 0x40) && !(t & 0x20) && (hr__js_type_bits(json_object_get(rest, "type")) & 0x20))
+            return hr__js_fail(c, HR_EUNSUPPORTED, "'not' an integer, of a number, is not "
+                               "supported"), NULL;
+        if (t & 0x20)
+            t |= 0x40;
+        int bits = hr__js_type_bits(json_object_get(rest, "type"));
+        if (json_is_true(json_object_get(rest, "nullable")))
+            bits |= 1;
+        json_object_del(rest, "nullable");
+        json_object_set_new(rest, "type", types_json(bits & ~t));
+        return (bits & ~t) ? rest : keep(c, json_false());
+    }
+    return hr__js_fail(c, HR_EUNSUPPORTED, "keyword 'not' is not supported (except not {}, "
+                       "not not, not {type})"), NULL;
+}
+
 static uint32_t sch(hr__js *c, const json_t *s) {
     hr__gir *ir = c->ir;
     if (c->rc)
@@ -638,7 +677,13 @@ static uint32_t sch(hr__js *c, const json_t *s) {
         result = sch(c, d);
         goto out;
     }
-    static const char *const UNSUP[] = {"not", "if", "$dynamicRef", "$recursiveRef"};
+    if (json_object_get(s, "not")) {
+        const json_t *t = negate(c, s);
+        if (t)
+            result = sch(c, t);
+        goto out;
+    }
+    static const char *const UNSUP[] = {"if", "$dynamicRef", "$recursiveRef"};
     for (size_t i = 0; i < sizeof UNSUP / sizeof UNSUP[0]; i++)
         if (json_object_get(s, UNSUP[i])) {
             hr__js_fail(c, HR_EUNSUPPORTED, "keyword '%s' is not supported", UNSUP[i]);
@@ -689,14 +734,19 @@ static uint32_t sch(hr__js *c, const json_t *s) {
         goto out;
     }
     json_t *cst = json_object_get(s, "const"), *en = json_object_get(s, "enum");
-    if (cst) {
-        result = hr__js_literal(c, cst);
-        goto out;
-    }
-    if (en) {
-        if (!json_is_array(en)) {
+    if (cst || en) { /* const is the one-value enum */
+        if (en && !json_is_array(en)) {
             hr__js_fail(c, HR_EINVAL, "'enum' must be an array");
             goto out;
+        }
+        if (cst) { /* with an enum too: the const if the enum has it */
+            int in = !en;
+            for (size_t i = 0; en && i < json_array_size(en); i++)
+                in |= json_equal(cst, json_array_get(en, i));
+            json_t *one = keep(c, in ? json_pack("[O]", cst) : json_array());
+            if (!one)
+                goto out;
+            en = one;
         }
         int tb = hr__js_type_bits(json_object_get(s, "type"));
         hr__u32v alts = {0};

@@ -124,6 +124,49 @@ static void test_numbers(void **state) {
     hr_grammar_free(g);
 }
 
+/* "not" in the forms that fold into the other keywords; const with type */
+static void test_not(void **state) {
+    (void)state;
+    hr_grammar *g = schema("{\"not\":{}}");
+    NO(g, "1");
+    NO(g, "null");
+    hr_grammar_free(g);
+    g = schema("{\"not\":false}");
+    YES(g, "[1]");
+    hr_grammar_free(g);
+    g = schema("{\"type\":[\"string\",\"integer\"],\"not\":{\"type\":\"string\"}}");
+    YES(g, "5");
+    NO(g, "\"a\"");
+    hr_grammar_free(g);
+    g = schema("{\"nullable\":true,\"type\":\"boolean\",\"not\":{\"type\":\"null\"}}");
+    YES(g, "true");
+    NO(g, "null");
+    hr_grammar_free(g);
+    g = schema("{\"not\":{\"type\":\"number\"}}");
+    YES(g, "\"x\"");
+    NO(g, "1");
+    NO(g, "1.5");
+    hr_grammar_free(g);
+    g = schema("{\"not\":{\"not\":{\"type\":\"boolean\"}}}");
+    YES(g, "true");
+    NO(g, "1");
+    hr_grammar_free(g);
+    g = schema("{\"type\":\"object\",\"properties\":{\"a\":{\"not\":{\"type\":[\"string\",\"null\"]}}}}");
+    YES(g, "{\"a\": [1]}");
+    NO(g, "{\"a\": null}");
+    hr_grammar_free(g);
+    g = schema("{\"const\":\"x\",\"type\":\"integer\"}");
+    NO(g, "\"x\"");
+    hr_grammar_free(g);
+    g = schema("{\"const\":\"a\",\"enum\":[\"b\"]}");
+    NO(g, "\"a\"");
+    NO(g, "\"b\"");
+    hr_grammar_free(g);
+    g = schema("{\"const\":\"a\",\"enum\":[\"b\",\"a\"]}");
+    YES(g, "\"a\"");
+    hr_grammar_free(g);
+}
+
 static void test_pattern_properties(void **state) {
     (void)state;
     hr_grammar *g = schema("{\"type\":\"object\",\"properties\":{\"id\":{\"type\":\"integer\"}},"
@@ -309,7 +352,9 @@ static void expect_error(const char *js, int code, const char *needle) {
 
 static void test_schema_errors(void **state) {
     (void)state;
-    expect_error("{\"not\":{}}", HR_EUNSUPPORTED, "keyword 'not'");
+    expect_error("{\"not\":{\"required\":[\"a\"]}}", HR_EUNSUPPORTED, "keyword 'not'");
+    expect_error("{\"type\":\"number\",\"not\":{\"type\":\"integer\"}}", HR_EUNSUPPORTED, "'not' an integer");
+    expect_error("{\"not\":3}", HR_EINVAL, "'not' must be a schema");
     expect_error("{\"if\":{}}", HR_EUNSUPPORTED, "keyword 'if'");
     expect_error("{\"type\":\"object\",\"propertyNames\":{}}", HR_EUNSUPPORTED, "'propertyNames'");
     expect_error("{\"type\":\"object\",\"patternProperties\":{\"^a\":{\"type\":\"string\"},"
@@ -362,7 +407,7 @@ static void test_schema_errors(void **state) {
     expect_error("{\"prefixItems\":{},\"type\":\"array\"}", HR_EINVAL, "'prefixItems' must be an array");
     expect_error("1", HR_EINVAL, "object or a boolean");
     expect_error("{\"$ref\":\"#\"}", HR_EUNSUPPORTED, "left-recursive");
-    expect_error("{\"properties\":{\"a\":{\"properties\":{\"b\":{\"not\":{}}}}}}", HR_EUNSUPPORTED,
+    expect_error("{\"properties\":{\"a\":{\"properties\":{\"b\":{\"not\":{\"enum\":[1]}}}}}}", HR_EUNSUPPORTED,
                  "#/properties/a/properties/b");
     /* nesting */
     char deep[4096] = "";
@@ -434,6 +479,7 @@ int main(void) {
         cmocka_unit_test(test_numbers),
         cmocka_unit_test(test_strings_and_formats),
         cmocka_unit_test(test_pattern_properties),
+        cmocka_unit_test(test_not),
         cmocka_unit_test(test_literals_and_combinators),
         cmocka_unit_test(test_refs),
         cmocka_unit_test(test_json_object_and_dumps),

@@ -142,8 +142,8 @@ static void test_string_bodies_brute_force(void **state) {
         "{\"type\":\"string\"}",
         "{\"type\":\"string\",\"minLength\":3,\"maxLength\":9}",
         "{\"type\":\"array\",\"items\":{\"type\":\"string\",\"pattern\":\"^[a-z ]*[0-9]\"}}",
-        "{\"type\":\"object\",\"properties\":{\"name\":{\"type\":\"integer\"},"
-        "\"nap\":{\"type\":\"integer\"}},\"additionalProperties\":{\"type\":\"string\",\"maxLength\":40}}",
+        ("{\"type\":\"object\",\"properties\":{\"name\":{\"type\":\"integer\"},"
+         "\"nap\":{\"type\":\"integer\"}},\"additionalProperties\":{\"type\":\"string\",\"maxLength\":40}}"),
     };
     char out[4096];
     for (size_t i = 0; i < sizeof S / sizeof *S; i++) {
