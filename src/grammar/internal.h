@@ -165,10 +165,11 @@ static inline uint32_t hr__dadd(uint32_t a, uint32_t b) {
 /* State after byte b from state s, UINT32_MAX if none. */
 static inline uint32_t hr__gstep(const hr_grammar *g, uint32_t s, uint8_t b) {
     const hr__gstate *st = &g->st[s];
-    const hr__gedge *e = g->edges + st->e0;
-    for (uint32_t i = 0; i < st->ne; i++)
-        if (b <= e[i].hi)
-            return b >= e[i].lo ? e[i].to : UINT32_MAX;
+    for (uint32_t i = 0; i < st->ne; i++) { /* (edges is NULL in an empty language) */
+        const hr__gedge *e = &g->edges[st->e0 + i];
+        if (b <= e->hi)
+            return b >= e->lo ? e->to : UINT32_MAX;
+    }
     return UINT32_MAX;
 }
 

@@ -151,24 +151,24 @@ static uint16_t reach(const hr_grammar *g, hr__plainmemo *pm, uint32_t q0, int w
         for (size_t i = lo; i < hi; i++) {
             hr__cfg x = pm->q.v[i];
             const hr__gstate *st = &g->st[x.state];
-            const hr__gedge *e = g->edges + st->e0;
             for (size_t r = 0; r < N_PR; r++) {
                 if (PR[r].w != x.below)
                     continue;
                 /* the edges must cover [lo, hi] */
                 uint32_t need = PR[r].lo;
                 for (uint32_t j = 0; j < st->ne && need <= PR[r].hi; j++) {
-                    if (e[j].hi < need)
+                    const hr__gedge *e = &g->edges[st->e0 + j];
+                    if (e->hi < need)
                         continue;
-                    if (e[j].lo > need)
+                    if (e->lo > need)
                         break;
-                    hr__cfg y = {e[j].to, PR[r].to};
+                    hr__cfg y = {e->to, PR[r].to};
                     int k = hr__cset_add(&pm->seen, y);
                     if (k < 0 || pm->q.n >= MAX_PAIRS)
                         return t;
                     if (k > 0 && hr__cbuf_push(&pm->q, y))
                         return t;
-                    need = (uint32_t)e[j].hi + 1;
+                    need = (uint32_t)e->hi + 1;
                 }
                 if (need <= PR[r].hi)
                     return t; /* a plain byte q cannot read after t bytes */
