@@ -51,4 +51,5 @@ print(f"compile errors:    {len(ce)}")
 print(f"validation errors: {len(sa)} should-accept rejected, {len(sr)} should-reject accepted")
 print(f"compile time:      p50 {pct(comp,.5)/1000:.2f} ms, p90 {pct(comp,.9)/1000:.1f} ms    LLGuidance: p50 1 ms")
 print(f"mask per token:    p50 {summ['mask_us_p50']:.1f} us, p99 {summ['mask_us_p99']:.0f} us, max {summ['mask_us_max']/1000:.1f} ms over {summ['tokens']} tokens    LLGuidance: p50 46 us, p99 533 us")
+print(f"  in CPU time:     p50 {summ['mask_cpu_us_p50']:.1f} us, p99 {summ['mask_cpu_us_p99']:.0f} us, max {summ['mask_cpu_us_max']/1000:.1f} ms (the thread's own time: without waits for a busy machine's cores)")
 PY

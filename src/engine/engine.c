@@ -349,6 +349,33 @@ static bool is_stop(const hr_request *r, int32_t tok) {
     return false;
 }
 
+/* Advance r's matcher by the sampled *tok (not a stop token). If the text
+ * could then no longer be completed within the tokens left (one token per
+ * byte of its shortest completion), undo, mask row (the log-probabilities
+ * the sampler left) to the tokens that keep it completable in time (or, when
+ * none can, that get closest) and draw again. 0, or -1 on our bug (a token
+ * the mask allowed does not fit). row has V entries. */
+static int grammar_accept(hr_request *r, float *row, int V, int32_t *tok) {
+    hr_error merr;
+    int left = r->limit - r->n_steps; /* this token included */
+    if (hr_matcher_accept(r->matcher, *tok, &merr))
+        goto bug;
+    int d = hr_matcher_distance(r->matcher);
+    if (d >= 0 && d <= left - 1)
+        return 0;
+    hr_matcher_rollback(r->matcher, 1);
+    hr_matcher_mask_budget(r->matcher, r->mask, left);
+    for (int t = 0; t < V; t++)
+        if (!(r->mask[t >> 5] >> (t & 31) & 1))
+            row[t] = -INFINITY;
+    *tok = hr_sampler_resample(r->sampler, row);
+    if (is_stop(r, *tok) || !hr_matcher_accept(r->matcher, *tok, &merr))
+        return 0;
+bug:
+    hr_log(HR_LOG_ERROR, "grammar: %s", merr.msg);
+    return -1;
+}
+
 /* Token k of a sequence: the prompt, then what was sampled. */
 static int32_t token_at(const hr_request *r, int k) {
     return k < r->n_prompt ? r->prompt[k] : r->steps[k - r->n_prompt].token;
@@ -431,20 +458,19 @@ static void step(hr_engine *e) {
                     row[t] = -INFINITY;
         }
         int32_t tok = hr_sampler_sample(r->sampler, row);
+        if (r->matcher && !is_stop(r, tok)) {
+            int rc = grammar_accept(r, row, V, &tok);
+            if (rc) {
+                r->limit = -2;
+                continue;
+            }
+        }
         if (is_stop(r, tok)) {
             pthread_mutex_lock(&r->mu);
             r->eos = true;
             pthread_mutex_unlock(&r->mu);
             r->limit = -1; /* retire below */
             continue;
-        }
-        if (r->matcher) {
-            hr_error merr;
-            if (hr_matcher_accept(r->matcher, tok, &merr)) { /* a masked token: our bug */
-                hr_log(HR_LOG_ERROR, "grammar: %s", merr.msg);
-                r->limit = -2;
-                continue;
-            }
         }
         hr_sampler_accept(r->sampler, &tok, 1);
         hr_step s = {.token = tok, .logprob = row[tok]};
@@ -462,8 +488,9 @@ static void step(hr_engine *e) {
             retire(e, i, HR_FINISH_ERROR, "constrained decoding failed");
         else if (r->limit < 0 || (r->matcher && hr_matcher_done(r->matcher)))
             retire(e, i, HR_FINISH_STOP, NULL);
-        else if (r->n_steps >= r->limit)
-            retire(e, i, HR_FINISH_LENGTH, NULL);
+        else if (r->n_steps >= r->limit) /* a complete constrained text ends */
+            retire(e, i, r->matcher && hr_matcher_can_end(r->matcher) ? HR_FINISH_STOP
+                                                                      : HR_FINISH_LENGTH, NULL);
     }
 }
 

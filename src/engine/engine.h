@@ -64,7 +64,10 @@ typedef struct hr_req_params {
     int n_stop_ids;
     /* constrained decoding (both NULL: free): every sampled token keeps the
      * output a valid prefix of the grammar's language, generation ends when
-     * it is complete. The grammar and vocabulary must outlive the request. */
+     * it is complete; in the last steps only tokens that still let it
+     * complete within the limit (HR_FINISH_STOP with a complete text at the
+     * limit; HR_FINISH_LENGTH when it could not fit). The grammar and
+     * vocabulary must outlive the request. */
     const hr_grammar *grammar;
     const hr_grammar_vocab *gvocab;
 } hr_req_params;

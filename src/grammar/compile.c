@@ -614,6 +614,10 @@ int hr__grammar_compile(hr_grammar **out, const hr__gir *ir, int32_t root,
         const hr__gstate *r = &g->st[g->calls[i].ret];
         g->calls[i].tail = r->accept && !r->ne && !r->nc;
     }
+    if ((rc = hr__grammar_distances(g))) {
+        hr_err(err, rc, "out of memory compiling the grammar");
+        goto fail;
+    }
     *out = g;
     g = NULL;
 fail:

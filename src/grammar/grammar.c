@@ -14,6 +14,7 @@ void hr_grammar_free(hr_grammar *g) {
     free(g->edges);
     free(g->calls);
     free(g->rule_start);
+    free(g->dist);
     free(g);
 }
 

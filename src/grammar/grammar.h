@@ -101,6 +101,17 @@ int hr_matcher_accept_bytes(hr_matcher *m, const char *s, size_t n,
  * fewer were accepted (state unchanged). */
 int hr_matcher_rollback(hr_matcher *m, int n_tokens);
 void hr_matcher_reset(hr_matcher *m); /* back to the start */
+/* The fewest bytes that complete the text from here: 0 when it can end
+ * (or has ended), -1 when it cannot be completed. */
+int hr_matcher_distance(const hr_matcher *m);
+/* Like hr_matcher_mask, restricted to what can still finish within n_tokens
+ * tokens, this one included: the tokens after which the distance is at most
+ * n_tokens - 1 (one token per byte of the shortest completion, as a
+ * vocabulary with a token for every byte allows), and EOS when the text can
+ * end here. When no token fits, the tokens that leave the least distance
+ * (best effort: the output will be cut). A full vocabulary walk, uncached:
+ * for the last steps of a request, not for every step. n_tokens >= 1. */
+void hr_matcher_mask_budget(hr_matcher *m, uint32_t *allowed, int n_tokens);
 bool hr_matcher_can_end(const hr_matcher *m); /* the text is complete */
 bool hr_matcher_done(const hr_matcher *m);    /* nothing but EOS can follow */
 int hr_matcher_n_accepted(const hr_matcher *m);

@@ -133,6 +133,8 @@ struct hr_grammar {
     uint32_t *rule_start; /* per rule: start state, or UINT32_MAX if inlined */
     uint32_t n_rules;
     uint32_t root;        /* start state of the root rule */
+    uint32_t *dist;       /* per state: fewest bytes to the end of its rule,
+                             calls included (distance.c); HR__DIST_INF: never */
 
     pthread_mutex_t mu;   /* guards caches */
     hr__gcache *caches;   /* one per vocabulary used with this grammar */
@@ -151,13 +153,23 @@ int hr__grammar_compile(hr_grammar **out, const hr__gir *ir, int32_t root,
 /* Merge equivalent states across rules (minimize.c). 0 or HR_ENOMEM. */
 int hr__grammar_minimize(hr_grammar *g);
 
+/* Fill g->dist (distance.c). 0 or HR_ENOMEM. */
+int hr__grammar_distances(hr_grammar *g);
+
+#define HR__DIST_INF UINT32_MAX
+/* a + b, saturating at HR__DIST_INF */
+static inline uint32_t hr__dadd(uint32_t a, uint32_t b) {
+    return b >= HR__DIST_INF - a ? HR__DIST_INF : a + b;
+}
+
 /* State after byte b from state s, UINT32_MAX if none. */
 static inline uint32_t hr__gstep(const hr_grammar *g, uint32_t s, uint8_t b) {
     const hr__gstate *st = &g->st[s];
-    const hr__gedge *e = g->edges + st->e0;
-    for (uint32_t i = 0; i < st->ne; i++)
-        if (b <= e[i].hi)
-            return b >= e[i].lo ? e[i].to : UINT32_MAX;
+    for (uint32_t i = 0; i < st->ne; i++) { /* (edges is NULL in an empty language) */
+        const hr__gedge *e = &g->edges[st->e0 + i];
+        if (b <= e->hi)
+            return b >= e->lo ? e->to : UINT32_MAX;
+    }
     return UINT32_MAX;
 }
 
@@ -176,6 +188,8 @@ typedef struct hr__cfg {
 
 typedef struct hr__stacks {
     uint32_t *nstate, *nparent; /* nodes */
+    uint32_t *ndist;  /* per node: sum of sdist over its states (0 for empty, hole) */
+    const uint32_t *sdist; /* the grammar's per-state distances */
     uint32_t n, cap;
     uint32_t *tab; /* open addressing: node index, 0 = free */
     uint32_t tcap;
@@ -220,6 +234,11 @@ typedef struct hr__run {
 int hr__run_init(hr__run *r, const hr_grammar *g);
 void hr__run_deinit(hr__run *r);
 
+/* Fewest bytes that complete the text from configuration c (real stack). */
+static inline uint32_t hr__cfg_dist(const hr__run *r, hr__cfg c) {
+    return hr__dadd(r->g->dist[c.state], r->stk.ndist[c.below]);
+}
+
 enum { HR__CL_END = 1, HR__CL_HOLE = 2 };
 /* Close configurations in[0..n) under calls and returns. kernel = 0: append
  * to out the configurations that can scan a byte; kernel = 1: append in's
@@ -253,11 +272,35 @@ struct hr_grammar_vocab {
     uint32_t *ntok0;   /* tokens ending at node i: toks[ntok0[i] .. ntok0[i+1]) */
     int32_t *toks;
     uint32_t max_depth;
+    /* Plain string text below each node (plain.c) */
+    uint8_t *nplain;   /* bit w: every path below, decoded from UTF-8 state w, is plain */
+    uint8_t *nu8;      /* UTF-8 decoder state after the node's path, 0xff: invalid */
+    uint16_t *nheight; /* the subtree's height (0 for a leaf) */
     /* Mask-cache entries shared by every grammar used with this vocabulary,
        keyed by the shape of the automaton below a state (mask.c). */
     pthread_mutex_t mu;
     struct hr__vshared *shared;
 };
+
+/* ---- plain string text (plain.c) -------------------------------------------------- */
+
+int hr__plain_index(hr_grammar_vocab *v); /* fills nplain, nu8, nheight */
+
+/* Per matcher: memo of hr__plain_reach and scratch for it. */
+typedef struct hr__plainmemo {
+    uint64_t *key;
+    uint16_t *val;
+    uint32_t cap, n;
+    hr__cset seen;
+    hr__cbuf q;
+} hr__plainmemo;
+
+/* How many bytes of any plain text, decoded from UTF-8 state w, state q
+ * reads by byte edges alone (at most limit; pass the same limit for the
+ * same memo). 0 when unsure (out of memory, too many states). */
+uint16_t hr__plain_reach(const hr_grammar *g, hr__plainmemo *pm, uint32_t q, int w,
+                         uint16_t limit);
+void hr__plainmemo_free(hr__plainmemo *pm);
 
 /* ---- mask cache (mask.c) --------------------------------------------------------- */
 
@@ -279,6 +322,8 @@ typedef struct hr__maskrun {
     hr__cbuf tmp, tmp2;
     uint32_t *path;
     hr__keybuf key;   /* scratch for shared-cache keys */
+    uint32_t *tokd;   /* per model token: distance after it (budget masks) */
+    hr__plainmemo plain;
 } hr__maskrun;
 
 void hr__maskrun_deinit(hr__maskrun *mr);
@@ -288,6 +333,15 @@ void hr__maskrun_deinit(hr__maskrun *mr);
 int hr__mask_compute(hr__run *r, hr__run *cr, hr__maskrun *mr,
                      const hr_grammar_vocab *v, const hr__cfg *k, size_t n,
                      uint32_t *allowed);
+/* OR into allowed the tokens accepted from kernel k[0..n) by a full trie
+ * walk with the real stacks (no cache); with tokd != NULL, tokd[t] gets the
+ * distance (hr__cfg_dist, least over the set) after each accepted token t. */
+int hr__mask_walk(hr__run *r, hr__maskrun *mr, const hr_grammar_vocab *v,
+                  const hr__cfg *k, size_t n, uint32_t *allowed, uint32_t *tokd);
+/* Into allowed (zeroed by the caller): the accepted tokens after which the
+ * distance is at most max(budget - 1, the least such distance); distance.c. */
+int hr__mask_budget(hr__run *r, hr__maskrun *mr, const hr_grammar_vocab *v,
+                    const hr__cfg *k, size_t n, uint32_t budget, uint32_t *allowed);
 void hr__gcache_clear(hr_grammar *g); /* frees every cache of g */
 int hr__mask_warm(const hr_grammar *g, const hr_grammar_vocab *v,
                   hr_error *err);

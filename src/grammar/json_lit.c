@@ -550,13 +550,24 @@ static uint32_t number(hr__js *c, const json_t *s, int integer) {
 #define TIME "([01][0-9]|2[0-3]):[0-5][0-9]:[0-5][0-9](\\.[0-9]+)?"
 #define TZ "([Zz]|[+-]([01][0-9]|2[0-3]):[0-5][0-9])"
 static const struct { const char *name, *re; } FORMATS[] = {
-    {"date-time", "^" DATE "[Tt ]" TIME TZ "$"},
+    {"date-time", "^" DATE "[Tt]" TIME TZ "$"},
     {"date", "^" DATE "$"},
     {"time", "^" TIME TZ "$"},
     {"email",
      "^[a-zA-Z0-9!#$%&'*+/=?^_`{|}~-]+(\\.[a-zA-Z0-9!#$%&'*+/=?^_`{|}~-]+)*@([a-zA-Z0-9]([a-zA-Z0-9-]{0,61}[a-zA-Z0-9])?\\.)+[a-zA-Z0-9]([a-zA-Z0-9-]{0,61}[a-zA-Z0-9])?$"},
     {"uuid", "^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$"},
     {"ipv4", "^((25[0-5]|2[0-4][0-9]|1[0-9][0-9]|[1-9]?[0-9])\\.){3}(25[0-5]|2[0-4][0-9]|1[0-9][0-9]|[1-9]?[0-9])$"},
+};
+
+/* The formats JSON Schema defines (2020-12 and earlier drafts): one we do
+ * not implement is refused. Any other name is an annotation that
+ * validators do not check (OpenAPI's "int32", "byte", tool-specific names):
+ * ignored. */
+static const char *const STD_FORMATS[] = {
+    "date-time", "date", "time", "duration", "email", "idn-email", "hostname",
+    "idn-hostname", "ipv4", "ipv6", "uri", "uri-reference", "iri", "iri-reference",
+    "uuid", "uri-template", "json-pointer", "relative-json-pointer", "regex",
+    "host-name", "ip-address", "color", "style", "phone", "utc-millisec",
 };
 
 uint32_t hr__js_string(hr__js *c, const json_t *s) {
@@ -570,9 +581,10 @@ uint32_t hr__js_string(hr__js *c, const json_t *s) {
         for (size_t i = 0; i < sizeof FORMATS / sizeof FORMATS[0]; i++)
             if (!strcmp(json_string_value(fmt), FORMATS[i].name))
                 re = FORMATS[i].re;
-        if (!re)
-            return hr__js_fail(c, HR_EUNSUPPORTED, "format '%s' is not supported",
-                               json_string_value(fmt)), 0;
+        for (size_t i = 0; !re && i < sizeof STD_FORMATS / sizeof STD_FORMATS[0]; i++)
+            if (!strcmp(json_string_value(fmt), STD_FORMATS[i]))
+                return hr__js_fail(c, HR_EUNSUPPORTED, "format '%s' is not supported",
+                                   json_string_value(fmt)), 0;
     }
     if (pat && !json_is_string(pat))
         return hr__js_fail(c, HR_EINVAL, "'pattern' must be a string"), 0;

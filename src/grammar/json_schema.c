@@ -4,8 +4,8 @@
  * jsonc.h) that validate against it. Objects list their properties in the
  * order of "properties" (required ones must appear), then additional
  * properties. $ref targets become rules (so recursion works); allOf is
- * merged into one schema; anyOf/oneOf become alternatives (oneOf is not
- * exclusive: a value matching two branches is accepted). Validation keywords
+ * merged into one schema; anyOf/oneOf become alternatives (oneOf only when
+ * no value can match two of its branches). Validation keywords
  * that are not supported are errors naming the keyword and its location;
  * keywords that do not constrain values (title, description, ...) and
  * unknown keywords are ignored, as validators do. */
@@ -149,10 +149,9 @@ static const json_t *resolve(hr__js *c, const char *ref) {
 
 /* ---- allOf: merging two schemas ------------------------------------------------------ */
 
-static const json_t *deref(hr__js *c, const json_t *s, int depth);
 static json_t *merge(hr__js *c, const json_t *a, const json_t *b, int depth);
 
-static int type_bits(const json_t *t) {
+int hr__js_type_bits(const json_t *t) {
     static const char *const N[] = {"null", "boolean", "object", "array", "string", "number", "integer"};
     int bits = 0;
     if (!t)
@@ -187,7 +186,7 @@ static json_t *all_of2(hr__js *c, json_t *a, json_t *b) {
 static json_t *merge(hr__js *c, const json_t *a0, const json_t *b0, int depth) {
     if (depth > MAX_DEPTH)
         return hr__js_fail(c, HR_ERANGE, "schemas nested too deeply"), NULL;
-    const json_t *a = deref(c, a0, depth), *b = deref(c, b0, depth);
+    const json_t *a = hr__js_deref(c, a0, depth), *b = hr__js_deref(c, b0, depth);
     if (!a || !b)
         return NULL;
     if (json_is_boolean(a) || json_is_boolean(b)) {
@@ -207,7 +206,7 @@ static json_t *merge(hr__js *c, const json_t *a0, const json_t *b0, int depth) {
             continue;
         }
         if (!strcmp(k, "type")) {
-            int x = type_bits(va), y = type_bits(vb);
+            int x = hr__js_type_bits(va), y = hr__js_type_bits(vb);
             int both = x & y;
             if ((x & 0x20) && (y & 0x40)) /* number ∩ integer */
                 both |= 0x40;
@@ -292,7 +291,7 @@ static json_t *merge(hr__js *c, const json_t *a0, const json_t *b0, int depth) {
 
 /* s without $ref/allOf at its top: the referenced schema merged with the
  * siblings, allOf folded in. */
-static const json_t *deref(hr__js *c, const json_t *s, int depth) {
+const json_t *hr__js_deref(hr__js *c, const json_t *s, int depth) {
     if (!json_is_object(s) || depth > MAX_DEPTH)
         return depth > MAX_DEPTH ? (hr__js_fail(c, HR_ERANGE, "$ref chain too deep"), NULL) : s;
     json_t *ref = json_object_get(s, "$ref"), *all = json_object_get(s, "allOf");
@@ -345,15 +344,20 @@ static uint32_t as_rule(hr__js *c, uint32_t body, const char *name) {
 
 static uint32_t object(hr__js *c, const json_t *s) {
     hr__gir *ir = c->ir;
-    static const char *const UNSUP[] = {"patternProperties", "propertyNames", "unevaluatedProperties",
+    static const char *const UNSUP[] = {"propertyNames", "unevaluatedProperties",
                                         "dependencies", "dependentRequired", "dependentSchemas"};
     for (size_t i = 0; i < sizeof UNSUP / sizeof UNSUP[0]; i++)
         if (json_object_get(s, UNSUP[i]))
             return hr__js_fail(c, HR_EUNSUPPORTED, "keyword '%s' is not supported", UNSUP[i]), 0;
     json_t *props = json_object_get(s, "properties"), *req = json_object_get(s, "required");
     json_t *ap = json_object_get(s, "additionalProperties");
+    json_t *pp = json_object_get(s, "patternProperties");
     if (props && !json_is_object(props))
         return hr__js_fail(c, HR_EINVAL, "'properties' must be an object"), 0;
+    if (pp && !json_is_object(pp))
+        return hr__js_fail(c, HR_EINVAL, "'patternProperties' must be an object"), 0;
+    if (pp && !json_object_size(pp))
+        pp = NULL;
     if (req && !json_is_array(req))
         return hr__js_fail(c, HR_EINVAL, "'required' must be an array"), 0;
     size_t np = props ? json_object_size(props) : 0, nr = req ? json_array_size(req) : 0;
@@ -406,7 +410,15 @@ static uint32_t object(hr__js *c, const json_t *s) {
                     "properties) is not supported");
         goto done;
     }
-    if (max_p < n || (max_p != SIZE_MAX && !json_is_false(ap))) {
+    /* keys beyond the declared ones: matching a pattern, else additional
+       ones; with patterns, only the pattern keys (a subset of the language:
+       "not matching the patterns" is a complement the IR cannot express) */
+    const json_t *pschema = NULL;
+    uint32_t pkey = pp ? hr__js_pattern_keys(c, pp, names, n, &pschema) : 0;
+    if (c->rc)
+        goto done;
+    int has_add = pp || !json_is_false(ap);
+    if (max_p < n || (max_p != SIZE_MAX && has_add)) {
         if (max_p < n_req) {
             result = hr__gir_none(ir);
             goto done;
@@ -416,8 +428,11 @@ static uint32_t object(hr__js *c, const json_t *s) {
     }
     /* the additional-property pair, if allowed */
     uint32_t kva = 0;
-    int has_add = !json_is_false(ap);
-    if (has_add) {
+    if (pp) {
+        uint32_t val = sub(c, pschema, "patternProperties", NULL);
+        kva = hr__gir_seq(ir, (uint32_t[]){S(c, "\""), pkey, S(c, "\""), hr__js_keysep(c), val}, 5);
+        kva = as_rule(c, kva, "patprop");
+    } else if (has_add) {
         uint32_t val = ap && !json_is_true(ap) ? sub(c, ap, "additionalProperties", NULL) : hr__js_value(c);
         kva = hr__gir_seq(ir, (uint32_t[]){S(c, "\""), hr__js_key_not_in(c, names, lens, n), S(c, "\""),
                                            hr__js_keysep(c), val}, 5);
@@ -562,51 +577,50 @@ static uint32_t typed(hr__js *c, const json_t *s, int bits) {
     return r;
 }
 
-/* The types a branch can have (bits as type_bits; integer within number). */
-static int branch_types(hr__js *c, const json_t *b) {
-    const json_t *d = deref(c, b, 0);
-    if (!d || json_is_boolean(d))
-        return json_is_false(d) ? 0 : 0x7F;
-    const json_t *cst = json_object_get(d, "const"), *en = json_object_get(d, "enum");
-    if (cst || json_is_array(en)) {
-        int t = 0;
-        for (size_t i = 0; i < (cst ? 1 : json_array_size(en)); i++) {
-            const json_t *x = cst ? cst : json_array_get(en, i);
-            t |= json_is_null(x) ? 1 : json_is_boolean(x) ? 2 : json_is_object(x) ? 4
-               : json_is_array(x) ? 8 : json_is_string(x) ? 16 : 0x60;
-        }
-        return t;
-    }
-    if (json_object_get(d, "anyOf") || json_object_get(d, "oneOf"))
-        return 0x7F;
-    int t = type_bits(json_object_get(d, "type"));
-    if (t & 0x40)
-        t |= 0x20; /* an integer is a number */
-    if (t & 0x20)
-        t |= 0x40;
-    if (json_is_true(json_object_get(d, "nullable")))
-        t |= 1;
-    return t;
-}
-
-/* oneOf is compiled as anyOf, which is exact only when no value can match
- * two branches: accepted when the branches' types are pairwise disjoint. */
-static int one_of_disjoint(hr__js *c, const json_t *list) {
-    int seen = 0;
-    for (size_t i = 0; i < json_array_size(list); i++) {
-        int t = branch_types(c, json_array_get(list, i));
-        if (c->rc || (t & seen))
-            return 0;
-        seen |= t;
-    }
-    return 1;
-}
-
 static int32_t memo_get(hr__js *c, const json_t *s) {
     for (size_t i = 0; i < c->n_memo; i++)
         if (c->memo[i].s == s)
             return c->memo[i].rule;
     return -1;
+}
+
+/* s with its "not" folded into the other keywords, for the forms that
+ * fold: not false (nothing), not true or {} (no value), not not X (X), not
+ * {type: T} (the types but T). NULL with c->rc set otherwise. */
+static const json_t *negate(hr__js *c, const json_t *s) {
+    json_t *rest = keep(c, json_copy((json_t *)s));
+    if (!rest)
+        return NULL;
+    json_object_del(rest, "not");
+    const json_t *x = hr__js_deref(c, json_object_get(s, "not"), 0);
+    if (!x)
+        return NULL;
+    if (json_is_false(x))
+        return rest;
+    if (json_is_true(x) || (json_is_object(x) && !constrains(x, NULL)))
+        return keep(c, json_false());
+    if (!json_is_object(x))
+        return hr__js_fail(c, HR_EINVAL, "'not' must be a schema"), NULL;
+    if (!constrains(x, (const char *const[]){"not", NULL}))
+        return merge(c, rest, json_object_get(x, "not"), 0);
+    if (!constrains(x, (const char *const[]){"type", NULL})) {
+        int t = hr__js_type_bits(json_object_get(x, "type"));
+        if (!t)
+            return hr__js_fail(c, HR_EINVAL, "unknown 'type'"), NULL;
+        if ((t & 0x40) && !(t & 0x20) && (hr__js_type_bits(json_object_get(rest, "type")) & 0x20))
+            return hr__js_fail(c, HR_EUNSUPPORTED, "'not' an integer, of a number, is not "
+                               "supported"), NULL;
+        if (t & 0x20)
+            t |= 0x40;
+        int bits = hr__js_type_bits(json_object_get(rest, "type"));
+        if (json_is_true(json_object_get(rest, "nullable")))
+            bits |= 1;
+        json_object_del(rest, "nullable");
+        json_object_set_new(rest, "type", types_json(bits & ~t));
+        return (bits & ~t) ? rest : keep(c, json_false());
+    }
+    return hr__js_fail(c, HR_EUNSUPPORTED, "keyword 'not' is not supported (except not {}, "
+                       "not not, not {type})"), NULL;
 }
 
 static uint32_t sch(hr__js *c, const json_t *s) {
@@ -656,14 +670,20 @@ static uint32_t sch(hr__js *c, const json_t *s) {
         result = hr__gir_ref(ir, (uint32_t)r);
         goto out;
     }
-    const json_t *d = deref(c, s, 0);
+    const json_t *d = hr__js_deref(c, s, 0);
     if (!d)
         goto out;
     if (d != s) {
         result = sch(c, d);
         goto out;
     }
-    static const char *const UNSUP[] = {"not", "if", "$dynamicRef", "$recursiveRef"};
+    if (json_object_get(s, "not")) {
+        const json_t *t = negate(c, s);
+        if (t)
+            result = sch(c, t);
+        goto out;
+    }
+    static const char *const UNSUP[] = {"if", "$dynamicRef", "$recursiveRef"};
     for (size_t i = 0; i < sizeof UNSUP / sizeof UNSUP[0]; i++)
         if (json_object_get(s, UNSUP[i])) {
             hr__js_fail(c, HR_EUNSUPPORTED, "keyword '%s' is not supported", UNSUP[i]);
@@ -681,41 +701,54 @@ static uint32_t sch(hr__js *c, const json_t *s) {
             hr__js_fail(c, HR_EINVAL, "'%s' must be a non-empty array", kw);
             goto out;
         }
-        if (one && !one_of_disjoint(c, one)) {
-            hr__js_fail(c, HR_EUNSUPPORTED, "'oneOf' whose branches may overlap is not supported "
-                        "(use anyOf)");
-            goto out;
-        }
         json_t *base = keep(c, json_copy((json_t *)s));
         if (!base)
             goto out;
         json_object_del(base, kw);
         int distribute = constrains(base, NULL);
+        /* the branches, each with the keywords beside the list merged in */
+        size_t nb = json_array_size(list);
+        const json_t **brs = calloc(nb, sizeof *brs);
+        if (!brs) {
+            ir->oom = 1;
+            goto out;
+        }
+        for (size_t i = 0; i < nb && !c->rc; i++) {
+            brs[i] = json_array_get(list, i);
+            if (distribute)
+                brs[i] = merge(c, base, brs[i], 0);
+        }
+        if (!c->rc && one && !hr__js_one_of_disjoint(c, brs, nb))
+            hr__js_fail(c, HR_EUNSUPPORTED, "'oneOf' whose branches may overlap is not supported "
+                        "(use anyOf)");
         hr__u32v alts = {0};
-        for (size_t i = 0; i < json_array_size(list) && !c->rc; i++) {
+        for (size_t i = 0; i < nb && !c->rc; i++) {
             char idx[24];
             snprintf(idx, sizeof idx, "%zu", i);
-            const json_t *br = json_array_get(list, i);
-            if (distribute)
-                br = merge(c, base, br, 0);
-            if (br && hr__u32v_push(&alts, sub(c, br, kw, idx)))
+            if (brs[i] && hr__u32v_push(&alts, sub(c, brs[i], kw, idx)))
                 ir->oom = 1;
         }
-        result = hr__gir_alt(ir, alts.v, alts.n);
+        result = c->rc ? 0 : hr__gir_alt(ir, alts.v, alts.n);
         hr__u32v_free(&alts);
+        free(brs);
         goto out;
     }
     json_t *cst = json_object_get(s, "const"), *en = json_object_get(s, "enum");
-    if (cst) {
-        result = hr__js_literal(c, cst);
-        goto out;
-    }
-    if (en) {
-        if (!json_is_array(en)) {
+    if (cst || en) { /* const is the one-value enum */
+        if (en && !json_is_array(en)) {
             hr__js_fail(c, HR_EINVAL, "'enum' must be an array");
             goto out;
         }
-        int tb = type_bits(json_object_get(s, "type"));
+        if (cst) { /* with an enum too: the const if the enum has it */
+            int in = !en;
+            for (size_t i = 0; en && i < json_array_size(en); i++)
+                in |= json_equal(cst, json_array_get(en, i));
+            json_t *one = keep(c, in ? json_pack("[O]", cst) : json_array());
+            if (!one)
+                goto out;
+            en = one;
+        }
+        int tb = hr__js_type_bits(json_object_get(s, "type"));
         hr__u32v alts = {0};
         for (size_t i = 0; i < json_array_size(en); i++) {
             json_t *x = json_array_get(en, i);
@@ -732,7 +765,7 @@ static uint32_t sch(hr__js *c, const json_t *s) {
         goto out;
     }
     json_t *t = json_object_get(s, "type");
-    int bits = type_bits(t);
+    int bits = hr__js_type_bits(t);
     if (t && !bits) {
         hr__js_fail(c, HR_EINVAL, "unknown 'type'");
         goto out;

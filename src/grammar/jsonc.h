@@ -41,6 +41,18 @@ uint32_t hr__js_key(hr__js *c, const char *s, size_t n);
 /* A string body that is not one of the n names (canonical encoding). */
 uint32_t hr__js_key_not_in(hr__js *c, const char *const *names,
                            const size_t *lens, size_t n);
+/* patternProperties pp of an object declaring names[0..n): the string body
+ * of the keys it adds (regexes joined), and in *schema their values' schema
+ * (json_pattern.c). 0 with c->rc set when not supported. */
+uint32_t hr__js_pattern_keys(hr__js *c, const json_t *pp, const char *const *names,
+                             size_t n, const json_t **schema);
+/* Type bits of a "type" value: null 1, boolean 2, object 4, array 8,
+ * string 0x10, number 0x20, integer 0x40; no type: all (json_schema.c). */
+int hr__js_type_bits(const json_t *t);
+/* s with $ref (and allOf) resolved, NULL with c->rc set on error. */
+const json_t *hr__js_deref(hr__js *c, const json_t *s, int depth);
+/* No value can match two of the n branches (json_oneof.c; sufficient test). */
+int hr__js_one_of_disjoint(hr__js *c, const json_t *const *brs, size_t n);
 /* Python's repr of a float (what json.dumps writes). */
 void hr__py_float(double x, char *out, size_t cap);
 uint32_t hr__js_string(hr__js *c, const json_t *s);  /* type string */

@@ -208,6 +208,8 @@ void hr__maskrun_deinit(hr__maskrun *mr) {
     free(mr->tmp.v);
     free(mr->tmp2.v);
     free(mr->path);
+    free(mr->tokd);
+    hr__plainmemo_free(&mr->plain);
     memset(mr, 0, sizeof *mr);
 }
 
@@ -231,12 +233,27 @@ static int mr_prepare(hr__maskrun *mr, const hr_grammar_vocab *v) {
     return 0;
 }
 
+/* Node i's subtree is plain text from its decoder state, and one of the
+ * configurations that read its path (mr->tmp) reads that much plain text. */
+static int plain_below(const hr__run *r, hr__maskrun *mr, const hr_grammar_vocab *v,
+                       uint32_t i) {
+    uint8_t w = v->nu8[i];
+    if (w == 0xff || !(v->nplain[i] >> w & 1))
+        return 0;
+    for (size_t j = 0; j < mr->tmp.n && j < 4; j++)
+        if (hr__plain_reach(r->g, &mr->plain, mr->tmp.v[j].state, w,
+                            (uint16_t)v->max_depth) >= v->nheight[i])
+            return 1;
+    return 0;
+}
+
 /* Walk the subtree of trie node root. Slot 0 (mr->depth from doff[0]) holds
  * the closed configurations at root. Tokens reached are set in bits; with
  * unc != NULL (a cache walk), nodes whose continuation returns into the hole
- * are appended to *unc and not walked. */
+ * are appended to *unc and not walked; with tokd != NULL (real stacks), each
+ * token's distance after it is stored there. */
 static int walk(hr__run *r, hr__maskrun *mr, const hr_grammar_vocab *v,
-                uint32_t root, uint32_t *bits, hr__u32v *unc) {
+                uint32_t root, uint32_t *bits, hr__u32v *unc, uint32_t *tokd) {
     uint32_t base = v->ndepth[root];
     uint32_t end = v->nend[root];
     for (uint32_t i = root + 1; i < end;) {
@@ -248,12 +265,28 @@ static int walk(hr__run *r, hr__maskrun *mr, const hr_grammar_vocab *v,
             i = v->nend[i];
             continue;
         }
+        uint32_t dmin = HR__DIST_INF;
+        if (tokd && v->ntok0[i] < v->ntok0[i + 1])
+            for (size_t j = 0; j < mr->tmp.n; j++) {
+                uint32_t dj = hr__cfg_dist(r, mr->tmp.v[j]);
+                dmin = dj < dmin ? dj : dmin;
+            }
         for (uint32_t t = v->ntok0[i]; t < v->ntok0[i + 1]; t++) {
             int32_t id = v->toks[t];
             bits[id >> 5] |= 1u << (id & 31);
+            if (tokd)
+                tokd[id] = dmin;
         }
         if (v->nend[i] == i + 1) {
             i++;
+            continue;
+        }
+        if (!tokd && plain_below(r, mr, v, i)) { /* every token below: accepted */
+            for (uint32_t t = v->ntok0[i + 1]; t < v->ntok0[v->nend[i]]; t++) {
+                int32_t id = v->toks[t];
+                bits[id >> 5] |= 1u << (id & 31);
+            }
+            i = v->nend[i];
             continue;
         }
         mr->depth.n = mr->doff[d];
@@ -305,7 +338,7 @@ static int entry_compute(hr__run *cr, hr__maskrun *mr, const hr_grammar_vocab *v
         goto fail;
     hr__stacks_reset(&cr->stk);
     hr__cfg k = {s, HR__NODE_HOLE};
-    if ((rc = slot0(cr, mr, &k, 1)) || (rc = walk(cr, mr, v, 0, bits, &unc)))
+    if ((rc = slot0(cr, mr, &k, 1)) || (rc = walk(cr, mr, v, 0, bits, &unc, NULL)))
         goto fail;
     rc = HR_ENOMEM;
     size_t cnt = 0;
@@ -451,7 +484,7 @@ static int recheck(hr__run *r, hr__maskrun *mr, const hr_grammar_vocab *v,
         if (!mr->dn[0])
             return 0;
     }
-    return walk(r, mr, v, u, allowed, NULL);
+    return walk(r, mr, v, u, allowed, NULL, NULL);
 }
 
 int hr__mask_compute(hr__run *r, hr__run *cr, hr__maskrun *mr,
@@ -477,6 +510,14 @@ int hr__mask_compute(hr__run *r, hr__run *cr, hr__maskrun *mr,
                 return rc;
     }
     return 0;
+}
+
+int hr__mask_walk(hr__run *r, hr__maskrun *mr, const hr_grammar_vocab *v,
+                  const hr__cfg *k, size_t n, uint32_t *allowed, uint32_t *tokd) {
+    int rc = mr_prepare(mr, v);
+    if (!rc)
+        rc = slot0(r, mr, k, n);
+    return rc ? rc : walk(r, mr, v, 0, allowed, NULL, tokd);
 }
 
 void hr__gcache_clear(hr_grammar *g) {

@@ -3,6 +3,7 @@
 #include "grammar/internal.h"
 #include "core/error.h"
 
+#include <limits.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -219,6 +220,39 @@ void hr_matcher_mask(hr_matcher *m, uint32_t *allowed) {
             /* out of memory: allow nothing but a possible end */
             memset(allowed, 0, words * sizeof *allowed);
         }
+    }
+    if (fl & F_END)
+        for (int i = 0; i < v->n_eos; i++)
+            allowed[v->eos[i] >> 5] |= 1u << (v->eos[i] & 31);
+}
+
+int hr_matcher_distance(const hr_matcher *m) {
+    int fl = m->hflags[m->n];
+    if (fl & (F_END | F_EOS))
+        return 0;
+    size_t nk;
+    const hr__cfg *k = cur(m, &nk);
+    uint32_t d = HR__DIST_INF;
+    for (size_t i = 0; i < nk; i++) {
+        uint32_t di = hr__cfg_dist(&m->run, k[i]);
+        d = di < d ? di : d;
+    }
+    return d == HR__DIST_INF ? -1 : d > INT_MAX ? INT_MAX : (int)d;
+}
+
+void hr_matcher_mask_budget(hr_matcher *m, uint32_t *allowed, int n_tokens) {
+    const hr_grammar_vocab *v = m->v;
+    size_t words = ((size_t)v->n_vocab + 31) / 32;
+    memset(allowed, 0, words * sizeof *allowed);
+    int fl = m->hflags[m->n];
+    if (fl & F_EOS)
+        return;
+    if (!(fl & F_DONE)) {
+        size_t nk;
+        const hr__cfg *k = cur(m, &nk);
+        uint32_t budget = n_tokens > 0 ? (uint32_t)n_tokens : 0;
+        if (hr__mask_budget(&m->run, &m->mr, v, k, nk, budget, allowed))
+            memset(allowed, 0, words * sizeof *allowed);
     }
     if (fl & F_END)
         for (int i = 0; i < v->n_eos; i++)

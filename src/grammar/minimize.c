@@ -68,40 +68,133 @@ static int cmp_call(const void *a, const void *b) {
     return kx < ky ? -1 : kx > ky;
 }
 
+/* Reverse adjacency: the states whose signature reads state t's class
+ * (byte edges into t, calls returning to t or of the rule starting at t). */
+static int preds(const hr_grammar *g, uint32_t **off_out, uint32_t **pred_out) {
+    uint32_t n = g->n_st;
+    uint32_t *off = calloc((size_t)n + 1, sizeof *off);
+    size_t m = 0;
+    for (uint32_t s = 0; s < n; s++)
+        m += g->st[s].ne + 2u * g->st[s].nc;
+    uint32_t *pred = malloc((m ? m : 1) * sizeof *pred), *cur = malloc((n ? n : 1) * sizeof *cur);
+    if (!off || !pred || !cur) {
+        free(off);
+        free(pred);
+        free(cur);
+        return HR_ENOMEM;
+    }
+    for (int pass = 0; pass < 2; pass++) {
+        for (uint32_t s = 0; s < n; s++) {
+            const hr__gstate *x = &g->st[s];
+            for (uint32_t i = 0; i < x->ne + 2u * x->nc; i++) {
+                uint32_t t = i < x->ne ? g->edges[x->e0 + i].to
+                           : (i - x->ne) % 2 ? g->calls[x->c0 + (i - x->ne) / 2].ret
+                                             : g->rule_start[g->calls[x->c0 + (i - x->ne) / 2].rule];
+                if (pass)
+                    pred[cur[t]++] = s;
+                else
+                    off[t + 1]++;
+            }
+        }
+        if (!pass) {
+            for (uint32_t t = 0; t < n; t++)
+                off[t + 1] += off[t];
+            memcpy(cur, off, n * sizeof *cur);
+        }
+    }
+    free(cur);
+    *off_out = off;
+    *pred_out = pred;
+    return 0;
+}
+
+/* Refinement, incremental: a state's signature can change only when the
+ * class of one of its successors changed in the previous round, so each
+ * round re-examines only those ("dirty") states. Within a class, members
+ * that are not dirty keep the signature they shared; dirty members that
+ * still have it stay, the others form new classes by signature. Class ids
+ * of the remaining members stay, so the work per round is proportional to
+ * the dirty states, not to the automaton (a long chain of distinguishable
+ * states takes as many rounds as it is long). */
 int hr__grammar_minimize(hr_grammar *g) {
     uint32_t n = g->n_st;
-    uint32_t *cl = malloc(n * sizeof *cl), *nc = malloc(n * sizeof *nc);
+    uint32_t *cl = malloc((n + 2) * sizeof *cl), *nc = malloc((n + 2) * sizeof *nc);
+    uint32_t *head = malloc((n + 2) * sizeof *head), *nxt = malloc((n + 2) * sizeof *nxt);
+    uint32_t *prv = malloc((n + 2) * sizeof *prv), *mark = calloc(n + 2, sizeof *mark);
+    uint32_t *seeded = calloc(n + 2, sizeof *seeded), *claimed = calloc(n + 2, sizeof *claimed);
+    uint32_t *dirty = malloc((n + 2) * sizeof *dirty), *changed = malloc((n + 2) * sizeof *changed);
+    uint32_t *used = malloc((2 * n + 4) * sizeof *used);
+    uint32_t *poff = NULL, *pred = NULL;
     sigtab t = {0};
     t.cap = 1;
-    while (t.cap < 2 * n + 2)
+    while (t.cap < 4 * n + 8)
         t.cap *= 2;
     t.hash = malloc(t.cap * sizeof *t.hash);
-    t.state = malloc(t.cap * sizeof *t.state);
+    t.state = calloc(t.cap, sizeof *t.state);
     t.cls = malloc(t.cap * sizeof *t.cls);
     int rc = HR_ENOMEM;
-    if (!cl || !nc || !t.hash || !t.state || !t.cls)
+    if (!cl || !nc || !head || !nxt || !prv || !mark || !seeded || !claimed || !dirty ||
+        !changed || !used || !t.hash || !t.state || !t.cls || preds(g, &poff, &pred))
         goto done;
+    const uint32_t NIL = UINT32_MAX;
+    head[0] = head[1] = NIL;
+    for (uint32_t s = n; s-- > 0;) { /* two classes: accepting or not */
+        uint32_t k = cl[s] = g->st[s].accept ? 1 : 0;
+        nxt[s] = head[k];
+        prv[s] = NIL;
+        if (head[k] != NIL)
+            prv[head[k]] = s;
+        head[k] = s;
+    }
+    uint32_t ncls = 2, nd = n;
     for (uint32_t s = 0; s < n; s++)
-        cl[s] = g->st[s].accept;
-    uint32_t ncls = 0, prev = 0;
-    for (;;) {
-        /* order calls canonically under the current classes */
+        dirty[s] = s;
+    call_cls_g = g;
+    for (uint32_t round = 1; nd; round++) {
+        for (uint32_t i = 0; i < nd; i++)
+            mark[dirty[i]] = round;
         call_cls_cl = cl;
-        call_cls_g = g;
-        for (uint32_t s = 0; s < n; s++)
-            if (g->st[s].nc > 1)
-                qsort(g->calls + g->st[s].c0, g->st[s].nc, sizeof *g->calls, cmp_call);
-        memset(t.state, 0, t.cap * sizeof *t.state);
-        ncls = 0;
-        for (uint32_t s = 0; s < n; s++) {
+        for (uint32_t i = 0; i < nd; i++) {
+            const hr__gstate *x = &g->st[dirty[i]];
+            if (x->nc > 1)
+                qsort(g->calls + x->c0, x->nc, sizeof *g->calls, cmp_call);
+        }
+        /* group the dirty states (old classes throughout) */
+        uint32_t nused = 0;
+        for (uint32_t i = 0; i < nd; i++) {
+            uint32_t s = dirty[i], k = cl[s];
+            if (seeded[k] != round) { /* the signature of k's clean members */
+                seeded[k] = round;
+                uint32_t r = head[k];
+                while (r != NIL && mark[r] == round)
+                    r = nxt[r];
+                if (r != NIL) {
+                    claimed[k] = round;
+                    uint64_t h = sig(g, cl, r);
+                    uint32_t p = (uint32_t)h & (t.cap - 1);
+                    while (t.state[p])
+                        p = (p + 1) & (t.cap - 1);
+                    t.state[p] = r + 1;
+                    t.hash[p] = h;
+                    t.cls[p] = k;
+                    used[nused++] = p;
+                }
+            }
             uint64_t h = sig(g, cl, s);
             uint32_t p = (uint32_t)h & (t.cap - 1);
             for (;; p = (p + 1) & (t.cap - 1)) {
                 if (!t.state[p]) {
+                    uint32_t id = k;
+                    if (claimed[k] == round) { /* a new class */
+                        id = ncls++;
+                        head[id] = NIL;
+                    }
+                    claimed[k] = round;
                     t.state[p] = s + 1;
                     t.hash[p] = h;
-                    t.cls[p] = ncls;
-                    nc[s] = ncls++;
+                    t.cls[p] = id;
+                    used[nused++] = p;
+                    nc[s] = id;
                     break;
                 }
                 if (t.hash[p] == h && same(g, cl, t.state[p] - 1, s)) {
@@ -110,11 +203,55 @@ int hr__grammar_minimize(hr_grammar *g) {
                 }
             }
         }
-        memcpy(cl, nc, n * sizeof *cl);
-        if (ncls == prev)
-            break;
-        prev = ncls;
+        for (uint32_t i = 0; i < nused; i++)
+            t.state[used[i]] = 0;
+        /* move the states whose class changed; their predecessors are next */
+        uint32_t nch = 0;
+        for (uint32_t i = 0; i < nd; i++) {
+            uint32_t s = dirty[i], k = cl[s], k2 = nc[s];
+            if (k2 == k)
+                continue;
+            if (prv[s] != NIL)
+                nxt[prv[s]] = nxt[s];
+            else
+                head[k] = nxt[s];
+            if (nxt[s] != NIL)
+                prv[nxt[s]] = prv[s];
+            changed[nch++] = s;
+        }
+        for (uint32_t i = 0; i < nch; i++) {
+            uint32_t s = changed[i], k2 = nc[s];
+            cl[s] = k2;
+            nxt[s] = head[k2];
+            prv[s] = NIL;
+            if (head[k2] != NIL)
+                prv[head[k2]] = s;
+            head[k2] = s;
+        }
+        nd = 0;
+        for (uint32_t i = 0; i < nch; i++)
+            for (uint32_t j = poff[changed[i]]; j < poff[changed[i] + 1]; j++)
+                if (mark[pred[j]] != round + 1) {
+                    mark[pred[j]] = round + 1;
+                    dirty[nd++] = pred[j];
+                }
     }
+    /* class ids in order of their first state (as a full Moore pass gives) */
+    for (uint32_t k = 0; k < ncls; k++)
+        nc[k] = UINT32_MAX;
+    uint32_t nk = 0;
+    for (uint32_t s = 0; s < n; s++) {
+        if (nc[cl[s]] == UINT32_MAX)
+            nc[cl[s]] = nk++;
+    }
+    for (uint32_t s = 0; s < n; s++)
+        cl[s] = nc[cl[s]];
+    ncls = nk;
+    /* calls in canonical order under the final classes */
+    call_cls_cl = cl;
+    for (uint32_t s = 0; s < n; s++)
+        if (g->st[s].nc > 1)
+            qsort(g->calls + g->st[s].c0, g->st[s].nc, sizeof *g->calls, cmp_call);
     if (ncls == n) {
         rc = 0;
         goto done;
@@ -176,6 +313,17 @@ int hr__grammar_minimize(hr_grammar *g) {
 done:
     free(cl);
     free(nc);
+    free(head);
+    free(nxt);
+    free(prv);
+    free(mark);
+    free(seeded);
+    free(claimed);
+    free(dirty);
+    free(changed);
+    free(used);
+    free(poff);
+    free(pred);
     free(t.hash);
     free(t.state);
     free(t.cls);

@@ -20,8 +20,9 @@ int hr__stacks_init(hr__stacks *s) {
     s->tcap = 512;
     s->nstate = malloc(s->cap * sizeof *s->nstate);
     s->nparent = malloc(s->cap * sizeof *s->nparent);
+    s->ndist = malloc(s->cap * sizeof *s->ndist);
     s->tab = calloc(s->tcap, sizeof *s->tab);
-    if (!s->nstate || !s->nparent || !s->tab) {
+    if (!s->nstate || !s->nparent || !s->ndist || !s->tab) {
         hr__stacks_deinit(s);
         return HR_ENOMEM;
     }
@@ -32,6 +33,7 @@ int hr__stacks_init(hr__stacks *s) {
 void hr__stacks_deinit(hr__stacks *s) {
     free(s->nstate);
     free(s->nparent);
+    free(s->ndist);
     free(s->tab);
     memset(s, 0, sizeof *s);
 }
@@ -41,6 +43,7 @@ void hr__stacks_reset(hr__stacks *s) {
     /* nodes 0 (empty) and 1 (hole) have no content */
     s->nstate[0] = s->nstate[1] = UINT32_MAX;
     s->nparent[0] = s->nparent[1] = UINT32_MAX;
+    s->ndist[0] = s->ndist[1] = 0;
     s->n = 2;
 }
 
@@ -80,11 +83,16 @@ uint32_t hr__stacks_push(hr__stacks *s, uint32_t state, uint32_t parent) {
         if (!b)
             return UINT32_MAX;
         s->nparent = b;
+        uint32_t *d = realloc(s->ndist, c * sizeof *d);
+        if (!d)
+            return UINT32_MAX;
+        s->ndist = d;
         s->cap = c;
     }
     uint32_t id = s->n++;
     s->nstate[id] = state;
     s->nparent[id] = parent;
+    s->ndist[id] = hr__dadd(s->sdist ? s->sdist[state] : 0, s->ndist[parent]);
     s->tab[p] = id;
     if (s->n * 2 > s->tcap && rehash(s, s->tcap * 2)) {
         s->n--;
@@ -166,6 +174,7 @@ int hr__run_init(hr__run *r, const hr_grammar *g) {
         hr__run_deinit(r);
         return HR_ENOMEM;
     }
+    r->stk.sdist = g->dist;
     /* the set bound keeps the table at most half full */
     while (r->seen.cap < 4 * HR__G_MAX_SET) {
         hr__cset_deinit(&r->seen);

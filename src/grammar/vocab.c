@@ -41,6 +41,9 @@ void hr_grammar_vocab_free(hr_grammar_vocab *v) {
     free(v->nparent);
     free(v->ntok0);
     free(v->toks);
+    free(v->nplain);
+    free(v->nu8);
+    free(v->nheight);
     free(v);
 }
 
@@ -187,6 +190,9 @@ int hr_grammar_vocab_new(hr_grammar_vocab **out, const hr_tokenizer *tok,
     free(tnode);
     v->n_nodes = nn;
     free(order);
+    order = NULL;
+    if ((rc = hr__plain_index(v)))
+        goto fail;
     *out = v;
     return 0;
 fail:

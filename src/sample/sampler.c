@@ -347,8 +347,8 @@ static int32_t categorical(hr_sampler *s, const float *w) {
     return last >= 0 ? last : hr_argmax(w, s->n_vocab);
 }
 
-int32_t hr_sampler_sample(hr_sampler *s, float *logits) {
-    apply_processors(s, logits);
+/* log_softmax, then the filters and the draw. */
+static int32_t draw(hr_sampler *s, float *logits) {
     log_softmax(logits, s->n_vocab);
     if (s->p.temp == 0)
         return hr_argmax(logits, s->n_vocab);
@@ -363,6 +363,15 @@ int32_t hr_sampler_sample(hr_sampler *s, float *logits) {
     if (s->p.top_k > 0)
         apply_top_k(s, w);
     return categorical(s, w);
+}
+
+int32_t hr_sampler_sample(hr_sampler *s, float *logits) {
+    apply_processors(s, logits);
+    return draw(s, logits);
+}
+
+int32_t hr_sampler_resample(hr_sampler *s, float *logprobs) {
+    return draw(s, logprobs);
 }
 
 /* ---- helpers ---------------------------------------------------------------------- */

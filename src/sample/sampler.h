@@ -57,6 +57,11 @@ void hr_sampler_accept(hr_sampler *s, const int32_t *tokens, int n);
  * logprobs); the sampled token id is returned. Does not add it to the
  * history: call hr_sampler_accept. */
 int32_t hr_sampler_sample(hr_sampler *s, float *logits);
+/* Draws again from what hr_sampler_sample left in logprobs, after the
+ * caller removed tokens (set them to -INFINITY; at least one must remain):
+ * the processors are not applied again, the rest is renormalized and
+ * becomes the reported log-probabilities. */
+int32_t hr_sampler_resample(hr_sampler *s, float *logprobs);
 
 /* The k best (id, logprob) of log_softmax(logits), best first (ties: lower
  * id first). Returns the number written (min(k, n)). */

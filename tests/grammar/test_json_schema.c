@@ -124,6 +124,76 @@ static void test_numbers(void **state) {
     hr_grammar_free(g);
 }
 
+/* "not" in the forms that fold into the other keywords; const with type */
+static void test_not(void **state) {
+    (void)state;
+    hr_grammar *g = schema("{\"not\":{}}");
+    NO(g, "1");
+    NO(g, "null");
+    hr_grammar_free(g);
+    g = schema("{\"not\":false}");
+    YES(g, "[1]");
+    hr_grammar_free(g);
+    g = schema("{\"type\":[\"string\",\"integer\"],\"not\":{\"type\":\"string\"}}");
+    YES(g, "5");
+    NO(g, "\"a\"");
+    hr_grammar_free(g);
+    g = schema("{\"nullable\":true,\"type\":\"boolean\",\"not\":{\"type\":\"null\"}}");
+    YES(g, "true");
+    NO(g, "null");
+    hr_grammar_free(g);
+    g = schema("{\"not\":{\"type\":\"number\"}}");
+    YES(g, "\"x\"");
+    NO(g, "1");
+    NO(g, "1.5");
+    hr_grammar_free(g);
+    g = schema("{\"not\":{\"not\":{\"type\":\"boolean\"}}}");
+    YES(g, "true");
+    NO(g, "1");
+    hr_grammar_free(g);
+    g = schema("{\"type\":\"object\",\"properties\":{\"a\":{\"not\":{\"type\":[\"string\",\"null\"]}}}}");
+    YES(g, "{\"a\": [1]}");
+    NO(g, "{\"a\": null}");
+    hr_grammar_free(g);
+    g = schema("{\"const\":\"x\",\"type\":\"integer\"}");
+    NO(g, "\"x\"");
+    hr_grammar_free(g);
+    g = schema("{\"const\":\"a\",\"enum\":[\"b\"]}");
+    NO(g, "\"a\"");
+    NO(g, "\"b\"");
+    hr_grammar_free(g);
+    g = schema("{\"const\":\"a\",\"enum\":[\"b\",\"a\"]}");
+    YES(g, "\"a\"");
+    hr_grammar_free(g);
+}
+
+static void test_pattern_properties(void **state) {
+    (void)state;
+    hr_grammar *g = schema("{\"type\":\"object\",\"properties\":{\"id\":{\"type\":\"integer\"}},"
+                           "\"patternProperties\":{\"^x-\":{\"type\":\"string\"}},"
+                           "\"additionalProperties\":false}");
+    YES(g, "{\"id\": 1, \"x-a\": \"s\", \"x-\\\"q\": \"t\"}");
+    YES(g, "{\"x-b\": \"t\"}");
+    YES(g, "{}");
+    NO(g, "{\"id\": 1, \"x-a\": 2}");   /* the pattern's schema */
+    NO(g, "{\"id\": 1, \"y\": \"s\"}"); /* no pattern matches */
+    NO(g, "{\"ax-\": \"s\"}");
+    hr_grammar_free(g);
+    /* several patterns with one schema; unanchored; keys matching none are
+       not produced even though additionalProperties allows them */
+    g = schema("{\"type\":\"object\",\"patternProperties\":{\"^[0-9]+$\":{\"type\":\"boolean\"},"
+               "\"_id\":{\"type\":\"boolean\"}}}");
+    YES(g, "{\"12\": true, \"my_id2\": false}");
+    NO(g, "{\"12a\": true}");
+    NO(g, "{\"12\": 1}");
+    hr_grammar_free(g);
+    /* an empty patternProperties is no constraint */
+    g = schema("{\"type\":\"object\",\"patternProperties\":{},\"additionalProperties\":{\"type\":\"null\"}}");
+    YES(g, "{\"a\": null}");
+    NO(g, "{\"a\": 1}");
+    hr_grammar_free(g);
+}
+
 static void test_strings_and_formats(void **state) {
     (void)state;
     hr_grammar *g = schema("{\"type\":\"string\",\"minLength\":2,\"maxLength\":3}");
@@ -148,6 +218,7 @@ static void test_strings_and_formats(void **state) {
     NO(g, "\"2023-04-31T12:30:00Z\"");
     NO(g, "\"2023-01-01T24:00:00Z\"");
     NO(g, "\"2023-01-01T12:00:00\"");
+    NO(g, "\"2023-01-01 12:00:00Z\""); /* RFC 3339 allows it, validators do not */
     hr_grammar_free(g);
     g = schema("{\"type\":\"string\",\"format\":\"uuid\"}");
     YES(g, "\"123e4567-e89b-12d3-a456-426614174000\"");
@@ -157,6 +228,16 @@ static void test_strings_and_formats(void **state) {
     YES(g, "\"a.b+c@example.co.uk\"");
     NO(g, "\"a@b\"");
     NO(g, "\"a@@b.com\"");
+    hr_grammar_free(g);
+    /* a format JSON Schema does not define is an annotation: any string */
+    g = schema("{\"type\":\"string\",\"format\":\"int32\",\"maxLength\":3}");
+    YES(g, "\"x y\"");
+    NO(g, "\"abcd\"");
+    NO(g, "12");
+    hr_grammar_free(g);
+    g = schema("{\"type\":\"string\",\"format\":\"my-own\",\"pattern\":\"^a+$\"}");
+    YES(g, "\"aa\"");
+    NO(g, "\"ab\"");
     hr_grammar_free(g);
 }
 
@@ -190,6 +271,25 @@ static void test_literals_and_combinators(void **state) {
     YES(g, "2");
     YES(g, "null");
     NO(g, "3");
+    hr_grammar_free(g);
+    /* oneOf of objects told apart by a discriminator (the parent's type and
+       required merged into each branch), by literals, by closed property sets */
+    g = schema("{\"type\":\"object\",\"required\":[\"kind\"],\"oneOf\":["
+               "{\"properties\":{\"kind\":{\"const\":\"a\"},\"x\":{\"type\":\"integer\"}}},"
+               "{\"properties\":{\"kind\":{\"enum\":[\"b\",\"c\"]},\"y\":{\"type\":\"string\"}}}]}");
+    YES(g, "{\"kind\": \"a\", \"x\": 1}");
+    YES(g, "{\"kind\": \"c\", \"y\": \"s\"}");
+    NO(g, "{\"kind\": \"a\", \"x\": \"s\"}");
+    hr_grammar_free(g);
+    g = schema("{\"oneOf\":[{\"enum\":[1,\"x\"]},{\"const\":2}]}");
+    YES(g, "2");
+    NO(g, "3");
+    hr_grammar_free(g);
+    g = schema("{\"type\":\"object\",\"oneOf\":["
+               "{\"properties\":{\"a\":{}},\"additionalProperties\":false},"
+               "{\"required\":[\"b\"]}]}");
+    YES(g, "{\"a\": 1}");
+    YES(g, "{\"b\": 1}");
     hr_grammar_free(g);
     g = schema("{\"type\":[\"string\",\"null\"]}");
     YES(g, "null");
@@ -252,9 +352,19 @@ static void expect_error(const char *js, int code, const char *needle) {
 
 static void test_schema_errors(void **state) {
     (void)state;
-    expect_error("{\"not\":{}}", HR_EUNSUPPORTED, "keyword 'not'");
+    expect_error("{\"not\":{\"required\":[\"a\"]}}", HR_EUNSUPPORTED, "keyword 'not'");
+    expect_error("{\"type\":\"number\",\"not\":{\"type\":\"integer\"}}", HR_EUNSUPPORTED, "'not' an integer");
+    expect_error("{\"not\":3}", HR_EINVAL, "'not' must be a schema");
     expect_error("{\"if\":{}}", HR_EUNSUPPORTED, "keyword 'if'");
-    expect_error("{\"type\":\"object\",\"patternProperties\":{}}", HR_EUNSUPPORTED, "'patternProperties'");
+    expect_error("{\"type\":\"object\",\"propertyNames\":{}}", HR_EUNSUPPORTED, "'propertyNames'");
+    expect_error("{\"type\":\"object\",\"patternProperties\":{\"^a\":{\"type\":\"string\"},"
+                 "\"^b\":{\"type\":\"integer\"}}}", HR_EUNSUPPORTED, "different schemas");
+    expect_error("{\"type\":\"object\",\"properties\":{\"x-id\":{}},"
+                 "\"patternProperties\":{\"^x-\":{}}}", HR_EUNSUPPORTED, "'x-id' matching");
+    expect_error("{\"type\":\"object\",\"required\":[\"x-id\"],"
+                 "\"patternProperties\":{\"^x-\":{}}}", HR_EUNSUPPORTED, "'x-id' matching");
+    expect_error("{\"type\":\"object\",\"patternProperties\":{\"(\":{}}}", HR_EINVAL, "patternProperties");
+    expect_error("{\"type\":\"object\",\"patternProperties\":[]}", HR_EINVAL, "'patternProperties' must");
     expect_error("{\"type\":\"object\",\"propertyNames\":{}}", HR_EUNSUPPORTED, "'propertyNames'");
     expect_error("{\"type\":\"object\",\"dependencies\":{}}", HR_EUNSUPPORTED, "'dependencies'");
     expect_error("{\"type\":\"object\",\"minProperties\":1}", HR_EUNSUPPORTED, "'minProperties'");
@@ -265,6 +375,7 @@ static void test_schema_errors(void **state) {
     expect_error("{\"type\":\"number\",\"minimum\":0.5}", HR_EUNSUPPORTED, "non-integer");
     expect_error("{\"type\":\"integer\",\"maximum\":1e30}", HR_EUNSUPPORTED, "beyond 1e18");
     expect_error("{\"type\":\"string\",\"format\":\"uri\"}", HR_EUNSUPPORTED, "format 'uri'");
+    expect_error("{\"type\":\"string\",\"format\":\"ipv6\"}", HR_EUNSUPPORTED, "format 'ipv6'");
     expect_error("{\"type\":\"string\",\"pattern\":\"a\",\"maxLength\":3}", HR_EUNSUPPORTED, "together with");
     expect_error("{\"type\":\"string\",\"pattern\":\"a\",\"format\":\"uuid\"}", HR_EUNSUPPORTED, "together with 'format'");
     expect_error("{\"type\":\"string\",\"pattern\":1}", HR_EINVAL, "'pattern' must be a string");
@@ -280,6 +391,13 @@ static void test_schema_errors(void **state) {
     expect_error("{\"anyOf\":[]}", HR_EINVAL, "non-empty array");
     expect_error("{\"oneOf\":[{\"type\":\"number\"},{\"type\":\"integer\"}]}", HR_EUNSUPPORTED, "may overlap");
     expect_error("{\"oneOf\":[{\"required\":[\"a\"]},{\"required\":[\"b\"]}]}", HR_EUNSUPPORTED, "may overlap");
+    /* a discriminator not required in both, literals that meet (1 == 1.0),
+       a closed branch that declares what the other requires: may overlap */
+    expect_error("{\"type\":\"object\",\"oneOf\":[{\"properties\":{\"k\":{\"const\":1}},\"required\":[\"k\"]},"
+                 "{\"properties\":{\"k\":{\"const\":2}}}]}", HR_EUNSUPPORTED, "may overlap");
+    expect_error("{\"oneOf\":[{\"enum\":[1,\"x\"]},{\"const\":1.0}]}", HR_EUNSUPPORTED, "may overlap");
+    expect_error("{\"type\":\"object\",\"oneOf\":[{\"properties\":{\"b\":{}},\"additionalProperties\":false},"
+                 "{\"required\":[\"b\"]}]}", HR_EUNSUPPORTED, "may overlap");
     expect_error("{\"anyOf\":[{}],\"oneOf\":[{}]}", HR_EUNSUPPORTED, "together with 'oneOf'");
     expect_error("{\"enum\":1}", HR_EINVAL, "'enum' must be an array");
     expect_error("{\"type\":\"bogus\"}", HR_EINVAL, "unknown 'type'");
@@ -289,7 +407,7 @@ static void test_schema_errors(void **state) {
     expect_error("{\"prefixItems\":{},\"type\":\"array\"}", HR_EINVAL, "'prefixItems' must be an array");
     expect_error("1", HR_EINVAL, "object or a boolean");
     expect_error("{\"$ref\":\"#\"}", HR_EUNSUPPORTED, "left-recursive");
-    expect_error("{\"properties\":{\"a\":{\"properties\":{\"b\":{\"not\":{}}}}}}", HR_EUNSUPPORTED,
+    expect_error("{\"properties\":{\"a\":{\"properties\":{\"b\":{\"not\":{\"enum\":[1]}}}}}}", HR_EUNSUPPORTED,
                  "#/properties/a/properties/b");
     /* nesting */
     char deep[4096] = "";
@@ -360,6 +478,8 @@ int main(void) {
         cmocka_unit_test(test_arrays),
         cmocka_unit_test(test_numbers),
         cmocka_unit_test(test_strings_and_formats),
+        cmocka_unit_test(test_pattern_properties),
+        cmocka_unit_test(test_not),
         cmocka_unit_test(test_literals_and_combinators),
         cmocka_unit_test(test_refs),
         cmocka_unit_test(test_json_object_and_dumps),

@@ -131,6 +131,36 @@ static void test_json_brute_force(void **state) {
     hr_grammar_free(g);
 }
 
+/* String bodies (a fast path accepts whole trie subtrees of plain text):
+ * unbounded, length-bounded, pattern-constrained, additional-property keys
+ * that must differ from the declared names, against brute force. */
+static void test_string_bodies_brute_force(void **state) {
+    (void)state;
+    if (!tok)
+        skip();
+    static const char *S[] = {
+        "{\"type\":\"string\"}",
+        "{\"type\":\"string\",\"minLength\":3,\"maxLength\":9}",
+        "{\"type\":\"array\",\"items\":{\"type\":\"string\",\"pattern\":\"^[a-z ]*[0-9]\"}}",
+        ("{\"type\":\"object\",\"properties\":{\"name\":{\"type\":\"integer\"},"
+         "\"nap\":{\"type\":\"integer\"}},\"additionalProperties\":{\"type\":\"string\",\"maxLength\":40}}"),
+    };
+    char out[4096];
+    for (size_t i = 0; i < sizeof S / sizeof *S; i++) {
+        json_t *js = json_loads(S[i], 0, NULL);
+        assert_non_null(js);
+        hr_grammar *g;
+        hr_error err;
+        assert_int_equal(hr_grammar_from_json_schema(&g, js, &err), 0);
+        for (int k = 0; k < 2; k++) {
+            walk(g, 7, 7, out, sizeof out);
+            fprintf(stderr, "walk: %s\n", out);
+        }
+        hr_grammar_free(g);
+        json_decref(js);
+    }
+}
+
 static void test_eos_and_specials(void **state) {
     (void)state;
     if (!tok)
@@ -205,6 +235,7 @@ static void test_vocab_errors(void **state) {
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_json_brute_force),
+        cmocka_unit_test(test_string_bodies_brute_force),
         cmocka_unit_test(test_eos_and_specials),
         cmocka_unit_test(test_partial_utf8_tokens),
         cmocka_unit_test(test_vocab_errors),

@@ -141,6 +141,32 @@ static void test_seeded_and_greedy(void **state) {
     json_decref(params);
 }
 
+/* Resampling after removing tokens: the processors are not applied twice,
+ * the remaining log-probabilities are renormalized. */
+static void test_resample(void **state) {
+    (void)state;
+    float w[64];
+    memset(w, 0, sizeof w);
+    w[0] = 5;
+    w[1] = 1;
+    w[2] = 2;
+    json_t *params = json_pack("{s:f,s:{s:f}}", "temp", 0.0, "logit_bias", "1", 2.0);
+    int32_t bi[1], sp[1];
+    float bv[1];
+    hr_sampler *s = make(params, NULL, bi, bv, sp, 0);
+    assert_int_equal(hr_sampler_sample(s, w), 0);
+    assert_float_equal(w[1] - w[2], 1.0, 1e-5); /* biased once */
+    w[0] = -INFINITY;
+    assert_int_equal(hr_sampler_resample(s, w), 1);
+    assert_float_equal(w[1] - w[2], 1.0, 1e-5); /* not biased again */
+    double total = 0;
+    for (int i = 0; i < g_vocab; i++)
+        total += exp(w[i]);
+    assert_float_equal(total, 1.0, 1e-4);
+    hr_sampler_free(s);
+    json_decref(params);
+}
+
 static void expect_invalid(const char *field, void (*set)(hr_sampler_params *)) {
     hr_sampler_params p;
     hr_sampler_params_default(&p);
@@ -195,6 +221,7 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_cases),
         cmocka_unit_test(test_seeded_and_greedy),
+        cmocka_unit_test(test_resample),
         cmocka_unit_test(test_validation),
     };
     int rc = cmocka_run_group_tests(tests, NULL, NULL);
