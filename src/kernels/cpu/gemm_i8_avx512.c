@@ -7,6 +7,10 @@
  * whatever the tile it is computed in, so a row's result does not depend on
  * how many rows run with it (batch invariance).
  *
+ * The weight rows of the next tile are prefetched at the place being read
+ * (the hardware prefetcher alone leaves decode latency-bound: 9 -> 14.5
+ * tokens/s on one thread for Llama-3.2-1B Q4_0).
+ *
  * Tiles: 4 weight rows x 4 activation rows (4 x 1 for the last n % 4), over
  * blocks of 16 weight rows (L1) x as many activation rows as fit in 384 KiB
  * (L2; each activation element takes 4 bytes with its scale terms). */
@@ -168,9 +172,13 @@ static inline void pair_q6_k(const uint8_t *row, int p, qpair *o) {
         qpair wp[4]; /* kept across pairs: the K-quant super-block scales */       \
         for (int b = 0; b < J; b++)                                                \
             wp[b].ksw = wp[b].kmn = _mm512_setzero_ps();                           \
+        size_t ahead = (size_t)J * rb; /* the next tile's rows, same place */      \
         for (int p = 0; p < np; p++) {                                             \
-            for (int b = 0; b < J; b++)                                            \
+            for (int b = 0; b < J; b++) {                                          \
+                _mm_prefetch((const char *)row[b] + ahead + (size_t)p * rb / np,   \
+                             _MM_HINT_T0);                                         \
                 DEC(row[b], p, &wp[b]);                                            \
+            }                                                                      \
             for (int a = 0; a < I; a++) {                                          \
                 __m512i qa = _mm512_loadu_si512(q[a] + 64 * p);                    \
                 __m512 da = _mm512_loadu_ps(d4[a] + 16 * p);                       \
