@@ -3,7 +3,8 @@
  * quant.h (same f32 operations in the same order), and multiplied with f32
  * activations:
  *   - few activation rows (decode): 4 weight rows at a time, each 32-wide
- *     chunk decoded once per activation row, FMA into 16-lane accumulators;
+ *     chunk decoded once per activation row, FMA into 16-lane accumulators,
+ *     the next 4 rows prefetched at the place being read;
  *   - many rows (prefill): a panel of 32 weight rows x 256 columns is
  *     dequantized once into an f32 scratch (k-major, 32 KiB, L1-resident)
  *     and a 6x32 register-tiled outer-product kernel runs every activation
@@ -267,6 +268,7 @@ static inline void micro(float *y, int ldy, const float *x, int ldx, int i0, int
             return;                                                                \
         }                                                                          \
         int k = (int)w->shape[1];                                                  \
+        size_t rb = hr_tensor_row_bytes(w);                                        \
         int j = m0;                                                                \
         for (; j + 4 <= m1; j += 4) {                                              \
             qrow r[4] = {row_at(w, j), row_at(w, j + 1), row_at(w, j + 2),         \
@@ -278,6 +280,8 @@ static inline void micro(float *y, int ldy, const float *x, int ldx, int i0, int
                 for (int t = 0; t < k; t += 32) {                                  \
                     __m512 x0 = _mm512_loadu_ps(xi + t), x1 = _mm512_loadu_ps(xi + t + 16); \
                     for (int b = 0; b < 4; b++) {                                  \
+                        _mm_prefetch((const char *)r[b].q + 4 * rb + (size_t)t * rb / k, \
+                                     _MM_HINT_T0);                                 \
                         __m512 lo, hi;                                             \
                         DEC(w, &r[b], t, &lo, &hi);                                \
                         acc[b] = _mm512_fmadd_ps(x0, lo, acc[b]);                  \
