@@ -6,7 +6,8 @@
  *   acc += cvt(dot + c4) * (sw * d4) [+ mn * s4].
  * Q8_0 (u up to 255 would saturate) takes the signed bytes with the sign
  * trick (|w| x sign(q, w)), which gives the same exact dot + c4 directly.
- * 4 weight rows per pass, one activation row at a time: each output has
+ * 4 weight rows per pass (the next 4 prefetched at the place being read),
+ * one activation row at a time: each output has
  * the same sequence of operations whatever the batch (batch invariance). */
 #include "kernels/cpu/gemm_q.h"
 #include "kernels/cpu/qdot.h"
@@ -129,6 +130,8 @@ static inline void blk_q6_k(const uint8_t *row, int bi, qblk *o) {
             __m256i ca = _mm256_loadu_si256((const __m256i *)(c4 + 8 * bi));       \
             __m256 ms = HASMIN ? _mm256_loadu_ps(s4 + 8 * bi) : _mm256_setzero_ps(); \
             for (int b = 0; b < J; b++) {                                          \
+                _mm_prefetch((const char *)row[b] + (size_t)J * rb + (size_t)bi * rb / nb, \
+                             _MM_HINT_T0);                                         \
                 DEC(row[b], bi, &wb[b]);                                           \
                 __m256i dot;                                                       \
                 if (SIGNED) {                                                      \
