@@ -153,6 +153,8 @@ struct hr_engine {
     uint8_t *b_want;
     hr_seq_blocks *b_seqs;          /* [max_batch] */
     hr_request **b_row_req;         /* [max_batch]: request of each logits row */
+    hr_step *b_step;                /* [max_batch]: what each row sampled */
+    int n_rows;
     float *logits;                  /* [max_batch][n_vocab] */
     /* stats, read from any thread */
     _Atomic long st_total, st_running, st_queued, st_prompt, st_gen;
@@ -354,6 +356,24 @@ static int32_t token_at(const hr_request *r, int k) {
     return k < r->n_prompt ? r->prompt[k] : r->steps[k - r->n_prompt].token;
 }
 
+/* Sample every logits row: rows are split over the pool's threads (each
+ * request's sampler is its own; a row is one request's). */
+static void sample_worker(void *p, int ith, int nth) {
+    hr_engine *e = p;
+    int V = e->m->hp.n_vocab;
+    long lo, hi;
+    hr_split(e->n_rows, ith, nth, &lo, &hi);
+    for (long k = lo; k < hi; k++) {
+        hr_request *r = e->b_row_req[k];
+        float *row = e->logits + (size_t)k * V;
+        int32_t tok = hr_sampler_sample(r->sampler, row);
+        hr_step *s = &e->b_step[k];
+        *s = (hr_step){.token = tok, .logprob = row[tok]};
+        if (r->top_logprobs)
+            s->n_top = hr_top_logprobs(row, V, r->top_logprobs, s->top_ids, s->top_lps);
+    }
+}
+
 /* One step: a batch of every decode row plus prefill chunks, one forward,
  * then sampling. A sequence's tokens [len, known) are not in the KV yet:
  * one is a decode row, more are a prefill (a new prompt, or a sequence
@@ -421,7 +441,7 @@ static void step(hr_engine *e) {
     for (int t = 0; t < T; t++)
         e->running[e->b_seq[t]]->len++;
     int V = e->m->hp.n_vocab;
-    for (int k = 0; k < n_rows; k++) {
+    for (int k = 0; k < n_rows; k++) { /* grammar masks (shared caches): one thread */
         hr_request *r = e->b_row_req[k];
         float *row = e->logits + (size_t)k * V;
         if (r->matcher) { /* only tokens that keep the output valid */
@@ -430,7 +450,15 @@ static void step(hr_engine *e) {
                 if (!(r->mask[t >> 5] >> (t & 31) & 1))
                     row[t] = -INFINITY;
         }
-        int32_t tok = hr_sampler_sample(r->sampler, row);
+    }
+    e->n_rows = n_rows;
+    if (n_rows > 1)
+        hr_pool_run(hr_fwd_pool(e->fwd), sample_worker, e);
+    else
+        sample_worker(e, 0, 1);
+    for (int k = 0; k < n_rows; k++) {
+        hr_request *r = e->b_row_req[k];
+        int32_t tok = e->b_step[k].token;
         if (is_stop(r, tok)) {
             pthread_mutex_lock(&r->mu);
             r->eos = true;
@@ -447,11 +475,8 @@ static void step(hr_engine *e) {
             }
         }
         hr_sampler_accept(r->sampler, &tok, 1);
-        hr_step s = {.token = tok, .logprob = row[tok]};
-        if (r->top_logprobs)
-            s.n_top = hr_top_logprobs(row, V, r->top_logprobs, s.top_ids, s.top_lps);
         pthread_mutex_lock(&r->mu);
-        r->steps[r->n_steps++] = s;
+        r->steps[r->n_steps++] = e->b_step[k];
         pthread_cond_broadcast(&r->cv);
         pthread_mutex_unlock(&r->mu);
         atomic_fetch_add(&e->st_gen, 1);
@@ -585,9 +610,10 @@ int hr_engine_new(hr_engine **out, const hr_model *m, const hr_engine_opts *o,
     e->b_want = malloc((size_t)T);
     e->b_seqs = malloc((size_t)B * sizeof *e->b_seqs);
     e->b_row_req = malloc((size_t)B * sizeof *e->b_row_req);
+    e->b_step = malloc((size_t)B * sizeof *e->b_step);
     e->logits = malloc((size_t)B * m->hp.n_vocab * sizeof *e->logits);
     if (!e->running || !e->b_tok || !e->b_pos || !e->b_seq || !e->b_want || !e->b_seqs ||
-        !e->b_row_req || !e->logits) {
+        !e->b_row_req || !e->b_step || !e->logits) {
         rc = hr_err(err, HR_ENOMEM, "out of memory");
         goto fail;
     }
@@ -652,6 +678,7 @@ void hr_engine_free(hr_engine *e) {
     free(e->b_want);
     free(e->b_seqs);
     free(e->b_row_req);
+    free(e->b_step);
     free(e->logits);
     pthread_mutex_destroy(&e->mu);
     pthread_cond_destroy(&e->cv);
