@@ -9,6 +9,8 @@
 # client count C (C slots of SLOT_CTX tokens, --jinja for the template).
 #   bench/concurrency.sh build/hearth [gen_tokens]
 #   env: THREADS (2) CLIENTS ("1 4 8") TYPE (Q8_0) SLOT_CTX (512)
+#        REPEATS (1: rounds per client count, the best kept; the cores here
+#        are shared, so more rounds filter out other people's load)
 #        HEARTH_BENCH_DIR (/tmp/hearth-bench)
 #        LLAMACPP_DIR (.deps/llama.cpp; built by bench/peers/llamacpp-build.sh
 #        when missing) or LLAMA_SERVER=/path/to/llama-server; NO_PEER=1 runs
@@ -17,6 +19,7 @@ set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 bin=$1; n=${2:-32}
 threads=${THREADS:-2}; clients=${CLIENTS:-"1 4 8"}; type=${TYPE:-Q8_0}; slot=${SLOT_CTX:-512}
+reps=${REPEATS:-1}
 bdir=${HEARTH_BENCH_DIR:-/tmp/hearth-bench}
 dir=$bdir/qwen3-0.6b-chat
 gguf=$bdir/qwen3-0.6b-chat-$type.gguf
@@ -51,7 +54,7 @@ PY
 
 start_server "$out/hearth.log" --model "$gguf" --threads "$threads" --batch 8
 node "$root/bench/concurrency.mjs" "http://127.0.0.1:$SERVER_PORT" "$n" "$clients" "$bias" \
-    >"$out/hearth.jsonl"
+    "$reps" >"$out/hearth.jsonl"
 stop_servers
 
 if [ -n "$server" ]; then
@@ -66,19 +69,19 @@ if [ -n "$server" ]; then
             kill -0 "$lpid" 2>/dev/null || { tail -20 "$out/llama.log"; exit 1; }
             sleep 0.1
         done
-        node "$root/bench/concurrency.mjs" "http://127.0.0.1:$port" "$n" "$c" "$lbias" \
+        node "$root/bench/concurrency.mjs" "http://127.0.0.1:$port" "$n" "$c" "$lbias" "$reps" \
             >>"$out/llama.jsonl"
         kill "$lpid"; wait "$lpid" 2>/dev/null || true; lpid=
     done
 fi
 
-python3 - "$out" "$threads" "$n" "$type" <<'PY'
+python3 - "$out" "$threads" "$n" "$type" "$reps" <<'PY'
 import json, os, sys
-d, threads, n, typ = sys.argv[1:]
+d, threads, n, typ, reps = sys.argv[1:]
 load = lambda f: {o["clients"]: o for o in map(json.loads, open(f))} if os.path.exists(f) else {}
 h, l = load(d + "/hearth.jsonl"), load(d + "/llama.jsonl")
 print(f"continuous batching, qwen3-0.6b (synthesized) {typ} GGUF, {threads} threads, "
-      f"{n} tokens per client (aggregate decode tokens/s, mean TTFT ms)")
+      f"{n} tokens per client, best of {reps} (aggregate decode tokens/s, mean TTFT ms)")
 print(f"{'clients':>7} {'hearth':>8} {'TTFT':>6} {'xone':>5}  {'llama-server':>12} {'TTFT':>6} "
       f"{'xone':>5}  {'tok/s ratio':>11} {'TTFT ratio':>10}")
 for c in sorted(h):
@@ -88,4 +91,6 @@ for c in sorted(h):
         row += (f"{b['agg_tps']:12.2f} {b['ttft_ms']:6.0f} {b['agg_tps'] / l[min(l)]['agg_tps']:5.2f}  "
                 f"{a['agg_tps'] / b['agg_tps']:11.2f} {a['ttft_ms'] / b['ttft_ms']:10.2f}")
     print(row)
+pt = lambda r: sum(o["prompt_tokens"] for o in r.values()) / max(len(r), 1)
+print(f"prompt tokens per request: hearth {pt(h):.1f}" + (f", llama-server {pt(l):.1f}" if l else ""))
 PY
