@@ -1,6 +1,7 @@
 // Agent-style prompt-cache benchmark body: see bench/agent.sh.
 //   node bench/agent.mjs BIN MODEL PREFIX_TOKENS TURNS OFF_TURNS
 import { spawn, execFileSync } from 'node:child_process';
+import http from 'node:http';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 
 const [bin, model, prefixStr, turnsStr, offStr] = process.argv.slice(2);
@@ -41,18 +42,30 @@ function promptTokens(nTools) {
 const base0 = promptTokens(0), per = (promptTokens(100) - base0) / 100;
 const tools = [...Array(Math.max(0, Math.round((prefixTokens - base0) / per))).keys()].map(tool);
 
+// node's fetch gives up on a body silent for 5 minutes: a long prefill is;
+// plain http has no such timeout
+function post(url, body, onData) {
+  return new Promise((res, rej) => {
+    const u = new URL(url);
+    const req = http.request({ hostname: u.hostname, port: u.port, path: u.pathname, method: 'POST',
+      headers: { 'Content-Type': 'application/json' } }, (resp) => {
+      resp.setEncoding('utf8');
+      resp.on('data', onData);
+      resp.on('end', res);
+      resp.on('error', rej);
+    });
+    req.on('error', rej);
+    req.end(JSON.stringify(body));
+  });
+}
+
 async function turn(base, messages, maxTokens = 16) {
   const t0 = performance.now();
-  const resp = await fetch(`${base}/v1/chat/completions`, { method: 'POST', body: JSON.stringify({
-    messages, tools, max_tokens: maxTokens, stream: true, logprobs: true, temperature: 0,
-    stream_options: { include_usage: true } }) });
-  const reader = resp.body.getReader();
-  const dec = new TextDecoder();
   let buf = '', first = 0, last = 0, n = 0, text = '', usage = null;
-  for (;;) {
-    const { value, done } = await reader.read();
-    if (done) break;
-    buf += dec.decode(value, { stream: true });
+  await post(`${base}/v1/chat/completions`, {
+    messages, tools, max_tokens: maxTokens, stream: true, logprobs: true, temperature: 0,
+    stream_options: { include_usage: true } }, (chunk) => {
+    buf += chunk;
     let i;
     while ((i = buf.indexOf('\n\n')) >= 0) {
       const ev = buf.slice(0, i); buf = buf.slice(i + 2);
@@ -63,8 +76,12 @@ async function turn(base, messages, maxTokens = 16) {
       if (c?.logprobs) { const now = performance.now(); if (!first) first = now; last = now; n++; }
       text += c?.delta?.content ?? '';
     }
-  }
-  return { ttft: first - t0, tps: n > 1 ? (n - 1) / ((last - first) / 1000) : 0, text, usage };
+  });
+  const r = { ttft: first - t0, tps: n > 1 ? (n - 1) / ((last - first) / 1000) : 0, text, usage };
+  console.error(`  ${new Date().toISOString().slice(11, 19)} prompt ${usage.prompt_tokens} ` +
+    `cached ${usage.prompt_tokens_details.cached_tokens} TTFT ${r.ttft.toFixed(0)} ms ` +
+    `decode ${r.tps.toFixed(2)} tokens/s`);
+  return r;
 }
 
 function conversation(k, replies) {
@@ -79,6 +96,7 @@ function conversation(k, replies) {
 // 1. cache on (RAM + SSD tier): every turn; then decode 64 tokens after
 //    conversation R (its prompt is cached: decode with the SSD tier on)
 const R = offTurns - 1, ssd = mkdtempSync('/tmp/hearth-ssd-');
+console.error('cache on (RAM + SSD tier):');
 const a = await start(['--ssd-cache', ssd]);
 const replies = [], on = [];
 for (let k = 0; k < turns; k++) {
@@ -89,12 +107,14 @@ for (let k = 0; k < turns; k++) {
 const dSsd = await turn(a.base, conversation(R, replies), 64);
 await stop(a);
 // 2. restart: re-attach conversation R from the SSD tier
+console.error('restart, re-attach:');
 const b = await start(['--ssd-cache', ssd]);
 const re = await turn(b.base, conversation(R, replies));
 await stop(b);
 rmSync(ssd, { recursive: true, force: true });
 // 3. cache off: the first offTurns turns, the same prompts; the last one is
 //    conversation R's full re-prefill and decodes 64 tokens (SSD tier off)
+console.error('cache off:');
 const c = await start(['--prompt-cache', '0']);
 const off = [];
 for (let k = 0; k < offTurns; k++)
