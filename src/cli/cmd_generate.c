@@ -57,14 +57,18 @@ int hr_cmd_generate(int argc, char **argv) {
     hr_tokenizer *tok = NULL;
     if (prompt_tokens && (rc = hr_parse_token_list(prompt_tokens, &ptoks, &n_prompt, &err)))
         return hr_cli_fail(&err);
-    /* the tokenizer, when the model directory has one: --prompt and "text" need it */
+    /* the tokenizer, when the model directory (or GGUF file) has one: --prompt
+     * and "text" need it */
     char tpath[4096];
     snprintf(tpath, sizeof tpath, "%s/tokenizer.json", model);
-    FILE *tf = fopen(tpath, "r");
-    if (tf) {
+    size_t ml = strlen(model);
+    int gguf = ml > 5 && !strcmp(model + ml - 5, ".gguf");
+    FILE *tf = gguf ? NULL : fopen(tpath, "r");
+    if (tf)
         fclose(tf);
-        if (hr_tokenizer_load(&tok, model, &err))
-            return hr_cli_fail(&err);
+    if (tf || gguf) {
+        if (hr_tokenizer_load(&tok, model, &err) && (tf || prompt))
+            return hr_cli_fail(&err); /* a GGUF without a vocabulary still runs token ids */
     } else if (prompt) {
         return hr_cli_fail(&(hr_error){.msg = "--prompt needs a tokenizer.json in the model "
                                               "directory; use --prompt-tokens"});

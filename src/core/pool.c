@@ -2,12 +2,14 @@
 
 #include <linux/futex.h>
 #include <pthread.h>
+#include <sched.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
 #define SPIN_ITERS 20000
+#define YIELD_SPINS 2000
 
 struct hr_pool {
     int nth;
@@ -139,6 +141,11 @@ void hr_pool_run(hr_pool *pool, hr_task_fn fn, void *ctx) {
     if (atomic_load(&pool->sleeping) > 0)
         futex_wake_all(&pool->gen);
     fn(ctx, 0, pool->nth);
-    while (atomic_load_explicit(&pool->pending, memory_order_acquire) > 0)
-        cpu_relax();
+    /* a worker still busy after a short spin has usually been preempted (the
+     * cores are shared): yield, so that it can have this core back */
+    for (int spins = 0; atomic_load_explicit(&pool->pending, memory_order_acquire) > 0;)
+        if (++spins < YIELD_SPINS)
+            cpu_relax();
+        else
+            sched_yield();
 }

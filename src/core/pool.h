@@ -4,7 +4,10 @@
  * pool's nth threads (the caller is ith 0) and returns when all are done.
  * Kernels split their work by (ith, nth) and never manage threads. Workers
  * spin briefly between jobs, then sleep on a futex: the token loop makes no
- * allocation and, while busy, no system call. */
+ * allocation and, while busy, no system call. The caller, done with its
+ * share, spins a little for the others and then yields its core (a worker
+ * that is late has usually been preempted by another process on a shared
+ * machine, and may be waiting for exactly that core). */
 #ifndef HR_CORE_POOL_H
 #define HR_CORE_POOL_H
 

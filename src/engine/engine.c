@@ -153,6 +153,8 @@ struct hr_engine {
     uint8_t *b_want;
     hr_seq_blocks *b_seqs;          /* [max_batch] */
     hr_request **b_row_req;         /* [max_batch]: request of each logits row */
+    hr_step *b_step;                /* [max_batch]: what each row sampled */
+    int n_rows;
     float *logits;                  /* [max_batch][n_vocab] */
     /* stats, read from any thread */
     _Atomic long st_total, st_running, st_queued, st_prompt, st_gen;
@@ -353,8 +355,9 @@ static bool is_stop(const hr_request *r, int32_t tok) {
  * could then no longer be completed within the tokens left (one token per
  * byte of its shortest completion), undo, mask row (the log-probabilities
  * the sampler left) to the tokens that keep it completable in time (or, when
- * none can, that get closest) and draw again. 0, or -1 on our bug (a token
- * the mask allowed does not fit). row has V entries. */
+ * none can, that get closest) and draw again. 0 when *tok stands, 1 when it
+ * was drawn again (row changed), -1 on our bug (a token the mask allowed
+ * does not fit). row has V entries. */
 static int grammar_accept(hr_request *r, float *row, int V, int32_t *tok) {
     hr_error merr;
     int left = r->limit - r->n_steps; /* this token included */
@@ -370,7 +373,7 @@ static int grammar_accept(hr_request *r, float *row, int V, int32_t *tok) {
             row[t] = -INFINITY;
     *tok = hr_sampler_resample(r->sampler, row);
     if (is_stop(r, *tok) || !hr_matcher_accept(r->matcher, *tok, &merr))
-        return 0;
+        return 1;
 bug:
     hr_log(HR_LOG_ERROR, "grammar: %s", merr.msg);
     return -1;
@@ -379,6 +382,27 @@ bug:
 /* Token k of a sequence: the prompt, then what was sampled. */
 static int32_t token_at(const hr_request *r, int k) {
     return k < r->n_prompt ? r->prompt[k] : r->steps[k - r->n_prompt].token;
+}
+
+/* What a row sampled: the token, its log-probability and the top ones. */
+static void fill_step(hr_step *s, const hr_request *r, const float *row, int V, int32_t tok) {
+    *s = (hr_step){.token = tok, .logprob = row[tok]};
+    if (r->top_logprobs)
+        s->n_top = hr_top_logprobs(row, V, r->top_logprobs, s->top_ids, s->top_lps);
+}
+
+/* Sample every logits row: rows are split over the pool's threads (each
+ * request's sampler is its own; a row is one request's). */
+static void sample_worker(void *p, int ith, int nth) {
+    hr_engine *e = p;
+    int V = e->m->hp.n_vocab;
+    long lo, hi;
+    hr_split(e->n_rows, ith, nth, &lo, &hi);
+    for (long k = lo; k < hi; k++) {
+        hr_request *r = e->b_row_req[k];
+        float *row = e->logits + (size_t)k * V;
+        fill_step(&e->b_step[k], r, row, V, hr_sampler_sample(r->sampler, row));
+    }
 }
 
 /* One step: a batch of every decode row plus prefill chunks, one forward,
@@ -448,7 +472,7 @@ static void step(hr_engine *e) {
     for (int t = 0; t < T; t++)
         e->running[e->b_seq[t]]->len++;
     int V = e->m->hp.n_vocab;
-    for (int k = 0; k < n_rows; k++) {
+    for (int k = 0; k < n_rows; k++) { /* grammar masks (shared caches): one thread */
         hr_request *r = e->b_row_req[k];
         float *row = e->logits + (size_t)k * V;
         if (r->matcher) { /* only tokens that keep the output valid */
@@ -457,13 +481,24 @@ static void step(hr_engine *e) {
                 if (!(r->mask[t >> 5] >> (t & 31) & 1))
                     row[t] = -INFINITY;
         }
-        int32_t tok = hr_sampler_sample(r->sampler, row);
+    }
+    e->n_rows = n_rows;
+    if (n_rows > 1)
+        hr_pool_run(hr_fwd_pool(e->fwd), sample_worker, e);
+    else
+        sample_worker(e, 0, 1);
+    for (int k = 0; k < n_rows; k++) {
+        hr_request *r = e->b_row_req[k];
+        int32_t tok = e->b_step[k].token;
         if (r->matcher && !is_stop(r, tok)) {
+            float *row = e->logits + (size_t)k * V;
             int rc = grammar_accept(r, row, V, &tok);
-            if (rc) {
+            if (rc < 0) {
                 r->limit = -2;
                 continue;
             }
+            if (rc > 0) /* redrawn under the budget mask */
+                fill_step(&e->b_step[k], r, row, V, tok);
         }
         if (is_stop(r, tok)) {
             pthread_mutex_lock(&r->mu);
@@ -473,11 +508,8 @@ static void step(hr_engine *e) {
             continue;
         }
         hr_sampler_accept(r->sampler, &tok, 1);
-        hr_step s = {.token = tok, .logprob = row[tok]};
-        if (r->top_logprobs)
-            s.n_top = hr_top_logprobs(row, V, r->top_logprobs, s.top_ids, s.top_lps);
         pthread_mutex_lock(&r->mu);
-        r->steps[r->n_steps++] = s;
+        r->steps[r->n_steps++] = e->b_step[k];
         pthread_cond_broadcast(&r->cv);
         pthread_mutex_unlock(&r->mu);
         atomic_fetch_add(&e->st_gen, 1);
@@ -612,9 +644,10 @@ int hr_engine_new(hr_engine **out, const hr_model *m, const hr_engine_opts *o,
     e->b_want = malloc((size_t)T);
     e->b_seqs = malloc((size_t)B * sizeof *e->b_seqs);
     e->b_row_req = malloc((size_t)B * sizeof *e->b_row_req);
+    e->b_step = malloc((size_t)B * sizeof *e->b_step);
     e->logits = malloc((size_t)B * m->hp.n_vocab * sizeof *e->logits);
     if (!e->running || !e->b_tok || !e->b_pos || !e->b_seq || !e->b_want || !e->b_seqs ||
-        !e->b_row_req || !e->logits) {
+        !e->b_row_req || !e->b_step || !e->logits) {
         rc = hr_err(err, HR_ENOMEM, "out of memory");
         goto fail;
     }
@@ -679,6 +712,7 @@ void hr_engine_free(hr_engine *e) {
     free(e->b_want);
     free(e->b_seqs);
     free(e->b_row_req);
+    free(e->b_step);
     free(e->logits);
     pthread_mutex_destroy(&e->mu);
     pthread_cond_destroy(&e->cv);

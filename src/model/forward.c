@@ -62,23 +62,123 @@ hr_pool *hr_fwd_pool(hr_fwd *f) { return f->pool; }
 
 /* ---- pieces ---------------------------------------------------------------- */
 
-static void norm_rows(const hr_model *m, const hr_norm_w *nw, float *y,
-                      const float *x, int T, int d) {
-    const hr_hparams *hp = &m->hp;
-    for (int t = 0; t < T; t++) {
+/* Row-wise work between the matmuls runs on the pool when the batch has
+ * more than one row (decode of several sequences, prefill), inline for one:
+ * a dispatch costs more than a single row's norm. Each row's math is the
+ * same whichever thread runs it, so the pass stays batch-invariant. */
+static void run_rows(hr_pool *pool, int T, hr_task_fn fn, void *ctx) {
+    if (T > 1)
+        hr_pool_run(pool, fn, ctx);
+    else
+        fn(ctx, 0, 1);
+}
+
+typedef struct norm_task {
+    const hr_model *m;
+    const hr_norm_w *nw;
+    float *y;
+    const float *x;
+    int T, d;
+} norm_task;
+
+static void norm_worker(void *p, int ith, int nth) {
+    const norm_task *a = p;
+    const hr_hparams *hp = &a->m->hp;
+    long lo, hi;
+    hr_split(a->T, ith, nth, &lo, &hi);
+    for (long t = lo; t < hi; t++) {
+        float *y = a->y + (size_t)t * a->d;
+        const float *x = a->x + (size_t)t * a->d;
         if (hp->arch->norm == HR_NORM_LAYER)
-            hr_layernorm(y + (size_t)t * d, x + (size_t)t * d, nw->w, nw->b, d, hp->norm_eps);
+            hr_layernorm(y, x, a->nw->w, a->nw->b, a->d, hp->norm_eps);
         else
-            hr_rmsnorm(y + (size_t)t * d, x + (size_t)t * d, nw->w,
-                       hp->norm_offset, d, hp->norm_eps);
+            hr_rmsnorm(y, x, a->nw->w, hp->norm_offset, a->d, hp->norm_eps);
     }
 }
 
-static void act_rows(hr_act act, float *g, const float *u, size_t n) {
-    switch (act) {
-    case HR_ACT_SILU: hr_silu_mul(g, u, (int)n); break;
-    case HR_ACT_GELU_TANH: hr_gelu_tanh_mul(g, u, (int)n); break;
-    case HR_ACT_GELU: hr_gelu_mul(g, u, (int)n); break;
+static void norm_rows(hr_pool *pool, const hr_model *m, const hr_norm_w *nw, float *y,
+                      const float *x, int T, int d) {
+    norm_task a = {m, nw, y, x, T, d};
+    run_rows(pool, T, norm_worker, &a);
+}
+
+typedef struct act_task {
+    hr_act act;
+    float *g;
+    const float *u;
+    size_t n;
+} act_task;
+
+static void act_worker(void *p, int ith, int nth) {
+    const act_task *a = p;
+    long lo, hi;
+    hr_split((long)(a->n / 16), ith, nth, &lo, &hi); /* 16-float chunks */
+    size_t i0 = (size_t)lo * 16, i1 = ith == nth - 1 ? a->n : (size_t)hi * 16;
+    float *g = a->g + i0;
+    const float *u = a->u ? a->u + i0 : NULL;
+    int n = (int)(i1 - i0);
+    switch (a->act) {
+    case HR_ACT_SILU: hr_silu_mul(g, u, n); break;
+    case HR_ACT_GELU_TANH: hr_gelu_tanh_mul(g, u, n); break;
+    case HR_ACT_GELU: hr_gelu_mul(g, u, n); break;
+    }
+}
+
+static void act_rows(hr_pool *pool, int T, hr_act act, float *g, const float *u, size_t n) {
+    act_task a = {act, g, u, n};
+    run_rows(pool, T, act_worker, &a);
+}
+
+/* Per token after the q/k/v projections: q/k norms, RoPE, K/V into the
+ * cache ([block][kv_head][slot][hd]). */
+typedef struct qkv_task {
+    const hr_model *m;
+    const hr_layer *L;
+    const hr_batch *b;
+    hr_kv *kv;
+    float *q, *k;
+    const float *v, *freq;
+    const int32_t *const *tok_blocks;
+    int il, half;
+    bool sliding;
+} qkv_task;
+
+static void qkv_worker(void *p, int ith, int nth) {
+    const qkv_task *a = p;
+    const hr_hparams *hp = &a->m->hp;
+    const hr_arch *arch = hp->arch;
+    int hd = hp->head_dim, qd = hp->n_heads * hd, kvd = hp->n_kv_heads * hd, half = a->half;
+    long lo, hi;
+    hr_split(a->b->n_tokens, ith, nth, &lo, &hi);
+    for (long t = lo; t < hi; t++) {
+        float *qt = a->q + (size_t)t * qd, *kt = a->k + (size_t)t * kvd;
+        if (arch->qk_norm == HR_QK_NORM_HEAD) {
+            for (int h = 0; h < hp->n_heads; h++)
+                hr_rmsnorm(qt + h * hd, qt + h * hd, a->L->q_norm, hp->norm_offset, hd,
+                           hp->norm_eps);
+            for (int h = 0; h < hp->n_kv_heads; h++)
+                hr_rmsnorm(kt + h * hd, kt + h * hd, a->L->k_norm, hp->norm_offset, hd,
+                           hp->norm_eps);
+        } else if (arch->qk_norm == HR_QK_NORM_FULL) {
+            hr_rmsnorm(qt, qt, a->L->q_norm, hp->norm_offset, qd, hp->norm_eps);
+            hr_rmsnorm(kt, kt, a->L->k_norm, hp->norm_offset, kvd, hp->norm_eps);
+        }
+        int pos = a->b->pos[t];
+        if (hp->layer_rope[a->il] && half > 0) {
+            const float *fs = a->freq + (size_t)a->b->seq[t] * 2 * (half + 1);
+            if (a->sliding && hp->has_rope_local)
+                fs += half + 1;
+            hr_rope(qt, hp->n_heads, hd, hp->rot_dim, pos, fs, fs[half], hp->rope_interleaved);
+            hr_rope(kt, hp->n_kv_heads, hd, hp->rot_dim, pos, fs, fs[half],
+                    hp->rope_interleaved);
+        }
+        size_t base = (size_t)a->tok_blocks[t][pos / HR_KV_BLOCK] * a->kv->block_stride;
+        float *kc = hr_kv_layer_k(a->kv, a->il) + base, *vc = hr_kv_layer_v(a->kv, a->il) + base;
+        for (int h = 0; h < hp->n_kv_heads; h++) {
+            size_t off = ((size_t)h * HR_KV_BLOCK + pos % HR_KV_BLOCK) * hd;
+            memcpy(kc + off, kt + h * hd, (size_t)hd * sizeof(float));
+            memcpy(vc + off, a->v + (size_t)t * kvd + h * hd, (size_t)hd * sizeof(float));
+        }
     }
 }
 
@@ -177,44 +277,15 @@ int hr_forward(hr_fwd *f, hr_kv *kv, const hr_batch *b, float *logits,
         /* ---- attention ---- */
         const float *ain = x;
         if (L->norm[HR_NORM_PRE_ATTN].w) {
-            norm_rows(m, &L->norm[HR_NORM_PRE_ATTN], xn, x, T, d);
+            norm_rows(pool, m, &L->norm[HR_NORM_PRE_ATTN], xn, x, T, d);
             ain = xn;
         }
         hr_matmul(pool, q, qd, ain, d, T, &L->wq, L->bq);
         hr_matmul(pool, k, kvd, ain, d, T, &L->wk, L->bk);
         hr_matmul(pool, v, kvd, ain, d, T, &L->wv, L->bv);
-        for (int t = 0; t < T; t++) {
-            float *qt = q + (size_t)t * qd, *kt = k + (size_t)t * kvd;
-            if (arch->qk_norm == HR_QK_NORM_HEAD) {
-                for (int h = 0; h < hp->n_heads; h++)
-                    hr_rmsnorm(qt + h * hd, qt + h * hd, L->q_norm, hp->norm_offset,
-                               hd, hp->norm_eps);
-                for (int h = 0; h < hp->n_kv_heads; h++)
-                    hr_rmsnorm(kt + h * hd, kt + h * hd, L->k_norm, hp->norm_offset,
-                               hd, hp->norm_eps);
-            } else if (arch->qk_norm == HR_QK_NORM_FULL) {
-                hr_rmsnorm(qt, qt, L->q_norm, hp->norm_offset, qd, hp->norm_eps);
-                hr_rmsnorm(kt, kt, L->k_norm, hp->norm_offset, kvd, hp->norm_eps);
-            }
-            if (hp->layer_rope[il] && half > 0) {
-                const float *fs = freq + (size_t)b->seq[t] * 2 * (half + 1);
-                if (sliding && hp->has_rope_local)
-                    fs += half + 1;
-                hr_rope(qt, hp->n_heads, hd, hp->rot_dim, b->pos[t], fs, fs[half],
-                        hp->rope_interleaved);
-                hr_rope(kt, hp->n_kv_heads, hd, hp->rot_dim, b->pos[t], fs, fs[half],
-                        hp->rope_interleaved);
-            }
-            /* K/V into the cache: [block][kv_head][slot][hd] */
-            int p = b->pos[t];
-            size_t base = (size_t)tok_blocks[t][p / HR_KV_BLOCK] * kv->block_stride;
-            float *kc = hr_kv_layer_k(kv, il) + base, *vc = hr_kv_layer_v(kv, il) + base;
-            for (int h = 0; h < hp->n_kv_heads; h++) {
-                size_t off = ((size_t)h * HR_KV_BLOCK + p % HR_KV_BLOCK) * hd;
-                memcpy(kc + off, kt + h * hd, (size_t)hd * sizeof(float));
-                memcpy(vc + off, v + (size_t)t * kvd + h * hd, (size_t)hd * sizeof(float));
-            }
-        }
+        qkv_task qa = {.m = m, .L = L, .b = b, .kv = kv, .q = q, .k = k, .v = v, .freq = freq,
+                       .tok_blocks = tok_blocks, .il = il, .half = half, .sliding = sliding};
+        run_rows(pool, T, qkv_worker, &qa);
         hr_attn_args aa = {
             .q = q, .out = att, .n_tok = T, .n_heads = hp->n_heads,
             .n_kv_heads = hp->n_kv_heads, .head_dim = hd,
@@ -227,27 +298,27 @@ int hr_forward(hr_fwd *f, hr_kv *kv, const hr_batch *b, float *logits,
         hr_attention(pool, &aa);
         hr_matmul(pool, tmp, d, att, qd, T, &L->wo, L->bo);
         if (L->norm[HR_NORM_POST_ATTN].w)
-            norm_rows(m, &L->norm[HR_NORM_POST_ATTN], tmp, tmp, T, d);
+            norm_rows(pool, m, &L->norm[HR_NORM_POST_ATTN], tmp, tmp, T, d);
         for (size_t i = 0; i < (size_t)T * d; i++)
             x[i] += tmp[i] * hp->residual_mult;
 
         /* ---- mlp ---- */
         const float *min = x;
         if (L->norm[HR_NORM_PRE_MLP].w) {
-            norm_rows(m, &L->norm[HR_NORM_PRE_MLP], xn, x, T, d);
+            norm_rows(pool, m, &L->norm[HR_NORM_PRE_MLP], xn, x, T, d);
             min = xn;
         }
         hr_matmul(pool, u, ff, min, d, T, &L->w_up, L->b_up);
         if (L->w_gate.data) {
             hr_matmul(pool, g, ff, min, d, T, &L->w_gate, NULL);
-            act_rows(hp->act, g, u, (size_t)T * ff);
+            act_rows(pool, T, hp->act, g, u, (size_t)T * ff);
             hr_matmul(pool, tmp, d, g, ff, T, &L->w_down, L->b_down);
         } else {
-            act_rows(hp->act, u, NULL, (size_t)T * ff);
+            act_rows(pool, T, hp->act, u, NULL, (size_t)T * ff);
             hr_matmul(pool, tmp, d, u, ff, T, &L->w_down, L->b_down);
         }
         if (L->norm[HR_NORM_POST_MLP].w)
-            norm_rows(m, &L->norm[HR_NORM_POST_MLP], tmp, tmp, T, d);
+            norm_rows(pool, m, &L->norm[HR_NORM_POST_MLP], tmp, tmp, T, d);
         for (size_t i = 0; i < (size_t)T * d; i++)
             x[i] += tmp[i] * hp->residual_mult;
     }
@@ -259,7 +330,7 @@ int hr_forward(hr_fwd *f, hr_kv *kv, const hr_batch *b, float *logits,
             continue;
         float *dst = xn + (size_t)n_out * d, *src = x + (size_t)t * d;
         if (m->final_norm.w)
-            norm_rows(m, &m->final_norm, dst, src, 1, d);
+            norm_rows(NULL, m, &m->final_norm, dst, src, 1, d);
         else
             memcpy(dst, src, (size_t)d * sizeof(float));
         n_out++;

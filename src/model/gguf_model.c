@@ -2,8 +2,10 @@
 #include "model/gguf_model.h"
 #include "core/error.h"
 #include "io/gguf_write.h"
+#include "core/log.h"
 #include "kernels/cpu/quant.h"
 #include "model/config.h"
+#include "tokenizer/tokenizer.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -320,12 +322,24 @@ int hr_gguf_export(const char *src, const json_t *cfg, const hr_weights *w, hr_d
         hr_gguf_w_str(g, KEY("rope.scaling.type"), "linear");
         hr_gguf_w_f32(g, KEY("rope.scaling.factor"), (float)hp.rope.factor);
     }
-    hr_gguf_w_str(g, "tokenizer.ggml.model", "none");
-    if (hp.bos_id >= 0)
-        hr_gguf_w_u32(g, "tokenizer.ggml.bos_token_id", (uint32_t)hp.bos_id);
-    if (hp.n_eos)
-        hr_gguf_w_u32(g, "tokenizer.ggml.eos_token_id", (uint32_t)hp.eos_ids[0]);
 #undef KEY
+    const char *pre = NULL;
+    hr_error terr = {0};
+    rc = hr_tokenizer_gguf_export(g, src, hp.n_vocab, hp.bos_id, hp.n_eos ? hp.eos_ids[0] : -1,
+                                  &pre, &terr);
+    if (rc == HR_EUNSUPPORTED || rc == HR_ENOTFOUND) {
+        hr_log(HR_LOG_WARN, "%s: tokenizer not exported (%s); the GGUF has tokenizer.ggml.model "
+               "'none', which llama.cpp cannot load", src, terr.msg);
+        rc = 0;
+        hr_gguf_w_str(g, "tokenizer.ggml.model", "none");
+        if (hp.bos_id >= 0)
+            hr_gguf_w_u32(g, "tokenizer.ggml.bos_token_id", (uint32_t)hp.bos_id);
+        if (hp.n_eos)
+            hr_gguf_w_u32(g, "tokenizer.ggml.eos_token_id", (uint32_t)hp.eos_ids[0]);
+    } else if (rc) {
+        if (err)
+            *err = terr;
+    }
     if (hp.rope.type == HR_ROPE_LLAMA3) {
         float *f = keep(&keepers, (size_t)hp.rot_dim / 2 * sizeof *f);
         if (f) {
@@ -394,8 +408,9 @@ int hr_gguf_export(const char *src, const json_t *cfg, const hr_weights *w, hr_d
     if (!rc)
         rc = hr_gguf_w_write(g, out, err);
     if (!rc && report)
-        fprintf(report, "wrote %s (%s, matrices %s%s)\n", out, arch, hr_dtype_name(type),
-                n_fallback ? ", some F16: rows not whole blocks" : "");
+        fprintf(report, "wrote %s (%s, matrices %s%s, tokenizer %s%s)\n", out, arch,
+                hr_dtype_name(type), n_fallback ? ", some F16: rows not whole blocks" : "",
+                pre ? "gpt2/" : "none", pre ? pre : "");
     for (size_t i = 0; i < keepers.n; i++)
         free(keepers.p[i]);
     free(keepers.p);

@@ -32,7 +32,9 @@ int hr_gguf_dtype(uint32_t ggml_type);
 /* Write the model at src (config cfg, weights w) as one GGUF file: 2-D
  * weights of type `type` (F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q4_K, Q5_K,
  * Q6_K; a matrix whose rows are not whole blocks falls back to F16), 1-D
- * tensors F32, llama.cpp names and metadata, tokenizer "none". */
+ * tensors F32, llama.cpp names and metadata, and src's tokenizer as
+ * llama.cpp's keys (hr_tokenizer_gguf_export; a missing or unsupported one
+ * is a warning and tokenizer "none"). */
 int hr_gguf_export(const char *src, const json_t *cfg, const hr_weights *w, hr_dtype type,
                    const char *out, FILE *report, hr_error *err);
 

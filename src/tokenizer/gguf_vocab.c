@@ -8,7 +8,7 @@
  *   "gemma4": BPE on raw UTF-8 with spaces as U+2581, split at newlines.
  * Token types CONTROL and UNKNOWN become special added tokens, USER_DEFINED
  * non-special ones, so HR_TOK_SPLIT_SPECIAL is llama.cpp's
- * parse_special=false. Everything is built from the same components as
+ * parse_special=false; "gpt2" UNUSED tokens are holes in the id space. Everything is built from the same components as
  * tokenizer.json, described here as small JSON objects. */
 #include "tokenizer/internal.h"
 #include "core/error.h"
@@ -63,8 +63,11 @@ static int p_norm(void *d, json_t *j, hr_error *e) { return hr__norm_parse(d, j,
 static int p_pre(void *d, json_t *j, hr_error *e) { return hr__pretok_parse(d, j, e); }
 static int p_dec(void *d, json_t *j, hr_error *e) { return hr__decoder_parse(d, j, e); }
 
+/* skip_unused: UNUSED entries (convert_hf_to_gguf.py's "[PAD<id>]" rows past
+ * a BPE tokenizer) are holes, as ids past a tokenizer.json's vocabulary are:
+ * BPE never produces them and they decode to nothing. */
 static int load_vocab(hr_tokenizer *t, const hr_gguf *g, int64_t ki, uint64_t n,
-                      int with_scores, hr_error *err) {
+                      int with_scores, int skip_unused, hr_error *err) {
     int64_t ti = hr_gguf_find(g, "tokenizer.ggml.token_type");
     int64_t si = hr_gguf_find(g, "tokenizer.ggml.scores");
     hr_gguf_type et;
@@ -93,6 +96,8 @@ static int load_vocab(hr_tokenizer *t, const hr_gguf *g, int64_t ki, uint64_t n,
             hr_gguf_arr_float(g, si, i, &sc);
             t->bpe.scores[i] = (float)sc;
         }
+        if (skip_unused && type == TT_UNUSED)
+            continue;
         if (hr__strmap_put(&t->bpe.vocab, s, l, (int32_t)i))
             return hr_err(err, HR_ENOMEM, "out of memory");
         if ((type == TT_CONTROL || type == TT_UNKNOWN || type == TT_USER) && l &&
@@ -159,7 +164,7 @@ int hr__tok_from_gguf(hr_tokenizer *t, const hr_gguf *g, hr_error *err) {
     int gpt2 = !strcmp(model, "gpt2");
     if (!spm && !gemma4 && !gpt2)
         return hr_err(err, HR_EUNSUPPORTED, "not supported yet: GGUF tokenizer model '%s'", model);
-    int rc = load_vocab(t, g, ki, n, spm, err);
+    int rc = load_vocab(t, g, ki, n, spm, gpt2, err);
     if (rc)
         return rc;
     t->bpe.unk_id = id_key(g, "tokenizer.ggml.unknown_token_id", (int32_t)n);

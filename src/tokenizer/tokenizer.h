@@ -111,6 +111,24 @@ const char *hr_tokenizer_config_str(const hr_tokenizer *t, const char *key);
  * "add_eos_token", "clean_up_tokenization_spaces", ...), dflt if absent. */
 int hr_tokenizer_config_bool(const hr_tokenizer *t, const char *key, int dflt);
 
+/* ---- GGUF export ---------------------------------------------------------
+ * Write the tokenizer of model directory dir (tokenizer.json,
+ * tokenizer_config.json, ...) into w as llama.cpp's GGUF keys, as its
+ * convert_hf_to_gguf.py does: tokenizer.ggml.{model "gpt2", pre, tokens,
+ * token_type, merges, bos/eos/unknown/padding_token_id, add_bos_token,
+ * add_eos_token} and tokenizer.chat_template. n_vocab is the model's
+ * embedding rows (ids past the tokenizer's become "[PAD<i>]", UNUSED);
+ * bos_dflt / eos_dflt (config.json's ids, -1 for none) stand in when
+ * tokenizer_config.json names none. *pre (may be NULL) gets the
+ * pre-tokenizer name (static). Only byte-level BPE with the Qwen2, Llama 3
+ * or GPT-2 pre-tokenizer has a llama.cpp equivalent: anything else is
+ * HR_EUNSUPPORTED, no tokenizer.json HR_ENOTFOUND; on any error nothing is
+ * written to w. */
+struct hr_gguf_w;
+int hr_tokenizer_gguf_export(struct hr_gguf_w *w, const char *dir, int32_t n_vocab,
+                             int32_t bos_dflt, int32_t eos_dflt, const char **pre,
+                             hr_error *err);
+
 /* ---- streaming detokenizer --------------------------------------------
  * Feed IDs one at a time; each push returns the bytes that became final.
  * Never emits a partial UTF-8 sequence; holds back what a later token can

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # convert / perplexity / GGUF end to end: an MLX 4-bit conversion and a GGUF
-# export of the llama fixture run through generate; perplexity on a model
+# export of the llama fixture run through generate; a GGUF export carries
+# the tokenizer (or warns that it cannot); perplexity on a model
 # with a byte-level tokenizer is finite, thread-independent and honours
 # --stride; bad input gets a one-line error.
 set -euo pipefail
@@ -43,6 +44,30 @@ python3 -c "import math; v=float('$v1'); assert 1 < v < 1e4 and math.isfinite(v)
 echo "$p1" | grep -q "scored 508 tokens in 4 windows of 128" && ok || bad "window count: $p1"
 p3=$("$bin" perplexity --model "$tmp/ppl" --file "$tmp/text.txt" --context 128 --stride 64)
 echo "$p3" | grep -q "stride 64" && ok || bad "stride: $p3"
+
+# GGUF export carries the tokenizer (llama.cpp keys): the byte-level one plus
+# merges and a special token tokenizes the same from the GGUF
+mkdir "$tmp/tok"; cp "$fx/config.json" "$fx/model.safetensors" "$tmp/tok/"
+python3 - "$tmp/ppl/tokenizer.json" "$tmp/tok/tokenizer.json" <<'PY'
+import json, sys
+t = json.load(open(sys.argv[1])); v = t["model"]["vocab"]
+for a, b in [("\u0120", "t"), ("h", "e"), ("\u0120t", "he"), ("o", "x")]:
+    t["model"]["merges"].append(a + " " + b); v[a + b] = len(v)
+t["added_tokens"] = [{"id": len(v), "content": "<|end|>", "single_word": False, "lstrip": False,
+                      "rstrip": False, "normalized": False, "special": True}]
+json.dump(t, open(sys.argv[2], "w"))
+PY
+out=$("$bin" convert --model "$tmp/tok" --out "$tmp/tok.gguf" --gguf Q8_0)
+echo "$out" | grep -q "tokenizer gpt2/gpt-2" && ok || bad "tokenizer not exported: $out"
+"$bin" convert --model "$fx" --out "$tmp/none.gguf" --gguf F16 >/dev/null 2>"$tmp/err"
+grep -q "tokenizer not exported" "$tmp/err" && ok || bad "no warning without tokenizer.json: $(cat "$tmp/err")"
+text='the fox, then the box<|end|> the end'
+a=$("$bin" tokenize --model "$tmp/tok" --text "$text"); b=$("$bin" tokenize --model "$tmp/tok.gguf" --text "$text")
+[ "$a" = "$b" ] && echo "$a" | grep -qw 258 && echo "$a" | grep -qw 260 && ok || bad "GGUF tokenizer: '$a' vs '$b'"
+a=$("$bin" generate --model "$tmp/tok" --prompt "the fox" --max-tokens 4 --json 2>/dev/null | python3 -c "import json,sys; print(json.load(sys.stdin)['prompt_tokens'])")
+b=$("$bin" generate --model "$tmp/tok.gguf" --prompt "the fox" --max-tokens 4 --json 2>/dev/null | python3 -c "import json,sys; print(json.load(sys.stdin)['prompt_tokens'])")
+[ -n "$b" ] && [ "$a" = "$b" ] && ok || bad "GGUF generate --prompt: prompt tokens '$b', want '$a'"
+"$bin" generate --model "$tmp/none.gguf" --prompt-tokens 5,6 --max-tokens 2 >/dev/null 2>&1 && ok || bad "GGUF without tokenizer does not run token ids"
 
 expect_err() { local want=$1; shift
     if "$bin" "$@" >"$tmp/out" 2>"$tmp/err"; then bad "$* succeeded"; return; fi

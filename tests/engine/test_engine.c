@@ -117,6 +117,57 @@ static void test_batched_equals_alone_equals_oracle(void **state) {
     printf("engine: 8 requests batched == alone; first 3 == transformers oracle\n");
 }
 
+/* Seeded sampling with top logprobs: a batch's rows are sampled on the
+ * pool's threads, each with its own request's sampler; every step (token,
+ * logprob, alternatives) equals the same request run alone. */
+static void run_sampled(const hr_engine_opts *o, hr_step out[8][12]) {
+    hr_error err;
+    hr_engine *e;
+    assert_int_equal(hr_engine_new(&e, g_model, o, &err), 0);
+    hr_request *rs[8];
+    int32_t prompts[8][64];
+    for (int i = 0; i < 8; i++) {
+        hr_req_params p = {.n_prompt = prompt_of(i, prompts[i]), .prompt = prompts[i],
+                           .max_tokens = 12, .top_logprobs = 3};
+        hr_sampler_params_default(&p.sampler);
+        p.sampler.temp = 0.9f;
+        p.sampler.top_p = 0.95f;
+        p.sampler.seed = 1000 + (uint64_t)i;
+        if (hr_request_new(&rs[i], e, &p, &err) || hr_engine_submit(e, rs[i], &err))
+            fail_msg("%s", err.msg);
+        if (o->max_batch == 1) { /* alone: one after the other */
+            for (int k = 0; k < 12; k++)
+                assert_int_equal(hr_request_wait(rs[i], k, &out[i][k], 5000), 1);
+        }
+    }
+    for (int i = 0; i < 8; i++) {
+        for (int k = 0; k < 12; k++)
+            assert_int_equal(hr_request_wait(rs[i], k, &out[i][k], 5000), 1);
+        hr_request_release(rs[i]);
+    }
+    hr_engine_free(e);
+}
+
+static void test_sampled_rows_batched_equal_alone(void **state) {
+    (void)state;
+    static hr_step alone[8][12], batched[8][12];
+    run_sampled(&(hr_engine_opts){.n_threads = 2, .max_batch = 1, .n_ctx = 256}, alone);
+    run_sampled(&(hr_engine_opts){.n_threads = 2, .max_batch = 8, .n_ctx = 256}, batched);
+    int differ = 0;
+    for (int i = 0; i < 8; i++)
+        for (int k = 0; k < 12; k++) {
+            const hr_step *a = &alone[i][k], *b = &batched[i][k];
+            assert_int_equal(b->token, a->token);
+            assert_true(b->logprob == a->logprob);
+            assert_int_equal(b->n_top, 3);
+            assert_int_equal(a->n_top, 3);
+            assert_memory_equal(b->top_ids, a->top_ids, 3 * sizeof(int32_t));
+            assert_memory_equal(b->top_lps, a->top_lps, 3 * sizeof(float));
+            differ += a->token != alone[0][k].token;
+        }
+    assert_true(differ > 0); /* the seeds make the requests differ */
+}
+
 /* Through the batched engine, the three prompts of several fixtures run
  * together and each equals the oracle's greedy continuation: longrope
  * (recomputed when a sequence passes its original length), sliding windows,
@@ -399,6 +450,7 @@ int main(void) {
     g_ref = json_load_file(ref, 0, &je);
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_batched_equals_alone_equals_oracle),
+        cmocka_unit_test(test_sampled_rows_batched_equal_alone),
         cmocka_unit_test(test_engine_oracle_archs),
         cmocka_unit_test(test_stop_cancel_limits),
         cmocka_unit_test(test_prompt_cache),
