@@ -11,11 +11,12 @@
 #      ratio's denominator) and measures decode with the SSD tier off.
 #   bench/agent.sh build/hearth [PREFIX_TOKENS] [TURNS] [OFF_TURNS]
 #   defaults 12000 tokens, 10 turns, cache-off arm 2 turns.
-# Time: prefill runs at ~40-100 tokens/s on 2 cores (slower as the context
-# grows: attention is quadratic), so one 12k-token prefill takes minutes and
-# every turn of the cache-off arm is one; with all 10 cache-off turns a 12k
-# run takes well over an hour. Hence OFF_TURNS (2 by default: about three
-# 12k prefills in all, 20-30 minutes here); OFF_TURNS=TURNS runs them all.
+# Time: prefill runs at ~40-100 tokens/s on 2 cores and slows as the
+# context grows (attention is quadratic): on the 2 shared cores this was
+# written on, the first 12k-token prefill had not finished after 12 minutes.
+# Every cache-off turn is such a prefill, so OFF_TURNS limits the cache-off
+# arm (2 by default: three 12k prefills in all, most of an hour at 12k; all
+# 10 turns would take hours). PREFIX_TOKENS=4000 runs in about 10 minutes.
 set -euo pipefail
 bin=$1; prefix=${2:-12000}; turns=${3:-10}; off=${4:-2}
 root=$(cd "$(dirname "$0")/.." && pwd)
