@@ -11,7 +11,9 @@
 #include <stdint.h>
 
 /* y[n][m] = x[n][k] . w[m][k]^T (+ bias[m] when not NULL), where w is a 2-D
- * f32/bf16/f16 tensor and k = w->shape[1]. ldx/ldy are row strides. */
+ * weight of any dtype hr_matmul_supports and k = w->shape[1]. ldx/ldy are
+ * row strides. GGUF quantized weights take the integer-activation path
+ * (qdot.h) unless HEARTH_QUANT_ACT=f32. */
 void hr_matmul(hr_pool *pool, float *y, int ldy, const float *x, int ldx, int n,
                const hr_tensor *w, const float *bias);
 /* Weight dtypes hr_matmul accepts. */
