@@ -43,7 +43,7 @@ static int export_to(const char *dir, int32_t n_vocab, const char *path, const c
 }
 
 static int same_ids(const hr_tokens *a, const hr_tokens *b) {
-    return a->n == b->n && !memcmp(a->ids, b->ids, a->n * sizeof *a->ids);
+    return a->n == b->n && (a->n == 0 || !memcmp(a->ids, b->ids, a->n * sizeof *a->ids));
 }
 
 /* Every fixture string: same IDs with and without special tokens, special
