@@ -14,7 +14,6 @@
 #include "kernels/cpu/quant_blocks.h"
 
 #include <immintrin.h>
-#include <string.h>
 
 typedef struct qblk {
     __m256i u;
@@ -55,19 +54,14 @@ static inline void blk_q4_1(const uint8_t *row, int bi, qblk *o) {
     o->mn = _mm256_set1_ps(h2f(B->m));
 }
 
-/* Q4_K / Q5_K: the super-block's 8 scales and mins (hr_scale_min_k4's
- * 6-bit fields, 4 at a time in 32-bit words) once, then sub-block s's */
+/* Q4_K / Q5_K: the super-block's 8 scales and mins (hr_scales_mins_k4)
+ * once, then sub-block s's */
 static inline void k45_scales(const uint8_t *scales, uint16_t dh, uint16_t mh, int bi,
                               qblk *o) {
     int s = bi % 8;
     if (s == 0) {
-        uint32_t w[3];
-        memcpy(w, scales, 12);
-        uint32_t f[4] = {w[0] & 0x3f3f3f3fu, (w[2] & 0x0f0f0f0fu) | ((w[0] >> 2) & 0x30303030u),
-                         w[1] & 0x3f3f3f3fu,
-                         ((w[2] >> 4) & 0x0f0f0f0fu) | ((w[1] >> 2) & 0x30303030u)};
         uint8_t b[16];
-        memcpy(b, f, 16);
+        hr_scales_mins_k4(scales, b);
         float d = h2f(dh), dmin = h2f(mh);
         for (int j = 0; j < 8; j++) {
             o->ksw[j] = d * (float)b[j];

@@ -19,7 +19,6 @@
 #include "kernels/cpu/quant_blocks.h"
 
 #include <immintrin.h>
-#include <string.h>
 
 typedef struct qpair {
     __m512i u;
@@ -76,20 +75,16 @@ static inline void pair_q4_1(const uint8_t *row, int p, qpair *o) {
     o->mn = halves_f16(B[0].m, B[1].m);
 }
 
-/* Q4_K / Q5_K: the 8 sub-block scales and mins of a super-block (the 6-bit
- * fields of hr_scale_min_k4, unpacked 4 at a time in 32-bit words), as
- * d * sc in lanes 0-7 of ksw and -dmin * mn in lanes 0-7 of kmn; then
- * sub-blocks 2s and 2s+1 of the pair spread over lanes 0-7 / 8-15. */
+/* Q4_K / Q5_K: the 8 sub-block scales and mins of a super-block
+ * (hr_scales_mins_k4) as d * sc in lanes 0-7 of ksw and -dmin * mn in lanes
+ * 0-7 of kmn; then sub-blocks 2s and 2s+1 of the pair spread over lanes
+ * 0-7 / 8-15. */
 static inline void k45_super(const uint8_t *scales, uint16_t dh, uint16_t mh, qpair *o) {
-    uint32_t w[3];
-    memcpy(w, scales, 12);
-    uint32_t sc_lo = w[0] & 0x3f3f3f3fu, mn_lo = w[1] & 0x3f3f3f3fu;
-    uint32_t sc_hi = (w[2] & 0x0f0f0f0fu) | ((w[0] >> 2) & 0x30303030u);
-    uint32_t mn_hi = ((w[2] >> 4) & 0x0f0f0f0fu) | ((w[1] >> 2) & 0x30303030u);
-    __m128i v = _mm_set_epi32((int)mn_hi, (int)mn_lo, (int)sc_hi, (int)sc_lo);
-    __m512 f = _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(v)); /* sc 0-7, mn 8-15 */
+    uint8_t sm[16];
+    hr_scales_mins_k4(scales, sm);
+    __m512 f = _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)sm)));
     __m512 dd = _mm512_mask_blend_ps(0xFF00, _mm512_set1_ps(h2f(dh)), _mm512_set1_ps(-h2f(mh)));
-    f = _mm512_mul_ps(f, dd);
+    f = _mm512_mul_ps(f, dd); /* sc 0-7, mn 8-15 */
     o->ksw = f;
     o->kmn = _mm512_shuffle_f32x4(f, f, 0xEE); /* lanes 8-15 -> 0-7 */
 }

@@ -4,18 +4,6 @@
 
 #include <math.h>
 
-bool hr_qdot_supports(hr_dtype t) {
-    switch (t) {
-    case HR_DTYPE_Q8_0:
-    case HR_DTYPE_Q4_0:
-    case HR_DTYPE_Q4_1:
-    case HR_DTYPE_Q4_K:
-    case HR_DTYPE_Q5_K:
-    case HR_DTYPE_Q6_K: return true;
-    default: return false;
-    }
-}
-
 int hr_qdot_offset(hr_dtype t) {
     switch (t) {
     case HR_DTYPE_Q8_0: return 128;

@@ -32,9 +32,6 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-/* Weight dtypes the integer path defines. */
-bool hr_qdot_supports(hr_dtype t);
-
 /* Quantize one row of k floats (k % 32 == 0) for weights of offset off
  * into q[k], d4[k/4], c4[k/4], s4[k/4]. */
 void hr_qact_row(const float *x, int k, int off, int8_t *q, float *d4, int32_t *c4,
@@ -48,7 +45,7 @@ int hr_qdot_offset(hr_dtype t);
 void hr_qdot_block(const hr_tensor *w, int64_t row, int64_t blk, uint8_t u[32],
                    float sw[2], float mn[2]);
 
-/* The scalar kernel (the definition above), for any dtype hr_qdot_supports. */
+/* The scalar kernel (the definition above), for the six GGUF types. */
 void hr__gemm_i8_scalar(float *y, int ldy, const hr_qact *x, int n,
                         const hr_tensor *w, int m0, int m1);
 

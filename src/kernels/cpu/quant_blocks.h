@@ -5,6 +5,7 @@
 #define HR_KERNELS_QUANT_BLOCKS_H
 
 #include <stdint.h>
+#include <string.h>
 
 typedef struct { uint16_t d; int8_t qs[32]; } hr_block_q8_0;                 /* 34 */
 typedef struct { uint16_t d; uint8_t qs[16]; } hr_block_q4_0;                /* 18 */
@@ -39,6 +40,17 @@ static inline void hr_scale_min_k4(int j, const uint8_t *q, int *d, int *m) {
         *d = (q[j + 4] & 0xF) | ((q[j - 4] >> 6) << 4);
         *m = (q[j + 4] >> 4) | ((q[j] >> 6) << 4);
     }
+}
+
+/* hr_scale_min_k4 for all sub-blocks at once, 4 fields per 32-bit word:
+ * out[0..8) the scales, out[8..16) the mins. */
+static inline void hr_scales_mins_k4(const uint8_t *q, uint8_t out[16]) {
+    uint32_t w[3];
+    memcpy(w, q, 12);
+    uint32_t f[4] = {w[0] & 0x3f3f3f3fu, (w[2] & 0x0f0f0f0fu) | ((w[0] >> 2) & 0x30303030u),
+                     w[1] & 0x3f3f3f3fu,
+                     ((w[2] >> 4) & 0x0f0f0f0fu) | ((w[1] >> 2) & 0x30303030u)};
+    memcpy(out, f, 16);
 }
 
 #endif
