@@ -205,7 +205,10 @@ bool hr_matcher_can_end(const hr_matcher *m) { return m->hflags[m->n] & F_END; }
 bool hr_matcher_done(const hr_matcher *m) { return m->hflags[m->n] & F_DONE; }
 int hr_matcher_n_accepted(const hr_matcher *m) { return m->n; }
 
-void hr_matcher_mask(hr_matcher *m, uint32_t *allowed) {
+/* Both masks: nothing after EOS; the grammar's next tokens unless the text
+ * is done (within `budget` tokens when budget >= 0; none when the walk runs
+ * out of memory); EOS where the text may end. */
+static void mask_with(hr_matcher *m, uint32_t *allowed, int budget) {
     const hr_grammar_vocab *v = m->v;
     size_t words = ((size_t)v->n_vocab + 31) / 32;
     memset(allowed, 0, words * sizeof *allowed);
@@ -216,15 +219,18 @@ void hr_matcher_mask(hr_matcher *m, uint32_t *allowed) {
         size_t nk;
         const hr__cfg *k = cur(m, &nk);
         /* the kernel lives in hist, which the walks do not touch */
-        if (hr__mask_compute(&m->run, &m->crun, &m->mr, v, k, nk, allowed)) {
-            /* out of memory: allow nothing but a possible end */
+        int rc = budget < 0
+                     ? hr__mask_compute(&m->run, &m->crun, &m->mr, v, k, nk, allowed)
+                     : hr__mask_budget(&m->run, &m->mr, v, k, nk, (uint32_t)budget, allowed);
+        if (rc)
             memset(allowed, 0, words * sizeof *allowed);
-        }
     }
     if (fl & F_END)
         for (int i = 0; i < v->n_eos; i++)
             allowed[v->eos[i] >> 5] |= 1u << (v->eos[i] & 31);
 }
+
+void hr_matcher_mask(hr_matcher *m, uint32_t *allowed) { mask_with(m, allowed, -1); }
 
 int hr_matcher_distance(const hr_matcher *m) {
     int fl = m->hflags[m->n];
@@ -241,22 +247,7 @@ int hr_matcher_distance(const hr_matcher *m) {
 }
 
 void hr_matcher_mask_budget(hr_matcher *m, uint32_t *allowed, int n_tokens) {
-    const hr_grammar_vocab *v = m->v;
-    size_t words = ((size_t)v->n_vocab + 31) / 32;
-    memset(allowed, 0, words * sizeof *allowed);
-    int fl = m->hflags[m->n];
-    if (fl & F_EOS)
-        return;
-    if (!(fl & F_DONE)) {
-        size_t nk;
-        const hr__cfg *k = cur(m, &nk);
-        uint32_t budget = n_tokens > 0 ? (uint32_t)n_tokens : 0;
-        if (hr__mask_budget(&m->run, &m->mr, v, k, nk, budget, allowed))
-            memset(allowed, 0, words * sizeof *allowed);
-    }
-    if (fl & F_END)
-        for (int i = 0; i < v->n_eos; i++)
-            allowed[v->eos[i] >> 5] |= 1u << (v->eos[i] & 31);
+    mask_with(m, allowed, n_tokens > 0 ? n_tokens : 0);
 }
 
 int hr_grammar_warm(const hr_grammar *g, const hr_grammar_vocab *v, hr_error *err) {
