@@ -13,7 +13,8 @@ limit=${GRAMMAR_CORPUS_LIMIT:-300}
 case $bin in *asan*) limit=${GRAMMAR_CORPUS_LIMIT:-40} ;; esac
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
-find "$root/tests/fixtures/grammar/maskbench" -name '*.json' | sort | head -n "$limit" > "$tmp/list"
+# sed, not head: head exits early and sort dies of SIGPIPE, which pipefail reports.
+find "$root/tests/fixtures/grammar/maskbench" -name '*.json' | sort | sed -n "1,${limit}p" > "$tmp/list"
 "$bin" grammar --model "$model" --batch "$tmp/list" --generate 1 --seed 7 --max-tokens 600 > "$tmp/out.jsonl"
 compiled=$(grep -c '"text"' "$tmp/out.jsonl" || true)
 total=$(wc -l < "$tmp/list")
