@@ -2,6 +2,7 @@
 #include "core/error.h"
 
 #include <errno.h>
+#include <stdint.h>
 #include <fcntl.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -82,6 +83,13 @@ void hr_mmap_close(hr_mmap *m) {
         m->data = NULL;
         m->size = 0;
     }
+}
+
+void hr_mmap_drop(const void *p, size_t n) {
+    uintptr_t pg = (uintptr_t)sysconf(_SC_PAGESIZE), a = ((uintptr_t)p + pg - 1) / pg * pg,
+              e = ((uintptr_t)p + n) / pg * pg;
+    if (e > a)
+        madvise((void *)a, e - a, MADV_DONTNEED); /* advice: a failure changes nothing */
 }
 
 int hr_file_write_atomic(const char *path, const void *buf, size_t len,

@@ -18,6 +18,10 @@ typedef struct hr_mmap {
 /* Map a file read-only. An empty file maps to data == NULL, size == 0. */
 int hr_mmap_open(hr_mmap *m, const char *path, hr_error *err);
 void hr_mmap_close(hr_mmap *m);
+/* The pages wholly inside [p, p + n) of a read-only file mapping are not
+ * needed now: they leave this process's memory (a later read brings them
+ * back from the file). */
+void hr_mmap_drop(const void *p, size_t n);
 
 /* Write buf to path atomically: a temp file beside it, fsync, rename. */
 int hr_file_write_atomic(const char *path, const void *buf, size_t len,

@@ -10,7 +10,9 @@
  *                    w = scale * q + bias per group of q.group columns.
  *   HR_DTYPE_Q8_0 .. HR_DTYPE_Q6_K  GGUF (ggml) blocks of 32 or 256 columns,
  *                    scales inside the blocks (ggml-common.h layouts).
- * `shape` is always the logical (dequantized) shape. */
+ * `shape` is always the logical (dequantized) shape.
+ * GGUF matrices may instead be repacked in panels of 16 rows for the
+ * integer kernels (layout HR_LAYOUT_X16, kernels/cpu/x16.h). */
 #ifndef HR_CORE_TENSOR_H
 #define HR_CORE_TENSOR_H
 
@@ -44,6 +46,8 @@ typedef enum hr_dtype {
 
 #define HR_MAX_DIMS 4
 
+enum { HR_LAYOUT_ROWS, HR_LAYOUT_X16 };
+
 typedef struct hr_tensor {
     const char *name;  /* owned by whoever made the descriptor */
     hr_dtype dtype;
@@ -51,6 +55,7 @@ typedef struct hr_tensor {
     int64_t shape[HR_MAX_DIMS]; /* outermost first, as safetensors/torch */
     const void *data;
     size_t nbytes;          /* bytes at data (the packed weight when quantized) */
+    int layout;             /* HR_LAYOUT_ROWS (0) or HR_LAYOUT_X16 */
     struct {                /* HR_DTYPE_AFFINE only */
         const void *scales, *biases; /* (rows, cols/group) of sdtype */
         hr_dtype sdtype;             /* F32, F16 or BF16 */

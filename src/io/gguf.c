@@ -330,6 +330,11 @@ void hr_gguf_close(hr_gguf *g) {
 /* ---- accessors ---------------------------------------------------------- */
 
 uint32_t hr_gguf_version(const hr_gguf *g) { return g->version; }
+int hr_gguf_maps(const hr_gguf *g, const void *p, size_t n) {
+    const unsigned char *b = g->map.data, *q = p;
+    return g->owns_map && b && q >= b && n <= g->map.size && (size_t)(q - b) <= g->map.size - n;
+}
+
 const char *hr_gguf_path(const hr_gguf *g) { return g->path; }
 int64_t hr_gguf_n_kv(const hr_gguf *g) { return g->n_kv; }
 int64_t hr_gguf_n_tensors(const hr_gguf *g) { return g->n_t; }

@@ -41,6 +41,8 @@ void hr_gguf_close(hr_gguf *g);
 
 uint32_t hr_gguf_version(const hr_gguf *g);
 const char *hr_gguf_path(const hr_gguf *g);
+/* Whether [p, p + n) lies inside the file's own read-only mapping. */
+int hr_gguf_maps(const hr_gguf *g, const void *p, size_t n);
 
 /* ---- metadata: keys are indexed 0..n_kv-1 ------------------------------- */
 int64_t hr_gguf_n_kv(const hr_gguf *g);

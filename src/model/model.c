@@ -307,6 +307,43 @@ static int open_gguf(hr_model *m, const char *path, json_t **cfg, hr_error *err)
     return hr_weights_open_gguf(&m->weights, g, err);
 }
 
+/* Every matrix the kernels can read faster in another layout (GGUF weights
+ * on CPUs with the x16 kernels, hr_matmul_prepare) is repacked once here. */
+static int repack(hr_model *m, hr_error *err) {
+    int nl = m->hp.n_layers, cap = 7 * nl + 2;
+    m->repacked = calloc((size_t)cap, sizeof *m->repacked);
+    if (!m->repacked)
+        return hr_err(err, HR_ENOMEM, "out of memory");
+    hr_tensor *mats[9];
+    for (int i = -1; i < nl; i++) {
+        int n = 0;
+        if (i < 0) {
+            mats[n++] = &m->embed_t;
+            if (m->lm_head == &m->head_t)
+                mats[n++] = &m->head_t;
+        } else {
+            hr_layer *L = &m->layers[i];
+            hr_tensor *l[] = {&L->wq, &L->wk, &L->wv, &L->wo, &L->w_gate, &L->w_up, &L->w_down};
+            for (size_t k = 0; k < sizeof l / sizeof l[0]; k++)
+                if (l[k]->data)
+                    mats[n++] = l[k];
+        }
+        for (int k = 0; k < n; k++) {
+            void *mem;
+            const void *was = mats[k]->data;
+            size_t bytes = mats[k]->nbytes;
+            int r = hr_matmul_prepare(mats[k], &mem);
+            if (r < 0)
+                return hr_err(err, HR_ENOMEM, "out of memory repacking the weights");
+            if (r) {
+                m->repacked[m->n_repacked++] = mem;
+                hr_weights_drop(m->weights, was, bytes);
+            }
+        }
+    }
+    return 0;
+}
+
 int hr_model_open(hr_model **out, const char *dir, hr_error *err) {
     *out = NULL;
     json_t *cfg = NULL, *gen = NULL;
@@ -360,7 +397,7 @@ int hr_model_open(hr_model **out, const char *dir, hr_error *err) {
     m->final_norm = norm(&b, "model.", "norm", hp->d_model);
     for (int i = 0; i < hp->n_layers && !b.rc; i++)
         bind_layer(&b, i);
-    if ((rc = b.rc))
+    if ((rc = b.rc) || (rc = repack(m, err)))
         goto fail;
     m->weight_bytes = hr_weights_bytes(m->weights);
     json_decref(cfg);
@@ -385,6 +422,9 @@ void hr_model_free(hr_model *m) {
         return;
     hr_hparams_deinit(&m->hp);
     hr_weights_close(m->weights);
+    for (int i = 0; i < m->n_repacked; i++)
+        free(m->repacked[i]);
+    free(m->repacked);
     free(m->layers);
     free(m->vecs);
     free(m->path);

@@ -230,6 +230,11 @@ size_t hr_weights_bytes(const hr_weights *w) {
     return total;
 }
 
+void hr_weights_drop(const hr_weights *w, const void *p, size_t n) {
+    if (w->gguf && hr_gguf_maps(w->gguf, p, n))
+        hr_mmap_drop(p, n);
+}
+
 size_t hr_weights_count(const hr_weights *w) {
     size_t n = w->n_gt;
     for (size_t i = 0; i < w->n_files; i++)

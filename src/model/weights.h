@@ -23,6 +23,10 @@ const char *hr_weights_file_of(const hr_weights *w, const hr_tensor *t);
 /* Every tensor, i < hr_weights_count (in file order, files in order). */
 size_t hr_weights_count(const hr_weights *w);
 const hr_tensor *hr_weights_at(const hr_weights *w, size_t i);
+/* The bytes [p, p + n) of a tensor are no longer read (it was copied):
+ * when they are a file mapping of w, their pages leave memory
+ * (hr_mmap_drop); otherwise nothing happens. */
+void hr_weights_drop(const hr_weights *w, const void *p, size_t n);
 /* Total bytes of all tensors. */
 size_t hr_weights_bytes(const hr_weights *w);
 

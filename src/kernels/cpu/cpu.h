@@ -28,10 +28,27 @@ typedef struct hr_qact {
 typedef void (*hr_gemm_i8_fn)(float *y, int ldy, const hr_qact *x, int n,
                               const hr_tensor *w, int m0, int m1);
 
+/* Activations quantized for the x16 kernels (qdot.h): row i is q[i*k ..],
+ * d and s[i*k/32 ..], c[i*k/group ..]. */
+typedef struct hr_qact32 {
+    const int8_t *q;
+    const float *d, *s;
+    const int32_t *c;
+    int k, group;
+} hr_qact32;
+
+/* The product for weights in the x16 layout (x16.h); m0, m1 multiples of 16. */
+typedef void (*hr_gemm_x16_fn)(float *y, int ldy, const hr_qact32 *x, int n,
+                               const hr_tensor *w, int m0, int m1);
+
 typedef struct hr_cpu_kernels {
     const char *name;
     hr_gemm_fn gemm[HR_DTYPE_COUNT]; /* NULL for unsupported weight dtypes */
     hr_gemm_i8_fn gemm_i8[HR_DTYPE_COUNT]; /* integer path: GGUF types */
+    hr_gemm_x16_fn gemm_x16[HR_DTYPE_COUNT]; /* x16 layout; NULL: not repacked here */
+    /* hr_qact32_row (qdot.h), bit-identical on every ISA that has gemm_x16 */
+    void (*qact32_row)(const float *x, int k, int off, int group, int8_t *q, float *d,
+                       int32_t *c, float *s);
     /* hr_qact_row (qdot.h), bit-identical on every ISA */
     void (*qact_row)(const float *x, int k, int off, int8_t *q, float *d4, int32_t *c4,
                      float *s4);

@@ -118,6 +118,8 @@ const hr_cpu_kernels hr__cpu_avx512 = {
              HR__GEMM_Q_TABLE(avx512)},
     .gemm_i8 = {HR__GEMM_I8_TABLE(avx512)},
     .qact_row = hr__qact_row_avx512,
+    .gemm_x16 = {HR__GEMM_X16_TABLE(avx512)},
+    .qact32_row = hr__qact32_row_avx512,
     .dot = dot_avx512,
     .axpy = axpy_avx512,
 };

@@ -232,26 +232,31 @@ GEMM_I8(hr__gemm_i8_q4_k_avx512, pair_q4_k, 1)
 GEMM_I8(hr__gemm_i8_q5_k_avx512, pair_q5_k, 1)
 GEMM_I8(hr__gemm_i8_q6_k_avx512, pair_q6_k, 0)
 
-/* hr_qact_row with the same IEEE operations (max of |x|, the two divisions,
- * x * id rounded half to even by the default MXCSR mode), so bit-identical
- * for finite inputs */
+/* One 32-block as hr_qact_row quantizes it, with the same IEEE operations
+ * (max of |x|, the two divisions, x * id rounded half to even by the default
+ * MXCSR mode), so bit-identical for finite inputs: q[32] stored, the q as
+ * int32 in *q0 (columns 0-15) and *q1, d returned. */
+static inline float qblock(const float *x, int8_t *q, __m512i *q0, __m512i *q1) {
+    const __m512 absmask = _mm512_castsi512_ps(_mm512_set1_epi32(0x7fffffff));
+    __m512 x0 = _mm512_loadu_ps(x), x1 = _mm512_loadu_ps(x + 16);
+    float amax = _mm512_reduce_max_ps(
+        _mm512_max_ps(_mm512_and_ps(x0, absmask), _mm512_and_ps(x1, absmask)));
+    float d = amax / 127.0f, id = amax > 0 ? 127.0f / amax : 0.0f;
+    __m512 vid = _mm512_set1_ps(id);
+    __m512i lim = _mm512_set1_epi32(127), nlim = _mm512_set1_epi32(-127);
+    *q0 = _mm512_max_epi32(_mm512_min_epi32(_mm512_cvtps_epi32(_mm512_mul_ps(x0, vid)), lim), nlim);
+    *q1 = _mm512_max_epi32(_mm512_min_epi32(_mm512_cvtps_epi32(_mm512_mul_ps(x1, vid)), lim), nlim);
+    _mm_storeu_si128((__m128i *)q, _mm512_cvtepi32_epi8(*q0));
+    _mm_storeu_si128((__m128i *)(q + 16), _mm512_cvtepi32_epi8(*q1));
+    return d;
+}
+
 void hr__qact_row_avx512(const float *x, int k, int off, int8_t *q, float *d4, int32_t *c4,
                          float *s4) {
-    const __m512 absmask = _mm512_castsi512_ps(_mm512_set1_epi32(0x7fffffff));
     const __m512i lane4 = _mm512_set_epi32(15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0);
     for (int b = 0; b < k; b += 32) {
-        __m512 x0 = _mm512_loadu_ps(x + b), x1 = _mm512_loadu_ps(x + b + 16);
-        float amax = _mm512_reduce_max_ps(
-            _mm512_max_ps(_mm512_and_ps(x0, absmask), _mm512_and_ps(x1, absmask)));
-        float d = amax / 127.0f, id = amax > 0 ? 127.0f / amax : 0.0f;
-        __m512 vid = _mm512_set1_ps(id);
-        __m512i lim = _mm512_set1_epi32(127);
-        __m512i q0 = _mm512_cvtps_epi32(_mm512_mul_ps(x0, vid));
-        __m512i q1 = _mm512_cvtps_epi32(_mm512_mul_ps(x1, vid));
-        q0 = _mm512_max_epi32(_mm512_min_epi32(q0, lim), _mm512_sub_epi32(_mm512_setzero_si512(), lim));
-        q1 = _mm512_max_epi32(_mm512_min_epi32(q1, lim), _mm512_sub_epi32(_mm512_setzero_si512(), lim));
-        _mm_storeu_si128((__m128i *)(q + b), _mm512_cvtepi32_epi8(q0));
-        _mm_storeu_si128((__m128i *)(q + b + 16), _mm512_cvtepi32_epi8(q1));
+        __m512i q0, q1;
+        float d = qblock(x + b, q + b, &q0, &q1);
         /* lane sums: 4 consecutive int32 -> 1 (8 lanes for 32 elements) */
         __m512i h0 = _mm512_add_epi32(q0, _mm512_shuffle_epi32(q0, _MM_PERM_CDAB));
         __m512i h1 = _mm512_add_epi32(q1, _mm512_shuffle_epi32(q1, _MM_PERM_CDAB));
@@ -264,5 +269,22 @@ void hr__qact_row_avx512(const float *x, int k, int off, int8_t *q, float *d4, i
         _mm256_storeu_si256((__m256i *)(c4 + b / 4), _mm256_mullo_epi32(s8, _mm256_set1_epi32(-off)));
         _mm256_storeu_ps(s4 + b / 4, _mm256_mul_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(s8)));
         _mm256_storeu_ps(d4 + b / 4, _mm256_set1_ps(d));
+    }
+}
+
+/* hr_qact32_row, bit-identical (qblock; the sums are exact integers) */
+void hr__qact32_row_avx512(const float *x, int k, int off, int group, int8_t *q, float *d,
+                           int32_t *c, float *s) {
+    for (int b = 0; b < k / 32; b++) {
+        __m512i q0, q1;
+        d[b] = qblock(x + 32 * b, q + 32 * b, &q0, &q1);
+        int s0 = _mm512_reduce_add_epi32(q0), s1 = _mm512_reduce_add_epi32(q1);
+        s[b] = d[b] * (float)(s0 + s1);
+        if (group == 16) {
+            c[2 * b] = -off * s0;
+            c[2 * b + 1] = -off * s1;
+        } else {
+            c[b] = -off * (s0 + s1);
+        }
     }
 }

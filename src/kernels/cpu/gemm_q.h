@@ -56,6 +56,30 @@ void hr__qact_row_avx2(const float *x, int k, int off, int8_t *q, float *d4, int
 void hr__qact_row_avx512(const float *x, int k, int off, int8_t *q, float *d4, int32_t *c4,
                          float *s4);
 
+/* x16-layout kernels (x16.h; gemm_x16_<isa>.c) */
+#define HR__GEMM_X16_DECL(isa)                                                  \
+    void hr__gemm_x16_q8_0_##isa(float *, int, const hr_qact32 *, int,        \
+                                 const hr_tensor *, int, int);                \
+    void hr__gemm_x16_q4_0_##isa(float *, int, const hr_qact32 *, int,        \
+                                 const hr_tensor *, int, int);                \
+    void hr__gemm_x16_q4_1_##isa(float *, int, const hr_qact32 *, int,        \
+                                 const hr_tensor *, int, int);                \
+    void hr__gemm_x16_q4_k_##isa(float *, int, const hr_qact32 *, int,        \
+                                 const hr_tensor *, int, int);                \
+    void hr__gemm_x16_q5_k_##isa(float *, int, const hr_qact32 *, int,        \
+                                 const hr_tensor *, int, int);                \
+    void hr__gemm_x16_q6_k_##isa(float *, int, const hr_qact32 *, int,        \
+                                 const hr_tensor *, int, int);
+
+HR__GEMM_X16_DECL(avx512)
+void hr__qact32_row_avx512(const float *x, int k, int off, int group, int8_t *q, float *d,
+                           int32_t *c, float *s);
+
+#define HR__GEMM_X16_TABLE(isa)                                                 \
+    [HR_DTYPE_Q8_0] = hr__gemm_x16_q8_0_##isa, [HR_DTYPE_Q4_0] = hr__gemm_x16_q4_0_##isa, \
+    [HR_DTYPE_Q4_1] = hr__gemm_x16_q4_1_##isa, [HR_DTYPE_Q4_K] = hr__gemm_x16_q4_k_##isa, \
+    [HR_DTYPE_Q5_K] = hr__gemm_x16_q5_k_##isa, [HR_DTYPE_Q6_K] = hr__gemm_x16_q6_k_##isa
+
 #define HR__GEMM_I8_TABLE(isa)                                                  \
     [HR_DTYPE_Q8_0] = hr__gemm_i8_q8_0_##isa, [HR_DTYPE_Q4_0] = hr__gemm_i8_q4_0_##isa, \
     [HR_DTYPE_Q4_1] = hr__gemm_i8_q4_1_##isa, [HR_DTYPE_Q4_K] = hr__gemm_i8_q4_k_##isa, \

@@ -2,6 +2,7 @@
 #include "core/error.h"
 #include "kernels/cpu/cpu.h"
 #include "kernels/cpu/qdot.h"
+#include "kernels/cpu/x16.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -18,6 +19,8 @@ typedef struct matmul_task {
     hr_gemm_fn fn;
     hr_gemm_i8_fn fn_i8; /* integer path: x quantized into qx */
     hr_qact qx;
+    hr_gemm_x16_fn fn_x16; /* x16 layout: x quantized into q32 */
+    hr_qact32 q32;
 } matmul_task;
 
 static void matmul_worker(void *p, int ith, int nth) {
@@ -27,7 +30,9 @@ static void matmul_worker(void *p, int ith, int nth) {
     int m0 = (int)lo * 16, m1 = (int)hi * 16 < t->m ? (int)hi * 16 : t->m;
     if (m0 >= m1)
         return;
-    if (t->fn_i8)
+    if (t->fn_x16)
+        t->fn_x16(t->y, t->ldy, &t->q32, t->n, t->w, m0, m1);
+    else if (t->fn_i8)
         t->fn_i8(t->y, t->ldy, &t->qx, t->n, t->w, m0, m1);
     else
         t->fn(t->y, t->ldy, t->x, t->ldx, t->n, t->w, m0, m1);
@@ -50,18 +55,74 @@ static void qact_worker(void *p, int ith, int nth) {
     }
 }
 
-/* HEARTH_QUANT_ACT=f32 keeps GGUF weights on the f32-activation kernels. */
-static bool int8_path_enabled(void) {
-    static int on = -1;
-    if (on < 0) {
-        const char *e = getenv("HEARTH_QUANT_ACT");
-        on = !(e && !strcmp(e, "f32"));
-    }
-    return on;
+static void qact32_worker(void *p, int ith, int nth) {
+    matmul_task *t = p;
+    long lo, hi;
+    hr_split(t->n, ith, nth, &lo, &hi);
+    const hr_qact32 *a = &t->q32;
+    int k = a->k, off = hr_qdot_offset(t->w->dtype);
+    for (long i = lo; i < hi; i++)
+        hr_cpu()->qact32_row(t->x + (size_t)i * t->ldx, k, off, a->group,
+                             (int8_t *)a->q + (size_t)i * k, (float *)a->d + (size_t)i * (k / 32),
+                             (int32_t *)a->c + (size_t)i * (k / a->group),
+                             (float *)a->s + (size_t)i * (k / 32));
 }
+
+/* HEARTH_QUANT_ACT=f32 keeps GGUF weights on the f32-activation kernels,
+ * =rows on the integer kernels of the file's row layout (no repacking). */
+static const char *quant_act(void) {
+    static const char *v;
+    if (!v) {
+        const char *e = getenv("HEARTH_QUANT_ACT");
+        v = e ? e : "";
+    }
+    return v;
+}
+static bool int8_path_enabled(void) { return strcmp(quant_act(), "f32") != 0; }
 
 bool hr_matmul_supports(hr_dtype t) {
     return (unsigned)t < HR_DTYPE_COUNT && hr_cpu()->gemm[t] != NULL;
+}
+
+int hr_matmul_prepare(hr_tensor *w, void **mem) {
+    *mem = NULL;
+    if (w->ndim != 2 || w->layout != HR_LAYOUT_ROWS || !hr_x16_supports(w->dtype) ||
+        !hr_cpu()->gemm_x16[w->dtype] || !int8_path_enabled() || !strcmp(quant_act(), "rows") ||
+        w->shape[0] % 16 ||
+        w->shape[1] % 64 || w->shape[1] % hr_x16_unit_cols(w->dtype))
+        return 0;
+    size_t bytes = hr_x16_bytes(w);
+    uint8_t *p = aligned_alloc(64, (bytes + 63) / 64 * 64);
+    if (!p)
+        return -1;
+    hr_x16_pack(w, 0, w->shape[0] / 16, p);
+    w->data = p;
+    w->nbytes = bytes;
+    w->layout = HR_LAYOUT_X16;
+    *mem = p;
+    return 1;
+}
+
+/* The x16 path: quantize x (on the pool for 8+ rows), then the product. */
+static void matmul_x16(hr_pool *pool, matmul_task *t) {
+    const hr_cpu_kernels *K = hr_cpu();
+    int k = (int)t->w->shape[1], n = t->n, G = hr_qdot_group(t->w->dtype);
+    HR_ASSERT(K->gemm_x16[t->w->dtype]);
+    size_t nk = (size_t)n * k; /* q: nk bytes; d, s: nk/32 floats; c: nk/G ints */
+    size_t bytes = nk + (nk / 32) * 8 + (nk / (size_t)G) * 4 + 64, at = (nk + 63) / 64 * 64;
+    void *owned = NULL;
+    char *b = pool ? hr_pool_scratch(pool, bytes) : (owned = malloc(bytes));
+    HR_ASSERT(b); /* the scratch aborts on OOM; so does a failed malloc here */
+    t->fn_x16 = K->gemm_x16[t->w->dtype];
+    t->q32 = (hr_qact32){.q = (int8_t *)b, .d = (float *)(b + at),
+                         .s = (float *)(b + at + nk / 32 * 4),
+                         .c = (int32_t *)(b + at + nk / 32 * 8), .k = k, .group = G};
+    if (n >= 8)
+        hr_pool_run(pool, qact32_worker, t);
+    else
+        qact32_worker(t, 0, 1);
+    hr_pool_run(pool, matmul_worker, t);
+    free(owned);
 }
 
 void hr_matmul(hr_pool *pool, float *y, int ldy, const float *x, int ldx, int n,
@@ -74,6 +135,10 @@ void hr_matmul(hr_pool *pool, float *y, int ldy, const float *x, int ldx, int n,
         .m = (int)w->shape[0], .x = x, .w = w, .bias = bias,
         .fn = K->gemm[w->dtype],
     };
+    if (w->layout == HR_LAYOUT_X16) {
+        matmul_x16(pool, &t);
+        return;
+    }
     void *buf = NULL, *owned = NULL;
     if (K->gemm_i8[w->dtype] && k % 64 == 0 && int8_path_enabled()) {
         size_t bytes = (size_t)n * k * 4; /* q: k bytes; d4, c4, s4: k/4 x 4 bytes */

@@ -13,11 +13,18 @@
 /* y[n][m] = x[n][k] . w[m][k]^T (+ bias[m] when not NULL), where w is a 2-D
  * weight of any dtype hr_matmul_supports and k = w->shape[1]. ldx/ldy are
  * row strides. GGUF quantized weights take the integer-activation path
- * (qdot.h) unless HEARTH_QUANT_ACT=f32. */
+ * (qdot.h) unless HEARTH_QUANT_ACT=f32: the x16 kernels when the weight was
+ * repacked by hr_matmul_prepare, the row-layout ones otherwise. */
 void hr_matmul(hr_pool *pool, float *y, int ldy, const float *x, int ldx, int n,
                const hr_tensor *w, const float *bias);
 /* Weight dtypes hr_matmul accepts. */
 bool hr_matmul_supports(hr_dtype t);
+
+/* Repack a GGUF weight into the x16 layout (x16.h) when this CPU has x16
+ * kernels for it, the integer path is on and the shape allows (rows % 16,
+ * columns % 64): w->data then points into *mem (the caller frees it after
+ * the last use of w). Returns 1 repacked, 0 left as is, -1 out of memory. */
+int hr_matmul_prepare(hr_tensor *w, void **mem);
 
 /* y = x / rms(x) * (w + offset); y may alias x. */
 void hr_rmsnorm(float *y, const float *x, const float *w, float offset, int d,

@@ -1,8 +1,15 @@
 /* Scalar definitions of the integer-activation path (see qdot.h). */
 #include "kernels/cpu/qdot.h"
 #include "kernels/cpu/quant_blocks.h"
+#include "kernels/cpu/x16.h"
 
 #include <math.h>
+
+bool hr_qdot_has_min(hr_dtype t) {
+    return t == HR_DTYPE_Q4_1 || t == HR_DTYPE_Q4_K || t == HR_DTYPE_Q5_K;
+}
+
+int hr_qdot_group(hr_dtype t) { return t == HR_DTYPE_Q6_K ? 16 : 32; }
 
 int hr_qdot_offset(hr_dtype t) {
     switch (t) {
@@ -13,30 +20,57 @@ int hr_qdot_offset(hr_dtype t) {
     }
 }
 
+/* One 32-block: q[32] and the returned d (qdot.h) */
+static float quant_block(const float *x, int8_t *q) {
+    float amax = 0;
+    for (int i = 0; i < 32; i++) {
+        float a = fabsf(x[i]);
+        amax = a > amax ? a : amax;
+    }
+    float d = amax / 127.0f, id = amax > 0 ? 127.0f / amax : 0.0f;
+    for (int i = 0; i < 32; i++) {
+        float v = nearbyintf(x[i] * id); /* NaN -> -127, as cvtps + clamp */
+        q[i] = (int8_t)(v >= -127 ? (v <= 127 ? v : 127) : -127);
+    }
+    return d;
+}
+
+static int qsum(const int8_t *q, int n) {
+    int s = 0;
+    for (int i = 0; i < n; i++)
+        s += q[i];
+    return s;
+}
+
 void hr_qact_row(const float *x, int k, int off, int8_t *q, float *d4, int32_t *c4,
                  float *s4) {
     for (int b = 0; b < k; b += 32) {
-        float amax = 0;
-        for (int i = 0; i < 32; i++) {
-            float a = fabsf(x[b + i]);
-            amax = a > amax ? a : amax;
-        }
-        float d = amax / 127.0f, id = amax > 0 ? 127.0f / amax : 0.0f;
-        for (int i = 0; i < 32; i++) {
-            float v = nearbyintf(x[b + i] * id); /* NaN -> -127, as cvtps + clamp */
-            q[b + i] = (int8_t)(v >= -127 ? (v <= 127 ? v : 127) : -127);
-        }
+        float d = quant_block(x + b, q + b);
         for (int l = b / 4; l < (b + 32) / 4; l++) {
             d4[l] = d;
-            int sum = q[4 * l] + q[4 * l + 1] + q[4 * l + 2] + q[4 * l + 3];
+            int sum = qsum(q + 4 * l, 4);
             c4[l] = -off * sum;
             s4[l] = d * (float)sum;
         }
     }
 }
 
+void hr_qact32_row(const float *x, int k, int off, int group, int8_t *q, float *d, int32_t *c,
+                   float *s) {
+    for (int b = 0; b < k / 32; b++) {
+        d[b] = quant_block(x + 32 * b, q + 32 * b);
+        s[b] = d[b] * (float)qsum(q + 32 * b, 32);
+        for (int g = 32 * b / group; g < 32 * (b + 1) / group; g++)
+            c[g] = -off * qsum(q + g * group, group);
+    }
+}
+
 void hr_qdot_block(const hr_tensor *w, int64_t row, int64_t blk, uint8_t u[32],
                    float sw[2], float mn[2]) {
+    if (w->layout == HR_LAYOUT_X16) {
+        hr_x16_block(w, row, blk, u, sw, mn);
+        return;
+    }
     const uint8_t *r = (const uint8_t *)w->data + (size_t)row * hr_tensor_row_bytes(w);
     switch (w->dtype) {
     case HR_DTYPE_Q8_0: {
@@ -117,6 +151,33 @@ void hr__gemm_i8_scalar(float *y, int ldy, const hr_qact *x, int n,
                         dot += (int)u[4 * l + t] * (int)q[e + t];
                     acc += sw[l / 4] * d4[e / 4] * (float)dot + mn[l / 4] * s4[e / 4];
                 }
+            }
+            y[(size_t)i * ldy + j] = acc;
+        }
+}
+
+void hr__gemm_x16_scalar(float *y, int ldy, const hr_qact32 *x, int n, const hr_tensor *w,
+                         int m0, int m1) {
+    int k = x->k, G = x->group;
+    bool has_min = hr_qdot_has_min(w->dtype);
+    for (int j = m0; j < m1; j++)
+        for (int i = 0; i < n; i++) {
+            const int8_t *q = x->q + (size_t)i * k;
+            const float *d = x->d + (size_t)i * (k / 32), *s = x->s + (size_t)i * (k / 32);
+            const int32_t *c = x->c + (size_t)i * (k / G);
+            float acc = 0;
+            for (int blk = 0; blk < k / 32; blk++) {
+                uint8_t u[32];
+                float sw[2], mn[2];
+                hr_qdot_block(w, j, blk, u, sw, mn);
+                for (int e0 = 0; e0 < 32; e0 += G) {
+                    int dot = c[(32 * blk + e0) / G];
+                    for (int e = e0; e < e0 + G; e++)
+                        dot += (int)u[e] * (int)q[32 * blk + e];
+                    acc = fmaf((float)dot, sw[e0 / 16] * d[blk], acc);
+                }
+                if (has_min)
+                    acc = fmaf(mn[0], s[blk], acc);
             }
             y[(size_t)i * ldy + j] = acc;
         }

@@ -41,9 +41,28 @@ void hr_qact_row(const float *x, int k, int off, int8_t *q, float *d4, int32_t *
 int hr_qdot_offset(hr_dtype t);
 
 /* The weight side of 32-element block `blk` of row `row`: u[32] and, per
- * 16-element half h, sw[h] and mn[h]. */
+ * 16-element half h, sw[h] and mn[h]; either layout (x16.h). */
 void hr_qdot_block(const hr_tensor *w, int64_t row, int64_t blk, uint8_t u[32],
                    float sw[2], float mn[2]);
+
+/* Whether the format has mn (Q4_1, Q4_K, Q5_K), and the columns one weight
+ * scale spans (16 for Q6_K, 32 for the others). */
+bool hr_qdot_has_min(hr_dtype t);
+int hr_qdot_group(hr_dtype t);
+
+/* ---- the x16 path (the kernels of x16.h's layout) ----------------------------
+ * Activations (hr_qact32, cpu.h): q as above; per 32-block b its d[b] and
+ * s[b] = d * (sum of its 32 q); per group g of G columns (hr_qdot_group)
+ * c[g] = -off * (sum of the group's q). Each output is, over the blocks b in
+ * order and in b over its groups g in order,
+ *   y = fma((float)(dot(u, q)_g + c[g]), sw_g * d[b], y)
+ * then, for the formats with a min, y = fma(mn_b, s[b], y): the integer part
+ * exact (|dot| < 2^24), each step one rounding, so every kernel gives these
+ * bits whatever rows it runs with. */
+void hr_qact32_row(const float *x, int k, int off, int group, int8_t *q, float *d, int32_t *c,
+                   float *s);
+void hr__gemm_x16_scalar(float *y, int ldy, const hr_qact32 *x, int n, const hr_tensor *w,
+                         int m0, int m1);
 
 /* The scalar kernel (the definition above), for the six GGUF types. */
 void hr__gemm_i8_scalar(float *y, int ldy, const hr_qact *x, int n,

@@ -1,5 +1,6 @@
 /* Scalar definitions of the quantized formats (see quant.h). */
 #include "kernels/cpu/quant.h"
+#include "kernels/cpu/qdot.h"
 #include "kernels/cpu/quant_blocks.h"
 
 #include <float.h>
@@ -119,8 +120,30 @@ static void dequant_block(hr_dtype t, const uint8_t *p, float *out) {
     }
 }
 
+/* x16 layout (x16.h): w = sw * (u - off) + mn, the same f32 operations as
+ * each format's block dequantization */
+static void dequant_x16(const hr_tensor *w, int64_t row, int64_t c0, int64_t n, float *out) {
+    int off = hr_qdot_offset(w->dtype);
+    bool has_min = hr_qdot_has_min(w->dtype); /* else no "+ 0": -0.0 stays -0.0 */
+    for (int64_t e = c0; e < c0 + n;) {
+        int64_t blk = e / 32;
+        uint8_t u[32];
+        float sw[2], mn[2];
+        hr_qdot_block(w, row, blk, u, sw, mn);
+        for (; e < c0 + n && e < 32 * (blk + 1); e++) {
+            int i = (int)(e % 32);
+            float v = sw[i / 16] * (float)((int)u[i] - off);
+            out[e - c0] = has_min ? v + mn[i / 16] : v;
+        }
+    }
+}
+
 void hr_dequant_range(const hr_tensor *w, int64_t row, int64_t c0, int64_t n,
                       float *out) {
+    if (w->layout == HR_LAYOUT_X16) {
+        dequant_x16(w, row, c0, n, out);
+        return;
+    }
     const uint8_t *r = (const uint8_t *)w->data + (size_t)row * hr_tensor_row_bytes(w);
     switch (w->dtype) {
     case HR_DTYPE_F32:

@@ -1,0 +1,261 @@
+/* AVX-512 VNNI kernels for weights in the x16 layout (x16.h), computing
+ * qdot.h's x16 definition bit for bit. A 64-byte chunk of a panel holds 4
+ * consecutive columns of its 16 rows, so
+ *   acc_a = dpbusd(acc_a, chunk, 4 bytes of activation row a broadcast)
+ * advances the 16 outputs of row a at once; acc_a starts at the group's c
+ * (the weight offset term) and after the group
+ *   y_a = fma(cvt(acc_a), sw * d_a, y_a)    [y_a = fma(mn, s_a, y_a)]
+ * with sw, mn 16-lane vectors of the panel's scales. Nibbles are split with
+ * a shift and a mask; the fifth (Q5_K) and top two (Q6_K) bits are spread
+ * over the lane's bytes through a 16-entry vpermd table.
+ *
+ * Tiles: MR activation rows x 2 panels (32 outputs); the k range in slices
+ * whose 2 panels fit in L1 (32 KiB), the activation rows in blocks that fit
+ * in L2; y carries the sum from slice to slice, so the order of the terms,
+ * and the bits, do not depend on the tiling. */
+#include "kernels/cpu/gemm_q.h"
+#include "kernels/cpu/qdot.h"
+#include "kernels/cpu/x16.h"
+
+#include <immintrin.h>
+#include <string.h>
+
+#define AI static inline __attribute__((always_inline))
+#define MR 4                     /* activation rows per tile */
+#define L1_BYTES (32 << 10)      /* 2 panels of a k slice */
+#define IBLOCK_BYTES (384 << 10) /* activation rows per block (L2) */
+
+typedef struct arow {
+    const int8_t *q;
+    const float *d, *s;
+    const int32_t *c;
+} arow;
+
+/* 4 activation bytes broadcast (folds into vpdpbusd's m32bcst operand) */
+AI __m512i bq(const int8_t *q) {
+    int32_t v;
+    memcpy(&v, q, 4);
+    return _mm512_set1_epi32(v);
+}
+
+AI __m512 f16x16(const uint8_t *p) {
+    return _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)p));
+}
+
+AI __m512 u8x16(const uint8_t *p) {
+    return _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)p)));
+}
+
+AI __m512i lo4(__m512i v) { return _mm512_and_si512(v, _mm512_set1_epi8(0xF)); }
+AI __m512i hi4(__m512i v) { return lo4(_mm512_srli_epi16(v, 4)); }
+
+/* y_a = fma(cvt(acc_a), sw * d_a, y_a) for a < I */
+AI void scale_add(__m512 *y, const __m512i *acc, __m512 sw, const arow *A, int I, int b) {
+    for (int a = 0; a < I; a++)
+        y[a] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(acc[a]),
+                               _mm512_mul_ps(sw, _mm512_set1_ps(A[a].d[b])), y[a]);
+}
+
+AI void min_add(__m512 *y, __m512 mn, const arow *A, int I, int b) {
+    for (int a = 0; a < I; a++)
+        y[a] = _mm512_fmadd_ps(mn, _mm512_set1_ps(A[a].s[b]), y[a]);
+}
+
+/* ---- one unit of one panel, for I activation rows; u: the unit index ---- */
+
+AI void unit_q8_0(const uint8_t *U, const arow *A, int I, int u, __m512 *y) {
+    __m512i acc[MR];
+    for (int a = 0; a < I; a++)
+        acc[a] = _mm512_set1_epi32(A[a].c[u]);
+    for (int c = 0; c < 8; c++) {
+        __m512i v = _mm512_loadu_si512(U + 32 + 64 * c);
+        for (int a = 0; a < I; a++)
+            acc[a] = _mm512_dpbusd_epi32(acc[a], v, bq(A[a].q + 32 * u + 4 * c));
+    }
+    scale_add(y, acc, f16x16(U), A, I, u);
+}
+
+/* Q4_0 and Q4_1 (MIN): nibble chunks at U + NIB */
+AI void unit_q4(const uint8_t *U, const arow *A, int I, int u, __m512 *y, int NIB, int MIN) {
+    __m512i acc[MR];
+    for (int a = 0; a < I; a++)
+        acc[a] = _mm512_set1_epi32(A[a].c[u]);
+    for (int c = 0; c < 4; c++) {
+        __m512i v = _mm512_loadu_si512(U + NIB + 64 * c), l = lo4(v), h = hi4(v);
+        for (int a = 0; a < I; a++) {
+            acc[a] = _mm512_dpbusd_epi32(acc[a], l, bq(A[a].q + 32 * u + 4 * c));
+            acc[a] = _mm512_dpbusd_epi32(acc[a], h, bq(A[a].q + 32 * u + 16 + 4 * c));
+        }
+    }
+    scale_add(y, acc, f16x16(U), A, I, u);
+    if (MIN)
+        min_add(y, f16x16(U + 32), A, I, u);
+}
+
+AI void unit_q4_0(const uint8_t *U, const arow *A, int I, int u, __m512 *y) {
+    unit_q4(U, A, I, u, y, 32, 0);
+}
+AI void unit_q4_1(const uint8_t *U, const arow *A, int I, int u, __m512 *y) {
+    unit_q4(U, A, I, u, y, 64, 1);
+}
+
+/* x16.h's byte offsets */
+enum { K_D = 0, K_DMIN = 32, K_SC = 64, K_MN = 192, K_NIB = 320, K_HB = 2368 };
+enum { S_D = 0, S_SC = 32, S_NIB = 288, S_HB = 2336 };
+
+/* bit t of the index -> bit 4 of byte t */
+AI __m512i bits5(__m512i idx) {
+    const __m512i T = _mm512_setr_epi32(
+        0x00000000, 0x00000010, 0x00001000, 0x00001010, 0x00100000, 0x00100010, 0x00101000,
+        0x00101010, 0x10000000, 0x10000010, 0x10001000, 0x10001010, 0x10100000, 0x10100010,
+        0x10101000, 0x10101010);
+    return _mm512_permutexvar_epi32(idx, T);
+}
+
+/* bits 2t..2t+1 of the index (t = 0, 1) -> bits 4-5 of byte t */
+AI __m512i bits6(__m512i idx) {
+    const __m512i T = _mm512_setr_epi32(0x0000, 0x0010, 0x0020, 0x0030, 0x1000, 0x1010, 0x1020,
+                                        0x1030, 0x2000, 0x2010, 0x2020, 0x2030, 0x3000, 0x3010,
+                                        0x3020, 0x3030);
+    return _mm512_permutexvar_epi32(idx, T);
+}
+
+/* Q4_K / Q5_K (FIVE): 8 blocks of 32, block-pair by block-pair */
+AI void unit_k45(const uint8_t *U, const arow *A, int I, int u, __m512 *y, int FIVE) {
+    __m512 D = f16x16(U + K_D);
+    __m512 ND = _mm512_sub_ps(_mm512_setzero_ps(), f16x16(U + K_DMIN));
+    for (int s = 0; s < 4; s++) {
+        int b0 = 8 * u + 2 * s;
+        __m512i acc0[MR], acc1[MR];
+        for (int a = 0; a < I; a++) {
+            acc0[a] = _mm512_set1_epi32(A[a].c[b0]);
+            acc1[a] = _mm512_set1_epi32(A[a].c[b0 + 1]);
+        }
+        for (int c = 0; c < 8; c++) {
+            __m512i v = _mm512_loadu_si512(U + K_NIB + 64 * (8 * s + c)), l = lo4(v), h = hi4(v);
+            if (FIVE) {
+                __m512i hb = _mm512_cvtepu8_epi32(
+                    _mm_loadu_si128((const __m128i *)(U + K_HB + 16 * (8 * s + c))));
+                l = _mm512_or_si512(l, bits5(hb));
+                h = _mm512_or_si512(h, bits5(_mm512_srli_epi32(hb, 4)));
+            }
+            for (int a = 0; a < I; a++) {
+                acc0[a] = _mm512_dpbusd_epi32(acc0[a], l, bq(A[a].q + 32 * b0 + 4 * c));
+                acc1[a] = _mm512_dpbusd_epi32(acc1[a], h, bq(A[a].q + 32 * b0 + 32 + 4 * c));
+            }
+        }
+        for (int e = 0; e < 2; e++) {
+            int j = 2 * s + e;
+            __m512 sw = _mm512_mul_ps(D, u8x16(U + K_SC + 16 * j));
+            __m512 mn = _mm512_mul_ps(ND, u8x16(U + K_MN + 16 * j));
+            scale_add(y, e ? acc1 : acc0, sw, A, I, b0 + e);
+            min_add(y, mn, A, I, b0 + e);
+        }
+    }
+}
+
+AI void unit_q4_k(const uint8_t *U, const arow *A, int I, int u, __m512 *y) {
+    unit_k45(U, A, I, u, y, 0);
+}
+AI void unit_q5_k(const uint8_t *U, const arow *A, int I, int u, __m512 *y) {
+    unit_k45(U, A, I, u, y, 1);
+}
+
+/* Q6_K: groups of 16 (c and sw per group), so four accumulators per pair */
+AI void unit_q6_k(const uint8_t *U, const arow *A, int I, int u, __m512 *y) {
+    __m512 D = f16x16(U + S_D);
+    for (int s = 0; s < 4; s++) {
+        int b0 = 8 * u + 2 * s;
+        __m512i acc[4][MR]; /* block b0 halves 0, 1; block b0 + 1 halves 0, 1 */
+        for (int g = 0; g < 4; g++)
+            for (int a = 0; a < I; a++)
+                acc[g][a] = _mm512_set1_epi32(A[a].c[2 * b0 + g]);
+        for (int c = 0; c < 8; c++) {
+            __m512i v = _mm512_loadu_si512(U + S_NIB + 64 * (8 * s + c));
+            __m512i hb = _mm512_cvtepu16_epi32(
+                _mm256_loadu_si256((const __m256i *)(U + S_HB + 32 * (8 * s + c))));
+            __m512i l = _mm512_or_si512(
+                lo4(v), _mm512_or_si512(bits6(hb), _mm512_slli_epi32(
+                                                       bits6(_mm512_srli_epi32(hb, 4)), 16)));
+            __m512i hb8 = _mm512_srli_epi32(hb, 8);
+            __m512i h = _mm512_or_si512(
+                hi4(v), _mm512_or_si512(bits6(hb8), _mm512_slli_epi32(
+                                                        bits6(_mm512_srli_epi32(hb8, 4)), 16)));
+            int half = c / 4;
+            for (int a = 0; a < I; a++) {
+                acc[half][a] = _mm512_dpbusd_epi32(acc[half][a], l, bq(A[a].q + 32 * b0 + 4 * c));
+                acc[2 + half][a] =
+                    _mm512_dpbusd_epi32(acc[2 + half][a], h, bq(A[a].q + 32 * b0 + 32 + 4 * c));
+            }
+        }
+        for (int g = 0; g < 4; g++) {
+            __m512 sc = _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(
+                _mm_loadu_si128((const __m128i *)(U + S_SC + 16 * (4 * s + g)))));
+            scale_add(y, acc[g], _mm512_mul_ps(D, sc), A, I, b0 + g / 2);
+        }
+    }
+}
+
+/* ---- tiles and blocking ---------------------------------------------------------- */
+
+/* y[i0..i0+I) x panels [p0, p0+P) over units [u0, u1); first: y starts at 0 */
+#define GEMM_X16(NAME, UNIT)                                                        \
+    AI void NAME##_tile(float *y, int ldy, const hr_qact32 *x, int i0, int I,       \
+                        const uint8_t *w, size_t pb, int p0, int P, int u0, int u1,  \
+                        size_t ub) {                                                \
+        int k = x->k;                                                               \
+        arow A[MR];                                                                 \
+        for (int a = 0; a < I; a++) {                                               \
+            size_t i = (size_t)(i0 + a);                                            \
+            A[a] = (arow){x->q + i * k, x->d + i * (k / 32), x->s + i * (k / 32),    \
+                          x->c + i * (k / x->group)};                               \
+        }                                                                           \
+        __m512 acc[2][MR];                                                          \
+        for (int p = 0; p < P; p++)                                                 \
+            for (int a = 0; a < I; a++)                                             \
+                acc[p][a] = u0 ? _mm512_loadu_ps(y + (size_t)(i0 + a) * ldy + 16 * (p0 + p)) \
+                               : _mm512_setzero_ps();                               \
+        for (int u = u0; u < u1; u++)                                               \
+            for (int p = 0; p < P; p++)                                             \
+                UNIT(w + (size_t)(p0 + p) * pb + (size_t)u * ub, A, I, u, acc[p]);  \
+        for (int p = 0; p < P; p++)                                                 \
+            for (int a = 0; a < I; a++)                                             \
+                _mm512_storeu_ps(y + (size_t)(i0 + a) * ldy + 16 * (p0 + p), acc[p][a]); \
+    }                                                                               \
+    void NAME(float *y, int ldy, const hr_qact32 *x, int n, const hr_tensor *w,     \
+              int m0, int m1) {                                                     \
+        const uint8_t *wd = w->data;                                                \
+        int uc = hr_x16_unit_cols(w->dtype), nu = x->k / uc;                        \
+        size_t ub = hr_x16_unit_bytes(w->dtype), pb = (size_t)nu * ub;              \
+        int ks = (int)(L1_BYTES / (2 * ub));                                        \
+        ks = ks < 1 ? 1 : ks;                                                       \
+        int ib = IBLOCK_BYTES / (2 * x->k) / MR * MR;                               \
+        ib = ib < MR ? MR : ib;                                                     \
+        int pe = m1 / 16;                                                           \
+        for (int i0 = 0; i0 < n; i0 += ib) {                                        \
+            int i1 = n - i0 < ib ? n : i0 + ib;                                     \
+            for (int p = m0 / 16; p < pe; p += 2) {                                 \
+                int P = pe - p < 2 ? 1 : 2;                                         \
+                for (int u0 = 0; u0 < nu; u0 += ks) {                               \
+                    int u1 = nu - u0 < ks ? nu : u0 + ks, i = i0;                   \
+                    for (; i + MR <= i1; i += MR)                                   \
+                        if (P == 2)                                                 \
+                            NAME##_tile(y, ldy, x, i, MR, wd, pb, p, 2, u0, u1, ub); \
+                        else                                                        \
+                            NAME##_tile(y, ldy, x, i, MR, wd, pb, p, 1, u0, u1, ub); \
+                    for (; i < i1; i++)                                             \
+                        if (P == 2)                                                 \
+                            NAME##_tile(y, ldy, x, i, 1, wd, pb, p, 2, u0, u1, ub); \
+                        else                                                        \
+                            NAME##_tile(y, ldy, x, i, 1, wd, pb, p, 1, u0, u1, ub); \
+                }                                                                   \
+            }                                                                       \
+        }                                                                           \
+    }
+
+GEMM_X16(hr__gemm_x16_q8_0_avx512, unit_q8_0)
+GEMM_X16(hr__gemm_x16_q4_0_avx512, unit_q4_0)
+GEMM_X16(hr__gemm_x16_q4_1_avx512, unit_q4_1)
+GEMM_X16(hr__gemm_x16_q4_k_avx512, unit_q4_k)
+GEMM_X16(hr__gemm_x16_q5_k_avx512, unit_q5_k)
+GEMM_X16(hr__gemm_x16_q6_k_avx512, unit_q6_k)

@@ -1,0 +1,187 @@
+/* The x16 layout (x16.h): packing at load and the scalar read-back. */
+#include "kernels/cpu/x16.h"
+#include "kernels/cpu/qdot.h"
+#include "kernels/cpu/quant_blocks.h"
+
+#include <string.h>
+
+/* byte offsets inside a unit */
+enum {
+    K_D = 0, K_DMIN = 32, K_SC = 64, K_MN = 192, K_NIB = 320, K_HB = 2368, /* Q4_K, Q5_K */
+    S_D = 0, S_SC = 32, S_NIB = 288, S_HB = 2336,                       /* Q6_K */
+};
+
+bool hr_x16_supports(hr_dtype t) { return hr_x16_unit_bytes(t) != 0; }
+
+int hr_x16_unit_cols(hr_dtype t) {
+    return t == HR_DTYPE_Q4_K || t == HR_DTYPE_Q5_K || t == HR_DTYPE_Q6_K ? 256 : 32;
+}
+
+size_t hr_x16_unit_bytes(hr_dtype t) {
+    switch (t) {
+    case HR_DTYPE_Q8_0: return 32 + 512;
+    case HR_DTYPE_Q4_0: return 32 + 256;
+    case HR_DTYPE_Q4_1: return 64 + 256;
+    case HR_DTYPE_Q4_K: return K_HB;
+    case HR_DTYPE_Q5_K: return K_HB + 512;
+    case HR_DTYPE_Q6_K: return S_HB + 1024;
+    default: return 0;
+    }
+}
+
+size_t hr_x16_bytes(const hr_tensor *w) {
+    return (size_t)(w->shape[0] / 16) * (size_t)(w->shape[1] / hr_x16_unit_cols(w->dtype)) *
+           hr_x16_unit_bytes(w->dtype);
+}
+
+static void put16(uint8_t *p, uint16_t v) { memcpy(p, &v, 2); }
+static uint16_t get16(const uint8_t *p) {
+    uint16_t v;
+    memcpy(&v, p, 2);
+    return v;
+}
+
+/* One unit of row r of the panel: src is the row's GGUF block(s), dst the
+ * panel's unit. */
+static void pack_unit(hr_dtype t, const uint8_t *src, int r, uint8_t *dst) {
+    switch (t) {
+    case HR_DTYPE_Q8_0: {
+        const hr_block_q8_0 *B = (const hr_block_q8_0 *)src;
+        put16(dst + 2 * r, B->d);
+        for (int c = 0; c < 8; c++)
+            for (int i = 0; i < 4; i++)
+                dst[32 + 64 * c + 4 * r + i] = (uint8_t)B->qs[4 * c + i] ^ 0x80;
+        return;
+    }
+    case HR_DTYPE_Q4_0: {
+        const hr_block_q4_0 *B = (const hr_block_q4_0 *)src;
+        put16(dst + 2 * r, B->d);
+        for (int c = 0; c < 4; c++)
+            memcpy(dst + 32 + 64 * c + 4 * r, B->qs + 4 * c, 4);
+        return;
+    }
+    case HR_DTYPE_Q4_1: {
+        const hr_block_q4_1 *B = (const hr_block_q4_1 *)src;
+        put16(dst + 2 * r, B->d);
+        put16(dst + 32 + 2 * r, B->m);
+        for (int c = 0; c < 4; c++)
+            memcpy(dst + 64 + 64 * c + 4 * r, B->qs + 4 * c, 4);
+        return;
+    }
+    default:
+        break;
+    }
+    /* the K-quants, through their u values (hr_qdot_block's definition) */
+    hr_tensor one = {.dtype = t, .ndim = 2, .shape = {1, 256}, .data = src};
+    uint8_t u[8][32];
+    float sw[2], mn[2];
+    for (int e = 0; e < 8; e++)
+        hr_qdot_block(&one, 0, e, u[e], sw, mn);
+    bool six = t == HR_DTYPE_Q6_K;
+    uint8_t *nib = dst + (six ? S_NIB : K_NIB);
+    for (int s = 0; s < 4; s++)
+        for (int c = 0; c < 8; c++) {
+            unsigned hb = 0;
+            for (int i = 0; i < 4; i++) {
+                unsigned a = u[2 * s][4 * c + i], b = u[2 * s + 1][4 * c + i];
+                nib[(s * 8 + c) * 64 + 4 * r + i] = (uint8_t)((a & 0xF) | (b & 0xF) << 4);
+                if (six)
+                    hb |= (a >> 4) << (2 * i) | (b >> 4) << (8 + 2 * i);
+                else
+                    hb |= (a >> 4) << i | (b >> 4) << (4 + i);
+            }
+            if (six)
+                put16(dst + S_HB + 2 * ((s * 8 + c) * 16 + r), (uint16_t)hb);
+            else if (t == HR_DTYPE_Q5_K)
+                dst[K_HB + (s * 8 + c) * 16 + r] = (uint8_t)hb;
+        }
+    if (six) {
+        const hr_block_q6_k *B = (const hr_block_q6_k *)src;
+        put16(dst + S_D + 2 * r, B->d);
+        for (int g = 0; g < 16; g++)
+            dst[S_SC + 16 * g + r] = (uint8_t)B->scales[g];
+        return;
+    }
+    const hr_block_q4_k *B4 = (const hr_block_q4_k *)src;
+    const hr_block_q5_k *B5 = (const hr_block_q5_k *)src;
+    bool five = t == HR_DTYPE_Q5_K;
+    put16(dst + K_D + 2 * r, five ? B5->d : B4->d);
+    put16(dst + K_DMIN + 2 * r, five ? B5->dmin : B4->dmin);
+    for (int e = 0; e < 8; e++) {
+        int sc, m;
+        hr_scale_min_k4(e, five ? B5->scales : B4->scales, &sc, &m);
+        dst[K_SC + 16 * e + r] = (uint8_t)sc;
+        dst[K_MN + 16 * e + r] = (uint8_t)m;
+    }
+}
+
+void hr_x16_pack(const hr_tensor *w, int64_t p0, int64_t p1, uint8_t *dst) {
+    int64_t units = w->shape[1] / hr_x16_unit_cols(w->dtype);
+    size_t ub = hr_x16_unit_bytes(w->dtype), rb = hr_tensor_row_bytes(w);
+    size_t sb = rb / (size_t)units; /* GGUF bytes of one unit of a row */
+    for (int64_t p = p0; p < p1; p++)
+        for (int r = 0; r < 16; r++) {
+            const uint8_t *row = (const uint8_t *)w->data + (size_t)(16 * p + r) * rb;
+            for (int64_t b = 0; b < units; b++)
+                pack_unit(w->dtype, row + (size_t)b * sb, r,
+                          dst + ((size_t)p * (size_t)units + (size_t)b) * ub);
+        }
+}
+
+void hr_x16_block(const hr_tensor *w, int64_t row, int64_t blk, uint8_t u[32], float sw[2],
+                  float mn[2]) {
+    hr_dtype t = w->dtype;
+    int per = hr_x16_unit_cols(t) / 32, r = (int)(row % 16);
+    int64_t units = w->shape[1] / hr_x16_unit_cols(t);
+    const uint8_t *U = (const uint8_t *)w->data +
+                       ((size_t)(row / 16) * (size_t)units + (size_t)(blk / per)) *
+                           hr_x16_unit_bytes(t);
+    int e = (int)(blk % per), s = e / 2, odd = e & 1;
+    mn[0] = mn[1] = 0;
+    switch (t) {
+    case HR_DTYPE_Q8_0:
+        for (int i = 0; i < 32; i++)
+            u[i] = U[32 + 64 * (i / 4) + 4 * r + i % 4];
+        sw[0] = sw[1] = hr_f16_to_f32(get16(U + 2 * r));
+        return;
+    case HR_DTYPE_Q4_0:
+    case HR_DTYPE_Q4_1: {
+        const uint8_t *nib = U + (t == HR_DTYPE_Q4_1 ? 64 : 32);
+        for (int i = 0; i < 16; i++) {
+            uint8_t v = nib[64 * (i / 4) + 4 * r + i % 4];
+            u[i] = v & 0xF;
+            u[i + 16] = v >> 4;
+        }
+        sw[0] = sw[1] = hr_f16_to_f32(get16(U + 2 * r));
+        if (t == HR_DTYPE_Q4_1)
+            mn[0] = mn[1] = hr_f16_to_f32(get16(U + 32 + 2 * r));
+        return;
+    }
+    case HR_DTYPE_Q4_K:
+    case HR_DTYPE_Q5_K:
+        for (int i = 0; i < 32; i++) {
+            int at = (s * 8 + i / 4) * 16 + r;
+            u[i] = (U[K_NIB + 4 * at + i % 4] >> (4 * odd)) & 0xF;
+            if (t == HR_DTYPE_Q5_K)
+                u[i] |= (uint8_t)(((U[K_HB + at] >> (i % 4 + 4 * odd)) & 1) << 4);
+        }
+        sw[0] = sw[1] = hr_f16_to_f32(get16(U + K_D + 2 * r)) * (float)U[K_SC + 16 * e + r];
+        mn[0] = mn[1] =
+            -(hr_f16_to_f32(get16(U + K_DMIN + 2 * r)) * (float)U[K_MN + 16 * e + r]);
+        return;
+    case HR_DTYPE_Q6_K: {
+        for (int i = 0; i < 32; i++) {
+            int at = (s * 8 + i / 4) * 16 + r;
+            unsigned hb = get16(U + S_HB + 2 * at);
+            u[i] = (uint8_t)(((U[S_NIB + 4 * at + i % 4] >> (4 * odd)) & 0xF) |
+                             ((hb >> (8 * odd + 2 * (i % 4))) & 3) << 4);
+        }
+        float d = hr_f16_to_f32(get16(U + S_D + 2 * r));
+        for (int h = 0; h < 2; h++)
+            sw[h] = d * (float)(int8_t)U[S_SC + 16 * (2 * e + h) + r];
+        return;
+    }
+    default:
+        return;
+    }
+}

@@ -1,0 +1,56 @@
+/* GGUF weights repacked for the VNNI kernels ("x16" layout): rows in panels
+ * of 16, and within a panel, for each unit of columns (one block: 32
+ * columns; one super-block for the K-quants: 256), the 16 rows' scales side
+ * by side, then the quants in 64-byte chunks whose 4-byte lane r holds 4
+ * consecutive elements of row r. One vpdpbusd of a chunk with 4 activation
+ * bytes broadcast advances all 16 outputs of the panel, and every scale
+ * multiply is a 16-lane vector op, where the row-major GGUF layout needs a
+ * horizontal sum per output. The packing is exact (every weight, scale and
+ * min keeps its stored bits), so the values are the file's; llama.cpp
+ * repacks Q4_0/Q4_K the same way at load ("8x8" layouts).
+ *
+ * Unit layouts per 16-row panel (r: row in the panel; c: chunk; t: byte in
+ * the lane; "pair s" are the 32-column blocks 2s and 2s+1 of a super-block):
+ *   Q8_0  u16 d[16];  u8 u[8][16][4]          u[c][r][t] = q[4c+t] ^ 0x80
+ *   Q4_0  u16 d[16];  u8 nib[4][16][4]        nib[c][r][t] = qs[4c+t]
+ *                     (low nibble: column 4c+t, high: column 16+4c+t)
+ *   Q4_1  u16 d[16], m[16];  u8 nib[4][16][4]  as Q4_0
+ *   Q4_K  u16 d[16], dmin[16];  u8 sc[8][16], mn[8][16];
+ *         u8 nib[4][8][16][4]  nib[s][c][r][t]: low nibble block 2s column
+ *         4c+t, high nibble block 2s+1 column 4c+t
+ *   Q5_K  Q4_K, then u8 hb[4][8][16]: bit t the fifth bit of block 2s column
+ *         4c+t, bit 4+t that of block 2s+1
+ *   Q6_K  u16 d[16];  i8 sc[16][16];  u8 nib[4][8][16][4] as Q4_K (low 4 bits);
+ *         u16 hb[4][8][16]: bits 2t..2t+1 the top 2 bits of block 2s column
+ *         4c+t, bits 8+2t.. those of block 2s+1
+ * Panels follow each other; a unit takes as many bytes as 16 of the
+ * format's blocks, except Q4_K/Q5_K (+64 bytes: the 6-bit scales and mins
+ * as bytes) -- 2.8% / 2.3% more than the file. */
+#ifndef HR_KERNELS_X16_H
+#define HR_KERNELS_X16_H
+
+#include "core/tensor.h"
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+/* Whether t has an x16 layout. */
+bool hr_x16_supports(hr_dtype t);
+
+/* Columns per unit (32 or 256) and bytes per 16-row unit of dtype t. */
+int hr_x16_unit_cols(hr_dtype t);
+size_t hr_x16_unit_bytes(hr_dtype t);
+
+/* Bytes of w (rows a multiple of 16, GGUF layout) repacked. */
+size_t hr_x16_bytes(const hr_tensor *w);
+
+/* Repack panels [p0, p1) of w into dst (hr_x16_bytes(w) bytes in all;
+ * panel p at dst + p * (bytes per panel)). */
+void hr_x16_pack(const hr_tensor *w, int64_t p0, int64_t p1, uint8_t *dst);
+
+/* hr_qdot_block (qdot.h) for a tensor in the x16 layout. */
+void hr_x16_block(const hr_tensor *w, int64_t row, int64_t blk, uint8_t u[32], float sw[2],
+                  float mn[2]);
+
+#endif

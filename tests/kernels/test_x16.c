@@ -1,0 +1,304 @@
+/* The x16 layout (x16.h) and its kernels: packing keeps every weight's
+ * value bit for bit (the read-back and the dequantization equal the row
+ * layout's, bit for bit), the x16 activation quantizer is bit-identical across ISAs and
+ * agrees with hr_qact_row, the scalar x16 kernel stays within the
+ * activation rounding bound of the f32 product, every ISA's x16 kernel
+ * gives the scalar kernel's bits exactly (qdot.h), and hr_matmul on a
+ * repacked weight is batch-invariant on 1 or 3 threads. */
+#include "core/pool.h"
+#include "kernels/cpu/cpu.h"
+#include "kernels/cpu/ops.h"
+#include "kernels/cpu/qdot.h"
+#include "kernels/cpu/quant.h"
+#include "kernels/cpu/x16.h"
+
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "qmat.h"
+
+static const hr_dtype DTS[] = {HR_DTYPE_Q8_0, HR_DTYPE_Q4_0, HR_DTYPE_Q4_1,
+                               HR_DTYPE_Q4_K, HR_DTYPE_Q5_K, HR_DTYPE_Q6_K};
+#define NDTS (sizeof DTS / sizeof DTS[0])
+
+static bool kquant(hr_dtype t) { return hr_x16_unit_cols(t) == 256; }
+
+/* w repacked into a new tensor (data owned by *mem) */
+static hr_tensor packed(const hr_tensor *w, void **mem) {
+    hr_tensor p = *w;
+    *mem = malloc(hr_x16_bytes(w));
+    hr_x16_pack(w, 0, w->shape[0] / 16, *mem);
+    p.data = *mem;
+    p.nbytes = hr_x16_bytes(w);
+    p.layout = HR_LAYOUT_X16;
+    return p;
+}
+
+/* n rows of activations quantized for the x16 kernels of dtype t */
+typedef struct qx {
+    hr_qact32 a;
+    int8_t *q;
+    float *d, *s;
+    int32_t *c;
+} qx;
+
+static qx quantize(const hr_cpu_kernels *K, const float *x, int n, int k, hr_dtype t) {
+    int G = hr_qdot_group(t), off = hr_qdot_offset(t);
+    qx r = {.q = malloc((size_t)n * k), .d = malloc((size_t)n * k / 32 * 4),
+            .s = malloc((size_t)n * k / 32 * 4), .c = malloc((size_t)n * k / G * 4)};
+    for (int i = 0; i < n; i++) {
+        float *d = r.d + (size_t)i * k / 32, *s = r.s + (size_t)i * k / 32;
+        int32_t *c = r.c + (size_t)i * k / G;
+        int8_t *q = r.q + (size_t)i * k;
+        if (K)
+            K->qact32_row(x + (size_t)i * k, k, off, G, q, d, c, s);
+        else
+            hr_qact32_row(x + (size_t)i * k, k, off, G, q, d, c, s);
+    }
+    r.a = (hr_qact32){.q = r.q, .d = r.d, .s = r.s, .c = r.c, .k = k, .group = G};
+    return r;
+}
+
+static void qx_free(qx *r) {
+    free(r->q);
+    free(r->d);
+    free(r->s);
+    free(r->c);
+}
+
+/* Row by row and block by block, the packed tensor reads back the same
+ * u, sw, mn (bits) and dequantizes to the same floats. */
+static void test_pack_exact(void **state) {
+    (void)state;
+    hr_rng rng;
+    hr_rng_seed(&rng, 61);
+    for (size_t d = 0; d < NDTS; d++)
+        for (int raw = 0; raw < 2; raw++) {
+            int m = 48, k = 512;
+            qmat w = make_q(&rng, DTS[d], 0, 0, HR_DTYPE_F32, m, k, raw && kquant(DTS[d]));
+            void *mem;
+            hr_tensor p = packed(&w.t, &mem);
+            assert_int_equal(p.nbytes, (size_t)(m / 16) * (k / hr_x16_unit_cols(DTS[d])) *
+                                           hr_x16_unit_bytes(DTS[d]));
+            float a[512], b[512];
+            for (int j = 0; j < m; j++) {
+                for (int blk = 0; blk < k / 32; blk++) {
+                    uint8_t u0[32], u1[32];
+                    float sw0[2], sw1[2], mn0[2], mn1[2];
+                    hr_qdot_block(&w.t, j, blk, u0, sw0, mn0);
+                    hr_qdot_block(&p, j, blk, u1, sw1, mn1);
+                    if (memcmp(u0, u1, 32) || memcmp(sw0, sw1, 8) || memcmp(mn0, mn1, 8))
+                        fail_msg("%s row %d block %d differs after packing",
+                                 hr_dtype_name(DTS[d]), j, blk);
+                }
+                hr_dequant_range(&w.t, j, 0, k, a);
+                hr_dequant_range(&p, j, 0, k, b);
+                for (int e = 0; e < k; e++)
+                    if (memcmp(&a[e], &b[e], 4))
+                        fail_msg("%s row %d column %d: %g vs %g", hr_dtype_name(DTS[d]), j, e,
+                                 b[e], a[e]);
+                hr_dequant_range(&p, j, 37, 100, b); /* a range inside blocks */
+                assert_memory_equal(a + 37, b, 100 * sizeof *b);
+            }
+            free(mem);
+            qmat_free(&w);
+        }
+}
+
+/* The x16 quantizer: every ISA's bits equal the scalar one's; q and d are
+ * hr_qact_row's; c and s are the sums they are defined as. */
+static void test_qact32(void **state) {
+    (void)state;
+    hr_rng rng;
+    hr_rng_seed(&rng, 67);
+    int k = 768;
+    float x[768];
+    for (int i = 0; i < k; i++)
+        x[i] = frand(&rng) * (i % 53 == 0 ? 30.0f : 1.0f);
+    for (int i = 64; i < 96; i++)
+        x[i] = 0; /* a zero block */
+    int8_t q4[768];
+    float d4[192], s4[192];
+    int32_t c4[192];
+    hr_qact_row(x, k, 0, q4, d4, c4, s4);
+    for (size_t d = 0; d < NDTS; d++) {
+        qx r = quantize(NULL, x, 1, k, DTS[d]);
+        assert_memory_equal(r.q, q4, (size_t)k);
+        int G = r.a.group, off = hr_qdot_offset(DTS[d]);
+        for (int b = 0; b < k / 32; b++) {
+            int sum = 0;
+            for (int e = 0; e < 32; e++)
+                sum += r.q[32 * b + e];
+            assert_true(r.d[b] == d4[8 * b]);
+            assert_true(r.s[b] == r.d[b] * (float)sum);
+        }
+        for (int g = 0; g < k / G; g++) {
+            int sum = 0;
+            for (int e = 0; e < G; e++)
+                sum += r.q[G * g + e];
+            assert_int_equal(r.c[g], -off * sum);
+        }
+        for (int isa = 0; isa < HR_ISA_COUNT; isa++) {
+            const hr_cpu_kernels *K = hr_cpu_isa((hr_isa)isa);
+            if (!K || !K->qact32_row)
+                continue;
+            qx v = quantize(K, x, 1, k, DTS[d]);
+            assert_memory_equal(v.q, r.q, (size_t)k);
+            assert_memory_equal(v.d, r.d, (size_t)k / 32 * 4);
+            assert_memory_equal(v.s, r.s, (size_t)k / 32 * 4);
+            assert_memory_equal(v.c, r.c, (size_t)k / G * 4);
+            qx_free(&v);
+        }
+        qx_free(&r);
+    }
+}
+
+/* The scalar x16 kernel against the f32 product: within the activation
+ * rounding, sum_t |w_t| * d_t / 2 (plus f32 slack). */
+static void test_scalar_bound(void **state) {
+    (void)state;
+    hr_rng rng;
+    hr_rng_seed(&rng, 71);
+    int n = 3, m = 16, k = 768;
+    float *x = malloc((size_t)n * k * sizeof *x), wf[768], y[48];
+    for (int i = 0; i < n * k; i++)
+        x[i] = frand(&rng) * (i % 97 == 0 ? 20.0f : 1.0f);
+    for (size_t d = 0; d < NDTS; d++) {
+        qx a = quantize(NULL, x, n, k, DTS[d]);
+        qmat w = make_q(&rng, DTS[d], 0, 0, HR_DTYPE_F32, m, k, false);
+        void *mem;
+        hr_tensor p = packed(&w.t, &mem);
+        hr__gemm_x16_scalar(y, m, &a.a, n, &p, 0, m);
+        double worst = 0;
+        for (int j = 0; j < m; j++) {
+            hr_dequant_range(&w.t, j, 0, k, wf);
+            for (int i = 0; i < n; i++) {
+                double ref = 0, bound = 0, mag = 0;
+                for (int t = 0; t < k; t++) {
+                    ref += (double)x[i * k + t] * wf[t];
+                    bound += fabs(wf[t]) * a.d[(i * k + t) / 32] / 2;
+                    mag += fabs((double)x[i * k + t] * wf[t]);
+                }
+                double err = fabs(y[i * m + j] - ref);
+                assert_true(err <= bound + 1e-5 * mag);
+                worst = fmax(worst, err / (bound + 1e-30));
+            }
+        }
+        printf("%-4s: x16 path within %.2f of the activation rounding bound\n",
+               hr_dtype_name(DTS[d]), worst);
+        free(mem);
+        qmat_free(&w);
+        qx_free(&a);
+    }
+    free(x);
+}
+
+/* Every ISA's x16 kernel gives the scalar kernel's bits, for the row counts
+ * the tiles treat apart, odd and even panel counts, m0 > 0, k in several
+ * L1 slices, and on random K-quant blocks. */
+static void test_isas(void **state) {
+    (void)state;
+    hr_rng rng;
+    hr_rng_seed(&rng, 73);
+    static const int ns[] = {1, 2, 3, 4, 5, 7, 13};
+    static const int ms[] = {16, 48, 80};
+    static const int ks[] = {256, 3072};
+    int checked = 0;
+    for (int isa = 0; isa < HR_ISA_COUNT; isa++) {
+        const hr_cpu_kernels *K = hr_cpu_isa((hr_isa)isa);
+        for (size_t d = 0; d < NDTS && K; d++) {
+            if (!K->gemm_x16[DTS[d]])
+                continue;
+            for (int raw = 0; raw < 2; raw++)
+                for (size_t ki = 0; ki < 2; ki++)
+                    for (size_t mi = 0; mi < 3; mi++) {
+                        int k = ks[ki], m = ms[mi], m0 = m > 16 ? 16 : 0;
+                        qmat w = make_q(&rng, DTS[d], 0, 0, HR_DTYPE_F32, m, k,
+                                        raw && kquant(DTS[d]));
+                        void *mem;
+                        hr_tensor p = packed(&w.t, &mem);
+                        for (size_t ni = 0; ni < sizeof ns / sizeof ns[0]; ni++) {
+                            int n = ns[ni];
+                            float *x = malloc((size_t)n * k * sizeof *x);
+                            for (int i = 0; i < n * k; i++)
+                                x[i] = frand(&rng);
+                            qx a = quantize(NULL, x, n, k, DTS[d]);
+                            float *yr = calloc((size_t)n * m, sizeof *yr);
+                            float *y = calloc((size_t)n * m, sizeof *y);
+                            hr__gemm_x16_scalar(yr, m, &a.a, n, &p, m0, m);
+                            K->gemm_x16[DTS[d]](y, m, &a.a, n, &p, m0, m);
+                            for (int i = 0; i < n * m; i++)
+                                if (memcmp(&y[i], &yr[i], 4))
+                                    fail_msg("%s %s n %d m %d k %d: output %d: %.9g vs "
+                                             "scalar %.9g", K->name, hr_dtype_name(DTS[d]), n,
+                                             m, k, i, y[i], yr[i]);
+                            checked++;
+                            free(x);
+                            free(y);
+                            free(yr);
+                            qx_free(&a);
+                        }
+                        free(mem);
+                        qmat_free(&w);
+                    }
+        }
+    }
+    printf("x16 kernels: %d ISA x format x shape combinations equal the scalar bits\n",
+           checked);
+}
+
+/* hr_matmul on a weight hr_matmul_prepare repacked: on 1 or 3 threads, row
+ * by row or all rows at once, every output is bit-identical. */
+static void test_batch_invariance(void **state) {
+    (void)state;
+    hr_rng rng;
+    hr_rng_seed(&rng, 79);
+    int n = 13, m = 80, k = 512;
+    hr_pool *p3 = hr_pool_new(3);
+    float *x = malloc((size_t)n * k * sizeof *x);
+    float *all = malloc((size_t)n * m * sizeof *all), *one = malloc((size_t)m * sizeof *one);
+    float *all3 = malloc((size_t)n * m * sizeof *all3);
+    for (int i = 0; i < n * k; i++)
+        x[i] = frand(&rng);
+    for (size_t d = 0; d < NDTS; d++) {
+        qmat w = make_q(&rng, DTS[d], 0, 0, HR_DTYPE_F32, m, k, false);
+        hr_tensor t = w.t;
+        void *mem;
+        if (hr_matmul_prepare(&t, &mem) != 1) {
+            qmat_free(&w);
+            continue; /* no x16 kernels on this CPU */
+        }
+        hr_matmul(NULL, all, m, x, k, n, &t, NULL);
+        hr_matmul(p3, all3, m, x, k, n, &t, NULL);
+        assert_memory_equal(all, all3, (size_t)n * m * sizeof *all);
+        for (int i = 0; i < n; i++) {
+            hr_matmul(p3, one, m, x + (size_t)i * k, k, 1, &t, NULL);
+            assert_memory_equal(one, all + (size_t)i * m, (size_t)m * sizeof *one);
+        }
+        free(mem);
+        qmat_free(&w);
+    }
+    hr_pool_free(p3);
+    free(x);
+    free(all);
+    free(all3);
+    free(one);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_pack_exact),
+        cmocka_unit_test(test_qact32),
+        cmocka_unit_test(test_scalar_bound),
+        cmocka_unit_test(test_isas),
+        cmocka_unit_test(test_batch_invariance),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
