@@ -52,6 +52,15 @@ typedef struct hr_cpu_kernels {
     /* hr_qact_row (qdot.h), bit-identical on every ISA */
     void (*qact_row)(const float *x, int k, int off, int8_t *q, float *d4, int32_t *c4,
                      float *s4);
+    /* Attention of the G query heads sharing KV head kvh, for one token
+     * (ops.c hr_attention): q and out are G rows of hd (a multiple of 16);
+     * the key/value of position p is at k/v + bt[p / bs] * stride +
+     * (kvh * bs + p % bs) * hd, positions [start, start + n); sc has G * n
+     * floats. Bit-identical to dot, softmax and axpy per head. NULL: ops.c
+     * does that per head. */
+    void (*attn_heads)(const float *q, float *out, int G, int hd, const float *k,
+                       const float *v, size_t stride, int bs, int kvh, const int32_t *bt,
+                       int start, int n, float scale, float softcap, float *sc);
     float (*dot)(const float *a, const float *b, int n);
     void (*axpy)(float *y, float a, const float *x, int n); /* y += a*x */
 } hr_cpu_kernels;

@@ -245,9 +245,22 @@ void hr_gelu_mul(float *g, const float *u, int n) {
 static void attention_worker(void *p, int ith, int nth) {
     const hr_attn_args *a = p;
     const hr_cpu_kernels *cpu = hr_cpu();
-    float *sc = a->scratch + (size_t)ith * a->max_ctx;
     int hd = a->head_dim, group = a->n_heads / a->n_kv_heads, bs = a->block_size;
+    float *sc = a->scratch + (size_t)ith * a->max_ctx * group;
     long lo, hi;
+    if (cpu->attn_heads && hd % 16 == 0) { /* a task: the heads of one KV head */
+        hr_split((long)a->n_tok * a->n_kv_heads, ith, nth, &lo, &hi);
+        for (long task = lo; task < hi; task++) {
+            int t = (int)(task / a->n_kv_heads), kvh = (int)(task % a->n_kv_heads);
+            int pos = a->pos[t];
+            int start = a->window > 0 && pos - a->window + 1 > 0 ? pos - a->window + 1 : 0;
+            size_t at = ((size_t)t * a->n_heads + (size_t)kvh * group) * hd;
+            cpu->attn_heads(a->q + at, a->out + at, group, hd, a->k, a->v, a->block_stride, bs,
+                            kvh, a->blocks[t], start, pos - start + 1, a->scale, a->softcap,
+                            sc);
+        }
+        return;
+    }
     hr_split((long)a->n_tok * a->n_heads, ith, nth, &lo, &hi);
     for (long task = lo; task < hi; task++) {
         int t = (int)(task / a->n_heads), h = (int)(task % a->n_heads);

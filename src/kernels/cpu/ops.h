@@ -64,7 +64,7 @@ typedef struct hr_attn_args {
     const int32_t *const *blocks;    /* [n_tok] block tables */
     float scale, softcap;
     int window;
-    float *scratch;          /* [nth][max_ctx] scores */
+    float *scratch;          /* [nth][n_heads / n_kv_heads][max_ctx] scores */
     int max_ctx;
 } hr_attn_args;
 

@@ -1,0 +1,78 @@
+/* AVX-512 attention for the query heads that share one KV head (GQA), for
+ * one token: every key and value is loaded once for all of them, the score
+ * dot products run 4 keys at a time (independent FMA chains) and the output
+ * rows stay in registers over the whole value pass. Each score and each
+ * output element is computed by exactly the operations of the per-head
+ * path (dot_avx512 then * scale; axpy_avx512 key by key), so the results
+ * are bit-identical to it. */
+#include "kernels/cpu/gemm_q.h"
+#include "kernels/cpu/ops.h"
+
+#include <immintrin.h>
+
+#define KV(base, p)                                                                 \
+    ((base) + (size_t)bt[(p) / bs] * stride + ((size_t)kvh * bs + (p) % bs) * hd)
+
+void hr__attn_heads_avx512(const float *q, float *out, int G, int hd, const float *k,
+                           const float *v, size_t stride, int bs, int kvh, const int32_t *bt,
+                           int start, int n, float scale, float softcap, float *sc) {
+    /* scores: sc[g * n + j] */
+    int j = 0;
+    for (; j + 4 <= n; j += 4) {
+        const float *kj[4];
+        for (int i = 0; i < 4; i++)
+            kj[i] = KV(k, start + j + i);
+        for (int g = 0; g < G; g++) {
+            const float *qg = q + (size_t)g * hd;
+            __m512 acc[4] = {_mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps(),
+                             _mm512_setzero_ps()};
+            for (int t = 0; t < hd; t += 16) {
+                __m512 qv = _mm512_loadu_ps(qg + t);
+                for (int i = 0; i < 4; i++)
+                    acc[i] = _mm512_fmadd_ps(qv, _mm512_loadu_ps(kj[i] + t), acc[i]);
+            }
+            for (int i = 0; i < 4; i++)
+                sc[(size_t)g * n + j + i] = _mm512_reduce_add_ps(acc[i]) * scale;
+        }
+    }
+    for (; j < n; j++) {
+        const float *kj = KV(k, start + j);
+        for (int g = 0; g < G; g++) {
+            __m512 acc = _mm512_setzero_ps();
+            for (int t = 0; t < hd; t += 16)
+                acc = _mm512_fmadd_ps(_mm512_loadu_ps(q + (size_t)g * hd + t),
+                                      _mm512_loadu_ps(kj + t), acc);
+            sc[(size_t)g * n + j] = _mm512_reduce_add_ps(acc) * scale;
+        }
+    }
+    for (int g = 0; g < G; g++) {
+        if (softcap > 0)
+            hr_softcap(sc + (size_t)g * n, n, softcap);
+        hr_softmax(sc + (size_t)g * n, n);
+    }
+    /* out_g = sum_j p_gj v_j, key by key, 64 columns x 4 heads in registers */
+    for (int c = 0; c < hd; c += 64) {
+        int w = hd - c < 64 ? (hd - c) / 16 : 4;
+        for (int g0 = 0; g0 < G; g0 += 4) {
+            int gn = G - g0 < 4 ? G - g0 : 4;
+            __m512 o[4][4];
+            for (int g = 0; g < 4; g++)
+                for (int i = 0; i < 4; i++)
+                    o[g][i] = _mm512_setzero_ps();
+            for (int jj = 0; jj < n; jj++) {
+                const float *vj = KV(v, start + jj) + c;
+                __m512 vv[4];
+                for (int i = 0; i < w; i++)
+                    vv[i] = _mm512_loadu_ps(vj + 16 * i);
+                for (int g = 0; g < gn; g++) {
+                    __m512 p = _mm512_set1_ps(sc[(size_t)(g0 + g) * n + jj]);
+                    for (int i = 0; i < w; i++)
+                        o[g][i] = _mm512_fmadd_ps(p, vv[i], o[g][i]);
+                }
+            }
+            for (int g = 0; g < gn; g++)
+                for (int i = 0; i < w; i++)
+                    _mm512_storeu_ps(out + (size_t)(g0 + g) * hd + c + 16 * i, o[g][i]);
+        }
+    }
+}
