@@ -281,9 +281,9 @@ int hr_forward(hr_fwd *f, hr_kv *kv, const hr_batch *b, float *logits,
             norm_rows(pool, m, &L->norm[HR_NORM_PRE_ATTN], xn, x, T, d);
             ain = xn;
         }
-        hr_matmul(pool, q, qd, ain, d, T, &L->wq, L->bq);
-        hr_matmul(pool, k, kvd, ain, d, T, &L->wk, L->bk);
-        hr_matmul(pool, v, kvd, ain, d, T, &L->wv, L->bv);
+        hr_matmul_multi(pool, ain, d, T, 3,
+                        (hr_matmul_out[]){{q, qd, &L->wq, L->bq}, {k, kvd, &L->wk, L->bk},
+                                          {v, kvd, &L->wv, L->bv}});
         qkv_task qa = {.m = m, .L = L, .b = b, .kv = kv, .q = q, .k = k, .v = v, .freq = freq,
                        .tok_blocks = tok_blocks, .il = il, .half = half, .sliding = sliding};
         run_rows(pool, T, qkv_worker, &qa);
@@ -309,12 +309,14 @@ int hr_forward(hr_fwd *f, hr_kv *kv, const hr_batch *b, float *logits,
             norm_rows(pool, m, &L->norm[HR_NORM_PRE_MLP], xn, x, T, d);
             min = xn;
         }
-        hr_matmul(pool, u, ff, min, d, T, &L->w_up, L->b_up);
         if (L->w_gate.data) {
-            hr_matmul(pool, g, ff, min, d, T, &L->w_gate, NULL);
+            hr_matmul_multi(pool, min, d, T, 2,
+                            (hr_matmul_out[]){{u, ff, &L->w_up, L->b_up},
+                                              {g, ff, &L->w_gate, NULL}});
             act_rows(pool, T, hp->act, g, u, (size_t)T * ff);
             hr_matmul(pool, tmp, d, g, ff, T, &L->w_down, L->b_down);
         } else {
+            hr_matmul(pool, u, ff, min, d, T, &L->w_up, L->b_up);
             act_rows(pool, T, hp->act, u, NULL, (size_t)T * ff);
             hr_matmul(pool, tmp, d, u, ff, T, &L->w_down, L->b_down);
         }

@@ -292,6 +292,52 @@ static void test_batch_invariance(void **state) {
     free(one);
 }
 
+/* hr_matmul_multi: products of one x as one job give each product's
+ * hr_matmul bits, for x16 and row layouts, ragged groups, biases, and a
+ * list whose dtypes change (split into jobs). */
+static void test_multi(void **state) {
+    (void)state;
+    hr_rng rng;
+    hr_rng_seed(&rng, 89);
+    int n = 5, k = 512;
+    static const int ms[] = {48, 16, 80};
+    hr_pool *p3 = hr_pool_new(3);
+    float *x = malloc((size_t)n * k * sizeof *x), bias[80];
+    for (int i = 0; i < n * k; i++)
+        x[i] = frand(&rng);
+    for (int i = 0; i < 80; i++)
+        bias[i] = frand(&rng);
+    for (int pack = 0; pack < 2; pack++)
+        for (int mixed = 0; mixed < 2; mixed++) {
+            qmat w[3];
+            hr_tensor t[3];
+            void *mem[3] = {0};
+            float *y[3], *ref[3];
+            hr_matmul_out out[3];
+            for (int i = 0; i < 3; i++) {
+                hr_dtype dt = mixed && i == 1 ? HR_DTYPE_Q6_K : HR_DTYPE_Q4_K;
+                w[i] = make_q(&rng, dt, 0, 0, HR_DTYPE_F32, ms[i], k, false);
+                t[i] = w[i].t;
+                if (pack)
+                    hr_matmul_prepare(&t[i], &mem[i]);
+                y[i] = malloc((size_t)n * ms[i] * sizeof *y[i]);
+                ref[i] = malloc((size_t)n * ms[i] * sizeof *ref[i]);
+                out[i] = (hr_matmul_out){y[i], ms[i], &t[i], i == 2 ? bias : NULL};
+                hr_matmul(p3, ref[i], ms[i], x, k, n, &t[i], out[i].bias);
+            }
+            hr_matmul_multi(p3, x, k, n, 3, out);
+            for (int i = 0; i < 3; i++) {
+                assert_memory_equal(y[i], ref[i], (size_t)n * ms[i] * sizeof *y[i]);
+                free(y[i]);
+                free(ref[i]);
+                free(mem[i]);
+                qmat_free(&w[i]);
+            }
+        }
+    hr_pool_free(p3);
+    free(x);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_pack_exact),
@@ -299,6 +345,7 @@ int main(void) {
         cmocka_unit_test(test_scalar_bound),
         cmocka_unit_test(test_isas),
         cmocka_unit_test(test_batch_invariance),
+        cmocka_unit_test(test_multi),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -24,6 +24,9 @@
 #define MR 4                     /* activation rows per tile */
 #define L1_BYTES (32 << 10)      /* 2 panels of a k slice */
 #define IBLOCK_BYTES (384 << 10) /* activation rows per block (L2) */
+#ifndef PF_BYTES
+#define PF_BYTES 2048            /* prefetch distance in a panel */
+#endif
 
 typedef struct arow {
     const int8_t *q;
@@ -198,11 +201,14 @@ AI void unit_q6_k(const uint8_t *U, const arow *A, int I, int u, __m512 *y) {
 
 /* ---- tiles and blocking ---------------------------------------------------------- */
 
-/* y[i0..i0+I) x panels [p0, p0+P) over units [u0, u1); first: y starts at 0 */
+/* y[i0..i0+I) x panels [p0, p0+P) over units [u0, u1); u0 == 0: y starts
+ * at 0. PF: the first tile over these weights, which come from memory: it
+ * prefetches PF_BYTES ahead in each panel (the hardware prefetcher alone
+ * leaves the 4-bit formats' decode short of the memory bandwidth). */
 #define GEMM_X16(NAME, UNIT)                                                        \
     AI void NAME##_tile(float *y, int ldy, const hr_qact32 *x, int i0, int I,       \
                         const uint8_t *w, size_t pb, int p0, int P, int u0, int u1,  \
-                        size_t ub) {                                                \
+                        size_t ub, int PF) {                                        \
         int k = x->k;                                                               \
         arow A[MR];                                                                 \
         for (int a = 0; a < I; a++) {                                               \
@@ -216,8 +222,13 @@ AI void unit_q6_k(const uint8_t *U, const arow *A, int I, int u, __m512 *y) {
                 acc[p][a] = u0 ? _mm512_loadu_ps(y + (size_t)(i0 + a) * ldy + 16 * (p0 + p)) \
                                : _mm512_setzero_ps();                               \
         for (int u = u0; u < u1; u++)                                               \
-            for (int p = 0; p < P; p++)                                             \
-                UNIT(w + (size_t)(p0 + p) * pb + (size_t)u * ub, A, I, u, acc[p]);  \
+            for (int p = 0; p < P; p++) {                                           \
+                const uint8_t *U = w + (size_t)(p0 + p) * pb + (size_t)u * ub;      \
+                if (PF)                                                             \
+                    for (size_t o = 0; o < ub; o += 64)                             \
+                        _mm_prefetch((const char *)U + PF_BYTES + o, _MM_HINT_T0);  \
+                UNIT(U, A, I, u, acc[p]);                                           \
+            }                                                                       \
         for (int p = 0; p < P; p++)                                                 \
             for (int a = 0; a < I; a++)                                             \
                 _mm512_storeu_ps(y + (size_t)(i0 + a) * ldy + 16 * (p0 + p), acc[p][a]); \
@@ -240,14 +251,14 @@ AI void unit_q6_k(const uint8_t *U, const arow *A, int I, int u, __m512 *y) {
                     int u1 = nu - u0 < ks ? nu : u0 + ks, i = i0;                   \
                     for (; i + MR <= i1; i += MR)                                   \
                         if (P == 2)                                                 \
-                            NAME##_tile(y, ldy, x, i, MR, wd, pb, p, 2, u0, u1, ub); \
+                            NAME##_tile(y, ldy, x, i, MR, wd, pb, p, 2, u0, u1, ub, i == i0); \
                         else                                                        \
-                            NAME##_tile(y, ldy, x, i, MR, wd, pb, p, 1, u0, u1, ub); \
+                            NAME##_tile(y, ldy, x, i, MR, wd, pb, p, 1, u0, u1, ub, i == i0); \
                     for (; i < i1; i++)                                             \
                         if (P == 2)                                                 \
-                            NAME##_tile(y, ldy, x, i, 1, wd, pb, p, 2, u0, u1, ub); \
+                            NAME##_tile(y, ldy, x, i, 1, wd, pb, p, 2, u0, u1, ub, i == i0); \
                         else                                                        \
-                            NAME##_tile(y, ldy, x, i, 1, wd, pb, p, 1, u0, u1, ub); \
+                            NAME##_tile(y, ldy, x, i, 1, wd, pb, p, 1, u0, u1, ub, i == i0); \
                 }                                                                   \
             }                                                                       \
         }                                                                           \

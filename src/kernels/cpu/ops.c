@@ -10,12 +10,24 @@
 
 /* ---- matmul: split output columns over threads, 16 at a time ---------- */
 
-typedef struct matmul_task {
+/* One product of a job: y[n][m] = x . w^T (+ bias). */
+typedef struct mm_part {
     float *y;
-    int ldy, ldx, n, m;
-    const float *x;
+    int ldy, m;
     const hr_tensor *w;
     const float *bias;
+} mm_part;
+
+#define MAX_PARTS 3
+
+/* Products of the same x (same dtype and layout): their 16-row groups, in
+ * order, are split over the threads as one list. */
+typedef struct matmul_task {
+    mm_part part[MAX_PARTS];
+    int n_parts;
+    int ldx, n;
+    const float *x;
+    const hr_tensor *w; /* part[0].w: the dtype and layout of all */
     hr_gemm_fn fn;
     hr_gemm_i8_fn fn_i8; /* integer path: x quantized into qx */
     hr_qact qx;
@@ -23,23 +35,35 @@ typedef struct matmul_task {
     hr_qact32 q32;
 } matmul_task;
 
-static void matmul_worker(void *p, int ith, int nth) {
-    const matmul_task *t = p;
-    long lo, hi, groups = (t->m + 15) / 16;
-    hr_split(groups, ith, nth, &lo, &hi);
-    int m0 = (int)lo * 16, m1 = (int)hi * 16 < t->m ? (int)hi * 16 : t->m;
-    if (m0 >= m1)
-        return;
+static void matmul_part(const matmul_task *t, const mm_part *p, int m0, int m1) {
     if (t->fn_x16)
-        t->fn_x16(t->y, t->ldy, &t->q32, t->n, t->w, m0, m1);
+        t->fn_x16(p->y, p->ldy, &t->q32, t->n, p->w, m0, m1);
     else if (t->fn_i8)
-        t->fn_i8(t->y, t->ldy, &t->qx, t->n, t->w, m0, m1);
+        t->fn_i8(p->y, p->ldy, &t->qx, t->n, p->w, m0, m1);
     else
-        t->fn(t->y, t->ldy, t->x, t->ldx, t->n, t->w, m0, m1);
-    if (t->bias)
+        t->fn(p->y, p->ldy, t->x, t->ldx, t->n, p->w, m0, m1);
+    if (p->bias)
         for (int i = 0; i < t->n; i++)
             for (int j = m0; j < m1; j++)
-                t->y[(size_t)i * t->ldy + j] += t->bias[j];
+                p->y[(size_t)i * p->ldy + j] += p->bias[j];
+}
+
+static void matmul_worker(void *arg, int ith, int nth) {
+    const matmul_task *t = arg;
+    long groups = 0, lo, hi;
+    for (int i = 0; i < t->n_parts; i++)
+        groups += (t->part[i].m + 15) / 16;
+    hr_split(groups, ith, nth, &lo, &hi);
+    for (int i = 0; i < t->n_parts && lo < hi; i++) {
+        const mm_part *p = &t->part[i];
+        long g = (p->m + 15) / 16;
+        if (lo < g) {
+            int m0 = (int)lo * 16, m1 = hi < g ? (int)hi * 16 : p->m;
+            matmul_part(t, p, m0, m1);
+        }
+        lo = lo > g ? lo - g : 0;
+        hi -= g;
+    }
 }
 
 static void qact_worker(void *p, int ith, int nth) {
@@ -103,7 +127,7 @@ int hr_matmul_prepare(hr_tensor *w, void **mem) {
     return 1;
 }
 
-/* The x16 path: quantize x (on the pool for 8+ rows), then the product. */
+/* The x16 path: quantize x (on the pool for 8+ rows), then the products. */
 static void matmul_x16(hr_pool *pool, matmul_task *t) {
     const hr_cpu_kernels *K = hr_cpu();
     int k = (int)t->w->shape[1], n = t->n, G = hr_qdot_group(t->w->dtype);
@@ -125,18 +149,13 @@ static void matmul_x16(hr_pool *pool, matmul_task *t) {
     free(owned);
 }
 
-void hr_matmul(hr_pool *pool, float *y, int ldy, const float *x, int ldx, int n,
-               const hr_tensor *w, const float *bias) {
-    HR_ASSERT(w->ndim == 2 && hr_matmul_supports(w->dtype));
+static void run_task(hr_pool *pool, matmul_task *t) {
     const hr_cpu_kernels *K = hr_cpu();
-    int k = (int)w->shape[1];
-    matmul_task t = {
-        .y = y, .ldy = ldy, .ldx = ldx, .n = n,
-        .m = (int)w->shape[0], .x = x, .w = w, .bias = bias,
-        .fn = K->gemm[w->dtype],
-    };
+    const hr_tensor *w = t->w;
+    int k = (int)w->shape[1], n = t->n;
+    t->fn = K->gemm[w->dtype];
     if (w->layout == HR_LAYOUT_X16) {
-        matmul_x16(pool, &t);
+        matmul_x16(pool, t);
         return;
     }
     void *buf = NULL, *owned = NULL;
@@ -145,18 +164,42 @@ void hr_matmul(hr_pool *pool, float *y, int ldy, const float *x, int ldx, int n,
         buf = pool ? hr_pool_scratch(pool, bytes) : (owned = malloc(bytes));
     }
     if (buf) {
-        t.fn_i8 = K->gemm_i8[w->dtype];
+        t->fn_i8 = K->gemm_i8[w->dtype];
         char *b = buf;
         size_t nk = (size_t)n * k;
-        t.qx = (hr_qact){.q = (int8_t *)b, .d4 = (float *)(b + nk),
-                         .c4 = (int32_t *)(b + 2 * nk), .s4 = (float *)(b + 3 * nk), .k = k};
+        t->qx = (hr_qact){.q = (int8_t *)b, .d4 = (float *)(b + nk),
+                          .c4 = (int32_t *)(b + 2 * nk), .s4 = (float *)(b + 3 * nk), .k = k};
         if (n >= 8)
-            hr_pool_run(pool, qact_worker, &t);
+            hr_pool_run(pool, qact_worker, t);
         else
-            qact_worker(&t, 0, 1);
+            qact_worker(t, 0, 1);
     }
-    hr_pool_run(pool, matmul_worker, &t);
+    hr_pool_run(pool, matmul_worker, t);
     free(owned);
+}
+
+void hr_matmul(hr_pool *pool, float *y, int ldy, const float *x, int ldx, int n,
+               const hr_tensor *w, const float *bias) {
+    hr_matmul_multi(pool, x, ldx, n, 1, &(hr_matmul_out){y, ldy, w, bias});
+}
+
+void hr_matmul_multi(hr_pool *pool, const float *x, int ldx, int n, int count,
+                     const hr_matmul_out *out) {
+    for (int i = 0; i < count;) {
+        const hr_tensor *w = out[i].w;
+        HR_ASSERT(w->ndim == 2 && hr_matmul_supports(w->dtype));
+        matmul_task t = {.ldx = ldx, .n = n, .x = x, .w = w};
+        /* the next products with the same dtype, layout and k join this job */
+        for (; i < count && t.n_parts < MAX_PARTS; i++) {
+            const hr_tensor *v = out[i].w;
+            if (v->dtype != w->dtype || v->layout != w->layout || v->shape[1] != w->shape[1] ||
+                (w->dtype == HR_DTYPE_AFFINE && memcmp(&v->q, &w->q, sizeof v->q)))
+                break;
+            t.part[t.n_parts++] = (mm_part){out[i].y, out[i].ldy, (int)v->shape[0], v,
+                                            out[i].bias};
+        }
+        run_task(pool, &t);
+    }
 }
 
 /* ---- row ops ------------------------------------------------------------ */

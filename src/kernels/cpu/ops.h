@@ -17,6 +17,18 @@
  * repacked by hr_matmul_prepare, the row-layout ones otherwise. */
 void hr_matmul(hr_pool *pool, float *y, int ldy, const float *x, int ldx, int n,
                const hr_tensor *w, const float *bias);
+/* Several products of the same x (a layer's q/k/v, gate/up): y = x . w^T
+ * (+ bias when not NULL) for each. Consecutive ones with the same weight
+ * dtype, layout and k (up to 3) run as one job: x quantized once, one pool
+ * run. Each output is the same as hr_matmul's. */
+typedef struct hr_matmul_out {
+    float *y;
+    int ldy;
+    const hr_tensor *w;
+    const float *bias;
+} hr_matmul_out;
+void hr_matmul_multi(hr_pool *pool, const float *x, int ldx, int n, int count,
+                     const hr_matmul_out *out);
 /* Weight dtypes hr_matmul accepts. */
 bool hr_matmul_supports(hr_dtype t);
 
