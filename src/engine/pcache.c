@@ -158,10 +158,10 @@ static entry *from_ssd(hr_pcache *pc, uint64_t parent, uint64_t key, const int32
     return e;
 }
 
-/* The child of parent sharing the longest prefix with tokens[0..n), n <
- * HR_KV_BLOCK or no full child equal; its rows [0, *len) are copied into a
- * fresh block, returned (refcount 1). -1 when nothing is shared or no block
- * is free. */
+/* The child of parent (a full block or a tail) sharing the longest run of
+ * first tokens with tokens[0..n): its rows [0, *len) are copied into a
+ * fresh block, returned with refcount 1. -1 when no child shares a token
+ * or no block is free. */
 static int32_t copy_partial(hr_pcache *pc, uint64_t parent, const int32_t *tokens, int n,
                             int *len) {
     entry *best = NULL;
