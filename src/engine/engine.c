@@ -278,12 +278,12 @@ void hr_engine_stats_get(const hr_engine *e, hr_engine_stats *s) {
 
 static void retire(hr_engine *e, int i, hr_finish why, const char *msg) {
     hr_request *r = e->running[i];
-    if (e->pcache && why != HR_FINISH_ERROR && r->len >= HR_KV_BLOCK) {
-        /* index the sequence's full blocks: prompt, then generated tokens */
+    if (e->pcache && why != HR_FINISH_ERROR && r->len > 0) {
+        /* index the sequence's blocks, its tail too: prompt, then generated tokens */
         int n = r->len;
         for (int k = 0; k < n; k++)
             e->tokbuf[k] = k < r->n_prompt ? r->prompt[k] : r->steps[k - r->n_prompt].token;
-        hr_pcache_insert(e->pcache, e->tokbuf, n / HR_KV_BLOCK, r->blocks);
+        hr_pcache_insert(e->pcache, e->tokbuf, n, r->blocks);
     }
     for (int b = 0; b < r->n_blocks; b++)
         hr_kv_unref(&e->kv, r->blocks[b]);
@@ -311,11 +311,13 @@ static void admit(hr_engine *e) {
     }
     while (e->waiting && e->n_running < e->max_batch) {
         hr_request *r = e->waiting;
-        int total = blocks_for(r->n_prompt + r->limit), hit = 0;
+        int total = blocks_for(r->n_prompt + r->limit), hit = 0, len = 0;
         /* reuse the longest cached prefix, leaving at least the last
-         * prompt token to compute (its logits start the generation) */
+         * prompt token to compute (its logits start the generation); a
+         * prefix ending inside a block comes as a copy the request owns */
         if (e->pcache)
-            hit = hr_pcache_lookup(e->pcache, r->prompt, r->n_prompt - 1, total, r->blocks);
+            hit = hr_pcache_lookup(e->pcache, r->prompt, r->n_prompt - 1, total, r->blocks,
+                                   &len);
         int need = total - hit;
         if (e->kv.n_free < need && e->pcache)
             hr_pcache_evict(e->pcache, need - e->kv.n_free);
@@ -327,7 +329,7 @@ static void admit(hr_engine *e) {
         r->n_blocks = hit;
         for (int b = 0; b < need; b++)
             r->blocks[r->n_blocks++] = hr_kv_alloc(&e->kv);
-        r->len = hit * HR_KV_BLOCK;
+        r->len = len;
         pthread_mutex_lock(&r->mu);
         r->cached = r->len;
         pthread_mutex_unlock(&r->mu);

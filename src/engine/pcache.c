@@ -6,10 +6,16 @@
 #include <string.h>
 #include <xxhash.h>
 
+/* ---- entries --------------------------------------------------------------------- */
+
+/* One indexed block. Entries are hashed by their parent's key, so the
+ * children of a prefix (the candidates for the next block) share a bucket. */
 typedef struct entry {
-    uint64_t key;
+    uint64_t parent;             /* key of the block before it; 0 for a first block */
+    uint64_t key;                /* its own key (full blocks; the SSD file name) */
     int32_t block;
-    int32_t tokens[HR_KV_BLOCK]; /* the content, checked on every hit */
+    int32_t n;                   /* tokens held: HR_KV_BLOCK, or fewer for a tail */
+    int32_t tokens[HR_KV_BLOCK]; /* the content [0, n), checked on every hit */
     double used;                 /* last hit or insert, hr_now() */
     struct entry *hnext;         /* hash bucket chain */
     struct entry *prev, *next;   /* LRU list, most recent first */
@@ -45,6 +51,10 @@ hr_pcache *hr_pcache_new(hr_kv *kv, int max_blocks, hr_ssd *ssd, double demote_i
     return pc;
 }
 
+static entry **bucket(const hr_pcache *pc, uint64_t parent) {
+    return &pc->buckets[parent & (pc->n_buckets - 1)];
+}
+
 static void lru_unlink(entry *e) {
     e->prev->next = e->next;
     e->next->prev = e->prev;
@@ -57,8 +67,14 @@ static void lru_front(hr_pcache *pc, entry *e) {
     pc->lru.next = e;
 }
 
+static void touch(hr_pcache *pc, entry *e) {
+    lru_unlink(e);
+    lru_front(pc, e);
+    e->used = hr_now();
+}
+
 static void drop(hr_pcache *pc, entry *e) {
-    entry **pp = &pc->buckets[e->key & (pc->n_buckets - 1)];
+    entry **pp = bucket(pc, e->parent);
     while (*pp != e)
         pp = &(*pp)->hnext;
     *pp = e->hnext;
@@ -77,24 +93,28 @@ void hr_pcache_free(hr_pcache *pc) {
     free(pc);
 }
 
-/* Index block under key (the cache takes over one reference the caller
- * holds) and queue its SSD write. NULL when out of memory. */
-static entry *add(hr_pcache *pc, uint64_t key, const int32_t *tokens, int32_t block,
-                  bool write) {
+/* Index block (n tokens) under parent (the cache takes over one reference
+ * the caller holds); a full block's SSD write is queued when write is set.
+ * NULL when out of memory. */
+static entry *add(hr_pcache *pc, uint64_t parent, uint64_t key, const int32_t *tokens, int n,
+                  int32_t block, bool write) {
     entry *e = malloc(sizeof *e);
     if (!e)
         return NULL;
+    e->parent = parent;
     e->key = key;
     e->block = block;
+    e->n = n;
+    memset(e->tokens, 0, sizeof e->tokens);
+    memcpy(e->tokens, tokens, (size_t)n * sizeof *tokens);
+    entry **b = bucket(pc, parent);
+    e->hnext = *b;
+    *b = e;
     e->used = hr_now();
-    memcpy(e->tokens, tokens, sizeof e->tokens);
-    size_t h = key & (pc->n_buckets - 1);
-    e->hnext = pc->buckets[h];
-    pc->buckets[h] = e;
     lru_front(pc, e);
     pc->n++;
     /* the writer reads the block: hold it until hr_ssd_done gives it back */
-    if (pc->ssd && write) {
+    if (pc->ssd && write && n == HR_KV_BLOCK) {
         hr_kv_ref(pc->kv, block);
         if (!hr_ssd_queue(pc->ssd, key, tokens, block))
             hr_kv_unref(pc->kv, block);
@@ -106,63 +126,138 @@ static uint64_t block_key(uint64_t parent, const int32_t *tokens) {
     return XXH3_64bits_withSeed(tokens, HR_KV_BLOCK * sizeof *tokens, parent);
 }
 
-static entry *find(hr_pcache *pc, uint64_t key, const int32_t *tokens) {
-    for (entry *e = pc->buckets[key & (pc->n_buckets - 1)]; e; e = e->hnext)
-        if (e->key == key && !memcmp(e->tokens, tokens, sizeof e->tokens))
+/* Length of the common prefix of a[0..n) and b[0..n). */
+static int common(const int32_t *a, const int32_t *b, int n) {
+    int i = 0;
+    while (i < n && a[i] == b[i])
+        i++;
+    return i;
+}
+
+/* ---- lookup ---------------------------------------------------------------------- */
+
+static entry *find_full(hr_pcache *pc, uint64_t parent, const int32_t *tokens) {
+    for (entry *e = *bucket(pc, parent); e; e = e->hnext)
+        if (e->parent == parent && e->n == HR_KV_BLOCK &&
+            !memcmp(e->tokens, tokens, sizeof e->tokens))
             return e;
     return NULL;
 }
 
+/* A RAM miss of a full block: read it back from the SSD tier. */
+static entry *from_ssd(hr_pcache *pc, uint64_t parent, uint64_t key, const int32_t *tokens) {
+    if (pc->kv->n_free == 0)
+        hr_pcache_evict(pc, 1);
+    int32_t blk = hr_kv_alloc(pc->kv);
+    if (blk < 0)
+        return NULL;
+    entry *e = NULL;
+    if (!hr_ssd_read(pc->ssd, key, tokens, pc->kv, blk) ||
+        !(e = add(pc, parent, key, tokens, HR_KV_BLOCK, blk, false)))
+        hr_kv_unref(pc->kv, blk);
+    return e;
+}
+
+/* The child of parent (a full block or a tail) sharing the longest run of
+ * first tokens with tokens[0..n): its rows [0, *len) are copied into a
+ * fresh block, returned with refcount 1. -1 when no child shares a token
+ * or no block is free. */
+static int32_t copy_partial(hr_pcache *pc, uint64_t parent, const int32_t *tokens, int n,
+                            int *len) {
+    entry *best = NULL;
+    int l_best = 0;
+    for (entry *e = *bucket(pc, parent); e; e = e->hnext) {
+        if (e->parent != parent)
+            continue;
+        int l = common(e->tokens, tokens, e->n < n ? e->n : n);
+        if (l > l_best) {
+            best = e;
+            l_best = l;
+        }
+    }
+    if (!best)
+        return -1;
+    hr_kv_ref(pc->kv, best->block); /* not evicted to make room for its copy */
+    if (pc->kv->n_free == 0)
+        hr_pcache_evict(pc, 1);
+    int32_t blk = hr_kv_alloc(pc->kv);
+    if (blk >= 0) {
+        hr_kv_copy_rows(pc->kv, blk, best->block, l_best);
+        touch(pc, best);
+        *len = l_best;
+    }
+    hr_kv_unref(pc->kv, best->block);
+    return blk;
+}
+
 int hr_pcache_lookup(hr_pcache *pc, const int32_t *tokens, int n, int max_blocks,
-                     int32_t *blocks) {
+                     int32_t *blocks, int *n_tokens) {
     uint64_t key = 0;
     int got = 0;
-    for (int b = 0; b < max_blocks && (b + 1) * HR_KV_BLOCK <= n; b++) {
-        const int32_t *t = tokens + (size_t)b * HR_KV_BLOCK;
-        key = block_key(key, t);
-        entry *e = find(pc, key, t);
-        if (!e && pc->ssd) { /* RAM miss: the SSD tier */
-            if (pc->kv->n_free == 0)
-                hr_pcache_evict(pc, 1);
-            int32_t blk = hr_kv_alloc(pc->kv);
-            if (blk < 0)
-                break;
-            if (!hr_ssd_read(pc->ssd, key, t, pc->kv, blk) || !(e = add(pc, key, t, blk, false))) {
-                hr_kv_unref(pc->kv, blk);
-                break;
-            }
-        }
+    for (; got < max_blocks && (got + 1) * HR_KV_BLOCK <= n; got++) {
+        const int32_t *t = tokens + (size_t)got * HR_KV_BLOCK;
+        uint64_t next = block_key(key, t);
+        entry *e = find_full(pc, key, t);
+        if (!e && pc->ssd)
+            e = from_ssd(pc, key, next, t);
         if (!e)
             break;
-        lru_unlink(e);
-        lru_front(pc, e);
-        e->used = hr_now();
+        touch(pc, e);
         hr_kv_ref(pc->kv, e->block);
-        blocks[got++] = e->block;
+        blocks[got] = e->block;
+        key = next;
+    }
+    *n_tokens = got * HR_KV_BLOCK;
+    int len = 0, rest = n - got * HR_KV_BLOCK;
+    if (got < max_blocks && rest > 0) {
+        int32_t blk = copy_partial(pc, key, tokens + (size_t)got * HR_KV_BLOCK, rest, &len);
+        if (blk >= 0) {
+            blocks[got++] = blk;
+            *n_tokens += len;
+        }
     }
     return got;
 }
 
-void hr_pcache_insert(hr_pcache *pc, const int32_t *tokens, int n_blocks,
-                      const int32_t *blocks) {
-    uint64_t key = 0;
-    for (int b = 0; b < n_blocks; b++) {
-        const int32_t *t = tokens + (size_t)b * HR_KV_BLOCK;
-        key = block_key(key, t);
-        entry *e = find(pc, key, t);
-        if (e) {
-            lru_unlink(e);
-            lru_front(pc, e);
-            e->used = hr_now();
+/* ---- insert and evict ------------------------------------------------------------ */
+
+/* Index block (tokens[0..n)) under parent, unless an entry holds the same
+ * first n tokens already (then it is touched). Tails that it extends and
+ * only the cache holds are dropped. false when the cache takes no more. */
+static bool index_block(hr_pcache *pc, uint64_t parent, const int32_t *tokens, int n,
+                        int32_t block) {
+    for (entry *e = *bucket(pc, parent), *nx; e; e = nx) {
+        nx = e->hnext;
+        if (e->parent != parent)
             continue;
+        if (e->n >= n && common(e->tokens, tokens, n) == n) {
+            touch(pc, e);
+            return true;
         }
-        if (pc->max_blocks && pc->n >= pc->max_blocks && hr_pcache_evict(pc, 1) == 0)
-            return; /* full of blocks in use: index no more */
-        hr_kv_ref(pc->kv, blocks[b]);
-        if (!add(pc, key, t, blocks[b], true)) {
-            hr_kv_unref(pc->kv, blocks[b]);
+        if (e->n < n && common(e->tokens, tokens, e->n) == e->n &&
+            pc->kv->refs[e->block] == 1)
+            drop(pc, e);
+    }
+    if (pc->max_blocks && pc->n >= pc->max_blocks && hr_pcache_evict(pc, 1) == 0)
+        return false; /* full of blocks in use */
+    uint64_t key = n == HR_KV_BLOCK ? block_key(parent, tokens) : 0;
+    hr_kv_ref(pc->kv, block);
+    if (!add(pc, parent, key, tokens, n, block, true)) {
+        hr_kv_unref(pc->kv, block);
+        return false;
+    }
+    return true;
+}
+
+void hr_pcache_insert(hr_pcache *pc, const int32_t *tokens, int n, const int32_t *blocks) {
+    uint64_t key = 0;
+    for (int b = 0; b * HR_KV_BLOCK < n; b++) {
+        const int32_t *t = tokens + (size_t)b * HR_KV_BLOCK;
+        int m = n - b * HR_KV_BLOCK < HR_KV_BLOCK ? n - b * HR_KV_BLOCK : HR_KV_BLOCK;
+        if (!index_block(pc, key, t, m, blocks[b]))
             return;
-        }
+        if (m == HR_KV_BLOCK)
+            key = block_key(key, t);
     }
 }
 
@@ -191,12 +286,13 @@ void hr_pcache_poll(hr_pcache *pc, double now) {
             hr_kv_unref(pc->kv, done[i]);
     if (pc->demote_idle <= 0)
         return;
-    /* idle entries nobody uses leave RAM (they are on SSD) */
+    /* idle full entries nobody uses leave RAM (they are on SSD); tails,
+     * which are not, stay until evicted */
     for (entry *e = pc->lru.prev; e != &pc->lru;) {
         entry *prev = e->prev;
         if (now - e->used < pc->demote_idle)
             break; /* the rest are more recent */
-        if (pc->kv->refs[e->block] == 1)
+        if (e->n == HR_KV_BLOCK && pc->kv->refs[e->block] == 1)
             drop(pc, e);
         e = prev;
     }

@@ -1,10 +1,16 @@
-/* The prompt cache: full KV blocks indexed by the hash chain of their token
+/* The prompt cache: KV blocks indexed by the hash chain of their token
  * content (block i's key hashes block i's 32 tokens with block i-1's key),
- * so an equal prefix is found whatever request computed it. The cache holds
- * one reference on every block it indexes; a request that reuses a prefix
- * takes its own references, so nobody's entry is consumed or trimmed by
- * another's use. Entries whose block only the cache holds are evicted in
- * LRU order when the pool runs short or the cache passes its bound. */
+ * so an equal prefix is found whatever request computed it. Besides full
+ * blocks, the last, not-full block of every stored sequence is indexed
+ * (RAM only) with the tokens it holds, so a prefix is found token by token:
+ * after the last whole cached block, the longest common prefix with any
+ * cached next block (full or not) is reused by copying its rows into a
+ * fresh block of the caller (copy-on-write: a cached block is never
+ * written). The cache holds one reference on every block it indexes; a
+ * request that reuses whole blocks takes its own references, so nobody's
+ * entry is consumed or trimmed by another's use. Entries whose block only
+ * the cache holds are evicted in LRU order when the pool runs short or the
+ * cache passes its bound. */
 #ifndef HR_ENGINE_PCACHE_H
 #define HR_ENGINE_PCACHE_H
 
@@ -16,29 +22,32 @@
 typedef struct hr_pcache hr_pcache;
 
 /* max_blocks bounds the blocks the cache keeps in RAM (0: no bound but the
- * pool). ssd (may be NULL) is the SSD tier: every indexed block is written
- * there in the background, and a RAM miss is looked up there. Entries idle
- * for demote_idle seconds (0: never) leave RAM once they are on SSD.
- * NULL on allocation failure. */
+ * pool). ssd (may be NULL) is the SSD tier: every indexed full block is
+ * written there in the background, and a RAM miss of a full block is looked
+ * up there. Entries idle for demote_idle seconds (0: never) leave RAM once
+ * they are on SSD. NULL on allocation failure. */
 hr_pcache *hr_pcache_new(hr_kv *kv, int max_blocks, hr_ssd *ssd, double demote_idle);
 void hr_pcache_free(hr_pcache *pc); /* drops the cache's references */
 
-/* The longest cached prefix of tokens[0..n), in whole blocks, at most
- * max_blocks: block ids go to blocks[], each with a new reference for the
- * caller. Returns the number of blocks. */
+/* The longest cached prefix of tokens[0..n), in at most max_blocks blocks:
+ * block ids go to blocks[], each with a new reference for the caller. The
+ * whole cached blocks are shared; when the prefix ends inside a block, that
+ * last block is a fresh one of the caller's (refcount 1) holding a copy of
+ * the common rows (none is made when the pool has no block to spare).
+ * *n_tokens gets the prefix length (0..n). Returns the number of blocks. */
 int hr_pcache_lookup(hr_pcache *pc, const int32_t *tokens, int n, int max_blocks,
-                     int32_t *blocks);
+                     int32_t *blocks, int *n_tokens);
 
-/* Index the first n_blocks full blocks of a sequence (tokens[0..32*n_blocks),
- * KV in blocks[]). Blocks already indexed are only touched (LRU). */
-void hr_pcache_insert(hr_pcache *pc, const int32_t *tokens, int n_blocks,
-                      const int32_t *blocks);
+/* Index a sequence of n tokens whose KV is in blocks[] (blocks_for(n) of
+ * them): its full blocks and its not-full tail. Blocks already indexed are
+ * only touched (LRU); a cached tail that the new blocks extend is replaced. */
+void hr_pcache_insert(hr_pcache *pc, const int32_t *tokens, int n, const int32_t *blocks);
 
 /* Free up to n blocks by evicting LRU entries nobody else uses. Returns the
  * number of blocks returned to the pool. */
 int hr_pcache_evict(hr_pcache *pc, int n);
 
-int hr_pcache_blocks(const hr_pcache *pc); /* blocks indexed now */
+int hr_pcache_blocks(const hr_pcache *pc); /* blocks indexed now (full or not) */
 
 /* Once per engine step: release blocks whose SSD writes finished, demote
  * idle entries. now is hr_now(). */

@@ -62,3 +62,17 @@ void hr_kv_unref(hr_kv *kv, int32_t block) {
     if (--kv->refs[block] == 0)
         kv->free_list[kv->n_free++] = block;
 }
+
+void hr_kv_copy_rows(hr_kv *kv, int32_t dst, int32_t src, int n) {
+    HR_ASSERT(dst != src && kv->refs[dst] > 0 && kv->refs[src] > 0);
+    HR_ASSERT(n > 0 && n <= HR_KV_BLOCK);
+    size_t hd = (size_t)kv->head_dim, bytes = (size_t)n * hd * sizeof(float);
+    for (int l = 0; l < kv->n_layers; l++) {
+        float *k = hr_kv_layer_k(kv, l), *v = hr_kv_layer_v(kv, l);
+        for (int h = 0; h < kv->n_kv_heads; h++) { /* a head's slots are contiguous */
+            size_t off = (size_t)h * HR_KV_BLOCK * hd;
+            memcpy(k + dst * kv->block_stride + off, k + src * kv->block_stride + off, bytes);
+            memcpy(v + dst * kv->block_stride + off, v + src * kv->block_stride + off, bytes);
+        }
+    }
+}

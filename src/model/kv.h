@@ -34,6 +34,10 @@ int32_t hr_kv_alloc(hr_kv *kv);
 void hr_kv_ref(hr_kv *kv, int32_t block);
 /* Drops one reference; the block returns to the pool at zero. */
 void hr_kv_unref(hr_kv *kv, int32_t block);
+/* Copy token slots [0, n) of block src to block dst, K and V of every layer
+ * (copy-on-write of a shared prefix: src is only read). 0 < n <= HR_KV_BLOCK,
+ * dst != src, both allocated. */
+void hr_kv_copy_rows(hr_kv *kv, int32_t dst, int32_t src, int n);
 
 static inline float *hr_kv_layer_k(const hr_kv *kv, int layer) {
     return kv->k + (size_t)layer * kv->n_blocks * kv->block_stride;

@@ -168,10 +168,48 @@ static void test_sampled_rows_batched_equal_alone(void **state) {
     assert_true(differ > 0); /* the seeds make the requests differ */
 }
 
+/* The three prompts of a fixture's oracle run together through e; each must
+ * equal the oracle's greedy continuation and have `cached` prompt tokens
+ * from the cache (-1: all but the last). */
+static void run_oracle_cases(hr_engine *e, json_t *ref, const char *name, int cached) {
+    hr_error err;
+    hr_request *rs[3];
+    json_t *cs = json_object_get(ref, "cases");
+    int np[3];
+    for (int i = 0; i < 3; i++) {
+        json_t *pt = json_object_get(json_array_get(cs, (size_t)i), "prompt_tokens");
+        int32_t p[128];
+        np[i] = (int)json_array_size(pt);
+        for (int k = 0; k < np[i]; k++)
+            p[k] = (int32_t)json_integer_value(json_array_get(pt, (size_t)k));
+        hr_req_params rp = {.prompt = p, .n_prompt = np[i], .max_tokens = 16};
+        hr_sampler_params_default(&rp.sampler);
+        assert_int_equal(hr_request_new(&rs[i], e, &rp, &err), 0);
+        assert_int_equal(hr_engine_submit(e, rs[i], &err), 0);
+    }
+    for (int i = 0; i < 3; i++) {
+        int32_t out[32];
+        int n = collect(rs[i], out, 32);
+        json_t *gt = json_object_get(json_array_get(cs, (size_t)i), "greedy_tokens");
+        assert_int_equal(n, 16);
+        for (int k = 0; k < 16; k++)
+            if (out[k] != json_integer_value(json_array_get(gt, (size_t)k)))
+                fail_msg("%s prompt %d step %d: %d, oracle %d", name, i, k, out[k],
+                         (int)json_integer_value(json_array_get(gt, (size_t)k)));
+        if (cached >= 0)
+            assert_int_equal(hr_request_cached_tokens(rs[i]), cached);
+        else
+            assert_int_equal(hr_request_cached_tokens(rs[i]), np[i] - 1);
+        hr_request_release(rs[i]);
+    }
+    expect_all_blocks_free(e);
+}
+
 /* Through the batched engine, the three prompts of several fixtures run
  * together and each equals the oracle's greedy continuation: longrope
  * (recomputed when a sequence passes its original length), sliding windows,
- * q/k norms. */
+ * q/k norms. A second round reuses all but the last prompt token from the
+ * prompt cache (longrope runs without it) and still equals the oracle. */
 static void test_engine_oracle_archs(void **state) {
     (void)state;
     static const char *cases[] = {"phi3-longrope", "gemma3_text", "qwen3", "gemma2"};
@@ -187,30 +225,8 @@ static void test_engine_oracle_archs(void **state) {
         hr_engine_opts o = {.n_threads = 2, .max_batch = 3, .n_ctx = 128, .prefill_chunk = 16};
         hr_engine *e;
         assert_int_equal(hr_engine_new(&e, m, &o, &err), 0);
-        hr_request *rs[3];
-        json_t *cs = json_object_get(ref, "cases");
-        for (int i = 0; i < 3; i++) {
-            json_t *pt = json_object_get(json_array_get(cs, (size_t)i), "prompt_tokens");
-            int32_t p[128];
-            int n = (int)json_array_size(pt);
-            for (int k = 0; k < n; k++)
-                p[k] = (int32_t)json_integer_value(json_array_get(pt, (size_t)k));
-            hr_req_params rp = {.prompt = p, .n_prompt = n, .max_tokens = 16};
-            hr_sampler_params_default(&rp.sampler);
-            assert_int_equal(hr_request_new(&rs[i], e, &rp, &err), 0);
-            assert_int_equal(hr_engine_submit(e, rs[i], &err), 0);
-        }
-        for (int i = 0; i < 3; i++) {
-            int32_t out[32];
-            int n = collect(rs[i], out, 32);
-            json_t *gt = json_object_get(json_array_get(cs, (size_t)i), "greedy_tokens");
-            assert_int_equal(n, 16);
-            for (int k = 0; k < 16; k++)
-                if (out[k] != json_integer_value(json_array_get(gt, (size_t)k)))
-                    fail_msg("%s prompt %d step %d: %d, oracle %d", cases[c], i, k, out[k],
-                             (int)json_integer_value(json_array_get(gt, (size_t)k)));
-            hr_request_release(rs[i]);
-        }
+        run_oracle_cases(e, ref, cases[c], 0);
+        run_oracle_cases(e, ref, cases[c], strcmp(cases[c], "phi3-longrope") ? -1 : 0);
         hr_engine_free(e);
         json_decref(ref);
         hr_model_free(m);
@@ -312,21 +328,26 @@ static void test_prompt_cache(void **state) {
     hr_request_release(r);
     r = submit(e, a, 120, 12, NULL, 0); /* warm: same tokens, KV reused */
     assert_int_equal(collect(r, out2, 32), nref);
-    assert_int_equal(hr_request_cached_tokens(r), 96); /* 3 full blocks of 119 */
+    assert_int_equal(hr_request_cached_tokens(r), 119); /* all but the last token */
     assert_memory_equal(out2, ref, (size_t)nref * sizeof(int32_t));
     assert_memory_equal(out1, ref, (size_t)nref * sizeof(int32_t));
     hr_request_release(r);
-    /* a different tail shares the prefix blocks */
+    /* a different tail shares the 100-token prefix: 3 blocks and 4 rows */
+    r = submit(nocache, b, 120, 12, NULL, 0);
+    nref = collect(r, ref, 32);
+    hr_request_release(r);
     r = submit(e, b, 120, 12, NULL, 0);
-    collect(r, out1, 32);
-    assert_int_equal(hr_request_cached_tokens(r), 96);
+    assert_int_equal(collect(r, out1, 32), nref);
+    assert_memory_equal(out1, ref, (size_t)nref * sizeof(int32_t));
+    assert_int_equal(hr_request_cached_tokens(r), 100);
     hr_request_release(r);
     expect_all_blocks_free(e);
     hr_engine_stats st;
     hr_engine_stats_get(e, &st);
-    /* a: 132 tokens in KV -> 4 blocks; b adds only its last block */
-    assert_int_equal(st.kv_blocks_cached, 5);
-    assert_int_equal(st.cached_tokens, 192);
+    /* a: 131 tokens in KV -> 4 full blocks and a tail; b adds its block 3
+     * and its tail */
+    assert_int_equal(st.kv_blocks_cached, 7);
+    assert_int_equal(st.cached_tokens, 219);
     hr_engine_free(e);
     hr_engine_free(nocache);
 
@@ -344,6 +365,72 @@ static void test_prompt_cache(void **state) {
     }
     expect_all_blocks_free(e);
     hr_engine_free(e);
+}
+
+/* Token-granular reuse: a prompt shorter than a block sent twice reuses all
+ * but its last token; a prompt sharing part of a block reuses exactly the
+ * common tokens; a conversation's next turn reuses the previous answer's
+ * tail. Alone and batched, every answer equals the uncached one. */
+static void test_prompt_cache_tokens(void **state) {
+    (void)state;
+    hr_error err;
+    hr_engine_opts o = {.n_threads = 2, .max_batch = 4, .n_ctx = 256, .prefill_chunk = 16};
+    hr_engine *e, *nocache;
+    assert_int_equal(hr_engine_new(&e, g_model, &o, &err), 0);
+    hr_engine_opts off = o;
+    off.cache_blocks = -1;
+    assert_int_equal(hr_engine_new(&nocache, g_model, &off, &err), 0);
+    /* p0: 20 tokens; p1: p0's first 12, then others; p2: p0, its answer
+     * (11 tokens in KV) and a new turn; p3: p0's first 5, then others */
+    int32_t p[4][48], ref[4][16], out[16];
+    int np[4] = {20, 20, 45, 9}, nref[4];
+    for (int i = 0; i < 20; i++)
+        p[0][i] = p[1][i] = (int32_t)((i * 29 + 3) % 500);
+    for (int i = 12; i < 20; i++)
+        p[1][i] = (int32_t)(400 + i);
+    memcpy(p[3], p[0], 5 * sizeof(int32_t));
+    for (int i = 5; i < 9; i++)
+        p[3][i] = (int32_t)(450 + i);
+    hr_request *r = submit(nocache, p[0], 20, 12, NULL, 0);
+    nref[0] = collect(r, ref[0], 16);
+    hr_request_release(r);
+    assert_int_equal(nref[0], 12);
+    memcpy(p[2], p[0], 20 * sizeof(int32_t));
+    memcpy(p[2] + 20, ref[0], 11 * sizeof(int32_t));
+    for (int i = 31; i < 45; i++)
+        p[2][i] = (int32_t)((i * 17 + 1) % 500);
+    for (int i = 1; i < 4; i++) {
+        r = submit(nocache, p[i], np[i], 12, NULL, 0);
+        nref[i] = collect(r, ref[i], 16);
+        hr_request_release(r);
+    }
+    /* one at a time: cold, the same again, part of a block, the next turn */
+    static const int order[] = {0, 0, 1, 2}, want[] = {0, 19, 12, 31};
+    for (int k = 0; k < 4; k++) {
+        int i = order[k];
+        r = submit(e, p[i], np[i], 12, NULL, 0);
+        assert_int_equal(collect(r, out, 16), nref[i]);
+        assert_memory_equal(out, ref[i], (size_t)nref[i] * sizeof(int32_t));
+        assert_int_equal(hr_request_cached_tokens(r), want[k]);
+        hr_request_release(r);
+    }
+    /* batched: p0..p2 are cached whole, p3 shares 5 tokens with them */
+    hr_request *rs[4];
+    for (int i = 0; i < 4; i++)
+        rs[i] = submit(e, p[i], np[i], 12, NULL, 0);
+    static const int want_b[] = {19, 19, 44, 5};
+    for (int i = 0; i < 4; i++) {
+        assert_int_equal(collect(rs[i], out, 16), nref[i]);
+        assert_memory_equal(out, ref[i], (size_t)nref[i] * sizeof(int32_t));
+        assert_int_equal(hr_request_cached_tokens(rs[i]), want_b[i]);
+        hr_request_release(rs[i]);
+    }
+    expect_all_blocks_free(e);
+    hr_engine_stats st;
+    hr_engine_stats_get(e, &st);
+    assert_int_equal(st.cached_tokens, 19 + 12 + 31 + 19 + 19 + 44 + 5);
+    hr_engine_free(e);
+    hr_engine_free(nocache);
 }
 
 static hr_request *run_prompt(hr_engine *e, const int32_t *p, int n, int32_t *out, int *n_out) {
@@ -454,6 +541,7 @@ int main(void) {
         cmocka_unit_test(test_engine_oracle_archs),
         cmocka_unit_test(test_stop_cancel_limits),
         cmocka_unit_test(test_prompt_cache),
+        cmocka_unit_test(test_prompt_cache_tokens),
         cmocka_unit_test(test_ssd_tier),
     };
     int rc = cmocka_run_group_tests(tests, NULL, NULL);

@@ -1,0 +1,234 @@
+/* The prompt cache on a small KV pool, without a model: token-granular
+ * lookups (whole blocks shared, the common rows of a next block copied into
+ * a fresh one), cached blocks never written, tails replaced by the blocks
+ * that extend them, eviction, and a pool with no block to spare. */
+#include "engine/pcache.h"
+#include "model/kv.h"
+
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+#include <string.h>
+
+#define LAYERS 2
+#define HEADS 2
+#define HD 4
+
+static void pool(hr_kv *kv, int n_blocks) {
+    hr_hparams hp = {.n_layers = LAYERS, .n_kv_heads = HEADS, .head_dim = HD};
+    assert_int_equal(hr_kv_init(kv, &hp, n_blocks, NULL), 0);
+}
+
+/* K and V of (block, layer, head, slot, d), as a request would store them */
+static float *row(const hr_kv *kv, bool v, int32_t b, int l, int h, int slot) {
+    float *base = v ? hr_kv_layer_v(kv, l) : hr_kv_layer_k(kv, l);
+    return base + (size_t)b * kv->block_stride + ((size_t)h * HR_KV_BLOCK + slot) * HD;
+}
+
+static void fill(hr_kv *kv, int32_t b, float seed) {
+    for (int l = 0; l < LAYERS; l++)
+        for (int h = 0; h < HEADS; h++)
+            for (int s = 0; s < HR_KV_BLOCK; s++)
+                for (int d = 0; d < HD; d++) {
+                    row(kv, false, b, l, h, s)[d] = seed + l * 1000 + h * 100 + s + d * 0.25f;
+                    row(kv, true, b, l, h, s)[d] = -(seed + l * 1000 + h * 100 + s + d * 0.25f);
+                }
+}
+
+/* Rows [0, n) of blocks a and b are equal, K and V of every layer and head. */
+static bool same_rows(const hr_kv *kv, int32_t a, int32_t b, int n) {
+    for (int l = 0; l < LAYERS; l++)
+        for (int h = 0; h < HEADS; h++)
+            for (int v = 0; v < 2; v++)
+                if (memcmp(row(kv, v, a, l, h, 0), row(kv, v, b, l, h, 0),
+                           (size_t)n * HD * sizeof(float)))
+                    return false;
+    return true;
+}
+
+static void seq(int32_t *t, int n, int32_t base) {
+    for (int i = 0; i < n; i++)
+        t[i] = base + i * 7;
+}
+
+/* A finished sequence of n tokens (blocks allocated and filled), indexed;
+ * the caller's references are dropped as a retiring request's are. */
+static void store(hr_pcache *pc, hr_kv *kv, const int32_t *t, int n, int32_t *blocks) {
+    int nb = (n + HR_KV_BLOCK - 1) / HR_KV_BLOCK;
+    for (int b = 0; b < nb; b++) {
+        blocks[b] = hr_kv_alloc(kv);
+        assert_true(blocks[b] >= 0);
+        fill(kv, blocks[b], (float)(blocks[b] + 1) * 10000);
+    }
+    hr_pcache_insert(pc, t, n, blocks);
+    for (int b = 0; b < nb; b++)
+        hr_kv_unref(kv, blocks[b]);
+}
+
+static void release(hr_kv *kv, const int32_t *blocks, int n) {
+    for (int b = 0; b < n; b++)
+        hr_kv_unref(kv, blocks[b]);
+}
+
+/* A prompt sharing 37 tokens with a cached 40-token sequence gets block 0
+ * by reference and the first 5 rows of block 1 in a block of its own; the
+ * cached block is unchanged after the new owner writes its copy. */
+static void test_partial_copy(void **state) {
+    (void)state;
+    hr_kv kv;
+    pool(&kv, 8);
+    hr_pcache *pc = hr_pcache_new(&kv, 0, NULL, 0);
+    int32_t a[40], q[45], cached[2], got[4];
+    seq(a, 40, 1);
+    store(pc, &kv, a, 40, cached);
+    assert_int_equal(hr_pcache_blocks(pc), 2);
+    memcpy(q, a, 37 * sizeof *q);
+    seq(q + 37, 8, 900);
+    int n = -1;
+    assert_int_equal(hr_pcache_lookup(pc, q, 45, 4, got, &n), 2);
+    assert_int_equal(n, 37);
+    assert_int_equal(got[0], cached[0]); /* shared */
+    assert_int_equal(kv.refs[cached[0]], 2);
+    assert_int_not_equal(got[1], cached[1]); /* copied */
+    assert_int_equal(kv.refs[got[1]], 1);
+    assert_int_equal(kv.refs[cached[1]], 1);
+    assert_true(same_rows(&kv, got[1], cached[1], 5));
+    assert_false(same_rows(&kv, got[1], cached[1], 6));
+
+    /* the new owner computes its rows 5..: the cached block never changes */
+    hr_kv snap;
+    pool(&snap, 1);
+    for (int l = 0; l < LAYERS; l++) {
+        memcpy(hr_kv_layer_k(&snap, l), hr_kv_layer_k(&kv, l) + cached[1] * kv.block_stride,
+               kv.block_stride * sizeof(float));
+        memcpy(hr_kv_layer_v(&snap, l), hr_kv_layer_v(&kv, l) + cached[1] * kv.block_stride,
+               kv.block_stride * sizeof(float));
+    }
+    fill(&kv, got[1], -5);
+    for (int l = 0; l < LAYERS; l++) {
+        assert_memory_equal(hr_kv_layer_k(&snap, l),
+                            hr_kv_layer_k(&kv, l) + cached[1] * kv.block_stride,
+                            kv.block_stride * sizeof(float));
+        assert_memory_equal(hr_kv_layer_v(&snap, l),
+                            hr_kv_layer_v(&kv, l) + cached[1] * kv.block_stride,
+                            kv.block_stride * sizeof(float));
+    }
+    hr_kv_deinit(&snap);
+    release(&kv, got, 2);
+
+    /* the same sequence again: all of it, shorter than its blocks too */
+    assert_int_equal(hr_pcache_lookup(pc, a, 39, 4, got, &n), 2);
+    assert_int_equal(n, 39);
+    release(&kv, got, 2);
+    assert_int_equal(hr_pcache_lookup(pc, a, 20, 4, got, &n), 1);
+    assert_int_equal(n, 20);
+    assert_true(same_rows(&kv, got[0], cached[0], 20));
+    release(&kv, got, 1);
+    /* no room for a block past max_blocks: whole blocks only */
+    assert_int_equal(hr_pcache_lookup(pc, a, 39, 1, got, &n), 1);
+    assert_int_equal(n, 32);
+    release(&kv, got, 1);
+    /* nothing in common */
+    seq(q, 45, 5000);
+    assert_int_equal(hr_pcache_lookup(pc, q, 45, 4, got, &n), 0);
+    assert_int_equal(n, 0);
+    assert_int_equal(kv.n_free, 6);
+    hr_pcache_free(pc);
+    assert_int_equal(kv.n_free, 8);
+    hr_kv_deinit(&kv);
+}
+
+/* A tail is replaced by a longer tail or a full block that extends it; a
+ * shorter one that an entry covers is not indexed. */
+static void test_tails(void **state) {
+    (void)state;
+    hr_kv kv;
+    pool(&kv, 8);
+    hr_pcache *pc = hr_pcache_new(&kv, 0, NULL, 0);
+    int32_t a[40], blk[2], got[2];
+    seq(a, 40, 1);
+    store(pc, &kv, a, 10, blk);
+    assert_int_equal(hr_pcache_blocks(pc), 1);
+    store(pc, &kv, a, 20, blk); /* extends it: the 10-token tail goes */
+    assert_int_equal(hr_pcache_blocks(pc), 1);
+    assert_int_equal(kv.n_free, 7);
+    store(pc, &kv, a, 5, blk); /* covered by the 20-token tail */
+    assert_int_equal(hr_pcache_blocks(pc), 1);
+    assert_int_equal(kv.n_free, 7);
+    store(pc, &kv, a, 40, blk); /* a full block and a tail of 8 */
+    assert_int_equal(hr_pcache_blocks(pc), 2);
+    assert_int_equal(kv.n_free, 6);
+    int n;
+    assert_int_equal(hr_pcache_lookup(pc, a, 39, 2, got, &n), 2);
+    assert_int_equal(n, 39);
+    assert_int_equal(got[0], blk[0]);
+    release(&kv, got, 2);
+    hr_pcache_free(pc);
+    hr_kv_deinit(&kv);
+}
+
+/* A tail is evicted like a full block: LRU first, never while in use; the
+ * block the lookup copies from is not evicted to make room for its copy. */
+static void test_evict_tail(void **state) {
+    (void)state;
+    hr_kv kv;
+    pool(&kv, 2);
+    hr_pcache *pc = hr_pcache_new(&kv, 0, NULL, 0);
+    int32_t a[20], b[20], blk[1], got[1];
+    seq(a, 20, 1);
+    seq(b, 20, 3000);
+    store(pc, &kv, a, 20, blk);
+    int32_t a_blk = blk[0];
+    store(pc, &kv, b, 20, blk);
+    assert_int_equal(hr_pcache_blocks(pc), 2);
+    assert_int_equal(kv.n_free, 0);
+    /* the pool is full: a's tail, the least recent, is the copy's source
+     * and stays; b's gives way */
+    int n;
+    assert_int_equal(hr_pcache_lookup(pc, a, 12, 1, got, &n), 1);
+    assert_int_equal(n, 12);
+    assert_int_equal(got[0], blk[0]);
+    assert_int_equal(hr_pcache_blocks(pc), 1);
+    assert_true(same_rows(&kv, got[0], a_blk, 12));
+    /* in use (got[0] is held): a's tail is the only entry and cannot go
+     * while it is the source, nor is there a free block: no copy */
+    assert_int_equal(hr_pcache_lookup(pc, a, 12, 1, blk, &n), 0);
+    assert_int_equal(n, 0);
+    release(&kv, got, 1);
+    assert_int_equal(hr_pcache_evict(pc, 1), 1);
+    assert_int_equal(hr_pcache_blocks(pc), 0);
+    assert_int_equal(kv.n_free, 2);
+    assert_int_equal(hr_pcache_lookup(pc, a, 12, 1, got, &n), 0);
+    assert_int_equal(n, 0);
+    hr_pcache_free(pc);
+    hr_kv_deinit(&kv);
+}
+
+/* The bound on cached blocks counts tails. */
+static void test_bound(void **state) {
+    (void)state;
+    hr_kv kv;
+    pool(&kv, 8);
+    hr_pcache *pc = hr_pcache_new(&kv, 2, NULL, 0);
+    int32_t t[20], blk[1];
+    for (int k = 0; k < 4; k++) {
+        seq(t, 20, 1000 * (k + 1));
+        store(pc, &kv, t, 20, blk);
+    }
+    assert_int_equal(hr_pcache_blocks(pc), 2);
+    assert_int_equal(kv.n_free, 6);
+    hr_pcache_free(pc);
+    hr_kv_deinit(&kv);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_partial_copy),
+        cmocka_unit_test(test_tails),
+        cmocka_unit_test(test_evict_tail),
+        cmocka_unit_test(test_bound),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
