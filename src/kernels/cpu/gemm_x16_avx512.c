@@ -21,6 +21,7 @@
 #include <string.h>
 
 #define AI static inline __attribute__((always_inline))
+#define UNROLL _Pragma("GCC unroll 16")
 #define MR 4                     /* activation rows per tile */
 #define L1_BYTES (32 << 10)      /* 2 panels of a k slice */
 #define IBLOCK_BYTES (384 << 10) /* activation rows per block (L2) */
@@ -35,11 +36,8 @@ typedef struct arow {
 } arow;
 
 /* 4 activation bytes broadcast (folds into vpdpbusd's m32bcst operand) */
-AI __m512i bq(const int8_t *q) {
-    int32_t v;
-    memcpy(&v, q, 4);
-    return _mm512_set1_epi32(v);
-}
+typedef int32_t i32u __attribute__((may_alias, aligned(1)));
+AI __m512i bq(const int8_t *q) { return _mm512_set1_epi32(*(const i32u *)q); }
 
 AI __m512 f16x16(const uint8_t *p) {
     return _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)p));
@@ -54,12 +52,14 @@ AI __m512i hi4(__m512i v) { return lo4(_mm512_srli_epi16(v, 4)); }
 
 /* y_a = fma(cvt(acc_a), sw * d_a, y_a) for a < I */
 AI void scale_add(__m512 *y, const __m512i *acc, __m512 sw, const arow *A, int I, int b) {
+    UNROLL
     for (int a = 0; a < I; a++)
         y[a] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(acc[a]),
                                _mm512_mul_ps(sw, _mm512_set1_ps(A[a].d[b])), y[a]);
 }
 
 AI void min_add(__m512 *y, __m512 mn, const arow *A, int I, int b) {
+    UNROLL
     for (int a = 0; a < I; a++)
         y[a] = _mm512_fmadd_ps(mn, _mm512_set1_ps(A[a].s[b]), y[a]);
 }
@@ -68,10 +68,13 @@ AI void min_add(__m512 *y, __m512 mn, const arow *A, int I, int b) {
 
 AI void unit_q8_0(const uint8_t *U, const arow *A, int I, int u, __m512 *y) {
     __m512i acc[MR];
+    UNROLL
     for (int a = 0; a < I; a++)
         acc[a] = _mm512_set1_epi32(A[a].c[u]);
+    UNROLL
     for (int c = 0; c < 8; c++) {
         __m512i v = _mm512_loadu_si512(U + 32 + 64 * c);
+        UNROLL
         for (int a = 0; a < I; a++)
             acc[a] = _mm512_dpbusd_epi32(acc[a], v, bq(A[a].q + 32 * u + 4 * c));
     }
@@ -81,10 +84,13 @@ AI void unit_q8_0(const uint8_t *U, const arow *A, int I, int u, __m512 *y) {
 /* Q4_0 and Q4_1 (MIN): nibble chunks at U + NIB */
 AI void unit_q4(const uint8_t *U, const arow *A, int I, int u, __m512 *y, int NIB, int MIN) {
     __m512i acc[MR];
+    UNROLL
     for (int a = 0; a < I; a++)
         acc[a] = _mm512_set1_epi32(A[a].c[u]);
+    UNROLL
     for (int c = 0; c < 4; c++) {
         __m512i v = _mm512_loadu_si512(U + NIB + 64 * c), l = lo4(v), h = hi4(v);
+        UNROLL
         for (int a = 0; a < I; a++) {
             acc[a] = _mm512_dpbusd_epi32(acc[a], l, bq(A[a].q + 32 * u + 4 * c));
             acc[a] = _mm512_dpbusd_epi32(acc[a], h, bq(A[a].q + 32 * u + 16 + 4 * c));
@@ -127,13 +133,16 @@ AI __m512i bits6(__m512i idx) {
 AI void unit_k45(const uint8_t *U, const arow *A, int I, int u, __m512 *y, int FIVE) {
     __m512 D = f16x16(U + K_D);
     __m512 ND = _mm512_sub_ps(_mm512_setzero_ps(), f16x16(U + K_DMIN));
+    UNROLL
     for (int s = 0; s < 4; s++) {
         int b0 = 8 * u + 2 * s;
         __m512i acc0[MR], acc1[MR];
+        UNROLL
         for (int a = 0; a < I; a++) {
             acc0[a] = _mm512_set1_epi32(A[a].c[b0]);
             acc1[a] = _mm512_set1_epi32(A[a].c[b0 + 1]);
         }
+        UNROLL
         for (int c = 0; c < 8; c++) {
             __m512i v = _mm512_loadu_si512(U + K_NIB + 64 * (8 * s + c)), l = lo4(v), h = hi4(v);
             if (FIVE) {
@@ -142,11 +151,13 @@ AI void unit_k45(const uint8_t *U, const arow *A, int I, int u, __m512 *y, int F
                 l = _mm512_or_si512(l, bits5(hb));
                 h = _mm512_or_si512(h, bits5(_mm512_srli_epi32(hb, 4)));
             }
+            UNROLL
             for (int a = 0; a < I; a++) {
                 acc0[a] = _mm512_dpbusd_epi32(acc0[a], l, bq(A[a].q + 32 * b0 + 4 * c));
                 acc1[a] = _mm512_dpbusd_epi32(acc1[a], h, bq(A[a].q + 32 * b0 + 32 + 4 * c));
             }
         }
+        UNROLL
         for (int e = 0; e < 2; e++) {
             int j = 2 * s + e;
             __m512 sw = _mm512_mul_ps(D, u8x16(U + K_SC + 16 * j));
@@ -167,12 +178,16 @@ AI void unit_q5_k(const uint8_t *U, const arow *A, int I, int u, __m512 *y) {
 /* Q6_K: groups of 16 (c and sw per group), so four accumulators per pair */
 AI void unit_q6_k(const uint8_t *U, const arow *A, int I, int u, __m512 *y) {
     __m512 D = f16x16(U + S_D);
+    UNROLL
     for (int s = 0; s < 4; s++) {
         int b0 = 8 * u + 2 * s;
         __m512i acc[4][MR]; /* block b0 halves 0, 1; block b0 + 1 halves 0, 1 */
+        UNROLL
         for (int g = 0; g < 4; g++)
+            UNROLL
             for (int a = 0; a < I; a++)
                 acc[g][a] = _mm512_set1_epi32(A[a].c[2 * b0 + g]);
+        UNROLL
         for (int c = 0; c < 8; c++) {
             __m512i v = _mm512_loadu_si512(U + S_NIB + 64 * (8 * s + c));
             __m512i hb = _mm512_cvtepu16_epi32(
@@ -185,12 +200,14 @@ AI void unit_q6_k(const uint8_t *U, const arow *A, int I, int u, __m512 *y) {
                 hi4(v), _mm512_or_si512(bits6(hb8), _mm512_slli_epi32(
                                                         bits6(_mm512_srli_epi32(hb8, 4)), 16)));
             int half = c / 4;
+            UNROLL
             for (int a = 0; a < I; a++) {
                 acc[half][a] = _mm512_dpbusd_epi32(acc[half][a], l, bq(A[a].q + 32 * b0 + 4 * c));
                 acc[2 + half][a] =
                     _mm512_dpbusd_epi32(acc[2 + half][a], h, bq(A[a].q + 32 * b0 + 32 + 4 * c));
             }
         }
+        UNROLL
         for (int g = 0; g < 4; g++) {
             __m512 sc = _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(
                 _mm_loadu_si128((const __m128i *)(U + S_SC + 16 * (4 * s + g)))));
@@ -211,17 +228,21 @@ AI void unit_q6_k(const uint8_t *U, const arow *A, int I, int u, __m512 *y) {
                         size_t ub, int PF) {                                        \
         int k = x->k;                                                               \
         arow A[MR];                                                                 \
+        UNROLL                                                                      \
         for (int a = 0; a < I; a++) {                                               \
             size_t i = (size_t)(i0 + a);                                            \
             A[a] = (arow){x->q + i * k, x->d + i * (k / 32), x->s + i * (k / 32),    \
                           x->c + i * (k / x->group)};                               \
         }                                                                           \
         __m512 acc[2][MR];                                                          \
+        UNROLL                                                                      \
         for (int p = 0; p < P; p++)                                                 \
+            UNROLL                                                                  \
             for (int a = 0; a < I; a++)                                             \
                 acc[p][a] = u0 ? _mm512_loadu_ps(y + (size_t)(i0 + a) * ldy + 16 * (p0 + p)) \
                                : _mm512_setzero_ps();                               \
         for (int u = u0; u < u1; u++)                                               \
+            UNROLL                                                                  \
             for (int p = 0; p < P; p++) {                                           \
                 const uint8_t *U = w + (size_t)(p0 + p) * pb + (size_t)u * ub;      \
                 if (PF)                                                             \
@@ -229,7 +250,9 @@ AI void unit_q6_k(const uint8_t *U, const arow *A, int I, int u, __m512 *y) {
                         _mm_prefetch((const char *)U + PF_BYTES + o, _MM_HINT_T0);  \
                 UNIT(U, A, I, u, acc[p]);                                           \
             }                                                                       \
+        UNROLL                                                                      \
         for (int p = 0; p < P; p++)                                                 \
+            UNROLL                                                                  \
             for (int a = 0; a < I; a++)                                             \
                 _mm512_storeu_ps(y + (size_t)(i0 + a) * ldy + 16 * (p0 + p), acc[p][a]); \
     }                                                                               \

@@ -291,9 +291,10 @@ static void attention_worker(void *p, int ith, int nth) {
     int hd = a->head_dim, group = a->n_heads / a->n_kv_heads, bs = a->block_size;
     float *sc = a->scratch + (size_t)ith * a->max_ctx * group;
     long lo, hi;
-    if (cpu->attn_heads && hd % 16 == 0) { /* a task: the heads of one KV head */
-        hr_split((long)a->n_tok * a->n_kv_heads, ith, nth, &lo, &hi);
-        for (long task = lo; task < hi; task++) {
+    if (cpu->attn_heads && hd % 16 == 0) {
+        /* a task: the heads of one KV head for one token; dealt round-robin,
+         * as a causal prompt's later tokens have more keys */
+        for (long task = ith; task < (long)a->n_tok * a->n_kv_heads; task += nth) {
             int t = (int)(task / a->n_kv_heads), kvh = (int)(task % a->n_kv_heads);
             int pos = a->pos[t];
             int start = a->window > 0 && pos - a->window + 1 > 0 ? pos - a->window + 1 : 0;
