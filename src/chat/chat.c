@@ -4,6 +4,7 @@
 #include "chat/jinja.h"
 #include "core/error.h"
 #include "core/file.h"
+#include "tokenizer/tokenizer.h"
 
 #include <limits.h>
 #include <stdlib.h>
@@ -253,4 +254,30 @@ void hr_chat_model_files_free(hr_chat_model_files *f) {
     free(f->bos_token);
     free(f->eos_token);
     memset(f, 0, sizeof *f);
+}
+
+bool hr_chat_is_gguf(const char *path) {
+    size_t n = strlen(path);
+    return n > 5 && !strcmp(path + n - 5, ".gguf");
+}
+
+int hr_chat_gguf_load(hr_chat_model_files *f, const hr_tokenizer *t, const char *path,
+                      bool have_override, hr_error *err) {
+    const char *tmpl = hr_tokenizer_chat_template(t);
+    if (!tmpl && !have_override)
+        return hr_err(err, HR_ENOTFOUND, "%s: no chat template (tokenizer.chat_template)", path);
+    int32_t ids[2] = {hr_tokenizer_bos(t), hr_tokenizer_eos(t)};
+    char **dst[2] = {&f->bos_token, &f->eos_token};
+    for (int i = 0; i < 2; i++) {
+        size_t len;
+        const char *p = ids[i] >= 0 ? hr_tokenizer_token_to_piece(t, ids[i], &len) : NULL;
+        if (p && !(*dst[i] = strndup(p, len)))
+            goto oom;
+    }
+    if (tmpl && !(f->template_src = strdup(tmpl)))
+        goto oom;
+    return 0;
+oom:
+    hr_chat_model_files_free(f);
+    return hr_err(err, HR_ENOMEM, "out of memory");
 }

@@ -11,6 +11,7 @@
 #include "hearth.h"
 
 #include <jansson.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -59,6 +60,16 @@ typedef struct hr_chat_model_files {
 
 int hr_chat_model_load(hr_chat_model_files *out, const char *model_dir, const char *name,
                        int has_tools, hr_error *err);
+
+/* The same for a GGUF file: the template is its tokenizer.chat_template, bos
+ * and eos the text of the BOS / EOS tokens of tok (the file's tokenizer).
+ * No template is an error unless have_override (the caller brings one). */
+struct hr_tokenizer;
+int hr_chat_gguf_load(hr_chat_model_files *out, const struct hr_tokenizer *tok,
+                      const char *path, bool have_override, hr_error *err);
+
+/* Whether a model path names a GGUF file (it ends in ".gguf"). */
+bool hr_chat_is_gguf(const char *path);
 void hr_chat_model_files_free(hr_chat_model_files *f);
 
 #endif

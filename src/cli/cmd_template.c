@@ -3,6 +3,7 @@
 #include "cli/args.h"
 #include "cli/cli.h"
 #include "core/error.h"
+#include "tokenizer/tokenizer.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -21,7 +22,7 @@ int hr_cmd_template(int argc, char **argv) {
     const char *name = NULL, *now = NULL;
     int no_gen = 0;
     const hr_opt opts[] = {
-        {"model", HR_OPT_STR, &model, "model directory (tokenizer_config.json, chat_template.jinja)"},
+        {"model", HR_OPT_STR, &model, "model directory (tokenizer_config.json, chat_template.jinja) or GGUF file"},
         {"messages", HR_OPT_STR, &messages_path, "JSON file: the messages array"},
         {"tools", HR_OPT_STR, &tools_path, "JSON file: the tools array"},
         {"kwargs", HR_OPT_STR, &kwargs_src, "JSON object of extra template variables"},
@@ -32,6 +33,7 @@ int hr_cmd_template(int argc, char **argv) {
     hr_error err = {0};
     json_t *messages = NULL, *tools = NULL, *kwargs = NULL;
     hr_chat_model_files mf = {0};
+    hr_tokenizer *tok = NULL;
     char *out = NULL;
     int rc = hr_args_parse(argc, argv, opts, (int)(sizeof opts / sizeof opts[0]),
                            "usage: hearth template --model PATH --messages FILE.json "
@@ -68,8 +70,13 @@ int hr_cmd_template(int argc, char **argv) {
             goto done;
         }
     }
-    if (hr_chat_model_load(&mf, model, name, tools != NULL, &err))
+    if (hr_chat_is_gguf(model)) {
+        if (hr_tokenizer_load(&tok, model, &err) ||
+            hr_chat_gguf_load(&mf, tok, model, false, &err))
+            goto done;
+    } else if (hr_chat_model_load(&mf, model, name, tools != NULL, &err)) {
         goto done;
+    }
     co.bos_token = mf.bos_token;
     co.eos_token = mf.eos_token;
     if (hr_chat_render(mf.template_src, messages, tools, kwargs, &co, &out, &err))
@@ -81,6 +88,7 @@ done:
         hr_cli_fail(&err);
     free(out);
     hr_chat_model_files_free(&mf);
+    hr_tokenizer_free(tok);
     json_decref(messages);
     json_decref(tools);
     json_decref(kwargs);

@@ -235,29 +235,6 @@ static uint64_t tokenizer_hash(const char *model) {
     return h;
 }
 
-/* A GGUF file's chat template (tokenizer.chat_template) and the text of its
- * BOS / EOS tokens, as hr_chat_model_load gives them for a directory. */
-static int gguf_chat_files(hr_chat_model_files *f, const hr_tokenizer *t, const char *path,
-                           bool have_override, hr_error *err) {
-    const char *tmpl = hr_tokenizer_chat_template(t);
-    if (!tmpl && !have_override)
-        return hr_err(err, HR_ENOTFOUND, "%s: no chat template (tokenizer.chat_template)", path);
-    int32_t ids[2] = {hr_tokenizer_bos(t), hr_tokenizer_eos(t)};
-    char **dst[2] = {&f->bos_token, &f->eos_token};
-    for (int i = 0; i < 2; i++) {
-        size_t len;
-        const char *p = ids[i] >= 0 ? hr_tokenizer_token_to_piece(t, ids[i], &len) : NULL;
-        if (p && !(*dst[i] = strndup(p, len)))
-            goto oom;
-    }
-    if (tmpl && !(f->template_src = strdup(tmpl)))
-        goto oom;
-    return 0;
-oom:
-    hr_chat_model_files_free(f);
-    return hr_err(err, HR_ENOMEM, "out of memory");
-}
-
 int hr_server_new(hr_server **out, const hr_server_opts *o, hr_error *err) {
     *out = NULL;
     hr_server *s = calloc(1, sizeof *s);
@@ -285,9 +262,8 @@ int hr_server_new(hr_server **out, const hr_server_opts *o, hr_error *err) {
                s->model->hp.n_vocab);
     /* chat template: --chat-template text, else the model's */
     hr_chat_model_files files = {0};
-    size_t ml = strlen(o->model);
-    if (ml > 5 && !strcmp(o->model + ml - 5, ".gguf"))
-        rc = gguf_chat_files(&files, s->tok, o->model, o->chat_template != NULL, err);
+    if (hr_chat_is_gguf(o->model))
+        rc = hr_chat_gguf_load(&files, s->tok, o->model, o->chat_template != NULL, err);
     else
         rc = hr_chat_model_load(&files, o->model, NULL, 0, err);
     if (rc)

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # A GGUF written by `hearth convert --gguf` serves chat like its source
 # directory: the exported tokenizer and tokenizer.chat_template give the same
-# prompt tokens and (F32 weights) the same greedy answer.
+# prompt tokens and (F32 weights) the same greedy answer, and `hearth
+# template` renders the same prompt from either.
 set -euo pipefail
 bin=${HEARTH_BIN:?}; root=${HEARTH_ROOT:?}
 . "$root/tests/e2e/lib/serve.sh"
@@ -23,4 +24,9 @@ b=$(ask "$SERVER_PORT")
 echo "directory: $a"
 echo "gguf:      $b"
 [ "$a" = "$b" ] || { echo "FAIL: the GGUF answers differently"; cat "$tmp/gguf.log"; exit 1; }
+# `hearth template` renders the GGUF's own template like the directory's
+echo '[{"role": "system", "content": "Be brief."}, {"role": "user", "content": "Hi"}]' >"$tmp/m.json"
+"$bin" template --model "$tmp/tiny" --messages "$tmp/m.json" >"$tmp/t_dir.txt"
+"$bin" template --model "$tmp/tiny.gguf" --messages "$tmp/m.json" >"$tmp/t_gguf.txt"
+cmp -s "$tmp/t_dir.txt" "$tmp/t_gguf.txt" || { echo "FAIL: template of the GGUF differs"; exit 1; }
 echo "gguf_serve: ok"
