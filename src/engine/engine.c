@@ -46,6 +46,7 @@ struct hr_request {
     int cached;           /* of which came from the prompt cache */
     int rope_len;         /* the sequence length the cached K/V were roped for */
     int limit;            /* max tokens generated: max_tokens capped by the context */
+    _Atomic int progress; /* len, published for hr_request_progress */
 };
 
 int hr_request_new(hr_request **out, const hr_engine *e, const hr_req_params *p,
@@ -120,6 +121,14 @@ hr_finish hr_request_finish(hr_request *r, hr_error *msg) {
         hr_err(msg, HR_EINVAL, "%s", r->err);
     pthread_mutex_unlock(&r->mu);
     return f;
+}
+
+void hr_request_progress(hr_request *r, int *done, int *total) {
+    int c = hr_request_cached_tokens(r), p = atomic_load(&r->progress);
+    *total = r->n_prompt - c;
+    *done = (p < r->n_prompt ? p : r->n_prompt) - c;
+    if (*done < 0)
+        *done = 0;
 }
 
 int hr_request_cached_tokens(hr_request *r) {
@@ -473,6 +482,8 @@ static void step(hr_engine *e) {
     /* advance positions */
     for (int t = 0; t < T; t++)
         e->running[e->b_seq[t]]->len++;
+    for (int s = 0; s < e->n_running; s++)
+        atomic_store(&e->running[s]->progress, e->running[s]->len);
     int V = e->m->hp.n_vocab;
     for (int k = 0; k < n_rows; k++) { /* grammar masks (shared caches): one thread */
         hr_request *r = e->b_row_req[k];

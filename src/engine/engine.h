@@ -101,6 +101,10 @@ int hr_request_completion_tokens(hr_request *r);
 /* Prompt tokens whose KV came from the prompt cache (valid once the first
  * token exists). */
 int hr_request_cached_tokens(hr_request *r);
+/* Prompt processing so far: *done of *total prompt tokens computed, both
+ * not counting those the prompt cache served (any thread; approximate while
+ * the step runs). */
+void hr_request_progress(hr_request *r, int *done, int *total);
 
 typedef struct hr_engine_stats {
     long requests_total, requests_running, requests_queued;

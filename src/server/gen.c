@@ -15,6 +15,16 @@
 #include <time.h>
 
 #define WAIT_MS 50
+/* A stream silent this long (a long prefill) gets an SSE comment; env
+ * HEARTH_SSE_KEEPALIVE (seconds) changes it. */
+static double keepalive_s(void) {
+    static double v = -1;
+    if (v < 0) {
+        const char *e = getenv("HEARTH_SSE_KEEPALIVE");
+        v = e && *e ? atof(e) : 15.0;
+    }
+    return v;
+}
 
 typedef struct gen {
     hr_server *s;
@@ -246,11 +256,17 @@ static void gen_free(gen *g) {
 }
 
 /* Wait for step i; -1 when the client left or the server is stopping. */
-static int next_step(gen *g, int i, hr_step *st) {
+/* Token i: 1 with *st, 0 when generation ended before it, -1 when the
+ * client left or the server stops; with keepalive, 2 after keepalive_s()
+ * seconds without it. */
+static int next_step(gen *g, int i, hr_step *st, bool keepalive) {
+    double t0 = hr_now();
     for (;;) {
         int rc = hr_request_wait(g->req, i, st, WAIT_MS);
         if (rc >= 0)
             return rc;
+        if (keepalive && hr_now() - t0 >= keepalive_s())
+            return 2;
         if (client_gone(g->fd) || atomic_load(&g->s->shutting_down)) {
             hr_request_cancel(g->req);
             return -1;
@@ -265,7 +281,7 @@ static hr_reply run_blocking(gen *g) {
     const char *e;
     size_t el;
     int rc;
-    while ((rc = next_step(g, g->n_steps, &st)) == 1) {
+    while ((rc = next_step(g, g->n_steps, &st, false)) == 1) {
         g->n_steps++;
         if (g->job.logprobs || g->job.top_logprobs)
             json_array_append_new(g->lp_content, logprob_entry(g, &st));
@@ -349,7 +365,15 @@ static bool produce(gen *g) {
     const char *e;
     size_t el;
     int rc;
-    while (!g->stopped && (rc = next_step(g, g->n_steps, &st)) == 1) {
+    while (!g->stopped && (rc = next_step(g, g->n_steps, &st, true)) >= 1) {
+        if (rc == 2) { /* a comment, as mlx_lm.server's, keeps clients from timing out */
+            int done, total;
+            hr_request_progress(g->req, &done, &total);
+            char c[64];
+            int n = snprintf(c, sizeof c, ": keepalive %d/%d\n\n", done, total);
+            append(&g->out, &g->out_len, &g->out_cap, c, (size_t)n);
+            return true;
+        }
         g->n_steps++;
         bool hit = take_step(g, &st, &e, &el);
         route(g, &e, &el, false);
@@ -436,6 +460,9 @@ hr_reply hr__route_generate(hr_server *s, struct MHD_Connection *c, bool chat,
         gen_free(g);
         return hr__error_reply(500, "server_error", NULL, "out of memory");
     }
+    /* a generation may outlast the idle timeout (a long prefill sends nothing);
+     * the connection is watched instead (client_gone) until it completes */
+    MHD_set_connection_option(c, MHD_CONNECTION_OPTION_TIMEOUT, 0u);
     const union MHD_ConnectionInfo *ci =
         MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD);
     g->fd = ci ? ci->connect_fd : -1;

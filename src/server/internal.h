@@ -16,6 +16,9 @@
 #include <pthread.h>
 #include <stdbool.h>
 
+/* Seconds an idle connection stays open (a generation lifts it meanwhile). */
+#define HR_IDLE_TIMEOUT_S 600
+
 struct hr_server {
     hr_server_opts o;
     char *model_id;               /* what /v1/models reports */

@@ -201,8 +201,9 @@ static enum MHD_Result handler(void *cls, struct MHD_Connection *c, const char *
 static void completed(void *cls, struct MHD_Connection *c, void **con_cls,
                       enum MHD_RequestTerminationCode toe) {
     (void)cls;
-    (void)c;
     (void)toe;
+    if (c) /* back to the idle timeout after a generation lifted it */
+        MHD_set_connection_option(c, MHD_CONNECTION_OPTION_TIMEOUT, (unsigned)HR_IDLE_TIMEOUT_S);
     conn_ctx *ctx = *con_cls;
     if (ctx) {
         free(ctx->body);
@@ -339,7 +340,7 @@ int hr_server_start(hr_server *s, hr_error *err) {
             MHD_USE_ERROR_LOG,
         (uint16_t)s->o.port, NULL, NULL, handler, s, MHD_OPTION_SOCK_ADDR, &addr,
         MHD_OPTION_NOTIFY_COMPLETED, completed, s, MHD_OPTION_CONNECTION_TIMEOUT,
-        (unsigned)600, MHD_OPTION_END);
+        (unsigned)HR_IDLE_TIMEOUT_S, MHD_OPTION_END);
     if (!s->daemon)
         return hr_err(err, HR_EIO, "cannot listen on %s:%d (in use?)", s->o.host, s->o.port);
     const union MHD_DaemonInfo *di = MHD_get_daemon_info(s->daemon, MHD_DAEMON_INFO_BIND_PORT);

@@ -12,6 +12,40 @@
 
 #define KV(base, p)                                                                 \
     ((base) + (size_t)bt[(p) / bs] * stride + ((size_t)kvh * bs + (p) % bs) * hd)
+#define AI static inline __attribute__((always_inline))
+#define UNROLL _Pragma("GCC unroll 16")
+
+/* out[g][c .. c + 16W) = sum_j p_gj v_j[c ..] for GN heads: constant GN, W
+ * keep the accumulators in registers */
+AI void pv_tile(const float *sc, int n, const float *v, size_t stride, int bs, int kvh,
+                const int32_t *bt, int start, int hd, int c, float *out, const int GN,
+                const int W) {
+    __m512 o[4][4];
+    UNROLL
+    for (int g = 0; g < GN; g++)
+        UNROLL
+        for (int i = 0; i < W; i++)
+            o[g][i] = _mm512_setzero_ps();
+    for (int j = 0; j < n; j++) {
+        const float *vj = KV(v, start + j) + c;
+        __m512 vv[4];
+        UNROLL
+        for (int i = 0; i < W; i++)
+            vv[i] = _mm512_loadu_ps(vj + 16 * i);
+        UNROLL
+        for (int g = 0; g < GN; g++) {
+            __m512 p = _mm512_set1_ps(sc[(size_t)g * n + j]);
+            UNROLL
+            for (int i = 0; i < W; i++)
+                o[g][i] = _mm512_fmadd_ps(p, vv[i], o[g][i]);
+        }
+    }
+    UNROLL
+    for (int g = 0; g < GN; g++)
+        UNROLL
+        for (int i = 0; i < W; i++)
+            _mm512_storeu_ps(out + (size_t)g * hd + c + 16 * i, o[g][i]);
+}
 
 void hr__attn_heads_avx512(const float *q, float *out, int G, int hd, const float *k,
                            const float *v, size_t stride, int bs, int kvh, const int32_t *bt,
@@ -50,29 +84,24 @@ void hr__attn_heads_avx512(const float *q, float *out, int G, int hd, const floa
             hr_softcap(sc + (size_t)g * n, n, softcap);
         hr_softmax(sc + (size_t)g * n, n);
     }
-    /* out_g = sum_j p_gj v_j, key by key, 64 columns x 4 heads in registers */
-    for (int c = 0; c < hd; c += 64) {
-        int w = hd - c < 64 ? (hd - c) / 16 : 4;
-        for (int g0 = 0; g0 < G; g0 += 4) {
-            int gn = G - g0 < 4 ? G - g0 : 4;
-            __m512 o[4][4];
-            for (int g = 0; g < 4; g++)
-                for (int i = 0; i < 4; i++)
-                    o[g][i] = _mm512_setzero_ps();
-            for (int jj = 0; jj < n; jj++) {
-                const float *vj = KV(v, start + jj) + c;
-                __m512 vv[4];
-                for (int i = 0; i < w; i++)
-                    vv[i] = _mm512_loadu_ps(vj + 16 * i);
-                for (int g = 0; g < gn; g++) {
-                    __m512 p = _mm512_set1_ps(sc[(size_t)(g0 + g) * n + jj]);
-                    for (int i = 0; i < w; i++)
-                        o[g][i] = _mm512_fmadd_ps(p, vv[i], o[g][i]);
-                }
+    /* out_g = sum_j p_gj v_j, key by key: 64 columns (16 at the tail) x up
+     * to 4 heads in registers */
+    for (int g0 = 0; g0 < G; g0 += 4) {
+        const float *s = sc + (size_t)g0 * n;
+        float *o = out + (size_t)g0 * hd;
+        for (int c = 0; c < hd;) {
+            int W = hd - c >= 64 ? 4 : 1;
+            switch ((G - g0 < 4 ? G - g0 : 4) * 8 + W) {
+            case 12: pv_tile(s, n, v, stride, bs, kvh, bt, start, hd, c, o, 1, 4); break;
+            case 20: pv_tile(s, n, v, stride, bs, kvh, bt, start, hd, c, o, 2, 4); break;
+            case 28: pv_tile(s, n, v, stride, bs, kvh, bt, start, hd, c, o, 3, 4); break;
+            case 36: pv_tile(s, n, v, stride, bs, kvh, bt, start, hd, c, o, 4, 4); break;
+            case 9: pv_tile(s, n, v, stride, bs, kvh, bt, start, hd, c, o, 1, 1); break;
+            case 17: pv_tile(s, n, v, stride, bs, kvh, bt, start, hd, c, o, 2, 1); break;
+            case 25: pv_tile(s, n, v, stride, bs, kvh, bt, start, hd, c, o, 3, 1); break;
+            default: pv_tile(s, n, v, stride, bs, kvh, bt, start, hd, c, o, 4, 1); break;
             }
-            for (int g = 0; g < gn; g++)
-                for (int i = 0; i < w; i++)
-                    _mm512_storeu_ps(out + (size_t)(g0 + g) * hd + c + 16 * i, o[g][i]);
+            c += 16 * W;
         }
     }
 }
