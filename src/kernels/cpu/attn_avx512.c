@@ -1,11 +1,13 @@
 /* AVX-512 attention for the query heads that share one KV head (GQA), for
  * one token: every key and value is loaded once for all of them, the score
- * dot products run 4 keys at a time (independent FMA chains) and the output
+ * dot products run 4 keys at a time (independent FMA chains, one packed
+ * horizontal sum for the 4: hsum_avx512.h) and the output
  * rows stay in registers over the whole value pass. Each score and each
  * output element is computed by exactly the operations of the per-head
  * path (dot_avx512 then * scale; axpy_avx512 key by key), so the results
  * are bit-identical to it. */
 #include "kernels/cpu/gemm_q.h"
+#include "kernels/cpu/hsum_avx512.h"
 #include "kernels/cpu/ops.h"
 
 #include <immintrin.h>
@@ -65,8 +67,9 @@ void hr__attn_heads_avx512(const float *q, float *out, int G, int hd, const floa
                 for (int i = 0; i < 4; i++)
                     acc[i] = _mm512_fmadd_ps(qv, _mm512_loadu_ps(kj[i] + t), acc[i]);
             }
-            for (int i = 0; i < 4; i++)
-                sc[(size_t)g * n + j + i] = _mm512_reduce_add_ps(acc[i]) * scale;
+            __m512 s4 = _mm512_mul_ps(hr_hsum4_avx512(acc[0], acc[1], acc[2], acc[3]),
+                                      _mm512_set1_ps(scale));
+            _mm512_mask_compressstoreu_ps(sc + (size_t)g * n + j, 0x1111, s4);
         }
     }
     for (; j < n; j++) {
@@ -76,7 +79,7 @@ void hr__attn_heads_avx512(const float *q, float *out, int G, int hd, const floa
             for (int t = 0; t < hd; t += 16)
                 acc = _mm512_fmadd_ps(_mm512_loadu_ps(q + (size_t)g * hd + t),
                                       _mm512_loadu_ps(kj + t), acc);
-            sc[(size_t)g * n + j] = _mm512_reduce_add_ps(acc) * scale;
+            sc[(size_t)g * n + j] = hr_hsum_avx512(acc) * scale;
         }
     }
     for (int g = 0; g < G; g++) {

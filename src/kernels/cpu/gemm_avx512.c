@@ -3,6 +3,7 @@
  * this path agrees with the scalar reference to rounding. */
 #include "kernels/cpu/cpu.h"
 #include "kernels/cpu/gemm_q.h"
+#include "kernels/cpu/hsum_avx512.h"
 
 #include <immintrin.h>
 
@@ -97,7 +98,7 @@ static float dot_avx512(const float *a, const float *b, int n) {
         acc = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(m, a + t),
                               _mm512_maskz_loadu_ps(m, b + t), acc);
     }
-    return _mm512_reduce_add_ps(acc);
+    return hr_hsum_avx512(acc);
 }
 
 static void axpy_avx512(float *y, float a, const float *x, int n) {
