@@ -9,10 +9,12 @@
  * a shift and a mask; the fifth (Q5_K) and top two (Q6_K) bits are spread
  * over the lane's bytes through a 16-entry vpermd table.
  *
- * Tiles: MR activation rows x 2 panels (32 outputs); the k range in slices
- * whose 2 panels fit in L1 (32 KiB), the activation rows in blocks that fit
- * in L2; y carries the sum from slice to slice, so the order of the terms,
- * and the bits, do not depend on the tiling. */
+ * Tiles: MR activation rows x 2 panels (32 outputs), one panel after the
+ * other over the slice (only one panel's accumulators are busy at a time:
+ * with both, the K-quants spilled registers); the k range in slices whose 2
+ * panels fit in L1 (32 KiB), the activation rows in blocks that fit in L2;
+ * y carries the sum from slice to slice, so the order of the terms, and the
+ * bits, do not depend on the tiling. */
 #include "kernels/cpu/gemm_q.h"
 #include "kernels/cpu/qdot.h"
 #include "kernels/cpu/x16.h"
@@ -241,9 +243,9 @@ AI void unit_q6_k(const uint8_t *U, const arow *A, int I, int u, __m512 *y) {
             for (int a = 0; a < I; a++)                                             \
                 acc[p][a] = u0 ? _mm512_loadu_ps(y + (size_t)(i0 + a) * ldy + 16 * (p0 + p)) \
                                : _mm512_setzero_ps();                               \
-        for (int u = u0; u < u1; u++)                                               \
-            UNROLL                                                                  \
-            for (int p = 0; p < P; p++) {                                           \
+        UNROLL                                                                      \
+        for (int p = 0; p < P; p++)                                                 \
+            for (int u = u0; u < u1; u++) {                                         \
                 const uint8_t *U = w + (size_t)(p0 + p) * pb + (size_t)u * ub;      \
                 if (PF)                                                             \
                     for (size_t o = 0; o < ub; o += 64)                             \
