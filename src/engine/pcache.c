@@ -17,6 +17,7 @@ typedef struct entry {
     int32_t n;                   /* tokens held: HR_KV_BLOCK, or fewer for a tail */
     int32_t tokens[HR_KV_BLOCK]; /* the content [0, n), checked on every hit */
     double used;                 /* last hit or insert, hr_now() */
+    bool pending;                /* a full block not yet queued for the SSD */
     struct entry *hnext;         /* hash bucket chain */
     struct entry *prev, *next;   /* LRU list, most recent first */
 } entry;
@@ -26,6 +27,8 @@ struct hr_pcache {
     hr_ssd *ssd;
     double demote_idle;
     int max_blocks, n;
+    int n_pending;  /* entries whose SSD write waits for room in the queue */
+    bool ssd_dead;  /* the tier refused a write: stop retrying */
     entry **buckets;
     size_t n_buckets;
     entry lru; /* sentinel */
@@ -81,6 +84,7 @@ static void drop(hr_pcache *pc, entry *e) {
     lru_unlink(e);
     hr_kv_unref(pc->kv, e->block);
     pc->n--;
+    pc->n_pending -= e->pending;
     free(e);
 }
 
@@ -91,6 +95,24 @@ void hr_pcache_free(hr_pcache *pc) {
         drop(pc, pc->lru.next);
     free(pc->buckets);
     free(pc);
+}
+
+/* Queue a pending entry's SSD write; the writer reads the block, so it is
+ * held until hr_ssd_done gives it back. A full queue leaves it pending (the
+ * next poll retries); a dead tier stops the retries. false when not queued. */
+static bool queue_write(hr_pcache *pc, entry *e) {
+    if (pc->ssd_dead)
+        return false;
+    hr_kv_ref(pc->kv, e->block);
+    int r = hr_ssd_queue(pc->ssd, e->key, e->tokens, e->block);
+    if (r == 1) {
+        e->pending = false;
+        pc->n_pending--;
+        return true;
+    }
+    hr_kv_unref(pc->kv, e->block);
+    pc->ssd_dead = r < 0;
+    return false;
 }
 
 /* Index block (n tokens) under parent (the cache takes over one reference
@@ -113,12 +135,10 @@ static entry *add(hr_pcache *pc, uint64_t parent, uint64_t key, const int32_t *t
     e->used = hr_now();
     lru_front(pc, e);
     pc->n++;
-    /* the writer reads the block: hold it until hr_ssd_done gives it back */
-    if (pc->ssd && write && n == HR_KV_BLOCK) {
-        hr_kv_ref(pc->kv, block);
-        if (!hr_ssd_queue(pc->ssd, key, tokens, block))
-            hr_kv_unref(pc->kv, block);
-    }
+    e->pending = pc->ssd && write && n == HR_KV_BLOCK;
+    pc->n_pending += e->pending;
+    if (e->pending)
+        queue_write(pc, e);
     return e;
 }
 
@@ -284,15 +304,19 @@ void hr_pcache_poll(hr_pcache *pc, double now) {
     while ((n = hr_ssd_done(pc->ssd, done, 64)) > 0)
         for (int i = 0; i < n; i++)
             hr_kv_unref(pc->kv, done[i]);
+    /* writes that found the queue full, oldest first, while there is room */
+    for (entry *e = pc->lru.prev; pc->n_pending && !pc->ssd_dead && e != &pc->lru; e = e->prev)
+        if (e->pending && !queue_write(pc, e))
+            break;
     if (pc->demote_idle <= 0)
         return;
-    /* idle full entries nobody uses leave RAM (they are on SSD); tails,
-     * which are not, stay until evicted */
+    /* idle full entries nobody uses leave RAM (they are on SSD); tails and
+     * blocks still waiting for their write, which are not, stay until evicted */
     for (entry *e = pc->lru.prev; e != &pc->lru;) {
         entry *prev = e->prev;
         if (now - e->used < pc->demote_idle)
             break; /* the rest are more recent */
-        if (e->n == HR_KV_BLOCK && pc->kv->refs[e->block] == 1)
+        if (e->n == HR_KV_BLOCK && !e->pending && pc->kv->refs[e->block] == 1)
             drop(pc, e);
         e = prev;
     }

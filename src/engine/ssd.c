@@ -178,9 +178,9 @@ static void *writer(void *arg) {
 
 /* ---- engine side ----------------------------------------------------------------------- */
 
-bool hr_ssd_queue(hr_ssd *s, uint64_t key, const int32_t *tokens, int32_t block) {
+int hr_ssd_queue(hr_ssd *s, uint64_t key, const int32_t *tokens, int32_t block) {
     if (atomic_load(&s->disabled))
-        return false;
+        return -1;
     pthread_mutex_lock(&s->mu);
     bool ok = s->q_len + s->n_done < QUEUE;
     if (ok) {
@@ -192,7 +192,7 @@ bool hr_ssd_queue(hr_ssd *s, uint64_t key, const int32_t *tokens, int32_t block)
         pthread_cond_signal(&s->cv);
     }
     pthread_mutex_unlock(&s->mu);
-    return ok;
+    return ok ? 1 : 0;
 }
 
 int hr_ssd_done(hr_ssd *s, int32_t *blocks, int max) {

@@ -34,9 +34,10 @@ void hr_ssd_stop(hr_ssd *s);
 void hr_ssd_close(hr_ssd *s);
 
 /* Engine thread: queue block `block` (whose content must not change while
- * queued: hold a reference) to be written under `key`. false when the tier
- * is disabled (e.g. after a disk error) or the queue is full. */
-bool hr_ssd_queue(hr_ssd *s, uint64_t key, const int32_t *tokens, int32_t block);
+ * queued: hold a reference) to be written under `key`. 1 queued; 0 the
+ * queue is full (try again later); -1 the tier is disabled (e.g. after a
+ * disk error). */
+int hr_ssd_queue(hr_ssd *s, uint64_t key, const int32_t *tokens, int32_t block);
 /* Engine thread: blocks whose writes finished (release their references). */
 int hr_ssd_done(hr_ssd *s, int32_t *blocks, int max);
 /* Engine thread: read the block stored under key into `block`. 1 on a hit;

@@ -3,6 +3,7 @@
  * a fresh one), cached blocks never written, tails replaced by the blocks
  * that extend them, eviction, and a pool with no block to spare. */
 #include "engine/pcache.h"
+#include "engine/ssd.h"
 #include "model/kv.h"
 
 #include <setjmp.h>
@@ -10,7 +11,10 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <cmocka.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #define LAYERS 2
 #define HEADS 2
@@ -223,12 +227,60 @@ static void test_bound(void **state) {
     hr_kv_deinit(&kv);
 }
 
+/* A sequence of more blocks than the SSD writer queues at once (256) gets
+ * every block on disk: the writes that found the queue full wait in the
+ * cache (which does not demote them meanwhile) and are queued as it drains;
+ * a fresh cache over the same directory then finds the whole prefix. */
+static void test_ssd_backlog(void **state) {
+    (void)state;
+    enum { NB = 300 };
+    char dir[] = "/tmp/hearth_pcache_ssd_XXXXXX";
+    assert_non_null(mkdtemp(dir));
+    hr_kv kv;
+    pool(&kv, NB + 8);
+    hr_ssd *ssd;
+    assert_int_equal(hr_ssd_open(&ssd, dir, 42, 7, &kv, (size_t)1 << 30, NULL), 0);
+    hr_pcache *pc = hr_pcache_new(&kv, 0, ssd, 1e-9); /* demote anything idle */
+    static int32_t t[NB * HR_KV_BLOCK], blocks[NB];
+    seq(t, NB * HR_KV_BLOCK, 3);
+    store(pc, &kv, t, NB * HR_KV_BLOCK, blocks);
+    long written = 0, hits, quarantined;
+    for (int i = 0; i < 100000 && written < NB; i++) {
+        hr_pcache_poll(pc, 1e18); /* demotion: only what is on disk may go */
+        hr_ssd_counts(ssd, &written, &hits, &quarantined);
+        usleep(100);
+    }
+    assert_int_equal(written, NB);
+    hr_ssd_stop(ssd);
+    hr_pcache_poll(pc, 1e18);
+    hr_pcache_free(pc);
+    hr_ssd_close(ssd);
+    /* a new cache (a restart) finds all NB blocks on disk */
+    assert_int_equal(hr_ssd_open(&ssd, dir, 42, 7, &kv, (size_t)1 << 30, NULL), 0);
+    pc = hr_pcache_new(&kv, 0, ssd, 0);
+    int32_t got[NB];
+    int n_tok = 0;
+    int nb = hr_pcache_lookup(pc, t, NB * HR_KV_BLOCK + 1, NB, got, &n_tok);
+    assert_int_equal(nb, NB);
+    assert_int_equal(n_tok, NB * HR_KV_BLOCK);
+    release(&kv, got, nb);
+    hr_ssd_stop(ssd);
+    hr_pcache_poll(pc, 0);
+    hr_pcache_free(pc);
+    hr_ssd_close(ssd);
+    hr_kv_deinit(&kv);
+    char cmd[128];
+    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+    assert_int_equal(system(cmd), 0);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_partial_copy),
         cmocka_unit_test(test_tails),
         cmocka_unit_test(test_evict_tail),
         cmocka_unit_test(test_bound),
+        cmocka_unit_test(test_ssd_backlog),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
