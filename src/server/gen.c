@@ -255,7 +255,6 @@ static void gen_free(gen *g) {
     free(g);
 }
 
-/* Wait for step i; -1 when the client left or the server is stopping. */
 /* Token i: 1 with *st, 0 when generation ended before it, -1 when the
  * client left or the server stops; with keepalive, 2 after keepalive_s()
  * seconds without it. */
