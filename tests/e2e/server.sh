@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The server end to end: a tiny model with a real tokenizer and chat
 # template, driven by the official `openai` npm client, curl, and a corpus of
-# malformed requests (tests/e2e/server_test.mjs).
+# malformed requests (tests/e2e/server_test.mjs), and keep-alive comments on a
+# stream queued behind a long generation.
 set -euo pipefail
 bin=${HEARTH_BIN:?}; root=${HEARTH_ROOT:?}
 . "$root/tests/e2e/lib/serve.sh"
@@ -17,3 +18,20 @@ kill -TERM "$pid"
 status=0; wait "$pid" || status=$?
 [ "$status" -eq 0 ] || { echo "FAIL: exit status $status after SIGTERM"; cat "$tmp/err"; exit 1; }
 echo "server: clean exit on SIGTERM"
+
+# keep-alive: a stream queued behind a long generation (--batch 1) gets
+# ": keepalive P/T" comments while silent, then its chunks and [DONE]
+HEARTH_SSE_KEEPALIVE=0.05 start_server "$tmp/ka" --model "$model" --threads 1 --batch 1
+port=$SERVER_PORT
+curl -sf "http://127.0.0.1:$port/v1/completions" -H 'Content-Type: application/json' \
+    -d '{"prompt": "a", "max_tokens": 3500, "logit_bias": {"370": -100}}' >/dev/null &
+long=$!
+sleep 0.05
+curl -sfN "http://127.0.0.1:$port/v1/completions" -H 'Content-Type: application/json' \
+    -d '{"prompt": "b", "max_tokens": 2, "stream": true}' >"$tmp/ka.out"
+wait "$long"
+grep -q '^: keepalive [0-9]*/[0-9]*$' "$tmp/ka.out" ||
+    { echo "FAIL: no keepalive comment"; cat "$tmp/ka.out"; exit 1; }
+tail -2 "$tmp/ka.out" | grep -q '^data: \[DONE\]$' || { echo "FAIL: no [DONE]"; exit 1; }
+echo "server: keepalive comments while queued ($(grep -c '^: keepalive' "$tmp/ka.out"))"
+
