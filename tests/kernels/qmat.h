@@ -6,6 +6,7 @@
 #include "kernels/cpu/quant.h"
 #include "sample/rng.h"
 
+#include <math.h>
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
@@ -91,6 +92,33 @@ static qmat make_q(hr_rng *rng, hr_dtype dt, int bits, int group, hr_dtype sdt, 
     q.t.data = q.data;
     q.t.nbytes = (size_t)m * rb;
     return q;
+}
+
+/* y[n][m] (an integer-activation product of x[n][k] and w) against the f32
+ * product with w's dequantized rows: each output within the activation
+ * rounding, sum_t |w_t| * d_t / 2 (plus f32 slack), where d_t is the
+ * activation scale d[(i * k + t) / per]. Returns the worst err / bound.
+ * For tests that include cmocka. */
+static inline double check_rounding_bound(const float *x, int n, int k, const hr_tensor *w, int m,
+                                          const float *y, const float *d, int per) {
+    float *wf = malloc((size_t)k * sizeof *wf);
+    double worst = 0;
+    for (int j = 0; j < m; j++) {
+        hr_dequant_range(w, j, 0, k, wf);
+        for (int i = 0; i < n; i++) {
+            double ref = 0, bound = 0, mag = 0;
+            for (int t = 0; t < k; t++) {
+                ref += (double)x[i * k + t] * wf[t];
+                bound += fabs(wf[t]) * d[(i * k + t) / per] / 2;
+                mag += fabs((double)x[i * k + t] * wf[t]);
+            }
+            double err = fabs(y[i * m + j] - ref);
+            assert_true(err <= bound + 1e-5 * mag);
+            worst = fmax(worst, err / (bound + 1e-30));
+        }
+    }
+    free(wf);
+    return worst;
 }
 
 #endif

@@ -127,53 +127,42 @@ int hr_matmul_prepare(hr_tensor *w, void **mem) {
     return 1;
 }
 
-/* The x16 path: quantize x (on the pool for 8+ rows), then the products. */
-static void matmul_x16(hr_pool *pool, matmul_task *t) {
-    const hr_cpu_kernels *K = hr_cpu();
-    int k = (int)t->w->shape[1], n = t->n, G = hr_qdot_group(t->w->dtype);
-    HR_ASSERT(K->gemm_x16[t->w->dtype]);
-    size_t nk = (size_t)n * k; /* q: nk bytes; d, s: nk/32 floats; c: nk/G ints */
-    size_t bytes = nk + (nk / 32) * 8 + (nk / (size_t)G) * 4 + 64, at = (nk + 63) / 64 * 64;
-    void *owned = NULL;
-    char *b = pool ? hr_pool_scratch(pool, bytes) : (owned = malloc(bytes));
-    HR_ASSERT(b); /* the scratch aborts on OOM; so does a failed malloc here */
-    t->fn_x16 = K->gemm_x16[t->w->dtype];
-    t->q32 = (hr_qact32){.q = (int8_t *)b, .d = (float *)(b + at),
-                         .s = (float *)(b + at + nk / 32 * 4),
-                         .c = (int32_t *)(b + at + nk / 32 * 8), .k = k, .group = G};
-    if (n >= 8)
-        hr_pool_run(pool, qact32_worker, t);
-    else
-        qact32_worker(t, 0, 1);
-    hr_pool_run(pool, matmul_worker, t);
-    free(owned);
-}
-
+/* Quantize x for the integer kernels (into scratch b), then the products:
+ * x16 layout (x16.h) or the row layout (qdot.h); the f32 kernels when b is
+ * NULL (out of memory for the row layout, which they can read). */
 static void run_task(hr_pool *pool, matmul_task *t) {
     const hr_cpu_kernels *K = hr_cpu();
     const hr_tensor *w = t->w;
     int k = (int)w->shape[1], n = t->n;
+    size_t nk = (size_t)n * k, bytes = 0;
+    bool x16 = w->layout == HR_LAYOUT_X16;
+    int G = hr_qdot_group(w->dtype);
     t->fn = K->gemm[w->dtype];
-    if (w->layout == HR_LAYOUT_X16) {
-        matmul_x16(pool, t);
-        return;
-    }
-    void *buf = NULL, *owned = NULL;
-    if (K->gemm_i8[w->dtype] && k % 64 == 0 && int8_path_enabled()) {
-        size_t bytes = (size_t)n * k * 4; /* q: k bytes; d4, c4, s4: k/4 x 4 bytes */
-        buf = pool ? hr_pool_scratch(pool, bytes) : (owned = malloc(bytes));
-    }
-    if (buf) {
+    if (x16) /* q: nk bytes; d, s: nk/32 floats; c: nk/G ints */
+        bytes = nk + (nk / 32) * 8 + (nk / (size_t)G) * 4 + 64;
+    else if (K->gemm_i8[w->dtype] && k % 64 == 0 && int8_path_enabled())
+        bytes = nk * 4; /* q: nk bytes; d4, c4, s4: nk/4 x 4 bytes */
+    void *owned = NULL;
+    char *b = !bytes ? NULL : pool ? hr_pool_scratch(pool, bytes) : (owned = malloc(bytes));
+    hr_task_fn quantize = NULL;
+    if (x16) {
+        HR_ASSERT(K->gemm_x16[w->dtype] && b); /* no f32 kernel reads this layout */
+        size_t at = (nk + 63) / 64 * 64;
+        t->fn_x16 = K->gemm_x16[w->dtype];
+        t->q32 = (hr_qact32){.q = (int8_t *)b, .d = (float *)(b + at),
+                             .s = (float *)(b + at + nk / 32 * 4),
+                             .c = (int32_t *)(b + at + nk / 32 * 8), .k = k, .group = G};
+        quantize = qact32_worker;
+    } else if (b) {
         t->fn_i8 = K->gemm_i8[w->dtype];
-        char *b = buf;
-        size_t nk = (size_t)n * k;
         t->qx = (hr_qact){.q = (int8_t *)b, .d4 = (float *)(b + nk),
                           .c4 = (int32_t *)(b + 2 * nk), .s4 = (float *)(b + 3 * nk), .k = k};
-        if (n >= 8)
-            hr_pool_run(pool, qact_worker, t);
-        else
-            qact_worker(t, 0, 1);
+        quantize = qact_worker;
     }
+    if (quantize && n >= 8)
+        hr_pool_run(pool, quantize, t);
+    else if (quantize)
+        quantize(t, 0, 1);
     hr_pool_run(pool, matmul_worker, t);
     free(owned);
 }
