@@ -4,7 +4,9 @@
  * agrees with hr_qact_row, the scalar x16 kernel stays within the
  * activation rounding bound of the f32 product, every ISA's x16 kernel
  * gives the scalar kernel's bits exactly (qdot.h), and hr_matmul on a
- * repacked weight is batch-invariant on 1 or 3 threads. */
+ * repacked weight is batch-invariant on 1 or 3 threads. With
+ * HEARTH_QUANT_ACT=int8 (set by main, which changes nothing for GGUF types),
+ * 4-bit MLX affine weights are repacked as Q4_1 with the same values. */
 #include "core/pool.h"
 #include "kernels/cpu/cpu.h"
 #include "kernels/cpu/ops.h"
@@ -324,7 +326,61 @@ static void test_multi(void **state) {
     free(x);
 }
 
+/* HEARTH_QUANT_ACT=int8: a 4-bit affine matrix with f16-exact scales and
+ * biases (bf16 or f16 storage; groups of 32, 64, 128) becomes Q4_1 in the
+ * x16 layout whose every value is the affine one, bit for bit, and whose
+ * product is within the activation rounding bound; f32 scales (not exact
+ * in f16) and 8-bit weights keep the affine layout. */
+static void test_affine4_int8(void **state) {
+    (void)state;
+    hr_rng rng;
+    hr_rng_seed(&rng, 97);
+    int n = 3, m = 48, k = 512;
+    float *x = malloc((size_t)n * k * sizeof *x), *y = malloc((size_t)n * m * sizeof *y);
+    float a[512], b[512];
+    for (int i = 0; i < n * k; i++)
+        x[i] = frand(&rng);
+    static const hr_dtype sdts[] = {HR_DTYPE_BF16, HR_DTYPE_F16};
+    static const int groups[] = {32, 64, 128};
+    for (int s = 0; s < 2; s++)
+        for (int g = 0; g < 3; g++) {
+            qmat w = make_q(&rng, HR_DTYPE_AFFINE, 4, groups[g], sdts[s], m, k, false);
+            hr_tensor t = w.t;
+            void *mem;
+            assert_int_equal(hr_matmul_prepare(&t, &mem), 1);
+            assert_int_equal(t.dtype, HR_DTYPE_Q4_1);
+            assert_int_equal(t.layout, HR_LAYOUT_X16);
+            for (int j = 0; j < m; j++) {
+                hr_dequant_range(&w.t, j, 0, k, a);
+                hr_dequant_range(&t, j, 0, k, b);
+                if (memcmp(a, b, sizeof a))
+                    fail_msg("affine %s group %d row %d: values differ as Q4_1",
+                             hr_dtype_name(sdts[s]), groups[g], j);
+            }
+            qx q = quantize(NULL, x, n, k, HR_DTYPE_Q4_1);
+            hr_matmul(NULL, y, m, x, k, n, &t, NULL);
+            double worst = check_rounding_bound(x, n, k, &w.t, m, y, q.d, 32);
+            printf("affine4 %s g%-3d as Q4_1: within %.2f of the activation rounding bound\n",
+                   hr_dtype_name(sdts[s]), groups[g], worst);
+            qx_free(&q);
+            free(mem);
+            qmat_free(&w);
+        }
+    for (int bits = 4; bits <= 8; bits += 4) {
+        qmat w = make_q(&rng, HR_DTYPE_AFFINE, bits, 64,
+                        bits == 4 ? HR_DTYPE_F32 : HR_DTYPE_BF16, m, k, false);
+        hr_tensor t = w.t;
+        void *mem;
+        assert_int_equal(hr_matmul_prepare(&t, &mem), 0);
+        assert_memory_equal(&t, &w.t, sizeof t);
+        qmat_free(&w);
+    }
+    free(x);
+    free(y);
+}
+
 int main(void) {
+    setenv("HEARTH_QUANT_ACT", "int8", 1);
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_pack_exact),
         cmocka_unit_test(test_qact32),
@@ -332,6 +388,7 @@ int main(void) {
         cmocka_unit_test(test_isas),
         cmocka_unit_test(test_batch_invariance),
         cmocka_unit_test(test_multi),
+        cmocka_unit_test(test_affine4_int8),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1,10 +1,13 @@
 #include "kernels/cpu/ops.h"
 #include "core/error.h"
+#include "core/log.h"
 #include "kernels/cpu/cpu.h"
 #include "kernels/cpu/qdot.h"
+#include "kernels/cpu/quant.h"
 #include "kernels/cpu/x16.h"
 
 #include <math.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -19,6 +22,9 @@ typedef struct mm_part {
 } mm_part;
 
 #define MAX_PARTS 3
+#ifndef CHUNKS_PER_THREAD
+#define CHUNKS_PER_THREAD 8
+#endif
 
 /* Products of the same x (same dtype and layout): their 16-row groups, in
  * order, are split over the threads as one list. */
@@ -33,6 +39,8 @@ typedef struct matmul_task {
     hr_qact qx;
     hr_gemm_x16_fn fn_x16; /* x16 layout: x quantized into q32 */
     hr_qact32 q32;
+    long groups, chunk; /* 16-row groups in all parts; groups per claim */
+    _Atomic long next;  /* the next unclaimed chunk */
 } matmul_task;
 
 static void matmul_part(const matmul_task *t, const mm_part *p, int m0, int m1) {
@@ -48,21 +56,27 @@ static void matmul_part(const matmul_task *t, const mm_part *p, int m0, int m1) 
                 p->y[(size_t)i * p->ldy + j] += p->bias[j];
 }
 
+/* Threads claim chunks of groups as they go rather than a fixed half each:
+ * on shared cores a thread that loses its core for a while would otherwise
+ * hold up the job (the results do not depend on who computes a group). */
 static void matmul_worker(void *arg, int ith, int nth) {
-    const matmul_task *t = arg;
-    long groups = 0, lo, hi;
-    for (int i = 0; i < t->n_parts; i++)
-        groups += (t->part[i].m + 15) / 16;
-    hr_split(groups, ith, nth, &lo, &hi);
-    for (int i = 0; i < t->n_parts && lo < hi; i++) {
-        const mm_part *p = &t->part[i];
-        long g = (p->m + 15) / 16;
-        if (lo < g) {
-            int m0 = (int)lo * 16, m1 = hi < g ? (int)hi * 16 : p->m;
-            matmul_part(t, p, m0, m1);
+    (void)ith, (void)nth;
+    matmul_task *t = arg;
+    for (;;) {
+        long lo = atomic_fetch_add_explicit(&t->next, 1, memory_order_relaxed) * t->chunk;
+        if (lo >= t->groups)
+            return;
+        long hi = lo + t->chunk < t->groups ? lo + t->chunk : t->groups;
+        for (int i = 0; i < t->n_parts && lo < hi; i++) {
+            const mm_part *p = &t->part[i];
+            long g = (p->m + 15) / 16;
+            if (lo < g) {
+                int m0 = (int)lo * 16, m1 = hi < g ? (int)hi * 16 : p->m;
+                matmul_part(t, p, m0, m1);
+            }
+            lo = lo > g ? lo - g : 0;
+            hi -= g;
         }
-        lo = lo > g ? lo - g : 0;
-        hi -= g;
     }
 }
 
@@ -93,7 +107,8 @@ static void qact32_worker(void *p, int ith, int nth) {
 }
 
 /* HEARTH_QUANT_ACT=f32 keeps GGUF weights on the f32-activation kernels,
- * =rows on the integer kernels of the file's row layout (no repacking). */
+ * =rows on the integer kernels of the file's row layout (no repacking),
+ * =int8 adds 4-bit MLX affine weights to the integer path. */
 static const char *quant_act(void) {
     static const char *v;
     if (!v) {
@@ -108,21 +123,59 @@ bool hr_matmul_supports(hr_dtype t) {
     return (unsigned)t < HR_DTYPE_COUNT && hr_cpu()->gemm[t] != NULL;
 }
 
+/* HEARTH_QUANT_ACT=int8 puts 4-bit MLX affine matrices on the integer path
+ * too, as Q4_1 (the same formula, w = d * nibble + m) when every scale and
+ * bias has an exact f16; 16 rows at a time through a Q4_1 scratch. */
+static bool affine4_as_q4_1(const hr_tensor *w) {
+    return w->dtype == HR_DTYPE_AFFINE && w->q.bits == 4 && w->q.group % 32 == 0 &&
+           !strcmp(quant_act(), "int8");
+}
+
+static bool pack_affine4(const hr_tensor *w, const hr_tensor *as, uint8_t *dst) {
+    size_t rb = hr_tensor_row_bytes(as), pb = hr_x16_bytes(as) / (size_t)(w->shape[0] / 16);
+    uint8_t *rows = malloc(16 * rb);
+    hr_tensor panel = *as;
+    panel.shape[0] = 16;
+    panel.data = rows;
+    bool ok = rows != NULL;
+    for (int64_t p = 0; ok && p < w->shape[0] / 16; p++) {
+        for (int r = 0; ok && r < 16; r++)
+            ok = hr_affine4_q4_1_row(w, 16 * p + r, rows + (size_t)r * rb);
+        if (ok)
+            hr_x16_pack(&panel, 0, 1, dst + (size_t)p * pb);
+    }
+    free(rows);
+    return ok;
+}
+
 int hr_matmul_prepare(hr_tensor *w, void **mem) {
     *mem = NULL;
-    if (w->ndim != 2 || w->layout != HR_LAYOUT_ROWS || !hr_x16_supports(w->dtype) ||
-        !hr_cpu()->gemm_x16[w->dtype] || !int8_path_enabled() || !strcmp(quant_act(), "rows") ||
-        w->shape[0] % 16 ||
-        w->shape[1] % 64 || w->shape[1] % hr_x16_unit_cols(w->dtype))
+    hr_tensor as = *w; /* w as the x16 kernels will see it */
+    bool affine = affine4_as_q4_1(w);
+    if (affine) {
+        as.dtype = HR_DTYPE_Q4_1;
+        memset(&as.q, 0, sizeof as.q);
+    }
+    if (w->ndim != 2 || w->layout != HR_LAYOUT_ROWS || !hr_x16_supports(as.dtype) ||
+        !hr_cpu()->gemm_x16[as.dtype] || !int8_path_enabled() || !strcmp(quant_act(), "rows") ||
+        w->shape[0] % 16 || w->shape[1] % 64 || w->shape[1] % hr_x16_unit_cols(as.dtype))
         return 0;
-    size_t bytes = hr_x16_bytes(w);
+    size_t bytes = hr_x16_bytes(&as);
     uint8_t *p = aligned_alloc(64, (bytes + 63) / 64 * 64);
     if (!p)
         return -1;
-    hr_x16_pack(w, 0, w->shape[0] / 16, p);
-    w->data = p;
-    w->nbytes = bytes;
-    w->layout = HR_LAYOUT_X16;
+    if (affine && !pack_affine4(w, &as, p)) {
+        hr_log(HR_LOG_INFO, "%s: a scale or bias has no exact f16; kept on the f32 path",
+               w->name ? w->name : "matrix");
+        free(p);
+        return 0;
+    }
+    if (!affine)
+        hr_x16_pack(w, 0, w->shape[0] / 16, p);
+    as.data = p;
+    as.nbytes = bytes;
+    as.layout = HR_LAYOUT_X16;
+    *w = as;
     *mem = p;
     return 1;
 }
@@ -159,6 +212,14 @@ static void run_task(hr_pool *pool, matmul_task *t) {
                           .c4 = (int32_t *)(b + 2 * nk), .s4 = (float *)(b + 3 * nk), .k = k};
         quantize = qact_worker;
     }
+    int nth = hr_pool_size(pool);
+    t->groups = 0;
+    for (int i = 0; i < t->n_parts; i++)
+        t->groups += (t->part[i].m + 15) / 16;
+    /* about CHUNKS_PER_THREAD claims each, in pairs of groups (the x16 tiles) */
+    t->chunk = (t->groups + nth * CHUNKS_PER_THREAD - 1) / (nth * CHUNKS_PER_THREAD);
+    t->chunk = nth == 1 ? t->groups : (t->chunk + 1) & ~1L;
+    atomic_init(&t->next, 0);
     if (quantize && n >= 8)
         hr_pool_run(pool, quantize, t);
     else if (quantize)
