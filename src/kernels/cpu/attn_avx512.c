@@ -4,13 +4,15 @@
  * horizontal sum for the 4: hsum_avx512.h) and the output
  * rows stay in registers over the whole value pass. Each score and each
  * output element is computed by exactly the operations of the per-head
- * path (dot_avx512 then * scale; axpy_avx512 key by key), so the results
- * are bit-identical to it. */
+ * path (dot_avx512 then * scale; axpy_avx512 key by key; the softmax is
+ * hr_softmax, this ISA's hr__softmax_avx512 for both), so the results are
+ * bit-identical to it. */
 #include "kernels/cpu/gemm_q.h"
 #include "kernels/cpu/hsum_avx512.h"
 #include "kernels/cpu/ops.h"
 
 #include <immintrin.h>
+#include <math.h>
 
 #define KV(base, p)                                                                 \
     ((base) + (size_t)bt[(p) / bs] * stride + ((size_t)kvh * bs + (p) % bs) * hd)
@@ -47,6 +49,49 @@ AI void pv_tile(const float *sc, int n, const float *v, size_t stride, int bs, i
         UNROLL
         for (int i = 0; i < W; i++)
             _mm512_storeu_ps(out + (size_t)g * hd + c + 16 * i, o[g][i]);
+}
+
+/* e^x for x <= 0 (softmax arguments; -inf gives 0): x = n ln2 + r with
+ * |r| <= ln2/2 (ln2 in two parts), e^r by its degree-7 Taylor polynomial
+ * (truncation below 5e-9 relative), times 2^n by scalef (exact, and 0 below
+ * the denormals). Within 2 ulp of expf. */
+AI __m512 exp_neg(__m512 x) {
+    x = _mm512_max_ps(x, _mm512_set1_ps(-104.0f));
+    __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(1.44269504088896341f)),
+                                    _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(0.693145751953125f), x);
+    r = _mm512_fnmadd_ps(n, _mm512_set1_ps(1.428606765330187045e-06f), r);
+    __m512 p = _mm512_set1_ps(1.0f / 5040);
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 720));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 120));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 24));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 6));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(0.5f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f));
+    return _mm512_scalef_ps(p, n);
+}
+
+void hr__softmax_avx512(float *x, int n) {
+    __m512 mx = _mm512_set1_ps(-INFINITY);
+    int i = 0;
+    for (; i + 16 <= n; i += 16)
+        mx = _mm512_max_ps(mx, _mm512_loadu_ps(x + i));
+    __mmask16 tail = (__mmask16)((1u << (n - i)) - 1);
+    mx = _mm512_mask_max_ps(mx, tail, mx, _mm512_maskz_loadu_ps(tail, x + i));
+    __m512 m = _mm512_set1_ps(_mm512_reduce_max_ps(mx)), sum = _mm512_setzero_ps();
+    for (i = 0; i + 16 <= n; i += 16) {
+        __m512 e = exp_neg(_mm512_sub_ps(_mm512_loadu_ps(x + i), m));
+        _mm512_storeu_ps(x + i, e);
+        sum = _mm512_add_ps(sum, e);
+    }
+    __m512 e = exp_neg(_mm512_sub_ps(_mm512_maskz_loadu_ps(tail, x + i), m));
+    _mm512_mask_storeu_ps(x + i, tail, e);
+    sum = _mm512_mask_add_ps(sum, tail, sum, e);
+    __m512 inv = _mm512_set1_ps(1.0f / hr_hsum_avx512(sum));
+    for (i = 0; i + 16 <= n; i += 16)
+        _mm512_storeu_ps(x + i, _mm512_mul_ps(_mm512_loadu_ps(x + i), inv));
+    _mm512_mask_storeu_ps(x + i, tail, _mm512_mul_ps(_mm512_maskz_loadu_ps(tail, x + i), inv));
 }
 
 void hr__attn_heads_avx512(const float *q, float *out, int G, int hd, const float *k,

@@ -61,6 +61,8 @@ typedef struct hr_cpu_kernels {
     void (*attn_heads)(const float *q, float *out, int G, int hd, const float *k,
                        const float *v, size_t stride, int bs, int kvh, const int32_t *bt,
                        int start, int n, float scale, float softcap, float *sc);
+    /* hr_softmax (ops.h), in place */
+    void (*softmax)(float *x, int n);
     float (*dot)(const float *a, const float *b, int n);
     void (*axpy)(float *y, float a, const float *x, int n); /* y += a*x */
 } hr_cpu_kernels;

@@ -72,6 +72,8 @@ void hr__qact_row_avx512(const float *x, int k, int off, int8_t *q, float *d4, i
                                  const hr_tensor *, int, int);
 
 HR__GEMM_X16_DECL(avx512)
+void hr__softmax_scalar(float *x, int n); /* expf */
+void hr__softmax_avx512(float *x, int n);
 void hr__attn_heads_avx512(const float *q, float *out, int G, int hd, const float *k,
                            const float *v, size_t stride, int bs, int kvh, const int32_t *bt,
                            int start, int n, float scale, float softcap, float *sc);

@@ -1,8 +1,11 @@
 /* Scalar reference kernels: the definition every SIMD path is tested
  * against. Accumulation is in float, in index order. */
 #include "kernels/cpu/cpu.h"
+#include "kernels/cpu/gemm_q.h"
 #include "kernels/cpu/qdot.h"
 #include "kernels/cpu/quant.h"
+
+#include <math.h>
 
 static float dot_scalar(const float *a, const float *b, int n) {
     float s = 0;
@@ -60,6 +63,20 @@ static void gemm_quant_scalar(float *y, int ldy, const float *x, int ldx, int n,
         }
 }
 
+void hr__softmax_scalar(float *x, int n) {
+    float mx = -INFINITY;
+    for (int i = 0; i < n; i++)
+        mx = x[i] > mx ? x[i] : mx;
+    float sum = 0;
+    for (int i = 0; i < n; i++) {
+        x[i] = expf(x[i] - mx);
+        sum += x[i];
+    }
+    float inv = 1.0f / sum;
+    for (int i = 0; i < n; i++)
+        x[i] *= inv;
+}
+
 const hr_cpu_kernels hr__cpu_scalar = {
     .name = "scalar",
     .gemm = {[HR_DTYPE_F32] = gemm_f32_scalar,
@@ -79,6 +96,7 @@ const hr_cpu_kernels hr__cpu_scalar = {
                 [HR_DTYPE_Q5_K] = hr__gemm_i8_scalar,
                 [HR_DTYPE_Q6_K] = hr__gemm_i8_scalar},
     .qact_row = hr_qact_row,
+    .softmax = hr__softmax_scalar,
     .dot = dot_scalar,
     .axpy = axpy_scalar,
 };

@@ -294,19 +294,7 @@ void hr_rope(float *x, int n_heads, int head_dim, int rot_dim, int pos,
     }
 }
 
-void hr_softmax(float *x, int n) {
-    float mx = -INFINITY;
-    for (int i = 0; i < n; i++)
-        mx = x[i] > mx ? x[i] : mx;
-    float sum = 0;
-    for (int i = 0; i < n; i++) {
-        x[i] = expf(x[i] - mx);
-        sum += x[i];
-    }
-    float inv = 1.0f / sum;
-    for (int i = 0; i < n; i++)
-        x[i] *= inv;
-}
+void hr_softmax(float *x, int n) { hr_cpu()->softmax(x, n); }
 
 void hr_softcap(float *x, int n, float cap) {
     for (int i = 0; i < n; i++)

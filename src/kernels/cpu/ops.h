@@ -52,6 +52,8 @@ void hr_layernorm(float *y, const float *x, const float *w, const float *b,
 void hr_rope(float *x, int n_heads, int head_dim, int rot_dim, int pos,
              const float *inv_freq, float attn_factor, bool interleaved);
 
+/* In place; the CPU's vector version (AVX-512: a polynomial e^x within 2
+ * ulp of expf) or the scalar one with expf. */
 void hr_softmax(float *x, int n);
 /* x = cap * tanh(x / cap) */
 void hr_softcap(float *x, int n, float cap);
