@@ -9,6 +9,7 @@
 #include "kernels/cpu/cpu.h"
 #include "kernels/cpu/membw.h"
 #include "core/pool.h"
+#include "model/kv.h"
 #include "model/model.h"
 #include "sample/rng.h"
 #include "sample/sampler.h"
@@ -29,10 +30,10 @@ static double median(double *v, int n) {
 
 static const char usage[] =
     "usage: hearth bench --model PATH [--prompt-len N] [--gen-len N] [--threads T] "
-    "[--repeats R] [--json]";
+    "[--repeats R] [--kv-dtype D] [--json]";
 
 int hr_cmd_bench(int argc, char **argv) {
-    const char *model = NULL;
+    const char *model = NULL, *kv_dtype = NULL;
     long prompt_len = 512, gen_len = 128, threads = 0, repeats = 5;
     int json = 0;
     const hr_opt opts[] = {
@@ -41,6 +42,7 @@ int hr_cmd_bench(int argc, char **argv) {
         {"gen-len", HR_OPT_INT, &gen_len, "generated tokens (default 128)"},
         {"threads", HR_OPT_INT, &threads, "compute threads (default: all cores)"},
         {"repeats", HR_OPT_INT, &repeats, "runs; figures are medians (default 5)"},
+        {"kv-dtype", HR_OPT_STR, &kv_dtype, "KV cache: auto (f16 for GGUF, else f32), f32, f16, bf16"},
         {"json", HR_OPT_FLAG, &json, "print one JSON object"},
     };
     hr_error err = {0};
@@ -61,7 +63,8 @@ int hr_cmd_bench(int argc, char **argv) {
     if ((rc = hr_model_open(&m, model, &err)))
         goto done;
     hr_runner_opts ro = {.n_threads = (int)threads, .n_ctx = (int)(prompt_len + gen_len)};
-    if ((rc = hr_runner_new(&r, m, &ro, &err)))
+    if ((rc = hr_kv_dtype_pick(kv_dtype, m->gguf, &ro.kv_dtype, &err)) ||
+        (rc = hr_runner_new(&r, m, &ro, &err)))
         goto done;
     int V = m->hp.n_vocab;
     prompt = malloc((size_t)prompt_len * sizeof *prompt);
@@ -101,7 +104,8 @@ int hr_cmd_bench(int argc, char **argv) {
     hr_pool_free(pool);
     const hr_hparams *hp = &m->hp;
     double avg_ctx = prompt_len + gen_len / 2.0;
-    double kv_bytes = 2.0 * hp->n_layers * hp->n_kv_heads * hp->head_dim * sizeof(float) * avg_ctx;
+    double kv_bytes = 2.0 * hp->n_layers * hp->n_kv_heads * hp->head_dim *
+                      (double)hr_dtype_size(ro.kv_dtype) * avg_ctx;
     double w_bytes = (double)hr_model_decode_bytes(m);
     double roof = bw / (w_bytes + kv_bytes);
     if (json) {

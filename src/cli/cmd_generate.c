@@ -5,6 +5,7 @@
 #include "core/error.h"
 #include "core/timer.h"
 #include "engine/runner.h"
+#include "model/kv.h"
 #include "model/model.h"
 #include "sample/sampler.h"
 #include "tokenizer/tokenizer.h"
@@ -17,10 +18,10 @@
 static const char usage[] =
     "usage: hearth generate --model PATH (--prompt TEXT | --prompt-tokens 1,2,3) "
     "[--max-tokens N] [--temp T] [--top-p P] [--top-k K] [--seed S] "
-    "[--top-logprobs K] [--json]";
+    "[--top-logprobs K] [--kv-dtype D] [--json]";
 
 int hr_cmd_generate(int argc, char **argv) {
-    const char *model = NULL, *prompt = NULL, *prompt_tokens = NULL;
+    const char *model = NULL, *prompt = NULL, *prompt_tokens = NULL, *kv_dtype = NULL;
     long max_tokens = 100, top_k = 0, seed = 0, top_lp = 0, threads = 0, ctx = 0;
     double temp = 0.0, top_p = 1.0, min_p = 0.0;
     int json = 0, ignore_eos = 0;
@@ -37,6 +38,7 @@ int hr_cmd_generate(int argc, char **argv) {
         {"top-logprobs", HR_OPT_INT, &top_lp, "report the K best logprobs per step"},
         {"threads", HR_OPT_INT, &threads, "compute threads (default: all cores)"},
         {"ctx", HR_OPT_INT, &ctx, "context size in tokens (default: model max, capped at 8192)"},
+        {"kv-dtype", HR_OPT_STR, &kv_dtype, "KV cache: auto (f16 for GGUF, else f32), f32, f16, bf16"},
         {"ignore-eos", HR_OPT_FLAG, &ignore_eos, "do not stop at end-of-sequence tokens"},
         {"json", HR_OPT_FLAG, &json, "print one JSON object"},
     };
@@ -98,7 +100,8 @@ int hr_cmd_generate(int argc, char **argv) {
     if ((rc = hr_model_open(&m, model, &err)))
         goto done;
     hr_runner_opts ro = {.n_threads = (int)threads, .n_ctx = (int)ctx};
-    if ((rc = hr_runner_new(&r, m, &ro, &err)))
+    if ((rc = hr_kv_dtype_pick(kv_dtype, m->gguf, &ro.kv_dtype, &err)) ||
+        (rc = hr_runner_new(&r, m, &ro, &err)))
         goto done;
     int V = m->hp.n_vocab;
     hr_sampler_params sp;

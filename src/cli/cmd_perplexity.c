@@ -29,7 +29,7 @@
 
 static const char usage[] =
     "usage: hearth perplexity --model PATH --file TEXT [--context N] [--stride N] "
-    "[--threads T] [--max-windows N]";
+    "[--threads T] [--max-windows N] [--kv-dtype D]";
 
 typedef struct acc {
     double sum, sumsq;
@@ -82,7 +82,7 @@ static int eval_window(hr_fwd *f, hr_kv *kv, const hr_model *m, const int32_t *t
 }
 
 int hr_cmd_perplexity(int argc, char **argv) {
-    const char *model = NULL, *file = NULL;
+    const char *model = NULL, *file = NULL, *kv_dtype = NULL;
     long ctx = 512, stride = 0, threads = 0, max_windows = 0;
     const hr_opt opts[] = {
         {"model", HR_OPT_STR, &model, "model directory or .gguf file"},
@@ -91,6 +91,7 @@ int hr_cmd_perplexity(int argc, char **argv) {
         {"stride", HR_OPT_INT, &stride, "window start step (default: --context)"},
         {"threads", HR_OPT_INT, &threads, "compute threads (default: all cores)"},
         {"max-windows", HR_OPT_INT, &max_windows, "stop after N windows (default: all)"},
+        {"kv-dtype", HR_OPT_STR, &kv_dtype, "KV cache: auto (f16 for GGUF, else f32), f32, f16, bf16"},
     };
     hr_error err = {0};
     int rc = hr_args_parse(argc, argv, opts, sizeof opts / sizeof opts[0], usage, &err);
@@ -126,7 +127,9 @@ int hr_cmd_perplexity(int argc, char **argv) {
                     toks.n, ctx);
         goto done;
     }
-    if ((rc = hr_kv_init(&kv, &m->hp, (int)((ctx + HR_KV_BLOCK - 1) / HR_KV_BLOCK), &err)))
+    hr_dtype kvt;
+    if ((rc = hr_kv_dtype_pick(kv_dtype, m->gguf, &kvt, &err)) ||
+        (rc = hr_kv_init(&kv, &m->hp, kvt, (int)((ctx + HR_KV_BLOCK - 1) / HR_KV_BLOCK), &err)))
         goto done;
     kv_ok = true;
     if ((rc = hr_fwd_new(&f, m, CHUNK, 1, (int)threads, &err)))

@@ -24,7 +24,8 @@ static const char *default_model(void) {
 
 int hr_cmd_serve(int argc, char **argv) {
     const char *model = NULL, *host = "127.0.0.1", *tmpl = NULL, *tmpl_args = NULL,
-               *origins = "*", *adapter = NULL, *log_level = NULL, *draft = NULL;
+               *origins = "*", *adapter = NULL, *log_level = NULL, *draft = NULL,
+               *kv_dtype = NULL;
     long port = 8080, top_k = -1, max_tokens = -1, prefill = 0, batch = 0, threads = 0,
          ctx = 0, max_body_mb = 16, pc_size = -1, pc_on = 1;
     const char *pc_bytes = NULL, *ssd = NULL;
@@ -45,6 +46,7 @@ int hr_cmd_serve(int argc, char **argv) {
         {"prefill-step-size", HR_OPT_INT, &prefill, "prompt tokens per step (default 512)"},
         {"batch", HR_OPT_INT, &batch, "concurrent sequences (default 8)"},
         {"kv-budget", HR_OPT_FLOAT, &kv_gb, "KV cache budget in GB (default: automatic)"},
+        {"kv-dtype", HR_OPT_STR, &kv_dtype, "KV cache: auto (f16 for GGUF, else f32), f32, f16, bf16"},
         {"threads", HR_OPT_INT, &threads, "compute threads (default: all cores)"},
         {"ctx", HR_OPT_INT, &ctx, "longest sequence in tokens (default: model's, capped at 8192)"},
         {"max-body-mb", HR_OPT_INT, &max_body_mb, "largest request body in MiB (default 16)"},
@@ -100,7 +102,7 @@ int hr_cmd_serve(int argc, char **argv) {
         .max_tokens = (int)max_tokens, .chat_template = tmpl, .chat_template_args = tmpl_args,
         .allowed_origins = origins, .max_body = (size_t)max_body_mb << 20,
         .prefill_step = (int)prefill, .batch = (int)batch,
-        .kv_bytes = (size_t)(kv_gb * 1e9), .n_threads = (int)threads, .n_ctx = (int)ctx,
+        .kv_bytes = (size_t)(kv_gb * 1e9), .kv_dtype = kv_dtype, .n_threads = (int)threads, .n_ctx = (int)ctx,
         .cache_blocks = pc_on ? 0 : -1, .cache_size = pc_size > 0 ? (int)pc_size : 0,
         .cache_bytes = (size_t)pc_b, .ssd_cache = ssd,
         .ssd_cache_max = (size_t)(ssd_max_gb * 1e9), .ssd_demote_idle = ssd_idle,

@@ -280,7 +280,7 @@ void hr_engine_stats_get(const hr_engine *e, hr_engine_stats *s) {
     s->ssd_written = s->ssd_hits = s->ssd_quarantined = 0;
     if (e->ssd)
         hr_ssd_counts(e->ssd, &s->ssd_written, &s->ssd_hits, &s->ssd_quarantined);
-    s->kv_bytes = (size_t)e->kv.n_blocks * hr_kv_block_bytes(&e->m->hp);
+    s->kv_bytes = (size_t)e->kv.n_blocks * hr_kv_block_bytes(&e->m->hp, e->kv.dtype);
 }
 
 /* ---- scheduling (engine thread) -------------------------------------------------- */
@@ -632,7 +632,8 @@ int hr_engine_new(hr_engine **out, const hr_model *m, const hr_engine_opts *o,
         e->n_ctx = cap;
     e->chunk = o && o->prefill_chunk > 0 ? o->prefill_chunk : 512;
     e->max_tokens_step = e->chunk + e->max_batch;
-    size_t bb = hr_kv_block_bytes(&m->hp);
+    hr_dtype kvt = o ? o->kv_dtype : HR_DTYPE_F32;
+    size_t bb = hr_kv_block_bytes(&m->hp, kvt);
     size_t budget = o && o->kv_bytes ? o->kv_bytes : (size_t)e->max_batch * blocks_for(e->n_ctx) * bb;
     if (!(o && o->kv_bytes) && budget > ((size_t)4 << 30))
         budget = (size_t)4 << 30;
@@ -645,7 +646,7 @@ int hr_engine_new(hr_engine **out, const hr_model *m, const hr_engine_opts *o,
                     bb >> 10);
         goto fail;
     }
-    if ((rc = hr_kv_init(&e->kv, &m->hp, n_blocks, err)) ||
+    if ((rc = hr_kv_init(&e->kv, &m->hp, kvt, n_blocks, err)) ||
         (rc = hr_fwd_new(&e->fwd, m, e->max_tokens_step, e->max_batch,
                          o ? o->n_threads : 0, err)))
         goto fail;

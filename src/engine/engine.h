@@ -30,6 +30,8 @@ typedef struct hr_engine_opts {
     int max_batch;      /* concurrent sequences; 0 = 8 */
     int n_ctx;          /* longest sequence; 0 = the model's, capped at 8192 */
     size_t kv_bytes;    /* KV pool budget; 0 = max_batch full contexts, at most 4 GiB */
+    hr_dtype kv_dtype;  /* KV cache: F32 (0: exact), F16, BF16; hr_kv_dtype_auto gives
+                         * the model's default */
     int prefill_chunk;  /* tokens per step across prefills; 0 = 512 */
     int cache_blocks;   /* prompt cache bound in KV blocks; 0 = the pool's
                          * free space; -1 = no prompt cache */

@@ -14,6 +14,7 @@ typedef struct hr_runner_opts {
     int n_threads;     /* 0: all cores */
     int n_ctx;         /* max sequence length; 0: the model's max_position_embeddings, capped at 8192 */
     int prefill_chunk; /* tokens per forward during prefill; 0: 512 */
+    hr_dtype kv_dtype; /* KV cache: F32 (0: exact), F16, BF16 (model/kv.h) */
 } hr_runner_opts;
 
 int hr_runner_new(hr_runner **out, const hr_model *m, const hr_runner_opts *o,

@@ -17,7 +17,8 @@
 
 #define MAGIC "HEARTHKV"
 #define VERSION 1u
-#define KV_FORMAT_F32 1u
+/* the KV pool's dtype, in the header (blocks of another dtype are a miss) */
+static uint32_t kv_format(hr_dtype t) { return t == HR_DTYPE_F16 ? 2u : t == HR_DTYPE_BF16 ? 3u : 1u; }
 #define QUEUE 256
 
 typedef struct job {
@@ -56,7 +57,7 @@ static unsigned char *put(unsigned char *p, const void *v, size_t n) {
 static void make_header(const hr_ssd *s, uint64_t key, const int32_t *tokens, uint64_t sum,
                         unsigned char *h) {
     uint32_t u32[] = {VERSION, HDR_BYTES};
-    uint32_t shape[] = {KV_FORMAT_F32, (uint32_t)s->kv->n_layers, (uint32_t)s->kv->n_kv_heads,
+    uint32_t shape[] = {kv_format(s->kv->dtype), (uint32_t)s->kv->n_layers, (uint32_t)s->kv->n_kv_heads,
                         (uint32_t)s->kv->head_dim, HR_KV_BLOCK};
     uint64_t payload = s->payload;
     unsigned char *p = put(h, MAGIC, 8);
@@ -120,12 +121,12 @@ static int write_block(hr_ssd *s, const job *j) {
     int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
     if (fd < 0)
         return -1;
-    size_t stride = s->kv->block_stride;
+    size_t sb = hr_kv_stride_bytes(s->kv);
     XXH64_state_t *st = XXH64_createState();
     XXH64_reset(st, 0);
     for (int l = 0; l < s->kv->n_layers; l++) {
-        XXH64_update(st, hr_kv_layer_k(s->kv, l) + (size_t)j->block * stride, stride * 4);
-        XXH64_update(st, hr_kv_layer_v(s->kv, l) + (size_t)j->block * stride, stride * 4);
+        XXH64_update(st, (const char *)hr_kv_layer_k(s->kv, l) + (size_t)j->block * sb, sb);
+        XXH64_update(st, (const char *)hr_kv_layer_v(s->kv, l) + (size_t)j->block * sb, sb);
     }
     uint64_t sum = XXH64_digest(st);
     XXH64_freeState(st);
@@ -133,10 +134,9 @@ static int write_block(hr_ssd *s, const job *j) {
     make_header(s, j->key, j->tokens, sum, h);
     bool ok = write(fd, h, sizeof h) == (ssize_t)sizeof h;
     for (int l = 0; ok && l < s->kv->n_layers; l++) {
-        const float *k = hr_kv_layer_k(s->kv, l) + (size_t)j->block * stride;
-        const float *v = hr_kv_layer_v(s->kv, l) + (size_t)j->block * stride;
-        ok = write(fd, k, stride * 4) == (ssize_t)(stride * 4) &&
-             write(fd, v, stride * 4) == (ssize_t)(stride * 4);
+        const char *k = (const char *)hr_kv_layer_k(s->kv, l) + (size_t)j->block * sb;
+        const char *v = (const char *)hr_kv_layer_v(s->kv, l) + (size_t)j->block * sb;
+        ok = write(fd, k, sb) == (ssize_t)sb && write(fd, v, sb) == (ssize_t)sb;
     }
     ok = ok && fdatasync(fd) == 0;
     ok = close(fd) == 0 && ok;
@@ -240,12 +240,12 @@ int hr_ssd_read(hr_ssd *s, uint64_t key, const int32_t *tokens, hr_kv *kv, int32
         quarantine(s, path, "fails its checksum");
         goto done;
     }
-    size_t stride = kv->block_stride;
+    size_t sb = hr_kv_stride_bytes(kv);
     for (int l = 0; l < kv->n_layers; l++) {
-        memcpy(hr_kv_layer_k(kv, l) + (size_t)block * stride, payload, stride * 4);
-        payload += stride * 4;
-        memcpy(hr_kv_layer_v(kv, l) + (size_t)block * stride, payload, stride * 4);
-        payload += stride * 4;
+        memcpy((char *)hr_kv_layer_k(kv, l) + (size_t)block * sb, payload, sb);
+        payload += sb;
+        memcpy((char *)hr_kv_layer_v(kv, l) + (size_t)block * sb, payload, sb);
+        payload += sb;
     }
     hit = 1;
     atomic_fetch_add(&s->n_hits, 1);
@@ -285,13 +285,16 @@ int hr_ssd_open(hr_ssd **out, const char *dir, uint64_t model_fp, uint64_t salt,
     hr_ssd *s = calloc(1, sizeof *s);
     if (!s)
         return hr_err(err, HR_ENOMEM, "out of memory");
-    snprintf(s->dir, sizeof s->dir, "%s/%016llx", dir, (unsigned long long)model_fp);
+    /* a directory per model and KV dtype (f32 keeps the plain name), so a
+     * cache of another dtype is left alone rather than quarantined */
+    snprintf(s->dir, sizeof s->dir, "%s/%016llx%s", dir, (unsigned long long)model_fp,
+             kv->dtype == HR_DTYPE_F32 ? "" : kv->dtype == HR_DTYPE_F16 ? "-f16" : "-bf16");
     snprintf(s->quarantine, sizeof s->quarantine, "%s/quarantine", dir);
     s->fp = model_fp;
     s->salt = salt;
     s->kv = kv;
     s->max_bytes = max_bytes;
-    s->payload = (size_t)kv->n_layers * kv->block_stride * 4 * 2;
+    s->payload = (size_t)kv->n_layers * hr_kv_stride_bytes(kv) * 2;
     if (mkdirs(s->dir) != 0 || access(s->dir, W_OK) != 0) {
         int e = errno;
         free(s);

@@ -173,13 +173,9 @@ static void qkv_worker(void *p, int ith, int nth) {
             hr_rope(kt, hp->n_kv_heads, hd, hp->rot_dim, pos, fs, fs[half],
                     hp->rope_interleaved);
         }
-        size_t base = (size_t)a->tok_blocks[t][pos / HR_KV_BLOCK] * a->kv->block_stride;
-        float *kc = hr_kv_layer_k(a->kv, a->il) + base, *vc = hr_kv_layer_v(a->kv, a->il) + base;
-        for (int h = 0; h < hp->n_kv_heads; h++) {
-            size_t off = ((size_t)h * HR_KV_BLOCK + pos % HR_KV_BLOCK) * hd;
-            memcpy(kc + off, kt + h * hd, (size_t)hd * sizeof(float));
-            memcpy(vc + off, a->v + (size_t)t * kvd + h * hd, (size_t)hd * sizeof(float));
-        }
+        for (int h = 0; h < hp->n_kv_heads; h++)
+            hr_kv_store(a->kv, a->il, a->tok_blocks[t][pos / HR_KV_BLOCK], h, pos % HR_KV_BLOCK,
+                        kt + h * hd, a->v + (size_t)t * kvd + h * hd);
     }
 }
 
@@ -291,7 +287,8 @@ int hr_forward(hr_fwd *f, hr_kv *kv, const hr_batch *b, float *logits,
             .q = q, .out = att, .n_tok = T, .n_heads = hp->n_heads,
             .n_kv_heads = hp->n_kv_heads, .head_dim = hd,
             .k = hr_kv_layer_k(kv, il), .v = hr_kv_layer_v(kv, il),
-            .block_stride = kv->block_stride, .block_size = HR_KV_BLOCK,
+            .kv_dtype = kv->dtype, .block_stride = kv->block_stride,
+            .block_size = HR_KV_BLOCK,
             .pos = b->pos, .blocks = tok_blocks, .scale = hp->attn_scale,
             .softcap = hp->attn_softcap, .window = sliding ? hp->sliding_window : 0,
             .scratch = scores, .max_ctx = max_ctx,

@@ -1,32 +1,77 @@
 #include "model/kv.h"
 #include "core/error.h"
 
+#include <math.h>
 #include <stdlib.h>
+#include <strings.h>
 #include <string.h>
 
-size_t hr_kv_block_bytes(const hr_hparams *hp) {
+size_t hr_kv_block_bytes(const hr_hparams *hp, hr_dtype t) {
     return 2 * (size_t)hp->n_layers * hp->n_kv_heads * HR_KV_BLOCK * hp->head_dim *
-           sizeof(float);
+           hr_dtype_size(t);
 }
 
-int hr_kv_init(hr_kv *kv, const hr_hparams *hp, int n_blocks, hr_error *err) {
+int hr_kv_dtype_pick(const char *name, bool gguf, hr_dtype *t, hr_error *err) {
+    static const struct { const char *name; hr_dtype t; } names[] = {
+        {"f32", HR_DTYPE_F32}, {"f16", HR_DTYPE_F16}, {"bf16", HR_DTYPE_BF16}};
+    *t = gguf ? HR_DTYPE_F16 : HR_DTYPE_F32;
+    if (!name || !strcasecmp(name, "auto"))
+        return 0;
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
+        if (!strcasecmp(name, names[i].name)) {
+            *t = names[i].t;
+            return 0;
+        }
+    return hr_err(err, HR_EINVAL, "--kv-dtype %s (auto, f32, f16, bf16 are)", name);
+}
+
+static void store_row(void *dst, const float *x, int n, hr_dtype t) {
+    uint16_t *h = dst;
+    switch (t) {
+    case HR_DTYPE_F16:
+        for (int i = 0; i < n; i++) /* saturate: a finite value never becomes inf */
+            h[i] = hr_f32_to_f16(fminf(fmaxf(x[i], -65504.0f), 65504.0f));
+        return;
+    case HR_DTYPE_BF16:
+        for (int i = 0; i < n; i++)
+            h[i] = hr_f32_to_bf16(x[i]);
+        return;
+    default:
+        memcpy(dst, x, (size_t)n * sizeof *x);
+        return;
+    }
+}
+
+void hr_kv_store(hr_kv *kv, int layer, int32_t block, int h, int slot, const float *k,
+                 const float *v) {
+    size_t es = hr_dtype_size(kv->dtype), hd = (size_t)kv->head_dim;
+    size_t off = (size_t)block * hr_kv_stride_bytes(kv) + ((size_t)h * HR_KV_BLOCK + slot) * hd * es;
+    store_row((char *)hr_kv_layer_k(kv, layer) + off, k, kv->head_dim, kv->dtype);
+    store_row((char *)hr_kv_layer_v(kv, layer) + off, v, kv->head_dim, kv->dtype);
+}
+
+int hr_kv_init(hr_kv *kv, const hr_hparams *hp, hr_dtype t, int n_blocks, hr_error *err) {
     memset(kv, 0, sizeof *kv);
     if (n_blocks <= 0)
         return hr_err(err, HR_EINVAL, "kv pool needs at least one block");
+    if (t != HR_DTYPE_F32 && t != HR_DTYPE_F16 && t != HR_DTYPE_BF16)
+        return hr_err(err, HR_EINVAL, "KV cache dtype %s (f32, f16, bf16 are)",
+                      hr_dtype_name(t));
+    kv->dtype = t;
     kv->n_layers = hp->n_layers;
     kv->n_kv_heads = hp->n_kv_heads;
     kv->head_dim = hp->head_dim;
     kv->n_blocks = n_blocks;
     kv->block_stride = (size_t)hp->n_kv_heads * HR_KV_BLOCK * hp->head_dim;
-    size_t floats = (size_t)hp->n_layers * n_blocks * kv->block_stride;
-    kv->k = aligned_alloc(64, ((floats * sizeof(float)) + 63) & ~(size_t)63);
-    kv->v = aligned_alloc(64, ((floats * sizeof(float)) + 63) & ~(size_t)63);
+    size_t bytes = (size_t)hp->n_layers * n_blocks * hr_kv_stride_bytes(kv);
+    kv->k = aligned_alloc(64, (bytes + 63) & ~(size_t)63);
+    kv->v = aligned_alloc(64, (bytes + 63) & ~(size_t)63);
     kv->refs = calloc((size_t)n_blocks, sizeof *kv->refs);
     kv->free_list = malloc((size_t)n_blocks * sizeof *kv->free_list);
     if (!kv->k || !kv->v || !kv->refs || !kv->free_list) {
         hr_kv_deinit(kv);
         return hr_err(err, HR_ENOMEM, "cannot allocate a KV pool of %d blocks "
-                      "(%zu MiB)", n_blocks, hr_kv_block_bytes(hp) * n_blocks >> 20);
+                      "(%zu MiB)", n_blocks, hr_kv_block_bytes(hp, t) * n_blocks >> 20);
     }
     for (int i = 0; i < n_blocks; i++)
         kv->free_list[i] = n_blocks - 1 - i; /* pop gives 0, 1, 2, ... */
@@ -66,13 +111,14 @@ void hr_kv_unref(hr_kv *kv, int32_t block) {
 void hr_kv_copy_rows(hr_kv *kv, int32_t dst, int32_t src, int n) {
     HR_ASSERT(dst != src && kv->refs[dst] > 0 && kv->refs[src] > 0);
     HR_ASSERT(n > 0 && n <= HR_KV_BLOCK);
-    size_t hd = (size_t)kv->head_dim, bytes = (size_t)n * hd * sizeof(float);
+    size_t es = hr_dtype_size(kv->dtype), hd = (size_t)kv->head_dim;
+    size_t bytes = (size_t)n * hd * es, sb = hr_kv_stride_bytes(kv);
     for (int l = 0; l < kv->n_layers; l++) {
-        float *k = hr_kv_layer_k(kv, l), *v = hr_kv_layer_v(kv, l);
+        char *k = hr_kv_layer_k(kv, l), *v = hr_kv_layer_v(kv, l);
         for (int h = 0; h < kv->n_kv_heads; h++) { /* a head's slots are contiguous */
-            size_t off = (size_t)h * HR_KV_BLOCK * hd;
-            memcpy(k + dst * kv->block_stride + off, k + src * kv->block_stride + off, bytes);
-            memcpy(v + dst * kv->block_stride + off, v + src * kv->block_stride + off, bytes);
+            size_t off = (size_t)h * HR_KV_BLOCK * hd * es;
+            memcpy(k + dst * sb + off, k + src * sb + off, bytes);
+            memcpy(v + dst * sb + off, v + src * sb + off, bytes);
         }
     }
 }

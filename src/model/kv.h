@@ -2,13 +2,19 @@
  * allocation sized by a byte budget. Sequences hold block tables; blocks
  * are reference-counted so a shared prefix is stored once.
  *
- * Layout, per layer: [block][kv_head][slot][head_dim] f32, for K and V. */
+ * Layout, per layer: [block][kv_head][slot][head_dim] of the pool's dtype,
+ * for K and V. The dtype is F32 (exact: the default for Hugging Face and
+ * MLX models, whose reference computes in f32), F16 (llama.cpp's default,
+ * hearth's for GGUF files; finite values beyond ±65504 saturate instead of
+ * becoming inf) or BF16; values are rounded to it once, when stored. */
 #ifndef HR_MODEL_KV_H
 #define HR_MODEL_KV_H
 
 #include "hearth.h"
+#include "core/tensor.h"
 #include "model/config.h"
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -16,17 +22,30 @@
 
 typedef struct hr_kv {
     int n_layers, n_kv_heads, head_dim, n_blocks;
-    size_t block_stride;   /* floats per block per layer */
-    float *k, *v;          /* [n_layers][n_blocks][block_stride] */
+    hr_dtype dtype;        /* F32, F16 or BF16 */
+    size_t block_stride;   /* elements per block per layer */
+    void *k, *v;           /* [n_layers][n_blocks][block_stride] */
     int32_t *refs;         /* [n_blocks] */
     int32_t *free_list;    /* [n_blocks], stack of free block ids */
     int n_free;
 } hr_kv;
 
-/* Bytes one block takes across all layers (K and V). */
-size_t hr_kv_block_bytes(const hr_hparams *hp);
-/* A pool of n_blocks blocks; HR_ENOMEM when it cannot be allocated. */
-int hr_kv_init(hr_kv *kv, const hr_hparams *hp, int n_blocks, hr_error *err);
+/* Bytes one block takes across all layers (K and V) in dtype t. */
+size_t hr_kv_block_bytes(const hr_hparams *hp, hr_dtype t);
+/* A pool of n_blocks blocks of dtype t (F32, F16, BF16); HR_ENOMEM when it
+ * cannot be allocated, HR_EINVAL for another dtype. */
+int hr_kv_init(hr_kv *kv, const hr_hparams *hp, hr_dtype t, int n_blocks, hr_error *err);
+
+/* The dtype --kv-dtype `name` asks for: "f32", "f16", "bf16" or "auto"
+ * (also NULL; any case), which is F16 for a model loaded from a GGUF file
+ * (as llama.cpp) and F32 otherwise (parity with the f32 reference).
+ * HR_EINVAL naming the choices for another name. */
+int hr_kv_dtype_pick(const char *name, bool gguf, hr_dtype *t, hr_error *err);
+
+/* Store head h's K and V rows (head_dim f32 each) of one token in slot
+ * `slot` of block `block`, layer `layer`, rounded to the pool's dtype. */
+void hr_kv_store(hr_kv *kv, int layer, int32_t block, int h, int slot, const float *k,
+                 const float *v);
 void hr_kv_deinit(hr_kv *kv);
 
 /* A free block with refcount 1, or -1 when the pool is exhausted. */
@@ -39,11 +58,16 @@ void hr_kv_unref(hr_kv *kv, int32_t block);
  * dst != src, both allocated. */
 void hr_kv_copy_rows(hr_kv *kv, int32_t dst, int32_t src, int n);
 
-static inline float *hr_kv_layer_k(const hr_kv *kv, int layer) {
-    return kv->k + (size_t)layer * kv->n_blocks * kv->block_stride;
+/* Bytes of one block of one layer (K or V). */
+static inline size_t hr_kv_stride_bytes(const hr_kv *kv) {
+    return kv->block_stride * hr_dtype_size(kv->dtype);
 }
-static inline float *hr_kv_layer_v(const hr_kv *kv, int layer) {
-    return kv->v + (size_t)layer * kv->n_blocks * kv->block_stride;
+/* Layer `layer`'s K (V): n_blocks blocks of hr_kv_stride_bytes each. */
+static inline void *hr_kv_layer_k(const hr_kv *kv, int layer) {
+    return (char *)kv->k + (size_t)layer * kv->n_blocks * hr_kv_stride_bytes(kv);
+}
+static inline void *hr_kv_layer_v(const hr_kv *kv, int layer) {
+    return (char *)kv->v + (size_t)layer * kv->n_blocks * hr_kv_stride_bytes(kv);
 }
 
 #endif

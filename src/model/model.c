@@ -356,6 +356,7 @@ int hr_model_open(hr_model **out, const char *dir, hr_error *err) {
     if (hr_file_exists(dir) && !hr_dir_exists(dir)) {
         if ((rc = open_gguf(m, dir, &cfg, err)))
             goto fail;
+        m->gguf = true;
     } else {
         if (!hr_dir_exists(dir)) {
             rc = hr_err(err, HR_ENOTFOUND, "%s: no such model directory", dir);

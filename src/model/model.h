@@ -39,6 +39,7 @@ struct hr_model {
     void **repacked;           /* matrices repacked for the kernels (owned) */
     int n_repacked;
     size_t weight_bytes;
+    bool gguf;                 /* loaded from a GGUF file */
 };
 
 /* Load from a directory without a tokenizer; see hr_model_load. */

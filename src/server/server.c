@@ -299,11 +299,14 @@ int hr_server_new(hr_server **out, const hr_server_opts *o, hr_error *err) {
         have |= s->stop_ids[i] == te;
     if (te >= 0 && !have)
         s->stop_ids[s->n_stop_ids++] = te;
+    hr_dtype kvt;
+    if ((rc = hr_kv_dtype_pick(o->kv_dtype, s->model->gguf, &kvt, err)))
+        goto fail;
     /* the prompt cache bound in blocks: the tighter of size and bytes */
     int cache_blocks = o->cache_blocks;
     if (cache_blocks >= 0) {
         int ctx = o->n_ctx > 0 ? o->n_ctx : 8192;
-        size_t bb = hr_kv_block_bytes(&s->model->hp);
+        size_t bb = hr_kv_block_bytes(&s->model->hp, kvt);
         if (o->cache_size > 0)
             cache_blocks = o->cache_size * ((ctx + HR_KV_BLOCK - 1) / HR_KV_BLOCK);
         if (o->cache_bytes > 0) {
@@ -313,7 +316,8 @@ int hr_server_new(hr_server **out, const hr_server_opts *o, hr_error *err) {
         }
     }
     hr_engine_opts eo = {.n_threads = o->n_threads, .max_batch = o->batch, .n_ctx = o->n_ctx,
-                         .kv_bytes = o->kv_bytes, .prefill_chunk = o->prefill_step,
+                         .kv_bytes = o->kv_bytes, .kv_dtype = kvt,
+                         .prefill_chunk = o->prefill_step,
                          .cache_blocks = cache_blocks, .ssd_dir = o->ssd_cache,
                          .ssd_max_bytes = o->ssd_cache_max,
                          .ssd_demote_idle = o->ssd_demote_idle,

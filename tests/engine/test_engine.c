@@ -353,7 +353,7 @@ static void test_prompt_cache(void **state) {
 
     /* a pool too small for the cache and the work: the cache gives way */
     hr_engine_opts tiny = {.n_threads = 1, .max_batch = 2, .n_ctx = 128,
-                           .kv_bytes = 8 * hr_kv_block_bytes(&g_model->hp)};
+                           .kv_bytes = 8 * hr_kv_block_bytes(&g_model->hp, HR_DTYPE_F32)};
     assert_int_equal(hr_engine_new(&e, g_model, &tiny, &err), 0);
     for (int k = 0; k < 6; k++) {
         int32_t p[100];

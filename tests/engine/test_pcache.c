@@ -22,12 +22,12 @@
 
 static void pool(hr_kv *kv, int n_blocks) {
     hr_hparams hp = {.n_layers = LAYERS, .n_kv_heads = HEADS, .head_dim = HD};
-    assert_int_equal(hr_kv_init(kv, &hp, n_blocks, NULL), 0);
+    assert_int_equal(hr_kv_init(kv, &hp, HR_DTYPE_F32, n_blocks, NULL), 0);
 }
 
 /* K and V of (block, layer, head, slot, d), as a request would store them */
 static float *row(const hr_kv *kv, bool v, int32_t b, int l, int h, int slot) {
-    float *base = v ? hr_kv_layer_v(kv, l) : hr_kv_layer_k(kv, l);
+    float *base = v ? (float *)hr_kv_layer_v(kv, l) : (float *)hr_kv_layer_k(kv, l);
     return base + (size_t)b * kv->block_stride + ((size_t)h * HR_KV_BLOCK + slot) * HD;
 }
 
@@ -105,18 +105,18 @@ static void test_partial_copy(void **state) {
     hr_kv snap;
     pool(&snap, 1);
     for (int l = 0; l < LAYERS; l++) {
-        memcpy(hr_kv_layer_k(&snap, l), hr_kv_layer_k(&kv, l) + cached[1] * kv.block_stride,
+        memcpy(hr_kv_layer_k(&snap, l), (float *)hr_kv_layer_k(&kv, l) + cached[1] * kv.block_stride,
                kv.block_stride * sizeof(float));
-        memcpy(hr_kv_layer_v(&snap, l), hr_kv_layer_v(&kv, l) + cached[1] * kv.block_stride,
+        memcpy(hr_kv_layer_v(&snap, l), (float *)hr_kv_layer_v(&kv, l) + cached[1] * kv.block_stride,
                kv.block_stride * sizeof(float));
     }
     fill(&kv, got[1], -5);
     for (int l = 0; l < LAYERS; l++) {
         assert_memory_equal(hr_kv_layer_k(&snap, l),
-                            hr_kv_layer_k(&kv, l) + cached[1] * kv.block_stride,
+                            (float *)hr_kv_layer_k(&kv, l) + cached[1] * kv.block_stride,
                             kv.block_stride * sizeof(float));
         assert_memory_equal(hr_kv_layer_v(&snap, l),
-                            hr_kv_layer_v(&kv, l) + cached[1] * kv.block_stride,
+                            (float *)hr_kv_layer_v(&kv, l) + cached[1] * kv.block_stride,
                             kv.block_stride * sizeof(float));
     }
     hr_kv_deinit(&snap);
@@ -274,6 +274,86 @@ static void test_ssd_backlog(void **state) {
     assert_int_equal(system(cmd), 0);
 }
 
+/* A KV pool of F16 or BF16: hr_kv_store rounds to it (F16 saturates a
+ * finite value past its range), hr_kv_copy_rows copies its bytes, and a
+ * block written to the SSD tier reads back bit for bit; a pool of another
+ * dtype over the same directory misses it (its own subdirectory) without
+ * quarantining anything. */
+static void test_half_dtypes(void **state) {
+    (void)state;
+    static const hr_dtype dts[] = {HR_DTYPE_F16, HR_DTYPE_BF16};
+    for (int d = 0; d < 2; d++) {
+        char dir[] = "/tmp/hearth_pcache_half_XXXXXX";
+        assert_non_null(mkdtemp(dir));
+        hr_hparams hp = {.n_layers = LAYERS, .n_kv_heads = HEADS, .head_dim = HD};
+        hr_kv kv, kv32;
+        assert_int_equal(hr_kv_init(&kv, &hp, dts[d], 4, NULL), 0);
+        assert_int_equal(hr_kv_init(&kv32, &hp, HR_DTYPE_F32, 4, NULL), 0);
+        assert_int_equal(hr_kv_block_bytes(&hp, dts[d]), hr_kv_block_bytes(&hp, HR_DTYPE_F32) / 2);
+        int32_t b0 = hr_kv_alloc(&kv), b1 = hr_kv_alloc(&kv), b2 = hr_kv_alloc(&kv);
+        for (int l = 0; l < LAYERS; l++)
+            for (int h = 0; h < HEADS; h++)
+                for (int s = 0; s < HR_KV_BLOCK; s++) {
+                    float k[HD], v[HD];
+                    for (int i = 0; i < HD; i++) {
+                        k[i] = 0.1f * (float)(l * 1000 + h * 100 + s) + 0.01f * (float)i;
+                        v[i] = -k[i];
+                    }
+                    if (l == 1 && h == 1 && s == 3)
+                        k[0] = 1e6f;
+                    hr_kv_store(&kv, l, b0, h, s, k, v);
+                }
+        const uint16_t *k0 = hr_kv_layer_k(&kv, 1);
+        size_t at = ((size_t)1 * HR_KV_BLOCK + 3) * HD; /* block b0 = 0, head 1, slot 3 */
+        float big = dts[d] == HR_DTYPE_F16 ? hr_f16_to_f32(k0[at]) : hr_bf16_to_f32(k0[at]);
+        assert_true(dts[d] == HR_DTYPE_F16 ? big == 65504.0f : big == hr_bf16_to_f32(hr_f32_to_bf16(1e6f)));
+        float x = 0.1f * (float)1103 + 0.01f * 1.0f; /* k[1] there, rounded once */
+        assert_int_equal(k0[at + 1], dts[d] == HR_DTYPE_F16 ? hr_f32_to_f16(x) : hr_f32_to_bf16(x));
+        hr_kv_copy_rows(&kv, b2, b0, 5);
+        size_t sb = hr_kv_stride_bytes(&kv);
+        assert_int_equal(sb, (size_t)HEADS * HR_KV_BLOCK * HD * 2);
+        for (int l = 0; l < LAYERS; l++)
+            for (int h = 0; h < HEADS; h++) {
+                size_t off = (size_t)h * HR_KV_BLOCK * HD * 2;
+                const char *k = hr_kv_layer_k(&kv, l), *v = hr_kv_layer_v(&kv, l);
+                assert_memory_equal(k + b2 * sb + off, k + b0 * sb + off, 5 * HD * 2);
+                assert_memory_equal(v + b2 * sb + off, v + b0 * sb + off, 5 * HD * 2);
+            }
+        hr_ssd *ssd;
+        int32_t toks[HR_KV_BLOCK];
+        seq(toks, HR_KV_BLOCK, 9);
+        assert_int_equal(hr_ssd_open(&ssd, dir, 42, 7, &kv, (size_t)1 << 30, NULL), 0);
+        assert_int_equal(hr_ssd_queue(ssd, 1234, toks, b0), 1);
+        long written = 0, hits, quarantined;
+        for (int i = 0; i < 100000 && written < 1; i++) {
+            hr_ssd_counts(ssd, &written, &hits, &quarantined);
+            usleep(100);
+        }
+        assert_int_equal(written, 1);
+        assert_int_equal(hr_ssd_read(ssd, 1234, toks, &kv, b1), 1);
+        for (int l = 0; l < LAYERS; l++) {
+            assert_memory_equal((char *)hr_kv_layer_k(&kv, l) + b1 * sb,
+                                (char *)hr_kv_layer_k(&kv, l) + b0 * sb, sb);
+            assert_memory_equal((char *)hr_kv_layer_v(&kv, l) + b1 * sb,
+                                (char *)hr_kv_layer_v(&kv, l) + b0 * sb, sb);
+        }
+        hr_ssd_stop(ssd);
+        hr_ssd_close(ssd);
+        assert_int_equal(hr_ssd_open(&ssd, dir, 42, 7, &kv32, (size_t)1 << 30, NULL), 0);
+        int32_t f = hr_kv_alloc(&kv32);
+        assert_int_equal(hr_ssd_read(ssd, 1234, toks, &kv32, f), 0);
+        hr_ssd_counts(ssd, &written, &hits, &quarantined);
+        assert_int_equal(quarantined, 0);
+        hr_ssd_stop(ssd);
+        hr_ssd_close(ssd);
+        hr_kv_deinit(&kv);
+        hr_kv_deinit(&kv32);
+        char cmd[128];
+        snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+        assert_int_equal(system(cmd), 0);
+    }
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_partial_copy),
@@ -281,6 +361,7 @@ int main(void) {
         cmocka_unit_test(test_evict_tail),
         cmocka_unit_test(test_bound),
         cmocka_unit_test(test_ssd_backlog),
+        cmocka_unit_test(test_half_dtypes),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1,4 +1,5 @@
-/* Attention kernels: every ISA's grouped-heads kernel (attn_heads) gives
+/* Attention kernels: every ISA's grouped-heads kernel (attn_heads), on a
+ * KV pool of F32, F16 or BF16, gives
  * bit for bit what the per-head path gives (its ISA's dot, softmax, axpy
  * key by key) over a paged, shuffled KV cache, for GQA group sizes, head
  * dims, key counts and a softcap; and that path agrees with a double
@@ -62,68 +63,85 @@ static void test_heads_equal_per_head(void **state) {
         for (size_t hi = 0; hi < 3; hi++) {
             int hd = hds[hi];
             size_t stride = (size_t)n_kv * BS * hd;
-            float *k = malloc(NBLK * stride * sizeof *k), *v = malloc(NBLK * stride * sizeof *v);
-            for (size_t i = 0; i < NBLK * stride; i++) {
-                k[i] = frand(&rng);
-                v[i] = frand(&rng);
-            }
-            for (size_t gi = 0; gi < 4; gi++)
-                for (size_t ni = 0; ni < 5; ni++)
-                    for (int cap = 0; cap < 2; cap++) {
-                        int G = Gs[gi], n = ns[ni], start = n < 100 ? 11 : 0, kvh = 1;
-                        float softcap = cap ? 5.0f : 0.0f, scale = 1.0f / sqrtf((float)hd);
-                        float *q = malloc((size_t)G * hd * sizeof *q);
-                        float *o1 = malloc((size_t)G * hd * sizeof *o1);
-                        float *o2 = malloc((size_t)G * hd * sizeof *o2);
-                        float *sc = malloc((size_t)G * 256 * sizeof *sc);
-                        for (int i = 0; i < G * hd; i++)
-                            q[i] = frand(&rng) * 3;
-                        K->attn_heads(q, o1, G, hd, k, v, stride, BS, kvh, bt, start, n, scale,
-                                      softcap, sc);
-                        per_head(K, q, o2, G, hd, k, v, stride, kvh, bt, start, n, scale,
-                                 softcap, sc);
-                        if (memcmp(o1, o2, (size_t)G * hd * sizeof *o1))
-                            fail_msg("%s: G %d hd %d n %d softcap %g differs from per-head",
-                                     K->name, G, hd, n, softcap);
-                        /* and the reference, in double */
-                        for (int g = 0; g < G; g++) {
-                            double s[256], mx = -INFINITY, sum = 0;
-                            for (int j = 0; j < n; j++) {
-                                int p = start + j;
-                                const float *kj = k + (size_t)bt[p / BS] * stride +
-                                                  ((size_t)kvh * BS + p % BS) * hd;
-                                double dot = 0;
-                                for (int t = 0; t < hd; t++)
-                                    dot += (double)q[g * hd + t] * kj[t];
-                                dot *= scale;
-                                if (cap)
-                                    dot = tanh(dot / softcap) * softcap;
-                                s[j] = dot;
-                                mx = fmax(mx, dot);
-                            }
-                            for (int j = 0; j < n; j++)
-                                sum += (s[j] = exp(s[j] - mx));
-                            for (int t = 0; t < hd; t++) {
-                                double o = 0;
+            for (int dt = 0; dt < 3; dt++) {
+                /* the pool's bytes in dtype kt; k, v their f32 values */
+                hr_dtype kt = dt == 0 ? HR_DTYPE_F32 : dt == 1 ? HR_DTYPE_F16 : HR_DTYPE_BF16;
+                float *k = malloc(NBLK * stride * sizeof *k), *v = malloc(NBLK * stride * sizeof *v);
+                uint16_t *kh = malloc(NBLK * stride * 2), *vh = malloc(NBLK * stride * 2);
+                for (size_t i = 0; i < NBLK * stride; i++) {
+                    k[i] = frand(&rng);
+                    v[i] = frand(&rng);
+                    if (kt == HR_DTYPE_F16) {
+                        k[i] = hr_f16_to_f32(kh[i] = hr_f32_to_f16(k[i]));
+                        v[i] = hr_f16_to_f32(vh[i] = hr_f32_to_f16(v[i]));
+                    } else if (kt == HR_DTYPE_BF16) {
+                        k[i] = hr_bf16_to_f32(kh[i] = hr_f32_to_bf16(k[i]));
+                        v[i] = hr_bf16_to_f32(vh[i] = hr_f32_to_bf16(v[i]));
+                    }
+                }
+                const void *kd = kt == HR_DTYPE_F32 ? (const void *)k : kh;
+                const void *vd = kt == HR_DTYPE_F32 ? (const void *)v : vh;
+                for (size_t gi = 0; gi < 4; gi++)
+                    for (size_t ni = 0; ni < 5; ni++)
+                        for (int cap = 0; cap < 2; cap++) {
+                            int G = Gs[gi], n = ns[ni], start = n < 100 ? 11 : 0, kvh = 1;
+                            float softcap = cap ? 5.0f : 0.0f, scale = 1.0f / sqrtf((float)hd);
+                            float *q = malloc((size_t)G * hd * sizeof *q);
+                            float *o1 = malloc((size_t)G * hd * sizeof *o1);
+                            float *o2 = malloc((size_t)G * hd * sizeof *o2);
+                            float *sc = malloc((size_t)G * 256 * sizeof *sc);
+                            for (int i = 0; i < G * hd; i++)
+                                q[i] = frand(&rng) * 3;
+                            K->attn_heads(q, o1, G, hd, kd, vd, kt, stride, BS, kvh, bt, start, n,
+                                          scale, softcap, sc);
+                            per_head(K, q, o2, G, hd, k, v, stride, kvh, bt, start, n, scale,
+                                     softcap, sc);
+                            if (memcmp(o1, o2, (size_t)G * hd * sizeof *o1))
+                                fail_msg("%s: %s KV G %d hd %d n %d softcap %g differs from "
+                                         "per-head", K->name, hr_dtype_name(kt), G, hd, n, softcap);
+                            /* and the reference, in double */
+                            for (int g = 0; g < G; g++) {
+                                double s[256], mx = -INFINITY, sum = 0;
                                 for (int j = 0; j < n; j++) {
                                     int p = start + j;
-                                    o += s[j] / sum * v[(size_t)bt[p / BS] * stride +
-                                                        ((size_t)kvh * BS + p % BS) * hd + t];
+                                    const float *kj = k + (size_t)bt[p / BS] * stride +
+                                                      ((size_t)kvh * BS + p % BS) * hd;
+                                    double dot = 0;
+                                    for (int t = 0; t < hd; t++)
+                                        dot += (double)q[g * hd + t] * kj[t];
+                                    dot *= scale;
+                                    if (cap)
+                                        dot = tanh(dot / softcap) * softcap;
+                                    s[j] = dot;
+                                    mx = fmax(mx, dot);
                                 }
-                                assert_true(fabs(o - o1[g * hd + t]) < 1e-5);
+                                for (int j = 0; j < n; j++)
+                                    sum += (s[j] = exp(s[j] - mx));
+                                for (int t = 0; t < hd; t++) {
+                                    double o = 0;
+                                    for (int j = 0; j < n; j++) {
+                                        int p = start + j;
+                                        o += s[j] / sum * v[(size_t)bt[p / BS] * stride +
+                                                            ((size_t)kvh * BS + p % BS) * hd + t];
+                                    }
+                                    assert_true(fabs(o - o1[g * hd + t]) < 1e-5);
+                                }
                             }
+                            checked++;
+                            free(q);
+                            free(o1);
+                            free(o2);
+                            free(sc);
                         }
-                        checked++;
-                        free(q);
-                        free(o1);
-                        free(o2);
-                        free(sc);
-                    }
-            free(k);
-            free(v);
+                free(k);
+                free(v);
+                free(kh);
+                free(vh);
+            }
         }
     }
-    printf("attention: %d ISA x group x head dim x keys cases equal the per-head path\n",
+    printf("attention: %d ISA x KV dtype x group x head dim x keys cases equal the per-head "
+           "path\n",
            checked);
 }
 

@@ -127,17 +127,19 @@ static void dequantize_model(hr_model *m, owned *o) {
 }
 
 /* KL(ref || m) of the next-token distribution per step (nats), both
- * teacher-forced on the oracle's tokens, and how often their argmax agree. */
+ * teacher-forced on the oracle's tokens, and how often their argmax agree;
+ * ref's KV cache is f32, m's of dtype kvt. */
 typedef struct kl_stats {
     double mean, max;
     int agree, steps;
 } kl_stats;
 
-static kl_stats kl_against(hr_model *ref, hr_model *m, const prompts *ps) {
+static kl_stats kl_against(hr_model *ref, hr_model *m, const prompts *ps, hr_dtype kvt) {
     hr_error err = {0};
     hr_runner *rr = NULL, *rm = NULL;
     hr_runner_opts ro = {.n_threads = 2, .n_ctx = 256};
     assert_int_equal(hr_runner_new(&rr, ref, &ro, &err), 0);
+    ro.kv_dtype = kvt;
     assert_int_equal(hr_runner_new(&rm, m, &ro, &err), 0);
     int V = ref->hp.n_vocab;
     float *lr = malloc((size_t)V * sizeof *lr), *lm = malloc((size_t)V * sizeof *lm);
@@ -349,7 +351,7 @@ static void test_gguf_case(void **state) {
     /* quantized: KL against the original, teacher-forced on the oracle */
     for (size_t q = 0; q < sizeof KL_BOUND / sizeof KL_BOUND[0]; q++) {
         hr_model *g = export_gguf(name, KL_BOUND[q].t, path, sizeof path);
-        kl_stats k = kl_against(orig, g, &ps);
+        kl_stats k = kl_against(orig, g, &ps, HR_DTYPE_F32);
         printf("gguf %-12s %-4s: KL mean %.2e max %.2e (bounds %.0e / %.0e), top-1 agree %d/%d\n",
                name, hr_dtype_name(KL_BOUND[q].t), k.mean, k.max, KL_BOUND[q].kl_mean,
                KL_BOUND[q].kl_max, k.agree, k.steps);
@@ -472,7 +474,7 @@ static void test_mlx_int8_case(void **state) {
     owned own = {0};
     dequantize_model(mr, &own);
     prompts ps = load_prompts(src);
-    kl_stats k = kl_against(mr, mq, &ps);
+    kl_stats k = kl_against(mr, mq, &ps, HR_DTYPE_F32);
     printf("mlx %-12s 4-bit int8: KL vs the exact path mean %.2e max %.2e (bounds %.0e / %.0e), "
            "top-1 agree %d/%d\n", name, k.mean, k.max, INT8_KL_MEAN, INT8_KL_MAX, k.agree,
            k.steps);
@@ -484,6 +486,36 @@ static void test_mlx_int8_case(void **state) {
     hr_model_free(mq);
     hr_model_free(mr);
     rm_rf(dst);
+}
+
+/* ---- KV cache dtypes ----------------------------------------------------------------
+ * The same model with its KV cache in F16 or BF16 against F32: KL bounded
+ * about 3x the worst measured (docs/numerics.md). */
+static const struct {
+    hr_dtype t;
+    double kl_mean, kl_max;
+} KV_BOUND[] = {{HR_DTYPE_F16, 2e-6, 1e-5}, {HR_DTYPE_BF16, 1.5e-4, 6e-4}};
+
+static void test_kv_dtype_case(void **state) {
+    const char *name = *state;
+    char src[8192];
+    src_of(name, src, sizeof src);
+    if (!strcmp(name, "wide"))
+        make_wide(src);
+    hr_error err = {0};
+    hr_model *m = NULL;
+    assert_int_equal(hr_model_open(&m, src, &err), 0);
+    prompts ps = load_prompts(src);
+    for (size_t i = 0; i < sizeof KV_BOUND / sizeof KV_BOUND[0]; i++) {
+        kl_stats k = kl_against(m, m, &ps, KV_BOUND[i].t);
+        printf("kv %-12s %-4s: KL vs f32 KV mean %.2e max %.2e (bounds %.0e / %.0e), top-1 "
+               "agree %d/%d\n", name, hr_dtype_name(KV_BOUND[i].t), k.mean, k.max,
+               KV_BOUND[i].kl_mean, KV_BOUND[i].kl_max, k.agree, k.steps);
+        assert_true(k.mean <= KV_BOUND[i].kl_mean);
+        assert_true(k.max <= KV_BOUND[i].kl_max);
+    }
+    prompts_free(&ps);
+    hr_model_free(m);
 }
 
 /* ---- errors ------------------------------------------------------------------ */
@@ -566,6 +598,10 @@ int main(int argc, char **argv) {
     for (size_t i = 0; i < sizeof gguf_models / sizeof gguf_models[0]; i++)
         tests[n++] = (struct CMUnitTest){.name = gguf_models[i], .test_func = test_gguf_case,
                                          .initial_state = (void *)gguf_models[i]};
+    static const char *kv_models[] = {"llama", "qwen3", "gemma3_text", "phi3", "wide"};
+    for (size_t i = 0; i < sizeof kv_models / sizeof kv_models[0]; i++)
+        tests[n++] = (struct CMUnitTest){.name = kv_models[i], .test_func = test_kv_dtype_case,
+                                         .initial_state = (void *)kv_models[i]};
     tests[n++] = (struct CMUnitTest){.name = "errors", .test_func = test_errors};
     int rc = _cmocka_run_group_tests("quant_parity", tests, n, NULL, NULL);
     rm_rf(g_tmp);

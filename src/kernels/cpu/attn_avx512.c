@@ -14,16 +14,30 @@
 #include <immintrin.h>
 #include <math.h>
 
-#define KV(base, p)                                                                 \
-    ((base) + (size_t)bt[(p) / bs] * stride + ((size_t)kvh * bs + (p) % bs) * hd)
+/* element index of position p's row in a layer of the KV pool */
+#define KV(p) ((size_t)bt[(p) / bs] * stride + ((size_t)kvh * bs + (p) % bs) * hd)
 #define AI static inline __attribute__((always_inline))
 #define UNROLL _Pragma("GCC unroll 16")
 
+/* 16 values from element i of a KV layer of dtype DT, as f32 (exact) */
+AI __m512 ld(const void *base, size_t i, const hr_dtype DT) {
+    const uint16_t *h = (const uint16_t *)base + i;
+    switch (DT) {
+    case HR_DTYPE_F16:
+        return _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)h));
+    case HR_DTYPE_BF16:
+        return _mm512_castsi512_ps(
+            _mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i *)h)), 16));
+    default:
+        return _mm512_loadu_ps((const float *)base + i);
+    }
+}
+
 /* out[g][c .. c + 16W) = sum_j p_gj v_j[c ..] for GN heads: constant GN, W
  * keep the accumulators in registers */
-AI void pv_tile(const float *sc, int n, const float *v, size_t stride, int bs, int kvh,
+AI void pv_tile(const float *sc, int n, const void *v, size_t stride, int bs, int kvh,
                 const int32_t *bt, int start, int hd, int c, float *out, const int GN,
-                const int W) {
+                const int W, const hr_dtype DT) {
     __m512 o[4][4];
     UNROLL
     for (int g = 0; g < GN; g++)
@@ -31,11 +45,11 @@ AI void pv_tile(const float *sc, int n, const float *v, size_t stride, int bs, i
         for (int i = 0; i < W; i++)
             o[g][i] = _mm512_setzero_ps();
     for (int j = 0; j < n; j++) {
-        const float *vj = KV(v, start + j) + c;
+        size_t vj = KV(start + j) + c;
         __m512 vv[4];
         UNROLL
         for (int i = 0; i < W; i++)
-            vv[i] = _mm512_loadu_ps(vj + 16 * i);
+            vv[i] = ld(v, vj + 16 * i, DT);
         UNROLL
         for (int g = 0; g < GN; g++) {
             __m512 p = _mm512_set1_ps(sc[(size_t)g * n + j]);
@@ -94,15 +108,15 @@ void hr__softmax_avx512(float *x, int n) {
     _mm512_mask_storeu_ps(x + i, tail, _mm512_mul_ps(_mm512_maskz_loadu_ps(tail, x + i), inv));
 }
 
-void hr__attn_heads_avx512(const float *q, float *out, int G, int hd, const float *k,
-                           const float *v, size_t stride, int bs, int kvh, const int32_t *bt,
-                           int start, int n, float scale, float softcap, float *sc) {
+AI void heads(const float *q, float *out, int G, int hd, const void *k, const void *v,
+              size_t stride, int bs, int kvh, const int32_t *bt, int start, int n, float scale,
+              float softcap, float *sc, const hr_dtype DT) {
     /* scores: sc[g * n + j] */
     int j = 0;
     for (; j + 4 <= n; j += 4) {
-        const float *kj[4];
+        size_t kj[4];
         for (int i = 0; i < 4; i++)
-            kj[i] = KV(k, start + j + i);
+            kj[i] = KV(start + j + i);
         for (int g = 0; g < G; g++) {
             const float *qg = q + (size_t)g * hd;
             __m512 acc[4] = {_mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps(),
@@ -110,7 +124,7 @@ void hr__attn_heads_avx512(const float *q, float *out, int G, int hd, const floa
             for (int t = 0; t < hd; t += 16) {
                 __m512 qv = _mm512_loadu_ps(qg + t);
                 for (int i = 0; i < 4; i++)
-                    acc[i] = _mm512_fmadd_ps(qv, _mm512_loadu_ps(kj[i] + t), acc[i]);
+                    acc[i] = _mm512_fmadd_ps(qv, ld(k, kj[i] + t, DT), acc[i]);
             }
             __m512 s4 = _mm512_mul_ps(hr_hsum4_avx512(acc[0], acc[1], acc[2], acc[3]),
                                       _mm512_set1_ps(scale));
@@ -118,12 +132,12 @@ void hr__attn_heads_avx512(const float *q, float *out, int G, int hd, const floa
         }
     }
     for (; j < n; j++) {
-        const float *kj = KV(k, start + j);
+        size_t kj = KV(start + j);
         for (int g = 0; g < G; g++) {
             __m512 acc = _mm512_setzero_ps();
             for (int t = 0; t < hd; t += 16)
                 acc = _mm512_fmadd_ps(_mm512_loadu_ps(q + (size_t)g * hd + t),
-                                      _mm512_loadu_ps(kj + t), acc);
+                                      ld(k, kj + t, DT), acc);
             sc[(size_t)g * n + j] = hr_hsum_avx512(acc) * scale;
         }
     }
@@ -140,16 +154,36 @@ void hr__attn_heads_avx512(const float *q, float *out, int G, int hd, const floa
         for (int c = 0; c < hd;) {
             int W = hd - c >= 64 ? 4 : 1;
             switch ((G - g0 < 4 ? G - g0 : 4) * 8 + W) {
-            case 12: pv_tile(s, n, v, stride, bs, kvh, bt, start, hd, c, o, 1, 4); break;
-            case 20: pv_tile(s, n, v, stride, bs, kvh, bt, start, hd, c, o, 2, 4); break;
-            case 28: pv_tile(s, n, v, stride, bs, kvh, bt, start, hd, c, o, 3, 4); break;
-            case 36: pv_tile(s, n, v, stride, bs, kvh, bt, start, hd, c, o, 4, 4); break;
-            case 9: pv_tile(s, n, v, stride, bs, kvh, bt, start, hd, c, o, 1, 1); break;
-            case 17: pv_tile(s, n, v, stride, bs, kvh, bt, start, hd, c, o, 2, 1); break;
-            case 25: pv_tile(s, n, v, stride, bs, kvh, bt, start, hd, c, o, 3, 1); break;
-            default: pv_tile(s, n, v, stride, bs, kvh, bt, start, hd, c, o, 4, 1); break;
+            case 12: pv_tile(s, n, v, stride, bs, kvh, bt, start, hd, c, o, 1, 4, DT); break;
+            case 20: pv_tile(s, n, v, stride, bs, kvh, bt, start, hd, c, o, 2, 4, DT); break;
+            case 28: pv_tile(s, n, v, stride, bs, kvh, bt, start, hd, c, o, 3, 4, DT); break;
+            case 36: pv_tile(s, n, v, stride, bs, kvh, bt, start, hd, c, o, 4, 4, DT); break;
+            case 9: pv_tile(s, n, v, stride, bs, kvh, bt, start, hd, c, o, 1, 1, DT); break;
+            case 17: pv_tile(s, n, v, stride, bs, kvh, bt, start, hd, c, o, 2, 1, DT); break;
+            case 25: pv_tile(s, n, v, stride, bs, kvh, bt, start, hd, c, o, 3, 1, DT); break;
+            default: pv_tile(s, n, v, stride, bs, kvh, bt, start, hd, c, o, 4, 1, DT); break;
             }
             c += 16 * W;
         }
+    }
+}
+
+void hr__attn_heads_avx512(const float *q, float *out, int G, int hd, const void *k,
+                           const void *v, hr_dtype kv_dtype, size_t stride, int bs, int kvh,
+                           const int32_t *bt, int start, int n, float scale, float softcap,
+                           float *sc) {
+    switch (kv_dtype) {
+    case HR_DTYPE_F16:
+        heads(q, out, G, hd, k, v, stride, bs, kvh, bt, start, n, scale, softcap, sc,
+              HR_DTYPE_F16);
+        return;
+    case HR_DTYPE_BF16:
+        heads(q, out, G, hd, k, v, stride, bs, kvh, bt, start, n, scale, softcap, sc,
+              HR_DTYPE_BF16);
+        return;
+    default:
+        heads(q, out, G, hd, k, v, stride, bs, kvh, bt, start, n, scale, softcap, sc,
+              HR_DTYPE_F32);
+        return;
     }
 }

@@ -54,13 +54,15 @@ typedef struct hr_cpu_kernels {
                      float *s4);
     /* Attention of the G query heads sharing KV head kvh, for one token
      * (ops.c hr_attention): q and out are G rows of hd (a multiple of 16);
-     * the key/value of position p is at k/v + bt[p / bs] * stride +
-     * (kvh * bs + p % bs) * hd, positions [start, start + n); sc has G * n
-     * floats. Bit-identical to dot, softmax and axpy per head. NULL: ops.c
-     * does that per head. */
-    void (*attn_heads)(const float *q, float *out, int G, int hd, const float *k,
-                       const float *v, size_t stride, int bs, int kvh, const int32_t *bt,
-                       int start, int n, float scale, float softcap, float *sc);
+     * the key/value of position p is at element bt[p / bs] * stride +
+     * (kvh * bs + p % bs) * hd of k/v, in kv_dtype (F32, F16, BF16),
+     * positions [start, start + n); sc has G * n floats. Bit-identical to
+     * dot, softmax and axpy per head on the f32 values. NULL: ops.c does
+     * that per head. */
+    void (*attn_heads)(const float *q, float *out, int G, int hd, const void *k,
+                       const void *v, hr_dtype kv_dtype, size_t stride, int bs, int kvh,
+                       const int32_t *bt, int start, int n, float scale, float softcap,
+                       float *sc);
     /* hr_softmax (ops.h), in place */
     void (*softmax)(float *x, int n);
     float (*dot)(const float *a, const float *b, int n);

@@ -323,10 +323,31 @@ void hr_gelu_mul(float *g, const float *u, int n) {
 
 /* ---- attention ------------------------------------------------------------ */
 
+/* Key or value row of position ps as f32: the pool's own row when it is
+ * F32, else converted (exactly) into buf. */
+static const float *kv_row(const hr_attn_args *a, const void *base, const int32_t *bt, int ps,
+                           int kvh, float *buf) {
+    int hd = a->head_dim, bs = a->block_size;
+    size_t at = (size_t)bt[ps / bs] * a->block_stride + ((size_t)kvh * bs + ps % bs) * hd;
+    const uint16_t *h = (const uint16_t *)base + at;
+    switch (a->kv_dtype) {
+    case HR_DTYPE_F16:
+        for (int i = 0; i < hd; i++)
+            buf[i] = hr_f16_to_f32(h[i]);
+        return buf;
+    case HR_DTYPE_BF16:
+        for (int i = 0; i < hd; i++)
+            buf[i] = hr_bf16_to_f32(h[i]);
+        return buf;
+    default:
+        return (const float *)base + at;
+    }
+}
+
 static void attention_worker(void *p, int ith, int nth) {
     const hr_attn_args *a = p;
     const hr_cpu_kernels *cpu = hr_cpu();
-    int hd = a->head_dim, group = a->n_heads / a->n_kv_heads, bs = a->block_size;
+    int hd = a->head_dim, group = a->n_heads / a->n_kv_heads;
     float *sc = a->scratch + (size_t)ith * a->max_ctx * group;
     long lo, hi;
     if (cpu->attn_heads && hd % 16 == 0) {
@@ -337,12 +358,14 @@ static void attention_worker(void *p, int ith, int nth) {
             int pos = a->pos[t];
             int start = a->window > 0 && pos - a->window + 1 > 0 ? pos - a->window + 1 : 0;
             size_t at = ((size_t)t * a->n_heads + (size_t)kvh * group) * hd;
-            cpu->attn_heads(a->q + at, a->out + at, group, hd, a->k, a->v, a->block_stride, bs,
-                            kvh, a->blocks[t], start, pos - start + 1, a->scale, a->softcap,
-                            sc);
+            cpu->attn_heads(a->q + at, a->out + at, group, hd, a->k, a->v, a->kv_dtype,
+                            a->block_stride, a->block_size, kvh, a->blocks[t], start,
+                            pos - start + 1, a->scale, a->softcap, sc);
         }
         return;
     }
+    HR_ASSERT(hd <= HR_ATTN_MAX_HEAD_DIM);
+    float row[HR_ATTN_MAX_HEAD_DIM];
     hr_split((long)a->n_tok * a->n_heads, ith, nth, &lo, &hi);
     for (long task = lo; task < hi; task++) {
         int t = (int)(task / a->n_heads), h = (int)(task % a->n_heads);
@@ -351,24 +374,16 @@ static void attention_worker(void *p, int ith, int nth) {
         const float *q = a->q + ((size_t)t * a->n_heads + h) * hd;
         const int32_t *bt = a->blocks[t];
         int n = pos - start + 1;
-        for (int j = 0; j < n; j++) {
-            int ps = start + j;
-            const float *kj = a->k + (size_t)bt[ps / bs] * a->block_stride +
-                              ((size_t)kvh * bs + ps % bs) * hd;
-            sc[j] = cpu->dot(q, kj, hd) * a->scale;
-        }
+        for (int j = 0; j < n; j++)
+            sc[j] = cpu->dot(q, kv_row(a, a->k, bt, start + j, kvh, row), hd) * a->scale;
         if (a->softcap > 0)
             hr_softcap(sc, n, a->softcap);
         hr_softmax(sc, n);
         float *o = a->out + ((size_t)t * a->n_heads + h) * hd;
         for (int i = 0; i < hd; i++)
             o[i] = 0;
-        for (int j = 0; j < n; j++) {
-            int ps = start + j;
-            const float *vj = a->v + (size_t)bt[ps / bs] * a->block_stride +
-                              ((size_t)kvh * bs + ps % bs) * hd;
-            cpu->axpy(o, sc[j], vj, hd);
-        }
+        for (int j = 0; j < n; j++)
+            cpu->axpy(o, sc[j], kv_row(a, a->v, bt, start + j, kvh, row), hd);
     }
 }
 

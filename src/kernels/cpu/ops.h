@@ -62,17 +62,22 @@ void hr_silu_mul(float *g, const float *u, int n);      /* g = silu(g) * u */
 void hr_gelu_tanh_mul(float *g, const float *u, int n); /* u NULL: g = gelu(g) */
 void hr_gelu_mul(float *g, const float *u, int n);      /* exact erf gelu */
 
+/* Longest head the per-head path takes (the fused kernels: any). */
+#define HR_ATTN_MAX_HEAD_DIM 1024
+
 /* Attention of n_tok query tokens over a paged KV cache.
- * K/V of block b, kv head h, slot s live at base + b*block_stride +
- * (h*block_size + s)*head_dim. Token t sits at pos[t] of the sequence whose
- * block table is blocks[t] and attends to positions [lo, pos[t]], lo =
- * pos[t]-window+1 when window > 0 (clamped at 0). */
+ * K/V of block b, kv head h, slot s live at element b*block_stride +
+ * (h*block_size + s)*head_dim of base, in kv_dtype (read as the f32 values
+ * they are). Token t sits at pos[t] of the sequence whose block table is
+ * blocks[t] and attends to positions [lo, pos[t]], lo = pos[t]-window+1
+ * when window > 0 (clamped at 0). */
 typedef struct hr_attn_args {
     const float *q;          /* [n_tok][n_heads*head_dim] */
     float *out;              /* [n_tok][n_heads*head_dim] */
     int n_tok, n_heads, n_kv_heads, head_dim;
-    const float *k, *v;
-    size_t block_stride;
+    const void *k, *v;       /* the KV pool's layer: F32, F16 or BF16 */
+    hr_dtype kv_dtype;
+    size_t block_stride;     /* elements per block */
     int block_size;
     const int32_t *pos;              /* [n_tok] */
     const int32_t *const *blocks;    /* [n_tok] block tables */
