@@ -1,7 +1,7 @@
 #include "model/kv.h"
 #include "core/error.h"
+#include "kernels/cpu/cpu.h"
 
-#include <math.h>
 #include <stdlib.h>
 #include <strings.h>
 #include <string.h>
@@ -26,20 +26,10 @@ int hr_kv_dtype_pick(const char *name, bool gguf, hr_dtype *t, hr_error *err) {
 }
 
 static void store_row(void *dst, const float *x, int n, hr_dtype t) {
-    uint16_t *h = dst;
-    switch (t) {
-    case HR_DTYPE_F16:
-        for (int i = 0; i < n; i++) /* saturate: a finite value never becomes inf */
-            h[i] = hr_f32_to_f16(fminf(fmaxf(x[i], -65504.0f), 65504.0f));
-        return;
-    case HR_DTYPE_BF16:
-        for (int i = 0; i < n; i++)
-            h[i] = hr_f32_to_bf16(x[i]);
-        return;
-    default:
+    if (t == HR_DTYPE_F32)
         memcpy(dst, x, (size_t)n * sizeof *x);
-        return;
-    }
+    else /* F16 saturates: a finite value never becomes inf */
+        hr_cpu()->to_half(dst, x, n, t);
 }
 
 void hr_kv_store(hr_kv *kv, int layer, int32_t block, int h, int slot, const float *k,

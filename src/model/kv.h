@@ -5,8 +5,9 @@
  * Layout, per layer: [block][kv_head][slot][head_dim] of the pool's dtype,
  * for K and V. The dtype is F32 (exact: the default for Hugging Face and
  * MLX models, whose reference computes in f32), F16 (llama.cpp's default,
- * hearth's for GGUF files; finite values beyond ±65504 saturate instead of
- * becoming inf) or BF16; values are rounded to it once, when stored. */
+ * hearth's for GGUF files; values beyond ±65504 saturate there instead of
+ * becoming inf) or BF16; values are rounded to it once, when stored
+ * (hr_cpu()->to_half). */
 #ifndef HR_MODEL_KV_H
 #define HR_MODEL_KV_H
 

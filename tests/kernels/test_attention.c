@@ -5,6 +5,7 @@
  * dims, key counts and a softcap; and that path agrees with a double
  * precision reference. */
 #include "kernels/cpu/cpu.h"
+#include "kernels/cpu/gemm_q.h"
 #include "kernels/cpu/ops.h"
 #include "sample/rng.h"
 
@@ -190,10 +191,53 @@ static void test_softmax(void **state) {
     }
 }
 
+/* Every ISA's KV store conversion (to_half) gives the scalar bits, which
+ * are hr_f32_to_f16 of the value clamped to +-65504 and hr_f32_to_bf16:
+ * normal, denormal, tiny, huge, infinite and signed-zero inputs, every
+ * length (vector body and tail). */
+static void test_to_half(void **state) {
+    (void)state;
+    hr_rng rng;
+    hr_rng_seed(&rng, 17);
+    float x[67];
+    uint16_t a[67], b[67];
+    static const float special[] = {0.0f, -0.0f, 1e-40f, -3e-39f, 6e-8f, 3e-5f, 65504.0f,
+                                    65520.0f, -1e6f, INFINITY, -INFINITY, 1.00390625f};
+    for (int rep = 0; rep < 200; rep++) {
+        for (int i = 0; i < 67; i++) {
+            float e = (float)(hr_rng_uniform(&rng) * 40 - 30);
+            x[i] = (float)(hr_rng_uniform(&rng) * 2 - 1) * powf(2.0f, e);
+            if (i % 7 == 0)
+                x[i] = special[(rep + i) % 12];
+        }
+        for (int dt = 0; dt < 2; dt++) {
+            hr_dtype t = dt ? HR_DTYPE_BF16 : HR_DTYPE_F16;
+            int n = 1 + rep % 67;
+            hr__to_half_scalar(a, x, n, t);
+            for (int i = 0; i < n; i++) {
+                uint16_t want = t == HR_DTYPE_F16
+                                    ? hr_f32_to_f16(fminf(fmaxf(x[i], -65504.0f), 65504.0f))
+                                    : hr_f32_to_bf16(x[i]);
+                assert_int_equal(a[i], want);
+            }
+            for (int isa = 0; isa < HR_ISA_COUNT; isa++) {
+                const hr_cpu_kernels *K = hr_cpu_isa((hr_isa)isa);
+                if (!K)
+                    continue;
+                K->to_half(b, x, n, t);
+                if (memcmp(a, b, (size_t)n * 2))
+                    fail_msg("%s to_half %s n=%d differs from scalar", K->name,
+                             hr_dtype_name(t), n);
+            }
+        }
+    }
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_heads_equal_per_head),
         cmocka_unit_test(test_softmax),
+        cmocka_unit_test(test_to_half),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

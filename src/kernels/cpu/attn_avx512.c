@@ -86,6 +86,35 @@ AI __m512 exp_neg(__m512 x) {
     return _mm512_scalef_ps(p, n);
 }
 
+/* 16 floats to F16 (saturating) or BF16, round to nearest even: vcvtps2ph,
+ * and for BF16 the integer rounding of hr_f32_to_bf16 (vcvtneps2bf16 would
+ * flush denormals) */
+AI __m256i half16(__m512 x, const hr_dtype t) {
+    if (t == HR_DTYPE_F16) {
+        x = _mm512_min_ps(_mm512_max_ps(x, _mm512_set1_ps(-65504.0f)), _mm512_set1_ps(65504.0f));
+        return _mm512_cvtps_ph(x, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    }
+    __m512i u = _mm512_castps_si512(x);
+    __m512i r = _mm512_add_epi32(u, _mm512_add_epi32(_mm512_set1_epi32(0x7fff),
+                                                     _mm512_and_si512(_mm512_srli_epi32(u, 16),
+                                                                      _mm512_set1_epi32(1))));
+    __mmask16 nan = _mm512_cmp_ps_mask(x, x, _CMP_UNORD_Q);
+    r = _mm512_mask_mov_epi32(r, nan, _mm512_or_si512(u, _mm512_set1_epi32(0x400000)));
+    return _mm512_cvtepi32_epi16(_mm512_srli_epi32(r, 16));
+}
+
+void hr__to_half_avx512(uint16_t *dst, const float *x, int n, hr_dtype t) {
+    int i = 0;
+    if (t == HR_DTYPE_F16)
+        for (; i + 16 <= n; i += 16)
+            _mm256_storeu_si256((__m256i *)(dst + i), half16(_mm512_loadu_ps(x + i), HR_DTYPE_F16));
+    else
+        for (; i + 16 <= n; i += 16)
+            _mm256_storeu_si256((__m256i *)(dst + i), half16(_mm512_loadu_ps(x + i), HR_DTYPE_BF16));
+    if (i < n)
+        hr__to_half_scalar(dst + i, x + i, n - i, t);
+}
+
 void hr__softmax_avx512(float *x, int n) {
     __m512 mx = _mm512_set1_ps(-INFINITY);
     int i = 0;

@@ -63,6 +63,10 @@ typedef struct hr_cpu_kernels {
                        const void *v, hr_dtype kv_dtype, size_t stride, int bs, int kvh,
                        const int32_t *bt, int start, int n, float scale, float softcap,
                        float *sc);
+    /* n floats rounded to F16 (values beyond +-65504 saturate) or BF16,
+     * to nearest even; the KV cache's stores. Bit-identical on every ISA
+     * except for NaN payloads. */
+    void (*to_half)(uint16_t *dst, const float *x, int n, hr_dtype t);
     /* hr_softmax (ops.h), in place */
     void (*softmax)(float *x, int n);
     float (*dot)(const float *a, const float *b, int n);

@@ -133,6 +133,7 @@ const hr_cpu_kernels hr__cpu_avx2 = {
              HR__GEMM_Q_TABLE(avx2)},
     .gemm_i8 = {HR__GEMM_I8_TABLE(avx2)},
     .qact_row = hr__qact_row_avx2,
+    .to_half = hr__to_half_scalar,
     .softmax = hr__softmax_scalar,
     .dot = dot_avx2,
     .axpy = axpy_avx2,

@@ -77,6 +77,12 @@ void hr__softmax_scalar(float *x, int n) {
         x[i] *= inv;
 }
 
+void hr__to_half_scalar(uint16_t *dst, const float *x, int n, hr_dtype t) {
+    for (int i = 0; i < n; i++)
+        dst[i] = t == HR_DTYPE_F16 ? hr_f32_to_f16(fminf(fmaxf(x[i], -65504.0f), 65504.0f))
+                                   : hr_f32_to_bf16(x[i]);
+}
+
 const hr_cpu_kernels hr__cpu_scalar = {
     .name = "scalar",
     .gemm = {[HR_DTYPE_F32] = gemm_f32_scalar,
@@ -96,6 +102,7 @@ const hr_cpu_kernels hr__cpu_scalar = {
                 [HR_DTYPE_Q5_K] = hr__gemm_i8_scalar,
                 [HR_DTYPE_Q6_K] = hr__gemm_i8_scalar},
     .qact_row = hr_qact_row,
+    .to_half = hr__to_half_scalar,
     .softmax = hr__softmax_scalar,
     .dot = dot_scalar,
     .axpy = axpy_scalar,
