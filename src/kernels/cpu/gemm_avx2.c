@@ -104,6 +104,32 @@ GEMM_AVX2(gemm_f32_avx2, load_f32, scal_f32)
 GEMM_AVX2(gemm_bf16_avx2, load_bf16, scal_bf16)
 GEMM_AVX2(gemm_f16_avx2, load_f16, scal_f16)
 
+/* hr__to_half_scalar 8 at a time: vcvtps2ph (F16C) after the clamp; BF16
+ * by hr_f32_to_bf16's integer rounding */
+static void to_half_avx2(uint16_t *dst, const float *x, int n, hr_dtype t) {
+    int i = 0;
+    for (; i + 8 <= n; i += 8) {
+        __m256 v = _mm256_loadu_ps(x + i);
+        __m128i h;
+        if (t == HR_DTYPE_F16) {
+            v = _mm256_min_ps(_mm256_max_ps(v, _mm256_set1_ps(-65504.0f)), _mm256_set1_ps(65504.0f));
+            h = _mm256_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+        } else {
+            __m256i u = _mm256_castps_si256(v);
+            __m256i r = _mm256_add_epi32(u, _mm256_add_epi32(_mm256_set1_epi32(0x7fff),
+                                                             _mm256_and_si256(_mm256_srli_epi32(u, 16),
+                                                                              _mm256_set1_epi32(1))));
+            __m256i nan = _mm256_castps_si256(_mm256_cmp_ps(v, v, _CMP_UNORD_Q));
+            r = _mm256_blendv_epi8(r, _mm256_or_si256(u, _mm256_set1_epi32(0x400000)), nan);
+            r = _mm256_srli_epi32(r, 16); /* 8 x 16 bits in the low halves: pack */
+            h = _mm_packus_epi32(_mm256_castsi256_si128(r), _mm256_extracti128_si256(r, 1));
+        }
+        _mm_storeu_si128((__m128i *)(dst + i), h);
+    }
+    if (i < n)
+        hr__to_half_scalar(dst + i, x + i, n - i, t);
+}
+
 static float dot_avx2(const float *a, const float *b, int n) {
     __m256 acc = _mm256_setzero_ps();
     int t = 0;
@@ -133,7 +159,7 @@ const hr_cpu_kernels hr__cpu_avx2 = {
              HR__GEMM_Q_TABLE(avx2)},
     .gemm_i8 = {HR__GEMM_I8_TABLE(avx2)},
     .qact_row = hr__qact_row_avx2,
-    .to_half = hr__to_half_scalar,
+    .to_half = to_half_avx2,
     .softmax = hr__softmax_scalar,
     .dot = dot_avx2,
     .axpy = axpy_avx2,
