@@ -1,5 +1,6 @@
 #include "model/config.h"
 #include "core/error.h"
+#include "kernels/cpu/ops.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -280,6 +281,9 @@ int hr_hparams_from_json(hr_hparams *hp, const json_t *cfg, const json_t *gen,
         return hr_err(err, HR_EFORMAT, "config.json: inconsistent heads "
                       "(%d query heads, %d kv heads, head_dim %d)",
                       hp->n_heads, hp->n_kv_heads, hp->head_dim);
+    if (hp->head_dim > HR_ATTN_MAX_HEAD_DIM)
+        return hr_err(err, HR_EUNSUPPORTED, "not supported yet: head_dim %d (max %d)",
+                      hp->head_dim, HR_ATTN_MAX_HEAD_DIM);
     int rc = parse_act(&r, hp);
     if (rc)
         return rc;

@@ -80,6 +80,8 @@ static void test_config_errors(void **state) {
                         "'rms_norm_eps' must be a number");
     expect_config_error("{\"model_type\": \"llama\", " BASE ", \"num_key_value_heads\": 3}",
                         HR_EFORMAT, "inconsistent heads");
+    expect_config_error("{\"model_type\": \"llama\", " BASE ", \"head_dim\": 2048}",
+                        HR_EUNSUPPORTED, "head_dim 2048 (max 1024)");
     expect_config_error("{\"model_type\": \"llama\", " BASE ", \"hidden_act\": \"relu2\"}",
                         HR_EUNSUPPORTED, "activation 'relu2'");
     expect_config_error("{\"model_type\": \"llama\", " BASE ", \"rope_scaling\": {\"type\": \"mrope\"}}",

@@ -131,13 +131,16 @@ static bool affine4_as_q4_1(const hr_tensor *w) {
            !strcmp(quant_act(), "int8");
 }
 
-static bool pack_affine4(const hr_tensor *w, const hr_tensor *as, uint8_t *dst) {
+/* 1 packed, 0 a scale or bias without an exact f16, -1 out of memory */
+static int pack_affine4(const hr_tensor *w, const hr_tensor *as, uint8_t *dst) {
     size_t rb = hr_tensor_row_bytes(as), pb = hr_x16_bytes(as) / (size_t)(w->shape[0] / 16);
     uint8_t *rows = malloc(16 * rb);
+    if (!rows)
+        return -1;
     hr_tensor panel = *as;
     panel.shape[0] = 16;
     panel.data = rows;
-    bool ok = rows != NULL;
+    bool ok = true;
     for (int64_t p = 0; ok && p < w->shape[0] / 16; p++) {
         for (int r = 0; ok && r < 16; r++)
             ok = hr_affine4_q4_1_row(w, 16 * p + r, rows + (size_t)r * rb);
@@ -164,11 +167,13 @@ int hr_matmul_prepare(hr_tensor *w, void **mem) {
     uint8_t *p = aligned_alloc(64, (bytes + 63) / 64 * 64);
     if (!p)
         return -1;
-    if (affine && !pack_affine4(w, &as, p)) {
-        hr_log(HR_LOG_INFO, "%s: a scale or bias has no exact f16; kept on the f32 path",
-               w->name ? w->name : "matrix");
+    int packed = affine ? pack_affine4(w, &as, p) : 1;
+    if (packed <= 0) {
+        if (!packed)
+            hr_log(HR_LOG_INFO, "%s: a scale or bias has no exact f16; kept on the f32 path",
+                   w->name ? w->name : "matrix");
         free(p);
-        return 0;
+        return packed;
     }
     if (!affine)
         hr_x16_pack(w, 0, w->shape[0] / 16, p);
