@@ -6,7 +6,13 @@
  *    rotary pairs): hearth keeps the permuted rows and rotates interleaved
  *    pairs, which is the same attention (q.k is invariant under the same
  *    permutation of q and k; v is not permuted).
- * Architectures: llama (and mistral), qwen2, qwen3. */
+ *  - gemma, gemma2, gemma3: norm weights are stored with gemma's 1 added
+ *    (hr_hparams.norm_offset is 0 for a GGUF), gemma2/3's four norms per
+ *    layer have their own names (ffn_norm is the pre-MLP norm), and what
+ *    llama.cpp derives rather than reads (attention scale, sliding layers,
+ *    local RoPE base, logit softcapping defaults) becomes config fields.
+ * Architectures: llama (and mistral), qwen2, qwen3, gemma, gemma2, gemma3
+ * (model_type gemma3_text). */
 #ifndef HR_MODEL_GGUF_MODEL_H
 #define HR_MODEL_GGUF_MODEL_H
 
@@ -23,8 +29,9 @@
  * *permuted_qk: llama-family q/k rows are in llama.cpp's order. */
 int hr_gguf_config(const hr_gguf *g, json_t **cfg, bool *permuted_qk, hr_error *err);
 
-/* The Hugging Face name of a GGUF tensor into buf, or NULL when unknown. */
-const char *hr_gguf_hf_name(const char *gguf_name, char *buf, size_t n);
+/* The Hugging Face name of tensor gguf_name of g (the names depend on g's
+ * architecture) into buf, or NULL when unknown. */
+const char *hr_gguf_hf_name(const hr_gguf *g, const char *gguf_name, char *buf, size_t n);
 
 /* hearth dtype of a ggml type, or -1 when unsupported. */
 int hr_gguf_dtype(uint32_t ggml_type);
