@@ -1,5 +1,5 @@
-/* GGUF <-> Hugging Face: metadata, names, llama's q/k permutation, the
- * values llama.cpp derives for gemma. */
+/* GGUF <-> Hugging Face: metadata, names, llama's q/k permutation, gemma's
+ * norms and the values llama.cpp derives for gemma. */
 #include "model/gguf_model.h"
 #include "core/error.h"
 #include "io/gguf_write.h"
@@ -422,6 +422,114 @@ static void llama3_factors(const hr_rope_params *rp, int dim, float *out) {
     }
 }
 
+/* The ARCHS row hearth exports model_type mt as (mistral as llama), or -1. */
+static int arch_of_model_type(const char *mt) {
+    if (!strcmp(mt, "mistral"))
+        mt = "llama";
+    for (size_t i = 0; i < COUNT(ARCHS); i++)
+        if (!strcmp(mt, ARCHS[i].model_type))
+            return (int)i;
+    return -1;
+}
+
+static bool ends_with(const char *s, const char *suffix) {
+    size_t a = strlen(s), b = strlen(suffix);
+    return a >= b && !strcmp(s + a - b, suffix);
+}
+
+/* convert_hf_to_gguf.py writes gemma's norm weights ("norm.weight"
+ * tensors) with the 1 added, which llama.cpp multiplies by as they are: in
+ * f32 for f32 and bf16 sources (widened first), rounded to f16 for f16 ones
+ * (torch adds in the tensor's dtype); the file stores them as F32. */
+static float shifted(float x, float offset, hr_dtype src) {
+    x += offset;
+    return src == HR_DTYPE_F16 ? hr_f16_to_f32(hr_f32_to_f16(x)) : x;
+}
+
+/* A gemma model in the keys llama.cpp reads, beyond the common ones; a
+ * model llama.cpp would run differently (it derives the attention scale,
+ * the sliding layers and the local RoPE rather than reading them) is
+ * HR_EUNSUPPORTED. */
+static int gemma_export(hr_gguf_w *g, const char *arch, family f, const hr_hparams *hp,
+                        const json_t *cfg, const hr_weights *w, hr_error *err) {
+    const char *mt = hp->arch->model_type;
+    char k[160];
+#define KEY(s) (snprintf(k, sizeof k, "%s." s, arch), k)
+#define NOPE(...) hr_err(err, HR_EUNSUPPORTED, "not supported yet: GGUF export of " __VA_ARGS__)
+    if (hp->act != HR_ACT_GELU_TANH)
+        return NOPE("%s with an activation other than gelu_pytorch_tanh (llama.cpp's %s "
+                    "runs tanh GELU)", mt, arch);
+    if (f != FAM_GEMMA3 && !hp->tie_embeddings && hr_weights_find(w, "lm_head.weight"))
+        return NOPE("%s with an untied lm_head (llama.cpp's %s uses token_embd as the "
+                    "output matrix)", mt, arch);
+    if (hp->rot_dim != hp->head_dim)
+        return NOPE("%s with partial rotary embeddings", mt);
+    if (hp->rope.type != HR_ROPE_DEFAULT && hp->rope.type != HR_ROPE_LINEAR)
+        return NOPE("%s with this rope scaling (default and linear are)", mt);
+    int qpas = f == FAM_GEMMA ? hp->head_dim
+                              : gemma_qpas(f, hp->n_layers, hp->d_model, hp->n_heads, hp->head_dim);
+    if (hp->attn_scale != (float)(1.0 / sqrt(qpas))) {
+        const json_t *q = json_object_get(cfg, "query_pre_attn_scalar");
+        double have = json_is_number(q) ? json_number_value(q)
+                                        : 1.0 / ((double)hp->attn_scale * hp->attn_scale);
+        return NOPE("%s with query_pre_attn_scalar %g (llama.cpp's %s takes %d, %s, for a "
+                    "%d-layer model)", mt, have, arch, qpas, qpas == hp->head_dim ? "head_dim"
+                    : "hidden_size / num_attention_heads", hp->n_layers);
+    }
+    /* logit softcapping: llama.cpp's gemma2 always applies both (50 and 30
+     * when the file has no value), gemma3 only the final one */
+    if (f == FAM_GEMMA2 && (hp->attn_softcap == 0 || hp->final_softcap == 0))
+        return NOPE("gemma2 without attention and final logit softcapping (llama.cpp's "
+                    "gemma2 always applies both)");
+    if (f != FAM_GEMMA2 && hp->attn_softcap != 0)
+        return NOPE("%s with attention logit softcapping (llama.cpp's %s has none)", mt, arch);
+    if (f == FAM_GEMMA && hp->final_softcap != 0)
+        return NOPE("gemma with final logit softcapping (llama.cpp's gemma has none)");
+    if (hp->attn_softcap != 0)
+        hr_gguf_w_f32(g, KEY("attn_logit_softcapping"), hp->attn_softcap);
+    if (hp->final_softcap != 0)
+        hr_gguf_w_f32(g, KEY("final_logit_softcapping"), hp->final_softcap);
+    /* sliding layers: llama.cpp derives them from one period */
+    bool any = false;
+    for (int i = 0; i < hp->n_layers; i++)
+        any |= hp->layer_sliding[i];
+    if (f == FAM_GEMMA && any)
+        return NOPE("gemma with sliding-window layers (llama.cpp's gemma has none)");
+    if (f == FAM_GEMMA || (f == FAM_GEMMA3 && !any))
+        return 0;
+    int p = -1;
+    for (int q = -1; q <= hp->n_layers && p < 0; q++) {
+        int c = q < 0 ? swa_default(f) : q;
+        bool same = true;
+        for (int i = 0; i < hp->n_layers; i++)
+            same &= swa_layer(c, i) == hp->layer_sliding[i];
+        if (same)
+            p = c;
+    }
+    if (p < 0)
+        return NOPE("%s with these layer_types (llama.cpp's %s slides layer i when i %% p < "
+                    "p - 1, for one period p)", mt, arch);
+    if (p != swa_default(f))
+        hr_gguf_w_u32(g, KEY("attention.sliding_window_pattern"), (uint32_t)p);
+    if (!any)
+        return 0;
+    hr_gguf_w_u32(g, KEY("attention.sliding_window"), (uint32_t)hp->sliding_window);
+    /* RoPE of the sliding layers: gemma3 unscaled, gemma2 scaled as the
+     * global layers; the base is rope.freq_base_swa */
+    const hr_rope_params *loc = hp->has_rope_local ? &hp->rope_local : &hp->rope;
+    if (f == FAM_GEMMA3 && loc->type != HR_ROPE_DEFAULT)
+        return NOPE("gemma3_text with scaled RoPE on sliding layers (llama.cpp's gemma3 "
+                    "scales the global layers only)");
+    if (f == FAM_GEMMA2 && (loc->type != hp->rope.type ||
+                            (loc->type == HR_ROPE_LINEAR && loc->factor != hp->rope.factor)))
+        return NOPE("gemma2 whose sliding layers' RoPE scaling differs from the global "
+                    "layers' (llama.cpp's gemma2 has one)");
+    hr_gguf_w_f32(g, KEY("rope.freq_base_swa"), (float)loc->theta);
+#undef NOPE
+#undef KEY
+    return 0;
+}
+
 int hr_gguf_export(const char *src, const json_t *cfg, const hr_weights *w, hr_dtype type,
                    const char *out, FILE *report, hr_error *err) {
     if (hr_gguf_dtype(ggml_type(type)) != (int)type)
@@ -431,19 +539,16 @@ int hr_gguf_export(const char *src, const json_t *cfg, const hr_weights *w, hr_d
     int rc = hr_hparams_from_json(&hp, cfg, NULL, err);
     if (rc)
         return rc;
-    const char *mt = hp.arch->model_type, *arch = NULL;
-    bool permute = false;
-    if (!strcmp(mt, "llama") || !strcmp(mt, "mistral")) {
-        arch = "llama";
-        permute = true;
-    } else if (!strcmp(mt, "qwen2") || !strcmp(mt, "qwen3")) {
-        arch = mt;
-    }
-    if (!arch) {
+    const char *mt = hp.arch->model_type;
+    int ai = arch_of_model_type(mt);
+    if (ai < 0) {
         hr_hparams_deinit(&hp);
         return hr_err(err, HR_EUNSUPPORTED, "not supported yet: GGUF export of model_type "
-                      "'%s' (llama, mistral, qwen2, qwen3 are)", mt);
+                      "'%s' (llama, mistral, qwen2, qwen3, gemma, gemma2, gemma3_text are)", mt);
     }
+    const char *arch = ARCHS[ai].gguf;
+    family fam = ARCHS[ai].fam;
+    bool permute = fam == FAM_LLAMA;
     if (hp.rope.type != HR_ROPE_DEFAULT && hp.rope.type != HR_ROPE_LINEAR &&
         hp.rope.type != HR_ROPE_LLAMA3) {
         hr_hparams_deinit(&hp);
@@ -474,6 +579,11 @@ int hr_gguf_export(const char *src, const json_t *cfg, const hr_weights *w, hr_d
         hr_gguf_w_f32(g, KEY("rope.scaling.factor"), (float)hp.rope.factor);
     }
 #undef KEY
+    if (is_gemma(fam) && (rc = gemma_export(g, arch, fam, &hp, cfg, w, err))) {
+        hr_gguf_w_free(g);
+        hr_hparams_deinit(&hp);
+        return rc;
+    }
     const char *pre = NULL;
     hr_error terr = {0};
     rc = hr_tokenizer_gguf_export(g, src, hp.n_vocab, hp.bos_id, hp.n_eos ? hp.eos_ids[0] : -1,
@@ -503,12 +613,15 @@ int hr_gguf_export(const char *src, const json_t *cfg, const hr_weights *w, hr_d
     for (size_t i = 0; !rc && i < hr_weights_count(w); i++) {
         const hr_tensor *t = hr_weights_at(w, i);
         char gn[160];
-        if (!map_name(t->name, false, FAM_LLAMA, gn, sizeof gn)) {
+        if (hp.tie_embeddings && !strcmp(t->name, "lm_head.weight"))
+            continue; /* unused: the model computes with embed_tokens */
+        if (!map_name(t->name, false, fam, gn, sizeof gn)) {
             rc = hr_err(err, HR_EUNSUPPORTED, "not supported yet: %s: no GGUF name for "
                         "tensor '%s'", src, t->name);
             break;
         }
         bool is_q = strstr(t->name, "q_proj") != NULL, is_k = strstr(t->name, "k_proj") != NULL;
+        bool shift = hp.norm_offset != 0 && t->ndim == 1 && ends_with(t->name, "norm.weight");
         int64_t rows = t->shape[0], cols = t->ndim == 2 ? t->shape[1] : 1;
         hr_tensor flat = *t;
         flat.ndim = 2;
@@ -536,6 +649,8 @@ int hr_gguf_export(const char *src, const json_t *cfg, const hr_weights *w, hr_d
                 hr_dequant_range(&(hr_tensor){.dtype = t->dtype, .ndim = 2, .shape = {1, rows},
                                               .data = t->data},
                                  0, r, 1, x);
+                if (shift)
+                    x[0] = shifted(x[0], hp.norm_offset, t->dtype);
             } else {
                 hr_dequant_range(&flat, sr, 0, cols, x);
             }

@@ -39,9 +39,12 @@ int hr_gguf_dtype(uint32_t ggml_type);
 /* Write the model at src (config cfg, weights w) as one GGUF file: 2-D
  * weights of type `type` (F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q4_K, Q5_K,
  * Q6_K; a matrix whose rows are not whole blocks falls back to F16), 1-D
- * tensors F32, llama.cpp names and metadata, and src's tokenizer as
- * llama.cpp's keys (hr_tokenizer_gguf_export; a missing or unsupported one
- * is a warning and tokenizer "none"). */
+ * tensors F32 (gemma norms with the 1 added), llama.cpp names and metadata,
+ * and src's tokenizer as llama.cpp's keys (hr_tokenizer_gguf_export; a
+ * missing or unsupported one is a warning and tokenizer "none"). A model
+ * that llama.cpp would run differently from the file's metadata (a gemma
+ * attention scale or sliding pattern it would not derive, ...) is
+ * HR_EUNSUPPORTED and nothing is written. */
 int hr_gguf_export(const char *src, const json_t *cfg, const hr_weights *w, hr_dtype type,
                    const char *out, FILE *report, hr_error *err);
 

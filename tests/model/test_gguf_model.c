@@ -1,13 +1,22 @@
 /* GGUF <-> Hugging Face for the gemma family (src/model/gguf_model.c):
+ *  - norms: an exported GGUF stores gemma's norm weights with the 1 added
+ *    (bit-exact w + 1, as convert_hf_to_gguf.py writes them) and the loaded
+ *    GGUF model uses them as they are: its logits equal the safetensors
+ *    model's;
  *  - what llama.cpp derives rather than reads, on hand-written files with
  *    llama.cpp's keys: attention scale (head_dim, or n_embd / n_head for the
  *    27B layer counts), sliding pattern (period 2 / 6, or the file's),
- *    local RoPE base, softcapping defaults, tied output, names. */
+ *    local RoPE base, softcapping defaults, tied output, names;
+ *  - export of a config a GGUF cannot express fails and writes nothing. */
 #include "core/error.h"
+#include "engine/runner.h"
 #include "io/gguf.h"
 #include "io/gguf_write.h"
 #include "model/config.h"
+#include "model/convert.h"
 #include "model/gguf_model.h"
+#include "model/model.h"
+#include "model/weights.h"
 
 #include <setjmp.h>
 #include <stdarg.h>
@@ -19,9 +28,131 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
-static char g_tmp[4096];
+static char g_root[4096], g_tmp[4096];
+
+/* ---- helpers --------------------------------------------------------------- */
+
+/* Fixture `name` at g_tmp/<out> with config.json updated by the JSON object
+ * patch (a null value sets null); weights linked. Returns the path. */
+static const char *fixture_copy(const char *name, const char *out, const char *patch,
+                                char *dir, size_t n) {
+    char from[8300], to[8300];
+    snprintf(dir, n, "%s/%s", g_tmp, out);
+    assert_int_equal(mkdir(dir, 0755), 0);
+    snprintf(from, sizeof from, "%s/%s/model.safetensors", g_root, name);
+    snprintf(to, sizeof to, "%s/model.safetensors", dir);
+    assert_int_equal(symlink(from, to), 0);
+    snprintf(from, sizeof from, "%s/%s/config.json", g_root, name);
+    json_t *cfg = json_load_file(from, 0, NULL), *p = json_loads(patch, 0, NULL);
+    assert_non_null(cfg);
+    assert_non_null(p);
+    assert_int_equal(json_object_update(cfg, p), 0);
+    snprintf(to, sizeof to, "%s/config.json", dir);
+    assert_int_equal(json_dump_file(cfg, to, 0), 0);
+    json_decref(cfg);
+    json_decref(p);
+    return dir;
+}
+
+static int export_f32(const char *src, const char *path, hr_error *err) {
+    hr_convert_opts co = {.src = src, .out = path, .bits = 4, .group = 64,
+                          .dtype = HR_DTYPE_COUNT, .gguf = HR_DTYPE_F32};
+    return hr_convert(&co, err);
+}
+
+/* ---- norms are taken as they are --------------------------------------------- */
+
+/* The GGUF tensor gguf_name holds exactly hf_name's values + 1. */
+static void check_shifted(const hr_gguf *g, const hr_weights *w, const char *gguf_name,
+                          const char *hf_name) {
+    const hr_gguf_tensor *gt = hr_gguf_find_tensor(g, gguf_name);
+    const hr_tensor *t = hr_weights_find(w, hf_name);
+    if (!gt || !t)
+        fail_msg("%s / %s missing", gguf_name, hf_name);
+    assert_int_equal(gt->type, 0); /* F32 */
+    assert_int_equal(t->dtype, HR_DTYPE_F32);
+    assert_int_equal(gt->ne[0], t->shape[0]);
+    const float *a = gt->data, *b = t->data;
+    for (int64_t i = 0; i < t->shape[0]; i++)
+        if (a[i] != b[i] + 1.0f)
+            fail_msg("%s[%lld] = %.9g, want %s + 1 = %.9g", gguf_name, (long long)i, a[i],
+                     hf_name, b[i] + 1.0f);
+}
+
+static void norms_case(const char *name, const char *src) {
+    char path[8300];
+    snprintf(path, sizeof path, "%s/%s.gguf", g_tmp, name);
+    hr_error err = {0};
+    if (export_f32(src, path, &err))
+        fail_msg("%s: %s", name, err.msg);
+    /* the file: w + 1 under llama.cpp's names */
+    hr_gguf *g = NULL;
+    hr_weights *w = NULL;
+    assert_int_equal(hr_gguf_open(&g, path, &err), 0);
+    assert_int_equal(hr_weights_open(&w, src, &err), 0);
+    bool four = strcmp(name, "gemma") != 0;
+    check_shifted(g, w, "output_norm.weight", "model.norm.weight");
+    check_shifted(g, w, "blk.1.attn_norm.weight", "model.layers.1.input_layernorm.weight");
+    check_shifted(g, w, "blk.1.ffn_norm.weight", four ? "model.layers.1.pre_feedforward_layernorm.weight"
+                                                     : "model.layers.1.post_attention_layernorm.weight");
+    if (four) {
+        check_shifted(g, w, "blk.1.post_attention_norm.weight",
+                      "model.layers.1.post_attention_layernorm.weight");
+        check_shifted(g, w, "blk.1.post_ffw_norm.weight",
+                      "model.layers.1.post_feedforward_layernorm.weight");
+    }
+    if (!strcmp(name, "gemma3_text")) {
+        check_shifted(g, w, "blk.1.attn_q_norm.weight", "model.layers.1.self_attn.q_norm.weight");
+        check_shifted(g, w, "blk.1.attn_k_norm.weight", "model.layers.1.self_attn.k_norm.weight");
+    }
+    assert_null(hr_gguf_find_tensor(g, "output.weight")); /* tied */
+    hr_weights_close(w);
+    hr_gguf_close(g);
+
+    /* the model: norms used as they are, the same logits */
+    hr_model *a = NULL, *b = NULL;
+    if (hr_model_open(&a, src, &err) || hr_model_open(&b, path, &err))
+        fail_msg("%s: %s", name, err.msg);
+    assert_true(a->hp.norm_offset == 1.0f && b->hp.norm_offset == 0.0f);
+    hr_runner *ra = NULL, *rb = NULL;
+    hr_runner_opts ro = {.n_threads = 2, .n_ctx = 128};
+    assert_int_equal(hr_runner_new(&ra, a, &ro, &err), 0);
+    assert_int_equal(hr_runner_new(&rb, b, &ro, &err), 0);
+    int V = a->hp.n_vocab;
+    float *la = malloc((size_t)V * sizeof *la), *lb = malloc((size_t)V * sizeof *lb);
+    int32_t prompt[40];
+    for (int i = 0; i < 40; i++) /* longer than the fixtures' 16-token window */
+        prompt[i] = (int32_t)((i * 37 + 11) % V);
+    assert_int_equal(hr_runner_eval(ra, prompt, 40, la, &err), 0);
+    assert_int_equal(hr_runner_eval(rb, prompt, 40, lb, &err), 0);
+    double worst = 0;
+    for (int i = 0; i < V; i++)
+        worst = fmax(worst, fabs((double)la[i] - lb[i]));
+    printf("gguf %-12s F32: max |logit - safetensors| %.1e over %d logits\n", name, worst, V);
+    assert_true(worst <= 1e-5);
+    free(la);
+    free(lb);
+    hr_runner_free(ra);
+    hr_runner_free(rb);
+    hr_model_free(a);
+    hr_model_free(b);
+    unlink(path);
+}
+
+static void test_norms_as_is(void **state) {
+    (void)state;
+    char src[8300], dir[8300];
+    snprintf(src, sizeof src, "%s/gemma", g_root);
+    norms_case("gemma", src);
+    /* query_pre_attn_scalar as llama.cpp derives it (see test_export_errors) */
+    norms_case("gemma2", fixture_copy("gemma2", "g2", "{\"query_pre_attn_scalar\": 16}",
+                                      dir, sizeof dir));
+    norms_case("gemma3_text", fixture_copy("gemma3_text", "g3",
+                                           "{\"query_pre_attn_scalar\": 16}", dir, sizeof dir));
+}
 
 /* ---- what llama.cpp derives ---------------------------------------------------- */
 
@@ -194,13 +325,59 @@ static void test_names(void **state) {
     }
 }
 
+/* ---- configs a GGUF cannot express --------------------------------------------- */
+
+static void export_fails(const char *name, const char *out, const char *patch, const char *want) {
+    char src[8300], path[8300];
+    if (patch)
+        fixture_copy(name, out, patch, src, sizeof src);
+    else
+        snprintf(src, sizeof src, "%s/%s", g_root, name);
+    snprintf(path, sizeof path, "%s/%s.gguf", g_tmp, out);
+    hr_error err = {0};
+    assert_int_equal(export_f32(src, path, &err), HR_EUNSUPPORTED);
+    if (!strstr(err.msg, want))
+        fail_msg("%s: error '%s' lacks '%s'", out, err.msg, want);
+    assert_int_equal(access(path, F_OK), -1); /* nothing written */
+    printf("%s\n", err.msg);
+}
+
+static void test_export_errors(void **state) {
+    (void)state;
+    /* the fixtures as they are: query_pre_attn_scalar 8, head_dim 16 */
+    export_fails("gemma2", "qpas2", NULL, "not supported yet: GGUF export of gemma2 with "
+                 "query_pre_attn_scalar 8 (llama.cpp's gemma2 takes 16, head_dim");
+    export_fails("gemma3_text", "qpas3", NULL, "not supported yet: GGUF export of gemma3_text "
+                 "with query_pre_attn_scalar 8");
+    /* a layer pattern no period gives */
+    export_fails("gemma3_text", "pattern", "{\"query_pre_attn_scalar\": 16, \"layer_types\": "
+                 "[\"full_attention\", \"sliding_attention\", \"sliding_attention\"]}",
+                 "not supported yet: GGUF export of gemma3_text with these layer_types");
+    export_fails("gemma2", "softcap", "{\"query_pre_attn_scalar\": 16, "
+                 "\"attn_logit_softcapping\": null}",
+                 "not supported yet: GGUF export of gemma2 without attention and final logit "
+                 "softcapping");
+    export_fails("gemma3_text", "localrope", "{\"query_pre_attn_scalar\": 16, "
+                 "\"rope_parameters\": {\"full_attention\": {\"rope_type\": \"default\", "
+                 "\"rope_theta\": 1000000.0}, \"sliding_attention\": {\"rope_type\": \"linear\", "
+                 "\"factor\": 2.0, \"rope_theta\": 10000.0}}}",
+                 "not supported yet: GGUF export of gemma3_text with scaled RoPE on sliding layers");
+    export_fails("gemma", "act", "{\"hidden_activation\": \"gelu\"}",
+                 "not supported yet: GGUF export of gemma with an activation other than "
+                 "gelu_pytorch_tanh");
+}
+
 int main(void) {
+    const char *root = getenv("HEARTH_ROOT");
+    snprintf(g_root, sizeof g_root, "%s/tests/fixtures/models", root ? root : ".");
     snprintf(g_tmp, sizeof g_tmp, "/tmp/hearth-ggufmodel-XXXXXX");
     if (!mkdtemp(g_tmp))
         return 1;
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_norms_as_is),
         cmocka_unit_test(test_derived),
         cmocka_unit_test(test_names),
+        cmocka_unit_test(test_export_errors),
     };
     int rc = cmocka_run_group_tests(tests, NULL, NULL);
     char cmd[8300];
