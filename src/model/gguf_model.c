@@ -1,4 +1,5 @@
-/* GGUF <-> Hugging Face: metadata, names, llama's q/k permutation. */
+/* GGUF <-> Hugging Face: metadata, names, llama's q/k permutation, gemma's
+ * norms and the values llama.cpp derives for gemma. */
 #include "model/gguf_model.h"
 #include "core/error.h"
 #include "io/gguf_write.h"
@@ -11,24 +12,56 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* ---- names ---------------------------------------------------------------- */
+/* ---- architectures and names --------------------------------------------- */
 
-static const struct { const char *gguf, *hf; } LAYER_NAMES[] = {
-    {"attn_norm.weight", "input_layernorm.weight"},
-    {"ffn_norm.weight", "post_attention_layernorm.weight"},
-    {"attn_q.weight", "self_attn.q_proj.weight"},
-    {"attn_k.weight", "self_attn.k_proj.weight"},
-    {"attn_v.weight", "self_attn.v_proj.weight"},
-    {"attn_output.weight", "self_attn.o_proj.weight"},
-    {"attn_q.bias", "self_attn.q_proj.bias"},
-    {"attn_k.bias", "self_attn.k_proj.bias"},
-    {"attn_v.bias", "self_attn.v_proj.bias"},
-    {"attn_output.bias", "self_attn.o_proj.bias"},
-    {"attn_q_norm.weight", "self_attn.q_norm.weight"},
-    {"attn_k_norm.weight", "self_attn.k_norm.weight"},
-    {"ffn_gate.weight", "mlp.gate_proj.weight"},
-    {"ffn_up.weight", "mlp.up_proj.weight"},
-    {"ffn_down.weight", "mlp.down_proj.weight"},
+typedef enum family { FAM_LLAMA, FAM_QWEN, FAM_GEMMA, FAM_GEMMA2, FAM_GEMMA3 } family;
+
+static const struct { const char *gguf, *model_type; family fam; } ARCHS[] = {
+    {"llama", "llama", FAM_LLAMA},   {"qwen2", "qwen2", FAM_QWEN},
+    {"qwen3", "qwen3", FAM_QWEN},    {"gemma", "gemma", FAM_GEMMA},
+    {"gemma2", "gemma2", FAM_GEMMA2}, {"gemma3", "gemma3_text", FAM_GEMMA3},
+};
+#define COUNT(a) (sizeof(a) / sizeof((a)[0]))
+
+/* The ARCHS row of a GGUF architecture name (len bytes), or -1. */
+static int arch_index(const char *a, size_t len) {
+    for (size_t i = 0; i < COUNT(ARCHS); i++)
+        if (strlen(ARCHS[i].gguf) == len && !memcmp(a, ARCHS[i].gguf, len))
+            return (int)i;
+    return -1;
+}
+
+/* gemma2/3 have four norms per layer ("sandwich"): llama.cpp's ffn_norm is
+ * the norm before the MLP, which Hugging Face calls post_attention_layernorm
+ * in llama's layout but pre_feedforward_layernorm in this one. */
+static bool sandwich(family f) {
+    return f == FAM_GEMMA2 || f == FAM_GEMMA3;
+}
+
+static bool is_gemma(family f) {
+    return f == FAM_GEMMA || sandwich(f);
+}
+
+enum { ANY_LAYOUT, LLAMA_LAYOUT, SANDWICH_LAYOUT };
+static const struct { const char *gguf, *hf; int layout; } LAYER_NAMES[] = {
+    {"attn_norm.weight", "input_layernorm.weight", ANY_LAYOUT},
+    {"ffn_norm.weight", "post_attention_layernorm.weight", LLAMA_LAYOUT},
+    {"post_attention_norm.weight", "post_attention_layernorm.weight", SANDWICH_LAYOUT},
+    {"ffn_norm.weight", "pre_feedforward_layernorm.weight", SANDWICH_LAYOUT},
+    {"post_ffw_norm.weight", "post_feedforward_layernorm.weight", SANDWICH_LAYOUT},
+    {"attn_q.weight", "self_attn.q_proj.weight", ANY_LAYOUT},
+    {"attn_k.weight", "self_attn.k_proj.weight", ANY_LAYOUT},
+    {"attn_v.weight", "self_attn.v_proj.weight", ANY_LAYOUT},
+    {"attn_output.weight", "self_attn.o_proj.weight", ANY_LAYOUT},
+    {"attn_q.bias", "self_attn.q_proj.bias", ANY_LAYOUT},
+    {"attn_k.bias", "self_attn.k_proj.bias", ANY_LAYOUT},
+    {"attn_v.bias", "self_attn.v_proj.bias", ANY_LAYOUT},
+    {"attn_output.bias", "self_attn.o_proj.bias", ANY_LAYOUT},
+    {"attn_q_norm.weight", "self_attn.q_norm.weight", ANY_LAYOUT},
+    {"attn_k_norm.weight", "self_attn.k_norm.weight", ANY_LAYOUT},
+    {"ffn_gate.weight", "mlp.gate_proj.weight", ANY_LAYOUT},
+    {"ffn_up.weight", "mlp.up_proj.weight", ANY_LAYOUT},
+    {"ffn_down.weight", "mlp.down_proj.weight", ANY_LAYOUT},
 };
 static const struct { const char *gguf, *hf; } TOP_NAMES[] = {
     {"token_embd.weight", "model.embed_tokens.weight"},
@@ -36,38 +69,36 @@ static const struct { const char *gguf, *hf; } TOP_NAMES[] = {
     {"output.weight", "lm_head.weight"},
     {"rope_freqs.weight", "rope_freqs.weight"},
 };
-#define COUNT(a) (sizeof(a) / sizeof((a)[0]))
 
-const char *hr_gguf_hf_name(const char *g, char *buf, size_t n) {
+static bool in_layout(int layout, family f) {
+    return layout == ANY_LAYOUT || (layout == SANDWICH_LAYOUT) == sandwich(f);
+}
+
+/* from -> to between GGUF (to_hf) and Hugging Face names of family f. */
+static const char *map_name(const char *from, bool to_hf, family f, char *buf, size_t n) {
     for (size_t i = 0; i < COUNT(TOP_NAMES); i++)
-        if (!strcmp(g, TOP_NAMES[i].gguf)) {
-            snprintf(buf, n, "%s", TOP_NAMES[i].hf);
+        if (!strcmp(from, to_hf ? TOP_NAMES[i].gguf : TOP_NAMES[i].hf)) {
+            snprintf(buf, n, "%s", to_hf ? TOP_NAMES[i].hf : TOP_NAMES[i].gguf);
             return buf;
         }
     int layer, used = 0;
-    if (sscanf(g, "blk.%d.%n", &layer, &used) == 1 && used > 0)
-        for (size_t i = 0; i < COUNT(LAYER_NAMES); i++)
-            if (!strcmp(g + used, LAYER_NAMES[i].gguf)) {
-                snprintf(buf, n, "model.layers.%d.%s", layer, LAYER_NAMES[i].hf);
-                return buf;
-            }
+    if (sscanf(from, to_hf ? "blk.%d.%n" : "model.layers.%d.%n", &layer, &used) != 1 || !used)
+        return NULL;
+    for (size_t i = 0; i < COUNT(LAYER_NAMES); i++)
+        if (in_layout(LAYER_NAMES[i].layout, f) &&
+            !strcmp(from + used, to_hf ? LAYER_NAMES[i].gguf : LAYER_NAMES[i].hf)) {
+            snprintf(buf, n, to_hf ? "model.layers.%d.%s" : "blk.%d.%s", layer,
+                     to_hf ? LAYER_NAMES[i].hf : LAYER_NAMES[i].gguf);
+            return buf;
+        }
     return NULL;
 }
 
-static const char *gguf_name(const char *hf, char *buf, size_t n) {
-    for (size_t i = 0; i < COUNT(TOP_NAMES); i++)
-        if (!strcmp(hf, TOP_NAMES[i].hf)) {
-            snprintf(buf, n, "%s", TOP_NAMES[i].gguf);
-            return buf;
-        }
-    int layer, used = 0;
-    if (sscanf(hf, "model.layers.%d.%n", &layer, &used) == 1 && used > 0)
-        for (size_t i = 0; i < COUNT(LAYER_NAMES); i++)
-            if (!strcmp(hf + used, LAYER_NAMES[i].hf)) {
-                snprintf(buf, n, "blk.%d.%s", layer, LAYER_NAMES[i].gguf);
-                return buf;
-            }
-    return NULL;
+const char *hr_gguf_hf_name(const hr_gguf *g, const char *name, char *buf, size_t n) {
+    const char *a;
+    size_t alen;
+    int ai = hr_gguf_key_str(g, "general.architecture", &a, &alen) ? -1 : arch_index(a, alen);
+    return map_name(name, true, ai < 0 ? FAM_LLAMA : ARCHS[ai].fam, buf, n);
 }
 
 static const struct { uint32_t ggml; hr_dtype dt; } TYPES[] = {
@@ -90,11 +121,7 @@ static uint32_t ggml_type(hr_dtype t) {
     return 0;
 }
 
-/* ---- metadata -> config ----------------------------------------------------- */
-
-static const struct { const char *gguf, *model_type; bool permuted; } ARCHS[] = {
-    {"llama", "llama", true}, {"qwen2", "qwen2", false}, {"qwen3", "qwen3", false},
-};
+/* ---- metadata readers ------------------------------------------------------- */
 
 typedef struct meta {
     const hr_gguf *g;
@@ -123,9 +150,21 @@ static bool get_num(meta *m, const char *suffix, double *v) {
     return false;
 }
 
+/* A count or size: a number in [0, 2^30] (else an error). */
+static bool get_count(meta *m, const char *suffix, double *v) {
+    if (!get_num(m, suffix, v))
+        return false;
+    if (*v >= 0 && *v <= (1 << 30))
+        return true;
+    if (!m->rc)
+        m->rc = hr_err(m->err, HR_EFORMAT, "%s: key '%s.%s' is out of range",
+                       hr_gguf_path(m->g), m->arch, suffix);
+    return false;
+}
+
 static void set_int(meta *m, const char *suffix, const char *field, bool required) {
     double v;
-    if (get_num(m, suffix, &v))
+    if (get_count(m, suffix, &v))
         json_object_set_new(m->cfg, field, json_integer((json_int_t)v));
     else if (required && !m->rc)
         m->rc = hr_err(m->err, HR_EFORMAT, "%s: missing key '%s.%s'", hr_gguf_path(m->g),
@@ -138,6 +177,113 @@ static void set_real(meta *m, const char *suffix, const char *field) {
         json_object_set_new(m->cfg, field, json_real(v));
 }
 
+/* ---- gemma: what llama.cpp derives instead of reading ------------------------
+ * (src/models/gemma*.cpp in llama.cpp) */
+
+/* llama.cpp's hparams.set_swa_pattern(p): layer i slides when p == 0 or
+ * i % p < p - 1 (p = 6: five sliding layers, then a global one). */
+static bool swa_layer(int p, int i) {
+    return p == 0 || i % p < p - 1;
+}
+
+/* The default sliding_window_pattern of gemma2 (2) and gemma3 (6). */
+static int swa_default(family f) {
+    return f == FAM_GEMMA2 ? 2 : 6;
+}
+
+/* gemma2/3's query_pre_attn_scalar as llama.cpp derives it: the file does
+ * not carry it; llama.cpp scales q by 1/sqrt(n_embd / n_head) for the "27B"
+ * models (gemma2: 46 layers, gemma3: 62) and by 1/sqrt(head_dim) otherwise,
+ * after gemma_pytorch's configs. */
+static int gemma_qpas(family f, int n_layers, int d_model, int n_heads, int head_dim) {
+    bool big = (f == FAM_GEMMA2 && n_layers == 46) || (f == FAM_GEMMA3 && n_layers == 62);
+    return big ? d_model / n_heads : head_dim;
+}
+
+static int cfg_int(const json_t *cfg, const char *key, int dflt) {
+    const json_t *v = json_object_get(cfg, key);
+    return json_is_integer(v) ? (int)json_integer_value(v) : dflt;
+}
+
+/* {arch}.attention.sliding_window_pattern: llama.cpp reads a scalar period
+ * and ignores an array for gemma2/3. */
+static int swa_pattern(meta *m, int dflt) {
+    char k[128];
+    snprintf(k, sizeof k, "%s.attention.sliding_window_pattern", m->arch);
+    int64_t i = hr_gguf_find(m->g, k), v;
+    if (i < 0 || hr_gguf_kv_type(m->g, i) == HR_GGUF_ARRAY)
+        return dflt;
+    if (hr_gguf_get_int(m->g, i, &v) || v < 0 || v > HR_MAX_LAYERS) {
+        if (!m->rc)
+            m->rc = hr_err(m->err, HR_EFORMAT, "%s: key '%s' is not a layer period",
+                           hr_gguf_path(m->g), k);
+        return dflt;
+    }
+    return (int)v;
+}
+
+/* Rope per layer type: full layers as the metadata says (rope_scaling, if
+ * set above), sliding layers at rope.freq_base_swa (default swa_theta, or
+ * the global base when < 0), scaled like the full layers when swa_scaled
+ * (gemma2), unscaled otherwise (gemma3). */
+static void gemma_rope(meta *m, double swa_theta, bool swa_scaled) {
+    double theta = 10000;
+    get_num(m, "rope.freq_base", &theta);
+    if (swa_theta < 0)
+        swa_theta = theta;
+    get_num(m, "rope.freq_base_swa", &swa_theta);
+    json_t *sc = json_object_get(m->cfg, "rope_scaling");
+    json_t *full = sc ? json_deep_copy(sc) : json_pack("{s:s}", "rope_type", "default");
+    json_t *local = swa_scaled ? json_deep_copy(full) : json_pack("{s:s}", "rope_type", "default");
+    json_object_set_new(full, "rope_theta", json_real(theta));
+    json_object_set_new(local, "rope_theta", json_real(swa_theta));
+    json_object_del(m->cfg, "rope_scaling");
+    json_object_set_new(m->cfg, "rope_parameters", json_pack("{s:o,s:o}", "full_attention", full,
+                                                             "sliding_attention", local));
+}
+
+/* The config.json fields a gemma GGUF implies (after the common ones). */
+static void gemma_config(meta *m, family f) {
+    json_t *c = m->cfg;
+    int nl = cfg_int(c, "num_hidden_layers", 0), d = cfg_int(c, "hidden_size", 0);
+    int nh = cfg_int(c, "num_attention_heads", 1);
+    int hd = cfg_int(c, "head_dim", nh > 0 ? d / nh : 0);
+    json_object_set_new(c, "hidden_activation", json_string("gelu_pytorch_tanh"));
+    if (f != FAM_GEMMA3) /* gemma, gemma2: token_embd is the output matrix */
+        json_object_set_new(c, "tie_word_embeddings", json_true());
+    if (f == FAM_GEMMA)
+        return;
+    if (nh > 0)
+        json_object_set_new(c, "query_pre_attn_scalar",
+                            json_integer(gemma_qpas(f, nl, d, nh, hd)));
+    double v;
+    if (f == FAM_GEMMA2) { /* always capped; llama_hparams' defaults */
+        json_object_set_new(c, "attn_logit_softcapping",
+                            json_real(get_num(m, "attn_logit_softcapping", &v) ? v : 50.0));
+        json_object_set_new(c, "final_logit_softcapping",
+                            json_real(get_num(m, "final_logit_softcapping", &v) ? v : 30.0));
+    } else if (get_num(m, "final_logit_softcapping", &v) && v != 0) {
+        json_object_set_new(c, "final_logit_softcapping", json_real(v));
+    }
+    /* sliding layers: gemma2 always (window 4096 unless given), gemma3 when
+     * the file gives a window */
+    double window = f == FAM_GEMMA2 ? 4096 : 0;
+    get_count(m, "attention.sliding_window", &window);
+    bool swa = f == FAM_GEMMA2 || window > 0;
+    int period = swa ? swa_pattern(m, swa_default(f)) : 1;
+    json_t *lt = json_array();
+    for (int i = 0; i < nl && i < HR_MAX_LAYERS; i++)
+        json_array_append_new(lt, json_string(swa && swa_layer(period, i) ? "sliding_attention"
+                                                                          : "full_attention"));
+    json_object_set_new(c, "layer_types", lt);
+    if (swa) {
+        json_object_set_new(c, "sliding_window", json_integer((json_int_t)window));
+        gemma_rope(m, f == FAM_GEMMA2 ? -1 : 10000.0, f == FAM_GEMMA2);
+    }
+}
+
+/* ---- metadata -> config ----------------------------------------------------- */
+
 int hr_gguf_config(const hr_gguf *g, json_t **out, bool *permuted_qk, hr_error *err) {
     *out = NULL;
     const char *a;
@@ -146,14 +292,12 @@ int hr_gguf_config(const hr_gguf *g, json_t **out, bool *permuted_qk, hr_error *
         return hr_err(err, HR_EFORMAT, "%s: missing 'general.architecture'", hr_gguf_path(g));
     char arch[64];
     snprintf(arch, sizeof arch, "%.*s", (int)(alen < 63 ? alen : 63), a);
-    size_t ai = COUNT(ARCHS);
-    for (size_t i = 0; i < COUNT(ARCHS); i++)
-        if (!strcmp(arch, ARCHS[i].gguf))
-            ai = i;
-    if (ai == COUNT(ARCHS))
+    int ai = arch_index(a, alen);
+    if (ai < 0)
         return hr_err(err, HR_EUNSUPPORTED, "not supported yet: %s: GGUF architecture '%s' "
-                      "(llama, qwen2, qwen3 are)", hr_gguf_path(g), arch);
-    *permuted_qk = ARCHS[ai].permuted;
+                      "(llama, qwen2, qwen3, gemma, gemma2, gemma3 are)", hr_gguf_path(g), arch);
+    family fam = ARCHS[ai].fam;
+    *permuted_qk = fam == FAM_LLAMA;
     meta m = {g, arch, json_object(), err, 0};
     json_object_set_new(m.cfg, "model_type", json_string(ARCHS[ai].model_type));
     const hr_gguf_tensor *emb = hr_gguf_find_tensor(g, "token_embd.weight");
@@ -169,6 +313,11 @@ int hr_gguf_config(const hr_gguf *g, json_t **out, bool *permuted_qk, hr_error *
     set_int(&m, "attention.head_count", "num_attention_heads", true);
     set_int(&m, "attention.head_count_kv", "num_key_value_heads", false);
     set_int(&m, "attention.key_length", "head_dim", false);
+    double kl, vl;
+    if (get_num(&m, "attention.value_length", &vl) && get_num(&m, "attention.key_length", &kl) &&
+        vl != kl && !m.rc)
+        m.rc = hr_err(err, HR_EUNSUPPORTED, "not supported yet: %s: value_length %g differs "
+                      "from key_length %g", hr_gguf_path(g), vl, kl);
     set_int(&m, "context_length", "max_position_embeddings", false);
     set_real(&m, "attention.layer_norm_rms_epsilon", "rms_norm_eps");
     set_real(&m, "rope.freq_base", "rope_theta");
@@ -215,6 +364,8 @@ int hr_gguf_config(const hr_gguf *g, json_t **out, bool *permuted_qk, hr_error *
             json_decref(f);
         }
     }
+    if (!m.rc && is_gemma(fam))
+        gemma_config(&m, fam);
     if (m.rc) {
         json_decref(m.cfg);
         return m.rc;
@@ -271,6 +422,114 @@ static void llama3_factors(const hr_rope_params *rp, int dim, float *out) {
     }
 }
 
+/* The ARCHS row hearth exports model_type mt as (mistral as llama), or -1. */
+static int arch_of_model_type(const char *mt) {
+    if (!strcmp(mt, "mistral"))
+        mt = "llama";
+    for (size_t i = 0; i < COUNT(ARCHS); i++)
+        if (!strcmp(mt, ARCHS[i].model_type))
+            return (int)i;
+    return -1;
+}
+
+static bool ends_with(const char *s, const char *suffix) {
+    size_t a = strlen(s), b = strlen(suffix);
+    return a >= b && !strcmp(s + a - b, suffix);
+}
+
+/* convert_hf_to_gguf.py writes gemma's norm weights ("norm.weight"
+ * tensors) with the 1 added, which llama.cpp multiplies by as they are: in
+ * f32 for f32 and bf16 sources (widened first), rounded to f16 for f16 ones
+ * (torch adds in the tensor's dtype); the file stores them as F32. */
+static float shifted(float x, float offset, hr_dtype src) {
+    x += offset;
+    return src == HR_DTYPE_F16 ? hr_f16_to_f32(hr_f32_to_f16(x)) : x;
+}
+
+/* A gemma model in the keys llama.cpp reads, beyond the common ones; a
+ * model llama.cpp would run differently (it derives the attention scale,
+ * the sliding layers and the local RoPE rather than reading them) is
+ * HR_EUNSUPPORTED. */
+static int gemma_export(hr_gguf_w *g, const char *arch, family f, const hr_hparams *hp,
+                        const json_t *cfg, const hr_weights *w, hr_error *err) {
+    const char *mt = hp->arch->model_type;
+    char k[160];
+#define KEY(s) (snprintf(k, sizeof k, "%s." s, arch), k)
+#define NOPE(...) hr_err(err, HR_EUNSUPPORTED, "not supported yet: GGUF export of " __VA_ARGS__)
+    if (hp->act != HR_ACT_GELU_TANH)
+        return NOPE("%s with an activation other than gelu_pytorch_tanh (llama.cpp's %s "
+                    "runs tanh GELU)", mt, arch);
+    if (f != FAM_GEMMA3 && !hp->tie_embeddings && hr_weights_find(w, "lm_head.weight"))
+        return NOPE("%s with an untied lm_head (llama.cpp's %s uses token_embd as the "
+                    "output matrix)", mt, arch);
+    if (hp->rot_dim != hp->head_dim)
+        return NOPE("%s with partial rotary embeddings", mt);
+    if (hp->rope.type != HR_ROPE_DEFAULT && hp->rope.type != HR_ROPE_LINEAR)
+        return NOPE("%s with this rope scaling (default and linear are)", mt);
+    int qpas = f == FAM_GEMMA ? hp->head_dim
+                              : gemma_qpas(f, hp->n_layers, hp->d_model, hp->n_heads, hp->head_dim);
+    if (hp->attn_scale != (float)(1.0 / sqrt(qpas))) {
+        const json_t *q = json_object_get(cfg, "query_pre_attn_scalar");
+        double have = json_is_number(q) ? json_number_value(q)
+                                        : 1.0 / ((double)hp->attn_scale * hp->attn_scale);
+        return NOPE("%s with query_pre_attn_scalar %g (llama.cpp's %s takes %d, %s, for a "
+                    "%d-layer model)", mt, have, arch, qpas, qpas == hp->head_dim ? "head_dim"
+                    : "hidden_size / num_attention_heads", hp->n_layers);
+    }
+    /* logit softcapping: llama.cpp's gemma2 always applies both (50 and 30
+     * when the file has no value), gemma3 only the final one */
+    if (f == FAM_GEMMA2 && (hp->attn_softcap == 0 || hp->final_softcap == 0))
+        return NOPE("gemma2 without attention and final logit softcapping (llama.cpp's "
+                    "gemma2 always applies both)");
+    if (f != FAM_GEMMA2 && hp->attn_softcap != 0)
+        return NOPE("%s with attention logit softcapping (llama.cpp's %s has none)", mt, arch);
+    if (f == FAM_GEMMA && hp->final_softcap != 0)
+        return NOPE("gemma with final logit softcapping (llama.cpp's gemma has none)");
+    if (hp->attn_softcap != 0)
+        hr_gguf_w_f32(g, KEY("attn_logit_softcapping"), hp->attn_softcap);
+    if (hp->final_softcap != 0)
+        hr_gguf_w_f32(g, KEY("final_logit_softcapping"), hp->final_softcap);
+    /* sliding layers: llama.cpp derives them from one period */
+    bool any = false;
+    for (int i = 0; i < hp->n_layers; i++)
+        any |= hp->layer_sliding[i];
+    if (f == FAM_GEMMA && any)
+        return NOPE("gemma with sliding-window layers (llama.cpp's gemma has none)");
+    if (f == FAM_GEMMA || (f == FAM_GEMMA3 && !any))
+        return 0;
+    int p = -1;
+    for (int q = -1; q <= hp->n_layers && p < 0; q++) {
+        int c = q < 0 ? swa_default(f) : q;
+        bool same = true;
+        for (int i = 0; i < hp->n_layers; i++)
+            same &= swa_layer(c, i) == hp->layer_sliding[i];
+        if (same)
+            p = c;
+    }
+    if (p < 0)
+        return NOPE("%s with these layer_types (llama.cpp's %s slides layer i when i %% p < "
+                    "p - 1, for one period p)", mt, arch);
+    if (p != swa_default(f))
+        hr_gguf_w_u32(g, KEY("attention.sliding_window_pattern"), (uint32_t)p);
+    if (!any)
+        return 0;
+    hr_gguf_w_u32(g, KEY("attention.sliding_window"), (uint32_t)hp->sliding_window);
+    /* RoPE of the sliding layers: gemma3 unscaled, gemma2 scaled as the
+     * global layers; the base is rope.freq_base_swa */
+    const hr_rope_params *loc = hp->has_rope_local ? &hp->rope_local : &hp->rope;
+    if (f == FAM_GEMMA3 && loc->type != HR_ROPE_DEFAULT)
+        return NOPE("gemma3_text with scaled RoPE on sliding layers (llama.cpp's gemma3 "
+                    "scales the global layers only)");
+    if (f == FAM_GEMMA2 && (loc->type != hp->rope.type ||
+                            (loc->type == HR_ROPE_LINEAR && loc->factor != hp->rope.factor)))
+        return NOPE("gemma2 whose sliding layers' RoPE scaling differs from the global "
+                    "layers' (llama.cpp's gemma2 has one)");
+    hr_gguf_w_f32(g, KEY("rope.freq_base_swa"), (float)loc->theta);
+#undef NOPE
+#undef KEY
+    return 0;
+}
+
 int hr_gguf_export(const char *src, const json_t *cfg, const hr_weights *w, hr_dtype type,
                    const char *out, FILE *report, hr_error *err) {
     if (hr_gguf_dtype(ggml_type(type)) != (int)type)
@@ -280,19 +539,16 @@ int hr_gguf_export(const char *src, const json_t *cfg, const hr_weights *w, hr_d
     int rc = hr_hparams_from_json(&hp, cfg, NULL, err);
     if (rc)
         return rc;
-    const char *mt = hp.arch->model_type, *arch = NULL;
-    bool permute = false;
-    if (!strcmp(mt, "llama") || !strcmp(mt, "mistral")) {
-        arch = "llama";
-        permute = true;
-    } else if (!strcmp(mt, "qwen2") || !strcmp(mt, "qwen3")) {
-        arch = mt;
-    }
-    if (!arch) {
+    const char *mt = hp.arch->model_type;
+    int ai = arch_of_model_type(mt);
+    if (ai < 0) {
         hr_hparams_deinit(&hp);
         return hr_err(err, HR_EUNSUPPORTED, "not supported yet: GGUF export of model_type "
-                      "'%s' (llama, mistral, qwen2, qwen3 are)", mt);
+                      "'%s' (llama, mistral, qwen2, qwen3, gemma, gemma2, gemma3_text are)", mt);
     }
+    const char *arch = ARCHS[ai].gguf;
+    family fam = ARCHS[ai].fam;
+    bool permute = fam == FAM_LLAMA;
     if (hp.rope.type != HR_ROPE_DEFAULT && hp.rope.type != HR_ROPE_LINEAR &&
         hp.rope.type != HR_ROPE_LLAMA3) {
         hr_hparams_deinit(&hp);
@@ -323,6 +579,11 @@ int hr_gguf_export(const char *src, const json_t *cfg, const hr_weights *w, hr_d
         hr_gguf_w_f32(g, KEY("rope.scaling.factor"), (float)hp.rope.factor);
     }
 #undef KEY
+    if (is_gemma(fam) && (rc = gemma_export(g, arch, fam, &hp, cfg, w, err))) {
+        hr_gguf_w_free(g);
+        hr_hparams_deinit(&hp);
+        return rc;
+    }
     const char *pre = NULL;
     hr_error terr = {0};
     rc = hr_tokenizer_gguf_export(g, src, hp.n_vocab, hp.bos_id, hp.n_eos ? hp.eos_ids[0] : -1,
@@ -352,12 +613,15 @@ int hr_gguf_export(const char *src, const json_t *cfg, const hr_weights *w, hr_d
     for (size_t i = 0; !rc && i < hr_weights_count(w); i++) {
         const hr_tensor *t = hr_weights_at(w, i);
         char gn[160];
-        if (!gguf_name(t->name, gn, sizeof gn)) {
+        if (hp.tie_embeddings && !strcmp(t->name, "lm_head.weight"))
+            continue; /* unused: the model computes with embed_tokens */
+        if (!map_name(t->name, false, fam, gn, sizeof gn)) {
             rc = hr_err(err, HR_EUNSUPPORTED, "not supported yet: %s: no GGUF name for "
                         "tensor '%s'", src, t->name);
             break;
         }
         bool is_q = strstr(t->name, "q_proj") != NULL, is_k = strstr(t->name, "k_proj") != NULL;
+        bool shift = hp.norm_offset != 0 && t->ndim == 1 && ends_with(t->name, "norm.weight");
         int64_t rows = t->shape[0], cols = t->ndim == 2 ? t->shape[1] : 1;
         hr_tensor flat = *t;
         flat.ndim = 2;
@@ -385,6 +649,8 @@ int hr_gguf_export(const char *src, const json_t *cfg, const hr_weights *w, hr_d
                 hr_dequant_range(&(hr_tensor){.dtype = t->dtype, .ndim = 2, .shape = {1, rows},
                                               .data = t->data},
                                  0, r, 1, x);
+                if (shift)
+                    x[0] = shifted(x[0], hp.norm_offset, t->dtype);
             } else {
                 hr_dequant_range(&flat, sr, 0, cols, x);
             }

@@ -6,7 +6,13 @@
  *    rotary pairs): hearth keeps the permuted rows and rotates interleaved
  *    pairs, which is the same attention (q.k is invariant under the same
  *    permutation of q and k; v is not permuted).
- * Architectures: llama (and mistral), qwen2, qwen3. */
+ *  - gemma, gemma2, gemma3: norm weights are stored with gemma's 1 added
+ *    (hr_hparams.norm_offset is 0 for a GGUF), gemma2/3's four norms per
+ *    layer have their own names (ffn_norm is the pre-MLP norm), and what
+ *    llama.cpp derives rather than reads (attention scale, sliding layers,
+ *    local RoPE base, logit softcapping defaults) becomes config fields.
+ * Architectures: llama (and mistral), qwen2, qwen3, gemma, gemma2, gemma3
+ * (model_type gemma3_text). */
 #ifndef HR_MODEL_GGUF_MODEL_H
 #define HR_MODEL_GGUF_MODEL_H
 
@@ -23,8 +29,9 @@
  * *permuted_qk: llama-family q/k rows are in llama.cpp's order. */
 int hr_gguf_config(const hr_gguf *g, json_t **cfg, bool *permuted_qk, hr_error *err);
 
-/* The Hugging Face name of a GGUF tensor into buf, or NULL when unknown. */
-const char *hr_gguf_hf_name(const char *gguf_name, char *buf, size_t n);
+/* The Hugging Face name of tensor gguf_name of g (the names depend on g's
+ * architecture) into buf, or NULL when unknown. */
+const char *hr_gguf_hf_name(const hr_gguf *g, const char *gguf_name, char *buf, size_t n);
 
 /* hearth dtype of a ggml type, or -1 when unsupported. */
 int hr_gguf_dtype(uint32_t ggml_type);
@@ -32,9 +39,12 @@ int hr_gguf_dtype(uint32_t ggml_type);
 /* Write the model at src (config cfg, weights w) as one GGUF file: 2-D
  * weights of type `type` (F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q4_K, Q5_K,
  * Q6_K; a matrix whose rows are not whole blocks falls back to F16), 1-D
- * tensors F32, llama.cpp names and metadata, and src's tokenizer as
- * llama.cpp's keys (hr_tokenizer_gguf_export; a missing or unsupported one
- * is a warning and tokenizer "none"). */
+ * tensors F32 (gemma norms with the 1 added), llama.cpp names and metadata,
+ * and src's tokenizer as llama.cpp's keys (hr_tokenizer_gguf_export; a
+ * missing or unsupported one is a warning and tokenizer "none"). A model
+ * that llama.cpp would run differently from the file's metadata (a gemma
+ * attention scale or sliding pattern it would not derive, ...) is
+ * HR_EUNSUPPORTED and nothing is written. */
 int hr_gguf_export(const char *src, const json_t *cfg, const hr_weights *w, hr_dtype type,
                    const char *out, FILE *report, hr_error *err);
 

@@ -153,7 +153,7 @@ int hr_weights_open_gguf(hr_weights **out, hr_gguf *g, hr_error *err) {
     for (int64_t i = 0; i < n; i++) {
         const hr_gguf_tensor *gt = hr_gguf_tensor_at(g, i);
         char hf[256];
-        const char *name = hr_gguf_hf_name(gt->name, hf, sizeof hf);
+        const char *name = hr_gguf_hf_name(g, gt->name, hf, sizeof hf);
         int dt = hr_gguf_dtype(gt->type);
         if (dt < 0) {
             const char *tn = hr_gguf_type_name(gt->type);

@@ -7,7 +7,7 @@
  * dequantized (hr_dequant_range, the format's scalar definition) to f32 and
  * run through the f32 path. Greedy argmax must match except near-ties.
  *
- * GGUF: llama/qwen2/qwen3 fixtures exported with hr_convert --gguf:
+ * GGUF: llama/qwen2/qwen3/gemma fixtures exported with hr_convert --gguf:
  *   F32 and F16 files give the same greedy tokens as the safetensors
  *   original (free-running, 16 steps per prompt);
  *   quantized types are compared by the KL divergence of the next-token
@@ -280,15 +280,32 @@ static const struct {
 };
 
 static void make_wide(const char *dir);
+static void make_gemma_copy(const char *name, const char *dir);
 
 /* A fixture's directory; the generated "wide" model lives in the temp dir. */
 static void src_of(const char *name, char *buf, size_t n) {
     snprintf(buf, n, "%s/%s", strcmp(name, "wide") ? g_root : g_tmp, name);
 }
 
+/* The gemma2 and gemma3_text fixtures have query_pre_attn_scalar 8 with
+ * head_dim 16; a GGUF cannot say so (llama.cpp derives the scale from
+ * head_dim, and export refuses: test_gguf_model), so their GGUF cases run
+ * a copy in the temp dir whose config.json sets it to head_dim. */
+static bool is_gemma_copy(const char *name) {
+    return !strcmp(name, "gemma2") || !strcmp(name, "gemma3_text");
+}
+
+/* The directory a GGUF case exports: src_of's, or the gemma copy. */
+static void gguf_src_of(const char *name, char *buf, size_t n) {
+    if (is_gemma_copy(name))
+        snprintf(buf, n, "%s/%s-qpas", g_tmp, name);
+    else
+        src_of(name, buf, n);
+}
+
 static hr_model *export_gguf(const char *name, hr_dtype t, char *path, size_t n) {
     char src[8192];
-    src_of(name, src, sizeof src);
+    gguf_src_of(name, src, sizeof src);
     snprintf(path, n, "%s/%s-%s.gguf", g_tmp, name, hr_dtype_name(t));
     hr_error err = {0};
     hr_convert_opts co = {.src = src, .out = path, .bits = 4, .group = 64,
@@ -319,9 +336,11 @@ static void greedy(hr_model *m, const int32_t *p, int np, int32_t *out, int n) {
 static void test_gguf_case(void **state) {
     const char *name = *state;
     char src[8192], path[8192];
-    src_of(name, src, sizeof src);
+    gguf_src_of(name, src, sizeof src);
     if (!strcmp(name, "wide"))
         make_wide(src);
+    else if (is_gemma_copy(name))
+        make_gemma_copy(name, src);
     hr_error err = {0};
     hr_model *orig = NULL;
     assert_int_equal(hr_model_open(&orig, src, &err), 0);
@@ -518,6 +537,26 @@ static void test_kv_dtype_case(void **state) {
     hr_model_free(m);
 }
 
+/* The fixture `name` at dir with query_pre_attn_scalar = head_dim (links to
+ * its weights, prompts and generation config). */
+static void make_gemma_copy(const char *name, const char *dir) {
+    char from[8300], to[8300];
+    mkdir(dir, 0755);
+    static const char *links[] = {"model.safetensors", "ref.json", "generation_config.json"};
+    for (size_t i = 0; i < sizeof links / sizeof links[0]; i++) {
+        snprintf(from, sizeof from, "%s/%s/%s", g_root, name, links[i]);
+        snprintf(to, sizeof to, "%s/%s", dir, links[i]);
+        assert_int_equal(symlink(from, to), 0);
+    }
+    snprintf(from, sizeof from, "%s/%s/config.json", g_root, name);
+    json_t *cfg = json_load_file(from, 0, NULL);
+    assert_non_null(cfg);
+    json_object_set(cfg, "query_pre_attn_scalar", json_object_get(cfg, "head_dim"));
+    snprintf(to, sizeof to, "%s/config.json", dir);
+    assert_int_equal(json_dump_file(cfg, to, 0), 0);
+    json_decref(cfg);
+}
+
 /* ---- errors ------------------------------------------------------------------ */
 
 static void test_errors(void **state) {
@@ -579,7 +618,8 @@ int main(int argc, char **argv) {
     static const char *mlx_models[] = {"llama", "llama-tied", "qwen2", "qwen3", "gemma3_text",
                                        "phi3", "starcoder2", "glm4", "qwen3-bf16"};
     static const char *gguf_models[] = {"llama", "llama-tied", "llama-rope-llama3", "qwen2",
-                                        "qwen3", "llama-bf16", "wide"};
+                                        "qwen3", "llama-bf16", "gemma", "gemma2",
+                                        "gemma3_text", "wide"};
     static const char *int8_models[] = {"llama", "qwen3", "gemma3_text", "phi3", "wide"};
     struct CMUnitTest tests[32];
     size_t n = 0;
