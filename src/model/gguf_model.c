@@ -284,6 +284,63 @@ static void gemma_config(meta *m, family f) {
 
 /* ---- metadata -> config ----------------------------------------------------- */
 
+/* End-of-generation ids, as llama.cpp collects them (llama-vocab.cpp): the
+ * eos, eot, eom and FIM pad/repo/sep ids of the metadata, then every token
+ * whose text is one of its end-of-generation texts -- so an instruct model
+ * stops at its end of turn (<end_of_turn>, <|im_end|>, <|eot_id|>) even
+ * when the file's eos is another token. When "<|return|>" and "<|call|>"
+ * (or "<|calls|>" and "<|flush|>") exist, "<|end|>" is not one (llama.cpp's
+ * exception for those chat formats). */
+static const char *const EOG_TEXT[] = {
+    "<|eot_id|>", "<|im_end|>", "<|end|>", "<|return|>", "<|call|>", "<|flush|>",
+    "<|calls|>", "<end_of_turn>", "<|endoftext|>", "</s>", "<|eom_id|>", "<EOT>", "_<EOT>",
+    "[EOT]", "[EOS]", "<|end_of_text|>", "<end_of_utterance>", "<eos>", "<turn|>",
+    "<|tool_response>", "<\xef\xbd\x9c" "end\xe2\x96\x81" "of\xe2\x96\x81" "sentence\xef\xbd\x9c>", /* DeepSeek */
+    "[e~[",
+};
+
+static void add_id(json_t *ids, int64_t v) {
+    for (size_t i = 0; i < json_array_size(ids); i++)
+        if (json_integer_value(json_array_get(ids, i)) == v)
+            return;
+    json_array_append_new(ids, json_integer(v));
+}
+
+static json_t *eog_ids(const hr_gguf *g) {
+    json_t *ids = json_array();
+    static const char *const keys[] = {
+        "tokenizer.ggml.eos_token_id", "tokenizer.ggml.eot_token_id",
+        "tokenizer.ggml.eom_token_id", "tokenizer.ggml.fim_pad_token_id",
+        "tokenizer.ggml.fim_rep_token_id", "tokenizer.ggml.fim_sep_token_id"};
+    int64_t v;
+    for (size_t i = 0; i < COUNT(keys); i++)
+        if (!hr_gguf_key_int(g, keys[i], &v) && v >= 0)
+            add_id(ids, v);
+    int64_t ti = hr_gguf_find(g, "tokenizer.ggml.tokens");
+    hr_gguf_type et;
+    uint64_t n = 0;
+    if (ti < 0 || hr_gguf_get_arr(g, ti, &et, &n) || et != HR_GGUF_STRING)
+        return ids;
+    int64_t found[COUNT(EOG_TEXT)];
+    for (size_t e = 0; e < COUNT(EOG_TEXT); e++)
+        found[e] = -1;
+    for (uint64_t j = 0; j < n; j++) {
+        const char *s;
+        size_t len;
+        if (hr_gguf_arr_str(g, ti, j, &s, &len) || len < 3 || len > 32 ||
+            (s[0] != '<' && s[0] != '[' && s[0] != '_'))
+            continue;
+        for (size_t e = 0; e < COUNT(EOG_TEXT); e++)
+            if (found[e] < 0 && strlen(EOG_TEXT[e]) == len && !memcmp(s, EOG_TEXT[e], len))
+                found[e] = (int64_t)j;
+    }
+    bool no_end = (found[3] >= 0 && found[4] >= 0) || (found[5] >= 0 && found[6] >= 0);
+    for (size_t e = 0; e < COUNT(EOG_TEXT); e++)
+        if (found[e] >= 0 && !(e == 2 && no_end))
+            add_id(ids, found[e]);
+    return ids;
+}
+
 int hr_gguf_config(const hr_gguf *g, json_t **out, bool *permuted_qk, hr_error *err) {
     *out = NULL;
     const char *a;
@@ -326,8 +383,11 @@ int hr_gguf_config(const hr_gguf *g, json_t **out, bool *permuted_qk, hr_error *
     int64_t v;
     if (!hr_gguf_key_int(g, "tokenizer.ggml.bos_token_id", &v))
         json_object_set_new(m.cfg, "bos_token_id", json_integer(v));
-    if (!hr_gguf_key_int(g, "tokenizer.ggml.eos_token_id", &v))
-        json_object_set_new(m.cfg, "eos_token_id", json_integer(v));
+    json_t *eog = eog_ids(g);
+    if (json_array_size(eog))
+        json_object_set_new(m.cfg, "eos_token_id", eog);
+    else
+        json_decref(eog);
     /* rope scaling: linear by metadata; llama3 as per-frequency divisors in
      * rope_freqs.weight (expressed as longrope factors, equal short/long) */
     char k[128];

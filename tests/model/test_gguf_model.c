@@ -215,6 +215,74 @@ static void derived(const char *arch, int n_layers, int d, int n_heads, int head
     unlink(path);
 }
 
+/* The end-of-generation ids of a GGUF whose vocabulary is toks[0..n) and
+ * whose metadata names eos (and eot when >= 0). */
+static void eog_of(const char *const *toks, size_t n, int eos, int eot, hr_hparams *hp) {
+    static float emb[16 * 16];
+    char path[8300];
+    snprintf(path, sizeof path, "%s/eog.gguf", g_tmp);
+    hr_gguf_w *w = hr_gguf_w_new();
+    hr_gguf_w_str(w, "general.architecture", "qwen3");
+    hr_gguf_w_u32(w, "qwen3.embedding_length", 16);
+    hr_gguf_w_u32(w, "qwen3.block_count", 1);
+    hr_gguf_w_u32(w, "qwen3.feed_forward_length", 32);
+    hr_gguf_w_u32(w, "qwen3.attention.head_count", 2);
+    hr_gguf_w_str(w, "tokenizer.ggml.model", "gpt2");
+    hr_gguf_w_arr_str(w, "tokenizer.ggml.tokens", toks, n);
+    hr_gguf_w_u32(w, "tokenizer.ggml.eos_token_id", (uint32_t)eos);
+    if (eot >= 0)
+        hr_gguf_w_u32(w, "tokenizer.ggml.eot_token_id", (uint32_t)eot);
+    uint64_t ne[2] = {16, 16};
+    hr_gguf_w_tensor(w, "token_embd.weight", 0, 2, ne, emb, sizeof emb);
+    hr_error err = {0};
+    assert_int_equal(hr_gguf_w_write(w, path, &err), 0);
+    hr_gguf_w_free(w);
+    hr_gguf *g = NULL;
+    json_t *cfg = NULL;
+    bool permuted;
+    assert_int_equal(hr_gguf_open(&g, path, &err), 0);
+    if (hr_gguf_config(g, &cfg, &permuted, &err) || hr_hparams_from_json(hp, cfg, NULL, &err))
+        fail_msg("eog: %s", err.msg);
+    json_decref(cfg);
+    hr_gguf_close(g);
+    unlink(path);
+}
+
+static void assert_eos(const hr_hparams *hp, const int *want, int n) {
+    if (hp->n_eos != n)
+        fail_msg("%d end-of-generation ids, want %d", hp->n_eos, n);
+    for (int i = 0; i < n; i++)
+        if (hp->eos_ids[i] != want[i])
+            fail_msg("end-of-generation id %d is %d, want %d", i, hp->eos_ids[i], want[i]);
+}
+
+/* A GGUF stops where llama.cpp does: the metadata's eos (and eot), then
+ * every token whose text is an end of turn (gemma's <end_of_turn> when the
+ * file's eos is <eos>; ChatML's <|im_end|>; <|eot_id|>, <|eom_id|>), each
+ * once; "<|end|>" is not one next to "<|return|>" and "<|call|>". */
+static void test_eog(void **state) {
+    (void)state;
+    hr_hparams hp;
+    static const char *const gemma[] = {"<pad>", "<eos>", "<bos>", "a", "b", "<end_of_turn>",
+                                        "<start_of_turn>", "c"};
+    eog_of(gemma, 8, 1, -1, &hp);
+    assert_eos(&hp, (int[]){1, 5}, 2);
+    hr_hparams_deinit(&hp);
+    static const char *const llama3[] = {"x", "<|end_of_text|>", "<|eot_id|>", "<|eom_id|>",
+                                         "<|start_header_id|>", "<|im_end|>x"};
+    eog_of(llama3, 6, 1, 2, &hp);
+    assert_eos(&hp, (int[]){1, 2, 3}, 3);
+    hr_hparams_deinit(&hp);
+    static const char *const harmony[] = {"<|end|>", "<|return|>", "<|call|>", "<|endoftext|>"};
+    eog_of(harmony, 4, 3, -1, &hp);
+    assert_eos(&hp, (int[]){3, 1, 2}, 3);
+    hr_hparams_deinit(&hp);
+    static const char *const phi[] = {"<|end|>", "<|endoftext|>", "<|user|>"};
+    eog_of(phi, 3, 1, -1, &hp);
+    assert_eos(&hp, (int[]){1, 0}, 2);
+    hr_hparams_deinit(&hp);
+}
+
 static void assert_sliding(const hr_hparams *hp, const char *pattern) {
     assert_int_equal((int)strlen(pattern), hp->n_layers);
     for (int i = 0; i < hp->n_layers; i++)
@@ -377,6 +445,7 @@ int main(void) {
         cmocka_unit_test(test_norms_as_is),
         cmocka_unit_test(test_derived),
         cmocka_unit_test(test_names),
+        cmocka_unit_test(test_eog),
         cmocka_unit_test(test_export_errors),
     };
     int rc = cmocka_run_group_tests(tests, NULL, NULL);
