@@ -19,6 +19,19 @@
 #define AI static inline __attribute__((always_inline))
 #define UNROLL _Pragma("GCC unroll 16")
 
+/* Keys ahead to prefetch: a head's slots of a block are contiguous, but the
+ * next block of the same head is a block stride away (other heads between),
+ * where the hardware prefetcher starts over; decode attention stalled on
+ * those loads. */
+#define PF_KEYS 8
+
+/* prefetch `bytes` from element i of a KV layer of dtype DT */
+AI void pf(const void *base, size_t i, size_t bytes, const hr_dtype DT) {
+    const char *p = (const char *)base + i * (DT == HR_DTYPE_F32 ? 4 : 2);
+    for (size_t o = 0; o < bytes; o += 64)
+        _mm_prefetch(p + o, _MM_HINT_T0);
+}
+
 /* 16 values from element i of a KV layer of dtype DT, as f32 (exact) */
 AI __m512 ld(const void *base, size_t i, const hr_dtype DT) {
     const uint16_t *h = (const uint16_t *)base + i;
@@ -44,8 +57,11 @@ AI void pv_tile(const float *sc, int n, const void *v, size_t stride, int bs, in
         UNROLL
         for (int i = 0; i < W; i++)
             o[g][i] = _mm512_setzero_ps();
+    size_t es = DT == HR_DTYPE_F32 ? 4 : 2;
     for (int j = 0; j < n; j++) {
         size_t vj = KV(start + j) + c;
+        if (j + PF_KEYS < n)
+            pf(v, KV(start + j + PF_KEYS) + c, (size_t)W * 16 * es, DT);
         __m512 vv[4];
         UNROLL
         for (int i = 0; i < W; i++)
@@ -144,8 +160,11 @@ AI void heads(const float *q, float *out, int G, int hd, const void *k, const vo
     int j = 0;
     for (; j + 4 <= n; j += 4) {
         size_t kj[4];
-        for (int i = 0; i < 4; i++)
+        for (int i = 0; i < 4; i++) {
             kj[i] = KV(start + j + i);
+            if (j + i + PF_KEYS < n)
+                pf(k, KV(start + j + i + PF_KEYS), (size_t)hd * (DT == HR_DTYPE_F32 ? 4 : 2), DT);
+        }
         for (int g = 0; g < G; g++) {
             const float *qg = q + (size_t)g * hd;
             __m512 acc[4] = {_mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps(),
