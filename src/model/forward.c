@@ -23,7 +23,8 @@ static size_t scratch_bytes(const hr_hparams *hp, int T, int S, int nth) {
     size_t d = hp->d_model, ff = hp->d_ff, half = hp->rot_dim / 2 + 1;
     size_t floats = (size_t)T * (3 * d + 2 * qd + 2 * kvd + 2 * ff) +
                     (size_t)S * 2 * half +
-                    (size_t)nth * (size_t)(hp->n_heads / hp->n_kv_heads) * (hp->ctx_max + 1);
+                    (size_t)nth * HR_ATTN_TILE * (size_t)(hp->n_heads / hp->n_kv_heads) *
+                        (hp->ctx_max + 1);
     size_t ptrs = (size_t)T * sizeof(int32_t *) + (size_t)S * sizeof(float);
     return floats * sizeof(float) + ptrs + 64 * 32; /* + alignment slack */
 }
@@ -234,7 +235,8 @@ int hr_forward(hr_fwd *f, hr_kv *kv, const hr_batch *b, float *logits,
     float *k = ALLOC(float, (size_t)T * kvd), *v = ALLOC(float, (size_t)T * kvd);
     float *g = ALLOC(float, (size_t)T * ff), *u = ALLOC(float, (size_t)T * ff);
     float *freq = ALLOC(float, (size_t)b->n_seqs * 2 * (half + 1));
-    float *scores = ALLOC(float, (size_t)nth * (hp->n_heads / hp->n_kv_heads) * hp->ctx_max);
+    float *scores = ALLOC(float, (size_t)nth * HR_ATTN_TILE * (hp->n_heads / hp->n_kv_heads) *
+                                     hp->ctx_max);
     const int32_t **tok_blocks = ALLOC(const int32_t *, T);
 #undef ALLOC
     HR_ASSERT(tok_blocks != NULL); /* the arena was sized for max_tokens */

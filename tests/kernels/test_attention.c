@@ -48,6 +48,73 @@ static void per_head(const hr_cpu_kernels *K, const float *q, float *out, int G,
     }
 }
 
+/* One task of nq tokens (G heads each) through attn_heads against the
+ * per-head path token by token (bits), and the last token against double.
+ * Token i attends to [start + i, +n) with slide (a sliding window), else to
+ * [start, +n + i) (causal, consecutive positions). */
+static int tile_case(hr_rng *rng, const hr_cpu_kernels *K, int G, int hd, const float *k,
+                     const float *v, const void *kd, const void *vd, hr_dtype kt, size_t stride,
+                     const int32_t *bt, int n, int cap, int nq, int slide) {
+    int st[HR_ATTN_TILE], nn[HR_ATTN_TILE], start = n < 100 ? 11 : 0, kvh = 1, ldq = G * hd;
+    for (int i = 0; i < nq; i++) {
+        st[i] = start + (slide ? i : 0);
+        nn[i] = n + (slide ? 0 : i);
+    }
+    float softcap = cap ? 5.0f : 0.0f, scale = 1.0f / sqrtf((float)hd);
+    float *q = malloc((size_t)nq * ldq * sizeof *q);
+    float *o1 = malloc((size_t)nq * ldq * sizeof *o1);
+    float *o2 = malloc((size_t)nq * ldq * sizeof *o2);
+    float *sc = malloc((size_t)nq * G * (n + HR_ATTN_TILE) * sizeof *sc);
+    float *sc2 = malloc(256 * sizeof *sc2);
+    for (int i = 0; i < nq * ldq; i++)
+        q[i] = frand(rng) * 3;
+    hr_attn_tile T = {.q = q, .out = o1, .ldq = ldq, .nq = nq, .G = G, .hd = hd, .k = kd,
+                      .v = vd, .kv_dtype = kt, .stride = stride, .bs = BS, .kvh = kvh,
+                      .bt = bt, .start = st, .n = nn, .scale = scale, .softcap = softcap,
+                      .sc = sc};
+    K->attn_heads(&T);
+    for (int i = 0; i < nq; i++)
+        per_head(K, q + (size_t)i * ldq, o2 + (size_t)i * ldq, G, hd, k, v, stride, kvh, bt,
+                 st[i], nn[i], scale, softcap, sc2);
+    if (memcmp(o1, o2, (size_t)nq * ldq * sizeof *o1))
+        fail_msg("%s: %s KV G %d hd %d n %d softcap %g tokens %d%s differs from per-head",
+                 K->name, hr_dtype_name(kt), G, hd, n, softcap, nq, slide ? " sliding" : "");
+    /* and the last token against the reference in double */
+    int i = nq - 1;
+    const float *qi = q + (size_t)i * ldq;
+    for (int g = 0; g < G; g++) {
+        double s[256], mx = -INFINITY, sum = 0;
+        for (int j = 0; j < nn[i]; j++) {
+            int p = st[i] + j;
+            const float *kj = k + (size_t)bt[p / BS] * stride + ((size_t)kvh * BS + p % BS) * hd;
+            double dot = 0;
+            for (int t = 0; t < hd; t++)
+                dot += (double)qi[g * hd + t] * kj[t];
+            dot *= scale;
+            if (cap)
+                dot = tanh(dot / softcap) * softcap;
+            s[j] = dot;
+            mx = fmax(mx, dot);
+        }
+        for (int j = 0; j < nn[i]; j++)
+            sum += (s[j] = exp(s[j] - mx));
+        for (int t = 0; t < hd; t++) {
+            double o = 0;
+            for (int j = 0; j < nn[i]; j++) {
+                int p = st[i] + j;
+                o += s[j] / sum * v[(size_t)bt[p / BS] * stride + ((size_t)kvh * BS + p % BS) * hd + t];
+            }
+            assert_true(fabs(o - o1[(size_t)i * ldq + g * hd + t]) < 1e-5);
+        }
+    }
+    free(q);
+    free(o1);
+    free(o2);
+    free(sc);
+    free(sc2);
+    return 1;
+}
+
 static void test_heads_equal_per_head(void **state) {
     (void)state;
     hr_rng rng;
@@ -84,56 +151,13 @@ static void test_heads_equal_per_head(void **state) {
                 const void *vd = kt == HR_DTYPE_F32 ? (const void *)v : vh;
                 for (size_t gi = 0; gi < 4; gi++)
                     for (size_t ni = 0; ni < 5; ni++)
-                        for (int cap = 0; cap < 2; cap++) {
-                            int G = Gs[gi], n = ns[ni], start = n < 100 ? 11 : 0, kvh = 1;
-                            float softcap = cap ? 5.0f : 0.0f, scale = 1.0f / sqrtf((float)hd);
-                            float *q = malloc((size_t)G * hd * sizeof *q);
-                            float *o1 = malloc((size_t)G * hd * sizeof *o1);
-                            float *o2 = malloc((size_t)G * hd * sizeof *o2);
-                            float *sc = malloc((size_t)G * 256 * sizeof *sc);
-                            for (int i = 0; i < G * hd; i++)
-                                q[i] = frand(&rng) * 3;
-                            K->attn_heads(q, o1, G, hd, kd, vd, kt, stride, BS, kvh, bt, start, n,
-                                          scale, softcap, sc);
-                            per_head(K, q, o2, G, hd, k, v, stride, kvh, bt, start, n, scale,
-                                     softcap, sc);
-                            if (memcmp(o1, o2, (size_t)G * hd * sizeof *o1))
-                                fail_msg("%s: %s KV G %d hd %d n %d softcap %g differs from "
-                                         "per-head", K->name, hr_dtype_name(kt), G, hd, n, softcap);
-                            /* and the reference, in double */
-                            for (int g = 0; g < G; g++) {
-                                double s[256], mx = -INFINITY, sum = 0;
-                                for (int j = 0; j < n; j++) {
-                                    int p = start + j;
-                                    const float *kj = k + (size_t)bt[p / BS] * stride +
-                                                      ((size_t)kvh * BS + p % BS) * hd;
-                                    double dot = 0;
-                                    for (int t = 0; t < hd; t++)
-                                        dot += (double)q[g * hd + t] * kj[t];
-                                    dot *= scale;
-                                    if (cap)
-                                        dot = tanh(dot / softcap) * softcap;
-                                    s[j] = dot;
-                                    mx = fmax(mx, dot);
+                        for (int cap = 0; cap < 2; cap++)
+                            for (int nq = 1; nq <= HR_ATTN_TILE; nq++)
+                                for (int slide = 0; slide < 2; slide++) {
+                                    int G = Gs[gi];
+                                    checked += tile_case(&rng, K, G, hd, k, v, kd, vd, kt, stride,
+                                                         bt, ns[ni], cap, nq, slide);
                                 }
-                                for (int j = 0; j < n; j++)
-                                    sum += (s[j] = exp(s[j] - mx));
-                                for (int t = 0; t < hd; t++) {
-                                    double o = 0;
-                                    for (int j = 0; j < n; j++) {
-                                        int p = start + j;
-                                        o += s[j] / sum * v[(size_t)bt[p / BS] * stride +
-                                                            ((size_t)kvh * BS + p % BS) * hd + t];
-                                    }
-                                    assert_true(fabs(o - o1[g * hd + t]) < 1e-5);
-                                }
-                            }
-                            checked++;
-                            free(q);
-                            free(o1);
-                            free(o2);
-                            free(sc);
-                        }
                 free(k);
                 free(v);
                 free(kh);
@@ -141,8 +165,8 @@ static void test_heads_equal_per_head(void **state) {
             }
         }
     }
-    printf("attention: %d ISA x KV dtype x group x head dim x keys cases equal the per-head "
-           "path\n",
+    printf("attention: %d ISA x KV dtype x group x head dim x keys x tokens per task cases "
+           "equal the per-head path\n",
            checked);
 }
 

@@ -11,6 +11,8 @@
 #include "kernels/cpu/hsum_avx512.h"
 #include "kernels/cpu/ops.h"
 
+#include <stdbool.h>
+
 #include <immintrin.h>
 #include <math.h>
 
@@ -48,8 +50,8 @@ AI __m512 ld(const void *base, size_t i, const hr_dtype DT) {
 
 /* out[g][c .. c + 16W) = sum_j p_gj v_j[c ..] for GN heads: constant GN, W
  * keep the accumulators in registers */
-AI void pv_tile(const float *sc, int n, const void *v, size_t stride, int bs, int kvh,
-                const int32_t *bt, int start, int hd, int c, float *out, const int GN,
+AI void pv_tile(const float *sc, size_t ldsc, int n, const void *v, size_t stride, int bs,
+                int kvh, const int32_t *bt, int start, int hd, int c, float *out, const int GN,
                 const int W, const hr_dtype DT) {
     __m512 o[4][4];
     UNROLL
@@ -68,7 +70,7 @@ AI void pv_tile(const float *sc, int n, const void *v, size_t stride, int bs, in
             vv[i] = ld(v, vj + 16 * i, DT);
         UNROLL
         for (int g = 0; g < GN; g++) {
-            __m512 p = _mm512_set1_ps(sc[(size_t)g * n + j]);
+            __m512 p = _mm512_set1_ps(sc[(size_t)g * ldsc + j]);
             UNROLL
             for (int i = 0; i < W; i++)
                 o[g][i] = _mm512_fmadd_ps(p, vv[i], o[g][i]);
@@ -153,85 +155,201 @@ void hr__softmax_avx512(float *x, int n) {
     _mm512_mask_storeu_ps(x + i, tail, _mm512_mul_ps(_mm512_maskz_loadu_ps(tail, x + i), inv));
 }
 
-AI void heads(const float *q, float *out, int G, int hd, const void *k, const void *v,
-              size_t stride, int bs, int kvh, const int32_t *bt, int start, int n, float scale,
-              float softcap, float *sc, const hr_dtype DT) {
-    /* scores: sc[g * n + j] */
-    int j = 0;
-    for (; j + 4 <= n; j += 4) {
-        size_t kj[4];
-        for (int i = 0; i < 4; i++) {
-            kj[i] = KV(start + j + i);
-            if (j + i + PF_KEYS < n)
-                pf(k, KV(start + j + i + PF_KEYS), (size_t)hd * (DT == HR_DTYPE_F32 ? 4 : 2), DT);
-        }
-        for (int g = 0; g < G; g++) {
-            const float *qg = q + (size_t)g * hd;
-            __m512 acc[4] = {_mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps(),
-                             _mm512_setzero_ps()};
-            for (int t = 0; t < hd; t += 16) {
-                __m512 qv = _mm512_loadu_ps(qg + t);
-                for (int i = 0; i < 4; i++)
-                    acc[i] = _mm512_fmadd_ps(qv, ld(k, kj[i] + t, DT), acc[i]);
-            }
-            __m512 s4 = _mm512_mul_ps(hr_hsum4_avx512(acc[0], acc[1], acc[2], acc[3]),
-                                      _mm512_set1_ps(scale));
-            _mm512_mask_compressstoreu_ps(sc + (size_t)g * n + j, 0x1111, s4);
-        }
-    }
-    for (; j < n; j++) {
-        size_t kj = KV(start + j);
-        for (int g = 0; g < G; g++) {
-            __m512 acc = _mm512_setzero_ps();
-            for (int t = 0; t < hd; t += 16)
-                acc = _mm512_fmadd_ps(_mm512_loadu_ps(q + (size_t)g * hd + t),
-                                      ld(k, kj + t, DT), acc);
-            sc[(size_t)g * n + j] = hr_hsum_avx512(acc) * scale;
-        }
-    }
-    for (int g = 0; g < G; g++) {
-        if (softcap > 0)
-            hr_softcap(sc + (size_t)g * n, n, softcap);
-        hr_softmax(sc + (size_t)g * n, n);
-    }
-    /* out_g = sum_j p_gj v_j, key by key: 64 columns (16 at the tail) x up
-     * to 4 heads in registers */
+/* One token's outputs from its probabilities s (row g at s + g * ldsc):
+ * 64 columns (16 at the tail) x up to 4 heads in registers, key by key */
+AI void pv(const float *s, size_t ldsc, int n, const void *v, size_t stride, int bs, int kvh,
+           const int32_t *bt, int start, int G, int hd, float *out, const hr_dtype DT) {
     for (int g0 = 0; g0 < G; g0 += 4) {
-        const float *s = sc + (size_t)g0 * n;
+        const float *sg = s + (size_t)g0 * ldsc;
         float *o = out + (size_t)g0 * hd;
         for (int c = 0; c < hd;) {
             int W = hd - c >= 64 ? 4 : 1;
+#define PV(GN, W_) pv_tile(sg, ldsc, n, v, stride, bs, kvh, bt, start, hd, c, o, GN, W_, DT)
             switch ((G - g0 < 4 ? G - g0 : 4) * 8 + W) {
-            case 12: pv_tile(s, n, v, stride, bs, kvh, bt, start, hd, c, o, 1, 4, DT); break;
-            case 20: pv_tile(s, n, v, stride, bs, kvh, bt, start, hd, c, o, 2, 4, DT); break;
-            case 28: pv_tile(s, n, v, stride, bs, kvh, bt, start, hd, c, o, 3, 4, DT); break;
-            case 36: pv_tile(s, n, v, stride, bs, kvh, bt, start, hd, c, o, 4, 4, DT); break;
-            case 9: pv_tile(s, n, v, stride, bs, kvh, bt, start, hd, c, o, 1, 1, DT); break;
-            case 17: pv_tile(s, n, v, stride, bs, kvh, bt, start, hd, c, o, 2, 1, DT); break;
-            case 25: pv_tile(s, n, v, stride, bs, kvh, bt, start, hd, c, o, 3, 1, DT); break;
-            default: pv_tile(s, n, v, stride, bs, kvh, bt, start, hd, c, o, 4, 1, DT); break;
+            case 12: PV(1, 4); break;
+            case 20: PV(2, 4); break;
+            case 28: PV(3, 4); break;
+            case 36: PV(4, 4); break;
+            case 9: PV(1, 1); break;
+            case 17: PV(2, 1); break;
+            case 25: PV(3, 1); break;
+            default: PV(4, 1); break;
             }
+#undef PV
             c += 16 * W;
         }
     }
 }
 
-void hr__attn_heads_avx512(const float *q, float *out, int G, int hd, const void *k,
-                           const void *v, hr_dtype kv_dtype, size_t stride, int bs, int kvh,
-                           const int32_t *bt, int start, int n, float scale, float softcap,
-                           float *sc) {
-    switch (kv_dtype) {
+/* pv_tile over m keys whose V rows are f32 at vf (HR_ATTN_MAX_HEAD_DIM
+ * apart), carrying the sums in out from the previous keys unless first:
+ * the same operations in the same order as pv_tile over all the keys (a
+ * stored f32 reloads exact) */
+AI void pv_rows(const float *sc, size_t ldsc, int m, const float *vf, int hd, int c, float *out,
+                bool first, const int GN, const int W) {
+    __m512 o[4][4];
+    UNROLL
+    for (int g = 0; g < GN; g++)
+        UNROLL
+        for (int i = 0; i < W; i++)
+            o[g][i] = first ? _mm512_setzero_ps()
+                            : _mm512_loadu_ps(out + (size_t)g * hd + c + 16 * i);
+    for (int j = 0; j < m; j++) {
+        __m512 vv[4];
+        UNROLL
+        for (int i = 0; i < W; i++)
+            vv[i] = _mm512_load_ps(vf + (size_t)j * HR_ATTN_MAX_HEAD_DIM + c + 16 * i);
+        UNROLL
+        for (int g = 0; g < GN; g++) {
+            __m512 p = _mm512_set1_ps(sc[(size_t)g * ldsc + j]);
+            UNROLL
+            for (int i = 0; i < W; i++)
+                o[g][i] = _mm512_fmadd_ps(p, vv[i], o[g][i]);
+        }
+    }
+    UNROLL
+    for (int g = 0; g < GN; g++)
+        UNROLL
+        for (int i = 0; i < W; i++)
+            _mm512_storeu_ps(out + (size_t)g * hd + c + 16 * i, o[g][i]);
+}
+
+AI void pv_f32(const float *s, size_t ldsc, int m, const float *vf, int G, int hd, float *out,
+               bool first) {
+    for (int g0 = 0; g0 < G; g0 += 4) {
+        const float *sg = s + (size_t)g0 * ldsc;
+        float *o = out + (size_t)g0 * hd;
+        for (int c = 0; c < hd;) {
+            int W = hd - c >= 64 ? 4 : 1;
+#define PV(GN, W_) pv_rows(sg, ldsc, m, vf, hd, c, o, first, GN, W_)
+            switch ((G - g0 < 4 ? G - g0 : 4) * 8 + W) {
+            case 12: PV(1, 4); break;
+            case 20: PV(2, 4); break;
+            case 28: PV(3, 4); break;
+            case 36: PV(4, 4); break;
+            case 9: PV(1, 1); break;
+            case 17: PV(2, 1); break;
+            case 25: PV(3, 1); break;
+            default: PV(4, 1); break;
+            }
+#undef PV
+            c += 16 * W;
+        }
+    }
+}
+
+#define VCHUNK 16 /* keys whose V rows are widened at once for several tokens */
+
+/* Scores of the task's rows (token i, head g: row i * G + g of sc, N wide,
+ * column j - lo for position j) over the span [lo, hi) of all its tokens,
+ * 4 keys at a time: each key row is loaded once for every query row, and a
+ * score is the same operations whatever the keys beside it (hsum_avx512.h),
+ * so the columns outside a token's own range are merely unused. Then each
+ * row's softmax over its range and its outputs. */
+AI void heads(const hr_attn_tile *T, const hr_dtype DT) {
+    const int32_t *bt = T->bt;
+    const void *k = T->k, *v = T->v;
+    size_t stride = T->stride, es = DT == HR_DTYPE_F32 ? 4 : 2;
+    int bs = T->bs, kvh = T->kvh, hd = T->hd, G = T->G, nq = T->nq;
+    int lo = T->start[0], hi = T->start[0] + T->n[0];
+    for (int i = 1; i < nq; i++) {
+        lo = T->start[i] < lo ? T->start[i] : lo;
+        hi = T->start[i] + T->n[i] > hi ? T->start[i] + T->n[i] : hi;
+    }
+    size_t N = (size_t)(hi - lo);
+    float *sc = T->sc;
+    __m512 scale = _mm512_set1_ps(T->scale);
+    /* half-precision keys are widened once per 4 for all the rows (the
+     * same f32 values): a conversion costs two uops */
+    bool widen = DT != HR_DTYPE_F32 && nq * G > 2;
+    _Alignas(64) float kf[4][HR_ATTN_MAX_HEAD_DIM];
+    int j = lo;
+    for (; j + 4 <= hi; j += 4) {
+        size_t kj[4];
+        for (int i = 0; i < 4; i++) {
+            kj[i] = KV(j + i);
+            if (j + i + PF_KEYS < hi)
+                pf(k, KV(j + i + PF_KEYS), (size_t)hd * es, DT);
+        }
+        if (widen)
+            for (int i = 0; i < 4; i++)
+                for (int t = 0; t < hd; t += 16)
+                    _mm512_store_ps(kf[i] + t, ld(k, kj[i] + t, DT));
+        for (int r = 0; r < nq * G; r++) {
+            const float *qr = T->q + (size_t)(r / G) * T->ldq + (size_t)(r % G) * hd;
+            __m512 acc[4] = {_mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps(),
+                             _mm512_setzero_ps()};
+            if (widen)
+                for (int t = 0; t < hd; t += 16) {
+                    __m512 qv = _mm512_loadu_ps(qr + t);
+                    for (int i = 0; i < 4; i++)
+                        acc[i] = _mm512_fmadd_ps(qv, _mm512_load_ps(kf[i] + t), acc[i]);
+                }
+            else
+                for (int t = 0; t < hd; t += 16) {
+                    __m512 qv = _mm512_loadu_ps(qr + t);
+                    for (int i = 0; i < 4; i++)
+                        acc[i] = _mm512_fmadd_ps(qv, ld(k, kj[i] + t, DT), acc[i]);
+                }
+            __m512 s4 = _mm512_mul_ps(hr_hsum4_avx512(acc[0], acc[1], acc[2], acc[3]), scale);
+            _mm512_mask_compressstoreu_ps(sc + (size_t)r * N + (j - lo), 0x1111, s4);
+        }
+    }
+    for (; j < hi; j++) {
+        size_t kj = KV(j);
+        for (int r = 0; r < nq * G; r++) {
+            const float *qr = T->q + (size_t)(r / G) * T->ldq + (size_t)(r % G) * hd;
+            __m512 acc = _mm512_setzero_ps();
+            for (int t = 0; t < hd; t += 16)
+                acc = _mm512_fmadd_ps(_mm512_loadu_ps(qr + t), ld(k, kj + t, DT), acc);
+            sc[(size_t)r * N + (j - lo)] = hr_hsum_avx512(acc) * T->scale;
+        }
+    }
+    for (int i = 0; i < nq; i++)
+        for (int g = 0; g < G; g++) {
+            float *s = sc + (size_t)(i * G + g) * N + (T->start[i] - lo);
+            if (T->softcap > 0)
+                hr_softcap(s, T->n[i], T->softcap);
+            hr_softmax(s, T->n[i]);
+        }
+    if (!widen) {
+        for (int i = 0; i < nq; i++)
+            pv(sc + (size_t)i * G * N + (T->start[i] - lo), N, T->n[i], v, stride, bs, kvh, bt,
+               T->start[i], G, hd, T->out + (size_t)i * T->ldq, DT);
+        return;
+    }
+    /* half-precision values, likewise widened once, VCHUNK keys at a time,
+     * each token carrying its sums in out from chunk to chunk */
+    _Alignas(64) float vf[VCHUNK][HR_ATTN_MAX_HEAD_DIM];
+    for (int c0 = lo; c0 < hi; c0 += VCHUNK) {
+        int m = hi - c0 < VCHUNK ? hi - c0 : VCHUNK;
+        for (int jj = 0; jj < m; jj++) {
+            size_t vj = KV(c0 + jj);
+            if (c0 + jj + PF_KEYS < hi)
+                pf(v, KV(c0 + jj + PF_KEYS), (size_t)hd * es, DT);
+            for (int t = 0; t < hd; t += 16)
+                _mm512_store_ps(vf[jj] + t, ld(v, vj + t, DT));
+        }
+        for (int i = 0; i < nq; i++) {
+            int a = T->start[i] > c0 ? T->start[i] : c0;
+            int b = T->start[i] + T->n[i] < c0 + m ? T->start[i] + T->n[i] : c0 + m;
+            if (a < b)
+                pv_f32(sc + (size_t)i * G * N + (a - lo), N, b - a, vf[a - c0], G, hd,
+                       T->out + (size_t)i * T->ldq, a == T->start[i]);
+        }
+    }
+}
+
+void hr__attn_heads_avx512(const hr_attn_tile *t) {
+    switch (t->kv_dtype) {
     case HR_DTYPE_F16:
-        heads(q, out, G, hd, k, v, stride, bs, kvh, bt, start, n, scale, softcap, sc,
-              HR_DTYPE_F16);
+        heads(t, HR_DTYPE_F16);
         return;
     case HR_DTYPE_BF16:
-        heads(q, out, G, hd, k, v, stride, bs, kvh, bt, start, n, scale, softcap, sc,
-              HR_DTYPE_BF16);
+        heads(t, HR_DTYPE_BF16);
         return;
     default:
-        heads(q, out, G, hd, k, v, stride, bs, kvh, bt, start, n, scale, softcap, sc,
-              HR_DTYPE_F32);
+        heads(t, HR_DTYPE_F32);
         return;
     }
 }

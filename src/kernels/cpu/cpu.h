@@ -41,6 +41,27 @@ typedef struct hr_qact32 {
 typedef void (*hr_gemm_x16_fn)(float *y, int ldy, const hr_qact32 *x, int n,
                                const hr_tensor *w, int m0, int m1);
 
+/* An attention task: nq consecutive query tokens of one sequence (block
+ * table bt) and the G query heads that share KV head kvh. Token i's rows
+ * are q + i * ldq + g * hd (g < G, hd a multiple of 16), its outputs at
+ * the same offsets of out; it attends to positions [start[i], start[i] +
+ * n[i]). The key/value of position p is at element bt[p / bs] * stride +
+ * (kvh * bs + p % bs) * hd of k/v, in kv_dtype (F32, F16, BF16). sc holds
+ * nq * G * (the tasks' span of positions) floats. */
+typedef struct hr_attn_tile {
+    const float *q;
+    float *out;
+    int ldq, nq, G, hd;
+    const void *k, *v;
+    hr_dtype kv_dtype;
+    size_t stride;
+    int bs, kvh;
+    const int32_t *bt;
+    const int *start, *n;
+    float scale, softcap;
+    float *sc;
+} hr_attn_tile;
+
 typedef struct hr_cpu_kernels {
     const char *name;
     hr_gemm_fn gemm[HR_DTYPE_COUNT]; /* NULL for unsupported weight dtypes */
@@ -52,17 +73,10 @@ typedef struct hr_cpu_kernels {
     /* hr_qact_row (qdot.h), bit-identical on every ISA */
     void (*qact_row)(const float *x, int k, int off, int8_t *q, float *d4, int32_t *c4,
                      float *s4);
-    /* Attention of the G query heads sharing KV head kvh, for one token
-     * (ops.c hr_attention): q and out are G rows of hd (a multiple of 16);
-     * the key/value of position p is at element bt[p / bs] * stride +
-     * (kvh * bs + p % bs) * hd of k/v, in kv_dtype (F32, F16, BF16),
-     * positions [start, start + n); sc has G * n floats. Bit-identical to
-     * dot, softmax and axpy per head on the f32 values. NULL: ops.c does
-     * that per head. */
-    void (*attn_heads)(const float *q, float *out, int G, int hd, const void *k,
-                       const void *v, hr_dtype kv_dtype, size_t stride, int bs, int kvh,
-                       const int32_t *bt, int start, int n, float scale, float softcap,
-                       float *sc);
+    /* One attention task (hr_attn_tile) over the paged KV cache,
+     * bit-identical per query row to dot, softmax and axpy per head on the
+     * f32 values of K/V. NULL: ops.c does that per head. */
+    void (*attn_heads)(const hr_attn_tile *t);
     /* n floats rounded to F16 (values beyond +-65504 saturate) or BF16,
      * to nearest even; the KV cache's stores. Bit-identical on every ISA
      * except for NaN payloads. */

@@ -76,10 +76,7 @@ void hr__softmax_scalar(float *x, int n); /* expf */
 void hr__to_half_scalar(uint16_t *dst, const float *x, int n, hr_dtype t);
 void hr__to_half_avx512(uint16_t *dst, const float *x, int n, hr_dtype t);
 void hr__softmax_avx512(float *x, int n);
-void hr__attn_heads_avx512(const float *q, float *out, int G, int hd, const void *k,
-                           const void *v, hr_dtype kv_dtype, size_t stride, int bs, int kvh,
-                           const int32_t *bt, int start, int n, float scale, float softcap,
-                           float *sc);
+void hr__attn_heads_avx512(const hr_attn_tile *t);
 void hr__qact32_row_avx512(const float *x, int k, int off, int group, int8_t *q, float *d,
                            int32_t *c, float *s);
 

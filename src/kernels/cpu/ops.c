@@ -353,19 +353,38 @@ static void attention_worker(void *p, int ith, int nth) {
     const hr_attn_args *a = p;
     const hr_cpu_kernels *cpu = hr_cpu();
     int hd = a->head_dim, group = a->n_heads / a->n_kv_heads;
-    float *sc = a->scratch + (size_t)ith * a->max_ctx * group;
+    float *sc = a->scratch + (size_t)ith * a->max_ctx * group * HR_ATTN_TILE;
     long lo, hi;
     if (cpu->attn_heads && hd % 16 == 0) {
-        /* a task: the heads of one KV head for one token; dealt round-robin,
-         * as a causal prompt's later tokens have more keys */
-        for (long task = ith; task < (long)a->n_tok * a->n_kv_heads; task += nth) {
-            int t = (int)(task / a->n_kv_heads), kvh = (int)(task % a->n_kv_heads);
-            int pos = a->pos[t];
-            int start = a->window > 0 && pos - a->window + 1 > 0 ? pos - a->window + 1 : 0;
-            size_t at = ((size_t)t * a->n_heads + (size_t)kvh * group) * hd;
-            cpu->attn_heads(a->q + at, a->out + at, group, hd, a->k, a->v, a->kv_dtype,
-                            a->block_stride, a->block_size, kvh, a->blocks[t], start,
-                            pos - start + 1, a->scale, a->softcap, sc);
+        /* a task: up to HR_ATTN_TILE consecutive tokens of one sequence
+         * (they share every K/V load) and one KV head; dealt round-robin, as
+         * a causal prompt's later tokens have more keys */
+        int start[HR_ATTN_TILE], n[HR_ATTN_TILE];
+        hr_attn_tile T = {.ldq = a->n_heads * hd, .G = group, .hd = hd, .k = a->k, .v = a->v,
+                          .kv_dtype = a->kv_dtype, .stride = a->block_stride,
+                          .bs = a->block_size, .start = start, .n = n, .scale = a->scale,
+                          .softcap = a->softcap, .sc = sc};
+        long task = 0;
+        for (int t0 = 0; t0 < a->n_tok; t0 += T.nq) {
+            T.nq = 1;
+            while (t0 + T.nq < a->n_tok && T.nq < HR_ATTN_TILE &&
+                   a->blocks[t0 + T.nq] == a->blocks[t0] && a->pos[t0 + T.nq] == a->pos[t0] + T.nq)
+                T.nq++;
+            for (int kvh = 0; kvh < a->n_kv_heads; kvh++, task++) {
+                if (task % nth != ith)
+                    continue;
+                for (int i = 0; i < T.nq; i++) {
+                    int pos = a->pos[t0 + i];
+                    start[i] = a->window > 0 && pos - a->window + 1 > 0 ? pos - a->window + 1 : 0;
+                    n[i] = pos - start[i] + 1;
+                }
+                size_t at = ((size_t)t0 * a->n_heads + (size_t)kvh * group) * hd;
+                T.q = a->q + at;
+                T.out = a->out + at;
+                T.kvh = kvh;
+                T.bt = a->blocks[t0];
+                cpu->attn_heads(&T);
+            }
         }
         return;
     }

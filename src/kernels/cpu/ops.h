@@ -64,6 +64,9 @@ void hr_gelu_mul(float *g, const float *u, int n);      /* exact erf gelu */
 
 /* Longest head the per-head path takes (the fused kernels: any). */
 #define HR_ATTN_MAX_HEAD_DIM 1024
+/* Query tokens of one sequence per attention task (they share the K/V
+ * loads); the scratch holds this many tokens' scores per thread. */
+#define HR_ATTN_TILE 4
 
 /* Attention of n_tok query tokens over a paged KV cache.
  * K/V of block b, kv head h, slot s live at element b*block_stride +
@@ -83,7 +86,7 @@ typedef struct hr_attn_args {
     const int32_t *const *blocks;    /* [n_tok] block tables */
     float scale, softcap;
     int window;
-    float *scratch;          /* [nth][n_heads / n_kv_heads][max_ctx] scores */
+    float *scratch;          /* [nth][HR_ATTN_TILE][n_heads / n_kv_heads][max_ctx] scores */
     int max_ctx;
 } hr_attn_args;
 
