@@ -1,20 +1,22 @@
-/* AVX-512 attention for the query heads that share one KV head (GQA), for
- * one token: every key and value is loaded once for all of them, the score
- * dot products run 4 keys at a time (independent FMA chains, one packed
- * horizontal sum for the 4: hsum_avx512.h) and the output
- * rows stay in registers over the whole value pass. Each score and each
- * output element is computed by exactly the operations of the per-head
- * path (dot_avx512 then * scale; axpy_avx512 key by key; the softmax is
- * hr_softmax, this ISA's hr__softmax_avx512 for both), so the results are
- * bit-identical to it. */
+/* AVX-512 attention, one task (hr_attn_tile) at a time: up to
+ * HR_ATTN_TILE consecutive query tokens of a sequence and the query heads
+ * that share one KV head (GQA), so every key and value row is loaded once
+ * for all of their rows (half-precision rows are widened to f32 once). The
+ * score dot products run 4 keys at a time (independent FMA chains, one
+ * packed horizontal sum for the 4: hsum_avx512.h) and the output rows stay
+ * in registers over the value pass. Each score and each output element is
+ * computed by exactly the operations of the per-head path (dot_avx512 then
+ * * scale; axpy_avx512 key by key; the softmax is hr_softmax, this ISA's
+ * hr__softmax_avx512 for both), so the results are bit-identical to it.
+ * The softmax, the KV stores' conversion (to_half) and the exponential
+ * live here too. */
 #include "kernels/cpu/gemm_q.h"
 #include "kernels/cpu/hsum_avx512.h"
 #include "kernels/cpu/ops.h"
 
-#include <stdbool.h>
-
 #include <immintrin.h>
 #include <math.h>
+#include <stdbool.h>
 
 /* element index of position p's row in a layer of the KV pool */
 #define KV(p) ((size_t)bt[(p) / bs] * stride + ((size_t)kvh * bs + (p) % bs) * hd)
