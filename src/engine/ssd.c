@@ -18,7 +18,9 @@
 #define MAGIC "HEARTHKV"
 #define VERSION 1u
 /* the KV pool's dtype, in the header (blocks of another dtype are a miss) */
-static uint32_t kv_format(hr_dtype t) { return t == HR_DTYPE_F16 ? 2u : t == HR_DTYPE_BF16 ? 3u : 1u; }
+static uint32_t kv_format(hr_dtype t) {
+    return t == HR_DTYPE_F16 ? 2u : t == HR_DTYPE_BF16 ? 3u : 1u;
+}
 #define QUEUE 256
 
 typedef struct job {
@@ -57,8 +59,8 @@ static unsigned char *put(unsigned char *p, const void *v, size_t n) {
 static void make_header(const hr_ssd *s, uint64_t key, const int32_t *tokens, uint64_t sum,
                         unsigned char *h) {
     uint32_t u32[] = {VERSION, HDR_BYTES};
-    uint32_t shape[] = {kv_format(s->kv->dtype), (uint32_t)s->kv->n_layers, (uint32_t)s->kv->n_kv_heads,
-                        (uint32_t)s->kv->head_dim, HR_KV_BLOCK};
+    uint32_t shape[] = {kv_format(s->kv->dtype), (uint32_t)s->kv->n_layers,
+                        (uint32_t)s->kv->n_kv_heads, (uint32_t)s->kv->head_dim, HR_KV_BLOCK};
     uint64_t payload = s->payload;
     unsigned char *p = put(h, MAGIC, 8);
     p = put(p, u32, sizeof u32);

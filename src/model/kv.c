@@ -35,7 +35,8 @@ static void store_row(void *dst, const float *x, int n, hr_dtype t) {
 void hr_kv_store(hr_kv *kv, int layer, int32_t block, int h, int slot, const float *k,
                  const float *v) {
     size_t es = hr_dtype_size(kv->dtype), hd = (size_t)kv->head_dim;
-    size_t off = (size_t)block * hr_kv_stride_bytes(kv) + ((size_t)h * HR_KV_BLOCK + slot) * hd * es;
+    size_t off = (size_t)block * hr_kv_stride_bytes(kv) +
+                 ((size_t)h * HR_KV_BLOCK + slot) * hd * es;
     store_row((char *)hr_kv_layer_k(kv, layer) + off, k, kv->head_dim, kv->dtype);
     store_row((char *)hr_kv_layer_v(kv, layer) + off, v, kv->head_dim, kv->dtype);
 }

@@ -127,10 +127,12 @@ void hr__to_half_avx512(uint16_t *dst, const float *x, int n, hr_dtype t) {
     int i = 0;
     if (t == HR_DTYPE_F16)
         for (; i + 16 <= n; i += 16)
-            _mm256_storeu_si256((__m256i *)(dst + i), half16(_mm512_loadu_ps(x + i), HR_DTYPE_F16));
+            _mm256_storeu_si256((__m256i *)(dst + i),
+                                half16(_mm512_loadu_ps(x + i), HR_DTYPE_F16));
     else
         for (; i + 16 <= n; i += 16)
-            _mm256_storeu_si256((__m256i *)(dst + i), half16(_mm512_loadu_ps(x + i), HR_DTYPE_BF16));
+            _mm256_storeu_si256((__m256i *)(dst + i),
+                                half16(_mm512_loadu_ps(x + i), HR_DTYPE_BF16));
     if (i < n)
         hr__to_half_scalar(dst + i, x + i, n - i, t);
 }

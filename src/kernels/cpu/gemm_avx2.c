@@ -112,13 +112,13 @@ static void to_half_avx2(uint16_t *dst, const float *x, int n, hr_dtype t) {
         __m256 v = _mm256_loadu_ps(x + i);
         __m128i h;
         if (t == HR_DTYPE_F16) {
-            v = _mm256_min_ps(_mm256_max_ps(v, _mm256_set1_ps(-65504.0f)), _mm256_set1_ps(65504.0f));
+            v = _mm256_min_ps(_mm256_max_ps(v, _mm256_set1_ps(-65504.0f)),
+                              _mm256_set1_ps(65504.0f));
             h = _mm256_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
         } else {
             __m256i u = _mm256_castps_si256(v);
-            __m256i r = _mm256_add_epi32(u, _mm256_add_epi32(_mm256_set1_epi32(0x7fff),
-                                                             _mm256_and_si256(_mm256_srli_epi32(u, 16),
-                                                                              _mm256_set1_epi32(1))));
+            __m256i odd = _mm256_and_si256(_mm256_srli_epi32(u, 16), _mm256_set1_epi32(1));
+            __m256i r = _mm256_add_epi32(u, _mm256_add_epi32(_mm256_set1_epi32(0x7fff), odd));
             __m256i nan = _mm256_castps_si256(_mm256_cmp_ps(v, v, _CMP_UNORD_Q));
             r = _mm256_blendv_epi8(r, _mm256_or_si256(u, _mm256_set1_epi32(0x400000)), nan);
             r = _mm256_srli_epi32(r, 16); /* 8 x 16 bits in the low halves: pack */
