@@ -50,26 +50,43 @@ AI __m512 ld(const void *base, size_t i, const hr_dtype DT) {
     }
 }
 
+/* The V rows of a value pass: key j is position start + j of KV head kvh
+ * in the pool (through the block table, in the pool's dtype), or with FLAT
+ * row j of vf, f32 rows HR_ATTN_MAX_HEAD_DIM apart (widened once for
+ * several tokens) */
+typedef struct vrows {
+    const void *v;
+    const int32_t *bt;
+    size_t stride;
+    int bs, kvh, hd, start;
+    const float *vf;
+} vrows;
+
 /* out[g][c .. c + 16W) = sum_j p_gj v_j[c ..] for GN heads: constant GN, W
- * keep the accumulators in registers */
-AI void pv_tile(const float *sc, size_t ldsc, int n, const void *v, size_t stride, int bs,
-                int kvh, const int32_t *bt, int start, int hd, int c, float *out, const int GN,
-                const int W, const hr_dtype DT) {
+ * keep the accumulators in registers; they start at 0, or unless first
+ * from out (the sums of earlier keys: a stored f32 reloads exact, so the
+ * operations and their order are those of one pass over all the keys) */
+AI void pv_tile(const float *sc, size_t ldsc, int n, const vrows *V, int c, float *out,
+                bool first, const int GN, const int W, const hr_dtype DT, const int FLAT) {
+    const int32_t *bt = V->bt;
+    size_t stride = V->stride, es = DT == HR_DTYPE_F32 ? 4 : 2;
+    int bs = V->bs, kvh = V->kvh, hd = V->hd, start = V->start;
+    const void *base = FLAT ? (const void *)V->vf : V->v;
     __m512 o[4][4];
     UNROLL
     for (int g = 0; g < GN; g++)
         UNROLL
         for (int i = 0; i < W; i++)
-            o[g][i] = _mm512_setzero_ps();
-    size_t es = DT == HR_DTYPE_F32 ? 4 : 2;
+            o[g][i] = first ? _mm512_setzero_ps()
+                            : _mm512_loadu_ps(out + (size_t)g * hd + c + 16 * i);
     for (int j = 0; j < n; j++) {
-        size_t vj = KV(start + j) + c;
-        if (j + PF_KEYS < n)
-            pf(v, KV(start + j + PF_KEYS) + c, (size_t)W * 16 * es, DT);
+        size_t vj = FLAT ? (size_t)j * HR_ATTN_MAX_HEAD_DIM + c : KV(start + j) + c;
+        if (!FLAT && j + PF_KEYS < n)
+            pf(base, KV(start + j + PF_KEYS) + c, (size_t)W * 16 * es, DT);
         __m512 vv[4];
         UNROLL
         for (int i = 0; i < W; i++)
-            vv[i] = ld(v, vj + 16 * i, DT);
+            vv[i] = ld(base, vj + 16 * i, FLAT ? HR_DTYPE_F32 : DT);
         UNROLL
         for (int g = 0; g < GN; g++) {
             __m512 p = _mm512_set1_ps(sc[(size_t)g * ldsc + j]);
@@ -159,73 +176,18 @@ void hr__softmax_avx512(float *x, int n) {
     _mm512_mask_storeu_ps(x + i, tail, _mm512_mul_ps(_mm512_maskz_loadu_ps(tail, x + i), inv));
 }
 
-/* One token's outputs from its probabilities s (row g at s + g * ldsc):
- * 64 columns (16 at the tail) x up to 4 heads in registers, key by key */
-AI void pv(const float *s, size_t ldsc, int n, const void *v, size_t stride, int bs, int kvh,
-           const int32_t *bt, int start, int G, int hd, float *out, const hr_dtype DT) {
+/* One token's outputs from its probabilities s (row g at s + g * ldsc)
+ * over n keys: 64 columns (16 at the tail) x up to 4 heads in registers,
+ * key by key (pv_tile) */
+AI void pv(const float *s, size_t ldsc, int n, const vrows *V, int G, float *out, bool first,
+           const hr_dtype DT, const int FLAT) {
+    int hd = V->hd;
     for (int g0 = 0; g0 < G; g0 += 4) {
         const float *sg = s + (size_t)g0 * ldsc;
         float *o = out + (size_t)g0 * hd;
         for (int c = 0; c < hd;) {
             int W = hd - c >= 64 ? 4 : 1;
-#define PV(GN, W_) pv_tile(sg, ldsc, n, v, stride, bs, kvh, bt, start, hd, c, o, GN, W_, DT)
-            switch ((G - g0 < 4 ? G - g0 : 4) * 8 + W) {
-            case 12: PV(1, 4); break;
-            case 20: PV(2, 4); break;
-            case 28: PV(3, 4); break;
-            case 36: PV(4, 4); break;
-            case 9: PV(1, 1); break;
-            case 17: PV(2, 1); break;
-            case 25: PV(3, 1); break;
-            default: PV(4, 1); break;
-            }
-#undef PV
-            c += 16 * W;
-        }
-    }
-}
-
-/* pv_tile over m keys whose V rows are f32 at vf (HR_ATTN_MAX_HEAD_DIM
- * apart), carrying the sums in out from the previous keys unless first:
- * the same operations in the same order as pv_tile over all the keys (a
- * stored f32 reloads exact) */
-AI void pv_rows(const float *sc, size_t ldsc, int m, const float *vf, int hd, int c, float *out,
-                bool first, const int GN, const int W) {
-    __m512 o[4][4];
-    UNROLL
-    for (int g = 0; g < GN; g++)
-        UNROLL
-        for (int i = 0; i < W; i++)
-            o[g][i] = first ? _mm512_setzero_ps()
-                            : _mm512_loadu_ps(out + (size_t)g * hd + c + 16 * i);
-    for (int j = 0; j < m; j++) {
-        __m512 vv[4];
-        UNROLL
-        for (int i = 0; i < W; i++)
-            vv[i] = _mm512_load_ps(vf + (size_t)j * HR_ATTN_MAX_HEAD_DIM + c + 16 * i);
-        UNROLL
-        for (int g = 0; g < GN; g++) {
-            __m512 p = _mm512_set1_ps(sc[(size_t)g * ldsc + j]);
-            UNROLL
-            for (int i = 0; i < W; i++)
-                o[g][i] = _mm512_fmadd_ps(p, vv[i], o[g][i]);
-        }
-    }
-    UNROLL
-    for (int g = 0; g < GN; g++)
-        UNROLL
-        for (int i = 0; i < W; i++)
-            _mm512_storeu_ps(out + (size_t)g * hd + c + 16 * i, o[g][i]);
-}
-
-AI void pv_f32(const float *s, size_t ldsc, int m, const float *vf, int G, int hd, float *out,
-               bool first) {
-    for (int g0 = 0; g0 < G; g0 += 4) {
-        const float *sg = s + (size_t)g0 * ldsc;
-        float *o = out + (size_t)g0 * hd;
-        for (int c = 0; c < hd;) {
-            int W = hd - c >= 64 ? 4 : 1;
-#define PV(GN, W_) pv_rows(sg, ldsc, m, vf, hd, c, o, first, GN, W_)
+#define PV(GN, W_) pv_tile(sg, ldsc, n, V, c, o, first, GN, W_, DT, FLAT)
             switch ((G - g0 < 4 ? G - g0 : 4) * 8 + W) {
             case 12: PV(1, 4); break;
             case 20: PV(2, 4); break;
@@ -317,9 +279,11 @@ AI void heads(const hr_attn_tile *T, const hr_dtype DT) {
             hr_softmax(s, T->n[i]);
         }
     if (!widen) {
-        for (int i = 0; i < nq; i++)
-            pv(sc + (size_t)i * G * N + (T->start[i] - lo), N, T->n[i], v, stride, bs, kvh, bt,
-               T->start[i], G, hd, T->out + (size_t)i * T->ldq, DT);
+        for (int i = 0; i < nq; i++) {
+            vrows V = {v, bt, stride, bs, kvh, hd, T->start[i], NULL};
+            pv(sc + (size_t)i * G * N + (T->start[i] - lo), N, T->n[i], &V, G,
+               T->out + (size_t)i * T->ldq, true, DT, 0);
+        }
         return;
     }
     /* half-precision values, likewise widened once, VCHUNK keys at a time,
@@ -337,9 +301,11 @@ AI void heads(const hr_attn_tile *T, const hr_dtype DT) {
         for (int i = 0; i < nq; i++) {
             int a = T->start[i] > c0 ? T->start[i] : c0;
             int b = T->start[i] + T->n[i] < c0 + m ? T->start[i] + T->n[i] : c0 + m;
-            if (a < b)
-                pv_f32(sc + (size_t)i * G * N + (a - lo), N, b - a, vf[a - c0], G, hd,
-                       T->out + (size_t)i * T->ldq, a == T->start[i]);
+            if (a >= b)
+                continue;
+            vrows V = {.hd = hd, .vf = vf[a - c0]};
+            pv(sc + (size_t)i * G * N + (a - lo), N, b - a, &V, G, T->out + (size_t)i * T->ldq,
+               a == T->start[i], HR_DTYPE_F32, 1);
         }
     }
 }
