@@ -1,6 +1,7 @@
 /* Every ISA's kernels against the scalar reference, on shapes with tails. */
 #include "core/pool.h"
 #include "kernels/cpu/cpu.h"
+#include "kernels/cpu/membw.h"
 #include "kernels/cpu/ops.h"
 #include "sample/rng.h"
 
@@ -149,11 +150,28 @@ static void test_row_ops(void **state) {
     assert_float_equal(g[0], 2 / (1 + expf(-1)), 1e-6);
 }
 
+/* The roofline's read: positive for buffers of whole 256-byte groups on
+ * 1 and 3 threads (the shares' edges), 0 below one group; under ASan it
+ * also checks that no read leaves the buffer. */
+static void test_membw(void **state) {
+    (void)state;
+    for (int nth = 1; nth <= 3; nth += 2) {
+        hr_pool *pool = hr_pool_new(nth);
+        assert_non_null(pool);
+        assert_true(hr_membw(pool, 256, 1) > 0);
+        assert_true(hr_membw(pool, 3 * 256 + 100, 2) > 0);
+        assert_true(hr_membw(pool, (size_t)1 << 20, 1) > 0);
+        assert_true(hr_membw(pool, 255, 1) == 0);
+        hr_pool_free(pool);
+    }
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_gemm_isas),
         cmocka_unit_test(test_matmul_threads_bias),
         cmocka_unit_test(test_row_ops),
+        cmocka_unit_test(test_membw),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
