@@ -29,6 +29,11 @@
  * those loads. */
 #define PF_KEYS 8
 
+/* Floats between the rows of widened K/V: one cache line more than the
+ * longest head, so that rows are not 4 KiB apart (a store to one row and a
+ * load from the next would alias in the store buffer and stall). */
+#define WROW (HR_ATTN_MAX_HEAD_DIM + 16)
+
 /* prefetch `bytes` from element i of a KV layer of dtype DT */
 AI void pf(const void *base, size_t i, size_t bytes, const hr_dtype DT) {
     const char *p = (const char *)base + i * (DT == HR_DTYPE_F32 ? 4 : 2);
@@ -52,7 +57,7 @@ AI __m512 ld(const void *base, size_t i, const hr_dtype DT) {
 
 /* The V rows of a value pass: key j is position start + j of KV head kvh
  * in the pool (through the block table, in the pool's dtype), or with FLAT
- * row j of vf, f32 rows HR_ATTN_MAX_HEAD_DIM apart (widened once for
+ * row j of vf, f32 rows WROW apart (widened once for
  * several tokens) */
 typedef struct vrows {
     const void *v;
@@ -80,7 +85,7 @@ AI void pv_tile(const float *sc, size_t ldsc, int n, const vrows *V, int c, floa
             o[g][i] = first ? _mm512_setzero_ps()
                             : _mm512_loadu_ps(out + (size_t)g * hd + c + 16 * i);
     for (int j = 0; j < n; j++) {
-        size_t vj = FLAT ? (size_t)j * HR_ATTN_MAX_HEAD_DIM + c : KV(start + j) + c;
+        size_t vj = FLAT ? (size_t)j * WROW + c : KV(start + j) + c;
         if (!FLAT && j + PF_KEYS < n)
             pf(base, KV(start + j + PF_KEYS) + c, (size_t)W * 16 * es, DT);
         __m512 vv[4];
@@ -228,7 +233,7 @@ AI void heads(const hr_attn_tile *T, const hr_dtype DT) {
     /* half-precision keys are widened once per 4 for all the rows (the
      * same f32 values): a conversion costs two uops */
     bool widen = DT != HR_DTYPE_F32 && nq * G > 2;
-    _Alignas(64) float kf[4][HR_ATTN_MAX_HEAD_DIM];
+    _Alignas(64) float kf[4][WROW];
     int j = lo;
     for (; j + 4 <= hi; j += 4) {
         size_t kj[4];
@@ -288,7 +293,7 @@ AI void heads(const hr_attn_tile *T, const hr_dtype DT) {
     }
     /* half-precision values, likewise widened once, VCHUNK keys at a time,
      * each token carrying its sums in out from chunk to chunk */
-    _Alignas(64) float vf[VCHUNK][HR_ATTN_MAX_HEAD_DIM];
+    _Alignas(64) float vf[VCHUNK][WROW];
     for (int c0 = lo; c0 < hi; c0 += VCHUNK) {
         int m = hi - c0 < VCHUNK ? hi - c0 : VCHUNK;
         for (int jj = 0; jj < m; jj++) {
