@@ -1,5 +1,6 @@
 #include "sample/sampler.h"
 #include "core/error.h"
+#include "kernels/cpu/cpu.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -198,13 +199,9 @@ static void apply_processors(hr_sampler *s, float *logits) {
 }
 
 float hr_logsumexp(const float *x, int n) {
-    float mx = -INFINITY;
-    for (int i = 0; i < n; i++)
-        mx = x[i] > mx ? x[i] : mx;
-    double sum = 0;
-    for (int i = 0; i < n; i++)
-        sum += exp((double)x[i] - mx);
-    return mx + (float)log(sum);
+    const hr_cpu_kernels *K = hr_cpu();
+    float mx = K->max(x, n);
+    return mx + (float)log(K->exp_sum(NULL, x, n, mx, 1.0f));
 }
 
 static void log_softmax(float *x, int n) {
@@ -220,12 +217,14 @@ static inline int heap_less(const hr_sampler *s, int a, int b) {
     return s->hval[a] < s->hval[b] || (s->hval[a] == s->hval[b] && s->hid[a] > s->hid[b]);
 }
 
-static void sift_down(hr_sampler *s, int i, int n) {
+/* best == 1: the best entry on top (pops in order); 0: the worst on top (a
+ * bounded heap of the k best so far) */
+static void sift_down(hr_sampler *s, int i, int n, int best) {
     for (;;) {
         int l = 2 * i + 1, r = l + 1, m = i;
-        if (l < n && heap_less(s, m, l))
+        if (l < n && (best ? heap_less(s, m, l) : heap_less(s, l, m)))
             m = l;
-        if (r < n && heap_less(s, m, r))
+        if (r < n && (best ? heap_less(s, m, r) : heap_less(s, r, m)))
             m = r;
         if (m == i)
             return;
@@ -239,56 +238,99 @@ static void sift_down(hr_sampler *s, int i, int n) {
     }
 }
 
-/* Heapify the finite entries of w; returns their count. */
-static int heap_build(hr_sampler *s, const float *w) {
+/* Heapify, best on top, the entries of w at or above floor (finite);
+ * returns their count. */
+static int heap_build(hr_sampler *s, const float *w, float floor) {
     int n = 0;
     for (int i = 0; i < s->n_vocab; i++)
-        if (w[i] > -INFINITY) {
+        if (w[i] >= floor && w[i] > -INFINITY) {
             s->hval[n] = w[i];
             s->hid[n++] = i;
         }
     for (int i = n / 2 - 1; i >= 0; i--)
-        sift_down(s, i, n);
+        sift_down(s, i, n, 1);
     return n;
 }
 
-/* Pop the max; returns its id. */
+/* Pop the best; returns its id. */
 static int32_t heap_pop(hr_sampler *s, int *n, float *val) {
     int32_t id = s->hid[0];
     *val = s->hval[0];
     (*n)--;
     s->hval[0] = s->hval[*n];
     s->hid[0] = s->hid[*n];
-    sift_down(s, 0, *n);
+    sift_down(s, 0, *n, 1);
     return id;
 }
 
-/* ---- filters on logprobs (mlx-lm apply_*) --------------------------------------- */
+/* Stamp the k best finite entries of w (ties: the lower id) with a new
+ * stamp, which it returns: one pass keeping the k best so far in a heap
+ * with the worst on top, so most entries cost a comparison. */
+static uint32_t stamp_best(hr_sampler *s, const float *w, int k) {
+    int n = 0;
+    for (int i = 0; i < s->n_vocab; i++) {
+        if (!(w[i] > -INFINITY))
+            continue;
+        if (n < k) {
+            s->hval[n] = w[i];
+            s->hid[n++] = i;
+            for (int j = n - 1; j > 0;) { /* sift up: the worst rises */
+                int p = (j - 1) / 2;
+                if (!heap_less(s, j, p))
+                    break;
+                float v = s->hval[j];
+                int32_t id = s->hid[j];
+                s->hval[j] = s->hval[p];
+                s->hid[j] = s->hid[p];
+                s->hval[p] = v;
+                s->hid[p] = id;
+                j = p;
+            }
+        } else if (w[i] > s->hval[0]) { /* equal: a later id loses the tie */
+            s->hval[0] = w[i];
+            s->hid[0] = i;
+            sift_down(s, 0, n, 0);
+        }
+    }
+    uint32_t st = new_stamp(s);
+    for (int i = 0; i < n; i++)
+        s->stamp[s->hid[i]] = st;
+    return st;
+}
+
+static void drop_unstamped(hr_sampler *s, float *w, uint32_t st) {
+    for (int i = 0; i < s->n_vocab; i++)
+        if (s->stamp[i] != st)
+            w[i] = -INFINITY;
+}
 
 static void apply_top_p(hr_sampler *s, float *w) {
-    /* keep token t iff the probability mass strictly above it is < top_p */
-    int n = heap_build(s, w);
-    double above = 0;
-    float v;
-    while (n > 0 && above < s->p.top_p) {
-        heap_pop(s, &n, &v);
-        above += exp((double)v);
+    /* keep token t iff the probability mass strictly above it is < top_p.
+     * The tokens below floor hold less than (1 - top_p) / e together, so
+     * the kept ones are among those at or above it: the heap starts with
+     * only those (all of them again, should rounding leave it short). */
+    float floor = logf((1.0f - s->p.top_p) / (float)s->n_vocab) - 1.0f;
+    for (;;) {
+        int n = heap_build(s, w, floor);
+        uint32_t st = new_stamp(s);
+        double above = 0;
+        float v;
+        while (n > 0 && above < s->p.top_p) {
+            s->stamp[heap_pop(s, &n, &v)] = st;
+            above += exp((double)v);
+        }
+        if (above >= s->p.top_p || floor == -INFINITY) {
+            drop_unstamped(s, w, st);
+            return;
+        }
+        floor = -INFINITY;
     }
-    for (int i = 0; i < n; i++) /* what is left in the heap goes */
-        w[s->hid[i]] = -INFINITY;
 }
 
 static void apply_min_p(hr_sampler *s, float *w) {
-    float mx = -INFINITY;
-    for (int i = 0; i < s->n_vocab; i++)
-        mx = w[i] > mx ? w[i] : mx;
-    float floor_lp = mx + logf(s->p.min_p);
+    float floor_lp = hr_cpu()->max(w, s->n_vocab) + logf(s->p.min_p);
     /* the top min_tokens_to_keep survive whatever their probability */
-    uint32_t st = new_stamp(s);
-    int n = heap_build(s, w);
-    float v;
-    for (int k = 0; k < s->p.min_tokens_to_keep && n > 0; k++)
-        s->stamp[heap_pop(s, &n, &v)] = st;
+    uint32_t st = stamp_best(s, w, s->p.min_tokens_to_keep);
     for (int i = 0; i < s->n_vocab; i++)
         if (w[i] < floor_lp && s->stamp[i] != st)
             w[i] = -INFINITY;
@@ -315,36 +357,28 @@ static void apply_xtc(hr_sampler *s, float *w) {
 }
 
 static void apply_top_k(hr_sampler *s, float *w) {
-    int n = heap_build(s, w);
-    if (n <= s->p.top_k)
-        return;
-    uint32_t st = new_stamp(s);
-    float v;
-    for (int k = 0; k < s->p.top_k; k++)
-        s->stamp[heap_pop(s, &n, &v)] = st;
-    for (int i = 0; i < s->n_vocab; i++)
-        if (s->stamp[i] != st)
-            w[i] = -INFINITY;
+    drop_unstamped(s, w, stamp_best(s, w, s->p.top_k));
 }
 
-static int32_t categorical(hr_sampler *s, const float *w) {
-    float mx = -INFINITY;
-    for (int i = 0; i < s->n_vocab; i++)
-        mx = w[i] > mx ? w[i] : mx;
-    double inv_t = 1.0 / s->p.temp, total = 0;
-    for (int i = 0; i < s->n_vocab; i++)
-        total += w[i] > -INFINITY ? exp((w[i] - mx) * inv_t) : 0.0;
+/* A draw from softmax(w / temp): w becomes the weights e^((w - max) /
+ * temp) (0 for the filtered-out -inf entries), r uniform in [0, their sum),
+ * the first token whose running sum exceeds r. */
+static int32_t categorical(hr_sampler *s, float *w) {
+    const hr_cpu_kernels *K = hr_cpu();
+    int n = s->n_vocab;
+    float mx = K->max(w, n);
+    double total = K->exp_sum(w, w, n, mx, (float)(1.0 / s->p.temp));
     double r = hr_rng_uniform(&s->rng) * total, acc = 0;
     int32_t last = -1;
-    for (int i = 0; i < s->n_vocab; i++) {
-        if (w[i] == -INFINITY)
+    for (int i = 0; i < n; i++) {
+        if (w[i] == 0)
             continue;
         last = i;
-        acc += exp((w[i] - mx) * inv_t);
+        acc += w[i];
         if (r < acc)
             return i;
     }
-    return last >= 0 ? last : hr_argmax(w, s->n_vocab);
+    return last >= 0 ? last : hr_argmax(w, n); /* r rounded up to the sum */
 }
 
 /* log_softmax, then the filters and the draw. */
@@ -377,11 +411,11 @@ int32_t hr_sampler_resample(hr_sampler *s, float *logprobs) {
 /* ---- helpers ---------------------------------------------------------------------- */
 
 int32_t hr_argmax(const float *logits, int n) {
-    int32_t best = 0;
-    for (int i = 1; i < n; i++)
-        if (logits[i] > logits[best])
-            best = i;
-    return best;
+    float mx = hr_cpu()->max(logits, n);
+    for (int32_t i = 0; i < n; i++)
+        if (logits[i] == mx)
+            return i;
+    return 0; /* all NaN */
 }
 
 int hr_top_logprobs(const float *logits, int n, int k, int32_t *ids, float *lps) {

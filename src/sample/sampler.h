@@ -66,9 +66,10 @@ int32_t hr_sampler_resample(hr_sampler *s, float *logprobs);
 /* The k best (id, logprob) of log_softmax(logits), best first (ties: lower
  * id first). Returns the number written (min(k, n)). */
 int hr_top_logprobs(const float *logits, int n, int k, int32_t *ids, float *lps);
-/* log(sum(exp(x))), computed stably. */
+/* log(sum(exp(x))), computed stably (the max, then the sum in double of
+ * this CPU's exponential: hr_cpu()->sum_exp). */
 float hr_logsumexp(const float *x, int n);
-/* argmax, lowest id on ties */
+/* argmax, lowest id on ties; NaNs never win (0 when all are NaN) */
 int32_t hr_argmax(const float *logits, int n);
 
 #endif

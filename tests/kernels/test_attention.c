@@ -14,6 +14,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <cmocka.h>
+#include <float.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -215,6 +216,55 @@ static void test_softmax(void **state) {
     }
 }
 
+/* The sampler's reductions on every ISA: max gives the scalar value (NaNs
+ * never win, -inf when there is nothing else); exp_sum's sum is within
+ * 3e-7 relative of a sum in double and each stored term within 3e-7
+ * relative plus its float argument's rounding (or below FLT_MIN where it
+ * is 0), for lengths around the
+ * vector width, wide spreads, -inf entries and a temperature scale. */
+static void test_max_exp_sum(void **state) {
+    (void)state;
+    hr_rng rng;
+    hr_rng_seed(&rng, 29);
+    float x[1000], d[1000];
+    for (int isa = 0; isa < HR_ISA_COUNT; isa++) {
+        const hr_cpu_kernels *K = hr_cpu_isa((hr_isa)isa);
+        if (!K)
+            continue;
+        for (int n = 1; n <= 1000; n += n < 40 ? 1 : 137)
+            for (int spread = 0; spread < 3; spread++) {
+                float amp = spread == 0 ? 1.0f : spread == 1 ? 30.0f : 300.0f;
+                for (int i = 0; i < n; i++)
+                    x[i] = amp * (float)(hr_rng_uniform(&rng) * 2 - 1);
+                if (n > 3)
+                    x[n / 2] = x[n - 1] = -INFINITY;
+                float mx = hr__max_scalar(x, n);
+                assert_true(K->max(x, n) == mx);
+                float s = spread == 2 ? 1.0f / 0.7f : 1.0f;
+                double want = 0, got = K->exp_sum(d, x, n, mx, s);
+                for (int i = 0; i < n; i++) {
+                    double e = exp(((double)x[i] - mx) * s);
+                    want += e;
+                    /* plus the rounding of the float argument (x - m) * s */
+                    double tol = (3e-7 + 1.2e-7 * fabs(((double)x[i] - mx) * s)) * e;
+                    if (e >= FLT_MIN ? fabs(d[i] - e) > tol : d[i] > FLT_MIN)
+                        fail_msg("%s exp_sum n=%d term %d: %.9g, double %.9g", K->name, n, i,
+                                 d[i], e);
+                }
+                if (fabs(got - want) > 3e-7 * want)
+                    fail_msg("%s exp_sum n=%d: %.12g, double %.12g", K->name, n, got, want);
+                assert_true(K->exp_sum(NULL, x, n, mx, s) == got);
+            }
+        x[0] = NAN, x[1] = -INFINITY, x[2] = NAN;
+        assert_true(K->max(x, 3) == -INFINITY);
+        x[1] = -2.0f;
+        for (int n = 3; n < 40; n++)
+            x[n] = NAN;
+        assert_true(K->max(x, 40) == -2.0f);
+        assert_true(K->max(x, 0) == -INFINITY);
+    }
+}
+
 /* Every ISA's KV store conversion (to_half) gives the scalar bits, which
  * are hr_f32_to_f16 of the value clamped to +-65504 and hr_f32_to_bf16:
  * normal, denormal, tiny, huge, infinite and signed-zero inputs, every
@@ -261,6 +311,7 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_heads_equal_per_head),
         cmocka_unit_test(test_softmax),
+        cmocka_unit_test(test_max_exp_sum),
         cmocka_unit_test(test_to_half),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

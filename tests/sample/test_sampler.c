@@ -3,6 +3,7 @@
  * exactly; sampled tokens never leave the filtered set, and their
  * frequencies over many seeded draws match the reference distribution. */
 #include "core/error.h"
+#include "sample/rng.h"
 #include "sample/sampler.h"
 
 #include <setjmp.h>
@@ -207,6 +208,88 @@ static void test_validation(void **state) {
     expect_invalid("logit_bias", bad_bias);
 }
 
+/* A vocabulary the size of a real one's order of magnitude, with ties at
+ * the filters' edges: top_k, top_p and min_p keep exactly the set a sort
+ * by (logprob desc, id asc) gives (the selection in one pass, top_p's
+ * floor), so every draw lands in it and every member is drawn. */
+#define BIGV 6000
+static int by_value(const void *a, const void *b, void *lp) {
+    const float *v = lp;
+    int32_t x = *(const int32_t *)a, y = *(const int32_t *)b;
+    return v[x] > v[y] ? -1 : v[x] < v[y] ? 1 : (x > y) - (x < y);
+}
+
+static void check_set(const char *what, const hr_sampler_params *p, const float *logits,
+                      const uint8_t *keep) {
+    static float w[BIGV];
+    static int hits[BIGV];
+    hr_sampler *s;
+    assert_int_equal(hr_sampler_new(&s, p, BIGV, NULL), 0);
+    memset(hits, 0, sizeof hits);
+    for (int d = 0; d < 4000; d++) {
+        memcpy(w, logits, sizeof w);
+        int32_t t = hr_sampler_sample(s, w);
+        if (!keep[t])
+            fail_msg("%s: drew token %d, outside the reference set", what, t);
+        hits[t]++;
+    }
+    for (int i = 0; i < BIGV; i++)
+        if (keep[i] && !hits[i])
+            fail_msg("%s: token %d is in the reference set but never drawn", what, i);
+    hr_sampler_free(s);
+}
+
+static void test_large_vocab_filters(void **state) {
+    (void)state;
+    static float logits[BIGV], lp[BIGV];
+    static int32_t order[BIGV];
+    static uint8_t keep[BIGV];
+    hr_rng rng;
+    hr_rng_seed(&rng, 7);
+    for (int i = 0; i < BIGV; i++)
+        logits[i] = (float)(hr_rng_uniform(&rng) * 6 - 3);
+    for (int j = 0; j < 30; j++) /* 30 likely tokens, equal in pairs */
+        logits[(j * 977 + 13) % BIGV] = 6.0f + (float)(j / 2) * 0.05f;
+    float lse = hr_logsumexp(logits, BIGV);
+    for (int i = 0; i < BIGV; i++) {
+        lp[i] = logits[i] - lse; /* as the sampler computes them */
+        order[i] = i;
+    }
+    qsort_r(order, BIGV, sizeof *order, by_value, lp);
+    hr_sampler_params p;
+    hr_sampler_params_default(&p);
+    p.temp = 1.0f;
+    p.seed = 3;
+
+    /* top_k 11: the edge falls inside a pair of equal logprobs */
+    p.top_k = 11;
+    memset(keep, 0, sizeof keep);
+    for (int i = 0; i < 11; i++)
+        keep[order[i]] = 1;
+    assert_true(lp[order[10]] == lp[order[11]]);
+    check_set("top_k", &p, logits, keep);
+    p.top_k = 0;
+
+    /* top_p halfway between the masses above the 14th and 15th tokens */
+    double above[20] = {0};
+    for (int i = 1; i < 20; i++)
+        above[i] = above[i - 1] + exp((double)lp[order[i - 1]]);
+    p.top_p = (float)((above[14] + above[15]) / 2);
+    memset(keep, 0, sizeof keep);
+    for (int i = 0; i < 15; i++)
+        keep[order[i]] = 1;
+    check_set("top_p", &p, logits, keep);
+    p.top_p = 1.0f;
+
+    /* min_p: within log(0.9) of the best, or among the best 3 */
+    p.min_p = 0.9f;
+    p.min_tokens_to_keep = 3;
+    memset(keep, 0, sizeof keep);
+    for (int i = 0; i < BIGV; i++)
+        keep[order[i]] = i < 3 || lp[order[i]] >= lp[order[0]] + logf(0.9f);
+    check_set("min_p", &p, logits, keep);
+}
+
 int main(void) {
     const char *root = getenv("HEARTH_ROOT");
     char path[4096];
@@ -222,6 +305,7 @@ int main(void) {
         cmocka_unit_test(test_cases),
         cmocka_unit_test(test_seeded_and_greedy),
         cmocka_unit_test(test_resample),
+        cmocka_unit_test(test_large_vocab_filters),
         cmocka_unit_test(test_validation),
     };
     int rc = cmocka_run_group_tests(tests, NULL, NULL);

@@ -83,6 +83,16 @@ typedef struct hr_cpu_kernels {
     void (*to_half)(uint16_t *dst, const float *x, int n, hr_dtype t);
     /* hr_softmax (ops.h), in place */
     void (*softmax)(float *x, int n);
+    /* The largest of x[0..n), NaNs ignored; -inf when there is none. The
+     * same value on every ISA. */
+    float (*max)(const float *x, int n);
+    /* The sum in double of e^((x[i] - m) * s) over x[0..n) (x[i] <= m or
+     * -inf, no NaN, s > 0), each term also stored to dst[i] unless dst is
+     * NULL (dst may be x): the sampler's normalizer and weights over the
+     * vocabulary. Scalar: exp in double; vector ISAs: a float exponential
+     * (within 2 ulp of e^ of the float (x[i] - m) * s; 0 where that is
+     * below FLT_MIN), so within 3e-7 relative of the scalar sum. */
+    double (*exp_sum)(float *dst, const float *x, int n, float m, float s);
     float (*dot)(const float *a, const float *b, int n);
     void (*axpy)(float *y, float a, const float *x, int n); /* y += a*x */
 } hr_cpu_kernels;

@@ -161,6 +161,8 @@ const hr_cpu_kernels hr__cpu_avx2 = {
     .qact_row = hr__qact_row_avx2,
     .to_half = to_half_avx2,
     .softmax = hr__softmax_scalar,
+    .max = hr__max_scalar,
+    .exp_sum = hr__exp_sum_scalar,
     .dot = dot_avx2,
     .axpy = axpy_avx2,
 };

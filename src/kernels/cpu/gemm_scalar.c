@@ -77,6 +77,24 @@ void hr__softmax_scalar(float *x, int n) {
         x[i] *= inv;
 }
 
+float hr__max_scalar(const float *x, int n) {
+    float mx = -INFINITY;
+    for (int i = 0; i < n; i++)
+        mx = x[i] > mx ? x[i] : mx;
+    return mx;
+}
+
+double hr__exp_sum_scalar(float *dst, const float *x, int n, float m, float s) {
+    double sum = 0;
+    for (int i = 0; i < n; i++) {
+        double e = exp(((double)x[i] - m) * s);
+        sum += e;
+        if (dst)
+            dst[i] = (float)e;
+    }
+    return sum;
+}
+
 void hr__to_half_scalar(uint16_t *dst, const float *x, int n, hr_dtype t) {
     for (int i = 0; i < n; i++)
         dst[i] = t == HR_DTYPE_F16 ? hr_f32_to_f16(fminf(fmaxf(x[i], -65504.0f), 65504.0f))
@@ -104,6 +122,8 @@ const hr_cpu_kernels hr__cpu_scalar = {
     .qact_row = hr_qact_row,
     .to_half = hr__to_half_scalar,
     .softmax = hr__softmax_scalar,
+    .max = hr__max_scalar,
+    .exp_sum = hr__exp_sum_scalar,
     .dot = dot_scalar,
     .axpy = axpy_scalar,
 };
