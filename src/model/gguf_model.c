@@ -375,6 +375,14 @@ int hr_gguf_config(const hr_gguf *g, json_t **out, bool *permuted_qk, hr_error *
         vl != kl && !m.rc)
         m.rc = hr_err(err, HR_EUNSUPPORTED, "not supported yet: %s: value_length %g differs "
                       "from key_length %g", hr_gguf_path(g), vl, kl);
+    /* these families rotate whole heads; a file that says otherwise would
+     * load with the wrong RoPE */
+    double rd, d_model, n_head, hd_k;
+    if (get_num(&m, "rope.dimension_count", &rd) && get_num(&m, "embedding_length", &d_model) &&
+        get_num(&m, "attention.head_count", &n_head) && n_head > 0 && !m.rc &&
+        rd != (get_num(&m, "attention.key_length", &hd_k) ? hd_k : d_model / n_head))
+        m.rc = hr_err(err, HR_EUNSUPPORTED, "not supported yet: %s: rope.dimension_count %g "
+                      "is not the head dimension (partial rotary)", hr_gguf_path(g), rd);
     set_int(&m, "context_length", "max_position_embeddings", false);
     set_real(&m, "attention.layer_norm_rms_epsilon", "rms_norm_eps");
     set_real(&m, "rope.freq_base", "rope_theta");

@@ -164,9 +164,10 @@ typedef struct kv {
 } kv;
 
 /* A GGUF with llama.cpp's keys for arch (and the extra ones), a 2-row
- * token_embd; its config resolved into hp. */
-static void derived(const char *arch, int n_layers, int d, int n_heads, int head_dim,
-                    const kv *extra, size_t n_extra, bool output, hr_hparams *hp) {
+ * token_embd; its config resolved into hp, or the error. */
+static int hand_config(const char *arch, int n_layers, int d, int n_heads, int head_dim,
+                       const kv *extra, size_t n_extra, bool output, hr_hparams *hp,
+                       hr_error *err) {
     static float emb[2 * 512];
     char path[8300], k[128];
     snprintf(path, sizeof path, "%s/hand.gguf", g_tmp);
@@ -200,19 +201,28 @@ static void derived(const char *arch, int n_layers, int d, int n_heads, int head
     hr_gguf_w_tensor(w, "token_embd.weight", 0, 2, ne, emb, (size_t)d * 2 * 4);
     if (output)
         hr_gguf_w_tensor(w, "output.weight", 0, 2, ne, emb, (size_t)d * 2 * 4);
-    hr_error err = {0};
-    assert_int_equal(hr_gguf_w_write(w, path, &err), 0);
+    assert_int_equal(hr_gguf_w_write(w, path, err), 0);
     hr_gguf_w_free(w);
     hr_gguf *g = NULL;
     json_t *cfg = NULL;
     bool permuted = true;
-    assert_int_equal(hr_gguf_open(&g, path, &err), 0);
-    if (hr_gguf_config(g, &cfg, &permuted, &err) || hr_hparams_from_json(hp, cfg, NULL, &err))
-        fail_msg("%s: %s", arch, err.msg);
-    assert_false(permuted);
+    assert_int_equal(hr_gguf_open(&g, path, err), 0);
+    int rc = hr_gguf_config(g, &cfg, &permuted, err);
+    if (!rc) {
+        rc = hr_hparams_from_json(hp, cfg, NULL, err);
+        assert_int_equal(permuted, !strcmp(arch, "llama"));
+    }
     json_decref(cfg);
     hr_gguf_close(g);
     unlink(path);
+    return rc;
+}
+
+static void derived(const char *arch, int n_layers, int d, int n_heads, int head_dim,
+                    const kv *extra, size_t n_extra, bool output, hr_hparams *hp) {
+    hr_error err = {0};
+    if (hand_config(arch, n_layers, d, n_heads, head_dim, extra, n_extra, output, hp, &err))
+        fail_msg("%s: %s", arch, err.msg);
 }
 
 /* The end-of-generation ids of a GGUF whose vocabulary is toks[0..n) and
@@ -350,6 +360,19 @@ static void test_derived(void **state) {
     assert_int_equal(hp.sliding_window, 256);
     assert_true(hp.attn_scale == (float)(1.0 / sqrt(64.0))); /* "27B" */
     hr_hparams_deinit(&hp);
+
+    /* rope.dimension_count: the head dimension loads; less is partial
+     * rotary, which these families do not have: refused, not misread */
+    kv rot[] = {{"rope.dimension_count", 'u', 32, NULL}};
+    derived("qwen3", 2, 256, 4, 32, rot, 1, false, &hp);
+    assert_int_equal(hp.rot_dim, 32);
+    hr_hparams_deinit(&hp);
+    hr_error err = {0};
+    kv half[] = {{"rope.dimension_count", 'u', 16, NULL}};
+    assert_int_equal(hand_config("llama", 2, 256, 4, 32, half, 1, false, &hp, &err),
+                     HR_EUNSUPPORTED);
+    assert_non_null(strstr(err.msg, "not supported yet"));
+    assert_non_null(strstr(err.msg, "rope.dimension_count 16"));
 
     /* gemma: no sliding, 1/sqrt(head_dim), tied */
     derived("gemma", 2, 256, 4, 32, NULL, 0, true, &hp);
