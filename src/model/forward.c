@@ -41,9 +41,14 @@ int hr_fwd_new(hr_fwd **out, const hr_model *m, int max_tokens, int max_seqs,
     f->max_tokens = max_tokens;
     f->max_seqs = max_seqs;
     f->pool = hr_pool_new(n_threads);
+    const hr_hparams *hp = &m->hp;
+    int k_max = hp->d_model > hp->d_ff ? hp->d_model : hp->d_ff;
+    if (hp->n_heads * hp->head_dim > k_max)
+        k_max = hp->n_heads * hp->head_dim;
     if (!f->pool ||
-        hr_arena_init(&f->arena, scratch_bytes(&m->hp, max_tokens, max_seqs,
-                                               hr_pool_size(f->pool)))) {
+        hr_arena_init(&f->arena, scratch_bytes(hp, max_tokens, max_seqs,
+                                               hr_pool_size(f->pool))) ||
+        !hr_matmul_reserve(f->pool, max_tokens, k_max)) { /* no allocation mid-pass */
         hr_fwd_free(f);
         return hr_err(err, HR_ENOMEM, "cannot allocate forward scratch for %d tokens",
                       max_tokens);

@@ -250,6 +250,9 @@ static void test_batch_invariance(void **state) {
     hr_rng_seed(&rng, 79);
     int n = 13, m = 80, k = 512;
     hr_pool *p3 = hr_pool_new(3);
+    /* reserved up front, the scratch is never reallocated by a product */
+    assert_true(hr_matmul_reserve(p3, n, k));
+    void *scratch = hr_pool_scratch(p3, 1);
     float *x = malloc((size_t)n * k * sizeof *x);
     float *all = malloc((size_t)n * m * sizeof *all), *one = malloc((size_t)m * sizeof *one);
     float *all3 = malloc((size_t)n * m * sizeof *all3);
@@ -270,6 +273,7 @@ static void test_batch_invariance(void **state) {
             hr_matmul(p3, one, m, x + (size_t)i * k, k, 1, &t, NULL);
             assert_memory_equal(one, all + (size_t)i * m, (size_t)m * sizeof *one);
         }
+        assert_ptr_equal(hr_pool_scratch(p3, 1), scratch);
         free(mem);
         qmat_free(&w);
     }

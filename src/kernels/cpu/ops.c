@@ -185,6 +185,15 @@ int hr_matmul_prepare(hr_tensor *w, void **mem) {
     return 1;
 }
 
+/* Scratch bytes for the quantized activations of n rows of k: the row
+ * layout's q, d4, c4, s4 (4 bytes a value) bound the x16 layout's q, d, s,
+ * c (at most 1.5 bytes a value: groups of 16 or more) */
+static size_t scratch_bytes(size_t nk) { return nk * 4 + 64; }
+
+bool hr_matmul_reserve(hr_pool *pool, int n, int k) {
+    return !pool || hr_pool_scratch(pool, scratch_bytes((size_t)n * k)) != NULL;
+}
+
 /* Quantize x for the integer kernels (into scratch b), then the products:
  * x16 layout (x16.h) or the row layout (qdot.h); the f32 kernels when b is
  * NULL (out of memory for the row layout, which they can read). */

@@ -31,6 +31,10 @@ void hr_matmul_multi(hr_pool *pool, const float *x, int ldx, int n, int count,
                      const hr_matmul_out *out);
 /* Weight dtypes hr_matmul accepts. */
 bool hr_matmul_supports(hr_dtype t);
+/* Reserve the pool's scratch for products of up to n activation rows of up
+ * to k columns, so that hr_matmul never allocates in them (the x16 layout
+ * cannot run without it). false: out of memory. */
+bool hr_matmul_reserve(hr_pool *pool, int n, int k);
 
 /* Repack a GGUF weight into the x16 layout (x16.h) when this CPU has x16
  * kernels for it, the integer path is on and the shape allows (rows % 16,
