@@ -210,8 +210,9 @@ static void log_softmax(float *x, int n) {
         x[i] -= lse;
 }
 
-/* ---- a max-heap of (value, id) over the vocabulary: top-k / top-p without a
- * full sort. Ties pop the lower id first. --------------------------------------- */
+/* ---- heaps of (value, id) over the vocabulary: top_p pops from one with
+ * the best on top, top_k / min_p keep the k best in one with the worst on
+ * top; no full sort. Ties go to the lower id. ---------------------------------- */
 
 static inline int heap_less(const hr_sampler *s, int a, int b) {
     return s->hval[a] < s->hval[b] || (s->hval[a] == s->hval[b] && s->hid[a] > s->hid[b]);
@@ -303,6 +304,8 @@ static void drop_unstamped(hr_sampler *s, float *w, uint32_t st) {
         if (s->stamp[i] != st)
             w[i] = -INFINITY;
 }
+
+/* ---- filters on logprobs (mlx-lm apply_*) --------------------------------------- */
 
 static void apply_top_p(hr_sampler *s, float *w) {
     /* keep token t iff the probability mass strictly above it is < top_p.

@@ -8,8 +8,9 @@
  * computed by exactly the operations of the per-head path (dot_avx512 then
  * * scale; axpy_avx512 key by key; the softmax is hr_softmax, this ISA's
  * hr__softmax_avx512 for both), so the results are bit-identical to it.
- * The softmax, the KV stores' conversion (to_half) and the exponential
- * live here too. */
+ * The softmax, the KV stores' conversion (to_half), the exponential and
+ * the sampler's reductions over the vocabulary (max, exp_sum) live here
+ * too. */
 #include "kernels/cpu/gemm_q.h"
 #include "kernels/cpu/hsum_avx512.h"
 #include "kernels/cpu/ops.h"
