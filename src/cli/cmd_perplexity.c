@@ -132,7 +132,7 @@ int hr_cmd_perplexity(int argc, char **argv) {
         (rc = hr_kv_init(&kv, &m->hp, kvt, (int)((ctx + HR_KV_BLOCK - 1) / HR_KV_BLOCK), &err)))
         goto done;
     kv_ok = true;
-    if ((rc = hr_fwd_new(&f, m, CHUNK, 1, (int)threads, &err)))
+    if ((rc = hr_fwd_new(&f, m, CHUNK, 1, (int)ctx, (int)threads, &err)))
         goto done;
     logits = malloc((size_t)CHUNK * m->hp.n_vocab * sizeof *logits);
     if (!logits) {

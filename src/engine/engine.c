@@ -647,7 +647,7 @@ int hr_engine_new(hr_engine **out, const hr_model *m, const hr_engine_opts *o,
         goto fail;
     }
     if ((rc = hr_kv_init(&e->kv, &m->hp, kvt, n_blocks, err)) ||
-        (rc = hr_fwd_new(&e->fwd, m, e->max_tokens_step, e->max_batch,
+        (rc = hr_fwd_new(&e->fwd, m, e->max_tokens_step, e->max_batch, e->n_ctx,
                          o ? o->n_threads : 0, err)))
         goto fail;
     int T = e->max_tokens_step, B = e->max_batch;

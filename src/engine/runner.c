@@ -36,7 +36,7 @@ int hr_runner_new(hr_runner **out, const hr_model *m, const hr_runner_opts *o,
     int rc = hr_kv_init(&r->kv, &m->hp, o ? o->kv_dtype : HR_DTYPE_F32, max_blocks, err);
     if (rc)
         goto fail;
-    rc = hr_fwd_new(&r->fwd, m, r->chunk, 1, o ? o->n_threads : 0, err);
+    rc = hr_fwd_new(&r->fwd, m, r->chunk, 1, r->n_ctx, o ? o->n_threads : 0, err);
     if (rc)
         goto fail;
     r->blocks = malloc((size_t)max_blocks * sizeof *r->blocks);

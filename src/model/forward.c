@@ -12,24 +12,24 @@
 struct hr_fwd {
     const hr_model *m;
     hr_pool *pool;
-    int max_tokens, max_seqs;
+    int max_tokens, max_seqs, max_ctx;
     hr_arena arena; /* per-step scratch, reset every hr_forward */
 };
 
 /* ---- setup --------------------------------------------------------------- */
 
-static size_t scratch_bytes(const hr_hparams *hp, int T, int S, int nth) {
+static size_t scratch_bytes(const hr_hparams *hp, int T, int S, int ctx, int nth) {
     size_t qd = (size_t)hp->n_heads * hp->head_dim, kvd = (size_t)hp->n_kv_heads * hp->head_dim;
     size_t d = hp->d_model, ff = hp->d_ff, half = hp->rot_dim / 2 + 1;
     size_t floats = (size_t)T * (3 * d + 2 * qd + 2 * kvd + 2 * ff) +
                     (size_t)S * 2 * half +
                     (size_t)nth * HR_ATTN_TILE * (size_t)(hp->n_heads / hp->n_kv_heads) *
-                        (hp->ctx_max + 1);
+                        (size_t)ctx;
     size_t ptrs = (size_t)T * sizeof(int32_t *) + (size_t)S * sizeof(float);
     return floats * sizeof(float) + ptrs + 64 * 32; /* + alignment slack */
 }
 
-int hr_fwd_new(hr_fwd **out, const hr_model *m, int max_tokens, int max_seqs,
+int hr_fwd_new(hr_fwd **out, const hr_model *m, int max_tokens, int max_seqs, int max_ctx,
                int n_threads, hr_error *err) {
     *out = NULL;
     if (max_tokens <= 0 || max_seqs <= 0)
@@ -40,13 +40,14 @@ int hr_fwd_new(hr_fwd **out, const hr_model *m, int max_tokens, int max_seqs,
     f->m = m;
     f->max_tokens = max_tokens;
     f->max_seqs = max_seqs;
+    f->max_ctx = max_ctx > 0 && max_ctx < m->hp.ctx_max ? max_ctx : m->hp.ctx_max;
     f->pool = hr_pool_new(n_threads);
     const hr_hparams *hp = &m->hp;
     int k_max = hp->d_model > hp->d_ff ? hp->d_model : hp->d_ff;
     if (hp->n_heads * hp->head_dim > k_max)
         k_max = hp->n_heads * hp->head_dim;
     if (!f->pool ||
-        hr_arena_init(&f->arena, scratch_bytes(hp, max_tokens, max_seqs,
+        hr_arena_init(&f->arena, scratch_bytes(hp, max_tokens, max_seqs, f->max_ctx,
                                                hr_pool_size(f->pool))) ||
         !hr_matmul_reserve(f->pool, max_tokens, k_max)) { /* no allocation mid-pass */
         hr_fwd_free(f);
@@ -201,9 +202,9 @@ static int validate(const hr_fwd *f, const hr_kv *kv, const hr_batch *b, hr_erro
         if (s < 0 || s >= b->n_seqs)
             return hr_err(err, HR_EINVAL, "token %d names sequence %d of %d", t, s,
                           b->n_seqs);
-        if (p < 0 || p >= hp->ctx_max)
-            return hr_err(err, HR_ERANGE, "position %d is past the model's context "
-                          "of %d tokens", p, hp->ctx_max);
+        if (p < 0 || p >= f->max_ctx)
+            return hr_err(err, HR_ERANGE, "position %d is past the context of %d tokens",
+                          p, f->max_ctx);
         if (p / HR_KV_BLOCK >= b->seqs[s].n)
             return hr_err(err, HR_EINVAL, "position %d is not covered by sequence "
                           "%d's %d KV blocks", p, s, b->seqs[s].n);
@@ -241,13 +242,16 @@ int hr_forward(hr_fwd *f, hr_kv *kv, const hr_batch *b, float *logits,
     float *g = ALLOC(float, (size_t)T * ff), *u = ALLOC(float, (size_t)T * ff);
     float *freq = ALLOC(float, (size_t)b->n_seqs * 2 * (half + 1));
     float *scores = ALLOC(float, (size_t)nth * HR_ATTN_TILE * (hp->n_heads / hp->n_kv_heads) *
-                                     hp->ctx_max);
+                                     f->max_ctx);
     const int32_t **tok_blocks = ALLOC(const int32_t *, T);
 #undef ALLOC
     HR_ASSERT(tok_blocks != NULL); /* the arena was sized for max_tokens */
 
     /* rope tables per sequence: [full half | factor][local half | factor] */
-    int max_ctx = 0;
+    int max_ctx = 0; /* positions attended to (validate: < f->max_ctx) */
+    for (int t = 0; t < T; t++)
+        if (b->pos[t] + 1 > max_ctx)
+            max_ctx = b->pos[t] + 1;
     for (int s = 0; s < b->n_seqs; s++) {
         int len = b->seqs[s].rope_len;
         for (int t = 0; t < T; t++)
@@ -257,8 +261,6 @@ int hr_forward(hr_fwd *f, hr_kv *kv, const hr_batch *b, float *logits,
         hr_rope_freqs(&hp->rope, hp->rot_dim, hp->max_pos, len, fs, &fs[half]);
         hr_rope_freqs(hp->has_rope_local ? &hp->rope_local : &hp->rope, hp->rot_dim,
                       hp->max_pos, len, fs + half + 1, &fs[2 * half + 1]);
-        if (len > max_ctx)
-            max_ctx = len;
     }
     for (int t = 0; t < T; t++)
         tok_blocks[t] = b->seqs[b->seq[t]].table;

@@ -12,9 +12,10 @@
 
 typedef struct hr_fwd hr_fwd;
 
-/* Scratch for batches of up to max_tokens tokens and max_seqs sequences,
+/* Scratch for batches of up to max_tokens tokens and max_seqs sequences at
+ * positions below max_ctx (<= 0 or beyond the model's: the model's context),
  * allocated once: hr_forward never allocates. */
-int hr_fwd_new(hr_fwd **out, const hr_model *m, int max_tokens, int max_seqs,
+int hr_fwd_new(hr_fwd **out, const hr_model *m, int max_tokens, int max_seqs, int max_ctx,
                int n_threads, hr_error *err);
 void hr_fwd_free(hr_fwd *f);
 hr_pool *hr_fwd_pool(hr_fwd *f);

@@ -7,6 +7,7 @@
 #include "chat/chat.h"
 #include "core/error.h"
 #include "engine/runner.h"
+#include "model/forward.h"
 #include "model/model.h"
 #include "sample/sampler.h"
 #include "tokenizer/tokenizer.h"
@@ -94,6 +95,40 @@ static void test_main_model(void **state) {
     check_model(dir, "main");
 }
 
+/* A forward context made for 40 positions takes position 39 and refuses
+ * 40 with a clear error (its attention scratch is sized by it). */
+static void test_forward_context(void **state) {
+    (void)state;
+    char dir[4200];
+    snprintf(dir, sizeof dir, "%s/models/hearth-demo", g_root);
+    hr_error err = {0};
+    hr_model *m = NULL;
+    assert_int_equal(hr_model_open(&m, dir, &err), 0);
+    hr_kv kv;
+    assert_int_equal(hr_kv_init(&kv, &m->hp, HR_DTYPE_F32, 2, &err), 0);
+    hr_fwd *f = NULL;
+    assert_int_equal(hr_fwd_new(&f, m, 4, 1, 40, 2, &err), 0);
+    int32_t table[2] = {hr_kv_alloc(&kv), hr_kv_alloc(&kv)}, tok = 1, seq = 0;
+    uint8_t want = 1;
+    hr_seq_blocks sb = {table, 2, 0};
+    float *logits = malloc((size_t)m->hp.n_vocab * sizeof *logits);
+    for (int32_t pos = 38; pos <= 40; pos++) {
+        hr_batch b = {.n_tokens = 1, .token = &tok, .pos = &pos, .seq = &seq, .logits = &want,
+                      .n_seqs = 1, .seqs = &sb};
+        int rc = hr_forward(f, &kv, &b, logits, &err);
+        if (pos < 40) {
+            assert_int_equal(rc, 0);
+        } else {
+            assert_int_equal(rc, HR_ERANGE);
+            assert_string_equal(err.msg, "position 40 is past the context of 40 tokens");
+        }
+    }
+    free(logits);
+    hr_fwd_free(f);
+    hr_kv_deinit(&kv);
+    hr_model_free(m);
+}
+
 static void test_draft_model(void **state) {
     (void)state;
     char dir[4200];
@@ -152,6 +187,7 @@ int main(void) {
         cmocka_unit_test(test_template_and_tokens),
         cmocka_unit_test(test_main_model),
         cmocka_unit_test(test_draft_model),
+        cmocka_unit_test(test_forward_context),
     };
     int rc = cmocka_run_group_tests(tests, NULL, NULL);
     json_decref(g_golden);
