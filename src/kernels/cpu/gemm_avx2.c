@@ -4,6 +4,7 @@
 #include "kernels/cpu/gemm_q.h"
 
 #include <immintrin.h>
+#include <math.h>
 
 static inline float hsum8(__m256 v) {
     __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
@@ -130,6 +131,72 @@ static void to_half_avx2(uint16_t *dst, const float *x, int n, hr_dtype t) {
         hr__to_half_scalar(dst + i, x + i, n - i, t);
 }
 
+/* max_ps(x, acc) returns acc where x is NaN: NaNs never win */
+static float max_avx2(const float *x, int n) {
+    __m256 a = _mm256_set1_ps(-INFINITY);
+    int i = 0;
+    for (; i + 8 <= n; i += 8)
+        a = _mm256_max_ps(_mm256_loadu_ps(x + i), a);
+    __m128 h = _mm_max_ps(_mm256_castps256_ps128(a), _mm256_extractf128_ps(a, 1));
+    h = _mm_max_ps(h, _mm_movehl_ps(h, h));
+    h = _mm_max_ss(h, _mm_shuffle_ps(h, h, 1));
+    float m = _mm_cvtss_f32(h);
+    for (; i < n; i++)
+        m = x[i] > m ? x[i] : m;
+    return m;
+}
+
+/* e^x for x <= 0, 8 lanes: attn_avx512.c's exp_neg (the same reduction
+ * and polynomial), with 2^n built in the exponent bits (n >= -126 where
+ * the result is normal); 0 below ln FLT_MIN */
+static inline __m256 exp_neg8(__m256 x) {
+    __m256 normal = _mm256_cmp_ps(x, _mm256_set1_ps(-87.33654f), _CMP_GE_OQ);
+    x = _mm256_max_ps(x, _mm256_set1_ps(-87.33654f));
+    __m256 n = _mm256_round_ps(_mm256_mul_ps(x, _mm256_set1_ps(1.44269504088896341f)),
+                               _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    __m256 r = _mm256_fnmadd_ps(n, _mm256_set1_ps(0.693145751953125f), x);
+    r = _mm256_fnmadd_ps(n, _mm256_set1_ps(1.428606765330187045e-06f), r);
+    __m256 p = _mm256_set1_ps(1.0f / 5040);
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f / 720));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f / 120));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f / 24));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f / 6));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(0.5f));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f));
+    __m256i e = _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)), 23);
+    return _mm256_and_ps(_mm256_mul_ps(p, _mm256_castsi256_ps(e)), normal);
+}
+
+/* hr__exp_sum_avx512 8 lanes at a time, summed in double */
+static double exp_sum_avx2(float *dst, const float *x, int n, float m, float s) {
+    __m256 mv = _mm256_set1_ps(m), sv = _mm256_set1_ps(s);
+    __m256d s0 = _mm256_setzero_pd(), s1 = s0;
+    int i = 0;
+    for (; i + 8 <= n; i += 8) {
+        __m256 e = exp_neg8(_mm256_mul_ps(_mm256_sub_ps(_mm256_loadu_ps(x + i), mv), sv));
+        if (dst)
+            _mm256_storeu_ps(dst + i, e);
+        s0 = _mm256_add_pd(s0, _mm256_cvtps_pd(_mm256_castps256_ps128(e)));
+        s1 = _mm256_add_pd(s1, _mm256_cvtps_pd(_mm256_extractf128_ps(e, 1)));
+    }
+    __m256d t = _mm256_add_pd(s0, s1);
+    __m128d h = _mm_add_pd(_mm256_castpd256_pd128(t), _mm256_extractf128_pd(t, 1));
+    double sum = _mm_cvtsd_f64(_mm_add_sd(h, _mm_unpackhi_pd(h, h)));
+    if (i < n) { /* the tail: the same exponential on 8 lanes padded with -inf */
+        float xt[8], et[8];
+        for (int j = 0; j < 8; j++)
+            xt[j] = i + j < n ? x[i + j] : -INFINITY;
+        _mm256_storeu_ps(et, exp_neg8(_mm256_mul_ps(_mm256_sub_ps(_mm256_loadu_ps(xt), mv), sv)));
+        for (int j = 0; i + j < n; j++) {
+            sum += et[j];
+            if (dst)
+                dst[i + j] = et[j];
+        }
+    }
+    return sum;
+}
+
 static float dot_avx2(const float *a, const float *b, int n) {
     __m256 acc = _mm256_setzero_ps();
     int t = 0;
@@ -161,8 +228,8 @@ const hr_cpu_kernels hr__cpu_avx2 = {
     .qact_row = hr__qact_row_avx2,
     .to_half = to_half_avx2,
     .softmax = hr__softmax_scalar,
-    .max = hr__max_scalar,
-    .exp_sum = hr__exp_sum_scalar,
+    .max = max_avx2,
+    .exp_sum = exp_sum_avx2,
     .dot = dot_avx2,
     .axpy = axpy_avx2,
 };
