@@ -218,6 +218,15 @@ static inline int heap_less(const hr_sampler *s, int a, int b) {
     return s->hval[a] < s->hval[b] || (s->hval[a] == s->hval[b] && s->hid[a] > s->hid[b]);
 }
 
+static inline void heap_swap(hr_sampler *s, int a, int b) {
+    float v = s->hval[a];
+    int32_t id = s->hid[a];
+    s->hval[a] = s->hval[b];
+    s->hid[a] = s->hid[b];
+    s->hval[b] = v;
+    s->hid[b] = id;
+}
+
 /* best == 1: the best entry on top (pops in order); 0: the worst on top (a
  * bounded heap of the k best so far) */
 static void sift_down(hr_sampler *s, int i, int n, int best) {
@@ -229,12 +238,7 @@ static void sift_down(hr_sampler *s, int i, int n, int best) {
             m = r;
         if (m == i)
             return;
-        float v = s->hval[i];
-        int32_t id = s->hid[i];
-        s->hval[i] = s->hval[m];
-        s->hid[i] = s->hid[m];
-        s->hval[m] = v;
-        s->hid[m] = id;
+        heap_swap(s, i, m);
         i = m;
     }
 }
@@ -279,12 +283,7 @@ static uint32_t stamp_best(hr_sampler *s, const float *w, int k) {
                 int p = (j - 1) / 2;
                 if (!heap_less(s, j, p))
                     break;
-                float v = s->hval[j];
-                int32_t id = s->hid[j];
-                s->hval[j] = s->hval[p];
-                s->hid[j] = s->hid[p];
-                s->hval[p] = v;
-                s->hid[p] = id;
+                heap_swap(s, j, p);
                 j = p;
             }
         } else if (w[i] > s->hval[0]) { /* equal: a later id loses the tie */
