@@ -4,9 +4,11 @@
  * agrees with hr_qact_row, the scalar x16 kernel stays within the
  * activation rounding bound of the f32 product, every ISA's x16 kernel
  * gives the scalar kernel's bits exactly (qdot.h), and hr_matmul on a
- * repacked weight is batch-invariant on 1 or 3 threads. With
- * HEARTH_QUANT_ACT=int8 (set by main, which changes nothing for GGUF types),
- * 4-bit MLX affine weights are repacked as Q4_1 with the same values. */
+ * repacked weight is batch-invariant on 1 or 3 threads. 4-bit MLX
+ * affine weights are repacked as Q4_1 with the same values. The 24-bit
+ * activations (3 digits) are checked the same way, and their products are
+ * f32-grade. main runs under HEARTH_QUANT_ACT=int8; `--int24` runs the
+ * hr_matmul tests under int24 (every x16 matrix takes 3 digits). */
 #include "core/pool.h"
 #include "kernels/cpu/cpu.h"
 #include "kernels/cpu/ops.h"
@@ -43,7 +45,12 @@ static hr_tensor packed(const hr_tensor *w, void **mem) {
     return p;
 }
 
-/* n rows of activations quantized for the x16 kernels of dtype t */
+/* HEARTH_QUANT_ACT of this run (main): int8, or int24 (`test_x16 --int24`,
+ * ctest test_x16_int24), which gives hr_matmul_prepare's matrices 3 digits */
+static int g_digits = 1;
+
+/* n rows of activations quantized for the x16 kernels of dtype t, in D
+ * digits (1: int8; 3: 24-bit) by K's quantizer, or the scalar one */
 typedef struct qx {
     hr_qact32 a;
     int8_t *q;
@@ -51,21 +58,27 @@ typedef struct qx {
     int32_t *c;
 } qx;
 
-static qx quantize(const hr_cpu_kernels *K, const float *x, int n, int k, hr_dtype t) {
+static qx quantize_d(const hr_cpu_kernels *K, const float *x, int n, int k, hr_dtype t, int D) {
     int G = hr_qdot_group(t), off = hr_qdot_offset(t);
-    qx r = {.q = malloc((size_t)n * k), .d = malloc((size_t)n * k / 32 * 4),
-            .s = malloc((size_t)n * k / 32 * 4), .c = malloc((size_t)n * k / G * 4)};
+    qx r = {.q = malloc((size_t)n * k * D), .d = malloc((size_t)n * k / 32 * 4),
+            .s = malloc((size_t)n * k / 32 * 4), .c = malloc((size_t)n * k / G * 4 * D)};
     for (int i = 0; i < n; i++) {
         float *d = r.d + (size_t)i * k / 32, *s = r.s + (size_t)i * k / 32;
-        int32_t *c = r.c + (size_t)i * k / G;
-        int8_t *q = r.q + (size_t)i * k;
-        if (K)
+        int32_t *c = r.c + (size_t)i * D * (k / G);
+        int8_t *q = r.q + (size_t)i * D * k;
+        if (D == 3)
+            (K ? K->qact24_row : hr_qact24_row)(x + (size_t)i * k, k, off, G, q, d, c, s);
+        else if (K)
             K->qact32_row(x + (size_t)i * k, k, off, G, q, d, c, s);
         else
             hr_qact32_row(x + (size_t)i * k, k, off, G, q, d, c, s);
     }
-    r.a = (hr_qact32){.q = r.q, .d = r.d, .s = r.s, .c = r.c, .k = k, .group = G};
+    r.a = (hr_qact32){.q = r.q, .d = r.d, .s = r.s, .c = r.c, .k = k, .group = G, .digits = D};
     return r;
+}
+
+static qx quantize(const hr_cpu_kernels *K, const float *x, int n, int k, hr_dtype t) {
+    return quantize_d(K, x, n, k, t, 1);
 }
 
 static void qx_free(qx *r) {
@@ -162,8 +175,82 @@ static void test_qact32(void **state) {
     }
 }
 
-/* The scalar x16 kernel against the f32 product: within the activation
- * rounding, sum_t |w_t| * d_t / 2 (plus f32 slack). */
+/* The 24-bit quantizer: the digits are in [-128, 127] and spell x_int =
+ * 2^16 hi + 2^8 mid + lo = round(x / d) with d = max|x| / H; s and c are
+ * the sums they are defined as; a zero block is all zeros; every ISA's
+ * quantizer gives these bits (also for NaN and infinities). */
+static void test_qact24(void **state) {
+    (void)state;
+    hr_rng rng;
+    hr_rng_seed(&rng, 68);
+    enum { K = 768, H = 8355711 };
+    float x[K];
+    for (int i = 0; i < K; i++)
+        x[i] = frand(&rng) * (i % 53 == 0 ? 30.0f : 1.0f) * (i >= 512 ? 1e-30f : 1.0f);
+    for (int i = 64; i < 96; i++)
+        x[i] = 0; /* a zero block */
+    x[100] = -x[101] * 0; /* a negative zero */
+    x[130] = NAN;          /* NaN -> -H */
+    x[200] = 1e-38f;       /* a block of tiny values: H / max overflows, x * id = inf -> H */
+    for (int i = 192; i < 224; i++)
+        x[i] = i == 200 ? 1e-38f : 0.0f;
+    x[300] = INFINITY;     /* d = inf, id = 0: the other values go to 0, inf * 0 = NaN -> -H */
+    for (size_t dt = 0; dt < NDTS; dt++) {
+        qx r = quantize_d(NULL, x, 1, K, DTS[dt], 3);
+        int G = r.a.group, off = hr_qdot_offset(DTS[dt]);
+        const int8_t *hi = r.q, *mid = r.q + K, *lo = r.q + 2 * K;
+        for (int b = 0; b < K / 32; b++) {
+            float amax = 0; /* NaNs ignored */
+            bool plain = true; /* finite, no NaN, H / max finite */
+            for (int e = 0; e < 32; e++) {
+                amax = fmaxf(amax, fabsf(x[32 * b + e]));
+                plain = plain && isfinite(x[32 * b + e]);
+            }
+            plain = plain && isfinite((float)H / amax);
+            assert_true(r.d[b] == amax / (float)H);
+            long sum = 0;
+            for (int e = 32 * b; e < 32 * b + 32; e++) {
+                long xi = 65536L * hi[e] + 256L * mid[e] + lo[e];
+                assert_true(labs(xi) <= H);
+                if (e == 130 || e == 300)
+                    assert_true(xi == -H);
+                else if (e == 200)
+                    assert_true(xi == H);
+                else if (plain) /* round(x / d), up to the rounding of x * (H / amax) */
+                    assert_true(fabs((double)xi - (double)x[e] / r.d[b]) <= 0.5 + 1e-6 * H);
+                else if (amax == 0 || b == 9)
+                    assert_true(xi == 0);
+                sum += xi;
+            }
+            if (b != 9) /* d = inf there, s = -inf */
+                assert_true(r.s[b] == r.d[b] * (float)sum);
+        }
+        for (int j = 0; j < 3; j++)
+            for (int g = 0; g < K / G; g++) {
+                int sum = 0;
+                for (int e = 0; e < G; e++)
+                    sum += r.q[j * K + G * g + e];
+                assert_int_equal(r.c[j * (K / G) + g], -off * sum);
+            }
+        for (int isa = 0; isa < HR_ISA_COUNT; isa++) {
+            const hr_cpu_kernels *I = hr_cpu_isa((hr_isa)isa);
+            if (!I || !I->qact24_row)
+                continue;
+            qx v = quantize_d(I, x, 1, K, DTS[dt], 3);
+            assert_memory_equal(v.q, r.q, (size_t)K * 3);
+            assert_memory_equal(v.d, r.d, (size_t)K / 32 * 4);
+            assert_memory_equal(v.s, r.s, (size_t)K / 32 * 4);
+            assert_memory_equal(v.c, r.c, (size_t)K / G * 4 * 3);
+            qx_free(&v);
+        }
+        qx_free(&r);
+    }
+}
+
+/* The scalar x16 kernel against the f32 product: with int8 activations
+ * within the activation rounding, sum_t |w_t| * d_t / 2 (plus f32 slack);
+ * with 24-bit ones within 2^-20 of sum_t |x_t w_t|, as f32 is (the plain
+ * f32 loop's error is printed beside it). */
 static void test_scalar_bound(void **state) {
     (void)state;
     hr_rng rng;
@@ -172,19 +259,40 @@ static void test_scalar_bound(void **state) {
     float *x = malloc((size_t)n * k * sizeof *x), y[48];
     for (int i = 0; i < n * k; i++)
         x[i] = frand(&rng) * (i % 97 == 0 ? 20.0f : 1.0f);
+    float *wf = malloc((size_t)k * sizeof *wf);
     for (size_t d = 0; d < NDTS; d++) {
-        qx a = quantize(NULL, x, n, k, DTS[d]);
+        qx a = quantize(NULL, x, n, k, DTS[d]), a3 = quantize_d(NULL, x, n, k, DTS[d], 3);
         qmat w = make_q(&rng, DTS[d], 0, 0, HR_DTYPE_F32, m, k, false);
         void *mem;
         hr_tensor p = packed(&w.t, &mem);
         hr__gemm_x16_scalar(y, m, &a.a, n, &p, 0, m);
         double worst = check_rounding_bound(x, n, k, &w.t, m, y, a.d, 32);
-        printf("%-4s: x16 path within %.2f of the activation rounding bound\n",
-               hr_dtype_name(DTS[d]), worst);
+        hr__gemm_x16_scalar(y, m, &a3.a, n, &p, 0, m);
+        double w24 = 0, w32 = 0; /* worst |error| / sum |x w|: 24-bit, plain f32 */
+        for (int j = 0; j < m; j++) {
+            hr_dequant_range(&w.t, j, 0, k, wf);
+            for (int i = 0; i < n; i++) {
+                double ref = 0, mag = 0;
+                float f = 0;
+                for (int t = 0; t < k; t++) {
+                    ref += (double)x[i * k + t] * wf[t];
+                    mag += fabs((double)x[i * k + t] * wf[t]);
+                    f += x[i * k + t] * wf[t];
+                }
+                w24 = fmax(w24, fabs(y[i * m + j] - ref) / mag);
+                w32 = fmax(w32, fabs(f - ref) / mag);
+            }
+        }
+        printf("%-4s: int8 x16 path within %.2f of the activation rounding bound; 24-bit "
+               "within %.1e of sum |x w| (plain f32 %.1e)\n", hr_dtype_name(DTS[d]), worst, w24,
+               w32);
+        assert_true(w24 <= 0x1p-20);
         free(mem);
         qmat_free(&w);
         qx_free(&a);
+        qx_free(&a3);
     }
+    free(wf);
     free(x);
 }
 
@@ -217,28 +325,32 @@ static void test_isas(void **state) {
                             float *x = malloc((size_t)n * k * sizeof *x);
                             for (int i = 0; i < n * k; i++)
                                 x[i] = frand(&rng);
-                            qx a = quantize(NULL, x, n, k, DTS[d]);
                             float *yr = calloc((size_t)n * m, sizeof *yr);
                             float *y = calloc((size_t)n * m, sizeof *y);
-                            hr__gemm_x16_scalar(yr, m, &a.a, n, &p, m0, m);
-                            K->gemm_x16[DTS[d]](y, m, &a.a, n, &p, m0, m);
-                            for (int i = 0; i < n * m; i++)
-                                if (memcmp(&y[i], &yr[i], 4))
-                                    fail_msg("%s %s n %d m %d k %d: output %d: %.9g vs "
-                                             "scalar %.9g", K->name, hr_dtype_name(DTS[d]), n,
-                                             m, k, i, y[i], yr[i]);
-                            checked++;
+                            for (int D = 1; D <= 3; D += 2) {
+                                qx a = quantize_d(NULL, x, n, k, DTS[d], D);
+                                hr__gemm_x16_scalar(yr, m, &a.a, n, &p, m0, m);
+                                K->gemm_x16[DTS[d]](y, m, &a.a, n, &p, m0, m);
+                                for (int i = 0; i < n * m; i++)
+                                    if (memcmp(&y[i], &yr[i], 4))
+                                        fail_msg("%s %s %d digits n %d m %d k %d: output %d: "
+                                                 "%.9g vs scalar %.9g", K->name,
+                                                 hr_dtype_name(DTS[d]), D, n, m, k, i, y[i],
+                                                 yr[i]);
+                                checked++;
+                                qx_free(&a);
+                            }
                             free(x);
                             free(y);
                             free(yr);
-                            qx_free(&a);
                         }
                         free(mem);
                         qmat_free(&w);
                     }
         }
     }
-    printf("x16 kernels: %d ISA x format x shape combinations equal the scalar bits\n",
+    printf("x16 kernels: %d ISA x format x shape x digits combinations equal the scalar "
+           "bits\n",
            checked);
 }
 
@@ -266,6 +378,7 @@ static void test_batch_invariance(void **state) {
             qmat_free(&w);
             continue; /* no x16 kernels on this CPU */
         }
+        assert_int_equal(t.act_digits, g_digits);
         hr_matmul(NULL, all, m, x, k, n, &t, NULL);
         hr_matmul(p3, all3, m, x, k, n, &t, NULL);
         assert_memory_equal(all, all3, (size_t)n * m * sizeof *all);
@@ -330,12 +443,12 @@ static void test_multi(void **state) {
     free(x);
 }
 
-/* HEARTH_QUANT_ACT=int8: a 4-bit affine matrix with f16-exact scales and
- * biases (bf16 or f16 storage; groups of 32, 64, 128) becomes Q4_1 in the
- * x16 layout whose every value is the affine one, bit for bit, and whose
- * product is within the activation rounding bound; f32 scales (not exact
- * in f16) and 8-bit weights keep the affine layout. */
-static void test_affine4_int8(void **state) {
+/* A 4-bit affine matrix with f16-exact scales and biases (bf16 or f16
+ * storage; groups of 32, 64, 128) becomes Q4_1 in the x16 layout, with
+ * this run's activation digits, whose every value is the affine one, bit
+ * for bit, and whose product is within the activation rounding bound; f32
+ * scales (not exact in f16) and 8-bit weights keep the affine layout. */
+static void test_affine4(void **state) {
     (void)state;
     hr_rng rng;
     hr_rng_seed(&rng, 97);
@@ -354,6 +467,7 @@ static void test_affine4_int8(void **state) {
             assert_int_equal(hr_matmul_prepare(&t, &mem), 1);
             assert_int_equal(t.dtype, HR_DTYPE_Q4_1);
             assert_int_equal(t.layout, HR_LAYOUT_X16);
+            assert_int_equal(t.act_digits, g_digits);
             for (int j = 0; j < m; j++) {
                 hr_dequant_range(&w.t, j, 0, k, a);
                 hr_dequant_range(&t, j, 0, k, b);
@@ -361,11 +475,11 @@ static void test_affine4_int8(void **state) {
                     fail_msg("affine %s group %d row %d: values differ as Q4_1",
                              hr_dtype_name(sdts[s]), groups[g], j);
             }
-            qx q = quantize(NULL, x, n, k, HR_DTYPE_Q4_1);
+            qx q = quantize_d(NULL, x, n, k, HR_DTYPE_Q4_1, g_digits);
             hr_matmul(NULL, y, m, x, k, n, &t, NULL);
             double worst = check_rounding_bound(x, n, k, &w.t, m, y, q.d, 32);
-            printf("affine4 %s g%-3d as Q4_1: within %.2f of the activation rounding bound\n",
-                   hr_dtype_name(sdts[s]), groups[g], worst);
+            printf("affine4 %s g%-3d as Q4_1, %d digits: within %.2f of the activation "
+                   "rounding bound\n", hr_dtype_name(sdts[s]), groups[g], g_digits, worst);
             qx_free(&q);
             free(mem);
             qmat_free(&w);
@@ -383,16 +497,29 @@ static void test_affine4_int8(void **state) {
     free(y);
 }
 
-int main(void) {
+int main(int argc, char **argv) {
+    /* HEARTH_QUANT_ACT is read once per process: this run checks what
+     * hr_matmul_prepare makes under one setting */
+    if (argc > 1 && !strcmp(argv[1], "--int24")) {
+        g_digits = 3;
+        setenv("HEARTH_QUANT_ACT", "int24", 1);
+        const struct CMUnitTest tests[] = {
+            cmocka_unit_test(test_batch_invariance),
+            cmocka_unit_test(test_multi),
+            cmocka_unit_test(test_affine4),
+        };
+        return cmocka_run_group_tests_name("x16_int24", tests, NULL, NULL);
+    }
     setenv("HEARTH_QUANT_ACT", "int8", 1);
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_pack_exact),
         cmocka_unit_test(test_qact32),
+        cmocka_unit_test(test_qact24),
         cmocka_unit_test(test_scalar_bound),
         cmocka_unit_test(test_isas),
         cmocka_unit_test(test_batch_invariance),
         cmocka_unit_test(test_multi),
-        cmocka_unit_test(test_affine4_int8),
+        cmocka_unit_test(test_affine4),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

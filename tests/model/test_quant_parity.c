@@ -17,6 +17,7 @@
 #include "engine/runner.h"
 #include "io/safetensors.h"
 #include "sample/rng.h"
+#include "kernels/cpu/cpu.h"
 #include "kernels/cpu/quant.h"
 #include "model/convert.h"
 #include "model/model.h"
@@ -183,25 +184,43 @@ static void rm_rf(const char *p) {
 
 /* ---- MLX affine ------------------------------------------------------------- */
 
+static void src_of(const char *name, char *buf, size_t n);
+
+/* dtype BF16: the model and its scales in bf16, as mlx-community models
+ * are; their 4-bit matrices run on the x16 kernels (as Q4_1, 24-bit
+ * activations) where the CPU has them. Otherwise the source's dtype: f32
+ * scales, which have no exact f16, keep the f32 kernels. */
 typedef struct mlx_case {
     int bits;
     double bpw;
+    hr_dtype dtype;
 } mlx_case;
 
-static void run_mlx(const char *name, int bits, double bpw, int *steps, double *worst) {
+static void run_mlx(const char *name, const mlx_case *mc, int *steps, double *worst) {
     char src[8192], dst[8192];
-    snprintf(src, sizeof src, "%s/%s", g_root, name);
-    snprintf(dst, sizeof dst, "%s/%s-q%d%s", g_tmp, name, bits, bpw > 0 ? "mix" : "");
+    int bits = mc->bits;
+    src_of(name, src, sizeof src);
+    snprintf(dst, sizeof dst, "%s/%s-q%d%s%s", g_tmp, name, bits, mc->bpw > 0 ? "mix" : "",
+             mc->dtype == HR_DTYPE_BF16 ? "-bf16" : "");
     hr_error err = {0};
     hr_convert_opts co = {.src = src, .out = dst, .quantize = true, .bits = bits, .group = 64,
-                          .dtype = HR_DTYPE_COUNT, .target_bpw = bpw, .gguf = HR_DTYPE_COUNT};
+                          .dtype = mc->dtype, .target_bpw = mc->bpw, .gguf = HR_DTYPE_COUNT};
     if (hr_convert(&co, &err))
         fail_msg("%s: convert: %s", name, err.msg);
     hr_model *mq = NULL, *mr = NULL;
     if (hr_model_open(&mq, dst, &err) || hr_model_open(&mr, dst, &err))
         fail_msg("%s: %s", name, err.msg);
-    /* the quantized model really is quantized */
-    assert_int_equal(mq->layers[0].w_down.dtype, HR_DTYPE_AFFINE);
+    /* the quantized model really is quantized, on the kernels meant */
+    const hr_tensor *wd = &mq->layers[0].w_down;
+    bool x16 = wd->layout == HR_LAYOUT_X16;
+    if (mc->dtype == HR_DTYPE_BF16 && bits == 4 && hr_cpu()->gemm_x16[HR_DTYPE_Q4_1])
+        assert_true(x16);
+    if (x16) {
+        assert_int_equal(wd->dtype, HR_DTYPE_Q4_1);
+        assert_int_equal(wd->act_digits, 3);
+    } else {
+        assert_int_equal(wd->dtype, HR_DTYPE_AFFINE);
+    }
     owned own = {0};
     dequantize_model(mr, &own);
     hr_runner *rq = NULL, *rr = NULL;
@@ -253,13 +272,17 @@ static void run_mlx(const char *name, int bits, double bpw, int *steps, double *
 
 static void test_mlx_case(void **state) {
     const char *name = *state;
-    static const mlx_case cases[] = {{8, 0}, {4, 0}, {4, 5.0}};
+    static const mlx_case cases[] = {{8, 0, HR_DTYPE_COUNT},
+                                     {4, 0, HR_DTYPE_COUNT},
+                                     {4, 5.0, HR_DTYPE_COUNT},
+                                     {4, 0, HR_DTYPE_BF16}};
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         int steps = 0;
         double worst = 0;
-        run_mlx(name, cases[i].bits, cases[i].bpw, &steps, &worst);
-        printf("mlx %-20s %d-bit%s: %3d steps, max |dlogprob| vs dequantized f32 %.2e\n", name,
-               cases[i].bits, cases[i].bpw > 0 ? " mixed 5.0bpw" : "", steps, worst);
+        run_mlx(name, &cases[i], &steps, &worst);
+        printf("mlx %-20s %d-bit%s%s: %3d steps, max |dlogprob| vs dequantized f32 %.2e\n",
+               name, cases[i].bits, cases[i].bpw > 0 ? " mixed 5.0bpw" : "",
+               cases[i].dtype == HR_DTYPE_BF16 ? " bf16" : "", steps, worst);
     }
 }
 
@@ -616,7 +639,7 @@ int main(int argc, char **argv) {
     if (!mkdtemp(g_tmp))
         return 1;
     static const char *mlx_models[] = {"llama", "llama-tied", "qwen2", "qwen3", "gemma3_text",
-                                       "phi3", "starcoder2", "glm4", "qwen3-bf16"};
+                                       "phi3", "starcoder2", "glm4", "qwen3-bf16", "wide"};
     static const char *gguf_models[] = {"llama", "llama-tied", "llama-rope-llama3", "qwen2",
                                         "qwen3", "llama-bf16", "gemma", "gemma2",
                                         "gemma3_text", "wide"};

@@ -28,13 +28,14 @@ typedef struct hr_qact {
 typedef void (*hr_gemm_i8_fn)(float *y, int ldy, const hr_qact *x, int n,
                               const hr_tensor *w, int m0, int m1);
 
-/* Activations quantized for the x16 kernels (qdot.h): row i is q[i*k ..],
- * d and s[i*k/32 ..], c[i*k/group ..]. */
+/* Activations quantized for the x16 kernels (qdot.h), as `digits` int8
+ * planes (1: int8; 3: 24-bit): row i's plane j is q[(i*digits + j)*k ..]
+ * with c[(i*digits + j)*k/group ..]; d and s[i*k/32 ..]. */
 typedef struct hr_qact32 {
     const int8_t *q;
     const float *d, *s;
     const int32_t *c;
-    int k, group;
+    int k, group, digits;
 } hr_qact32;
 
 /* The product for weights in the x16 layout (x16.h); m0, m1 multiples of 16. */
@@ -69,6 +70,9 @@ typedef struct hr_cpu_kernels {
     hr_gemm_x16_fn gemm_x16[HR_DTYPE_COUNT]; /* x16 layout; NULL: not repacked here */
     /* hr_qact32_row (qdot.h), bit-identical on every ISA that has gemm_x16 */
     void (*qact32_row)(const float *x, int k, int off, int group, int8_t *q, float *d,
+                       int32_t *c, float *s);
+    /* hr_qact24_row (qdot.h: 3 digits), the same */
+    void (*qact24_row)(const float *x, int k, int off, int group, int8_t *q, float *d,
                        int32_t *c, float *s);
     /* hr_qact_row (qdot.h), bit-identical on every ISA */
     void (*qact_row)(const float *x, int k, int off, int8_t *q, float *d4, int32_t *c4,

@@ -288,3 +288,47 @@ void hr__qact32_row_avx512(const float *x, int k, int off, int group, int8_t *q,
         }
     }
 }
+
+/* The balanced base-256 digit of each lane (its low byte, sign-extended) */
+static inline __m512i digit8(__m512i v) { return _mm512_srai_epi32(_mm512_slli_epi32(v, 24), 24); }
+
+/* hr_qact24_row, bit-identical: the same max, divisions and product, the
+ * clamp before the rounding (the bounds are integers, so it commutes; NaN
+ * goes to -H as in the scalar code), digits by shifts (exact). */
+void hr__qact24_row_avx512(const float *x, int k, int off, int group, int8_t *q, float *d,
+                           int32_t *c, float *s) {
+    const float H = 8355711.0f;
+    const __m512 absmask = _mm512_castsi512_ps(_mm512_set1_epi32(0x7fffffff));
+    int ng = k / group;
+    for (int b = 0; b < k / 32; b++) {
+        __m512 x0 = _mm512_loadu_ps(x + 32 * b), x1 = _mm512_loadu_ps(x + 32 * b + 16);
+        float amax = _mm512_reduce_max_ps(
+            _mm512_max_ps(_mm512_and_ps(x0, absmask), _mm512_and_ps(x1, absmask)));
+        float id = amax > 0 ? H / amax : 0.0f;
+        d[b] = amax / H;
+        __m512 vid = _mm512_set1_ps(id), hi = _mm512_set1_ps(H), lo = _mm512_set1_ps(-H);
+        int sum = 0, dsum[3][2];
+        for (int h = 0; h < 2; h++) {
+            __m512 v = _mm512_mul_ps(h ? x1 : x0, vid);
+            __m512i xi = _mm512_cvtps_epi32(_mm512_min_ps(_mm512_max_ps(v, lo), hi));
+            __m512i l = digit8(xi), r = _mm512_srai_epi32(_mm512_sub_epi32(xi, l), 8);
+            __m512i m = digit8(r), t = _mm512_srai_epi32(_mm512_sub_epi32(r, m), 8);
+            __m512i dg[3] = {t, m, l};
+            for (int j = 0; j < 3; j++) {
+                _mm_storeu_si128((__m128i *)(q + (size_t)j * k + 32 * b + 16 * h),
+                                 _mm512_cvtepi32_epi8(dg[j]));
+                dsum[j][h] = _mm512_reduce_add_epi32(dg[j]);
+            }
+            sum += _mm512_reduce_add_epi32(xi);
+        }
+        s[b] = d[b] * (float)sum;
+        for (int j = 0; j < 3; j++) {
+            if (group == 16) {
+                c[j * ng + 2 * b] = -off * dsum[j][0];
+                c[j * ng + 2 * b + 1] = -off * dsum[j][1];
+            } else {
+                c[j * ng + b] = -off * (dsum[j][0] + dsum[j][1]);
+            }
+        }
+    }
+}

@@ -32,9 +32,9 @@
 #endif
 
 typedef struct arow {
-    const int8_t *q;
+    const int8_t *q[3]; /* digit planes (qdot.h): q[0] alone for int8 */
     const float *d, *s;
-    const int32_t *c;
+    const int32_t *c[3];
 } arow;
 
 /* 4 activation bytes broadcast (folds into vpdpbusd's m32bcst operand) */
@@ -52,11 +52,43 @@ AI __m512 u8x16(const uint8_t *p) {
 AI __m512i lo4(__m512i v) { return _mm512_and_si512(v, _mm512_set1_epi8(0xF)); }
 AI __m512i hi4(__m512i v) { return lo4(_mm512_srli_epi16(v, 4)); }
 
-/* y_a = fma(cvt(acc_a), sw * d_a, y_a) for a < I */
-AI void scale_add(__m512 *y, const __m512i *acc, __m512 sw, const arow *A, int I, int b) {
+/* A group's integer dots for one activation row: one per digit plane. */
+typedef struct iacc {
+    __m512i v[3];
+} iacc;
+
+/* acc_a = c of group g, for a < I */
+AI void acc_init(iacc *acc, const arow *A, int I, int g, int DIG) {
     UNROLL
     for (int a = 0; a < I; a++)
-        y[a] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(acc[a]),
+        UNROLL
+        for (int j = 0; j < DIG; j++)
+            acc[a].v[j] = _mm512_set1_epi32(A[a].c[j][g]);
+}
+
+/* acc_a += chunk w . the 4 activation bytes at column e, every digit */
+AI void acc_dot(iacc *acc, __m512i w, const arow *A, int I, int e, int DIG) {
+    UNROLL
+    for (int a = 0; a < I; a++)
+        UNROLL
+        for (int j = 0; j < DIG; j++)
+            acc[a].v[j] = _mm512_dpbusd_epi32(acc[a].v[j], w, bq(A[a].q[j] + e));
+}
+
+/* the group's dot as a float: fma(hi, 2^16, 2^8 mid + lo) for 3 digits */
+AI __m512 acc_value(iacc acc, int DIG) {
+    if (DIG == 1)
+        return _mm512_cvtepi32_ps(acc.v[0]);
+    __m512i t = _mm512_add_epi32(_mm512_slli_epi32(acc.v[1], 8), acc.v[2]);
+    return _mm512_fmadd_ps(_mm512_cvtepi32_ps(acc.v[0]), _mm512_set1_ps(65536.0f),
+                           _mm512_cvtepi32_ps(t));
+}
+
+/* y_a = fma(value(acc_a), sw * d_a, y_a) for a < I */
+AI void scale_add(__m512 *y, const iacc *acc, __m512 sw, const arow *A, int I, int b, int DIG) {
+    UNROLL
+    for (int a = 0; a < I; a++)
+        y[a] = _mm512_fmadd_ps(acc_value(acc[a], DIG),
                                _mm512_mul_ps(sw, _mm512_set1_ps(A[a].d[b])), y[a]);
 }
 
@@ -68,46 +100,36 @@ AI void min_add(__m512 *y, __m512 mn, const arow *A, int I, int b) {
 
 /* ---- one unit of one panel, for I activation rows; u: the unit index ---- */
 
-AI void unit_q8_0(const uint8_t *U, const arow *A, int I, int u, __m512 *y) {
-    __m512i acc[MR];
+AI void unit_q8_0(const uint8_t *U, const arow *A, int I, int u, __m512 *y, int DIG) {
+    iacc acc[MR];
+    acc_init(acc, A, I, u, DIG);
     UNROLL
-    for (int a = 0; a < I; a++)
-        acc[a] = _mm512_set1_epi32(A[a].c[u]);
-    UNROLL
-    for (int c = 0; c < 8; c++) {
-        __m512i v = _mm512_loadu_si512(U + 32 + 64 * c);
-        UNROLL
-        for (int a = 0; a < I; a++)
-            acc[a] = _mm512_dpbusd_epi32(acc[a], v, bq(A[a].q + 32 * u + 4 * c));
-    }
-    scale_add(y, acc, f16x16(U), A, I, u);
+    for (int c = 0; c < 8; c++)
+        acc_dot(acc, _mm512_loadu_si512(U + 32 + 64 * c), A, I, 32 * u + 4 * c, DIG);
+    scale_add(y, acc, f16x16(U), A, I, u, DIG);
 }
 
 /* Q4_0 and Q4_1 (MIN): nibble chunks at U + NIB */
-AI void unit_q4(const uint8_t *U, const arow *A, int I, int u, __m512 *y, int NIB, int MIN) {
-    __m512i acc[MR];
-    UNROLL
-    for (int a = 0; a < I; a++)
-        acc[a] = _mm512_set1_epi32(A[a].c[u]);
+AI void unit_q4(const uint8_t *U, const arow *A, int I, int u, __m512 *y, int NIB, int MIN,
+                int DIG) {
+    iacc acc[MR];
+    acc_init(acc, A, I, u, DIG);
     UNROLL
     for (int c = 0; c < 4; c++) {
-        __m512i v = _mm512_loadu_si512(U + NIB + 64 * c), l = lo4(v), h = hi4(v);
-        UNROLL
-        for (int a = 0; a < I; a++) {
-            acc[a] = _mm512_dpbusd_epi32(acc[a], l, bq(A[a].q + 32 * u + 4 * c));
-            acc[a] = _mm512_dpbusd_epi32(acc[a], h, bq(A[a].q + 32 * u + 16 + 4 * c));
-        }
+        __m512i v = _mm512_loadu_si512(U + NIB + 64 * c);
+        acc_dot(acc, lo4(v), A, I, 32 * u + 4 * c, DIG);
+        acc_dot(acc, hi4(v), A, I, 32 * u + 16 + 4 * c, DIG);
     }
-    scale_add(y, acc, f16x16(U), A, I, u);
+    scale_add(y, acc, f16x16(U), A, I, u, DIG);
     if (MIN)
         min_add(y, f16x16(U + 32), A, I, u);
 }
 
-AI void unit_q4_0(const uint8_t *U, const arow *A, int I, int u, __m512 *y) {
-    unit_q4(U, A, I, u, y, 32, 0);
+AI void unit_q4_0(const uint8_t *U, const arow *A, int I, int u, __m512 *y, int DIG) {
+    unit_q4(U, A, I, u, y, 32, 0, DIG);
 }
-AI void unit_q4_1(const uint8_t *U, const arow *A, int I, int u, __m512 *y) {
-    unit_q4(U, A, I, u, y, 64, 1);
+AI void unit_q4_1(const uint8_t *U, const arow *A, int I, int u, __m512 *y, int DIG) {
+    unit_q4(U, A, I, u, y, 64, 1, DIG);
 }
 
 /* x16.h's byte offsets */
@@ -132,18 +154,15 @@ AI __m512i bits6(__m512i idx) {
 }
 
 /* Q4_K / Q5_K (FIVE): 8 blocks of 32, block-pair by block-pair */
-AI void unit_k45(const uint8_t *U, const arow *A, int I, int u, __m512 *y, int FIVE) {
+AI void unit_k45(const uint8_t *U, const arow *A, int I, int u, __m512 *y, int FIVE, int DIG) {
     __m512 D = f16x16(U + K_D);
     __m512 ND = _mm512_sub_ps(_mm512_setzero_ps(), f16x16(U + K_DMIN));
     UNROLL
     for (int s = 0; s < 4; s++) {
         int b0 = 8 * u + 2 * s;
-        __m512i acc0[MR], acc1[MR];
-        UNROLL
-        for (int a = 0; a < I; a++) {
-            acc0[a] = _mm512_set1_epi32(A[a].c[b0]);
-            acc1[a] = _mm512_set1_epi32(A[a].c[b0 + 1]);
-        }
+        iacc acc0[MR], acc1[MR];
+        acc_init(acc0, A, I, b0, DIG);
+        acc_init(acc1, A, I, b0 + 1, DIG);
         UNROLL
         for (int c = 0; c < 8; c++) {
             __m512i v = _mm512_loadu_si512(U + K_NIB + 64 * (8 * s + c)), l = lo4(v), h = hi4(v);
@@ -153,42 +172,37 @@ AI void unit_k45(const uint8_t *U, const arow *A, int I, int u, __m512 *y, int F
                 l = _mm512_or_si512(l, bits5(hb));
                 h = _mm512_or_si512(h, bits5(_mm512_srli_epi32(hb, 4)));
             }
-            UNROLL
-            for (int a = 0; a < I; a++) {
-                acc0[a] = _mm512_dpbusd_epi32(acc0[a], l, bq(A[a].q + 32 * b0 + 4 * c));
-                acc1[a] = _mm512_dpbusd_epi32(acc1[a], h, bq(A[a].q + 32 * b0 + 32 + 4 * c));
-            }
+            acc_dot(acc0, l, A, I, 32 * b0 + 4 * c, DIG);
+            acc_dot(acc1, h, A, I, 32 * b0 + 32 + 4 * c, DIG);
         }
         UNROLL
         for (int e = 0; e < 2; e++) {
             int j = 2 * s + e;
             __m512 sw = _mm512_mul_ps(D, u8x16(U + K_SC + 16 * j));
             __m512 mn = _mm512_mul_ps(ND, u8x16(U + K_MN + 16 * j));
-            scale_add(y, e ? acc1 : acc0, sw, A, I, b0 + e);
+            scale_add(y, e ? acc1 : acc0, sw, A, I, b0 + e, DIG);
             min_add(y, mn, A, I, b0 + e);
         }
     }
 }
 
-AI void unit_q4_k(const uint8_t *U, const arow *A, int I, int u, __m512 *y) {
-    unit_k45(U, A, I, u, y, 0);
+AI void unit_q4_k(const uint8_t *U, const arow *A, int I, int u, __m512 *y, int DIG) {
+    unit_k45(U, A, I, u, y, 0, DIG);
 }
-AI void unit_q5_k(const uint8_t *U, const arow *A, int I, int u, __m512 *y) {
-    unit_k45(U, A, I, u, y, 1);
+AI void unit_q5_k(const uint8_t *U, const arow *A, int I, int u, __m512 *y, int DIG) {
+    unit_k45(U, A, I, u, y, 1, DIG);
 }
 
 /* Q6_K: groups of 16 (c and sw per group), so four accumulators per pair */
-AI void unit_q6_k(const uint8_t *U, const arow *A, int I, int u, __m512 *y) {
+AI void unit_q6_k(const uint8_t *U, const arow *A, int I, int u, __m512 *y, int DIG) {
     __m512 D = f16x16(U + S_D);
     UNROLL
     for (int s = 0; s < 4; s++) {
         int b0 = 8 * u + 2 * s;
-        __m512i acc[4][MR]; /* block b0 halves 0, 1; block b0 + 1 halves 0, 1 */
+        iacc acc[4][MR]; /* block b0 halves 0, 1; block b0 + 1 halves 0, 1 */
         UNROLL
         for (int g = 0; g < 4; g++)
-            UNROLL
-            for (int a = 0; a < I; a++)
-                acc[g][a] = _mm512_set1_epi32(A[a].c[2 * b0 + g]);
+            acc_init(acc[g], A, I, 2 * b0 + g, DIG);
         UNROLL
         for (int c = 0; c < 8; c++) {
             __m512i v = _mm512_loadu_si512(U + S_NIB + 64 * (8 * s + c));
@@ -202,18 +216,14 @@ AI void unit_q6_k(const uint8_t *U, const arow *A, int I, int u, __m512 *y) {
                 hi4(v), _mm512_or_si512(bits6(hb8), _mm512_slli_epi32(
                                                         bits6(_mm512_srli_epi32(hb8, 4)), 16)));
             int half = c / 4;
-            UNROLL
-            for (int a = 0; a < I; a++) {
-                acc[half][a] = _mm512_dpbusd_epi32(acc[half][a], l, bq(A[a].q + 32 * b0 + 4 * c));
-                acc[2 + half][a] =
-                    _mm512_dpbusd_epi32(acc[2 + half][a], h, bq(A[a].q + 32 * b0 + 32 + 4 * c));
-            }
+            acc_dot(acc[half], l, A, I, 32 * b0 + 4 * c, DIG);
+            acc_dot(acc[2 + half], h, A, I, 32 * b0 + 32 + 4 * c, DIG);
         }
         UNROLL
         for (int g = 0; g < 4; g++) {
             __m512 sc = _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(
                 _mm_loadu_si128((const __m128i *)(U + S_SC + 16 * (4 * s + g)))));
-            scale_add(y, acc[g], _mm512_mul_ps(D, sc), A, I, b0 + g / 2);
+            scale_add(y, acc[g], _mm512_mul_ps(D, sc), A, I, b0 + g / 2, DIG);
         }
     }
 }
@@ -229,14 +239,18 @@ AI void unit_q6_k(const uint8_t *U, const arow *A, int I, int u, __m512 *y) {
 #define GEMM_X16(NAME, UNIT)                                                        \
     AI void NAME##_tile(float *y, int ldy, const hr_qact32 *x, int i0, int I,       \
                         const uint8_t *w, size_t pb, int p0, int P, int u0, int u1,  \
-                        size_t ub, int PF) {                                        \
-        int k = x->k;                                                               \
+                        size_t ub, int PF, int DIG) {                               \
+        int k = x->k, ng = k / x->group;                                            \
         arow A[MR];                                                                 \
         UNROLL                                                                      \
         for (int a = 0; a < I; a++) {                                               \
             size_t i = (size_t)(i0 + a);                                            \
-            A[a] = (arow){x->q + i * k, x->d + i * (k / 32), x->s + i * (k / 32),    \
-                          x->c + i * (k / x->group)};                               \
+            A[a] = (arow){.d = x->d + i * (k / 32), .s = x->s + i * (k / 32)};       \
+            UNROLL                                                                  \
+            for (int j = 0; j < DIG; j++) {                                         \
+                A[a].q[j] = x->q + (i * DIG + j) * k;                               \
+                A[a].c[j] = x->c + (i * DIG + j) * ng;                              \
+            }                                                                       \
         }                                                                           \
         __m512 acc[2][MR];                                                          \
         UNROLL                                                                      \
@@ -252,7 +266,7 @@ AI void unit_q6_k(const uint8_t *U, const arow *A, int I, int u, __m512 *y) {
                 if (PF)                                                             \
                     for (size_t o = 0; o < ub; o += 64)                             \
                         _mm_prefetch((const char *)U + PF_BYTES + o, _MM_HINT_T1);  \
-                UNIT(U, A, I, u, acc[p]);                                           \
+                UNIT(U, A, I, u, acc[p], DIG);                                      \
             }                                                                       \
         UNROLL                                                                      \
         for (int p = 0; p < P; p++)                                                 \
@@ -260,14 +274,14 @@ AI void unit_q6_k(const uint8_t *U, const arow *A, int I, int u, __m512 *y) {
             for (int a = 0; a < I; a++)                                             \
                 _mm512_storeu_ps(y + (size_t)(i0 + a) * ldy + 16 * (p0 + p), acc[p][a]); \
     }                                                                               \
-    void NAME(float *y, int ldy, const hr_qact32 *x, int n, const hr_tensor *w,     \
-              int m0, int m1) {                                                     \
+    AI void NAME##_run(float *y, int ldy, const hr_qact32 *x, int n, const hr_tensor *w, \
+                       int m0, int m1, int DIG) {                                   \
         const uint8_t *wd = w->data;                                                \
         int uc = hr_x16_unit_cols(w->dtype), nu = x->k / uc;                        \
         size_t ub = hr_x16_unit_bytes(w->dtype), pb = (size_t)nu * ub;              \
         int ks = (int)(L1_BYTES / (2 * ub));                                        \
         ks = ks < 1 ? 1 : ks;                                                       \
-        int ib = IBLOCK_BYTES / (2 * x->k) / MR * MR;                               \
+        int ib = IBLOCK_BYTES / (2 * x->k * DIG) / MR * MR;                         \
         ib = ib < MR ? MR : ib;                                                     \
         int pe = m1 / 16;                                                           \
         for (int i0 = 0; i0 < n; i0 += ib) {                                        \
@@ -278,17 +292,28 @@ AI void unit_q6_k(const uint8_t *U, const arow *A, int I, int u, __m512 *y) {
                     int u1 = nu - u0 < ks ? nu : u0 + ks, i = i0;                   \
                     for (; i + MR <= i1; i += MR)                                   \
                         if (P == 2)                                                 \
-                            NAME##_tile(y, ldy, x, i, MR, wd, pb, p, 2, u0, u1, ub, i == i0); \
+                            NAME##_tile(y, ldy, x, i, MR, wd, pb, p, 2, u0, u1, ub, i == i0, \
+                                        DIG);                                       \
                         else                                                        \
-                            NAME##_tile(y, ldy, x, i, MR, wd, pb, p, 1, u0, u1, ub, i == i0); \
+                            NAME##_tile(y, ldy, x, i, MR, wd, pb, p, 1, u0, u1, ub, i == i0, \
+                                        DIG);                                       \
                     for (; i < i1; i++)                                             \
                         if (P == 2)                                                 \
-                            NAME##_tile(y, ldy, x, i, 1, wd, pb, p, 2, u0, u1, ub, i == i0); \
+                            NAME##_tile(y, ldy, x, i, 1, wd, pb, p, 2, u0, u1, ub, i == i0, \
+                                        DIG);                                       \
                         else                                                        \
-                            NAME##_tile(y, ldy, x, i, 1, wd, pb, p, 1, u0, u1, ub, i == i0); \
+                            NAME##_tile(y, ldy, x, i, 1, wd, pb, p, 1, u0, u1, ub, i == i0, \
+                                        DIG);                                       \
                 }                                                                   \
             }                                                                       \
         }                                                                           \
+    }                                                                               \
+    void NAME(float *y, int ldy, const hr_qact32 *x, int n, const hr_tensor *w,     \
+              int m0, int m1) {                                                     \
+        if (x->digits == 3)                                                         \
+            NAME##_run(y, ldy, x, n, w, m0, m1, 3);                                 \
+        else                                                                        \
+            NAME##_run(y, ldy, x, n, w, m0, m1, 1);                                 \
     }
 
 GEMM_X16(hr__gemm_x16_q8_0_avx512, unit_q8_0)

@@ -98,17 +98,19 @@ static void qact32_worker(void *p, int ith, int nth) {
     long lo, hi;
     hr_split(t->n, ith, nth, &lo, &hi);
     const hr_qact32 *a = &t->q32;
-    int k = a->k, off = hr_qdot_offset(t->w->dtype);
+    int k = a->k, D = a->digits, off = hr_qdot_offset(t->w->dtype);
     for (long i = lo; i < hi; i++)
-        hr_cpu()->qact32_row(t->x + (size_t)i * t->ldx, k, off, a->group,
-                             (int8_t *)a->q + (size_t)i * k, (float *)a->d + (size_t)i * (k / 32),
-                             (int32_t *)a->c + (size_t)i * (k / a->group),
-                             (float *)a->s + (size_t)i * (k / 32));
+        (D == 3 ? hr_cpu()->qact24_row : hr_cpu()->qact32_row)(
+            t->x + (size_t)i * t->ldx, k, off, a->group, (int8_t *)a->q + (size_t)i * D * k,
+            (float *)a->d + (size_t)i * (k / 32), (int32_t *)a->c + (size_t)i * D * (k / a->group),
+            (float *)a->s + (size_t)i * (k / 32));
 }
 
-/* HEARTH_QUANT_ACT=f32 keeps GGUF weights on the f32-activation kernels,
- * =rows on the integer kernels of the file's row layout (no repacking),
- * =int8 adds 4-bit MLX affine weights to the integer path. */
+/* HEARTH_QUANT_ACT (docs/quantization.md): unset, GGUF weights in the x16
+ * layout take int8 activations and 4-bit MLX affine weights (as Q4_1) 24-bit
+ * ones; =int8 gives both int8, =int24 both 24-bit; =rows keeps GGUF weights
+ * in the file's row layout (the row integer kernels) and MLX ones on the f32
+ * kernels; =f32 puts every quantized matrix on the f32 kernels. */
 static const char *quant_act(void) {
     static const char *v;
     if (!v) {
@@ -123,12 +125,12 @@ bool hr_matmul_supports(hr_dtype t) {
     return (unsigned)t < HR_DTYPE_COUNT && hr_cpu()->gemm[t] != NULL;
 }
 
-/* HEARTH_QUANT_ACT=int8 puts 4-bit MLX affine matrices on the integer path
- * too, as Q4_1 (the same formula, w = d * nibble + m) when every scale and
- * bias has an exact f16; 16 rows at a time through a Q4_1 scratch. */
+/* 4-bit MLX affine matrices go to the x16 kernels as Q4_1 (the same
+ * formula, w = d * nibble + m) when every scale and bias has an exact f16;
+ * 16 rows at a time through a Q4_1 scratch. */
 static bool affine4_as_q4_1(const hr_tensor *w) {
     return w->dtype == HR_DTYPE_AFFINE && w->q.bits == 4 && w->q.group % 32 == 0 &&
-           !strcmp(quant_act(), "int8");
+           strcmp(quant_act(), "rows") != 0;
 }
 
 /* 1 packed, 0 a scale or bias without an exact f16, -1 out of memory */
@@ -180,15 +182,20 @@ int hr_matmul_prepare(hr_tensor *w, void **mem) {
     as.data = p;
     as.nbytes = bytes;
     as.layout = HR_LAYOUT_X16;
+    /* int8 activations for GGUF weights (as llama.cpp), 24-bit (f32-grade)
+     * ones for MLX weights, unless HEARTH_QUANT_ACT says which */
+    bool int8 = affine ? !strcmp(quant_act(), "int8") : strcmp(quant_act(), "int24") != 0;
+    as.act_digits = int8 ? 1 : 3;
     *w = as;
     *mem = p;
     return 1;
 }
 
 /* Scratch bytes for the quantized activations of n rows of k: the row
- * layout's q, d4, c4, s4 (4 bytes a value) bound the x16 layout's q, d, s,
- * c (at most 1.5 bytes a value: groups of 16 or more) */
-static size_t scratch_bytes(size_t nk) { return nk * 4 + 64; }
+ * layout's q, d4, c4, s4 (4 bytes a value), and the x16 layout's q, d, s,
+ * c (at most 3 + 1/4 + 3/4 bytes a value: 3 digits, groups of 16 or more,
+ * plus alignment) */
+static size_t scratch_bytes(size_t nk) { return nk * 4 + 128; }
 
 bool hr_matmul_reserve(hr_pool *pool, int n, int k) {
     return !pool || hr_pool_scratch(pool, scratch_bytes((size_t)n * k)) != NULL;
@@ -203,10 +210,10 @@ static void run_task(hr_pool *pool, matmul_task *t) {
     int k = (int)w->shape[1], n = t->n;
     size_t nk = (size_t)n * k, bytes = 0;
     bool x16 = w->layout == HR_LAYOUT_X16;
-    int G = hr_qdot_group(w->dtype);
+    int G = hr_qdot_group(w->dtype), D = w->act_digits == 3 ? 3 : 1;
     t->fn = K->gemm[w->dtype];
-    if (x16) /* q: nk bytes; d, s: nk/32 floats; c: nk/G ints */
-        bytes = nk + (nk / 32) * 8 + (nk / (size_t)G) * 4 + 64;
+    if (x16) /* q: D nk bytes; d, s: nk/32 floats; c: D nk/G ints */
+        bytes = D * nk + 63 + (nk / 32) * 8 + D * (nk / (size_t)G) * 4 + 64;
     else if (K->gemm_i8[w->dtype] && k % 64 == 0 && int8_path_enabled())
         bytes = nk * 4; /* q: nk bytes; d4, c4, s4: nk/4 x 4 bytes */
     void *owned = NULL;
@@ -214,11 +221,12 @@ static void run_task(hr_pool *pool, matmul_task *t) {
     hr_task_fn quantize = NULL;
     if (x16) {
         HR_ASSERT(K->gemm_x16[w->dtype] && b); /* no f32 kernel reads this layout */
-        size_t at = (nk + 63) / 64 * 64;
+        size_t at = (D * nk + 63) / 64 * 64;
         t->fn_x16 = K->gemm_x16[w->dtype];
         t->q32 = (hr_qact32){.q = (int8_t *)b, .d = (float *)(b + at),
                              .s = (float *)(b + at + nk / 32 * 4),
-                             .c = (int32_t *)(b + at + nk / 32 * 8), .k = k, .group = G};
+                             .c = (int32_t *)(b + at + nk / 32 * 8), .k = k, .group = G,
+                             .digits = D};
         quantize = qact32_worker;
     } else if (b) {
         t->fn_i8 = K->gemm_i8[w->dtype];
@@ -257,6 +265,7 @@ void hr_matmul_multi(hr_pool *pool, const float *x, int ldx, int n, int count,
         for (; i < count && t.n_parts < MAX_PARTS; i++) {
             const hr_tensor *v = out[i].w;
             if (v->dtype != w->dtype || v->layout != w->layout || v->shape[1] != w->shape[1] ||
+                v->act_digits != w->act_digits ||
                 (w->dtype == HR_DTYPE_AFFINE && memcmp(&v->q, &w->q, sizeof v->q)))
                 break;
             t.part[t.n_parts++] = (mm_part){out[i].y, out[i].ldy, (int)v->shape[0], v,

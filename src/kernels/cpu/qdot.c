@@ -65,6 +65,40 @@ void hr_qact32_row(const float *x, int k, int off, int group, int8_t *q, float *
     }
 }
 
+#define H24 8355711 /* 127 * (2^16 + 2^8 + 1): the largest |x_int| */
+
+/* the balanced base-256 digit of v (v - digit is a multiple of 256) */
+static int digit(int v) { return (int)(int8_t)(uint8_t)(v & 0xFF); }
+
+void hr_qact24_row(const float *x, int k, int off, int group, int8_t *q, float *d, int32_t *c,
+                   float *s) {
+    int8_t *hi = q, *mid = q + k, *lo = q + 2 * k;
+    for (int b = 0; b < k / 32; b++) {
+        const float *xb = x + 32 * b;
+        float amax = 0;
+        for (int i = 0; i < 32; i++) {
+            float a = fabsf(xb[i]);
+            amax = a > amax ? a : amax;
+        }
+        float id = amax > 0 ? (float)H24 / amax : 0.0f;
+        d[b] = amax / (float)H24;
+        int sum = 0;
+        for (int i = 0; i < 32; i++) {
+            float v = nearbyintf(xb[i] * id); /* NaN -> -H24, as cvtps + clamp */
+            int xi = (int)(v >= -H24 ? (v <= H24 ? v : H24) : -H24);
+            int l = digit(xi), r = (xi - l) / 256, m = digit(r);
+            hi[32 * b + i] = (int8_t)((r - m) / 256);
+            mid[32 * b + i] = (int8_t)m;
+            lo[32 * b + i] = (int8_t)l;
+            sum += xi;
+        }
+        s[b] = d[b] * (float)sum;
+    }
+    for (int j = 0; j < 3; j++)
+        for (int g = 0; g < k / group; g++)
+            c[j * (k / group) + g] = -off * qsum(q + (size_t)j * k + g * group, group);
+}
+
 void hr_qdot_block(const hr_tensor *w, int64_t row, int64_t blk, uint8_t u[32],
                    float sw[2], float mn[2]) {
     if (w->layout == HR_LAYOUT_X16) {
@@ -158,23 +192,29 @@ void hr__gemm_i8_scalar(float *y, int ldy, const hr_qact *x, int n,
 
 void hr__gemm_x16_scalar(float *y, int ldy, const hr_qact32 *x, int n, const hr_tensor *w,
                          int m0, int m1) {
-    int k = x->k, G = x->group;
+    int k = x->k, G = x->group, D = x->digits == 3 ? 3 : 1;
     bool has_min = hr_qdot_has_min(w->dtype);
     for (int j = m0; j < m1; j++)
         for (int i = 0; i < n; i++) {
-            const int8_t *q = x->q + (size_t)i * k;
+            const int8_t *q = x->q + (size_t)i * D * k;
             const float *d = x->d + (size_t)i * (k / 32), *s = x->s + (size_t)i * (k / 32);
-            const int32_t *c = x->c + (size_t)i * (k / G);
+            const int32_t *c = x->c + (size_t)i * D * (k / G);
             float acc = 0;
             for (int blk = 0; blk < k / 32; blk++) {
                 uint8_t u[32];
                 float sw[2], mn[2];
                 hr_qdot_block(w, j, blk, u, sw, mn);
                 for (int e0 = 0; e0 < 32; e0 += G) {
-                    int dot = c[(32 * blk + e0) / G];
-                    for (int e = e0; e < e0 + G; e++)
-                        dot += (int)u[e] * (int)q[32 * blk + e];
-                    acc = fmaf((float)dot, sw[e0 / 16] * d[blk], acc);
+                    int dot[3];
+                    for (int p = 0; p < D; p++) {
+                        dot[p] = c[p * (k / G) + (32 * blk + e0) / G];
+                        for (int e = e0; e < e0 + G; e++)
+                            dot[p] += (int)u[e] * (int)q[(size_t)p * k + 32 * blk + e];
+                    }
+                    float v = D == 1 ? (float)dot[0]
+                                     : fmaf((float)dot[0], 65536.0f,
+                                            (float)(dot[1] * 256 + dot[2]));
+                    acc = fmaf(v, sw[e0 / 16] * d[blk], acc);
                 }
                 if (has_min)
                     acc = fmaf(mn[0], s[blk], acc);

@@ -61,6 +61,20 @@ int hr_qdot_group(hr_dtype t);
  * bits whatever rows it runs with. */
 void hr_qact32_row(const float *x, int k, int off, int group, int8_t *q, float *d, int32_t *c,
                    float *s);
+
+/* ---- 24-bit activations (hr_qact32 digits = 3): f32-grade ------------------
+ * Each 32-block b has d[b] = max|x| / H, H = 127 * (2^16 + 2^8 + 1), and
+ * x_int = round(x / d) (ties to even, |x_int| <= H) written in balanced
+ * base 256 as three int8 digits, x_int = 2^16 hi + 2^8 mid + lo (each in
+ * [-128, 127]; planes hi, mid, lo of k bytes each, in that order, per row);
+ * s[b] = d * (float)(sum of the block's x_int); c per digit and group:
+ * -off * (the group's sum of that digit). The rounding is at most
+ * max|x| / 2^24 per element, below f32's own. Per group the three exact
+ * integer dots D_hi, D_mid, D_lo (each starting at its c) give
+ *   v = fma((float)D_hi, 2^16, (float)(2^8 D_mid + D_lo))
+ * and y = fma(v, sw_g * d[b], y) as above; the min term is the same. */
+void hr_qact24_row(const float *x, int k, int off, int group, int8_t *q, float *d, int32_t *c,
+                   float *s);
 void hr__gemm_x16_scalar(float *y, int ldy, const hr_qact32 *x, int n, const hr_tensor *w,
                          int m0, int m1);
 
