@@ -28,17 +28,46 @@
 
 #include "qmat.h"
 
-static const hr_dtype DTS[] = {HR_DTYPE_Q8_0, HR_DTYPE_Q4_0, HR_DTYPE_Q4_1,
-                               HR_DTYPE_Q4_K, HR_DTYPE_Q5_K, HR_DTYPE_Q6_K};
-#define NDTS (sizeof DTS / sizeof DTS[0])
+/* The x16 formats: the GGUF types, then MLX affine (bf16 scales, as
+ * mlx-community models) at 4 and 8 bits and groups of 32, 64, 128. The
+ * activation side (qdot.h's off, group) depends on the dtype only. */
+typedef struct fmt {
+    hr_dtype t;
+    int bits, group;
+} fmt;
+static const fmt FMTS[] = {
+    {HR_DTYPE_Q8_0, 0, 0},   {HR_DTYPE_Q4_0, 0, 0},   {HR_DTYPE_Q4_1, 0, 0},
+    {HR_DTYPE_Q4_K, 0, 0},   {HR_DTYPE_Q5_K, 0, 0},   {HR_DTYPE_Q6_K, 0, 0},
+    {HR_DTYPE_AFFINE, 4, 32}, {HR_DTYPE_AFFINE, 4, 64}, {HR_DTYPE_AFFINE, 4, 128},
+    {HR_DTYPE_AFFINE, 8, 32}, {HR_DTYPE_AFFINE, 8, 64}, {HR_DTYPE_AFFINE, 8, 128},
+};
+#define NFMTS (sizeof FMTS / sizeof FMTS[0])
+#define NGGUF 6 /* the first NGGUF are GGUF types */
 
-static bool kquant(hr_dtype t) { return hr_x16_unit_cols(t) == 256; }
+static bool kquant(hr_dtype t) {
+    return t == HR_DTYPE_Q4_K || t == HR_DTYPE_Q5_K || t == HR_DTYPE_Q6_K;
+}
+
+/* an m x k matrix of format f (raw: random K-quant bytes, not quantizer-made) */
+static qmat make_f(hr_rng *rng, const fmt *f, int m, int k, bool raw) {
+    bool a = f->t == HR_DTYPE_AFFINE;
+    return make_q(rng, f->t, f->bits, f->group, a ? HR_DTYPE_BF16 : HR_DTYPE_F32, m, k,
+                  raw && kquant(f->t));
+}
+
+static const char *fmt_name(const fmt *f) {
+    static char buf[16];
+    if (f->t != HR_DTYPE_AFFINE)
+        return hr_dtype_name(f->t);
+    snprintf(buf, sizeof buf, "A%dg%d", f->bits, f->group);
+    return buf;
+}
 
 /* w repacked into a new tensor (data owned by *mem) */
 static hr_tensor packed(const hr_tensor *w, void **mem) {
     hr_tensor p = *w;
     *mem = malloc(hr_x16_bytes(w));
-    hr_x16_pack(w, 0, w->shape[0] / 16, *mem);
+    assert_true(hr_x16_pack(w, 0, w->shape[0] / 16, *mem));
     p.data = *mem;
     p.nbytes = hr_x16_bytes(w);
     p.layout = HR_LAYOUT_X16;
@@ -94,30 +123,33 @@ static void test_pack_exact(void **state) {
     (void)state;
     hr_rng rng;
     hr_rng_seed(&rng, 61);
-    for (size_t d = 0; d < NDTS; d++)
+    for (size_t d = 0; d < NFMTS; d++)
         for (int raw = 0; raw < 2; raw++) {
             int m = 48, k = 512;
-            qmat w = make_q(&rng, DTS[d], 0, 0, HR_DTYPE_F32, m, k, raw && kquant(DTS[d]));
+            qmat w = make_f(&rng, &FMTS[d], m, k, raw);
             void *mem;
             hr_tensor p = packed(&w.t, &mem);
-            assert_int_equal(p.nbytes, (size_t)(m / 16) * (k / hr_x16_unit_cols(DTS[d])) *
-                                           hr_x16_unit_bytes(DTS[d]));
+            assert_int_equal(p.nbytes, (size_t)(m / 16) * (k / hr_x16_unit_cols(&w.t)) *
+                                           hr_x16_unit_bytes(&w.t));
+            /* as many bytes as the file's (affine: 16-bit scales and biases) */
+            if (FMTS[d].t == HR_DTYPE_AFFINE)
+                assert_int_equal(p.nbytes, hr_tensor_bytes(&w.t));
             float a[512], b[512];
             for (int j = 0; j < m; j++) {
-                for (int blk = 0; blk < k / 32; blk++) {
+                for (int blk = 0; blk < k / 32 && d < NGGUF; blk++) {
                     uint8_t u0[32], u1[32];
                     float sw0[2], sw1[2], mn0[2], mn1[2];
                     hr_qdot_block(&w.t, j, blk, u0, sw0, mn0);
                     hr_qdot_block(&p, j, blk, u1, sw1, mn1);
                     if (memcmp(u0, u1, 32) || memcmp(sw0, sw1, 8) || memcmp(mn0, mn1, 8))
                         fail_msg("%s row %d block %d differs after packing",
-                                 hr_dtype_name(DTS[d]), j, blk);
+                                 fmt_name(&FMTS[d]), j, blk);
                 }
                 hr_dequant_range(&w.t, j, 0, k, a);
                 hr_dequant_range(&p, j, 0, k, b);
                 for (int e = 0; e < k; e++)
                     if (memcmp(&a[e], &b[e], 4))
-                        fail_msg("%s row %d column %d: %g vs %g", hr_dtype_name(DTS[d]), j, e,
+                        fail_msg("%s row %d column %d: %g vs %g", fmt_name(&FMTS[d]), j, e,
                                  b[e], a[e]);
                 hr_dequant_range(&p, j, 37, 100, b); /* a range inside blocks */
                 assert_memory_equal(a + 37, b, 100 * sizeof *b);
@@ -143,10 +175,10 @@ static void test_qact32(void **state) {
     float d4[192], s4[192];
     int32_t c4[192];
     hr_qact_row(x, k, 0, q4, d4, c4, s4);
-    for (size_t d = 0; d < NDTS; d++) {
-        qx r = quantize(NULL, x, 1, k, DTS[d]);
+    for (size_t d = 0; d < NGGUF; d++) {
+        qx r = quantize(NULL, x, 1, k, FMTS[d].t);
         assert_memory_equal(r.q, q4, (size_t)k);
-        int G = r.a.group, off = hr_qdot_offset(DTS[d]);
+        int G = r.a.group, off = hr_qdot_offset(FMTS[d].t);
         for (int b = 0; b < k / 32; b++) {
             int sum = 0;
             for (int e = 0; e < 32; e++)
@@ -164,7 +196,7 @@ static void test_qact32(void **state) {
             const hr_cpu_kernels *K = hr_cpu_isa((hr_isa)isa);
             if (!K || !K->qact32_row)
                 continue;
-            qx v = quantize(K, x, 1, k, DTS[d]);
+            qx v = quantize(K, x, 1, k, FMTS[d].t);
             assert_memory_equal(v.q, r.q, (size_t)k);
             assert_memory_equal(v.d, r.d, (size_t)k / 32 * 4);
             assert_memory_equal(v.s, r.s, (size_t)k / 32 * 4);
@@ -195,9 +227,9 @@ static void test_qact24(void **state) {
     for (int i = 192; i < 224; i++)
         x[i] = i == 200 ? 1e-38f : 0.0f;
     x[300] = INFINITY;     /* d = inf, id = 0: the other values go to 0, inf * 0 = NaN -> -H */
-    for (size_t dt = 0; dt < NDTS; dt++) {
-        qx r = quantize_d(NULL, x, 1, K, DTS[dt], 3);
-        int G = r.a.group, off = hr_qdot_offset(DTS[dt]);
+    for (size_t dt = 0; dt < NGGUF; dt++) {
+        qx r = quantize_d(NULL, x, 1, K, FMTS[dt].t, 3);
+        int G = r.a.group, off = hr_qdot_offset(FMTS[dt].t);
         const int8_t *hi = r.q, *mid = r.q + K, *lo = r.q + 2 * K;
         for (int b = 0; b < K / 32; b++) {
             float amax = 0; /* NaNs ignored */
@@ -236,7 +268,7 @@ static void test_qact24(void **state) {
             const hr_cpu_kernels *I = hr_cpu_isa((hr_isa)isa);
             if (!I || !I->qact24_row)
                 continue;
-            qx v = quantize_d(I, x, 1, K, DTS[dt], 3);
+            qx v = quantize_d(I, x, 1, K, FMTS[dt].t, 3);
             assert_memory_equal(v.q, r.q, (size_t)K * 3);
             assert_memory_equal(v.d, r.d, (size_t)K / 32 * 4);
             assert_memory_equal(v.s, r.s, (size_t)K / 32 * 4);
@@ -260,9 +292,10 @@ static void test_scalar_bound(void **state) {
     for (int i = 0; i < n * k; i++)
         x[i] = frand(&rng) * (i % 97 == 0 ? 20.0f : 1.0f);
     float *wf = malloc((size_t)k * sizeof *wf);
-    for (size_t d = 0; d < NDTS; d++) {
-        qx a = quantize(NULL, x, n, k, DTS[d]), a3 = quantize_d(NULL, x, n, k, DTS[d], 3);
-        qmat w = make_q(&rng, DTS[d], 0, 0, HR_DTYPE_F32, m, k, false);
+    for (size_t d = 0; d < NFMTS; d++) {
+        hr_dtype t = FMTS[d].t;
+        qx a = quantize(NULL, x, n, k, t), a3 = quantize_d(NULL, x, n, k, t, 3);
+        qmat w = make_f(&rng, &FMTS[d], m, k, false);
         void *mem;
         hr_tensor p = packed(&w.t, &mem);
         hr__gemm_x16_scalar(y, m, &a.a, n, &p, 0, m);
@@ -284,7 +317,7 @@ static void test_scalar_bound(void **state) {
             }
         }
         printf("%-4s: int8 x16 path within %.2f of the activation rounding bound; 24-bit "
-               "within %.1e of sum |x w| (plain f32 %.1e)\n", hr_dtype_name(DTS[d]), worst, w24,
+               "within %.1e of sum |x w| (plain f32 %.1e)\n", fmt_name(&FMTS[d]), worst, w24,
                w32);
         assert_true(w24 <= 0x1p-20);
         free(mem);
@@ -309,15 +342,15 @@ static void test_isas(void **state) {
     int checked = 0;
     for (int isa = 0; isa < HR_ISA_COUNT; isa++) {
         const hr_cpu_kernels *K = hr_cpu_isa((hr_isa)isa);
-        for (size_t d = 0; d < NDTS && K; d++) {
-            if (!K->gemm_x16[DTS[d]])
+        for (size_t d = 0; d < NFMTS && K; d++) {
+            hr_dtype t = FMTS[d].t;
+            if (!K->gemm_x16[t])
                 continue;
             for (int raw = 0; raw < 2; raw++)
                 for (size_t ki = 0; ki < 2; ki++)
                     for (size_t mi = 0; mi < 3; mi++) {
                         int k = ks[ki], m = ms[mi], m0 = m > 16 ? 16 : 0;
-                        qmat w = make_q(&rng, DTS[d], 0, 0, HR_DTYPE_F32, m, k,
-                                        raw && kquant(DTS[d]));
+                        qmat w = make_f(&rng, &FMTS[d], m, k, raw);
                         void *mem;
                         hr_tensor p = packed(&w.t, &mem);
                         for (size_t ni = 0; ni < sizeof ns / sizeof ns[0]; ni++) {
@@ -328,14 +361,14 @@ static void test_isas(void **state) {
                             float *yr = calloc((size_t)n * m, sizeof *yr);
                             float *y = calloc((size_t)n * m, sizeof *y);
                             for (int D = 1; D <= 3; D += 2) {
-                                qx a = quantize_d(NULL, x, n, k, DTS[d], D);
+                                qx a = quantize_d(NULL, x, n, k, t, D);
                                 hr__gemm_x16_scalar(yr, m, &a.a, n, &p, m0, m);
-                                K->gemm_x16[DTS[d]](y, m, &a.a, n, &p, m0, m);
+                                K->gemm_x16[t](y, m, &a.a, n, &p, m0, m);
                                 for (int i = 0; i < n * m; i++)
                                     if (memcmp(&y[i], &yr[i], 4))
                                         fail_msg("%s %s %d digits n %d m %d k %d: output %d: "
                                                  "%.9g vs scalar %.9g", K->name,
-                                                 hr_dtype_name(DTS[d]), D, n, m, k, i, y[i],
+                                                 fmt_name(&FMTS[d]), D, n, m, k, i, y[i],
                                                  yr[i]);
                                 checked++;
                                 qx_free(&a);
@@ -370,8 +403,8 @@ static void test_batch_invariance(void **state) {
     float *all3 = malloc((size_t)n * m * sizeof *all3);
     for (int i = 0; i < n * k; i++)
         x[i] = frand(&rng);
-    for (size_t d = 0; d < NDTS; d++) {
-        qmat w = make_q(&rng, DTS[d], 0, 0, HR_DTYPE_F32, m, k, false);
+    for (size_t d = 0; d < NFMTS; d++) {
+        qmat w = make_f(&rng, &FMTS[d], m, k, false);
         hr_tensor t = w.t;
         void *mem;
         if (hr_matmul_prepare(&t, &mem) != 1) {
@@ -443,12 +476,12 @@ static void test_multi(void **state) {
     free(x);
 }
 
-/* A 4-bit affine matrix with f16-exact scales and biases (bf16 or f16
- * storage; groups of 32, 64, 128) becomes Q4_1 in the x16 layout, with
- * this run's activation digits, whose every value is the affine one, bit
- * for bit, and whose product is within the activation rounding bound; f32
- * scales (not exact in f16) and 8-bit weights keep the affine layout. */
-static void test_affine4(void **state) {
+/* A 4- or 8-bit affine matrix with f16-exact scales and biases (bf16 or
+ * f16 storage; groups of 32, 64, 128) is repacked into the x16 layout,
+ * with this run's activation digits, whose every value is the affine one,
+ * bit for bit, and whose product is within the activation rounding bound;
+ * f32 scales (not exact in f16) and 3-bit weights keep the row layout. */
+static void test_affine(void **state) {
     (void)state;
     hr_rng rng;
     hr_rng_seed(&rng, 97);
@@ -459,34 +492,39 @@ static void test_affine4(void **state) {
         x[i] = frand(&rng);
     static const hr_dtype sdts[] = {HR_DTYPE_BF16, HR_DTYPE_F16};
     static const int groups[] = {32, 64, 128};
-    for (int s = 0; s < 2; s++)
-        for (int g = 0; g < 3; g++) {
-            qmat w = make_q(&rng, HR_DTYPE_AFFINE, 4, groups[g], sdts[s], m, k, false);
-            hr_tensor t = w.t;
-            void *mem;
-            assert_int_equal(hr_matmul_prepare(&t, &mem), 1);
-            assert_int_equal(t.dtype, HR_DTYPE_Q4_1);
-            assert_int_equal(t.layout, HR_LAYOUT_X16);
-            assert_int_equal(t.act_digits, g_digits);
-            for (int j = 0; j < m; j++) {
-                hr_dequant_range(&w.t, j, 0, k, a);
-                hr_dequant_range(&t, j, 0, k, b);
-                if (memcmp(a, b, sizeof a))
-                    fail_msg("affine %s group %d row %d: values differ as Q4_1",
-                             hr_dtype_name(sdts[s]), groups[g], j);
+    for (int bits = 4; bits <= 8; bits += 4)
+        for (int s = 0; s < 2; s++)
+            for (int g = 0; g < 3; g++) {
+                qmat w = make_q(&rng, HR_DTYPE_AFFINE, bits, groups[g], sdts[s], m, k, false);
+                hr_tensor t = w.t;
+                void *mem;
+                assert_int_equal(hr_matmul_prepare(&t, &mem), 1);
+                assert_int_equal(t.dtype, HR_DTYPE_AFFINE);
+                assert_int_equal(t.layout, HR_LAYOUT_X16);
+                assert_int_equal(t.act_digits, g_digits);
+                for (int j = 0; j < m; j++) {
+                    hr_dequant_range(&w.t, j, 0, k, a);
+                    hr_dequant_range(&t, j, 0, k, b);
+                    if (memcmp(a, b, sizeof a))
+                        fail_msg("affine %d-bit %s group %d row %d: values differ in x16", bits,
+                                 hr_dtype_name(sdts[s]), groups[g], j);
+                }
+                qx q = quantize_d(NULL, x, n, k, HR_DTYPE_AFFINE, g_digits);
+                hr_matmul(NULL, y, m, x, k, n, &t, NULL);
+                double worst = check_rounding_bound(x, n, k, &w.t, m, y, q.d, 32);
+                printf("affine %d-bit %s g%-3d in x16, %d digits: within %.2f of the activation "
+                       "rounding bound\n", bits, hr_dtype_name(sdts[s]), groups[g], g_digits,
+                       worst);
+                qx_free(&q);
+                free(mem);
+                qmat_free(&w);
             }
-            qx q = quantize_d(NULL, x, n, k, HR_DTYPE_Q4_1, g_digits);
-            hr_matmul(NULL, y, m, x, k, n, &t, NULL);
-            double worst = check_rounding_bound(x, n, k, &w.t, m, y, q.d, 32);
-            printf("affine4 %s g%-3d as Q4_1, %d digits: within %.2f of the activation "
-                   "rounding bound\n", hr_dtype_name(sdts[s]), groups[g], g_digits, worst);
-            qx_free(&q);
-            free(mem);
-            qmat_free(&w);
-        }
-    for (int bits = 4; bits <= 8; bits += 4) {
-        qmat w = make_q(&rng, HR_DTYPE_AFFINE, bits, 64,
-                        bits == 4 ? HR_DTYPE_F32 : HR_DTYPE_BF16, m, k, false);
+    static const struct {
+        int bits;
+        hr_dtype sdt;
+    } kept[] = {{4, HR_DTYPE_F32}, {8, HR_DTYPE_F32}, {3, HR_DTYPE_BF16}};
+    for (size_t i = 0; i < sizeof kept / sizeof kept[0]; i++) {
+        qmat w = make_q(&rng, HR_DTYPE_AFFINE, kept[i].bits, 64, kept[i].sdt, m, k, false);
         hr_tensor t = w.t;
         void *mem;
         assert_int_equal(hr_matmul_prepare(&t, &mem), 0);
@@ -506,7 +544,7 @@ int main(int argc, char **argv) {
         const struct CMUnitTest tests[] = {
             cmocka_unit_test(test_batch_invariance),
             cmocka_unit_test(test_multi),
-            cmocka_unit_test(test_affine4),
+            cmocka_unit_test(test_affine),
         };
         return cmocka_run_group_tests_name("x16_int24", tests, NULL, NULL);
     }
@@ -519,7 +557,7 @@ int main(int argc, char **argv) {
         cmocka_unit_test(test_isas),
         cmocka_unit_test(test_batch_invariance),
         cmocka_unit_test(test_multi),
-        cmocka_unit_test(test_affine4),
+        cmocka_unit_test(test_affine),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -187,9 +187,9 @@ static void rm_rf(const char *p) {
 static void src_of(const char *name, char *buf, size_t n);
 
 /* dtype BF16: the model and its scales in bf16, as mlx-community models
- * are; their 4-bit matrices run on the x16 kernels (as Q4_1, 24-bit
- * activations) where the CPU has them. Otherwise the source's dtype: f32
- * scales, which have no exact f16, keep the f32 kernels. */
+ * are; their matrices run on the x16 kernels (24-bit activations) where
+ * the CPU has them. Otherwise the source's dtype: f32 scales, which have
+ * no exact f16, keep the f32 kernels. */
 typedef struct mlx_case {
     int bits;
     double bpw;
@@ -213,14 +213,11 @@ static void run_mlx(const char *name, const mlx_case *mc, int *steps, double *wo
     /* the quantized model really is quantized, on the kernels meant */
     const hr_tensor *wd = &mq->layers[0].w_down;
     bool x16 = wd->layout == HR_LAYOUT_X16;
-    if (mc->dtype == HR_DTYPE_BF16 && bits == 4 && hr_cpu()->gemm_x16[HR_DTYPE_Q4_1])
+    if (mc->dtype == HR_DTYPE_BF16 && hr_cpu()->gemm_x16[HR_DTYPE_AFFINE])
         assert_true(x16);
-    if (x16) {
-        assert_int_equal(wd->dtype, HR_DTYPE_Q4_1);
+    assert_int_equal(wd->dtype, HR_DTYPE_AFFINE);
+    if (x16)
         assert_int_equal(wd->act_digits, 3);
-    } else {
-        assert_int_equal(wd->dtype, HR_DTYPE_AFFINE);
-    }
     owned own = {0};
     dequantize_model(mr, &own);
     hr_runner *rq = NULL, *rr = NULL;
@@ -275,7 +272,8 @@ static void test_mlx_case(void **state) {
     static const mlx_case cases[] = {{8, 0, HR_DTYPE_COUNT},
                                      {4, 0, HR_DTYPE_COUNT},
                                      {4, 5.0, HR_DTYPE_COUNT},
-                                     {4, 0, HR_DTYPE_BF16}};
+                                     {4, 0, HR_DTYPE_BF16},
+                                     {8, 0, HR_DTYPE_BF16}};
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         int steps = 0;
         double worst = 0;
@@ -492,7 +490,7 @@ static void make_wide(const char *dir) {
 /* ---- MLX 4-bit on the integer path (HEARTH_QUANT_ACT=int8) ---------------------
  * Run as `test_quant_parity --int8` with HEARTH_QUANT_ACT=int8 (ctest
  * test_quant_parity_int8; the choice is made once per process): the 4-bit
- * model's matrices become Q4_1 (exact values) run with int8 activations,
+ * model's matrices are repacked (exact values) and run with int8 activations,
  * bounded by KL against the same model dequantized to f32 (the exact path),
  * about 3x the worst measured (docs/quantization.md). */
 #define INT8_KL_MEAN 5e-3
@@ -513,8 +511,9 @@ static void test_mlx_int8_case(void **state) {
     hr_model *mq = NULL, *mr = NULL;
     if (hr_model_open(&mq, dst, &err) || hr_model_open(&mr, dst, &err))
         fail_msg("%s: %s", name, err.msg);
-    assert_int_equal(mq->layers[0].w_down.dtype, HR_DTYPE_Q4_1);
+    assert_int_equal(mq->layers[0].w_down.dtype, HR_DTYPE_AFFINE);
     assert_int_equal(mq->layers[0].w_down.layout, HR_LAYOUT_X16);
+    assert_int_equal(mq->layers[0].w_down.act_digits, 1);
     owned own = {0};
     dequantize_model(mr, &own);
     prompts ps = load_prompts(src);

@@ -69,7 +69,9 @@ void hr__qact_row_avx512(const float *x, int k, int off, int8_t *q, float *d4, i
     void hr__gemm_x16_q5_k_##isa(float *, int, const hr_qact32 *, int,        \
                                  const hr_tensor *, int, int);                \
     void hr__gemm_x16_q6_k_##isa(float *, int, const hr_qact32 *, int,        \
-                                 const hr_tensor *, int, int);
+                                 const hr_tensor *, int, int);                \
+    void hr__gemm_x16_affine_##isa(float *, int, const hr_qact32 *, int,      \
+                                   const hr_tensor *, int, int);
 
 HR__GEMM_X16_DECL(avx512)
 void hr__softmax_scalar(float *x, int n); /* expf */
@@ -89,7 +91,8 @@ void hr__qact24_row_avx512(const float *x, int k, int off, int group, int8_t *q,
 #define HR__GEMM_X16_TABLE(isa)                                                 \
     [HR_DTYPE_Q8_0] = hr__gemm_x16_q8_0_##isa, [HR_DTYPE_Q4_0] = hr__gemm_x16_q4_0_##isa, \
     [HR_DTYPE_Q4_1] = hr__gemm_x16_q4_1_##isa, [HR_DTYPE_Q4_K] = hr__gemm_x16_q4_k_##isa, \
-    [HR_DTYPE_Q5_K] = hr__gemm_x16_q5_k_##isa, [HR_DTYPE_Q6_K] = hr__gemm_x16_q6_k_##isa
+    [HR_DTYPE_Q5_K] = hr__gemm_x16_q5_k_##isa, [HR_DTYPE_Q6_K] = hr__gemm_x16_q6_k_##isa, \
+    [HR_DTYPE_AFFINE] = hr__gemm_x16_affine_##isa
 
 #define HR__GEMM_I8_TABLE(isa)                                                  \
     [HR_DTYPE_Q8_0] = hr__gemm_i8_q8_0_##isa, [HR_DTYPE_Q4_0] = hr__gemm_i8_q4_0_##isa, \

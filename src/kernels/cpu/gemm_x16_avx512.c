@@ -132,6 +132,47 @@ AI void unit_q4_1(const uint8_t *U, const arow *A, int I, int u, __m512 *y, int 
     unit_q4(U, A, I, u, y, 64, 1, DIG);
 }
 
+/* MLX affine, BITS 4 or 8, NB 32-column blocks per group (the unit): the
+ * group's s and b (f16) serve every block, each block scaled by its own
+ * activation d as Q4_1's */
+AI void unit_affine(const uint8_t *U, const arow *A, int I, int u, __m512 *y, int BITS, int NB,
+                    int DIG) {
+    __m512 sw = f16x16(U), mn = f16x16(U + 32);
+    UNROLL
+    for (int e = 0; e < NB; e++) {
+        int b = NB * u + e;
+        const uint8_t *Q = U + 64 + (BITS == 4 ? 256 : 512) * e;
+        iacc acc[MR];
+        acc_init(acc, A, I, b, DIG);
+        if (BITS == 4) {
+            UNROLL
+            for (int c = 0; c < 4; c++) {
+                __m512i v = _mm512_loadu_si512(Q + 64 * c);
+                acc_dot(acc, lo4(v), A, I, 32 * b + 4 * c, DIG);
+                acc_dot(acc, hi4(v), A, I, 32 * b + 16 + 4 * c, DIG);
+            }
+        } else {
+            UNROLL
+            for (int c = 0; c < 8; c++)
+                acc_dot(acc, _mm512_loadu_si512(Q + 64 * c), A, I, 32 * b + 4 * c, DIG);
+        }
+        scale_add(y, acc, sw, A, I, b, DIG);
+        min_add(y, mn, A, I, b);
+    }
+}
+
+#define AFFINE_UNIT(BITS, NB)                                                               \
+    AI void unit_a##BITS##_##NB(const uint8_t *U, const arow *A, int I, int u, __m512 *y,   \
+                                int DIG) {                                                  \
+        unit_affine(U, A, I, u, y, BITS, NB, DIG);                                          \
+    }
+AFFINE_UNIT(4, 1)
+AFFINE_UNIT(4, 2)
+AFFINE_UNIT(4, 4)
+AFFINE_UNIT(8, 1)
+AFFINE_UNIT(8, 2)
+AFFINE_UNIT(8, 4)
+
 /* x16.h's byte offsets */
 enum { K_D = 0, K_DMIN = 32, K_SC = 64, K_MN = 192, K_NIB = 320, K_HB = 2368 };
 enum { S_D = 0, S_SC = 32, S_NIB = 288, S_HB = 2336 };
@@ -236,7 +277,7 @@ AI void unit_q6_k(const uint8_t *U, const arow *A, int I, int u, __m512 *y, int 
  * leaves the 4-bit formats' decode short of the memory bandwidth). Into L2
  * (T1), 4 KiB ahead: the decode matvecs of Qwen3-0.6B Q4_0 read 24.4 GB/s
  * against 22.4 for T0 at 2 KiB (Q4_K 23.4 vs 22.0; prefill unchanged). */
-#define GEMM_X16(NAME, UNIT)                                                        \
+#define GEMM_X16(LINKAGE, NAME, UNIT)                                               \
     AI void NAME##_tile(float *y, int ldy, const hr_qact32 *x, int i0, int I,       \
                         const uint8_t *w, size_t pb, int p0, int P, int u0, int u1,  \
                         size_t ub, int PF, int DIG) {                               \
@@ -277,8 +318,8 @@ AI void unit_q6_k(const uint8_t *U, const arow *A, int I, int u, __m512 *y, int 
     AI void NAME##_run(float *y, int ldy, const hr_qact32 *x, int n, const hr_tensor *w, \
                        int m0, int m1, int DIG) {                                   \
         const uint8_t *wd = w->data;                                                \
-        int uc = hr_x16_unit_cols(w->dtype), nu = x->k / uc;                        \
-        size_t ub = hr_x16_unit_bytes(w->dtype), pb = (size_t)nu * ub;              \
+        int uc = hr_x16_unit_cols(w), nu = x->k / uc;                               \
+        size_t ub = hr_x16_unit_bytes(w), pb = (size_t)nu * ub;                     \
         int ks = (int)(L1_BYTES / (2 * ub));                                        \
         ks = ks < 1 ? 1 : ks;                                                       \
         int ib = IBLOCK_BYTES / (2 * x->k * DIG) / MR * MR;                         \
@@ -308,17 +349,32 @@ AI void unit_q6_k(const uint8_t *U, const arow *A, int I, int u, __m512 *y, int 
             }                                                                       \
         }                                                                           \
     }                                                                               \
-    void NAME(float *y, int ldy, const hr_qact32 *x, int n, const hr_tensor *w,     \
-              int m0, int m1) {                                                     \
+    LINKAGE void NAME(float *y, int ldy, const hr_qact32 *x, int n, const hr_tensor *w, \
+                      int m0, int m1) {                                             \
         if (x->digits == 3)                                                         \
             NAME##_run(y, ldy, x, n, w, m0, m1, 3);                                 \
         else                                                                        \
             NAME##_run(y, ldy, x, n, w, m0, m1, 1);                                 \
     }
 
-GEMM_X16(hr__gemm_x16_q8_0_avx512, unit_q8_0)
-GEMM_X16(hr__gemm_x16_q4_0_avx512, unit_q4_0)
-GEMM_X16(hr__gemm_x16_q4_1_avx512, unit_q4_1)
-GEMM_X16(hr__gemm_x16_q4_k_avx512, unit_q4_k)
-GEMM_X16(hr__gemm_x16_q5_k_avx512, unit_q5_k)
-GEMM_X16(hr__gemm_x16_q6_k_avx512, unit_q6_k)
+GEMM_X16(, hr__gemm_x16_q8_0_avx512, unit_q8_0)
+GEMM_X16(, hr__gemm_x16_q4_0_avx512, unit_q4_0)
+GEMM_X16(, hr__gemm_x16_q4_1_avx512, unit_q4_1)
+GEMM_X16(, hr__gemm_x16_q4_k_avx512, unit_q4_k)
+GEMM_X16(, hr__gemm_x16_q5_k_avx512, unit_q5_k)
+GEMM_X16(, hr__gemm_x16_q6_k_avx512, unit_q6_k)
+GEMM_X16(static, x16_a4_g32, unit_a4_1)
+GEMM_X16(static, x16_a4_g64, unit_a4_2)
+GEMM_X16(static, x16_a4_g128, unit_a4_4)
+GEMM_X16(static, x16_a8_g32, unit_a8_1)
+GEMM_X16(static, x16_a8_g64, unit_a8_2)
+GEMM_X16(static, x16_a8_g128, unit_a8_4)
+
+/* MLX affine (hr_x16_supports: 4 or 8 bits, groups 32, 64, 128) */
+void hr__gemm_x16_affine_avx512(float *y, int ldy, const hr_qact32 *x, int n,
+                                const hr_tensor *w, int m0, int m1) {
+    static const hr_gemm_x16_fn fn[2][3] = {{x16_a4_g32, x16_a4_g64, x16_a4_g128},
+                                            {x16_a8_g32, x16_a8_g64, x16_a8_g128}};
+    int g = w->q.group == 32 ? 0 : w->q.group == 64 ? 1 : 2;
+    fn[w->q.bits == 8][g](y, ldy, x, n, w, m0, m1);
+}

@@ -107,9 +107,9 @@ static void qact32_worker(void *p, int ith, int nth) {
 }
 
 /* HEARTH_QUANT_ACT (docs/quantization.md): unset, GGUF weights in the x16
- * layout take int8 activations and 4-bit MLX affine weights (as Q4_1) 24-bit
- * ones; =int8 gives both int8, =int24 both 24-bit; =rows keeps GGUF weights
- * in the file's row layout (the row integer kernels) and MLX ones on the f32
+ * layout take int8 activations and MLX affine weights 24-bit ones; =int8
+ * gives both int8, =int24 both 24-bit; =rows keeps GGUF weights in the
+ * file's row layout (the row integer kernels) and MLX ones on the f32
  * kernels; =f32 puts every quantized matrix on the f32 kernels. */
 static const char *quant_act(void) {
     static const char *v;
@@ -125,68 +125,33 @@ bool hr_matmul_supports(hr_dtype t) {
     return (unsigned)t < HR_DTYPE_COUNT && hr_cpu()->gemm[t] != NULL;
 }
 
-/* 4-bit MLX affine matrices go to the x16 kernels as Q4_1 (the same
- * formula, w = d * nibble + m) when every scale and bias has an exact f16;
- * 16 rows at a time through a Q4_1 scratch. */
-static bool affine4_as_q4_1(const hr_tensor *w) {
-    return w->dtype == HR_DTYPE_AFFINE && w->q.bits == 4 && w->q.group % 32 == 0 &&
-           strcmp(quant_act(), "rows") != 0;
-}
-
-/* 1 packed, 0 a scale or bias without an exact f16, -1 out of memory */
-static int pack_affine4(const hr_tensor *w, const hr_tensor *as, uint8_t *dst) {
-    size_t rb = hr_tensor_row_bytes(as), pb = hr_x16_bytes(as) / (size_t)(w->shape[0] / 16);
-    uint8_t *rows = malloc(16 * rb);
-    if (!rows)
-        return -1;
-    hr_tensor panel = *as;
-    panel.shape[0] = 16;
-    panel.data = rows;
-    bool ok = true;
-    for (int64_t p = 0; ok && p < w->shape[0] / 16; p++) {
-        for (int r = 0; ok && r < 16; r++)
-            ok = hr_affine4_q4_1_row(w, 16 * p + r, rows + (size_t)r * rb);
-        if (ok)
-            hr_x16_pack(&panel, 0, 1, dst + (size_t)p * pb);
-    }
-    free(rows);
-    return ok;
-}
-
+/* GGUF matrices and 4- and 8-bit MLX affine ones (when every scale and
+ * bias has an exact f16) are repacked into the x16 layout, where the CPU
+ * has its kernels. */
 int hr_matmul_prepare(hr_tensor *w, void **mem) {
     *mem = NULL;
-    hr_tensor as = *w; /* w as the x16 kernels will see it */
-    bool affine = affine4_as_q4_1(w);
-    if (affine) {
-        as.dtype = HR_DTYPE_Q4_1;
-        memset(&as.q, 0, sizeof as.q);
-    }
-    if (w->ndim != 2 || w->layout != HR_LAYOUT_ROWS || !hr_x16_supports(as.dtype) ||
-        !hr_cpu()->gemm_x16[as.dtype] || !int8_path_enabled() || !strcmp(quant_act(), "rows") ||
-        w->shape[0] % 16 || w->shape[1] % 64 || w->shape[1] % hr_x16_unit_cols(as.dtype))
+    if (w->ndim != 2 || w->layout != HR_LAYOUT_ROWS || !hr_x16_supports(w) ||
+        !hr_cpu()->gemm_x16[w->dtype] || !int8_path_enabled() || !strcmp(quant_act(), "rows") ||
+        w->shape[0] % 16 || w->shape[1] % 64 || w->shape[1] % hr_x16_unit_cols(w))
         return 0;
-    size_t bytes = hr_x16_bytes(&as);
+    size_t bytes = hr_x16_bytes(w);
     uint8_t *p = aligned_alloc(64, (bytes + 63) / 64 * 64);
     if (!p)
         return -1;
-    int packed = affine ? pack_affine4(w, &as, p) : 1;
-    if (packed <= 0) {
-        if (!packed)
-            hr_log(HR_LOG_INFO, "%s: a scale or bias has no exact f16; kept on the f32 path",
-                   w->name ? w->name : "matrix");
+    if (!hr_x16_pack(w, 0, w->shape[0] / 16, p)) {
+        hr_log(HR_LOG_INFO, "%s: a scale or bias has no exact f16; kept on the f32 path",
+               w->name ? w->name : "matrix");
         free(p);
-        return packed;
+        return 0;
     }
-    if (!affine)
-        hr_x16_pack(w, 0, w->shape[0] / 16, p);
-    as.data = p;
-    as.nbytes = bytes;
-    as.layout = HR_LAYOUT_X16;
     /* int8 activations for GGUF weights (as llama.cpp), 24-bit (f32-grade)
      * ones for MLX weights, unless HEARTH_QUANT_ACT says which */
+    bool affine = w->dtype == HR_DTYPE_AFFINE;
     bool int8 = affine ? !strcmp(quant_act(), "int8") : strcmp(quant_act(), "int24") != 0;
-    as.act_digits = int8 ? 1 : 3;
-    *w = as;
+    w->data = p;
+    w->nbytes = bytes;
+    w->layout = HR_LAYOUT_X16;
+    w->act_digits = int8 ? 1 : 3;
     *mem = p;
     return 1;
 }
@@ -266,7 +231,8 @@ void hr_matmul_multi(hr_pool *pool, const float *x, int ldx, int n, int count,
             const hr_tensor *v = out[i].w;
             if (v->dtype != w->dtype || v->layout != w->layout || v->shape[1] != w->shape[1] ||
                 v->act_digits != w->act_digits ||
-                (w->dtype == HR_DTYPE_AFFINE && memcmp(&v->q, &w->q, sizeof v->q)))
+                (w->dtype == HR_DTYPE_AFFINE &&
+                 (v->q.bits != w->q.bits || v->q.group != w->q.group)))
                 break;
             t.part[t.n_parts++] = (mm_part){out[i].y, out[i].ldy, (int)v->shape[0], v,
                                             out[i].bias};

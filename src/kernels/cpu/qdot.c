@@ -6,7 +6,8 @@
 #include <math.h>
 
 bool hr_qdot_has_min(hr_dtype t) {
-    return t == HR_DTYPE_Q4_1 || t == HR_DTYPE_Q4_K || t == HR_DTYPE_Q5_K;
+    return t == HR_DTYPE_Q4_1 || t == HR_DTYPE_Q4_K || t == HR_DTYPE_Q5_K ||
+           t == HR_DTYPE_AFFINE;
 }
 
 int hr_qdot_group(hr_dtype t) { return t == HR_DTYPE_Q6_K ? 16 : 32; }

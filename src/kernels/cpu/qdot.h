@@ -16,6 +16,7 @@
  *   Q8_0  u = q + 128   off = 128   sw = d          mn = 0
  *   Q4_0  u = nibble    off = 8     sw = d          mn = 0
  *   Q4_1  u = nibble    off = 0     sw = d          mn = m
+ *   AFFINE (MLX 4/8-bit, x16 layout only)  u = q  off = 0  sw = s  mn = b
  *   Q4_K  u = 4-bit q   off = 0     sw = d * sc     mn = -dmin * min
  *   Q5_K  u = 5-bit q   off = 0     sw = d * sc     mn = -dmin * min
  *   Q6_K  u = 6-bit q   off = 32    sw = d * sc     mn = 0
@@ -45,7 +46,7 @@ int hr_qdot_offset(hr_dtype t);
 void hr_qdot_block(const hr_tensor *w, int64_t row, int64_t blk, uint8_t u[32],
                    float sw[2], float mn[2]);
 
-/* Whether the format has mn (Q4_1, Q4_K, Q5_K), and the columns one weight
+/* Whether the format has mn (Q4_1, Q4_K, Q5_K, AFFINE), and the columns one weight
  * scale spans (16 for Q6_K, 32 for the others). */
 bool hr_qdot_has_min(hr_dtype t);
 int hr_qdot_group(hr_dtype t);

@@ -181,24 +181,11 @@ static bool f16_exact(float v, uint16_t *h) {
     return back == v && signbit(back) == signbit(v);
 }
 
-bool hr_affine4_q4_1_row(const hr_tensor *w, int64_t row, uint8_t *out) {
-    int64_t cols = w->shape[1], ng = cols / w->q.group;
-    const uint8_t *r = (const uint8_t *)w->data + (size_t)row * hr_tensor_row_bytes(w);
-    hr_block_q4_1 *B = (hr_block_q4_1 *)out;
-    for (int64_t b = 0; b < cols / 32; b++) {
-        int64_t g = b * 32 / w->q.group;
-        uint16_t d, m;
-        if (!f16_exact(load_float(w->q.scales, w->q.sdtype, (size_t)(row * ng + g)), &d) ||
-            !f16_exact(load_float(w->q.biases, w->q.sdtype, (size_t)(row * ng + g)), &m))
-            return false;
-        uint8_t q[32];
-        hr_affine_unpack(r, 4, b * 32, 32, q);
-        B[b].d = d;
-        B[b].m = m;
-        for (int i = 0; i < 16; i++)
-            B[b].qs[i] = (uint8_t)(q[i] | q[i + 16] << 4);
-    }
-    return true;
+bool hr_affine_f16_params(const hr_tensor *w, int64_t row, int64_t g, uint16_t *s,
+                          uint16_t *b) {
+    size_t at = (size_t)(row * (w->shape[1] / w->q.group) + g);
+    return f16_exact(load_float(w->q.scales, w->q.sdtype, at), s) &&
+           f16_exact(load_float(w->q.biases, w->q.sdtype, at), b);
 }
 
 /* ---- MLX affine quantization (mlx/backend/cpu/quantized.cpp) ------------- */

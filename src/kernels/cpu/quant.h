@@ -40,11 +40,11 @@ void hr_dequant_range(const hr_tensor *w, int64_t row, int64_t c0, int64_t n,
  * packed row (e0 a multiple of 8). */
 void hr_affine_unpack(const uint8_t *row, int bits, int64_t e0, int n, uint8_t *q);
 
-/* Row `row` of a 4-bit affine weight (group a multiple of 32) as k/32 Q4_1
- * blocks (w = d * nibble + m, the same formula): false, and out partly
- * written, when a scale or bias has no exact f16 (so the blocks' values
- * would not be the affine ones). */
-bool hr_affine4_q4_1_row(const hr_tensor *w, int64_t row, uint8_t *out);
+/* The scale and bias of group g of row `row` of an affine weight as f16
+ * bits: false when either has no exact f16 (so f16 copies would change the
+ * weights' values). */
+bool hr_affine_f16_params(const hr_tensor *w, int64_t row, int64_t g, uint16_t *s,
+                          uint16_t *b);
 
 /* ---- quantizers -------------------------------------------------------- */
 

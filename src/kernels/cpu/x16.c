@@ -1,6 +1,7 @@
 /* The x16 layout (x16.h): packing at load and the scalar read-back. */
 #include "kernels/cpu/x16.h"
 #include "kernels/cpu/qdot.h"
+#include "kernels/cpu/quant.h"
 #include "kernels/cpu/quant_blocks.h"
 
 #include <string.h>
@@ -11,27 +12,38 @@ enum {
     S_D = 0, S_SC = 32, S_NIB = 288, S_HB = 2336,                       /* Q6_K */
 };
 
-bool hr_x16_supports(hr_dtype t) { return hr_x16_unit_bytes(t) != 0; }
+static bool affine(const hr_tensor *w) { return w->dtype == HR_DTYPE_AFFINE; }
 
-int hr_x16_unit_cols(hr_dtype t) {
+bool hr_x16_supports(const hr_tensor *w) {
+    if (affine(w))
+        return (w->q.bits == 4 || w->q.bits == 8) && w->q.group % 32 == 0 &&
+               w->q.group <= 128;
+    return hr_x16_unit_bytes(w) != 0;
+}
+
+int hr_x16_unit_cols(const hr_tensor *w) {
+    hr_dtype t = w->dtype;
+    if (affine(w))
+        return w->q.group;
     return t == HR_DTYPE_Q4_K || t == HR_DTYPE_Q5_K || t == HR_DTYPE_Q6_K ? 256 : 32;
 }
 
-size_t hr_x16_unit_bytes(hr_dtype t) {
-    switch (t) {
+size_t hr_x16_unit_bytes(const hr_tensor *w) {
+    switch (w->dtype) {
     case HR_DTYPE_Q8_0: return 32 + 512;
     case HR_DTYPE_Q4_0: return 32 + 256;
     case HR_DTYPE_Q4_1: return 64 + 256;
     case HR_DTYPE_Q4_K: return K_HB;
     case HR_DTYPE_Q5_K: return K_HB + 512;
     case HR_DTYPE_Q6_K: return S_HB + 1024;
+    case HR_DTYPE_AFFINE: return 64 + (size_t)(w->q.group / 32) * (w->q.bits == 4 ? 256 : 512);
     default: return 0;
     }
 }
 
 size_t hr_x16_bytes(const hr_tensor *w) {
-    return (size_t)(w->shape[0] / 16) * (size_t)(w->shape[1] / hr_x16_unit_cols(w->dtype)) *
-           hr_x16_unit_bytes(w->dtype);
+    return (size_t)(w->shape[0] / 16) * (size_t)(w->shape[1] / hr_x16_unit_cols(w)) *
+           hr_x16_unit_bytes(w);
 }
 
 static void put16(uint8_t *p, uint16_t v) { memcpy(p, &v, 2); }
@@ -115,30 +127,73 @@ static void pack_unit(hr_dtype t, const uint8_t *src, int r, uint8_t *dst) {
     }
 }
 
-void hr_x16_pack(const hr_tensor *w, int64_t p0, int64_t p1, uint8_t *dst) {
-    int64_t units = w->shape[1] / hr_x16_unit_cols(w->dtype);
-    size_t ub = hr_x16_unit_bytes(w->dtype), rb = hr_tensor_row_bytes(w);
+/* Unit b (group b) of row `row` of an affine weight, as row r of its panel */
+static bool pack_affine_unit(const hr_tensor *w, int64_t row, int64_t b, int r, uint8_t *dst) {
+    uint16_t s, m;
+    if (!hr_affine_f16_params(w, row, b, &s, &m))
+        return false;
+    put16(dst + 2 * r, s);
+    put16(dst + 32 + 2 * r, m);
+    const uint8_t *src = (const uint8_t *)w->data + (size_t)row * hr_tensor_row_bytes(w);
+    int bits = w->q.bits;
+    for (int e = 0; e < w->q.group / 32; e++) {
+        uint8_t q[32];
+        hr_affine_unpack(src, bits, b * w->q.group + 32 * e, 32, q);
+        uint8_t *blk = dst + 64 + (size_t)e * (bits == 4 ? 256 : 512);
+        for (int c = 0; c < (bits == 4 ? 4 : 8); c++)
+            for (int t = 0; t < 4; t++)
+                blk[64 * c + 4 * r + t] =
+                    bits == 4 ? (uint8_t)(q[4 * c + t] | q[16 + 4 * c + t] << 4) : q[4 * c + t];
+    }
+    return true;
+}
+
+bool hr_x16_pack(const hr_tensor *w, int64_t p0, int64_t p1, uint8_t *dst) {
+    int64_t units = w->shape[1] / hr_x16_unit_cols(w);
+    size_t ub = hr_x16_unit_bytes(w), rb = hr_tensor_row_bytes(w);
     size_t sb = rb / (size_t)units; /* GGUF bytes of one unit of a row */
     for (int64_t p = p0; p < p1; p++)
         for (int r = 0; r < 16; r++) {
-            const uint8_t *row = (const uint8_t *)w->data + (size_t)(16 * p + r) * rb;
-            for (int64_t b = 0; b < units; b++)
-                pack_unit(w->dtype, row + (size_t)b * sb, r,
-                          dst + ((size_t)p * (size_t)units + (size_t)b) * ub);
+            int64_t row = 16 * p + r;
+            for (int64_t b = 0; b < units; b++) {
+                uint8_t *U = dst + ((size_t)p * (size_t)units + (size_t)b) * ub;
+                if (affine(w)) {
+                    if (!pack_affine_unit(w, row, b, r, U))
+                        return false;
+                } else {
+                    pack_unit(w->dtype, (const uint8_t *)w->data + (size_t)row * rb +
+                                            (size_t)b * sb, r, U);
+                }
+            }
         }
+    return true;
 }
 
 void hr_x16_block(const hr_tensor *w, int64_t row, int64_t blk, uint8_t u[32], float sw[2],
                   float mn[2]) {
     hr_dtype t = w->dtype;
-    int per = hr_x16_unit_cols(t) / 32, r = (int)(row % 16);
-    int64_t units = w->shape[1] / hr_x16_unit_cols(t);
+    int per = hr_x16_unit_cols(w) / 32, r = (int)(row % 16);
+    int64_t units = w->shape[1] / hr_x16_unit_cols(w);
     const uint8_t *U = (const uint8_t *)w->data +
                        ((size_t)(row / 16) * (size_t)units + (size_t)(blk / per)) *
-                           hr_x16_unit_bytes(t);
+                           hr_x16_unit_bytes(w);
     int e = (int)(blk % per), s = e / 2, odd = e & 1;
     mn[0] = mn[1] = 0;
     switch (t) {
+    case HR_DTYPE_AFFINE: {
+        const uint8_t *q = U + 64 + (size_t)e * (w->q.bits == 4 ? 256 : 512);
+        for (int i = 0; i < 32; i++) {
+            if (w->q.bits == 8) {
+                u[i] = q[64 * (i / 4) + 4 * r + i % 4];
+            } else {
+                uint8_t v = q[64 * (i % 16 / 4) + 4 * r + i % 4];
+                u[i] = (uint8_t)(i < 16 ? v & 0xF : v >> 4);
+            }
+        }
+        sw[0] = sw[1] = hr_f16_to_f32(get16(U + 2 * r));
+        mn[0] = mn[1] = hr_f16_to_f32(get16(U + 32 + 2 * r));
+        return;
+    }
     case HR_DTYPE_Q8_0:
         for (int i = 0; i < 32; i++)
             u[i] = U[32 + 64 * (i / 4) + 4 * r + i % 4];

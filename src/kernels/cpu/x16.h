@@ -23,9 +23,14 @@
  *   Q6_K  u16 d[16];  i8 sc[16][16];  u8 nib[4][8][16][4] as Q4_K (low 4 bits);
  *         u16 hb[4][8][16]: bits 2t..2t+1 the top 2 bits of block 2s column
  *         4c+t, bits 8+2t.. those of block 2s+1
+ *   MLX affine, 4 or 8 bits, a unit per group (32, 64 or 128 columns):
+ *         u16 s[16], b[16] (f16, exact copies of the scale and bias), then
+ *         per 32-column block of the group: 4-bit as Q4_1's nib[4][16][4];
+ *         8-bit u8 q[8][16][4], q[c][r][t] = q of column 4c+t
  * Panels follow each other; a unit takes as many bytes as 16 of the
  * format's blocks, except Q4_K/Q5_K (+64 bytes: the 6-bit scales and mins
- * as bytes) -- 2.8% / 2.3% more than the file. */
+ * as bytes) -- 2.8% / 2.3% more than the file; an affine unit as many as
+ * the file's 16 rows of the group with 16-bit scales. */
 #ifndef HR_KERNELS_X16_H
 #define HR_KERNELS_X16_H
 
@@ -35,19 +40,21 @@
 #include <stddef.h>
 #include <stdint.h>
 
-/* Whether t has an x16 layout. */
-bool hr_x16_supports(hr_dtype t);
+/* Whether w's format (dtype; bits and group for affine) has an x16 layout. */
+bool hr_x16_supports(const hr_tensor *w);
 
-/* Columns per unit (32 or 256) and bytes per 16-row unit of dtype t. */
-int hr_x16_unit_cols(hr_dtype t);
-size_t hr_x16_unit_bytes(hr_dtype t);
+/* Columns per unit (32, 64, 128 or 256) and bytes per 16-row unit of w's
+ * format. */
+int hr_x16_unit_cols(const hr_tensor *w);
+size_t hr_x16_unit_bytes(const hr_tensor *w);
 
-/* Bytes of w (rows a multiple of 16, GGUF layout) repacked. */
+/* Bytes of w (rows a multiple of 16, the file's layout) repacked. */
 size_t hr_x16_bytes(const hr_tensor *w);
 
 /* Repack panels [p0, p1) of w into dst (hr_x16_bytes(w) bytes in all;
- * panel p at dst + p * (bytes per panel)). */
-void hr_x16_pack(const hr_tensor *w, int64_t p0, int64_t p1, uint8_t *dst);
+ * panel p at dst + p * (bytes per panel)). False (dst partly written) when
+ * an affine scale or bias has no exact f16. */
+bool hr_x16_pack(const hr_tensor *w, int64_t p0, int64_t p1, uint8_t *dst);
 
 /* hr_qdot_block (qdot.h) for a tensor in the x16 layout. */
 void hr_x16_block(const hr_tensor *w, int64_t row, int64_t blk, uint8_t u[32], float sw[2],
