@@ -3,9 +3,10 @@
 # `hearth convert --gguf TYPE` from `hearth synth` models at real shapes),
 # the same thread count, prefill of PROMPT_LEN tokens and decode of GEN_LEN
 # tokens, each the median of REPEATS runs (llama-bench's per-run samples).
-# Also hearth on the MLX 4-bit version of the same weights (f32 activations,
-# and with HEARTH_QUANT_ACT=int8 the integer path), and hearth's decode as %
-# of the memory roofline measured in the same run.
+# Also hearth on the MLX 4-bit version of the same weights (24-bit
+# activations, f32-grade; and with HEARTH_QUANT_ACT=int8 int8 ones) and the
+# MLX 8-bit version, and hearth's decode as % of the memory roofline
+# measured in the same run.
 #   bench/llamacpp.sh [build/hearth]
 #   env: THREADS (2) PROMPT_LEN (512) GEN_LEN (128) REPEATS (3)
 #        SHAPES ("llama-3.2-1b qwen3-0.6b") TYPES ("Q8_0 Q4_0 Q4_K")
@@ -25,12 +26,13 @@ median() { python3 -c "import sys,statistics; print(statistics.median(map(float,
 
 for s in $shapes; do
     [ -f "$dir/$s/config.json" ] || "$bin" synth --shape "$s" --out "$dir/$s" --dtype bf16 >/dev/null
-    for t in $types mlx4 mlx4-int8; do
+    for t in $types mlx4 mlx4-int8 mlx8; do
         act=${HEARTH_QUANT_ACT:-}
         [ "$t" = mlx4-int8 ] && act=int8
-        if [ "$t" = mlx4 ] || [ "$t" = mlx4-int8 ]; then
-            m=$dir/$s-mlx4
-            [ -f "$m/config.json" ] || "$bin" convert --model "$dir/$s" --out "$m" -q --q-bits 4 >/dev/null
+        if [ "${t#mlx}" != "$t" ]; then
+            bits=${t#mlx}; bits=${bits%-int8}
+            m=$dir/$s-mlx$bits
+            [ -f "$m/config.json" ] || "$bin" convert --model "$dir/$s" --out "$m" -q --q-bits "$bits" >/dev/null
         else
             m=$dir/$s-$t.gguf
             [ -f "$m" ] || "$bin" convert --model "$dir/$s" --out "$m" --gguf "$t" >/dev/null
@@ -41,7 +43,7 @@ for s in $shapes; do
         hd=$(echo "$h" | python3 -c "import json,sys; print(json.load(sys.stdin)['decode_tokens_per_s'])")
         hr=$(echo "$h" | python3 -c "import json,sys; print(json.load(sys.stdin)['decode_pct_of_roofline'])")
         lp=-; ld=-
-        if [ "${t#mlx4}" = "$t" ]; then
+        if [ "${t#mlx}" = "$t" ]; then
             j=$("$llbin/llama-bench" -m "$m" -t "$threads" -p "$P" -n "$G" -r "$R" -o jsonl 2>/dev/null)
             lp=$(echo "$j" | python3 -c "
 import json,sys,statistics
@@ -70,7 +72,7 @@ for s, t, hp, lp, hd, ld, hr in rows:
     r2 = f"{float(hd)/float(ld):6.2f}" if ld != "-" else "     -"
     lpf = f"{float(lp):9.1f}" if lp != "-" else "        -"
     ldf = f"{float(ld):9.2f}" if ld != "-" else "        -"
-    name = {"mlx4": "MLX 4-bit", "mlx4-int8": "MLX 4-bit int8"}.get(t, t)
+    name = {"mlx4": "MLX 4-bit", "mlx4-int8": "MLX 4-bit int8", "mlx8": "MLX 8-bit"}.get(t, t)
     print(f"{s:14} {name:14} {float(hp):9.1f} {lpf} {r1}  {float(hd):8.2f} {ldf} {r2}  "
           f"{float(hr):9.1f}%")
 PY

@@ -307,8 +307,9 @@ static int open_gguf(hr_model *m, const char *path, json_t **cfg, hr_error *err)
     return hr_weights_open_gguf(&m->weights, g, err);
 }
 
-/* Every matrix the kernels can read faster in another layout (GGUF weights
- * on CPUs with the x16 kernels, hr_matmul_prepare) is repacked once here. */
+/* Every matrix the kernels can read faster in another layout (GGUF and MLX
+ * 4/8-bit weights on CPUs with the x16 kernels, hr_matmul_prepare) is
+ * repacked once here. */
 static int repack(hr_model *m, hr_error *err) {
     int nl = m->hp.n_layers, cap = 7 * nl + 2;
     m->repacked = calloc((size_t)cap, sizeof *m->repacked);

@@ -7,8 +7,8 @@
  * repacked weight is batch-invariant on 1 or 3 threads. 4-bit MLX
  * affine weights are repacked as Q4_1 with the same values. The 24-bit
  * activations (3 digits) are checked the same way, and their products are
- * f32-grade. main runs under HEARTH_QUANT_ACT=int8; `--int24` runs the
- * hr_matmul tests under int24 (every x16 matrix takes 3 digits). */
+ * f32-grade. main runs under HEARTH_QUANT_ACT=int8; `--default` runs the
+ * hr_matmul tests with it unset (MLX affine matrices take 3 digits). */
 #include "core/pool.h"
 #include "kernels/cpu/cpu.h"
 #include "kernels/cpu/ops.h"
@@ -74,9 +74,12 @@ static hr_tensor packed(const hr_tensor *w, void **mem) {
     return p;
 }
 
-/* HEARTH_QUANT_ACT of this run (main): int8, or int24 (`test_x16 --int24`,
- * ctest test_x16_int24), which gives hr_matmul_prepare's matrices 3 digits */
+/* The activation digits hr_matmul_prepare gives MLX affine matrices in this
+ * run (main): 1 under HEARTH_QUANT_ACT=int8, 3 with it unset (`test_x16
+ * --default`, ctest test_x16_default); GGUF ones always take 1. */
 static int g_digits = 1;
+
+static int digits_of(hr_dtype t) { return t == HR_DTYPE_AFFINE ? g_digits : 1; }
 
 /* n rows of activations quantized for the x16 kernels of dtype t, in D
  * digits (1: int8; 3: 24-bit) by K's quantizer, or the scalar one */
@@ -360,7 +363,8 @@ static void test_isas(void **state) {
                                 x[i] = frand(&rng);
                             float *yr = calloc((size_t)n * m, sizeof *yr);
                             float *y = calloc((size_t)n * m, sizeof *y);
-                            for (int D = 1; D <= 3; D += 2) {
+                            /* 24-bit activations: MLX affine only */
+                            for (int D = 1; D <= (t == HR_DTYPE_AFFINE ? 3 : 1); D += 2) {
                                 qx a = quantize_d(NULL, x, n, k, t, D);
                                 hr__gemm_x16_scalar(yr, m, &a.a, n, &p, m0, m);
                                 K->gemm_x16[t](y, m, &a.a, n, &p, m0, m);
@@ -411,7 +415,7 @@ static void test_batch_invariance(void **state) {
             qmat_free(&w);
             continue; /* no x16 kernels on this CPU */
         }
-        assert_int_equal(t.act_digits, g_digits);
+        assert_int_equal(t.act_digits, digits_of(w.t.dtype));
         hr_matmul(NULL, all, m, x, k, n, &t, NULL);
         hr_matmul(p3, all3, m, x, k, n, &t, NULL);
         assert_memory_equal(all, all3, (size_t)n * m * sizeof *all);
@@ -453,8 +457,14 @@ static void test_multi(void **state) {
             float *y[3], *ref[3];
             hr_matmul_out out[3];
             for (int i = 0; i < 3; i++) {
+                /* the default run: MLX affine, 24-bit activations; mixed:
+                 * 8 bits among 4 (two jobs) */
                 hr_dtype dt = mixed && i == 1 ? HR_DTYPE_Q6_K : HR_DTYPE_Q4_K;
-                w[i] = make_q(&rng, dt, 0, 0, HR_DTYPE_F32, ms[i], k, false);
+                if (g_digits == 3)
+                    w[i] = make_q(&rng, HR_DTYPE_AFFINE, mixed && i == 1 ? 8 : 4, 64,
+                                  HR_DTYPE_BF16, ms[i], k, false);
+                else
+                    w[i] = make_q(&rng, dt, 0, 0, HR_DTYPE_F32, ms[i], k, false);
                 t[i] = w[i].t;
                 if (pack)
                     hr_matmul_prepare(&t[i], &mem[i]);
@@ -538,15 +548,15 @@ static void test_affine(void **state) {
 int main(int argc, char **argv) {
     /* HEARTH_QUANT_ACT is read once per process: this run checks what
      * hr_matmul_prepare makes under one setting */
-    if (argc > 1 && !strcmp(argv[1], "--int24")) {
+    if (argc > 1 && !strcmp(argv[1], "--default")) {
         g_digits = 3;
-        setenv("HEARTH_QUANT_ACT", "int24", 1);
+        unsetenv("HEARTH_QUANT_ACT");
         const struct CMUnitTest tests[] = {
             cmocka_unit_test(test_batch_invariance),
             cmocka_unit_test(test_multi),
             cmocka_unit_test(test_affine),
         };
-        return cmocka_run_group_tests_name("x16_int24", tests, NULL, NULL);
+        return cmocka_run_group_tests_name("x16_default", tests, NULL, NULL);
     }
     setenv("HEARTH_QUANT_ACT", "int8", 1);
     const struct CMUnitTest tests[] = {

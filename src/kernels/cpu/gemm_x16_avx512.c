@@ -7,7 +7,13 @@
  *   y_a = fma(cvt(acc_a), sw * d_a, y_a)    [y_a = fma(mn, s_a, y_a)]
  * with sw, mn 16-lane vectors of the panel's scales. Nibbles are split with
  * a shift and a mask; the fifth (Q5_K) and top two (Q6_K) bits are spread
- * over the lane's bytes through a 16-entry vpermd table.
+ * over the lane's bytes through a 16-entry vpermd table. With 24-bit
+ * activations (DIG = 3 digit planes) every chunk runs one vpdpbusd per
+ * digit into its own accumulator, and the group's value is
+ * fma(hi, 2^16, 2^8 mid + lo) before the same scale step (MLX affine
+ * only; the GGUF formats are compiled for int8 alone). MLX affine units
+ * (4 or 8 bits, a group of 32-128 columns) run Q4_1's or Q8_0's chunks per
+ * 32-block with the group's scale and bias.
  *
  * Tiles: MR activation rows x 2 panels (32 outputs), one panel after the
  * other over the slice (only one panel's accumulators are busy at a time:
@@ -138,7 +144,6 @@ AI void unit_q4_1(const uint8_t *U, const arow *A, int I, int u, __m512 *y, int 
 AI void unit_affine(const uint8_t *U, const arow *A, int I, int u, __m512 *y, int BITS, int NB,
                     int DIG) {
     __m512 sw = f16x16(U), mn = f16x16(U + 32);
-    UNROLL
     for (int e = 0; e < NB; e++) {
         int b = NB * u + e;
         const uint8_t *Q = U + 64 + (BITS == 4 ? 256 : 512) * e;
@@ -277,7 +282,9 @@ AI void unit_q6_k(const uint8_t *U, const arow *A, int I, int u, __m512 *y, int 
  * leaves the 4-bit formats' decode short of the memory bandwidth). Into L2
  * (T1), 4 KiB ahead: the decode matvecs of Qwen3-0.6B Q4_0 read 24.4 GB/s
  * against 22.4 for T0 at 2 KiB (Q4_K 23.4 vs 22.0; prefill unchanged). */
-#define GEMM_X16(LINKAGE, NAME, UNIT)                                               \
+/* DIGS: the most activation digits the format takes (3: MLX affine; the
+ * GGUF formats only run int8, which keeps this file's compile time down) */
+#define GEMM_X16(LINKAGE, NAME, UNIT, DIGS)                                         \
     AI void NAME##_tile(float *y, int ldy, const hr_qact32 *x, int i0, int I,       \
                         const uint8_t *w, size_t pb, int p0, int P, int u0, int u1,  \
                         size_t ub, int PF, int DIG) {                               \
@@ -351,24 +358,24 @@ AI void unit_q6_k(const uint8_t *U, const arow *A, int I, int u, __m512 *y, int 
     }                                                                               \
     LINKAGE void NAME(float *y, int ldy, const hr_qact32 *x, int n, const hr_tensor *w, \
                       int m0, int m1) {                                             \
-        if (x->digits == 3)                                                         \
+        if (DIGS == 3 && x->digits == 3)                                            \
             NAME##_run(y, ldy, x, n, w, m0, m1, 3);                                 \
         else                                                                        \
             NAME##_run(y, ldy, x, n, w, m0, m1, 1);                                 \
     }
 
-GEMM_X16(, hr__gemm_x16_q8_0_avx512, unit_q8_0)
-GEMM_X16(, hr__gemm_x16_q4_0_avx512, unit_q4_0)
-GEMM_X16(, hr__gemm_x16_q4_1_avx512, unit_q4_1)
-GEMM_X16(, hr__gemm_x16_q4_k_avx512, unit_q4_k)
-GEMM_X16(, hr__gemm_x16_q5_k_avx512, unit_q5_k)
-GEMM_X16(, hr__gemm_x16_q6_k_avx512, unit_q6_k)
-GEMM_X16(static, x16_a4_g32, unit_a4_1)
-GEMM_X16(static, x16_a4_g64, unit_a4_2)
-GEMM_X16(static, x16_a4_g128, unit_a4_4)
-GEMM_X16(static, x16_a8_g32, unit_a8_1)
-GEMM_X16(static, x16_a8_g64, unit_a8_2)
-GEMM_X16(static, x16_a8_g128, unit_a8_4)
+GEMM_X16(, hr__gemm_x16_q8_0_avx512, unit_q8_0, 1)
+GEMM_X16(, hr__gemm_x16_q4_0_avx512, unit_q4_0, 1)
+GEMM_X16(, hr__gemm_x16_q4_1_avx512, unit_q4_1, 1)
+GEMM_X16(, hr__gemm_x16_q4_k_avx512, unit_q4_k, 1)
+GEMM_X16(, hr__gemm_x16_q5_k_avx512, unit_q5_k, 1)
+GEMM_X16(, hr__gemm_x16_q6_k_avx512, unit_q6_k, 1)
+GEMM_X16(static, x16_a4_g32, unit_a4_1, 3)
+GEMM_X16(static, x16_a4_g64, unit_a4_2, 3)
+GEMM_X16(static, x16_a4_g128, unit_a4_4, 3)
+GEMM_X16(static, x16_a8_g32, unit_a8_1, 3)
+GEMM_X16(static, x16_a8_g64, unit_a8_2, 3)
+GEMM_X16(static, x16_a8_g128, unit_a8_4, 3)
 
 /* MLX affine (hr_x16_supports: 4 or 8 bits, groups 32, 64, 128) */
 void hr__gemm_x16_affine_avx512(float *y, int ldy, const hr_qact32 *x, int n,

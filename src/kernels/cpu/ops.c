@@ -108,9 +108,9 @@ static void qact32_worker(void *p, int ith, int nth) {
 
 /* HEARTH_QUANT_ACT (docs/quantization.md): unset, GGUF weights in the x16
  * layout take int8 activations and MLX affine weights 24-bit ones; =int8
- * gives both int8, =int24 both 24-bit; =rows keeps GGUF weights in the
- * file's row layout (the row integer kernels) and MLX ones on the f32
- * kernels; =f32 puts every quantized matrix on the f32 kernels. */
+ * gives both int8; =rows keeps GGUF weights in the file's row layout (the
+ * row integer kernels) and MLX ones on the f32 kernels; =f32 puts every
+ * quantized matrix on the f32 kernels. */
 static const char *quant_act(void) {
     static const char *v;
     if (!v) {
@@ -145,9 +145,8 @@ int hr_matmul_prepare(hr_tensor *w, void **mem) {
         return 0;
     }
     /* int8 activations for GGUF weights (as llama.cpp), 24-bit (f32-grade)
-     * ones for MLX weights, unless HEARTH_QUANT_ACT says which */
-    bool affine = w->dtype == HR_DTYPE_AFFINE;
-    bool int8 = affine ? !strcmp(quant_act(), "int8") : strcmp(quant_act(), "int24") != 0;
+     * ones for MLX weights unless HEARTH_QUANT_ACT=int8 */
+    bool int8 = w->dtype != HR_DTYPE_AFFINE || !strcmp(quant_act(), "int8");
     w->data = p;
     w->nbytes = bytes;
     w->layout = HR_LAYOUT_X16;
