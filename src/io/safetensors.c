@@ -220,6 +220,11 @@ size_t hr_st_count(const hr_st_file *f) { return f->n; }
 const hr_tensor *hr_st_tensor(const hr_st_file *f, size_t i) {
     return i < f->n ? &f->tensors[i] : NULL;
 }
+int hr_st_maps(const hr_st_file *f, const void *p, size_t n) {
+    const unsigned char *b = f->map.data, *q = p;
+    return b && q >= b && n <= f->map.size && (size_t)(q - b) <= f->map.size - n;
+}
+
 const char *hr_st_path(const hr_st_file *f) { return f->path; }
 
 const hr_tensor *hr_st_find(const hr_st_file *f, const char *name) {

@@ -26,6 +26,9 @@ const hr_tensor *hr_st_tensor(const hr_st_file *f, size_t i);
 /* NULL when absent. */
 const hr_tensor *hr_st_find(const hr_st_file *f, const char *name);
 const char *hr_st_path(const hr_st_file *f);
+/* Whether [p, p + n) lies in the file mapping f owns (not when parsed from
+ * memory). */
+int hr_st_maps(const hr_st_file *f, const void *p, size_t n);
 
 /* ---- writing ----------------------------------------------------------- */
 

@@ -7,6 +7,7 @@
 
 #include <dirent.h>
 #include <jansson.h>
+#include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -231,7 +232,10 @@ size_t hr_weights_bytes(const hr_weights *w) {
 }
 
 void hr_weights_drop(const hr_weights *w, const void *p, size_t n) {
-    if (w->gguf && hr_gguf_maps(w->gguf, p, n))
+    bool mapped = w->gguf && hr_gguf_maps(w->gguf, p, n);
+    for (size_t i = 0; i < w->n_files && !mapped; i++)
+        mapped = hr_st_maps(w->files[i], p, n);
+    if (mapped)
         hr_mmap_drop(p, n);
 }
 

@@ -36,6 +36,11 @@ static void test_round_trip(void **state) {
     assert_memory_equal(t->data, a, 24);
     assert_int_equal((uintptr_t)t->data % 8, 0); /* header padded to 8 */
     assert_null(hr_st_find(f, "nope"));
+    /* a tensor's bytes lie in the file mapping (so a repacked one can be
+     * dropped from memory); bytes elsewhere, or running past it, do not */
+    assert_true(hr_st_maps(f, t->data, 24));
+    assert_false(hr_st_maps(f, a, 24));
+    assert_false(hr_st_maps(f, t->data, 1 << 20));
     hr_st_close(f);
     unlink(path);
 }

@@ -134,16 +134,25 @@ static bool pack_affine_unit(const hr_tensor *w, int64_t row, int64_t b, int r, 
         return false;
     put16(dst + 2 * r, s);
     put16(dst + 32 + 2 * r, m);
-    const uint8_t *src = (const uint8_t *)w->data + (size_t)row * hr_tensor_row_bytes(w);
     int bits = w->q.bits;
-    for (int e = 0; e < w->q.group / 32; e++) {
-        uint8_t q[32];
-        hr_affine_unpack(src, bits, b * w->q.group + 32 * e, 32, q);
-        uint8_t *blk = dst + 64 + (size_t)e * (bits == 4 ? 256 : 512);
-        for (int c = 0; c < (bits == 4 ? 4 : 8); c++)
-            for (int t = 0; t < 4; t++)
-                blk[64 * c + 4 * r + t] =
-                    bits == 4 ? (uint8_t)(q[4 * c + t] | q[16 + 4 * c + t] << 4) : q[4 * c + t];
+    /* the group's q: element i at byte i (8-bit) or nibble i of byte i / 2,
+     * low first (4-bit) */
+    const uint8_t *src = (const uint8_t *)w->data + (size_t)row * hr_tensor_row_bytes(w) +
+                         (size_t)b * (size_t)w->q.group * (size_t)bits / 8;
+    for (int e = 0; e < w->q.group / 32; e++, src += 4 * bits) {
+        uint8_t *blk = dst + 64 + (size_t)e * (bits == 4 ? 256 : 512) + 4 * r;
+        if (bits == 8) {
+            for (int c = 0; c < 8; c++)
+                memcpy(blk + 64 * c, src + 4 * c, 4);
+            continue;
+        }
+        for (int c = 0; c < 4; c++)
+            for (int t = 0; t < 4; t++) {
+                int i = 4 * c + t, j = i + 16;
+                unsigned lo = src[i / 2] >> (4 * (i & 1)) & 0xF;
+                unsigned hi = src[j / 2] >> (4 * (j & 1)) & 0xF;
+                blk[64 * c + t] = (uint8_t)(lo | hi << 4);
+            }
     }
     return true;
 }
