@@ -185,6 +185,7 @@ static void run_task(hr_pool *pool, matmul_task *t) {
     hr_task_fn quantize = NULL;
     if (x16) {
         HR_ASSERT(K->gemm_x16[w->dtype] && b); /* no f32 kernel reads this layout */
+        HR_ASSERT(D == 1 || w->dtype == HR_DTYPE_AFFINE); /* gemm_x16_avx512.c's DIGS */
         size_t at = (D * nk + 63) / 64 * 64;
         t->fn_x16 = K->gemm_x16[w->dtype];
         t->q32 = (hr_qact32){.q = (int8_t *)b, .d = (float *)(b + at),

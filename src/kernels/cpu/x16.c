@@ -16,8 +16,8 @@ static bool affine(const hr_tensor *w) { return w->dtype == HR_DTYPE_AFFINE; }
 
 bool hr_x16_supports(const hr_tensor *w) {
     if (affine(w))
-        return (w->q.bits == 4 || w->q.bits == 8) && w->q.group % 32 == 0 &&
-               w->q.group <= 128;
+        return (w->q.bits == 4 || w->q.bits == 8) &&
+               (w->q.group == 32 || w->q.group == 64 || w->q.group == 128);
     return hr_x16_unit_bytes(w) != 0;
 }
 
