@@ -11,8 +11,8 @@
  *   HR_DTYPE_Q8_0 .. HR_DTYPE_Q6_K  GGUF (ggml) blocks of 32 or 256 columns,
  *                    scales inside the blocks (ggml-common.h layouts).
  * `shape` is always the logical (dequantized) shape.
- * GGUF matrices may instead be repacked in panels of 16 rows for the
- * integer kernels (layout HR_LAYOUT_X16, kernels/cpu/x16.h). */
+ * GGUF and MLX 4/8-bit matrices may instead be repacked in panels of 16
+ * rows for the integer kernels (layout HR_LAYOUT_X16, kernels/cpu/x16.h). */
 #ifndef HR_CORE_TENSOR_H
 #define HR_CORE_TENSOR_H
 
