@@ -232,15 +232,20 @@ GEMM_I8(hr__gemm_i8_q4_k_avx512, pair_q4_k, 1)
 GEMM_I8(hr__gemm_i8_q5_k_avx512, pair_q5_k, 1)
 GEMM_I8(hr__gemm_i8_q6_k_avx512, pair_q6_k, 0)
 
+/* max |x| of a 32-block held in x0, x1 (NaNs ignored, as the scalar loop) */
+static inline float amax32(__m512 x0, __m512 x1) {
+    const __m512 absmask = _mm512_castsi512_ps(_mm512_set1_epi32(0x7fffffff));
+    return _mm512_reduce_max_ps(
+        _mm512_max_ps(_mm512_and_ps(x0, absmask), _mm512_and_ps(x1, absmask)));
+}
+
 /* One 32-block as hr_qact_row quantizes it, with the same IEEE operations
  * (max of |x|, the two divisions, x * id rounded half to even by the default
  * MXCSR mode), so bit-identical for finite inputs: q[32] stored, the q as
  * int32 in *q0 (columns 0-15) and *q1, d returned. */
 static inline float qblock(const float *x, int8_t *q, __m512i *q0, __m512i *q1) {
-    const __m512 absmask = _mm512_castsi512_ps(_mm512_set1_epi32(0x7fffffff));
     __m512 x0 = _mm512_loadu_ps(x), x1 = _mm512_loadu_ps(x + 16);
-    float amax = _mm512_reduce_max_ps(
-        _mm512_max_ps(_mm512_and_ps(x0, absmask), _mm512_and_ps(x1, absmask)));
+    float amax = amax32(x0, x1);
     float d = amax / 127.0f, id = amax > 0 ? 127.0f / amax : 0.0f;
     __m512 vid = _mm512_set1_ps(id);
     __m512i lim = _mm512_set1_epi32(127), nlim = _mm512_set1_epi32(-127);
@@ -298,12 +303,10 @@ static inline __m512i digit8(__m512i v) { return _mm512_srai_epi32(_mm512_slli_e
 void hr__qact24_row_avx512(const float *x, int k, int off, int group, int8_t *q, float *d,
                            int32_t *c, float *s) {
     const float H = 8355711.0f;
-    const __m512 absmask = _mm512_castsi512_ps(_mm512_set1_epi32(0x7fffffff));
     int ng = k / group;
     for (int b = 0; b < k / 32; b++) {
         __m512 x0 = _mm512_loadu_ps(x + 32 * b), x1 = _mm512_loadu_ps(x + 32 * b + 16);
-        float amax = _mm512_reduce_max_ps(
-            _mm512_max_ps(_mm512_and_ps(x0, absmask), _mm512_and_ps(x1, absmask)));
+        float amax = amax32(x0, x1);
         float id = amax > 0 ? H / amax : 0.0f;
         d[b] = amax / H;
         __m512 vid = _mm512_set1_ps(id), hi = _mm512_set1_ps(H), lo = _mm512_set1_ps(-H);

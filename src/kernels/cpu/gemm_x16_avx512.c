@@ -104,14 +104,31 @@ AI void min_add(__m512 *y, __m512 mn, const arow *A, int I, int b) {
         y[a] = _mm512_fmadd_ps(mn, _mm512_set1_ps(A[a].s[b]), y[a]);
 }
 
+/* acc += the 32-column block at Q against activation block b: 8 byte
+ * chunks (Q8_0, 8-bit affine) */
+AI void dot_bytes(iacc *acc, const uint8_t *Q, const arow *A, int I, int b, int DIG) {
+    UNROLL
+    for (int c = 0; c < 8; c++)
+        acc_dot(acc, _mm512_loadu_si512(Q + 64 * c), A, I, 32 * b + 4 * c, DIG);
+}
+
+/* the same for 4 nibble chunks (Q4_0, Q4_1, 4-bit affine): low nibbles
+ * columns 4c+t, high ones 16+4c+t */
+AI void dot_nibbles(iacc *acc, const uint8_t *Q, const arow *A, int I, int b, int DIG) {
+    UNROLL
+    for (int c = 0; c < 4; c++) {
+        __m512i v = _mm512_loadu_si512(Q + 64 * c);
+        acc_dot(acc, lo4(v), A, I, 32 * b + 4 * c, DIG);
+        acc_dot(acc, hi4(v), A, I, 32 * b + 16 + 4 * c, DIG);
+    }
+}
+
 /* ---- one unit of one panel, for I activation rows; u: the unit index ---- */
 
 AI void unit_q8_0(const uint8_t *U, const arow *A, int I, int u, __m512 *y, int DIG) {
     iacc acc[MR];
     acc_init(acc, A, I, u, DIG);
-    UNROLL
-    for (int c = 0; c < 8; c++)
-        acc_dot(acc, _mm512_loadu_si512(U + 32 + 64 * c), A, I, 32 * u + 4 * c, DIG);
+    dot_bytes(acc, U + 32, A, I, u, DIG);
     scale_add(y, acc, f16x16(U), A, I, u, DIG);
 }
 
@@ -120,12 +137,7 @@ AI void unit_q4(const uint8_t *U, const arow *A, int I, int u, __m512 *y, int NI
                 int DIG) {
     iacc acc[MR];
     acc_init(acc, A, I, u, DIG);
-    UNROLL
-    for (int c = 0; c < 4; c++) {
-        __m512i v = _mm512_loadu_si512(U + NIB + 64 * c);
-        acc_dot(acc, lo4(v), A, I, 32 * u + 4 * c, DIG);
-        acc_dot(acc, hi4(v), A, I, 32 * u + 16 + 4 * c, DIG);
-    }
+    dot_nibbles(acc, U + NIB, A, I, u, DIG);
     scale_add(y, acc, f16x16(U), A, I, u, DIG);
     if (MIN)
         min_add(y, f16x16(U + 32), A, I, u);
@@ -149,18 +161,10 @@ AI void unit_affine(const uint8_t *U, const arow *A, int I, int u, __m512 *y, in
         const uint8_t *Q = U + 64 + (BITS == 4 ? 256 : 512) * e;
         iacc acc[MR];
         acc_init(acc, A, I, b, DIG);
-        if (BITS == 4) {
-            UNROLL
-            for (int c = 0; c < 4; c++) {
-                __m512i v = _mm512_loadu_si512(Q + 64 * c);
-                acc_dot(acc, lo4(v), A, I, 32 * b + 4 * c, DIG);
-                acc_dot(acc, hi4(v), A, I, 32 * b + 16 + 4 * c, DIG);
-            }
-        } else {
-            UNROLL
-            for (int c = 0; c < 8; c++)
-                acc_dot(acc, _mm512_loadu_si512(Q + 64 * c), A, I, 32 * b + 4 * c, DIG);
-        }
+        if (BITS == 4)
+            dot_nibbles(acc, Q, A, I, b, DIG);
+        else
+            dot_bytes(acc, Q, A, I, b, DIG);
         scale_add(y, acc, sw, A, I, b, DIG);
         min_add(y, mn, A, I, b);
     }

@@ -21,13 +21,19 @@ int hr_qdot_offset(hr_dtype t) {
     }
 }
 
-/* One 32-block: q[32] and the returned d (qdot.h) */
-static float quant_block(const float *x, int8_t *q) {
+/* max |x| over a 32-block (NaNs ignored) */
+static float block_amax(const float *x) {
     float amax = 0;
     for (int i = 0; i < 32; i++) {
         float a = fabsf(x[i]);
         amax = a > amax ? a : amax;
     }
+    return amax;
+}
+
+/* One 32-block: q[32] and the returned d (qdot.h) */
+static float quant_block(const float *x, int8_t *q) {
+    float amax = block_amax(x);
     float d = amax / 127.0f, id = amax > 0 ? 127.0f / amax : 0.0f;
     for (int i = 0; i < 32; i++) {
         float v = nearbyintf(x[i] * id); /* NaN -> -127, as cvtps + clamp */
@@ -76,11 +82,7 @@ void hr_qact24_row(const float *x, int k, int off, int group, int8_t *q, float *
     int8_t *hi = q, *mid = q + k, *lo = q + 2 * k;
     for (int b = 0; b < k / 32; b++) {
         const float *xb = x + 32 * b;
-        float amax = 0;
-        for (int i = 0; i < 32; i++) {
-            float a = fabsf(xb[i]);
-            amax = a > amax ? a : amax;
-        }
+        float amax = block_amax(xb);
         float id = amax > 0 ? (float)H24 / amax : 0.0f;
         d[b] = amax / (float)H24;
         int sum = 0;

@@ -178,6 +178,21 @@ bool hr_x16_pack(const hr_tensor *w, int64_t p0, int64_t p1, uint8_t *dst) {
     return true;
 }
 
+/* u[32] of row r of a 32-column block whose chunks start at q: 8 byte
+ * chunks (Q8_0, 8-bit affine), or 4 nibble chunks (Q4_0, Q4_1, 4-bit
+ * affine: low nibble column 4c+t, high 16+4c+t) */
+static void read_bytes(const uint8_t *q, int r, uint8_t u[32]) {
+    for (int i = 0; i < 32; i++)
+        u[i] = q[64 * (i / 4) + 4 * r + i % 4];
+}
+static void read_nibbles(const uint8_t *q, int r, uint8_t u[32]) {
+    for (int i = 0; i < 16; i++) {
+        uint8_t v = q[64 * (i / 4) + 4 * r + i % 4];
+        u[i] = v & 0xF;
+        u[i + 16] = v >> 4;
+    }
+}
+
 void hr_x16_block(const hr_tensor *w, int64_t row, int64_t blk, uint8_t u[32], float sw[2],
                   float mn[2]) {
     hr_dtype t = w->dtype;
@@ -191,31 +206,18 @@ void hr_x16_block(const hr_tensor *w, int64_t row, int64_t blk, uint8_t u[32], f
     switch (t) {
     case HR_DTYPE_AFFINE: {
         const uint8_t *q = U + 64 + (size_t)e * (w->q.bits == 4 ? 256 : 512);
-        for (int i = 0; i < 32; i++) {
-            if (w->q.bits == 8) {
-                u[i] = q[64 * (i / 4) + 4 * r + i % 4];
-            } else {
-                uint8_t v = q[64 * (i % 16 / 4) + 4 * r + i % 4];
-                u[i] = (uint8_t)(i < 16 ? v & 0xF : v >> 4);
-            }
-        }
+        (w->q.bits == 8 ? read_bytes : read_nibbles)(q, r, u);
         sw[0] = sw[1] = hr_f16_to_f32(get16(U + 2 * r));
         mn[0] = mn[1] = hr_f16_to_f32(get16(U + 32 + 2 * r));
         return;
     }
     case HR_DTYPE_Q8_0:
-        for (int i = 0; i < 32; i++)
-            u[i] = U[32 + 64 * (i / 4) + 4 * r + i % 4];
+        read_bytes(U + 32, r, u);
         sw[0] = sw[1] = hr_f16_to_f32(get16(U + 2 * r));
         return;
     case HR_DTYPE_Q4_0:
     case HR_DTYPE_Q4_1: {
-        const uint8_t *nib = U + (t == HR_DTYPE_Q4_1 ? 64 : 32);
-        for (int i = 0; i < 16; i++) {
-            uint8_t v = nib[64 * (i / 4) + 4 * r + i % 4];
-            u[i] = v & 0xF;
-            u[i + 16] = v >> 4;
-        }
+        read_nibbles(U + (t == HR_DTYPE_Q4_1 ? 64 : 32), r, u);
         sw[0] = sw[1] = hr_f16_to_f32(get16(U + 2 * r));
         if (t == HR_DTYPE_Q4_1)
             mn[0] = mn[1] = hr_f16_to_f32(get16(U + 32 + 2 * r));
