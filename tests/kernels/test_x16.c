@@ -4,8 +4,8 @@
  * agrees with hr_qact_row, the scalar x16 kernel stays within the
  * activation rounding bound of the f32 product, every ISA's x16 kernel
  * gives the scalar kernel's bits exactly (qdot.h), and hr_matmul on a
- * repacked weight is batch-invariant on 1 or 3 threads. 4-bit MLX
- * affine weights are repacked as Q4_1 with the same values. The 24-bit
+ * repacked weight is batch-invariant on 1 or 3 threads. 4- and 8-bit MLX
+ * affine weights are repacked (a unit per group) with the same values. The 24-bit
  * activations (3 digits) are checked the same way, and their products are
  * f32-grade. main runs under HEARTH_QUANT_ACT=int8; `--default` runs the
  * hr_matmul tests with it unset (MLX affine matrices take 3 digits). */
