@@ -1,4 +1,5 @@
 #include "model/kv.h"
+#include "core/bigmem.h"
 #include "core/error.h"
 #include "kernels/cpu/cpu.h"
 
@@ -55,8 +56,8 @@ int hr_kv_init(hr_kv *kv, const hr_hparams *hp, hr_dtype t, int n_blocks, hr_err
     kv->n_blocks = n_blocks;
     kv->block_stride = (size_t)hp->n_kv_heads * HR_KV_BLOCK * hp->head_dim;
     size_t bytes = (size_t)hp->n_layers * n_blocks * hr_kv_stride_bytes(kv);
-    kv->k = aligned_alloc(64, (bytes + 63) & ~(size_t)63);
-    kv->v = aligned_alloc(64, (bytes + 63) & ~(size_t)63);
+    kv->k = hr_big_alloc(bytes);
+    kv->v = hr_big_alloc(bytes);
     kv->refs = calloc((size_t)n_blocks, sizeof *kv->refs);
     kv->free_list = malloc((size_t)n_blocks * sizeof *kv->free_list);
     if (!kv->k || !kv->v || !kv->refs || !kv->free_list) {
@@ -73,8 +74,9 @@ int hr_kv_init(hr_kv *kv, const hr_hparams *hp, hr_dtype t, int n_blocks, hr_err
 void hr_kv_deinit(hr_kv *kv) {
     if (!kv)
         return;
-    free(kv->k);
-    free(kv->v);
+    size_t bytes = (size_t)kv->n_layers * kv->n_blocks * hr_kv_stride_bytes(kv);
+    hr_big_free(kv->k, bytes);
+    hr_big_free(kv->v, bytes);
     free(kv->refs);
     free(kv->free_list);
     memset(kv, 0, sizeof *kv);

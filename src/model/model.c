@@ -1,4 +1,5 @@
 #include "model/model.h"
+#include "core/bigmem.h"
 #include "core/error.h"
 #include "core/file.h"
 #include "kernels/cpu/ops.h"
@@ -307,41 +308,51 @@ static int open_gguf(hr_model *m, const char *path, json_t **cfg, hr_error *err)
     return hr_weights_open_gguf(&m->weights, g, err);
 }
 
+/* The matrices repack() looks at: embeddings and head (i < 0), then layer
+ * i's projections; n of them into mats */
+static int repack_set(hr_model *m, int i, hr_tensor **mats) {
+    int n = 0;
+    if (i < 0) {
+        mats[n++] = &m->embed_t;
+        if (m->lm_head == &m->head_t)
+            mats[n++] = &m->head_t;
+        return n;
+    }
+    hr_layer *L = &m->layers[i];
+    hr_tensor *l[] = {&L->wq, &L->wk, &L->wv, &L->wo, &L->w_gate, &L->w_up, &L->w_down};
+    for (size_t k = 0; k < sizeof l / sizeof l[0]; k++)
+        if (l[k]->data)
+            mats[n++] = l[k];
+    return n;
+}
+
 /* Every matrix the kernels can read faster in another layout (GGUF and MLX
- * 4/8-bit weights on CPUs with the x16 kernels, hr_matmul_prepare) is
- * repacked once here. */
+ * 4/8-bit weights on CPUs with the x16 kernels, hr_matmul_packed_bytes) is
+ * repacked once here, all into one huge-page buffer (core/bigmem.h), each
+ * file's pages let go as its matrix is done. */
 static int repack(hr_model *m, hr_error *err) {
-    int nl = m->hp.n_layers, cap = 7 * nl + 2;
-    m->repacked = calloc((size_t)cap, sizeof *m->repacked);
-    if (!m->repacked)
-        return hr_err(err, HR_ENOMEM, "out of memory");
     hr_tensor *mats[9];
-    for (int i = -1; i < nl; i++) {
-        int n = 0;
-        if (i < 0) {
-            mats[n++] = &m->embed_t;
-            if (m->lm_head == &m->head_t)
-                mats[n++] = &m->head_t;
-        } else {
-            hr_layer *L = &m->layers[i];
-            hr_tensor *l[] = {&L->wq, &L->wk, &L->wv, &L->wo, &L->w_gate, &L->w_up, &L->w_down};
-            for (size_t k = 0; k < sizeof l / sizeof l[0]; k++)
-                if (l[k]->data)
-                    mats[n++] = l[k];
-        }
-        for (int k = 0; k < n; k++) {
-            void *mem;
+    size_t total = 0;
+    for (int i = -1; i < m->hp.n_layers; i++)
+        for (int k = 0, n = repack_set(m, i, mats); k < n; k++)
+            total += (hr_matmul_packed_bytes(mats[k]) + 63) & ~(size_t)63;
+    if (total == 0)
+        return 0;
+    if (!(m->repacked = hr_big_alloc(total)))
+        return hr_err(err, HR_ENOMEM, "out of memory repacking the weights (%zu MiB)",
+                      total >> 20);
+    m->repacked_bytes = total;
+    char *at = m->repacked;
+    for (int i = -1; i < m->hp.n_layers; i++)
+        for (int k = 0, n = repack_set(m, i, mats); k < n; k++) {
+            size_t bytes = hr_matmul_packed_bytes(mats[k]);
             const void *was = mats[k]->data;
-            size_t bytes = mats[k]->nbytes;
-            int r = hr_matmul_prepare(mats[k], &mem);
-            if (r < 0)
-                return hr_err(err, HR_ENOMEM, "out of memory repacking the weights");
-            if (r) {
-                m->repacked[m->n_repacked++] = mem;
-                hr_weights_drop(m->weights, was, bytes);
+            size_t was_bytes = mats[k]->nbytes;
+            if (bytes && hr_matmul_pack(mats[k], at)) {
+                hr_weights_drop(m->weights, was, was_bytes);
+                at += (bytes + 63) & ~(size_t)63;
             }
         }
-    }
     return 0;
 }
 
@@ -424,9 +435,7 @@ void hr_model_free(hr_model *m) {
         return;
     hr_hparams_deinit(&m->hp);
     hr_weights_close(m->weights);
-    for (int i = 0; i < m->n_repacked; i++)
-        free(m->repacked[i]);
-    free(m->repacked);
+    hr_big_free(m->repacked, m->repacked_bytes);
     free(m->layers);
     free(m->vecs);
     free(m->path);

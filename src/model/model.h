@@ -36,8 +36,8 @@ struct hr_model {
     hr_norm_w final_norm;
     hr_layer *layers;          /* [n_layers] */
     float *vecs;               /* f32 copies of every 1-D tensor (owned) */
-    void **repacked;           /* matrices repacked for the kernels (owned) */
-    int n_repacked;
+    void *repacked;            /* matrices repacked for the kernels (owned, */
+    size_t repacked_bytes;     /* hr_big_alloc) */
     size_t weight_bytes;
     bool gguf;                 /* loaded from a GGUF file */
 };

@@ -1,5 +1,6 @@
 /* src/core: errors, arena, thread pool, files. */
 #include "core/arena.h"
+#include "core/bigmem.h"
 #include "core/error.h"
 #include "core/file.h"
 #include "core/pool.h"
@@ -117,11 +118,31 @@ static void test_files(void **state) {
     assert_int_equal(hr_mmap_open(&m, "/nonexistent/x", &e), HR_EIO);
 }
 
+/* hr_big_alloc: 2 MiB-aligned, zeroed, writable to its last byte, for
+ * sizes that are and are not whole huge pages; 0 and absurd sizes are
+ * NULL, as is freeing NULL a no-op */
+static void test_bigmem(void **state) {
+    (void)state;
+    static const size_t sizes[] = {1, 4096, (size_t)2 << 20, ((size_t)5 << 20) + 3};
+    for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++) {
+        unsigned char *p = hr_big_alloc(sizes[i]);
+        assert_non_null(p);
+        assert_int_equal((uintptr_t)p % ((size_t)2 << 20), 0);
+        assert_int_equal(p[0] | p[sizes[i] / 2] | p[sizes[i] - 1], 0);
+        memset(p, 0xa5, sizes[i]);
+        assert_int_equal(p[sizes[i] - 1], 0xa5);
+        hr_big_free(p, sizes[i]);
+    }
+    assert_null(hr_big_alloc(0));
+    assert_null(hr_big_alloc(SIZE_MAX - 4096));
+    hr_big_free(NULL, 123);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_error_table), cmocka_unit_test(test_arena),
         cmocka_unit_test(test_pool),        cmocka_unit_test(test_split),
-        cmocka_unit_test(test_files),
+        cmocka_unit_test(test_files),       cmocka_unit_test(test_bigmem),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -74,7 +74,20 @@ static hr_tensor packed(const hr_tensor *w, void **mem) {
     return p;
 }
 
-/* The activation digits hr_matmul_prepare gives MLX affine matrices in this
+/* t repacked for the kernels as a model load does (hr_matmul_packed_bytes,
+ * hr_matmul_pack) into *mem (the caller frees it): 1, or 0 when it stays
+ * as it is (*mem NULL) */
+static int prepare(hr_tensor *t, void **mem) {
+    size_t bytes = hr_matmul_packed_bytes(t);
+    *mem = bytes ? aligned_alloc(64, (bytes + 63) / 64 * 64) : NULL;
+    if (bytes && !hr_matmul_pack(t, *mem)) {
+        free(*mem);
+        *mem = NULL;
+    }
+    return *mem != NULL;
+}
+
+/* The activation digits hr_matmul_pack gives MLX affine matrices in this
  * run (main): 1 under HEARTH_QUANT_ACT=int8, 3 with it unset (`test_x16
  * --default`, ctest test_x16_default); GGUF ones always take 1. */
 static int g_digits = 1;
@@ -391,7 +404,7 @@ static void test_isas(void **state) {
            checked);
 }
 
-/* hr_matmul on a weight hr_matmul_prepare repacked: on 1 or 3 threads, row
+/* hr_matmul on a weight hr_matmul_pack repacked: on 1 or 3 threads, row
  * by row or all rows at once, every output is bit-identical. */
 static void test_batch_invariance(void **state) {
     (void)state;
@@ -411,7 +424,7 @@ static void test_batch_invariance(void **state) {
         qmat w = make_f(&rng, &FMTS[d], m, k, false);
         hr_tensor t = w.t;
         void *mem;
-        if (hr_matmul_prepare(&t, &mem) != 1) {
+        if (prepare(&t, &mem) != 1) {
             qmat_free(&w);
             continue; /* no x16 kernels on this CPU */
         }
@@ -467,7 +480,7 @@ static void test_multi(void **state) {
                     w[i] = make_q(&rng, dt, 0, 0, HR_DTYPE_F32, ms[i], k, false);
                 t[i] = w[i].t;
                 if (pack)
-                    hr_matmul_prepare(&t[i], &mem[i]);
+                    prepare(&t[i], &mem[i]);
                 y[i] = malloc((size_t)n * ms[i] * sizeof *y[i]);
                 ref[i] = malloc((size_t)n * ms[i] * sizeof *ref[i]);
                 out[i] = (hr_matmul_out){y[i], ms[i], &t[i], i == 2 ? bias : NULL};
@@ -508,7 +521,7 @@ static void test_affine(void **state) {
                 qmat w = make_q(&rng, HR_DTYPE_AFFINE, bits, groups[g], sdts[s], m, k, false);
                 hr_tensor t = w.t;
                 void *mem;
-                assert_int_equal(hr_matmul_prepare(&t, &mem), 1);
+                assert_int_equal(prepare(&t, &mem), 1);
                 assert_int_equal(t.dtype, HR_DTYPE_AFFINE);
                 assert_int_equal(t.layout, HR_LAYOUT_X16);
                 assert_int_equal(t.act_digits, g_digits);
@@ -537,7 +550,7 @@ static void test_affine(void **state) {
         qmat w = make_q(&rng, HR_DTYPE_AFFINE, kept[i].bits, 64, kept[i].sdt, m, k, false);
         hr_tensor t = w.t;
         void *mem;
-        assert_int_equal(hr_matmul_prepare(&t, &mem), 0);
+        assert_int_equal(prepare(&t, &mem), 0);
         assert_memory_equal(&t, &w.t, sizeof t);
         qmat_free(&w);
     }
@@ -547,7 +560,7 @@ static void test_affine(void **state) {
 
 int main(int argc, char **argv) {
     /* HEARTH_QUANT_ACT is read once per process: this run checks what
-     * hr_matmul_prepare makes under one setting */
+     * hr_matmul_pack makes under one setting */
     if (argc > 1 && !strcmp(argv[1], "--default")) {
         g_digits = 3;
         unsetenv("HEARTH_QUANT_ACT");

@@ -128,31 +128,29 @@ bool hr_matmul_supports(hr_dtype t) {
 /* GGUF matrices and 4- and 8-bit MLX affine ones (when every scale and
  * bias has an exact f16) are repacked into the x16 layout, where the CPU
  * has its kernels. */
-int hr_matmul_prepare(hr_tensor *w, void **mem) {
-    *mem = NULL;
+size_t hr_matmul_packed_bytes(const hr_tensor *w) {
     if (w->ndim != 2 || w->layout != HR_LAYOUT_ROWS || !hr_x16_supports(w) ||
         !hr_cpu()->gemm_x16[w->dtype] || !int8_path_enabled() || !strcmp(quant_act(), "rows") ||
         w->shape[0] % 16 || w->shape[1] % 64 || w->shape[1] % hr_x16_unit_cols(w))
         return 0;
-    size_t bytes = hr_x16_bytes(w);
-    uint8_t *p = aligned_alloc(64, (bytes + 63) / 64 * 64);
-    if (!p)
-        return -1;
-    if (!hr_x16_pack(w, 0, w->shape[0] / 16, p)) {
+    return hr_x16_bytes(w);
+}
+
+bool hr_matmul_pack(hr_tensor *w, void *dst) {
+    HR_ASSERT(hr_matmul_packed_bytes(w) > 0 && (uintptr_t)dst % 64 == 0);
+    if (!hr_x16_pack(w, 0, w->shape[0] / 16, dst)) {
         hr_log(HR_LOG_INFO, "%s: a scale or bias has no exact f16; kept on the f32 path",
                w->name ? w->name : "matrix");
-        free(p);
-        return 0;
+        return false;
     }
     /* int8 activations for GGUF weights (as llama.cpp), 24-bit (f32-grade)
      * ones for MLX weights unless HEARTH_QUANT_ACT=int8 */
     bool int8 = w->dtype != HR_DTYPE_AFFINE || !strcmp(quant_act(), "int8");
-    w->data = p;
-    w->nbytes = bytes;
+    w->nbytes = hr_x16_bytes(w);
+    w->data = dst;
     w->layout = HR_LAYOUT_X16;
     w->act_digits = int8 ? 1 : 3;
-    *mem = p;
-    return 1;
+    return true;
 }
 
 /* Scratch bytes for the quantized activations of n rows of k: the row

@@ -14,8 +14,8 @@
  * weight of any dtype hr_matmul_supports and k = w->shape[1]. ldx/ldy are
  * row strides. GGUF quantized weights take the integer-activation path
  * (qdot.h) unless HEARTH_QUANT_ACT=f32: the x16 kernels when the weight was
- * repacked by hr_matmul_prepare, the row-layout ones otherwise; so do MLX
- * affine weights that hr_matmul_prepare repacked (24-bit activations). */
+ * repacked by hr_matmul_pack, the row-layout ones otherwise; so do MLX
+ * affine weights that hr_matmul_pack repacked (24-bit activations). */
 void hr_matmul(hr_pool *pool, float *y, int ldy, const float *x, int ldx, int n,
                const hr_tensor *w, const float *bias);
 /* Several products of the same x (a layer's q/k/v, gate/up): y = x . w^T
@@ -37,13 +37,15 @@ bool hr_matmul_supports(hr_dtype t);
  * cannot run without it). false: out of memory. */
 bool hr_matmul_reserve(hr_pool *pool, int n, int k);
 
-/* Repack a GGUF or MLX affine (4, 8 bits) weight into the x16 layout
- * (x16.h) when this CPU has x16 kernels for it, the integer path is on, the
- * shape allows (rows % 16, columns % 64) and, for affine, every scale and
- * bias has an exact f16: w->data then points into *mem (the caller frees it
- * after the last use of w). Returns 1 repacked, 0 left as is, -1 out of
- * memory. */
-int hr_matmul_prepare(hr_tensor *w, void **mem);
+/* A GGUF or MLX affine (4, 8 bits) weight is repacked into the x16 layout
+ * (x16.h) when this CPU has x16 kernels for it, the integer path is on and
+ * the shape allows (rows % 16, columns % 64). hr_matmul_packed_bytes gives
+ * the bytes it then takes, else 0. hr_matmul_pack (only where that is not
+ * 0) writes it to dst (64-byte aligned) and points w there; it returns
+ * false, leaving w as it was, when an affine scale or bias has no exact
+ * f16. dst must outlive the last use of w. */
+size_t hr_matmul_packed_bytes(const hr_tensor *w);
+bool hr_matmul_pack(hr_tensor *w, void *dst);
 
 /* y = x / rms(x) * (w + offset); y may alias x. */
 void hr_rmsnorm(float *y, const float *x, const float *w, float offset, int d,
