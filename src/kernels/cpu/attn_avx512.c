@@ -27,8 +27,9 @@
 /* Keys ahead to prefetch: a head's slots of a block are contiguous, but the
  * next block of the same head is a block stride away (other heads between),
  * where the hardware prefetcher starts over; decode attention stalled on
- * those loads. */
-#define PF_KEYS 8
+ * those loads. 16 keys (4 KiB of f16 K at head_dim 128, the x16 panels'
+ * distance) decoded Qwen3-0.6B Q4_0 5% faster than 8 (interleaved runs). */
+#define PF_KEYS 16
 
 /* Floats between the rows of widened K/V: one cache line more than the
  * longest head, so that rows are not 4 KiB apart (a store to one row and a

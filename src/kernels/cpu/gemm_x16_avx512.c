@@ -331,11 +331,16 @@ AI void unit_q6_k(const uint8_t *U, const arow *A, int I, int u, __m512 *y, int 
         const uint8_t *wd = w->data;                                                \
         int uc = hr_x16_unit_cols(w), nu = x->k / uc;                               \
         size_t ub = hr_x16_unit_bytes(w), pb = (size_t)nu * ub;                     \
-        int ks = (int)(L1_BYTES / (2 * ub));                                        \
+        /* k slices that keep 2 panels in L1 for the row tiles after the first; \
+         * rows that make one tile (decode) read the panels straight through */ \
+        int ks = n == 1 || n == MR ? nu : (int)(L1_BYTES / (2 * ub));               \
         ks = ks < 1 ? 1 : ks;                                                       \
         int ib = IBLOCK_BYTES / (2 * x->k * DIG) / MR * MR;                         \
         ib = ib < MR ? MR : ib;                                                     \
         int pe = m1 / 16;                                                           \
+        /* the tiles prefetch PF_BYTES ahead: the start of the range too */         \
+        for (size_t o = 0; o < PF_BYTES && o < (size_t)(pe - m0 / 16) * pb; o += 64) \
+            _mm_prefetch((const char *)wd + (size_t)(m0 / 16) * pb + o, _MM_HINT_T1); \
         for (int i0 = 0; i0 < n; i0 += ib) {                                        \
             int i1 = n - i0 < ib ? n : i0 + ib;                                     \
             for (int p = m0 / 16; p < pe; p += 2) {                                 \

@@ -22,9 +22,6 @@ typedef struct mm_part {
 } mm_part;
 
 #define MAX_PARTS 3
-#ifndef CHUNKS_PER_THREAD
-#define CHUNKS_PER_THREAD 8
-#endif
 
 /* Products of the same x (same dtype and layout): their 16-row groups, in
  * order, are split over the threads as one list. */
@@ -39,7 +36,7 @@ typedef struct matmul_task {
     hr_qact qx;
     hr_gemm_x16_fn fn_x16; /* x16 layout: x quantized into q32 */
     hr_qact32 q32;
-    long groups, chunk; /* 16-row groups in all parts; groups per claim */
+    long groups, min_chunk; /* 16-row groups in all parts; the fewest per claim */
     _Atomic long next;  /* the next unclaimed chunk */
 } matmul_task;
 
@@ -58,15 +55,23 @@ static void matmul_part(const matmul_task *t, const mm_part *p, int m0, int m1) 
 
 /* Threads claim chunks of groups as they go rather than a fixed half each:
  * on shared cores a thread that loses its core for a while would otherwise
- * hold up the job (the results do not depend on who computes a group). */
+ * hold up the job (the results do not depend on who computes a group).
+ * Guided: a claim takes 1/(2 nth) of what is left, in pairs of groups (the
+ * x16 tiles), so the claims are few and the last ones small, and the
+ * threads finish close together. */
 static void matmul_worker(void *arg, int ith, int nth) {
-    (void)ith, (void)nth;
+    (void)ith;
     matmul_task *t = arg;
     for (;;) {
-        long lo = atomic_fetch_add_explicit(&t->next, 1, memory_order_relaxed) * t->chunk;
-        if (lo >= t->groups)
-            return;
-        long hi = lo + t->chunk < t->groups ? lo + t->chunk : t->groups;
+        long lo = atomic_load_explicit(&t->next, memory_order_relaxed), hi;
+        do {
+            if (lo >= t->groups)
+                return;
+            long c = ((t->groups - lo) / (2 * nth) + 1) & ~1L;
+            hi = lo + (c > t->min_chunk ? c : t->min_chunk);
+            hi = hi < t->groups ? hi : t->groups;
+        } while (!atomic_compare_exchange_weak_explicit(&t->next, &lo, hi, memory_order_relaxed,
+                                                        memory_order_relaxed));
         for (int i = 0; i < t->n_parts && lo < hi; i++) {
             const mm_part *p = &t->part[i];
             long g = (p->m + 15) / 16;
@@ -201,9 +206,7 @@ static void run_task(hr_pool *pool, matmul_task *t) {
     t->groups = 0;
     for (int i = 0; i < t->n_parts; i++)
         t->groups += (t->part[i].m + 15) / 16;
-    /* about CHUNKS_PER_THREAD claims each, in pairs of groups (the x16 tiles) */
-    t->chunk = (t->groups + nth * CHUNKS_PER_THREAD - 1) / (nth * CHUNKS_PER_THREAD);
-    t->chunk = nth == 1 ? t->groups : (t->chunk + 1) & ~1L;
+    t->min_chunk = nth == 1 ? t->groups : 2;
     atomic_init(&t->next, 0);
     if (quantize && n >= 8)
         hr_pool_run(pool, quantize, t);
