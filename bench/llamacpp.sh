@@ -6,7 +6,8 @@
 # Also hearth on the MLX 4-bit version of the same weights (24-bit
 # activations, f32-grade; and with HEARTH_QUANT_ACT=int8 int8 ones) and the
 # MLX 8-bit version, and hearth's decode as % of the memory roofline
-# measured in the same run.
+# measured in the same run (after each row's decode: the GB/s column; on a
+# shared machine it moves from row to row, and the % with it).
 #   bench/llamacpp.sh [build/hearth]
 #   env: THREADS (2) PROMPT_LEN (512) GEN_LEN (128) REPEATS (3)
 #        SHAPES ("llama-3.2-1b qwen3-0.6b") TYPES ("Q8_0 Q4_0 Q4_K")
@@ -42,6 +43,7 @@ for s in $shapes; do
         hp=$(echo "$h" | python3 -c "import json,sys; print(json.load(sys.stdin)['prefill_tokens_per_s'])")
         hd=$(echo "$h" | python3 -c "import json,sys; print(json.load(sys.stdin)['decode_tokens_per_s'])")
         hr=$(echo "$h" | python3 -c "import json,sys; print(json.load(sys.stdin)['decode_pct_of_roofline'])")
+        hb=$(echo "$h" | python3 -c "import json,sys; print(json.load(sys.stdin)['mem_bandwidth_gb_s'])")
         lp=-; ld=-
         if [ "${t#mlx}" = "$t" ]; then
             j=$("$llbin/llama-bench" -m "$m" -t "$threads" -p "$P" -n "$G" -r "$R" -o jsonl 2>/dev/null)
@@ -56,7 +58,7 @@ for l in sys.stdin:
     o=json.loads(l)
     if o['n_gen']>0: print(statistics.median(o['samples_ts']))")
         fi
-        echo "$s $t $hp $lp $hd $ld $hr" >>"$out"
+        echo "$s $t $hp $lp $hd $ld $hr $hb" >>"$out"
     done
 done
 
@@ -66,13 +68,13 @@ rows = [l.split() for l in open(sys.argv[1])]
 print(f"hearth vs llama.cpp: {sys.argv[2]} threads, prefill {sys.argv[3]} tokens, "
       f"decode {sys.argv[4]} tokens, medians of {sys.argv[5]} runs (tokens/s)")
 print(f"{'model':14} {'weights':14} {'prefill':>9} {'llama.cpp':>9} {'ratio':>6}  "
-      f"{'decode':>8} {'llama.cpp':>9} {'ratio':>6}  {'% roofline':>10}")
-for s, t, hp, lp, hd, ld, hr in rows:
+      f"{'decode':>8} {'llama.cpp':>9} {'ratio':>6}  {'% roofline':>10} {'(GB/s)':>7}")
+for s, t, hp, lp, hd, ld, hr, hb in rows:
     r1 = f"{float(hp)/float(lp):6.2f}" if lp != "-" else "     -"
     r2 = f"{float(hd)/float(ld):6.2f}" if ld != "-" else "     -"
     lpf = f"{float(lp):9.1f}" if lp != "-" else "        -"
     ldf = f"{float(ld):9.2f}" if ld != "-" else "        -"
     name = {"mlx4": "MLX 4-bit", "mlx4-int8": "MLX 4-bit int8", "mlx8": "MLX 8-bit"}.get(t, t)
     print(f"{s:14} {name:14} {float(hp):9.1f} {lpf} {r1}  {float(hd):8.2f} {ldf} {r2}  "
-          f"{float(hr):9.1f}%")
+          f"{float(hr):9.1f}% {float(hb):7.1f}")
 PY

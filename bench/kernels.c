@@ -1,0 +1,166 @@
+/* bench_kernels: the two decode kernels alone, reading from memory, beside
+ * the machine's plain read (hr_membw) on the same threads:
+ *   bench_kernels matvec TYPE M K [THREADS]   one-row products with M x K
+ *       weights of a GGUF TYPE (q8_0, q4_0, q4_k, ...) in the x16 layout,
+ *       through enough copies (256 MiB) that each product reads memory
+ *   bench_kernels attn CTX [THREADS] [HEADS] [KV_HEADS] [HEAD_DIM]
+ *       one query token's attention over CTX f16 keys and values (a
+ *       paged KV cache), through enough layers (256 MiB)
+ * Prints the best of 5 passes as GB/s and as % of the plain read. The
+ * weights and K/V are random: the kernels' speed does not depend on the
+ * values. */
+#include "core/bigmem.h"
+#include "core/pool.h"
+#include "core/tensor.h"
+#include "core/timer.h"
+#include "kernels/cpu/membw.h"
+#include "kernels/cpu/ops.h"
+#include "kernels/cpu/quant.h"
+#include "model/kv.h"
+#include "sample/rng.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#define FOOTPRINT ((size_t)256 << 20)
+#define PASSES 5
+
+static float frand(hr_rng *r) { return (float)(hr_rng_uniform(r) * 2 - 1); }
+
+/* a dtype by its ggml name, any case; -1 when none */
+static int dtype_named(const char *name) {
+    for (int t = 0; t < HR_DTYPE_COUNT; t++)
+        if (!strcasecmp(hr_dtype_name((hr_dtype)t), name))
+            return t;
+    return -1;
+}
+
+static int usage(void) {
+    fprintf(stderr, "usage: bench_kernels matvec TYPE M K [THREADS] | "
+                    "attn CTX [THREADS] [HEADS] [KV_HEADS] [HEAD_DIM]\n");
+    return 2;
+}
+
+static void report(const char *what, double bytes, double best, hr_pool *pool) {
+    double bw = hr_membw(pool, (size_t)1 << 30, 7);
+    printf("%s: %.1f us each, %.2f GB/s, %.1f%% of a plain read (%.2f GB/s) on %d threads\n",
+           what, best * 1e6, bytes / best / 1e9, 100.0 * bytes / best / bw, bw / 1e9,
+           hr_pool_size(pool));
+}
+
+static int matvec(int argc, char **argv, hr_rng *rng) {
+    if (argc < 5)
+        return usage();
+    int t = dtype_named(argv[2]);
+    int m = atoi(argv[3]), k = atoi(argv[4]), nth = argc > 5 ? atoi(argv[5]) : 2;
+    hr_tensor w = {.name = "w", .dtype = (hr_dtype)t, .ndim = 2, .shape = {m, k}};
+    if (t < 0 || t == HR_DTYPE_AFFINE || m <= 0 || k <= 0 || !hr_matmul_supports(w.dtype) ||
+        !hr_matmul_packed_bytes(&w)) {
+        fprintf(stderr, "bench_kernels: no x16 kernel here for %s %d x %d\n", argv[2], m, k);
+        return 1;
+    }
+    size_t rb = hr_tensor_row_bytes(&w), bytes = hr_matmul_packed_bytes(&w);
+    uint8_t *rows = malloc((size_t)m * rb);
+    float *x = malloc((size_t)k * sizeof *x), *y = malloc((size_t)m * sizeof *y);
+    for (int i = 0; i < m; i++) {
+        for (int j = 0; j < k; j++)
+            x[j] = frand(rng);
+        hr_quant_gguf_row(w.dtype, x, k, rows + (size_t)i * rb);
+    }
+    w.data = rows;
+    w.nbytes = (size_t)m * rb;
+    size_t stride = (bytes + 63) & ~(size_t)63;
+    int copies = (int)(FOOTPRINT / stride) + 1;
+    uint8_t *packed = hr_big_alloc(stride * copies);
+    hr_tensor p = w;
+    hr_matmul_pack(&p, packed);
+    for (int c = 1; c < copies; c++)
+        memcpy(packed + c * stride, packed, bytes);
+    hr_pool *pool = hr_pool_new(nth);
+    hr_matmul_reserve(pool, 1, k);
+    double best = 1e30;
+    for (int r = 0; r < PASSES; r++) {
+        double t0 = hr_now();
+        for (int c = 0; c < copies; c++) {
+            p.data = packed + c * stride;
+            hr_matmul(pool, y, m, x, k, 1, &p, NULL);
+        }
+        double dt = (hr_now() - t0) / copies;
+        best = dt < best ? dt : best;
+    }
+    char what[96];
+    snprintf(what, sizeof what, "matvec %s %d x %d (%.2f MB)", argv[2], m, k, bytes / 1e6);
+    report(what, (double)bytes, best, pool);
+    hr_pool_free(pool);
+    hr_big_free(packed, stride * copies);
+    free(rows);
+    free(x);
+    free(y);
+    return 0;
+}
+
+static int attn(int argc, char **argv, hr_rng *rng) {
+    if (argc < 3)
+        return usage();
+    int ctx = atoi(argv[2]), nth = argc > 3 ? atoi(argv[3]) : 2;
+    int H = argc > 4 ? atoi(argv[4]) : 16, KVH = argc > 5 ? atoi(argv[5]) : 8;
+    int hd = argc > 6 ? atoi(argv[6]) : 128;
+    if (ctx <= 0 || KVH <= 0 || H % KVH || hd % 16 || hd > HR_ATTN_MAX_HEAD_DIM)
+        return usage();
+    int nb = (ctx + HR_KV_BLOCK - 1) / HR_KV_BLOCK;
+    size_t stride = (size_t)KVH * HR_KV_BLOCK * hd, layer = stride * nb; /* f16 values */
+    int layers = (int)(FOOTPRINT / (4 * layer)) + 1;
+    uint16_t *k = hr_big_alloc(layer * layers * 2), *v = hr_big_alloc(layer * layers * 2);
+    for (size_t i = 0; i < layer * layers; i++) {
+        k[i] = hr_f32_to_f16(frand(rng));
+        v[i] = hr_f32_to_f16(frand(rng));
+    }
+    int32_t *bt = malloc((size_t)nb * sizeof *bt), pos = ctx - 1;
+    for (int i = 0; i < nb; i++)
+        bt[i] = i;
+    const int32_t *blocks[1] = {bt};
+    float *q = malloc((size_t)H * hd * sizeof *q), *out = malloc((size_t)H * hd * sizeof *out);
+    for (int i = 0; i < H * hd; i++)
+        q[i] = frand(rng);
+    hr_pool *pool = hr_pool_new(nth);
+    float *scores = malloc((size_t)hr_pool_size(pool) * HR_ATTN_TILE * (H / KVH) * ctx *
+                           sizeof *scores);
+    double best = 1e30;
+    for (int r = 0; r < PASSES; r++) {
+        double t0 = hr_now();
+        for (int l = 0; l < layers; l++) {
+            hr_attn_args a = {.q = q, .out = out, .n_tok = 1, .n_heads = H, .n_kv_heads = KVH,
+                              .head_dim = hd, .k = k + l * layer, .v = v + l * layer,
+                              .kv_dtype = HR_DTYPE_F16, .block_stride = stride,
+                              .block_size = HR_KV_BLOCK, .pos = &pos, .blocks = blocks,
+                              .scale = 0.1f, .scratch = scores, .max_ctx = ctx};
+            hr_attention(pool, &a);
+        }
+        double dt = (hr_now() - t0) / layers;
+        best = dt < best ? dt : best;
+    }
+    char what[96];
+    snprintf(what, sizeof what, "attention %d keys, %d/%d heads of %d (%.2f MB a layer)", ctx,
+             H, KVH, hd, 4.0 * layer / 1e6);
+    report(what, 4.0 * layer, best, pool);
+    hr_pool_free(pool);
+    hr_big_free(k, layer * layers * 2);
+    hr_big_free(v, layer * layers * 2);
+    free(bt);
+    free(q);
+    free(out);
+    free(scores);
+    return 0;
+}
+
+int main(int argc, char **argv) {
+    hr_rng rng;
+    hr_rng_seed(&rng, 1);
+    if (argc > 1 && !strcmp(argv[1], "matvec"))
+        return matvec(argc, argv, &rng);
+    if (argc > 1 && !strcmp(argv[1], "attn"))
+        return attn(argc, argv, &rng);
+    return usage();
+}
