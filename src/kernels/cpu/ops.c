@@ -37,7 +37,7 @@ typedef struct matmul_task {
     hr_gemm_x16_fn fn_x16; /* x16 layout: x quantized into q32 */
     hr_qact32 q32;
     long groups, min_chunk; /* 16-row groups in all parts; the fewest per claim */
-    _Atomic long next;  /* the next unclaimed chunk */
+    _Atomic long next;  /* the first unclaimed group */
 } matmul_task;
 
 static void matmul_part(const matmul_task *t, const mm_part *p, int m0, int m1) {
