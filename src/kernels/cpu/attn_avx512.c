@@ -24,12 +24,16 @@
 #define AI static inline __attribute__((always_inline))
 #define UNROLL _Pragma("GCC unroll 16")
 
-/* Keys ahead to prefetch: a head's slots of a block are contiguous, but the
- * next block of the same head is a block stride away (other heads between),
- * where the hardware prefetcher starts over; decode attention stalled on
- * those loads. 16 keys (4 KiB of f16 K at head_dim 128, the x16 panels'
- * distance) decoded Qwen3-0.6B Q4_0 5% faster than 8 (interleaved runs). */
-#define PF_KEYS 16
+/* Bytes of a head's keys (or values) ahead to prefetch: a head's slots of
+ * a block are contiguous, but the next block of the same head is a block
+ * stride away (other heads between), where the hardware prefetcher starts
+ * over; decode attention stalled on those loads. 4 KiB (the x16 panels'
+ * distance): 16 keys of f16 K at head_dim 128 decoded Qwen3-0.6B Q4_0 5%
+ * faster than 8; at head_dim 64 a distance of 16 keys (2 KiB) left
+ * attention stalled on the widening loads. */
+#define PF_BYTES 4096
+/* at least 1: a row is at most HR_ATTN_MAX_HEAD_DIM x 4 bytes */
+#define PF_KEYS(hd, es) ((int)(PF_BYTES / ((size_t)(hd) * (es))))
 
 /* Floats between the rows of widened K/V: one cache line more than the
  * longest head, so that rows are not 4 KiB apart (a store to one row and a
@@ -79,7 +83,7 @@ AI void pv_tile(const float *sc, size_t ldsc, int n, const vrows *V, int c, floa
                 bool first, const int GN, const int W, const hr_dtype DT, const int FLAT) {
     const int32_t *bt = V->bt;
     size_t stride = V->stride, es = DT == HR_DTYPE_F32 ? 4 : 2;
-    int bs = V->bs, kvh = V->kvh, hd = V->hd, start = V->start;
+    int bs = V->bs, kvh = V->kvh, hd = V->hd, start = V->start, pfk = PF_KEYS(hd, es);
     const void *base = FLAT ? (const void *)V->vf : V->v;
     __m512 o[4][8];
     UNROLL
@@ -90,8 +94,8 @@ AI void pv_tile(const float *sc, size_t ldsc, int n, const vrows *V, int c, floa
                             : _mm512_loadu_ps(out + (size_t)g * hd + c + 16 * i);
     for (int j = 0; j < n; j++) {
         size_t vj = FLAT ? (size_t)j * WROW + c : KV(start + j) + c;
-        if (!FLAT && j + PF_KEYS < n)
-            pf(base, KV(start + j + PF_KEYS) + c, (size_t)W * 16 * es, DT);
+        if (!FLAT && j + pfk < n)
+            pf(base, KV(start + j + pfk) + c, (size_t)W * 16 * es, DT);
         __m512 vv[8];
         UNROLL
         for (int i = 0; i < W; i++)
@@ -189,6 +193,24 @@ void hr__softmax_avx512(float *x, int n) {
     _mm512_mask_storeu_ps(x + i, tail, _mm512_mul_ps(_mm512_maskz_loadu_ps(tail, x + i), inv));
 }
 
+/* silu(g) = g sigmoid(g), with e = e^-|g| <= 1 (exp_neg): sigmoid is
+ * 1 / (1 + e) for g >= 0 and e / (1 + e) below, which never overflows; a
+ * NaN g stays NaN through the product */
+void hr__silu_mul_avx512(float *g, const float *u, int n) {
+    __m512 one = _mm512_set1_ps(1.0f);
+    for (int i = 0; i < n; i += 16) {
+        __mmask16 k = n - i >= 16 ? 0xffff : (__mmask16)((1u << (n - i)) - 1);
+        __m512 x = _mm512_maskz_loadu_ps(k, g + i);
+        __m512 e = exp_neg(_mm512_sub_ps(_mm512_setzero_ps(), _mm512_abs_ps(x)));
+        __mmask16 neg = _mm512_cmp_ps_mask(x, _mm512_setzero_ps(), _CMP_LT_OQ);
+        __m512 s = _mm512_div_ps(_mm512_mask_mov_ps(one, neg, e), _mm512_add_ps(one, e));
+        __m512 y = _mm512_mul_ps(x, s);
+        if (u)
+            y = _mm512_mul_ps(y, _mm512_maskz_loadu_ps(k, u + i));
+        _mm512_mask_storeu_ps(g + i, k, y);
+    }
+}
+
 /* max_ps(x, acc) returns acc where x is NaN: NaNs never win */
 float hr__max_avx512(const float *x, int n) {
     __m512 a = _mm512_set1_ps(-INFINITY), b = a;
@@ -255,6 +277,41 @@ AI void pv(const float *s, size_t ldsc, int n, const vrows *V, int G, float *out
 
 #define VCHUNK 16 /* keys whose V rows are widened at once for several tokens */
 
+/* The scores of 4 keys (element offsets kj) for R rows (row r: token r / G,
+ * head r % G), each key's row loaded and widened once, in registers, for
+ * all of them; row r's into sc + r * N, 4 from col */
+AI void scores4(const hr_attn_tile *T, const size_t *kj, float *sc, size_t N, size_t col,
+                __m512 scale, const int R, const hr_dtype DT) {
+    int hd = T->hd, G = T->G;
+    const float *qr[4];
+    __m512 acc[4][4];
+    UNROLL
+    for (int r = 0; r < R; r++) {
+        qr[r] = T->q + (size_t)(r / G) * T->ldq + (size_t)(r % G) * hd;
+        UNROLL
+        for (int i = 0; i < 4; i++)
+            acc[r][i] = _mm512_setzero_ps();
+    }
+    for (int t = 0; t < hd; t += 16) {
+        __m512 kv[4];
+        UNROLL
+        for (int i = 0; i < 4; i++)
+            kv[i] = ld(T->k, kj[i] + t, DT);
+        UNROLL
+        for (int r = 0; r < R; r++) {
+            __m512 x = _mm512_loadu_ps(qr[r] + t);
+            UNROLL
+            for (int i = 0; i < 4; i++)
+                acc[r][i] = _mm512_fmadd_ps(x, kv[i], acc[r][i]);
+        }
+    }
+    UNROLL
+    for (int r = 0; r < R; r++)
+        _mm512_mask_compressstoreu_ps(
+            sc + (size_t)r * N + col, 0x1111,
+            _mm512_mul_ps(hr_hsum4_avx512(acc[r][0], acc[r][1], acc[r][2], acc[r][3]), scale));
+}
+
 /* Scores of the task's rows (token i, head g: row i * G + g of sc, N wide,
  * column j - lo for position j) over the span [lo, hi) of all its tokens,
  * 4 keys at a time: each key row is loaded once for every query row, and a
@@ -265,7 +322,7 @@ AI void heads(const hr_attn_tile *T, const hr_dtype DT) {
     const int32_t *bt = T->bt;
     const void *k = T->k, *v = T->v;
     size_t stride = T->stride, es = DT == HR_DTYPE_F32 ? 4 : 2;
-    int bs = T->bs, kvh = T->kvh, hd = T->hd, G = T->G, nq = T->nq;
+    int bs = T->bs, kvh = T->kvh, hd = T->hd, G = T->G, nq = T->nq, pfk = PF_KEYS(hd, es);
     int lo = T->start[0], hi = T->start[0] + T->n[0];
     for (int i = 1; i < nq; i++) {
         lo = T->start[i] < lo ? T->start[i] : lo;
@@ -274,43 +331,36 @@ AI void heads(const hr_attn_tile *T, const hr_dtype DT) {
     size_t N = (size_t)(hi - lo);
     float *sc = T->sc;
     __m512 scale = _mm512_set1_ps(T->scale);
-    /* half-precision keys are widened once per 4 for all the rows (the
-     * same f32 values): a conversion costs two uops */
-    bool widen = DT != HR_DTYPE_F32 && nq * G > 2;
+    /* up to 4 rows (decode with GQA groups up to 4): each key widened once
+     * in registers for all of them (scores4); more rows: half-precision
+     * keys widened once per 4 into kf (a conversion costs two uops). Values
+     * are widened once for several tokens; for one, pv widens each V row in
+     * registers for all its heads. */
+    int R = nq * G;
+    bool widen = DT != HR_DTYPE_F32 && R > 4, widen_v = DT != HR_DTYPE_F32 && nq > 1;
     _Alignas(64) float kf[4][WROW];
     int j = lo;
     for (; j + 4 <= hi; j += 4) {
         size_t kj[4];
         for (int i = 0; i < 4; i++) {
             kj[i] = KV(j + i);
-            if (j + i + PF_KEYS < hi)
-                pf(k, KV(j + i + PF_KEYS), (size_t)hd * es, DT);
+            if (j + i + pfk < hi)
+                pf(k, KV(j + i + pfk), (size_t)hd * es, DT);
+        }
+        if (R <= 4) {
+            size_t col = (size_t)(j - lo);
+            switch (R) {
+            case 1: scores4(T, kj, sc, N, col, scale, 1, DT); break;
+            case 2: scores4(T, kj, sc, N, col, scale, 2, DT); break;
+            case 3: scores4(T, kj, sc, N, col, scale, 3, DT); break;
+            default: scores4(T, kj, sc, N, col, scale, 4, DT); break;
+            }
+            continue;
         }
         if (widen)
             for (int i = 0; i < 4; i++)
                 for (int t = 0; t < hd; t += 16)
                     _mm512_store_ps(kf[i] + t, ld(k, kj[i] + t, DT));
-        else if (nq * G == 2) { /* decode, GQA group of 2: each key loaded once for both */
-            const float *q0 = T->q, *q1 = nq == 2 ? T->q + T->ldq : T->q + hd;
-            __m512 a0[4], a1[4];
-            for (int i = 0; i < 4; i++)
-                a0[i] = a1[i] = _mm512_setzero_ps();
-            for (int t = 0; t < hd; t += 16) {
-                __m512 x0 = _mm512_loadu_ps(q0 + t), x1 = _mm512_loadu_ps(q1 + t);
-                for (int i = 0; i < 4; i++) {
-                    __m512 kv = ld(k, kj[i] + t, DT);
-                    a0[i] = _mm512_fmadd_ps(x0, kv, a0[i]);
-                    a1[i] = _mm512_fmadd_ps(x1, kv, a1[i]);
-                }
-            }
-            _mm512_mask_compressstoreu_ps(
-                sc + (j - lo), 0x1111,
-                _mm512_mul_ps(hr_hsum4_avx512(a0[0], a0[1], a0[2], a0[3]), scale));
-            _mm512_mask_compressstoreu_ps(
-                sc + N + (j - lo), 0x1111,
-                _mm512_mul_ps(hr_hsum4_avx512(a1[0], a1[1], a1[2], a1[3]), scale));
-            continue;
-        }
         for (int r = 0; r < nq * G; r++) {
             const float *qr = T->q + (size_t)(r / G) * T->ldq + (size_t)(r % G) * hd;
             __m512 acc[4] = {_mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps(),
@@ -348,7 +398,7 @@ AI void heads(const hr_attn_tile *T, const hr_dtype DT) {
                 hr_softcap(s, T->n[i], T->softcap);
             hr_softmax(s, T->n[i]);
         }
-    if (!widen) {
+    if (!widen_v) {
         for (int i = 0; i < nq; i++) {
             vrows V = {v, bt, stride, bs, kvh, hd, T->start[i], NULL};
             pv(sc + (size_t)i * G * N + (T->start[i] - lo), N, T->n[i], &V, G,
@@ -363,8 +413,8 @@ AI void heads(const hr_attn_tile *T, const hr_dtype DT) {
         int m = hi - c0 < VCHUNK ? hi - c0 : VCHUNK;
         for (int jj = 0; jj < m; jj++) {
             size_t vj = KV(c0 + jj);
-            if (c0 + jj + PF_KEYS < hi)
-                pf(v, KV(c0 + jj + PF_KEYS), (size_t)hd * es, DT);
+            if (c0 + jj + pfk < hi)
+                pf(v, KV(c0 + jj + pfk), (size_t)hd * es, DT);
             for (int t = 0; t < hd; t += 16)
                 _mm512_store_ps(vf[jj] + t, ld(v, vj + t, DT));
         }
