@@ -228,6 +228,7 @@ const hr_cpu_kernels hr__cpu_avx2 = {
     .qact_row = hr__qact_row_avx2,
     .to_half = to_half_avx2,
     .softmax = hr__softmax_scalar,
+    .silu_mul = hr__silu_mul_scalar,
     .max = max_avx2,
     .exp_sum = exp_sum_avx2,
     .dot = dot_avx2,

@@ -125,6 +125,7 @@ const hr_cpu_kernels hr__cpu_avx512 = {
     .attn_heads = hr__attn_heads_avx512,
     .to_half = hr__to_half_avx512,
     .softmax = hr__softmax_avx512,
+    .silu_mul = hr__silu_mul_avx512,
     .max = hr__max_avx512,
     .exp_sum = hr__exp_sum_avx512,
     .dot = dot_avx512,

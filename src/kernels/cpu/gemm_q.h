@@ -75,11 +75,13 @@ void hr__qact_row_avx512(const float *x, int k, int off, int8_t *q, float *d4, i
 
 HR__GEMM_X16_DECL(avx512)
 void hr__softmax_scalar(float *x, int n); /* expf */
+void hr__silu_mul_scalar(float *g, const float *u, int n);
 float hr__max_scalar(const float *x, int n);
 double hr__exp_sum_scalar(float *dst, const float *x, int n, float m, float s);
 void hr__to_half_scalar(uint16_t *dst, const float *x, int n, hr_dtype t);
 void hr__to_half_avx512(uint16_t *dst, const float *x, int n, hr_dtype t);
 void hr__softmax_avx512(float *x, int n);
+void hr__silu_mul_avx512(float *g, const float *u, int n);
 float hr__max_avx512(const float *x, int n);
 double hr__exp_sum_avx512(float *dst, const float *x, int n, float m, float s);
 void hr__attn_heads_avx512(const hr_attn_tile *t);

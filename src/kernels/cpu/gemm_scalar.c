@@ -77,6 +77,11 @@ void hr__softmax_scalar(float *x, int n) {
         x[i] *= inv;
 }
 
+void hr__silu_mul_scalar(float *g, const float *u, int n) {
+    for (int i = 0; i < n; i++)
+        g[i] = g[i] / (1.0f + expf(-g[i])) * (u ? u[i] : 1.0f);
+}
+
 float hr__max_scalar(const float *x, int n) {
     float mx = -INFINITY;
     for (int i = 0; i < n; i++)
@@ -122,6 +127,7 @@ const hr_cpu_kernels hr__cpu_scalar = {
     .qact_row = hr_qact_row,
     .to_half = hr__to_half_scalar,
     .softmax = hr__softmax_scalar,
+    .silu_mul = hr__silu_mul_scalar,
     .max = hr__max_scalar,
     .exp_sum = hr__exp_sum_scalar,
     .dot = dot_scalar,

@@ -291,10 +291,7 @@ void hr_softcap(float *x, int n, float cap) {
         x[i] = tanhf(x[i] / cap) * cap;
 }
 
-void hr_silu_mul(float *g, const float *u, int n) {
-    for (int i = 0; i < n; i++)
-        g[i] = g[i] / (1.0f + expf(-g[i])) * (u ? u[i] : 1.0f);
-}
+void hr_silu_mul(float *g, const float *u, int n) { hr_cpu()->silu_mul(g, u, n); }
 
 void hr_gelu_tanh_mul(float *g, const float *u, int n) {
     const float k = 0.7978845608028654f; /* sqrt(2/pi) */
