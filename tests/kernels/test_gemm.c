@@ -155,7 +155,8 @@ static void test_row_ops(void **state) {
  * plus 3e-36 absolute over g in [-100, 100] (below -87.3 the result, under
  * 2e-36 with |u| <= 2, may flush to 0: e^-g overflows a float, or e^g is
  * below FLT_MIN), every length 1..40 (the vector tails), with and without
- * u; +inf stays +inf, NaN stays NaN. */
+ * u; each element's bits are those of a call on it alone; +inf stays
+ * +inf, NaN stays NaN. */
 static void test_silu(void **state) {
     (void)state;
     hr_rng rng;
@@ -183,6 +184,11 @@ static void test_silu(void **state) {
                         fail_msg("%s silu(%.9g) = %.9g, double %.9g", K->name, g[i], y[i], ref);
                     if (fabs(ref) > 1e-30)
                         worst = fmax(worst, err / fabs(ref));
+                    float one = g[i]; /* the same bits alone (batch invariance) */
+                    K->silu_mul(&one, with_u ? &u[i] : NULL, 1);
+                    if (memcmp(&one, &y[i], sizeof one))
+                        fail_msg("%s silu(%.9g): %.9g alone, %.9g at %d of %d", K->name, g[i],
+                                 one, y[i], i, n);
                 }
             }
         float sp[3] = {INFINITY, NAN, 0.0f};

@@ -88,8 +88,9 @@ typedef struct hr_cpu_kernels {
     /* hr_softmax (ops.h), in place */
     void (*softmax)(float *x, int n);
     /* hr_silu_mul (ops.h): g[i] = silu(g[i]) u[i] (u NULL: 1), within 5e-7
-     * relative of the same in double (scalar: expf; AVX-512: the softmax's
-     * exponential) */
+     * relative of the same in double (scalar: expf; AVX2, AVX-512: the
+     * softmax's exponential); an element's value does not depend on where
+     * it falls in g (batch invariance) */
     void (*silu_mul)(float *g, const float *u, int n);
     /* The largest of x[0..n), NaNs ignored; -inf when there is none. The
      * same value on every ISA. */

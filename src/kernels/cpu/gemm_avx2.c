@@ -197,6 +197,35 @@ static double exp_sum_avx2(float *dst, const float *x, int n, float m, float s) 
     return sum;
 }
 
+/* hr__silu_mul_avx512's formulation 8 lanes at a time: sigmoid from
+ * e = e^-|g|; the tail padded to 8 lanes, so that every element takes the
+ * same operations wherever it falls */
+static __m256 silu8(__m256 x) {
+    __m256 one = _mm256_set1_ps(1.0f), zero = _mm256_setzero_ps();
+    __m256 e = exp_neg8(_mm256_sub_ps(zero, _mm256_andnot_ps(_mm256_set1_ps(-0.0f), x)));
+    __m256 neg = _mm256_cmp_ps(x, zero, _CMP_LT_OQ);
+    return _mm256_mul_ps(x, _mm256_div_ps(_mm256_blendv_ps(one, e, neg), _mm256_add_ps(one, e)));
+}
+
+static void silu_mul_avx2(float *g, const float *u, int n) {
+    int i = 0;
+    for (; i + 8 <= n; i += 8) {
+        __m256 y = silu8(_mm256_loadu_ps(g + i));
+        _mm256_storeu_ps(g + i, u ? _mm256_mul_ps(y, _mm256_loadu_ps(u + i)) : y);
+    }
+    if (i < n) {
+        float gt[8] = {0}, ut[8] = {0};
+        for (int j = 0; i + j < n; j++) {
+            gt[j] = g[i + j];
+            ut[j] = u ? u[i + j] : 1.0f;
+        }
+        __m256 y = silu8(_mm256_loadu_ps(gt));
+        _mm256_storeu_ps(gt, u ? _mm256_mul_ps(y, _mm256_loadu_ps(ut)) : y);
+        for (int j = 0; i + j < n; j++)
+            g[i + j] = gt[j];
+    }
+}
+
 static float dot_avx2(const float *a, const float *b, int n) {
     __m256 acc = _mm256_setzero_ps();
     int t = 0;
@@ -228,7 +257,7 @@ const hr_cpu_kernels hr__cpu_avx2 = {
     .qact_row = hr__qact_row_avx2,
     .to_half = to_half_avx2,
     .softmax = hr__softmax_scalar,
-    .silu_mul = hr__silu_mul_scalar,
+    .silu_mul = silu_mul_avx2,
     .max = max_avx2,
     .exp_sum = exp_sum_avx2,
     .dot = dot_avx2,
