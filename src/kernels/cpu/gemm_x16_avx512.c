@@ -125,7 +125,19 @@ AI void dot_nibbles(iacc *acc, const uint8_t *Q, const arow *A, int I, int b, in
 
 /* ---- one unit of one panel, for I activation rows; u: the unit index ---- */
 
-AI void unit_q8_0(const uint8_t *U, const arow *A, int I, int u, __m512 *y, int DIG) {
+/* Each unit prefetches into L2 the unit PF_BYTES on (pf; NULL: no
+ * prefetch), lines [lo, hi) at a time spread over its work: a burst of all
+ * 37 lines of a Q4_K unit at its start stalled the loop on the L1 fill
+ * buffers (Q4_K matvecs on one thread: 76% of a plain read). */
+AI void pf_span(const uint8_t *pf, size_t lo, size_t hi) {
+    if (pf)
+        for (size_t o = lo; o < hi; o += 64)
+            _mm_prefetch((const char *)pf + o, _MM_HINT_T1);
+}
+
+AI void unit_q8_0(const uint8_t *U, const arow *A, int I, int u, __m512 *y, int DIG,
+                  const uint8_t *pf) {
+    pf_span(pf, 0, 32 + 512);
     iacc acc[MR];
     acc_init(acc, A, I, u, DIG);
     dot_bytes(acc, U + 32, A, I, u, DIG);
@@ -134,7 +146,8 @@ AI void unit_q8_0(const uint8_t *U, const arow *A, int I, int u, __m512 *y, int 
 
 /* Q4_0 and Q4_1 (MIN): nibble chunks at U + NIB */
 AI void unit_q4(const uint8_t *U, const arow *A, int I, int u, __m512 *y, int NIB, int MIN,
-                int DIG) {
+                int DIG, const uint8_t *pf) {
+    pf_span(pf, 0, (size_t)NIB + 256);
     iacc acc[MR];
     acc_init(acc, A, I, u, DIG);
     dot_nibbles(acc, U + NIB, A, I, u, DIG);
@@ -143,20 +156,24 @@ AI void unit_q4(const uint8_t *U, const arow *A, int I, int u, __m512 *y, int NI
         min_add(y, f16x16(U + 32), A, I, u);
 }
 
-AI void unit_q4_0(const uint8_t *U, const arow *A, int I, int u, __m512 *y, int DIG) {
-    unit_q4(U, A, I, u, y, 32, 0, DIG);
+AI void unit_q4_0(const uint8_t *U, const arow *A, int I, int u, __m512 *y, int DIG,
+                  const uint8_t *pf) {
+    unit_q4(U, A, I, u, y, 32, 0, DIG, pf);
 }
-AI void unit_q4_1(const uint8_t *U, const arow *A, int I, int u, __m512 *y, int DIG) {
-    unit_q4(U, A, I, u, y, 64, 1, DIG);
+AI void unit_q4_1(const uint8_t *U, const arow *A, int I, int u, __m512 *y, int DIG,
+                  const uint8_t *pf) {
+    unit_q4(U, A, I, u, y, 64, 1, DIG, pf);
 }
 
 /* MLX affine, BITS 4 or 8, NB 32-column blocks per group (the unit): the
  * group's s and b (f16) serve every block, each block scaled by its own
  * activation d as Q4_1's */
 AI void unit_affine(const uint8_t *U, const arow *A, int I, int u, __m512 *y, int BITS, int NB,
-                    int DIG) {
+                    int DIG, const uint8_t *pf) {
     __m512 sw = f16x16(U), mn = f16x16(U + 32);
+    size_t bb = BITS == 4 ? 256 : 512;
     for (int e = 0; e < NB; e++) {
+        pf_span(pf, e ? 64 + bb * e : 0, 64 + bb * (e + 1));
         int b = NB * u + e;
         const uint8_t *Q = U + 64 + (BITS == 4 ? 256 : 512) * e;
         iacc acc[MR];
@@ -172,8 +189,8 @@ AI void unit_affine(const uint8_t *U, const arow *A, int I, int u, __m512 *y, in
 
 #define AFFINE_UNIT(BITS, NB)                                                               \
     AI void unit_a##BITS##_##NB(const uint8_t *U, const arow *A, int I, int u, __m512 *y,   \
-                                int DIG) {                                                  \
-        unit_affine(U, A, I, u, y, BITS, NB, DIG);                                          \
+                                int DIG, const uint8_t *pf) {                               \
+        unit_affine(U, A, I, u, y, BITS, NB, DIG, pf);                                      \
     }
 AFFINE_UNIT(4, 1)
 AFFINE_UNIT(4, 2)
@@ -204,11 +221,14 @@ AI __m512i bits6(__m512i idx) {
 }
 
 /* Q4_K / Q5_K (FIVE): 8 blocks of 32, block-pair by block-pair */
-AI void unit_k45(const uint8_t *U, const arow *A, int I, int u, __m512 *y, int FIVE, int DIG) {
+AI void unit_k45(const uint8_t *U, const arow *A, int I, int u, __m512 *y, int FIVE, int DIG,
+                 const uint8_t *pf) {
+    size_t ub = FIVE ? K_HB + 512 : K_HB;
     __m512 D = f16x16(U + K_D);
     __m512 ND = _mm512_sub_ps(_mm512_setzero_ps(), f16x16(U + K_DMIN));
     UNROLL
     for (int s = 0; s < 4; s++) {
+        pf_span(pf, ub * s / 4, ub * (s + 1) / 4);
         int b0 = 8 * u + 2 * s;
         iacc acc0[MR], acc1[MR];
         acc_init(acc0, A, I, b0, DIG);
@@ -236,18 +256,22 @@ AI void unit_k45(const uint8_t *U, const arow *A, int I, int u, __m512 *y, int F
     }
 }
 
-AI void unit_q4_k(const uint8_t *U, const arow *A, int I, int u, __m512 *y, int DIG) {
-    unit_k45(U, A, I, u, y, 0, DIG);
+AI void unit_q4_k(const uint8_t *U, const arow *A, int I, int u, __m512 *y, int DIG,
+                  const uint8_t *pf) {
+    unit_k45(U, A, I, u, y, 0, DIG, pf);
 }
-AI void unit_q5_k(const uint8_t *U, const arow *A, int I, int u, __m512 *y, int DIG) {
-    unit_k45(U, A, I, u, y, 1, DIG);
+AI void unit_q5_k(const uint8_t *U, const arow *A, int I, int u, __m512 *y, int DIG,
+                  const uint8_t *pf) {
+    unit_k45(U, A, I, u, y, 1, DIG, pf);
 }
 
 /* Q6_K: groups of 16 (c and sw per group), so four accumulators per pair */
-AI void unit_q6_k(const uint8_t *U, const arow *A, int I, int u, __m512 *y, int DIG) {
+AI void unit_q6_k(const uint8_t *U, const arow *A, int I, int u, __m512 *y, int DIG,
+                  const uint8_t *pf) {
     __m512 D = f16x16(U + S_D);
     UNROLL
     for (int s = 0; s < 4; s++) {
+        pf_span(pf, (S_HB + 1024) * s / 4, (S_HB + 1024) * (s + 1) / 4);
         int b0 = 8 * u + 2 * s;
         iacc acc[4][MR]; /* block b0 halves 0, 1; block b0 + 1 halves 0, 1 */
         UNROLL
@@ -315,10 +339,7 @@ AI void unit_q6_k(const uint8_t *U, const arow *A, int I, int u, __m512 *y, int 
         for (int p = 0; p < P; p++)                                                 \
             for (int u = u0; u < u1; u++) {                                         \
                 const uint8_t *U = w + (size_t)(p0 + p) * pb + (size_t)u * ub;      \
-                if (PF)                                                             \
-                    for (size_t o = 0; o < ub; o += 64)                             \
-                        _mm_prefetch((const char *)U + PF_BYTES + o, _MM_HINT_T1);  \
-                UNIT(U, A, I, u, acc[p], DIG);                                      \
+                UNIT(U, A, I, u, acc[p], DIG, PF ? U + PF_BYTES : NULL);            \
             }                                                                       \
         UNROLL                                                                      \
         for (int p = 0; p < P; p++)                                                 \
