@@ -305,8 +305,8 @@ AI void unit_q6_k(const uint8_t *U, const arow *A, int I, int u, __m512 *y, int 
 /* ---- tiles and blocking ---------------------------------------------------------- */
 
 /* y[i0..i0+I) x panels [p0, p0+P) over units [u0, u1); u0 == 0: y starts
- * at 0. PF: the first tile over these weights, which come from memory: it
- * prefetches PF_BYTES ahead in each panel (the hardware prefetcher alone
+ * at 0. PF: the first tile over these weights, which come from memory: its
+ * units prefetch PF_BYTES ahead in each panel (pf_span; the hardware prefetcher alone
  * leaves the 4-bit formats' decode short of the memory bandwidth). Into L2
  * (T1), 4 KiB ahead: the decode matvecs of Qwen3-0.6B Q4_0 read 24.4 GB/s
  * against 22.4 for T0 at 2 KiB (Q4_K 23.4 vs 22.0; prefill unchanged). */
