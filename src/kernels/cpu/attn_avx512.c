@@ -28,9 +28,8 @@
  * a block are contiguous, but the next block of the same head is a block
  * stride away (other heads between), where the hardware prefetcher starts
  * over; decode attention stalled on those loads. 4 KiB (the x16 panels'
- * distance): 16 keys of f16 K at head_dim 128 decoded Qwen3-0.6B Q4_0 5%
- * faster than 8; at head_dim 64 a distance of 16 keys (2 KiB) left
- * attention stalled on the widening loads. */
+ * distance; in bytes, so the same for every head_dim): 16 keys of f16 K at
+ * head_dim 128 decoded Qwen3-0.6B Q4_0 5% faster than 8. */
 #define PF_BYTES 4096
 /* at least 1: a row is at most HR_ATTN_MAX_HEAD_DIM x 4 bytes */
 #define PF_KEYS(hd, es) ((int)(PF_BYTES / ((size_t)(hd) * (es))))

@@ -128,7 +128,8 @@ AI void dot_nibbles(iacc *acc, const uint8_t *Q, const arow *A, int I, int b, in
 /* Each unit prefetches into L2 the unit PF_BYTES on (pf; NULL: no
  * prefetch), lines [lo, hi) at a time spread over its work: a burst of all
  * 37 lines of a Q4_K unit at its start stalled the loop on the L1 fill
- * buffers (Q4_K matvecs on one thread: 76% of a plain read). */
+ * buffers: Q4_K matvecs on one thread read 76% of a plain read, now
+ * 83-90% (bench_kernels). */
 AI void pf_span(const uint8_t *pf, size_t lo, size_t hi) {
     if (pf)
         for (size_t o = lo; o < hi; o += 64)
@@ -175,7 +176,7 @@ AI void unit_affine(const uint8_t *U, const arow *A, int I, int u, __m512 *y, in
     for (int e = 0; e < NB; e++) {
         pf_span(pf, e ? 64 + bb * e : 0, 64 + bb * (e + 1));
         int b = NB * u + e;
-        const uint8_t *Q = U + 64 + (BITS == 4 ? 256 : 512) * e;
+        const uint8_t *Q = U + 64 + bb * e;
         iacc acc[MR];
         acc_init(acc, A, I, b, DIG);
         if (BITS == 4)
