@@ -125,20 +125,25 @@ AI void dot_nibbles(iacc *acc, const uint8_t *Q, const arow *A, int I, int b, in
 
 /* ---- one unit of one panel, for I activation rows; u: the unit index ---- */
 
-/* Each unit prefetches into L2 the unit PF_BYTES on (pf; NULL: no
- * prefetch), lines [lo, hi) at a time spread over its work: a burst of all
- * 37 lines of a Q4_K unit at its start stalled the loop on the L1 fill
- * buffers: Q4_K matvecs on one thread read 76% of a plain read, now
- * 83-90% (bench_kernels). */
-AI void pf_span(const uint8_t *pf, size_t lo, size_t hi) {
-    if (pf)
-        for (size_t o = lo; o < hi; o += 64)
-            _mm_prefetch((const char *)pf + o, _MM_HINT_T1);
+/* Each unit prefetches into L2 the unit PF_BYTES on (p; NULL: no
+ * prefetch; ub: the unit's bytes, hr_x16_unit_bytes), part by part spread
+ * over its work: a burst of all 37 lines of a Q4_K unit at its start
+ * stalled the loop on the L1 fill buffers: Q4_K matvecs on one thread read
+ * 76% of a plain read, now 83-90% (bench_kernels). */
+typedef struct upf {
+    const uint8_t *p;
+    size_t ub;
+} upf;
+
+/* part `part` of `parts` of the unit's lines */
+AI void pf_part(upf pf, int part, int parts) {
+    if (pf.p)
+        for (size_t o = pf.ub * part / parts; o < pf.ub * (part + 1) / parts; o += 64)
+            _mm_prefetch((const char *)pf.p + o, _MM_HINT_T1);
 }
 
-AI void unit_q8_0(const uint8_t *U, const arow *A, int I, int u, __m512 *y, int DIG,
-                  const uint8_t *pf) {
-    pf_span(pf, 0, 32 + 512);
+AI void unit_q8_0(const uint8_t *U, const arow *A, int I, int u, __m512 *y, int DIG, upf pf) {
+    pf_part(pf, 0, 1);
     iacc acc[MR];
     acc_init(acc, A, I, u, DIG);
     dot_bytes(acc, U + 32, A, I, u, DIG);
@@ -147,8 +152,8 @@ AI void unit_q8_0(const uint8_t *U, const arow *A, int I, int u, __m512 *y, int 
 
 /* Q4_0 and Q4_1 (MIN): nibble chunks at U + NIB */
 AI void unit_q4(const uint8_t *U, const arow *A, int I, int u, __m512 *y, int NIB, int MIN,
-                int DIG, const uint8_t *pf) {
-    pf_span(pf, 0, (size_t)NIB + 256);
+                int DIG, upf pf) {
+    pf_part(pf, 0, 1);
     iacc acc[MR];
     acc_init(acc, A, I, u, DIG);
     dot_nibbles(acc, U + NIB, A, I, u, DIG);
@@ -157,12 +162,10 @@ AI void unit_q4(const uint8_t *U, const arow *A, int I, int u, __m512 *y, int NI
         min_add(y, f16x16(U + 32), A, I, u);
 }
 
-AI void unit_q4_0(const uint8_t *U, const arow *A, int I, int u, __m512 *y, int DIG,
-                  const uint8_t *pf) {
+AI void unit_q4_0(const uint8_t *U, const arow *A, int I, int u, __m512 *y, int DIG, upf pf) {
     unit_q4(U, A, I, u, y, 32, 0, DIG, pf);
 }
-AI void unit_q4_1(const uint8_t *U, const arow *A, int I, int u, __m512 *y, int DIG,
-                  const uint8_t *pf) {
+AI void unit_q4_1(const uint8_t *U, const arow *A, int I, int u, __m512 *y, int DIG, upf pf) {
     unit_q4(U, A, I, u, y, 64, 1, DIG, pf);
 }
 
@@ -170,11 +173,11 @@ AI void unit_q4_1(const uint8_t *U, const arow *A, int I, int u, __m512 *y, int 
  * group's s and b (f16) serve every block, each block scaled by its own
  * activation d as Q4_1's */
 AI void unit_affine(const uint8_t *U, const arow *A, int I, int u, __m512 *y, int BITS, int NB,
-                    int DIG, const uint8_t *pf) {
+                    int DIG, upf pf) {
     __m512 sw = f16x16(U), mn = f16x16(U + 32);
     size_t bb = BITS == 4 ? 256 : 512;
     for (int e = 0; e < NB; e++) {
-        pf_span(pf, e ? 64 + bb * e : 0, 64 + bb * (e + 1));
+        pf_part(pf, e, NB);
         int b = NB * u + e;
         const uint8_t *Q = U + 64 + bb * e;
         iacc acc[MR];
@@ -190,7 +193,7 @@ AI void unit_affine(const uint8_t *U, const arow *A, int I, int u, __m512 *y, in
 
 #define AFFINE_UNIT(BITS, NB)                                                               \
     AI void unit_a##BITS##_##NB(const uint8_t *U, const arow *A, int I, int u, __m512 *y,   \
-                                int DIG, const uint8_t *pf) {                               \
+                                int DIG, upf pf) {                                          \
         unit_affine(U, A, I, u, y, BITS, NB, DIG, pf);                                      \
     }
 AFFINE_UNIT(4, 1)
@@ -223,13 +226,12 @@ AI __m512i bits6(__m512i idx) {
 
 /* Q4_K / Q5_K (FIVE): 8 blocks of 32, block-pair by block-pair */
 AI void unit_k45(const uint8_t *U, const arow *A, int I, int u, __m512 *y, int FIVE, int DIG,
-                 const uint8_t *pf) {
-    size_t ub = FIVE ? K_HB + 512 : K_HB;
+                 upf pf) {
     __m512 D = f16x16(U + K_D);
     __m512 ND = _mm512_sub_ps(_mm512_setzero_ps(), f16x16(U + K_DMIN));
     UNROLL
     for (int s = 0; s < 4; s++) {
-        pf_span(pf, ub * s / 4, ub * (s + 1) / 4);
+        pf_part(pf, s, 4);
         int b0 = 8 * u + 2 * s;
         iacc acc0[MR], acc1[MR];
         acc_init(acc0, A, I, b0, DIG);
@@ -257,22 +259,19 @@ AI void unit_k45(const uint8_t *U, const arow *A, int I, int u, __m512 *y, int F
     }
 }
 
-AI void unit_q4_k(const uint8_t *U, const arow *A, int I, int u, __m512 *y, int DIG,
-                  const uint8_t *pf) {
+AI void unit_q4_k(const uint8_t *U, const arow *A, int I, int u, __m512 *y, int DIG, upf pf) {
     unit_k45(U, A, I, u, y, 0, DIG, pf);
 }
-AI void unit_q5_k(const uint8_t *U, const arow *A, int I, int u, __m512 *y, int DIG,
-                  const uint8_t *pf) {
+AI void unit_q5_k(const uint8_t *U, const arow *A, int I, int u, __m512 *y, int DIG, upf pf) {
     unit_k45(U, A, I, u, y, 1, DIG, pf);
 }
 
 /* Q6_K: groups of 16 (c and sw per group), so four accumulators per pair */
-AI void unit_q6_k(const uint8_t *U, const arow *A, int I, int u, __m512 *y, int DIG,
-                  const uint8_t *pf) {
+AI void unit_q6_k(const uint8_t *U, const arow *A, int I, int u, __m512 *y, int DIG, upf pf) {
     __m512 D = f16x16(U + S_D);
     UNROLL
     for (int s = 0; s < 4; s++) {
-        pf_span(pf, (S_HB + 1024) * s / 4, (S_HB + 1024) * (s + 1) / 4);
+        pf_part(pf, s, 4);
         int b0 = 8 * u + 2 * s;
         iacc acc[4][MR]; /* block b0 halves 0, 1; block b0 + 1 halves 0, 1 */
         UNROLL
@@ -307,7 +306,7 @@ AI void unit_q6_k(const uint8_t *U, const arow *A, int I, int u, __m512 *y, int 
 
 /* y[i0..i0+I) x panels [p0, p0+P) over units [u0, u1); u0 == 0: y starts
  * at 0. PF: the first tile over these weights, which come from memory: its
- * units prefetch PF_BYTES ahead in each panel (pf_span; the hardware prefetcher alone
+ * units prefetch PF_BYTES ahead in each panel (pf_part; the hardware prefetcher alone
  * leaves the 4-bit formats' decode short of the memory bandwidth). Into L2
  * (T1), 4 KiB ahead: the decode matvecs of Qwen3-0.6B Q4_0 read 24.4 GB/s
  * against 22.4 for T0 at 2 KiB (Q4_K 23.4 vs 22.0; prefill unchanged). */
@@ -340,7 +339,7 @@ AI void unit_q6_k(const uint8_t *U, const arow *A, int I, int u, __m512 *y, int 
         for (int p = 0; p < P; p++)                                                 \
             for (int u = u0; u < u1; u++) {                                         \
                 const uint8_t *U = w + (size_t)(p0 + p) * pb + (size_t)u * ub;      \
-                UNIT(U, A, I, u, acc[p], DIG, PF ? U + PF_BYTES : NULL);            \
+                UNIT(U, A, I, u, acc[p], DIG, (upf){PF ? U + PF_BYTES : NULL, ub}); \
             }                                                                       \
         UNROLL                                                                      \
         for (int p = 0; p < P; p++)                                                 \
