@@ -20,8 +20,8 @@ struct hr_fwd {
 
 static size_t scratch_bytes(const hr_hparams *hp, int T, int S, int ctx, int nth) {
     size_t qd = (size_t)hp->n_heads * hp->head_dim, kvd = (size_t)hp->n_kv_heads * hp->head_dim;
-    size_t d = hp->d_model, ff = hp->d_ff, half = hp->rot_dim / 2 + 1;
-    size_t floats = (size_t)T * (3 * d + 2 * qd + 2 * kvd + 2 * ff) +
+    size_t d = hp->d_model, ff = hp->d_ff, half = hp->rot_dim / 2 + 1, rot = hp->rot_dim;
+    size_t floats = (size_t)T * (3 * d + 2 * qd + 2 * kvd + 2 * ff + 2 * rot) +
                     (size_t)S * 2 * half +
                     (size_t)nth * HR_ATTN_TILE * (size_t)(hp->n_heads / hp->n_kv_heads) *
                         (size_t)ctx;
@@ -137,6 +137,30 @@ static void act_rows(hr_pool *pool, int T, hr_act act, float *g, const float *u,
     run_rows(pool, T, act_worker, &a);
 }
 
+/* Per token, before the layers: its RoPE tables, [full | local] (the local
+ * one only where the model has one), from its sequence's frequencies. */
+typedef struct rope_task {
+    const hr_hparams *hp;
+    const hr_batch *b;
+    const float *freq;
+    float *cs;
+} rope_task;
+
+static void rope_worker(void *p, int ith, int nth) {
+    const rope_task *a = p;
+    const hr_hparams *hp = a->hp;
+    int rot = hp->rot_dim, half = rot / 2;
+    long lo, hi;
+    hr_split(a->b->n_tokens, ith, nth, &lo, &hi);
+    for (long t = lo; t < hi; t++) {
+        const float *fs = a->freq + (size_t)a->b->seq[t] * 2 * (half + 1);
+        float *cs = a->cs + (size_t)t * 2 * rot;
+        hr_rope_table(cs, rot, a->b->pos[t], fs, fs[half]);
+        if (hp->has_rope_local)
+            hr_rope_table(cs + rot, rot, a->b->pos[t], fs + half + 1, fs[2 * half + 1]);
+    }
+}
+
 /* Per token after the q/k/v projections: q/k norms, RoPE, K/V into the
  * cache ([block][kv_head][slot][hd]). */
 typedef struct qkv_task {
@@ -145,9 +169,9 @@ typedef struct qkv_task {
     const hr_batch *b;
     hr_kv *kv;
     float *q, *k;
-    const float *v, *freq;
+    const float *v, *cs;
     const int32_t *const *tok_blocks;
-    int il, half;
+    int il;
     bool sliding;
 } qkv_task;
 
@@ -155,7 +179,7 @@ static void qkv_worker(void *p, int ith, int nth) {
     const qkv_task *a = p;
     const hr_hparams *hp = &a->m->hp;
     const hr_arch *arch = hp->arch;
-    int hd = hp->head_dim, qd = hp->n_heads * hd, kvd = hp->n_kv_heads * hd, half = a->half;
+    int hd = hp->head_dim, qd = hp->n_heads * hd, kvd = hp->n_kv_heads * hd, rot = hp->rot_dim;
     long lo, hi;
     hr_split(a->b->n_tokens, ith, nth, &lo, &hi);
     for (long t = lo; t < hi; t++) {
@@ -172,13 +196,12 @@ static void qkv_worker(void *p, int ith, int nth) {
             hr_rmsnorm(kt, kt, a->L->k_norm, hp->norm_offset, kvd, hp->norm_eps);
         }
         int pos = a->b->pos[t];
-        if (hp->layer_rope[a->il] && half > 0) {
-            const float *fs = a->freq + (size_t)a->b->seq[t] * 2 * (half + 1);
+        if (hp->layer_rope[a->il] && rot >= 2) {
+            const float *cs = a->cs + (size_t)t * 2 * rot;
             if (a->sliding && hp->has_rope_local)
-                fs += half + 1;
-            hr_rope(qt, hp->n_heads, hd, hp->rot_dim, pos, fs, fs[half], hp->rope_interleaved);
-            hr_rope(kt, hp->n_kv_heads, hd, hp->rot_dim, pos, fs, fs[half],
-                    hp->rope_interleaved);
+                cs += rot;
+            hr_rope(qt, hp->n_heads, hd, rot, cs, hp->rope_interleaved);
+            hr_rope(kt, hp->n_kv_heads, hd, rot, cs, hp->rope_interleaved);
         }
         for (int h = 0; h < hp->n_kv_heads; h++)
             hr_kv_store(a->kv, a->il, a->tok_blocks[t][pos / HR_KV_BLOCK], h, pos % HR_KV_BLOCK,
@@ -241,6 +264,7 @@ int hr_forward(hr_fwd *f, hr_kv *kv, const hr_batch *b, float *logits,
     float *k = ALLOC(float, (size_t)T * kvd), *v = ALLOC(float, (size_t)T * kvd);
     float *g = ALLOC(float, (size_t)T * ff), *u = ALLOC(float, (size_t)T * ff);
     float *freq = ALLOC(float, (size_t)b->n_seqs * 2 * (half + 1));
+    float *cs = ALLOC(float, (size_t)T * 2 * hp->rot_dim);
     float *scores = ALLOC(float, (size_t)nth * HR_ATTN_TILE * (hp->n_heads / hp->n_kv_heads) *
                                      f->max_ctx);
     const int32_t **tok_blocks = ALLOC(const int32_t *, T);
@@ -262,6 +286,8 @@ int hr_forward(hr_fwd *f, hr_kv *kv, const hr_batch *b, float *logits,
         hr_rope_freqs(hp->has_rope_local ? &hp->rope_local : &hp->rope, hp->rot_dim,
                       hp->max_pos, len, fs + half + 1, &fs[2 * half + 1]);
     }
+    if (half > 0)
+        run_rows(pool, T, rope_worker, &(rope_task){hp, b, freq, cs});
     for (int t = 0; t < T; t++)
         tok_blocks[t] = b->seqs[b->seq[t]].table;
 
@@ -289,8 +315,8 @@ int hr_forward(hr_fwd *f, hr_kv *kv, const hr_batch *b, float *logits,
         hr_matmul_multi(pool, ain, d, T, 3,
                         (hr_matmul_out[]){{q, qd, &L->wq, L->bq}, {k, kvd, &L->wk, L->bk},
                                           {v, kvd, &L->wv, L->bv}});
-        qkv_task qa = {.m = m, .L = L, .b = b, .kv = kv, .q = q, .k = k, .v = v, .freq = freq,
-                       .tok_blocks = tok_blocks, .il = il, .half = half, .sliding = sliding};
+        qkv_task qa = {.m = m, .L = L, .b = b, .kv = kv, .q = q, .k = k, .v = v, .cs = cs,
+                       .tok_blocks = tok_blocks, .il = il, .sliding = sliding};
         run_rows(pool, T, qkv_worker, &qa);
         hr_attn_args aa = {
             .q = q, .out = att, .n_tok = T, .n_heads = hp->n_heads,

@@ -136,16 +136,21 @@ static void test_row_ops(void **state) {
     hr_softcap(c, 2, 30);
     assert_float_equal(c[0], 30 * tanhf(100 / 30.0f), 1e-5);
     /* rope at position 0 is the identity; a quarter turn swaps the pair */
-    float h[4] = {1, 2, 3, 4}, f[2] = {1.0f, 0.0f};
-    hr_rope(h, 1, 4, 4, 0, f, 1.0f, false);
+    float h[4] = {1, 2, 3, 4}, f[2] = {1.0f, 0.0f}, cs[4];
+    hr_rope_table(cs, 4, 0, f, 1.0f);
+    hr_rope(h, 1, 4, 4, cs, false);
     assert_float_equal(h[0], 1, 1e-6);
     float q[4] = {1, 0, 0, 0}, fq[2] = {(float)M_PI / 2, 0};
-    hr_rope(q, 1, 4, 4, 1, fq, 1.0f, false); /* pair (0, 2) */
+    hr_rope_table(cs, 4, 1, fq, 1.0f);
+    hr_rope(q, 1, 4, 4, cs, false); /* pair (0, 2) */
     assert_float_equal(q[0], 0, 1e-6);
     assert_float_equal(q[2], 1, 1e-6);
     float qi[4] = {1, 0, 0, 0};
-    hr_rope(qi, 1, 4, 4, 1, fq, 1.0f, true); /* interleaved: pair (0, 1) */
+    hr_rope(qi, 1, 4, 4, cs, true); /* interleaved: pair (0, 1) */
     assert_float_equal(qi[1], 1, 1e-6);
+    hr_rope_table(cs, 4, 1, fq, 2.0f); /* attn_factor scales cos and sin */
+    assert_float_equal(cs[2], 2, 1e-6);
+    assert_float_equal(cs[3], 0, 1e-6);
     float g[2] = {1, -1}, u[2] = {2, 2};
     hr_silu_mul(g, u, 2);
     assert_float_equal(g[0], 2 / (1 + expf(-1)), 1e-6);

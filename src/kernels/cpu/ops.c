@@ -246,11 +246,17 @@ void hr_matmul_multi(hr_pool *pool, const float *x, int ldx, int n, int count,
 
 void hr_rmsnorm(float *y, const float *x, const float *w, float offset, int d,
                 float eps) {
-    double ss = 0;
-    for (int i = 0; i < d; i++)
+    double acc[8] = {0}, ss = 0; /* 8 chains: the sum is not one long dependency */
+    int i = 0;
+    for (; i + 8 <= d; i += 8)
+        for (int j = 0; j < 8; j++)
+            acc[j] += (double)x[i + j] * x[i + j];
+    for (; i < d; i++)
         ss += (double)x[i] * x[i];
+    for (int j = 0; j < 8; j++)
+        ss += acc[j];
     float r = 1.0f / sqrtf((float)(ss / d) + eps);
-    for (int i = 0; i < d; i++)
+    for (i = 0; i < d; i++)
         y[i] = (x[i] * r) * (w[i] + offset);
 }
 
@@ -268,16 +274,24 @@ void hr_layernorm(float *y, const float *x, const float *w, const float *b,
         y[i] = (x[i] - mu) * r * w[i] + (b ? b[i] : 0.0f);
 }
 
-void hr_rope(float *x, int n_heads, int head_dim, int rot_dim, int pos,
-             const float *inv_freq, float attn_factor, bool interleaved) {
+void hr_rope_table(float *cs, int rot_dim, int pos, const float *inv_freq,
+                   float attn_factor) {
     int half = rot_dim / 2;
     for (int i = 0; i < half; i++) {
         float ang = (float)pos * inv_freq[i];
-        float c = cosf(ang) * attn_factor, s = sinf(ang) * attn_factor;
-        for (int h = 0; h < n_heads; h++) {
-            float *v = x + (size_t)h * head_dim;
+        cs[i] = cosf(ang) * attn_factor;
+        cs[half + i] = sinf(ang) * attn_factor;
+    }
+}
+
+void hr_rope(float *x, int n_heads, int head_dim, int rot_dim, const float *cs,
+             bool interleaved) {
+    int half = rot_dim / 2;
+    for (int h = 0; h < n_heads; h++) {
+        float *v = x + (size_t)h * head_dim;
+        for (int i = 0; i < half; i++) {
             int a = interleaved ? 2 * i : i, b = interleaved ? 2 * i + 1 : i + half;
-            float x0 = v[a], x1 = v[b];
+            float c = cs[i], s = cs[half + i], x0 = v[a], x1 = v[b];
             v[a] = x0 * c - x1 * s;
             v[b] = x1 * c + x0 * s;
         }

@@ -54,12 +54,16 @@ void hr_rmsnorm(float *y, const float *x, const float *w, float offset, int d,
 void hr_layernorm(float *y, const float *x, const float *w, const float *b,
                   int d, float eps);
 
+/* The rotation for one position: cs[i] = cos(pos * inv_freq[i]) and
+ * cs[half + i] = sin(...), each times attn_factor, for i < half = rot_dim/2.
+ * Computed once per token and shared by every layer's q and k. */
+void hr_rope_table(float *cs, int rot_dim, int pos, const float *inv_freq,
+                   float attn_factor);
 /* Rotate the first rot_dim dims of each of n_heads heads (stride head_dim)
- * by angle pos * inv_freq[i], scaling cos/sin by attn_factor. Half-split
- * pairs (i, i + rot_dim/2) as transformers' rotate_half; interleaved pairs
- * (2i, 2i+1) as GLM. */
-void hr_rope(float *x, int n_heads, int head_dim, int rot_dim, int pos,
-             const float *inv_freq, float attn_factor, bool interleaved);
+ * by the table cs (hr_rope_table). Half-split pairs (i, i + rot_dim/2) as
+ * transformers' rotate_half; interleaved pairs (2i, 2i+1) as GLM. */
+void hr_rope(float *x, int n_heads, int head_dim, int rot_dim, const float *cs,
+             bool interleaved);
 
 /* In place; the CPU's vector version (AVX-512: a polynomial e^x within 2
  * ulp of expf) or the scalar one with expf. */
