@@ -78,6 +78,8 @@ void hr_runner_reset(hr_runner *r) {
 int hr_runner_len(const hr_runner *r) { return r->len; }
 int hr_runner_threads(const hr_runner *r) { return hr_pool_size(hr_fwd_pool(r->fwd)); }
 
+hr_pool *hr_runner_pool(hr_runner *r) { return hr_fwd_pool(r->fwd); }
+
 int hr_runner_eval(hr_runner *r, const int32_t *tokens, int n, float *logits,
                    hr_error *err) {
     if (n <= 0)

@@ -5,6 +5,7 @@
 #ifndef HR_ENGINE_RUNNER_H
 #define HR_ENGINE_RUNNER_H
 
+#include "core/pool.h"
 #include "hearth.h"
 #include "model/model.h"
 
@@ -30,5 +31,8 @@ int hr_runner_eval(hr_runner *r, const int32_t *tokens, int n, float *logits,
 void hr_runner_reset(hr_runner *r);
 int hr_runner_len(const hr_runner *r);
 int hr_runner_threads(const hr_runner *r);
+/* The runner's compute threads, for other work between its evals (bench's
+ * bandwidth reads: no second set of threads spinning beside these). */
+hr_pool *hr_runner_pool(hr_runner *r);
 
 #endif
