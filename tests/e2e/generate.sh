@@ -17,6 +17,18 @@ got=$("$bin" generate --model "$fx" --prompt-tokens "$prompt" --max-tokens 16 --
       python3 -c "import json,sys; o=json.load(sys.stdin); assert len(o['top_logprobs'])==16; assert o['decode_tokens_per_s']>0; print(','.join(map(str,o['tokens'])))")
 [ "$got" = "$want" ] && ok || bad "greedy tokens $got != oracle $want"
 
+# bench: one bandwidth reading per repeat, the % the median of the repeats' own
+"$bin" bench --model "$fx" --prompt-len 8 --gen-len 4 --repeats 3 --threads 1 --json | python3 -c "
+import json, statistics, sys
+o = json.load(sys.stdin); r = o['runs']
+assert len(r) == 3 and all(x['mem_bandwidth_gb_s'] > 0 for x in r), r
+for x in r:
+    want = 100 * x['decode_tokens_per_s'] * o['bytes_per_token'] / (x['mem_bandwidth_gb_s'] * 1e9)
+    assert abs(x['decode_pct_of_roofline'] - want) < 1e-6 * want, (x, want)
+for k in ('decode_pct_of_roofline', 'decode_tokens_per_s', 'mem_bandwidth_gb_s'):
+    assert o[k] == statistics.median(x[k] for x in r), k
+" && ok || bad "bench's per-repeat roofline"
+
 # seeded sampling is reproducible
 a=$("$bin" generate --model "$fx" --prompt-tokens 1,2,3 --max-tokens 20 --temp 0.8 --top-p 0.9 --seed 42 --ignore-eos 2>/dev/null)
 b=$("$bin" generate --model "$fx" --prompt-tokens 1,2,3 --max-tokens 20 --temp 0.8 --top-p 0.9 --seed 42 --ignore-eos 2>/dev/null)
