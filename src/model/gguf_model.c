@@ -617,6 +617,16 @@ int hr_gguf_export(const char *src, const json_t *cfg, const hr_weights *w, hr_d
     const char *arch = ARCHS[ai].gguf;
     family fam = ARCHS[ai].fam;
     bool permute = fam == FAM_LLAMA;
+    /* a window shorter than the context changes the answers past it, and
+     * only llama.cpp's gemma2/3 have one (gemma_export writes it) */
+    for (int i = 0; !is_gemma(fam) && i < hp.n_layers; i++)
+        if (hp.layer_sliding[i] && hp.sliding_window < hp.max_pos) {
+            rc = hr_err(err, HR_EUNSUPPORTED, "not supported yet: GGUF export of %s with a "
+                        "sliding window of %d tokens (llama.cpp's %s attends to the whole "
+                        "context of %d)", mt, hp.sliding_window, arch, hp.max_pos);
+            hr_hparams_deinit(&hp);
+            return rc;
+        }
     if (hp.rope.type != HR_ROPE_DEFAULT && hp.rope.type != HR_ROPE_LINEAR &&
         hp.rope.type != HR_ROPE_LLAMA3) {
         hr_hparams_deinit(&hp);

@@ -453,6 +453,13 @@ static void test_export_errors(void **state) {
                  "\"rope_theta\": 1000000.0}, \"sliding_attention\": {\"rope_type\": \"linear\", "
                  "\"factor\": 2.0, \"rope_theta\": 10000.0}}}",
                  "not supported yet: GGUF export of gemma3_text with scaled RoPE on sliding layers");
+    /* a sliding window llama.cpp's llama and qwen2 would not apply */
+    export_fails("mistral", "swa", "{\"sliding_window\": 8}",
+                 "not supported yet: GGUF export of mistral with a sliding window of 8 tokens "
+                 "(llama.cpp's llama attends to the whole context of 4096)");
+    export_fails("qwen2", "swa2", "{\"sliding_window\": 8, \"layer_types\": "
+                 "[\"full_attention\", \"sliding_attention\", \"full_attention\"]}",
+                 "not supported yet: GGUF export of qwen2 with a sliding window of 8 tokens");
     export_fails("gemma", "act", "{\"hidden_activation\": \"gelu\"}",
                  "not supported yet: GGUF export of gemma with an activation other than "
                  "gelu_pytorch_tanh");
