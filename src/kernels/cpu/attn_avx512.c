@@ -11,6 +11,7 @@
  * The softmax, the KV stores' conversion (to_half), the exponential and
  * the sampler's reductions over the vocabulary (max, exp_sum) live here
  * too. */
+#include "kernels/cpu/exp_neg.h"
 #include "kernels/cpu/gemm_q.h"
 #include "kernels/cpu/hsum_avx512.h"
 #include "kernels/cpu/ops.h"
@@ -114,28 +115,22 @@ AI void pv_tile(const float *sc, size_t ldsc, int n, const vrows *V, int c, floa
             _mm512_storeu_ps(out + (size_t)g * hd + c + 16 * i, o[g][i]);
 }
 
-/* e^x for x <= 0 (softmax arguments; -inf gives 0): x = n ln2 + r with
- * |r| <= ln2/2 (ln2 in two parts), e^r by its degree-7 Taylor polynomial
- * (truncation below 5e-9 relative), times 2^n by scalef (exact). Within 2
- * ulp of expf where that is a normal float; 0 below (x < ln FLT_MIN),
- * where expf is denormal: a denormal result costs a microcode assist per
- * lane, and the sampler's weights over a vocabulary filtered to -inf ran 5x
- * slower for it. */
+/* e^x for x <= 0 (softmax arguments; -inf gives 0), as exp_neg.h says,
+ * times 2^n by scalef (exact). Within 2 ulp of expf where that is a normal
+ * float; 0 below (x < ln FLT_MIN), where expf is denormal: a denormal
+ * result costs a microcode assist per lane, and the sampler's weights over
+ * a vocabulary filtered to -inf ran 5x slower for it. */
 AI __m512 exp_neg(__m512 x) {
-    __mmask16 normal = _mm512_cmp_ps_mask(x, _mm512_set1_ps(-87.33654f), _CMP_GE_OQ);
+    __mmask16 normal = _mm512_cmp_ps_mask(x, _mm512_set1_ps(HR_EXP_MIN), _CMP_GE_OQ);
     x = _mm512_max_ps(x, _mm512_set1_ps(-88.0f));
-    __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(1.44269504088896341f)),
+    __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(HR_EXP_LOG2E)),
                                     _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-    __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(0.693145751953125f), x);
-    r = _mm512_fnmadd_ps(n, _mm512_set1_ps(1.428606765330187045e-06f), r);
-    __m512 p = _mm512_set1_ps(1.0f / 5040);
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 720));
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 120));
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 24));
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 6));
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(0.5f));
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f));
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f));
+    __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(HR_EXP_LN2_HI), x);
+    r = _mm512_fnmadd_ps(n, _mm512_set1_ps(HR_EXP_LN2_LO), r);
+    __m512 p = _mm512_set1_ps(hr_exp_taylor[0]);
+    UNROLL
+    for (int i = 1; i < HR_EXP_TERMS; i++)
+        p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(hr_exp_taylor[i]));
     return _mm512_maskz_scalef_ps(normal, p, n);
 }
 

@@ -1,6 +1,7 @@
 /* AVX2 + FMA kernels (compiled with -mavx2 -mfma -mf16c). Same tiling as
  * the AVX-512 path with 8-lane vectors; the k tail is done in scalar. */
 #include "kernels/cpu/cpu.h"
+#include "kernels/cpu/exp_neg.h"
 #include "kernels/cpu/gemm_q.h"
 
 #include <immintrin.h>
@@ -146,24 +147,19 @@ static float max_avx2(const float *x, int n) {
     return m;
 }
 
-/* e^x for x <= 0, 8 lanes: attn_avx512.c's exp_neg (the same reduction
- * and polynomial), with 2^n built in the exponent bits (n >= -126 where
- * the result is normal); 0 below ln FLT_MIN */
+/* e^x for x <= 0, 8 lanes, as exp_neg.h says, with 2^n built in the
+ * exponent bits (n >= -126 where the result is normal); 0 below ln
+ * FLT_MIN */
 static inline __m256 exp_neg8(__m256 x) {
-    __m256 normal = _mm256_cmp_ps(x, _mm256_set1_ps(-87.33654f), _CMP_GE_OQ);
-    x = _mm256_max_ps(x, _mm256_set1_ps(-87.33654f));
-    __m256 n = _mm256_round_ps(_mm256_mul_ps(x, _mm256_set1_ps(1.44269504088896341f)),
+    __m256 normal = _mm256_cmp_ps(x, _mm256_set1_ps(HR_EXP_MIN), _CMP_GE_OQ);
+    x = _mm256_max_ps(x, _mm256_set1_ps(HR_EXP_MIN));
+    __m256 n = _mm256_round_ps(_mm256_mul_ps(x, _mm256_set1_ps(HR_EXP_LOG2E)),
                                _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-    __m256 r = _mm256_fnmadd_ps(n, _mm256_set1_ps(0.693145751953125f), x);
-    r = _mm256_fnmadd_ps(n, _mm256_set1_ps(1.428606765330187045e-06f), r);
-    __m256 p = _mm256_set1_ps(1.0f / 5040);
-    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f / 720));
-    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f / 120));
-    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f / 24));
-    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f / 6));
-    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(0.5f));
-    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f));
-    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f));
+    __m256 r = _mm256_fnmadd_ps(n, _mm256_set1_ps(HR_EXP_LN2_HI), x);
+    r = _mm256_fnmadd_ps(n, _mm256_set1_ps(HR_EXP_LN2_LO), r);
+    __m256 p = _mm256_set1_ps(hr_exp_taylor[0]);
+    for (int i = 1; i < HR_EXP_TERMS; i++)
+        p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(hr_exp_taylor[i]));
     __m256i e = _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)), 23);
     return _mm256_and_ps(_mm256_mul_ps(p, _mm256_castsi256_ps(e)), normal);
 }
