@@ -290,6 +290,40 @@ static void test_large_vocab_filters(void **state) {
     check_set("min_p", &p, logits, keep);
 }
 
+/* top_p over a flat distribution keeps most of a real vocabulary's size:
+ * every logprob ties, so the kept set is the lowest ids up to the mass
+ * (the first k whose masses, in order, reach top_p). A draw never leaves
+ * it, and draws reach both of its ends. */
+#define FLATV 151936
+static void test_top_p_flat(void **state) {
+    (void)state;
+    static float logits[FLATV], w[FLATV];
+    for (int i = 0; i < FLATV; i++)
+        logits[i] = 0.25f;
+    float lp = logits[0] - hr_logsumexp(logits, FLATV); /* as the sampler computes them */
+    hr_sampler_params p;
+    hr_sampler_params_default(&p);
+    p.temp = 1.0f;
+    p.top_p = 0.9f;
+    p.seed = 5;
+    int k = 0;
+    for (double above = 0; above < p.top_p; k++)
+        above += exp((double)lp);
+    hr_sampler *s;
+    assert_int_equal(hr_sampler_new(&s, &p, FLATV, NULL), 0);
+    int lo = FLATV, hi = -1;
+    for (int d = 0; d < 500; d++) {
+        memcpy(w, logits, sizeof w);
+        int32_t t = hr_sampler_sample(s, w);
+        if (t >= k)
+            fail_msg("drew token %d; the kept set is ids 0..%d", t, k - 1);
+        lo = t < lo ? t : lo;
+        hi = t > hi ? t : hi;
+    }
+    assert_true(lo < k / 50 && hi >= k - k / 50);
+    hr_sampler_free(s);
+}
+
 int main(void) {
     const char *root = getenv("HEARTH_ROOT");
     char path[4096];
@@ -306,6 +340,7 @@ int main(void) {
         cmocka_unit_test(test_seeded_and_greedy),
         cmocka_unit_test(test_resample),
         cmocka_unit_test(test_large_vocab_filters),
+        cmocka_unit_test(test_top_p_flat),
         cmocka_unit_test(test_validation),
     };
     int rc = cmocka_run_group_tests(tests, NULL, NULL);
