@@ -8,7 +8,8 @@
  *       paged KV cache), through enough layers (256 MiB)
  * Prints the best of 5 passes as GB/s and as % of the plain read. The
  * weights and K/V are random: the kernels' speed does not depend on the
- * values. */
+ * values. HEARTH_BENCH_FOOTPRINT_MB=1 keeps the copies in L2 instead (and
+ * runs 256 times the passes): the kernels' own speed, without memory. */
 #include "core/bigmem.h"
 #include "core/pool.h"
 #include "core/tensor.h"
@@ -24,8 +25,11 @@
 #include <string.h>
 #include <strings.h>
 
-#define FOOTPRINT ((size_t)256 << 20)
-#define PASSES 5
+/* bytes the copies span (256 MiB: memory), and the passes over them */
+static size_t g_footprint = (size_t)256 << 20;
+static int g_passes = 5;
+#define FOOTPRINT g_footprint
+#define PASSES g_passes
 
 static float frand(hr_rng *r) { return (float)(hr_rng_uniform(r) * 2 - 1); }
 
@@ -158,6 +162,16 @@ static int attn(int argc, char **argv, hr_rng *rng) {
 int main(int argc, char **argv) {
     hr_rng rng;
     hr_rng_seed(&rng, 1);
+    const char *mb = getenv("HEARTH_BENCH_FOOTPRINT_MB");
+    if (mb) {
+        long v = atol(mb);
+        if (v < 1 || v > 4096) {
+            fprintf(stderr, "bench_kernels: HEARTH_BENCH_FOOTPRINT_MB must be 1..4096\n");
+            return 2;
+        }
+        g_footprint = (size_t)v << 20;
+        g_passes = (int)(5 * (256 / v > 1 ? 256 / v : 1));
+    }
     if (argc > 1 && !strcmp(argv[1], "matvec"))
         return matvec(argc, argv, &rng);
     if (argc > 1 && !strcmp(argv[1], "attn"))
