@@ -92,7 +92,10 @@ int hr_cmd_bench(int argc, char **argv) {
     double kv_bytes = 2.0 * hp->n_layers * hp->n_kv_heads * hp->head_dim *
                       (double)hr_dtype_size(ro.kv_dtype) * avg_ctx;
     double bytes = (double)hr_model_decode_bytes(m) + kv_bytes;
-    runs = json_array();
+    if (!(runs = json_array())) {
+        rc = hr_err(&err, HR_ENOMEM, "out of memory");
+        goto done;
+    }
     for (long rep = 0; rep < repeats; rep++) {
         hr_runner_reset(r);
         double t0 = hr_now();
@@ -129,10 +132,14 @@ int hr_cmd_bench(int argc, char **argv) {
                               "mem_bandwidth_gb_s", bw / 1e9, "bytes_per_token", bytes,
                               "roofline_tokens_per_s", roof, "decode_pct_of_roofline", dec_pct,
                               "runs", runs);
-        char *s = json_dumps(o, JSON_COMPACT);
+        char *s = o ? json_dumps(o, JSON_COMPACT) : NULL;
+        json_decref(o);
+        if (!s) {
+            rc = hr_err(&err, HR_ENOMEM, "out of memory");
+            goto done;
+        }
         printf("%s\n", s);
         free(s);
-        json_decref(o);
     } else {
         printf("model      %s (%s, %d threads, isa %s)\n", model, hp->arch->model_type,
                hr_runner_threads(r), hr_cpu()->name);
