@@ -83,6 +83,9 @@ static void *dup_array(const void *src, size_t n, size_t size) {
     return d;
 }
 
+/* top_p filters only inside (0, 1); its sort buffers exist only then */
+static bool uses_top_p(const hr_sampler_params *p) { return p->top_p > 0 && p->top_p < 1; }
+
 int hr_sampler_new(hr_sampler **out, const hr_sampler_params *p, int n_vocab,
                    hr_error *err) {
     *out = NULL;
@@ -108,7 +111,7 @@ int hr_sampler_new(hr_sampler **out, const hr_sampler_params *p, int n_vocab,
     s->work = malloc((size_t)n_vocab * sizeof *s->work);
     s->hval = malloc((size_t)n_vocab * sizeof *s->hval);
     s->hid = malloc((size_t)n_vocab * sizeof *s->hid);
-    bool top_p = p->top_p > 0 && p->top_p < 1;
+    bool top_p = uses_top_p(p);
     if (top_p) {
         s->rkey = malloc((size_t)n_vocab * 2 * sizeof *s->rkey);
         s->rid = malloc((size_t)n_vocab * sizeof *s->rid);
@@ -419,7 +422,7 @@ static int32_t draw(hr_sampler *s, float *logits) {
         return hr_argmax(logits, s->n_vocab);
     float *w = s->work;
     memcpy(w, logits, (size_t)s->n_vocab * sizeof *w);
-    if (s->p.top_p > 0 && s->p.top_p < 1)
+    if (uses_top_p(&s->p))
         apply_top_p(s, w);
     if (s->p.min_p != 0)
         apply_min_p(s, w);
