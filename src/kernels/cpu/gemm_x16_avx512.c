@@ -6,8 +6,9 @@
  * (the weight offset term) and after the group
  *   y_a = fma(cvt(acc_a), sw * d_a, y_a)    [y_a = fma(mn, s_a, y_a)]
  * with sw, mn 16-lane vectors of the panel's scales. Nibbles are split with
- * a shift and a mask; the fifth (Q5_K) and top two (Q6_K) bits are spread
- * over the lane's bytes through a 16-entry vpermd table. With 24-bit
+ * a shift and a mask; the fifth bits (Q5_K) are spread over the lane's
+ * bytes through a 16-entry vpermd table, and Q6_K's top two bits, stored
+ * beside their bytes, join them by a shift and a vpternlogd. With 24-bit
  * activations (DIG = 3 digit planes) every chunk runs one vpdpbusd per
  * digit into its own accumulator, and the group's value is
  * fma(hi, 2^16, 2^8 mid + lo) before the same scale step (MLX affine
@@ -216,12 +217,9 @@ AI __m512i bits5(__m512i idx) {
     return _mm512_permutexvar_epi32(idx, T);
 }
 
-/* bits 2t..2t+1 of the index (t = 0, 1) -> bits 4-5 of byte t */
-AI __m512i bits6(__m512i idx) {
-    const __m512i T = _mm512_setr_epi32(0x0000, 0x0010, 0x0020, 0x0030, 0x1000, 0x1010, 0x1020,
-                                        0x1030, 0x2000, 0x2010, 0x2020, 0x2030, 0x3000, 0x3010,
-                                        0x3020, 0x3030);
-    return _mm512_permutexvar_epi32(idx, T);
+/* lo | (h & 0x30): a nibble with its top 2 bits (vpternlogd A | B & C) */
+AI __m512i top2(__m512i lo, __m512i h) {
+    return _mm512_ternarylogic_epi32(lo, h, _mm512_set1_epi8(0x30), 0xF8);
 }
 
 /* Q4_K / Q5_K (FIVE): 8 blocks of 32, block-pair by block-pair */
@@ -278,20 +276,21 @@ AI void unit_q6_k(const uint8_t *U, const arow *A, int I, int u, __m512 *y, int 
         for (int g = 0; g < 4; g++)
             acc_init(acc[g], A, I, 2 * b0 + g, DIG);
         UNROLL
-        for (int c = 0; c < 8; c++) {
-            __m512i v = _mm512_loadu_si512(U + S_NIB + 64 * (8 * s + c));
-            __m512i hb = _mm512_cvtepu16_epi32(
-                _mm256_loadu_si256((const __m256i *)(U + S_HB + 32 * (8 * s + c))));
-            __m512i l = _mm512_or_si512(
-                lo4(v), _mm512_or_si512(bits6(hb), _mm512_slli_epi32(
-                                                       bits6(_mm512_srli_epi32(hb, 4)), 16)));
-            __m512i hb8 = _mm512_srli_epi32(hb, 8);
-            __m512i h = _mm512_or_si512(
-                hi4(v), _mm512_or_si512(bits6(hb8), _mm512_slli_epi32(
-                                                        bits6(_mm512_srli_epi32(hb8, 4)), 16)));
+        for (int c = 0; c < 8; c += 2) {
+            /* chunks c and c + 1 and their top bits (x16.h), put in place by
+             * 16-bit shifts: every byte is masked after, so the bits a shift
+             * carries across bytes do not matter */
+            __m512i v0 = _mm512_loadu_si512(U + S_NIB + 64 * (8 * s + c));
+            __m512i v1 = _mm512_loadu_si512(U + S_NIB + 64 * (8 * s + c + 1));
+            __m512i hb = _mm512_loadu_si512(U + S_HB + 64 * (4 * s + c / 2));
             int half = c / 4;
-            acc_dot(acc[half], l, A, I, 32 * b0 + 4 * c, DIG);
-            acc_dot(acc[2 + half], h, A, I, 32 * b0 + 32 + 4 * c, DIG);
+            acc_dot(acc[half], top2(lo4(v0), _mm512_slli_epi16(hb, 4)), A, I,
+                    32 * b0 + 4 * c, DIG);
+            acc_dot(acc[2 + half], top2(hi4(v0), _mm512_slli_epi16(hb, 2)), A, I,
+                    32 * b0 + 32 + 4 * c, DIG);
+            acc_dot(acc[half], top2(lo4(v1), hb), A, I, 32 * b0 + 4 * (c + 1), DIG);
+            acc_dot(acc[2 + half], top2(hi4(v1), _mm512_srli_epi16(hb, 2)), A, I,
+                    32 * b0 + 32 + 4 * (c + 1), DIG);
         }
         UNROLL
         for (int g = 0; g < 4; g++) {

@@ -97,14 +97,14 @@ static void pack_unit(hr_dtype t, const uint8_t *src, int r, uint8_t *dst) {
             for (int i = 0; i < 4; i++) {
                 unsigned a = u[2 * s][4 * c + i], b = u[2 * s + 1][4 * c + i];
                 nib[(s * 8 + c) * 64 + 4 * r + i] = (uint8_t)((a & 0xF) | (b & 0xF) << 4);
-                if (six)
-                    hb |= (a >> 4) << (2 * i) | (b >> 4) << (8 + 2 * i);
-                else
+                if (six) { /* chunk c even: bits 0-3 of the byte, odd: 4-7 */
+                    uint8_t *h = dst + S_HB + 64 * (4 * s + c / 2) + 4 * r + i;
+                    unsigned top = ((a >> 4) | (b >> 4) << 2) << (4 * (c & 1));
+                    *h = (uint8_t)(c & 1 ? *h | top : top);
+                } else
                     hb |= (a >> 4) << i | (b >> 4) << (4 + i);
             }
-            if (six)
-                put16(dst + S_HB + 2 * ((s * 8 + c) * 16 + r), (uint16_t)hb);
-            else if (t == HR_DTYPE_Q5_K)
+            if (t == HR_DTYPE_Q5_K)
                 dst[K_HB + (s * 8 + c) * 16 + r] = (uint8_t)hb;
         }
     if (six) {
@@ -237,10 +237,10 @@ void hr_x16_block(const hr_tensor *w, int64_t row, int64_t blk, uint8_t u[32], f
         return;
     case HR_DTYPE_Q6_K: {
         for (int i = 0; i < 32; i++) {
-            int at = (s * 8 + i / 4) * 16 + r;
-            unsigned hb = get16(U + S_HB + 2 * at);
+            int c = i / 4, at = (s * 8 + c) * 16 + r;
+            unsigned hb = U[S_HB + 64 * (4 * s + c / 2) + 4 * r + i % 4];
             u[i] = (uint8_t)(((U[S_NIB + 4 * at + i % 4] >> (4 * odd)) & 0xF) |
-                             ((hb >> (8 * odd + 2 * (i % 4))) & 3) << 4);
+                             ((hb >> (4 * (c & 1) + 2 * odd)) & 3) << 4);
         }
         float d = hr_f16_to_f32(get16(U + S_D + 2 * r));
         for (int h = 0; h < 2; h++)

@@ -21,8 +21,10 @@
  *   Q5_K  Q4_K, then u8 hb[4][8][16]: bit t the fifth bit of block 2s column
  *         4c+t, bit 4+t that of block 2s+1
  *   Q6_K  u16 d[16];  i8 sc[16][16];  u8 nib[4][8][16][4] as Q4_K (low 4 bits);
- *         u16 hb[4][8][16]: bits 2t..2t+1 the top 2 bits of block 2s column
- *         4c+t, bits 8+2t.. those of block 2s+1
+ *         u8 hb[4][4][16][4]: hb[s][h][r][t] the top 2 bits of the byte
+ *         nib[s][c][r][t] for the chunks c = 2h, 2h+1: bits 0-1 (block 2s)
+ *         and 2-3 (block 2s+1) for chunk 2h, bits 4-7 likewise for 2h+1, so
+ *         that a shift and a mask put them beside either nibble
  *   MLX affine, 4 or 8 bits, a unit per group (32, 64 or 128 columns):
  *         u16 s[16], b[16] (f16, exact copies of the scale and bias), then
  *         per 32-column block of the group: 4-bit as Q4_1's nib[4][16][4];
