@@ -286,6 +286,13 @@ AI void pv(const float *s, size_t ldsc, int n, const vrows *V, int G, float *out
 
 #define VCHUNK 16 /* keys whose V rows are widened at once for several tokens */
 
+/* lanes 0, 4, 8 and 12 of v (hr_hsum4_avx512's sums) to dst[0..4): one
+ * vpermps and a 16-byte store, where vcompressps to memory is several uops */
+AI void store4(float *dst, __m512 v) {
+    const __m512i lanes = _mm512_setr_epi32(0, 4, 8, 12, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0);
+    _mm_storeu_ps(dst, _mm512_castps512_ps128(_mm512_permutexvar_ps(lanes, v)));
+}
+
 /* The scores of 4 keys (element offsets kj) for R rows (row r: token r / G,
  * head r % G), each key's row loaded and widened once, in registers, for
  * all of them; row r's into sc + r * N, 4 from col */
@@ -316,9 +323,8 @@ AI void scores4(const hr_attn_tile *T, const size_t *kj, float *sc, size_t N, si
     }
     UNROLL
     for (int r = 0; r < R; r++)
-        _mm512_mask_compressstoreu_ps(
-            sc + (size_t)r * N + col, 0x1111,
-            _mm512_mul_ps(hr_hsum4_avx512(acc[r][0], acc[r][1], acc[r][2], acc[r][3]), scale));
+        store4(sc + (size_t)r * N + col,
+               _mm512_mul_ps(hr_hsum4_avx512(acc[r][0], acc[r][1], acc[r][2], acc[r][3]), scale));
 }
 
 /* The scores of one key (element offset kj) for every row of the task,
@@ -335,8 +341,9 @@ AI void score1(const hr_attn_tile *T, size_t kj, float *sc, size_t N, size_t col
     }
 }
 
-/* More than 4 rows (several tokens): half-precision keys widened once
- * into kf (a conversion costs two uops), then each row's 4 scores */
+/* More than 4 rows (several tokens, or a GQA group over 4): half-precision
+ * keys widened once into kf (a conversion costs two uops), then each
+ * row's 4 scores */
 AI void scores4_wide(const hr_attn_tile *T, const size_t *kj, float *sc, size_t N, size_t col,
                      __m512 scale, const hr_dtype DT) {
     int hd = T->hd, G = T->G;
@@ -363,7 +370,7 @@ AI void scores4_wide(const hr_attn_tile *T, const size_t *kj, float *sc, size_t 
                     acc[i] = _mm512_fmadd_ps(qv, ld(T->k, kj[i] + t, DT), acc[i]);
             }
         __m512 s4 = _mm512_mul_ps(hr_hsum4_avx512(acc[0], acc[1], acc[2], acc[3]), scale);
-        _mm512_mask_compressstoreu_ps(sc + (size_t)r * N + col, 0x1111, s4);
+        store4(sc + (size_t)r * N + col, s4);
     }
 }
 
