@@ -286,6 +286,11 @@ AI void pv(const float *s, size_t ldsc, int n, const vrows *V, int G, float *out
 
 #define VCHUNK 16 /* keys whose V rows are widened at once for several tokens */
 
+/* the query of row r of a task: token r / G, head r % G of the group */
+AI const float *qrow(const hr_attn_tile *T, int r) {
+    return T->q + (size_t)(r / T->G) * T->ldq + (size_t)(r % T->G) * T->hd;
+}
+
 /* lanes 0, 4, 8 and 12 of v (hr_hsum4_avx512's sums) to dst[0..4): one
  * vpermps and a 16-byte store, where vcompressps to memory is several uops */
 AI void store4(float *dst, __m512 v) {
@@ -298,12 +303,12 @@ AI void store4(float *dst, __m512 v) {
  * all of them; row r's into sc + r * N, 4 from col */
 AI void scores4(const hr_attn_tile *T, const size_t *kj, float *sc, size_t N, size_t col,
                 __m512 scale, const int R, const hr_dtype DT) {
-    int hd = T->hd, G = T->G;
+    int hd = T->hd;
     const float *qr[4];
     __m512 acc[4][4];
     UNROLL
     for (int r = 0; r < R; r++) {
-        qr[r] = T->q + (size_t)(r / G) * T->ldq + (size_t)(r % G) * hd;
+        qr[r] = qrow(T, r);
         UNROLL
         for (int i = 0; i < 4; i++)
             acc[r][i] = _mm512_setzero_ps();
@@ -333,7 +338,7 @@ AI void score1(const hr_attn_tile *T, size_t kj, float *sc, size_t N, size_t col
                const hr_dtype DT) {
     int hd = T->hd, G = T->G;
     for (int r = 0; r < T->nq * G; r++) {
-        const float *qr = T->q + (size_t)(r / G) * T->ldq + (size_t)(r % G) * hd;
+        const float *qr = qrow(T, r);
         __m512 acc = _mm512_setzero_ps();
         for (int t = 0; t < hd; t += 16)
             acc = _mm512_fmadd_ps(_mm512_loadu_ps(qr + t), ld(T->k, kj + t, DT), acc);
@@ -354,7 +359,7 @@ AI void scores4_wide(const hr_attn_tile *T, const size_t *kj, float *sc, size_t 
             for (int t = 0; t < hd; t += 16)
                 _mm512_store_ps(kf[i] + t, ld(T->k, kj[i] + t, DT));
     for (int r = 0; r < T->nq * G; r++) {
-        const float *qr = T->q + (size_t)(r / G) * T->ldq + (size_t)(r % G) * hd;
+        const float *qr = qrow(T, r);
         __m512 acc[4] = {_mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps(),
                          _mm512_setzero_ps()};
         if (widen)
