@@ -44,9 +44,27 @@ typedef struct arow {
     const int32_t *c[3];
 } arow;
 
-/* 4 activation bytes broadcast (folds into vpdpbusd's m32bcst operand) */
+/* acc + w . the 4 activation bytes at q, broadcast: vpdpbusd with an
+ * m32bcst operand, one fused uop (gcc 12 loads the broadcast apart: two) */
 typedef int32_t i32u __attribute__((may_alias, aligned(1)));
-AI __m512i bq(const int8_t *q) { return _mm512_set1_epi32(*(const i32u *)q); }
+AI __m512i dpb(__m512i acc, __m512i w, const int8_t *q) {
+#if defined(__GNUC__) && !defined(__clang__)
+    __asm__("vpdpbusd %2%{1to16%}, %1, %0" : "+v"(acc) : "v"(w), "m"(*(const i32u *)q));
+    return acc;
+#else
+    return _mm512_dpbusd_epi32(acc, w, _mm512_set1_epi32(*(const i32u *)q));
+#endif
+}
+
+/* 64 weight bytes that several ops read, loaded once: gcc folds the load
+ * into each op instead, which doubled the loads (half of them across two
+ * lines, the x16 units being 32-byte aligned) and made Q4_0's decode
+ * matvec 20% slower from L2 */
+AI __m512i ld64(const uint8_t *p) {
+    __m512i v;
+    __asm__("vmovdqu64 %1, %0" : "=v"(v) : "m"(*(const __m512i *)p));
+    return v;
+}
 
 AI __m512 f16x16(const uint8_t *p) {
     return _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)p));
@@ -79,7 +97,7 @@ AI void acc_dot(iacc *acc, __m512i w, const arow *A, int I, int e, int DIG) {
     for (int a = 0; a < I; a++)
         UNROLL
         for (int j = 0; j < DIG; j++)
-            acc[a].v[j] = _mm512_dpbusd_epi32(acc[a].v[j], w, bq(A[a].q[j] + e));
+            acc[a].v[j] = dpb(acc[a].v[j], w, A[a].q[j] + e);
 }
 
 /* the group's dot as a float: fma(hi, 2^16, 2^8 mid + lo) for 3 digits */
@@ -114,11 +132,34 @@ AI void dot_bytes(iacc *acc, const uint8_t *Q, const arow *A, int I, int b, int 
 }
 
 /* the same for 4 nibble chunks (Q4_0, Q4_1, 4-bit affine): low nibbles
- * columns 4c+t, high ones 16+4c+t */
+ * columns 4c+t, high ones 16+4c+t. With int8 activations the high nibbles
+ * are dotted where they lie (v & 0xF0: 16 times the nibble) into a chain of
+ * their own, shifted back once at the end, exact: one vector op a chunk
+ * fewer than shifting each chunk, and two chains of half the latency (the
+ * decode matvec is bound by its instructions, not by its loads). */
 AI void dot_nibbles(iacc *acc, const uint8_t *Q, const arow *A, int I, int b, int DIG) {
+    if (DIG == 1) {
+        __m512i hi[MR];
+        UNROLL
+        for (int a = 0; a < I; a++)
+            hi[a] = _mm512_setzero_si512();
+        UNROLL
+        for (int c = 0; c < 4; c++) {
+            __m512i v = ld64(Q + 64 * c);
+            acc_dot(acc, lo4(v), A, I, 32 * b + 4 * c, 1);
+            __m512i h = _mm512_and_si512(v, _mm512_set1_epi8((char)0xF0));
+            UNROLL
+            for (int a = 0; a < I; a++)
+                hi[a] = dpb(hi[a], h, A[a].q[0] + 32 * b + 16 + 4 * c);
+        }
+        UNROLL
+        for (int a = 0; a < I; a++)
+            acc[a].v[0] = _mm512_add_epi32(acc[a].v[0], _mm512_srai_epi32(hi[a], 4));
+        return;
+    }
     UNROLL
     for (int c = 0; c < 4; c++) {
-        __m512i v = _mm512_loadu_si512(Q + 64 * c);
+        __m512i v = ld64(Q + 64 * c);
         acc_dot(acc, lo4(v), A, I, 32 * b + 4 * c, DIG);
         acc_dot(acc, hi4(v), A, I, 32 * b + 16 + 4 * c, DIG);
     }
@@ -143,31 +184,32 @@ AI void pf_part(upf pf, int part, int parts) {
             _mm_prefetch((const char *)pf.p + o, _MM_HINT_T1);
 }
 
+/* Q8_0 and Q4_0: their units in pairs (x16.h) */
 AI void unit_q8_0(const uint8_t *U, const arow *A, int I, int u, __m512 *y, int DIG, upf pf) {
     pf_part(pf, 0, 1);
     iacc acc[MR];
     acc_init(acc, A, I, u, DIG);
-    dot_bytes(acc, U + 32, A, I, u, DIG);
-    scale_add(y, acc, f16x16(U), A, I, u, DIG);
+    dot_bytes(acc, U + hr_x16_q_at(u), A, I, u, DIG);
+    scale_add(y, acc, f16x16(U + hr_x16_d_at(u, 512)), A, I, u, DIG);
 }
 
-/* Q4_0 and Q4_1 (MIN): nibble chunks at U + NIB */
-AI void unit_q4(const uint8_t *U, const arow *A, int I, int u, __m512 *y, int NIB, int MIN,
-                int DIG, upf pf) {
+/* Q4_0 and Q4_1 (MIN): nibble chunks at Q, d at D, Q4_1's m after d */
+AI void unit_q4(const uint8_t *Q, const uint8_t *D, const arow *A, int I, int u, __m512 *y,
+                int MIN, int DIG, upf pf) {
     pf_part(pf, 0, 1);
     iacc acc[MR];
     acc_init(acc, A, I, u, DIG);
-    dot_nibbles(acc, U + NIB, A, I, u, DIG);
-    scale_add(y, acc, f16x16(U), A, I, u, DIG);
+    dot_nibbles(acc, Q, A, I, u, DIG);
+    scale_add(y, acc, f16x16(D), A, I, u, DIG);
     if (MIN)
-        min_add(y, f16x16(U + 32), A, I, u);
+        min_add(y, f16x16(D + 32), A, I, u);
 }
 
 AI void unit_q4_0(const uint8_t *U, const arow *A, int I, int u, __m512 *y, int DIG, upf pf) {
-    unit_q4(U, A, I, u, y, 32, 0, DIG, pf);
+    unit_q4(U + hr_x16_q_at(u), U + hr_x16_d_at(u, 256), A, I, u, y, 0, DIG, pf);
 }
 AI void unit_q4_1(const uint8_t *U, const arow *A, int I, int u, __m512 *y, int DIG, upf pf) {
-    unit_q4(U, A, I, u, y, 64, 1, DIG, pf);
+    unit_q4(U + 64, U, A, I, u, y, 1, DIG, pf);
 }
 
 /* MLX affine, BITS 4 or 8, NB 32-column blocks per group (the unit): the
@@ -231,12 +273,20 @@ AI void unit_k45(const uint8_t *U, const arow *A, int I, int u, __m512 *y, int F
     for (int s = 0; s < 4; s++) {
         pf_part(pf, s, 4);
         int b0 = 8 * u + 2 * s;
+        /* Q4_K's high nibbles are dotted in place (16 times each, as
+         * dot_nibbles'), their block's chain started at 16 c */
+        int in_place = !FIVE && DIG == 1;
         iacc acc0[MR], acc1[MR];
         acc_init(acc0, A, I, b0, DIG);
         acc_init(acc1, A, I, b0 + 1, DIG);
+        if (in_place)
+            UNROLL
+            for (int a = 0; a < I; a++)
+                acc1[a].v[0] = _mm512_slli_epi32(acc1[a].v[0], 4);
         UNROLL
         for (int c = 0; c < 8; c++) {
-            __m512i v = _mm512_loadu_si512(U + K_NIB + 64 * (8 * s + c)), l = lo4(v), h = hi4(v);
+            __m512i v = ld64(U + K_NIB + 64 * (8 * s + c)), l = lo4(v);
+            __m512i h = in_place ? _mm512_and_si512(v, _mm512_set1_epi8((char)0xF0)) : hi4(v);
             if (FIVE) {
                 __m512i hb = _mm512_cvtepu8_epi32(
                     _mm_loadu_si128((const __m128i *)(U + K_HB + 16 * (8 * s + c))));
@@ -246,6 +296,10 @@ AI void unit_k45(const uint8_t *U, const arow *A, int I, int u, __m512 *y, int F
             acc_dot(acc0, l, A, I, 32 * b0 + 4 * c, DIG);
             acc_dot(acc1, h, A, I, 32 * b0 + 32 + 4 * c, DIG);
         }
+        if (in_place)
+            UNROLL
+            for (int a = 0; a < I; a++)
+                acc1[a].v[0] = _mm512_srai_epi32(acc1[a].v[0], 4);
         UNROLL
         for (int e = 0; e < 2; e++) {
             int j = 2 * s + e;
@@ -280,9 +334,9 @@ AI void unit_q6_k(const uint8_t *U, const arow *A, int I, int u, __m512 *y, int 
             /* chunks c and c + 1 and their top bits (x16.h), put in place by
              * 16-bit shifts: every byte is masked after, so the bits a shift
              * carries across bytes do not matter */
-            __m512i v0 = _mm512_loadu_si512(U + S_NIB + 64 * (8 * s + c));
-            __m512i v1 = _mm512_loadu_si512(U + S_NIB + 64 * (8 * s + c + 1));
-            __m512i hb = _mm512_loadu_si512(U + S_HB + 64 * (4 * s + c / 2));
+            __m512i v0 = ld64(U + S_NIB + 64 * (8 * s + c));
+            __m512i v1 = ld64(U + S_NIB + 64 * (8 * s + c + 1));
+            __m512i hb = ld64(U + S_HB + 64 * (4 * s + c / 2));
             int half = c / 4;
             acc_dot(acc[half], top2(lo4(v0), _mm512_slli_epi16(hb, 4)), A, I,
                     32 * b0 + 4 * c, DIG);
@@ -311,7 +365,7 @@ AI void unit_q6_k(const uint8_t *U, const arow *A, int I, int u, __m512 *y, int 
  * against 22.4 for T0 at 2 KiB (Q4_K 23.4 vs 22.0; prefill unchanged). */
 /* DIGS: the most activation digits the format takes (3: MLX affine; the
  * GGUF formats only run int8, which keeps this file's compile time down) */
-#define GEMM_X16(LINKAGE, NAME, UNIT, DIGS)                                         \
+#define GEMM_X16(LINKAGE, NAME, UNIT, UB, DIGS)                                      \
     AI void NAME##_tile(float *y, int ldy, const hr_qact32 *x, int i0, int I,       \
                         const uint8_t *w, size_t pb, int p0, int P, int u0, int u1,  \
                         size_t ub, int PF, int DIG) {                               \
@@ -350,7 +404,7 @@ AI void unit_q6_k(const uint8_t *U, const arow *A, int I, int u, __m512 *y, int 
                        int m0, int m1, int DIG) {                                   \
         const uint8_t *wd = w->data;                                                \
         int uc = hr_x16_unit_cols(w), nu = x->k / uc;                               \
-        size_t ub = hr_x16_unit_bytes(w), pb = (size_t)nu * ub;                     \
+        size_t ub = UB, pb = (size_t)nu * ub; /* a constant: pf_part unrolls */    \
         /* k slices that keep 2 panels in L1 for the row tiles after the first; \
          * rows that make one tile (decode) read the panels straight through */ \
         int ks = n == 1 || n == MR ? nu : (int)(L1_BYTES / (2 * ub));               \
@@ -393,18 +447,18 @@ AI void unit_q6_k(const uint8_t *U, const arow *A, int I, int u, __m512 *y, int 
             NAME##_run(y, ldy, x, n, w, m0, m1, 1);                                 \
     }
 
-GEMM_X16(, hr__gemm_x16_q8_0_avx512, unit_q8_0, 1)
-GEMM_X16(, hr__gemm_x16_q4_0_avx512, unit_q4_0, 1)
-GEMM_X16(, hr__gemm_x16_q4_1_avx512, unit_q4_1, 1)
-GEMM_X16(, hr__gemm_x16_q4_k_avx512, unit_q4_k, 1)
-GEMM_X16(, hr__gemm_x16_q5_k_avx512, unit_q5_k, 1)
-GEMM_X16(, hr__gemm_x16_q6_k_avx512, unit_q6_k, 1)
-GEMM_X16(static, x16_a4_g32, unit_a4_1, 3)
-GEMM_X16(static, x16_a4_g64, unit_a4_2, 3)
-GEMM_X16(static, x16_a4_g128, unit_a4_4, 3)
-GEMM_X16(static, x16_a8_g32, unit_a8_1, 3)
-GEMM_X16(static, x16_a8_g64, unit_a8_2, 3)
-GEMM_X16(static, x16_a8_g128, unit_a8_4, 3)
+GEMM_X16(, hr__gemm_x16_q8_0_avx512, unit_q8_0, 32 + 512, 1)
+GEMM_X16(, hr__gemm_x16_q4_0_avx512, unit_q4_0, 32 + 256, 1)
+GEMM_X16(, hr__gemm_x16_q4_1_avx512, unit_q4_1, 64 + 256, 1)
+GEMM_X16(, hr__gemm_x16_q4_k_avx512, unit_q4_k, K_HB, 1)
+GEMM_X16(, hr__gemm_x16_q5_k_avx512, unit_q5_k, K_HB + 512, 1)
+GEMM_X16(, hr__gemm_x16_q6_k_avx512, unit_q6_k, S_HB + 1024, 1)
+GEMM_X16(static, x16_a4_g32, unit_a4_1, 64 + 256, 3)
+GEMM_X16(static, x16_a4_g64, unit_a4_2, 64 + 2 * 256, 3)
+GEMM_X16(static, x16_a4_g128, unit_a4_4, 64 + 4 * 256, 3)
+GEMM_X16(static, x16_a8_g32, unit_a8_1, 64 + 512, 3)
+GEMM_X16(static, x16_a8_g64, unit_a8_2, 64 + 2 * 512, 3)
+GEMM_X16(static, x16_a8_g128, unit_a8_4, 64 + 4 * 512, 3)
 
 /* MLX affine (hr_x16_supports: 4 or 8 bits, groups 32, 64, 128) */
 void hr__gemm_x16_affine_avx512(float *y, int ldy, const hr_qact32 *x, int n,

@@ -54,22 +54,22 @@ static uint16_t get16(const uint8_t *p) {
 }
 
 /* One unit of row r of the panel: src is the row's GGUF block(s), dst the
- * panel's unit. */
-static void pack_unit(hr_dtype t, const uint8_t *src, int r, uint8_t *dst) {
+ * panel's unit, b its index in the row. */
+static void pack_unit(hr_dtype t, const uint8_t *src, int r, int64_t b, uint8_t *dst) {
     switch (t) {
     case HR_DTYPE_Q8_0: {
         const hr_block_q8_0 *B = (const hr_block_q8_0 *)src;
-        put16(dst + 2 * r, B->d);
+        put16(dst + hr_x16_d_at(b, 512) + 2 * r, B->d);
         for (int c = 0; c < 8; c++)
             for (int i = 0; i < 4; i++)
-                dst[32 + 64 * c + 4 * r + i] = (uint8_t)B->qs[4 * c + i] ^ 0x80;
+                dst[hr_x16_q_at(b) + 64 * c + 4 * r + i] = (uint8_t)B->qs[4 * c + i] ^ 0x80;
         return;
     }
     case HR_DTYPE_Q4_0: {
         const hr_block_q4_0 *B = (const hr_block_q4_0 *)src;
-        put16(dst + 2 * r, B->d);
+        put16(dst + hr_x16_d_at(b, 256) + 2 * r, B->d);
         for (int c = 0; c < 4; c++)
-            memcpy(dst + 32 + 64 * c + 4 * r, B->qs + 4 * c, 4);
+            memcpy(dst + hr_x16_q_at(b) + 64 * c + 4 * r, B->qs + 4 * c, 4);
         return;
     }
     case HR_DTYPE_Q4_1: {
@@ -171,7 +171,7 @@ bool hr_x16_pack(const hr_tensor *w, int64_t p0, int64_t p1, uint8_t *dst) {
                         return false;
                 } else {
                     pack_unit(w->dtype, (const uint8_t *)w->data + (size_t)row * rb +
-                                            (size_t)b * sb, r, U);
+                                            (size_t)b * sb, r, b, U);
                 }
             }
         }
@@ -212,17 +212,18 @@ void hr_x16_block(const hr_tensor *w, int64_t row, int64_t blk, uint8_t u[32], f
         return;
     }
     case HR_DTYPE_Q8_0:
-        read_bytes(U + 32, r, u);
-        sw[0] = sw[1] = hr_f16_to_f32(get16(U + 2 * r));
+        read_bytes(U + hr_x16_q_at(blk), r, u);
+        sw[0] = sw[1] = hr_f16_to_f32(get16(U + hr_x16_d_at(blk, 512) + 2 * r));
         return;
     case HR_DTYPE_Q4_0:
-    case HR_DTYPE_Q4_1: {
-        read_nibbles(U + (t == HR_DTYPE_Q4_1 ? 64 : 32), r, u);
-        sw[0] = sw[1] = hr_f16_to_f32(get16(U + 2 * r));
-        if (t == HR_DTYPE_Q4_1)
-            mn[0] = mn[1] = hr_f16_to_f32(get16(U + 32 + 2 * r));
+        read_nibbles(U + hr_x16_q_at(blk), r, u);
+        sw[0] = sw[1] = hr_f16_to_f32(get16(U + hr_x16_d_at(blk, 256) + 2 * r));
         return;
-    }
+    case HR_DTYPE_Q4_1:
+        read_nibbles(U + 64, r, u);
+        sw[0] = sw[1] = hr_f16_to_f32(get16(U + 2 * r));
+        mn[0] = mn[1] = hr_f16_to_f32(get16(U + 32 + 2 * r));
+        return;
     case HR_DTYPE_Q4_K:
     case HR_DTYPE_Q5_K:
         for (int i = 0; i < 32; i++) {

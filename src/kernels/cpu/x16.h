@@ -14,6 +14,10 @@
  *   Q8_0  u16 d[16];  u8 u[8][16][4]          u[c][r][t] = q[4c+t] ^ 0x80
  *   Q4_0  u16 d[16];  u8 nib[4][16][4]        nib[c][r][t] = qs[4c+t]
  *                     (low nibble: column 4c+t, high: column 16+4c+t)
+ *         Q8_0 and Q4_0 units (8.5 and 4.5 cache lines) go in pairs: an
+ *         even unit (its index in the row) stores d after its quants, an
+ *         odd one before, so that every 64-byte chunk starts a line
+ *         (hr_x16_q_at, hr_x16_d_at)
  *   Q4_1  u16 d[16], m[16];  u8 nib[4][16][4]  as Q4_0
  *   Q4_K  u16 d[16], dmin[16];  u8 sc[8][16], mn[8][16];
  *         u8 nib[4][8][16][4]  nib[s][c][r][t]: low nibble block 2s column
@@ -49,6 +53,11 @@ bool hr_x16_supports(const hr_tensor *w);
  * format. */
 int hr_x16_unit_cols(const hr_tensor *w);
 size_t hr_x16_unit_bytes(const hr_tensor *w);
+
+/* Offsets in unit `unit` (its index in the row) of a Q8_0 or Q4_0 panel,
+ * whose quants take qbytes (512 or 256): of the quants and of d[16]. */
+static inline size_t hr_x16_q_at(int64_t unit) { return unit & 1 ? 32 : 0; }
+static inline size_t hr_x16_d_at(int64_t unit, size_t qbytes) { return unit & 1 ? 0 : qbytes; }
 
 /* Bytes of w (rows a multiple of 16, the file's layout) repacked. */
 size_t hr_x16_bytes(const hr_tensor *w);
