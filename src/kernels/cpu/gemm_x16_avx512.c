@@ -57,9 +57,8 @@ AI __m512i dpb(__m512i acc, __m512i w, const int8_t *q) {
 }
 
 /* 64 weight bytes that several ops read, loaded once: gcc folds the load
- * into each op instead, which doubled the loads (half of them across two
- * lines, the x16 units being 32-byte aligned) and made Q4_0's decode
- * matvec 20% slower from L2 */
+ * into each op instead, which doubled the loads (Q4_0's decode matvec from
+ * L2: 41 GB/s, 51 with this, 59.5 with its units in pairs, x16.h) */
 AI __m512i ld64(const uint8_t *p) {
     __m512i v;
     __asm__("vmovdqu64 %1, %0" : "=v"(v) : "m"(*(const __m512i *)p));
@@ -135,8 +134,7 @@ AI void dot_bytes(iacc *acc, const uint8_t *Q, const arow *A, int I, int b, int 
  * columns 4c+t, high ones 16+4c+t. With int8 activations the high nibbles
  * are dotted where they lie (v & 0xF0: 16 times the nibble) into a chain of
  * their own, shifted back once at the end, exact: one vector op a chunk
- * fewer than shifting each chunk, and two chains of half the latency (the
- * decode matvec is bound by its instructions, not by its loads). */
+ * fewer than shifting each chunk. */
 AI void dot_nibbles(iacc *acc, const uint8_t *Q, const arow *A, int I, int b, int DIG) {
     if (DIG == 1) {
         __m512i hi[MR];
