@@ -17,7 +17,8 @@
  *         Q8_0 and Q4_0 units (8.5 and 4.5 cache lines) go in pairs: an
  *         even unit (its index in the row) stores d after its quants, an
  *         odd one before, so that every 64-byte chunk starts a line
- *         (hr_x16_q_at, hr_x16_d_at)
+ *         (hr_x16_q_at, hr_x16_d_at; a packed matrix's k is a multiple of
+ *         64, so each of its panels holds whole pairs)
  *   Q4_1  u16 d[16], m[16];  u8 nib[4][16][4]  as Q4_0
  *   Q4_K  u16 d[16], dmin[16];  u8 sc[8][16], mn[8][16];
  *         u8 nib[4][8][16][4]  nib[s][c][r][t]: low nibble block 2s column
