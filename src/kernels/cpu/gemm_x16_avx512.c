@@ -22,6 +22,7 @@
  * panels fit in L1 (32 KiB), the activation rows in blocks that fit in L2;
  * y carries the sum from slice to slice, so the order of the terms, and the
  * bits, do not depend on the tiling. */
+#include "core/error.h"
 #include "kernels/cpu/gemm_q.h"
 #include "kernels/cpu/qdot.h"
 #include "kernels/cpu/x16.h"
@@ -405,6 +406,7 @@ AI void unit_q6_k(const uint8_t *U, const arow *A, int I, int u, __m512 *y, int 
         const uint8_t *wd = w->data;                                                \
         int uc = hr_x16_unit_cols(w), nu = x->k / uc;                               \
         size_t ub = UB, pb = (size_t)nu * ub; /* a constant: pf_part unrolls */    \
+        HR_ASSERT(ub == hr_x16_unit_bytes(w)); /* the one definition, x16.c */      \
         /* k slices that keep 2 panels in L1 for the row tiles after the first; \
          * rows that make one tile (decode) read the panels straight through */ \
         int ks = n == 1 || n == MR ? nu : (int)(L1_BYTES / (2 * ub));               \
