@@ -76,6 +76,9 @@ AI __m512 u8x16(const uint8_t *p) {
 
 AI __m512i lo4(__m512i v) { return _mm512_and_si512(v, _mm512_set1_epi8(0xF)); }
 AI __m512i hi4(__m512i v) { return lo4(_mm512_srli_epi16(v, 4)); }
+/* 16 times the high nibbles, where they lie: dotted on a chain of their own,
+ * which an arithmetic shift by 4 brings back exactly (one op, not hi4's two) */
+AI __m512i hi4x16(__m512i v) { return _mm512_and_si512(v, _mm512_set1_epi8((char)0xF0)); }
 
 /* A group's integer dots for one activation row: one per digit plane. */
 typedef struct iacc {
@@ -135,35 +138,29 @@ AI void dot_bytes(iacc *acc, const uint8_t *Q, const arow *A, int I, int b, int 
 
 /* the same for 4 nibble chunks (Q4_0, Q4_1, 4-bit affine): low nibbles
  * columns 4c+t, high ones 16+4c+t. With int8 activations the high nibbles
- * are dotted where they lie (v & 0xF0: 16 times the nibble) into a chain of
- * their own, shifted back once at the end, exact: one vector op a chunk
- * fewer than shifting each chunk. */
+ * go on chains of their own (hi4x16); with 24-bit ones, whose rows already
+ * take three accumulators each, that was slower (MLX 4-bit decode). */
 AI void dot_nibbles(iacc *acc, const uint8_t *Q, const arow *A, int I, int b, int DIG) {
-    if (DIG == 1) {
-        __m512i hi[MR];
+    bool in_place = DIG == 1;
+    iacc hi[MR];
+    if (in_place)
         UNROLL
         for (int a = 0; a < I; a++)
-            hi[a] = _mm512_setzero_si512();
-        UNROLL
-        for (int c = 0; c < 4; c++) {
-            __m512i v = ld64(Q + 64 * c);
-            acc_dot(acc, lo4(v), A, I, (size_t)32 * b + 4 * c, 1);
-            __m512i h = _mm512_and_si512(v, _mm512_set1_epi8((char)0xF0));
-            UNROLL
-            for (int a = 0; a < I; a++)
-                hi[a] = dpb(hi[a], h, A[a].q[0] + (size_t)32 * b + 16 + 4 * c);
-        }
-        UNROLL
-        for (int a = 0; a < I; a++)
-            acc[a].v[0] = _mm512_add_epi32(acc[a].v[0], _mm512_srai_epi32(hi[a], 4));
-        return;
-    }
+            hi[a].v[0] = _mm512_setzero_si512();
     UNROLL
     for (int c = 0; c < 4; c++) {
         __m512i v = ld64(Q + 64 * c);
-        acc_dot(acc, lo4(v), A, I, (size_t)32 * b + 4 * c, DIG);
-        acc_dot(acc, hi4(v), A, I, (size_t)32 * b + 16 + 4 * c, DIG);
+        size_t e = (size_t)32 * b + 4 * c;
+        acc_dot(acc, lo4(v), A, I, e, DIG);
+        if (in_place)
+            acc_dot(hi, hi4x16(v), A, I, e + 16, 1);
+        else
+            acc_dot(acc, hi4(v), A, I, e + 16, DIG);
     }
+    if (in_place)
+        UNROLL
+        for (int a = 0; a < I; a++)
+            acc[a].v[0] = _mm512_add_epi32(acc[a].v[0], _mm512_srai_epi32(hi[a].v[0], 4));
 }
 
 /* ---- one unit of one panel, for I activation rows; u: the unit index ---- */
@@ -274,8 +271,8 @@ AI void unit_k45(const uint8_t *U, const arow *A, int I, int u, __m512 *y, int F
     for (int s = 0; s < 4; s++) {
         pf_part(pf, s, 4);
         int b0 = 8 * u + 2 * s;
-        /* Q4_K's high nibbles are dotted in place (16 times each, as
-         * dot_nibbles'), their block's chain started at 16 c */
+        /* Q4_K's high nibbles in place (hi4x16), their block's chain
+         * started at 16 c */
         int in_place = !FIVE && DIG == 1;
         iacc acc0[MR], acc1[MR];
         acc_init(acc0, A, I, b0, DIG);
@@ -287,7 +284,7 @@ AI void unit_k45(const uint8_t *U, const arow *A, int I, int u, __m512 *y, int F
         UNROLL
         for (int c = 0; c < 8; c++) {
             __m512i v = ld64(U + K_NIB + 64 * (8 * s + c)), l = lo4(v);
-            __m512i h = in_place ? _mm512_and_si512(v, _mm512_set1_epi8((char)0xF0)) : hi4(v);
+            __m512i h = in_place ? hi4x16(v) : hi4(v);
             if (FIVE) {
                 __m512i hb = _mm512_cvtepu8_epi32(
                     _mm_loadu_si128((const __m128i *)(U + K_HB + 16 * (8 * s + c))));
