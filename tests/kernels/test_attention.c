@@ -71,8 +71,8 @@ static int tile_case(hr_rng *rng, const hr_cpu_kernels *K, int G, int hd, const 
         q[i] = frand(rng) * 3;
     hr_attn_tile T = {.q = q, .out = o1, .ldq = ldq, .nq = nq, .G = G, .hd = hd, .k = kd,
                       .v = vd, .kv_dtype = kt, .stride = stride, .bs = BS, .kvh = kvh,
-                      .bt = bt, .start = st, .n = nn, .scale = scale, .softcap = softcap,
-                      .sc = sc};
+                      .next_kvh = n % 2 ? 0 : -1, .bt = bt, .start = st, .n = nn,
+                      .scale = scale, .softcap = softcap, .sc = sc};
     K->attn_heads(&T);
     for (int i = 0; i < nq; i++)
         per_head(K, q + (size_t)i * ldq, o2 + (size_t)i * ldq, G, hd, k, v, stride, kvh, bt,

@@ -59,6 +59,30 @@ AI int kv_run(const int32_t *bt, size_t stride, int bs, int kvh, int hd, int j, 
     return e;
 }
 
+/* The first block run of the stream read after a pass (the values after
+ * the keys, the next task's keys after the values): its rows are
+ * prefetched over the pass's last run, so that the next pass does not
+ * start cold */
+typedef struct kv_cont {
+    const void *base; /* NULL: none */
+    size_t at;        /* element of its first row */
+    int rows;         /* rows hd apart */
+} kv_cont;
+
+AI kv_cont cont_of(const void *base, const int32_t *bt, size_t stride, int bs, int kvh, int hd,
+                   int lo, int hi) {
+    size_t at, next;
+    int s, e = kv_run(bt, stride, bs, kvh, hd, lo, hi, &at, &next, &s);
+    return (kv_cont){base, at + (size_t)s * hd, e - s};
+}
+
+/* key i of the m keys of a pass's last run: its share of c's rows */
+AI void pf_cont(const kv_cont *c, int i, int m, int hd, const hr_dtype DT) {
+    if (c && c->base)
+        for (int r = c->rows * i / m; r < c->rows * (i + 1) / m; r++)
+            pf(c->base, c->at + (size_t)r * hd, (size_t)hd * (DT == HR_DTYPE_F32 ? 4 : 2), DT);
+}
+
 /* 16 values from element i of a KV layer of dtype DT, as f32 (exact) */
 AI __m512 ld(const void *base, size_t i, const hr_dtype DT) {
     const uint16_t *h = (const uint16_t *)base + i;
@@ -90,7 +114,8 @@ typedef struct vrows {
  * from out (the sums of earlier keys: a stored f32 reloads exact, so the
  * operations and their order are those of one pass over all the keys) */
 AI void pv_tile(const float *sc, size_t ldsc, int n, const vrows *V, int c, float *out,
-                bool first, const int GN, const int W, const hr_dtype DT, const int FLAT) {
+                bool first, const kv_cont *cont, const int GN, const int W, const hr_dtype DT,
+                const int FLAT) {
     size_t stride = V->stride, es = DT == HR_DTYPE_F32 ? 4 : 2;
     int bs = V->bs, kvh = V->kvh, hd = V->hd, start = V->start;
     const void *base = FLAT ? (const void *)V->vf : V->v;
@@ -106,10 +131,12 @@ AI void pv_tile(const float *sc, size_t ldsc, int n, const vrows *V, int c, floa
         int s = 0, e = n;
         if (!FLAT)
             e = kv_run(V->bt, stride, bs, kvh, hd, start + j, start + n, &at, &next, &s);
-        for (; s < e; s++, j++) {
+        for (int s0 = s; s < e; s++, j++) {
             size_t vj = FLAT ? (size_t)j * WROW + c : at + (size_t)s * hd + c;
             if (!FLAT && next != NO_NEXT)
                 pf(base, next + (size_t)s * hd + c, (size_t)W * 16 * es, DT);
+            else if (!FLAT)
+                pf_cont(cont, s - s0, e - s0, hd, DT);
             __m512 vv[8];
             UNROLL
             for (int i = 0; i < W; i++)
@@ -257,7 +284,7 @@ double hr__exp_sum_avx512(float *dst, const float *x, int n, float m, float s) {
  * 128 reads each V row in one pass instead of half a row in each of two
  * (one thread, 4096 f16 keys, groups of 2: 8% faster) */
 AI void pv(const float *s, size_t ldsc, int n, const vrows *V, int G, float *out, bool first,
-           const hr_dtype DT, const int FLAT) {
+           const kv_cont *cont, const hr_dtype DT, const int FLAT) {
     int hd = V->hd;
     for (int g0 = 0; g0 < G; g0 += 4) {
         const float *sg = s + (size_t)g0 * ldsc;
@@ -265,7 +292,7 @@ AI void pv(const float *s, size_t ldsc, int n, const vrows *V, int G, float *out
         int gn = G - g0 < 4 ? G - g0 : 4;
         for (int c = 0; c < hd;) {
             int W = hd - c >= 128 && gn <= 2 ? 8 : hd - c >= 64 ? 4 : 1;
-#define PV(GN, W_) pv_tile(sg, ldsc, n, V, c, o, first, GN, W_, DT, FLAT)
+#define PV(GN, W_) pv_tile(sg, ldsc, n, V, c, o, first, g0 || c ? NULL : cont, GN, W_, DT, FLAT)
             switch (gn * 16 + W) {
             case 24: PV(1, 8); break;
             case 40: PV(2, 8); break;
@@ -384,18 +411,20 @@ AI void scores4_wide(const hr_attn_tile *T, const size_t *kj, float *sc, size_t 
  * each prefetching its rows of the next block, then the run's last keys
  * one at a time */
 AI void scores_runs(const hr_attn_tile *T, int lo, int hi, float *sc, size_t N, __m512 scale,
-                    int R, const hr_dtype DT) {
+                    int R, const kv_cont *cont, const hr_dtype DT) {
     int hd = T->hd;
     size_t es = DT == HR_DTYPE_F32 ? 4 : 2;
     for (int j = lo; j < hi;) {
         size_t at, next;
-        int s, e = kv_run(T->bt, T->stride, T->bs, T->kvh, hd, j, hi, &at, &next, &s);
+        int s, e = kv_run(T->bt, T->stride, T->bs, T->kvh, hd, j, hi, &at, &next, &s), s0 = s;
         for (; s + 4 <= e; s += 4, j += 4) {
             size_t kj[4];
             for (int i = 0; i < 4; i++) {
                 kj[i] = at + (size_t)(s + i) * hd;
                 if (next != NO_NEXT)
                     pf(T->k, next + (size_t)(s + i) * hd, (size_t)hd * es, DT);
+                else
+                    pf_cont(cont, s + i - s0, e - s0, hd, DT);
             }
             size_t col = (size_t)(j - lo);
             switch (R) {
@@ -406,8 +435,10 @@ AI void scores_runs(const hr_attn_tile *T, int lo, int hi, float *sc, size_t N, 
             default: scores4_wide(T, kj, sc, N, col, scale, DT); break;
             }
         }
-        for (; s < e; s++, j++)
+        for (; s < e; s++, j++) {
+            pf_cont(cont, s - s0, e - s0, hd, DT);
             score1(T, at + (size_t)s * hd, sc, N, (size_t)(j - lo), DT);
+        }
     }
 }
 
@@ -437,7 +468,10 @@ AI void heads(const hr_attn_tile *T, const hr_dtype DT) {
      * registers for all its heads. */
     int R = nq * G;
     bool widen_v = DT != HR_DTYPE_F32 && nq > 1;
-    scores_runs(T, lo, hi, sc, N, scale, R, DT);
+    kv_cont vc = cont_of(v, bt, stride, bs, kvh, hd, lo, hi),
+            kc = T->next_kvh < 0 ? (kv_cont){0}
+                                 : cont_of(T->k, bt, stride, bs, T->next_kvh, hd, lo, hi);
+    scores_runs(T, lo, hi, sc, N, scale, R, &vc, DT);
     for (int i = 0; i < nq; i++)
         for (int g = 0; g < G; g++) {
             float *s = sc + (size_t)(i * G + g) * N + (T->start[i] - lo);
@@ -449,7 +483,7 @@ AI void heads(const hr_attn_tile *T, const hr_dtype DT) {
         for (int i = 0; i < nq; i++) {
             vrows V = {v, bt, stride, bs, kvh, hd, T->start[i], NULL};
             pv(sc + (size_t)i * G * N + (T->start[i] - lo), N, T->n[i], &V, G,
-               T->out + (size_t)i * T->ldq, true, DT, 0);
+               T->out + (size_t)i * T->ldq, true, i == nq - 1 ? &kc : NULL, DT, 0);
         }
         return;
     }
@@ -475,7 +509,7 @@ AI void heads(const hr_attn_tile *T, const hr_dtype DT) {
                 continue;
             vrows V = {.hd = hd, .vf = vf[a - c0]};
             pv(sc + (size_t)i * G * N + (a - lo), N, b - a, &V, G, T->out + (size_t)i * T->ldq,
-               a == T->start[i], HR_DTYPE_F32, 1);
+               a == T->start[i], NULL, HR_DTYPE_F32, 1);
         }
     }
 }

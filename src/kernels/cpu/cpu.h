@@ -57,6 +57,8 @@ typedef struct hr_attn_tile {
     hr_dtype kv_dtype;
     size_t stride;
     int bs, kvh;
+    int next_kvh; /* this thread's next task: KV head next_kvh over the same
+                   * keys (its first keys are prefetched); -1: none */
     const int32_t *bt;
     const int *start, *n;
     float scale, softcap;

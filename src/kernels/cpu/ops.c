@@ -345,29 +345,39 @@ static const float *kv_row(const hr_attn_args *a, const void *base, const int32_
     }
 }
 
+/* An attention job: its arguments and the first unclaimed task */
+typedef struct attn_job {
+    const hr_attn_args *a;
+    _Atomic long next;
+} attn_job;
+
 static void attention_worker(void *p, int ith, int nth) {
-    const hr_attn_args *a = p;
+    attn_job *job = p;
+    const hr_attn_args *a = job->a;
     const hr_cpu_kernels *cpu = hr_cpu();
     int hd = a->head_dim, group = a->n_heads / a->n_kv_heads;
     float *sc = a->scratch + (size_t)ith * a->max_ctx * group * HR_ATTN_TILE;
     long lo, hi;
     if (cpu->attn_heads && hd % 16 == 0) {
         /* a task: up to HR_ATTN_TILE consecutive tokens of one sequence
-         * (they share every K/V load) and one KV head; dealt round-robin, as
-         * a causal prompt's later tokens have more keys */
+         * (they share every K/V load) and one KV head. Threads claim them
+         * in order as they go (on shared cores a thread that loses its core
+         * for a while would otherwise hold up the layer), each its next one
+         * ahead, whose first keys the task before prefetches. */
         int start[HR_ATTN_TILE], n[HR_ATTN_TILE];
         hr_attn_tile T = {.ldq = a->n_heads * hd, .G = group, .hd = hd, .k = a->k, .v = a->v,
                           .kv_dtype = a->kv_dtype, .stride = a->block_stride,
                           .bs = a->block_size, .start = start, .n = n, .scale = a->scale,
                           .softcap = a->softcap, .sc = sc};
-        long task = 0;
+        long task = 0, mine = atomic_fetch_add_explicit(&job->next, 1, memory_order_relaxed),
+             after = atomic_fetch_add_explicit(&job->next, 1, memory_order_relaxed);
         for (int t0 = 0; t0 < a->n_tok; t0 += T.nq) {
             T.nq = 1;
             while (t0 + T.nq < a->n_tok && T.nq < HR_ATTN_TILE &&
                    a->blocks[t0 + T.nq] == a->blocks[t0] && a->pos[t0 + T.nq] == a->pos[t0] + T.nq)
                 T.nq++;
             for (int kvh = 0; kvh < a->n_kv_heads; kvh++, task++) {
-                if (task % nth != ith)
+                if (task != mine)
                     continue;
                 for (int i = 0; i < T.nq; i++) {
                     int pos = a->pos[t0 + i];
@@ -378,8 +388,11 @@ static void attention_worker(void *p, int ith, int nth) {
                 T.q = a->q + at;
                 T.out = a->out + at;
                 T.kvh = kvh;
+                T.next_kvh = after - (task - kvh) < a->n_kv_heads ? (int)(after - (task - kvh)) : -1;
                 T.bt = a->blocks[t0];
                 cpu->attn_heads(&T);
+                mine = after;
+                after = atomic_fetch_add_explicit(&job->next, 1, memory_order_relaxed);
             }
         }
         return;
@@ -408,5 +421,7 @@ static void attention_worker(void *p, int ith, int nth) {
 }
 
 void hr_attention(hr_pool *pool, const hr_attn_args *a) {
-    hr_pool_run(pool, attention_worker, (void *)a);
+    attn_job job = {.a = a};
+    atomic_init(&job.next, 0);
+    hr_pool_run(pool, attention_worker, &job);
 }
