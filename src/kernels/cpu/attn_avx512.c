@@ -436,7 +436,8 @@ AI void scores_runs(const hr_attn_tile *T, int lo, int hi, float *sc, size_t N, 
             }
         }
         for (; s < e; s++, j++) {
-            pf_cont(cont, s - s0, e - s0, hd, DT);
+            if (next == NO_NEXT)
+                pf_cont(cont, s - s0, e - s0, hd, DT);
             score1(T, at + (size_t)s * hd, sc, N, (size_t)(j - lo), DT);
         }
     }
