@@ -64,7 +64,7 @@ AI int kv_run(const int32_t *bt, size_t stride, int bs, int kvh, int hd, int j, 
  * prefetched over the pass's last run, so that the next pass does not
  * start cold */
 typedef struct kv_cont {
-    const void *base; /* NULL: none */
+    const void *base;
     size_t at;        /* element of its first row */
     int rows;         /* rows hd apart */
 } kv_cont;
@@ -76,9 +76,10 @@ AI kv_cont cont_of(const void *base, const int32_t *bt, size_t stride, int bs, i
     return (kv_cont){base, at + (size_t)s * hd, e - s};
 }
 
-/* key i of the m keys of a pass's last run: its share of c's rows */
+/* key i of the m keys of a pass's last run: its share of c's rows (NULL:
+ * none) */
 AI void pf_cont(const kv_cont *c, int i, int m, int hd, const hr_dtype DT) {
-    if (c && c->base)
+    if (c)
         for (int r = c->rows * i / m; r < c->rows * (i + 1) / m; r++)
             pf(c->base, c->at + (size_t)r * hd, (size_t)hd * (DT == HR_DTYPE_F32 ? 4 : 2), DT);
 }
@@ -469,9 +470,7 @@ AI void heads(const hr_attn_tile *T, const hr_dtype DT) {
      * registers for all its heads. */
     int R = nq * G;
     bool widen_v = DT != HR_DTYPE_F32 && nq > 1;
-    kv_cont vc = cont_of(v, bt, stride, bs, kvh, hd, lo, hi),
-            kc = T->next_kvh < 0 ? (kv_cont){0}
-                                 : cont_of(T->k, bt, stride, bs, T->next_kvh, hd, lo, hi);
+    kv_cont vc = cont_of(v, bt, stride, bs, kvh, hd, lo, hi);
     scores_runs(T, lo, hi, sc, N, scale, R, &vc, DT);
     for (int i = 0; i < nq; i++)
         for (int g = 0; g < G; g++) {
@@ -481,10 +480,14 @@ AI void heads(const hr_attn_tile *T, const hr_dtype DT) {
             hr_softmax(s, T->n[i]);
         }
     if (!widen_v) {
+        /* the last token's value pass prefetches the next task's keys */
+        kv_cont kc = {0};
+        if (T->next_kvh >= 0)
+            kc = cont_of(T->k, bt, stride, bs, T->next_kvh, hd, lo, hi);
         for (int i = 0; i < nq; i++) {
             vrows V = {v, bt, stride, bs, kvh, hd, T->start[i], NULL};
             pv(sc + (size_t)i * G * N + (T->start[i] - lo), N, T->n[i], &V, G,
-               T->out + (size_t)i * T->ldq, true, i == nq - 1 ? &kc : NULL, DT, 0);
+               T->out + (size_t)i * T->ldq, true, i == nq - 1 && kc.base ? &kc : NULL, DT, 0);
         }
         return;
     }

@@ -388,7 +388,8 @@ static void attention_worker(void *p, int ith, int nth) {
                 T.q = a->q + at;
                 T.out = a->out + at;
                 T.kvh = kvh;
-                T.next_kvh = after - (task - kvh) < a->n_kv_heads ? (int)(after - (task - kvh)) : -1;
+                long next_kvh = after - (task - kvh); /* in this tile when < n_kv_heads */
+                T.next_kvh = next_kvh < a->n_kv_heads ? (int)next_kvh : -1;
                 T.bt = a->blocks[t0];
                 cpu->attn_heads(&T);
                 mine = after;
