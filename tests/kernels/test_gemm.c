@@ -206,8 +206,10 @@ static void test_silu(void **state) {
 }
 
 /* The roofline's read: positive for buffers of whole 256-byte groups on
- * 1 and 3 threads (the shares' edges), 0 below one group; under ASan it
- * also checks that no read leaves the buffer. */
+ * 1 and 3 threads (the shares' edges), 0 (no buffer) below one group, and
+ * one buffer read again as often as asked (hearth bench reads one before
+ * and after every decode); under ASan it also checks that no read leaves
+ * the buffer. */
 static void test_membw(void **state) {
     (void)state;
     for (int nth = 1; nth <= 3; nth += 2) {
@@ -217,6 +219,13 @@ static void test_membw(void **state) {
         assert_true(hr_membw(pool, 3 * 256 + 100, 2) > 0);
         assert_true(hr_membw(pool, (size_t)1 << 20, 1) > 0);
         assert_true(hr_membw(pool, 255, 1) == 0);
+        assert_null(hr_membw_buf_new(255));
+        hr_membw_buf *b = hr_membw_buf_new(5 * 256 + 10);
+        assert_non_null(b);
+        for (int i = 0; i < 3; i++)
+            assert_true(hr_membw_read(b, pool, 1) > 0);
+        hr_membw_buf_free(b);
+        hr_membw_buf_free(NULL);
         hr_pool_free(pool);
     }
 }

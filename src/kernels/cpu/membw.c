@@ -67,16 +67,36 @@ static void read_worker(void *p, int ith, int nth) {
     atomic_fetch_add_explicit(&t->sum, sum, memory_order_relaxed);
 }
 
-double hr_membw(hr_pool *pool, size_t bytes, int reps) {
+struct hr_membw_buf {
+    uint64_t *buf;
+    size_t n; /* uint64 words read */
+};
+
+/* the prefetch runs up to PF_AHEAD past the end: that is in the buffer */
+static size_t alloc_bytes(size_t n) { return n * 8 + PF_AHEAD; }
+
+hr_membw_buf *hr_membw_buf_new(size_t bytes) {
     size_t n = bytes / 256 * 32; /* whole groups of 4 lines */
-    if (n == 0)
-        return 0;
-    /* the prefetch runs up to PF_AHEAD past the end: keep it in the buffer */
-    uint64_t *buf = hr_big_alloc(n * 8 + PF_AHEAD);
-    if (!buf)
-        return 0;
-    memset(buf, 1, n * 8 + PF_AHEAD);
-    read_task t = {.buf = buf, .n = n, .sum = 0};
+    hr_membw_buf *b = n ? malloc(sizeof *b) : NULL;
+    if (!b)
+        return NULL;
+    *b = (hr_membw_buf){hr_big_alloc(alloc_bytes(n)), n};
+    if (!b->buf) {
+        free(b);
+        return NULL;
+    }
+    memset(b->buf, 1, alloc_bytes(n));
+    return b;
+}
+
+void hr_membw_buf_free(hr_membw_buf *b) {
+    if (b)
+        hr_big_free(b->buf, alloc_bytes(b->n));
+    free(b);
+}
+
+double hr_membw_read(hr_membw_buf *b, hr_pool *pool, int reps) {
+    read_task t = {.buf = b->buf, .n = b->n, .sum = 0};
     double best = 1e30;
     for (int r = 0; r < 2 * reps; r++) {
         t.prefetch = r & 1;
@@ -85,6 +105,12 @@ double hr_membw(hr_pool *pool, size_t bytes, int reps) {
         double dt = hr_now() - t0;
         best = dt < best ? dt : best;
     }
-    hr_big_free(buf, n * 8 + PF_AHEAD);
-    return (double)(n * 8) / best;
+    return (double)(b->n * 8) / best;
+}
+
+double hr_membw(hr_pool *pool, size_t bytes, int reps) {
+    hr_membw_buf *b = hr_membw_buf_new(bytes);
+    double bw = b ? hr_membw_read(b, pool, reps) : 0;
+    hr_membw_buf_free(b);
+    return bw;
 }

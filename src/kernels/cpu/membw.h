@@ -7,9 +7,18 @@
 
 #include <stddef.h>
 
-/* Best of `reps` full reads, with and without a software prefetch, of a
- * `bytes` buffer (allocated, filled and freed here), split over the pool's
- * threads; bytes/s, or 0 when the buffer cannot be allocated. */
+/* A buffer to read: whole 256-byte groups of `bytes` (at least one), on
+ * huge pages, filled once; NULL when there is no group or no memory. */
+typedef struct hr_membw_buf hr_membw_buf;
+hr_membw_buf *hr_membw_buf_new(size_t bytes);
+void hr_membw_buf_free(hr_membw_buf *b);
+
+/* Best of `reps` full reads of b, with and without a software prefetch,
+ * split over the pool's threads: bytes/s. */
+double hr_membw_read(hr_membw_buf *b, hr_pool *pool, int reps);
+
+/* The same with a `bytes` buffer of its own (allocated, filled and freed
+ * here); 0 when the buffer cannot be allocated. */
 double hr_membw(hr_pool *pool, size_t bytes, int reps);
 
 #endif
