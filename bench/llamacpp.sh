@@ -6,9 +6,9 @@
 # Also hearth on the MLX 4-bit version of the same weights (24-bit
 # activations, f32-grade; and with HEARTH_QUANT_ACT=int8 int8 ones) and the
 # MLX 8-bit version, and hearth's decode as % of the memory roofline
-# measured in the same run (before and after each repeat's decode, the higher; the % is the median
-# of the repeats' own, the GB/s column the median reading: on a shared
-# machine it moves from second to second).
+# measured in the same run (before and after each repeat's decode, the
+# higher reading; the % is the median of the repeats' own, the GB/s column
+# the median reading: on a shared machine it moves from second to second).
 #   bench/llamacpp.sh [build/hearth]
 #   env: THREADS (2) PROMPT_LEN (512) GEN_LEN (128) REPEATS (3)
 #        SHAPES ("llama-3.2-1b qwen3-0.6b") TYPES ("Q8_0 Q4_0 Q4_K")
