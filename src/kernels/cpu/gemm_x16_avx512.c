@@ -136,6 +136,12 @@ AI void min_add(__m512 *y, __m512 mn, const arow *A, int I, int b) {
  * GB/s. More rows, or 3 digits, have enough chains already. */
 AI bool split_chains(int I, int DIG) { return I == 1 && DIG == 1; }
 
+/* the odd chain back into the row's accumulator, when split */
+AI void join_odd(iacc *acc, iacc odd, bool split) {
+    if (split)
+        acc[0].v[0] = _mm512_add_epi32(acc[0].v[0], odd.v[0]);
+}
+
 /* acc += the 32-column block at Q against activation block b: 8 byte
  * chunks (Q8_0, 8-bit affine) */
 AI void dot_bytes(iacc *acc, const uint8_t *Q, const arow *A, int I, int b, int DIG) {
@@ -145,8 +151,7 @@ AI void dot_bytes(iacc *acc, const uint8_t *Q, const arow *A, int I, int b, int 
     for (int c = 0; c < 8; c++)
         acc_dot(split && c % 2 ? &odd : acc, _mm512_loadu_si512(Q + 64 * c), A, I,
                 (size_t)32 * b + 4 * c, DIG);
-    if (split)
-        acc[0].v[0] = _mm512_add_epi32(acc[0].v[0], odd.v[0]);
+    join_odd(acc, odd, split);
 }
 
 /* the same for 4 nibble chunks (Q4_0, Q4_1, 4-bit affine): low nibbles
@@ -312,10 +317,8 @@ AI void unit_k45(const uint8_t *U, const arow *A, int I, int u, __m512 *y, int F
             acc_dot(o ? &odd0 : acc0, l, A, I, (size_t)32 * b0 + 4 * c, DIG);
             acc_dot(o ? &odd1 : acc1, h, A, I, (size_t)32 * b0 + 32 + 4 * c, DIG);
         }
-        if (split) {
-            acc0[0].v[0] = _mm512_add_epi32(acc0[0].v[0], odd0.v[0]);
-            acc1[0].v[0] = _mm512_add_epi32(acc1[0].v[0], odd1.v[0]);
-        }
+        join_odd(acc0, odd0, split);
+        join_odd(acc1, odd1, split);
         if (in_place)
             UNROLL
             for (int a = 0; a < I; a++)
