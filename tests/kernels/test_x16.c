@@ -98,27 +98,33 @@ static int digits_of(hr_dtype t) { return t == HR_DTYPE_AFFINE ? g_digits : 1; }
  * digits (1: int8; 3: 24-bit) by K's quantizer, or the scalar one */
 typedef struct qx {
     hr_qact32 a;
-    int8_t *q;
+    int8_t *q, *sd;
     float *d, *s;
     int32_t *c;
 } qx;
 
+/* (int8, the K-quants: their 256-blocks, as hr_matmul quantizes them) */
 static qx quantize_d(const hr_cpu_kernels *K, const float *x, int n, int k, hr_dtype t, int D) {
     int G = hr_qdot_group(t), off = hr_qdot_offset(t);
-    qx r = {.q = malloc((size_t)n * k * D), .d = malloc((size_t)n * k / 32 * 4),
-            .s = malloc((size_t)n * k / 32 * 4), .c = malloc((size_t)n * k / G * 4 * D)};
+    int B = D == 1 ? hr_qdot_act_block(t) : 32;
+    qx r = {.q = malloc((size_t)n * k * D), .d = malloc((size_t)n * k / B * 4),
+            .s = B == 32 ? malloc((size_t)n * k / 32 * 4) : NULL,
+            .sd = B == 256 ? malloc((size_t)n * k / 16) : NULL,
+            .c = malloc((size_t)n * k / G * 4 * D)};
     for (int i = 0; i < n; i++) {
-        float *d = r.d + (size_t)i * k / 32, *s = r.s + (size_t)i * k / 32;
+        const float *xi = x + (size_t)i * k;
+        float *d = r.d + (size_t)i * k / B;
         int32_t *c = r.c + (size_t)i * D * (k / G);
         int8_t *q = r.q + (size_t)i * D * k;
-        if (D == 3)
-            (K ? K->qact24_row : hr_qact24_row)(x + (size_t)i * k, k, off, G, q, d, c, s);
-        else if (K)
-            K->qact32_row(x + (size_t)i * k, k, off, G, q, d, c, s);
+        if (B == 256)
+            (K ? K->qactk_row : hr_qactk_row)(xi, k, off, G, q, d, c, r.sd + (size_t)i * k / 16);
+        else if (D == 3)
+            (K ? K->qact24_row : hr_qact24_row)(xi, k, off, G, q, d, c, r.s + (size_t)i * k / 32);
         else
-            hr_qact32_row(x + (size_t)i * k, k, off, G, q, d, c, s);
+            (K ? K->qact32_row : hr_qact32_row)(xi, k, off, G, q, d, c, r.s + (size_t)i * k / 32);
     }
-    r.a = (hr_qact32){.q = r.q, .d = r.d, .s = r.s, .c = r.c, .k = k, .group = G, .digits = D};
+    r.a = (hr_qact32){.q = r.q, .d = r.d, .s = r.s, .sd = r.sd, .c = r.c, .k = k, .group = G,
+                      .digits = D, .block = B};
     return r;
 }
 
@@ -128,6 +134,7 @@ static qx quantize(const hr_cpu_kernels *K, const float *x, int n, int k, hr_dty
 
 static void qx_free(qx *r) {
     free(r->q);
+    free(r->sd);
     free(r->d);
     free(r->s);
     free(r->c);
@@ -161,6 +168,16 @@ static void test_pack_exact(void **state) {
                         fail_msg("%s row %d block %d differs after packing",
                                  fmt_name(&FMTS[d]), j, blk);
                 }
+                for (int sb = 0; sb < k / 256 && kquant(FMTS[d].t); sb++) {
+                    int sc0[16] = {0}, sc1[16] = {0}, m0[8] = {0}, m1[8] = {0};
+                    float dd0[2], dd1[2];
+                    hr_qdot_kscales(&w.t, j, sb, sc0, m0, dd0);
+                    hr_qdot_kscales(&p, j, sb, sc1, m1, dd1);
+                    if (memcmp(sc0, sc1, sizeof sc0) || memcmp(m0, m1, sizeof m0) ||
+                        memcmp(dd0, dd1, sizeof dd0))
+                        fail_msg("%s row %d super-block %d: scales differ after packing",
+                                 fmt_name(&FMTS[d]), j, sb);
+                }
                 hr_dequant_range(&w.t, j, 0, k, a);
                 hr_dequant_range(&p, j, 0, k, b);
                 for (int e = 0; e < k; e++)
@@ -176,7 +193,8 @@ static void test_pack_exact(void **state) {
 }
 
 /* The x16 quantizer: every ISA's bits equal the scalar one's; q and d are
- * hr_qact_row's; c and s are the sums they are defined as. */
+ * hr_qact_row's (the K-quants': the same rounding over 256-blocks, a zero
+ * one all zeros); c, s and sd are the sums they are defined as. */
 static void test_qact32(void **state) {
     (void)state;
     hr_rng rng;
@@ -187,20 +205,42 @@ static void test_qact32(void **state) {
         x[i] = frand(&rng) * (i % 53 == 0 ? 30.0f : 1.0f);
     for (int i = 64; i < 96; i++)
         x[i] = 0; /* a zero block */
+    for (int i = 512; i < 768; i++)
+        x[i] = 0; /* a zero super-block */
     int8_t q4[768];
     float d4[192], s4[192];
     int32_t c4[192];
     hr_qact_row(x, k, 0, q4, d4, c4, s4);
     for (size_t d = 0; d < NGGUF; d++) {
         qx r = quantize(NULL, x, 1, k, FMTS[d].t);
-        assert_memory_equal(r.q, q4, (size_t)k);
-        int G = r.a.group, off = hr_qdot_offset(FMTS[d].t);
+        int G = r.a.group, off = hr_qdot_offset(FMTS[d].t), B = r.a.block;
+        assert_int_equal(B, kquant(FMTS[d].t) ? 256 : 32);
+        if (B == 32)
+            assert_memory_equal(r.q, q4, (size_t)k);
+        for (int b = 0; b < k / B; b++) {
+            float amax = 0;
+            for (int e = 0; e < B; e++)
+                amax = fmaxf(amax, fabsf(x[B * b + e]));
+            assert_true(r.d[b] == amax / 127.0f);
+            for (int e = B * b; e < B * (b + 1); e++) {
+                assert_true(abs(r.q[e]) <= 127);
+                if (amax > 0)
+                    assert_true(fabsf(r.q[e] - x[e] * (127.0f / amax)) <= 0.5f + 1e-4f);
+                else
+                    assert_int_equal(r.q[e], 0);
+            }
+        }
         for (int b = 0; b < k / 32; b++) {
             int sum = 0;
             for (int e = 0; e < 32; e++)
                 sum += r.q[32 * b + e];
-            assert_true(r.d[b] == d4[8 * b]);
-            assert_true(r.s[b] == r.d[b] * (float)sum);
+            if (B == 32) {
+                assert_true(r.d[b] == d4[8 * b]);
+                assert_true(r.s[b] == r.d[b] * (float)sum);
+            } else {
+                int hi = r.sd[16 * (b / 8) + b % 8], lo = r.sd[16 * (b / 8) + 8 + b % 8];
+                assert_int_equal(256 * hi + lo, sum);
+            }
         }
         for (int g = 0; g < k / G; g++) {
             int sum = 0;
@@ -214,8 +254,11 @@ static void test_qact32(void **state) {
                 continue;
             qx v = quantize(K, x, 1, k, FMTS[d].t);
             assert_memory_equal(v.q, r.q, (size_t)k);
-            assert_memory_equal(v.d, r.d, (size_t)k / 32 * 4);
-            assert_memory_equal(v.s, r.s, (size_t)k / 32 * 4);
+            assert_memory_equal(v.d, r.d, (size_t)k / B * 4);
+            if (B == 32)
+                assert_memory_equal(v.s, r.s, (size_t)k / 32 * 4);
+            else
+                assert_memory_equal(v.sd, r.sd, (size_t)k / 16);
             assert_memory_equal(v.c, r.c, (size_t)k / G * 4);
             qx_free(&v);
         }
@@ -315,7 +358,7 @@ static void test_scalar_bound(void **state) {
         void *mem;
         hr_tensor p = packed(&w.t, &mem);
         hr__gemm_x16_scalar(y, m, &a.a, n, &p, 0, m);
-        double worst = check_rounding_bound(x, n, k, &w.t, m, y, a.d, 32);
+        double worst = check_rounding_bound(x, n, k, &w.t, m, y, a.d, a.a.block);
         hr__gemm_x16_scalar(y, m, &a3.a, n, &p, 0, m);
         double w24 = 0, w32 = 0; /* worst |error| / sum |x w|: 24-bit, plain f32 */
         for (int j = 0; j < m; j++) {

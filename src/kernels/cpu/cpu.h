@@ -30,12 +30,15 @@ typedef void (*hr_gemm_i8_fn)(float *y, int ldy, const hr_qact *x, int n,
 
 /* Activations quantized for the x16 kernels (qdot.h), as `digits` int8
  * planes (1: int8; 3: 24-bit): row i's plane j is q[(i*digits + j)*k ..]
- * with c[(i*digits + j)*k/group ..]; d and s[i*k/32 ..]. */
+ * with c[(i*digits + j)*k/group ..]; d[i*k/block ..]; block 32: s[i*k/32
+ * ..]; block 256 (the K-quants' activations, int8): sd[i*k/16 ..], s
+ * NULL. */
 typedef struct hr_qact32 {
     const int8_t *q;
     const float *d, *s;
     const int32_t *c;
-    int k, group, digits;
+    const int8_t *sd;
+    int k, group, digits, block;
 } hr_qact32;
 
 /* The product for weights in the x16 layout (x16.h); m0, m1 multiples of 16. */
@@ -73,6 +76,9 @@ typedef struct hr_cpu_kernels {
     /* hr_qact32_row (qdot.h), bit-identical on every ISA that has gemm_x16 */
     void (*qact32_row)(const float *x, int k, int off, int group, int8_t *q, float *d,
                        int32_t *c, float *s);
+    /* hr_qactk_row (qdot.h: the K-quants' activations), the same */
+    void (*qactk_row)(const float *x, int k, int off, int group, int8_t *q, float *d,
+                      int32_t *c, int8_t *sd);
     /* hr_qact24_row (qdot.h: 3 digits), the same */
     void (*qact24_row)(const float *x, int k, int off, int group, int8_t *q, float *d,
                        int32_t *c, float *s);

@@ -121,6 +121,7 @@ const hr_cpu_kernels hr__cpu_avx512 = {
     .qact_row = hr__qact_row_avx512,
     .gemm_x16 = {HR__GEMM_X16_TABLE(avx512)},
     .qact32_row = hr__qact32_row_avx512,
+    .qactk_row = hr__qactk_row_avx512,
     .qact24_row = hr__qact24_row_avx512,
     .attn_heads = hr__attn_heads_avx512,
     .to_half = hr__to_half_avx512,

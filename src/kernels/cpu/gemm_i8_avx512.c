@@ -243,17 +243,21 @@ static inline float amax32(__m512 x0, __m512 x1) {
  * (max of |x|, the two divisions, x * id rounded half to even by the default
  * MXCSR mode), so bit-identical for finite inputs: q[32] stored, the q as
  * int32 in *q0 (columns 0-15) and *q1, d returned. */
-static inline float qblock(const float *x, int8_t *q, __m512i *q0, __m512i *q1) {
-    __m512 x0 = _mm512_loadu_ps(x), x1 = _mm512_loadu_ps(x + 16);
-    float amax = amax32(x0, x1);
-    float d = amax / 127.0f, id = amax > 0 ? 127.0f / amax : 0.0f;
+static inline void qstore(__m512 x0, __m512 x1, float id, int8_t *q, __m512i *q0,
+                          __m512i *q1) {
     __m512 vid = _mm512_set1_ps(id);
     __m512i lim = _mm512_set1_epi32(127), nlim = _mm512_set1_epi32(-127);
     *q0 = _mm512_max_epi32(_mm512_min_epi32(_mm512_cvtps_epi32(_mm512_mul_ps(x0, vid)), lim), nlim);
     *q1 = _mm512_max_epi32(_mm512_min_epi32(_mm512_cvtps_epi32(_mm512_mul_ps(x1, vid)), lim), nlim);
     _mm_storeu_si128((__m128i *)q, _mm512_cvtepi32_epi8(*q0));
     _mm_storeu_si128((__m128i *)(q + 16), _mm512_cvtepi32_epi8(*q1));
-    return d;
+}
+
+static inline float qblock(const float *x, int8_t *q, __m512i *q0, __m512i *q1) {
+    __m512 x0 = _mm512_loadu_ps(x), x1 = _mm512_loadu_ps(x + 16);
+    float amax = amax32(x0, x1);
+    qstore(x0, x1, amax > 0 ? 127.0f / amax : 0.0f, q, q0, q1);
+    return amax / 127.0f;
 }
 
 void hr__qact_row_avx512(const float *x, int k, int off, int8_t *q, float *d4, int32_t *c4,
@@ -290,6 +294,35 @@ void hr__qact32_row_avx512(const float *x, int k, int off, int group, int8_t *q,
             c[2 * b + 1] = -off * s1;
         } else {
             c[b] = -off * (s0 + s1);
+        }
+    }
+}
+
+/* hr_qactk_row, bit-identical: qblock's steps with the 256-block's max */
+void hr__qactk_row_avx512(const float *x, int k, int off, int group, int8_t *q, float *d,
+                          int32_t *c, int8_t *sd) {
+    const __m512 absmask = _mm512_castsi512_ps(_mm512_set1_epi32(0x7fffffff));
+    for (int B = 0; B < k / 256; B++) {
+        const float *xb = x + 256 * B;
+        __m512 m = _mm512_setzero_ps();
+        for (int i = 0; i < 256; i += 16)
+            m = _mm512_max_ps(m, _mm512_and_ps(_mm512_loadu_ps(xb + i), absmask));
+        float amax = _mm512_reduce_max_ps(m), id = amax > 0 ? 127.0f / amax : 0.0f;
+        d[B] = amax / 127.0f;
+        for (int j = 0; j < 8; j++) {
+            __m512i q0, q1;
+            qstore(_mm512_loadu_ps(xb + 32 * j), _mm512_loadu_ps(xb + 32 * j + 16), id,
+                   q + 256 * B + 32 * j, &q0, &q1);
+            int s0 = _mm512_reduce_add_epi32(q0), s1 = _mm512_reduce_add_epi32(q1);
+            int S = s0 + s1, lo = (int8_t)(uint8_t)(S & 0xFF);
+            sd[16 * B + j] = (int8_t)((S - lo) / 256);
+            sd[16 * B + 8 + j] = (int8_t)lo;
+            if (group == 16) {
+                c[16 * B + 2 * j] = -off * s0;
+                c[16 * B + 2 * j + 1] = -off * s1;
+            } else {
+                c[8 * B + j] = -off * S;
+            }
         }
     }
 }

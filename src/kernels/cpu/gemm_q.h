@@ -87,6 +87,8 @@ double hr__exp_sum_avx512(float *dst, const float *x, int n, float m, float s);
 void hr__attn_heads_avx512(const hr_attn_tile *t);
 void hr__qact32_row_avx512(const float *x, int k, int off, int group, int8_t *q, float *d,
                            int32_t *c, float *s);
+void hr__qactk_row_avx512(const float *x, int k, int off, int group, int8_t *q, float *d,
+                          int32_t *c, int8_t *sd);
 void hr__qact24_row_avx512(const float *x, int k, int off, int group, int8_t *q, float *d,
                            int32_t *c, float *s);
 

@@ -42,6 +42,7 @@
 typedef struct arow {
     const int8_t *q[3]; /* digit planes (qdot.h): q[0] alone for int8 */
     const float *d, *s;
+    const int8_t *sd; /* the K-quants' block sums (qdot.h) */
     const int32_t *c[3];
 } arow;
 
@@ -70,8 +71,9 @@ AI __m512 f16x16(const uint8_t *p) {
     return _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)p));
 }
 
-AI __m512 u8x16(const uint8_t *p) {
-    return _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)p)));
+/* 16 bytes zero-extended to int32 lanes (the K-quants' integer scales) */
+AI __m512i u8x16(const uint8_t *p) {
+    return _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)p));
 }
 
 AI __m512i lo4(__m512i v) { return _mm512_and_si512(v, _mm512_set1_epi8(0xF)); }
@@ -280,29 +282,44 @@ AI __m512i top2(__m512i lo, __m512i h) {
     return _mm512_ternarylogic_epi32(lo, h, _mm512_set1_epi8(0x30), 0xF8);
 }
 
-/* Q4_K / Q5_K (FIVE): 8 blocks of 32, block-pair by block-pair */
-AI void unit_k45(const uint8_t *U, const arow *A, int I, int u, __m512 *y, int FIVE, int DIG,
-                 upf pf) {
-    __m512 D = f16x16(U + K_D);
-    __m512 ND = _mm512_sub_ps(_mm512_setzero_ps(), f16x16(U + K_DMIN));
+/* y_a += int32 sums I_a scaled as qdot.h's K-quant step: fma(cvt(I_a), sw * d_a) */
+AI void kscale_add(__m512 *y, const __m512i *Isum, __m512 sw, const arow *A, int I, int u) {
+    UNROLL
+    for (int a = 0; a < I; a++)
+        y[a] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(Isum[a]),
+                               _mm512_mul_ps(sw, _mm512_set1_ps(A[a].d[u])), y[a]);
+}
+
+/* sum_a += acc_a * sc (int32 lanes) for a < I */
+AI void kscale_int(__m512i *sum, const iacc *acc, __m512i sc, int I) {
+    UNROLL
+    for (int a = 0; a < I; a++)
+        sum[a] = _mm512_add_epi32(sum[a], _mm512_mullo_epi32(acc[a].v[0], sc));
+}
+
+/* Q4_K / Q5_K (FIVE), with the K-quants' int8 activations (qdot.h): 8
+ * blocks of 32, block-pair by block-pair, each block's integer dot times
+ * its 6-bit scale into the super-block's int32 sum (Q4_K's high-nibble
+ * blocks, 16 times their dot, on a sum of their own, shifted back once);
+ * the mins' term from the activation block sums' two digits, 4 vpdpbusd a
+ * super-block (x16.h's mn layout); two float steps a super-block. Their c
+ * are 0 (off 0): the chains start at 0. */
+AI void unit_k45(const uint8_t *U, const arow *A, int I, int u, __m512 *y, int FIVE, upf pf) {
+    bool in_place = !FIVE, split = split_chains(I, 1);
+    __m512i Is[MR], Ih[MR];
+    UNROLL
+    for (int a = 0; a < I; a++)
+        Is[a] = Ih[a] = _mm512_setzero_si512();
     UNROLL
     for (int s = 0; s < 4; s++) {
         pf_part(pf, s, 4);
         int b0 = 8 * u + 2 * s;
-        /* Q4_K's high nibbles in place (hi4x16), their block's chain
-         * started at 16 c */
-        int in_place = !FIVE && DIG == 1;
-        /* odd chunks on odd0, odd1 (in place, odd1 sums 16 times its values
-         * too: the shift after stays exact) */
-        bool split = split_chains(I, DIG);
+        /* odd chunks on odd0, odd1 when split */
         iacc acc0[MR], acc1[MR], odd0 = {{_mm512_setzero_si512()}},
                                  odd1 = {{_mm512_setzero_si512()}};
-        acc_init(acc0, A, I, b0, DIG);
-        acc_init(acc1, A, I, b0 + 1, DIG);
-        if (in_place)
-            UNROLL
-            for (int a = 0; a < I; a++)
-                acc1[a].v[0] = _mm512_slli_epi32(acc1[a].v[0], 4);
+        UNROLL
+        for (int a = 0; a < I; a++)
+            acc0[a].v[0] = acc1[a].v[0] = _mm512_setzero_si512();
         UNROLL
         for (int c = 0; c < 8; c++) {
             __m512i v = ld64(U + K_NIB + 64 * (8 * s + c)), l = lo4(v);
@@ -314,36 +331,45 @@ AI void unit_k45(const uint8_t *U, const arow *A, int I, int u, __m512 *y, int F
                 h = _mm512_or_si512(h, bits5(_mm512_srli_epi32(hb, 4)));
             }
             bool o = split && c % 2;
-            acc_dot(o ? &odd0 : acc0, l, A, I, (size_t)32 * b0 + 4 * c, DIG);
-            acc_dot(o ? &odd1 : acc1, h, A, I, (size_t)32 * b0 + 32 + 4 * c, DIG);
+            acc_dot(o ? &odd0 : acc0, l, A, I, (size_t)32 * b0 + 4 * c, 1);
+            acc_dot(o ? &odd1 : acc1, h, A, I, (size_t)32 * b0 + 32 + 4 * c, 1);
         }
         join_odd(acc0, odd0, split);
         join_odd(acc1, odd1, split);
-        if (in_place)
-            UNROLL
-            for (int a = 0; a < I; a++)
-                acc1[a].v[0] = _mm512_srai_epi32(acc1[a].v[0], 4);
-        UNROLL
-        for (int e = 0; e < 2; e++) {
-            int j = 2 * s + e;
-            __m512 sw = _mm512_mul_ps(D, u8x16(U + K_SC + 16 * j));
-            __m512 mn = _mm512_mul_ps(ND, u8x16(U + K_MN + 16 * j));
-            scale_add(y, e ? acc1 : acc0, sw, A, I, b0 + e, DIG);
-            min_add(y, mn, A, I, b0 + e);
-        }
+        kscale_int(Is, acc0, u8x16(U + K_SC + 16 * (2 * s)), I);
+        kscale_int(in_place ? Ih : Is, acc1, u8x16(U + K_SC + 16 * (2 * s + 1)), I);
     }
+    __m512i m0 = ld64(U + K_MN), m1 = ld64(U + K_MN + 64);
+    __m512i M[MR];
+    UNROLL
+    for (int a = 0; a < I; a++) {
+        if (in_place)
+            Is[a] = _mm512_add_epi32(Is[a], _mm512_srai_epi32(Ih[a], 4));
+        const int8_t *sd = A[a].sd + 16 * u; /* hi digits of the 8 sums, then lo */
+        M[a] = dpb(dpb(_mm512_setzero_si512(), m0, sd), m1, sd + 4);
+        M[a] = dpb(dpb(_mm512_slli_epi32(M[a], 8), m0, sd + 8), m1, sd + 12);
+    }
+    kscale_add(y, Is, f16x16(U + K_D), A, I, u);
+    kscale_add(y, M, _mm512_sub_ps(_mm512_setzero_ps(), f16x16(U + K_DMIN)), A, I, u);
 }
 
 AI void unit_q4_k(const uint8_t *U, const arow *A, int I, int u, __m512 *y, int DIG, upf pf) {
-    unit_k45(U, A, I, u, y, 0, DIG, pf);
+    (void)DIG; /* int8 only */
+    unit_k45(U, A, I, u, y, 0, pf);
 }
 AI void unit_q5_k(const uint8_t *U, const arow *A, int I, int u, __m512 *y, int DIG, upf pf) {
-    unit_k45(U, A, I, u, y, 1, DIG, pf);
+    (void)DIG;
+    unit_k45(U, A, I, u, y, 1, pf);
 }
 
-/* Q6_K: groups of 16 (c and sw per group), so four accumulators per pair */
+/* Q6_K: groups of 16 (c and an int8 scale per group), so four accumulators
+ * per pair, each times its scale into the super-block's int32 sum */
 AI void unit_q6_k(const uint8_t *U, const arow *A, int I, int u, __m512 *y, int DIG, upf pf) {
-    __m512 D = f16x16(U + S_D);
+    (void)DIG;
+    __m512i Is[MR];
+    UNROLL
+    for (int a = 0; a < I; a++)
+        Is[a] = _mm512_setzero_si512();
     UNROLL
     for (int s = 0; s < 4; s++) {
         pf_part(pf, s, 4);
@@ -351,7 +377,7 @@ AI void unit_q6_k(const uint8_t *U, const arow *A, int I, int u, __m512 *y, int 
         iacc acc[4][MR]; /* block b0 halves 0, 1; block b0 + 1 halves 0, 1 */
         UNROLL
         for (int g = 0; g < 4; g++)
-            acc_init(acc[g], A, I, 2 * b0 + g, DIG);
+            acc_init(acc[g], A, I, 2 * b0 + g, 1);
         UNROLL
         for (int c = 0; c < 8; c += 2) {
             /* chunks c and c + 1 and their top bits (x16.h), put in place by
@@ -362,20 +388,21 @@ AI void unit_q6_k(const uint8_t *U, const arow *A, int I, int u, __m512 *y, int 
             __m512i hb = ld64(U + S_HB + 64 * (4 * s + c / 2));
             int half = c / 4;
             acc_dot(acc[half], top2(lo4(v0), _mm512_slli_epi16(hb, 4)), A, I,
-                    (size_t)32 * b0 + 4 * c, DIG);
+                    (size_t)32 * b0 + 4 * c, 1);
             acc_dot(acc[2 + half], top2(hi4(v0), _mm512_slli_epi16(hb, 2)), A, I,
-                    (size_t)32 * b0 + 32 + 4 * c, DIG);
-            acc_dot(acc[half], top2(lo4(v1), hb), A, I, (size_t)32 * b0 + 4 * (c + 1), DIG);
+                    (size_t)32 * b0 + 32 + 4 * c, 1);
+            acc_dot(acc[half], top2(lo4(v1), hb), A, I, (size_t)32 * b0 + 4 * (c + 1), 1);
             acc_dot(acc[2 + half], top2(hi4(v1), _mm512_srli_epi16(hb, 2)), A, I,
-                    (size_t)32 * b0 + 32 + 4 * (c + 1), DIG);
+                    (size_t)32 * b0 + 32 + 4 * (c + 1), 1);
         }
         UNROLL
-        for (int g = 0; g < 4; g++) {
-            __m512 sc = _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(
-                _mm_loadu_si128((const __m128i *)(U + S_SC + 16 * (4 * s + g)))));
-            scale_add(y, acc[g], _mm512_mul_ps(D, sc), A, I, b0 + g / 2, DIG);
-        }
+        for (int g = 0; g < 4; g++)
+            kscale_int(Is, acc[g],
+                       _mm512_cvtepi8_epi32(
+                           _mm_loadu_si128((const __m128i *)(U + S_SC + 16 * (4 * s + g)))),
+                       I);
     }
+    kscale_add(y, Is, f16x16(U + S_D), A, I, u);
 }
 
 /* ---- tiles and blocking ---------------------------------------------------------- */
@@ -397,7 +424,9 @@ AI void unit_q6_k(const uint8_t *U, const arow *A, int I, int u, __m512 *y, int 
         UNROLL                                                                      \
         for (int a = 0; a < I; a++) {                                               \
             size_t i = (size_t)(i0 + a);                                            \
-            A[a] = (arow){.d = x->d + i * (k / 32), .s = x->s + i * (k / 32)};       \
+            A[a] = (arow){.d = x->d + i * (k / x->block),                          \
+                          .s = x->s ? x->s + i * (k / 32) : NULL,                   \
+                          .sd = x->sd ? x->sd + i * (k / 16) : NULL};               \
             UNROLL                                                                  \
             for (int j = 0; j < DIG; j++) {                                         \
                 A[a].q[j] = x->q + (i * DIG + j) * k;                               \
@@ -429,6 +458,7 @@ AI void unit_q6_k(const uint8_t *U, const arow *A, int I, int u, __m512 *y, int 
         int uc = hr_x16_unit_cols(w), nu = x->k / uc;                               \
         size_t ub = UB, pb = (size_t)nu * ub; /* a constant: pf_part unrolls */    \
         HR_ASSERT(ub == hr_x16_unit_bytes(w)); /* the one definition, x16.c */      \
+        HR_ASSERT((uc == 256) == (x->block == 256)); /* K-quants: their activations */ \
         /* k slices that keep 2 panels in L1 for the row tiles after the first; \
          * rows that make one tile (decode) read the panels straight through */ \
         int ks = n == 1 || n == MR ? nu : (int)(L1_BYTES / (2 * ub));               \

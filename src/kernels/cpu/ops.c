@@ -105,7 +105,14 @@ static void qact32_worker(void *p, int ith, int nth) {
     const hr_qact32 *a = &t->q32;
     int k = a->k, D = a->digits, off = hr_qdot_offset(t->w->dtype);
     for (long i = lo; i < hi; i++)
-        (D == 3 ? hr_cpu()->qact24_row : hr_cpu()->qact32_row)(
+        if (a->block == 256)
+            hr_cpu()->qactk_row(t->x + (size_t)i * t->ldx, k, off, a->group,
+                                (int8_t *)a->q + (size_t)i * k,
+                                (float *)a->d + (size_t)i * (k / 256),
+                                (int32_t *)a->c + (size_t)i * (k / a->group),
+                                (int8_t *)a->sd + (size_t)i * (k / 16));
+        else
+            (D == 3 ? hr_cpu()->qact24_row : hr_cpu()->qact32_row)(
             t->x + (size_t)i * t->ldx, k, off, a->group, (int8_t *)a->q + (size_t)i * D * k,
             (float *)a->d + (size_t)i * (k / 32), (int32_t *)a->c + (size_t)i * D * (k / a->group),
             (float *)a->s + (size_t)i * (k / 32));
@@ -189,12 +196,15 @@ static void run_task(hr_pool *pool, matmul_task *t) {
     if (x16) {
         HR_ASSERT(K->gemm_x16[w->dtype] && b); /* no f32 kernel reads this layout */
         HR_ASSERT(D == 1 || w->dtype == HR_DTYPE_AFFINE); /* gemm_x16_avx512.c's DIGS */
+        /* the K-quants' sd (nk/16 bytes) where the others' s is */
         size_t at = (D * nk + 63) / 64 * 64;
+        int blk = D == 1 ? hr_qdot_act_block(w->dtype) : 32;
         t->fn_x16 = K->gemm_x16[w->dtype];
         t->q32 = (hr_qact32){.q = (int8_t *)b, .d = (float *)(b + at),
-                             .s = (float *)(b + at + nk / 32 * 4),
+                             .s = blk == 32 ? (float *)(b + at + nk / 32 * 4) : NULL,
+                             .sd = blk == 256 ? (int8_t *)(b + at + nk / 32 * 4) : NULL,
                              .c = (int32_t *)(b + at + nk / 32 * 8), .k = k, .group = G,
-                             .digits = D};
+                             .digits = D, .block = blk};
         quantize = qact32_worker;
     } else if (b) {
         t->fn_i8 = K->gemm_i8[w->dtype];

@@ -63,6 +63,33 @@ int hr_qdot_group(hr_dtype t);
 void hr_qact32_row(const float *x, int k, int off, int group, int8_t *q, float *d, int32_t *c,
                    float *s);
 
+/* ---- the K-quants' activations (hr_qact32 block = 256; llama.cpp's Q8_K) ----
+ * For Q4_K, Q5_K and Q6_K the int8 activations take one scale per 256
+ * columns (a super-block), so that a super-block's integer dots are scaled
+ * by the integer weight scales in int32 and only its sum is converted:
+ * each 256-block B of a row has d[B] = max|x| / 127 and q = round(x / d[B])
+ * (ties to even, |q| <= 127), c[g] as above (-off * the group's sum of q:
+ * zero for Q4_K and Q5_K), and per 32-block j of it the sum S_j of its q in
+ * balanced base-256 digits, S_j = 256 hi + lo: sd[16 B + j] = hi,
+ * sd[16 B + 8 + j] = lo. With the super-block's integer scales sc_g (per
+ * group g: Q4_K/Q5_K the 6-bit scale, Q6_K the int8 one), 6-bit mins m_j
+ * (Q4_K/Q5_K) and its D and Dmin (hr_qdot_kscales), each output is, over
+ * the super-blocks B in order,
+ *   I = sum_g sc_g * (dot(u, q)_g + c[g]),  M = sum_j m_j * S_j  (int32, exact)
+ *   y = fma((float)I, D * d[B], y), then y = fma((float)M, -(Dmin * d[B]), y)
+ * ((float)I the one rounding of the integer part). A 256-wide amax costs
+ * precision on rows with outliers, as it does llama.cpp; it saves the
+ * K-quants a float scale step per group (about a quarter of their vector
+ * work at decode). */
+int hr_qdot_act_block(hr_dtype t); /* 256 for the K-quants, else 32 */
+void hr_qactk_row(const float *x, int k, int off, int group, int8_t *q, float *d, int32_t *c,
+                  int8_t *sd);
+
+/* Super-block sb of row `row` of a K-quant (either layout): sc[16 or 8]
+ * (per group), mn[8] (Q4_K/Q5_K), dd = {D, Dmin} (Q6_K: Dmin 0). */
+void hr_qdot_kscales(const hr_tensor *w, int64_t row, int64_t sb, int sc[16], int mn[8],
+                     float dd[2]);
+
 /* ---- 24-bit activations (hr_qact32 digits = 3): f32-grade ------------------
  * Each 32-block b has d[b] = max|x| / H, H = 127 * (2^16 + 2^8 + 1), and
  * x_int = round(x / d) (ties to even, |x_int| <= H) written in balanced

@@ -12,6 +12,9 @@ enum {
     S_D = 0, S_SC = 32, S_NIB = 288, S_HB = 2336,                       /* Q6_K */
 };
 
+/* Q4_K/Q5_K: block j's min of row r (x16.h's mn[2][16][4]) */
+static size_t kmn_at(int j, int r) { return K_MN + 64 * (j / 4) + 4 * r + j % 4; }
+
 static bool affine(const hr_tensor *w) { return w->dtype == HR_DTYPE_AFFINE; }
 
 bool hr_x16_supports(const hr_tensor *w) {
@@ -123,7 +126,7 @@ static void pack_unit(hr_dtype t, const uint8_t *src, int r, int64_t b, uint8_t 
         int sc, m;
         hr_scale_min_k4(e, five ? B5->scales : B4->scales, &sc, &m);
         dst[K_SC + 16 * e + r] = (uint8_t)sc;
-        dst[K_MN + 16 * e + r] = (uint8_t)m;
+        dst[kmn_at(e, r)] = (uint8_t)m;
     }
 }
 
@@ -233,8 +236,7 @@ void hr_x16_block(const hr_tensor *w, int64_t row, int64_t blk, uint8_t u[32], f
                 u[i] |= (uint8_t)(((U[K_HB + at] >> (i % 4 + 4 * odd)) & 1) << 4);
         }
         sw[0] = sw[1] = hr_f16_to_f32(get16(U + K_D + 2 * r)) * (float)U[K_SC + 16 * e + r];
-        mn[0] = mn[1] =
-            -(hr_f16_to_f32(get16(U + K_DMIN + 2 * r)) * (float)U[K_MN + 16 * e + r]);
+        mn[0] = mn[1] = -(hr_f16_to_f32(get16(U + K_DMIN + 2 * r)) * (float)U[kmn_at(e, r)]);
         return;
     case HR_DTYPE_Q6_K: {
         for (int i = 0; i < 32; i++) {
@@ -251,4 +253,25 @@ void hr_x16_block(const hr_tensor *w, int64_t row, int64_t blk, uint8_t u[32], f
     default:
         return;
     }
+}
+
+void hr_x16_kscales(const hr_tensor *w, int64_t row, int64_t sb, int sc[16], int mn[8],
+                    float dd[2]) {
+    int64_t units = w->shape[1] / 256;
+    int r = (int)(row % 16);
+    const uint8_t *U = (const uint8_t *)w->data +
+                       ((size_t)(row / 16) * (size_t)units + (size_t)sb) * hr_x16_unit_bytes(w);
+    if (w->dtype == HR_DTYPE_Q6_K) {
+        for (int g = 0; g < 16; g++)
+            sc[g] = (int8_t)U[S_SC + 16 * g + r];
+        dd[0] = hr_f16_to_f32(get16(U + S_D + 2 * r));
+        dd[1] = 0;
+        return;
+    }
+    for (int j = 0; j < 8; j++) {
+        sc[j] = U[K_SC + 16 * j + r];
+        mn[j] = U[kmn_at(j, r)];
+    }
+    dd[0] = hr_f16_to_f32(get16(U + K_D + 2 * r));
+    dd[1] = hr_f16_to_f32(get16(U + K_DMIN + 2 * r));
 }

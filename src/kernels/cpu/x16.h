@@ -20,9 +20,10 @@
  *         (hr_x16_q_at, hr_x16_d_at; a packed matrix's k is a multiple of
  *         64, so each of its panels holds whole pairs)
  *   Q4_1  u16 d[16], m[16];  u8 nib[4][16][4]  as Q4_0
- *   Q4_K  u16 d[16], dmin[16];  u8 sc[8][16], mn[8][16];
- *         u8 nib[4][8][16][4]  nib[s][c][r][t]: low nibble block 2s column
- *         4c+t, high nibble block 2s+1 column 4c+t
+ *   Q4_K  u16 d[16], dmin[16];  u8 sc[8][16], mn[2][16][4] (mn[h][r][t]:
+ *         block 4h+t's min, so that one vpdpbusd dots 4 mins with 4 block
+ *         sums, qdot.h);  u8 nib[4][8][16][4]  nib[s][c][r][t]: low nibble
+ *         block 2s column 4c+t, high nibble block 2s+1 column 4c+t
  *   Q5_K  Q4_K, then u8 hb[4][8][16]: bit t the fifth bit of block 2s column
  *         4c+t, bit 4+t that of block 2s+1
  *   Q6_K  u16 d[16];  i8 sc[16][16];  u8 nib[4][8][16][4] as Q4_K (low 4 bits);
@@ -71,5 +72,9 @@ bool hr_x16_pack(const hr_tensor *w, int64_t p0, int64_t p1, uint8_t *dst);
 /* hr_qdot_block (qdot.h) for a tensor in the x16 layout. */
 void hr_x16_block(const hr_tensor *w, int64_t row, int64_t blk, uint8_t u[32], float sw[2],
                   float mn[2]);
+
+/* hr_qdot_kscales (qdot.h) for a K-quant tensor in the x16 layout. */
+void hr_x16_kscales(const hr_tensor *w, int64_t row, int64_t sb, int sc[16], int mn[8],
+                    float dd[2]);
 
 #endif
