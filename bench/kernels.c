@@ -1,8 +1,10 @@
 /* bench_kernels: the two decode kernels alone, reading from memory, beside
  * the machine's plain read (hr_membw) on the same threads:
  *   bench_kernels matvec TYPE M K [THREADS]   one-row products with M x K
- *       weights of a GGUF TYPE (q8_0, q4_0, q4_k, ...) in the x16 layout,
- *       through enough copies (256 MiB) that each product reads memory
+ *       weights of a GGUF TYPE (q8_0, q4_0, q4_k, ...) or MLX affine ones
+ *       (a4g64: 4 bits, groups of 64, bf16 scales; 24-bit activations
+ *       unless HEARTH_QUANT_ACT=int8) in the x16 layout, through enough
+ *       copies (256 MiB) that each product reads memory
  *   bench_kernels attn CTX [THREADS] [HEADS] [KV_HEADS] [HEAD_DIM]
  *       one query token's attention over CTX f16 keys and values (a
  *       paged KV cache), through enough layers (256 MiB)
@@ -57,22 +59,38 @@ static void report(const char *what, double bytes, double best, hr_pool *pool) {
 static int matvec(int argc, char **argv, hr_rng *rng) {
     if (argc < 5)
         return usage();
-    int t = dtype_named(argv[2]);
+    int t = dtype_named(argv[2]), bits = 0, group = 0;
+    if (sscanf(argv[2], "a%dg%d", &bits, &group) == 2)
+        t = HR_DTYPE_AFFINE;
     int m = atoi(argv[3]), k = atoi(argv[4]), nth = argc > 5 ? atoi(argv[5]) : 2;
-    hr_tensor w = {.name = "w", .dtype = (hr_dtype)t, .ndim = 2, .shape = {m, k}};
-    if (t < 0 || t == HR_DTYPE_AFFINE || m <= 0 || k <= 0 || !hr_matmul_supports(w.dtype) ||
-        !hr_matmul_packed_bytes(&w)) {
+    hr_tensor w = {.name = "w", .dtype = (hr_dtype)t, .ndim = 2, .shape = {m, k},
+                   .q = {.bits = bits, .group = group, .sdtype = HR_DTYPE_BF16}};
+    if (t < 0 || m <= 0 || k <= 0 || (t == HR_DTYPE_AFFINE && (group <= 0 || k % group)) ||
+        !hr_matmul_supports(w.dtype) || !hr_matmul_packed_bytes(&w)) {
         fprintf(stderr, "bench_kernels: no x16 kernel here for %s %d x %d\n", argv[2], m, k);
         return 1;
     }
     size_t rb = hr_tensor_row_bytes(&w), bytes = hr_matmul_packed_bytes(&w);
+    size_t ng = t == HR_DTYPE_AFFINE ? (size_t)m * (k / group) : 1;
     uint8_t *rows = malloc((size_t)m * rb);
+    uint16_t *sc = malloc(ng * 2), *bi = malloc(ng * 2); /* affine: bf16 */
     float *x = malloc((size_t)k * sizeof *x), *y = malloc((size_t)m * sizeof *y);
+    float *fs = malloc((size_t)k * sizeof *fs), *fb = malloc((size_t)k * sizeof *fb);
     for (int i = 0; i < m; i++) {
         for (int j = 0; j < k; j++)
             x[j] = frand(rng);
-        hr_quant_gguf_row(w.dtype, x, k, rows + (size_t)i * rb);
+        if (t != HR_DTYPE_AFFINE) {
+            hr_quant_gguf_row(w.dtype, x, k, rows + (size_t)i * rb);
+            continue;
+        }
+        hr_quant_affine_row(x, k, bits, group, rows + (size_t)i * rb, fs, fb);
+        for (int g = 0; g < k / group; g++) {
+            sc[(size_t)i * (k / group) + g] = hr_f32_to_bf16(fs[g]);
+            bi[(size_t)i * (k / group) + g] = hr_f32_to_bf16(fb[g]);
+        }
     }
+    w.q.scales = sc;
+    w.q.biases = bi;
     w.data = rows;
     w.nbytes = (size_t)m * rb;
     size_t stride = (bytes + 63) & ~(size_t)63;
@@ -100,6 +118,10 @@ static int matvec(int argc, char **argv, hr_rng *rng) {
     hr_pool_free(pool);
     hr_big_free(packed, stride * copies);
     free(rows);
+    free(sc);
+    free(bi);
+    free(fs);
+    free(fb);
     free(x);
     free(y);
     return 0;
