@@ -113,9 +113,10 @@ static void qact32_worker(void *p, int ith, int nth) {
                                 (int8_t *)a->sd + (size_t)i * (k / 16));
         else
             (D == 3 ? hr_cpu()->qact24_row : hr_cpu()->qact32_row)(
-            t->x + (size_t)i * t->ldx, k, off, a->group, (int8_t *)a->q + (size_t)i * D * k,
-            (float *)a->d + (size_t)i * (k / 32), (int32_t *)a->c + (size_t)i * D * (k / a->group),
-            (float *)a->s + (size_t)i * (k / 32));
+                t->x + (size_t)i * t->ldx, k, off, a->group, (int8_t *)a->q + (size_t)i * D * k,
+                (float *)a->d + (size_t)i * (k / 32),
+                (int32_t *)a->c + (size_t)i * D * (k / a->group),
+                (float *)a->s + (size_t)i * (k / 32));
 }
 
 /* HEARTH_QUANT_ACT (docs/quantization.md): unset, GGUF weights in the x16
