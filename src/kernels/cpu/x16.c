@@ -196,14 +196,18 @@ static void read_nibbles(const uint8_t *q, int r, uint8_t u[32]) {
     }
 }
 
+/* Unit `unit` (its index in the row) of the panel that holds row `row` */
+static const uint8_t *unit_at(const hr_tensor *w, int64_t row, int64_t unit) {
+    size_t units = (size_t)(w->shape[1] / hr_x16_unit_cols(w));
+    return (const uint8_t *)w->data +
+           ((size_t)(row / 16) * units + (size_t)unit) * hr_x16_unit_bytes(w);
+}
+
 void hr_x16_block(const hr_tensor *w, int64_t row, int64_t blk, uint8_t u[32], float sw[2],
                   float mn[2]) {
     hr_dtype t = w->dtype;
     int per = hr_x16_unit_cols(w) / 32, r = (int)(row % 16);
-    int64_t units = w->shape[1] / hr_x16_unit_cols(w);
-    const uint8_t *U = (const uint8_t *)w->data +
-                       ((size_t)(row / 16) * (size_t)units + (size_t)(blk / per)) *
-                           hr_x16_unit_bytes(w);
+    const uint8_t *U = unit_at(w, row, blk / per);
     int e = (int)(blk % per), s = e / 2, odd = e & 1;
     mn[0] = mn[1] = 0;
     switch (t) {
@@ -257,10 +261,8 @@ void hr_x16_block(const hr_tensor *w, int64_t row, int64_t blk, uint8_t u[32], f
 
 void hr_x16_kscales(const hr_tensor *w, int64_t row, int64_t sb, int sc[16], int mn[8],
                     float dd[2]) {
-    int64_t units = w->shape[1] / 256;
     int r = (int)(row % 16);
-    const uint8_t *U = (const uint8_t *)w->data +
-                       ((size_t)(row / 16) * (size_t)units + (size_t)sb) * hr_x16_unit_bytes(w);
+    const uint8_t *U = unit_at(w, row, sb);
     if (w->dtype == HR_DTYPE_Q6_K) {
         for (int g = 0; g < 16; g++)
             sc[g] = (int8_t)U[S_SC + 16 * g + r];
