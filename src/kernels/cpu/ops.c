@@ -23,6 +23,19 @@ typedef struct mm_part {
 
 #define MAX_PARTS 3
 
+/* Each thread owns a contiguous share of a job's 16-row groups and claims
+ * from its front, half of what is left at a time: its claims read the
+ * weights as one stream, the prefetches of one running on into the next
+ * (Qwen3-0.6B decode 3-5% faster per token than claims from one shared
+ * counter, where every claim started a new stream). A thread done with its
+ * share takes half of what is left from the back of another's: on shared
+ * cores a thread that loses its core for a while would otherwise hold up
+ * the job (the results do not depend on who computes a group). */
+#define MAX_SHARES 64 /* threads beyond it share the shares */
+typedef struct share {
+    _Alignas(64) _Atomic uint64_t fb; /* front | back << 32: groups [front, back) */
+} share;
+
 /* Products of the same x (same dtype and layout): their 16-row groups, in
  * order, are split over the threads as one list. */
 typedef struct matmul_task {
@@ -37,7 +50,8 @@ typedef struct matmul_task {
     hr_gemm_x16_fn fn_x16; /* x16 layout: x quantized into q32 */
     hr_qact32 q32;
     long groups, min_chunk; /* 16-row groups in all parts; the fewest per claim */
-    _Atomic long next;  /* the first unclaimed group */
+    int n_shares;
+    share share[MAX_SHARES]; /* [i]: thread i's (i % MAX_SHARES) */
 } matmul_task;
 
 static void matmul_part(const matmul_task *t, const mm_part *p, int m0, int m1) {
@@ -53,36 +67,53 @@ static void matmul_part(const matmul_task *t, const mm_part *p, int m0, int m1) 
                 p->y[(size_t)i * p->ldy + j] += p->bias[j];
 }
 
-/* Threads claim chunks of groups as they go rather than a fixed half each:
- * on shared cores a thread that loses its core for a while would otherwise
- * hold up the job (the results do not depend on who computes a group).
- * Guided: a claim takes 1/(2 nth) of what is left, in pairs of groups (the
- * x16 tiles), so the claims are few and the last ones small, and the
- * threads finish close together. */
-static void matmul_worker(void *arg, int ith, int nth) {
-    (void)ith;
-    matmul_task *t = arg;
-    for (;;) {
-        long lo = atomic_load_explicit(&t->next, memory_order_relaxed), hi;
-        do {
-            if (lo >= t->groups)
-                return;
-            long c = ((t->groups - lo) / (2 * nth) + 1) & ~1L;
-            hi = lo + (c > t->min_chunk ? c : t->min_chunk);
-            hi = hi < t->groups ? hi : t->groups;
-        } while (!atomic_compare_exchange_weak_explicit(&t->next, &lo, hi, memory_order_relaxed,
-                                                        memory_order_relaxed));
-        for (int i = 0; i < t->n_parts && lo < hi; i++) {
-            const mm_part *p = &t->part[i];
-            long g = (p->m + 15) / 16;
-            if (lo < g) {
-                int m0 = (int)lo * 16, m1 = hi < g ? (int)hi * 16 : p->m;
-                matmul_part(t, p, m0, m1);
-            }
-            lo = lo > g ? lo - g : 0;
-            hi -= g;
+/* claim from s's front (or back): half of what is left, at least min
+ * groups, whole pairs (the x16 tiles) where it can; false when empty */
+static bool claim(share *s, bool back, long min, long *lo, long *hi) {
+    uint64_t v = atomic_load_explicit(&s->fb, memory_order_relaxed), nv;
+    do {
+        long f = (long)(v & 0xffffffffu), b = (long)(v >> 32), c = ((b - f) / 2 + 1) & ~1L;
+        if (f >= b)
+            return false;
+        c = c < min ? min : c;
+        if (back) {
+            *lo = (b - c) & ~1L;
+            *lo = *lo < f ? f : *lo;
+            *hi = b;
+            nv = (uint64_t)f | (uint64_t)*lo << 32;
+        } else {
+            *lo = f;
+            *hi = f + c < b ? f + c : b;
+            nv = (uint64_t)*hi | (uint64_t)b << 32;
         }
+    } while (!atomic_compare_exchange_weak_explicit(&s->fb, &v, nv, memory_order_relaxed,
+                                                    memory_order_relaxed));
+    return true;
+}
+
+static void matmul_range(const matmul_task *t, long lo, long hi) {
+    for (int i = 0; i < t->n_parts && lo < hi; i++) {
+        const mm_part *p = &t->part[i];
+        long g = (p->m + 15) / 16;
+        if (lo < g) {
+            int m0 = (int)lo * 16, m1 = hi < g ? (int)hi * 16 : p->m;
+            matmul_part(t, p, m0, m1);
+        }
+        lo = lo > g ? lo - g : 0;
+        hi -= g;
     }
+}
+
+static void matmul_worker(void *arg, int ith, int nth) {
+    (void)nth;
+    matmul_task *t = arg;
+    int ns = t->n_shares;
+    long lo, hi;
+    while (claim(&t->share[ith % ns], false, t->min_chunk, &lo, &hi))
+        matmul_range(t, lo, hi);
+    for (int j = 1; j < ns; j++)
+        while (claim(&t->share[(ith + j) % ns], true, t->min_chunk, &lo, &hi))
+            matmul_range(t, lo, hi);
 }
 
 static void qact_worker(void *p, int ith, int nth) {
@@ -218,7 +249,13 @@ static void run_task(hr_pool *pool, matmul_task *t) {
     for (int i = 0; i < t->n_parts; i++)
         t->groups += (t->part[i].m + 15) / 16;
     t->min_chunk = nth == 1 ? t->groups : 2;
-    atomic_init(&t->next, 0);
+    t->n_shares = nth < MAX_SHARES ? nth : MAX_SHARES;
+    HR_ASSERT(t->groups < ((long)1 << 32));
+    for (int i = 0, ns = t->n_shares; i < ns; i++) {
+        long f = (t->groups * i / ns) & ~1L;
+        long b = i == ns - 1 ? t->groups : (t->groups * (i + 1) / ns) & ~1L;
+        atomic_init(&t->share[i].fb, (uint64_t)f | (uint64_t)b << 32);
+    }
     if (quantize && n >= 8)
         hr_pool_run(pool, quantize, t);
     else if (quantize)
