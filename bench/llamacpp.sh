@@ -22,7 +22,7 @@ shapes=${SHAPES:-"llama-3.2-1b qwen3-0.6b"}
 types=${TYPES:-"Q8_0 Q4_0 Q4_K"}
 llbin=$(bash "$root/bench/peers/llamacpp-build.sh" | tail -1)
 mkdir -p "$dir"
-out=$(mktemp); trap 'rm -f "$out"' EXIT
+out=$(mktemp); trap 'rm -f "$out" "$out.err"' EXIT
 
 median() { python3 -c "import sys,statistics; print(statistics.median(map(float, sys.argv[1:])))" "$@"; }
 
@@ -47,7 +47,9 @@ for s in $shapes; do
         hb=$(echo "$h" | python3 -c "import json,sys; print(json.load(sys.stdin)['mem_bandwidth_gb_s'])")
         lp=-; ld=-
         if [ "${t#mlx}" = "$t" ]; then
-            j=$("$llbin/llama-bench" -m "$m" -t "$threads" -p "$P" -n "$G" -r "$R" -o jsonl 2>/dev/null)
+            j=$("$llbin/llama-bench" -m "$m" -t "$threads" -p "$P" -n "$G" -r "$R" -o jsonl 2>"$out.err") ||
+                { rc=$?; echo "bench/llamacpp.sh: llama-bench failed on $m (exit $rc)" >&2
+                  tail -5 "$out.err" >&2; exit 1; }
             lp=$(echo "$j" | python3 -c "
 import json,sys,statistics
 for l in sys.stdin:
