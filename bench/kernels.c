@@ -4,10 +4,10 @@
  *       weights of a GGUF TYPE (q8_0, q4_0, q4_k, ...) or MLX affine ones
  *       (a4g64: 4 bits, groups of 64, bf16 scales; 24-bit activations
  *       unless HEARTH_QUANT_ACT=int8) in the x16 layout, through enough
- *       copies (256 MiB) that each product reads memory
+ *       copies (below) that each product reads memory
  *   bench_kernels attn CTX [THREADS] [HEADS] [KV_HEADS] [HEAD_DIM]
  *       one query token's attention over CTX f16 keys and values (a
- *       paged KV cache), through enough layers (256 MiB)
+ *       paged KV cache), through enough layers (below)
  * Prints the best of 5 passes as GB/s and as % of the plain read. The
  * weights and K/V are random: the kernels' speed does not depend on the
  * values. The copies span 256 MiB or four times the last-level cache,
