@@ -411,11 +411,11 @@ AI void scores4_wide(const hr_attn_tile *T, const size_t *kj, float *sc, size_t 
 }
 
 /* The scores of R rows over the keys [lo, hi), block run by block run
- * (kv_run): 4 keys at a time (scores4 up to 4 rows, scores4_wide above:
- * R is a constant, 5 standing for any more), each prefetching its rows of
- * the next block, then the run's last keys one at a time. HD: as scores4. */
+ * (kv_run): 4 keys at a time (scores4 up to 4 rows, scores4_wide above),
+ * each prefetching its rows of the next block, then the run's last keys
+ * one at a time. HD: as scores4. */
 AI void scores_runs(const hr_attn_tile *T, int lo, int hi, float *sc, size_t N, __m512 scale,
-                    const int R, const int HD, const kv_cont *cont, const hr_dtype DT) {
+                    int R, const int HD, const kv_cont *cont, const hr_dtype DT) {
     const int hd = HD ? HD : T->hd;
     size_t es = DT == HR_DTYPE_F32 ? 4 : 2;
     const float *qr[4];
@@ -434,10 +434,13 @@ AI void scores_runs(const hr_attn_tile *T, int lo, int hi, float *sc, size_t N, 
                     pf_cont(cont, s + i - s0, e - s0, hd, DT);
             }
             size_t col = (size_t)(j - lo);
-            if (R <= 4)
-                scores4(T, qr, kj[0], sc, N, col, scale, R, HD, DT);
-            else
-                scores4_wide(T, kj, sc, N, col, scale, DT);
+            switch (R) {
+            case 1: scores4(T, qr, kj[0], sc, N, col, scale, 1, HD, DT); break;
+            case 2: scores4(T, qr, kj[0], sc, N, col, scale, 2, HD, DT); break;
+            case 3: scores4(T, qr, kj[0], sc, N, col, scale, 3, HD, DT); break;
+            case 4: scores4(T, qr, kj[0], sc, N, col, scale, 4, HD, DT); break;
+            default: scores4_wide(T, kj, sc, N, col, scale, DT); break;
+            }
         }
         for (; s < e; s++, j++) {
             if (next == NO_NEXT)
@@ -475,24 +478,12 @@ AI void heads(const hr_attn_tile *T, const hr_dtype DT) {
     bool widen_v = DT != HR_DTYPE_F32 && nq > 1;
     kv_cont vc = cont_of(v, bt, stride, bs, kvh, hd, lo, hi);
     /* head_dim 64 and 128 (most models) as constants for scores4 */
-    int HD = hd == 64 || hd == 128 ? hd : 0;
-    switch (R * 1000 + HD) {
-#define SR(R_, HD_) scores_runs(T, lo, hi, sc, N, scale, R_, HD_, &vc, DT)
-    case 1064: SR(1, 64); break;
-    case 2064: SR(2, 64); break;
-    case 3064: SR(3, 64); break;
-    case 4064: SR(4, 64); break;
-    case 1128: SR(1, 128); break;
-    case 2128: SR(2, 128); break;
-    case 3128: SR(3, 128); break;
-    case 4128: SR(4, 128); break;
-    case 1000: SR(1, 0); break;
-    case 2000: SR(2, 0); break;
-    case 3000: SR(3, 0); break;
-    case 4000: SR(4, 0); break;
-    default: SR(5, 0); break;
-#undef SR
-    }
+    if (hd == 128)
+        scores_runs(T, lo, hi, sc, N, scale, R, 128, &vc, DT);
+    else if (hd == 64)
+        scores_runs(T, lo, hi, sc, N, scale, R, 64, &vc, DT);
+    else
+        scores_runs(T, lo, hi, sc, N, scale, R, 0, &vc, DT);
     for (int i = 0; i < nq; i++)
         for (int g = 0; g < G; g++) {
             float *s = sc + (size_t)(i * G + g) * N + (T->start[i] - lo);
