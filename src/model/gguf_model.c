@@ -668,7 +668,8 @@ int hr_gguf_export(const char *src, const json_t *cfg, const hr_weights *w, hr_d
                                   &pre, &terr);
     if (rc == HR_EUNSUPPORTED || rc == HR_ENOTFOUND) {
         hr_log(HR_LOG_WARN, "%s: tokenizer not exported (%s); the GGUF has tokenizer.ggml.model "
-               "'none', which llama.cpp cannot load", src, terr.msg);
+               "'none': llama.cpp loads and benchmarks it but cannot tokenize text with it",
+               src, terr.msg);
         rc = 0;
         hr_gguf_w_str(g, "tokenizer.ggml.model", "none");
         if (hp.bos_id >= 0)
