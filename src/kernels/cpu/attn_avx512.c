@@ -377,10 +377,11 @@ AI void score1(const hr_attn_tile *T, size_t kj, float *sc, size_t N, size_t col
     }
 }
 
-/* More than 4 rows (several tokens, or a GQA group over 4): half-precision
- * keys widened once into kf (a conversion costs two uops), then each
- * row's 4 scores */
-AI void scores4_wide(const hr_attn_tile *T, const size_t *kj, float *sc, size_t N, size_t col,
+/* More than 4 rows (several tokens, or a GQA group over 4), the 4 keys
+ * of scores4 (k0 and the next three, hd apart): half-precision keys
+ * widened once into kf (a conversion costs two uops), then each row's 4
+ * scores */
+AI void scores4_wide(const hr_attn_tile *T, size_t k0, float *sc, size_t N, size_t col,
                      __m512 scale, const hr_dtype DT) {
     int hd = T->hd, G = T->G;
     bool widen = DT != HR_DTYPE_F32;
@@ -388,7 +389,7 @@ AI void scores4_wide(const hr_attn_tile *T, const size_t *kj, float *sc, size_t 
     if (widen)
         for (int i = 0; i < 4; i++)
             for (int t = 0; t < hd; t += 16)
-                _mm512_store_ps(kf[i] + t, ld(T->k, kj[i] + t, DT));
+                _mm512_store_ps(kf[i] + t, ld(T->k, k0 + (size_t)i * hd + t, DT));
     for (int r = 0; r < T->nq * G; r++) {
         const float *qr = qrow(T, r);
         __m512 acc[4] = {_mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps(),
@@ -403,7 +404,7 @@ AI void scores4_wide(const hr_attn_tile *T, const size_t *kj, float *sc, size_t 
             for (int t = 0; t < hd; t += 16) {
                 __m512 qv = _mm512_loadu_ps(qr + t);
                 for (int i = 0; i < 4; i++)
-                    acc[i] = _mm512_fmadd_ps(qv, ld(T->k, kj[i] + t, DT), acc[i]);
+                    acc[i] = _mm512_fmadd_ps(qv, ld(T->k, k0 + (size_t)i * hd + t, DT), acc[i]);
             }
         __m512 s4 = _mm512_mul_ps(hr_hsum4_avx512(acc[0], acc[1], acc[2], acc[3]), scale);
         store4(sc + (size_t)r * N + col, s4);
@@ -425,9 +426,8 @@ AI void scores_runs(const hr_attn_tile *T, int lo, int hi, float *sc, size_t N, 
         size_t at, next;
         int s, e = kv_run(T->bt, T->stride, T->bs, T->kvh, hd, j, hi, &at, &next, &s), s0 = s;
         for (; s + 4 <= e; s += 4, j += 4) {
-            size_t kj[4];
+            size_t k0 = at + (size_t)s * hd; /* the 4 keys' rows are hd apart */
             for (int i = 0; i < 4; i++) {
-                kj[i] = at + (size_t)(s + i) * hd;
                 if (next != NO_NEXT)
                     pf(T->k, next + (size_t)(s + i) * hd, (size_t)hd * es, DT);
                 else
@@ -435,11 +435,11 @@ AI void scores_runs(const hr_attn_tile *T, int lo, int hi, float *sc, size_t N, 
             }
             size_t col = (size_t)(j - lo);
             switch (R) {
-            case 1: scores4(T, qr, kj[0], sc, N, col, scale, 1, HD, DT); break;
-            case 2: scores4(T, qr, kj[0], sc, N, col, scale, 2, HD, DT); break;
-            case 3: scores4(T, qr, kj[0], sc, N, col, scale, 3, HD, DT); break;
-            case 4: scores4(T, qr, kj[0], sc, N, col, scale, 4, HD, DT); break;
-            default: scores4_wide(T, kj, sc, N, col, scale, DT); break;
+            case 1: scores4(T, qr, k0, sc, N, col, scale, 1, HD, DT); break;
+            case 2: scores4(T, qr, k0, sc, N, col, scale, 2, HD, DT); break;
+            case 3: scores4(T, qr, k0, sc, N, col, scale, 3, HD, DT); break;
+            case 4: scores4(T, qr, k0, sc, N, col, scale, 4, HD, DT); break;
+            default: scores4_wide(T, k0, sc, N, col, scale, DT); break;
             }
         }
         for (; s < e; s++, j++) {
