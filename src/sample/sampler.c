@@ -444,13 +444,7 @@ int32_t hr_sampler_resample(hr_sampler *s, float *logprobs) {
 
 /* ---- helpers ---------------------------------------------------------------------- */
 
-int32_t hr_argmax(const float *logits, int n) {
-    float mx = hr_cpu()->max(logits, n);
-    for (int32_t i = 0; i < n; i++)
-        if (logits[i] == mx)
-            return i;
-    return 0; /* all NaN */
-}
+int32_t hr_argmax(const float *logits, int n) { return hr_cpu()->argmax(logits, n); }
 
 int hr_top_logprobs(const float *logits, int n, int k, int32_t *ids, float *lps) {
     if (k > n)

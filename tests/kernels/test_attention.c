@@ -240,6 +240,14 @@ static void test_max_exp_sum(void **state) {
                     x[n / 2] = x[n - 1] = -INFINITY;
                 float mx = hr__max_scalar(x, n);
                 assert_true(K->max(x, n) == mx);
+                assert_int_equal(K->argmax(x, n), hr__argmax_scalar(x, n));
+                assert_true(x[K->argmax(x, n)] == mx);
+                if (n > 5) { /* a tie: the first wins */
+                    float keep = x[n - 2];
+                    x[n - 2] = mx;
+                    assert_int_equal(K->argmax(x, n), hr__argmax_scalar(x, n));
+                    x[n - 2] = keep;
+                }
                 float s = spread == 2 ? 1.0f / 0.7f : 1.0f;
                 double want = 0, got = K->exp_sum(d, x, n, mx, s);
                 for (int i = 0; i < n; i++) {
@@ -257,10 +265,14 @@ static void test_max_exp_sum(void **state) {
             }
         x[0] = NAN, x[1] = -INFINITY, x[2] = NAN;
         assert_true(K->max(x, 3) == -INFINITY);
+        assert_int_equal(K->argmax(x, 3), 1); /* NaNs never win */
+        assert_int_equal(K->argmax(x, 1), 0); /* all NaN */
+        assert_int_equal(K->argmax(x, 0), 0);
         x[1] = -2.0f;
         for (int n = 3; n < 40; n++)
             x[n] = NAN;
         assert_true(K->max(x, 40) == -2.0f);
+        assert_int_equal(K->argmax(x, 40), 1);
         assert_true(K->max(x, 0) == -INFINITY);
     }
 }

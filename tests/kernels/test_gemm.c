@@ -1,6 +1,7 @@
 /* Every ISA's kernels against the scalar reference, on shapes with tails. */
 #include "core/pool.h"
 #include "kernels/cpu/cpu.h"
+#include "kernels/cpu/gemm_q.h"
 #include "kernels/cpu/membw.h"
 #include "kernels/cpu/ops.h"
 #include "sample/rng.h"
@@ -169,6 +170,44 @@ static void test_row_ops(void **state) {
     assert_float_equal(g[0], 2 / (1 + expf(-1)), 1e-6);
 }
 
+/* Every ISA's rmsnorm gives the scalar bits (lengths 1..300: every chain
+ * and vector tail; in place and not; values of mixed magnitudes, a Gemma
+ * offset), and is within float rounding of the norm in double */
+static void test_rmsnorm_isas(void **state) {
+    (void)state;
+    hr_rng rng;
+    hr_rng_seed(&rng, 41);
+    enum { N = 300 };
+    float x[N], w[N], want[N], got[N];
+    for (int d = 1; d <= N; d += d < 40 ? 1 : 37)
+        for (int rep = 0; rep < 2; rep++) {
+            for (int i = 0; i < d; i++) {
+                x[i] = frand(&rng) * (i % 5 == 0 ? 300.0f : 1.0f);
+                w[i] = frand(&rng);
+            }
+            float off = rep ? 1.0f : 0.0f;
+            hr__rmsnorm_scalar(want, x, w, off, d, 1e-6f);
+            double ss = 0;
+            for (int i = 0; i < d; i++)
+                ss += (double)x[i] * x[i];
+            double r = 1 / sqrt(ss / d + 1e-6);
+            for (int i = 0; i < d; i++)
+                assert_true(fabs(want[i] - x[i] * r * (w[i] + off)) <=
+                            1e-6 * fabs(x[i] * r) * (fabs(w[i]) + off) + 1e-30);
+            for (int isa = 0; isa < HR_ISA_COUNT; isa++) {
+                const hr_cpu_kernels *K = hr_cpu_isa((hr_isa)isa);
+                if (!K)
+                    continue;
+                K->rmsnorm(got, x, w, off, d, 1e-6f);
+                if (memcmp(got, want, (size_t)d * sizeof *got))
+                    fail_msg("%s rmsnorm d=%d differs from scalar", K->name, d);
+                memcpy(got, x, (size_t)d * sizeof *got);
+                K->rmsnorm(got, got, w, off, d, 1e-6f); /* in place (q/k norms) */
+                assert_memory_equal(got, want, (size_t)d * sizeof *got);
+            }
+        }
+}
+
 /* Every ISA's silu_mul against the same in double: within 5e-7 relative
  * plus 3e-36 absolute over g in [-100, 100] (below -87.3 the result, under
  * 2e-36 with |u| <= 2, may flush to 0: e^-g overflows a float, or e^g is
@@ -248,6 +287,7 @@ int main(void) {
         cmocka_unit_test(test_gemm_isas),
         cmocka_unit_test(test_matmul_threads_bias),
         cmocka_unit_test(test_row_ops),
+        cmocka_unit_test(test_rmsnorm_isas),
         cmocka_unit_test(test_silu),
         cmocka_unit_test(test_membw),
     };

@@ -103,6 +103,14 @@ typedef struct hr_cpu_kernels {
     /* The largest of x[0..n), NaNs ignored; -inf when there is none. The
      * same value on every ISA. */
     float (*max)(const float *x, int n);
+    /* The first index of max(x, n), 0 when there is none (n == 0 or every
+     * value NaN): greedy decoding's pick. The same index on every ISA. */
+    int32_t (*argmax)(const float *x, int n);
+    /* hr_rmsnorm (ops.h): the sum of squares in double over 8 chains
+     * (element i in chain i % 8, the tail then the chains added in order;
+     * each product is exact in double, so fused or not is the same), then
+     * y = (x r)(w + offset) in float. Bit-identical on every ISA. */
+    void (*rmsnorm)(float *y, const float *x, const float *w, float offset, int d, float eps);
     /* The sum in double of e^((x[i] - m) * s) over x[0..n) (x[i] <= m or
      * -inf, no NaN, s > 0), each term also stored to dst[i] unless dst is
      * NULL (dst may be x): the sampler's normalizer and weights over the

@@ -147,6 +147,48 @@ static float max_avx2(const float *x, int n) {
     return m;
 }
 
+/* the first index of the max, 8 lanes compared at a time */
+static int32_t argmax_avx2(const float *x, int n) {
+    float mx = max_avx2(x, n);
+    __m256 m = _mm256_set1_ps(mx);
+    int i = 0;
+    for (; i + 8 <= n; i += 8) {
+        int e = _mm256_movemask_ps(_mm256_cmp_ps(_mm256_loadu_ps(x + i), m, _CMP_EQ_OQ));
+        if (e)
+            return i + __builtin_ctz((unsigned)e);
+    }
+    for (; i < n; i++)
+        if (x[i] == mx)
+            return i;
+    return 0;
+}
+
+/* hr__rmsnorm_scalar's chains as two vectors of 4 doubles */
+static void rmsnorm_avx2(float *y, const float *x, const float *w, float offset, int d,
+                         float eps) {
+    __m256d a0 = _mm256_setzero_pd(), a1 = a0;
+    int i = 0;
+    for (; i + 8 <= d; i += 8) {
+        __m256d v0 = _mm256_cvtps_pd(_mm_loadu_ps(x + i)), v1 = _mm256_cvtps_pd(_mm_loadu_ps(x + i + 4));
+        a0 = _mm256_fmadd_pd(v0, v0, a0);
+        a1 = _mm256_fmadd_pd(v1, v1, a1);
+    }
+    double ss = 0, acc[8];
+    for (int j = i; j < d; j++)
+        ss += (double)x[j] * x[j];
+    _mm256_storeu_pd(acc, a0);
+    _mm256_storeu_pd(acc + 4, a1);
+    for (int j = 0; j < 8; j++)
+        ss += acc[j];
+    float r = 1.0f / sqrtf((float)(ss / d) + eps);
+    __m256 vr = _mm256_set1_ps(r), vo = _mm256_set1_ps(offset);
+    for (i = 0; i + 8 <= d; i += 8)
+        _mm256_storeu_ps(y + i, _mm256_mul_ps(_mm256_mul_ps(_mm256_loadu_ps(x + i), vr),
+                                              _mm256_add_ps(_mm256_loadu_ps(w + i), vo)));
+    for (; i < d; i++)
+        y[i] = (x[i] * r) * (w[i] + offset);
+}
+
 /* e^x for x <= 0, 8 lanes, as exp_neg.h says, with 2^n built in the
  * exponent bits (n >= -126 where the result is normal); 0 below ln
  * FLT_MIN */
@@ -255,6 +297,8 @@ const hr_cpu_kernels hr__cpu_avx2 = {
     .softmax = hr__softmax_scalar,
     .silu_mul = silu_mul_avx2,
     .max = max_avx2,
+    .argmax = argmax_avx2,
+    .rmsnorm = rmsnorm_avx2,
     .exp_sum = exp_sum_avx2,
     .dot = dot_avx2,
     .axpy = axpy_avx2,

@@ -77,6 +77,12 @@ HR__GEMM_X16_DECL(avx512)
 void hr__softmax_scalar(float *x, int n); /* expf */
 void hr__silu_mul_scalar(float *g, const float *u, int n);
 float hr__max_scalar(const float *x, int n);
+int32_t hr__argmax_scalar(const float *x, int n);
+void hr__rmsnorm_scalar(float *y, const float *x, const float *w, float offset, int d,
+                        float eps);
+int32_t hr__argmax_avx512(const float *x, int n);
+void hr__rmsnorm_avx512(float *y, const float *x, const float *w, float offset, int d,
+                        float eps);
 double hr__exp_sum_scalar(float *dst, const float *x, int n, float m, float s);
 void hr__to_half_scalar(uint16_t *dst, const float *x, int n, hr_dtype t);
 void hr__to_half_avx512(uint16_t *dst, const float *x, int n, hr_dtype t);

@@ -89,6 +89,30 @@ float hr__max_scalar(const float *x, int n) {
     return mx;
 }
 
+int32_t hr__argmax_scalar(const float *x, int n) {
+    float mx = hr__max_scalar(x, n);
+    for (int32_t i = 0; i < n; i++)
+        if (x[i] == mx)
+            return i;
+    return 0; /* none, or all NaN */
+}
+
+void hr__rmsnorm_scalar(float *y, const float *x, const float *w, float offset, int d,
+                        float eps) {
+    double acc[8] = {0}, ss = 0; /* 8 chains: the sum is not one long dependency */
+    int i = 0;
+    for (; i + 8 <= d; i += 8)
+        for (int j = 0; j < 8; j++)
+            acc[j] += (double)x[i + j] * x[i + j];
+    for (; i < d; i++)
+        ss += (double)x[i] * x[i];
+    for (int j = 0; j < 8; j++)
+        ss += acc[j];
+    float r = 1.0f / sqrtf((float)(ss / d) + eps);
+    for (i = 0; i < d; i++)
+        y[i] = (x[i] * r) * (w[i] + offset);
+}
+
 double hr__exp_sum_scalar(float *dst, const float *x, int n, float m, float s) {
     double sum = 0;
     for (int i = 0; i < n; i++) {
@@ -129,6 +153,8 @@ const hr_cpu_kernels hr__cpu_scalar = {
     .softmax = hr__softmax_scalar,
     .silu_mul = hr__silu_mul_scalar,
     .max = hr__max_scalar,
+    .argmax = hr__argmax_scalar,
+    .rmsnorm = hr__rmsnorm_scalar,
     .exp_sum = hr__exp_sum_scalar,
     .dot = dot_scalar,
     .axpy = axpy_scalar,

@@ -294,18 +294,7 @@ void hr_matmul_multi(hr_pool *pool, const float *x, int ldx, int n, int count,
 
 void hr_rmsnorm(float *y, const float *x, const float *w, float offset, int d,
                 float eps) {
-    double acc[8] = {0}, ss = 0; /* 8 chains: the sum is not one long dependency */
-    int i = 0;
-    for (; i + 8 <= d; i += 8)
-        for (int j = 0; j < 8; j++)
-            acc[j] += (double)x[i + j] * x[i + j];
-    for (; i < d; i++)
-        ss += (double)x[i] * x[i];
-    for (int j = 0; j < 8; j++)
-        ss += acc[j];
-    float r = 1.0f / sqrtf((float)(ss / d) + eps);
-    for (i = 0; i < d; i++)
-        y[i] = (x[i] * r) * (w[i] + offset);
+    hr_cpu()->rmsnorm(y, x, w, offset, d, eps);
 }
 
 void hr_layernorm(float *y, const float *x, const float *w, const float *b,
