@@ -368,7 +368,8 @@ void hr__qact32_row_avx512(const float *x, int k, int off, int group, int8_t *q,
     }
 }
 
-/* hr_qactk_row, bit-identical: qblock's steps with the 256-block's max */
+/* hr_qactk_row, bit-identical: qblock's steps with the 256-block's max,
+ * the 16 half-block sums of q reduced at once (reduce16) */
 void hr__qactk_row_avx512(const float *x, int k, int off, int group, int8_t *q, float *d,
                           int32_t *c, int8_t *sd) {
     const __m512 absmask = _mm512_castsi512_ps(_mm512_set1_epi32(0x7fffffff));
@@ -379,21 +380,27 @@ void hr__qactk_row_avx512(const float *x, int k, int off, int group, int8_t *q, 
             m = _mm512_max_ps(m, _mm512_and_ps(_mm512_loadu_ps(xb + i), absmask));
         float amax = _mm512_reduce_max_ps(m), id = amax > 0 ? 127.0f / amax : 0.0f;
         d[B] = amax / 127.0f;
+        __m512 v[16]; /* the q of 16-column halves as int32 */
         for (int j = 0; j < 8; j++) {
             __m512i q0, q1;
             qstore(_mm512_loadu_ps(xb + 32 * j), _mm512_loadu_ps(xb + 32 * j + 16), id,
                    q + 256 * B + 32 * j, &q0, &q1);
-            int s0 = _mm512_reduce_add_epi32(q0), s1 = _mm512_reduce_add_epi32(q1);
-            int S = s0 + s1, lo = (int8_t)(uint8_t)(S & 0xFF);
-            sd[16 * B + j] = (int8_t)((S - lo) / 256);
-            sd[16 * B + 8 + j] = (int8_t)lo;
-            if (group == 16) {
-                c[16 * B + 2 * j] = -off * s0;
-                c[16 * B + 2 * j + 1] = -off * s1;
-            } else {
-                c[8 * B + j] = -off * S;
-            }
+            v[2 * j] = _mm512_castsi512_ps(q0);
+            v[2 * j + 1] = _mm512_castsi512_ps(q1);
         }
+        /* lane 2j: the sum of 32-block j's first 16 q, 2j + 1: of its last */
+        __m512i P = _mm512_castps_si512(reduce16(v, 1)), noff = _mm512_set1_epi32(-off);
+        __m256i S = _mm512_cvtepi64_epi32(_mm512_add_epi32(P, _mm512_srli_epi64(P, 32)));
+        if (group == 16)
+            _mm512_storeu_si512(c + 16 * B, _mm512_mullo_epi32(P, noff));
+        else
+            _mm256_storeu_si256((__m256i *)(c + 8 * B),
+                                _mm256_mullo_epi32(S, _mm512_castsi512_si256(noff)));
+        /* sd: S = 256 hi + lo, lo its balanced low digit (exact shifts) */
+        __m256i lo = _mm256_srai_epi32(_mm256_slli_epi32(S, 24), 24);
+        __m256i hi = _mm256_srai_epi32(_mm256_sub_epi32(S, lo), 8);
+        _mm_storel_epi64((__m128i *)(sd + 16 * B), _mm256_cvtepi32_epi8(hi));
+        _mm_storel_epi64((__m128i *)(sd + 16 * B + 8), _mm256_cvtepi32_epi8(lo));
     }
 }
 
