@@ -407,40 +407,93 @@ void hr__qactk_row_avx512(const float *x, int k, int off, int group, int8_t *q, 
 /* The balanced base-256 digit of each lane (its low byte, sign-extended) */
 static inline __m512i digit8(__m512i v) { return _mm512_srai_epi32(_mm512_slli_epi32(v, 24), 24); }
 
+/* One 32-block of hr_qact24_row given its id: q's three digit planes
+ * stored, the block's x_int as int32 summed into *xs and each plane's
+ * digits into dg[j][h] (columns 16h .. 16h + 15) */
+static inline __attribute__((always_inline)) void q24_block(const float *x, float id, int8_t *q,
+                                                            size_t k, __m512i *xs,
+                                                            __m512i dg[3][2]) {
+    const float H = 8355711.0f;
+    __m512 vid = _mm512_set1_ps(id), hi = _mm512_set1_ps(H), lo = _mm512_set1_ps(-H);
+    *xs = _mm512_setzero_si512();
+    for (int h = 0; h < 2; h++) {
+        __m512 v = _mm512_mul_ps(_mm512_loadu_ps(x + 16 * h), vid);
+        __m512i xi = _mm512_cvtps_epi32(_mm512_min_ps(_mm512_max_ps(v, lo), hi));
+        __m512i l = digit8(xi), r = _mm512_srai_epi32(_mm512_sub_epi32(xi, l), 8);
+        __m512i m = digit8(r), t = _mm512_srai_epi32(_mm512_sub_epi32(r, m), 8);
+        dg[0][h] = t, dg[1][h] = m, dg[2][h] = l;
+        for (int j = 0; j < 3; j++)
+            _mm_storeu_si128((__m128i *)(q + (size_t)j * k + 16 * h), _mm512_cvtepi32_epi8(dg[j][h]));
+        *xs = _mm512_add_epi32(*xs, xi);
+    }
+}
+
 /* hr_qact24_row, bit-identical: the same max, divisions and product, the
  * clamp before the rounding (the bounds are integers, so it commutes; NaN
- * goes to -H as in the scalar code), digits by shifts (exact). */
+ * goes to -H as in the scalar code), digits by shifts (exact). 16 blocks
+ * at a time, their maxes, divisions and the sums as vectors (reduce16, as
+ * hr__qact32_row_avx512): 1024 columns 1.73 -> 0.63 us. */
 void hr__qact24_row_avx512(const float *x, int k, int off, int group, int8_t *q, float *d,
                            int32_t *c, float *s) {
     const float H = 8355711.0f;
-    int ng = k / group;
-    for (int b = 0; b < k / 32; b++) {
-        __m512 x0 = _mm512_loadu_ps(x + 32 * b), x1 = _mm512_loadu_ps(x + 32 * b + 16);
-        float amax = amax32(x0, x1);
-        float id = amax > 0 ? H / amax : 0.0f;
-        d[b] = amax / H;
-        __m512 vid = _mm512_set1_ps(id), hi = _mm512_set1_ps(H), lo = _mm512_set1_ps(-H);
-        int sum = 0, dsum[3][2];
-        for (int h = 0; h < 2; h++) {
-            __m512 v = _mm512_mul_ps(h ? x1 : x0, vid);
-            __m512i xi = _mm512_cvtps_epi32(_mm512_min_ps(_mm512_max_ps(v, lo), hi));
-            __m512i l = digit8(xi), r = _mm512_srai_epi32(_mm512_sub_epi32(xi, l), 8);
-            __m512i m = digit8(r), t = _mm512_srai_epi32(_mm512_sub_epi32(r, m), 8);
-            __m512i dg[3] = {t, m, l};
-            for (int j = 0; j < 3; j++) {
-                _mm_storeu_si128((__m128i *)(q + (size_t)j * k + 32 * b + 16 * h),
-                                 _mm512_cvtepi32_epi8(dg[j]));
-                dsum[j][h] = _mm512_reduce_add_epi32(dg[j]);
-            }
-            sum += _mm512_reduce_add_epi32(xi);
+    const __m512 absmask = _mm512_castsi512_ps(_mm512_set1_epi32(0x7fffffff));
+    const __m512i noff = _mm512_set1_epi32(-off);
+    int ng = k / group, nb = k / 32, b = 0;
+    for (; b + 16 <= nb; b += 16) {
+        const float *xb = x + 32 * b;
+        __m512 m[16];
+        for (int i = 0; i < 16; i++)
+            m[i] = _mm512_max_ps(_mm512_and_ps(_mm512_loadu_ps(xb + 32 * i), absmask),
+                                 _mm512_and_ps(_mm512_loadu_ps(xb + 32 * i + 16), absmask));
+        __m512 amax = reduce16(m, 0);
+        __mmask16 pos = _mm512_cmp_ps_mask(amax, _mm512_setzero_ps(), _CMP_GT_OQ);
+        _Alignas(64) float id[16];
+        _mm512_store_ps(id, _mm512_maskz_div_ps(pos, _mm512_set1_ps(H), amax));
+        __m512 dv = _mm512_div_ps(amax, _mm512_set1_ps(H));
+        /* per block: x_int's sum, each plane's digit sums per half */
+        __m512 xs[16], ds[3][2][16];
+        for (int i = 0; i < 16; i++) {
+            __m512i xsum, dg[3][2];
+            q24_block(xb + 32 * i, id[i], q + 32 * (b + i), (size_t)k, &xsum, dg);
+            xs[i] = _mm512_castsi512_ps(xsum);
+            for (int j = 0; j < 3; j++)
+                if (group == 16) {
+                    ds[j][0][i] = _mm512_castsi512_ps(dg[j][0]);
+                    ds[j][1][i] = _mm512_castsi512_ps(dg[j][1]);
+                } else {
+                    ds[j][0][i] = _mm512_castsi512_ps(_mm512_add_epi32(dg[j][0], dg[j][1]));
+                }
         }
-        s[b] = d[b] * (float)sum;
+        _mm512_storeu_ps(d + b, dv);
+        _mm512_storeu_ps(s + b, _mm512_mul_ps(dv, _mm512_cvtepi32_ps(_mm512_castps_si512(
+                                                      reduce16(xs, 1)))));
         for (int j = 0; j < 3; j++) {
+            __m512i S0 = _mm512_mullo_epi32(_mm512_castps_si512(reduce16(ds[j][0], 1)), noff);
             if (group == 16) {
-                c[j * ng + 2 * b] = -off * dsum[j][0];
-                c[j * ng + 2 * b + 1] = -off * dsum[j][1];
+                __m512i S1 = _mm512_mullo_epi32(_mm512_castps_si512(reduce16(ds[j][1], 1)), noff);
+                const __m512i lo = _mm512_setr_epi32(0, 16, 1, 17, 2, 18, 3, 19, 4, 20, 5, 21,
+                                                     6, 22, 7, 23),
+                              hi = _mm512_add_epi32(lo, _mm512_set1_epi32(8));
+                _mm512_storeu_si512(c + j * ng + 2 * b, _mm512_permutex2var_epi32(S0, lo, S1));
+                _mm512_storeu_si512(c + j * ng + 2 * b + 16, _mm512_permutex2var_epi32(S0, hi, S1));
             } else {
-                c[j * ng + b] = -off * (dsum[j][0] + dsum[j][1]);
+                _mm512_storeu_si512(c + j * ng + b, S0);
+            }
+        }
+    }
+    for (; b < nb; b++) {
+        float amax = amax32(_mm512_loadu_ps(x + 32 * b), _mm512_loadu_ps(x + 32 * b + 16));
+        d[b] = amax / H;
+        __m512i xsum, dg[3][2];
+        q24_block(x + 32 * b, amax > 0 ? H / amax : 0.0f, q + 32 * b, (size_t)k, &xsum, dg);
+        s[b] = d[b] * (float)_mm512_reduce_add_epi32(xsum);
+        for (int j = 0; j < 3; j++) {
+            int s0 = _mm512_reduce_add_epi32(dg[j][0]), s1 = _mm512_reduce_add_epi32(dg[j][1]);
+            if (group == 16) {
+                c[j * ng + 2 * b] = -off * s0;
+                c[j * ng + 2 * b + 1] = -off * s1;
+            } else {
+                c[j * ng + b] = -off * (s0 + s1);
             }
         }
     }
