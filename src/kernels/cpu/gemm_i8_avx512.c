@@ -307,25 +307,40 @@ static inline __attribute__((always_inline)) __m512 reduce16(__m512 *v, const in
     return _mm512_permutexvar_ps(to_b, r);
 }
 
+/* The 16 32-blocks at x: each block's max |x| m, id[b] = m > 0 ? lim / m
+ * : 0 (as qblock) and the returned m / lim, as vectors */
+static inline __m512 scales16(const float *x, float lim, float *id) {
+    const __m512 absmask = _mm512_castsi512_ps(_mm512_set1_epi32(0x7fffffff));
+    __m512 m[16];
+    for (int i = 0; i < 16; i++)
+        m[i] = _mm512_max_ps(_mm512_and_ps(_mm512_loadu_ps(x + 32 * i), absmask),
+                             _mm512_and_ps(_mm512_loadu_ps(x + 32 * i + 16), absmask));
+    __m512 amax = reduce16(m, 0);
+    __mmask16 pos = _mm512_cmp_ps_mask(amax, _mm512_setzero_ps(), _CMP_GT_OQ);
+    _mm512_store_ps(id, _mm512_maskz_div_ps(pos, _mm512_set1_ps(lim), amax));
+    return _mm512_div_ps(amax, _mm512_set1_ps(lim));
+}
+
+/* c[2i] = S0[i], c[2i + 1] = S1[i] for i < 16: groups of 16 columns, two
+ * per 32-block */
+static inline void store_pairs(int32_t *c, __m512i S0, __m512i S1) {
+    const __m512i lo = _mm512_setr_epi32(0, 16, 1, 17, 2, 18, 3, 19, 4, 20, 5, 21, 6, 22, 7, 23),
+                  hi = _mm512_add_epi32(lo, _mm512_set1_epi32(8));
+    _mm512_storeu_si512(c, _mm512_permutex2var_epi32(S0, lo, S1));
+    _mm512_storeu_si512(c + 16, _mm512_permutex2var_epi32(S0, hi, S1));
+}
+
 /* hr_qact32_row, bit-identical (qblock's operations; the sums are exact
  * integers): 16 blocks at a time, their maxes, divisions and sums as
  * vectors (REDUCE16), then the one-block steps for the rest. 1024 columns
  * took 0.72 us one block at a time. */
 void hr__qact32_row_avx512(const float *x, int k, int off, int group, int8_t *q, float *d,
                            int32_t *c, float *s) {
-    const __m512 absmask = _mm512_castsi512_ps(_mm512_set1_epi32(0x7fffffff));
     int nb = k / 32, b = 0;
     for (; b + 16 <= nb; b += 16) {
         const float *xb = x + 32 * b;
-        __m512 m[16];
-        for (int i = 0; i < 16; i++)
-            m[i] = _mm512_max_ps(_mm512_and_ps(_mm512_loadu_ps(xb + 32 * i), absmask),
-                                 _mm512_and_ps(_mm512_loadu_ps(xb + 32 * i + 16), absmask));
-        __m512 amax = reduce16(m, 0);
-        __mmask16 pos = _mm512_cmp_ps_mask(amax, _mm512_setzero_ps(), _CMP_GT_OQ);
         _Alignas(64) float id[16];
-        _mm512_store_ps(id, _mm512_maskz_div_ps(pos, _mm512_set1_ps(127.0f), amax));
-        __m512 dv = _mm512_div_ps(amax, _mm512_set1_ps(127.0f));
+        __m512 dv = scales16(xb, 127.0f, id);
         __m512 s0[16], s1[16]; /* the q of columns 0-15, 16-31 as int32 */
         for (int i = 0; i < 16; i++) {
             __m512i q0, q1;
@@ -341,12 +356,7 @@ void hr__qact32_row_avx512(const float *x, int k, int off, int group, int8_t *q,
             S = _mm512_add_epi32(S0, S1);
             S0 = _mm512_mullo_epi32(S0, noff);
             S1 = _mm512_mullo_epi32(S1, noff);
-            /* c[2b + 2i] = S0[i], c[2b + 2i + 1] = S1[i] */
-            const __m512i lo = _mm512_setr_epi32(0, 16, 1, 17, 2, 18, 3, 19, 4, 20, 5, 21, 6, 22,
-                                                 7, 23),
-                          hi = _mm512_add_epi32(lo, _mm512_set1_epi32(8));
-            _mm512_storeu_si512(c + 2 * b, _mm512_permutex2var_epi32(S0, lo, S1));
-            _mm512_storeu_si512(c + 2 * b + 16, _mm512_permutex2var_epi32(S0, hi, S1));
+            store_pairs(c + 2 * b, S0, S1);
         } else {
             S = _mm512_castps_si512(reduce16(s1, 1));
             _mm512_storeu_si512(c + b, _mm512_mullo_epi32(S, noff));
@@ -436,20 +446,12 @@ static inline __attribute__((always_inline)) void q24_block(const float *x, floa
 void hr__qact24_row_avx512(const float *x, int k, int off, int group, int8_t *q, float *d,
                            int32_t *c, float *s) {
     const float H = 8355711.0f;
-    const __m512 absmask = _mm512_castsi512_ps(_mm512_set1_epi32(0x7fffffff));
     const __m512i noff = _mm512_set1_epi32(-off);
     int ng = k / group, nb = k / 32, b = 0;
     for (; b + 16 <= nb; b += 16) {
         const float *xb = x + 32 * b;
-        __m512 m[16];
-        for (int i = 0; i < 16; i++)
-            m[i] = _mm512_max_ps(_mm512_and_ps(_mm512_loadu_ps(xb + 32 * i), absmask),
-                                 _mm512_and_ps(_mm512_loadu_ps(xb + 32 * i + 16), absmask));
-        __m512 amax = reduce16(m, 0);
-        __mmask16 pos = _mm512_cmp_ps_mask(amax, _mm512_setzero_ps(), _CMP_GT_OQ);
         _Alignas(64) float id[16];
-        _mm512_store_ps(id, _mm512_maskz_div_ps(pos, _mm512_set1_ps(H), amax));
-        __m512 dv = _mm512_div_ps(amax, _mm512_set1_ps(H));
+        __m512 dv = scales16(xb, H, id);
         /* per block: x_int's sum, each plane's digit sums per half */
         __m512 xs[16], ds[3][2][16];
         for (int i = 0; i < 16; i++) {
@@ -471,11 +473,7 @@ void hr__qact24_row_avx512(const float *x, int k, int off, int group, int8_t *q,
             __m512i S0 = _mm512_mullo_epi32(_mm512_castps_si512(reduce16(ds[j][0], 1)), noff);
             if (group == 16) {
                 __m512i S1 = _mm512_mullo_epi32(_mm512_castps_si512(reduce16(ds[j][1], 1)), noff);
-                const __m512i lo = _mm512_setr_epi32(0, 16, 1, 17, 2, 18, 3, 19, 4, 20, 5, 21,
-                                                     6, 22, 7, 23),
-                              hi = _mm512_add_epi32(lo, _mm512_set1_epi32(8));
-                _mm512_storeu_si512(c + j * ng + 2 * b, _mm512_permutex2var_epi32(S0, lo, S1));
-                _mm512_storeu_si512(c + j * ng + 2 * b + 16, _mm512_permutex2var_epi32(S0, hi, S1));
+                store_pairs(c + j * ng + 2 * b, S0, S1);
             } else {
                 _mm512_storeu_si512(c + j * ng + b, S0);
             }
