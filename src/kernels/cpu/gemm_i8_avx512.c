@@ -332,7 +332,7 @@ static inline void store_pairs(int32_t *c, __m512i S0, __m512i S1) {
 
 /* hr_qact32_row, bit-identical (qblock's operations; the sums are exact
  * integers): 16 blocks at a time, their maxes, divisions and sums as
- * vectors (REDUCE16), then the one-block steps for the rest. 1024 columns
+ * vectors (reduce16), then the one-block steps for the rest. 1024 columns
  * took 0.72 us one block at a time. */
 void hr__qact32_row_avx512(const float *x, int k, int off, int group, int8_t *q, float *d,
                            int32_t *c, float *s) {

@@ -186,8 +186,8 @@ AI void dot_nibbles(iacc *acc, const uint8_t *Q, const arow *A, int I, int b, in
 
 /* ---- one unit of one panel, for I activation rows; u: the unit index ---- */
 
-/* Each unit prefetches into L2 the unit PF_BYTES on (p; NULL: no
- * prefetch; ub: the unit's bytes, hr_x16_unit_bytes), part by part spread
+/* Each unit (at u; NULL: no prefetch; ub: its bytes, hr_x16_unit_bytes)
+ * prefetches into L2 the unit PF_BYTES on, part by part spread
  * over its work: a burst of all 37 lines of a Q4_K unit at its start
  * stalled the loop on the L1 fill buffers: Q4_K matvecs on one thread read
  * 76% of a plain read, now 83-90% (bench_kernels). The same lines
@@ -199,16 +199,16 @@ AI void dot_nibbles(iacc *acc, const uint8_t *Q, const arow *A, int I, int b, in
  * from memory (T0 at 2 KiB), the prefetches held the fill buffers and the
  * matvecs read slower. */
 typedef struct upf {
-    const uint8_t *p;
+    const uint8_t *u;
     size_t ub;
 } upf;
 
 /* part `part` of `parts` of the unit's lines */
 AI void pf_part(upf pf, int part, int parts) {
-    if (pf.p)
+    if (pf.u)
         for (size_t o = pf.ub * part / parts; o < pf.ub * (part + 1) / parts; o += 64) {
-            _mm_prefetch((const char *)pf.p + o, _MM_HINT_T1);
-            _mm_prefetch((const char *)pf.p - PF_BYTES + L1_BYTES_AHEAD + o, _MM_HINT_T0);
+            _mm_prefetch((const char *)pf.u + PF_BYTES + o, _MM_HINT_T1);
+            _mm_prefetch((const char *)pf.u + L1_BYTES_AHEAD + o, _MM_HINT_T0);
         }
 }
 
@@ -454,7 +454,7 @@ AI void unit_q6_k(const uint8_t *U, const arow *A, int I, int u, __m512 *y, int 
         for (int p = 0; p < P; p++)                                                 \
             for (int u = u0; u < u1; u++) {                                         \
                 const uint8_t *U = w + (size_t)(p0 + p) * pb + (size_t)u * ub;      \
-                UNIT(U, A, I, u, acc[p], DIG, (upf){PF ? U + PF_BYTES : NULL, ub}); \
+                UNIT(U, A, I, u, acc[p], DIG, (upf){PF ? U : NULL, ub});            \
             }                                                                       \
         UNROLL                                                                      \
         for (int p = 0; p < P; p++)                                                 \
