@@ -4,7 +4,9 @@
 #include <pthread.h>
 #include <sched.h>
 #include <stdatomic.h>
+#include <stdbool.h>
 #include <stdlib.h>
+#include <string.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -22,6 +24,11 @@ struct hr_pool {
     _Atomic int sleeping;     /* workers in futex_wait: wake only if any */
     void *scratch;            /* hr_pool_scratch: grows, never shrinks */
     size_t scratch_cap;
+    /* hr_pool_prefetch_next: armed for the next job (next[ith]), and each
+     * job's own in pf[parity of its gen][ith]: a thread reads its job's
+     * while the caller may be writing the next job's, never the same */
+    hr_pool_range *next, *pf[2];
+    bool armed;
 };
 
 typedef struct worker_arg {
@@ -42,6 +49,26 @@ static inline void cpu_relax(void) {
 #if defined(__x86_64__) || defined(__i386__)
     __builtin_ia32_pause();
 #endif
+}
+
+/* Prefetch r into L2, 16 lines between looks at whether the wait goes on
+ * (waiting(pool, arg)). */
+#define PF_STEP 1024
+static void prefetch_while(const hr_pool_range *r, bool (*waiting)(const hr_pool *, unsigned),
+                           const hr_pool *pool, unsigned arg) {
+    const char *p = r->p;
+    for (size_t o = 0; o < r->n && waiting(pool, arg); o += PF_STEP)
+        for (size_t l = o; l < o + PF_STEP && l < r->n; l += 64)
+            __builtin_prefetch(p + l, 0, 2);
+}
+
+/* a worker waits for the job after gen `seen`, the caller for its workers */
+static bool no_new_job(const hr_pool *pool, unsigned seen) {
+    return atomic_load_explicit(&pool->gen, memory_order_relaxed) == seen;
+}
+static bool workers_busy(const hr_pool *pool, unsigned unused) {
+    (void)unused;
+    return atomic_load_explicit(&pool->pending, memory_order_relaxed) > 0;
 }
 
 static void *worker_main(void *p) {
@@ -67,7 +94,9 @@ static void *worker_main(void *p) {
         if (atomic_load(&pool->stop))
             return NULL;
         pool->fn(pool->ctx, ith, pool->nth);
+        hr_pool_range r = pool->pf[g & 1][ith];
         atomic_fetch_sub_explicit(&pool->pending, 1, memory_order_release);
+        prefetch_while(&r, no_new_job, pool, g);
     }
 }
 
@@ -81,10 +110,15 @@ hr_pool *hr_pool_new(int n_threads) {
         return NULL;
     pool->nth = n_threads;
     pool->threads = calloc((size_t)n_threads, sizeof *pool->threads);
-    if (!pool->threads) {
+    pool->next = calloc((size_t)n_threads * 3, sizeof *pool->next);
+    if (!pool->threads || !pool->next) {
+        free(pool->threads);
+        free(pool->next);
         free(pool);
         return NULL;
     }
+    pool->pf[0] = pool->next + n_threads;
+    pool->pf[1] = pool->next + 2 * n_threads;
     for (int i = 1; i < n_threads; i++) {
         worker_arg *a = malloc(sizeof *a);
         if (a) {
@@ -110,6 +144,7 @@ void hr_pool_free(hr_pool *pool) {
     for (int i = 1; i < pool->nth; i++)
         pthread_join(pool->threads[i], NULL);
     free(pool->threads);
+    free(pool->next);
     free(pool->scratch);
     free(pool);
 }
@@ -129,6 +164,15 @@ void *hr_pool_scratch(hr_pool *pool, size_t bytes) {
 
 int hr_pool_size(const hr_pool *pool) { return pool ? pool->nth : 1; }
 
+void hr_pool_prefetch_next(hr_pool *pool, const hr_pool_range *ranges, int count) {
+    if (!pool || pool->nth == 1)
+        return;
+    count = count < pool->nth ? count : pool->nth;
+    memcpy(pool->next, ranges, (size_t)count * sizeof *ranges);
+    memset(pool->next + count, 0, (size_t)(pool->nth - count) * sizeof *ranges);
+    pool->armed = true;
+}
+
 void hr_pool_run(hr_pool *pool, hr_task_fn fn, void *ctx) {
     if (!pool || pool->nth == 1) {
         fn(ctx, 0, 1);
@@ -136,11 +180,21 @@ void hr_pool_run(hr_pool *pool, hr_task_fn fn, void *ctx) {
     }
     pool->fn = fn;
     pool->ctx = ctx;
+    /* this job's prefetches: the workers of the job before may still read
+     * the other parity's, never these */
+    unsigned g = atomic_load_explicit(&pool->gen, memory_order_relaxed) + 1;
+    hr_pool_range *pf = pool->pf[g & 1];
+    if (pool->armed)
+        memcpy(pf, pool->next, (size_t)pool->nth * sizeof *pf);
+    else
+        memset(pf, 0, (size_t)pool->nth * sizeof *pf);
+    pool->armed = false;
     atomic_store_explicit(&pool->pending, pool->nth - 1, memory_order_relaxed);
     atomic_fetch_add(&pool->gen, 1);
     if (atomic_load(&pool->sleeping) > 0)
         futex_wake_all(&pool->gen);
     fn(ctx, 0, pool->nth);
+    prefetch_while(&pf[0], workers_busy, pool, 0);
     /* a worker still busy after a short spin has usually been preempted (the
      * cores are shared): yield, so that it can have this core back */
     for (int spins = 0; atomic_load_explicit(&pool->pending, memory_order_acquire) > 0;)

@@ -24,6 +24,21 @@ int hr_pool_size(const hr_pool *pool);
  * fn(ctx, 0, 1) inline. */
 void hr_pool_run(hr_pool *pool, hr_task_fn fn, void *ctx);
 
+/* Bytes a thread should have in its L2 for the job after next (a hint). */
+typedef struct hr_pool_range {
+    const void *p;
+    size_t n;
+} hr_pool_range;
+
+/* The next hr_pool_run's threads, once done with their part and waiting
+ * (a worker for the job after, the caller for the workers), prefetch into
+ * L2 the bytes of ranges[ith] (ith < count; ranges are copied) that the
+ * job after will read, and stop as soon as their wait ends: on a decode
+ * step the threads wait between jobs while the caller runs its serial row
+ * work and while a job's last part finishes, and the memory is idle. A
+ * hint only: the results never depend on it. */
+void hr_pool_prefetch_next(hr_pool *pool, const hr_pool_range *ranges, int count);
+
 /* A 64-byte aligned buffer of at least `bytes` owned by the pool, for the
  * caller of hr_pool_run to fill before a job (one user at a time, like
  * hr_pool_run). It grows when asked for more (the old contents are lost)

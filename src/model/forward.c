@@ -81,6 +81,17 @@ static void run_rows(hr_pool *pool, int T, hr_task_fn fn, void *ctx) {
         fn(ctx, 0, 1);
 }
 
+/* the down projection's waiting threads prefetch the next layer's q, k, v
+ * weights, the last layer's the lm_head's */
+static void prefetch_after_layer(hr_pool *pool, const hr_model *m, int il) {
+    if (il + 1 < m->hp.n_layers) {
+        const hr_layer *N = &m->layers[il + 1];
+        hr_matmul_prefetch_next(pool, 3, (const hr_tensor *[]){&N->wq, &N->wk, &N->wv});
+    } else {
+        hr_matmul_prefetch_next(pool, 1, (const hr_tensor *[]){m->lm_head});
+    }
+}
+
 typedef struct norm_task {
     const hr_model *m;
     const hr_norm_w *nw;
@@ -328,7 +339,14 @@ int hr_forward(hr_fwd *f, hr_kv *kv, const hr_batch *b, float *logits,
             .softcap = hp->attn_softcap, .window = sliding ? hp->sliding_window : 0,
             .scratch = scores, .max_ctx = max_ctx,
         };
+        /* each job's waiting threads prefetch their share of the next
+         * product's weights (hr_matmul_prefetch_next) */
+        hr_matmul_prefetch_next(pool, 1, (const hr_tensor *[]){&L->wo});
         hr_attention(pool, &aa);
+        if (L->w_gate.data)
+            hr_matmul_prefetch_next(pool, 2, (const hr_tensor *[]){&L->w_up, &L->w_gate});
+        else
+            hr_matmul_prefetch_next(pool, 1, (const hr_tensor *[]){&L->w_up});
         hr_matmul(pool, tmp, d, att, qd, T, &L->wo, L->bo);
         if (L->norm[HR_NORM_POST_ATTN].w)
             norm_rows(pool, m, &L->norm[HR_NORM_POST_ATTN], tmp, tmp, T, d);
@@ -341,15 +359,18 @@ int hr_forward(hr_fwd *f, hr_kv *kv, const hr_batch *b, float *logits,
             norm_rows(pool, m, &L->norm[HR_NORM_PRE_MLP], xn, x, T, d);
             min = xn;
         }
+        hr_matmul_prefetch_next(pool, 1, (const hr_tensor *[]){&L->w_down});
         if (L->w_gate.data) {
             hr_matmul_multi(pool, min, d, T, 2,
                             (hr_matmul_out[]){{u, ff, &L->w_up, L->b_up},
                                               {g, ff, &L->w_gate, NULL}});
             act_rows(pool, T, hp->act, g, u, (size_t)T * ff);
+            prefetch_after_layer(pool, m, il);
             hr_matmul(pool, tmp, d, g, ff, T, &L->w_down, L->b_down);
         } else {
             hr_matmul(pool, u, ff, min, d, T, &L->w_up, L->b_up);
             act_rows(pool, T, hp->act, u, NULL, (size_t)T * ff);
+            prefetch_after_layer(pool, m, il);
             hr_matmul(pool, tmp, d, u, ff, T, &L->w_down, L->b_down);
         }
         if (L->norm[HR_NORM_POST_MLP].w)

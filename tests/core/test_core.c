@@ -82,6 +82,35 @@ static void test_pool(void **state) {
     assert_int_equal(c.total, 45);
 }
 
+/* Jobs armed with prefetches (hr_pool_prefetch_next) run and return as
+ * before, whether the ranges are long (the threads are still prefetching
+ * when the next job comes), empty, fewer than the threads or more. */
+static void test_pool_prefetch(void **state) {
+    (void)state;
+    size_t bytes = 16 << 20;
+    char *buf = malloc(bytes);
+    assert_non_null(buf);
+    for (int nth = 1; nth <= 4; nth++) {
+        hr_pool *pool = hr_pool_new(nth);
+        assert_non_null(pool);
+        hr_pool_range r[8];
+        for (int i = 0; i < 8; i++)
+            r[i] = (hr_pool_range){buf + (size_t)i * (bytes / 8), bytes / 8};
+        for (int rep = 0; rep < 300; rep++) {
+            int count = rep % 3 == 0 ? 8 : rep % 3 == 1 ? 1 : 0;
+            hr_pool_prefetch_next(pool, r, count);
+            sum_ctx c = {.n = 1000 + rep};
+            hr_pool_run(pool, sum_task, &c);
+            assert_int_equal(c.total, c.n * (c.n - 1) / 2);
+            assert_int_equal(c.calls, nth);
+        }
+        hr_pool_prefetch_next(pool, r, 8); /* armed, never run */
+        hr_pool_free(pool);
+    }
+    hr_pool_prefetch_next(NULL, NULL, 0);
+    free(buf);
+}
+
 static void test_split(void **state) {
     (void)state;
     long lo, hi, prev = 0;
@@ -141,7 +170,8 @@ static void test_bigmem(void **state) {
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_error_table), cmocka_unit_test(test_arena),
-        cmocka_unit_test(test_pool),        cmocka_unit_test(test_split),
+        cmocka_unit_test(test_pool),        cmocka_unit_test(test_pool_prefetch),
+        cmocka_unit_test(test_split),
         cmocka_unit_test(test_files),       cmocka_unit_test(test_bigmem),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -120,6 +120,15 @@ static void test_matmul_threads_bias(void **state) {
                 yt[i] = NAN;
             hr_matmul(pool, yt, m, x, k, n, &t, bias);
             assert_memory_equal(yt, y1, (size_t)n * m * sizeof *yt);
+            /* armed with its own weights: the threads prefetch them while
+             * waiting, then the next product runs as before */
+            for (int rep = 0; rep < 3; rep++) {
+                hr_matmul_prefetch_next(pool, 1, (const hr_tensor *[]){&t});
+                for (int i = 0; i < n * m; i++)
+                    yt[i] = NAN;
+                hr_matmul(pool, yt, m, x, k, n, &t, bias);
+                assert_memory_equal(yt, y1, (size_t)n * m * sizeof *yt);
+            }
             hr_pool_free(pool);
         }
         free(x);
@@ -128,6 +137,44 @@ static void test_matmul_threads_bias(void **state) {
         free(y1);
         free(yt);
     }
+}
+
+/* Each thread's range is the start of its share of the 16-row groups
+ * (run_task's split, pairs of groups), in the share's first part, to the
+ * share's or the part's end, at most 256 KiB. */
+static void test_matmul_prefetch_ranges(void **state) {
+    (void)state;
+    static char a[4 * 1000], b[6 * 1000], big[100 * 16 << 10];
+    hr_tensor w0 = {.shape = {64, 8}, .data = a, .nbytes = sizeof a};   /* 4 groups */
+    hr_tensor w1 = {.shape = {90, 8}, .data = b, .nbytes = sizeof b};   /* 6 (the last short) */
+    hr_tensor wb = {.shape = {1600, 8}, .data = big, .nbytes = sizeof big}; /* 100 */
+    const hr_tensor *two[] = {&w0, &w1};
+    hr_pool_range r[64];
+    /* 2 threads: groups [0, 4) of w0 and [4, 10) = w1's 6 */
+    assert_int_equal(hr_matmul_prefetch_ranges(2, 2, two, r), 2);
+    assert_ptr_equal(r[0].p, a);
+    assert_int_equal(r[0].n, 4000);
+    assert_ptr_equal(r[1].p, b);
+    assert_int_equal(r[1].n, 6000);
+    /* 3: [0, 2), [2, 6) from w0's third group to its end, [6, 10) from w1's third */
+    assert_int_equal(hr_matmul_prefetch_ranges(3, 2, two, r), 3);
+    assert_ptr_equal(r[0].p, a);
+    assert_int_equal(r[0].n, 2000);
+    assert_ptr_equal(r[1].p, a + 2000);
+    assert_int_equal(r[1].n, 2000);
+    assert_ptr_equal(r[2].p, b + 2000);
+    assert_int_equal(r[2].n, 4000);
+    /* 8 threads over 4 groups: some shares are empty */
+    hr_matmul_prefetch_ranges(8, 1, two, r);
+    for (int i = 0; i < 8; i++)
+        assert_true(r[i].n == 0 || ((const char *)r[i].p >= a && (const char *)r[i].p +
+                                    r[i].n <= a + sizeof a));
+    assert_int_equal(r[0].n, 0); /* 4 * 0 / 8 .. 4 * 1 / 8, rounded to pairs */
+    /* the cap */
+    assert_int_equal(hr_matmul_prefetch_ranges(2, 1, (const hr_tensor *[]){&wb}, r), 2);
+    assert_ptr_equal(r[1].p, big + 50 * (16 << 10));
+    assert_int_equal(r[0].n, 256 << 10);
+    assert_int_equal(r[1].n, 256 << 10);
 }
 
 static void test_row_ops(void **state) {
@@ -286,6 +333,7 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_gemm_isas),
         cmocka_unit_test(test_matmul_threads_bias),
+        cmocka_unit_test(test_matmul_prefetch_ranges),
         cmocka_unit_test(test_row_ops),
         cmocka_unit_test(test_rmsnorm_isas),
         cmocka_unit_test(test_silu),

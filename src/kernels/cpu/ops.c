@@ -54,6 +54,12 @@ typedef struct matmul_task {
     share share[MAX_SHARES]; /* [i]: thread i's (i % MAX_SHARES) */
 } matmul_task;
 
+/* thread i's share of a job's `groups` 16-row groups: [*f, *b) of ns */
+static void share_bounds(long groups, int i, int ns, long *f, long *b) {
+    *f = (groups * i / ns) & ~1L;
+    *b = i == ns - 1 ? groups : (groups * (i + 1) / ns) & ~1L;
+}
+
 static void matmul_part(const matmul_task *t, const mm_part *p, int m0, int m1) {
     if (t->fn_x16)
         t->fn_x16(p->y, p->ldy, &t->q32, t->n, p->w, m0, m1);
@@ -252,8 +258,8 @@ static void run_task(hr_pool *pool, matmul_task *t) {
     t->n_shares = nth < MAX_SHARES ? nth : MAX_SHARES;
     HR_ASSERT(t->groups < ((long)1 << 32));
     for (int i = 0, ns = t->n_shares; i < ns; i++) {
-        long f = (t->groups * i / ns) & ~1L;
-        long b = i == ns - 1 ? t->groups : (t->groups * (i + 1) / ns) & ~1L;
+        long f, b;
+        share_bounds(t->groups, i, ns, &f, &b);
         atomic_init(&t->share[i].fb, (uint64_t)f | (uint64_t)b << 32);
     }
     if (quantize && n >= 8)
@@ -262,6 +268,45 @@ static void run_task(hr_pool *pool, matmul_task *t) {
         quantize(t, 0, 1);
     hr_pool_run(pool, matmul_worker, t);
     free(owned);
+}
+
+/* The first bytes of each thread's share it prefetches (hr_pool.h): the
+ * waits between a decode step's jobs last 5-30 us, at most about 400 KiB
+ * of reading at a core's share of the bandwidth. */
+#define PREFETCH_CAP (256 << 10)
+
+int hr_matmul_prefetch_ranges(int nth, int count, const hr_tensor *const *w,
+                              hr_pool_range *r) {
+    int ns = nth < MAX_SHARES ? nth : MAX_SHARES;
+    long groups = 0;
+    for (int i = 0; i < count; i++)
+        groups += (w[i]->shape[0] + 15) / 16;
+    for (int i = 0; i < ns; i++) {
+        long f, b;
+        share_bounds(groups, i, ns, &f, &b);
+        r[i] = (hr_pool_range){0};
+        /* the share's groups from f on in its first part, up to b */
+        for (int j = 0; j < count && f < b; j++) {
+            long g = (w[j]->shape[0] + 15) / 16;
+            if (f < g) {
+                size_t gb = w[j]->nbytes / (size_t)g, n = (size_t)((b < g ? b : g) - f) * gb;
+                r[i] = (hr_pool_range){(const char *)w[j]->data + (size_t)f * gb,
+                                       n < PREFETCH_CAP ? n : PREFETCH_CAP};
+                break;
+            }
+            f -= g;
+            b -= g;
+        }
+    }
+    return ns;
+}
+
+void hr_matmul_prefetch_next(hr_pool *pool, int count, const hr_tensor *const *w) {
+    int nth = hr_pool_size(pool);
+    if (nth == 1)
+        return;
+    hr_pool_range r[MAX_SHARES];
+    hr_pool_prefetch_next(pool, r, hr_matmul_prefetch_ranges(nth, count, w, r));
 }
 
 void hr_matmul(hr_pool *pool, float *y, int ldy, const float *x, int ldx, int n,

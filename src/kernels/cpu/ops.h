@@ -30,6 +30,14 @@ typedef struct hr_matmul_out {
 } hr_matmul_out;
 void hr_matmul_multi(hr_pool *pool, const float *x, int ldx, int n, int count,
                      const hr_matmul_out *out);
+/* Arm the next pool job (hr_pool_prefetch_next) with the first bytes of
+ * each thread's share of a product with these `count` weights (as one
+ * hr_matmul_multi), for the job after it: a hint. hr_matmul_prefetch_ranges
+ * gives those ranges for nth threads (r[i] for i < the count it returns;
+ * n = 0 where a thread has none). */
+void hr_matmul_prefetch_next(hr_pool *pool, int count, const hr_tensor *const *w);
+int hr_matmul_prefetch_ranges(int nth, int count, const hr_tensor *const *w,
+                              hr_pool_range *r);
 /* Weight dtypes hr_matmul accepts. */
 bool hr_matmul_supports(hr_dtype t);
 /* Reserve the pool's scratch for products of up to n activation rows of up
