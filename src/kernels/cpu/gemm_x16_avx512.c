@@ -240,21 +240,36 @@ AI void unit_q4_1(const uint8_t *U, const arow *A, int I, int u, __m512 *y, int 
     unit_q4(U + 64, U, A, I, u, y, 1, DIG, pf);
 }
 
+/* the n lines from byte off of the unit, as pf_part's (n a constant) */
+AI void pf_lines(upf pf, size_t off, int n) {
+    if (pf.u)
+        UNROLL
+        for (int l = 0; l < n; l++) {
+            _mm_prefetch((const char *)pf.u + PF_BYTES + off + 64 * l, _MM_HINT_T1);
+            _mm_prefetch((const char *)pf.u + L1_BYTES_AHEAD + off + 64 * l, _MM_HINT_T0);
+        }
+}
+
 /* MLX affine, BITS 4 or 8, NB 32-column blocks per group (the unit): the
  * group's s and b (f16) serve every block, each block scaled by its own
- * activation d as Q4_1's. The block loop is unrolled so that pf_part's
- * bounds are constants: rolled, its prefetch loop ran on bounds computed
- * at run time from registers gcc had spilled, and took a quarter of a
- * 24-bit decode matvec's time (bench_kernels matvec a4g64 1024 1024 1 from
- * L2: 25.6 -> 18.9 us, a8g64 27.0 -> 20.2 us; groups of 32, one block, were
- * unrolled already). */
+ * activation d as Q4_1's. Each block prefetches its own lines (the first
+ * block the unit's scales too), and the block loop is unrolled: rolled,
+ * with pf_part's share of the unit, the prefetch loop ran on bounds
+ * computed at run time from registers gcc had spilled, and took a quarter
+ * of a 24-bit decode matvec's time (bench_kernels matvec a4g64 1024 1024 1
+ * from L2: 25.6 -> 18.9 us, a8g64 27.0 -> 20.2 us; groups of 32, one block
+ * a unit, were not affected). pf_part unrolled gave the same speed and
+ * took this file 40% longer to compile; the block loop rolled with
+ * pf_lines, 15% slower. */
 AI void unit_affine(const uint8_t *U, const arow *A, int I, int u, __m512 *y, int BITS, int NB,
                     int DIG, upf pf) {
     __m512 sw = f16x16(U), mn = f16x16(U + 32);
-    size_t bb = BITS == 4 ? 256 : 512;
+    const int bb = BITS == 4 ? 256 : 512;
     UNROLL
     for (int e = 0; e < NB; e++) {
-        pf_part(pf, e, NB);
+        if (e == 0)
+            pf_lines(pf, 0, 1);
+        pf_lines(pf, 64 + (size_t)bb * e, bb / 64);
         int b = NB * u + e;
         const uint8_t *Q = U + 64 + bb * e;
         iacc acc[MR];
