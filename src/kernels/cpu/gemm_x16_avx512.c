@@ -203,13 +203,21 @@ typedef struct upf {
     size_t ub;
 } upf;
 
+/* the n lines from byte off of the unit (n a constant where the caller's
+ * is: the loop unrolls) */
+AI void pf_lines(upf pf, size_t off, int n) {
+    if (pf.u)
+        UNROLL
+        for (int l = 0; l < n; l++) {
+            _mm_prefetch((const char *)pf.u + PF_BYTES + off + 64 * l, _MM_HINT_T1);
+            _mm_prefetch((const char *)pf.u + L1_BYTES_AHEAD + off + 64 * l, _MM_HINT_T0);
+        }
+}
+
 /* part `part` of `parts` of the unit's lines */
 AI void pf_part(upf pf, int part, int parts) {
-    if (pf.u)
-        for (size_t o = pf.ub * part / parts; o < pf.ub * (part + 1) / parts; o += 64) {
-            _mm_prefetch((const char *)pf.u + PF_BYTES + o, _MM_HINT_T1);
-            _mm_prefetch((const char *)pf.u + L1_BYTES_AHEAD + o, _MM_HINT_T0);
-        }
+    size_t lo = pf.ub * part / parts, hi = pf.ub * (part + 1) / parts;
+    pf_lines(pf, lo, (int)((hi - lo + 63) / 64));
 }
 
 /* Q8_0 and Q4_0: their units in pairs (x16.h) */
@@ -238,16 +246,6 @@ AI void unit_q4_0(const uint8_t *U, const arow *A, int I, int u, __m512 *y, int 
 }
 AI void unit_q4_1(const uint8_t *U, const arow *A, int I, int u, __m512 *y, int DIG, upf pf) {
     unit_q4(U + 64, U, A, I, u, y, 1, DIG, pf);
-}
-
-/* the n lines from byte off of the unit, as pf_part's (n a constant) */
-AI void pf_lines(upf pf, size_t off, int n) {
-    if (pf.u)
-        UNROLL
-        for (int l = 0; l < n; l++) {
-            _mm_prefetch((const char *)pf.u + PF_BYTES + off + 64 * l, _MM_HINT_T1);
-            _mm_prefetch((const char *)pf.u + L1_BYTES_AHEAD + off + 64 * l, _MM_HINT_T0);
-        }
 }
 
 /* MLX affine, BITS 4 or 8, NB 32-column blocks per group (the unit): the
