@@ -24,10 +24,10 @@ struct hr_pool {
     _Atomic int sleeping;     /* workers in futex_wait: wake only if any */
     void *scratch;            /* hr_pool_scratch: grows, never shrinks */
     size_t scratch_cap;
-    /* hr_pool_prefetch_next: armed for the next job (next[ith]), and each
-     * job's own in pf[parity of its gen][ith]: a thread reads its job's
-     * while the caller may be writing the next job's, never the same */
-    hr_pool_range *next, *pf[2];
+    /* hr_pool_prefetch_next: each job's ranges in pf[parity of its gen]
+     * [ith], the next job's written (armed) while the threads may still
+     * read the current job's, never the same */
+    hr_pool_range *pf[2];
     bool armed;
 };
 
@@ -110,15 +110,14 @@ hr_pool *hr_pool_new(int n_threads) {
         return NULL;
     pool->nth = n_threads;
     pool->threads = calloc((size_t)n_threads, sizeof *pool->threads);
-    pool->next = calloc((size_t)n_threads * 3, sizeof *pool->next);
-    if (!pool->threads || !pool->next) {
+    pool->pf[0] = calloc((size_t)n_threads * 2, sizeof *pool->pf[0]);
+    if (!pool->threads || !pool->pf[0]) {
         free(pool->threads);
-        free(pool->next);
+        free(pool->pf[0]);
         free(pool);
         return NULL;
     }
-    pool->pf[0] = pool->next + n_threads;
-    pool->pf[1] = pool->next + 2 * n_threads;
+    pool->pf[1] = pool->pf[0] + n_threads;
     for (int i = 1; i < n_threads; i++) {
         worker_arg *a = malloc(sizeof *a);
         if (a) {
@@ -144,7 +143,7 @@ void hr_pool_free(hr_pool *pool) {
     for (int i = 1; i < pool->nth; i++)
         pthread_join(pool->threads[i], NULL);
     free(pool->threads);
-    free(pool->next);
+    free(pool->pf[0]);
     free(pool->scratch);
     free(pool);
 }
@@ -167,9 +166,12 @@ int hr_pool_size(const hr_pool *pool) { return pool ? pool->nth : 1; }
 void hr_pool_prefetch_next(hr_pool *pool, const hr_pool_range *ranges, int count) {
     if (!pool || pool->nth == 1)
         return;
+    /* the next job's parity: only the caller moves gen */
+    unsigned g = atomic_load_explicit(&pool->gen, memory_order_relaxed) + 1;
+    hr_pool_range *pf = pool->pf[g & 1];
     count = count < pool->nth ? count : pool->nth;
-    memcpy(pool->next, ranges, (size_t)count * sizeof *ranges);
-    memset(pool->next + count, 0, (size_t)(pool->nth - count) * sizeof *ranges);
+    memcpy(pf, ranges, (size_t)count * sizeof *ranges);
+    memset(pf + count, 0, (size_t)(pool->nth - count) * sizeof *ranges);
     pool->armed = true;
 }
 
@@ -180,13 +182,11 @@ void hr_pool_run(hr_pool *pool, hr_task_fn fn, void *ctx) {
     }
     pool->fn = fn;
     pool->ctx = ctx;
-    /* this job's prefetches: the workers of the job before may still read
-     * the other parity's, never these */
+    /* this job's prefetches (none unless armed): the workers of the job
+     * before may still read the other parity's, never these */
     unsigned g = atomic_load_explicit(&pool->gen, memory_order_relaxed) + 1;
     hr_pool_range *pf = pool->pf[g & 1];
-    if (pool->armed)
-        memcpy(pf, pool->next, (size_t)pool->nth * sizeof *pf);
-    else
+    if (!pool->armed)
         memset(pf, 0, (size_t)pool->nth * sizeof *pf);
     pool->armed = false;
     atomic_store_explicit(&pool->pending, pool->nth - 1, memory_order_relaxed);

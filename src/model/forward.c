@@ -343,10 +343,8 @@ int hr_forward(hr_fwd *f, hr_kv *kv, const hr_batch *b, float *logits,
          * product's weights (hr_matmul_prefetch_next) */
         hr_matmul_prefetch_next(pool, 1, (const hr_tensor *[]){&L->wo});
         hr_attention(pool, &aa);
-        if (L->w_gate.data)
-            hr_matmul_prefetch_next(pool, 2, (const hr_tensor *[]){&L->w_up, &L->w_gate});
-        else
-            hr_matmul_prefetch_next(pool, 1, (const hr_tensor *[]){&L->w_up});
+        hr_matmul_prefetch_next(pool, L->w_gate.data ? 2 : 1,
+                                (const hr_tensor *[]){&L->w_up, &L->w_gate});
         hr_matmul(pool, tmp, d, att, qd, T, &L->wo, L->bo);
         if (L->norm[HR_NORM_POST_ATTN].w)
             norm_rows(pool, m, &L->norm[HR_NORM_POST_ATTN], tmp, tmp, T, d);
