@@ -36,9 +36,9 @@
 #define L1_BYTES (32 << 10)      /* 2 panels of a k slice */
 #define IBLOCK_BYTES (384 << 10) /* activation rows per block (L2) */
 #ifndef PF_BYTES
-#define PF_BYTES 4096            /* prefetch distance in a panel, into L2 */
+#define PF_BYTES 8192            /* prefetch distance in a panel, into L2 */
 #endif
-#define L1_BYTES_AHEAD 1024      /* and from L2 into L1 */
+#define L1_BYTES_AHEAD 2048      /* and from L2 into L1 */
 
 typedef struct arow {
     const int8_t *q[3]; /* digit planes (qdot.h): q[0] alone for int8 */
@@ -191,7 +191,8 @@ AI void dot_nibbles(iacc *acc, const uint8_t *Q, const arow *A, int I, int b, in
  * over its work: a burst of all 37 lines of a Q4_K unit at its start
  * stalled the loop on the L1 fill buffers: Q4_K matvecs on one thread read
  * 76% of a plain read, now 83-90% (bench_kernels). The same lines
- * L1_BYTES_AHEAD on go from L2 into L1 (T0), by then mostly in L2: decode
+ * L1_BYTES_AHEAD on go from L2 into L1 (T0), by then mostly in L2 (the
+ * distances were retimed at 4df3436: below, at GEMM_X16): decode
  * tokens took 1-3.6% less time (one process, the switch flipped every
  * token, medians of 64 tokens a side: Qwen3-0.6B Q4_0 2.6% at 1 KiB, 2% at
  * 512 B, 1% at 256 B, 2.3% at 2 KiB; at 1 KiB Q4_K 2.2-2.8%, Q8_0
@@ -440,8 +441,15 @@ AI void unit_q6_k(const uint8_t *U, const arow *A, int I, int u, __m512 *y, int 
  * at 0. PF: the first tile over these weights, which come from memory: its
  * units prefetch PF_BYTES ahead in each panel (pf_part; the hardware prefetcher alone
  * leaves the 4-bit formats' decode short of the memory bandwidth). Into L2
- * (T1), 4 KiB ahead: the decode matvecs of Qwen3-0.6B Q4_0 read 24.4 GB/s
- * against 22.4 for T0 at 2 KiB (Q4_K 23.4 vs 22.0; prefill unchanged). */
+ * (T1): 4 KiB ahead, the decode matvecs of Qwen3-0.6B Q4_0 read 24.4 GB/s
+ * against 22.4 for T0 at 2 KiB (Q4_K 23.4 vs 22.0; prefill unchanged).
+ * 8 KiB ahead took 0.1-8.1% less time a decode token than 4 KiB at
+ * 4df3436 (one process, the distance switched every token, medians of 64
+ * tokens a side, both parities: Llama-3.2-1B Q4_K 3.7-8.1%, Q4_0
+ * 5.0-5.6%, Qwen3 Q4_0 2.2-5.9%, MLX 4-bit 3.8-4.1%, MLX 8-bit 2.4-2.6%,
+ * Q8_0 0.1-1.9%); 16 KiB the same as 8. Then L1_BYTES_AHEAD 2 KiB
+ * against 1: up to 2.3% less time (22 runs over 6 models; two more, by
+ * 0.7% and 0.05%). */
 /* DIGS: the most activation digits the format takes (3: MLX affine; the
  * GGUF formats only run int8, which keeps this file's compile time down) */
 #define GEMM_X16(LINKAGE, NAME, UNIT, UB, DIGS)                                      \
