@@ -571,6 +571,11 @@ static void test_multi(void **state) {
  * f32 scales (not exact in f16) and 3-bit weights keep the row layout. */
 static void test_affine(void **state) {
     (void)state;
+    if (!hr_cpu()->gemm_x16[HR_DTYPE_AFFINE]) {
+        printf("skipped: this CPU (%s kernels) has no x16 kernels for MLX affine weights\n",
+               hr_cpu()->name);
+        skip();
+    }
     hr_rng rng;
     hr_rng_seed(&rng, 97);
     int n = 3, m = 48, k = 512;
