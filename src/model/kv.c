@@ -1,7 +1,7 @@
 #include "model/kv.h"
 #include "core/bigmem.h"
 #include "core/error.h"
-#include "kernels/cpu/cpu.h"
+#include "kernels/cpu/ops.h"
 
 #include <stdlib.h>
 #include <strings.h>
@@ -26,20 +26,13 @@ int hr_kv_dtype_pick(const char *name, bool gguf, hr_dtype *t, hr_error *err) {
     return hr_err(err, HR_EINVAL, "--kv-dtype %s (auto, f32, f16, bf16 are)", name);
 }
 
-static void store_row(void *dst, const float *x, int n, hr_dtype t) {
-    if (t == HR_DTYPE_F32)
-        memcpy(dst, x, (size_t)n * sizeof *x);
-    else /* F16 saturates: a finite value never becomes inf */
-        hr_cpu()->to_half(dst, x, n, t);
-}
-
 void hr_kv_store(hr_kv *kv, int layer, int32_t block, int h, int slot, const float *k,
                  const float *v) {
     size_t es = hr_dtype_size(kv->dtype), hd = (size_t)kv->head_dim;
     size_t off = (size_t)block * hr_kv_stride_bytes(kv) +
                  ((size_t)h * HR_KV_BLOCK + slot) * hd * es;
-    store_row((char *)hr_kv_layer_k(kv, layer) + off, k, kv->head_dim, kv->dtype);
-    store_row((char *)hr_kv_layer_v(kv, layer) + off, v, kv->head_dim, kv->dtype);
+    hr_store_row((char *)hr_kv_layer_k(kv, layer) + off, k, kv->head_dim, kv->dtype);
+    hr_store_row((char *)hr_kv_layer_v(kv, layer) + off, v, kv->head_dim, kv->dtype);
 }
 
 int hr_kv_init(hr_kv *kv, const hr_hparams *hp, hr_dtype t, int n_blocks, hr_error *err) {

@@ -413,6 +413,7 @@ int hr_model_open(hr_model **out, const char *dir, hr_error *err) {
     if ((rc = b.rc) || (rc = repack(m, err)))
         goto fail;
     m->weight_bytes = hr_weights_bytes(m->weights);
+    m->be = hr_backend_cpu();
     json_decref(cfg);
     json_decref(gen);
     *out = m;

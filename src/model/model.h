@@ -4,6 +4,7 @@
 #define HR_MODEL_MODEL_H
 
 #include "hearth.h"
+#include "kernels/backend.h"
 #include "model/config.h"
 #include "model/weights.h"
 
@@ -40,6 +41,7 @@ struct hr_model {
     size_t repacked_bytes;     /* hr_big_alloc) */
     size_t weight_bytes;
     bool gguf;                 /* loaded from a GGUF file */
+    hr_backend *be;            /* where the weights live (cpu: the mmap) */
 };
 
 /* Load from a directory without a tokenizer; see hr_model_load. */

@@ -508,3 +508,10 @@ void hr_attention(hr_pool *pool, const hr_attn_args *a) {
     atomic_init(&job.next, 0);
     hr_pool_run(pool, attention_worker, &job);
 }
+
+void hr_store_row(void *dst, const float *x, int n, hr_dtype t) {
+    if (t == HR_DTYPE_F32)
+        memcpy(dst, x, (size_t)n * sizeof *x);
+    else
+        hr_cpu()->to_half(dst, x, n, t);
+}

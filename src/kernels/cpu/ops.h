@@ -6,6 +6,7 @@
 
 #include "core/pool.h"
 #include "core/tensor.h"
+#include "kernels/backend.h"
 
 #include <stdbool.h>
 #include <stdint.h>
@@ -22,12 +23,7 @@ void hr_matmul(hr_pool *pool, float *y, int ldy, const float *x, int ldx, int n,
  * (+ bias when not NULL) for each. Consecutive ones with the same weight
  * dtype, layout and k (up to 3) run as one job: x quantized once, one pool
  * run. Each output is the same as hr_matmul's. */
-typedef struct hr_matmul_out {
-    float *y;
-    int ldy;
-    const hr_tensor *w;
-    const float *bias;
-} hr_matmul_out;
+/* (hr_matmul_out: kernels/backend.h) */
 void hr_matmul_multi(hr_pool *pool, const float *x, int ldx, int n, int count,
                      const hr_matmul_out *out);
 /* Arm the next pool job (hr_pool_prefetch_next) with the first bytes of
@@ -54,6 +50,10 @@ bool hr_matmul_reserve(hr_pool *pool, int n, int k);
  * f16. dst must outlive the last use of w. */
 size_t hr_matmul_packed_bytes(const hr_tensor *w);
 bool hr_matmul_pack(hr_tensor *w, void *dst);
+
+/* n floats of x stored at dst as dtype t (F32, F16, BF16), rounded once;
+ * F16 saturates: a finite value never becomes inf (the KV pool's rows). */
+void hr_store_row(void *dst, const float *x, int n, hr_dtype t);
 
 /* y = x / rms(x) * (w + offset); y may alias x. */
 void hr_rmsnorm(float *y, const float *x, const float *w, float offset, int d,

@@ -1,0 +1,151 @@
+/* The backend seam: where a model's weights, its KV pool and the forward
+ * pass's activations live, and the ops the one forward pass (model/forward.c)
+ * runs on them. The model code never dereferences backend memory and never
+ * knows which backend runs; each backend is one table of function pointers
+ * (like the CPU kernel table, kernels/cpu/cpu.h):
+ *   cpu      host memory, the CPU kernels on the forward's thread pool
+ *   cuda:N   GPU N's memory, the kernels of kernels/cuda/ (built when the
+ *            CUDA toolkit is found: HEARTH_CUDA)
+ *
+ * Memory calls take the backend; forward ops take a context (hr_bctx, one
+ * per hr_fwd: a CUDA stream and its workspace, or the CPU pool's scratch).
+ * A step is begin(), the ops in order, end(): ops are queued (CUDA) or run
+ * at once (CPU); end() waits for them and reports any failure of the step. */
+#ifndef HR_KERNELS_BACKEND_H
+#define HR_KERNELS_BACKEND_H
+
+#include "core/pool.h"
+#include "core/tensor.h"
+#include "hearth.h"
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+typedef struct hr_backend hr_backend;
+typedef struct hr_bctx hr_bctx;
+
+/* One product of a shared x (model/forward.c's q/k/v, gate/up). */
+typedef struct hr_matmul_out {
+    float *y;
+    int ldy;
+    const hr_tensor *w;
+    const float *bias;
+} hr_matmul_out;
+
+/* What a step's ops share, staged by begin() from the host batch
+ * (model/batch.h's fields, passed flat so that this layer stays below the
+ * model's). Token t of sequence seq[t] sits at pos[t]; its sequence's block
+ * table is tables[tab_off[seq[t]] ..]. freq: per sequence, the RoPE inverse
+ * frequencies and attention factor, [full half | factor][local half |
+ * factor] (model/rope.h), 2 * (rot_dim/2 + 1) floats. */
+typedef struct hr_step_in {
+    int n_tokens, n_seqs;
+    const int32_t *token, *pos, *seq; /* [n_tokens] */
+    const uint8_t *logits;            /* [n_tokens] */
+    const int32_t *tables;            /* every sequence's table, concatenated */
+    const int32_t *tab_off;           /* [n_seqs] offsets into tables */
+    int n_tables;                     /* entries in tables */
+    const float *freq;                /* [n_seqs][2 * (rot_dim/2 + 1)] */
+    int rot_dim;
+    bool rope_local;                  /* a local (sliding) table exists */
+} hr_step_in;
+
+enum { HR_BNORM_RMS, HR_BNORM_LAYER };
+enum { HR_BQK_NONE, HR_BQK_HEAD, HR_BQK_FULL };
+enum { HR_BACT_SILU, HR_BACT_GELU_TANH, HR_BACT_GELU };
+
+/* A layer's q/k/v after their products: q/k norms, RoPE, and K/V stored in
+ * the KV pool's layer (k_cache/v_cache: [block][kv_head][slot][head_dim] of
+ * kv_dtype, block_stride elements a block). */
+typedef struct hr_qkv_args {
+    float *q, *k;          /* [T][n_heads*hd], [T][n_kv_heads*hd], in place */
+    const float *v;        /* [T][n_kv_heads*hd] */
+    int n_heads, n_kv_heads, head_dim;
+    int qk_norm;           /* HR_BQK_* */
+    const float *q_norm, *k_norm; /* backend memory */
+    float norm_offset, norm_eps;
+    bool rope, rope_local, rope_interleaved;
+    void *k_cache, *v_cache;
+    hr_dtype kv_dtype;     /* F32, F16, BF16 */
+    size_t block_stride;
+    int block_size;
+} hr_qkv_args;
+
+/* Attention of the step's tokens over the paged cache of one layer: token t
+ * attends to positions [max(0, pos[t]-window+1), pos[t]] (window 0: all). */
+typedef struct hr_attn_in {
+    const float *q;        /* [T][n_heads*hd] */
+    float *out;            /* [T][n_heads*hd] */
+    int n_heads, n_kv_heads, head_dim;
+    const void *k_cache, *v_cache;
+    hr_dtype kv_dtype;
+    size_t block_stride;
+    int block_size;
+    float scale, softcap;
+    int window;
+    int max_ctx;           /* 1 + the step's largest position */
+} hr_attn_in;
+
+typedef struct hr_backend_ops {
+    /* ---- memory (any thread) ---- */
+    void *(*alloc)(hr_backend *be, size_t bytes);      /* NULL: out of memory */
+    void (*free)(hr_backend *be, void *p, size_t bytes); /* p may be NULL */
+    /* host -> backend, backend -> host, backend -> backend; synchronous */
+    int (*upload)(hr_backend *be, void *dst, const void *src, size_t n, hr_error *err);
+    int (*download)(hr_backend *be, void *dst, const void *src, size_t n, hr_error *err);
+    int (*copy)(hr_backend *be, void *dst, const void *src, size_t n, hr_error *err);
+    /* free / total memory of the device in bytes (host: 0, 0) */
+    void (*mem_info)(hr_backend *be, size_t *free, size_t *total);
+
+    /* ---- forward contexts ---- */
+    /* Scratch for steps of up to max_tokens tokens, max_seqs sequences and
+     * positions below max_ctx; pool: the forward's CPU threads. */
+    int (*ctx_new)(hr_backend *be, hr_pool *pool, int max_tokens, int max_seqs,
+                   int max_ctx, int n_heads, int n_kv_heads, int rot_dim, hr_bctx **out,
+                   hr_error *err);
+    void (*ctx_free)(hr_bctx *c);
+
+    /* ---- one step ---- */
+    int (*begin)(hr_bctx *c, const hr_step_in *in, hr_error *err);
+    /* x[t] = emb[token[t]] * scale */
+    void (*embed)(hr_bctx *c, float *x, const hr_tensor *emb, int d, float scale);
+    /* y[t] = norm(x[t]) over T rows of d (b: LayerNorm bias or NULL) */
+    void (*norm)(hr_bctx *c, float *y, const float *x, const float *w, const float *b,
+                 int kind, float offset, float eps, int T, int d);
+    void (*matmul)(hr_bctx *c, const float *x, int ldx, int T, int count,
+                   const hr_matmul_out *out);
+    void (*qkv)(hr_bctx *c, const hr_qkv_args *a);
+    void (*attention)(hr_bctx *c, const hr_attn_in *a);
+    /* g = act(g) * u over T rows of n (u NULL: g = act(g)) */
+    void (*act)(hr_bctx *c, int act, float *g, const float *u, int T, int n);
+    /* x += y * mult, n floats */
+    void (*add)(hr_bctx *c, float *x, const float *y, float mult, size_t n);
+    /* the rows t with logits[t] set, in order, copied from x to y; their
+     * count */
+    int (*gather)(hr_bctx *c, float *y, const float *x, int d);
+    /* logits = cap * tanh(logits / div / cap) (cap 0: logits / div) */
+    void (*logit_scale)(hr_bctx *c, float *logits, size_t n, float div, float cap);
+    /* A hint that the op after next reads these weights (NULL: none). */
+    void (*prefetch_next)(hr_bctx *c, int count, const hr_tensor *const *w);
+    /* Wait for the step's ops; a failure in any of them is reported here. */
+    int (*end)(hr_bctx *c, hr_error *err);
+} hr_backend_ops;
+
+struct hr_backend {
+    char name[16];          /* "cpu", "cuda:0" */
+    bool device_mem;        /* memory off the host: never dereferenced there */
+    const hr_backend_ops *ops;
+    void *impl;
+};
+
+/* The host backend (a process-wide value). */
+hr_backend *hr_backend_cpu(void);
+
+/* The backend --device `name` asks for: "cpu", "cuda", "cuda:N" or "auto"
+ * (also NULL: the first GPU when there is one, else the CPU; it says which
+ * on stderr). "cuda" with no GPU, no driver or a build without CUDA is an
+ * error of one line naming the cause. Backends live as long as the process. */
+int hr_backend_get(const char *name, hr_backend **out, hr_error *err);
+
+#endif

@@ -1,0 +1,325 @@
+/* The CPU backend (kernels/backend.h): host memory, the kernels of this
+ * folder on the forward's thread pool. Row-wise work between the products
+ * runs on the pool when the step has more than one row (decode of several
+ * sequences, prefill), inline for one: a dispatch costs more than a single
+ * row's norm. Each row's math is the same whichever thread runs it, so the
+ * pass stays batch-invariant. */
+#include "kernels/backend.h"
+#include "core/bigmem.h"
+#include "core/error.h"
+#include "kernels/cpu/cpu.h"
+#include "kernels/cpu/ops.h"
+#include "kernels/cpu/quant.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct cpu_ctx {
+    hr_pool *pool;
+    int max_tokens, max_seqs, rot_dim;
+    float *scores;               /* [nth][HR_ATTN_TILE][n_heads/n_kv_heads][max_ctx] */
+    float *cs;                   /* [max_tokens][2][rot_dim]: full | local tables */
+    const int32_t **tok_blocks;  /* [max_tokens] each token's block table */
+    hr_step_in in;               /* the step's batch (host memory) */
+} cpu_ctx;
+
+static cpu_ctx *ctx_of(hr_bctx *c) { return (cpu_ctx *)c; }
+
+/* ---- memory ---------------------------------------------------------------- */
+
+static void *cpu_alloc(hr_backend *be, size_t bytes) {
+    (void)be;
+    return hr_big_alloc(bytes ? bytes : 1);
+}
+
+static void cpu_free(hr_backend *be, void *p, size_t bytes) {
+    (void)be;
+    hr_big_free(p, bytes ? bytes : 1);
+}
+
+static int cpu_copy(hr_backend *be, void *dst, const void *src, size_t n, hr_error *err) {
+    (void)be;
+    (void)err;
+    memmove(dst, src, n);
+    return 0;
+}
+
+static void cpu_mem_info(hr_backend *be, size_t *free_b, size_t *total) {
+    (void)be;
+    *free_b = *total = 0;
+}
+
+/* ---- contexts ---------------------------------------------------------------- */
+
+static void cpu_ctx_free(hr_bctx *c) {
+    cpu_ctx *x = ctx_of(c);
+    if (!x)
+        return;
+    free(x->scores);
+    free(x->cs);
+    free(x->tok_blocks);
+    free(x);
+}
+
+static int cpu_ctx_new(hr_backend *be, hr_pool *pool, int max_tokens, int max_seqs,
+                       int max_ctx, int n_heads, int n_kv_heads, int rot_dim, hr_bctx **out,
+                       hr_error *err) {
+    (void)be;
+    *out = NULL;
+    cpu_ctx *x = calloc(1, sizeof *x);
+    if (!x)
+        return hr_err(err, HR_ENOMEM, "out of memory");
+    x->pool = pool;
+    x->max_tokens = max_tokens;
+    x->max_seqs = max_seqs;
+    x->rot_dim = rot_dim;
+    size_t nscores = (size_t)hr_pool_size(pool) * HR_ATTN_TILE *
+                     (size_t)(n_heads / n_kv_heads) * (size_t)max_ctx;
+    x->scores = aligned_alloc(64, (nscores * sizeof(float) + 63) & ~(size_t)63);
+    x->cs = malloc(((size_t)max_tokens * 2 * rot_dim + 1) * sizeof(float));
+    x->tok_blocks = malloc((size_t)max_tokens * sizeof *x->tok_blocks);
+    if (!x->scores || !x->cs || !x->tok_blocks) {
+        cpu_ctx_free((hr_bctx *)x);
+        return hr_err(err, HR_ENOMEM, "cannot allocate forward scratch for %d tokens",
+                      max_tokens);
+    }
+    *out = (hr_bctx *)x;
+    return 0;
+}
+
+static void run_rows(hr_pool *pool, int T, hr_task_fn fn, void *ctx) {
+    if (T > 1)
+        hr_pool_run(pool, fn, ctx);
+    else
+        fn(ctx, 0, 1);
+}
+
+/* ---- begin: each token's RoPE tables and block table ------------------------ */
+
+static void rope_worker(void *p, int ith, int nth) {
+    const cpu_ctx *x = p;
+    const hr_step_in *in = &x->in;
+    int rot = in->rot_dim, half = rot / 2;
+    long lo, hi;
+    hr_split(in->n_tokens, ith, nth, &lo, &hi);
+    for (long t = lo; t < hi; t++) {
+        const float *fs = in->freq + (size_t)in->seq[t] * 2 * (half + 1);
+        float *cs = x->cs + (size_t)t * 2 * rot;
+        hr_rope_table(cs, rot, in->pos[t], fs, fs[half]);
+        if (in->rope_local)
+            hr_rope_table(cs + rot, rot, in->pos[t], fs + half + 1, fs[2 * half + 1]);
+    }
+}
+
+static int cpu_begin(hr_bctx *c, const hr_step_in *in, hr_error *err) {
+    (void)err;
+    cpu_ctx *x = ctx_of(c);
+    x->in = *in;
+    if (in->rot_dim / 2 > 0)
+        run_rows(x->pool, in->n_tokens, rope_worker, x);
+    for (int t = 0; t < in->n_tokens; t++)
+        x->tok_blocks[t] = in->tables + in->tab_off[in->seq[t]];
+    return 0;
+}
+
+static int cpu_end(hr_bctx *c, hr_error *err) {
+    (void)c;
+    (void)err;
+    return 0;
+}
+
+/* ---- row ops ------------------------------------------------------------------ */
+
+static void cpu_embed(hr_bctx *c, float *x, const hr_tensor *emb, int d, float scale) {
+    const hr_step_in *in = &ctx_of(c)->in;
+    for (int t = 0; t < in->n_tokens; t++) {
+        float *xt = x + (size_t)t * d;
+        hr_dequant_range(emb, in->token[t], 0, d, xt); /* one row */
+        for (int i = 0; i < d; i++)
+            xt[i] *= scale;
+    }
+}
+
+typedef struct norm_task {
+    float *y;
+    const float *x, *w, *b;
+    int kind, T, d;
+    float offset, eps;
+} norm_task;
+
+static void norm_worker(void *p, int ith, int nth) {
+    const norm_task *a = p;
+    long lo, hi;
+    hr_split(a->T, ith, nth, &lo, &hi);
+    for (long t = lo; t < hi; t++) {
+        float *y = a->y + (size_t)t * a->d;
+        const float *x = a->x + (size_t)t * a->d;
+        if (a->kind == HR_BNORM_LAYER)
+            hr_layernorm(y, x, a->w, a->b, a->d, a->eps);
+        else
+            hr_rmsnorm(y, x, a->w, a->offset, a->d, a->eps);
+    }
+}
+
+static void cpu_norm(hr_bctx *c, float *y, const float *x, const float *w, const float *b,
+                     int kind, float offset, float eps, int T, int d) {
+    norm_task a = {y, x, w, b, kind, T, d, offset, eps};
+    run_rows(ctx_of(c)->pool, T, norm_worker, &a);
+}
+
+typedef struct act_task {
+    int act;
+    float *g;
+    const float *u;
+    size_t n;
+} act_task;
+
+static void act_worker(void *p, int ith, int nth) {
+    const act_task *a = p;
+    long lo, hi;
+    hr_split((long)(a->n / 16), ith, nth, &lo, &hi); /* 16-float chunks */
+    size_t i0 = (size_t)lo * 16, i1 = ith == nth - 1 ? a->n : (size_t)hi * 16;
+    float *g = a->g + i0;
+    const float *u = a->u ? a->u + i0 : NULL;
+    int n = (int)(i1 - i0);
+    switch (a->act) {
+    case HR_BACT_SILU: hr_silu_mul(g, u, n); break;
+    case HR_BACT_GELU_TANH: hr_gelu_tanh_mul(g, u, n); break;
+    case HR_BACT_GELU: hr_gelu_mul(g, u, n); break;
+    }
+}
+
+static void cpu_act(hr_bctx *c, int act, float *g, const float *u, int T, int n) {
+    act_task a = {act, g, u, (size_t)T * n};
+    run_rows(ctx_of(c)->pool, T, act_worker, &a);
+}
+
+static void cpu_add(hr_bctx *c, float *x, const float *y, float mult, size_t n) {
+    (void)c;
+    for (size_t i = 0; i < n; i++)
+        x[i] += y[i] * mult;
+}
+
+static int cpu_gather(hr_bctx *c, float *y, const float *x, int d) {
+    const hr_step_in *in = &ctx_of(c)->in;
+    int n = 0;
+    for (int t = 0; t < in->n_tokens; t++)
+        if (in->logits[t])
+            memcpy(y + (size_t)n++ * d, x + (size_t)t * d, (size_t)d * sizeof *y);
+    return n;
+}
+
+static void cpu_logit_scale(hr_bctx *c, float *logits, size_t n, float div, float cap) {
+    (void)c;
+    for (size_t i = 0; i < n; i++) {
+        logits[i] /= div;
+        if (cap > 0)
+            logits[i] = tanhf(logits[i] / cap) * cap;
+    }
+}
+
+/* ---- q/k/v: norms, RoPE, K/V into the cache --------------------------------- */
+
+typedef struct qkv_task {
+    const cpu_ctx *x;
+    const hr_qkv_args *a;
+} qkv_task;
+
+static void qkv_worker(void *p, int ith, int nth) {
+    const qkv_task *qt = p;
+    const hr_qkv_args *a = qt->a;
+    const hr_step_in *in = &qt->x->in;
+    int hd = a->head_dim, qd = a->n_heads * hd, kvd = a->n_kv_heads * hd, rot = in->rot_dim;
+    size_t es = hr_dtype_size(a->kv_dtype), stride = a->block_stride * es;
+    long lo, hi;
+    hr_split(in->n_tokens, ith, nth, &lo, &hi);
+    for (long t = lo; t < hi; t++) {
+        float *q = a->q + (size_t)t * qd, *k = a->k + (size_t)t * kvd;
+        if (a->qk_norm == HR_BQK_HEAD) {
+            for (int h = 0; h < a->n_heads; h++)
+                hr_rmsnorm(q + h * hd, q + h * hd, a->q_norm, a->norm_offset, hd, a->norm_eps);
+            for (int h = 0; h < a->n_kv_heads; h++)
+                hr_rmsnorm(k + h * hd, k + h * hd, a->k_norm, a->norm_offset, hd, a->norm_eps);
+        } else if (a->qk_norm == HR_BQK_FULL) {
+            hr_rmsnorm(q, q, a->q_norm, a->norm_offset, qd, a->norm_eps);
+            hr_rmsnorm(k, k, a->k_norm, a->norm_offset, kvd, a->norm_eps);
+        }
+        int pos = in->pos[t];
+        if (a->rope && rot >= 2) {
+            const float *cs = qt->x->cs + (size_t)t * 2 * rot;
+            if (a->rope_local)
+                cs += rot;
+            hr_rope(q, a->n_heads, hd, rot, cs, a->rope_interleaved);
+            hr_rope(k, a->n_kv_heads, hd, rot, cs, a->rope_interleaved);
+        }
+        int32_t block = qt->x->tok_blocks[t][pos / a->block_size];
+        int slot = pos % a->block_size;
+        for (int h = 0; h < a->n_kv_heads; h++) {
+            size_t off = (size_t)block * stride + ((size_t)h * a->block_size + slot) * hd * es;
+            hr_store_row((char *)a->k_cache + off, k + h * hd, hd, a->kv_dtype);
+            hr_store_row((char *)a->v_cache + off, a->v + (size_t)t * kvd + h * hd, hd,
+                      a->kv_dtype);
+        }
+    }
+}
+
+static void cpu_qkv(hr_bctx *c, const hr_qkv_args *a) {
+    cpu_ctx *x = ctx_of(c);
+    qkv_task t = {x, a};
+    run_rows(x->pool, x->in.n_tokens, qkv_worker, &t);
+}
+
+/* ---- products and attention ------------------------------------------------- */
+
+static void cpu_matmul(hr_bctx *c, const float *x, int ldx, int T, int count,
+                       const hr_matmul_out *out) {
+    hr_matmul_multi(ctx_of(c)->pool, x, ldx, T, count, out);
+}
+
+static void cpu_attention(hr_bctx *c, const hr_attn_in *a) {
+    cpu_ctx *x = ctx_of(c);
+    hr_attn_args aa = {
+        .q = a->q, .out = a->out, .n_tok = x->in.n_tokens, .n_heads = a->n_heads,
+        .n_kv_heads = a->n_kv_heads, .head_dim = a->head_dim,
+        .k = a->k_cache, .v = a->v_cache, .kv_dtype = a->kv_dtype,
+        .block_stride = a->block_stride, .block_size = a->block_size,
+        .pos = x->in.pos, .blocks = x->tok_blocks, .scale = a->scale,
+        .softcap = a->softcap, .window = a->window, .scratch = x->scores,
+        .max_ctx = a->max_ctx,
+    };
+    hr_attention(x->pool, &aa);
+}
+
+static void cpu_prefetch_next(hr_bctx *c, int count, const hr_tensor *const *w) {
+    hr_matmul_prefetch_next(ctx_of(c)->pool, count, w);
+}
+
+/* ---- the table -------------------------------------------------------------- */
+
+static const hr_backend_ops cpu_ops = {
+    .alloc = cpu_alloc,
+    .free = cpu_free,
+    .upload = cpu_copy,
+    .download = cpu_copy,
+    .copy = cpu_copy,
+    .mem_info = cpu_mem_info,
+    .ctx_new = cpu_ctx_new,
+    .ctx_free = cpu_ctx_free,
+    .begin = cpu_begin,
+    .embed = cpu_embed,
+    .norm = cpu_norm,
+    .matmul = cpu_matmul,
+    .qkv = cpu_qkv,
+    .attention = cpu_attention,
+    .act = cpu_act,
+    .add = cpu_add,
+    .gather = cpu_gather,
+    .logit_scale = cpu_logit_scale,
+    .prefetch_next = cpu_prefetch_next,
+    .end = cpu_end,
+};
+
+static hr_backend cpu_backend = {.name = "cpu", .device_mem = false, .ops = &cpu_ops};
+
+hr_backend *hr_backend_cpu(void) { return &cpu_backend; }
