@@ -129,7 +129,7 @@ int hr_cmd_perplexity(int argc, char **argv) {
     }
     hr_dtype kvt;
     if ((rc = hr_kv_dtype_pick(kv_dtype, m->gguf, &kvt, &err)) ||
-        (rc = hr_kv_init(&kv, &m->hp, kvt, (int)((ctx + HR_KV_BLOCK - 1) / HR_KV_BLOCK), &err)))
+        (rc = hr_kv_init_on(&kv, m->be, &m->hp, kvt, (int)((ctx + HR_KV_BLOCK - 1) / HR_KV_BLOCK), &err)))
         goto done;
     kv_ok = true;
     if ((rc = hr_fwd_new(&f, m, CHUNK, 1, (int)ctx, (int)threads, &err)))

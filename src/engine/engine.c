@@ -635,8 +635,15 @@ int hr_engine_new(hr_engine **out, const hr_model *m, const hr_engine_opts *o,
     hr_dtype kvt = o ? o->kv_dtype : HR_DTYPE_F32;
     size_t bb = hr_kv_block_bytes(&m->hp, kvt);
     size_t budget = o && o->kv_bytes ? o->kv_bytes : (size_t)e->max_batch * blocks_for(e->n_ctx) * bb;
-    if (!(o && o->kv_bytes) && budget > ((size_t)4 << 30))
+    if (!(o && o->kv_bytes) && m->be->device_mem) {
+        /* a GPU's pool takes 90% of what the weights left, less 2 GiB for
+         * the forward scratch and the runtime (as vLLM's memory fraction) */
+        size_t fr = 0, tot = 0;
+        m->be->ops->mem_info(m->be, &fr, &tot);
+        budget = fr > ((size_t)2 << 30) ? (fr - ((size_t)2 << 30)) / 10 * 9 : 0;
+    } else if (!(o && o->kv_bytes) && budget > ((size_t)4 << 30)) {
         budget = (size_t)4 << 30;
+    }
     int n_blocks = (int)(budget / bb);
     pthread_mutex_init(&e->mu, NULL);
     pthread_cond_init(&e->cv, NULL);
@@ -646,7 +653,7 @@ int hr_engine_new(hr_engine **out, const hr_model *m, const hr_engine_opts *o,
                     bb >> 10);
         goto fail;
     }
-    if ((rc = hr_kv_init(&e->kv, &m->hp, kvt, n_blocks, err)) ||
+    if ((rc = hr_kv_init_on(&e->kv, m->be, &m->hp, kvt, n_blocks, err)) ||
         (rc = hr_fwd_new(&e->fwd, m, e->max_tokens_step, e->max_batch, e->n_ctx,
                          o ? o->n_threads : 0, err)))
         goto fail;

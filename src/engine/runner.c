@@ -33,7 +33,7 @@ int hr_runner_new(hr_runner **out, const hr_model *m, const hr_runner_opts *o,
         r->n_ctx = cap;
     r->chunk = o && o->prefill_chunk > 0 ? o->prefill_chunk : 512;
     int max_blocks = (r->n_ctx + HR_KV_BLOCK - 1) / HR_KV_BLOCK;
-    int rc = hr_kv_init(&r->kv, &m->hp, o ? o->kv_dtype : HR_DTYPE_F32, max_blocks, err);
+    int rc = hr_kv_init_on(&r->kv, m->be, &m->hp, o ? o->kv_dtype : HR_DTYPE_F32, max_blocks, err);
     if (rc)
         goto fail;
     rc = hr_fwd_new(&r->fwd, m, r->chunk, 1, r->n_ctx, o ? o->n_threads : 0, err);

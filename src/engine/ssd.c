@@ -34,6 +34,7 @@ struct hr_ssd {
     uint64_t fp, salt;
     const hr_kv *kv;
     size_t max_bytes, payload;
+    unsigned char *stage;  /* [payload]: the block being written (writer thread) */
     _Atomic size_t used;
     _Atomic bool disabled;
     _Atomic long n_written, n_hits, n_quarantined;
@@ -123,23 +124,17 @@ static int write_block(hr_ssd *s, const job *j) {
     int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
     if (fd < 0)
         return -1;
-    size_t sb = hr_kv_stride_bytes(s->kv);
-    XXH64_state_t *st = XXH64_createState();
-    XXH64_reset(st, 0);
-    for (int l = 0; l < s->kv->n_layers; l++) {
-        XXH64_update(st, (const char *)hr_kv_layer_k(s->kv, l) + (size_t)j->block * sb, sb);
-        XXH64_update(st, (const char *)hr_kv_layer_v(s->kv, l) + (size_t)j->block * sb, sb);
+    if (hr_kv_block_read(s->kv, j->block, s->stage, NULL)) {
+        close(fd);
+        unlink(tmp);
+        errno = EIO;
+        return -1;
     }
-    uint64_t sum = XXH64_digest(st);
-    XXH64_freeState(st);
+    uint64_t sum = XXH64(s->stage, s->payload, 0);
     unsigned char h[HDR_BYTES];
     make_header(s, j->key, j->tokens, sum, h);
-    bool ok = write(fd, h, sizeof h) == (ssize_t)sizeof h;
-    for (int l = 0; ok && l < s->kv->n_layers; l++) {
-        const char *k = (const char *)hr_kv_layer_k(s->kv, l) + (size_t)j->block * sb;
-        const char *v = (const char *)hr_kv_layer_v(s->kv, l) + (size_t)j->block * sb;
-        ok = write(fd, k, sb) == (ssize_t)sb && write(fd, v, sb) == (ssize_t)sb;
-    }
+    bool ok = write(fd, h, sizeof h) == (ssize_t)sizeof h &&
+              write(fd, s->stage, s->payload) == (ssize_t)s->payload;
     ok = ok && fdatasync(fd) == 0;
     ok = close(fd) == 0 && ok;
     if (!ok || rename(tmp, path) != 0) {
@@ -242,13 +237,8 @@ int hr_ssd_read(hr_ssd *s, uint64_t key, const int32_t *tokens, hr_kv *kv, int32
         quarantine(s, path, "fails its checksum");
         goto done;
     }
-    size_t sb = hr_kv_stride_bytes(kv);
-    for (int l = 0; l < kv->n_layers; l++) {
-        memcpy((char *)hr_kv_layer_k(kv, l) + (size_t)block * sb, payload, sb);
-        payload += sb;
-        memcpy((char *)hr_kv_layer_v(kv, l) + (size_t)block * sb, payload, sb);
-        payload += sb;
-    }
+    if (hr_kv_block_write(kv, block, payload, NULL))
+        goto done;
     hit = 1;
     atomic_fetch_add(&s->n_hits, 1);
 done:
@@ -297,8 +287,13 @@ int hr_ssd_open(hr_ssd **out, const char *dir, uint64_t model_fp, uint64_t salt,
     s->kv = kv;
     s->max_bytes = max_bytes;
     s->payload = (size_t)kv->n_layers * hr_kv_stride_bytes(kv) * 2;
+    if (!(s->stage = malloc(s->payload))) {
+        free(s);
+        return hr_err(err, HR_ENOMEM, "out of memory");
+    }
     if (mkdirs(s->dir) != 0 || access(s->dir, W_OK) != 0) {
         int e = errno;
+        free(s->stage);
         free(s);
         return hr_err(err, HR_EIO, "SSD cache %s: %s", dir, strerror(e));
     }
@@ -318,6 +313,7 @@ int hr_ssd_open(hr_ssd **out, const char *dir, uint64_t model_fp, uint64_t salt,
     pthread_mutex_init(&s->mu, NULL);
     pthread_cond_init(&s->cv, NULL);
     if (pthread_create(&s->thread, NULL, writer, s) != 0) {
+        free(s->stage);
         free(s);
         return hr_err(err, HR_ENOMEM, "cannot start the SSD writer thread");
     }
@@ -342,5 +338,6 @@ void hr_ssd_close(hr_ssd *s) {
     hr_ssd_stop(s);
     pthread_mutex_destroy(&s->mu);
     pthread_cond_destroy(&s->cv);
+    free(s->stage);
     free(s);
 }

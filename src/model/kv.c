@@ -1,5 +1,4 @@
 #include "model/kv.h"
-#include "core/bigmem.h"
 #include "core/error.h"
 #include "kernels/cpu/ops.h"
 
@@ -36,7 +35,13 @@ void hr_kv_store(hr_kv *kv, int layer, int32_t block, int h, int slot, const flo
 }
 
 int hr_kv_init(hr_kv *kv, const hr_hparams *hp, hr_dtype t, int n_blocks, hr_error *err) {
+    return hr_kv_init_on(kv, hr_backend_cpu(), hp, t, n_blocks, err);
+}
+
+int hr_kv_init_on(hr_kv *kv, hr_backend *be, const hr_hparams *hp, hr_dtype t, int n_blocks,
+                  hr_error *err) {
     memset(kv, 0, sizeof *kv);
+    kv->be = be;
     if (n_blocks <= 0)
         return hr_err(err, HR_EINVAL, "kv pool needs at least one block");
     if (t != HR_DTYPE_F32 && t != HR_DTYPE_F16 && t != HR_DTYPE_BF16)
@@ -49,14 +54,15 @@ int hr_kv_init(hr_kv *kv, const hr_hparams *hp, hr_dtype t, int n_blocks, hr_err
     kv->n_blocks = n_blocks;
     kv->block_stride = (size_t)hp->n_kv_heads * HR_KV_BLOCK * hp->head_dim;
     size_t bytes = (size_t)hp->n_layers * n_blocks * hr_kv_stride_bytes(kv);
-    kv->k = hr_big_alloc(bytes);
-    kv->v = hr_big_alloc(bytes);
+    kv->k = be->ops->alloc(be, bytes);
+    kv->v = be->ops->alloc(be, bytes);
     kv->refs = calloc((size_t)n_blocks, sizeof *kv->refs);
     kv->free_list = malloc((size_t)n_blocks * sizeof *kv->free_list);
     if (!kv->k || !kv->v || !kv->refs || !kv->free_list) {
         hr_kv_deinit(kv);
         return hr_err(err, HR_ENOMEM, "cannot allocate a KV pool of %d blocks "
-                      "(%zu MiB)", n_blocks, hr_kv_block_bytes(hp, t) * n_blocks >> 20);
+                      "(%zu MiB on %s)", n_blocks, hr_kv_block_bytes(hp, t) * n_blocks >> 20,
+                      be->name);
     }
     for (int i = 0; i < n_blocks; i++)
         kv->free_list[i] = n_blocks - 1 - i; /* pop gives 0, 1, 2, ... */
@@ -68,8 +74,10 @@ void hr_kv_deinit(hr_kv *kv) {
     if (!kv)
         return;
     size_t bytes = (size_t)kv->n_layers * kv->n_blocks * hr_kv_stride_bytes(kv);
-    hr_big_free(kv->k, bytes);
-    hr_big_free(kv->v, bytes);
+    if (kv->be) {
+        kv->be->ops->free(kv->be, kv->k, bytes);
+        kv->be->ops->free(kv->be, kv->v, bytes);
+    }
     free(kv->refs);
     free(kv->free_list);
     memset(kv, 0, sizeof *kv);
@@ -103,8 +111,36 @@ void hr_kv_copy_rows(hr_kv *kv, int32_t dst, int32_t src, int n) {
         char *k = hr_kv_layer_k(kv, l), *v = hr_kv_layer_v(kv, l);
         for (int h = 0; h < kv->n_kv_heads; h++) { /* a head's slots are contiguous */
             size_t off = (size_t)h * HR_KV_BLOCK * hd * es;
-            memcpy(k + dst * sb + off, k + src * sb + off, bytes);
-            memcpy(v + dst * sb + off, v + src * sb + off, bytes);
+            /* a backend copy fails only with a lost device, which the
+             * next step reports */
+            kv->be->ops->copy(kv->be, k + dst * sb + off, k + src * sb + off, bytes, NULL);
+            kv->be->ops->copy(kv->be, v + dst * sb + off, v + src * sb + off, bytes, NULL);
         }
     }
+}
+
+static int block_io(const hr_kv *kv, int32_t block, void *buf, bool out, hr_error *err) {
+    HR_ASSERT(block >= 0 && block < kv->n_blocks);
+    size_t sb = hr_kv_stride_bytes(kv);
+    char *b = buf;
+    for (int l = 0; l < kv->n_layers; l++) {
+        char *k = (char *)hr_kv_layer_k(kv, l) + (size_t)block * sb;
+        char *v = (char *)hr_kv_layer_v(kv, l) + (size_t)block * sb;
+        int rc = out ? kv->be->ops->download(kv->be, b, k, sb, err) ||
+                           kv->be->ops->download(kv->be, b + sb, v, sb, err)
+                     : kv->be->ops->upload(kv->be, k, b, sb, err) ||
+                           kv->be->ops->upload(kv->be, v, b + sb, sb, err);
+        if (rc)
+            return HR_EIO;
+        b += 2 * sb;
+    }
+    return 0;
+}
+
+int hr_kv_block_read(const hr_kv *kv, int32_t block, void *buf, hr_error *err) {
+    return block_io(kv, block, buf, true, err);
+}
+
+int hr_kv_block_write(hr_kv *kv, int32_t block, const void *buf, hr_error *err) {
+    return block_io(kv, block, (void *)buf, false, err);
 }

@@ -13,6 +13,7 @@
 
 #include "hearth.h"
 #include "core/tensor.h"
+#include "kernels/backend.h"
 #include "model/config.h"
 
 #include <stdbool.h>
@@ -29,6 +30,7 @@ typedef struct hr_kv {
     int32_t *refs;         /* [n_blocks] */
     int32_t *free_list;    /* [n_blocks], stack of free block ids */
     int n_free;
+    hr_backend *be;        /* where k and v live (hr_kv_init: the CPU) */
 } hr_kv;
 
 /* Bytes one block takes across all layers (K and V) in dtype t. */
@@ -36,6 +38,9 @@ size_t hr_kv_block_bytes(const hr_hparams *hp, hr_dtype t);
 /* A pool of n_blocks blocks of dtype t (F32, F16, BF16); HR_ENOMEM when it
  * cannot be allocated, HR_EINVAL for another dtype. */
 int hr_kv_init(hr_kv *kv, const hr_hparams *hp, hr_dtype t, int n_blocks, hr_error *err);
+/* The same pool in backend be's memory (a model's: hr_model.be). */
+int hr_kv_init_on(hr_kv *kv, hr_backend *be, const hr_hparams *hp, hr_dtype t, int n_blocks,
+                  hr_error *err);
 
 /* The dtype --kv-dtype `name` asks for: "f32", "f16", "bf16" or "auto"
  * (also NULL; any case), which is F16 for a model loaded from a GGUF file
@@ -43,7 +48,14 @@ int hr_kv_init(hr_kv *kv, const hr_hparams *hp, hr_dtype t, int n_blocks, hr_err
  * HR_EINVAL naming the choices for another name. */
 int hr_kv_dtype_pick(const char *name, bool gguf, hr_dtype *t, hr_error *err);
 
-/* Store head h's K and V rows (head_dim f32 each) of one token in slot
+/* Block `block`'s contents as the SSD tier stores them: per layer, its K
+ * then its V (2 * n_layers * hr_kv_stride_bytes bytes at buf), copied out
+ * of (read) or into (write) the pool, wherever the pool lives. A backend
+ * failure is an error. */
+int hr_kv_block_read(const hr_kv *kv, int32_t block, void *buf, hr_error *err);
+int hr_kv_block_write(hr_kv *kv, int32_t block, const void *buf, hr_error *err);
+
+/* Store head h's K and V rows (host pools only)  (head_dim f32 each) of one token in slot
  * `slot` of block `block`, layer `layer`, rounded to the pool's dtype. */
 void hr_kv_store(hr_kv *kv, int layer, int32_t block, int h, int slot, const float *k,
                  const float *v);
