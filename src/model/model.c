@@ -1,4 +1,5 @@
 #include "model/model.h"
+#include "model/upload.h"
 #include "core/bigmem.h"
 #include "core/error.h"
 #include "core/file.h"
@@ -356,7 +357,7 @@ static int repack(hr_model *m, hr_error *err) {
     return 0;
 }
 
-int hr_model_open(hr_model **out, const char *dir, hr_error *err) {
+static int model_open(hr_model **out, const char *dir, hr_backend *be, hr_error *err) {
     *out = NULL;
     json_t *cfg = NULL, *gen = NULL;
     hr_model *m = calloc(1, sizeof *m);
@@ -386,7 +387,8 @@ int hr_model_open(hr_model **out, const char *dir, hr_error *err) {
     }
     const hr_hparams *hp = &m->hp;
     size_t nvec = vec_floats(hp);
-    m->vecs = malloc(nvec * sizeof *m->vecs);
+    m->vecs = calloc(nvec, sizeof *m->vecs);
+    m->n_vecs = nvec;
     m->layers = calloc((size_t)hp->n_layers, sizeof *m->layers);
     if (!m->vecs || !m->layers) {
         rc = hr_err(err, HR_ENOMEM, "out of memory");
@@ -410,10 +412,10 @@ int hr_model_open(hr_model **out, const char *dir, hr_error *err) {
     m->final_norm = norm(&b, "model.", "norm", hp->d_model);
     for (int i = 0; i < hp->n_layers && !b.rc; i++)
         bind_layer(&b, i);
-    if ((rc = b.rc) || (rc = repack(m, err)))
+    m->be = hr_backend_cpu();
+    if ((rc = b.rc) || (rc = be->device_mem ? hr_model_upload(m, be, err) : repack(m, err)))
         goto fail;
     m->weight_bytes = hr_weights_bytes(m->weights);
-    m->be = hr_backend_cpu();
     json_decref(cfg);
     json_decref(gen);
     *out = m;
@@ -423,6 +425,17 @@ fail:
     json_decref(gen);
     hr_model_free(m);
     return rc;
+}
+
+int hr_model_open(hr_model **out, const char *dir, hr_error *err) {
+    return model_open(out, dir, hr_backend_cpu(), err);
+}
+
+int hr_model_open_on(hr_model **out, const char *dir, const char *device, hr_error *err) {
+    hr_backend *be = NULL;
+    *out = NULL;
+    int rc = device ? hr_backend_get(device, &be, err) : 0;
+    return rc ? rc : model_open(out, dir, be ? be : hr_backend_cpu(), err);
 }
 
 int hr_model_load(hr_model **out, const char *path, const hr_model_opts *opts,
@@ -437,6 +450,8 @@ void hr_model_free(hr_model *m) {
     hr_hparams_deinit(&m->hp);
     hr_weights_close(m->weights);
     hr_big_free(m->repacked, m->repacked_bytes);
+    if (m->dev_mem)
+        m->be->ops->free(m->be, m->dev_mem, m->dev_bytes);
     free(m->layers);
     free(m->vecs);
     free(m->path);

@@ -37,15 +37,21 @@ struct hr_model {
     hr_norm_w final_norm;
     hr_layer *layers;          /* [n_layers] */
     float *vecs;               /* f32 copies of every 1-D tensor (owned) */
+    size_t n_vecs;             /* floats at vecs */
     void *repacked;            /* matrices repacked for the kernels (owned, */
     size_t repacked_bytes;     /* hr_big_alloc) */
     size_t weight_bytes;
     bool gguf;                 /* loaded from a GGUF file */
     hr_backend *be;            /* where the weights live (cpu: the mmap) */
+    void *dev_mem;             /* off the host: every weight, one allocation */
+    size_t dev_bytes;
 };
 
 /* Load from a directory without a tokenizer; see hr_model_load. */
 int hr_model_open(hr_model **out, const char *dir, hr_error *err);
+/* The same, the weights on the backend --device `device` names
+ * (kernels/backend.h: auto, cpu, cuda[:N]; NULL: cpu). */
+int hr_model_open_on(hr_model **out, const char *dir, const char *device, hr_error *err);
 
 /* Bytes of weights read per decoded token (matrices + embedding row). */
 size_t hr_model_decode_bytes(const hr_model *m);

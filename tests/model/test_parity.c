@@ -38,6 +38,7 @@
 #define TOL 1e-4
 
 static char g_root[4096];
+static const char *g_device = "cpu"; /* --device NAME: the backend under test */
 
 static double lse(const float *x, int n) {
     double mx = -INFINITY, s = 0;
@@ -59,7 +60,7 @@ static void run_case(void **state) {
 
     hr_error err = {0};
     hr_model *m = NULL;
-    int rc = hr_model_open(&m, dir, &err);
+    int rc = hr_model_open_on(&m, dir, g_device, &err);
     if (rc)
         fail_msg("%s: %s", name, err.msg);
     hr_runner *r = NULL;
@@ -122,8 +123,8 @@ static void run_case(void **state) {
                 fail_msg("%s: %s", name, err.msg);
         }
     }
-    printf("parity %-22s %3d/%3d greedy steps match (%d near-ties), max |dlogprob| %.2e",
-           name, agree, steps, near_ties, worst);
+    printf("parity %-5s %-22s %3d/%3d greedy steps match (%d near-ties), max |dlogprob| %.2e",
+           m->be->name, name, agree, steps, near_ties, worst);
     if (not_comparable)
         printf(" (%d dynamic-NTK steps past max_pos not compared)", not_comparable);
     printf("\n");
@@ -137,7 +138,18 @@ static int cmp(const void *a, const void *b) {
     return strcmp(*(char *const *)a, *(char *const *)b);
 }
 
-int main(void) {
+/* test_parity [--device NAME]: the fixtures on another backend (ctest's
+ * test_parity_cuda). A GPU that is not there skips, saying why. */
+int main(int argc, char **argv) {
+    if (argc > 2 && !strcmp(argv[1], "--device")) {
+        g_device = argv[2];
+        hr_backend *be;
+        hr_error err = {0};
+        if (hr_backend_get(g_device, &be, &err)) {
+            printf("test_parity --device %s: skipped: %s\n", g_device, err.msg);
+            return 0;
+        }
+    }
     const char *root = getenv("HEARTH_ROOT");
     snprintf(g_root, sizeof g_root, "%s/tests/fixtures/models", root ? root : ".");
     DIR *d = opendir(g_root);

@@ -1,0 +1,341 @@
+/* The forward pass's kernels on the GPU, f32 activations and accumulation
+ * (no TF32): each one computes what its CPU twin (kernels/cpu/ops.h,
+ * backend_cpu.c) computes, in another summation order. Bodies are device
+ * functions; backend_cuda.cu launches them. */
+#ifndef HR_KERNELS_CUDA_OPS_CUH
+#define HR_KERNELS_CUDA_OPS_CUH
+
+extern "C" {
+#include "kernels/backend.h"
+}
+#include "kernels/cuda/dequant.cuh"
+
+#include <math.h>
+
+#define HR_CU_MAX_HD 512 /* longest head the attention kernel takes */
+
+static __device__ __forceinline__ float warp_sum(float v) {
+    for (int o = 16; o > 0; o >>= 1)
+        v += __shfl_xor_sync(0xffffffffu, v, o);
+    return v;
+}
+
+static __device__ __forceinline__ float warp_max(float v) {
+    for (int o = 16; o > 0; o >>= 1)
+        v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
+    return v;
+}
+
+/* the sum of v over the block (blockDim.x a multiple of 32, <= 1024); every
+ * thread gets it. red: 32 floats of shared memory. */
+static __device__ float block_sum(float v, float *red) {
+    int lane = threadIdx.x & 31, wid = threadIdx.x >> 5, nw = blockDim.x >> 5;
+    v = warp_sum(v);
+    __syncthreads();
+    if (lane == 0)
+        red[wid] = v;
+    __syncthreads();
+    float s = lane < nw ? red[lane] : 0.0f;
+    return warp_sum(s);
+}
+
+/* ---- products: y[n][m] = x[n][k] . w[m][k]^T (+ bias) -------------------------- */
+
+/* One warp per output column j = row of w, NR rows of x at a time. Plain
+ * dtypes: lanes take consecutive columns; quantized ones: each lane 32
+ * columns (one dequantized slice) at a time. */
+template <int NR>
+__global__ void k_matmul(const float *__restrict__ x, int ldx, int n, dw w,
+                         float *__restrict__ y, int ldy, const float *__restrict__ bias) {
+    int lane = threadIdx.x & 31;
+    int64_t j = (int64_t)blockIdx.x * (blockDim.x >> 5) + (threadIdx.x >> 5);
+    int r0 = blockIdx.y * NR;
+    if (j >= w.rows)
+        return;
+    float acc[NR];
+    for (int r = 0; r < NR; r++)
+        acc[r] = 0.0f;
+    int64_t k = w.cols;
+    if (is_plain(w.dtype)) {
+        for (int64_t c = lane; c < k; c += 32) {
+            float wv = ld_plain(w.data, w.dtype, (size_t)j * k + c);
+            for (int r = 0; r < NR; r++)
+                if (r0 + r < n)
+                    acc[r] += wv * x[(size_t)(r0 + r) * ldx + c];
+        }
+    } else {
+        for (int64_t c0 = (int64_t)lane * 32; c0 < k; c0 += 32 * 32) {
+            float wv[32];
+            load32(w, j, c0, wv);
+            for (int r = 0; r < NR; r++)
+                if (r0 + r < n) {
+                    const float *xr = x + (size_t)(r0 + r) * ldx + c0;
+                    float s = 0.0f;
+                    for (int i = 0; i < 32; i++)
+                        s += wv[i] * xr[i];
+                    acc[r] += s;
+                }
+        }
+    }
+    for (int r = 0; r < NR; r++) {
+        float s = warp_sum(acc[r]);
+        if (lane == 0 && r0 + r < n)
+            y[(size_t)(r0 + r) * ldy + j] = s + (bias ? bias[j] : 0.0f);
+    }
+}
+
+/* ---- row ops ------------------------------------------------------------------ */
+
+__global__ void k_embed(float *x, dw emb, const int32_t *token, int d, float scale) {
+    int t = blockIdx.x;
+    for (int i = threadIdx.x; i < d; i += blockDim.x)
+        x[(size_t)t * d + i] = load1(emb, token[t], i) * scale;
+}
+
+/* one block a row: RMS norm y = x / rms(x) * (w + offset), or LayerNorm */
+__global__ void k_norm(float *y, const float *x, const float *w, const float *b, int kind,
+                       float offset, float eps, int d) {
+    __shared__ float red[32];
+    const float *xr = x + (size_t)blockIdx.x * d;
+    float *yr = y + (size_t)blockIdx.x * d;
+    if (kind == HR_BNORM_RMS) {
+        float ss = 0.0f;
+        for (int i = threadIdx.x; i < d; i += blockDim.x)
+            ss += xr[i] * xr[i];
+        ss = block_sum(ss, red);
+        float r = 1.0f / sqrtf(ss / (float)d + eps);
+        __syncthreads();
+        for (int i = threadIdx.x; i < d; i += blockDim.x)
+            yr[i] = (xr[i] * r) * (w[i] + offset);
+    } else {
+        float s = 0.0f;
+        for (int i = threadIdx.x; i < d; i += blockDim.x)
+            s += xr[i];
+        float mu = block_sum(s, red) / (float)d;
+        float v = 0.0f;
+        for (int i = threadIdx.x; i < d; i += blockDim.x)
+            v += (xr[i] - mu) * (xr[i] - mu);
+        v = block_sum(v, red) / (float)d;
+        float r = 1.0f / sqrtf(v + eps);
+        __syncthreads();
+        for (int i = threadIdx.x; i < d; i += blockDim.x)
+            yr[i] = (xr[i] - mu) * r * w[i] + (b ? b[i] : 0.0f);
+    }
+}
+
+__global__ void k_act(int act, float *g, const float *u, size_t n) {
+    size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= n)
+        return;
+    float x = g[i], m = u ? u[i] : 1.0f;
+    if (act == HR_BACT_SILU)
+        g[i] = x / (1.0f + expf(-x)) * m;
+    else if (act == HR_BACT_GELU_TANH)
+        g[i] = 0.5f * x * (1.0f + tanhf(0.7978845608028654f * (x + 0.044715f * x * x * x))) * m;
+    else
+        g[i] = 0.5f * x * (1.0f + erff(x * 0.7071067811865476f)) * m;
+}
+
+__global__ void k_add(float *x, const float *y, float mult, size_t n) {
+    size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n)
+        x[i] += y[i] * mult;
+}
+
+__global__ void k_gather(float *y, const float *x, const int32_t *rows, int d) {
+    const float *src = x + (size_t)rows[blockIdx.x] * d;
+    float *dst = y + (size_t)blockIdx.x * d;
+    for (int i = threadIdx.x; i < d; i += blockDim.x)
+        dst[i] = src[i];
+}
+
+__global__ void k_logit_scale(float *l, size_t n, float div, float cap) {
+    size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= n)
+        return;
+    float v = l[i] / div;
+    if (cap > 0)
+        v = tanhf(v / cap) * cap;
+    l[i] = v;
+}
+
+/* ---- q/k/v: norms, RoPE, the cache -------------------------------------------- */
+
+/* The step's batch in device memory (begin() uploads it). */
+struct dstep {
+    const int32_t *token, *pos, *seq, *tables, *tab_off, *out_rows;
+    const float *freq;
+    int rot_dim;
+};
+
+static __device__ __forceinline__ void store_kv(void *base, size_t at, float v, int t) {
+    if (t == HR_DTYPE_F32) {
+        ((float *)base)[at] = v;
+    } else if (t == HR_DTYPE_F16) { /* saturate as the CPU: finite stays finite */
+        if (fabsf(v) > 65504.0f)
+            v = copysignf(65504.0f, v);
+        ((__half *)base)[at] = __float2half_rn(v);
+    } else {
+        ((__nv_bfloat16 *)base)[at] = __float2bfloat16_rn(v);
+    }
+}
+
+static __device__ __forceinline__ float load_kv(const void *base, size_t at, int t) {
+    if (t == HR_DTYPE_F32)
+        return ((const float *)base)[at];
+    if (t == HR_DTYPE_F16)
+        return __half2float(((const __half *)base)[at]);
+    return __bfloat162float(((const __nv_bfloat16 *)base)[at]);
+}
+
+/* rms-normalize each of n runs of len floats at v (one warp a run) */
+static __device__ void norm_runs(float *v, int n, int len, const float *w, float offset,
+                                 float eps) {
+    int lane = threadIdx.x & 31, wid = threadIdx.x >> 5, nw = blockDim.x >> 5;
+    for (int h = wid; h < n; h += nw) {
+        float *r = v + (size_t)h * len, ss = 0.0f;
+        for (int i = lane; i < len; i += 32)
+            ss += r[i] * r[i];
+        ss = warp_sum(ss);
+        float s = 1.0f / sqrtf(ss / (float)len + eps);
+        for (int i = lane; i < len; i += 32)
+            r[i] = (r[i] * s) * (w[i] + offset);
+    }
+}
+
+/* rotate the first rot dims of n heads of hd at v by position p */
+static __device__ void rope_heads(float *v, int n, int hd, int rot, const float *fs, int p,
+                                  bool interleaved) {
+    int half = rot / 2;
+    float factor = fs[half];
+    for (int e = threadIdx.x; e < n * half; e += blockDim.x) {
+        int h = e / half, i = e % half;
+        float ang = (float)p * fs[i];
+        float c = cosf(ang) * factor, s = sinf(ang) * factor;
+        float *r = v + (size_t)h * hd;
+        int a = interleaved ? 2 * i : i, b = interleaved ? 2 * i + 1 : i + half;
+        float x0 = r[a], x1 = r[b];
+        r[a] = x0 * c - x1 * s;
+        r[b] = x1 * c + x0 * s;
+    }
+}
+
+/* one block a token */
+__global__ void k_qkv(hr_qkv_args a, dstep st) {
+    __shared__ float red[32];
+    int t = blockIdx.x, hd = a.head_dim;
+    int qd = a.n_heads * hd, kvd = a.n_kv_heads * hd;
+    float *q = a.q + (size_t)t * qd, *k = a.k + (size_t)t * kvd;
+    if (a.qk_norm == HR_BQK_HEAD) {
+        norm_runs(q, a.n_heads, hd, a.q_norm, a.norm_offset, a.norm_eps);
+        norm_runs(k, a.n_kv_heads, hd, a.k_norm, a.norm_offset, a.norm_eps);
+    } else if (a.qk_norm == HR_BQK_FULL) {
+        for (int which = 0; which < 2; which++) {
+            float *v = which ? k : q;
+            int len = which ? kvd : qd;
+            const float *w = which ? a.k_norm : a.q_norm;
+            float ss = 0.0f;
+            for (int i = threadIdx.x; i < len; i += blockDim.x)
+                ss += v[i] * v[i];
+            ss = block_sum(ss, red);
+            float s = 1.0f / sqrtf(ss / (float)len + a.norm_eps);
+            __syncthreads();
+            for (int i = threadIdx.x; i < len; i += blockDim.x)
+                v[i] = (v[i] * s) * (w[i] + a.norm_offset);
+        }
+    }
+    __syncthreads();
+    int p = st.pos[t], rot = st.rot_dim;
+    if (a.rope && rot >= 2) {
+        const float *fs = st.freq + (size_t)st.seq[t] * 2 * (rot / 2 + 1);
+        if (a.rope_local)
+            fs += rot / 2 + 1;
+        rope_heads(q, a.n_heads, hd, rot, fs, p, a.rope_interleaved);
+        rope_heads(k, a.n_kv_heads, hd, rot, fs, p, a.rope_interleaved);
+    }
+    __syncthreads();
+    int32_t block = st.tables[st.tab_off[st.seq[t]] + p / a.block_size];
+    int slot = p % a.block_size;
+    const float *v = a.v + (size_t)t * kvd;
+    for (int e = threadIdx.x; e < kvd; e += blockDim.x) {
+        int h = e / hd, i = e % hd;
+        size_t at = (size_t)block * a.block_stride + ((size_t)h * a.block_size + slot) * hd + i;
+        store_kv(a.k_cache, at, k[e], a.kv_dtype);
+        store_kv(a.v_cache, at, v[e], a.kv_dtype);
+    }
+}
+
+/* ---- attention ------------------------------------------------------------------ */
+
+/* One block per (token, query head), 4 warps: warp w takes positions
+ * lo + w, lo + w + 4, ...; each keeps a running max, sum and its share of
+ * the output (dims lane, lane + 32, ...), merged at the end. */
+#define ATT_WARPS 4
+__global__ void k_attention(hr_attn_in a, dstep st) {
+    __shared__ float s_m[ATT_WARPS], s_l[ATT_WARPS];
+    __shared__ float s_o[ATT_WARPS][HR_CU_MAX_HD];
+    int t = blockIdx.x, h = blockIdx.y, hd = a.head_dim;
+    int lane = threadIdx.x & 31, wid = threadIdx.x >> 5;
+    int kvh = h / (a.n_heads / a.n_kv_heads), p = st.pos[t];
+    int lo = a.window > 0 ? max(0, p - a.window + 1) : 0;
+    const float *q = a.q + ((size_t)t * a.n_heads + h) * hd;
+    const int32_t *tab = st.tables + st.tab_off[st.seq[t]];
+    const int per = HR_CU_MAX_HD / 32;
+    float qr[per], o[per];
+    for (int i = 0; i < per; i++) {
+        int dd = lane + 32 * i;
+        qr[i] = dd < hd ? q[dd] : 0.0f;
+        o[i] = 0.0f;
+    }
+    float m = -INFINITY, l = 0.0f;
+    for (int j = lo + wid; j <= p; j += ATT_WARPS) {
+        size_t at = (size_t)tab[j / a.block_size] * a.block_stride +
+                    ((size_t)kvh * a.block_size + j % a.block_size) * hd;
+        float s = 0.0f;
+        for (int i = 0; i < per; i++) {
+            int dd = lane + 32 * i;
+            if (dd < hd)
+                s += qr[i] * load_kv(a.k_cache, at + dd, a.kv_dtype);
+        }
+        s = warp_sum(s) * a.scale;
+        if (a.softcap > 0)
+            s = tanhf(s / a.softcap) * a.softcap;
+        float mn = fmaxf(m, s);
+        float corr = expf(m - mn), e = expf(s - mn);
+        l = l * corr + e;
+        for (int i = 0; i < per; i++) {
+            int dd = lane + 32 * i;
+            o[i] = o[i] * corr + (dd < hd ? e * load_kv(a.v_cache, at + dd, a.kv_dtype) : 0.0f);
+        }
+        m = mn;
+    }
+    if (lane == 0) {
+        s_m[wid] = m;
+        s_l[wid] = l;
+    }
+    for (int i = 0; i < per; i++) {
+        int dd = lane + 32 * i;
+        if (dd < hd)
+            s_o[wid][dd] = o[i];
+    }
+    __syncthreads();
+    if (wid != 0)
+        return;
+    float mx = -INFINITY;
+    for (int w = 0; w < ATT_WARPS; w++)
+        mx = fmaxf(mx, s_m[w]);
+    float sum = 0.0f, sc[ATT_WARPS];
+    for (int w = 0; w < ATT_WARPS; w++) {
+        sc[w] = s_m[w] == -INFINITY ? 0.0f : expf(s_m[w] - mx);
+        sum += s_l[w] * sc[w];
+    }
+    float *out = a.out + ((size_t)t * a.n_heads + h) * hd;
+    for (int dd = lane; dd < hd; dd += 32) {
+        float v = 0.0f;
+        for (int w = 0; w < ATT_WARPS; w++)
+            v += s_o[w][dd] * sc[w];
+        out[dd] = v / sum;
+    }
+}
+
+#endif

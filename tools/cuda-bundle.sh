@@ -1,0 +1,28 @@
+#!/usr/bin/env bash
+# Packs what the GPU machine needs to run hearth's GPU tests and benchmarks
+# into .device/ (ignored by git): the binaries built here with the CUDA
+# backend, and the shared libraries they load that a bare CUDA image lacks
+# (libmicrohttpd, jansson, PCRE2, ...; glibc, libstdc++ and the driver are
+# there). The GPU machine has no package registry, so they travel with the
+# working tree: `device run` with carry [".device"], then tools/cuda-check.sh
+# there (docs/gpu.md).
+set -euo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+build=${1:-$root/build}
+out=$root/.device
+rm -rf "$out"
+mkdir -p "$out/lib"
+bins=(hearth test_parity test_engine bench_kernels)
+for b in "${bins[@]}"; do
+    [ -x "$build/$b" ] && cp "$build/$b" "$out/" && strip --strip-debug "$out/$b"
+done
+for b in "${bins[@]}"; do
+    [ -x "$out/$b" ] || continue
+    ldd "$out/$b" | awk '/=> \//{print $3}' | while read -r lib; do
+        case "$(basename "$lib")" in
+            libc.so*|libm.so*|libstdc++.so*|libgcc_s.so*|ld-linux*|libpthread.so*|libdl.so*|librt.so*) ;;
+            *) cp -Lu "$lib" "$out/lib/" ;;
+        esac
+    done
+done
+du -sh "$out"
