@@ -27,12 +27,12 @@ test: build
 	@ctest --test-dir $(BUILD) --output-on-failure -j2
 
 asan: deps
-	@CC=clang cmake -S . -B $(ASAN_BUILD) -G Ninja -DCMAKE_BUILD_TYPE=Debug -DHEARTH_SANITIZE=ON >/dev/null
+	@CC=clang cmake -S . -B $(ASAN_BUILD) -G Ninja -DCMAKE_BUILD_TYPE=Debug -DHEARTH_SANITIZE=ON -DHEARTH_CUDA=OFF >/dev/null
 	@ninja -C $(ASAN_BUILD) --quiet
 	@ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 ctest --test-dir $(ASAN_BUILD) --output-on-failure -j2
 
 fuzz: deps
-	@CC=clang cmake -S . -B $(FUZZ_BUILD) -G Ninja -DCMAKE_BUILD_TYPE=Debug -DHEARTH_FUZZ=ON >/dev/null
+	@CC=clang cmake -S . -B $(FUZZ_BUILD) -G Ninja -DCMAKE_BUILD_TYPE=Debug -DHEARTH_FUZZ=ON -DHEARTH_CUDA=OFF >/dev/null
 	@ninja -C $(FUZZ_BUILD) --quiet
 	@bash tools/fuzz-smoke.sh $(FUZZ_BUILD)
 

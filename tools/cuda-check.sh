@@ -15,5 +15,7 @@ run() {
     if "$@"; then pass=$((pass + 1)); else fail=$((fail + 1)); echo "FAILED: $*"; fi
 }
 run "$dev/test_parity" --device cuda
+run "$dev/test_engine" --device cuda
+run "$dev/test_quant_parity" --device cuda
 echo "cuda-check: $pass passed, $fail failed"
 [ "$fail" -eq 0 ]

@@ -38,11 +38,12 @@ static const char usage[] =
     "[--repeats R] [--kv-dtype D] [--json]";
 
 int hr_cmd_bench(int argc, char **argv) {
-    const char *model = NULL, *kv_dtype = NULL;
+    const char *model = NULL, *kv_dtype = NULL, *device = "auto";
     long prompt_len = 512, gen_len = 128, threads = 0, repeats = 5;
     int json = 0;
     const hr_opt opts[] = {
         {"model", HR_OPT_STR, &model, "model directory"},
+        {"device", HR_OPT_STR, &device, "where the model runs: auto (a GPU when there is one), cpu, cuda, cuda:N"},
         {"prompt-len", HR_OPT_INT, &prompt_len, "prompt tokens (default 512)"},
         {"gen-len", HR_OPT_INT, &gen_len, "generated tokens (default 128)"},
         {"threads", HR_OPT_INT, &threads, "compute threads (default: all cores)"},
@@ -68,7 +69,7 @@ int hr_cmd_bench(int argc, char **argv) {
     double *pre = calloc((size_t)repeats, sizeof *pre), *dec = calloc((size_t)repeats, sizeof *dec);
     double *bws = calloc((size_t)repeats, sizeof *bws), *pct = calloc((size_t)repeats, sizeof *pct);
     int status = 1;
-    if ((rc = hr_model_open(&m, model, &err)))
+    if ((rc = hr_model_open_on(&m, model, device, &err)))
         goto done;
     hr_runner_opts ro = {.n_threads = (int)threads, .n_ctx = (int)(prompt_len + gen_len)};
     if ((rc = hr_kv_dtype_pick(kv_dtype, m->gguf, &ro.kv_dtype, &err)) ||
@@ -81,7 +82,8 @@ int hr_cmd_bench(int argc, char **argv) {
         rc = hr_err(&err, HR_ENOMEM, "out of memory");
         goto done;
     }
-    if (!(bwbuf = hr_membw_buf_new((size_t)1 << 30))) {
+    bool gpu = m->be->device_mem; /* the roofline of the device's memory */
+    if (!gpu && !(bwbuf = hr_membw_buf_new((size_t)1 << 30))) {
         rc = hr_err(&err, HR_ENOMEM, "out of memory for the bandwidth read");
         goto done;
     }
@@ -108,14 +110,18 @@ int hr_cmd_bench(int argc, char **argv) {
         double t0 = hr_now();
         if ((rc = hr_runner_eval(r, prompt, (int)prompt_len, logits, &err)))
             goto done;
-        double t1 = hr_now(), bw0 = hr_membw_read(bwbuf, hr_runner_pool(r), 7);
+        double t1 = hr_now();
+        double bw0 = gpu ? m->be->ops->membw(m->be, (size_t)1 << 30)
+                         : hr_membw_read(bwbuf, hr_runner_pool(r), 7);
         double t2 = hr_now();
         for (long i = 0; i < gen_len; i++) {
             int32_t tok = hr_argmax(logits, V);
             if ((rc = hr_runner_eval(r, &tok, 1, logits, &err)))
                 goto done;
         }
-        double t3 = hr_now(), bw1 = hr_membw_read(bwbuf, hr_runner_pool(r), 7);
+        double t3 = hr_now();
+        double bw1 = gpu ? m->be->ops->membw(m->be, (size_t)1 << 30)
+                         : hr_membw_read(bwbuf, hr_runner_pool(r), 7);
         pre[rep] = prompt_len / (t1 - t0);
         dec[rep] = gen_len / (t3 - t2);
         bws[rep] = bw0 > bw1 ? bw0 : bw1;
@@ -129,7 +135,8 @@ int hr_cmd_bench(int argc, char **argv) {
     double bw = median(bws, (int)repeats), roof = bw / bytes, dec_pct = median(pct, (int)repeats);
     if (json) {
         json_t *o = json_pack("{s:s,s:s,s:i,s:i,s:i,s:i,s:f,s:f,s:f,s:f,s:f,s:f,s:O}",
-                              "model", model, "isa", hr_cpu()->name, "threads",
+                              "model", model, "isa", gpu ? m->be->name : hr_cpu()->name,
+                              "threads",
                               hr_runner_threads(r), "prompt_len", (int)prompt_len,
                               "gen_len", (int)gen_len, "repeats", (int)repeats,
                               "prefill_tokens_per_s", pre_tps, "decode_tokens_per_s", dec_tps,
@@ -145,8 +152,11 @@ int hr_cmd_bench(int argc, char **argv) {
         printf("%s\n", s);
         free(s);
     } else {
-        printf("model      %s (%s, %d threads, isa %s)\n", model, hp->arch->model_type,
-               hr_runner_threads(r), hr_cpu()->name);
+        if (gpu)
+            printf("model      %s (%s, device %s)\n", model, hp->arch->model_type, m->be->name);
+        else
+            printf("model      %s (%s, %d threads, isa %s)\n", model, hp->arch->model_type,
+                   hr_runner_threads(r), hr_cpu()->name);
         printf("prefill    %8.1f tokens/s  (%ld tokens, median of %ld)\n", pre_tps,
                prompt_len, repeats);
         printf("decode     %8.2f tokens/s  (%ld tokens, median of %ld)\n", dec_tps, gen_len,

@@ -21,12 +21,14 @@ static const char usage[] =
     "[--top-logprobs K] [--kv-dtype D] [--json]";
 
 int hr_cmd_generate(int argc, char **argv) {
-    const char *model = NULL, *prompt = NULL, *prompt_tokens = NULL, *kv_dtype = NULL;
+    const char *model = NULL, *prompt = NULL, *prompt_tokens = NULL, *kv_dtype = NULL,
+               *device = "auto";
     long max_tokens = 100, top_k = 0, seed = 0, top_lp = 0, threads = 0, ctx = 0;
     double temp = 0.0, top_p = 1.0, min_p = 0.0;
     int json = 0, ignore_eos = 0;
     const hr_opt opts[] = {
         {"model", HR_OPT_STR, &model, "model directory"},
+        {"device", HR_OPT_STR, &device, "where the model runs: auto (a GPU when there is one), cpu, cuda, cuda:N"},
         {"prompt", HR_OPT_STR, &prompt, "prompt text (needs a tokenizer)"},
         {"prompt-tokens", HR_OPT_STR, &prompt_tokens, "prompt as token ids, e.g. 1,2,3"},
         {"max-tokens", HR_OPT_INT, &max_tokens, "tokens to generate (default 100)"},
@@ -97,7 +99,7 @@ int hr_cmd_generate(int argc, char **argv) {
     int32_t *out = NULL, *ids = NULL;
     json_t *top = json_array();
     int status = 1, n_out = 0;
-    if ((rc = hr_model_open(&m, model, &err)))
+    if ((rc = hr_model_open_on(&m, model, device, &err)))
         goto done;
     hr_runner_opts ro = {.n_threads = (int)threads, .n_ctx = (int)ctx};
     if ((rc = hr_kv_dtype_pick(kv_dtype, m->gguf, &ro.kv_dtype, &err)) ||

@@ -82,10 +82,11 @@ static int eval_window(hr_fwd *f, hr_kv *kv, const hr_model *m, const int32_t *t
 }
 
 int hr_cmd_perplexity(int argc, char **argv) {
-    const char *model = NULL, *file = NULL, *kv_dtype = NULL;
+    const char *model = NULL, *file = NULL, *kv_dtype = NULL, *device = "auto";
     long ctx = 512, stride = 0, threads = 0, max_windows = 0;
     const hr_opt opts[] = {
         {"model", HR_OPT_STR, &model, "model directory or .gguf file"},
+        {"device", HR_OPT_STR, &device, "where the model runs: auto (a GPU when there is one), cpu, cuda, cuda:N"},
         {"file", HR_OPT_STR, &file, "text file to score"},
         {"context", HR_OPT_INT, &ctx, "tokens per window (default 512)"},
         {"stride", HR_OPT_INT, &stride, "window start step (default: --context)"},
@@ -113,7 +114,7 @@ int hr_cmd_perplexity(int argc, char **argv) {
     hr_tokens toks = {0};
     int status = 1;
     size_t len;
-    if ((rc = hr_model_open(&m, model, &err)) || (rc = hr_tokenizer_load(&tk, model, &err)) ||
+    if ((rc = hr_model_open_on(&m, model, device, &err)) || (rc = hr_tokenizer_load(&tk, model, &err)) ||
         (rc = hr_file_read(file, &text, &len, &err)) ||
         (rc = hr_tokenizer_encode(tk, text, len, HR_TOK_ADD_SPECIAL, &toks, &err)))
         goto done;

@@ -25,7 +25,7 @@ static const char *default_model(void) {
 int hr_cmd_serve(int argc, char **argv) {
     const char *model = NULL, *host = "127.0.0.1", *tmpl = NULL, *tmpl_args = NULL,
                *origins = "*", *adapter = NULL, *log_level = NULL, *draft = NULL,
-               *kv_dtype = NULL;
+               *kv_dtype = NULL, *device = "auto";
     long port = 8080, top_k = -1, max_tokens = -1, prefill = 0, batch = 0, threads = 0,
          ctx = 0, max_body_mb = 16, pc_size = -1, pc_on = 1;
     const char *pc_bytes = NULL, *ssd = NULL;
@@ -33,6 +33,7 @@ int hr_cmd_serve(int argc, char **argv) {
     double temp = -1, top_p = -1, min_p = -1, kv_gb = 0;
     const hr_opt opts[] = {
         {"model", HR_OPT_STR, &model, "model directory (default: the bundled demo model)"},
+        {"device", HR_OPT_STR, &device, "where the model runs: auto (a GPU when there is one), cpu, cuda, cuda:N"},
         {"host", HR_OPT_STR, &host, "address to listen on (default 127.0.0.1; 0.0.0.0 = LAN)"},
         {"port", HR_OPT_INT, &port, "port (default 8080)"},
         {"temp", HR_OPT_FLOAT, &temp, "default temperature (default 0, or generation_config.json)"},
@@ -97,7 +98,7 @@ int hr_cmd_serve(int argc, char **argv) {
             return hr_cli_fail(&(hr_error){.msg = "--prompt-cache-bytes wants a size like 2GB or 500M"});
     }
     hr_server_opts o = {
-        .model = model ? model : default_model(), .host = host, .port = (int)port,
+        .model = model ? model : default_model(), .device = device, .host = host, .port = (int)port,
         .temp = temp, .top_p = top_p, .min_p = min_p, .top_k = (int)top_k,
         .max_tokens = (int)max_tokens, .chat_template = tmpl, .chat_template_args = tmpl_args,
         .allowed_origins = origins, .max_body = (size_t)max_body_mb << 20,

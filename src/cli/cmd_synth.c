@@ -29,6 +29,13 @@ static const shape shapes[] = {
      " \"high_freq_factor\": 4.0, \"original_max_position_embeddings\": 8192},"
      " \"tie_word_embeddings\": true, \"hidden_act\": \"silu\", \"bos_token_id\": 128000,"
      " \"eos_token_id\": [128001, 128008, 128009]}"},
+    {"llama-3.1-8b", "llama", 128256, 4096, 32, 32, 8, 128, 14336, 131072, 500000, 1e-5,
+     "{\"rope_scaling\": {\"rope_type\": \"llama3\", \"factor\": 8.0, \"low_freq_factor\": 1.0,"
+     " \"high_freq_factor\": 4.0, \"original_max_position_embeddings\": 8192},"
+     " \"tie_word_embeddings\": false, \"hidden_act\": \"silu\", \"bos_token_id\": 128000,"
+     " \"eos_token_id\": [128001, 128008, 128009]}"},
+    {"qwen3-8b", "qwen3", 151936, 4096, 36, 32, 8, 128, 12288, 40960, 1000000, 1e-6,
+     "{\"tie_word_embeddings\": false, \"hidden_act\": \"silu\", \"eos_token_id\": 151645}"},
     {"qwen3-0.6b", "qwen3", 151936, 1024, 28, 16, 8, 128, 3072, 40960, 1000000, 1e-6,
      "{\"tie_word_embeddings\": true, \"hidden_act\": \"silu\", \"eos_token_id\": 151645}"},
     {"smollm2-135m", "llama", 49152, 576, 30, 9, 3, 64, 1536, 8192, 100000, 1e-5,

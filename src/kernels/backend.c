@@ -35,7 +35,8 @@ int hr_backend_get(const char *name, hr_backend **out, hr_error *err) {
             fprintf(stderr, "hearth: device auto: %s\n", d);
             return 0;
         }
-        fprintf(stderr, "hearth: device auto: cpu (%s)\n", why.msg);
+        /* on most machines there is no GPU to mention: serve's log says it */
+        hr_log(HR_LOG_INFO, "device auto: cpu (%s)", why.msg);
         *out = hr_backend_cpu();
         return 0;
     }

@@ -97,6 +97,10 @@ typedef struct hr_backend_ops {
     int (*copy)(hr_backend *be, void *dst, const void *src, size_t n, hr_error *err);
     /* free / total memory of the device in bytes (host: 0, 0) */
     void (*mem_info)(hr_backend *be, size_t *free, size_t *total);
+    /* The device memory's bandwidth in bytes/s, bytes read plus written by
+     * a device-to-device copy of `bytes` (best of a few); 0 when it cannot
+     * be measured. NULL on the host (bench reads memory on the pool). */
+    double (*membw)(hr_backend *be, size_t bytes);
 
     /* ---- forward contexts ---- */
     /* Scratch for steps of up to max_tokens tokens, max_seqs sequences and
@@ -143,8 +147,8 @@ struct hr_backend {
 hr_backend *hr_backend_cpu(void);
 
 /* The backend --device `name` asks for: "cpu", "cuda", "cuda:N" or "auto"
- * (also NULL: the first GPU when there is one, else the CPU; it says which
- * on stderr). "cuda" with no GPU, no driver or a build without CUDA is an
+ * (also NULL: the first GPU when there is one, named on stderr, else the
+ * CPU, with the reason logged at INFO). "cuda" with no GPU, no driver or a build without CUDA is an
  * error of one line naming the cause. Backends live as long as the process. */
 int hr_backend_get(const char *name, hr_backend **out, hr_error *err);
 

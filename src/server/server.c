@@ -255,7 +255,7 @@ int hr_server_new(hr_server **out, const hr_server_opts *o, hr_error *err) {
         rc = hr_err(err, HR_ENOMEM, "out of memory");
         goto fail;
     }
-    if ((rc = hr_model_open(&s->model, o->model, err)) ||
+    if ((rc = hr_model_open_on(&s->model, o->model, o->device ? o->device : "auto", err)) ||
         (rc = hr_tokenizer_load(&s->tok, o->model, err)))
         goto fail;
     if (hr_tokenizer_n_vocab(s->tok) > s->model->hp.n_vocab)

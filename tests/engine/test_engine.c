@@ -18,6 +18,7 @@
 #include <string.h>
 #include <unistd.h>
 
+static const char *g_device = "cpu"; /* --device NAME: the backend under test */
 static hr_model *g_model;
 static json_t *g_ref;
 
@@ -220,7 +221,7 @@ static void test_engine_oracle_archs(void **state) {
         snprintf(refp, sizeof refp, "%s/ref.json", dir);
         hr_model *m;
         hr_error err;
-        assert_int_equal(hr_model_open(&m, dir, &err), 0);
+        assert_int_equal(hr_model_open_on(&m, dir, g_device, &err), 0);
         json_t *ref = json_load_file(refp, 0, NULL);
         hr_engine_opts o = {.n_threads = 2, .max_batch = 3, .n_ctx = 128, .prefill_chunk = 16};
         hr_engine *e;
@@ -523,13 +524,24 @@ static void test_ssd_tier(void **state) {
     assert_int_equal(system(cmd), 0);
 }
 
-int main(void) {
+/* test_engine [--device NAME]: the whole engine (batching, prompt cache,
+ * SSD tier) over the model on that backend; a GPU that is not there skips,
+ * saying why. */
+int main(int argc, char **argv) {
+    hr_error err = {0};
+    if (argc > 2 && !strcmp(argv[1], "--device")) {
+        g_device = argv[2];
+        hr_backend *be;
+        if (hr_backend_get(g_device, &be, &err)) {
+            printf("test_engine --device %s: skipped: %s\n", g_device, err.msg);
+            return 0;
+        }
+    }
     const char *root = getenv("HEARTH_ROOT");
     char dir[4096], ref[4200];
     snprintf(dir, sizeof dir, "%s/tests/fixtures/models/llama", root ? root : ".");
     snprintf(ref, sizeof ref, "%s/ref.json", dir);
-    hr_error err;
-    if (hr_model_open(&g_model, dir, &err)) {
+    if (hr_model_open_on(&g_model, dir, g_device, &err)) {
         fprintf(stderr, "%s\n", err.msg);
         return 1;
     }

@@ -304,6 +304,7 @@ static const hr_backend_ops cpu_ops = {
     .download = cpu_copy,
     .copy = cpu_copy,
     .mem_info = cpu_mem_info,
+    .membw = NULL,
     .ctx_new = cpu_ctx_new,
     .ctx_free = cpu_ctx_free,
     .begin = cpu_begin,

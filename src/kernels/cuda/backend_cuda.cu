@@ -88,6 +88,35 @@ static void cu_mem_info(hr_backend *be, size_t *free_b, size_t *total) {
     }
 }
 
+static double cu_membw(hr_backend *be, size_t bytes) {
+    cudaSetDevice(dev_of(be));
+    void *a = NULL, *b = NULL;
+    cudaEvent_t e0 = NULL, e1 = NULL;
+    double best = 0;
+    if (cudaMalloc(&a, bytes) == cudaSuccess && cudaMalloc(&b, bytes) == cudaSuccess &&
+        cudaEventCreate(&e0) == cudaSuccess && cudaEventCreate(&e1) == cudaSuccess) {
+        for (int i = 0; i < 8; i++) {
+            cudaEventRecord(e0);
+            cudaMemcpy(b, a, bytes, cudaMemcpyDeviceToDevice);
+            cudaEventRecord(e1);
+            cudaEventSynchronize(e1);
+            float ms = 0;
+            cudaEventElapsedTime(&ms, e0, e1);
+            double bw = ms > 0 ? 2.0 * (double)bytes / (ms * 1e-3) : 0;
+            if (i >= 2 && bw > best) /* the first two warm up */
+                best = bw;
+        }
+    }
+    cudaGetLastError();
+    if (e0)
+        cudaEventDestroy(e0);
+    if (e1)
+        cudaEventDestroy(e1);
+    cudaFree(a);
+    cudaFree(b);
+    return best;
+}
+
 /* ---- contexts ---------------------------------------------------------------- */
 
 static void cu_ctx_free(hr_bctx *c) {
@@ -254,7 +283,7 @@ static void cu_logit_scale(hr_bctx *c, float *logits, size_t n, float div, float
 /* ---- the table and the devices --------------------------------------------------- */
 
 static const hr_backend_ops cu_ops = {
-    cu_alloc, cu_free, cu_upload, cu_download, cu_copy, cu_mem_info,
+    cu_alloc, cu_free, cu_upload, cu_download, cu_copy, cu_mem_info, cu_membw,
     cu_ctx_new, cu_ctx_free,
     cu_begin, cu_embed, cu_norm, cu_matmul, cu_qkv, cu_attention, cu_act, cu_add,
     cu_gather, cu_logit_scale, NULL /* prefetch_next */, cu_end,
@@ -267,6 +296,9 @@ static pthread_mutex_t g_mu = PTHREAD_MUTEX_INITIALIZER;
 extern "C" int hr__cuda_count(hr_error *err) {
     int n = 0;
     cudaError_t e = cudaGetDeviceCount(&n);
+    if (e == cudaErrorInsufficientDriver) /* also: no libcuda at all */
+        return hr_err(err, HR_EUNSUPPORTED, "no NVIDIA driver for CUDA %d.%d (none installed, "
+                      "or an older one)", CUDART_VERSION / 1000, CUDART_VERSION % 1000 / 10);
     if (e != cudaSuccess) {
         cudaGetLastError();
         return hr_err(err, HR_EUNSUPPORTED, "no usable CUDA device: %s", cudaGetErrorString(e));
