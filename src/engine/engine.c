@@ -14,7 +14,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
-#include <xxhash.h>
 
 /* ---- requests -------------------------------------------------------------- */
 
@@ -590,34 +589,6 @@ static void *engine_main(void *arg) {
     return NULL;
 }
 
-/* Identifies the weights and the math: SSD cache files of another model or
- * configuration are never read. */
-static uint64_t model_fingerprint(const hr_model *m) {
-    const hr_hparams *hp = &m->hp;
-    XXH64_state_t *st = XXH64_createState();
-    XXH64_reset(st, 0x6865617274680001ull);
-    int dims[] = {hp->n_vocab, hp->d_model, hp->n_layers, hp->n_heads, hp->n_kv_heads,
-                  hp->head_dim, hp->d_ff, hp->rot_dim, hp->sliding_window, (int)hp->act};
-    XXH64_update(st, dims, sizeof dims);
-    XXH64_update(st, hp->arch->model_type, strlen(hp->arch->model_type));
-    double f[] = {hp->rope.theta, hp->rope.factor, hp->rope_local.theta, hp->attn_scale,
-                  hp->attn_softcap, hp->norm_eps, hp->embed_mult, hp->residual_mult};
-    XXH64_update(st, f, sizeof f);
-    XXH64_update(st, hp->layer_sliding, (size_t)hp->n_layers);
-    size_t wb = m->weight_bytes;
-    XXH64_update(st, &wb, sizeof wb);
-    for (int l = 0; l < hp->n_layers; l++) { /* a sample of every layer's weights */
-        const hr_tensor *t[] = {&m->layers[l].wq, &m->layers[l].wk, &m->layers[l].wv,
-                                &m->layers[l].wo, &m->layers[l].w_down};
-        for (size_t k = 0; k < sizeof t / sizeof t[0]; k++)
-            XXH64_update(st, t[k]->data, t[k]->nbytes < 4096 ? t[k]->nbytes : 4096);
-    }
-    XXH64_update(st, m->embed->data, m->embed->nbytes < 4096 ? m->embed->nbytes : 4096);
-    uint64_t h = XXH64_digest(st);
-    XXH64_freeState(st);
-    return h;
-}
-
 int hr_engine_new(hr_engine **out, const hr_model *m, const hr_engine_opts *o,
                   hr_error *err) {
     *out = NULL;
@@ -680,7 +651,7 @@ int hr_engine_new(hr_engine **out, const hr_model *m, const hr_engine_opts *o,
     if (!(o && o->cache_blocks < 0) && !len_rope) {
         if (o && o->ssd_dir) {
             hr_error serr = {0};
-            if (hr_ssd_open(&e->ssd, o->ssd_dir, model_fingerprint(m), o->cache_salt, &e->kv,
+            if (hr_ssd_open(&e->ssd, o->ssd_dir, m->fingerprint, o->cache_salt, &e->kv,
                             o->ssd_max_bytes ? o->ssd_max_bytes : (size_t)32e9, &serr))
                 hr_log(HR_LOG_WARN, "%s; running without the SSD tier", serr.msg);
         }

@@ -7,6 +7,7 @@
 #include "model/gguf_model.h"
 
 #include <stdio.h>
+#include <xxhash.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -357,6 +358,35 @@ static int repack(hr_model *m, hr_error *err) {
     return 0;
 }
 
+/* Identifies the weights (as loaded from the file, before any repacking or
+ * upload) and the math: the SSD tier never reads cache files of another
+ * model or configuration. */
+static uint64_t fingerprint(const hr_model *m) {
+    const hr_hparams *hp = &m->hp;
+    XXH64_state_t *st = XXH64_createState();
+    XXH64_reset(st, 0x6865617274680001ull);
+    int dims[] = {hp->n_vocab, hp->d_model, hp->n_layers, hp->n_heads, hp->n_kv_heads,
+                  hp->head_dim, hp->d_ff, hp->rot_dim, hp->sliding_window, (int)hp->act};
+    XXH64_update(st, dims, sizeof dims);
+    XXH64_update(st, hp->arch->model_type, strlen(hp->arch->model_type));
+    double f[] = {hp->rope.theta, hp->rope.factor, hp->rope_local.theta, hp->attn_scale,
+                  hp->attn_softcap, hp->norm_eps, hp->embed_mult, hp->residual_mult};
+    XXH64_update(st, f, sizeof f);
+    XXH64_update(st, hp->layer_sliding, (size_t)hp->n_layers);
+    size_t wb = m->weight_bytes;
+    XXH64_update(st, &wb, sizeof wb);
+    for (int l = 0; l < hp->n_layers; l++) { /* a sample of every layer's weights */
+        const hr_tensor *t[] = {&m->layers[l].wq, &m->layers[l].wk, &m->layers[l].wv,
+                                &m->layers[l].wo, &m->layers[l].w_down};
+        for (size_t k = 0; k < sizeof t / sizeof t[0]; k++)
+            XXH64_update(st, t[k]->data, t[k]->nbytes < 4096 ? t[k]->nbytes : 4096);
+    }
+    XXH64_update(st, m->embed->data, m->embed->nbytes < 4096 ? m->embed->nbytes : 4096);
+    uint64_t h = XXH64_digest(st);
+    XXH64_freeState(st);
+    return h;
+}
+
 static int model_open(hr_model **out, const char *dir, hr_backend *be, hr_error *err) {
     *out = NULL;
     json_t *cfg = NULL, *gen = NULL;
@@ -413,9 +443,12 @@ static int model_open(hr_model **out, const char *dir, hr_backend *be, hr_error 
     for (int i = 0; i < hp->n_layers && !b.rc; i++)
         bind_layer(&b, i);
     m->be = hr_backend_cpu();
-    if ((rc = b.rc) || (rc = be->device_mem ? hr_model_upload(m, be, err) : repack(m, err)))
+    if ((rc = b.rc))
         goto fail;
     m->weight_bytes = hr_weights_bytes(m->weights);
+    m->fingerprint = fingerprint(m);
+    if ((rc = be->device_mem ? hr_model_upload(m, be, err) : repack(m, err)))
+        goto fail;
     json_decref(cfg);
     json_decref(gen);
     *out = m;

@@ -41,6 +41,7 @@ struct hr_model {
     void *repacked;            /* matrices repacked for the kernels (owned, */
     size_t repacked_bytes;     /* hr_big_alloc) */
     size_t weight_bytes;
+    uint64_t fingerprint;      /* the weights and the math (SSD cache keys) */
     bool gguf;                 /* loaded from a GGUF file */
     hr_backend *be;            /* where the weights live (cpu: the mmap) */
     void *dev_mem;             /* off the host: every weight, one allocation */
