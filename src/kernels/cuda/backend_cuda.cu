@@ -229,19 +229,36 @@ static void cu_norm(hr_bctx *c, float *y, const float *x, const float *w, const 
     k_norm<<<T, 256, 0, cx->stream>>>(y, x, w, b, kind, offset, eps, d);
 }
 
+/* One kernel per weight format, whatever the number of rows: a row's
+ * products are summed in the same order alone or in any batch (the engine's
+ * batched == alone), NR rows of x per block (1 for a single row). */
 static void cu_matmul(hr_bctx *c, const float *x, int ldx, int T, int count,
                       const hr_matmul_out *out) {
     cu_ctx *cx = ctx_of(c);
     for (int i = 0; i < count; i++) {
         dw w = view(out[i].w);
-        if (T == 1) {
-            dim3 grid(blocks_for((size_t)w.rows, 4), 1);
-            k_matmul<1><<<grid, 128, 0, cx->stream>>>(x, ldx, T, w, out[i].y, out[i].ldy,
-                                                      out[i].bias);
+        float *y = out[i].y;
+        int ldy = out[i].ldy;
+        const float *bias = out[i].bias;
+        bool one = T == 1;
+        dim3 grid(blocks_for((size_t)w.rows, 4), one ? 1 : blocks_for((size_t)T, 8));
+        bool xal = ((uintptr_t)x & 15) == 0 && ldx % 4 == 0;
+        bool q32 = w.dtype == HR_DTYPE_Q8_0 || w.dtype == HR_DTYPE_Q4_0 ||
+                   w.dtype == HR_DTYPE_Q4_1;
+        if (is_plain(w.dtype) && xal && ((uintptr_t)w.data & 15) == 0 && w.row_bytes % 16 == 0) {
+            if (one)
+                k_mv_plain<1><<<grid, 128, 0, cx->stream>>>(x, ldx, T, w, y, ldy, bias);
+            else
+                k_mv_plain<8><<<grid, 128, 0, cx->stream>>>(x, ldx, T, w, y, ldy, bias);
+        } else if (q32 && xal) {
+            if (one)
+                k_mv_q32<1><<<grid, 128, 0, cx->stream>>>(x, ldx, T, w, y, ldy, bias);
+            else
+                k_mv_q32<8><<<grid, 128, 0, cx->stream>>>(x, ldx, T, w, y, ldy, bias);
+        } else if (one) {
+            k_matmul<1><<<grid, 128, 0, cx->stream>>>(x, ldx, T, w, y, ldy, bias);
         } else {
-            dim3 grid(blocks_for((size_t)w.rows, 4), blocks_for((size_t)T, 8));
-            k_matmul<8><<<grid, 128, 0, cx->stream>>>(x, ldx, T, w, out[i].y, out[i].ldy,
-                                                      out[i].bias);
+            k_matmul<8><<<grid, 128, 0, cx->stream>>>(x, ldx, T, w, y, ldy, bias);
         }
     }
 }

@@ -38,7 +38,7 @@ static __device__ __forceinline__ float ld_plain(const void *p, int t, size_t i)
     }
 }
 
-static __device__ __forceinline__ bool is_plain(int t) {
+static __host__ __device__ __forceinline__ bool is_plain(int t) {
     return t == HR_DTYPE_F32 || t == HR_DTYPE_F16 || t == HR_DTYPE_BF16;
 }
 

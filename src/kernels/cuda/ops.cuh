@@ -84,6 +84,131 @@ __global__ void k_matmul(const float *__restrict__ x, int ldx, int n, dw w,
     }
 }
 
+/* Products of plain weights, one warp per output column and NR rows of x
+ * (from blockIdx.y * NR) per block, each lane reading 16 bytes of the
+ * weight row at a time (16-byte aligned rows, a multiple of 16 bytes). A
+ * row's sum runs in the same order whatever NR and n. */
+template <int NR>
+__global__ void k_mv_plain(const float *__restrict__ x, int ldx, int n, dw w,
+                           float *__restrict__ y, int ldy, const float *__restrict__ bias) {
+    int lane = threadIdx.x & 31;
+    int64_t j = (int64_t)blockIdx.x * (blockDim.x >> 5) + (threadIdx.x >> 5);
+    int r0 = blockIdx.y * NR;
+    if (j >= w.rows)
+        return;
+    int per = w.dtype == HR_DTYPE_F32 ? 4 : 8;
+    int64_t nv = w.cols / per;
+    const uint4 *wr = (const uint4 *)(w.data + (size_t)j * w.row_bytes);
+    float acc[NR];
+    for (int r = 0; r < NR; r++)
+        acc[r] = 0.0f;
+#pragma unroll 4
+    for (int64_t v = lane; v < nv; v += 32) {
+        uint4 q = __ldg(wr + v);
+        float wv[8];
+        if (w.dtype == HR_DTYPE_F32) {
+            wv[0] = __uint_as_float(q.x);
+            wv[1] = __uint_as_float(q.y);
+            wv[2] = __uint_as_float(q.z);
+            wv[3] = __uint_as_float(q.w);
+        } else {
+            uint32_t u[4] = {q.x, q.y, q.z, q.w};
+            for (int i = 0; i < 4; i++) {
+                uint16_t lo = (uint16_t)(u[i] & 0xffff), hi = (uint16_t)(u[i] >> 16);
+                wv[2 * i] = w.dtype == HR_DTYPE_BF16 ? bf2f(lo) : h2f(lo);
+                wv[2 * i + 1] = w.dtype == HR_DTYPE_BF16 ? bf2f(hi) : h2f(hi);
+            }
+        }
+        int64_t c = v * per;
+        for (int r = 0; r < NR; r++)
+            if (r0 + r < n) {
+                const float4 *xr = (const float4 *)(x + (size_t)(r0 + r) * ldx + c);
+                float4 a = xr[0];
+                float s = wv[0] * a.x + wv[1] * a.y + wv[2] * a.z + wv[3] * a.w;
+                if (per == 8) {
+                    float4 b = xr[1];
+                    s += wv[4] * b.x + wv[5] * b.y + wv[6] * b.z + wv[7] * b.w;
+                }
+                acc[r] += s;
+            }
+    }
+    for (int r = 0; r < NR; r++) {
+        float s = warp_sum(acc[r]);
+        if (lane == 0 && r0 + r < n)
+            y[(size_t)(r0 + r) * ldy + j] = s + (bias ? bias[j] : 0.0f);
+    }
+}
+
+static __device__ __forceinline__ uint32_t ld_u16x2(const uint8_t *p) { /* 2-byte aligned */
+    const uint16_t *h = (const uint16_t *)p;
+    return (uint32_t)h[0] | ((uint32_t)h[1] << 16);
+}
+
+/* Products of the 32-column ggml formats (Q8_0, Q4_0, Q4_1): one warp per
+ * output column and NR rows of x per block, each lane one whole block at a
+ * time, so a warp reads 32 consecutive blocks. */
+template <int NR>
+__global__ void k_mv_q32(const float *__restrict__ x, int ldx, int n, dw w,
+                         float *__restrict__ y, int ldy, const float *__restrict__ bias) {
+    int lane = threadIdx.x & 31;
+    int64_t j = (int64_t)blockIdx.x * (blockDim.x >> 5) + (threadIdx.x >> 5);
+    int r0 = blockIdx.y * NR;
+    if (j >= w.rows)
+        return;
+    int bs = w.dtype == HR_DTYPE_Q8_0 ? 34 : w.dtype == HR_DTYPE_Q4_0 ? 18 : 20;
+    int64_t nb = w.cols / 32;
+    const uint8_t *row = w.data + (size_t)j * w.row_bytes;
+    float acc[NR];
+    for (int r = 0; r < NR; r++)
+        acc[r] = 0.0f;
+#pragma unroll 2
+    for (int64_t bi = lane; bi < nb; bi += 32) {
+        const uint8_t *b = row + bi * bs;
+        float wv[32];
+        float d = h2f(*(const uint16_t *)b);
+        if (w.dtype == HR_DTYPE_Q8_0) {
+            for (int i = 0; i < 16; i++) {
+                uint16_t u = ((const uint16_t *)(b + 2))[i];
+                wv[2 * i] = d * (float)(int8_t)(u & 0xff);
+                wv[2 * i + 1] = d * (float)(int8_t)(u >> 8);
+            }
+        } else {
+            bool one = w.dtype == HR_DTYPE_Q4_1;
+            float m = one ? h2f(*(const uint16_t *)(b + 2)) : 0.0f;
+            const uint8_t *qs = b + (one ? 4 : 2);
+            for (int i = 0; i < 16; i += 4) {
+                uint32_t u = ld_u16x2(qs + i);
+                for (int k = 0; k < 4; k++) {
+                    int q = (int)((u >> (8 * k)) & 0xff);
+                    if (one) {
+                        wv[i + k] = d * (float)(q & 0xF) + m;
+                        wv[i + k + 16] = d * (float)(q >> 4) + m;
+                    } else {
+                        wv[i + k] = d * (float)((q & 0xF) - 8);
+                        wv[i + k + 16] = d * (float)((q >> 4) - 8);
+                    }
+                }
+            }
+        }
+        for (int r = 0; r < NR; r++)
+            if (r0 + r < n) {
+                const float4 *xr = (const float4 *)(x + (size_t)(r0 + r) * ldx + bi * 32);
+                float s = 0.0f;
+                for (int i = 0; i < 8; i++) {
+                    float4 a = xr[i];
+                    s += wv[4 * i] * a.x + wv[4 * i + 1] * a.y + wv[4 * i + 2] * a.z +
+                         wv[4 * i + 3] * a.w;
+                }
+                acc[r] += s;
+            }
+    }
+    for (int r = 0; r < NR; r++) {
+        float s = warp_sum(acc[r]);
+        if (lane == 0 && r0 + r < n)
+            y[(size_t)(r0 + r) * ldy + j] = s + (bias ? bias[j] : 0.0f);
+    }
+}
+
 /* ---- row ops ------------------------------------------------------------------ */
 
 __global__ void k_embed(float *x, dw emb, const int32_t *token, int d, float scale) {
