@@ -87,6 +87,14 @@ typedef struct hr_attn_in {
     int max_ctx;           /* 1 + the step's largest position */
 } hr_attn_in;
 
+/* What a forward context's steps can hold. */
+typedef struct hr_bctx_dims {
+    int max_tokens, max_seqs; /* a step's tokens and sequences */
+    int max_ctx;              /* positions below it */
+    int n_heads, n_kv_heads, rot_dim;
+    int max_k;                /* the widest product input (columns) */
+} hr_bctx_dims;
+
 typedef struct hr_backend_ops {
     /* ---- memory (any thread) ---- */
     void *(*alloc)(hr_backend *be, size_t bytes);      /* NULL: out of memory */
@@ -103,10 +111,8 @@ typedef struct hr_backend_ops {
     double (*membw)(hr_backend *be, size_t bytes);
 
     /* ---- forward contexts ---- */
-    /* Scratch for steps of up to max_tokens tokens, max_seqs sequences and
-     * positions below max_ctx; pool: the forward's CPU threads. */
-    int (*ctx_new)(hr_backend *be, hr_pool *pool, int max_tokens, int max_seqs,
-                   int max_ctx, int n_heads, int n_kv_heads, int rot_dim, hr_bctx **out,
+    /* Scratch for the steps `dims` bounds; pool: the forward's CPU threads. */
+    int (*ctx_new)(hr_backend *be, hr_pool *pool, const hr_bctx_dims *dims, hr_bctx **out,
                    hr_error *err);
     void (*ctx_free)(hr_bctx *c);
 

@@ -2,7 +2,6 @@
 #include "core/arena.h"
 #include "core/error.h"
 #include "kernels/backend.h"
-#include "kernels/cpu/ops.h"
 #include "model/rope.h"
 
 #include <math.h>
@@ -57,21 +56,22 @@ int hr_fwd_new(hr_fwd **out, const hr_model *m, int max_tokens, int max_seqs, in
     int k_max = hp->d_model > hp->d_ff ? hp->d_model : hp->d_ff;
     if (hp->n_heads * hp->head_dim > k_max)
         k_max = hp->n_heads * hp->head_dim;
+    hr_bctx_dims dims = {.max_tokens = max_tokens, .max_seqs = max_seqs, .max_ctx = f->max_ctx,
+                         .n_heads = hp->n_heads, .n_kv_heads = hp->n_kv_heads,
+                         .rot_dim = hp->rot_dim, .max_k = k_max};
     int rc = HR_ENOMEM;
     f->mem_bytes = scratch_bytes(m, max_tokens);
     f->freq = malloc((size_t)max_seqs * 2 * (hp->rot_dim / 2 + 1) * sizeof *f->freq);
     f->tables = malloc((size_t)max_seqs * f->max_blocks * sizeof *f->tables);
     f->tab_off = malloc((size_t)max_seqs * sizeof *f->tab_off);
     if (!f->pool || !f->freq || !f->tables || !f->tab_off ||
-        !(f->mem = f->be->ops->alloc(f->be, f->mem_bytes)) ||
-        (!f->be->device_mem && !hr_matmul_reserve(f->pool, max_tokens, k_max))) {
+        !(f->mem = f->be->ops->alloc(f->be, f->mem_bytes))) {
         rc = hr_err(err, HR_ENOMEM, "cannot allocate forward scratch for %d tokens (%zu MiB "
                     "on %s)", max_tokens, f->mem_bytes >> 20, f->be->name);
         goto fail;
     }
     hr_arena_wrap(&f->arena, f->mem, f->mem_bytes);
-    if ((rc = f->be->ops->ctx_new(f->be, f->pool, max_tokens, max_seqs, f->max_ctx,
-                                  hp->n_heads, hp->n_kv_heads, hp->rot_dim, &f->c, err)))
+    if ((rc = f->be->ops->ctx_new(f->be, f->pool, &dims, &f->c, err)))
         goto fail;
     *out = f;
     return 0;

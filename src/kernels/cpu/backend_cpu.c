@@ -62,8 +62,7 @@ static void cpu_ctx_free(hr_bctx *c) {
     free(x);
 }
 
-static int cpu_ctx_new(hr_backend *be, hr_pool *pool, int max_tokens, int max_seqs,
-                       int max_ctx, int n_heads, int n_kv_heads, int rot_dim, hr_bctx **out,
+static int cpu_ctx_new(hr_backend *be, hr_pool *pool, const hr_bctx_dims *dm, hr_bctx **out,
                        hr_error *err) {
     (void)be;
     *out = NULL;
@@ -71,18 +70,20 @@ static int cpu_ctx_new(hr_backend *be, hr_pool *pool, int max_tokens, int max_se
     if (!x)
         return hr_err(err, HR_ENOMEM, "out of memory");
     x->pool = pool;
-    x->max_tokens = max_tokens;
-    x->max_seqs = max_seqs;
-    x->rot_dim = rot_dim;
+    x->max_tokens = dm->max_tokens;
+    x->max_seqs = dm->max_seqs;
+    x->rot_dim = dm->rot_dim;
     size_t nscores = (size_t)hr_pool_size(pool) * HR_ATTN_TILE *
-                     (size_t)(n_heads / n_kv_heads) * (size_t)max_ctx;
+                     (size_t)(dm->n_heads / dm->n_kv_heads) * (size_t)dm->max_ctx;
     x->scores = aligned_alloc(64, (nscores * sizeof(float) + 63) & ~(size_t)63);
-    x->cs = malloc(((size_t)max_tokens * 2 * rot_dim + 1) * sizeof(float));
-    x->tok_blocks = malloc((size_t)max_tokens * sizeof *x->tok_blocks);
-    if (!x->scores || !x->cs || !x->tok_blocks) {
+    x->cs = malloc(((size_t)dm->max_tokens * 2 * dm->rot_dim + 1) * sizeof(float));
+    x->tok_blocks = malloc((size_t)dm->max_tokens * sizeof *x->tok_blocks);
+    /* the products' scratch, reserved now: no allocation mid-pass */
+    if (!x->scores || !x->cs || !x->tok_blocks ||
+        !hr_matmul_reserve(pool, dm->max_tokens, dm->max_k)) {
         cpu_ctx_free((hr_bctx *)x);
         return hr_err(err, HR_ENOMEM, "cannot allocate forward scratch for %d tokens",
-                      max_tokens);
+                      dm->max_tokens);
     }
     *out = (hr_bctx *)x;
     return 0;

@@ -15,6 +15,7 @@ extern "C" {
 #include <string.h>
 
 #define MAX_DEVICES 16
+#define MAX_GRAPHS 32 /* per context; steps of other shapes launch their ops */
 
 typedef struct cu_dev {
     int id;
@@ -31,6 +32,17 @@ typedef struct cu_ctx {
     size_t stage_bytes;
     dstep st;
     int n_tokens, n_out;
+    /* Steps run as CUDA graphs, one per (tokens, logit rows): a step's ops
+     * are the same kernels on the same addresses whenever those are (the
+     * batch's data is read from the staging copy, which the graph holds),
+     * so the first such step is captured and later ones replay it. */
+    struct {
+        int T, n_out;
+        cudaGraphExec_t exec;
+    } graphs[MAX_GRAPHS];
+    int n_graphs;
+    int replay;     /* the graph this step replays; -1: its ops launch */
+    bool capturing; /* ... into a capture that end() instantiates */
 } cu_ctx;
 
 static cu_ctx *ctx_of(hr_bctx *c) { return (cu_ctx *)c; }
@@ -124,6 +136,8 @@ static void cu_ctx_free(hr_bctx *c) {
     if (!x)
         return;
     cudaSetDevice(x->dev);
+    for (int i = 0; i < x->n_graphs; i++)
+        cudaGraphExecDestroy(x->graphs[i].exec);
     if (x->stream)
         cudaStreamDestroy(x->stream);
     cudaFreeHost(x->h_stage);
@@ -131,12 +145,12 @@ static void cu_ctx_free(hr_bctx *c) {
     free(x);
 }
 
-static int cu_ctx_new(hr_backend *be, hr_pool *pool, int max_tokens, int max_seqs, int max_ctx,
-                      int n_heads, int n_kv_heads, int rot_dim, hr_bctx **out, hr_error *err) {
+static int cu_ctx_new(hr_backend *be, hr_pool *pool, const hr_bctx_dims *dm, hr_bctx **out,
+                      hr_error *err) {
     (void)pool;
-    (void)n_heads;
-    (void)n_kv_heads;
     *out = NULL;
+    int max_tokens = dm->max_tokens, max_seqs = dm->max_seqs, max_ctx = dm->max_ctx;
+    int rot_dim = dm->rot_dim;
     cu_ctx *x = (cu_ctx *)calloc(1, sizeof *x);
     if (!x)
         return hr_err(err, HR_ENOMEM, "out of memory");
@@ -146,6 +160,7 @@ static int cu_ctx_new(hr_backend *be, hr_pool *pool, int max_tokens, int max_seq
     x->max_seqs = max_seqs;
     x->max_tab = max_seqs * ((max_ctx + 31) / 32 + 1);
     x->freq_per_seq = 2 * (rot_dim / 2 + 1);
+    x->replay = -1;
     x->stage_bytes = ((size_t)4 * max_tokens + max_seqs + x->max_tab) * sizeof(int32_t) +
                      (size_t)max_seqs * x->freq_per_seq * sizeof(float);
     cudaSetDevice(x->dev);
@@ -168,34 +183,73 @@ static int cu_begin(hr_bctx *c, const hr_step_in *in, hr_error *err) {
     if (in->n_tables > x->max_tab)
         return hr_err(err, HR_EINVAL, "%d block-table entries (this context holds %d)",
                       in->n_tables, x->max_tab);
-    int T = in->n_tokens, S = in->n_seqs;
+    /* fixed offsets (by the maxima), so that a captured copy stays right */
+    int T = in->n_tokens, S = in->n_seqs, MT = x->max_tokens, MS = x->max_seqs;
     int32_t *h = (int32_t *)x->h_stage, *d = (int32_t *)x->d_stage;
     memcpy(h, in->token, (size_t)T * 4);
-    memcpy(h + T, in->pos, (size_t)T * 4);
-    memcpy(h + 2 * T, in->seq, (size_t)T * 4);
+    memcpy(h + MT, in->pos, (size_t)T * 4);
+    memcpy(h + 2 * MT, in->seq, (size_t)T * 4);
     int n_out = 0;
     for (int t = 0; t < T; t++)
         if (in->logits[t])
-            h[3 * T + n_out++] = t;
-    memcpy(h + 4 * T, in->tab_off, (size_t)S * 4);
-    memcpy(h + 4 * T + S, in->tables, (size_t)in->n_tables * 4);
-    float *hf = (float *)(h + 4 * T + S + in->n_tables);
+            h[3 * MT + n_out++] = t;
+    memcpy(h + 4 * MT, in->tab_off, (size_t)S * 4);
+    memcpy(h + 4 * MT + MS, in->tables, (size_t)in->n_tables * 4);
+    float *hf = (float *)(h + 4 * MT + MS + x->max_tab);
     memcpy(hf, in->freq, (size_t)S * x->freq_per_seq * sizeof(float));
-    size_t bytes = (size_t)(4 * T + S + in->n_tables) * 4 +
-                   (size_t)S * x->freq_per_seq * sizeof(float);
-    x->st = dstep{d, d + T, d + 2 * T, d + 4 * T + S, d + 4 * T, d + 3 * T,
-                  (const float *)(d + 4 * T + S + in->n_tables), in->rot_dim};
+    x->st = dstep{d, d + MT, d + 2 * MT, d + 4 * MT + MS, d + 4 * MT, d + 3 * MT,
+                  (const float *)(d + 4 * MT + MS + x->max_tab), in->rot_dim};
     x->n_tokens = T;
     x->n_out = n_out;
+    x->replay = -1;
+    x->capturing = false;
+    for (int i = 0; i < x->n_graphs; i++)
+        if (x->graphs[i].T == T && x->graphs[i].n_out == n_out) {
+            x->replay = i;
+            return 0;
+        }
     cudaSetDevice(x->dev);
-    cudaError_t e = cudaMemcpyAsync(x->d_stage, x->h_stage, bytes, cudaMemcpyHostToDevice,
-                                    x->stream);
+    cudaError_t e = cudaSuccess;
+    if (x->n_graphs < MAX_GRAPHS) {
+        e = cudaStreamBeginCapture(x->stream, cudaStreamCaptureModeThreadLocal);
+        x->capturing = e == cudaSuccess;
+    }
+    if (e == cudaSuccess)
+        e = cudaMemcpyAsync(x->d_stage, x->h_stage, x->stage_bytes, cudaMemcpyHostToDevice,
+                            x->stream);
+    if (e != cudaSuccess && x->capturing) { /* the step ends here: close the capture */
+        cudaGraph_t g = NULL;
+        cudaStreamEndCapture(x->stream, &g);
+        if (g)
+            cudaGraphDestroy(g);
+        x->capturing = false;
+    }
     return e == cudaSuccess ? 0 : cu_fail(err, e, "staging a step");
 }
 
 static int cu_end(hr_bctx *c, hr_error *err) {
     cu_ctx *x = ctx_of(c);
-    cudaError_t e = cudaStreamSynchronize(x->stream);
+    cudaError_t e = cudaSuccess;
+    if (x->capturing) {
+        cudaGraph_t g = NULL;
+        cudaGraphExec_t exec = NULL;
+        x->capturing = false;
+        e = cudaStreamEndCapture(x->stream, &g);
+        if (e == cudaSuccess)
+            e = cudaGraphInstantiate(&exec, g, 0);
+        if (g)
+            cudaGraphDestroy(g);
+        if (e != cudaSuccess)
+            return cu_fail(err, e, "capturing a step");
+        x->graphs[x->n_graphs].T = x->n_tokens;
+        x->graphs[x->n_graphs].n_out = x->n_out;
+        x->graphs[x->n_graphs].exec = exec;
+        x->replay = x->n_graphs++;
+    }
+    if (x->replay >= 0)
+        e = cudaGraphLaunch(x->graphs[x->replay].exec, x->stream);
+    if (e == cudaSuccess)
+        e = cudaStreamSynchronize(x->stream);
     if (e == cudaSuccess)
         e = cudaGetLastError();
     return e == cudaSuccess ? 0 : cu_fail(err, e, "a forward step");
@@ -220,28 +274,35 @@ static unsigned blocks_for(size_t n, unsigned per) { return (unsigned)((n + per 
 
 static void cu_embed(hr_bctx *c, float *x, const hr_tensor *emb, int d, float scale) {
     cu_ctx *cx = ctx_of(c);
+    if (cx->replay >= 0)
+        return;
     k_embed<<<cx->n_tokens, 128, 0, cx->stream>>>(x, view(emb), cx->st.token, d, scale);
 }
 
 static void cu_norm(hr_bctx *c, float *y, const float *x, const float *w, const float *b,
                     int kind, float offset, float eps, int T, int d) {
     cu_ctx *cx = ctx_of(c);
+    if (cx->replay >= 0)
+        return;
     k_norm<<<T, 256, 0, cx->stream>>>(y, x, w, b, kind, offset, eps, d);
 }
 
 /* One kernel per weight format, whatever the number of rows: a row's
  * products are summed in the same order alone or in any batch (the engine's
- * batched == alone), NR rows of x per block (1 for a single row). */
+ * batched == alone), NR rows of x per block (1 for a single row, else 32: the
+ * weights are read once per 32 rows). */
 static void cu_matmul(hr_bctx *c, const float *x, int ldx, int T, int count,
                       const hr_matmul_out *out) {
     cu_ctx *cx = ctx_of(c);
+    if (cx->replay >= 0)
+        return;
     for (int i = 0; i < count; i++) {
         dw w = view(out[i].w);
         float *y = out[i].y;
         int ldy = out[i].ldy;
         const float *bias = out[i].bias;
         bool one = T == 1;
-        dim3 grid(blocks_for((size_t)w.rows, 4), one ? 1 : blocks_for((size_t)T, 8));
+        dim3 grid(blocks_for((size_t)w.rows, 4), one ? 1 : blocks_for((size_t)T, 32));
         bool xal = ((uintptr_t)x & 15) == 0 && ldx % 4 == 0;
         bool q32 = w.dtype == HR_DTYPE_Q8_0 || w.dtype == HR_DTYPE_Q4_0 ||
                    w.dtype == HR_DTYPE_Q4_1;
@@ -249,44 +310,56 @@ static void cu_matmul(hr_bctx *c, const float *x, int ldx, int T, int count,
             if (one)
                 k_mv_plain<1><<<grid, 128, 0, cx->stream>>>(x, ldx, T, w, y, ldy, bias);
             else
-                k_mv_plain<8><<<grid, 128, 0, cx->stream>>>(x, ldx, T, w, y, ldy, bias);
+                k_mv_plain<32><<<grid, 128, 0, cx->stream>>>(x, ldx, T, w, y, ldy, bias);
         } else if (q32 && xal) {
             if (one)
                 k_mv_q32<1><<<grid, 128, 0, cx->stream>>>(x, ldx, T, w, y, ldy, bias);
             else
-                k_mv_q32<8><<<grid, 128, 0, cx->stream>>>(x, ldx, T, w, y, ldy, bias);
+                k_mv_q32<32><<<grid, 128, 0, cx->stream>>>(x, ldx, T, w, y, ldy, bias);
         } else if (one) {
             k_matmul<1><<<grid, 128, 0, cx->stream>>>(x, ldx, T, w, y, ldy, bias);
         } else {
-            k_matmul<8><<<grid, 128, 0, cx->stream>>>(x, ldx, T, w, y, ldy, bias);
+            k_matmul<32><<<grid, 128, 0, cx->stream>>>(x, ldx, T, w, y, ldy, bias);
         }
     }
 }
 
 static void cu_qkv(hr_bctx *c, const hr_qkv_args *a) {
     cu_ctx *cx = ctx_of(c);
+    if (cx->replay >= 0)
+        return;
     k_qkv<<<cx->n_tokens, 256, 0, cx->stream>>>(*a, cx->st);
 }
 
 static void cu_attention(hr_bctx *c, const hr_attn_in *a) {
     cu_ctx *cx = ctx_of(c);
+    if (cx->replay >= 0)
+        return;
     dim3 grid(cx->n_tokens, a->n_heads);
-    k_attention<<<grid, 32 * ATT_WARPS, 0, cx->stream>>>(*a, cx->st);
+    hr_attn_in in = *a;
+    in.max_ctx = 0; /* unused by the kernel, and it changes every step */
+    k_attention<<<grid, 32 * ATT_WARPS, 0, cx->stream>>>(in, cx->st);
 }
 
 static void cu_act(hr_bctx *c, int act, float *g, const float *u, int T, int n) {
     cu_ctx *cx = ctx_of(c);
+    if (cx->replay >= 0)
+        return;
     size_t total = (size_t)T * n;
     k_act<<<blocks_for(total, 256), 256, 0, cx->stream>>>(act, g, u, total);
 }
 
 static void cu_add(hr_bctx *c, float *x, const float *y, float mult, size_t n) {
     cu_ctx *cx = ctx_of(c);
+    if (cx->replay >= 0)
+        return;
     k_add<<<blocks_for(n, 256), 256, 0, cx->stream>>>(x, y, mult, n);
 }
 
 static int cu_gather(hr_bctx *c, float *y, const float *x, int d) {
     cu_ctx *cx = ctx_of(c);
+    if (cx->replay >= 0)
+        return cx->n_out;
     if (cx->n_out > 0)
         k_gather<<<cx->n_out, 256, 0, cx->stream>>>(y, x, cx->st.out_rows, d);
     return cx->n_out;
@@ -294,6 +367,8 @@ static int cu_gather(hr_bctx *c, float *y, const float *x, int d) {
 
 static void cu_logit_scale(hr_bctx *c, float *logits, size_t n, float div, float cap) {
     cu_ctx *cx = ctx_of(c);
+    if (cx->replay >= 0)
+        return;
     k_logit_scale<<<blocks_for(n, 256), 256, 0, cx->stream>>>(logits, n, div, cap);
 }
 
