@@ -57,4 +57,15 @@ hr_reply hr__json_reply(unsigned status, json_t *body); /* steals body */
 hr_reply hr__route_generate(hr_server *s, struct MHD_Connection *c, bool chat,
                             const char *body, size_t len);
 
+/* POST /v1/messages, Anthropic's Messages API (anthropic.c). */
+hr_reply hr__route_messages(hr_server *s, struct MHD_Connection *c, const char *body,
+                            size_t len);
+/* An error reply (OpenAI's shape) in Anthropic's: {"type": "error", "error":
+ * {"type", "message"}}; other replies pass through. Consumes r. */
+hr_reply hr__anthropic_error(hr_reply r);
+/* Anthropic's request as a chat completions request (a new object), or NULL
+ * with *err (a 400 in OpenAI's shape) when req is malformed. req is a JSON
+ * object. */
+json_t *hr__messages_to_chat(const json_t *req, hr_reply *err);
+
 #endif

@@ -114,6 +114,8 @@ static hr_reply route(hr_server *s, struct MHD_Connection *c, const char *method
         return hr__route_generate(s, c, true, body, len);
     if (post && (!strcmp(url, "/v1/completions") || !strcmp(url, "/completions")))
         return hr__route_generate(s, c, false, body, len);
+    if (post && !strcmp(url, "/v1/messages"))
+        return hr__route_messages(s, c, body, len);
     return hr__error_reply(404, "invalid_request_error", NULL, "Unknown route: %s %s",
                            method, url);
 }
@@ -146,6 +148,11 @@ static enum MHD_Result send_reply(hr_server *s, struct MHD_Connection *c, hr_rep
     enum MHD_Result ok = MHD_queue_response(c, rep.status, r);
     MHD_destroy_response(r);
     return ok;
+}
+
+/* Errors in the shape of the API the route speaks. */
+static hr_reply shaped(const char *url, hr_reply r) {
+    return strcmp(url, "/v1/messages") ? r : hr__anthropic_error(r);
 }
 
 static enum MHD_Result handler(void *cls, struct MHD_Connection *c, const char *url,
@@ -189,13 +196,14 @@ static enum MHD_Result handler(void *cls, struct MHD_Connection *c, const char *
         return send_reply(s, c, rep);
     }
     if (ctx->too_large)
-        return send_reply(s, c, hr__error_reply(413, "invalid_request_error", NULL,
-                                                "The request body exceeds %zu bytes",
-                                                s->o.max_body));
+        return send_reply(s, c, shaped(url, hr__error_reply(413, "invalid_request_error", NULL,
+                                                            "The request body exceeds %zu bytes",
+                                                            s->o.max_body)));
     if (atomic_load(&s->shutting_down))
-        return send_reply(s, c, hr__error_reply(503, "server_error", NULL,
-                                                "The server is shutting down"));
-    return send_reply(s, c, route(s, c, method, url, ctx->body ? ctx->body : "", ctx->len));
+        return send_reply(s, c, shaped(url, hr__error_reply(503, "server_error", NULL,
+                                                            "The server is shutting down")));
+    return send_reply(s, c, shaped(url, route(s, c, method, url, ctx->body ? ctx->body : "",
+                                              ctx->len)));
 }
 
 static void completed(void *cls, struct MHD_Connection *c, void **con_cls,
