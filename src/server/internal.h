@@ -63,9 +63,13 @@ hr_reply hr__route_messages(hr_server *s, struct MHD_Connection *c, const char *
 /* An error reply (OpenAI's shape) in Anthropic's: {"type": "error", "error":
  * {"type", "message"}}; other replies pass through. Consumes r. */
 hr_reply hr__anthropic_error(hr_reply r);
-/* Anthropic's request as a chat completions request (a new object), or NULL
- * with *err (a 400 in OpenAI's shape) when req is malformed. req is a JSON
- * object. */
+/* POST /v1/responses, OpenAI's Responses API without stored state (responses.c). */
+hr_reply hr__route_responses(hr_server *s, struct MHD_Connection *c, const char *body,
+                             size_t len);
+/* The other APIs' requests as a chat completions request (a new object), or
+ * NULL with *err (a 400 in OpenAI's shape) when req is malformed. req is a
+ * JSON object. */
 json_t *hr__messages_to_chat(const json_t *req, hr_reply *err);
+json_t *hr__responses_to_chat(const json_t *req, hr_reply *err);
 
 #endif

@@ -116,6 +116,12 @@ static hr_reply route(hr_server *s, struct MHD_Connection *c, const char *method
         return hr__route_generate(s, c, false, body, len);
     if (post && !strcmp(url, "/v1/messages"))
         return hr__route_messages(s, c, body, len);
+    if (post && (!strcmp(url, "/v1/responses") || !strcmp(url, "/responses")))
+        return hr__route_responses(s, c, body, len);
+    if (post && (!strcmp(url, "/v1/embeddings") || !strcmp(url, "/embeddings")))
+        return hr__error_reply(400, "invalid_request_error", NULL,
+                               "not supported yet: embeddings (%s); this server only generates",
+                               url);
     return hr__error_reply(404, "invalid_request_error", NULL, "Unknown route: %s %s",
                            method, url);
 }
