@@ -71,5 +71,9 @@ hr_reply hr__route_responses(hr_server *s, struct MHD_Connection *c, const char 
  * JSON object. */
 json_t *hr__messages_to_chat(const json_t *req, hr_reply *err);
 json_t *hr__responses_to_chat(const json_t *req, hr_reply *err);
+/* GET /metrics: the published counters in Prometheus' text format (metrics.c). */
+hr_reply hr__route_metrics(hr_server *s);
+/* Resident set size of the process in bytes (0 when unknown). */
+long hr__rss_bytes(void);
 
 #endif

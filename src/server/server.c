@@ -46,7 +46,7 @@ static json_t *model_object(const hr_server *s) {
                      (json_int_t)time(NULL), "owned_by", "hearth");
 }
 
-static long rss_bytes(void) {
+long hr__rss_bytes(void) {
     FILE *f = fopen("/proc/self/statm", "r");
     long pages = 0, rss = 0;
     if (f) {
@@ -89,7 +89,7 @@ static hr_reply route_stats(hr_server *s) {
                                            (json_int_t)st.ssd_quarantined)
                                : json_null());
     json_object_set_new(o, "memory",
-                        json_pack("{s:I,s:I}", "rss_bytes", (json_int_t)rss_bytes(),
+                        json_pack("{s:I,s:I}", "rss_bytes", (json_int_t)hr__rss_bytes(),
                                   "weights_bytes", (json_int_t)s->model->weight_bytes));
     return hr__json_reply(200, o);
 }
@@ -118,6 +118,8 @@ static hr_reply route(hr_server *s, struct MHD_Connection *c, const char *method
         return hr__route_messages(s, c, body, len);
     if (post && (!strcmp(url, "/v1/responses") || !strcmp(url, "/responses")))
         return hr__route_responses(s, c, body, len);
+    if (get && !strcmp(url, "/metrics"))
+        return hr__route_metrics(s);
     if (post && (!strcmp(url, "/v1/embeddings") || !strcmp(url, "/embeddings")))
         return hr__error_reply(400, "invalid_request_error", NULL,
                                "not supported yet: embeddings (%s); this server only generates",
