@@ -549,3 +549,24 @@ hr_reply hr__route_messages(hr_server *s, struct MHD_Connection *c, const char *
     }
     return (hr_reply){.status = 200, .stream = resp};
 }
+
+/* POST /v1/messages/count_tokens: the prompt's length as the request would
+ * render it (max_tokens may be left out). */
+hr_reply hr__route_count_tokens(hr_server *s, const char *body, size_t len) {
+    hr_reply err;
+    json_t *req = hr__body_parse(body, len, &err);
+    if (!req)
+        return err;
+    if (!json_object_get(req, "max_tokens"))
+        json_object_set_new(req, "max_tokens", json_integer(1));
+    json_t *chat = hr__messages_to_chat(req, &err);
+    json_decref(req);
+    if (!chat)
+        return err;
+    hr_job j;
+    bool ok = hr__job_from_json(s, true, chat, &j, &err);
+    json_decref(chat);
+    int n = (int)j.prompt.n;
+    hr__job_free(&j);
+    return ok ? hr__json_reply(200, json_pack("{s:i}", "input_tokens", n)) : err;
+}

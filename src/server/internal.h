@@ -60,6 +60,8 @@ hr_reply hr__route_generate(hr_server *s, struct MHD_Connection *c, bool chat,
 /* POST /v1/messages, Anthropic's Messages API (anthropic.c). */
 hr_reply hr__route_messages(hr_server *s, struct MHD_Connection *c, const char *body,
                             size_t len);
+/* POST /v1/messages/count_tokens: {"input_tokens": N} (anthropic.c). */
+hr_reply hr__route_count_tokens(hr_server *s, const char *body, size_t len);
 /* An error reply (OpenAI's shape) in Anthropic's: {"type": "error", "error":
  * {"type", "message"}}; other replies pass through. Consumes r. */
 hr_reply hr__anthropic_error(hr_reply r);

@@ -116,6 +116,8 @@ static hr_reply route(hr_server *s, struct MHD_Connection *c, const char *method
         return hr__route_generate(s, c, false, body, len);
     if (post && !strcmp(url, "/v1/messages"))
         return hr__route_messages(s, c, body, len);
+    if (post && !strcmp(url, "/v1/messages/count_tokens"))
+        return hr__route_count_tokens(s, body, len);
     if (post && (!strcmp(url, "/v1/responses") || !strcmp(url, "/responses")))
         return hr__route_responses(s, c, body, len);
     if (get && !strcmp(url, "/metrics"))
@@ -160,7 +162,7 @@ static enum MHD_Result send_reply(hr_server *s, struct MHD_Connection *c, hr_rep
 
 /* Errors in the shape of the API the route speaks. */
 static hr_reply shaped(const char *url, hr_reply r) {
-    return strcmp(url, "/v1/messages") ? r : hr__anthropic_error(r);
+    return strncmp(url, "/v1/messages", 12) ? r : hr__anthropic_error(r);
 }
 
 static enum MHD_Result handler(void *cls, struct MHD_Connection *c, const char *url,

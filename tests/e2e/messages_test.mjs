@@ -112,6 +112,14 @@ await check('tool_use streaming: content_block_start tool_use, input_json_delta,
   assert(use && JSON.stringify(use.input) === JSON.stringify(JSON.parse(json)), JSON.stringify(final.content));
 });
 
+await check('count_tokens: the prompt length of the same body', async () => {
+  const c = await client.messages.countTokens({ model, system: 'Be brief.', messages });
+  assert(c.input_tokens === greedy.m.usage.input_tokens + greedy.m.usage.cache_read_input_tokens, `${JSON.stringify(c)} vs ${JSON.stringify(greedy.m.usage)}`);
+  const r = await fetch(`${base}/v1/messages/count_tokens`, { method: 'POST', body: JSON.stringify({ messages: [] }) });
+  const j = await r.json();
+  assert(r.status === 400 && j.type === 'error' && j.error.type === 'invalid_request_error', JSON.stringify(j));
+});
+
 await check('bad bodies: 4xx in Anthropic\'s error shape', async () => {
   const cases = [
     ['not json', 400, /Invalid JSON/],
