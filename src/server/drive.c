@@ -69,6 +69,7 @@ bool hr__drive_start(hr_drive *r, struct MHD_Connection *c, const char *param, h
     hr_server *s = r->s;
     hr_error e = {0};
     r->fd = -1;
+    r->t_start = hr_now();
     int rc = hr_request_new(&r->req, s->engine, &r->job.rp, &e);
     if (!rc)
         rc = hr_engine_submit(s->engine, r->req, &e);
@@ -120,6 +121,14 @@ int hr__drive_next(hr_drive *r, int i, hr_step *st, bool keepalive) {
     double t0 = hr_now();
     for (;;) {
         int rc = hr_request_wait(r->req, i, st, WAIT_MS);
+        if (rc == 1) {
+            double now = hr_now();
+            if (i == 0)
+                hr__metrics_ttft(&r->s->metrics, now - r->t_start);
+            else
+                hr__metrics_itl(&r->s->metrics, now - r->t_last);
+            r->t_last = now;
+        }
         if (rc >= 0)
             return rc;
         if (keepalive && hr_now() - t0 >= hr__drive_keepalive_s())

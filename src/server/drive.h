@@ -23,6 +23,7 @@ struct hr_drive {
     hr_stop stop;
     int fd;                 /* the client's socket, to notice it hang up */
     int n_steps;            /* tokens consumed from the request */
+    double t_start, t_last; /* submitted; the last token received (for /metrics) */
     bool stopped;           /* a stop string ended it */
     bool ended;             /* hr__drive_pull returned HR_DRIVE_END */
     hr_finish finish;       /* once ended (HR_FINISH_STOP when a stop string ended it) */

@@ -7,6 +7,7 @@
 #include "engine/engine.h"
 #include "grammar/grammar.h"
 #include "model/model.h"
+#include "server/metrics.h"
 #include "server/server.h"
 #include "tokenizer/tokenizer.h"
 
@@ -38,6 +39,7 @@ struct hr_server {
     double t_start;
     _Atomic int shutting_down;
     _Atomic long http_requests, http_errors;
+    hr_metrics metrics;           /* replies by route and status, latencies */
 };
 
 /* An HTTP answer built by a route: status + body (owned), or a streaming

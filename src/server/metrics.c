@@ -58,6 +58,92 @@ static void gauge(text *t, const char *name, const char *help, double v) {
     metric(t, name, "gauge", help, v);
 }
 
+/* ---- the server's own counters ------------------------------------------------------------ */
+
+/* Route labels: a fixed set, so a client cannot grow the series. */
+static const char *const routes[HR_METRIC_ROUTES] = {
+    "/v1/chat/completions", "/v1/completions", "/v1/messages", "/v1/messages/count_tokens",
+    "/v1/responses", "/v1/embeddings", "/v1/models", "/health", "/stats", "/metrics", "/",
+    "other"};
+static const unsigned codes[HR_METRIC_CODES - 1] = {200, 204, 400, 404, 413, 500, 503, 505};
+/* Upper bounds in seconds; the last bucket is +Inf. */
+static const double ttft_le[HR_METRIC_BUCKETS - 1] = {0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5,
+                                                      1, 2.5, 5, 10, 30, 60};
+static const double itl_le[HR_METRIC_BUCKETS - 1] = {0.001, 0.0025, 0.005, 0.01, 0.02, 0.04,
+                                                     0.06, 0.08, 0.1, 0.25, 0.5, 1, 2.5};
+
+static int route_index(const char *url) {
+    static const char *const alias[][2] = {{"/chat/completions", "/v1/chat/completions"},
+                                           {"/completions", "/v1/completions"},
+                                           {"/responses", "/v1/responses"},
+                                           {"/embeddings", "/v1/embeddings"}};
+    for (size_t i = 0; i < sizeof alias / sizeof alias[0]; i++)
+        if (!strcmp(url, alias[i][0]))
+            url = alias[i][1];
+    if (!strncmp(url, "/v1/models/", 11))
+        url = "/v1/models";
+    for (int i = 0; i < HR_METRIC_ROUTES - 1; i++)
+        if (!strcmp(url, routes[i]))
+            return i;
+    return HR_METRIC_ROUTES - 1;
+}
+
+void hr__metrics_http(hr_metrics *m, const char *url, unsigned status) {
+    int c = HR_METRIC_CODES - 1;
+    for (int i = 0; i < HR_METRIC_CODES - 1; i++)
+        if (codes[i] == status)
+            c = i;
+    atomic_fetch_add(&m->http[route_index(url)][c], 1);
+}
+
+static void observe(hr_histogram *h, const double *le, double s) {
+    int b = 0;
+    while (b < HR_METRIC_BUCKETS - 1 && s > le[b])
+        b++;
+    atomic_fetch_add(&h->count[b], 1);
+    atomic_fetch_add(&h->sum_ns, (long long)(s * 1e9));
+    atomic_fetch_add(&h->n, 1);
+}
+
+void hr__metrics_ttft(hr_metrics *m, double s) { observe(&m->ttft, ttft_le, s); }
+void hr__metrics_itl(hr_metrics *m, double s) { observe(&m->itl, itl_le, s); }
+
+static void histogram(text *t, const char *name, const char *help, hr_histogram *h,
+                      const double *le) {
+    put(t, "# HELP hearth_%s %s\n# TYPE hearth_%s histogram\n", name, help, name);
+    long cum = 0;
+    for (int b = 0; b < HR_METRIC_BUCKETS; b++) {
+        cum += atomic_load(&h->count[b]);
+        if (b < HR_METRIC_BUCKETS - 1)
+            put(t, "hearth_%s_bucket{le=\"%g\"} %ld\n", name, le[b], cum);
+        else
+            put(t, "hearth_%s_bucket{le=\"+Inf\"} %ld\n", name, cum);
+    }
+    /* read apart from the buckets: a scrape may see one observation half
+     * counted; the count is the +Inf bucket's, as Prometheus requires */
+    put(t, "hearth_%s_sum %.9f\nhearth_%s_count %ld\n", name,
+        (double)atomic_load(&h->sum_ns) * 1e-9, name, cum);
+}
+
+static void http_replies(text *t, hr_metrics *m) {
+    put(t, "# HELP hearth_http_responses_total HTTP replies by route and status (series "
+           "appear at their first reply).\n# TYPE hearth_http_responses_total counter\n");
+    for (int r = 0; r < HR_METRIC_ROUTES; r++)
+        for (int c = 0; c < HR_METRIC_CODES; c++) {
+            long n = atomic_load(&m->http[r][c]);
+            if (!n)
+                continue;
+            if (c < HR_METRIC_CODES - 1)
+                put(t, "hearth_http_responses_total{route=\"%s\",code=\"%u\"} %ld\n",
+                    routes[r], codes[c], n);
+            else
+                put(t, "hearth_http_responses_total{route=\"%s\",code=\"other\"} %ld\n",
+                    routes[r], n);
+        }
+}
+
+/* ---- the route ------------------------------------------------------------------------------ */
+
 hr_reply hr__route_metrics(hr_server *s) {
     hr_engine_stats st;
     hr_engine_stats_get(s->engine, &st);
@@ -78,6 +164,12 @@ hr_reply hr__route_metrics(hr_server *s) {
             (double)atomic_load(&s->http_requests));
     counter(&t, "http_errors_total", "HTTP replies with a 4xx or 5xx status.",
             (double)atomic_load(&s->http_errors));
+    http_replies(&t, &s->metrics);
+    histogram(&t, "time_to_first_token_seconds",
+              "Seconds from a generation's submission to its first token.", &s->metrics.ttft,
+              ttft_le);
+    histogram(&t, "inter_token_latency_seconds", "Seconds between two tokens of a generation.",
+              &s->metrics.itl, itl_le);
     counter(&t, "requests_total", "Generation requests submitted to the engine.",
             (double)st.requests_total);
     counter(&t, "requests_finished_total", "Generation requests the engine has finished.",

@@ -160,8 +160,9 @@ static enum MHD_Result send_reply(hr_server *s, struct MHD_Connection *c, hr_rep
     return ok;
 }
 
-/* Errors in the shape of the API the route speaks. */
-static hr_reply shaped(const char *url, hr_reply r) {
+/* Counted for /metrics; errors in the shape of the API the route speaks. */
+static hr_reply shaped(hr_server *s, const char *url, hr_reply r) {
+    hr__metrics_http(&s->metrics, url, r.status);
     return strncmp(url, "/v1/messages", 12) ? r : hr__anthropic_error(r);
 }
 
@@ -205,15 +206,15 @@ static enum MHD_Result handler(void *cls, struct MHD_Connection *c, const char *
         hr_reply rep = {.status = 204, .stream = r};
         return send_reply(s, c, rep);
     }
+    hr_reply rep;
     if (ctx->too_large)
-        return send_reply(s, c, shaped(url, hr__error_reply(413, "invalid_request_error", NULL,
-                                                            "The request body exceeds %zu bytes",
-                                                            s->o.max_body)));
-    if (atomic_load(&s->shutting_down))
-        return send_reply(s, c, shaped(url, hr__error_reply(503, "server_error", NULL,
-                                                            "The server is shutting down")));
-    return send_reply(s, c, shaped(url, route(s, c, method, url, ctx->body ? ctx->body : "",
-                                              ctx->len)));
+        rep = hr__error_reply(413, "invalid_request_error", NULL,
+                              "The request body exceeds %zu bytes", s->o.max_body);
+    else if (atomic_load(&s->shutting_down))
+        rep = hr__error_reply(503, "server_error", NULL, "The server is shutting down");
+    else
+        rep = route(s, c, method, url, ctx->body ? ctx->body : "", ctx->len);
+    return send_reply(s, c, shaped(s, url, rep));
 }
 
 static void completed(void *cls, struct MHD_Connection *c, void **con_cls,
