@@ -157,14 +157,17 @@ static void add_turn(tr *t, json_t *msgs, const json_t *m, size_t k) {
             free(out);
         } else if (!strcmp(type, "thinking") || !strcmp(type, "redacted_thinking")) {
             /* earlier reasoning: templates drop it from history */
+        } else if (!strcmp(type, "tool_use") || !strcmp(type, "tool_result")) {
+            bad(t, "messages.%zu.content.%zu: %s blocks belong in %s messages", k, i, type,
+                user ? "assistant" : "user");
         } else {
-            bad(t, "messages.%zu.content.%zu: not supported yet: %s blocks in %s messages",
-                k, i, type, role);
+            bad(t, "messages.%zu.content.%zu: not supported yet: %s blocks", k, i, type);
         }
         if (t->bad)
             break;
     }
-    if (!t->bad && (user ? text != NULL || json_array_size(c) == 0 : true)) {
+    /* a user turn of tool results only adds no user message */
+    if (!t->bad && (assistant || text || json_array_size(c) == 0)) {
         json_t *msg = json_pack("{s:s,s:s}", "role", role, "content", text ? text : "");
         if (json_array_size(calls))
             json_object_set(msg, "tool_calls", calls);
@@ -294,7 +297,7 @@ json_t *hr__messages_to_chat(const json_t *req, hr_reply *err) {
 /* ---- the answer ----------------------------------------------------------------------------- */
 
 typedef struct msg {
-    hr_drive r;            /* first: the stream's callbacks cast back */
+    hr_drive r;          /* first: the stream's callbacks cast back */
     char id[40];
     json_t *content;     /* non-streaming: the blocks so far */
     char *text;          /* the open text block's text (non-streaming) */

@@ -13,7 +13,7 @@
 #include <time.h>
 
 typedef struct gen {
-    hr_drive r;              /* first: the stream's callbacks cast back */
+    hr_drive r;            /* first: the stream's callbacks cast back */
     char id[64];
     json_int_t created;
     /* non-streaming accumulation */

@@ -284,7 +284,7 @@ json_t *hr__responses_to_chat(const json_t *req, hr_reply *err) {
 /* ---- the answer ----------------------------------------------------------------------------- */
 
 typedef struct resp {
-    hr_drive r;            /* first: the stream's callbacks cast back */
+    hr_drive r;          /* first: the stream's callbacks cast back */
     char id[40];
     json_int_t created;
     json_t *echo;        /* request fields the response object repeats */

@@ -79,7 +79,7 @@ static void test_messages(void **state) {
     refuse(hr__messages_to_chat, "{\"max_tokens\": 1, \"messages\": [{\"role\": \"user\", \"content\": "
            "[{\"type\": \"document\"}]}]}", "not supported yet: document blocks");
     refuse(hr__messages_to_chat, "{\"max_tokens\": 1, \"messages\": [{\"role\": \"assistant\", \"content\": "
-           "[{\"type\": \"tool_result\", \"tool_use_id\": \"x\"}]}]}", "tool_result blocks in assistant");
+           "[{\"type\": \"tool_result\", \"tool_use_id\": \"x\"}]}]}", "tool_result blocks belong in user messages");
 }
 
 static void test_responses(void **state) {
