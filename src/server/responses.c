@@ -420,9 +420,10 @@ static void take(resp *o, const char *text, size_t len) {
             open_item(o, ITEM_MESSAGE, NULL);
         }
         hr__buf_append(&o->text, &o->len, &o->cap, text, len);
-        event(o, "response.output_text.delta",
-              json_pack("{s:s,s:i,s:i,s:s%,s:[]}", "item_id", o->item_id, "output_index",
-                        out_index(o), "content_index", 0, "delta", text, len, "logprobs"));
+        if (o->stream) /* (event() drops it otherwise: spare the token loop the packing) */
+            event(o, "response.output_text.delta",
+                  json_pack("{s:s,s:i,s:i,s:s%,s:[]}", "item_id", o->item_id, "output_index",
+                            out_index(o), "content_index", 0, "delta", text, len, "logprobs"));
     }
     for (size_t i = 0; i < o->r.ev.n; i++) {
         const hr_tool_event *v = &o->r.ev.ev[i];
