@@ -1,11 +1,13 @@
-/* POST /v1/responses: OpenAI's Responses API, stateless, over the chat
- * path. instructions and input items (messages, function_call,
- * function_call_output) become chat messages, function tools and
- * text.format become tools and response_format; the output is a response
- * object with message and function_call items, or the stream of response.*
- * events with sequence numbers. Nothing is stored: previous_response_id and
- * store: true are refused. Errors are OpenAI's shape, as on the chat
- * routes. docs/server-api.md lists the fields. */
+/* POST /v1/responses: OpenAI's Responses API over the chat path.
+ * instructions, a stored conversation (previous_response_id) and input
+ * items (messages, function_call, function_call_output) become chat
+ * messages, function tools and text.format become tools and
+ * response_format; the output is a response object with message and
+ * function_call items, or the stream of response.* events with sequence
+ * numbers. With store (the default) the response and its conversation go
+ * to the bounded store (store.h); GET / DELETE /v1/responses/{id} read and
+ * drop them. Errors are OpenAI's shape, as on the chat routes.
+ * docs/server-api.md lists the fields. */
 #include "core/error.h"
 #include "server/drive.h"
 
@@ -218,17 +220,15 @@ static void add_format(tr *t, json_t *chat, const json_t *req) {
     }
 }
 
-json_t *hr__responses_to_chat(const json_t *req, hr_reply *err) {
+json_t *hr__responses_to_chat(const json_t *req, const json_t *history, hr_reply *err) {
     tr t = {err, false};
     json_t *chat = json_object(), *msgs = json_array();
     json_object_set_new(chat, "messages", msgs);
     const json_t *v;
-    if (given(json_object_get(req, "previous_response_id")))
-        bad(&t, "previous_response_id", "not supported yet: previous_response_id (this server "
-            "stores no responses: send the whole conversation as input items)");
-    if (json_is_true(json_object_get(req, "store")))
-        bad(&t, "store", "not supported yet: store: true (this server stores no responses); "
-            "leave store out or set it to false");
+    if (given(v = json_object_get(req, "previous_response_id")) && !json_is_string(v))
+        bad(&t, "previous_response_id", "previous_response_id must be a string");
+    if (given(v = json_object_get(req, "store")) && !json_is_boolean(v))
+        bad(&t, "store", "store must be true or false");
     if (json_is_true(json_object_get(req, "background")))
         bad(&t, "background", "not supported yet: background responses");
     static const char *refused[] = {"conversation", "prompt"};
@@ -256,6 +256,8 @@ json_t *hr__responses_to_chat(const json_t *req, hr_reply *err) {
         else
             json_array_append_new(msgs, json_pack("{s:s,s:O}", "role", "system", "content", v));
     }
+    if (history) /* the previous response's conversation, without its instructions */
+        json_array_extend(msgs, (json_t *)history);
     const json_t *in = json_object_get(req, "input");
     if (json_is_string(in)) {
         json_array_append_new(msgs, json_pack("{s:s,s:O}", "role", "user", "content", in));
@@ -290,6 +292,7 @@ typedef struct resp {
     json_t *echo;        /* request fields the response object repeats */
     json_t *output;      /* finished items */
     bool stream;
+    json_t *conv;        /* with store: the conversation so far (chat messages) */
     int seq;             /* the next event's sequence_number */
     /* the open item: a message (text) or a function call (args) */
     enum { ITEM_NONE, ITEM_MESSAGE, ITEM_CALL } open;
@@ -305,6 +308,7 @@ static void resp_free(resp *o) {
     hr__drive_deinit(&o->r);
     json_decref(o->echo);
     json_decref(o->output);
+    json_decref(o->conv);
     free(o->text);
     free(o->call_id);
     free(o->name);
@@ -441,13 +445,49 @@ static void take(resp *o, const char *text, size_t len) {
     }
 }
 
-/* The end: the last item closes, then the response. Returns its status. */
+/* The output as the assistant turn of a conversation: its text and calls. */
+static json_t *assistant_turn(const resp *o) {
+    char *text = NULL;
+    size_t len = 0, cap = 0;
+    json_t *calls = json_array();
+    size_t i;
+    json_t *it;
+    json_array_foreach(o->output, i, it) {
+        const char *type = json_string_value(json_object_get(it, "type"));
+        if (type && !strcmp(type, "message")) {
+            const char *t = json_string_value(json_object_get(
+                json_array_get(json_object_get(it, "content"), 0), "text"));
+            if (t)
+                hr__buf_append(&text, &len, &cap, t, strlen(t));
+        } else if (type && !strcmp(type, "function_call")) {
+            json_array_append_new(calls, json_pack("{s:O,s:s,s:{s:O,s:O}}", "id",
+                                                   json_object_get(it, "call_id"), "type",
+                                                   "function", "function", "name",
+                                                   json_object_get(it, "name"), "arguments",
+                                                   json_object_get(it, "arguments")));
+        }
+    }
+    json_t *m = json_pack("{s:s,s:s}", "role", "assistant", "content", text ? text : "");
+    if (json_array_size(calls))
+        json_object_set(m, "tool_calls", calls);
+    json_decref(calls);
+    free(text);
+    return m;
+}
+
+/* The end: the last item closes, then the response (kept when stored).
+ * Returns its status. */
 static const char *finish(resp *o) {
     const char *status =
         hr__drive_outcome(&o->r) == HR_OUTCOME_LENGTH ? "incomplete" : "completed";
     close_item(o, status);
     event(o, !strcmp(status, "completed") ? "response.completed" : "response.incomplete",
           json_pack("{s:o}", "response", response(o, status)));
+    if (o->conv) {
+        json_array_append_new(o->conv, assistant_turn(o));
+        hr__resp_store_put(o->r.s->responses, o->id, response(o, status), o->conv);
+        o->conv = NULL;
+    }
     return status;
 }
 
@@ -510,7 +550,7 @@ static void release(hr_drive *r) { resp_free((resp *)r); }
 /* ---- the route ------------------------------------------------------------------------------ */
 
 /* What the response object repeats of the request (effective values). */
-static json_t *echo(const json_t *req, const hr_job *j) {
+static json_t *echo(const json_t *req, const hr_job *j, bool store) {
     json_t *e = json_object(), *v;
     json_object_set_new(e, "instructions", json_is_string(v = json_object_get(req, "instructions"))
                                                ? json_incref(v)
@@ -518,8 +558,11 @@ static json_t *echo(const json_t *req, const hr_job *j) {
     json_object_set_new(e, "max_output_tokens", json_integer(j->rp.max_tokens));
     json_object_set_new(e, "parallel_tool_calls",
                         json_boolean(!json_is_false(json_object_get(req, "parallel_tool_calls"))));
-    json_object_set_new(e, "previous_response_id", json_null());
-    json_object_set_new(e, "store", json_false());
+    json_object_set_new(e, "previous_response_id",
+                        json_is_string(v = json_object_get(req, "previous_response_id"))
+                            ? json_incref(v)
+                            : json_null());
+    json_object_set_new(e, "store", json_boolean(store));
     json_object_set_new(e, "temperature", json_real(j->rp.sampler.temp));
     json_object_set_new(e, "text", json_is_object(v = json_object_get(req, "text"))
                                        ? json_incref(v)
@@ -571,7 +614,19 @@ hr_reply hr__route_responses(hr_server *s, struct MHD_Connection *c, const char 
     json_t *req = hr__body_parse(body, len, &err);
     if (!req)
         return err;
-    json_t *chat = hr__responses_to_chat(req, &err);
+    /* the conversation through a stored response goes before the input */
+    const char *prev = json_string_value(json_object_get(req, "previous_response_id"));
+    json_t *history = NULL;
+    if (prev && !hr__resp_store_get(s->responses, prev, NULL, &history)) {
+        err = hr__error_reply(400, "invalid_request_error", "previous_response_id",
+                              "Previous response with id '%s' not found (this server keeps "
+                              "the last %d responses, at most %d MiB, in memory)",
+                              prev, HR_RESP_STORE_ENTRIES, HR_RESP_STORE_MIB);
+        json_decref(req); /* prev pointed into it */
+        return err;
+    }
+    json_t *chat = hr__responses_to_chat(req, history, &err);
+    json_decref(history);
     resp *o = chat ? calloc(1, sizeof *o) : NULL;
     if (!o) {
         json_decref(req);
@@ -580,9 +635,17 @@ hr_reply hr__route_responses(hr_server *s, struct MHD_Connection *c, const char 
     }
     o->r.s = s;
     bool ok = hr__job_from_json(s, true, chat, &o->r.job, &err);
+    bool store = !json_is_false(json_object_get(req, "store"));
+    if (ok && store) { /* the messages without this request's instructions */
+        json_t *msgs = json_object_get(chat, "messages");
+        o->conv = json_array();
+        for (size_t i = json_is_string(json_object_get(req, "instructions")) ? 1 : 0;
+             i < json_array_size(msgs); i++)
+            json_array_append(o->conv, json_array_get(msgs, i));
+    }
     json_decref(chat);
     if (ok) {
-        o->echo = echo(req, &o->r.job);
+        o->echo = echo(req, &o->r.job, store);
         o->output = json_array();
     }
     json_decref(req);
@@ -606,4 +669,18 @@ hr_reply hr__route_responses(hr_server *s, struct MHD_Connection *c, const char 
         return hr__error_reply(500, "server_error", NULL, "out of memory");
     }
     return (hr_reply){.status = 200, .stream = mr};
+}
+
+/* GET and DELETE /v1/responses/{id}: a stored response. */
+hr_reply hr__route_stored_response(hr_server *s, const char *id, bool del) {
+    json_t *r = NULL;
+    if (del ? hr__resp_store_delete(s->responses, id)
+            : hr__resp_store_get(s->responses, id, &r, NULL))
+        return hr__json_reply(200, del ? json_pack("{s:s,s:s,s:b}", "id", id, "object",
+                                                   "response", "deleted", 1)
+                                       : r);
+    return hr__error_reply(404, "invalid_request_error", NULL,
+                           "Response with id '%s' not found (never stored, deleted, or evicted: "
+                           "this server keeps the last %d responses, at most %d MiB, in memory)",
+                           id, HR_RESP_STORE_ENTRIES, HR_RESP_STORE_MIB);
 }

@@ -97,6 +97,7 @@ static hr_reply route_stats(hr_server *s) {
 static hr_reply route(hr_server *s, struct MHD_Connection *c, const char *method,
                       const char *url, const char *body, size_t len) {
     bool get = !strcmp(method, "GET") || !strcmp(method, "HEAD"), post = !strcmp(method, "POST");
+    bool del = !strcmp(method, "DELETE");
     if (get && !strcmp(url, "/health"))
         return (hr_reply){.status = 200, .body = strdup("{\"status\": \"ok\"}")};
     if (get && !strcmp(url, "/stats"))
@@ -120,6 +121,8 @@ static hr_reply route(hr_server *s, struct MHD_Connection *c, const char *method
         return hr__route_count_tokens(s, body, len);
     if (post && (!strcmp(url, "/v1/responses") || !strcmp(url, "/responses")))
         return hr__route_responses(s, c, body, len);
+    if ((get || del) && !strncmp(url, "/v1/responses/", 14))
+        return hr__route_stored_response(s, url + 14, del);
     if (get && !strcmp(url, "/metrics"))
         return hr__route_metrics(s);
     if (post && (!strcmp(url, "/v1/embeddings") || !strcmp(url, "/embeddings")))
@@ -140,7 +143,7 @@ typedef struct conn_ctx {
 
 static void add_cors(const hr_server *s, struct MHD_Response *r) {
     MHD_add_response_header(r, "Access-Control-Allow-Origin", s->o.allowed_origins);
-    MHD_add_response_header(r, "Access-Control-Allow-Methods", "GET, POST, OPTIONS");
+    MHD_add_response_header(r, "Access-Control-Allow-Methods", "GET, POST, DELETE, OPTIONS");
     MHD_add_response_header(r, "Access-Control-Allow-Headers", "*");
 }
 
@@ -343,6 +346,11 @@ int hr_server_new(hr_server **out, const hr_server_opts *o, hr_error *err) {
                          .cache_salt = tokenizer_hash(o->model)};
     if ((rc = hr_engine_new(&s->engine, s->model, &eo, err)))
         goto fail;
+    if (!(s->responses = hr__resp_store_new(HR_RESP_STORE_ENTRIES,
+                                            (size_t)HR_RESP_STORE_MIB << 20))) {
+        rc = hr_err(err, HR_ENOMEM, "out of memory");
+        goto fail;
+    }
     *out = s;
     return 0;
 fail:
@@ -387,6 +395,7 @@ void hr_server_free(hr_server *s) {
         return;
     hr_server_stop(s);
     hr_engine_free(s->engine);
+    hr__resp_store_free(s->responses);
     hr_grammar_vocab_free(s->gvocab);
     pthread_mutex_destroy(&s->gvocab_mu);
     hr_chat_template_free(s->tmpl);

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
-# POST /v1/responses (OpenAI's Responses API, stateless) end to end with the
-# official openai client and raw bytes: shapes, usage, the streaming events
-# and their sequence numbers, function calls and their outputs, text.format
-# json_schema by grammar, refused stored state and bad bodies; and the
+# POST /v1/responses (OpenAI's Responses API) end to end with the official
+# openai client and raw bytes: shapes, usage, the streaming events and their
+# sequence numbers, function calls and their outputs, text.format
+# json_schema by grammar, stored responses (previous_response_id, retrieve,
+# delete) and bad bodies; and the
 # "not supported yet" answer of /v1/embeddings (tests/e2e/responses_test.mjs).
 set -euo pipefail
 : "${HEARTH_BIN:?}" "${HEARTH_ROOT:?}"

@@ -30,7 +30,7 @@ let greedy;
 await check('non-streaming: response object, message item, usage', async () => {
   const r = await client.responses.create({ model, input: 'Hello world', instructions: 'Be brief.', max_output_tokens: 12, temperature: 0 });
   assert(r.object === 'response' && /^resp_[0-9a-f]{24}$/.test(r.id) && r.model === model && r.instructions === 'Be brief.', JSON.stringify(r));
-  assert(['completed', 'incomplete'].includes(r.status) && r.store === false && r.previous_response_id === null, r.status);
+  assert(['completed', 'incomplete'].includes(r.status) && r.store === true && r.previous_response_id === null, r.status);
   if (r.status === 'incomplete') assert(r.incomplete_details.reason === 'max_output_tokens', JSON.stringify(r.incomplete_details));
   assert(r.output.length <= 1, JSON.stringify(r.output));
   const u = r.usage;
@@ -110,14 +110,49 @@ await check('text.format json_schema: the output parses and validates', async ()
   assert(o.status !== 'completed' || typeof JSON.parse(o.output_text) === 'object', o.output_text);
 });
 
-await check('stored state and bad bodies: 400s in OpenAI\'s shape naming the field', async () => {
+await check('stored responses: previous_response_id continues the conversation; retrieve, delete', async () => {
+  const r1 = await client.responses.create({ model, input: 'Hello world', instructions: 'Be brief.', max_output_tokens: 6, temperature: 0 });
+  assert(r1.store === true && r1.previous_response_id === null, 'stored by default');
+  const r2 = await client.responses.create({ model, input: 'And then?', previous_response_id: r1.id, max_output_tokens: 4, temperature: 0 });
+  assert(r2.previous_response_id === r1.id, 'echoed');
+  // the same conversation sent whole (instructions do not carry over, as OpenAI's)
+  const whole = await client.responses.create({ model, store: false, max_output_tokens: 4, temperature: 0, input: [
+    { role: 'user', content: 'Hello world' }, { role: 'assistant', content: r1.output_text }, { role: 'user', content: 'And then?' }] });
+  assert(whole.usage.input_tokens === r2.usage.input_tokens && whole.output_text === r2.output_text,
+    `${whole.usage.input_tokens} vs ${r2.usage.input_tokens}`);
+  // a call and its output across two requests
+  const c1 = await client.responses.create({ model, input: [{ role: 'user', content: 'Weather in Paris?' }], tools,
+    tool_choice: { type: 'function', name: 'get_weather' }, max_output_tokens: 200, temperature: 0 });
+  const call = c1.output.find((o) => o.type === 'function_call');
+  const c2 = await client.responses.create({ model, tools, previous_response_id: c1.id, max_output_tokens: 4, temperature: 0,
+    input: [{ type: 'function_call_output', call_id: call.call_id, output: '21' }] });
+  const c2whole = await client.responses.create({ model, tools, store: false, max_output_tokens: 4, temperature: 0, input: [
+    { role: 'user', content: 'Weather in Paris?' }, { type: 'function_call', call_id: call.call_id, name: call.name, arguments: call.arguments },
+    { type: 'function_call_output', call_id: call.call_id, output: '21' }] });
+  assert(c2.usage.input_tokens === c2whole.usage.input_tokens, `${c2.usage.input_tokens} vs ${c2whole.usage.input_tokens}`);
+  // streamed responses are stored too; retrieve gives the final object
+  const sr = await client.responses.stream({ model, input: 'Hi', max_output_tokens: 3, temperature: 0 }).finalResponse();
+  const got = await client.responses.retrieve(sr.id);
+  assert(got.id === sr.id && got.output_text === sr.output_text && got.usage.output_tokens === sr.usage.output_tokens, JSON.stringify(got));
+  const del = await client.responses.delete(r1.id).catch((e) => e);
+  const g = await fetch(`${base}/v1/responses/${r1.id}`);
+  assert(!(del instanceof Error) && g.status === 404 && (await g.json()).error.type === 'invalid_request_error', `delete ${del} / ${g.status}`);
+  const gone = await fetch(`${base}/v1/responses`, { method: 'POST', body: JSON.stringify({ input: 'x', previous_response_id: r1.id }) });
+  assert(gone.status === 400 && (await gone.json()).error.param === 'previous_response_id', 'deleted id refused');
+  assert((await fetch(`${base}/v1/responses/${whole.id}`)).status === 404, 'store: false keeps nothing');
+  const d2 = await fetch(`${base}/v1/responses/${r1.id}`, { method: 'DELETE' });
+  assert(d2.status === 404, 'a second delete');
+});
+
+await check('bad bodies: 400s in OpenAI\'s shape naming the field', async () => {
   const cases = [
     ['not json', null],
     [JSON.stringify({ model }), 'input'],
     [JSON.stringify({ input: 5 }), 'input'],
     [JSON.stringify({ input: [] }), 'input'],
-    [JSON.stringify({ input: 'x', previous_response_id: 'resp_1' }), 'previous_response_id', /not supported yet: previous_response_id/],
-    [JSON.stringify({ input: 'x', store: true }), 'store', /not supported yet: store/],
+    [JSON.stringify({ input: 'x', previous_response_id: 'resp_1' }), 'previous_response_id', /not found/],
+    [JSON.stringify({ input: 'x', previous_response_id: 5 }), 'previous_response_id'],
+    [JSON.stringify({ input: 'x', store: 'yes' }), 'store'],
     [JSON.stringify({ input: 'x', background: true }), 'background'],
     [JSON.stringify({ input: 'x', max_output_tokens: 0 }), 'max_output_tokens'],
     [JSON.stringify({ input: 'x', instructions: 3 }), 'instructions'],
@@ -142,7 +177,7 @@ await check('stored state and bad bodies: 400s in OpenAI\'s shape naming the fie
     assert(r.status === 400 && j.error && j.error.type === 'invalid_request_error' && j.error.param === param, `${body.slice(0, 80)}: ${r.status} ${JSON.stringify(j)}`);
     assert(!re || re.test(j.error.message), j.error.message);
   }
-  try { await client.responses.create({ model, input: 'x', previous_response_id: 'resp_1' }); assert(false, 'no throw'); }
+  try { await client.responses.create({ model, input: 'x', previous_response_id: 'resp_none' }); assert(false, 'no throw'); }
   catch (e) { assert(e instanceof OpenAI.BadRequestError && e.param === 'previous_response_id', String(e)); }
 });
 

@@ -19,7 +19,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         return 0;
     }
     hr_reply err = {0};
-    json_t *chat = anthropic ? hr__messages_to_chat(req, &err) : hr__responses_to_chat(req, &err);
+    json_t *chat = anthropic ? hr__messages_to_chat(req, &err) : hr__responses_to_chat(req, NULL, &err);
     if (chat) {
         if (!json_is_array(json_object_get(chat, "messages")) || err.body)
             abort();

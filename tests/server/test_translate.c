@@ -82,9 +82,13 @@ static void test_messages(void **state) {
            "[{\"type\": \"tool_result\", \"tool_use_id\": \"x\"}]}]}", "tool_result blocks belong in user messages");
 }
 
+static json_t *responses(const json_t *req, hr_reply *err) {
+    return hr__responses_to_chat(req, NULL, err);
+}
+
 static void test_responses(void **state) {
     (void)state;
-    expect(hr__responses_to_chat,
+    expect(responses,
            "{\"model\": \"m\", \"instructions\": \"i\", \"max_output_tokens\": 7, \"store\": false,"
            " \"input\": [{\"role\": \"developer\", \"content\": \"d\"},"
            "  {\"type\": \"message\", \"role\": \"user\", \"content\": [{\"type\": \"input_text\", \"text\": \"a\"},"
@@ -108,13 +112,28 @@ static void test_responses(void **state) {
            "  {\"type\": \"function\", \"function\": {\"name\": \"g\", \"parameters\": {\"type\": \"object\", \"properties\": {}}}}],"
            " \"tool_choice\": {\"type\": \"function\", \"function\": {\"name\": \"g\"}},"
            " \"response_format\": {\"type\": \"json_schema\", \"json_schema\": {\"schema\": {\"type\": \"object\"}}}}");
-    expect(hr__responses_to_chat, "{\"input\": \"q\", \"text\": {\"format\": {\"type\": \"text\"}}}",
+    expect(responses, "{\"input\": \"q\", \"text\": {\"format\": {\"type\": \"text\"}}}",
            "{\"messages\": [{\"role\": \"user\", \"content\": \"q\"}]}");
-    refuse(hr__responses_to_chat, "{\"input\": \"q\", \"previous_response_id\": \"r\"}",
-           "not supported yet: previous_response_id");
-    refuse(hr__responses_to_chat, "{\"input\": \"q\", \"store\": true}", "not supported yet: store");
-    refuse(hr__responses_to_chat, "{\"input\": []}", "input is required");
-    refuse(hr__responses_to_chat, "{\"input\": [{\"type\": \"input_image\"}]}",
+    refuse(responses, "{\"input\": \"q\", \"previous_response_id\": 5}",
+           "previous_response_id must be a string");
+    refuse(responses, "{\"input\": \"q\", \"store\": \"yes\"}", "store must be true or false");
+    /* a previous response's conversation goes between instructions and input */
+    json_t *req = json_loads("{\"instructions\": \"i\", \"input\": \"q2\", \"previous_response_id\": \"r\"}",
+                             0, NULL);
+    json_t *hist = json_loads("[{\"role\": \"user\", \"content\": \"q1\"},"
+                              " {\"role\": \"assistant\", \"content\": \"a1\"}]", 0, NULL);
+    hr_reply err = {0};
+    json_t *chat = hr__responses_to_chat(req, hist, &err);
+    json_t *want = json_loads("[{\"role\": \"system\", \"content\": \"i\"}, {\"role\": \"user\", \"content\": \"q1\"},"
+                              " {\"role\": \"assistant\", \"content\": \"a1\"}, {\"role\": \"user\", \"content\": \"q2\"}]",
+                              0, NULL);
+    assert_true(json_equal(json_object_get(chat, "messages"), want));
+    json_decref(want);
+    json_decref(chat);
+    json_decref(hist);
+    json_decref(req);
+    refuse(responses, "{\"input\": []}", "input is required");
+    refuse(responses, "{\"input\": [{\"type\": \"input_image\"}]}",
            "not supported yet: input_image items");
 }
 
