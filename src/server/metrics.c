@@ -63,9 +63,9 @@ static void gauge(text *t, const char *name, const char *help, double v) {
 /* Route labels: a fixed set, so a client cannot grow the series. */
 static const char *const routes[HR_METRIC_ROUTES] = {
     "/v1/chat/completions", "/v1/completions", "/v1/messages", "/v1/messages/count_tokens",
-    "/v1/responses", "/v1/embeddings", "/v1/models", "/health", "/stats", "/metrics", "/",
-    "other"};
-static const unsigned codes[HR_METRIC_CODES - 1] = {200, 204, 400, 404, 413, 500, 503, 505};
+    "/v1/responses", "/v1/responses/{id}", "/v1/embeddings", "/v1/models", "/health", "/stats",
+    "/metrics", "/", "other"};
+static const unsigned codes[HR_METRIC_CODES - 1] = {200, 204, 400, 404, 413, 500, 503};
 /* Upper bounds in seconds; the last bucket is +Inf. */
 static const double ttft_le[HR_METRIC_BUCKETS - 1] = {0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5,
                                                       1, 2.5, 5, 10, 30, 60};
@@ -82,6 +82,8 @@ static int route_index(const char *url) {
             url = alias[i][1];
     if (!strncmp(url, "/v1/models/", 11))
         url = "/v1/models";
+    else if (!strncmp(url, "/v1/responses/", 14))
+        url = "/v1/responses/{id}";
     for (int i = 0; i < HR_METRIC_ROUTES - 1; i++)
         if (!strcmp(url, routes[i]))
             return i;

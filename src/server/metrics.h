@@ -6,8 +6,8 @@
 
 #include <stdatomic.h>
 
-#define HR_METRIC_ROUTES 12 /* the served paths and "other" (metrics.c) */
-#define HR_METRIC_CODES 9   /* the statuses the server sends and "other" */
+#define HR_METRIC_ROUTES 13 /* the served paths and "other" (metrics.c) */
+#define HR_METRIC_CODES 8   /* the statuses the server sends and "other" */
 #define HR_METRIC_BUCKETS 14
 
 typedef struct hr_histogram {
