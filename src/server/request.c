@@ -532,25 +532,40 @@ static bool model_ok(const hr_server *s, const char *m) {
     return same;
 }
 
-bool hr__job_parse(hr_server *s, bool chat, const char *body, size_t len, hr_job *j,
-                   hr_reply *err) {
-    memset(j, 0, sizeof *j);
-    j->chat = chat;
+json_t *hr__body_parse(const char *body, size_t len, hr_reply *err) {
     json_error_t je;
     json_t *root = json_loadb(body, len, 0, &je);
     if (!root) {
         *err = hr__error_reply(400, "invalid_request_error", NULL,
                                "Invalid JSON in request body: %s (line %d, column %d)",
                                je.text, je.line, je.column);
-        return false;
+        return NULL;
     }
-    fields f = {root, err, false};
     if (!json_is_object(root)) {
         json_decref(root);
         *err = hr__error_reply(400, "invalid_request_error", NULL,
                                "Request should be a JSON dictionary");
-        return false;
+        return NULL;
     }
+    return root;
+}
+
+bool hr__job_parse(hr_server *s, bool chat, const char *body, size_t len, hr_job *j,
+                   hr_reply *err) {
+    memset(j, 0, sizeof *j);
+    json_t *root = hr__body_parse(body, len, err);
+    if (!root)
+        return false;
+    bool ok = hr__job_from_json(s, chat, root, j, err);
+    json_decref(root);
+    return ok;
+}
+
+bool hr__job_from_json(hr_server *s, bool chat, const json_t *root, hr_job *j,
+                       hr_reply *err) {
+    memset(j, 0, sizeof *j);
+    j->chat = chat;
+    fields f = {root, err, false};
     const json_t *m = field(&f, "model");
     if (m && !json_is_string(m))
         fail(&f, "model", "%s must be a string", "model");
@@ -559,7 +574,6 @@ bool hr__job_parse(hr_server *s, bool chat, const char *body, size_t len, hr_job
         *err = hr__error_reply(404, "invalid_request_error", "model",
                                "The model '%s' does not exist; this server serves '%s'",
                                j->model, s->model_id);
-        json_decref(root);
         return false;
     }
     defaults d = resolve_defaults(s);
@@ -609,7 +623,6 @@ bool hr__job_parse(hr_server *s, bool chat, const char *body, size_t len, hr_job
         parse_constraint(&f, s, j);
     if (!f.bad)
         build_prompt(s, &f, chat, j);
-    json_decref(root);
     if (f.bad)
         return false;
     /* XTC never removes end-of-sequence tokens (mlx-lm adds "\n" too) */

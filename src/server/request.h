@@ -28,6 +28,13 @@ typedef struct hr_job {
  * error reply. */
 bool hr__job_parse(hr_server *s, bool chat, const char *body, size_t len, hr_job *j,
                    hr_reply *err);
+/* The same from a parsed body (a JSON object, not kept): the other APIs
+ * (anthropic.c, responses.c) translate theirs into a chat request. */
+bool hr__job_from_json(hr_server *s, bool chat, const json_t *root, hr_job *j,
+                       hr_reply *err);
+/* A request body as a JSON object (caller decrefs); NULL with *err set (400:
+ * not JSON, not an object). */
+json_t *hr__body_parse(const char *body, size_t len, hr_reply *err);
 void hr__job_free(hr_job *j);
 
 #endif

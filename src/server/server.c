@@ -46,7 +46,7 @@ static json_t *model_object(const hr_server *s) {
                      (json_int_t)time(NULL), "owned_by", "hearth");
 }
 
-static long rss_bytes(void) {
+long hr__rss_bytes(void) {
     FILE *f = fopen("/proc/self/statm", "r");
     long pages = 0, rss = 0;
     if (f) {
@@ -89,7 +89,7 @@ static hr_reply route_stats(hr_server *s) {
                                            (json_int_t)st.ssd_quarantined)
                                : json_null());
     json_object_set_new(o, "memory",
-                        json_pack("{s:I,s:I}", "rss_bytes", (json_int_t)rss_bytes(),
+                        json_pack("{s:I,s:I}", "rss_bytes", (json_int_t)hr__rss_bytes(),
                                   "weights_bytes", (json_int_t)s->model->weight_bytes));
     return hr__json_reply(200, o);
 }
@@ -97,6 +97,7 @@ static hr_reply route_stats(hr_server *s) {
 static hr_reply route(hr_server *s, struct MHD_Connection *c, const char *method,
                       const char *url, const char *body, size_t len) {
     bool get = !strcmp(method, "GET") || !strcmp(method, "HEAD"), post = !strcmp(method, "POST");
+    bool del = !strcmp(method, "DELETE");
     if (get && !strcmp(url, "/health"))
         return (hr_reply){.status = 200, .body = strdup("{\"status\": \"ok\"}")};
     if (get && !strcmp(url, "/stats"))
@@ -114,6 +115,20 @@ static hr_reply route(hr_server *s, struct MHD_Connection *c, const char *method
         return hr__route_generate(s, c, true, body, len);
     if (post && (!strcmp(url, "/v1/completions") || !strcmp(url, "/completions")))
         return hr__route_generate(s, c, false, body, len);
+    if (post && !strcmp(url, "/v1/messages"))
+        return hr__route_messages(s, c, body, len);
+    if (post && !strcmp(url, "/v1/messages/count_tokens"))
+        return hr__route_count_tokens(s, body, len);
+    if (post && (!strcmp(url, "/v1/responses") || !strcmp(url, "/responses")))
+        return hr__route_responses(s, c, body, len);
+    if ((get || del) && !strncmp(url, "/v1/responses/", 14))
+        return hr__route_stored_response(s, url + 14, del);
+    if (get && !strcmp(url, "/metrics"))
+        return hr__route_metrics(s);
+    if (post && (!strcmp(url, "/v1/embeddings") || !strcmp(url, "/embeddings")))
+        return hr__error_reply(400, "invalid_request_error", NULL,
+                               "not supported yet: embeddings (%s); this server only generates",
+                               url);
     return hr__error_reply(404, "invalid_request_error", NULL, "Unknown route: %s %s",
                            method, url);
 }
@@ -128,7 +143,7 @@ typedef struct conn_ctx {
 
 static void add_cors(const hr_server *s, struct MHD_Response *r) {
     MHD_add_response_header(r, "Access-Control-Allow-Origin", s->o.allowed_origins);
-    MHD_add_response_header(r, "Access-Control-Allow-Methods", "GET, POST, OPTIONS");
+    MHD_add_response_header(r, "Access-Control-Allow-Methods", "GET, POST, DELETE, OPTIONS");
     MHD_add_response_header(r, "Access-Control-Allow-Headers", "*");
 }
 
@@ -146,6 +161,12 @@ static enum MHD_Result send_reply(hr_server *s, struct MHD_Connection *c, hr_rep
     enum MHD_Result ok = MHD_queue_response(c, rep.status, r);
     MHD_destroy_response(r);
     return ok;
+}
+
+/* Counted for /metrics; errors in the shape of the API the route speaks. */
+static hr_reply shaped(hr_server *s, const char *url, hr_reply r) {
+    hr__metrics_http(&s->metrics, url, r.status);
+    return strncmp(url, "/v1/messages", 12) ? r : hr__anthropic_error(r);
 }
 
 static enum MHD_Result handler(void *cls, struct MHD_Connection *c, const char *url,
@@ -188,14 +209,15 @@ static enum MHD_Result handler(void *cls, struct MHD_Connection *c, const char *
         hr_reply rep = {.status = 204, .stream = r};
         return send_reply(s, c, rep);
     }
+    hr_reply rep;
     if (ctx->too_large)
-        return send_reply(s, c, hr__error_reply(413, "invalid_request_error", NULL,
-                                                "The request body exceeds %zu bytes",
-                                                s->o.max_body));
-    if (atomic_load(&s->shutting_down))
-        return send_reply(s, c, hr__error_reply(503, "server_error", NULL,
-                                                "The server is shutting down"));
-    return send_reply(s, c, route(s, c, method, url, ctx->body ? ctx->body : "", ctx->len));
+        rep = hr__error_reply(413, "invalid_request_error", NULL,
+                              "The request body exceeds %zu bytes", s->o.max_body);
+    else if (atomic_load(&s->shutting_down))
+        rep = hr__error_reply(503, "server_error", NULL, "The server is shutting down");
+    else
+        rep = route(s, c, method, url, ctx->body ? ctx->body : "", ctx->len);
+    return send_reply(s, c, shaped(s, url, rep));
 }
 
 static void completed(void *cls, struct MHD_Connection *c, void **con_cls,
@@ -324,6 +346,11 @@ int hr_server_new(hr_server **out, const hr_server_opts *o, hr_error *err) {
                          .cache_salt = tokenizer_hash(o->model)};
     if ((rc = hr_engine_new(&s->engine, s->model, &eo, err)))
         goto fail;
+    if (!(s->responses = hr__resp_store_new(HR_RESP_STORE_ENTRIES,
+                                            (size_t)HR_RESP_STORE_MIB << 20))) {
+        rc = hr_err(err, HR_ENOMEM, "out of memory");
+        goto fail;
+    }
     *out = s;
     return 0;
 fail:
@@ -368,6 +395,7 @@ void hr_server_free(hr_server *s) {
         return;
     hr_server_stop(s);
     hr_engine_free(s->engine);
+    hr__resp_store_free(s->responses);
     hr_grammar_vocab_free(s->gvocab);
     pthread_mutex_destroy(&s->gvocab_mu);
     hr_chat_template_free(s->tmpl);

@@ -71,13 +71,17 @@ int hr_stop_push(hr_stop *s, const char *text, size_t len, const char **emit,
     s->buf[s->len] = 0;
     /* the earliest complete stop string wins */
     size_t cut = (size_t)-1;
+    int which = -1;
     for (int i = 0; i < s->n; i++) {
         const char *hit = memmem(s->buf, s->len, s->strs[i], strlen(s->strs[i]));
-        if (hit && (size_t)(hit - s->buf) < cut)
+        if (hit && (size_t)(hit - s->buf) < cut) {
             cut = (size_t)(hit - s->buf);
+            which = i;
+        }
     }
     if (cut != (size_t)-1) {
         s->stopped = 1;
+        s->which = which;
         *emit = s->buf;
         *emit_len = cut;
         s->out_off = 0;
@@ -89,6 +93,10 @@ int hr_stop_push(hr_stop *s, const char *text, size_t len, const char **emit,
     *emit_len = s->len - keep;
     s->out_off = s->len - keep;
     return 0;
+}
+
+const char *hr_stop_matched(const hr_stop *s) {
+    return s->stopped ? s->strs[s->which] : NULL;
 }
 
 void hr_stop_flush(hr_stop *s, const char **emit, size_t *emit_len) {

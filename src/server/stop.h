@@ -13,6 +13,7 @@ typedef struct hr_stop {
     size_t len, cap;
     size_t out_off; /* start of the span handed out by the last call */
     int stopped;
+    int which;   /* once stopped: the index in strs of the stop string found */
 } hr_stop;
 
 /* 0 or HR_ENOMEM. strs may be NULL when n == 0. */
@@ -24,6 +25,8 @@ void hr_stop_deinit(hr_stop *s);
  * before it and the stream is over; 0 otherwise; HR_ENOMEM. */
 int hr_stop_push(hr_stop *s, const char *text, size_t len, const char **emit,
                  size_t *emit_len);
+/* The stop string that ended the stream, or NULL while none has. */
+const char *hr_stop_matched(const hr_stop *s);
 /* The end of generation: release whatever is held back. */
 void hr_stop_flush(hr_stop *s, const char **emit, size_t *emit_len);
 

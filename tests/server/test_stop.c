@@ -74,10 +74,27 @@ static void test_hold_back_is_minimal(void **state) {
     hr_stop_deinit(&s);
 }
 
+/* Which stop string ended the stream: the earliest in the text, after
+ * empty strings are dropped. */
+static void test_matched(void **state) {
+    (void)state;
+    hr_stop s;
+    const char *stops[] = {"", "</end>", "STOP"};
+    assert_int_equal(hr_stop_init(&s, stops, 3), 0);
+    const char *e;
+    size_t el;
+    assert_int_equal(hr_stop_push(&s, "x ST", 4, &e, &el), 0);
+    assert_null(hr_stop_matched(&s));
+    assert_int_equal(hr_stop_push(&s, "OP </end>", 9, &e, &el), 1);
+    assert_string_equal(hr_stop_matched(&s), "STOP");
+    hr_stop_deinit(&s);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_split_stop),
         cmocka_unit_test(test_hold_back_is_minimal),
+        cmocka_unit_test(test_matched),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

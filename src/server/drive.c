@@ -1,0 +1,298 @@
+/* One generation for an HTTP route (drive.h): submitting the job, reading its
+ * tokens back as final text and tool calls, and the event-stream plumbing
+ * the routes share. */
+#include "server/drive.h"
+#include "core/error.h"
+#include "core/timer.h"
+
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define WAIT_MS 50
+
+/* ---- helpers ------------------------------------------------------------------------------ */
+
+/* A stream silent this long (a long prefill) gets a keep-alive; env
+ * HEARTH_SSE_KEEPALIVE (seconds) changes it. */
+double hr__drive_keepalive_s(void) {
+    static double v = -1;
+    if (v < 0) {
+        const char *e = getenv("HEARTH_SSE_KEEPALIVE");
+        v = e && *e ? atof(e) : 15.0;
+    }
+    return v;
+}
+
+int hr__buf_append(char **buf, size_t *len, size_t *cap, const char *s, size_t n) {
+    if (*len + n + 1 > *cap) {
+        size_t c = (*len + n + 1) * 2;
+        char *b = realloc(*buf, c);
+        if (!b)
+            return HR_ENOMEM;
+        *buf = b;
+        *cap = c;
+    }
+    memcpy(*buf + *len, s, n);
+    *len += n;
+    (*buf)[*len] = 0;
+    return 0;
+}
+
+char *hr__dump(json_t *o) {
+    char *s = json_dumps(o, JSON_PRESERVE_ORDER | JSON_ENSURE_ASCII);
+    json_decref(o);
+    return s;
+}
+
+void hr__make_id(char *buf, size_t n, const char *prefix) {
+    static _Atomic unsigned long counter;
+    unsigned long c = atomic_fetch_add(&counter, 1);
+    uint64_t a = (uint64_t)(hr_now() * 1e9) ^ ((uint64_t)c * 0x9e3779b97f4a7c15ull);
+    uint64_t b = (a ^ (a >> 29)) * 0xbf58476d1ce4e5b9ull;
+    b ^= b >> 32;
+    snprintf(buf, n, "%s%016llx%08llx", prefix, (unsigned long long)b,
+             (unsigned long long)(c & 0xffffffffull));
+}
+
+static bool client_gone(int fd) {
+    if (fd < 0)
+        return false;
+    struct pollfd p = {.fd = fd, .events = POLLRDHUP};
+    return poll(&p, 1, 0) > 0 && (p.revents & (POLLRDHUP | POLLHUP | POLLERR));
+}
+
+/* ---- lifecycle ---------------------------------------------------------------------------- */
+
+bool hr__drive_start(hr_drive *r, struct MHD_Connection *c, const char *param, hr_reply *err) {
+    hr_server *s = r->s;
+    hr_error e = {0};
+    r->fd = -1;
+    r->t_start = hr_now();
+    int rc = hr_request_new(&r->req, s->engine, &r->job.rp, &e);
+    if (!rc)
+        rc = hr_engine_submit(s->engine, r->req, &e);
+    if (rc) {
+        *err = hr__error_reply(400, "invalid_request_error", param, "%s", e.msg);
+        return false;
+    }
+    /* with tools, markers may be special tokens: keep them in the text */
+    unsigned dflags = r->job.tools ? 0 : HR_DETOK_SKIP_SPECIAL;
+    hr_tool_parser_opts tpo = {.tools = r->job.tools};
+    if (r->job.tools && hr_tool_parser_new(&r->tp, s->tool_format, &tpo, &e)) {
+        *err = hr__error_reply(500, "server_error", NULL, "%s", e.msg);
+        return false;
+    }
+    if (hr_detok_stream_new(&r->detok, s->tok, dflags, &e) ||
+        hr_stop_init(&r->stop, (const char *const *)r->job.stops, r->job.n_stops)) {
+        *err = hr__error_reply(500, "server_error", NULL, "out of memory");
+        return false;
+    }
+    if (c) {
+        /* a generation may outlast the idle timeout (a long prefill sends
+         * nothing); the connection is watched instead (client_gone) until
+         * it completes */
+        MHD_set_connection_option(c, MHD_CONNECTION_OPTION_TIMEOUT, 0u);
+        const union MHD_ConnectionInfo *ci =
+            MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD);
+        r->fd = ci ? ci->connect_fd : -1;
+    }
+    return true;
+}
+
+void hr__drive_deinit(hr_drive *r) {
+    if (r->req) {
+        hr_request_cancel(r->req);
+        hr_request_release(r->req);
+    }
+    hr_detok_stream_free(r->detok);
+    hr_stop_deinit(&r->stop);
+    hr_tool_parser_free(r->tp);
+    hr_tool_events_free(&r->ev);
+    free(r->cbuf);
+    hr__job_free(&r->job);
+    free(r->out);
+}
+
+/* ---- token by token ----------------------------------------------------------------------- */
+
+int hr__drive_next(hr_drive *r, int i, hr_step *st, bool keepalive) {
+    double t0 = hr_now();
+    for (;;) {
+        int rc = hr_request_wait(r->req, i, st, WAIT_MS);
+        if (rc == 1) {
+            double now = hr_now();
+            if (i == 0)
+                hr__metrics_ttft(&r->s->metrics, now - r->t_start);
+            else
+                hr__metrics_itl(&r->s->metrics, now - r->t_last);
+            r->t_last = now;
+        }
+        if (rc >= 0)
+            return rc;
+        if (keepalive && hr_now() - t0 >= hr__drive_keepalive_s())
+            return 2;
+        if (client_gone(r->fd) || atomic_load(&r->s->shutting_down)) {
+            hr_request_cancel(r->req);
+            return -1;
+        }
+    }
+}
+
+bool hr__drive_take(hr_drive *r, const hr_step *st, const char **emit, size_t *elen) {
+    const char *t;
+    size_t tl;
+    hr_error err;
+    *emit = "";
+    *elen = 0;
+    if (hr_detok_stream_push(r->detok, st->token, &t, &tl, &err))
+        return false;
+    int rc = hr_stop_push(&r->stop, t, tl, emit, elen);
+    if (rc == 1) {
+        r->stopped = true;
+        hr_request_cancel(r->req);
+    }
+    return rc == 1;
+}
+
+void hr__drive_rest(hr_drive *r, bool eos, const char **emit, size_t *elen) {
+    const char *t;
+    size_t tl;
+    *emit = "";
+    *elen = 0;
+    if (r->stopped)
+        return;
+    hr_detok_stream_flush(r->detok, &t, &tl);
+    if (hr_stop_push(&r->stop, t, tl, emit, elen) == 1)
+        return;
+    if (!eos) { /* on end-of-sequence a partial stop string is dropped, as mlx-lm */
+        const char *rest;
+        size_t rl;
+        hr_stop_flush(&r->stop, &rest, &rl);
+        /* *emit points into the matcher's buffer right before rest: one span */
+        if (*elen == 0) {
+            *emit = rest;
+            *elen = rl;
+        } else {
+            *elen += rl;
+        }
+    }
+}
+
+void hr__drive_route(hr_drive *r, const char **e, size_t *el, bool end) {
+    hr_tool_events_reset(&r->ev);
+    if (!r->tp)
+        return;
+    hr_tool_parser_push(r->tp, *e, *el, &r->ev);
+    if (end)
+        hr_tool_parser_finish(r->tp, &r->ev);
+    r->clen = 0;
+    for (size_t i = 0; i < r->ev.n; i++)
+        if (r->ev.ev[i].kind == HR_TOOL_EV_CONTENT)
+            hr__buf_append(&r->cbuf, &r->clen, &r->ccap, r->ev.ev[i].text, r->ev.ev[i].len);
+    *e = r->cbuf ? r->cbuf : "";
+    *el = r->clen;
+}
+
+int hr__drive_completion_tokens(hr_drive *r) {
+    /* a stop string ends the request early: count what was consumed */
+    return r->stopped ? r->n_steps : hr_request_completion_tokens(r->req);
+}
+
+/* ---- piece by piece ----------------------------------------------------------------------- */
+
+hr_drive_pull hr__drive_pull(hr_drive *r, bool keepalive, const char **text, size_t *len,
+                         hr_error *err) {
+    *text = "";
+    *len = 0;
+    hr_tool_events_reset(&r->ev);
+    if (r->ended)
+        return HR_DRIVE_END;
+    if (!r->stopped) {
+        hr_step st;
+        int rc = hr__drive_next(r, r->n_steps, &st, keepalive);
+        if (rc == 2)
+            return HR_DRIVE_KEEPALIVE;
+        if (rc < 0) {
+            hr_err(err, HR_ECANCELLED, "generation cancelled");
+            return HR_DRIVE_ABORTED;
+        }
+        if (rc == 1) {
+            r->n_steps++;
+            hr__drive_take(r, &st, text, len);
+            hr__drive_route(r, text, len, false);
+            return HR_DRIVE_PIECE; /* a stop string found here ends it next call */
+        }
+    }
+    hr_error ferr = {0};
+    r->finish = r->stopped ? HR_FINISH_STOP : hr_request_finish(r->req, &ferr);
+    if (r->finish == HR_FINISH_ERROR) {
+        hr_err(err, HR_EIO, "%s", ferr.msg);
+        return HR_DRIVE_ABORTED;
+    }
+    if (r->finish == HR_FINISH_CANCELLED || r->finish == HR_FINISH_NONE) {
+        hr_err(err, HR_ECANCELLED, "generation cancelled");
+        return HR_DRIVE_ABORTED;
+    }
+    hr__drive_rest(r, r->finish == HR_FINISH_STOP, text, len);
+    hr__drive_route(r, text, len, true);
+    r->ended = true;
+    return HR_DRIVE_END;
+}
+
+hr_drive_outcome hr__drive_outcome(const hr_drive *r) {
+    if (r->finish == HR_FINISH_LENGTH && !r->stopped)
+        return HR_OUTCOME_LENGTH;
+    if (r->tp && hr_tool_parser_calls(r->tp) > 0)
+        return HR_OUTCOME_TOOL_CALLS;
+    return r->stopped ? HR_OUTCOME_STOP_STRING : HR_OUTCOME_EOS;
+}
+
+/* ---- event streams ------------------------------------------------------------------------ */
+
+int hr__sse_event(hr_drive *r, const char *name, json_t *o) {
+    char *s = hr__dump(o);
+    if (!s)
+        return HR_ENOMEM;
+    int rc = 0;
+    if (name)
+        rc = hr__buf_append(&r->out, &r->out_len, &r->out_cap, "event: ", 7) ||
+             hr__buf_append(&r->out, &r->out_len, &r->out_cap, name, strlen(name)) ||
+             hr__buf_append(&r->out, &r->out_len, &r->out_cap, "\n", 1);
+    rc = rc || hr__buf_append(&r->out, &r->out_len, &r->out_cap, "data: ", 6) ||
+         hr__buf_append(&r->out, &r->out_len, &r->out_cap, s, strlen(s)) ||
+         hr__buf_append(&r->out, &r->out_len, &r->out_cap, "\n\n", 2);
+    free(s);
+    return rc ? HR_ENOMEM : 0;
+}
+
+static ssize_t sse_reader(void *cls, uint64_t pos, char *buf, size_t max) {
+    (void)pos;
+    hr_drive *r = cls;
+    if (r->out_off == r->out_len) {
+        r->out_off = r->out_len = 0;
+        if (!r->produce(r))
+            return r->done ? MHD_CONTENT_READER_END_OF_STREAM
+                           : MHD_CONTENT_READER_END_WITH_ERROR;
+    }
+    size_t n = r->out_len - r->out_off < max ? r->out_len - r->out_off : max;
+    memcpy(buf, r->out + r->out_off, n);
+    r->out_off += n;
+    return (ssize_t)n;
+}
+
+static void sse_free(void *cls) {
+    hr_drive *r = cls;
+    r->release(r);
+}
+
+struct MHD_Response *hr__sse_response(hr_drive *r) {
+    struct MHD_Response *resp =
+        MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 16384, sse_reader, r, sse_free);
+    if (!resp)
+        return NULL;
+    MHD_add_response_header(resp, "Content-Type", "text/event-stream");
+    MHD_add_response_header(resp, "Cache-Control", "no-cache");
+    return resp;
+}
