@@ -145,6 +145,10 @@ typedef struct hr_backend_ops {
 struct hr_backend {
     char name[16];          /* "cpu", "cuda:0" */
     bool device_mem;        /* memory off the host: never dereferenced there */
+    bool lost;              /* a step failed in a way that leaves the device
+                             * unusable (a CUDA kernel fault): every later
+                             * step fails (set and read by the thread that
+                             * runs the steps) */
     const hr_backend_ops *ops;
     void *impl;
 };

@@ -180,6 +180,8 @@ static int cu_ctx_new(hr_backend *be, hr_pool *pool, const hr_bctx_dims *dm, hr_
 
 static int cu_begin(hr_bctx *c, const hr_step_in *in, hr_error *err) {
     cu_ctx *x = ctx_of(c);
+    if (x->be->lost)
+        return hr_err(err, HR_EIO, "the GPU context of %s is lost", x->be->name);
     if (in->n_tables > x->max_tab)
         return hr_err(err, HR_EINVAL, "%d block-table entries (this context holds %d)",
                       in->n_tables, x->max_tab);
@@ -248,8 +250,12 @@ static int cu_end(hr_bctx *c, hr_error *err) {
     }
     if (x->replay >= 0)
         e = cudaGraphLaunch(x->graphs[x->replay].exec, x->stream);
-    if (e == cudaSuccess)
-        e = cudaStreamSynchronize(x->stream);
+    if (e == cudaSuccess && (e = cudaStreamSynchronize(x->stream)) != cudaSuccess) {
+        /* a fault while the step ran: CUDA's context is gone with it */
+        x->be->lost = true;
+        return hr_err(err, HR_EIO, "the GPU context of %s is lost: %s", x->be->name,
+                      cudaGetErrorString(e));
+    }
     if (e == cudaSuccess)
         e = cudaGetLastError();
     return e == cudaSuccess ? 0 : cu_fail(err, e, "a forward step");
