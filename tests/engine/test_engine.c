@@ -7,6 +7,8 @@
 #include "model/kv.h"
 #include "model/model.h"
 
+#include "../device_arg.h"
+
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -18,7 +20,7 @@
 #include <string.h>
 #include <unistd.h>
 
-static const char *g_device = "cpu"; /* --device NAME: the backend under test */
+static const char *g_device; /* --device NAME: the backend under test */
 static hr_model *g_model;
 static json_t *g_ref;
 
@@ -529,14 +531,8 @@ static void test_ssd_tier(void **state) {
  * saying why. */
 int main(int argc, char **argv) {
     hr_error err = {0};
-    if (argc > 2 && !strcmp(argv[1], "--device")) {
-        g_device = argv[2];
-        hr_backend *be;
-        if (hr_backend_get(g_device, &be, &err)) {
-            printf("test_engine --device %s: skipped: %s\n", g_device, err.msg);
-            return 0;
-        }
-    }
+    if (!hr_test_device(argc, argv, &g_device))
+        return 0;
     const char *root = getenv("HEARTH_ROOT");
     char dir[4096], ref[4200];
     snprintf(dir, sizeof dir, "%s/tests/fixtures/models/llama", root ? root : ".");

@@ -21,6 +21,8 @@
 #include "model/model.h"
 #include "sample/sampler.h"
 
+#include "../device_arg.h"
+
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -38,7 +40,7 @@
 #define TOL 1e-4
 
 static char g_root[4096];
-static const char *g_device = "cpu"; /* --device NAME: the backend under test */
+static const char *g_device; /* --device NAME: the backend under test */
 
 static double lse(const float *x, int n) {
     double mx = -INFINITY, s = 0;
@@ -141,15 +143,8 @@ static int cmp(const void *a, const void *b) {
 /* test_parity [--device NAME]: the fixtures on another backend (ctest's
  * test_parity_cuda). A GPU that is not there skips, saying why. */
 int main(int argc, char **argv) {
-    if (argc > 2 && !strcmp(argv[1], "--device")) {
-        g_device = argv[2];
-        hr_backend *be;
-        hr_error err = {0};
-        if (hr_backend_get(g_device, &be, &err)) {
-            printf("test_parity --device %s: skipped: %s\n", g_device, err.msg);
-            return 0;
-        }
-    }
+    if (!hr_test_device(argc, argv, &g_device))
+        return 0;
     const char *root = getenv("HEARTH_ROOT");
     snprintf(g_root, sizeof g_root, "%s/tests/fixtures/models", root ? root : ".");
     DIR *d = opendir(g_root);

@@ -23,6 +23,8 @@
 #include "model/model.h"
 #include "sample/sampler.h"
 
+#include "../device_arg.h"
+
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -40,7 +42,7 @@
 #define NEAR_TIE 1e-3
 
 static char g_root[4096], g_tmp[4096];
-static const char *g_device = "cpu"; /* --device NAME: the backend under test */
+static const char *g_device; /* --device NAME: the backend under test */
 
 /* ---- helpers --------------------------------------------------------------- */
 
@@ -641,15 +643,8 @@ static void test_errors(void **state) {
  * and KV-dtype cases with the model under test on that backend (the
  * references stay on the CPU); a GPU that is not there skips, saying why. */
 int main(int argc, char **argv) {
-    if (argc > 2 && !strcmp(argv[1], "--device")) {
-        g_device = argv[2];
-        hr_backend *be;
-        hr_error err = {0};
-        if (hr_backend_get(g_device, &be, &err)) {
-            printf("test_quant_parity --device %s: skipped: %s\n", g_device, err.msg);
-            return 0;
-        }
-    }
+    if (!hr_test_device(argc, argv, &g_device))
+        return 0;
     const char *root = getenv("HEARTH_ROOT");
     snprintf(g_root, sizeof g_root, "%s/tests/fixtures/models", root ? root : ".");
     snprintf(g_tmp, sizeof g_tmp, "/tmp/hearth-qparity-XXXXXX");
