@@ -85,7 +85,7 @@ int hr_cmd_perplexity(int argc, char **argv) {
     const char *model = NULL, *file = NULL, *kv_dtype = NULL;
     long ctx = 512, stride = 0, threads = 0, max_windows = 0;
     const hr_opt opts[] = {
-        {"model", HR_OPT_STR, &model, "model directory or .gguf file"},
+        {"model", HR_OPT_MODEL, &model, "model directory or .gguf file; or ORG/NAME[@REV]"},
         {"file", HR_OPT_STR, &file, "text file to score"},
         {"context", HR_OPT_INT, &ctx, "tokens per window (default 512)"},
         {"stride", HR_OPT_INT, &stride, "window start step (default: --context)"},
