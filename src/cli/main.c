@@ -22,6 +22,7 @@ static const verb verbs[] = {
     {"detokenize", hr_cmd_detokenize, "token IDs -> text (--model, --tokens)"},
     {"template", hr_cmd_template, "render a model's chat template over messages"},
     {"grammar", hr_cmd_grammar, "compile a JSON Schema against a tokenizer; check MaskBench tests"},
+    {"get", hr_cmd_get, "download a model from the Hugging Face hub into its cache"},
 };
 
 static void usage(FILE *f) {
