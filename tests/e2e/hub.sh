@@ -158,4 +158,6 @@ out=$(HF_HUB_CACHE=$cache "$bin" generate --model test-org/tiny --prompt-tokens 
 want=$("$bin" generate --model "$repo" --prompt-tokens 1,2,3 --max-tokens 3 2>/dev/null)
 [ "$out" = "$want" ] || fail "by name '$out', by path '$want'"
 out=$(HF_HUB_CACHE=$cache "$bin" tokenize --model "test-org/tiny@$commit" --text hi) || fail "@COMMIT"
+out=$(HF_HUB_CACHE=$cache "$bin" ls) || fail "ls"
+grep -q "^test-org/tiny  *${commit:0:12} main  *5 .* yes: llama, safetensors$" <<<"$out" || fail "ls: $out"
 echo "hub: ok"
