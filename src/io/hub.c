@@ -447,6 +447,11 @@ static int fetch_blob(hub *h, const char *url, bool auth, const char *file, cons
                 fails++;
                 continue;
             }
+            if (cc == CURLE_OK && (r.status == 429 || r.status >= 500) && ++fails < TRIES) {
+                struct timespec ts = {0, 200000000L * fails}; /* busy or down: wait, retry */
+                nanosleep(&ts, NULL);
+                continue;
+            }
             if (cc == CURLE_OK && r.status != 200 && r.status != 206) {
                 close(fd);
                 h->fd = -1;
@@ -454,7 +459,7 @@ static int fetch_blob(hub *h, const char *url, bool auth, const char *file, cons
             }
             fails = h->off > have ? 0 : fails + 1;
             have = h->off;
-            if (cc != CURLE_OK && have < size) {
+            if (have < size) {
                 if (fails >= TRIES) {
                     close(fd);
                     h->fd = -1;
@@ -466,8 +471,6 @@ static int fetch_blob(hub *h, const char *url, bool auth, const char *file, cons
                 }
                 struct timespec ts = {0, 100000000L * fails};
                 nanosleep(&ts, NULL);
-            } else if (cc == CURLE_OK && have < size) {
-                fails++;
             }
         }
         show(h, true);

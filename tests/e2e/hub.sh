@@ -70,15 +70,19 @@ EOF
 }
 all_files="config.json model.safetensors sub/notes.txt tokenizer.json tokenizer_config.json"
 
-# 1. fresh, with the LFS file's connection cut twice at 100 KB: resumed with Range
+# 1. fresh, with the LFS file's connection cut twice at 100 KB (resumed with
+#    Range) and another file answering 503 twice (retried)
 cache=$tmp/c1
 ctl "reset=1&cut=model.safetensors&times=2&at=100000"
+ctl "busy=tokenizer.json&times=2"
 out=$(HF_TOKEN=secret get test-org/tiny 2>"$tmp/err") || fail "fresh get: $(cat "$tmp/err")"
 [ "$out" = "$cache/models--test-org--tiny/snapshots/$commit" ] || fail "printed '$out'"
 [ ! -s "$tmp/err" ] || fail "not quiet without a terminal: $(cat "$tmp/err")"
 check_layout "$cache" $all_files
 log=$(reqlog)
 grep -q '"range": "bytes=200000-"' <<<"$log" || fail "no resumed Range request: $log"
+tok=$(sha256sum "$repo/tokenizer.json" | cut -d' ' -f1)
+[ "$(grep -o "\"/repos/$tok" <<<"$log" | wc -l)" -eq 3 ] || fail "503s not retried: $log"
 python3 -c 'import json,sys; assert all(not e["auth"] for e in json.load(sys.stdin) if e["cdn"])' \
     <<<"$log" || fail "the token went to the CDN"
 [ -f "$cache/CACHEDIR.TAG" ] || fail "no CACHEDIR.TAG"

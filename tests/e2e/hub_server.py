@@ -25,6 +25,7 @@ Faults and a request log through GET /_ctl?... :
                           after B bytes (C after the first) and the
                           connection is closed
   corrupt=NAME&times=N    the next N GETs of NAME send one byte flipped
+  busy=NAME&times=N       the next N GETs of NAME answer 503
   reset=1                 forget faults and the log
 GET /_log: the requests, one JSON object each {method, path, range, auth,
 cdn}. PORTFILE gets "HUB_PORT CDN_PORT" once both listen.
@@ -43,7 +44,7 @@ REVISIONS = {"main", "v1", COMMIT}
 TOKEN = "secret"
 
 repos = {}  # repo -> {path: bytes}
-faults = {"cut": {}, "corrupt": {}}
+faults = {"cut": {}, "corrupt": {}, "busy": {}}
 log = []
 lock = threading.Lock()
 ports = {}
@@ -126,6 +127,12 @@ class Handler(BaseHTTPRequestHandler):
             bad = faults["corrupt"].get(base, 0)
             if bad:
                 faults["corrupt"][base] = bad - 1
+            busy = faults["busy"].get(base, 0)
+            if busy:
+                faults["busy"][base] = busy - 1
+        if busy:
+            self.reply(503, [("Retry-After", "0")], b"busy")
+            return
         if bad:
             data = bytes([data[0] ^ 0xff]) + data[1:]
         body = data[start:]
@@ -168,12 +175,15 @@ class Handler(BaseHTTPRequestHandler):
                 if "reset" in q:
                     faults["cut"].clear()
                     faults["corrupt"].clear()
+                    faults["busy"].clear()
                     log.clear()
                 if "cut" in q:
                     at = int(q.get("at", 1000))
                     faults["cut"][q["cut"]] = [int(q.get("times", 1)), at, int(q.get("then", at))]
                 if "corrupt" in q:
                     faults["corrupt"][q["corrupt"]] = int(q.get("times", 1))
+                if "busy" in q:
+                    faults["busy"][q["busy"]] = int(q.get("times", 1))
             return self.reply(200, body=b"ok")
         if url.path == "/_log":
             with lock:
