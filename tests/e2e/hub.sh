@@ -164,4 +164,16 @@ want=$("$bin" generate --model "$repo" --prompt-tokens 1,2,3 --max-tokens 3 2>/d
 out=$(HF_HUB_CACHE=$cache "$bin" tokenize --model "test-org/tiny@$commit" --text hi) || fail "@COMMIT"
 out=$(HF_HUB_CACHE=$cache "$bin" ls) || fail "ls"
 grep -q "^test-org/tiny  *${commit:0:12} main  *5 .* yes: llama, safetensors$" <<<"$out" || fail "ls: $out"
+# 8. served by name: /v1/models calls it ORG/NAME; a request may name it so
+source "$root/tests/e2e/lib/serve.sh"
+trap '[ -n "$hub_pid" ] && kill "$hub_pid" 2>/dev/null; stop_servers; rm -rf "$tmp"' EXIT
+HF_HUB_CACHE=$cache start_server "$tmp/serve.log" --model test-org/tiny --threads 1
+curl -sf "http://127.0.0.1:$SERVER_PORT/v1/models" | grep -q '"id": *"test-org/tiny"' || fail "/v1/models id"
+for m in test-org/tiny "test-org/tiny@$commit"; do
+    curl -sf "http://127.0.0.1:$SERVER_PORT/v1/completions" -d "{\"model\": \"$m\", \"prompt\": \"a\", \"max_tokens\": 2}" \
+        | grep -q '"model": *"'"$m"'"' || fail "request naming $m"
+done
+code=$(curl -s -o /dev/null -w '%{http_code}' "http://127.0.0.1:$SERVER_PORT/v1/completions" \
+       -d '{"model": "test-org/other", "prompt": "a", "max_tokens": 2}')
+[ "$code" = 404 ] || fail "another model's name: HTTP $code"
 echo "hub: ok"
