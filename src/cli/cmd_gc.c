@@ -16,9 +16,17 @@ static const char usage[] = "usage: hearth gc [ORG/NAME] [--dry-run]";
 int hr_cmd_gc(int argc, char **argv) {
     int dry = 0;
     const hr_opt opts[] = {{"dry-run", HR_OPT_FLAG, &dry, "print what would go; remove nothing"}};
-    const char *repo = argc > 0 && argv[0][0] != '-' ? argv[0] : NULL;
+    const char *repo = NULL;
+    char *rest[2];
+    int n_rest = 0;
+    for (int i = 0; i < argc; i++) /* one word, one flag */
+        if (!repo && argv[i][0] != '-')
+            repo = argv[i];
+        else if (n_rest < 2)
+            rest[n_rest++] = argv[i];
     hr_error err = {0};
-    int rc = hr_args_parse(argc - (repo != NULL), argv + (repo != NULL), opts, 1, usage, &err);
+    int rc = argc > 3 ? hr_err(&err, HR_EINVAL, "too many arguments (see --help)")
+                      : hr_args_parse(n_rest, rest, opts, 1, usage, &err);
     if (rc)
         return rc > 0 ? 0 : hr_cli_fail(&err);
     if (repo && hr_hf_repo_check(repo, &err))

@@ -25,8 +25,9 @@ int hr_cmd_get(int argc, char **argv) {
          "only files matching this glob ('*' crosses '/'; may repeat)"},
         {"quiet", HR_OPT_FLAG, &quiet, "no progress, even on a terminal"},
     };
-    /* the repo is the first word; every --include is kept (the parser keeps one) */
-    const char *repo = argc > 0 && argv[0][0] != '-' ? argv[0] : NULL;
+    /* the repo is the word that is no flag's value; every --include is kept
+     * (the parser keeps one) */
+    const char *repo = NULL;
     char **rest = calloc((size_t)argc + 1, sizeof *rest);
     const char **inc = calloc((size_t)argc + 1, sizeof *inc);
     int n_rest = 0, n_inc = 0, rc;
@@ -35,11 +36,13 @@ int hr_cmd_get(int argc, char **argv) {
         rc = hr_cli_fail(&(hr_error){.msg = "out of memory"});
         goto done;
     }
-    for (int i = repo ? 1 : 0; i < argc; i++) {
+    for (int i = 0; i < argc; i++) {
         if (!strcmp(argv[i], "--include") && i + 1 < argc)
             inc[n_inc++] = argv[++i];
         else if (!strncmp(argv[i], "--include=", 10))
             inc[n_inc++] = argv[i] + 10;
+        else if (!repo && argv[i][0] != '-' && (!i || strcmp(argv[i - 1], "--revision")))
+            repo = argv[i];
         else
             rest[n_rest++] = argv[i];
     }
