@@ -75,7 +75,7 @@ grep -q "would free: 5 items, $((1000 + 4 + 7)) bytes" <<<"$out" || fail "total:
 [ "$(cd "$HF_HUB_CACHE" && find . | sort)" = "$before" ] || fail "--dry-run removed something"
 
 # gc: removes exactly those
-"$bin" ls; "$bin" gc --dry-run; "$bin" gc >/dev/null || fail "gc"
+"$bin" gc >/dev/null || fail "gc"
 [ ! -e "$r/snapshots/$old" ] && [ ! -e "$r/refs/gone" ] && [ ! -e "$r/blobs/$oldcfg" ] &&
     [ ! -e "$r/blobs/$orphan" ] && [ ! -e "$r/blobs/aaaa.incomplete" ] || fail "not removed"
 [ -e "$r/blobs/bbbb.incomplete" ] && [ -e "$r/snapshots/$bad/config.json" ] && [ -e "$r/blobs/$w" ] &&
@@ -89,5 +89,4 @@ grep -q "mamba" "$tmp/err" || fail "unloadable revision: $(cat "$tmp/err")"
 "$bin" gc org/none 2>"$tmp/err" && fail "gc of a missing model"
 [ "$(wc -l < "$tmp/err")" -eq 1 ] || fail "gc error not one line"
 HF_HUB_CACHE=$tmp/nothing "$bin" ls | grep -q "0 models" || fail "ls of a missing cache"
-"$bin" ls; "$bin" gc --dry-run || true
 echo "cache: ok"
