@@ -149,7 +149,7 @@ static int walk_snapshot(walk *w, const char *dir, int depth) {
                 base = strrchr(t, '/') ? strrchr(t, '/') + 1 : t;
             }
             hr_hf_blob key = {.name = (char *)(base ? base : "")};
-            hr_hf_blob *b = base ? bsearch(&key, w->repo->blobs, (size_t)w->repo->n_blobs,
+            hr_hf_blob *b = base && w->repo->n_blobs ? bsearch(&key, w->repo->blobs, (size_t)w->repo->n_blobs,
                                            sizeof key, cmp_blob)
                                  : NULL;
             if (stat(p, &st) != 0) {

@@ -214,7 +214,10 @@ static CURLcode perform(hub *h, bool head, const char *url, bool auth, int64_t f
     curl_easy_setopt(c, CURLOPT_NOBODY, head ? 1L : 0L);
     curl_easy_setopt(c, CURLOPT_HTTPHEADER, hd);
     curl_easy_setopt(c, CURLOPT_USERAGENT, "hearth/0.1.0 libcurl/" LIBCURL_VERSION);
-    curl_easy_setopt(c, CURLOPT_FOLLOWLOCATION, 0L);
+    /* only the listing follows redirects (a renamed repo); curl sends the
+     * Authorization header to the same host only */
+    curl_easy_setopt(c, CURLOPT_FOLLOWLOCATION, h->fd < 0 && !head ? 1L : 0L);
+    curl_easy_setopt(c, CURLOPT_MAXREDIRS, 5L);
     curl_easy_setopt(c, CURLOPT_PROTOCOLS_STR, "http,https");
     curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
     curl_easy_setopt(c, CURLOPT_CONNECTTIMEOUT, 10L);

@@ -155,6 +155,10 @@ get test-org/tiny@v1 >/dev/null 2>&1 || fail "@v1"
 get test-org/tiny --revision $commit >/dev/null 2>&1 || fail "--revision COMMIT"
 [ ! -e "$cache/models--test-org--tiny/refs/$commit" ] || fail "a ref named by a commit"
 
+# a renamed repo: the listing and the files follow the hub's relative redirects
+get old-org/tiny --include config.json >/dev/null 2>"$tmp/err" || fail "renamed repo: $(cat "$tmp/err")"
+[ -L "$cache/models--old-org--tiny/snapshots/$commit/config.json" ] || fail "renamed repo not stored"
+
 # 7. the downloaded model by name
 cache=$tmp/c1
 out=$(HF_HUB_CACHE=$cache "$bin" generate --model test-org/tiny --prompt-tokens 1,2,3 --max-tokens 3 2>/dev/null) \

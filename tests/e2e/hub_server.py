@@ -15,6 +15,9 @@ the hub sends them:
        answers with ETag (git blob sha1), Content-Length, X-Repo-Commit
   GET  the same, with Range: bytes=N- (206 + Content-Range)
 
+"old-org/tiny" was renamed "test-org/tiny": everything under it answers a
+307 to the same path under the new name, as the hub does.
+
 Errors: an unknown repo, or "org/private" without "Authorization: Bearer
 secret": 401 X-Error-Code RepoNotFound; an unknown revision: 404
 RevisionNotFound; a listed file that is not in DIR (a REPO=DIR whose DIR has
@@ -42,6 +45,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 COMMIT = "5d3c0e8a1f2b4c6d8e0f1a2b3c4d5e6f7a8b9c0d"
 REVISIONS = {"main", "v1", COMMIT}
 TOKEN = "secret"
+RENAMED = {"old-org/tiny": "test-org/tiny"}
 
 repos = {}  # repo -> {path: bytes}
 faults = {"cut": {}, "corrupt": {}, "busy": {}}
@@ -188,6 +192,11 @@ class Handler(BaseHTTPRequestHandler):
         if url.path == "/_log":
             with lock:
                 return self.reply(200, body=json.dumps(log).encode())
+        for old, new in RENAMED.items():  # a renamed repo: a relative redirect
+            for pre in ("/api/models/", "/"):
+                if url.path.startswith(pre + old + "/"):
+                    loc = pre + new + url.path[len(pre + old):]
+                    return self.reply(307, [("Location", loc)])
         if url.path.startswith("/api/models/") and len(parts) >= 7 and parts[5] == "revision":
             repo = parts[3] + "/" + parts[4]
             rev = urllib.parse.unquote("/".join(parts[6:]))
