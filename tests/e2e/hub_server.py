@@ -14,6 +14,8 @@ the hub sends them:
        other files: 307 to the relative /api/resolve-cache/models/... which
        answers with ETag (git blob sha1), Content-Length, X-Repo-Commit
   GET  the same, with Range: bytes=N- (206 + Content-Range)
+  GET  /api/models/{repo}/tree/{rev}       huggingface_hub's file listing (its
+       snapshot_download; tools/hfcompat/check.sh)
 
 "old-org/tiny" was renamed "test-org/tiny": everything under it answers a
 307 to the same path under the new name, as the hub does.
@@ -209,6 +211,27 @@ class Handler(BaseHTTPRequestHandler):
                     "siblings": [{"rfilename": n} for n in sorted(repos[repo])]}
             return self.reply(200, [("Content-Type", "application/json")],
                               json.dumps(info).encode())
+        if url.path.startswith("/api/models/") and len(parts) >= 7 and parts[5] == "tree":
+            # huggingface_hub's list_repo_tree (snapshot_download uses it)
+            repo = parts[3] + "/" + parts[4]
+            if not self.repo_ok(repo):
+                return
+            entries, dirs = [], set()
+            for name, data in sorted(repos[repo].items()):
+                if data is None:
+                    continue
+                d = os.path.dirname(name)
+                while d and d not in dirs:
+                    dirs.add(d)
+                    entries.append({"type": "directory", "oid": "0" * 40, "size": 0, "path": d})
+                    d = os.path.dirname(d)
+                e = {"type": "file", "oid": git_sha1(data), "size": len(data), "path": name}
+                if is_lfs(name):
+                    e["lfs"] = {"oid": hashlib.sha256(data).hexdigest(), "size": len(data),
+                                "pointerSize": 134}
+                entries.append(e)
+            return self.reply(200, [("Content-Type", "application/json")],
+                              json.dumps(entries).encode())
         if url.path.startswith("/api/resolve-cache/models/") and len(parts) >= 8:
             repo = parts[4] + "/" + parts[5]
             name = urllib.parse.unquote("/".join(parts[7:]))
