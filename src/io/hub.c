@@ -219,6 +219,7 @@ static CURLcode perform(hub *h, bool head, const char *url, bool auth, int64_t f
     curl_easy_setopt(c, CURLOPT_FOLLOWLOCATION, h->fd < 0 && !head ? 1L : 0L);
     curl_easy_setopt(c, CURLOPT_MAXREDIRS, 5L);
     curl_easy_setopt(c, CURLOPT_PROTOCOLS_STR, "http,https");
+    curl_easy_setopt(c, CURLOPT_REDIR_PROTOCOLS_STR, "http,https");
     curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
     curl_easy_setopt(c, CURLOPT_CONNECTTIMEOUT, 10L);
     curl_easy_setopt(c, CURLOPT_LOW_SPEED_LIMIT, 1L); /* stalled 30 s: a cut connection */
