@@ -149,9 +149,9 @@ static int walk_snapshot(walk *w, const char *dir, int depth) {
                 base = strrchr(t, '/') ? strrchr(t, '/') + 1 : t;
             }
             hr_hf_blob key = {.name = (char *)(base ? base : "")};
-            hr_hf_blob *b = base && w->repo->n_blobs ? bsearch(&key, w->repo->blobs, (size_t)w->repo->n_blobs,
-                                           sizeof key, cmp_blob)
-                                 : NULL;
+            hr_hf_blob *b = NULL;
+            if (base && w->repo->n_blobs)
+                b = bsearch(&key, w->repo->blobs, (size_t)w->repo->n_blobs, sizeof key, cmp_blob);
             if (stat(p, &st) != 0) {
                 v->n_broken++;
             } else if (b) {
@@ -172,7 +172,7 @@ static int walk_snapshot(walk *w, const char *dir, int depth) {
                 v->bytes += (uint64_t)st.st_size; /* a link out of blobs/ */
             }
         } else if (S_ISREG(lst.st_mode)) {
-            v->bytes += (uint64_t)lst.st_size; /* a copy, as huggingface_hub makes without symlinks */
+            v->bytes += (uint64_t)lst.st_size; /* a copy (huggingface_hub without symlinks) */
         }
         free(p);
     }

@@ -1,9 +1,11 @@
-/* hearth get's transport: the hub's HTTP API over libcurl, into the cache. */
+/* hearth get: the hub's protocol (listing, HEAD, resumable GET) and the
+ * checked, atomic placement in the cache; the exchanges are in hub_http.c. */
 #include "io/hub.h"
 #include "core/error.h"
 #include "core/file.h"
 #include "core/timer.h"
 #include "io/hfcache.h"
+#include "io/hub_http.h"
 
 #include <ctype.h>
 #include <curl/curl.h>
@@ -18,258 +20,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#define API_MAX (16u << 20) /* largest revision listing read */
 #define TRIES 5             /* consecutive failed tries of one file that received nothing */
-
-/* ---- one HTTP exchange ---------------------------------------------------------------- */
-
-/* What we keep of a response's headers (values cut to fit, control bytes
- * dropped: they reach error messages). */
-typedef struct resp {
-    long status;
-    char etag[160], linked_etag[160], commit[64], location[2048], error_code[64];
-    char error_msg[200], content_range[96];
-    int64_t linked_size, content_length;
-} resp;
-
-typedef struct hub {
-    CURL *curl;
-    char endpoint[1024];
-    char auth[4200]; /* "Authorization: Bearer ..." or "" */
-    const char *repo;
-    char repo_dir[HR_HF_PATH_MAX], locks[HR_HF_PATH_MAX];
-    FILE *progress;
-    hr_hub_result *res;
-    /* the body of the exchange in flight */
-    resp *r;
-    char *mem;                 /* API: the body in memory */
-    size_t len, cap;
-    int fd;                    /* file: written at off (-1: to mem) */
-    int64_t off, start;        /* where the body goes; where it started */
-    int werr;                  /* errno of a failed write, or -1: bad Content-Range */
-    const char *name;          /* the file, for progress */
-    int64_t total;
-    double t0, t_shown;
-} hub;
-
-static void header_value(char *dst, size_t n, const char *v, size_t len) {
-    size_t k = 0;
-    for (size_t i = 0; i < len && k + 1 < n; i++)
-        if ((unsigned char)v[i] >= 0x20 && v[i] != 0x7f)
-            dst[k++] = v[i];
-    dst[k] = 0;
-}
-
-static int64_t header_int(const char *v, size_t len) {
-    int64_t x = 0;
-    size_t i = 0;
-    if (!len)
-        return -1;
-    for (; i < len && isdigit((unsigned char)v[i]); i++) {
-        if (x > (INT64_MAX - 9) / 10)
-            return -1;
-        x = x * 10 + (v[i] - '0');
-    }
-    return i == len && i ? x : -1;
-}
-
-static size_t on_header(char *p, size_t size, size_t nmemb, void *u) {
-    hub *h = u;
-    resp *r = h->r;
-    size_t n = size * nmemb, len = n;
-    while (len && (p[len - 1] == '\r' || p[len - 1] == '\n'))
-        len--;
-    if (len > 5 && !strncmp(p, "HTTP/", 5)) { /* a new response (after 100 Continue) */
-        memset(r, 0, sizeof *r);
-        r->linked_size = r->content_length = -1;
-        const char *sp = memchr(p, ' ', len);
-        r->status = sp ? strtol(sp + 1, NULL, 10) : 0;
-        return n;
-    }
-    const char *colon = memchr(p, ':', len);
-    if (!colon)
-        return n;
-    size_t kl = (size_t)(colon - p);
-    const char *v = colon + 1;
-    while (v < p + len && (*v == ' ' || *v == '\t'))
-        v++;
-    size_t vl = (size_t)(p + len - v);
-    while (vl && (v[vl - 1] == ' ' || v[vl - 1] == '\t'))
-        vl--;
-#define IS(name) (kl == sizeof(name) - 1 && !strncasecmp(p, name, kl))
-    if (IS("ETag"))
-        header_value(r->etag, sizeof r->etag, v, vl);
-    else if (IS("X-Linked-Etag"))
-        header_value(r->linked_etag, sizeof r->linked_etag, v, vl);
-    else if (IS("X-Repo-Commit"))
-        header_value(r->commit, sizeof r->commit, v, vl);
-    else if (IS("Location"))
-        header_value(r->location, sizeof r->location, v, vl);
-    else if (IS("X-Error-Code"))
-        header_value(r->error_code, sizeof r->error_code, v, vl);
-    else if (IS("X-Error-Message"))
-        header_value(r->error_msg, sizeof r->error_msg, v, vl);
-    else if (IS("Content-Range"))
-        header_value(r->content_range, sizeof r->content_range, v, vl);
-    else if (IS("X-Linked-Size"))
-        r->linked_size = header_int(v, vl);
-    else if (IS("Content-Length"))
-        r->content_length = header_int(v, vl);
-#undef IS
-    return n;
-}
-
-/* Writes to the blob only the body of a 200 or 206 (error bodies go to
- * mem); a 200 to a ranged request starts the file over. */
-static size_t on_body(char *p, size_t size, size_t nmemb, void *u) {
-    hub *h = u;
-    size_t n = size * nmemb;
-    if (h->fd < 0 || (h->r->status != 200 && h->r->status != 206)) {
-        size_t room = h->cap - h->len;
-        if (n > room) {
-            size_t cap = h->cap ? h->cap : 4096;
-            while (cap - h->len < n && cap <= API_MAX)
-                cap *= 2;
-            if (cap - h->len < n)
-                return 0; /* too large */
-            char *m = realloc(h->mem, cap + 1);
-            if (!m)
-                return 0;
-            h->mem = m;
-            h->cap = cap;
-        }
-        memcpy(h->mem + h->len, p, n);
-        h->len += n;
-        h->mem[h->len] = 0;
-        return n;
-    }
-    if (h->off == h->start && h->start > 0) {
-        long long from = -1;
-        if (h->r->status == 200) { /* the range was ignored */
-            if (ftruncate(h->fd, 0) != 0) {
-                h->werr = errno;
-                return 0;
-            }
-            h->off = h->start = 0;
-        } else if (sscanf(h->r->content_range, "bytes %lld-", &from) != 1 || from != h->start) {
-            h->werr = -1;
-            return 0;
-        }
-    }
-    for (size_t done = 0; done < n;) {
-        ssize_t w = pwrite(h->fd, p + done, n - done, (off_t)h->off);
-        if (w < 0 && errno == EINTR)
-            continue;
-        if (w <= 0) {
-            h->werr = w < 0 ? errno : ENOSPC;
-            return 0;
-        }
-        done += (size_t)w;
-        h->off += w;
-        h->res->bytes += (uint64_t)w;
-    }
-    return n;
-}
-
-static void show(hub *h, bool last) {
-    double now = hr_now();
-    if (!h->progress || (!last && now - h->t_shown < 0.25))
-        return;
-    h->t_shown = now;
-    double mb = 1e-6 * (double)h->off, tot = 1e-6 * (double)h->total;
-    double rate = now > h->t0 ? 1e-6 * (double)(h->off - h->start) / (now - h->t0) : 0;
-    int pct = h->total > 0 ? (int)(100.0 * (double)h->off / (double)h->total) : 100;
-    fprintf(h->progress, "\r  %-36.36s %9.1f / %.1f MB %3d%% %7.1f MB/s%s", h->name, mb, tot,
-            pct, rate, last ? "\n" : "");
-    fflush(h->progress);
-}
-
-static int on_progress(void *u, curl_off_t dt, curl_off_t dn, curl_off_t ut, curl_off_t un) {
-    (void)dt, (void)dn, (void)ut, (void)un;
-    hub *h = u;
-    if (h->fd >= 0)
-        show(h, false);
-    return 0;
-}
-
-/* One request, no redirect followed. from >= 0 asks for bytes from..end. */
-static CURLcode perform(hub *h, bool head, const char *url, bool auth, int64_t from, resp *r) {
-    CURL *c = h->curl;
-    curl_easy_reset(c);
-    memset(r, 0, sizeof *r);
-    r->linked_size = r->content_length = -1;
-    h->r = r;
-    h->len = 0;
-    h->werr = 0;
-    struct curl_slist *hd = NULL;
-    if (auth && h->auth[0])
-        hd = curl_slist_append(hd, h->auth);
-    hd = curl_slist_append(hd, "Accept-Encoding: identity");
-    char range[64];
-    if (from > 0) {
-        snprintf(range, sizeof range, "Range: bytes=%lld-", (long long)from);
-        hd = curl_slist_append(hd, range);
-    }
-    curl_easy_setopt(c, CURLOPT_URL, url);
-    curl_easy_setopt(c, CURLOPT_NOBODY, head ? 1L : 0L);
-    curl_easy_setopt(c, CURLOPT_HTTPHEADER, hd);
-    curl_easy_setopt(c, CURLOPT_USERAGENT, "hearth/0.1.0 libcurl/" LIBCURL_VERSION);
-    /* only the listing follows redirects (a renamed repo); curl sends the
-     * Authorization header to the same host only */
-    curl_easy_setopt(c, CURLOPT_FOLLOWLOCATION, h->fd < 0 && !head ? 1L : 0L);
-    curl_easy_setopt(c, CURLOPT_MAXREDIRS, 5L);
-    curl_easy_setopt(c, CURLOPT_PROTOCOLS_STR, "http,https");
-    curl_easy_setopt(c, CURLOPT_REDIR_PROTOCOLS_STR, "http,https");
-    curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
-    curl_easy_setopt(c, CURLOPT_CONNECTTIMEOUT, 10L);
-    curl_easy_setopt(c, CURLOPT_LOW_SPEED_LIMIT, 1L); /* stalled 30 s: a cut connection */
-    curl_easy_setopt(c, CURLOPT_LOW_SPEED_TIME, 30L);
-    curl_easy_setopt(c, CURLOPT_HEADERFUNCTION, on_header);
-    curl_easy_setopt(c, CURLOPT_HEADERDATA, h);
-    curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, on_body);
-    curl_easy_setopt(c, CURLOPT_WRITEDATA, h);
-    curl_easy_setopt(c, CURLOPT_NOPROGRESS, h->fd >= 0 && h->progress ? 0L : 1L);
-    curl_easy_setopt(c, CURLOPT_XFERINFOFUNCTION, on_progress);
-    curl_easy_setopt(c, CURLOPT_XFERINFODATA, h);
-    CURLcode cc = curl_easy_perform(c);
-    if (!r->status) {
-        long st = 0;
-        curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &st);
-        r->status = st;
-    }
-    curl_slist_free_all(hd);
-    return cc;
-}
-
-/* ---- errors ---------------------------------------------------------------------------- */
-
-static int transport_error(CURLcode cc, const char *url, hr_error *err) {
-    return hr_err(err, HR_EIO, "%.300s: %s", url, curl_easy_strerror(cc));
-}
-
-/* An HTTP error in huggingface_hub's terms (X-Error-Code first). file is
- * NULL for the revision listing. */
-static int http_error(hub *h, const resp *r, const char *rev, const char *file, hr_error *err) {
-    const char *code = r->error_code, *tok = h->auth[0] ? "HF_TOKEN has no access to it"
-                                                         : "it is private or gated: set HF_TOKEN";
-    if (!strcmp(code, "RevisionNotFound"))
-        return hr_err(err, HR_ENOTFOUND, "'%s' has no revision '%s' on the hub (HTTP %ld)",
-                      h->repo, rev, r->status);
-    if (!strcmp(code, "EntryNotFound") || (file && r->status == 404 && !code[0]))
-        return hr_err(err, HR_ENOTFOUND, "'%s' has no file '%s' at %s (HTTP %ld)", h->repo,
-                      file ? file : "?", rev, r->status);
-    if (!strcmp(code, "GatedRepo"))
-        return hr_err(err, HR_EINVAL, "'%s' is gated: accept its conditions on the hub and set "
-                      "HF_TOKEN (HTTP %ld)", h->repo, r->status);
-    if (!strcmp(code, "RepoNotFound") || r->status == 401 || r->status == 404)
-        return hr_err(err, r->status == 401 ? HR_EINVAL : HR_ENOTFOUND,
-                      "repository '%s' not found, or %s (HTTP %ld)", h->repo, tok, r->status);
-    if (r->status == 403)
-        return hr_err(err, HR_EINVAL, "'%s': access denied%s%s (HTTP 403)", h->repo,
-                      r->error_msg[0] ? ": " : "", r->error_msg);
-    return hr_err(err, HR_EIO, "'%s'%s%s: HTTP %ld%s%s", h->repo, file ? " " : "",
-                  file ? file : "", r->status, r->error_msg[0] ? ": " : "", r->error_msg);
-}
 
 /* ---- names and hashes ------------------------------------------------------------------ */
 
@@ -406,7 +157,7 @@ static int join_origin(char *out, size_t n, const char *base, const char *loc) {
 
 /* Downloads url into blob (via blob.incomplete, resumed), checks its size and
  * digest, renames it into place. */
-static int fetch_blob(hub *h, const char *url, bool auth, const char *file, const char *etag,
+static int fetch_blob(hr__hub *h, const char *url, bool auth, const char *file, const char *etag,
                       int64_t size, const char *blob, hr_error *err) {
     char inc[HR_HF_PATH_MAX], hex[2 * EVP_MAX_MD_SIZE + 1];
     int rc = pathf(inc, sizeof inc, err, "%s.incomplete", blob);
@@ -429,9 +180,9 @@ static int fetch_blob(hub *h, const char *url, bool auth, const char *file, cons
         h->t0 = hr_now();
         h->t_shown = 0;
         for (int fails = 0; have < size && fails < TRIES;) {
-            resp r;
+            hr__resp r;
             h->start = h->off = have;
-            CURLcode cc = perform(h, false, url, auth, have, &r);
+            CURLcode cc = hr__hub_perform(h, false, url, auth, have, &r);
             if (h->werr) {
                 int e = h->werr;
                 close(fd);
@@ -459,7 +210,7 @@ static int fetch_blob(hub *h, const char *url, bool auth, const char *file, cons
             if (cc == CURLE_OK && r.status != 200 && r.status != 206) {
                 close(fd);
                 h->fd = -1;
-                return http_error(h, &r, "its commit", file, err);
+                return hr__hub_http_error(h, &r, "its commit", file, err);
             }
             fails = h->off > have ? 0 : fails + 1;
             have = h->off;
@@ -477,7 +228,7 @@ static int fetch_blob(hub *h, const char *url, bool auth, const char *file, cons
                 nanosleep(&ts, NULL);
             }
         }
-        show(h, true);
+        hr__hub_show(h, true);
         h->fd = -1;
         if (from0 == 0)
             fresh = true;
@@ -539,7 +290,7 @@ static int place_pointer(const char *pointer, const char *file, const char *etag
     return rc;
 }
 
-static int fetch_file(hub *h, const char *commit, const char *file, hr_error *err) {
+static int fetch_file(hr__hub *h, const char *commit, const char *file, hr_error *err) {
     char pointer[HR_HF_PATH_MAX], url[8192], qfile[4096], blob[HR_HF_PATH_MAX];
     char lock[HR_HF_PATH_MAX], dir[HR_HF_PATH_MAX], etag[161];
     int rc;
@@ -554,11 +305,11 @@ static int fetch_file(hub *h, const char *commit, const char *file, hr_error *er
                     qfile)))
         return hr_err(err, HR_ERANGE, "'%s': name too long", file);
     /* HEAD, following relative redirects (a renamed repo) */
-    resp r;
+    hr__resp r;
     for (int hop = 0;; hop++) {
-        CURLcode cc = perform(h, true, url, true, -1, &r);
+        CURLcode cc = hr__hub_perform(h, true, url, true, -1, &r);
         if (cc != CURLE_OK)
-            return transport_error(cc, url, err);
+            return hr__hub_transport_error(cc, url, err);
         if (r.status < 300 || r.status >= 400 || r.location[0] != '/')
             break;
         char next[sizeof url];
@@ -567,7 +318,7 @@ static int fetch_file(hub *h, const char *commit, const char *file, hr_error *er
         memcpy(url, next, sizeof url);
     }
     if (r.status >= 400 || r.status < 200)
-        return http_error(h, &r, commit, file, err);
+        return hr__hub_http_error(h, &r, commit, file, err);
     bool redirect = r.status >= 300;
     if (redirect && !r.location[0])
         return hr_err(err, HR_EIO, "'%s': HTTP %ld without a Location", file, r.status);
@@ -645,19 +396,19 @@ static int read_token(char *out, size_t n) {
     return 0;
 }
 
-static int list_revision(hub *h, const char *rev, hr_hub_info *info, hr_error *err) {
+static int list_revision(hr__hub *h, const char *rev, hr_hub_info *info, hr_error *err) {
     char qrev[1024], url[4096];
-    resp r;
+    hr__resp r;
     if (url_quote(qrev, sizeof qrev, rev, false) ||
         pathf(url, sizeof url, err, "%s/api/models/%s/revision/%s", h->endpoint, h->repo, qrev))
         return hr_err(err, HR_ERANGE, "revision too long");
     h->fd = -1;
-    CURLcode cc = perform(h, false, url, true, -1, &r);
+    CURLcode cc = hr__hub_perform(h, false, url, true, -1, &r);
     if (cc != CURLE_OK)
         return cc == CURLE_WRITE_ERROR ? hr_err(err, HR_EFORMAT, "%s: listing over 16 MiB", url)
-                                       : transport_error(cc, url, err);
+                                       : hr__hub_transport_error(cc, url, err);
     if (r.status != 200)
-        return http_error(h, &r, rev, NULL, err);
+        return hr__hub_http_error(h, &r, rev, NULL, err);
     int rc = hr_hub_info_parse(info, h->mem ? h->mem : "", h->len, err);
     return rc ? hr_err_wrap(err, "'%s'", h->repo) : 0;
 }
@@ -673,13 +424,13 @@ static bool wanted(const hr_hub_opts *o, const char *file) {
 
 static void tag_cache(const char *cache) {
     static const char tag[] = "Signature: 8a477f597d28d172789f06886806bc55\n"
-                              "# This file is a cache directory tag (https://bford.info/cachedir/).\n";
+                              "# A cache directory tag: https://bford.info/cachedir/\n";
     char p[HR_HF_PATH_MAX];
     if (!hr_path_join(p, sizeof p, cache, "CACHEDIR.TAG") && !hr_file_exists(p))
         hr_file_write_atomic(p, tag, sizeof tag - 1, NULL);
 }
 
-static int download(hub *h, const hr_hub_opts *o, const char *rev, hr_error *err) {
+static int download(hr__hub *h, const hr_hub_opts *o, const char *rev, hr_error *err) {
     hr_hub_info info = {0};
     char cache[HR_HF_PATH_MAX], ref[HR_HF_PATH_MAX], *cur = NULL;
     int rc;
@@ -745,7 +496,7 @@ int hr_hub_download(const char *repo, const hr_hub_opts *o, hr_hub_result *res,
     if (off && (!strcmp(off, "1") || !strcasecmp(off, "true") || !strcasecmp(off, "yes") ||
                 !strcasecmp(off, "on")))
         return hr_err(err, HR_EINVAL, "HF_HUB_OFFLINE is set: no download");
-    hub *h = calloc(1, sizeof *h);
+    hr__hub *h = calloc(1, sizeof *h);
     if (!h)
         return hr_err(err, HR_ENOMEM, "out of memory");
     h->repo = repo;
