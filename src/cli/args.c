@@ -40,6 +40,8 @@ static int set_value(const hr_opt *o, const char *v, hr_error *err) {
     case HR_OPT_FLAG:
         *(int *)o->dst = 1;
         return 0;
+    case HR_OPT_MODEL:
+        return hr_cli_model_path(v, (const char **)o->dst, err);
     }
     return hr_err(err, HR_EINVAL, "--%s: bad option kind", o->name);
 }

@@ -11,6 +11,7 @@ typedef enum hr_opt_kind {
     HR_OPT_INT,   /* long * */
     HR_OPT_FLOAT, /* double * */
     HR_OPT_FLAG,  /* int *, set to 1 */
+    HR_OPT_MODEL, /* const char **: a model path, after hr_cli_model_path */
 } hr_opt_kind;
 
 typedef struct hr_opt {
@@ -24,6 +25,12 @@ typedef struct hr_opt {
  * to stdout), or a negative HR_E* code with err filled. */
 int hr_args_parse(int argc, char **argv, const hr_opt *opts, int n_opts,
                   const char *usage, hr_error *err);
+
+/* --model's value as a path: an existing path as given, "hearth-demo" the
+ * bundled demo model, ORG/NAME[@REV] its snapshot in the Hugging Face cache
+ * (io/hfcache.h). *out is arg or a string that lives as long as the
+ * process. */
+int hr_cli_model_path(const char *arg, const char **out, hr_error *err);
 
 /* Prints "hearth: <msg>" on stderr and returns 1 (the CLI's exit status). */
 int hr_cli_fail(const hr_error *err);

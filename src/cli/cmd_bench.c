@@ -42,7 +42,7 @@ int hr_cmd_bench(int argc, char **argv) {
     long prompt_len = 512, gen_len = 128, threads = 0, repeats = 5;
     int json = 0;
     const hr_opt opts[] = {
-        {"model", HR_OPT_STR, &model, "model directory"},
+        {"model", HR_OPT_MODEL, &model, "model directory; or ORG/NAME[@REV]"},
         {"device", HR_OPT_STR, &device, "where the model runs: auto (a GPU when there is one), cpu, cuda, cuda:N"},
         {"prompt-len", HR_OPT_INT, &prompt_len, "prompt tokens (default 512)"},
         {"gen-len", HR_OPT_INT, &gen_len, "generated tokens (default 128)"},

@@ -35,7 +35,7 @@ int hr_cmd_convert(int argc, char **argv) {
     double bpw = 0;
     int quantize = 0;
     const hr_opt opts[] = {
-        {"model", HR_OPT_STR, &model, "source model directory"},
+        {"model", HR_OPT_MODEL, &model, "source model directory; or ORG/NAME[@REV]"},
         {"out", HR_OPT_STR, &out, "output directory (or .gguf file with --gguf); must not exist"},
         {"quantize", HR_OPT_FLAG, &quantize, "same as -q"},
         {"q-bits", HR_OPT_INT, &bits, "bits per weight: 2, 3, 4, 5, 6, 8 (default 4)"},

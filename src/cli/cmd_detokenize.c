@@ -32,7 +32,7 @@ int hr_cmd_detokenize(int argc, char **argv) {
     const char *model = NULL, *tokens = NULL;
     int skip = 0;
     hr_opt opts[] = {
-        {"model", HR_OPT_STR, &model, "model directory (tokenizer.json ...) or .gguf file"},
+        {"model", HR_OPT_MODEL, &model, "model directory (tokenizer.json ...) or .gguf file; or ORG/NAME[@REV]"},
         {"tokens", HR_OPT_STR, &tokens, "comma-separated token IDs"},
         {"skip-special", HR_OPT_FLAG, &skip, "drop special tokens"},
     };

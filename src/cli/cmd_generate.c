@@ -27,7 +27,7 @@ int hr_cmd_generate(int argc, char **argv) {
     double temp = 0.0, top_p = 1.0, min_p = 0.0;
     int json = 0, ignore_eos = 0;
     const hr_opt opts[] = {
-        {"model", HR_OPT_STR, &model, "model directory"},
+        {"model", HR_OPT_MODEL, &model, "model directory; or ORG/NAME[@REV]"},
         {"device", HR_OPT_STR, &device, "where the model runs: auto (a GPU when there is one), cpu, cuda, cuda:N"},
         {"prompt", HR_OPT_STR, &prompt, "prompt text (needs a tokenizer)"},
         {"prompt-tokens", HR_OPT_STR, &prompt_tokens, "prompt as token ids, e.g. 1,2,3"},

@@ -339,7 +339,7 @@ int hr_cmd_grammar(int argc, char **argv) {
     int json = 0;
     long generate_n = 0, seed = 1, max_tokens = 2000;
     hr_opt opts[] = {
-        {"model", HR_OPT_STR, &model, "model directory or tokenizer directory (tokenizer.json)"},
+        {"model", HR_OPT_MODEL, &model, "model directory or tokenizer directory (tokenizer.json); or ORG/NAME[@REV]"},
         {"schema", HR_OPT_STR, &schema, "JSON Schema file (or a MaskBench file: {schema, tests})"},
         {"check", HR_OPT_STR, &check, "MaskBench file (or array of {data, valid}) to check"},
         {"batch", HR_OPT_STR, &batch, "file listing MaskBench files, one per line: run each"},

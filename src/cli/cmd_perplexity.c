@@ -85,7 +85,7 @@ int hr_cmd_perplexity(int argc, char **argv) {
     const char *model = NULL, *file = NULL, *kv_dtype = NULL, *device = "auto";
     long ctx = 512, stride = 0, threads = 0, max_windows = 0;
     const hr_opt opts[] = {
-        {"model", HR_OPT_STR, &model, "model directory or .gguf file"},
+        {"model", HR_OPT_MODEL, &model, "model directory or .gguf file; or ORG/NAME[@REV]"},
         {"device", HR_OPT_STR, &device, "where the model runs: auto (a GPU when there is one), cpu, cuda, cuda:N"},
         {"file", HR_OPT_STR, &file, "text file to score"},
         {"context", HR_OPT_INT, &ctx, "tokens per window (default 512)"},

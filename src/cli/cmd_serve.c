@@ -32,7 +32,7 @@ int hr_cmd_serve(int argc, char **argv) {
     double ssd_max_gb = 32, ssd_idle = 300;
     double temp = -1, top_p = -1, min_p = -1, kv_gb = 0;
     const hr_opt opts[] = {
-        {"model", HR_OPT_STR, &model, "model directory (default: the bundled demo model)"},
+        {"model", HR_OPT_MODEL, &model, "model directory (default: the bundled demo model); or ORG/NAME[@REV]"},
         {"device", HR_OPT_STR, &device, "where the model runs: auto (a GPU when there is one), cpu, cuda, cuda:N"},
         {"host", HR_OPT_STR, &host, "address to listen on (default 127.0.0.1; 0.0.0.0 = LAN)"},
         {"port", HR_OPT_INT, &port, "port (default 8080)"},

@@ -22,7 +22,7 @@ int hr_cmd_template(int argc, char **argv) {
     const char *name = NULL, *now = NULL;
     int no_gen = 0;
     const hr_opt opts[] = {
-        {"model", HR_OPT_STR, &model, "model directory (tokenizer_config.json, chat_template.jinja) or GGUF file"},
+        {"model", HR_OPT_MODEL, &model, "model directory (tokenizer_config.json, chat_template.jinja) or GGUF file; or ORG/NAME[@REV]"},
         {"messages", HR_OPT_STR, &messages_path, "JSON file: the messages array"},
         {"tools", HR_OPT_STR, &tools_path, "JSON file: the tools array"},
         {"kwargs", HR_OPT_STR, &kwargs_src, "JSON object of extra template variables"},

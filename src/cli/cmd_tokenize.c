@@ -59,7 +59,7 @@ int hr_cmd_tokenize(int argc, char **argv) {
     int json = 0, no_add = 0, split = 0;
     long repeat = 0;
     hr_opt opts[] = {
-        {"model", HR_OPT_STR, &model, "model directory (tokenizer.json ...) or .gguf file"},
+        {"model", HR_OPT_MODEL, &model, "model directory (tokenizer.json ...) or .gguf file; or ORG/NAME[@REV]"},
         {"text", HR_OPT_STR, &text, "text to tokenize"},
         {"file", HR_OPT_STR, &file, "file whose bytes to tokenize"},
         {"jsonl", HR_OPT_STR, &jsonl, "file with one JSON string per line ('-': stdin)"},

@@ -22,6 +22,9 @@ static const verb verbs[] = {
     {"detokenize", hr_cmd_detokenize, "token IDs -> text (--model, --tokens)"},
     {"template", hr_cmd_template, "render a model's chat template over messages"},
     {"grammar", hr_cmd_grammar, "compile a JSON Schema against a tokenizer; check MaskBench tests"},
+    {"get", hr_cmd_get, "download a model from the Hugging Face hub into its cache"},
+    {"ls", hr_cmd_ls, "the models in the Hugging Face cache, and which hearth loads"},
+    {"gc", hr_cmd_gc, "remove old revisions and unused blobs from the cache (--dry-run)"},
 };
 
 static void usage(FILE *f) {

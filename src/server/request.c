@@ -2,6 +2,7 @@
 #include "core/error.h"
 #include "core/file.h"
 #include "core/timer.h"
+#include "io/hfcache.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -526,9 +527,14 @@ attach:;
 static bool model_ok(const hr_server *s, const char *m) {
     if (!strcmp(m, "default_model") || !strcmp(m, s->model_id) || !strcmp(m, s->o.model))
         return true;
-    char *rp = realpath(s->o.model, NULL);
-    bool same = rp && !strcmp(rp, m);
+    /* a path or an ORG/NAME[@REV] that resolves to the served model */
+    char named[HR_HF_PATH_MAX];
+    char *rp = realpath(s->o.model, NULL), *rm = NULL;
+    bool same = rp && (!strcmp(rp, m) ||
+                       (!hr_hf_model_path(named, sizeof named, m, NULL) &&
+                        (rm = realpath(named, NULL)) && !strcmp(rp, rm)));
     free(rp);
+    free(rm);
     return same;
 }
 

@@ -4,6 +4,7 @@
 #include "core/file.h"
 #include "core/log.h"
 #include "core/timer.h"
+#include "io/hfcache.h"
 #include "model/kv.h"
 #include "server/internal.h"
 
@@ -236,7 +237,12 @@ static void completed(void *cls, struct MHD_Connection *c, void **con_cls,
 
 /* ---- lifecycle ------------------------------------------------------------------------- */
 
+/* What /v1/models calls the model: "org/name" for a Hugging Face cache
+ * snapshot, else the path's last component. */
 static char *basename_dup(const char *path) {
+    char repo[256];
+    if (!hr_hf_repo_of_path(repo, sizeof repo, path))
+        return strdup(repo);
     size_t n = strlen(path);
     while (n > 1 && path[n - 1] == '/')
         n--;
