@@ -6,6 +6,7 @@
 #include "core/timer.h"
 #include "model/kv.h"
 #include "server/internal.h"
+#include "server/ui.h"
 
 #include <arpa/inet.h>
 #include <stdarg.h>
@@ -97,6 +98,9 @@ static hr_reply route_stats(hr_server *s) {
 static hr_reply route(hr_server *s, struct MHD_Connection *c, const char *method,
                       const char *url, const char *body, size_t len) {
     bool get = !strcmp(method, "GET") || !strcmp(method, "HEAD"), post = !strcmp(method, "POST");
+    hr_reply ui;
+    if (get && !s->o.no_ui && hr__ui_route(c, url, &ui))
+        return ui;
     if (get && !strcmp(url, "/health"))
         return (hr_reply){.status = 200, .body = strdup("{\"status\": \"ok\"}")};
     if (get && !strcmp(url, "/stats"))
