@@ -187,6 +187,7 @@
       for (const m of j.data || []) sel.appendChild(el('option', null, m.id));
       if (!sel.options.length) sel.appendChild(el('option', null, 'default_model'));
       sel.title = `Model: ${sel.value}`;
+      sel.onchange = () => { sel.title = `Model: ${sel.value}`; };
     } catch (e) {
       sel.replaceChildren(el('option', null, 'server unreachable'));
     }
@@ -538,10 +539,7 @@
     if (current === conv) {
       const fresh = messageNode(m, conv.messages.indexOf(m));
       node.replaceWith(fresh);
-      // the previous last assistant message loses its Regenerate button
       renderList();
-      const prev = $('thread').children[conv.messages.length - 2];
-      if (prev) prev.replaceWith(messageNode(conv.messages[conv.messages.length - 2], conv.messages.length - 2));
       scrollDown(false);
     }
     if (statsTimer) refreshStats();

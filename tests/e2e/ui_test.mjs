@@ -64,6 +64,21 @@ try {
     console.log(`  page: ${m.files} files, ${m.bytes} bytes transferred, first contentful paint ${m.fcp?.toFixed(0)} ms`);
   });
 
+  await check('every control has an accessible name; keyboard focus is visible', async () => {
+    const unnamed = await page.evaluate(() => [...document.querySelectorAll('button, input, select, textarea, [tabindex]')]
+      .filter((e) => !(e.getAttribute('aria-label') || e.labels?.length || e.textContent.trim() || e.closest('label')))
+      .map((e) => e.outerHTML.slice(0, 80)));
+    assert(unnamed.length === 0, `no name: ${unnamed.join(' ')}`);
+    await page.keyboard.press('Tab');
+    const ring = await page.evaluate(() => {
+      const s = getComputedStyle(document.activeElement);
+      return `${document.activeElement.id} ${s.outlineStyle} ${s.outlineWidth}`;
+    });
+    assert(/ solid [1-9]/.test(ring), `focus ring: ${ring}`);
+    await page.keyboard.down('Shift'); await page.keyboard.press('Tab'); await page.keyboard.up('Shift');
+    assert((await page.evaluate(() => document.activeElement.id)) === 'input', 'Shift+Tab did not come back');
+  });
+
   await check('keyboard only: Shift+Enter is a newline, Enter sends; the answer streams in with TTFT and tok/s', async () => {
     await page.keyboard.type('Hello there');
     await page.keyboard.down('Shift'); await page.keyboard.press('Enter'); await page.keyboard.up('Shift');
@@ -192,7 +207,7 @@ try {
     assert(r.th === 2 && r.td === 2 && r.kw >= 2 && r.copy === 1 && r.strong === 1 && r.nested === 1 && r.h1 === 1, JSON.stringify(r));
   });
 
-  await check('tool calls and code blocks in a saved conversation; reload finds the conversations', async () => {
+  await check('tool calls, tables and code (Copy puts it on the clipboard) in a saved conversation; reload finds the conversations', async () => {
     await page.evaluate(() => {
       const convs = JSON.parse(localStorage.getItem('hearth.conversations.v1'));
       convs.push({ id: 'tools-demo', title: 'Weather tool', created: 1, updated: Date.now(), messages: [
@@ -213,6 +228,11 @@ try {
     assert(tool.includes('get_weather') && tool.includes('"city": "Paris"'), tool);
     assert((await page.$$('#thread table')).length === 1, 'no table');
     await shot('desktop-light');
+    await browser.defaultBrowserContext().overridePermissions(base, ['clipboard-read', 'clipboard-write', 'clipboard-sanitized-write']);
+    await page.click('#thread .code-block [data-copy]');
+    await page.waitForFunction(() => document.querySelector('#thread .code-block [data-copy]').textContent === 'Copied', { timeout: 3000 });
+    const clip = await page.evaluate(() => navigator.clipboard.readText());
+    assert(clip.startsWith('def forecast(city: str) -> dict:\n    # ask the tool'), `clipboard: ${clip}`);
     // back to the first conversation through the list, keyboard only
     await page.focus('#conv-list .conv-open');
     let label = '';
