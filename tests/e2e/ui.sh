@@ -25,7 +25,7 @@ get() { curl --noproxy '*' -s -o /dev/null -w '%{http_code}' "$@"; }
 fail() { echo "FAIL: $*"; exit 1; }
 
 # --no-ui: nothing at / or /ui/*, the API unchanged
-start_server "$tmp/noui.log" --no-ui --threads 1
+start_server "$tmp/noui.log" --model "$root/models/hearth-demo" --no-ui --threads 1
 base=http://127.0.0.1:$SERVER_PORT
 [ "$(get "$base/")" = 404 ] || fail "--no-ui: GET / is not a 404"
 [ "$(get "$base/ui/app.js")" = 404 ] || fail "--no-ui: GET /ui/app.js is not a 404"
@@ -33,7 +33,7 @@ base=http://127.0.0.1:$SERVER_PORT
 kill "$SERVER_PID"; wait "$SERVER_PID" || true
 echo "ui: --no-ui gives 404 at / and /ui/app.js"
 
-start_server "$tmp/ui.log" --threads 1
+start_server "$tmp/ui.log" --model "$root/models/hearth-demo" --threads 1
 base=http://127.0.0.1:$SERVER_PORT
 curl --noproxy '*' -sD "$tmp/h" -o "$tmp/index.html" "$base/"
 grep -qi '^content-type: text/html; charset=utf-8' "$tmp/h" || fail "/ content type"
