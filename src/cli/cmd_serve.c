@@ -14,7 +14,7 @@
 static const char usage[] =
     "usage: hearth serve [--model PATH] [--host H] [--port P] [--temp T] [--top-p P] "
     "[--top-k K] [--min-p P] [--max-tokens N] [--chat-template T] [--chat-template-args JSON] "
-    "[--allowed-origins O] [--prefill-step-size N] [--batch N] [--kv-budget GB] ...";
+    "[--allowed-origins O] [--prefill-step-size N] [--batch N] [--kv-budget GB] [--no-ui] ...";
 
 /* The default model the README names: the bundled demo model. */
 static const char *default_model(void) {
@@ -28,6 +28,7 @@ int hr_cmd_serve(int argc, char **argv) {
                *kv_dtype = NULL, *device = "auto";
     long port = 8080, top_k = -1, max_tokens = -1, prefill = 0, batch = 0, threads = 0,
          ctx = 0, max_body_mb = 16, pc_size = -1, pc_on = 1;
+    int no_ui = 0;
     const char *pc_bytes = NULL, *ssd = NULL;
     double ssd_max_gb = 32, ssd_idle = 300;
     double temp = -1, top_p = -1, min_p = -1, kv_gb = 0;
@@ -57,6 +58,7 @@ int hr_cmd_serve(int argc, char **argv) {
         {"ssd-cache", HR_OPT_STR, &ssd, "directory of the prompt cache's SSD tier (survives restarts)"},
         {"ssd-cache-max", HR_OPT_FLOAT, &ssd_max_gb, "SSD tier size in GB (default 32)"},
         {"ssd-demote-idle", HR_OPT_FLOAT, &ssd_idle, "seconds before an idle cached prefix leaves RAM (default 300)"},
+        {"no-ui", HR_OPT_FLAG, &no_ui, "do not serve the web chat UI at /"},
         {"log-level", HR_OPT_STR, &log_level, "DEBUG, INFO, WARNING, ERROR or CRITICAL"},
         {"adapter-path", HR_OPT_STR, &adapter, "LoRA adapter (not supported yet)"},
         {"draft-model", HR_OPT_STR, &draft, "draft model for speculative decoding (not supported yet)"},
@@ -108,6 +110,7 @@ int hr_cmd_serve(int argc, char **argv) {
         .cache_blocks = pc_on ? 0 : -1, .cache_size = pc_size > 0 ? (int)pc_size : 0,
         .cache_bytes = (size_t)pc_b, .ssd_cache = ssd,
         .ssd_cache_max = (size_t)(ssd_max_gb * 1e9), .ssd_demote_idle = ssd_idle,
+        .no_ui = no_ui,
     };
     /* block the signals in every thread; this one waits for them */
     sigset_t set;

@@ -7,6 +7,7 @@
 #include "io/hfcache.h"
 #include "model/kv.h"
 #include "server/internal.h"
+#include "server/ui.h"
 
 #include <arpa/inet.h>
 #include <stdarg.h>
@@ -99,6 +100,9 @@ static hr_reply route(hr_server *s, struct MHD_Connection *c, const char *method
                       const char *url, const char *body, size_t len) {
     bool get = !strcmp(method, "GET") || !strcmp(method, "HEAD"), post = !strcmp(method, "POST");
     bool del = !strcmp(method, "DELETE");
+    hr_reply ui;
+    if (get && !s->o.no_ui && hr__ui_route(c, url, &ui))
+        return ui;
     if (get && !strcmp(url, "/health"))
         return (hr_reply){.status = 200, .body = strdup("{\"status\": \"ok\"}")};
     if (get && !strcmp(url, "/stats"))

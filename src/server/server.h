@@ -38,6 +38,7 @@ typedef struct hr_server_opts {
     const char *ssd_cache;          /* --ssd-cache DIR; NULL = no SSD tier */
     size_t ssd_cache_max;           /* bytes; 0 = 32 GB */
     double ssd_demote_idle;         /* seconds; default 300 */
+    int no_ui;                      /* 1: no web chat UI at "/" (a 404 there) */
 } hr_server_opts;
 
 /* Load the model, tokenizer and chat template, start the engine. */
