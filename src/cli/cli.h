@@ -14,4 +14,7 @@ int hr_cmd_detokenize(int argc, char **argv);
 int hr_cmd_template(int argc, char **argv);
 int hr_cmd_grammar(int argc, char **argv);
 
+/* The model serve and generate use without --model (default_model.c). */
+const char *hr_cli_default_model(void);
+
 #endif

@@ -233,6 +233,8 @@ int hr_request_new(hr_request **out, const hr_engine *e, const hr_req_params *p,
 }
 
 int hr_engine_ctx(const hr_engine *e) { return e->n_ctx; }
+int hr_engine_threads(const hr_engine *e) { return hr_pool_size(hr_fwd_pool(e->fwd)); }
+int hr_engine_max_batch(const hr_engine *e) { return e->max_batch; }
 
 static int blocks_for(int tokens) { return (tokens + HR_KV_BLOCK - 1) / HR_KV_BLOCK; }
 

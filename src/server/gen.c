@@ -6,7 +6,7 @@
 #include "core/log.h"
 #include "core/timer.h"
 #include "server/request.h"
-#include "server/stop.h"
+#include "api/textout.h"
 
 #include <poll.h>
 #include <stdio.h>
@@ -30,8 +30,7 @@ typedef struct gen {
     hr_server *s;
     hr_job job;
     hr_request *req;
-    hr_detok_stream *detok;
-    hr_stop stop;
+    hr_textout tout;       /* detokenizer + stop strings */
     int fd;                /* the client's socket, to notice it hang up */
     char id[64];
     json_int_t created;
@@ -114,44 +113,16 @@ static json_t *logprob_entry(const gen *g, const hr_step *st) {
 /* Advance one token: text that became final goes to *emit. Returns true
  * when a stop string ended the generation. */
 static bool take_step(gen *g, const hr_step *st, const char **emit, size_t *elen) {
-    const char *t;
-    size_t tl;
-    hr_error err;
-    *emit = "";
-    *elen = 0;
-    if (hr_detok_stream_push(g->detok, st->token, &t, &tl, &err))
+    if (!hr_textout_push(&g->tout, st->token, emit, elen))
         return false;
-    int rc = hr_stop_push(&g->stop, t, tl, emit, elen);
-    if (rc == 1) {
-        g->stopped = true;
-        hr_request_cancel(g->req);
-    }
-    return rc == 1;
+    g->stopped = true;
+    hr_request_cancel(g->req);
+    return true;
 }
 
 /* The end: what the detokenizer and the stop matcher hold back. */
 static void take_rest(gen *g, bool eos, const char **emit, size_t *elen) {
-    const char *t;
-    size_t tl;
-    *emit = "";
-    *elen = 0;
-    if (g->stopped)
-        return;
-    hr_detok_stream_flush(g->detok, &t, &tl);
-    if (hr_stop_push(&g->stop, t, tl, emit, elen) == 1)
-        return;
-    if (!eos) { /* on end-of-sequence a partial stop string is dropped, as mlx-lm */
-        const char *r;
-        size_t rl;
-        hr_stop_flush(&g->stop, &r, &rl);
-        /* *emit points into the matcher's buffer right before r: one span */
-        if (*elen == 0) {
-            *emit = r;
-            *elen = rl;
-        } else {
-            *elen += rl;
-        }
-    }
+    hr_textout_finish(&g->tout, eos, emit, elen);
 }
 
 /* Split final text into content and tool calls (when the request's tools
@@ -241,8 +212,7 @@ static void gen_free(gen *g) {
         hr_request_cancel(g->req);
         hr_request_release(g->req);
     }
-    hr_detok_stream_free(g->detok);
-    hr_stop_deinit(&g->stop);
+    hr_textout_deinit(&g->tout);
     hr_tool_parser_free(g->tp);
     hr_tool_events_free(&g->ev);
     free(g->cbuf);
@@ -453,8 +423,8 @@ hr_reply hr__route_generate(hr_server *s, struct MHD_Connection *c, bool chat,
         gen_free(g);
         return hr__error_reply(500, "server_error", NULL, "%s", e.msg);
     }
-    if (hr_detok_stream_new(&g->detok, s->tok, dflags, &e) ||
-        hr_stop_init(&g->stop, (const char *const *)g->job.stops, g->job.n_stops) ||
+    if (hr_textout_init(&g->tout, s->tok, dflags, (const char *const *)g->job.stops,
+                        g->job.n_stops, &e) ||
         !(g->lp_content = json_array())) {
         gen_free(g);
         return hr__error_reply(500, "server_error", NULL, "out of memory");
