@@ -37,7 +37,8 @@ int main(int argc, char **argv) {
         fprintf(stderr, "chat: %s\n", argc < 2 ? "usage: chat MODEL [MAX_TOKENS]" : err.msg);
         return 1;
     }
-    msgs = strdup("[");
+    msgs = malloc(2);
+    strcpy(msgs, "[");
     len = 1;
     char line[4096];
     while (fgets(line, sizeof line, stdin)) {

@@ -35,6 +35,7 @@ struct hr_server {
     const int32_t *stop_ids;      /* end-of-sequence tokens */
     int n_stop_ids;
     json_t *template_args;        /* --chat-template-args, or NULL */
+    bool grammar_off;             /* HEARTH_GRAMMAR=0 (read at start) */
     struct MHD_Daemon *daemon;
     int port;
     double t_start;

@@ -370,8 +370,7 @@ static bool parse_constraint(fields *f, hr_server *s, hr_job *j) {
         return fail(f, which, "%s", e.msg);
 attach:;
     const char *param = which ? which : "tool_choice";
-    const char *kill = getenv("HEARTH_GRAMMAR");
-    if (kill && !strcmp(kill, "0"))
+    if (s->grammar_off)
         return fail(f, param, "%s: constrained decoding is turned off on this server "
                     "(HEARTH_GRAMMAR=0)", param);
     /* the vocabulary, and the grammar's mask cache filled here, on the HTTP

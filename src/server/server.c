@@ -237,6 +237,8 @@ int hr_server_new(hr_server **out, const hr_server_opts *o, hr_error *err) {
     if (!s->o.max_body)
         s->o.max_body = DEFAULT_MAX_BODY;
     s->t_start = hr_now();
+    const char *g = getenv("HEARTH_GRAMMAR"); /* read once, not per request */
+    s->grammar_off = g && !strcmp(g, "0");
     int rc;
     if (!(s->model_id = basename_dup(o->model))) {
         rc = hr_err(err, HR_ENOMEM, "out of memory");
