@@ -57,9 +57,10 @@ int hr__llm_render(const hr_llm *m, const json_t *msgs, const json_t *tools,
 /* The vocabulary index of constrained decoding, built on first use (any
  * thread). NULL with err filled on failure. */
 const hr_grammar_vocab *hr__llm_gvocab(hr_llm *m, hr_error *err);
-/* Compile g for constrained decoding on m: warm its mask cache (off the
- * token loop) and return the vocabulary to pair it with. */
-const hr_grammar_vocab *hr__llm_grammar_ready(hr_llm *m, const hr_grammar *g, hr_error *err);
+/* Make g ready for constrained decoding on m: *gv gets the vocabulary to
+ * pair it with, and g's mask cache is filled (off the token loop). */
+int hr__llm_grammar_ready(hr_llm *m, const hr_grammar *g, const hr_grammar_vocab **gv,
+                          hr_error *err);
 
 struct hr_session {
     hr_llm *llm;

@@ -169,10 +169,8 @@ int hr_gen_submit(hr_gen **out, hr_session *s, const hr_gen_params *p, hr_error 
     if ((rc = build_prompt(g, m, p, err)) || (rc = build_grammar(g, p, err)))
         goto fail;
     if (g->grammar) {
-        if (!(rp.gvocab = hr__llm_grammar_ready(m, g->grammar, err))) {
-            rc = err && err->code ? err->code : HR_EINVAL;
+        if ((rc = hr__llm_grammar_ready(m, g->grammar, &rp.gvocab, err)))
             goto fail;
-        }
         rp.grammar = g->grammar;
     }
     rp.prompt = g->prompt;

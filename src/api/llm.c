@@ -175,11 +175,16 @@ const hr_grammar_vocab *hr__llm_gvocab(hr_llm *m, hr_error *err) {
     return m->gvocab;
 }
 
-const hr_grammar_vocab *hr__llm_grammar_ready(hr_llm *m, const hr_grammar *g, hr_error *err) {
-    const hr_grammar_vocab *gv = hr__llm_gvocab(m, err);
-    if (gv && hr_grammar_warm(g, gv, err))
-        return NULL;
-    return gv;
+int hr__llm_grammar_ready(hr_llm *m, const hr_grammar *g, const hr_grammar_vocab **gv,
+                          hr_error *err) {
+    hr_error e = {0};
+    if (!(*gv = hr__llm_gvocab(m, &e))) {
+        int rc = e.code ? e.code : HR_ENOMEM;
+        if (err)
+            *err = e;
+        return rc;
+    }
+    return hr_grammar_warm(g, *gv, err);
 }
 
 /* ---- text ------------------------------------------------------------------ */

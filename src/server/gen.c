@@ -8,6 +8,7 @@
 #include "server/request.h"
 #include "api/textout.h"
 
+#include <limits.h>
 #include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -52,6 +53,7 @@ typedef struct gen {
     char *out;
     size_t out_len, out_off, out_cap;
     bool done_sent;
+    bool queued;           /* the engine holds a reference to req */
 } gen;
 
 /* ---- helpers ------------------------------------------------------------------------------ */
@@ -210,6 +212,10 @@ static void gen_free(gen *g) {
         return;
     if (g->req) {
         hr_request_cancel(g->req);
+        /* the engine's matcher reads the job's grammar until it retires the request */
+        hr_step st;
+        while (g->queued && g->job.grammar && hr_request_wait(g->req, INT_MAX, &st, WAIT_MS) < 0)
+            ;
         hr_request_release(g->req);
     }
     hr_textout_deinit(&g->tout);
@@ -406,8 +412,8 @@ hr_reply hr__route_generate(hr_server *s, struct MHD_Connection *c, bool chat,
     make_id(g);
     hr_error e = {0};
     int rc = hr_request_new(&g->req, s->engine, &g->job.rp, &e);
-    if (!rc)
-        rc = hr_engine_submit(s->engine, g->req, &e);
+    if (!rc && !(rc = hr_engine_submit(s->engine, g->req, &e)))
+        g->queued = true;
     if (rc) {
         hr_reply r = hr__error_reply(400, "invalid_request_error", chat ? "messages" : "prompt",
                                      "%s", e.msg);

@@ -375,8 +375,8 @@ attach:;
                     "(HEARTH_GRAMMAR=0)", param);
     /* the vocabulary, and the grammar's mask cache filled here, on the HTTP
      * thread, not in the engine's token loop */
-    const hr_grammar_vocab *gv = hr__llm_grammar_ready(s->llm, j->grammar, &e);
-    if (!gv) {
+    const hr_grammar_vocab *gv = NULL;
+    if (hr__llm_grammar_ready(s->llm, j->grammar, &gv, &e)) {
         *f->err = hr__error_reply(500, "server_error", param, "%s", e.msg);
         f->bad = true;
         return false;
