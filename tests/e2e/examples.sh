@@ -18,8 +18,12 @@ got=$(printf 'What does abate mean?\n' | "$chat" "$model" 32 | head -n 1)
 printf 'What does abate mean?\nWho are you?\n' | "$chat" "$model" 8 >/dev/null && ok || bad "two turns"
 "$chat" /nonexistent </dev/null 2>/dev/null && bad "a missing model succeeded" || ok
 
-HEARTH_LIB=$lib HEARTH_MODEL=$model python3 "$root/examples/python/test_hearth.py" -q && ok ||
-    bad "python binding test"
+if [ "${HEARTH_SANITIZED:-0}" = 1 ]; then
+    echo "skip: the python binding test (python3 cannot load a sanitized libhearth.so)"
+else
+    HEARTH_LIB=$lib HEARTH_MODEL=$model python3 "$root/examples/python/test_hearth.py" -q && ok ||
+        bad "python binding test"
+fi
 
 echo "$pass passed, $fail failed"
 [ "$fail" -eq 0 ]
