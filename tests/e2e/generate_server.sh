@@ -63,5 +63,15 @@ o = json.load(sys.stdin)
 assert "day" not in o["text"] and o["text"].endswith("next ") and o["finish_reason"] == "stop", o' && pass=$((pass+1)) ||
     { fail=$((fail+1)); echo "FAIL: --stop day did not end the text"; }
 
+# the prompt cache's SSD tier carries a prompt's KV from one run to the next
+ssd=$(mktemp -d)
+long=$(python3 -c 'print("In the beginning God created the heaven and the earth. " * 8)')
+cached() { "$bin" generate --threads 2 --prompt "$long" --max-tokens 2 --ssd-cache "$ssd" --json |
+           python3 -c 'import json, sys; print(json.load(sys.stdin)["usage"]["cached_tokens"])'; }
+first=$(cached); second=$(cached)
+rm -rf "$ssd"
+[ "$first" = 0 ] && [ "$second" -ge 32 ] && pass=$((pass+1)) ||
+    { fail=$((fail+1)); echo "FAIL: --ssd-cache: cached tokens $first then $second"; }
+
 echo "$pass passed, $fail failed"
 [ "$fail" -eq 0 ]
