@@ -4,12 +4,15 @@
 #   make test   build, run every test (unit + end-to-end)
 #   make asan   build with ASan+UBSan (clang) and run every test under it
 #   make bench  build, run the benchmarks in bench/ (incl. hearth vs llama.cpp)
+#   make install PREFIX=DIR  bin/hearth, lib/libhearth.{so,a}, include/hearth.h,
+#               lib/pkgconfig/hearth.pc, share/hearth/models/hearth-demo
 BUILD ?= build
 ASAN_BUILD ?= build-asan
 FUZZ_BUILD ?= build-fuzz
 CMAKE_FLAGS ?=
+PREFIX ?= /usr/local
 
-.PHONY: all deps build run test asan fuzz bench clean
+.PHONY: all deps build run test asan fuzz bench install clean
 
 all: build
 
@@ -39,6 +42,10 @@ fuzz: deps
 bench: build
 	@bash bench/run.sh $(BUILD)/hearth
 	@bash bench/llamacpp.sh $(BUILD)/hearth
+
+install: build
+	@cmake --install $(BUILD) --prefix $(PREFIX) >/dev/null
+	@echo "installed under $(PREFIX)"
 
 clean:
 	rm -rf $(BUILD) $(ASAN_BUILD) $(FUZZ_BUILD)

@@ -1,8 +1,19 @@
-/* hearth: a local LLM engine. Public embedding API.
+/* hearth: a local LLM engine. Public embedding API (docs/api.md).
  *
- * Every fallible call returns 0 or a negative HR_E* code and, when err is
- * not NULL, fills it with a one-line message. Handles are opaque; every
- * _free accepts NULL. */
+ * Errors: every fallible call returns 0 or a negative HR_E* code and, when
+ * err is not NULL, fills it with a one-line message. Nothing here exits or
+ * aborts on bad input.
+ *
+ * Handles are opaque; every _free accepts NULL. Memory the API returns
+ * (token arrays, text) is released with hr_free.
+ *
+ * Threads: an hr_llm is immutable after hr_llm_load; any number of threads
+ * may tokenize, render and open sessions on it at once. An hr_session runs
+ * one engine thread that batches every request submitted to it; submit,
+ * cancel and stats may be called from any thread. One hr_gen (a request) is
+ * read by one thread at a time (hr_gen_next / hr_gen_run); hr_gen_cancel may
+ * come from any thread. Free in reverse order of creation: gens, then the
+ * session, then the model. */
 #ifndef HEARTH_H
 #define HEARTH_H
 
@@ -12,6 +23,10 @@
 #ifdef __cplusplus
 extern "C" {
 #endif
+
+#define HEARTH_VERSION_MAJOR 0
+#define HEARTH_VERSION_MINOR 1
+#define HEARTH_VERSION_PATCH 0
 
 /* ---- errors ------------------------------------------------------------ */
 
@@ -39,22 +54,208 @@ typedef struct hr_error {
     char msg[512]; /* one line, no trailing newline */
 } hr_error;
 
+/* A static string for an HR_E* code (any thread). */
 const char *hr_strerror(int code);
+/* "0.1.0" (any thread). */
+const char *hr_version(void);
+/* Release memory the API returned (token arrays, text). NULL is fine. */
+void hr_free(void *p);
 
 /* ---- models ------------------------------------------------------------ */
 
+/* A loaded model: weights (mmapped read-only), tokenizer, chat template,
+ * end-of-sequence tokens and generation defaults (generation_config.json,
+ * read here, once). */
+typedef struct hr_llm hr_llm;
+
+typedef struct hr_llm_opts {
+    int n_threads;             /* compute threads of sessions opened on this
+                                * model that leave theirs at 0; 0 = all cores */
+    const char *chat_template; /* template text replacing the model's; NULL */
+    const char *device;        /* where the weights and the KV cache live:
+                                * "auto" (also NULL: the first NVIDIA GPU when
+                                * there is one, else the CPU), "cpu", "cuda",
+                                * "cuda:N" (docs/gpu.md) */
+} hr_llm_opts;
+
+/* Load a Hugging Face-style model directory (config.json, *.safetensors,
+ * tokenizer.json) or a GGUF file. opts may be NULL. The path is copied. */
+int hr_llm_load(hr_llm **out, const char *path, const hr_llm_opts *opts, hr_error *err);
+void hr_llm_free(hr_llm *m);
+int hr_llm_n_vocab(const hr_llm *m);   /* rows of the logits */
+int hr_llm_n_ctx_max(const hr_llm *m); /* max_position_embeddings */
+
+/* ---- text ---------------------------------------------------------------- */
+
+enum {
+    HR_TOKENIZE_ADD_SPECIAL = 1,   /* add BOS etc. as the model's post-processor does */
+    HR_DETOKENIZE_SKIP_SPECIAL = 1 /* drop special tokens from the text */
+};
+
+/* text[0..len) -> *ids[0..*n) (hr_free it). Thread-safe. */
+int hr_llm_tokenize(const hr_llm *m, const char *text, size_t len, unsigned flags,
+                    int32_t **ids, size_t *n, hr_error *err);
+/* ids -> *text, NUL-terminated (hr_free it); *len may be NULL. Thread-safe. */
+int hr_llm_detokenize(const hr_llm *m, const int32_t *ids, size_t n, unsigned flags,
+                      char **text, size_t *len, hr_error *err);
+/* Render the chat template over messages_json (a JSON array of {"role",
+ * "content"} objects, as the OpenAI API takes them; content may be a list
+ * of text parts). tools_json (JSON array) and kwargs_json (JSON object of
+ * template variables) may be NULL. add_generation_prompt: end with the
+ * assistant's turn opened. A model without a template gets mlx-lm's plain
+ * "USER: ..." format. *prompt: hr_free it. Thread-safe. */
+int hr_llm_chat_render(const hr_llm *m, const char *messages_json, const char *tools_json,
+                       const char *kwargs_json, int add_generation_prompt, char **prompt,
+                       hr_error *err);
+
+/* ---- sessions: an engine over a model ---------------------------------- */
+
+typedef struct hr_session hr_session;
+
+enum { HR_KV_AUTO, HR_KV_F32, HR_KV_F16, HR_KV_BF16 }; /* AUTO: f16 for GGUF, else f32 */
+
+typedef struct hr_session_opts {
+    int n_threads;            /* 0 = the model's hr_llm_opts.n_threads */
+    int max_batch;            /* concurrent requests; 0 = 8 */
+    int n_ctx;                /* longest sequence; 0 = the model's, capped at 8192 */
+    size_t kv_bytes;          /* KV pool budget; 0 = max_batch full contexts, at most 4 GiB */
+    int kv_dtype;             /* HR_KV_* */
+    int prefill_chunk;        /* prompt tokens per step; 0 = 512 */
+    int prompt_cache;         /* 0 = on (the default), -1 = off */
+    int prompt_cache_size;    /* bound: this many full contexts; 0 = the pool's free space */
+    size_t prompt_cache_bytes; /* bound in bytes (the tighter bound wins); 0 = none */
+    const char *ssd_dir;      /* SSD tier of the prompt cache (survives restarts); NULL */
+    size_t ssd_max_bytes;     /* 0 = 32 GB */
+    double ssd_demote_idle;   /* seconds before an idle prefix leaves RAM; 0 = never */
+} hr_session_opts;
+
+/* Start the engine thread over m (which must outlive the session). opts may
+ * be NULL. */
+int hr_session_new(hr_session **out, hr_llm *m, const hr_session_opts *opts, hr_error *err);
+/* Stops the engine; unfinished requests end with HR_GEN_CANCELLED. */
+void hr_session_free(hr_session *s);
+
+typedef struct hr_session_stats {
+    long requests_total, requests_running, requests_queued;
+    long prompt_tokens, generated_tokens, cached_tokens;
+    double prefill_tokens_per_s, decode_tokens_per_s;
+    int kv_blocks_total, kv_blocks_free, kv_blocks_cached;
+    size_t kv_bytes;
+    int n_threads, max_batch, n_ctx;
+} hr_session_stats;
+
+/* A lock-free snapshot of the counters (any thread). */
+void hr_session_stats_get(const hr_session *s, hr_session_stats *st);
+
+/* ---- requests -------------------------------------------------------------- */
+
+typedef struct hr_gen hr_gen;
+
+/* A request: the prompt (exactly one of prompt_tokens, prompt_text,
+ * messages_json) and every sampling and output field of the server's
+ * /v1/completions and /v1/chat/completions (docs/server-api.md). Start from
+ * hr_gen_params_default. Pointers are read during hr_gen_submit only. */
+typedef struct hr_gen_params {
+    const int32_t *prompt_tokens; /* token ids, used as they are */
+    int n_prompt_tokens;
+    const char *prompt_text;      /* text, tokenized with special tokens added */
+    const char *messages_json;    /* chat messages, rendered by the chat template */
+    const char *tools_json;       /* with messages: the template's tools; NULL */
+    const char *template_kwargs_json; /* with messages: template variables; NULL */
+    /* sampling; a negative value means the model's default
+     * (generation_config.json when it sets do_sample, else mlx-lm's) */
+    int max_tokens;               /* -1 = 512 */
+    float temperature, top_p, min_p;
+    int top_k;
+    float repetition_penalty;
+    int repetition_context_size;  /* 20 */
+    float presence_penalty;       /* 0: off */
+    int presence_context_size;    /* 20 */
+    float frequency_penalty;      /* 0: off */
+    int frequency_context_size;   /* 20 */
+    float xtc_probability;        /* 0: off */
+    float xtc_threshold;          /* 0.1 */
+    const int32_t *logit_bias_ids;
+    const float *logit_bias_values;
+    int n_logit_bias;
+    int has_seed;                 /* 0: a seed from the clock */
+    uint64_t seed;
+    int ignore_eos;               /* do not stop at end-of-sequence tokens */
+    /* output */
+    const char *const *stop;      /* stop strings (at most 16): the text ends before one */
+    int n_stop;
+    int top_logprobs;             /* 0..20 best tokens per step in each event */
+    /* structured output, at most one: the text is a valid prefix at every
+     * step and generation ends when it is complete */
+    const char *json_schema;      /* JSON Schema (JSON text) */
+    int json_object;              /* any JSON object */
+    const char *regex;
+    const char *grammar;          /* GBNF */
+    const char *const *choices;   /* one of these strings */
+    int n_choices;
+} hr_gen_params;
+
+void hr_gen_params_default(hr_gen_params *p);
+
+/* Validate, build the prompt, compile any grammar and queue the request on
+ * the session (any thread). Errors (a bad field, a prompt that does not fit
+ * the context or the KV pool) name the problem and queue nothing. */
+int hr_gen_submit(hr_gen **out, hr_session *s, const hr_gen_params *p, hr_error *err);
+
+enum {
+    HR_GEN_RUNNING,   /* more events follow */
+    HR_GEN_STOP,      /* end of sequence, a stop string, or a complete structured text */
+    HR_GEN_LENGTH,    /* max_tokens or the context limit */
+    HR_GEN_CANCELLED, /* hr_gen_cancel, or the session stopped */
+    HR_GEN_ERROR,
+};
+
+/* One step of output. Pointers stay valid until the next hr_gen_next (or
+ * the callback's return). */
+typedef struct hr_gen_event {
+    const char *text;       /* new final text (UTF-8, stop strings held back) */
+    size_t text_len;
+    int32_t token;          /* the sampled token; -1 on the last event */
+    float logprob;          /* its log-probability after the logits processors */
+    int n_top;              /* top_logprobs of the step, best first */
+    const int32_t *top_ids;
+    const float *top_logprobs;
+    int finish;             /* HR_GEN_RUNNING, or on the last event why it ended */
+    /* usage, on the last event */
+    int prompt_tokens, completion_tokens, cached_tokens;
+} hr_gen_event;
+
+/* The pull iterator: block until the next event. Returns 1 with *ev
+ * filled, 0 after the last event was returned, or a negative code (the
+ * request failed: HR_GEN_ERROR's message in err). */
+int hr_gen_next(hr_gen *g, hr_gen_event *ev, hr_error *err);
+
+/* The callback form: calls cb for every event on this thread until the
+ * last one; cb returning non-zero cancels the request. Returns 0, or the
+ * error of hr_gen_next. */
+typedef int (*hr_gen_cb)(const hr_gen_event *ev, void *user);
+int hr_gen_run(hr_gen *g, hr_gen_cb cb, void *user, hr_error *err);
+
+/* Ask the engine to stop the request at its next step (any thread); the
+ * reader then gets a last event with HR_GEN_CANCELLED. */
+void hr_gen_cancel(hr_gen *g);
+/* The prompt as tokens (valid until hr_gen_free). */
+const int32_t *hr_gen_prompt(const hr_gen *g, int *n);
+/* Cancels the request if it is still running and frees it. */
+void hr_gen_free(hr_gen *g);
+
+/* ---- internal ------------------------------------------------------------ */
+#ifdef HEARTH_INTERNAL
+/* The weights alone (src/model/); the library's own layers use these.
+ * Not exported from libhearth.so: embedders use hr_llm. */
 typedef struct hr_model hr_model;
-
 typedef struct hr_model_opts {
-    int n_threads; /* compute threads; 0 = all cores */
+    int n_threads; /* unused: compute threads belong to a session */
 } hr_model_opts;
-
-/* Load a Hugging Face-style model directory (config.json + *.safetensors).
- * The weights are mmapped read-only; the model is immutable after load and
- * may be shared by any number of sessions. */
 int hr_model_load(hr_model **out, const char *path, const hr_model_opts *opts,
                   hr_error *err);
 void hr_model_free(hr_model *m);
+#endif
 
 #ifdef __cplusplus
 }

@@ -17,4 +17,7 @@ int hr_cmd_get(int argc, char **argv);
 int hr_cmd_ls(int argc, char **argv);
 int hr_cmd_gc(int argc, char **argv);
 
+/* The model serve and generate use without --model (default_model.c). */
+const char *hr_cli_default_model(void);
+
 #endif

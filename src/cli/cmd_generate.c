@@ -1,46 +1,140 @@
-/* hearth generate: one prompt in, tokens out (greedy at --temp 0). */
+/* hearth generate: one request through the public API (include/hearth.h),
+ * the same path as the server's: sampling, penalties, stop strings,
+ * structured output and the prompt cache; the text streams to stdout. */
+#include "api/api.h"
 #include "cli/args.h"
 #include "cli/cli.h"
 #include "cli/tokens.h"
 #include "core/error.h"
 #include "core/timer.h"
-#include "engine/runner.h"
-#include "model/kv.h"
-#include "model/model.h"
-#include "sample/sampler.h"
-#include "tokenizer/tokenizer.h"
 
 #include <jansson.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 static const char usage[] =
-    "usage: hearth generate --model PATH (--prompt TEXT | --prompt-tokens 1,2,3) "
-    "[--max-tokens N] [--temp T] [--top-p P] [--top-k K] [--seed S] "
-    "[--top-logprobs K] [--kv-dtype D] [--json]";
+    "usage: hearth generate [--model PATH] (--prompt TEXT | --prompt-tokens 1,2,3 | "
+    "--chat TEXT | --messages JSON) [--max-tokens N] [--temp T] [--top-p P] [--top-k K] "
+    "[--min-p P] [--seed S] [--stop S] [--json-schema S | --regex R | --grammar G | "
+    "--json-object] [--top-logprobs K] [--json] ...";
+
+/* What the request returned, for --json and the speed line. */
+typedef struct run {
+    bool json, ids_only;    /* ids_only: the model has no tokenizer */
+    json_t *tokens, *tops;  /* --json: generated ids, per-step top logprobs */
+    int n_out, finish, completion, cached;
+    double t_submit, t_first, t_last;
+    char *text;             /* --json: the text */
+    size_t len;
+} run;
+
+static int on_event(const hr_gen_event *ev, void *user) {
+    run *r = user;
+    double now = hr_now();
+    if (ev->token >= 0) {
+        if (r->n_out++ == 0)
+            r->t_first = now;
+        r->t_last = now;
+        json_array_append_new(r->tokens, json_integer(ev->token));
+        if (r->tops) {
+            json_t *step = json_array();
+            for (int i = 0; i < ev->n_top; i++)
+                json_array_append_new(step, json_pack("{s:i,s:f}", "id", ev->top_ids[i],
+                                                      "logprob", (double)ev->top_logprobs[i]));
+            json_array_append_new(r->tops, step);
+        }
+        if (r->ids_only && !r->json)
+            printf("%s%d", r->n_out > 1 ? "," : "", ev->token);
+    }
+    if (ev->text_len && r->json) {
+        char *t = realloc(r->text, r->len + ev->text_len + 1);
+        if (!t)
+            return 1;
+        memcpy(t + r->len, ev->text, ev->text_len);
+        r->len += ev->text_len;
+        t[r->len] = 0;
+        r->text = t;
+    } else if (ev->text_len) {
+        fwrite(ev->text, 1, ev->text_len, stdout);
+    }
+    if (!r->json)
+        fflush(stdout);
+    if (ev->finish != HR_GEN_RUNNING) {
+        r->finish = ev->finish;
+        r->completion = ev->completion_tokens;
+        r->cached = ev->cached_tokens;
+    }
+    return 0;
+}
+
+static const char *finish_name(int f) {
+    return f == HR_GEN_STOP ? "stop" : f == HR_GEN_LENGTH ? "length"
+                                     : f == HR_GEN_CANCELLED ? "cancelled" : "error";
+}
+
+/* --stop: one string, or a JSON array of strings for several. */
+static int parse_stops(const char *arg, json_t **holder, const char **stops, int *n,
+                       hr_error *err) {
+    *n = 0;
+    if (!arg)
+        return 0;
+    json_t *v = arg[0] == '[' ? json_loads(arg, 0, NULL) : NULL;
+    if (!json_is_array(v)) {
+        json_decref(v);
+        stops[(*n)++] = arg;
+        return 0;
+    }
+    if (json_array_size(v) > 16) {
+        json_decref(v);
+        return hr_err(err, HR_ERANGE, "--stop: at most 16 strings");
+    }
+    for (size_t i = 0; i < json_array_size(v); i++)
+        if (!(stops[(*n)++] = json_string_value(json_array_get(v, i)))) {
+            json_decref(v);
+            return hr_err(err, HR_EINVAL, "--stop: a JSON array of strings, or one string");
+        }
+    *holder = v;
+    return 0;
+}
 
 int hr_cmd_generate(int argc, char **argv) {
     const char *model = NULL, *prompt = NULL, *prompt_tokens = NULL, *kv_dtype = NULL,
-               *device = "auto";
-    long max_tokens = 100, top_k = 0, seed = 0, top_lp = 0, threads = 0, ctx = 0;
-    double temp = 0.0, top_p = 1.0, min_p = 0.0;
-    int json = 0, ignore_eos = 0;
+               *chat = NULL, *messages = NULL, *stop = NULL, *schema = NULL, *regex = NULL,
+               *grammar = NULL, *ssd = NULL, *device = "auto";
+    long max_tokens = 100, top_k = -1, seed = 0, top_lp = 0, threads = 0, ctx = 0, rep_ctx = 20,
+         pc_on = 1;
+    double temp = -1, top_p = -1, min_p = -1, rep = -1, presence = 0, frequency = 0;
+    int json = 0, ignore_eos = 0, json_obj = 0;
     const hr_opt opts[] = {
-        {"model", HR_OPT_MODEL, &model, "model directory; or ORG/NAME[@REV]"},
+        {"model", HR_OPT_MODEL, &model, "model directory or .gguf file, or ORG/NAME[@REV] (default: the demo model)"},
         {"device", HR_OPT_STR, &device, "where the model runs: auto (a GPU when there is one), cpu, cuda, cuda:N"},
-        {"prompt", HR_OPT_STR, &prompt, "prompt text (needs a tokenizer)"},
+        {"prompt", HR_OPT_STR, &prompt, "prompt text, special tokens added (as /v1/completions)"},
         {"prompt-tokens", HR_OPT_STR, &prompt_tokens, "prompt as token ids, e.g. 1,2,3"},
+        {"chat", HR_OPT_STR, &chat, "one user message through the chat template"},
+        {"messages", HR_OPT_STR, &messages, "chat messages as a JSON array (as /v1/chat/completions)"},
         {"max-tokens", HR_OPT_INT, &max_tokens, "tokens to generate (default 100)"},
-        {"temp", HR_OPT_FLOAT, &temp, "temperature; 0 = greedy (default 0)"},
+        {"temp", HR_OPT_FLOAT, &temp, "temperature; 0 = greedy (default: the model's, else 0)"},
         {"top-p", HR_OPT_FLOAT, &top_p, "nucleus sampling mass (default 1 = off)"},
         {"top-k", HR_OPT_INT, &top_k, "keep the K most likely tokens (default 0 = off)"},
         {"min-p", HR_OPT_FLOAT, &min_p, "min-p filter (default 0 = off)"},
+        {"repetition-penalty", HR_OPT_FLOAT, &rep, "mlx-lm's repetition penalty (default off)"},
+        {"repetition-context-size", HR_OPT_INT, &rep_ctx, "tokens it looks back (default 20)"},
+        {"presence-penalty", HR_OPT_FLOAT, &presence, "presence penalty (default 0)"},
+        {"frequency-penalty", HR_OPT_FLOAT, &frequency, "frequency penalty (default 0)"},
         {"seed", HR_OPT_INT, &seed, "sampling seed (default 0)"},
-        {"top-logprobs", HR_OPT_INT, &top_lp, "report the K best logprobs per step"},
+        {"stop", HR_OPT_STR, &stop, "stop string, or a JSON array of up to 16"},
+        {"json-schema", HR_OPT_STR, &schema, "constrain the output to a JSON Schema (JSON text)"},
+        {"json-object", HR_OPT_FLAG, &json_obj, "constrain the output to a JSON object"},
+        {"regex", HR_OPT_STR, &regex, "constrain the output to a regular expression"},
+        {"grammar", HR_OPT_STR, &grammar, "constrain the output to a GBNF grammar"},
+        {"top-logprobs", HR_OPT_INT, &top_lp, "report the K best logprobs per step (0..20)"},
         {"threads", HR_OPT_INT, &threads, "compute threads (default: all cores)"},
         {"ctx", HR_OPT_INT, &ctx, "context size in tokens (default: model max, capped at 8192)"},
         {"kv-dtype", HR_OPT_STR, &kv_dtype, "KV cache: auto (f16 for GGUF, else f32), f32, f16, bf16"},
+        {"prompt-cache", HR_OPT_INT, &pc_on, "0 turns the prompt cache off (default 1)"},
+        {"ssd-cache", HR_OPT_STR, &ssd, "prompt cache directory shared across runs (and with serve)"},
         {"ignore-eos", HR_OPT_FLAG, &ignore_eos, "do not stop at end-of-sequence tokens"},
         {"json", HR_OPT_FLAG, &json, "print one JSON object"},
     };
@@ -48,157 +142,110 @@ int hr_cmd_generate(int argc, char **argv) {
     int rc = hr_args_parse(argc, argv, opts, sizeof opts / sizeof opts[0], usage, &err);
     if (rc)
         return rc > 0 ? 0 : hr_cli_fail(&err);
-    if (!model)
-        return hr_cli_fail(&(hr_error){.msg = "--model is required (see --help)"});
-    if (!prompt == !prompt_tokens)
-        return hr_cli_fail(&(hr_error){.msg = "give exactly one of --prompt, --prompt-tokens"});
-    if (max_tokens < 0 || top_k < 0 || top_lp < 0 || top_lp > 100 || temp < 0 ||
-        top_p <= 0 || top_p > 1 || min_p < 0 || min_p > 1 || threads < 0 || ctx < 0)
+    if ((prompt != NULL) + (prompt_tokens != NULL) + (chat != NULL) + (messages != NULL) != 1)
+        return hr_cli_fail(&(hr_error){.msg = "give exactly one of --prompt, --prompt-tokens, "
+                                              "--chat, --messages"});
+    if (max_tokens < 0 || top_lp < 0 || top_lp > 20 || threads < 0 || ctx < 0 || rep_ctx < 0)
         return hr_cli_fail(&(hr_error){.msg = "a numeric flag is out of range (see --help)"});
 
+    hr_llm *llm = NULL;
+    hr_session *s = NULL;
+    hr_gen *g = NULL;
     int32_t *ptoks = NULL;
-    int n_prompt = 0;
-    hr_tokenizer *tok = NULL;
+    json_t *stops_json = NULL, *msgs = NULL;
+    run r = {.json = json, .tokens = json_array(), .tops = top_lp ? json_array() : NULL};
+    const char *stops[16];
+    int n_stops = 0, n_prompt = 0, status = 1;
     if (prompt_tokens && (rc = hr_parse_token_list(prompt_tokens, &ptoks, &n_prompt, &err)))
-        return hr_cli_fail(&err);
-    /* the tokenizer, when the model directory (or GGUF file) has one: --prompt
-     * and "text" need it */
-    char tpath[4096];
-    snprintf(tpath, sizeof tpath, "%s/tokenizer.json", model);
-    size_t ml = strlen(model);
-    int gguf = ml > 5 && !strcmp(model + ml - 5, ".gguf");
-    FILE *tf = gguf ? NULL : fopen(tpath, "r");
-    if (tf)
-        fclose(tf);
-    if (tf || gguf) {
-        if (hr_tokenizer_load(&tok, model, &err) && (tf || prompt))
-            return hr_cli_fail(&err); /* a GGUF without a vocabulary still runs token ids */
-    } else if (prompt) {
-        return hr_cli_fail(&(hr_error){.msg = "--prompt needs a tokenizer.json in the model "
-                                              "directory; use --prompt-tokens"});
-    }
-    if (prompt) {
-        hr_tokens t = {0};
-        if ((rc = hr_tokenizer_encode(tok, prompt, strlen(prompt), HR_TOK_ADD_SPECIAL, &t, &err))) {
-            hr_tokenizer_free(tok);
-            return hr_cli_fail(&err);
-        }
-        ptoks = t.ids;
-        n_prompt = (int)t.n;
-        if (n_prompt == 0) {
-            hr_tokenizer_free(tok);
-            free(ptoks);
-            return hr_cli_fail(&(hr_error){.msg = "the prompt encodes to no tokens"});
-        }
-    }
-
-    hr_model *m = NULL;
-    hr_runner *r = NULL;
-    hr_sampler *smp = NULL;
-    float *logits = NULL, *lps = NULL;
-    int32_t *out = NULL, *ids = NULL;
-    json_t *top = json_array();
-    int status = 1, n_out = 0;
-    if ((rc = hr_model_open_on(&m, model, device, &err)))
         goto done;
-    hr_runner_opts ro = {.n_threads = (int)threads, .n_ctx = (int)ctx};
-    if ((rc = hr_kv_dtype_pick(kv_dtype, m->gguf, &ro.kv_dtype, &err)) ||
-        (rc = hr_runner_new(&r, m, &ro, &err)))
+    if ((rc = parse_stops(stop, &stops_json, stops, &n_stops, &err)))
         goto done;
-    int V = m->hp.n_vocab;
-    hr_sampler_params sp;
-    hr_sampler_params_default(&sp);
-    sp.temp = (float)temp;
-    sp.top_p = (float)top_p;
-    sp.top_k = (int)top_k;
-    sp.min_p = (float)min_p;
-    sp.seed = (uint64_t)seed;
-    if ((rc = hr_sampler_new(&smp, &sp, V, &err)))
+    hr_session_opts so = {.n_threads = (int)threads, .max_batch = 1, .n_ctx = (int)ctx,
+                          .prompt_cache = pc_on ? 0 : -1, .ssd_dir = ssd};
+    if ((rc = hr__kv_type_from_name(kv_dtype, &so.kv_dtype, &err)) ||
+        (rc = hr_llm_load(&llm, model ? model : hr_cli_default_model(),
+                          &(hr_llm_opts){.device = device}, &err)) ||
+        (rc = hr_session_new(&s, llm, &so, &err)))
         goto done;
-    hr_sampler_accept(smp, ptoks, n_prompt);
-    logits = malloc((size_t)V * sizeof *logits);
-    out = malloc(((size_t)max_tokens + 1) * sizeof *out);
-    ids = malloc(((size_t)top_lp + 1) * sizeof *ids);
-    lps = malloc(((size_t)top_lp + 1) * sizeof *lps);
-    if (!logits || !out || !ids || !lps) {
+    if (chat && !(msgs = json_pack("[{s:s,s:s}]", "role", "user", "content", chat))) {
         rc = hr_err(&err, HR_ENOMEM, "out of memory");
         goto done;
     }
-    double t0 = hr_now();
-    if ((rc = hr_runner_eval(r, ptoks, n_prompt, logits, &err)))
+    char *msgs_text = msgs ? json_dumps(msgs, 0) : NULL;
+    hr_gen_params p;
+    hr_gen_params_default(&p);
+    p.prompt_tokens = ptoks;
+    p.n_prompt_tokens = n_prompt;
+    p.prompt_text = prompt;
+    p.messages_json = msgs_text ? msgs_text : messages;
+    p.max_tokens = (int)max_tokens;
+    p.temperature = (float)temp;
+    p.top_p = (float)top_p;
+    p.min_p = (float)min_p;
+    p.top_k = (int)top_k;
+    p.repetition_penalty = (float)rep;
+    p.repetition_context_size = (int)rep_ctx;
+    p.presence_penalty = (float)presence;
+    p.frequency_penalty = (float)frequency;
+    p.has_seed = 1;
+    p.seed = (uint64_t)seed;
+    p.ignore_eos = ignore_eos;
+    p.stop = stops;
+    p.n_stop = n_stops;
+    p.top_logprobs = (int)top_lp;
+    p.json_schema = schema;
+    p.json_object = json_obj;
+    p.regex = regex;
+    p.grammar = grammar;
+    r.ids_only = !llm->tok;
+    r.t_submit = hr_now();
+    rc = hr_gen_submit(&g, s, &p, &err);
+    free(msgs_text);
+    if (rc || (rc = hr_gen_run(g, on_event, &r, &err)))
         goto done;
-    double t1 = hr_now(), t2 = t1;
-    for (n_out = 0; n_out < max_tokens;) {
-        int32_t tok = hr_sampler_sample(smp, logits); /* logits -> logprobs */
-        hr_sampler_accept(smp, &tok, 1);
-        out[n_out++] = tok;
-        if (top_lp) {
-            int k = hr_top_logprobs(logits, V, (int)top_lp, ids, lps);
-            json_t *step = json_array();
-            for (int i = 0; i < k; i++)
-                json_array_append_new(step, json_pack("{s:i,s:f}", "id", ids[i],
-                                                      "logprob", (double)lps[i]));
-            json_array_append_new(top, step);
-        }
-        bool eos = false;
-        for (int i = 0; i < m->hp.n_eos; i++)
-            eos |= tok == m->hp.eos_ids[i];
-        if ((eos && !ignore_eos) || n_out == max_tokens)
-            break;
-        if ((rc = hr_runner_eval(r, &tok, 1, logits, &err)))
-            goto done;
-        t2 = hr_now();
-    }
-    double prefill_tps = n_prompt / (t1 - t0);
-    double decode_tps = n_out > 1 ? (n_out - 1) / (t2 - t1) : 0.0;
+    int np = 0;
+    const int32_t *pt = hr_gen_prompt(g, &np);
+    double pre = r.n_out ? r.t_first - r.t_submit : 0, dec = r.t_last - r.t_first;
+    double prefill_tps = pre > 0 ? np / pre : 0, decode_tps = r.n_out > 1 ? (r.n_out - 1) / dec : 0;
     if (json) {
-        json_t *o = json_object(), *pt = json_array(), *gt = json_array();
-        for (int i = 0; i < n_prompt; i++)
-            json_array_append_new(pt, json_integer(ptoks[i]));
-        for (int i = 0; i < n_out; i++)
-            json_array_append_new(gt, json_integer(out[i]));
-        json_object_set_new(o, "prompt_tokens", pt);
-        json_object_set_new(o, "tokens", gt);
-        char *text = NULL;
-        if (tok && hr_tokenizer_decode(tok, out, (size_t)n_out, HR_DETOK_SKIP_SPECIAL, &text,
-                                       NULL, NULL) == 0)
-            json_object_set_new(o, "text", json_string(text));
-        free(text);
-        if (top_lp)
-            json_object_set(o, "top_logprobs", top);
+        json_t *o = json_object(), *pj = json_array();
+        for (int i = 0; i < np; i++)
+            json_array_append_new(pj, json_integer(pt[i]));
+        json_object_set_new(o, "prompt_tokens", pj);
+        json_object_set(o, "tokens", r.tokens);
+        if (!r.ids_only)
+            json_object_set_new(o, "text", json_stringn(r.text ? r.text : "", r.len));
+        if (r.tops)
+            json_object_set(o, "top_logprobs", r.tops);
+        json_object_set_new(o, "finish_reason", json_string(finish_name(r.finish)));
+        json_object_set_new(o, "usage", json_pack("{s:i,s:i,s:i}", "prompt_tokens", np,
+                                                  "completion_tokens", r.completion,
+                                                  "cached_tokens", r.cached));
         json_object_set_new(o, "prefill_tokens_per_s", json_real(prefill_tps));
         json_object_set_new(o, "decode_tokens_per_s", json_real(decode_tps));
-        char *s = json_dumps(o, JSON_COMPACT);
-        printf("%s\n", s);
-        free(s);
+        char *txt = json_dumps(o, JSON_COMPACT);
+        printf("%s\n", txt ? txt : "{}");
+        free(txt);
         json_decref(o);
     } else {
-        char *text = NULL;
-        if (tok && hr_tokenizer_decode(tok, out, (size_t)n_out, HR_DETOK_SKIP_SPECIAL, &text,
-                                       NULL, NULL) == 0) {
-            printf("%s\n", text);
-        } else {
-            for (int i = 0; i < n_out; i++)
-                printf("%s%d", i ? "," : "", out[i]);
-            printf("\n");
-        }
-        free(text);
-        fprintf(stderr, "prompt: %d tokens, %.1f tokens/s; generated %d tokens, %.1f tokens/s\n",
-                n_prompt, prefill_tps, n_out, decode_tps);
+        printf("\n");
+        fflush(stdout);
+        fprintf(stderr, "prompt: %d tokens (%d cached), %.1f tokens/s; generated %d tokens, "
+                "%.1f tokens/s; finish: %s\n", np, r.cached, prefill_tps, r.n_out, decode_tps,
+                finish_name(r.finish));
     }
     status = 0;
 done:
     if (rc)
         hr_cli_fail(&err);
-    json_decref(top);
-    free(logits);
-    free(out);
-    free(ids);
-    free(lps);
+    hr_gen_free(g);
+    hr_session_free(s);
+    hr_llm_free(llm);
+    json_decref(r.tokens);
+    json_decref(r.tops);
+    json_decref(stops_json);
+    json_decref(msgs);
+    free(r.text);
     free(ptoks);
-    hr_sampler_free(smp);
-    hr_tokenizer_free(tok);
-    hr_runner_free(r);
-    hr_model_free(m);
     return status;
 }

@@ -16,12 +16,6 @@ static const char usage[] =
     "[--top-k K] [--min-p P] [--max-tokens N] [--chat-template T] [--chat-template-args JSON] "
     "[--allowed-origins O] [--prefill-step-size N] [--batch N] [--kv-budget GB] [--no-ui] ...";
 
-/* The default model the README names: the bundled demo model. */
-static const char *default_model(void) {
-    const char *env = getenv("HEARTH_MODEL");
-    return env ? env : HEARTH_DEFAULT_MODEL;
-}
-
 int hr_cmd_serve(int argc, char **argv) {
     const char *model = NULL, *host = "127.0.0.1", *tmpl = NULL, *tmpl_args = NULL,
                *origins = "*", *adapter = NULL, *log_level = NULL, *draft = NULL,
@@ -100,7 +94,7 @@ int hr_cmd_serve(int argc, char **argv) {
             return hr_cli_fail(&(hr_error){.msg = "--prompt-cache-bytes wants a size like 2GB or 500M"});
     }
     hr_server_opts o = {
-        .model = model ? model : default_model(), .device = device, .host = host, .port = (int)port,
+        .model = model ? model : hr_cli_default_model(), .device = device, .host = host, .port = (int)port,
         .temp = temp, .top_p = top_p, .min_p = min_p, .top_k = (int)top_k,
         .max_tokens = (int)max_tokens, .chat_template = tmpl, .chat_template_args = tmpl_args,
         .allowed_origins = origins, .max_body = (size_t)max_body_mb << 20,

@@ -17,6 +17,16 @@
 
 /* ---- requests -------------------------------------------------------------- */
 
+/* What a step's logits row does to its request. */
+typedef enum hr_row_outcome {
+    HR_ROW_NONE,     /* no row this step (a prefill chunk short of the prompt's end) */
+    HR_ROW_CONTINUE, /* a token was appended; generation goes on */
+    HR_ROW_EOS,      /* a stop token: ends with HR_FINISH_STOP */
+    HR_ROW_COMPLETE, /* the constrained text is complete: HR_FINISH_STOP */
+    HR_ROW_LIMIT,    /* max_tokens or the context reached: HR_FINISH_LENGTH */
+    HR_ROW_FAILED,   /* constrained decoding failed (our bug): HR_FINISH_ERROR */
+} hr_row_outcome;
+
 struct hr_request {
     _Atomic int refs;
     pthread_mutex_t mu;
@@ -45,6 +55,7 @@ struct hr_request {
     int cached;           /* of which came from the prompt cache */
     int rope_len;         /* the sequence length the cached K/V were roped for */
     int limit;            /* max tokens generated: max_tokens capped by the context */
+    hr_row_outcome outcome; /* what this step's row did to it */
     _Atomic int progress; /* len, published for hr_request_progress */
 };
 
@@ -232,6 +243,8 @@ int hr_request_new(hr_request **out, const hr_engine *e, const hr_req_params *p,
 }
 
 int hr_engine_ctx(const hr_engine *e) { return e->n_ctx; }
+int hr_engine_threads(const hr_engine *e) { return hr_pool_size(hr_fwd_pool(e->fwd)); }
+int hr_engine_max_batch(const hr_engine *e) { return e->max_batch; }
 
 static int blocks_for(int tokens) { return (tokens + HR_KV_BLOCK - 1) / HR_KV_BLOCK; }
 
@@ -401,32 +414,24 @@ static void fill_step(hr_step *s, const hr_request *r, const float *row, int V, 
         s->n_top = hr_top_logprobs(row, V, r->top_logprobs, s->top_ids, s->top_lps);
 }
 
-/* Sample every logits row: rows are split over the pool's threads (each
- * request's sampler is its own; a row is one request's). */
-static void sample_worker(void *p, int ith, int nth) {
-    hr_engine *e = p;
-    int V = e->m->hp.n_vocab;
-    long lo, hi;
-    hr_split(e->n_rows, ith, nth, &lo, &hi);
-    for (long k = lo; k < hi; k++) {
-        hr_request *r = e->b_row_req[k];
-        float *row = e->logits + (size_t)k * V;
-        fill_step(&e->b_step[k], r, row, V, hr_sampler_sample(r->sampler, row));
-    }
-}
+/* ---- one step (engine thread): build the batch, forward, sample rows, commit rows ---- */
 
-/* One step: a batch of every decode row plus prefill chunks, one forward,
- * then sampling. A sequence's tokens [len, known) are not in the KV yet:
- * one is a decode row, more are a prefill (a new prompt, or a sequence
- * recomputed because its RoPE changed: longrope past its original length). */
-static void step(hr_engine *e) {
-    int T = 0, n_rows = 0, n_prefill = 0, n_decode = 0;
+/* The batch: a decode row for every sequence one token behind, then prefill
+ * chunks up to the step's token budget. A sequence's tokens [len, known)
+ * are not in the KV yet: one is a decode row, more are a prefill (a new
+ * prompt, or a sequence recomputed because its RoPE changed: longrope past
+ * its original length). Fills the b_* arrays and b_row_req (the request of
+ * each logits row, e->n_rows of them); returns the number of tokens. */
+static int build_batch(hr_engine *e, int *n_prefill, int *n_decode) {
+    int T = 0, n_rows = 0;
+    *n_prefill = *n_decode = 0;
     for (int i = 0; i < e->n_running; i++) {
         hr_request *r = e->running[i];
         int known = r->n_prompt + r->n_steps;
         if (r->len > 0 && hr_rope_needs_recompute(&e->m->hp, r->rope_len, known))
             r->len = 0; /* same blocks, same positions: rewritten in place */
         r->rope_len = known;
+        r->outcome = HR_ROW_NONE;
         e->b_seqs[i] = (hr_seq_blocks){r->blocks, r->n_blocks, known};
         if (known - r->len != 1)
             continue;
@@ -436,7 +441,7 @@ static void step(hr_engine *e) {
         e->b_want[T] = 1;
         e->b_row_req[n_rows++] = r;
         T++;
-        n_decode++;
+        (*n_decode)++;
     }
     for (int i = 0; i < e->n_running && T < e->max_tokens_step; i++) {
         hr_request *r = e->running[i];
@@ -455,8 +460,103 @@ static void step(hr_engine *e) {
                 e->b_row_req[n_rows++] = r;
             T++;
         }
-        n_prefill += c;
+        *n_prefill += c;
     }
+    e->n_rows = n_rows;
+    return T;
+}
+
+/* Sample every logits row: rows are split over the pool's threads (each
+ * request's sampler is its own; a row is one request's). */
+static void sample_worker(void *p, int ith, int nth) {
+    hr_engine *e = p;
+    int V = e->m->hp.n_vocab;
+    long lo, hi;
+    hr_split(e->n_rows, ith, nth, &lo, &hi);
+    for (long k = lo; k < hi; k++) {
+        hr_request *r = e->b_row_req[k];
+        float *row = e->logits + (size_t)k * V;
+        fill_step(&e->b_step[k], r, row, V, hr_sampler_sample(r->sampler, row));
+    }
+}
+
+/* Mask the rows of constrained requests to the tokens that keep their
+ * output valid (the grammar's caches are shared: one thread), then sample
+ * every row into b_step. */
+static void sample_rows(hr_engine *e) {
+    int V = e->m->hp.n_vocab;
+    for (int k = 0; k < e->n_rows; k++) {
+        hr_request *r = e->b_row_req[k];
+        float *row = e->logits + (size_t)k * V;
+        if (r->matcher) {
+            hr_matcher_mask(r->matcher, r->mask);
+            for (int t = 0; t < V; t++)
+                if (!(r->mask[t >> 5] >> (t & 31) & 1))
+                    row[t] = -INFINITY;
+        }
+    }
+    if (e->n_rows > 1)
+        hr_pool_run(hr_fwd_pool(e->fwd), sample_worker, e);
+    else
+        sample_worker(e, 0, 1);
+}
+
+/* Row k's sampled token goes to its request (the grammar may redraw it in
+ * the last steps); returns what that does to the request. */
+static hr_row_outcome commit_row(hr_engine *e, int k) {
+    hr_request *r = e->b_row_req[k];
+    int32_t tok = e->b_step[k].token;
+    if (r->matcher && !is_stop(r, tok)) {
+        int V = e->m->hp.n_vocab;
+        float *row = e->logits + (size_t)k * V;
+        int rc = grammar_accept(r, row, V, &tok);
+        if (rc < 0)
+            return HR_ROW_FAILED;
+        if (rc > 0) /* redrawn under the budget mask */
+            fill_step(&e->b_step[k], r, row, V, tok);
+    }
+    if (is_stop(r, tok)) {
+        pthread_mutex_lock(&r->mu);
+        r->eos = true;
+        pthread_mutex_unlock(&r->mu);
+        return HR_ROW_EOS;
+    }
+    hr_sampler_accept(r->sampler, &tok, 1);
+    pthread_mutex_lock(&r->mu);
+    r->steps[r->n_steps++] = e->b_step[k];
+    pthread_cond_broadcast(&r->cv);
+    pthread_mutex_unlock(&r->mu);
+    atomic_fetch_add(&e->st_gen, 1);
+    if (r->matcher && hr_matcher_done(r->matcher))
+        return HR_ROW_COMPLETE;
+    if (r->n_steps >= r->limit) /* a complete constrained text ends with STOP */
+        return r->matcher && hr_matcher_can_end(r->matcher) ? HR_ROW_COMPLETE : HR_ROW_LIMIT;
+    return HR_ROW_CONTINUE;
+}
+
+/* Retire every request whose row ended it. */
+static void retire_finished(hr_engine *e) {
+    for (int i = e->n_running - 1; i >= 0; i--) {
+        switch (e->running[i]->outcome) {
+        case HR_ROW_FAILED:
+            retire(e, i, HR_FINISH_ERROR, "constrained decoding failed");
+            break;
+        case HR_ROW_EOS:
+        case HR_ROW_COMPLETE:
+            retire(e, i, HR_FINISH_STOP, NULL);
+            break;
+        case HR_ROW_LIMIT:
+            retire(e, i, HR_FINISH_LENGTH, NULL);
+            break;
+        case HR_ROW_NONE:
+        case HR_ROW_CONTINUE:
+            break;
+        }
+    }
+}
+
+static void step(hr_engine *e) {
+    int n_prefill, n_decode, T = build_batch(e, &n_prefill, &n_decode);
     if (T == 0)
         return;
     hr_batch b = {.n_tokens = T, .token = e->b_tok, .pos = e->b_pos, .seq = e->b_seq,
@@ -478,64 +578,14 @@ static void step(hr_engine *e) {
             retire(e, 0, HR_FINISH_ERROR, err.msg);
         return;
     }
-    /* advance positions */
-    for (int t = 0; t < T; t++)
+    for (int t = 0; t < T; t++) /* advance positions */
         e->running[e->b_seq[t]]->len++;
     for (int s = 0; s < e->n_running; s++)
         atomic_store(&e->running[s]->progress, e->running[s]->len);
-    int V = e->m->hp.n_vocab;
-    for (int k = 0; k < n_rows; k++) { /* grammar masks (shared caches): one thread */
-        hr_request *r = e->b_row_req[k];
-        float *row = e->logits + (size_t)k * V;
-        if (r->matcher) { /* only tokens that keep the output valid */
-            hr_matcher_mask(r->matcher, r->mask);
-            for (int t = 0; t < V; t++)
-                if (!(r->mask[t >> 5] >> (t & 31) & 1))
-                    row[t] = -INFINITY;
-        }
-    }
-    e->n_rows = n_rows;
-    if (n_rows > 1)
-        hr_pool_run(hr_fwd_pool(e->fwd), sample_worker, e);
-    else
-        sample_worker(e, 0, 1);
-    for (int k = 0; k < n_rows; k++) {
-        hr_request *r = e->b_row_req[k];
-        int32_t tok = e->b_step[k].token;
-        if (r->matcher && !is_stop(r, tok)) {
-            float *row = e->logits + (size_t)k * V;
-            int rc = grammar_accept(r, row, V, &tok);
-            if (rc < 0) {
-                r->limit = -2;
-                continue;
-            }
-            if (rc > 0) /* redrawn under the budget mask */
-                fill_step(&e->b_step[k], r, row, V, tok);
-        }
-        if (is_stop(r, tok)) {
-            pthread_mutex_lock(&r->mu);
-            r->eos = true;
-            pthread_mutex_unlock(&r->mu);
-            r->limit = -1; /* retire below */
-            continue;
-        }
-        hr_sampler_accept(r->sampler, &tok, 1);
-        pthread_mutex_lock(&r->mu);
-        r->steps[r->n_steps++] = e->b_step[k];
-        pthread_cond_broadcast(&r->cv);
-        pthread_mutex_unlock(&r->mu);
-        atomic_fetch_add(&e->st_gen, 1);
-    }
-    for (int i = e->n_running - 1; i >= 0; i--) {
-        hr_request *r = e->running[i];
-        if (r->limit == -2)
-            retire(e, i, HR_FINISH_ERROR, "constrained decoding failed");
-        else if (r->limit < 0 || (r->matcher && hr_matcher_done(r->matcher)))
-            retire(e, i, HR_FINISH_STOP, NULL);
-        else if (r->n_steps >= r->limit) /* a complete constrained text ends */
-            retire(e, i, r->matcher && hr_matcher_can_end(r->matcher) ? HR_FINISH_STOP
-                                                                      : HR_FINISH_LENGTH, NULL);
-    }
+    sample_rows(e);
+    for (int k = 0; k < e->n_rows; k++)
+        e->b_row_req[k]->outcome = commit_row(e, k);
+    retire_finished(e);
 }
 
 static void *engine_main(void *arg) {

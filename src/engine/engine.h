@@ -47,6 +47,8 @@ int hr_engine_new(hr_engine **out, const hr_model *m, const hr_engine_opts *o,
 /* Stops the thread; every unfinished request ends with HR_FINISH_CANCELLED. */
 void hr_engine_free(hr_engine *e);
 int hr_engine_ctx(const hr_engine *e);
+int hr_engine_threads(const hr_engine *e);   /* compute threads */
+int hr_engine_max_batch(const hr_engine *e);
 
 typedef enum hr_finish {
     HR_FINISH_NONE,      /* still running */

@@ -5,6 +5,7 @@
 #include "core/error.h"
 #include "core/timer.h"
 
+#include <limits.h>
 #include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -71,8 +72,8 @@ bool hr__drive_start(hr_drive *r, struct MHD_Connection *c, const char *param, h
     r->fd = -1;
     r->t_start = hr_now();
     int rc = hr_request_new(&r->req, s->engine, &r->job.rp, &e);
-    if (!rc)
-        rc = hr_engine_submit(s->engine, r->req, &e);
+    if (!rc && !(rc = hr_engine_submit(s->engine, r->req, &e)))
+        r->queued = true;
     if (rc) {
         *err = hr__error_reply(400, "invalid_request_error", param, "%s", e.msg);
         return false;
@@ -104,6 +105,11 @@ bool hr__drive_start(hr_drive *r, struct MHD_Connection *c, const char *param, h
 void hr__drive_deinit(hr_drive *r) {
     if (r->req) {
         hr_request_cancel(r->req);
+        /* the engine's matcher reads the job's grammar until it retires the
+         * request: free the grammar (hr__job_free) only after that */
+        hr_step st;
+        while (r->queued && r->job.grammar && hr_request_wait(r->req, INT_MAX, &st, 100) < 0)
+            ;
         hr_request_release(r->req);
     }
     hr_detok_stream_free(r->detok);

@@ -11,7 +11,7 @@
 #define HR_SERVER_DRIVE_H
 
 #include "server/request.h"
-#include "server/stop.h"
+#include "api/stop.h"
 
 typedef struct hr_drive hr_drive;
 
@@ -21,6 +21,7 @@ struct hr_drive {
     hr_request *req;
     hr_detok_stream *detok;
     hr_stop stop;
+    bool queued;               /* the engine holds a reference to req */
     int fd;                 /* the client's socket, to notice it hang up */
     int n_steps;            /* tokens consumed from the request */
     double t_start, t_last; /* submitted; the last token received (for /metrics) */

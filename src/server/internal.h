@@ -2,6 +2,7 @@
 #ifndef HR_SERVER_INTERNAL_H
 #define HR_SERVER_INTERNAL_H
 
+#include "api/api.h"
 #include "chat/chat.h"
 #include "chat/toolcall.h"
 #include "engine/engine.h"
@@ -28,17 +29,19 @@
 struct hr_server {
     hr_server_opts o;
     char *model_id;               /* what /v1/models reports */
+    hr_llm *llm;                  /* model, tokenizer, template (api/api.h) */
+    hr_session *session;          /* the engine over it */
+    /* borrowed from llm and session, for the routes */
     hr_model *model;
     hr_tokenizer *tok;
     hr_chat_template *tmpl;       /* NULL: the model has no chat template */
     const hr_tool_format *tool_format; /* how the template's model writes calls; NULL */
-    char *bos_token, *eos_token;
-    json_t *template_args;        /* --chat-template-args, or NULL */
+    const char *bos_token, *eos_token;
     hr_engine *engine;
-    int32_t stop_ids[16];         /* end-of-sequence tokens */
+    const int32_t *stop_ids;      /* end-of-sequence tokens */
     int n_stop_ids;
-    hr_grammar_vocab *gvocab;     /* for constrained decoding, built on first use */
-    pthread_mutex_t gvocab_mu;
+    json_t *template_args;        /* --chat-template-args, or NULL */
+    bool grammar_off;             /* HEARTH_GRAMMAR=0 (read at start) */
     struct MHD_Daemon *daemon;
     int port;
     double t_start;

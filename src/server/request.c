@@ -1,7 +1,7 @@
 #include "server/request.h"
 #include "core/error.h"
-#include "core/file.h"
 #include "core/timer.h"
+#include "chat/messages.h"
 #include "io/hfcache.h"
 
 #include <math.h>
@@ -78,114 +78,15 @@ static bool boolean(fields *f, const char *key, bool dflt) {
 
 /* ---- prompt construction ------------------------------------------------------- */
 
-/* messages as the template sees them: list-of-parts content joined, null
- * content as "", tool call arguments parsed from JSON strings. */
-static json_t *normalize_messages(fields *f, const json_t *msgs) {
-    if (!json_is_array(msgs) || json_array_size(msgs) == 0) {
-        fail(f, "messages", "%s must be a non-empty array of messages", "messages");
-        return NULL;
-    }
-    json_t *out = json_deep_copy(msgs);
-    size_t i;
-    json_t *m;
-    json_array_foreach(out, i, m) {
-        if (!json_is_object(m) || !json_is_string(json_object_get(m, "role"))) {
-            fail(f, "messages", "%s: every message needs a string 'role'", "messages");
-            break;
-        }
-        json_t *c = json_object_get(m, "content");
-        if (!c || json_is_null(c)) {
-            json_object_set_new(m, "content", json_string(""));
-        } else if (json_is_array(c)) {
-            size_t k;
-            json_t *part;
-            char *joined = NULL;
-            size_t jl = 0;
-            json_array_foreach(c, k, part) {
-                const char *type = json_string_value(json_object_get(part, "type"));
-                const char *text = json_string_value(json_object_get(part, "text"));
-                if (!type || strcmp(type, "text") || !text) {
-                    fail(f, "messages", "%s: only 'text' content parts are supported",
-                         "messages");
-                    break;
-                }
-                size_t tl = strlen(text);
-                char *g = realloc(joined, jl + tl + 1);
-                if (!g)
-                    break;
-                joined = g;
-                memcpy(joined + jl, text, tl + 1);
-                jl += tl;
-            }
-            json_object_set_new(m, "content", json_string(joined ? joined : ""));
-            free(joined);
-        } else if (!json_is_string(c)) {
-            fail(f, "messages", "%s: content must be a string, a list of parts or null",
-                 "messages");
-        }
-        json_t *calls = json_object_get(m, "tool_calls");
-        size_t k;
-        json_t *call;
-        json_array_foreach(calls, k, call) {
-            json_t *fn = json_object_get(call, "function");
-            const char *args = json_string_value(json_object_get(fn, "arguments"));
-            if (args) {
-                json_error_t je;
-                json_t *parsed = json_loads(args, JSON_DECODE_ANY, &je);
-                if (parsed)
-                    json_object_set_new(fn, "arguments", parsed);
-            }
-        }
-        if (f->bad)
-            break;
-    }
-    if (f->bad) {
-        json_decref(out);
-        return NULL;
-    }
-    return out;
-}
-
-/* mlx-lm's convert_chat for models without a chat template. */
-static char *plain_chat(const json_t *msgs) {
-    static const struct { const char *role, *prefix; } map[] = {
-        {"system", "ASSISTANT's RULE: "}, {"user", "USER: "}, {"assistant", "ASSISTANT: "}};
-    size_t cap = 256, len = 0;
-    char *out = malloc(cap);
-    size_t i;
-    json_t *m;
-    json_array_foreach(msgs, i, m) {
-        const char *role = json_string_value(json_object_get(m, "role"));
-        const char *content = json_string_value(json_object_get(m, "content"));
-        const char *pre = "";
-        for (size_t k = 0; k < 3; k++)
-            if (role && !strcmp(role, map[k].role))
-                pre = map[k].prefix;
-        size_t need = len + strlen(pre) + strlen(content ? content : "") + 32;
-        if (need > cap) {
-            char *g = realloc(out, cap = need * 2);
-            if (!g) {
-                free(out);
-                return NULL;
-            }
-            out = g;
-        }
-        len += (size_t)sprintf(out + len, "%s%s\n", pre, content ? content : "");
-    }
-    len += (size_t)sprintf(out + len, "ASSISTANT: ");
-    while (len > 0 && (out[len - 1] == ' ' || out[len - 1] == '\n'))
-        out[--len] = 0;
-    return out;
-}
-
 static bool build_prompt(hr_server *s, fields *f, bool chat, hr_job *j) {
     hr_error e = {0};
     char *text = NULL;
     unsigned flags = 0;
     if (chat) {
-        json_t *msgs = normalize_messages(f, field(f, "messages"));
-        if (!msgs)
-            return f->bad ? false : fail(f, "messages", "%s is required", "messages");
+        const json_t *raw = field(f, "messages");
+        json_t *msgs = NULL;
+        if (hr_chat_messages_normalize(raw, &msgs, &e))
+            return fail(f, "messages", "%s", e.msg);
         const json_t *tools = field(f, "tools");
         if (tools && (!json_is_array(tools) || json_array_size(tools) == 0))
             tools = NULL;
@@ -195,23 +96,18 @@ static bool build_prompt(hr_server *s, fields *f, bool chat, hr_job *j) {
             return fail(f, "chat_template_kwargs", "%s must be an object",
                         "chat_template_kwargs");
         }
-        if (s->tmpl) {
-            json_t *kw = s->template_args ? json_deep_copy(s->template_args) : json_object();
-            if (ck)
-                json_object_update(kw, (json_t *)ck);
-            hr_chat_opts co = {.bos_token = s->bos_token, .eos_token = s->eos_token,
-                               .add_generation_prompt = 1};
-            int rc = hr_chat_template_render(s->tmpl, msgs, tools, kw, &co, &text, &e);
-            json_decref(kw);
-            if (rc) {
-                json_decref(msgs);
-                *f->err = hr__error_reply(400, "invalid_request_error", "messages",
-                                          "chat template: %s", e.msg);
-                f->bad = true;
-                return false;
-            }
-        } else {
-            text = plain_chat(msgs);
+        json_t *kw = s->template_args ? json_deep_copy(s->template_args) : json_object();
+        if (ck)
+            json_object_update(kw, (json_t *)ck);
+        int rc = hr__llm_render(s->llm, msgs, tools, kw, 1, &text, &e);
+        json_decref(kw);
+        if (rc) {
+            json_decref(msgs);
+            *f->err = hr__error_reply(rc == HR_ENOMEM ? 500 : 400,
+                                      rc == HR_ENOMEM ? "server_error" : "invalid_request_error",
+                                      "messages", "%s", e.msg);
+            f->bad = true;
+            return false;
         }
         json_decref(msgs);
     } else {
@@ -243,26 +139,9 @@ typedef struct defaults {
 } defaults;
 
 static defaults resolve_defaults(const hr_server *s) {
-    defaults d = {.temp = 0.0, .top_p = 1.0, .min_p = 0.0, .rep = 0.0, .top_k = 0,
-                  .max_tokens = 512};
-    char path[4096];
-    if (!hr_path_join(path, sizeof path, s->o.model, "generation_config.json")) {
-        json_t *g = json_load_file(path, 0, NULL);
-        if (json_is_object(g) && json_is_true(json_object_get(g, "do_sample"))) {
-            json_t *v;
-            if (json_is_number(v = json_object_get(g, "temperature")))
-                d.temp = json_number_value(v);
-            if (json_is_number(v = json_object_get(g, "top_p")))
-                d.top_p = json_number_value(v);
-            if (json_is_integer(v = json_object_get(g, "top_k")))
-                d.top_k = (int)json_integer_value(v);
-            if (json_is_number(v = json_object_get(g, "min_p")))
-                d.min_p = json_number_value(v);
-            if (json_is_number(v = json_object_get(g, "repetition_penalty")))
-                d.rep = json_number_value(v);
-        }
-        json_decref(g);
-    }
+    const hr_gen_defaults *g = &s->llm->defaults; /* generation_config.json, read at load */
+    defaults d = {.temp = g->temp, .top_p = g->top_p, .min_p = g->min_p, .rep = g->rep,
+                  .top_k = g->top_k, .max_tokens = g->max_tokens};
     if (s->o.temp >= 0)
         d.temp = s->o.temp;
     if (s->o.top_p >= 0)
@@ -392,16 +271,6 @@ static bool parse_tool_choice(fields *f, const hr_server *s, hr_job *j) {
     return true;
 }
 
-/* The vocabulary index constrained decoding needs, built once. */
-static const hr_grammar_vocab *grammar_vocab(hr_server *s, hr_error *err) {
-    pthread_mutex_lock(&s->gvocab_mu);
-    if (!s->gvocab)
-        hr_grammar_vocab_new(&s->gvocab, s->tok, s->model->hp.n_vocab, s->stop_ids,
-                             s->n_stop_ids, err);
-    pthread_mutex_unlock(&s->gvocab_mu);
-    return s->gvocab;
-}
-
 /* A JSON Schema given as an object or as JSON text. */
 static int schema_grammar(const json_t *v, hr_grammar **g, hr_error *err) {
     if (json_is_string(v)) {
@@ -502,19 +371,13 @@ static bool parse_constraint(fields *f, hr_server *s, hr_job *j) {
         return fail(f, which, "%s", e.msg);
 attach:;
     const char *param = which ? which : "tool_choice";
-    const char *kill = getenv("HEARTH_GRAMMAR");
-    if (kill && !strcmp(kill, "0"))
+    if (s->grammar_off)
         return fail(f, param, "%s: constrained decoding is turned off on this server "
                     "(HEARTH_GRAMMAR=0)", param);
-    const hr_grammar_vocab *gv = grammar_vocab(s, &e);
-    if (!gv) {
-        *f->err = hr__error_reply(500, "server_error", param, "%s", e.msg);
-        f->bad = true;
-        return false;
-    }
-    /* fill the grammar's mask cache here, on the HTTP thread, not in the
-     * engine's token loop */
-    if (hr_grammar_warm(j->grammar, gv, &e)) {
+    /* the vocabulary, and the grammar's mask cache filled here, on the HTTP
+     * thread, not in the engine's token loop */
+    const hr_grammar_vocab *gv = NULL;
+    if (hr__llm_grammar_ready(s->llm, j->grammar, &gv, &e)) {
         *f->err = hr__error_reply(500, "server_error", param, "%s", e.msg);
         f->bad = true;
         return false;

@@ -256,18 +256,6 @@ static char *basename_dup(const char *path) {
     return strndup(path + b, n - b);
 }
 
-/* Part of the SSD cache keys: files of another tokenizer are never read. */
-static uint64_t tokenizer_hash(const char *model) {
-    char path[4096], *buf = NULL;
-    size_t len = 0;
-    uint64_t h = 0;
-    if (!hr_path_join(path, sizeof path, model, "tokenizer.json") &&
-        hr_file_read(path, &buf, &len, NULL) == 0)
-        h = XXH64(buf, len, 0);
-    free(buf);
-    return h;
-}
-
 int hr_server_new(hr_server **out, const hr_server_opts *o, hr_error *err) {
     *out = NULL;
     hr_server *s = calloc(1, sizeof *s);
@@ -281,39 +269,29 @@ int hr_server_new(hr_server **out, const hr_server_opts *o, hr_error *err) {
     if (!s->o.max_body)
         s->o.max_body = DEFAULT_MAX_BODY;
     s->t_start = hr_now();
-    pthread_mutex_init(&s->gvocab_mu, NULL);
+    const char *g = getenv("HEARTH_GRAMMAR"); /* read once, not per request */
+    s->grammar_off = g && !strcmp(g, "0");
     int rc;
     if (!(s->model_id = basename_dup(o->model))) {
         rc = hr_err(err, HR_ENOMEM, "out of memory");
         goto fail;
     }
-    if ((rc = hr_model_open_on(&s->model, o->model, o->device ? o->device : "auto", err)) ||
-        (rc = hr_tokenizer_load(&s->tok, o->model, err)))
+    hr_llm_opts lo = {.n_threads = o->n_threads, .chat_template = o->chat_template,
+                      .device = o->device};
+    if ((rc = hr_llm_load(&s->llm, o->model, &lo, err)))
         goto fail;
-    if (hr_tokenizer_n_vocab(s->tok) > s->model->hp.n_vocab)
-        hr_log(HR_LOG_WARN, "the tokenizer has %d ids, the model %d", hr_tokenizer_n_vocab(s->tok),
-               s->model->hp.n_vocab);
-    /* chat template: --chat-template text, else the model's */
-    hr_chat_model_files files = {0};
-    if (hr_chat_is_gguf(o->model))
-        rc = hr_chat_gguf_load(&files, s->tok, o->model, o->chat_template != NULL, err);
-    else
-        rc = hr_chat_model_load(&files, o->model, NULL, 0, err);
-    if (rc)
-        goto fail;
-    const char *src = o->chat_template ? o->chat_template : files.template_src;
-    if (src && (rc = hr_chat_template_new(&s->tmpl, src, strlen(src), err))) {
-        hr_chat_model_files_free(&files);
-        hr_err_wrap(err, "chat template");
+    if (!s->llm->tok || s->llm->tmpl_err[0]) { /* the server needs both */
+        rc = hr_err(err, HR_ENOTFOUND, "%s", s->llm->tok ? s->llm->tmpl_err : s->llm->tok_err);
         goto fail;
     }
-    s->tool_format = hr_tool_format_detect(src);
-    if (s->tool_format)
-        hr_log(HR_LOG_INFO, "tool calls: %s format", hr_tool_format_name(s->tool_format));
-    s->bos_token = files.bos_token;
-    s->eos_token = files.eos_token;
-    files.bos_token = files.eos_token = NULL;
-    hr_chat_model_files_free(&files);
+    s->model = s->llm->model;
+    s->tok = s->llm->tok;
+    s->tmpl = s->llm->tmpl;
+    s->tool_format = s->llm->tool_format;
+    s->bos_token = s->llm->bos_token;
+    s->eos_token = s->llm->eos_token;
+    s->stop_ids = s->llm->stop_ids;
+    s->n_stop_ids = s->llm->n_stop_ids;
     if (o->chat_template_args) {
         json_error_t je;
         s->template_args = json_loads(o->chat_template_args, 0, &je);
@@ -322,40 +300,17 @@ int hr_server_new(hr_server **out, const hr_server_opts *o, hr_error *err) {
             goto fail;
         }
     }
-    /* end-of-sequence ids: generation_config / config, and the tokenizer's eos */
-    for (int i = 0; i < s->model->hp.n_eos && s->n_stop_ids < 15; i++)
-        s->stop_ids[s->n_stop_ids++] = s->model->hp.eos_ids[i];
-    int32_t te = hr_tokenizer_eos(s->tok);
-    bool have = false;
-    for (int i = 0; i < s->n_stop_ids; i++)
-        have |= s->stop_ids[i] == te;
-    if (te >= 0 && !have)
-        s->stop_ids[s->n_stop_ids++] = te;
-    hr_dtype kvt;
-    if ((rc = hr_kv_dtype_pick(o->kv_dtype, s->model->gguf, &kvt, err)))
+    hr_session_opts so = {.n_threads = o->n_threads, .max_batch = o->batch, .n_ctx = o->n_ctx,
+                          .kv_bytes = o->kv_bytes, .prefill_chunk = o->prefill_step,
+                          .prompt_cache = o->cache_blocks < 0 ? -1 : 0,
+                          .prompt_cache_size = o->cache_size,
+                          .prompt_cache_bytes = o->cache_bytes, .ssd_dir = o->ssd_cache,
+                          .ssd_max_bytes = o->ssd_cache_max,
+                          .ssd_demote_idle = o->ssd_demote_idle};
+    if ((rc = hr__kv_type_from_name(o->kv_dtype, &so.kv_dtype, err)) ||
+        (rc = hr_session_new(&s->session, s->llm, &so, err)))
         goto fail;
-    /* the prompt cache bound in blocks: the tighter of size and bytes */
-    int cache_blocks = o->cache_blocks;
-    if (cache_blocks >= 0) {
-        int ctx = o->n_ctx > 0 ? o->n_ctx : 8192;
-        size_t bb = hr_kv_block_bytes(&s->model->hp, kvt);
-        if (o->cache_size > 0)
-            cache_blocks = o->cache_size * ((ctx + HR_KV_BLOCK - 1) / HR_KV_BLOCK);
-        if (o->cache_bytes > 0) {
-            int by = (int)(o->cache_bytes / bb);
-            by = by < 1 ? 1 : by;
-            cache_blocks = cache_blocks > 0 && cache_blocks < by ? cache_blocks : by;
-        }
-    }
-    hr_engine_opts eo = {.n_threads = o->n_threads, .max_batch = o->batch, .n_ctx = o->n_ctx,
-                         .kv_bytes = o->kv_bytes, .kv_dtype = kvt,
-                         .prefill_chunk = o->prefill_step,
-                         .cache_blocks = cache_blocks, .ssd_dir = o->ssd_cache,
-                         .ssd_max_bytes = o->ssd_cache_max,
-                         .ssd_demote_idle = o->ssd_demote_idle,
-                         .cache_salt = tokenizer_hash(o->model)};
-    if ((rc = hr_engine_new(&s->engine, s->model, &eo, err)))
-        goto fail;
+    s->engine = s->session->engine;
     if (!(s->responses = hr__resp_store_new(HR_RESP_STORE_ENTRIES,
                                             (size_t)HR_RESP_STORE_MIB << 20))) {
         rc = hr_err(err, HR_ENOMEM, "out of memory");
@@ -404,16 +359,10 @@ void hr_server_free(hr_server *s) {
     if (!s)
         return;
     hr_server_stop(s);
-    hr_engine_free(s->engine);
     hr__resp_store_free(s->responses);
-    hr_grammar_vocab_free(s->gvocab);
-    pthread_mutex_destroy(&s->gvocab_mu);
-    hr_chat_template_free(s->tmpl);
-    hr_tokenizer_free(s->tok);
-    hr_model_free(s->model);
+    hr_session_free(s->session);
+    hr_llm_free(s->llm);
     json_decref(s->template_args);
-    free(s->bos_token);
-    free(s->eos_token);
     free(s->model_id);
     free(s);
 }

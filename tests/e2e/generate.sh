@@ -49,7 +49,7 @@ expect_err "expected an integer" generate --model "$fx" --prompt-tokens 1 --max-
 expect_err "bad token list" generate --model "$fx" --prompt-tokens 1,a
 expect_err "outside the vocabulary" generate --model "$fx" --prompt-tokens 1,99999
 expect_err "no such model directory" generate --model /nonexistent --prompt-tokens 1
-expect_err "exceeds the context limit of 8" generate --model "$fx" --prompt-tokens 1,2,3,4,5,6,7,8,9 --ctx 8
+expect_err "context limit is 8 tokens" generate --model "$fx" --prompt-tokens 1,2,3,4,5,6,7,8,9 --ctx 8
 expect_err "unknown shape" synth --shape nope --out "$tmp/x"
 "$bin" bogus-verb 2>/dev/null && bad "unknown verb accepted" || ok
 

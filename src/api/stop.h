@@ -1,8 +1,9 @@
 /* Stop strings over a stream of text: text is released as soon as it can no
  * longer be the start of a stop string, so a stop string never leaks into
- * the output even when it arrives split across tokens. */
-#ifndef HR_SERVER_STOP_H
-#define HR_SERVER_STOP_H
+ * the output even when it arrives split across tokens. Used by the public
+ * API and the server through hr_textout (textout.h). */
+#ifndef HR_API_STOP_H
+#define HR_API_STOP_H
 
 #include <stddef.h>
 

@@ -1,4 +1,4 @@
-#include "server/stop.h"
+#include "api/stop.h"
 #include "hearth.h"
 
 #include <stdlib.h>

@@ -1,5 +1,5 @@
 /* Stop strings across token boundaries never leak. */
-#include "server/stop.h"
+#include "api/stop.h"
 
 #include <setjmp.h>
 #include <stdarg.h>

@@ -1,0 +1,78 @@
+/* The public API's objects (include/hearth.h), shared with the layers above
+ * (the server, the CLI) that read their fields. The API layer sits on the
+ * engine: server, cli -> api -> engine -> model.
+ *   hr_llm      llm.c      model + tokenizer + chat template + defaults
+ *   hr_session  session.c  an engine over a model
+ *   hr_gen      gen.c      one request: params -> engine -> text events */
+#ifndef HR_API_API_H
+#define HR_API_API_H
+
+#include "hearth.h"
+#include "chat/chat.h"
+#include "chat/toolcall.h"
+#include "engine/engine.h"
+#include "grammar/grammar.h"
+#include "model/model.h"
+#include "tokenizer/tokenizer.h"
+
+#include <jansson.h>
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#define HR_LLM_MAX_STOP_IDS 16
+
+/* Sampling defaults: generation_config.json (when it sets do_sample), else
+ * mlx-lm's. Read once, at load. */
+typedef struct hr_gen_defaults {
+    double temp, top_p, min_p, rep;
+    int top_k, max_tokens;
+} hr_gen_defaults;
+
+struct hr_llm {
+    char *path;
+    hr_model *model;
+    hr_tokenizer *tok;               /* NULL: the model has none (token ids only) */
+    char tok_err[512];               /* why tok is NULL */
+    hr_chat_template *tmpl;          /* NULL: no template */
+    char tmpl_err[512];              /* why tmpl is NULL: rendering fails with it */
+    const hr_tool_format *tool_format; /* how the template's model writes calls; NULL */
+    char *bos_token, *eos_token;     /* the template's bos_token / eos_token; NULL */
+    int32_t stop_ids[HR_LLM_MAX_STOP_IDS]; /* end-of-sequence tokens */
+    int n_stop_ids;
+    hr_gen_defaults defaults;
+    uint64_t tok_hash;               /* tokenizer.json's hash: part of SSD cache keys */
+    int n_threads;                   /* hr_llm_opts.n_threads */
+    pthread_mutex_t gvocab_mu;
+    hr_grammar_vocab *gvocab;        /* for constrained decoding, built on first use */
+};
+
+/* Render normalized messages (hr_chat_messages_normalize) with m's
+ * template, or mlx-lm's plain format when it has none. tools and kwargs may
+ * be NULL. *prompt: malloc'd. */
+int hr__llm_render(const hr_llm *m, const json_t *msgs, const json_t *tools,
+                   const json_t *kwargs, int add_generation_prompt, char **prompt,
+                   hr_error *err);
+
+/* The vocabulary index of constrained decoding, built on first use (any
+ * thread). NULL with err filled on failure. */
+const hr_grammar_vocab *hr__llm_gvocab(hr_llm *m, hr_error *err);
+/* Make g ready for constrained decoding on m: *gv gets the vocabulary to
+ * pair it with, and g's mask cache is filled (off the token loop). */
+int hr__llm_grammar_ready(hr_llm *m, const hr_grammar *g, const hr_grammar_vocab **gv,
+                          hr_error *err);
+
+struct hr_session {
+    hr_llm *llm;
+    hr_engine *engine;
+    int n_threads, max_batch;
+};
+
+/* The engine options a session's options make on model m (the server's
+ * flags take this path too). */
+int hr__session_engine_opts(const hr_llm *m, const hr_session_opts *o, hr_engine_opts *eo,
+                            hr_error *err);
+/* --kv-dtype's names (NULL, auto, f32, f16, bf16) -> HR_KV_*. */
+int hr__kv_type_from_name(const char *name, int *kv, hr_error *err);
+
+#endif

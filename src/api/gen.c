@@ -1,0 +1,288 @@
+/* hr_gen: one request through the engine. Submit turns the public
+ * parameters into the engine's (prompt tokens, sampler chain, grammar, stop
+ * tokens); the reader turns the engine's token log into events of final
+ * text (hr_textout: the same detokenizer and stop strings as the server). */
+#include "api/api.h"
+#include "api/textout.h"
+#include "chat/messages.h"
+#include "core/error.h"
+#include "core/timer.h"
+
+#include <limits.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define WAIT_MS 100
+#define MAX_STOPS 16
+
+struct hr_gen {
+    hr_session *s;
+    hr_request *req;
+    int32_t *prompt;    /* [n_prompt] */
+    int n_prompt;
+    hr_grammar *grammar;
+    hr_textout out;
+    bool text;          /* the model has a tokenizer: events carry text */
+    int n_steps;        /* steps handed out */
+    bool stopped;       /* a stop string ended the text */
+    bool done;          /* the last event was handed out */
+    bool queued;        /* the engine holds a reference */
+    hr_step st;         /* the step of the last event */
+};
+
+void hr_gen_params_default(hr_gen_params *p) {
+    *p = (hr_gen_params){.max_tokens = -1, .temperature = -1, .top_p = -1, .min_p = -1,
+                         .top_k = -1, .repetition_penalty = -1,
+                         .repetition_context_size = 20, .presence_context_size = 20,
+                         .frequency_context_size = 20, .xtc_threshold = 0.1f};
+}
+
+/* ---- submit ------------------------------------------------------------------ */
+
+static int build_prompt(hr_gen *g, const hr_llm *m, const hr_gen_params *p, hr_error *err) {
+    int given = (p->prompt_tokens != NULL) + (p->prompt_text != NULL) +
+                (p->messages_json != NULL);
+    if (given != 1)
+        return hr_err(err, HR_EINVAL, "give exactly one of prompt_tokens, prompt_text, "
+                      "messages_json");
+    if (p->prompt_tokens) {
+        if (p->n_prompt_tokens <= 0)
+            return hr_err(err, HR_EINVAL, "the prompt is empty");
+        if (!(g->prompt = malloc((size_t)p->n_prompt_tokens * sizeof *g->prompt)))
+            return hr_err(err, HR_ENOMEM, "out of memory");
+        memcpy(g->prompt, p->prompt_tokens, (size_t)p->n_prompt_tokens * sizeof *g->prompt);
+        g->n_prompt = p->n_prompt_tokens;
+        return 0;
+    }
+    char *text = NULL;
+    unsigned flags = HR_TOKENIZE_ADD_SPECIAL;
+    int rc;
+    if (p->messages_json) {
+        if ((rc = hr_llm_chat_render(m, p->messages_json, p->tools_json,
+                                     p->template_kwargs_json, 1, &text, err)))
+            return rc;
+        flags = 0; /* the template writes the special tokens */
+    }
+    size_t n = 0;
+    const char *src = text ? text : p->prompt_text;
+    rc = hr_llm_tokenize(m, src, strlen(src), flags, &g->prompt, &n, err);
+    free(text);
+    if (rc)
+        return rc;
+    g->n_prompt = (int)n;
+    return n ? 0 : hr_err(err, HR_EINVAL, "the prompt is empty");
+}
+
+/* The one structured-output field given, compiled. */
+static int build_grammar(hr_gen *g, const hr_gen_params *p, hr_error *err) {
+    int given = (p->json_schema != NULL) + (p->json_object != 0) + (p->regex != NULL) +
+                (p->grammar != NULL) + (p->choices != NULL);
+    if (given > 1)
+        return hr_err(err, HR_EINVAL, "give at most one of json_schema, json_object, regex, "
+                      "grammar, choices");
+    if (p->json_schema) {
+        json_error_t je;
+        json_t *js = json_loads(p->json_schema, 0, &je);
+        if (!js)
+            return hr_err(err, HR_EINVAL, "json_schema is not valid JSON: %s", je.text);
+        int rc = hr_grammar_from_json_schema(&g->grammar, js, err);
+        json_decref(js);
+        return rc;
+    }
+    if (p->json_object)
+        return hr_grammar_json_object(&g->grammar, err);
+    if (p->regex)
+        return hr_grammar_from_regex(&g->grammar, p->regex, err);
+    if (p->grammar)
+        return hr_grammar_from_gbnf(&g->grammar, p->grammar, strlen(p->grammar), err);
+    if (p->choices) {
+        if (p->n_choices <= 0)
+            return hr_err(err, HR_EINVAL, "choices must be a non-empty list of strings");
+        return hr_grammar_from_choices(&g->grammar, p->choices, p->n_choices, err);
+    }
+    return 0;
+}
+
+static void sampler_params(const hr_llm *m, const hr_gen_params *p, hr_sampler_params *sp) {
+    const hr_gen_defaults *d = &m->defaults;
+    hr_sampler_params_default(sp);
+    sp->temp = p->temperature >= 0 ? p->temperature : (float)d->temp;
+    sp->top_p = p->top_p >= 0 ? p->top_p : (float)d->top_p;
+    sp->min_p = p->min_p >= 0 ? p->min_p : (float)d->min_p;
+    sp->top_k = p->top_k >= 0 ? p->top_k : d->top_k;
+    sp->repetition_penalty = p->repetition_penalty >= 0 ? p->repetition_penalty
+                                                        : (float)d->rep;
+    sp->repetition_context_size = p->repetition_context_size;
+    sp->presence_penalty = p->presence_penalty;
+    sp->presence_context_size = p->presence_context_size;
+    sp->frequency_penalty = p->frequency_penalty;
+    sp->frequency_context_size = p->frequency_context_size;
+    sp->xtc_probability = p->xtc_probability;
+    sp->xtc_threshold = p->xtc_threshold;
+    sp->xtc_special = m->stop_ids; /* XTC never removes end-of-sequence tokens */
+    sp->n_xtc_special = m->n_stop_ids;
+    sp->bias_ids = p->logit_bias_ids;
+    sp->bias_values = p->logit_bias_values;
+    sp->n_bias = p->n_logit_bias;
+    sp->seed = p->has_seed ? p->seed : (uint64_t)(hr_now() * 1e9);
+}
+
+static int check(const hr_llm *m, const hr_gen_params *p, hr_error *err) {
+    int V = m->model->hp.n_vocab;
+    if (p->n_stop < 0 || p->n_stop > MAX_STOPS || (p->n_stop && !p->stop))
+        return hr_err(err, HR_ERANGE, "stop: at most %d strings", MAX_STOPS);
+    for (int i = 0; i < p->n_stop; i++)
+        if (!p->stop[i])
+            return hr_err(err, HR_EINVAL, "stop: string %d is NULL", i);
+    if (p->top_k >= V)
+        return hr_err(err, HR_ERANGE, "top_k must be smaller than the vocabulary");
+    if (p->n_logit_bias < 0 || (p->n_logit_bias && (!p->logit_bias_ids ||
+                                                    !p->logit_bias_values)))
+        return hr_err(err, HR_EINVAL, "logit_bias: ids and values are needed");
+    for (int i = 0; i < p->n_logit_bias; i++)
+        if (p->logit_bias_ids[i] < 0 || p->logit_bias_ids[i] >= V)
+            return hr_err(err, HR_ERANGE, "logit_bias names token id %d, outside the "
+                          "vocabulary", p->logit_bias_ids[i]);
+    if (p->choices && p->n_choices > 4096)
+        return hr_err(err, HR_ERANGE, "choices: at most 4096");
+    return 0;
+}
+
+int hr_gen_submit(hr_gen **out, hr_session *s, const hr_gen_params *p, hr_error *err) {
+    if (!out || !s || !p)
+        return hr_err(err, HR_EINVAL, "hr_gen_submit: NULL argument");
+    *out = NULL;
+    hr_llm *m = s->llm;
+    int rc = check(m, p, err);
+    if (rc)
+        return rc;
+    hr_gen *g = calloc(1, sizeof *g);
+    if (!g)
+        return hr_err(err, HR_ENOMEM, "out of memory");
+    g->s = s;
+    hr_req_params rp = {.max_tokens = p->max_tokens >= 0 ? p->max_tokens
+                                                         : m->defaults.max_tokens,
+                        .top_logprobs = p->top_logprobs,
+                        .stop_ids = p->ignore_eos ? NULL : m->stop_ids,
+                        .n_stop_ids = p->ignore_eos ? 0 : m->n_stop_ids};
+    sampler_params(m, p, &rp.sampler);
+    if ((rc = build_prompt(g, m, p, err)) || (rc = build_grammar(g, p, err)))
+        goto fail;
+    if (g->grammar) {
+        if ((rc = hr__llm_grammar_ready(m, g->grammar, &rp.gvocab, err)))
+            goto fail;
+        rp.grammar = g->grammar;
+    }
+    rp.prompt = g->prompt;
+    rp.n_prompt = g->n_prompt;
+    if ((rc = hr_request_new(&g->req, s->engine, &rp, err)))
+        goto fail;
+    g->text = m->tok != NULL;
+    if (g->text && (rc = hr_textout_init(&g->out, m->tok, HR_DETOK_SKIP_SPECIAL, p->stop,
+                                         p->n_stop, err)))
+        goto fail;
+    if ((rc = hr_engine_submit(s->engine, g->req, err)))
+        goto fail;
+    g->queued = true;
+    *out = g;
+    return 0;
+fail:
+    hr_gen_free(g);
+    return rc;
+}
+
+/* ---- read ------------------------------------------------------------------ */
+
+static int finish_code(hr_finish f) {
+    switch (f) {
+    case HR_FINISH_STOP: return HR_GEN_STOP;
+    case HR_FINISH_LENGTH: return HR_GEN_LENGTH;
+    case HR_FINISH_CANCELLED: return HR_GEN_CANCELLED;
+    case HR_FINISH_ERROR: return HR_GEN_ERROR;
+    default: return HR_GEN_RUNNING;
+    }
+}
+
+/* The last event: why it ended, the text held back, usage. */
+static int last_event(hr_gen *g, hr_gen_event *ev, hr_error *err) {
+    hr_error ferr = {0};
+    hr_finish f = g->stopped ? HR_FINISH_STOP : hr_request_finish(g->req, &ferr);
+    g->done = true;
+    *ev = (hr_gen_event){.text = "", .token = -1, .finish = finish_code(f),
+                         .prompt_tokens = g->n_prompt,
+                         .completion_tokens = g->stopped ? g->n_steps
+                                                         : hr_request_completion_tokens(g->req),
+                         .cached_tokens = hr_request_cached_tokens(g->req)};
+    if (f == HR_FINISH_ERROR) {
+        hr_err(err, HR_EINVAL, "%s", ferr.msg);
+        return HR_EINVAL;
+    }
+    if (g->text)
+        hr_textout_finish(&g->out, f == HR_FINISH_STOP, &ev->text, &ev->text_len);
+    return 1;
+}
+
+int hr_gen_next(hr_gen *g, hr_gen_event *ev, hr_error *err) {
+    if (!g || !ev)
+        return hr_err(err, HR_EINVAL, "hr_gen_next: NULL argument");
+    if (g->done)
+        return 0;
+    int rc = 0;
+    while (!g->stopped && (rc = hr_request_wait(g->req, g->n_steps, &g->st, WAIT_MS)) < 0)
+        ;
+    if (g->stopped || rc == 0)
+        return last_event(g, ev, err);
+    g->n_steps++;
+    *ev = (hr_gen_event){.text = "", .token = g->st.token, .logprob = g->st.logprob,
+                         .n_top = g->st.n_top, .top_ids = g->st.top_ids,
+                         .top_logprobs = g->st.top_lps, .finish = HR_GEN_RUNNING};
+    if (g->text && hr_textout_push(&g->out, g->st.token, &ev->text, &ev->text_len)) {
+        g->stopped = true; /* the next call gives the last event */
+        hr_request_cancel(g->req);
+    }
+    return 1;
+}
+
+int hr_gen_run(hr_gen *g, hr_gen_cb cb, void *user, hr_error *err) {
+    if (!g || !cb)
+        return hr_err(err, HR_EINVAL, "hr_gen_run: NULL argument");
+    hr_gen_event ev;
+    int rc;
+    while ((rc = hr_gen_next(g, &ev, err)) == 1) {
+        if (cb(&ev, user)) {
+            hr_gen_cancel(g);
+            while ((rc = hr_gen_next(g, &ev, err)) == 1)
+                ;
+            return rc < 0 ? rc : 0;
+        }
+    }
+    return rc;
+}
+
+void hr_gen_cancel(hr_gen *g) {
+    if (g && g->req)
+        hr_request_cancel(g->req);
+}
+
+const int32_t *hr_gen_prompt(const hr_gen *g, int *n) {
+    if (n)
+        *n = g ? g->n_prompt : 0;
+    return g ? g->prompt : NULL;
+}
+
+void hr_gen_free(hr_gen *g) {
+    if (!g)
+        return;
+    if (g->req) {
+        hr_request_cancel(g->req);
+        /* the engine's matcher reads the grammar until it retires the request */
+        hr_step st;
+        while (g->queued && g->grammar && hr_request_wait(g->req, INT_MAX, &st, WAIT_MS) < 0)
+            ;
+        hr_request_release(g->req);
+    }
+    hr_textout_deinit(&g->out);
+    hr_grammar_free(g->grammar);
+    free(g->prompt);
+    free(g);
+}

@@ -1,0 +1,322 @@
+/* The public API (include/hearth.h, src/api/) on the demo model: loading
+ * and its errors, text helpers, sessions (options honoured), requests
+ * through the pull iterator and the callback, stop strings, structured
+ * output, cancel, usage, and every parameter error. */
+#include "hearth.h"
+
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+#include <regex.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static char g_model[4096];
+static hr_llm *g_llm;
+static hr_session *g_sess;
+
+static int setup(void **state) {
+    (void)state;
+    const char *root = getenv("HEARTH_ROOT");
+    snprintf(g_model, sizeof g_model, "%s/models/hearth-demo", root ? root : ".");
+    hr_error err = {0};
+    hr_llm_opts lo = {.n_threads = 1};
+    if (hr_llm_load(&g_llm, g_model, &lo, &err) ||
+        hr_session_new(&g_sess, g_llm, &(hr_session_opts){.max_batch = 4, .n_ctx = 512}, &err)) {
+        fprintf(stderr, "%s\n", err.msg);
+        return -1;
+    }
+    return 0;
+}
+
+static int teardown(void **state) {
+    (void)state;
+    hr_session_free(g_sess);
+    hr_llm_free(g_llm);
+    return 0;
+}
+
+/* Run a request to the end through the pull iterator: the text, the last
+ * event, the number of token events. */
+static int collect(const hr_gen_params *p, char *text, size_t cap, hr_gen_event *last,
+                   hr_error *err) {
+    hr_gen *g = NULL;
+    int rc = hr_gen_submit(&g, g_sess, p, err), n = 0;
+    size_t len = 0;
+    hr_gen_event ev;
+    text[0] = 0;
+    while (!rc && (rc = hr_gen_next(g, &ev, err)) == 1) {
+        assert_true(len + ev.text_len < cap);
+        memcpy(text + len, ev.text, ev.text_len);
+        text[len += ev.text_len] = 0;
+        if (ev.token >= 0)
+            n++;
+        else
+            *last = ev;
+        rc = 0;
+        if (ev.finish != HR_GEN_RUNNING)
+            break;
+    }
+    if (!rc)
+        assert_int_equal(hr_gen_next(g, &ev, err), 0); /* nothing after the last event */
+    hr_gen_free(g);
+    return rc ? rc : n;
+}
+
+static void test_load_errors(void **state) {
+    (void)state;
+    hr_error err = {0};
+    hr_llm *m = (hr_llm *)1;
+    assert_true(hr_llm_load(&m, "/nonexistent/model", NULL, &err) < 0);
+    assert_null(m);
+    assert_non_null(strstr(err.msg, "/nonexistent/model"));
+    assert_int_equal(hr_llm_load(&m, g_model, &(hr_llm_opts){.n_threads = -1}, &err), HR_ERANGE);
+    assert_int_equal(hr_llm_load(NULL, g_model, NULL, NULL), HR_EINVAL);
+    hr_llm_free(NULL);
+    hr_session_free(NULL);
+    hr_gen_free(NULL);
+    assert_string_equal(hr_version(), "0.1.0");
+    assert_string_equal(hr_strerror(HR_ENOTFOUND), "not found");
+}
+
+static void test_text(void **state) {
+    (void)state;
+    hr_error err = {0};
+    int32_t *ids = NULL;
+    size_t n = 0;
+    const char *s = "What does abate mean?";
+    assert_int_equal(hr_llm_tokenize(g_llm, s, strlen(s), 0, &ids, &n, &err), 0);
+    assert_true(n > 2);
+    char *back = NULL;
+    assert_int_equal(hr_llm_detokenize(g_llm, ids, n, 0, &back, NULL, &err), 0);
+    assert_string_equal(back, s);
+    hr_free(back);
+    hr_free(ids);
+    int32_t bad = 1 << 30;
+    assert_true(hr_llm_detokenize(g_llm, &bad, 1, 0, &back, NULL, &err) < 0);
+    char *prompt = NULL;
+    assert_int_equal(hr_llm_chat_render(g_llm, "[{\"role\": \"user\", \"content\": \"Hi\"}]",
+                                        NULL, NULL, 1, &prompt, &err), 0);
+    assert_non_null(strstr(prompt, "Hi"));
+    assert_non_null(strstr(prompt, "<|im_start|>assistant"));
+    hr_free(prompt);
+    assert_int_equal(hr_llm_chat_render(g_llm, "[{\"content\": \"Hi\"}]", NULL, NULL, 1,
+                                        &prompt, &err), HR_EINVAL);
+    assert_non_null(strstr(err.msg, "role"));
+    assert_int_equal(hr_llm_chat_render(g_llm, "[1,", NULL, NULL, 1, &prompt, &err), HR_EINVAL);
+    assert_non_null(strstr(err.msg, "not valid JSON"));
+    assert_true(hr_llm_n_vocab(g_llm) > 1000 && hr_llm_n_ctx_max(g_llm) >= 512);
+}
+
+static void test_session_options(void **state) {
+    (void)state;
+    hr_session_stats st;
+    hr_session_stats_get(g_sess, &st);
+    assert_int_equal(st.n_threads, 1); /* hr_llm_opts.n_threads */
+    assert_int_equal(st.max_batch, 4);
+    assert_int_equal(st.n_ctx, 512);
+    hr_session *s = NULL;
+    hr_error err = {0};
+    assert_int_equal(hr_session_new(&s, g_llm, &(hr_session_opts){.n_threads = 2, .n_ctx = 64,
+                                                                  .kv_dtype = HR_KV_F16,
+                                                                  .prompt_cache = -1}, &err), 0);
+    hr_session_stats_get(s, &st);
+    assert_int_equal(st.n_threads, 2);
+    assert_int_equal(st.n_ctx, 64);
+    hr_session_free(s);
+    assert_int_equal(hr_session_new(&s, g_llm, &(hr_session_opts){.kv_dtype = 9}, &err),
+                     HR_EINVAL);
+    assert_int_equal(hr_session_new(&s, g_llm, &(hr_session_opts){.max_batch = -1}, &err),
+                     HR_ERANGE);
+}
+
+static void test_greedy_and_usage(void **state) {
+    (void)state;
+    hr_gen_params p;
+    hr_gen_params_default(&p);
+    p.messages_json = "[{\"role\": \"user\", \"content\": \"What does abate mean?\"}]";
+    p.max_tokens = 32;
+    p.temperature = 0;
+    char text[4096];
+    hr_gen_event last;
+    hr_error err = {0};
+    int n = collect(&p, text, sizeof text, &last, &err);
+    assert_true(n > 0);
+    /* tests/fixtures/demo/golden.json, chat-abate */
+    assert_string_equal(text, "To abate means to give a name to a name, as in \"The name of "
+                              "the King referred\".");
+    assert_int_equal(last.finish, HR_GEN_STOP);
+    assert_int_equal(last.completion_tokens, n + 1); /* the end-of-turn token counts */
+    assert_true(last.prompt_tokens > 5);
+    /* the same request again: its prompt comes from the prompt cache */
+    char again[4096];
+    assert_true(collect(&p, again, sizeof again, &last, &err) == n);
+    assert_string_equal(again, text);
+    assert_true(last.cached_tokens > 0);
+    p.max_tokens = 3;
+    assert_int_equal(collect(&p, text, sizeof text, &last, &err), 3);
+    assert_int_equal(last.finish, HR_GEN_LENGTH);
+}
+
+typedef struct cb_state {
+    char text[4096];
+    size_t len;
+    int events, stop_after, finish;
+} cb_state;
+
+static int on_event(const hr_gen_event *ev, void *user) {
+    cb_state *c = user;
+    memcpy(c->text + c->len, ev->text, ev->text_len);
+    c->text[c->len += ev->text_len] = 0;
+    c->finish = ev->finish;
+    return ++c->events == c->stop_after;
+}
+
+static void test_callback_and_cancel(void **state) {
+    (void)state;
+    hr_gen_params p;
+    hr_gen_params_default(&p);
+    p.prompt_text = "In the beginning";
+    p.max_tokens = 16;
+    p.temperature = 0.8f;
+    p.has_seed = 1;
+    p.seed = 9;
+    p.top_logprobs = 3;
+    char pulled[4096];
+    hr_gen_event last;
+    hr_error err = {0};
+    assert_int_equal(collect(&p, pulled, sizeof pulled, &last, &err), 16);
+    cb_state c = {0};
+    hr_gen *g = NULL;
+    assert_int_equal(hr_gen_submit(&g, g_sess, &p, &err), 0);
+    assert_int_equal(hr_gen_run(g, on_event, &c, &err), 0);
+    hr_gen_free(g);
+    assert_string_equal(c.text, pulled); /* seeded: the same text both ways */
+    assert_int_equal(c.finish, HR_GEN_LENGTH);
+    /* a callback returning non-zero cancels */
+    cb_state d = {.stop_after = 2};
+    p.max_tokens = 200;
+    assert_int_equal(hr_gen_submit(&g, g_sess, &p, &err), 0);
+    assert_int_equal(hr_gen_run(g, on_event, &d, &err), 0);
+    assert_int_equal(d.events, 2);
+    hr_gen_free(g);
+    /* hr_gen_cancel: the reader gets a last event saying so */
+    assert_int_equal(hr_gen_submit(&g, g_sess, &p, &err), 0);
+    hr_gen_event ev;
+    assert_int_equal(hr_gen_next(g, &ev, &err), 1);
+    assert_int_equal(ev.n_top, 3);
+    assert_true(ev.top_logprobs[0] >= ev.top_logprobs[1] && ev.logprob <= 0);
+    hr_gen_cancel(g);
+    while (hr_gen_next(g, &ev, &err) == 1 && ev.finish == HR_GEN_RUNNING)
+        ;
+    assert_int_equal(ev.finish, HR_GEN_CANCELLED);
+    hr_gen_free(g);
+}
+
+static void test_stop_and_structured(void **state) {
+    (void)state;
+    hr_gen_params p;
+    hr_gen_params_default(&p);
+    p.prompt_text = "In the beginning";
+    p.max_tokens = 24;
+    p.temperature = 0;
+    char full[4096], cut[4096];
+    hr_gen_event last;
+    hr_error err = {0};
+    assert_true(collect(&p, full, sizeof full, &last, &err) > 0);
+    const char *at = strstr(full, "day");
+    assert_non_null(at); /* the greedy text has it */
+    const char *stops[] = {"zzz", "day"};
+    p.stop = stops;
+    p.n_stop = 2;
+    assert_true(collect(&p, cut, sizeof cut, &last, &err) > 0);
+    assert_int_equal(strlen(cut), (size_t)(at - full));
+    assert_memory_equal(cut, full, strlen(cut));
+    assert_int_equal(last.finish, HR_GEN_STOP);
+    /* a regex: the whole text matches it */
+    hr_gen_params_default(&p);
+    p.prompt_text = "The number is";
+    p.max_tokens = 16;
+    p.temperature = 0.7f;
+    p.has_seed = 1;
+    p.regex = "[0-9]{3}-[a-z]+";
+    assert_true(collect(&p, cut, sizeof cut, &last, &err) > 0);
+    regex_t re;
+    assert_int_equal(regcomp(&re, "^[0-9]{3}-[a-z]+$", REG_EXTENDED), 0);
+    assert_int_equal(regexec(&re, cut, 0, NULL, 0), 0);
+    regfree(&re);
+    /* choices */
+    hr_gen_params_default(&p);
+    p.prompt_text = "Yes or no?";
+    const char *ch[] = {"yes", "no"};
+    p.choices = ch;
+    p.n_choices = 2;
+    p.max_tokens = 8;
+    assert_true(collect(&p, cut, sizeof cut, &last, &err) > 0);
+    assert_true(!strcmp(cut, "yes") || !strcmp(cut, "no"));
+    assert_int_equal(last.finish, HR_GEN_STOP);
+}
+
+static void test_param_errors(void **state) {
+    (void)state;
+    hr_gen *g = NULL;
+    hr_error err = {0};
+    hr_gen_params p;
+    int32_t toks[] = {1, 2, 3};
+    hr_gen_params_default(&p);
+    assert_int_equal(hr_gen_submit(&g, g_sess, &p, &err), HR_EINVAL); /* no prompt */
+    assert_non_null(strstr(err.msg, "exactly one"));
+    p.prompt_text = "x";
+    p.prompt_tokens = toks;
+    p.n_prompt_tokens = 3;
+    assert_int_equal(hr_gen_submit(&g, g_sess, &p, &err), HR_EINVAL); /* two prompts */
+    p.prompt_text = NULL;
+    p.regex = "a";
+    p.json_object = 1;
+    assert_int_equal(hr_gen_submit(&g, g_sess, &p, &err), HR_EINVAL);
+    assert_non_null(strstr(err.msg, "at most one"));
+    p.regex = NULL;
+    p.json_object = 0;
+    p.json_schema = "{not json";
+    assert_int_equal(hr_gen_submit(&g, g_sess, &p, &err), HR_EINVAL);
+    p.json_schema = NULL;
+    p.top_logprobs = 99;
+    assert_int_equal(hr_gen_submit(&g, g_sess, &p, &err), HR_ERANGE);
+    p.top_logprobs = 0;
+    p.top_k = 1 << 30;
+    assert_int_equal(hr_gen_submit(&g, g_sess, &p, &err), HR_ERANGE);
+    p.top_k = -1;
+    p.n_stop = 17;
+    assert_int_equal(hr_gen_submit(&g, g_sess, &p, &err), HR_ERANGE);
+    p.n_stop = 0;
+    toks[1] = 1 << 30;
+    assert_int_equal(hr_gen_submit(&g, g_sess, &p, &err), HR_ERANGE);
+    assert_non_null(strstr(err.msg, "outside the vocabulary"));
+    toks[1] = 2;
+    p.temperature = 0;
+    p.top_p = 2;
+    assert_true(hr_gen_submit(&g, g_sess, &p, &err) < 0);
+    assert_non_null(strstr(err.msg, "top_p"));
+    p.top_p = -1;
+    int32_t *big = calloc(600, sizeof *big);
+    p.prompt_tokens = big;
+    p.n_prompt_tokens = 600;
+    assert_int_equal(hr_gen_submit(&g, g_sess, &p, &err), HR_ERANGE); /* past n_ctx 512 */
+    assert_non_null(strstr(err.msg, "context limit is 512"));
+    free(big);
+    assert_null(g);
+    assert_int_equal(hr_gen_next(NULL, NULL, &err), HR_EINVAL);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_load_errors),        cmocka_unit_test(test_text),
+        cmocka_unit_test(test_session_options),    cmocka_unit_test(test_greedy_and_usage),
+        cmocka_unit_test(test_callback_and_cancel), cmocka_unit_test(test_stop_and_structured),
+        cmocka_unit_test(test_param_errors),
+    };
+    return cmocka_run_group_tests(tests, setup, teardown);
+}
