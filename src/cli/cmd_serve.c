@@ -7,6 +7,7 @@
 
 #include <pthread.h>
 #include <signal.h>
+#include <time.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -120,8 +121,17 @@ int hr_cmd_serve(int argc, char **argv) {
     }
     hr_log(HR_LOG_INFO, "serving %s on http://%s:%d", o.model, host, hr_server_port(s));
     fprintf(stderr, "hearth: listening on http://%s:%d\n", host, hr_server_port(s));
-    int sig = 0;
-    sigwait(&set, &sig);
+    int sig = -1;
+    const char *dead = NULL;
+    struct timespec tick = {.tv_sec = 1};
+    while (sig < 0 && !(dead = hr_server_dead(s)))
+        sig = sigtimedwait(&set, NULL, &tick);
+    if (dead) { /* a lost GPU serves nothing but errors: say so and exit */
+        fprintf(stderr, "hearth: %s; exiting\n", dead);
+        hr_server_stop(s);
+        hr_server_free(s);
+        return 1;
+    }
     hr_log(HR_LOG_INFO, "signal %d: shutting down", sig);
     hr_server_stop(s);
     hr_server_free(s);

@@ -178,6 +178,8 @@ struct hr_engine {
     /* stats, read from any thread */
     _Atomic long st_total, st_running, st_queued, st_prompt, st_gen;
     _Atomic long st_prefill_tok, st_decode_tok;
+    _Atomic bool dead;              /* the model's device is lost (hr_backend.lost) */
+    char dead_msg[256];             /* why; written once, before dead is set */
     _Atomic double st_prefill_s, st_decode_s;
     _Atomic int st_kv_free, st_kv_requests, st_kv_cached;
     _Atomic long st_cached_tokens;
@@ -249,6 +251,8 @@ int hr_engine_max_batch(const hr_engine *e) { return e->max_batch; }
 static int blocks_for(int tokens) { return (tokens + HR_KV_BLOCK - 1) / HR_KV_BLOCK; }
 
 int hr_engine_submit(hr_engine *e, hr_request *r, hr_error *err) {
+    if (atomic_load(&e->dead))
+        return hr_err(err, HR_EIO, "%s", e->dead_msg);
     if (r->n_prompt >= e->n_ctx)
         return hr_err(err, HR_ERANGE, "the prompt has %d tokens; this model's context "
                       "limit is %d tokens, including at least one generated token",
@@ -276,6 +280,7 @@ int hr_engine_submit(hr_engine *e, hr_request *r, hr_error *err) {
 void hr_engine_stats_get(const hr_engine *e, hr_engine_stats *s) {
     hr_engine *m = (hr_engine *)e; /* atomics only */
     s->requests_total = atomic_load(&m->st_total);
+    s->dead = atomic_load(&m->dead) ? m->dead_msg : NULL;
     s->requests_running = atomic_load(&m->st_running);
     s->requests_queued = atomic_load(&m->st_queued);
     s->prompt_tokens = atomic_load(&m->st_prompt);
@@ -574,6 +579,10 @@ static void step(hr_engine *e) {
     }
     if (rc) { /* a malformed batch is our bug; end these requests, keep serving */
         hr_log(HR_LOG_ERROR, "forward failed: %s", err.msg);
+        if (e->m->be->lost && !atomic_load(&e->dead)) { /* nothing will run again */
+            snprintf(e->dead_msg, sizeof e->dead_msg, "%s", err.msg);
+            atomic_store(&e->dead, true);
+        }
         while (e->n_running)
             retire(e, 0, HR_FINISH_ERROR, err.msg);
         return;

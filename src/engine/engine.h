@@ -119,6 +119,9 @@ typedef struct hr_engine_stats {
     int kv_blocks_cached;    /* indexed by the prompt cache */
     long cached_tokens;      /* prompt tokens served from the cache, in all */
     bool ssd;                /* the SSD tier is on */
+    const char *dead;        /* NULL; or why the engine cannot run any more
+                              * (its GPU context is lost): every request fails,
+                              * and the server exits */
     long ssd_written, ssd_hits, ssd_quarantined;
     size_t kv_bytes;
 } hr_engine_stats;

@@ -103,8 +103,12 @@ static hr_reply route(hr_server *s, struct MHD_Connection *c, const char *method
     hr_reply ui;
     if (get && !s->o.no_ui && hr__ui_route(c, url, &ui))
         return ui;
-    if (get && !strcmp(url, "/health"))
+    if (get && !strcmp(url, "/health")) {
+        const char *dead = hr_server_dead(s);
+        if (dead)
+            return hr__json_reply(503, json_pack("{s:s,s:s}", "status", "error", "message", dead));
         return (hr_reply){.status = 200, .body = strdup("{\"status\": \"ok\"}")};
+    }
     if (get && !strcmp(url, "/stats"))
         return route_stats(s);
     if (get && !strcmp(url, "/v1/models"))
@@ -365,4 +369,10 @@ void hr_server_free(hr_server *s) {
     json_decref(s->template_args);
     free(s->model_id);
     free(s);
+}
+
+const char *hr_server_dead(hr_server *s) {
+    hr_engine_stats st;
+    hr_engine_stats_get(s->engine, &st);
+    return st.dead;
 }

@@ -50,4 +50,8 @@ int hr_server_port(const hr_server *s);
 void hr_server_stop(hr_server *s);
 void hr_server_free(hr_server *s);
 
+/* NULL while the server can serve; else why it cannot (the engine's device
+ * is lost): /health answers 503 with it and `hearth serve` exits 1. */
+const char *hr_server_dead(hr_server *s);
+
 #endif
