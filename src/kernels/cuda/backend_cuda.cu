@@ -295,8 +295,8 @@ static void cu_norm(hr_bctx *c, float *y, const float *x, const float *w, const 
 
 /* One kernel per weight format, whatever the number of rows: a row's
  * products are summed in the same order alone or in any batch (the engine's
- * batched == alone), NR rows of x per block (1 for a single row, else 32: the
- * weights are read once per 32 rows). */
+ * batched == alone), NR rows of x per block (1 for a single row, else 8: the
+ * weights are read once per 8 rows; 32 gave the same prefill speed). */
 static void cu_matmul(hr_bctx *c, const float *x, int ldx, int T, int count,
                       const hr_matmul_out *out) {
     cu_ctx *cx = ctx_of(c);
@@ -308,7 +308,7 @@ static void cu_matmul(hr_bctx *c, const float *x, int ldx, int T, int count,
         int ldy = out[i].ldy;
         const float *bias = out[i].bias;
         bool one = T == 1;
-        dim3 grid(blocks_for((size_t)w.rows, 4), one ? 1 : blocks_for((size_t)T, 32));
+        dim3 grid(blocks_for((size_t)w.rows, 4), one ? 1 : blocks_for((size_t)T, 8));
         bool xal = ((uintptr_t)x & 15) == 0 && ldx % 4 == 0;
         bool q32 = w.dtype == HR_DTYPE_Q8_0 || w.dtype == HR_DTYPE_Q4_0 ||
                    w.dtype == HR_DTYPE_Q4_1;
@@ -316,16 +316,16 @@ static void cu_matmul(hr_bctx *c, const float *x, int ldx, int T, int count,
             if (one)
                 k_mv_plain<1><<<grid, 128, 0, cx->stream>>>(x, ldx, T, w, y, ldy, bias);
             else
-                k_mv_plain<32><<<grid, 128, 0, cx->stream>>>(x, ldx, T, w, y, ldy, bias);
+                k_mv_plain<8><<<grid, 128, 0, cx->stream>>>(x, ldx, T, w, y, ldy, bias);
         } else if (q32 && xal) {
             if (one)
                 k_mv_q32<1><<<grid, 128, 0, cx->stream>>>(x, ldx, T, w, y, ldy, bias);
             else
-                k_mv_q32<32><<<grid, 128, 0, cx->stream>>>(x, ldx, T, w, y, ldy, bias);
+                k_mv_q32<8><<<grid, 128, 0, cx->stream>>>(x, ldx, T, w, y, ldy, bias);
         } else if (one) {
             k_matmul<1><<<grid, 128, 0, cx->stream>>>(x, ldx, T, w, y, ldy, bias);
         } else {
-            k_matmul<32><<<grid, 128, 0, cx->stream>>>(x, ldx, T, w, y, ldy, bias);
+            k_matmul<8><<<grid, 128, 0, cx->stream>>>(x, ldx, T, w, y, ldy, bias);
         }
     }
 }
