@@ -328,7 +328,8 @@ int hr_server_new(hr_server **out, const hr_server_opts *o, hr_error *err) {
     int cache_blocks = o->cache_blocks;
     if (cache_blocks >= 0) {
         int ctx = o->n_ctx > 0 ? o->n_ctx : 8192;
-        size_t bb = hr_kv_block_bytes(&s->model->hp, kvt);
+        hr_kv_fmt f = {o->kv_bits ? HR_DTYPE_AFFINE : kvt, o->kv_bits, o->kv_group};
+        size_t bb = hr_kv_fmt_block_bytes(&s->model->hp, &f);
         if (o->cache_size > 0)
             cache_blocks = o->cache_size * ((ctx + HR_KV_BLOCK - 1) / HR_KV_BLOCK);
         if (o->cache_bytes > 0) {
@@ -339,6 +340,7 @@ int hr_server_new(hr_server **out, const hr_server_opts *o, hr_error *err) {
     }
     hr_engine_opts eo = {.n_threads = o->n_threads, .max_batch = o->batch, .n_ctx = o->n_ctx,
                          .kv_bytes = o->kv_bytes, .kv_dtype = kvt,
+                         .kv_bits = o->kv_bits, .kv_group = o->kv_group,
                          .prefill_chunk = o->prefill_step,
                          .cache_blocks = cache_blocks, .ssd_dir = o->ssd_cache,
                          .ssd_max_bytes = o->ssd_cache_max,
