@@ -78,10 +78,14 @@ static hr_reply route_stats(hr_server *s) {
                         json_pack("{s:f,s:f}", "prefill_tokens_per_s", st.prefill_tps,
                                   "decode_tokens_per_s", st.decode_tps));
     json_object_set_new(o, "kv_cache",
-                        json_pack("{s:i,s:i,s:i,s:i,s:I}", "blocks_total", st.kv_blocks_total,
+                        json_pack("{s:i,s:i,s:i,s:i,s:I,s:I}", "blocks_total", st.kv_blocks_total,
                                   "blocks_used", st.kv_blocks_requests, "blocks_cached",
                                   st.kv_blocks_cached, "blocks_free", st.kv_blocks_free, "bytes",
-                                  (json_int_t)st.kv_bytes));
+                                  (json_int_t)st.kv_bytes, "bytes_per_token",
+                                  (json_int_t)(st.kv_blocks_total
+                                                   ? st.kv_bytes / ((size_t)st.kv_blocks_total *
+                                                                    HR_KV_BLOCK)
+                                                   : 0)));
     json_object_set_new(o, "ssd_cache",
                         st.ssd ? json_pack("{s:I,s:I,s:I}", "blocks_written",
                                            (json_int_t)st.ssd_written, "blocks_read",
