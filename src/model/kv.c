@@ -87,7 +87,8 @@ void hr_kv_load_row(const hr_kv *kv, int layer, int32_t block, int h, int slot, 
 int hr_kv_convert(hr_kv *dst, hr_kv *src, const int32_t *from, const int *rows, int n,
                   int32_t *to, hr_error *err) {
     HR_ASSERT(!dst->be->device_mem && !src->be->device_mem && dst->head_dim == src->head_dim &&
-              dst->n_layers == src->n_layers && dst->n_kv_heads == src->n_kv_heads);
+              dst->n_layers == src->n_layers && dst->n_kv_heads == src->n_kv_heads &&
+              src->head_dim <= HR_ATTN_MAX_HEAD_DIM);
     if (dst->n_free < n)
         return hr_err(err, HR_ENOMEM, "KV pool: %d free blocks for a sequence of %d",
                       dst->n_free, n);
