@@ -127,6 +127,9 @@ typedef struct hr_session_opts {
     const char *ssd_dir;      /* SSD tier of the prompt cache (survives restarts); NULL */
     size_t ssd_max_bytes;     /* 0 = 32 GB */
     double ssd_demote_idle;   /* seconds before an idle prefix leaves RAM; 0 = never */
+    int kv_bits;              /* 0 = the kv_dtype above; 2, 3, 4, 6, 8: every K/V row
+                               * stored in mlx-lm's affine format (docs/kv-quant.md) */
+    int kv_group;             /* its group size; 0 = 64 */
 } hr_session_opts;
 
 /* Start the engine thread over m (which must outlive the session). opts may

@@ -38,7 +38,9 @@ int hr__session_engine_opts(const hr_llm *m, const hr_session_opts *o, hr_engine
     int cache_blocks = o->prompt_cache < 0 ? -1 : 0;
     if (cache_blocks >= 0) {
         int ctx = o->n_ctx > 0 ? o->n_ctx : 8192;
-        size_t bb = hr_kv_block_bytes(&m->model->hp, kvt);
+        hr_kv_fmt f = {o->kv_bits ? HR_DTYPE_AFFINE : kvt, o->kv_bits,
+                       o->kv_group ? o->kv_group : 64};
+        size_t bb = hr_kv_fmt_block_bytes(&m->model->hp, &f);
         if (o->prompt_cache_size > 0)
             cache_blocks = o->prompt_cache_size * ((ctx + HR_KV_BLOCK - 1) / HR_KV_BLOCK);
         if (o->prompt_cache_bytes > 0) {
@@ -50,6 +52,7 @@ int hr__session_engine_opts(const hr_llm *m, const hr_session_opts *o, hr_engine
     *eo = (hr_engine_opts){.n_threads = o->n_threads ? o->n_threads : m->n_threads,
                            .max_batch = o->max_batch, .n_ctx = o->n_ctx,
                            .kv_bytes = o->kv_bytes, .kv_dtype = kvt,
+                           .kv_bits = o->kv_bits, .kv_group = o->kv_group ? o->kv_group : 64,
                            .prefill_chunk = o->prefill_chunk, .cache_blocks = cache_blocks,
                            .ssd_dir = o->ssd_dir, .ssd_max_bytes = o->ssd_max_bytes,
                            .ssd_demote_idle = o->ssd_demote_idle, .cache_salt = m->tok_hash};

@@ -35,11 +35,13 @@ static double median(double *v, int n) {
 
 static const char usage[] =
     "usage: hearth bench --model PATH [--prompt-len N] [--gen-len N] [--threads T] "
-    "[--repeats R] [--kv-dtype D] [--json]";
+    "[--repeats R] [--kv-dtype D] [--kv-bits B] [--kv-group-size G] "
+    "[--quantized-kv-start N] [--json]";
 
 int hr_cmd_bench(int argc, char **argv) {
     const char *model = NULL, *kv_dtype = NULL, *device = "auto";
-    long prompt_len = 512, gen_len = 128, threads = 0, repeats = 5;
+    long prompt_len = 512, gen_len = 128, threads = 0, repeats = 5, kv_bits = 0, kv_group = 64,
+         kv_start = 5000;
     int json = 0;
     const hr_opt opts[] = {
         {"model", HR_OPT_MODEL, &model, "model directory; or ORG/NAME[@REV]"},
@@ -49,6 +51,9 @@ int hr_cmd_bench(int argc, char **argv) {
         {"threads", HR_OPT_INT, &threads, "compute threads (default: all cores)"},
         {"repeats", HR_OPT_INT, &repeats, "runs; figures are medians (default 5)"},
         {"kv-dtype", HR_OPT_STR, &kv_dtype, "KV cache: auto (f16 for GGUF, else f32), f32, f16, bf16"},
+        {"kv-bits", HR_OPT_INT, &kv_bits, "quantize the KV cache to 2, 3, 4, 6 or 8 bits (mlx-lm's affine KV; default off)"},
+        {"kv-group-size", HR_OPT_INT, &kv_group, "group size of the quantized KV cache (default 64)"},
+        {"quantized-kv-start", HR_OPT_INT, &kv_start, "tokens before the sequence's KV is quantized (default 5000)"},
         {"json", HR_OPT_FLAG, &json, "print one JSON object"},
     };
     hr_error err = {0};
@@ -59,6 +64,8 @@ int hr_cmd_bench(int argc, char **argv) {
         return hr_cli_fail(&(hr_error){.msg = "--model is required (see --help)"});
     if (prompt_len < 1 || gen_len < 1 || repeats < 1 || threads < 0)
         return hr_cli_fail(&(hr_error){.msg = "--prompt-len, --gen-len, --repeats must be >= 1"});
+    if ((rc = hr_kv_quant_check(kv_bits, kv_group, kv_start, &err)))
+        return hr_cli_fail(&err);
 
     hr_model *m = NULL;
     hr_runner *r = NULL;
@@ -71,7 +78,9 @@ int hr_cmd_bench(int argc, char **argv) {
     int status = 1;
     if ((rc = hr_model_open_on(&m, model, device, &err)))
         goto done;
-    hr_runner_opts ro = {.n_threads = (int)threads, .n_ctx = (int)(prompt_len + gen_len)};
+    hr_runner_opts ro = {.n_threads = (int)threads, .n_ctx = (int)(prompt_len + gen_len),
+                         .kv_bits = (int)kv_bits, .kv_group = (int)kv_group,
+                         .kv_start = (int)kv_start};
     if ((rc = hr_kv_dtype_pick(kv_dtype, m->gguf, &ro.kv_dtype, &err)) ||
         (rc = hr_runner_new(&r, m, &ro, &err)))
         goto done;
@@ -95,11 +104,15 @@ int hr_cmd_bench(int argc, char **argv) {
     /* warm-up: page in the weights */
     if ((rc = hr_runner_eval(r, prompt, prompt_len < 32 ? (int)prompt_len : 32, logits, &err)))
         goto done;
-    /* bytes per decoded token: weights + the average KV read */
+    /* bytes per decoded token: weights + the average KV read (quantized
+     * when the prompt reaches --quantized-kv-start) */
     const hr_hparams *hp = &m->hp;
     double avg_ctx = prompt_len + gen_len / 2.0;
-    double kv_bytes = 2.0 * hp->n_layers * hp->n_kv_heads * hp->head_dim *
-                      (double)hr_dtype_size(ro.kv_dtype) * avg_ctx;
+    hr_kv_fmt kvf = {ro.kv_dtype, 0, 0};
+    if (kv_bits && prompt_len >= kv_start)
+        kvf = (hr_kv_fmt){HR_DTYPE_AFFINE, (int)kv_bits, (int)kv_group};
+    double kv_tok = (double)hr_kv_fmt_block_bytes(hp, &kvf) / HR_KV_BLOCK;
+    double kv_bytes = kv_tok * avg_ctx;
     double bytes = (double)hr_model_decode_bytes(m) + kv_bytes;
     if (!(runs = json_array())) {
         rc = hr_err(&err, HR_ENOMEM, "out of memory");
@@ -134,7 +147,7 @@ int hr_cmd_bench(int argc, char **argv) {
     double pre_tps = median(pre, (int)repeats), dec_tps = median(dec, (int)repeats);
     double bw = median(bws, (int)repeats), roof = bw / bytes, dec_pct = median(pct, (int)repeats);
     if (json) {
-        json_t *o = json_pack("{s:s,s:s,s:i,s:i,s:i,s:i,s:f,s:f,s:f,s:f,s:f,s:f,s:O}",
+        json_t *o = json_pack("{s:s,s:s,s:i,s:i,s:i,s:i,s:f,s:f,s:f,s:f,s:f,s:f,s:f,s:O}",
                               "model", model, "isa", gpu ? m->be->name : hr_cpu()->name,
                               "threads",
                               hr_runner_threads(r), "prompt_len", (int)prompt_len,
@@ -142,7 +155,7 @@ int hr_cmd_bench(int argc, char **argv) {
                               "prefill_tokens_per_s", pre_tps, "decode_tokens_per_s", dec_tps,
                               "mem_bandwidth_gb_s", bw / 1e9, "bytes_per_token", bytes,
                               "roofline_tokens_per_s", roof, "decode_pct_of_roofline", dec_pct,
-                              "runs", runs);
+                              "kv_bytes_per_token", kv_tok, "runs", runs);
         char *s = o ? json_dumps(o, JSON_COMPACT) : NULL;
         json_decref(o);
         if (!s) {
@@ -164,6 +177,11 @@ int hr_cmd_bench(int argc, char **argv) {
         printf("roofline   %8.2f tokens/s  (%.1f GB/s read, %.1f MB/token)\n", roof, bw / 1e9,
                bytes / 1e6);
         printf("decode     %8.1f %% of roofline (median of the repeats' own)\n", dec_pct);
+        if (kvf.bits)
+            printf("kv cache   %8.0f bytes/token (%d-bit, group %d)\n", kv_tok, kvf.bits,
+                   kvf.group);
+        else
+            printf("kv cache   %8.0f bytes/token (%s)\n", kv_tok, hr_dtype_name(kvf.dtype));
     }
     status = 0;
 done:

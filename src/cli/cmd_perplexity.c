@@ -8,7 +8,10 @@
  *   first, score only their last S predictions (the sliding-window variant
  *   of llama.cpp / transformers).
  *   perplexity = exp(mean loss); ± = perplexity * std(loss, ddof 1) / sqrt(n)
- *   (mlx-lm's delta-method standard error). */
+ *   (mlx-lm's delta-method standard error).
+ *   --kv-bits B: a window's cache moves into a B-bit quantized pool after
+ *   the forward (CHUNK tokens) that brings it to --quantized-kv-start
+ *   tokens, as mlx-lm's generate does after each step (docs/kv-quant.md). */
 #include "cli/args.h"
 #include "cli/cli.h"
 #include "core/error.h"
@@ -29,17 +32,37 @@
 
 static const char usage[] =
     "usage: hearth perplexity --model PATH --file TEXT [--context N] [--stride N] "
-    "[--threads T] [--max-windows N] [--kv-dtype D]";
+    "[--threads T] [--max-windows N] [--kv-dtype D] [--kv-bits B] [--kv-group-size G] "
+    "[--quantized-kv-start N]";
 
 typedef struct acc {
     double sum, sumsq;
     long n;
 } acc;
 
+/* The window's cache: pool kv until it converts into kvq (NULL: never)
+ * after the forward that brings it to q_start tokens. */
+typedef struct win_kv {
+    hr_kv *kv, *kvq;
+    int q_start;
+} win_kv;
+
+/* Move the window's nb blocks (len tokens) into w->kvq. */
+static int convert(win_kv *w, int32_t *blocks, int nb, int len, hr_error *err) {
+    int rows[4096];
+    for (int i = 0; i < nb; i++) {
+        int left = len - i * HR_KV_BLOCK;
+        rows[i] = left < 0 ? 0 : left < HR_KV_BLOCK ? left : HR_KV_BLOCK;
+    }
+    return hr_kv_convert(w->kvq, w->kv, blocks, rows, nb, blocks, err);
+}
+
 /* One window: tokens[0..L) from an empty cache; score predictions whose
  * target index is >= first_scored. */
-static int eval_window(hr_fwd *f, hr_kv *kv, const hr_model *m, const int32_t *tok, int L,
-                       int first_scored, float *logits, acc *a, hr_error *err) {
+static int eval_window(hr_fwd *f, const win_kv *wk, const hr_model *m, const int32_t *tok,
+                       int L, int first_scored, float *logits, acc *a, hr_error *err) {
+    win_kv w = *wk;
+    hr_kv *kv = w.kv;
     int nb = (L + HR_KV_BLOCK - 1) / HR_KV_BLOCK, V = m->hp.n_vocab;
     int32_t blocks[4096], pos[CHUNK], seq[CHUNK] = {0};
     uint8_t want[CHUNK];
@@ -59,6 +82,11 @@ static int eval_window(hr_fwd *f, hr_kv *kv, const hr_model *m, const int32_t *t
                       .logits = want, .n_seqs = 1, .seqs = &sb};
         if ((rc = hr_forward(f, kv, &b, logits, err)))
             break;
+        if (w.kvq && kv != w.kvq && done + c >= w.q_start) {
+            if ((rc = convert(&w, blocks, nb, done + c, err)))
+                break;
+            kv = w.kvq;
+        }
         int row = 0;
         for (int i = 0; i < c; i++) {
             if (!want[i])
@@ -83,7 +111,8 @@ static int eval_window(hr_fwd *f, hr_kv *kv, const hr_model *m, const int32_t *t
 
 int hr_cmd_perplexity(int argc, char **argv) {
     const char *model = NULL, *file = NULL, *kv_dtype = NULL, *device = "auto";
-    long ctx = 512, stride = 0, threads = 0, max_windows = 0;
+    long ctx = 512, stride = 0, threads = 0, max_windows = 0, kv_bits = 0, kv_group = 64,
+         kv_start = 5000;
     const hr_opt opts[] = {
         {"model", HR_OPT_MODEL, &model, "model directory or .gguf file; or ORG/NAME[@REV]"},
         {"device", HR_OPT_STR, &device, "where the model runs: auto (a GPU when there is one), cpu, cuda, cuda:N"},
@@ -93,6 +122,9 @@ int hr_cmd_perplexity(int argc, char **argv) {
         {"threads", HR_OPT_INT, &threads, "compute threads (default: all cores)"},
         {"max-windows", HR_OPT_INT, &max_windows, "stop after N windows (default: all)"},
         {"kv-dtype", HR_OPT_STR, &kv_dtype, "KV cache: auto (f16 for GGUF, else f32), f32, f16, bf16"},
+        {"kv-bits", HR_OPT_INT, &kv_bits, "quantize the KV cache to 2, 3, 4, 6 or 8 bits (mlx-lm's affine KV; default off)"},
+        {"kv-group-size", HR_OPT_INT, &kv_group, "group size of the quantized KV cache (default 64)"},
+        {"quantized-kv-start", HR_OPT_INT, &kv_start, "tokens before a window's KV is quantized (default 5000)"},
     };
     hr_error err = {0};
     int rc = hr_args_parse(argc, argv, opts, sizeof opts / sizeof opts[0], usage, &err);
@@ -104,11 +136,13 @@ int hr_cmd_perplexity(int argc, char **argv) {
         stride = ctx;
     if (ctx < 2 || stride < 1 || stride > ctx || max_windows < 0)
         return hr_cli_fail(&(hr_error){.msg = "need --context >= 2 and 1 <= --stride <= --context"});
+    if ((rc = hr_kv_quant_check(kv_bits, kv_group, kv_start, &err)))
+        return hr_cli_fail(&err);
     hr_model *m = NULL;
     hr_tokenizer *tk = NULL;
     hr_fwd *f = NULL;
-    hr_kv kv = {0};
-    bool kv_ok = false;
+    hr_kv kv = {0}, kvq = {0};
+    bool kv_ok = false, kvq_ok = false;
     char *text = NULL;
     float *logits = NULL;
     hr_tokens toks = {0};
@@ -129,10 +163,18 @@ int hr_cmd_perplexity(int argc, char **argv) {
         goto done;
     }
     hr_dtype kvt;
+    int nb = (int)((ctx + HR_KV_BLOCK - 1) / HR_KV_BLOCK);
     if ((rc = hr_kv_dtype_pick(kv_dtype, m->gguf, &kvt, &err)) ||
-        (rc = hr_kv_init_on(&kv, m->be, &m->hp, kvt, (int)((ctx + HR_KV_BLOCK - 1) / HR_KV_BLOCK), &err)))
+        (rc = hr_kv_init_on(&kv, m->be, &m->hp, kvt, nb, &err)))
         goto done;
     kv_ok = true;
+    if (kv_bits) {
+        hr_kv_fmt qf = {HR_DTYPE_AFFINE, (int)kv_bits, (int)kv_group};
+        if ((rc = hr_kv_init_fmt(&kvq, m->be, &m->hp, &qf, nb, &err)))
+            goto done;
+        kvq_ok = true;
+    }
+    win_kv wk = {&kv, kv_bits ? &kvq : NULL, (int)kv_start};
     if ((rc = hr_fwd_new(&f, m, CHUNK, 1, (int)ctx, (int)threads, &err)))
         goto done;
     logits = malloc((size_t)CHUNK * m->hp.n_vocab * sizeof *logits);
@@ -147,7 +189,7 @@ int hr_cmd_perplexity(int argc, char **argv) {
         if (max_windows && windows == max_windows)
             break;
         int first = start == 0 ? 1 : (int)(ctx - stride);
-        if ((rc = eval_window(f, &kv, m, toks.ids + start, (int)ctx, first, logits, &a, &err)))
+        if ((rc = eval_window(f, &wk, m, toks.ids + start, (int)ctx, first, logits, &a, &err)))
             goto done;
         windows++;
     }
@@ -168,6 +210,8 @@ done:
     hr_fwd_free(f);
     if (kv_ok)
         hr_kv_deinit(&kv);
+    if (kvq_ok)
+        hr_kv_deinit(&kvq);
     hr_tokenizer_free(tk);
     hr_model_free(m);
     return status;

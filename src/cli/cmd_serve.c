@@ -3,6 +3,7 @@
 #include "cli/cli.h"
 #include "core/error.h"
 #include "core/log.h"
+#include "model/kv.h"
 #include "server/server.h"
 
 #include <pthread.h>
@@ -22,7 +23,8 @@ int hr_cmd_serve(int argc, char **argv) {
                *origins = "*", *adapter = NULL, *log_level = NULL, *draft = NULL,
                *kv_dtype = NULL, *device = "auto";
     long port = 8080, top_k = -1, max_tokens = -1, prefill = 0, batch = 0, threads = 0,
-         ctx = 0, max_body_mb = 16, pc_size = -1, pc_on = 1;
+         ctx = 0, max_body_mb = 16, pc_size = -1, pc_on = 1, kv_bits = 0, kv_group = 64,
+         kv_start = 5000;
     int no_ui = 0;
     const char *pc_bytes = NULL, *ssd = NULL;
     double ssd_max_gb = 32, ssd_idle = 300;
@@ -44,6 +46,9 @@ int hr_cmd_serve(int argc, char **argv) {
         {"batch", HR_OPT_INT, &batch, "concurrent sequences (default 8)"},
         {"kv-budget", HR_OPT_FLOAT, &kv_gb, "KV cache budget in GB (default: automatic)"},
         {"kv-dtype", HR_OPT_STR, &kv_dtype, "KV cache: auto (f16 for GGUF, else f32), f32, f16, bf16"},
+        {"kv-bits", HR_OPT_INT, &kv_bits, "quantize the KV cache to 2, 3, 4, 6 or 8 bits (mlx-lm's affine KV; default off)"},
+        {"kv-group-size", HR_OPT_INT, &kv_group, "group size of the quantized KV cache (default 64)"},
+        {"quantized-kv-start", HR_OPT_INT, &kv_start, "tokens before a sequence's KV is quantized (default 5000; serve takes 0 only)"},
         {"threads", HR_OPT_INT, &threads, "compute threads (default: all cores)"},
         {"ctx", HR_OPT_INT, &ctx, "longest sequence in tokens (default: model's, capped at 8192)"},
         {"max-body-mb", HR_OPT_INT, &max_body_mb, "largest request body in MiB (default 16)"},
@@ -78,6 +83,12 @@ int hr_cmd_serve(int argc, char **argv) {
         ctx < 0 || max_body_mb < 1 || (top_p > 1) || (min_p > 1) || ssd_max_gb <= 0 ||
         ssd_idle < 0)
         return hr_cli_fail(&(hr_error){.msg = "a numeric flag is out of range (see --help)"});
+    if ((rc = hr_kv_quant_check(kv_bits, kv_group, kv_start, &err)))
+        return hr_cli_fail(&err);
+    if (kv_bits && kv_start != 0) /* docs/kv-quant.md: one pool, one format */
+        return hr_cli_fail(&(hr_error){.msg = "--quantized-kv-start: serve quantizes its KV "
+                                              "pool from the first token; pass "
+                                              "--quantized-kv-start 0 with --kv-bits"});
     /* prompt cache bound, in KV blocks (resolved against the model by the server) */
     double pc_b = 0;
     if (pc_bytes) {
@@ -100,7 +111,8 @@ int hr_cmd_serve(int argc, char **argv) {
         .max_tokens = (int)max_tokens, .chat_template = tmpl, .chat_template_args = tmpl_args,
         .allowed_origins = origins, .max_body = (size_t)max_body_mb << 20,
         .prefill_step = (int)prefill, .batch = (int)batch,
-        .kv_bytes = (size_t)(kv_gb * 1e9), .kv_dtype = kv_dtype, .n_threads = (int)threads,
+        .kv_bytes = (size_t)(kv_gb * 1e9), .kv_dtype = kv_dtype, .kv_bits = (int)kv_bits,
+        .kv_group = (int)kv_group, .n_threads = (int)threads,
         .n_ctx = (int)ctx,
         .cache_blocks = pc_on ? 0 : -1, .cache_size = pc_size > 0 ? (int)pc_size : 0,
         .cache_bytes = (size_t)pc_b, .ssd_cache = ssd,

@@ -297,7 +297,7 @@ void hr_engine_stats_get(const hr_engine *e, hr_engine_stats *s) {
     s->ssd_written = s->ssd_hits = s->ssd_quarantined = 0;
     if (e->ssd)
         hr_ssd_counts(e->ssd, &s->ssd_written, &s->ssd_hits, &s->ssd_quarantined);
-    s->kv_bytes = (size_t)e->kv.n_blocks * hr_kv_block_bytes(&e->m->hp, e->kv.dtype);
+    s->kv_bytes = (size_t)e->kv.n_blocks * hr_kv_stride_bytes(&e->kv) * 2 * e->kv.n_layers;
 }
 
 /* ---- scheduling (engine thread) -------------------------------------------------- */
@@ -662,8 +662,10 @@ int hr_engine_new(hr_engine **out, const hr_model *m, const hr_engine_opts *o,
         e->n_ctx = cap;
     e->chunk = o && o->prefill_chunk > 0 ? o->prefill_chunk : 512;
     e->max_tokens_step = e->chunk + e->max_batch;
-    hr_dtype kvt = o ? o->kv_dtype : HR_DTYPE_F32;
-    size_t bb = hr_kv_block_bytes(&m->hp, kvt);
+    hr_kv_fmt kvf = {o ? o->kv_dtype : HR_DTYPE_F32, 0, 0};
+    if (o && o->kv_bits > 0)
+        kvf = (hr_kv_fmt){HR_DTYPE_AFFINE, o->kv_bits, o->kv_group};
+    size_t bb = hr_kv_fmt_block_bytes(&m->hp, &kvf);
     size_t budget = o && o->kv_bytes ? o->kv_bytes : (size_t)e->max_batch * blocks_for(e->n_ctx) * bb;
     if (!(o && o->kv_bytes) && m->be->device_mem) {
         /* a GPU's pool takes 90% of what the weights left, less 2 GiB for
@@ -683,7 +685,7 @@ int hr_engine_new(hr_engine **out, const hr_model *m, const hr_engine_opts *o,
                     bb >> 10);
         goto fail;
     }
-    if ((rc = hr_kv_init_on(&e->kv, m->be, &m->hp, kvt, n_blocks, err)) ||
+    if ((rc = hr_kv_init_fmt(&e->kv, m->be, &m->hp, &kvf, n_blocks, err)) ||
         (rc = hr_fwd_new(&e->fwd, m, e->max_tokens_step, e->max_batch, e->n_ctx,
                          o ? o->n_threads : 0, err)))
         goto fail;

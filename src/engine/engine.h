@@ -32,6 +32,9 @@ typedef struct hr_engine_opts {
     size_t kv_bytes;    /* KV pool budget; 0 = max_batch full contexts, at most 4 GiB */
     hr_dtype kv_dtype;  /* KV cache: F32 (0: exact), F16, BF16; hr_kv_dtype_auto gives
                          * the model's default */
+    int kv_bits;        /* > 0: the pool is quantized from the first token (mlx-lm's
+                         * affine KV with --quantized-kv-start 0; docs/kv-quant.md) */
+    int kv_group;       /* with kv_bits: the group size (32, 64, 128) */
     int prefill_chunk;  /* tokens per step across prefills; 0 = 512 */
     int cache_blocks;   /* prompt cache bound in KV blocks; 0 = the pool's
                          * free space; -1 = no prompt cache */

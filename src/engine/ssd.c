@@ -16,10 +16,10 @@
 #include <xxhash.h>
 
 #define MAGIC "HEARTHKV"
-#define VERSION 1u
-/* the KV pool's dtype, in the header (blocks of another dtype are a miss) */
+#define VERSION 2u /* 2: the KV format's bits and group (quantized KV) */
+/* the KV pool's format, in the header (blocks of another format are a miss) */
 static uint32_t kv_format(hr_dtype t) {
-    return t == HR_DTYPE_F16 ? 2u : t == HR_DTYPE_BF16 ? 3u : 1u;
+    return t == HR_DTYPE_F16 ? 2u : t == HR_DTYPE_BF16 ? 3u : t == HR_DTYPE_AFFINE ? 4u : 1u;
 }
 #define QUEUE 256
 
@@ -50,7 +50,7 @@ struct hr_ssd {
 
 /* ---- header ----------------------------------------------------------------------- */
 
-#define HDR_BYTES (8 + 4 + 4 + 8 + 8 + 4 * 5 + 8 + 4 * HR_KV_BLOCK + 8 + 8 + 8)
+#define HDR_BYTES (8 + 4 + 4 + 8 + 8 + 4 * 7 + 8 + 4 * HR_KV_BLOCK + 8 + 8 + 8)
 
 static unsigned char *put(unsigned char *p, const void *v, size_t n) {
     memcpy(p, v, n); /* x86-64 and arm64 are little-endian */
@@ -60,7 +60,8 @@ static unsigned char *put(unsigned char *p, const void *v, size_t n) {
 static void make_header(const hr_ssd *s, uint64_t key, const int32_t *tokens, uint64_t sum,
                         unsigned char *h) {
     uint32_t u32[] = {VERSION, HDR_BYTES};
-    uint32_t shape[] = {kv_format(s->kv->dtype), (uint32_t)s->kv->n_layers,
+    uint32_t shape[] = {kv_format(s->kv->dtype), (uint32_t)s->kv->bits,
+                        (uint32_t)s->kv->group, (uint32_t)s->kv->n_layers,
                         (uint32_t)s->kv->n_kv_heads, (uint32_t)s->kv->head_dim, HR_KV_BLOCK};
     uint64_t payload = s->payload;
     unsigned char *p = put(h, MAGIC, 8);
@@ -222,6 +223,16 @@ int hr_ssd_read(hr_ssd *s, uint64_t key, const int32_t *tokens, hr_kv *kv, int32
     int hit = 0;
     unsigned char want[HDR_BYTES];
     uint64_t sum = 0;
+    uint32_t version = 0;
+    if (m.size >= 12 && !memcmp(m.data, MAGIC, 8))
+        memcpy(&version, (const unsigned char *)m.data + 8, 4);
+    if (version != VERSION && m.size >= 12 && !memcmp(m.data, MAGIC, 8)) {
+        char why[96];
+        snprintf(why, sizeof why, "is format version %u (this hearth reads %u)", version,
+                 VERSION);
+        quarantine(s, path, why);
+        goto done;
+    }
     if (m.size != HDR_BYTES + s->payload) {
         quarantine(s, path, "has the wrong size (truncated?)");
         goto done;
@@ -277,10 +288,15 @@ int hr_ssd_open(hr_ssd **out, const char *dir, uint64_t model_fp, uint64_t salt,
     hr_ssd *s = calloc(1, sizeof *s);
     if (!s)
         return hr_err(err, HR_ENOMEM, "out of memory");
-    /* a directory per model and KV dtype (f32 keeps the plain name), so a
-     * cache of another dtype is left alone rather than quarantined */
-    snprintf(s->dir, sizeof s->dir, "%s/%016llx%s", dir, (unsigned long long)model_fp,
-             kv->dtype == HR_DTYPE_F32 ? "" : kv->dtype == HR_DTYPE_F16 ? "-f16" : "-bf16");
+    /* a directory per model and KV format (f32 keeps the plain name), so a
+     * cache of another format is left alone rather than quarantined */
+    char fmt[32];
+    if (kv->dtype == HR_DTYPE_AFFINE)
+        snprintf(fmt, sizeof fmt, "-q%dg%d", kv->bits, kv->group);
+    else
+        snprintf(fmt, sizeof fmt, "%s",
+                 kv->dtype == HR_DTYPE_F32 ? "" : kv->dtype == HR_DTYPE_F16 ? "-f16" : "-bf16");
+    snprintf(s->dir, sizeof s->dir, "%s/%016llx%s", dir, (unsigned long long)model_fp, fmt);
     snprintf(s->quarantine, sizeof s->quarantine, "%s/quarantine", dir);
     s->fp = model_fp;
     s->salt = salt;

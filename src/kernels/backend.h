@@ -57,7 +57,8 @@ enum { HR_BACT_SILU, HR_BACT_GELU_TANH, HR_BACT_GELU };
 
 /* A layer's q/k/v after their products: q/k norms, RoPE, and K/V stored in
  * the KV pool's layer (k_cache/v_cache: [block][kv_head][slot][head_dim] of
- * kv_dtype, block_stride elements a block). */
+ * kv_dtype, block_stride elements a block; AFFINE: [block][kv_head][slot]
+ * of kernels/cpu/kvquant.h's row records, block_stride bytes a block). */
 typedef struct hr_qkv_args {
     float *q, *k;          /* [T][n_heads*hd], [T][n_kv_heads*hd], in place */
     const float *v;        /* [T][n_kv_heads*hd] */
@@ -67,7 +68,8 @@ typedef struct hr_qkv_args {
     float norm_offset, norm_eps;
     bool rope, rope_local, rope_interleaved;
     void *k_cache, *v_cache;
-    hr_dtype kv_dtype;     /* F32, F16, BF16 */
+    hr_dtype kv_dtype;     /* F32, F16, BF16, AFFINE (CPU only) */
+    int kv_bits, kv_group; /* AFFINE */
     size_t block_stride;
     int block_size;
 } hr_qkv_args;
@@ -80,6 +82,7 @@ typedef struct hr_attn_in {
     int n_heads, n_kv_heads, head_dim;
     const void *k_cache, *v_cache;
     hr_dtype kv_dtype;
+    int kv_bits, kv_group;
     size_t block_stride;
     int block_size;
     float scale, softcap;

@@ -256,14 +256,15 @@ int hr_forward(hr_fwd *f, hr_kv *kv, const hr_batch *b, float *logits,
             .norm_eps = hp->norm_eps, .rope = hp->layer_rope[il],
             .rope_local = sliding && hp->has_rope_local,
             .rope_interleaved = hp->rope_interleaved, .k_cache = kc, .v_cache = vc,
-            .kv_dtype = kv->dtype, .block_stride = kv->block_stride,
-            .block_size = HR_KV_BLOCK});
+            .kv_dtype = kv->dtype, .kv_bits = kv->bits, .kv_group = kv->group,
+            .block_stride = kv->block_stride, .block_size = HR_KV_BLOCK});
         /* each job's waiting threads prefetch their share of the next
          * product's weights (CPU: hr_matmul_prefetch_next) */
         prefetch(ops, c, 1, (const hr_tensor *[]){&L->wo});
         ops->attention(c, &(hr_attn_in){
             .q = q, .out = att, .n_heads = hp->n_heads, .n_kv_heads = hp->n_kv_heads,
             .head_dim = hd, .k_cache = kc, .v_cache = vc, .kv_dtype = kv->dtype,
+            .kv_bits = kv->bits, .kv_group = kv->group,
             .block_stride = kv->block_stride, .block_size = HR_KV_BLOCK,
             .scale = hp->attn_scale, .softcap = hp->attn_softcap,
             .window = sliding ? hp->sliding_window : 0, .max_ctx = max_ctx});

@@ -1,5 +1,6 @@
 #include "model/kv.h"
 #include "core/error.h"
+#include "kernels/cpu/kvquant.h"
 #include "kernels/cpu/ops.h"
 
 #include <stdlib.h>
@@ -7,8 +8,28 @@
 #include <string.h>
 
 size_t hr_kv_block_bytes(const hr_hparams *hp, hr_dtype t) {
-    return 2 * (size_t)hp->n_layers * hp->n_kv_heads * HR_KV_BLOCK * hp->head_dim *
-           hr_dtype_size(t);
+    return hr_kv_fmt_block_bytes(hp, &(hr_kv_fmt){t, 0, 0});
+}
+
+static size_t row_bytes(int hd, const hr_kv_fmt *f) {
+    if (f->dtype == HR_DTYPE_AFFINE && f->group <= 0) /* refused by init */
+        return (size_t)hd * (size_t)f->bits / 8;
+    return f->dtype == HR_DTYPE_AFFINE ? hr_kvq_row_bytes(hd, f->bits, f->group)
+                                       : (size_t)hd * hr_dtype_size(f->dtype);
+}
+
+size_t hr_kv_fmt_block_bytes(const hr_hparams *hp, const hr_kv_fmt *f) {
+    return 2 * (size_t)hp->n_layers * hp->n_kv_heads * HR_KV_BLOCK * row_bytes(hp->head_dim, f);
+}
+
+int hr_kv_quant_check(long bits, long group, long start, hr_error *err) {
+    if (bits != 0 && !hr_kvq_bits_ok((int)bits))
+        return hr_err(err, HR_EINVAL, "--kv-bits %ld (2, 3, 4, 6, 8 are)", bits);
+    if (!hr_kvq_group_ok((int)group))
+        return hr_err(err, HR_EINVAL, "--kv-group-size %ld (32, 64, 128 are)", group);
+    if (start < 0 || start > INT32_MAX)
+        return hr_err(err, HR_EINVAL, "--quantized-kv-start %ld (0 or more tokens)", start);
+    return 0;
 }
 
 int hr_kv_dtype_pick(const char *name, bool gguf, hr_dtype *t, hr_error *err) {
@@ -25,13 +46,68 @@ int hr_kv_dtype_pick(const char *name, bool gguf, hr_dtype *t, hr_error *err) {
     return hr_err(err, HR_EINVAL, "--kv-dtype %s (auto, f32, f16, bf16 are)", name);
 }
 
+static size_t row_off(const hr_kv *kv, int32_t block, int h, int slot) {
+    return (size_t)block * hr_kv_stride_bytes(kv) +
+           ((size_t)h * HR_KV_BLOCK + slot) * kv->row_bytes;
+}
+
+static void store_row(const hr_kv *kv, void *dst, const float *x) {
+    if (kv->dtype == HR_DTYPE_AFFINE)
+        hr_kvq_store(dst, x, kv->head_dim, kv->bits, kv->group);
+    else
+        hr_store_row(dst, x, kv->head_dim, kv->dtype);
+}
+
 void hr_kv_store(hr_kv *kv, int layer, int32_t block, int h, int slot, const float *k,
                  const float *v) {
-    size_t es = hr_dtype_size(kv->dtype), hd = (size_t)kv->head_dim;
-    size_t off = (size_t)block * hr_kv_stride_bytes(kv) +
-                 ((size_t)h * HR_KV_BLOCK + slot) * hd * es;
-    hr_store_row((char *)hr_kv_layer_k(kv, layer) + off, k, kv->head_dim, kv->dtype);
-    hr_store_row((char *)hr_kv_layer_v(kv, layer) + off, v, kv->head_dim, kv->dtype);
+    size_t off = row_off(kv, block, h, slot);
+    store_row(kv, (char *)hr_kv_layer_k(kv, layer) + off, k);
+    store_row(kv, (char *)hr_kv_layer_v(kv, layer) + off, v);
+}
+
+void hr_kv_load_row(const hr_kv *kv, int layer, int32_t block, int h, int slot, bool v,
+                    float *out) {
+    const char *p = (const char *)(v ? hr_kv_layer_v(kv, layer) : hr_kv_layer_k(kv, layer)) +
+                    row_off(kv, block, h, slot);
+    int hd = kv->head_dim;
+    switch (kv->dtype) {
+    case HR_DTYPE_AFFINE: hr__kvq_load_scalar(out, p, hd, kv->bits, kv->group); break;
+    case HR_DTYPE_F16:
+        for (int i = 0; i < hd; i++)
+            out[i] = hr_f16_to_f32(((const uint16_t *)p)[i]);
+        break;
+    case HR_DTYPE_BF16:
+        for (int i = 0; i < hd; i++)
+            out[i] = hr_bf16_to_f32(((const uint16_t *)p)[i]);
+        break;
+    default: memcpy(out, p, (size_t)hd * sizeof *out); break;
+    }
+}
+
+int hr_kv_convert(hr_kv *dst, hr_kv *src, const int32_t *from, const int *rows, int n,
+                  int32_t *to, hr_error *err) {
+    HR_ASSERT(!dst->be->device_mem && !src->be->device_mem && dst->head_dim == src->head_dim &&
+              dst->n_layers == src->n_layers && dst->n_kv_heads == src->n_kv_heads &&
+              src->head_dim <= HR_ATTN_MAX_HEAD_DIM);
+    if (dst->n_free < n)
+        return hr_err(err, HR_ENOMEM, "KV pool: %d free blocks for a sequence of %d",
+                      dst->n_free, n);
+    float row[HR_ATTN_MAX_HEAD_DIM];
+    for (int i = 0; i < n; i++) {
+        int32_t sb = from[i], db = hr_kv_alloc(dst); /* to may be from */
+        for (int l = 0; l < src->n_layers; l++)
+            for (int h = 0; h < src->n_kv_heads; h++)
+                for (int s = 0; s < rows[i]; s++) {
+                    size_t off = row_off(dst, db, h, s);
+                    hr_kv_load_row(src, l, sb, h, s, false, row);
+                    store_row(dst, (char *)hr_kv_layer_k(dst, l) + off, row);
+                    hr_kv_load_row(src, l, sb, h, s, true, row);
+                    store_row(dst, (char *)hr_kv_layer_v(dst, l) + off, row);
+                }
+        hr_kv_unref(src, sb);
+        to[i] = db;
+    }
+    return 0;
 }
 
 int hr_kv_init(hr_kv *kv, const hr_hparams *hp, hr_dtype t, int n_blocks, hr_error *err) {
@@ -40,19 +116,40 @@ int hr_kv_init(hr_kv *kv, const hr_hparams *hp, hr_dtype t, int n_blocks, hr_err
 
 int hr_kv_init_on(hr_kv *kv, hr_backend *be, const hr_hparams *hp, hr_dtype t, int n_blocks,
                   hr_error *err) {
+    return hr_kv_init_fmt(kv, be, hp, &(hr_kv_fmt){t, 0, 0}, n_blocks, err);
+}
+
+int hr_kv_init_fmt(hr_kv *kv, hr_backend *be, const hr_hparams *hp, const hr_kv_fmt *f,
+                   int n_blocks, hr_error *err) {
+    hr_dtype t = f->dtype;
     memset(kv, 0, sizeof *kv);
     kv->be = be;
     if (n_blocks <= 0)
         return hr_err(err, HR_EINVAL, "kv pool needs at least one block");
-    if (t != HR_DTYPE_F32 && t != HR_DTYPE_F16 && t != HR_DTYPE_BF16)
+    if (t == HR_DTYPE_AFFINE) {
+        if (be->device_mem)
+            return hr_err(err, HR_EINVAL, "not supported yet on cuda: quantized KV "
+                          "(--kv-bits); run it with --device cpu");
+        if (!hr_kvq_bits_ok(f->bits))
+            return hr_err(err, HR_EINVAL, "--kv-bits %d (2, 3, 4, 6, 8 are)", f->bits);
+        if (!hr_kvq_group_ok(f->group) || hp->head_dim % f->group ||
+            hp->head_dim > HR_ATTN_MAX_HEAD_DIM)
+            return hr_err(err, HR_EINVAL, "--kv-group-size %d must divide this model's "
+                          "head_dim (%d) and be 32, 64 or 128", f->group, hp->head_dim);
+        kv->bits = f->bits;
+        kv->group = f->group;
+    } else if (t != HR_DTYPE_F32 && t != HR_DTYPE_F16 && t != HR_DTYPE_BF16) {
         return hr_err(err, HR_EINVAL, "KV cache dtype %s (f32, f16, bf16 are)",
                       hr_dtype_name(t));
+    }
     kv->dtype = t;
     kv->n_layers = hp->n_layers;
     kv->n_kv_heads = hp->n_kv_heads;
     kv->head_dim = hp->head_dim;
     kv->n_blocks = n_blocks;
-    kv->block_stride = (size_t)hp->n_kv_heads * HR_KV_BLOCK * hp->head_dim;
+    kv->row_bytes = row_bytes(hp->head_dim, f);
+    kv->block_stride = (size_t)hp->n_kv_heads * HR_KV_BLOCK *
+                       (t == HR_DTYPE_AFFINE ? kv->row_bytes : (size_t)hp->head_dim);
     size_t bytes = (size_t)hp->n_layers * n_blocks * hr_kv_stride_bytes(kv);
     kv->k = be->ops->alloc(be, bytes);
     kv->v = be->ops->alloc(be, bytes);
@@ -61,7 +158,7 @@ int hr_kv_init_on(hr_kv *kv, hr_backend *be, const hr_hparams *hp, hr_dtype t, i
     if (!kv->k || !kv->v || !kv->refs || !kv->free_list) {
         hr_kv_deinit(kv);
         return hr_err(err, HR_ENOMEM, "cannot allocate a KV pool of %d blocks "
-                      "(%zu MiB on %s)", n_blocks, hr_kv_block_bytes(hp, t) * n_blocks >> 20,
+                      "(%zu MiB on %s)", n_blocks, hr_kv_fmt_block_bytes(hp, f) * n_blocks >> 20,
                       be->name);
     }
     for (int i = 0; i < n_blocks; i++)
@@ -105,12 +202,11 @@ void hr_kv_unref(hr_kv *kv, int32_t block) {
 void hr_kv_copy_rows(hr_kv *kv, int32_t dst, int32_t src, int n) {
     HR_ASSERT(dst != src && kv->refs[dst] > 0 && kv->refs[src] > 0);
     HR_ASSERT(n > 0 && n <= HR_KV_BLOCK);
-    size_t es = hr_dtype_size(kv->dtype), hd = (size_t)kv->head_dim;
-    size_t bytes = (size_t)n * hd * es, sb = hr_kv_stride_bytes(kv);
+    size_t bytes = (size_t)n * kv->row_bytes, sb = hr_kv_stride_bytes(kv);
     for (int l = 0; l < kv->n_layers; l++) {
         char *k = hr_kv_layer_k(kv, l), *v = hr_kv_layer_v(kv, l);
         for (int h = 0; h < kv->n_kv_heads; h++) { /* a head's slots are contiguous */
-            size_t off = (size_t)h * HR_KV_BLOCK * hd * es;
+            size_t off = (size_t)h * HR_KV_BLOCK * kv->row_bytes;
             /* a backend copy fails only with a lost device, which the
              * next step reports */
             kv->be->ops->copy(kv->be, k + dst * sb + off, k + src * sb + off, bytes, NULL);

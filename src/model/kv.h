@@ -7,7 +7,13 @@
  * MLX models, whose reference computes in f32), F16 (llama.cpp's default,
  * hearth's for GGUF files; values beyond ±65504 saturate there instead of
  * becoming inf) or BF16; values are rounded to it once, when stored
- * (hr_cpu()->to_half). */
+ * (hr_cpu()->to_half).
+ *
+ * Or the pool is quantized (AFFINE, --kv-bits): every row is a record of
+ * kernels/cpu/kvquant.h (mlx-lm's QuantizedKVCache, mx.quantize over the
+ * head dimension), row_bytes apart, so a block of a layer is [kv_head][slot]
+ * of records. The format is the pool's, fixed at init: docs/kv-quant.md
+ * says how a sequence moves into a quantized pool. */
 #ifndef HR_MODEL_KV_H
 #define HR_MODEL_KV_H
 
@@ -22,10 +28,19 @@
 
 #define HR_KV_BLOCK 32
 
+/* A pool's block format: dtype F32, F16, BF16, or AFFINE with bits
+ * (2, 3, 4, 6, 8) and group (32, 64, 128; dividing head_dim). */
+typedef struct hr_kv_fmt {
+    hr_dtype dtype;
+    int bits, group;       /* AFFINE only */
+} hr_kv_fmt;
+
 typedef struct hr_kv {
     int n_layers, n_kv_heads, head_dim, n_blocks;
-    hr_dtype dtype;        /* F32, F16 or BF16 */
-    size_t block_stride;   /* elements per block per layer */
+    hr_dtype dtype;        /* F32, F16, BF16 or AFFINE */
+    int bits, group;       /* AFFINE only */
+    size_t row_bytes;      /* one token's row of one head, K or V */
+    size_t block_stride;   /* per block per layer: elements (AFFINE: bytes) */
     void *k, *v;           /* [n_layers][n_blocks][block_stride] */
     int32_t *refs;         /* [n_blocks] */
     int32_t *free_list;    /* [n_blocks], stack of free block ids */
@@ -35,6 +50,16 @@ typedef struct hr_kv {
 
 /* Bytes one block takes across all layers (K and V) in dtype t. */
 size_t hr_kv_block_bytes(const hr_hparams *hp, hr_dtype t);
+/* The same in format f. */
+size_t hr_kv_fmt_block_bytes(const hr_hparams *hp, const hr_kv_fmt *f);
+/* A pool of format f (hr_kv_init_on's contract). HR_EINVAL, naming the
+ * flag, for a group that does not divide head_dim, and for a quantized
+ * format on a device backend ("not supported yet on cuda"). */
+int hr_kv_init_fmt(hr_kv *kv, hr_backend *be, const hr_hparams *hp, const hr_kv_fmt *f,
+                   int n_blocks, hr_error *err);
+/* Checks --kv-bits (0: off), --kv-group-size and --quantized-kv-start
+ * (>= 0) as mlx-lm takes them; HR_EINVAL naming the flag. */
+int hr_kv_quant_check(long bits, long group, long start, hr_error *err);
 /* A pool of n_blocks blocks of dtype t (F32, F16, BF16); HR_ENOMEM when it
  * cannot be allocated, HR_EINVAL for another dtype. */
 int hr_kv_init(hr_kv *kv, const hr_hparams *hp, hr_dtype t, int n_blocks, hr_error *err);
@@ -61,6 +86,20 @@ void hr_kv_store(hr_kv *kv, int layer, int32_t block, int h, int slot, const flo
                  const float *v);
 void hr_kv_deinit(hr_kv *kv);
 
+/* Head h's K (v false) or V row of slot `slot` of block `block`, layer
+ * `layer`, as f32 (exact for F32/F16/BF16; dequantized for AFFINE); host
+ * pools only. */
+void hr_kv_load_row(const hr_kv *kv, int layer, int32_t block, int h, int slot, bool v,
+                    float *out);
+/* Move a sequence from pool src into pool dst (another format, host
+ * pools): for i < n, a fresh block of dst gets the first rows[i] token
+ * slots of src block from[i] (K and V of every layer, read as f32 and
+ * stored in dst's format) and to[i] names it (to may be from); from[i] is
+ * unreferenced.
+ * HR_ENOMEM (nothing changed) when dst has fewer than n free blocks. */
+int hr_kv_convert(hr_kv *dst, hr_kv *src, const int32_t *from, const int *rows, int n,
+                  int32_t *to, hr_error *err);
+
 /* A free block with refcount 1, or -1 when the pool is exhausted. */
 int32_t hr_kv_alloc(hr_kv *kv);
 void hr_kv_ref(hr_kv *kv, int32_t block);
@@ -73,7 +112,8 @@ void hr_kv_copy_rows(hr_kv *kv, int32_t dst, int32_t src, int n);
 
 /* Bytes of one block of one layer (K or V). */
 static inline size_t hr_kv_stride_bytes(const hr_kv *kv) {
-    return kv->block_stride * hr_dtype_size(kv->dtype);
+    return kv->dtype == HR_DTYPE_AFFINE ? kv->block_stride
+                                        : kv->block_stride * hr_dtype_size(kv->dtype);
 }
 /* Layer `layer`'s K (V): n_blocks blocks of hr_kv_stride_bytes each. */
 static inline void *hr_kv_layer_k(const hr_kv *kv, int layer) {

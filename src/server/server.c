@@ -80,10 +80,14 @@ static hr_reply route_stats(hr_server *s) {
                         json_pack("{s:f,s:f}", "prefill_tokens_per_s", st.prefill_tps,
                                   "decode_tokens_per_s", st.decode_tps));
     json_object_set_new(o, "kv_cache",
-                        json_pack("{s:i,s:i,s:i,s:i,s:I}", "blocks_total", st.kv_blocks_total,
+                        json_pack("{s:i,s:i,s:i,s:i,s:I,s:I}", "blocks_total", st.kv_blocks_total,
                                   "blocks_used", st.kv_blocks_requests, "blocks_cached",
                                   st.kv_blocks_cached, "blocks_free", st.kv_blocks_free, "bytes",
-                                  (json_int_t)st.kv_bytes));
+                                  (json_int_t)st.kv_bytes, "bytes_per_token",
+                                  (json_int_t)(st.kv_blocks_total
+                                                   ? st.kv_bytes / ((size_t)st.kv_blocks_total *
+                                                                    HR_KV_BLOCK)
+                                                   : 0)));
     json_object_set_new(o, "ssd_cache",
                         st.ssd ? json_pack("{s:I,s:I,s:I}", "blocks_written",
                                            (json_int_t)st.ssd_written, "blocks_read",
@@ -310,7 +314,8 @@ int hr_server_new(hr_server **out, const hr_server_opts *o, hr_error *err) {
                           .prompt_cache_size = o->cache_size,
                           .prompt_cache_bytes = o->cache_bytes, .ssd_dir = o->ssd_cache,
                           .ssd_max_bytes = o->ssd_cache_max,
-                          .ssd_demote_idle = o->ssd_demote_idle};
+                          .ssd_demote_idle = o->ssd_demote_idle, .kv_bits = o->kv_bits,
+                          .kv_group = o->kv_group};
     if ((rc = hr__kv_type_from_name(o->kv_dtype, &so.kv_dtype, err)) ||
         (rc = hr_session_new(&s->session, s->llm, &so, err)))
         goto fail;

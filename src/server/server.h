@@ -28,6 +28,7 @@ typedef struct hr_server_opts {
     int batch;                      /* concurrent sequences; 0 = 8 */
     size_t kv_bytes;                /* 0 = automatic */
     const char *kv_dtype;           /* --kv-dtype: auto (NULL), f32, f16, bf16 */
+    int kv_bits, kv_group;          /* --kv-bits (0: off), --kv-group-size */
     const char *device;             /* --device: auto (NULL), cpu, cuda, cuda:N */
     int n_threads;                  /* 0 = all cores */
     int n_ctx;                      /* 0 = the model's, capped at 8192 */

@@ -201,6 +201,9 @@ await check('prompt cache: a repeated prompt reuses all but its last token and g
   }
   const s = await (await fetch(`${base}/stats`)).json();
   assert(s.kv_cache.blocks_cached > 0 && s.tokens.cached >= total, JSON.stringify(s.kv_cache));
+  assert(s.kv_cache.bytes_per_token > 0 &&
+         s.kv_cache.bytes_per_token * s.kv_cache.blocks_total * 32 === s.kv_cache.bytes,
+         JSON.stringify(s.kv_cache));
 });
 
 await check('CORS preflight', async () => {

@@ -1,7 +1,8 @@
 /* The prompt cache on a small KV pool, without a model: token-granular
  * lookups (whole blocks shared, the common rows of a next block copied into
  * a fresh one), cached blocks never written, tails replaced by the blocks
- * that extend them, eviction, and a pool with no block to spare. */
+ * that extend them, eviction, and a pool with no block to spare; the SSD
+ * tier for half-precision and quantized pools. */
 #include "engine/pcache.h"
 #include "engine/ssd.h"
 #include "model/kv.h"
@@ -354,8 +355,81 @@ static void test_half_dtypes(void **state) {
     }
 }
 
+/* A quantized pool (--kv-bits 4 --kv-group-size 32): rows are stored as
+ * records, hr_kv_copy_rows copies them, the SSD tier writes and reads them
+ * back byte for byte in its own subdirectory (-q4g32), and a file of the
+ * previous format version (1) is quarantined, never read. */
+static void test_quant_pool(void **state) {
+    (void)state;
+    char dir[] = "/tmp/hearth_pcache_q_XXXXXX";
+    assert_non_null(mkdtemp(dir));
+    hr_hparams hp = {.n_layers = LAYERS, .n_kv_heads = HEADS, .head_dim = 32};
+    hr_kv kv;
+    hr_kv_fmt f = {HR_DTYPE_AFFINE, 4, 32};
+    assert_int_equal(hr_kv_init_fmt(&kv, hr_backend_cpu(), &hp, &f, 4, NULL), 0);
+    size_t rb = 32 * 4 / 8 + 8, sb = hr_kv_stride_bytes(&kv);
+    assert_int_equal(kv.row_bytes, rb);
+    assert_int_equal(sb, (size_t)HEADS * HR_KV_BLOCK * rb);
+    int32_t b0 = hr_kv_alloc(&kv), b1 = hr_kv_alloc(&kv), b2 = hr_kv_alloc(&kv);
+    for (int l = 0; l < LAYERS; l++)
+        for (int h = 0; h < HEADS; h++)
+            for (int s = 0; s < HR_KV_BLOCK; s++) {
+                float k[32], v[32];
+                for (int i = 0; i < 32; i++) {
+                    k[i] = 0.1f * (float)(l * 100 + h * 10 + s) + 0.03f * (float)i;
+                    v[i] = -k[i] * (float)(i % 3);
+                }
+                hr_kv_store(&kv, l, b0, h, s, k, v);
+            }
+    hr_kv_copy_rows(&kv, b2, b0, 7);
+    for (int l = 0; l < LAYERS; l++)
+        for (int h = 0; h < HEADS; h++) {
+            const char *k = hr_kv_layer_k(&kv, l);
+            size_t off = (size_t)h * HR_KV_BLOCK * rb;
+            assert_memory_equal(k + b2 * sb + off, k + b0 * sb + off, 7 * rb);
+        }
+    hr_ssd *ssd;
+    int32_t toks[HR_KV_BLOCK];
+    seq(toks, HR_KV_BLOCK, 5);
+    assert_int_equal(hr_ssd_open(&ssd, dir, 42, 7, &kv, (size_t)1 << 30, NULL), 0);
+    assert_int_equal(hr_ssd_queue(ssd, 99, toks, b0), 1);
+    long written = 0, hits, quarantined;
+    for (int i = 0; i < 100000 && written < 1; i++) {
+        hr_ssd_counts(ssd, &written, &hits, &quarantined);
+        usleep(100);
+    }
+    assert_int_equal(written, 1);
+    assert_int_equal(hr_ssd_read(ssd, 99, toks, &kv, b1), 1);
+    for (int l = 0; l < LAYERS; l++) {
+        assert_memory_equal((char *)hr_kv_layer_k(&kv, l) + b1 * sb,
+                            (char *)hr_kv_layer_k(&kv, l) + b0 * sb, sb);
+        assert_memory_equal((char *)hr_kv_layer_v(&kv, l) + b1 * sb,
+                            (char *)hr_kv_layer_v(&kv, l) + b0 * sb, sb);
+    }
+    /* the file as version 1 wrote it: quarantined with its version named */
+    char path[256];
+    snprintf(path, sizeof path, "%s/000000000000002a-q4g32/0000000000000063.kv", dir);
+    FILE *fp = fopen(path, "r+b");
+    assert_non_null(fp);
+    uint32_t one = 1;
+    assert_int_equal(fseek(fp, 8, SEEK_SET), 0);
+    assert_int_equal(fwrite(&one, 4, 1, fp), 1);
+    fclose(fp);
+    assert_int_equal(hr_ssd_read(ssd, 99, toks, &kv, b1), 0);
+    hr_ssd_counts(ssd, &written, &hits, &quarantined);
+    assert_int_equal(quarantined, 1);
+    assert_int_not_equal(access(path, F_OK), 0);
+    hr_ssd_stop(ssd);
+    hr_ssd_close(ssd);
+    hr_kv_deinit(&kv);
+    char cmd[128];
+    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+    assert_int_equal(system(cmd), 0);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_quant_pool),
         cmocka_unit_test(test_partial_copy),
         cmocka_unit_test(test_tails),
         cmocka_unit_test(test_evict_tail),

@@ -8,6 +8,7 @@
 #include "core/bigmem.h"
 #include "core/error.h"
 #include "kernels/cpu/cpu.h"
+#include "kernels/cpu/kvquant.h"
 #include "kernels/cpu/ops.h"
 #include "kernels/cpu/quant.h"
 
@@ -232,7 +233,10 @@ static void qkv_worker(void *p, int ith, int nth) {
     const hr_qkv_args *a = qt->a;
     const hr_step_in *in = &qt->x->in;
     int hd = a->head_dim, qd = a->n_heads * hd, kvd = a->n_kv_heads * hd, rot = in->rot_dim;
-    size_t es = hr_dtype_size(a->kv_dtype), stride = a->block_stride * es;
+    bool quant = a->kv_dtype == HR_DTYPE_AFFINE;
+    size_t rb = quant ? hr_kvq_row_bytes(a->head_dim, a->kv_bits, a->kv_group)
+                  : (size_t)a->head_dim * hr_dtype_size(a->kv_dtype);
+    size_t stride = quant ? a->block_stride : a->block_stride * hr_dtype_size(a->kv_dtype);
     long lo, hi;
     hr_split(in->n_tokens, ith, nth, &lo, &hi);
     for (long t = lo; t < hi; t++) {
@@ -257,10 +261,15 @@ static void qkv_worker(void *p, int ith, int nth) {
         int32_t block = qt->x->tok_blocks[t][pos / a->block_size];
         int slot = pos % a->block_size;
         for (int h = 0; h < a->n_kv_heads; h++) {
-            size_t off = (size_t)block * stride + ((size_t)h * a->block_size + slot) * hd * es;
-            hr_store_row((char *)a->k_cache + off, k + h * hd, hd, a->kv_dtype);
-            hr_store_row((char *)a->v_cache + off, a->v + (size_t)t * kvd + h * hd, hd,
-                      a->kv_dtype);
+            size_t off = (size_t)block * stride + ((size_t)h * a->block_size + slot) * rb;
+            const float *kr = k + h * hd, *vr = a->v + (size_t)t * kvd + h * hd;
+            if (quant) {
+                hr_kvq_store((char *)a->k_cache + off, kr, hd, a->kv_bits, a->kv_group);
+                hr_kvq_store((char *)a->v_cache + off, vr, hd, a->kv_bits, a->kv_group);
+            } else {
+                hr_store_row((char *)a->k_cache + off, kr, hd, a->kv_dtype);
+                hr_store_row((char *)a->v_cache + off, vr, hd, a->kv_dtype);
+            }
         }
     }
 }
@@ -284,6 +293,7 @@ static void cpu_attention(hr_bctx *c, const hr_attn_in *a) {
         .q = a->q, .out = a->out, .n_tok = x->in.n_tokens, .n_heads = a->n_heads,
         .n_kv_heads = a->n_kv_heads, .head_dim = a->head_dim,
         .k = a->k_cache, .v = a->v_cache, .kv_dtype = a->kv_dtype,
+        .kv_bits = a->kv_bits, .kv_group = a->kv_group,
         .block_stride = a->block_stride, .block_size = a->block_size,
         .pos = x->in.pos, .blocks = x->tok_blocks, .scale = a->scale,
         .softcap = a->softcap, .window = a->window, .scratch = x->scores,

@@ -93,6 +93,9 @@ typedef struct hr_cpu_kernels {
      * to nearest even; the KV cache's stores. Bit-identical on every ISA
      * except for NaN payloads. */
     void (*to_half)(uint16_t *dst, const float *x, int n, hr_dtype t);
+    /* A quantized KV row (kvquant.h) dequantized into y[0..hd) (groups of
+     * 32 or more); the scalar reference's bits on every ISA. */
+    void (*kvq_load)(float *y, const void *src, int hd, int bits, int group);
     /* hr_softmax (ops.h), in place */
     void (*softmax)(float *x, int n);
     /* hr_silu_mul (ops.h): g[i] = silu(g[i]) u[i] (u NULL: 1), within 5e-7

@@ -3,6 +3,7 @@
 #include "kernels/cpu/cpu.h"
 #include "kernels/cpu/exp_neg.h"
 #include "kernels/cpu/gemm_q.h"
+#include "kernels/cpu/kvquant.h"
 
 #include <immintrin.h>
 #include <math.h>
@@ -294,6 +295,7 @@ const hr_cpu_kernels hr__cpu_avx2 = {
     .gemm_i8 = {HR__GEMM_I8_TABLE(avx2)},
     .qact_row = hr__qact_row_avx2,
     .to_half = to_half_avx2,
+    .kvq_load = hr__kvq_load_avx2,
     .softmax = hr__softmax_scalar,
     .silu_mul = silu_mul_avx2,
     .max = max_avx2,

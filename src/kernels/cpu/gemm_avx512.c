@@ -3,6 +3,7 @@
  * this path agrees with the scalar reference to rounding. */
 #include "kernels/cpu/cpu.h"
 #include "kernels/cpu/gemm_q.h"
+#include "kernels/cpu/kvquant.h"
 #include "kernels/cpu/hsum_avx512.h"
 
 #include <immintrin.h>
@@ -125,6 +126,7 @@ const hr_cpu_kernels hr__cpu_avx512 = {
     .qact24_row = hr__qact24_row_avx512,
     .attn_heads = hr__attn_heads_avx512,
     .to_half = hr__to_half_avx512,
+    .kvq_load = hr__kvq_load_avx512,
     .softmax = hr__softmax_avx512,
     .silu_mul = hr__silu_mul_avx512,
     .max = hr__max_avx512,

@@ -2,6 +2,7 @@
  * against. Accumulation is in float, in index order. */
 #include "kernels/cpu/cpu.h"
 #include "kernels/cpu/gemm_q.h"
+#include "kernels/cpu/kvquant.h"
 #include "kernels/cpu/qdot.h"
 #include "kernels/cpu/quant.h"
 
@@ -150,6 +151,7 @@ const hr_cpu_kernels hr__cpu_scalar = {
                 [HR_DTYPE_Q6_K] = hr__gemm_i8_scalar},
     .qact_row = hr_qact_row,
     .to_half = hr__to_half_scalar,
+    .kvq_load = hr__kvq_load_scalar,
     .softmax = hr__softmax_scalar,
     .silu_mul = hr__silu_mul_scalar,
     .max = hr__max_scalar,

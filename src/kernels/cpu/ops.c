@@ -2,6 +2,7 @@
 #include "core/error.h"
 #include "core/log.h"
 #include "kernels/cpu/cpu.h"
+#include "kernels/cpu/kvquant.h"
 #include "kernels/cpu/qdot.h"
 #include "kernels/cpu/quant.h"
 #include "kernels/cpu/x16.h"
@@ -411,6 +412,13 @@ void hr_gelu_mul(float *g, const float *u, int n) {
 static const float *kv_row(const hr_attn_args *a, const void *base, const int32_t *bt, int ps,
                            int kvh, float *buf) {
     int hd = a->head_dim, bs = a->block_size;
+    if (a->kv_dtype == HR_DTYPE_AFFINE) { /* a row record, dequantized in place */
+        size_t rb = hr_kvq_row_bytes(hd, a->kv_bits, a->kv_group);
+        const char *r = (const char *)base + (size_t)bt[ps / bs] * a->block_stride +
+                        ((size_t)kvh * bs + ps % bs) * rb;
+        hr_cpu()->kvq_load(buf, r, hd, a->kv_bits, a->kv_group);
+        return buf;
+    }
     size_t at = (size_t)bt[ps / bs] * a->block_stride + ((size_t)kvh * bs + ps % bs) * hd;
     const uint16_t *h = (const uint16_t *)base + at;
     switch (a->kv_dtype) {
@@ -440,7 +448,7 @@ static void attention_worker(void *p, int ith, int nth) {
     int hd = a->head_dim, group = a->n_heads / a->n_kv_heads;
     float *sc = a->scratch + (size_t)ith * a->max_ctx * group * HR_ATTN_TILE;
     long lo, hi;
-    if (cpu->attn_heads && hd % 16 == 0) {
+    if (cpu->attn_heads && hd % 16 == 0 && a->kv_dtype != HR_DTYPE_AFFINE) {
         /* a task: up to HR_ATTN_TILE consecutive tokens of one sequence
          * (they share every K/V load) and one KV head. Threads claim them
          * in order as they go (on shared cores a thread that loses its core

@@ -99,9 +99,10 @@ typedef struct hr_attn_args {
     const float *q;          /* [n_tok][n_heads*head_dim] */
     float *out;              /* [n_tok][n_heads*head_dim] */
     int n_tok, n_heads, n_kv_heads, head_dim;
-    const void *k, *v;       /* the KV pool's layer: F32, F16 or BF16 */
+    const void *k, *v;       /* the KV pool's layer: F32, F16, BF16 or AFFINE */
     hr_dtype kv_dtype;
-    size_t block_stride;     /* elements per block */
+    int kv_bits, kv_group;   /* AFFINE: kvquant.h's row records */
+    size_t block_stride;     /* elements per block (AFFINE: bytes) */
     int block_size;
     const int32_t *pos;              /* [n_tok] */
     const int32_t *const *blocks;    /* [n_tok] block tables */
