@@ -28,7 +28,7 @@ class _Error(C.Structure):
 
 
 class _LlmOpts(C.Structure):
-    _fields_ = [("n_threads", C.c_int), ("chat_template", C.c_char_p)]
+    _fields_ = [("n_threads", C.c_int), ("chat_template", C.c_char_p), ("device", C.c_char_p)]
 
 
 class _SessionOpts(C.Structure):
@@ -36,7 +36,8 @@ class _SessionOpts(C.Structure):
                 ("kv_bytes", C.c_size_t), ("kv_dtype", C.c_int), ("prefill_chunk", C.c_int),
                 ("prompt_cache", C.c_int), ("prompt_cache_size", C.c_int),
                 ("prompt_cache_bytes", C.c_size_t), ("ssd_dir", C.c_char_p),
-                ("ssd_max_bytes", C.c_size_t), ("ssd_demote_idle", C.c_double)]
+                ("ssd_max_bytes", C.c_size_t), ("ssd_demote_idle", C.c_double),
+                ("kv_bits", C.c_int), ("kv_group", C.c_int)]
 
 
 class _Params(C.Structure):  # hr_gen_params, field for field
