@@ -196,6 +196,12 @@ typedef struct hr_gen_params {
     const char *grammar;          /* GBNF */
     const char *const *choices;   /* one of these strings */
     int n_choices;
+    /* prompt scoring (perplexity, teacher forcing): 0 = off; i >= 1: the
+     * log-probability of every prompt token from index i on, given the
+     * tokens before it, for hr_gen_prompt_logprobs. Those positions are
+     * computed, never taken from the prompt cache. With max_tokens 0 the
+     * request only scores, and the prompt may fill the whole context. */
+    int score_from;
 } hr_gen_params;
 
 void hr_gen_params_default(hr_gen_params *p);
@@ -242,6 +248,11 @@ int hr_gen_run(hr_gen *g, hr_gen_cb cb, void *user, hr_error *err);
 /* Ask the engine to stop the request at its next step (any thread); the
  * reader then gets a last event with HR_GEN_CANCELLED. */
 void hr_gen_cancel(hr_gen *g);
+/* With score_from: the prompt's log-probabilities, [*n = prompt tokens],
+ * NaN before score_from; complete once hr_gen_next returned its first
+ * event (the prompt is computed before any token). Valid until hr_gen_free.
+ * NULL without score_from. */
+const float *hr_gen_prompt_logprobs(const hr_gen *g, int *n);
 /* The prompt as tokens (valid until hr_gen_free). */
 const int32_t *hr_gen_prompt(const hr_gen *g, int *n);
 /* Cancels the request if it is still running and frees it. */

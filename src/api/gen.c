@@ -163,6 +163,7 @@ int hr_gen_submit(hr_gen **out, hr_session *s, const hr_gen_params *p, hr_error 
     hr_req_params rp = {.max_tokens = p->max_tokens >= 0 ? p->max_tokens
                                                          : m->defaults.max_tokens,
                         .top_logprobs = p->top_logprobs,
+                        .score_from = p->score_from,
                         .stop_ids = p->ignore_eos ? NULL : m->stop_ids,
                         .n_stop_ids = p->ignore_eos ? 0 : m->n_stop_ids};
     sampler_params(m, p, &rp.sampler);
@@ -262,6 +263,13 @@ int hr_gen_run(hr_gen *g, hr_gen_cb cb, void *user, hr_error *err) {
 void hr_gen_cancel(hr_gen *g) {
     if (g && g->req)
         hr_request_cancel(g->req);
+}
+
+const float *hr_gen_prompt_logprobs(const hr_gen *g, int *n) {
+    const float *lp = g && g->req ? hr_request_prompt_logprobs(g->req) : NULL;
+    if (n)
+        *n = lp ? g->n_prompt : 0;
+    return lp;
 }
 
 const int32_t *hr_gen_prompt(const hr_gen *g, int *n) {

@@ -37,6 +37,8 @@ struct hr_request {
     int32_t *stop_ids;
     int n_stop_ids;
     int max_tokens, top_logprobs;
+    int score_from;       /* 0, or the first prompt index scored */
+    float *prompt_lp;     /* [n_prompt] with score_from: written before token 0 */
     hr_sampler *sampler;
     hr_matcher *matcher;  /* constrained decoding, or NULL */
     uint32_t *mask;       /* [n_vocab / 32 + 1] allowed tokens of the step */
@@ -69,6 +71,7 @@ static void request_free(hr_request *r) {
     hr_matcher_free(r->matcher);
     free(r->mask);
     free(r->prompt);
+    free(r->prompt_lp);
     free(r->stop_ids);
     free(r->steps);
     free(r->blocks);
@@ -141,6 +144,8 @@ void hr_request_progress(hr_request *r, int *done, int *total) {
         *done = 0;
 }
 
+const float *hr_request_prompt_logprobs(const hr_request *r) { return r->prompt_lp; }
+
 int hr_request_cached_tokens(hr_request *r) {
     pthread_mutex_lock(&r->mu);
     int c = r->cached;
@@ -171,10 +176,14 @@ struct hr_engine {
     int32_t *b_tok, *b_pos, *b_seq; /* [max_tokens_step] */
     uint8_t *b_want;
     hr_seq_blocks *b_seqs;          /* [max_batch] */
-    hr_request **b_row_req;         /* [max_batch]: request of each logits row */
-    hr_step *b_step;                /* [max_batch]: what each row sampled */
+    hr_request **b_row_req;         /* [max_rows]: request of each logits row */
+    int32_t *b_row_score;           /* [max_rows]: the prompt index a scoring row
+                                     * predicts; -1: a row to sample */
+    hr_step *b_step;                /* [max_rows]: what each row sampled */
     int n_rows;
-    float *logits;                  /* [max_batch][n_vocab] */
+    int max_rows;                   /* logits rows of a step: max_batch, and
+                                     * SCORE_ROWS more once a request scores */
+    float *logits;                  /* [max_rows][n_vocab] */
     /* stats, read from any thread */
     _Atomic long st_total, st_running, st_queued, st_prompt, st_gen;
     _Atomic long st_prefill_tok, st_decode_tok;
@@ -194,6 +203,9 @@ int hr_request_new(hr_request **out, const hr_engine *e, const hr_req_params *p,
         return hr_err(err, HR_ERANGE, "max_tokens must be non-negative");
     if (p->top_logprobs < 0 || p->top_logprobs > HR_MAX_TOP_LOGPROBS)
         return hr_err(err, HR_ERANGE, "top_logprobs must be in [0, %d]", HR_MAX_TOP_LOGPROBS);
+    if (p->score_from < 0 || p->score_from >= p->n_prompt)
+        return hr_err(err, HR_ERANGE, "prompt scoring must start inside the prompt (1..%d)",
+                      p->n_prompt - 1);
     int V = e->m->hp.n_vocab;
     for (int i = 0; i < p->n_prompt; i++)
         if (p->prompt[i] < 0 || p->prompt[i] >= V)
@@ -224,6 +236,7 @@ int hr_request_new(hr_request **out, const hr_engine *e, const hr_req_params *p,
     r->n_prompt = p->n_prompt;
     r->max_tokens = p->max_tokens;
     r->top_logprobs = p->top_logprobs;
+    r->score_from = p->score_from;
     r->n_stop_ids = p->n_stop_ids;
     r->limit = p->max_tokens < e->n_ctx - p->n_prompt ? p->max_tokens : e->n_ctx - p->n_prompt;
     if (r->limit < 0)
@@ -232,7 +245,10 @@ int hr_request_new(hr_request **out, const hr_engine *e, const hr_req_params *p,
     r->stop_ids = malloc(((size_t)p->n_stop_ids + 1) * sizeof *r->stop_ids);
     r->steps = malloc(((size_t)r->limit + 1) * sizeof *r->steps);
     r->blocks = malloc(((size_t)e->n_ctx / HR_KV_BLOCK + 1) * sizeof *r->blocks);
-    if (!r->prompt || !r->stop_ids || !r->steps || !r->blocks) {
+    if (r->score_from && (r->prompt_lp = malloc((size_t)p->n_prompt * sizeof *r->prompt_lp)))
+        for (int i = 0; i < p->n_prompt; i++)
+            r->prompt_lp[i] = NAN;
+    if (!r->prompt || !r->stop_ids || !r->steps || !r->blocks || (r->score_from && !r->prompt_lp)) {
         request_free(r);
         return hr_err(err, HR_ENOMEM, "out of memory");
     }
@@ -247,13 +263,14 @@ int hr_request_new(hr_request **out, const hr_engine *e, const hr_req_params *p,
 int hr_engine_ctx(const hr_engine *e) { return e->n_ctx; }
 int hr_engine_threads(const hr_engine *e) { return hr_pool_size(hr_fwd_pool(e->fwd)); }
 int hr_engine_max_batch(const hr_engine *e) { return e->max_batch; }
+hr_pool *hr_engine_pool(hr_engine *e) { return hr_fwd_pool(e->fwd); }
 
 static int blocks_for(int tokens) { return (tokens + HR_KV_BLOCK - 1) / HR_KV_BLOCK; }
 
 int hr_engine_submit(hr_engine *e, hr_request *r, hr_error *err) {
     if (atomic_load(&e->dead))
         return hr_err(err, HR_EIO, "%s", e->dead_msg);
-    if (r->n_prompt >= e->n_ctx)
+    if (r->n_prompt + (r->max_tokens > 0) > e->n_ctx)
         return hr_err(err, HR_ERANGE, "the prompt has %d tokens; this model's context "
                       "limit is %d tokens, including at least one generated token",
                       r->n_prompt, e->n_ctx);
@@ -320,6 +337,23 @@ static void retire(hr_engine *e, int i, hr_finish why, const char *msg) {
     atomic_fetch_sub(&e->st_running, 1);
 }
 
+/* Scoring requests need logits for many prompt positions a step: the
+ * logits buffer grows by SCORE_ROWS rows at the first one (false: no
+ * memory for it). */
+#define SCORE_ROWS 64
+
+static bool score_rows_ready(hr_engine *e) {
+    if (e->max_rows > e->max_batch)
+        return true;
+    float *l = realloc(e->logits, (size_t)(e->max_batch + SCORE_ROWS) * e->m->hp.n_vocab *
+                                      sizeof *l);
+    if (!l)
+        return false;
+    e->logits = l;
+    e->max_rows = e->max_batch + SCORE_ROWS;
+    return true;
+}
+
 static void admit(hr_engine *e) {
     /* drop cancelled requests still waiting */
     e->waiting_tail = NULL;
@@ -337,13 +371,24 @@ static void admit(hr_engine *e) {
     }
     while (e->waiting && e->n_running < e->max_batch) {
         hr_request *r = e->waiting;
+        if (r->score_from && !score_rows_ready(e)) {
+            e->waiting = r->next;
+            if (!e->waiting)
+                e->waiting_tail = NULL;
+            atomic_fetch_sub(&e->st_queued, 1);
+            finish(r, HR_FINISH_ERROR, "out of memory for the logits of prompt scoring");
+            hr_request_release(r);
+            continue;
+        }
         int total = blocks_for(r->n_prompt + r->limit), hit = 0, len = 0;
         /* reuse the longest cached prefix, leaving at least the last
-         * prompt token to compute (its logits start the generation); a
-         * prefix ending inside a block comes as a copy the request owns */
+         * prompt token to compute (its logits start the generation) and
+         * every token whose logits score the prompt; a prefix ending inside
+         * a block comes as a copy the request owns */
         if (e->pcache)
-            hit = hr_pcache_lookup(e->pcache, r->prompt, r->n_prompt - 1, total, r->blocks,
-                                   &len);
+            hit = hr_pcache_lookup(e->pcache, r->prompt,
+                                   r->score_from ? r->score_from - 1 : r->n_prompt - 1, total,
+                                   r->blocks, &len);
         int need = total - hit;
         if (e->kv.n_free < need && e->pcache)
             hr_pcache_evict(e->pcache, need - e->kv.n_free);
@@ -367,7 +412,7 @@ static void admit(hr_engine *e) {
         atomic_fetch_sub(&e->st_queued, 1);
         atomic_fetch_add(&e->st_running, 1);
         atomic_fetch_add(&e->st_prompt, r->n_prompt);
-        if (r->limit == 0) /* max_tokens 0: nothing to generate */
+        if (r->limit == 0 && !r->score_from) /* max_tokens 0: nothing to generate */
             retire(e, e->n_running - 1, HR_FINISH_LENGTH, NULL);
     }
 }
@@ -444,6 +489,7 @@ static int build_batch(hr_engine *e, int *n_prefill, int *n_decode) {
         e->b_pos[T] = r->len;
         e->b_seq[T] = i;
         e->b_want[T] = 1;
+        e->b_row_score[n_rows] = -1;
         e->b_row_req[n_rows++] = r;
         T++;
         (*n_decode)++;
@@ -456,23 +502,44 @@ static int build_batch(hr_engine *e, int *n_prefill, int *n_decode) {
         int c = known - r->len, room = e->max_tokens_step - T;
         if (c > room)
             c = room;
-        for (int k = 0; k < c; k++) {
-            e->b_tok[T] = token_at(r, r->len + k);
-            e->b_pos[T] = r->len + k;
+        int k = 0;
+        for (; k < c; k++) {
+            int p = r->len + k;
+            /* the logits of position p predict token p + 1 */
+            bool sample = p == known - 1 && r->limit > 0;
+            bool score = r->score_from && r->n_steps == 0 && p + 1 >= r->score_from &&
+                         p + 1 < r->n_prompt;
+            if ((sample || score) && n_rows == e->max_rows)
+                break; /* the rest of the chunk waits for the next step */
+            e->b_tok[T] = token_at(r, p);
+            e->b_pos[T] = p;
             e->b_seq[T] = i;
-            e->b_want[T] = r->len + k == known - 1;
-            if (e->b_want[T])
+            e->b_want[T] = sample || score;
+            if (e->b_want[T]) {
+                e->b_row_score[n_rows] = score ? p + 1 : -1;
                 e->b_row_req[n_rows++] = r;
+            }
             T++;
         }
-        *n_prefill += c;
+        *n_prefill += k;
     }
     e->n_rows = n_rows;
     return T;
 }
 
-/* Sample every logits row: rows are split over the pool's threads (each
- * request's sampler is its own; a row is one request's). */
+/* log softmax(row)[tok], in double. */
+static float row_logprob(const float *row, int V, int32_t tok) {
+    double mx = -INFINITY, s = 0;
+    for (int v = 0; v < V; v++)
+        mx = row[v] > mx ? row[v] : mx;
+    for (int v = 0; v < V; v++)
+        s += exp(row[v] - mx);
+    return (float)(row[tok] - mx - log(s));
+}
+
+/* Sample every logits row, score the scoring rows: rows are split over the
+ * pool's threads (each request's sampler is its own; a sampled row is one
+ * request's). */
 static void sample_worker(void *p, int ith, int nth) {
     hr_engine *e = p;
     int V = e->m->hp.n_vocab;
@@ -481,7 +548,11 @@ static void sample_worker(void *p, int ith, int nth) {
     for (long k = lo; k < hi; k++) {
         hr_request *r = e->b_row_req[k];
         float *row = e->logits + (size_t)k * V;
-        fill_step(&e->b_step[k], r, row, V, hr_sampler_sample(r->sampler, row));
+        int32_t at = e->b_row_score[k];
+        if (at >= 0)
+            r->prompt_lp[at] = row_logprob(row, V, r->prompt[at]);
+        else
+            fill_step(&e->b_step[k], r, row, V, hr_sampler_sample(r->sampler, row));
     }
 }
 
@@ -493,7 +564,7 @@ static void sample_rows(hr_engine *e) {
     for (int k = 0; k < e->n_rows; k++) {
         hr_request *r = e->b_row_req[k];
         float *row = e->logits + (size_t)k * V;
-        if (r->matcher) {
+        if (r->matcher && e->b_row_score[k] < 0) {
             hr_matcher_mask(r->matcher, r->mask);
             for (int t = 0; t < V; t++)
                 if (!(r->mask[t >> 5] >> (t & 31) & 1))
@@ -593,7 +664,13 @@ static void step(hr_engine *e) {
         atomic_store(&e->running[s]->progress, e->running[s]->len);
     sample_rows(e);
     for (int k = 0; k < e->n_rows; k++)
-        e->b_row_req[k]->outcome = commit_row(e, k);
+        if (e->b_row_score[k] < 0)
+            e->b_row_req[k]->outcome = commit_row(e, k);
+    for (int s = 0; s < e->n_running; s++) { /* scored, nothing to generate: done */
+        hr_request *r = e->running[s];
+        if (r->limit == 0 && r->len == r->n_prompt)
+            r->outcome = HR_ROW_LIMIT;
+    }
     retire_finished(e);
 }
 
@@ -689,18 +766,20 @@ int hr_engine_new(hr_engine **out, const hr_model *m, const hr_engine_opts *o,
         (rc = hr_fwd_new(&e->fwd, m, e->max_tokens_step, e->max_batch, e->n_ctx,
                          o ? o->n_threads : 0, err)))
         goto fail;
-    int T = e->max_tokens_step, B = e->max_batch;
+    int T = e->max_tokens_step, B = e->max_batch, R = B + SCORE_ROWS;
+    e->max_rows = B;
     e->running = calloc((size_t)B, sizeof *e->running);
     e->b_tok = malloc((size_t)T * sizeof *e->b_tok);
     e->b_pos = malloc((size_t)T * sizeof *e->b_pos);
     e->b_seq = malloc((size_t)T * sizeof *e->b_seq);
     e->b_want = malloc((size_t)T);
     e->b_seqs = malloc((size_t)B * sizeof *e->b_seqs);
-    e->b_row_req = malloc((size_t)B * sizeof *e->b_row_req);
-    e->b_step = malloc((size_t)B * sizeof *e->b_step);
+    e->b_row_req = malloc((size_t)R * sizeof *e->b_row_req);
+    e->b_row_score = malloc((size_t)R * sizeof *e->b_row_score);
+    e->b_step = malloc((size_t)R * sizeof *e->b_step);
     e->logits = malloc((size_t)B * m->hp.n_vocab * sizeof *e->logits);
     if (!e->running || !e->b_tok || !e->b_pos || !e->b_seq || !e->b_want || !e->b_seqs ||
-        !e->b_row_req || !e->b_step || !e->logits) {
+        !e->b_row_req || !e->b_row_score || !e->b_step || !e->logits) {
         rc = hr_err(err, HR_ENOMEM, "out of memory");
         goto fail;
     }
@@ -765,6 +844,7 @@ void hr_engine_free(hr_engine *e) {
     free(e->b_want);
     free(e->b_seqs);
     free(e->b_row_req);
+    free(e->b_row_score);
     free(e->b_step);
     free(e->logits);
     pthread_mutex_destroy(&e->mu);

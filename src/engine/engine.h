@@ -12,6 +12,7 @@
 #define HR_ENGINE_ENGINE_H
 
 #include "hearth.h"
+#include "core/pool.h"
 #include "grammar/grammar.h"
 #include "model/model.h"
 #include "sample/sampler.h"
@@ -52,6 +53,9 @@ void hr_engine_free(hr_engine *e);
 int hr_engine_ctx(const hr_engine *e);
 int hr_engine_threads(const hr_engine *e);   /* compute threads */
 int hr_engine_max_batch(const hr_engine *e);
+/* The compute threads, for other work while no request runs (bench's
+ * bandwidth reads: no second set of threads spinning beside these). */
+hr_pool *hr_engine_pool(hr_engine *e);
 
 typedef enum hr_finish {
     HR_FINISH_NONE,      /* still running */
@@ -77,6 +81,12 @@ typedef struct hr_req_params {
      * vocabulary must outlive the request. */
     const hr_grammar *grammar;
     const hr_grammar_vocab *gvocab;
+    /* prompt scoring (teacher forcing): 0 = off; i in [1, n_prompt): the
+     * log-probability of every prompt token from index i on, given the
+     * tokens before it (hr_request_prompt_logprobs). Those positions are
+     * computed, never taken from the prompt cache. max_tokens may be 0, and
+     * the prompt may then fill the whole context. */
+    int score_from;
 } hr_req_params;
 
 /* Copies everything it needs from p. The caller holds one reference. */
@@ -105,6 +115,10 @@ hr_finish hr_request_finish(hr_request *r, hr_error *msg);
 /* Generated tokens, counting an end-of-sequence token that ended it (as
  * mlx-lm's usage does). Valid once finished. */
 int hr_request_completion_tokens(hr_request *r);
+/* With score_from: [n_prompt] log-probabilities of the prompt tokens
+ * (NaN before score_from), complete once token 0 exists or the request
+ * finished (hr_request_wait returned); NULL without score_from. */
+const float *hr_request_prompt_logprobs(const hr_request *r);
 /* Prompt tokens whose KV came from the prompt cache (valid once the first
  * token exists). */
 int hr_request_cached_tokens(hr_request *r);

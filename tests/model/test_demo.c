@@ -6,7 +6,7 @@
  * both sides: 1e-4 absolute). */
 #include "chat/chat.h"
 #include "core/error.h"
-#include "engine/runner.h"
+#include "support/runner.h"
 #include "model/forward.h"
 #include "model/model.h"
 #include "sample/sampler.h"

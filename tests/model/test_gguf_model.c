@@ -9,7 +9,7 @@
  *    local RoPE base, softcapping defaults, tied output, names;
  *  - export of a config a GGUF cannot express fails and writes nothing. */
 #include "core/error.h"
-#include "engine/runner.h"
+#include "support/runner.h"
 #include "io/gguf.h"
 #include "io/gguf_write.h"
 #include "model/config.h"

@@ -17,7 +17,7 @@
  * prompt and while the sequence is within max_position_embeddings; later
  * steps are counted apart, not asserted. */
 #include "core/error.h"
-#include "engine/runner.h"
+#include "support/runner.h"
 #include "model/model.h"
 #include "sample/sampler.h"
 

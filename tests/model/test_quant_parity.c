@@ -14,7 +14,7 @@
  *   distribution against the original (teacher-forced on the oracle's
  *   tokens), with a bound per type (KL_BOUND below). */
 #include "core/error.h"
-#include "engine/runner.h"
+#include "support/runner.h"
 #include "io/safetensors.h"
 #include "sample/rng.h"
 #include "kernels/cpu/cpu.h"

@@ -1,4 +1,7 @@
-#include "engine/runner.h"
+/* hr_runner: one sequence through the forward pass, for the parity tests,
+ * which teacher-force the reference's tokens (the product generates through
+ * the engine: src/engine/engine.c). */
+#include "support/runner.h"
 #include "core/error.h"
 #include "model/forward.h"
 #include "model/kv.h"
@@ -10,10 +13,7 @@
 struct hr_runner {
     const hr_model *m;
     hr_fwd *fwd;
-    hr_kv kv;          /* kv_dtype; after the conversion, the quantized format */
-    hr_kv_fmt full, quant; /* quant.bits 0: never converts */
-    int kv_start;
-    bool converted;
+    hr_kv kv;
     int n_ctx, chunk, len;
     int32_t *history;   /* [n_ctx] every token of the sequence */
     int32_t *blocks;    /* [n_ctx / HR_KV_BLOCK + 1] */
@@ -36,20 +36,8 @@ int hr_runner_new(hr_runner **out, const hr_model *m, const hr_runner_opts *o,
         r->n_ctx = cap;
     r->chunk = o && o->prefill_chunk > 0 ? o->prefill_chunk : 512;
     int max_blocks = (r->n_ctx + HR_KV_BLOCK - 1) / HR_KV_BLOCK;
-    r->full = (hr_kv_fmt){o ? o->kv_dtype : HR_DTYPE_F32, 0, 0};
-    if (o && o->kv_bits > 0) {
-        r->quant = (hr_kv_fmt){HR_DTYPE_AFFINE, o->kv_bits, o->kv_group};
-        r->kv_start = o->kv_start;
-        /* the format is checked now, not at the conversion */
-        hr_kv probe;
-        int rc = hr_kv_init_fmt(&probe, m->be, &m->hp, &r->quant, 1, err);
-        hr_kv_deinit(&probe);
-        if (rc) {
-            free(r);
-            return rc;
-        }
-    }
-    int rc = hr_kv_init_fmt(&r->kv, m->be, &m->hp, &r->full, max_blocks, err);
+    hr_kv_fmt f = {o ? o->kv_dtype : HR_DTYPE_F32, 0, 0};
+    int rc = hr_kv_init_fmt(&r->kv, m->be, &m->hp, &f, max_blocks, err);
     if (rc)
         goto fail;
     rc = hr_fwd_new(&r->fwd, m, r->chunk, 1, r->n_ctx, o ? o->n_threads : 0, err);
@@ -84,47 +72,14 @@ void hr_runner_free(hr_runner *r) {
     free(r);
 }
 
-/* Swap the pool for one of format f, the sequence's rows moved into it
- * (mlx-lm's to_quantized: one way; or back to empty full precision at a
- * reset). Allocates: once a sequence. */
-static int swap_pool(hr_runner *r, const hr_kv_fmt *f, hr_error *err) {
-    hr_kv nkv;
-    int rc = hr_kv_init_fmt(&nkv, r->kv.be, &r->m->hp, f, r->kv.n_blocks, err);
-    if (rc)
-        return rc;
-    int *rows = malloc(((size_t)r->n_blocks + 1) * sizeof *rows);
-    if (!rows) {
-        hr_kv_deinit(&nkv);
-        return hr_err(err, HR_ENOMEM, "out of memory");
-    }
-    for (int i = 0; i < r->n_blocks; i++) {
-        int left = r->len - i * HR_KV_BLOCK;
-        rows[i] = left < HR_KV_BLOCK ? left : HR_KV_BLOCK;
-    }
-    rc = hr_kv_convert(&nkv, &r->kv, r->blocks, rows, r->n_blocks, r->blocks, err);
-    free(rows);
-    if (rc) {
-        hr_kv_deinit(&nkv);
-        return rc;
-    }
-    hr_kv_deinit(&r->kv);
-    r->kv = nkv;
-    return 0;
-}
-
 void hr_runner_reset(hr_runner *r) {
     for (int i = 0; i < r->n_blocks; i++)
         hr_kv_unref(&r->kv, r->blocks[i]);
     r->n_blocks = 0;
     r->len = 0;
-    if (r->converted && swap_pool(r, &r->full, NULL) == 0)
-        r->converted = false; /* else the quantized pool stays, empty */
 }
 
 int hr_runner_len(const hr_runner *r) { return r->len; }
-int hr_runner_threads(const hr_runner *r) { return hr_pool_size(hr_fwd_pool(r->fwd)); }
-
-hr_pool *hr_runner_pool(hr_runner *r) { return hr_fwd_pool(r->fwd); }
 
 int hr_runner_eval(hr_runner *r, const int32_t *tokens, int n, float *logits,
                    hr_error *err) {
@@ -166,12 +121,6 @@ int hr_runner_eval(hr_runner *r, const int32_t *tokens, int n, float *logits,
             return rc;
         r->len += c;
         done += c;
-        /* mlx-lm converts after the forward that reaches the start */
-        if (r->quant.bits && !r->converted && r->len >= r->kv_start) {
-            if ((rc = swap_pool(r, &r->quant, err)))
-                return rc;
-            r->converted = true;
-        }
     }
     return 0;
 }
