@@ -19,6 +19,48 @@ run() {
 run "$dev/test_parity" --device cuda
 run "$dev/test_engine" --device cuda
 run "$dev/test_quant_parity" --device cuda
+# the public API on the device "auto" picks (the GPU here): sessions,
+# requests, prompt scoring, the quantized KV refused or served
+run "$dev/test_api"
+# the verbs through the engine on the GPU: the same greedy text as the CPU,
+# perplexity within float noise of the CPU's, a served completion
+demo=$root/models/hearth-demo
+same_text() {
+    local a b
+    a=$("$dev/hearth" generate --model "$demo" --device cuda --prompt "The lighthouse" --max-tokens 24 --temp 0 2>/dev/null)
+    b=$("$dev/hearth" generate --model "$demo" --device cpu --prompt "The lighthouse" --max-tokens 24 --temp 0 2>/dev/null)
+    echo "cuda: $a"; echo "cpu:  $b"; [ -n "$a" ] && [ "$a" = "$b" ]
+}
+run same_text
+close_ppl() {
+    local a b
+    a=$("$dev/hearth" perplexity --model "$demo" --device cuda --file "$root/tests/fixtures/demo/valid.txt" --context 256 --max-windows 8 | awk '/^perplexity/{print $2}')
+    b=$("$dev/hearth" perplexity --model "$demo" --device cpu --file "$root/tests/fixtures/demo/valid.txt" --context 256 --max-windows 8 | awk '/^perplexity/{print $2}')
+    echo "perplexity cuda $a cpu $b"
+    python3 -c "import sys; a,b=float(sys.argv[1]),float(sys.argv[2]); sys.exit(abs(a-b)>1e-3*b)" "$a" "$b"
+}
+run close_ppl
+served() {
+    local port=18431 pid rc
+    "$dev/hearth" serve --model "$demo" --device cuda --port $port 2>"${TMPDIR:-/tmp}/serve.err" & pid=$!
+    python3 - "$port" <<'PY'
+import json, sys, time, urllib.request
+u = "http://127.0.0.1:%s" % sys.argv[1]
+for _ in range(300):
+    try:
+        urllib.request.urlopen(u + "/health", timeout=1); break
+    except Exception:
+        time.sleep(0.1)
+req = urllib.request.Request(u + "/v1/completions", data=json.dumps(
+    {"prompt": "The lighthouse", "max_tokens": 16, "temperature": 0}).encode(),
+    headers={"Content-Type": "application/json"})
+o = json.load(urllib.request.urlopen(req, timeout=60))
+print("served:", repr(o["choices"][0]["text"]), o["usage"])
+assert o["usage"]["completion_tokens"] == 16
+PY
+    rc=$?; kill $pid; wait $pid 2>/dev/null; tail -3 "${TMPDIR:-/tmp}/serve.err"; return $rc
+}
+run served
 echo "cuda-check: $pass passed, $fail failed"
 if [ "${1:-}" = "--bench" ]; then
     tmp=${TMPDIR:-/tmp}/hearth-cuda-bench
