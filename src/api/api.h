@@ -68,6 +68,18 @@ struct hr_session {
     int n_threads, max_batch;
 };
 
+/* hr_gen for the server's routes, which validate in their APIs' own terms
+ * and build the engine's parameters themselves: queue rp (its grammar must
+ * outlive the hr_gen; hr_gen_free waits for the engine to let go of it),
+ * with the text made under detok_flags (HR_DETOK_*) and ended by stops. */
+int hr__gen_start(hr_gen **out, hr_session *s, const hr_req_params *rp, unsigned detok_flags,
+                  const char *const *stops, int n_stops, hr_error *err);
+/* hr_gen_next waiting at most timeout_ms: 2 when nothing came by then. */
+int hr__gen_next_timed(hr_gen *g, hr_gen_event *ev, int timeout_ms, hr_error *err);
+hr_request *hr__gen_request(const hr_gen *g);
+/* The stop string that ended the text, or NULL. */
+const char *hr__gen_stop_matched(const hr_gen *g);
+
 /* The engine options a session's options make on model m (the server's
  * flags take this path too). */
 int hr__session_engine_opts(const hr_llm *m, const hr_session_opts *o, hr_engine_opts *eo,

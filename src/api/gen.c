@@ -20,7 +20,8 @@ struct hr_gen {
     hr_request *req;
     int32_t *prompt;    /* [n_prompt] */
     int n_prompt;
-    hr_grammar *grammar;
+    hr_grammar *grammar; /* owned (hr_gen_submit compiled it), or NULL */
+    bool constrained;   /* the engine reads a grammar until it retires req */
     hr_textout out;
     bool text;          /* the model has a tokenizer: events carry text */
     int n_steps;        /* steps handed out */
@@ -148,6 +149,47 @@ static int check(const hr_llm *m, const hr_gen_params *p, hr_error *err) {
     return 0;
 }
 
+/* Queue rp on s; g's prompt (when not set yet) becomes a copy of rp's. */
+static int start(hr_gen *g, const hr_req_params *rp, unsigned detok_flags,
+                 const char *const *stops, int n_stops, hr_error *err) {
+    hr_llm *m = g->s->llm;
+    int rc;
+    if (!g->prompt) {
+        if (!(g->prompt = malloc((size_t)(rp->n_prompt > 0 ? rp->n_prompt : 1) *
+                                 sizeof *g->prompt)))
+            return hr_err(err, HR_ENOMEM, "out of memory");
+        if (rp->n_prompt > 0)
+            memcpy(g->prompt, rp->prompt, (size_t)rp->n_prompt * sizeof *g->prompt);
+        g->n_prompt = rp->n_prompt;
+    }
+    if ((rc = hr_request_new(&g->req, g->s->engine, rp, err)))
+        return rc;
+    g->constrained = rp->grammar != NULL;
+    g->text = m->tok != NULL;
+    if (g->text && (rc = hr_textout_init(&g->out, m->tok, detok_flags, stops, n_stops, err)))
+        return rc;
+    if ((rc = hr_engine_submit(g->s->engine, g->req, err)))
+        return rc;
+    g->queued = true;
+    return 0;
+}
+
+int hr__gen_start(hr_gen **out, hr_session *s, const hr_req_params *rp, unsigned detok_flags,
+                  const char *const *stops, int n_stops, hr_error *err) {
+    *out = NULL;
+    hr_gen *g = calloc(1, sizeof *g);
+    if (!g)
+        return hr_err(err, HR_ENOMEM, "out of memory");
+    g->s = s;
+    int rc = start(g, rp, detok_flags, stops, n_stops, err);
+    if (rc) {
+        hr_gen_free(g);
+        return rc;
+    }
+    *out = g;
+    return 0;
+}
+
 int hr_gen_submit(hr_gen **out, hr_session *s, const hr_gen_params *p, hr_error *err) {
     if (!out || !s || !p)
         return hr_err(err, HR_EINVAL, "hr_gen_submit: NULL argument");
@@ -176,15 +218,8 @@ int hr_gen_submit(hr_gen **out, hr_session *s, const hr_gen_params *p, hr_error 
     }
     rp.prompt = g->prompt;
     rp.n_prompt = g->n_prompt;
-    if ((rc = hr_request_new(&g->req, s->engine, &rp, err)))
+    if ((rc = start(g, &rp, HR_DETOK_SKIP_SPECIAL, p->stop, p->n_stop, err)))
         goto fail;
-    g->text = m->tok != NULL;
-    if (g->text && (rc = hr_textout_init(&g->out, m->tok, HR_DETOK_SKIP_SPECIAL, p->stop,
-                                         p->n_stop, err)))
-        goto fail;
-    if ((rc = hr_engine_submit(s->engine, g->req, err)))
-        goto fail;
-    g->queued = true;
     *out = g;
     return 0;
 fail:
@@ -223,15 +258,13 @@ static int last_event(hr_gen *g, hr_gen_event *ev, hr_error *err) {
     return 1;
 }
 
-int hr_gen_next(hr_gen *g, hr_gen_event *ev, hr_error *err) {
-    if (!g || !ev)
-        return hr_err(err, HR_EINVAL, "hr_gen_next: NULL argument");
+int hr__gen_next_timed(hr_gen *g, hr_gen_event *ev, int timeout_ms, hr_error *err) {
     if (g->done)
         return 0;
-    int rc = 0;
-    while (!g->stopped && (rc = hr_request_wait(g->req, g->n_steps, &g->st, WAIT_MS)) < 0)
-        ;
-    if (g->stopped || rc == 0)
+    int rc = g->stopped ? 0 : hr_request_wait(g->req, g->n_steps, &g->st, timeout_ms);
+    if (rc < 0)
+        return 2;
+    if (rc == 0)
         return last_event(g, ev, err);
     g->n_steps++;
     *ev = (hr_gen_event){.text = "", .token = g->st.token, .logprob = g->st.logprob,
@@ -242,6 +275,21 @@ int hr_gen_next(hr_gen *g, hr_gen_event *ev, hr_error *err) {
         hr_request_cancel(g->req);
     }
     return 1;
+}
+
+int hr_gen_next(hr_gen *g, hr_gen_event *ev, hr_error *err) {
+    if (!g || !ev)
+        return hr_err(err, HR_EINVAL, "hr_gen_next: NULL argument");
+    int rc;
+    while ((rc = hr__gen_next_timed(g, ev, WAIT_MS, err)) == 2)
+        ;
+    return rc;
+}
+
+hr_request *hr__gen_request(const hr_gen *g) { return g->req; }
+
+const char *hr__gen_stop_matched(const hr_gen *g) {
+    return g->stopped ? hr_stop_matched(&g->out.stop) : NULL;
 }
 
 int hr_gen_run(hr_gen *g, hr_gen_cb cb, void *user, hr_error *err) {
@@ -285,7 +333,7 @@ void hr_gen_free(hr_gen *g) {
         hr_request_cancel(g->req);
         /* the engine's matcher reads the grammar until it retires the request */
         hr_step st;
-        while (g->queued && g->grammar && hr_request_wait(g->req, INT_MAX, &st, WAIT_MS) < 0)
+        while (g->queued && g->constrained && hr_request_wait(g->req, INT_MAX, &st, WAIT_MS) < 0)
             ;
         hr_request_release(g->req);
     }

@@ -330,7 +330,7 @@ static const char *stop_reason(const hr_drive *r) {
 }
 
 static json_t *stop_sequence(const hr_drive *r) {
-    const char *s = hr__drive_outcome(r) == HR_OUTCOME_STOP_STRING ? hr_stop_matched(&r->stop)
+    const char *s = hr__drive_outcome(r) == HR_OUTCOME_STOP_STRING ? hr__drive_stop_matched(r)
                                                                    : NULL;
     return s ? json_string(s) : json_null();
 }

@@ -5,7 +5,6 @@
 #include "core/error.h"
 #include "core/timer.h"
 
-#include <limits.h>
 #include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -71,23 +70,19 @@ bool hr__drive_start(hr_drive *r, struct MHD_Connection *c, const char *param, h
     hr_error e = {0};
     r->fd = -1;
     r->t_start = hr_now();
-    int rc = hr_request_new(&r->req, s->engine, &r->job.rp, &e);
-    if (!rc && !(rc = hr_engine_submit(s->engine, r->req, &e)))
-        r->queued = true;
-    if (rc) {
-        *err = hr__error_reply(400, "invalid_request_error", param, "%s", e.msg);
-        return false;
-    }
     /* with tools, markers may be special tokens: keep them in the text */
     unsigned dflags = r->job.tools ? 0 : HR_DETOK_SKIP_SPECIAL;
+    int rc = hr__gen_start(&r->gen, s->session, &r->job.rp, dflags,
+                           (const char *const *)r->job.stops, r->job.n_stops, &e);
+    if (rc) {
+        *err = rc == HR_ENOMEM ? hr__error_reply(500, "server_error", NULL, "out of memory")
+                               : hr__error_reply(400, "invalid_request_error", param, "%s", e.msg);
+        return false;
+    }
+    r->req = hr__gen_request(r->gen);
     hr_tool_parser_opts tpo = {.tools = r->job.tools};
     if (r->job.tools && hr_tool_parser_new(&r->tp, s->tool_format, &tpo, &e)) {
         *err = hr__error_reply(500, "server_error", NULL, "%s", e.msg);
-        return false;
-    }
-    if (hr_detok_stream_new(&r->detok, s->tok, dflags, &e) ||
-        hr_stop_init(&r->stop, (const char *const *)r->job.stops, r->job.n_stops)) {
-        *err = hr__error_reply(500, "server_error", NULL, "out of memory");
         return false;
     }
     if (c) {
@@ -103,17 +98,8 @@ bool hr__drive_start(hr_drive *r, struct MHD_Connection *c, const char *param, h
 }
 
 void hr__drive_deinit(hr_drive *r) {
-    if (r->req) {
-        hr_request_cancel(r->req);
-        /* the engine's matcher reads the job's grammar until it retires the
-         * request: free the grammar (hr__job_free) only after that */
-        hr_step st;
-        while (r->queued && r->job.grammar && hr_request_wait(r->req, INT_MAX, &st, 100) < 0)
-            ;
-        hr_request_release(r->req);
-    }
-    hr_detok_stream_free(r->detok);
-    hr_stop_deinit(&r->stop);
+    /* first: it waits for the engine to let go of the job's grammar */
+    hr_gen_free(r->gen);
     hr_tool_parser_free(r->tp);
     hr_tool_events_free(&r->ev);
     free(r->cbuf);
@@ -121,67 +107,34 @@ void hr__drive_deinit(hr_drive *r) {
     free(r->out);
 }
 
-/* ---- token by token ----------------------------------------------------------------------- */
+/* ---- event by event ----------------------------------------------------------------------- */
 
-int hr__drive_next(hr_drive *r, int i, hr_step *st, bool keepalive) {
+int hr__drive_next(hr_drive *r, hr_gen_event *ev, bool keepalive) {
     double t0 = hr_now();
     for (;;) {
-        int rc = hr_request_wait(r->req, i, st, WAIT_MS);
-        if (rc == 1) {
+        hr_error e = {0};
+        int rc = hr__gen_next_timed(r->gen, ev, WAIT_MS, &e);
+        if (rc == 1 && ev->token >= 0) {
             double now = hr_now();
-            if (i == 0)
+            if (r->n_steps++ == 0)
                 hr__metrics_ttft(&r->s->metrics, now - r->t_start);
             else
                 hr__metrics_itl(&r->s->metrics, now - r->t_last);
             r->t_last = now;
+            return 1;
         }
-        if (rc >= 0)
-            return rc;
+        if (rc == 1 || rc < 0) { /* the last event (an error comes as one too) */
+            if (rc < 0)
+                snprintf(r->err, sizeof r->err, "%s", e.msg);
+            r->last = *ev;
+            r->ended = true;
+            return 1;
+        }
         if (keepalive && hr_now() - t0 >= hr__drive_keepalive_s())
             return 2;
         if (client_gone(r->fd) || atomic_load(&r->s->shutting_down)) {
-            hr_request_cancel(r->req);
+            hr_gen_cancel(r->gen);
             return -1;
-        }
-    }
-}
-
-bool hr__drive_take(hr_drive *r, const hr_step *st, const char **emit, size_t *elen) {
-    const char *t;
-    size_t tl;
-    hr_error err;
-    *emit = "";
-    *elen = 0;
-    if (hr_detok_stream_push(r->detok, st->token, &t, &tl, &err))
-        return false;
-    int rc = hr_stop_push(&r->stop, t, tl, emit, elen);
-    if (rc == 1) {
-        r->stopped = true;
-        hr_request_cancel(r->req);
-    }
-    return rc == 1;
-}
-
-void hr__drive_rest(hr_drive *r, bool eos, const char **emit, size_t *elen) {
-    const char *t;
-    size_t tl;
-    *emit = "";
-    *elen = 0;
-    if (r->stopped)
-        return;
-    hr_detok_stream_flush(r->detok, &t, &tl);
-    if (hr_stop_push(&r->stop, t, tl, emit, elen) == 1)
-        return;
-    if (!eos) { /* on end-of-sequence a partial stop string is dropped, as mlx-lm */
-        const char *rest;
-        size_t rl;
-        hr_stop_flush(&r->stop, &rest, &rl);
-        /* *emit points into the matcher's buffer right before rest: one span */
-        if (*elen == 0) {
-            *emit = rest;
-            *elen = rl;
-        } else {
-            *elen += rl;
         }
     }
 }
@@ -201,10 +154,9 @@ void hr__drive_route(hr_drive *r, const char **e, size_t *el, bool end) {
     *el = r->clen;
 }
 
-int hr__drive_completion_tokens(hr_drive *r) {
-    /* a stop string ends the request early: count what was consumed */
-    return r->stopped ? r->n_steps : hr_request_completion_tokens(r->req);
-}
+int hr__drive_completion_tokens(const hr_drive *r) { return r->last.completion_tokens; }
+
+const char *hr__drive_stop_matched(const hr_drive *r) { return hr__gen_stop_matched(r->gen); }
 
 /* ---- piece by piece ----------------------------------------------------------------------- */
 
@@ -215,44 +167,39 @@ hr_drive_pull hr__drive_pull(hr_drive *r, bool keepalive, const char **text, siz
     hr_tool_events_reset(&r->ev);
     if (r->ended)
         return HR_DRIVE_END;
-    if (!r->stopped) {
-        hr_step st;
-        int rc = hr__drive_next(r, r->n_steps, &st, keepalive);
-        if (rc == 2)
-            return HR_DRIVE_KEEPALIVE;
-        if (rc < 0) {
-            hr_err(err, HR_ECANCELLED, "generation cancelled");
-            return HR_DRIVE_ABORTED;
-        }
-        if (rc == 1) {
-            r->n_steps++;
-            hr__drive_take(r, &st, text, len);
-            hr__drive_route(r, text, len, false);
-            return HR_DRIVE_PIECE; /* a stop string found here ends it next call */
-        }
-    }
-    hr_error ferr = {0};
-    r->finish = r->stopped ? HR_FINISH_STOP : hr_request_finish(r->req, &ferr);
-    if (r->finish == HR_FINISH_ERROR) {
-        hr_err(err, HR_EIO, "%s", ferr.msg);
-        return HR_DRIVE_ABORTED;
-    }
-    if (r->finish == HR_FINISH_CANCELLED || r->finish == HR_FINISH_NONE) {
+    hr_gen_event ev;
+    int rc = hr__drive_next(r, &ev, keepalive);
+    if (rc == 2)
+        return HR_DRIVE_KEEPALIVE;
+    if (rc < 0) {
         hr_err(err, HR_ECANCELLED, "generation cancelled");
         return HR_DRIVE_ABORTED;
     }
-    hr__drive_rest(r, r->finish == HR_FINISH_STOP, text, len);
+    *text = ev.text;
+    *len = ev.text_len;
+    if (ev.token >= 0) {
+        hr__drive_route(r, text, len, false);
+        return HR_DRIVE_PIECE; /* a stop string found here ends it next call */
+    }
+    if (ev.finish == HR_GEN_ERROR) {
+        hr_err(err, HR_EIO, "%s", r->err);
+        return HR_DRIVE_ABORTED;
+    }
+    if (ev.finish == HR_GEN_CANCELLED) {
+        hr_err(err, HR_ECANCELLED, "generation cancelled");
+        return HR_DRIVE_ABORTED;
+    }
     hr__drive_route(r, text, len, true);
-    r->ended = true;
     return HR_DRIVE_END;
 }
 
 hr_drive_outcome hr__drive_outcome(const hr_drive *r) {
-    if (r->finish == HR_FINISH_LENGTH && !r->stopped)
+    bool stopped = hr__drive_stop_matched(r) != NULL;
+    if (r->last.finish == HR_GEN_LENGTH && !stopped)
         return HR_OUTCOME_LENGTH;
     if (r->tp && hr_tool_parser_calls(r->tp) > 0)
         return HR_OUTCOME_TOOL_CALLS;
-    return r->stopped ? HR_OUTCOME_STOP_STRING : HR_OUTCOME_EOS;
+    return stopped ? HR_OUTCOME_STOP_STRING : HR_OUTCOME_EOS;
 }
 
 /* ---- event streams ------------------------------------------------------------------------ */

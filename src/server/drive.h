@@ -1,6 +1,7 @@
 /* One generation on behalf of an HTTP route, whatever API shapes it: the
- * parsed job goes to the engine, and the route reads its tokens back as
- * final text (streaming detokenizer, stop strings) split into content and
+ * parsed job goes to the engine as an hr_gen (src/api/gen.c: the public
+ * API's own request, so the routes' text is the library's, byte for byte),
+ * and the route reads its events back as final text split into content and
  * tool calls. gen.c (OpenAI chat and completions), anthropic.c
  * (/v1/messages) and responses.c (/v1/responses) shape what comes out; the
  * event-stream plumbing at the end is shared by their streams.
@@ -11,23 +12,20 @@
 #define HR_SERVER_DRIVE_H
 
 #include "server/request.h"
-#include "api/stop.h"
 
 typedef struct hr_drive hr_drive;
 
 struct hr_drive {
     hr_server *s;
     hr_job job;             /* owned; filled by the route before hr__drive_start */
-    hr_request *req;
-    hr_detok_stream *detok;
-    hr_stop stop;
-    bool queued;               /* the engine holds a reference to req */
+    hr_gen *gen;
+    hr_request *req;        /* gen's, for progress and the cached tokens */
     int fd;                 /* the client's socket, to notice it hang up */
     int n_steps;            /* tokens consumed from the request */
     double t_start, t_last; /* submitted; the last token received (for /metrics) */
-    bool stopped;           /* a stop string ended it */
-    bool ended;             /* hr__drive_pull returned HR_DRIVE_END */
-    hr_finish finish;       /* once ended (HR_FINISH_STOP when a stop string ended it) */
+    bool ended;             /* the last event came */
+    hr_gen_event last;      /* it: the finish (HR_GEN_*) and usage */
+    char err[256];          /* with HR_GEN_ERROR: why */
     /* tool calls (when the request's tools are parsed) */
     hr_tool_parser *tp;
     hr_tool_events ev;      /* the call events of the last hr__drive_route */
@@ -42,42 +40,40 @@ struct hr_drive {
     void (*release)(hr_drive *r); /* frees the route's state around r */
 };
 
-/* Submit r->job (r->s set, r->job parsed): the engine request, detokenizer,
- * stop matcher and tool parser; lifts the connection's idle timeout (the
- * connection is watched instead). c may be NULL (no connection to watch).
- * On failure returns false with *err: a 400 naming param when the engine
- * refuses the prompt, a 500 otherwise. hr__drive_deinit in every case. */
+/* Submit r->job (r->s set, r->job parsed): the hr_gen and the tool parser;
+ * lifts the connection's idle timeout (the connection is watched instead).
+ * c may be NULL (no connection to watch). On failure returns false with
+ * *err: a 400 naming param when the engine refuses the prompt, a 500
+ * otherwise. hr__drive_deinit in every case. */
 bool hr__drive_start(hr_drive *r, struct MHD_Connection *c, const char *param, hr_reply *err);
 void hr__drive_deinit(hr_drive *r);
 
-/* ---- token by token (gen.c's loops) ---- */
+/* ---- event by event (gen.c's loops) ---- */
 
-/* Token i: 1 with *st, 0 when generation ended before it, -1 when the
- * client left or the server stops (the request is cancelled); with
- * keepalive, 2 after the keep-alive interval without it. */
-int hr__drive_next(hr_drive *r, int i, hr_step *st, bool keepalive);
-/* Advance one token: text that became final goes to *emit. Returns true
- * when a stop string ended the generation (the request is cancelled). */
-bool hr__drive_take(hr_drive *r, const hr_step *st, const char **emit, size_t *elen);
-/* The end: what the detokenizer and the stop matcher hold back. eos: an
- * end-of-sequence token ended it (a partial stop string is dropped). */
-void hr__drive_rest(hr_drive *r, bool eos, const char **emit, size_t *elen);
+/* The next event: 1 with *ev (a token, its final text; or the last event,
+ * ev->token -1: the text held back, the finish, usage; r->last and r->ended
+ * set, r->err with HR_GEN_ERROR), -1 when the client left or the server
+ * stops (the request is cancelled); with keepalive, 2 after the keep-alive
+ * interval without an event. */
+int hr__drive_next(hr_drive *r, hr_gen_event *ev, bool keepalive);
 /* With tools: split final text into content (*e / *el become it) and the
  * call events in r->ev. end: the generation is over (flush the parser).
  * Without tools r->ev is empty and the text is left alone. */
 void hr__drive_route(hr_drive *r, const char **e, size_t *el, bool end);
 /* Keep-alive seconds of a silent stream (env HEARTH_SSE_KEEPALIVE). */
 double hr__drive_keepalive_s(void);
-/* Generated tokens for usage: what was consumed when a stop string ended
- * it, else the engine's count (with the end-of-sequence token). */
-int hr__drive_completion_tokens(hr_drive *r);
+/* Generated tokens for usage (once ended): what was consumed when a stop
+ * string ended it, else the engine's count (with the end-of-sequence token). */
+int hr__drive_completion_tokens(const hr_drive *r);
+/* The stop string that ended the text, or NULL. */
+const char *hr__drive_stop_matched(const hr_drive *r);
 
 /* ---- piece by piece (the other APIs) ---- */
 
 typedef enum hr_drive_pull {
     HR_DRIVE_PIECE,     /* *text: content that became final; r->ev: calls it completed */
     HR_DRIVE_KEEPALIVE, /* keepalive was asked and nothing came for a while */
-    HR_DRIVE_END,       /* the last piece (flushed); r->finish says why */
+    HR_DRIVE_END,       /* the last piece (flushed); r->last.finish says why */
     HR_DRIVE_ABORTED,   /* client gone, server stopping, cancelled or failed: *err */
 } hr_drive_pull;
 
@@ -89,7 +85,7 @@ hr_drive_pull hr__drive_pull(hr_drive *r, bool keepalive, const char **text, siz
 typedef enum hr_drive_outcome {
     HR_OUTCOME_EOS,         /* an end-of-sequence token (or a grammar completed) */
     HR_OUTCOME_LENGTH,      /* max_tokens or the context */
-    HR_OUTCOME_STOP_STRING, /* hr_stop_matched(&r->stop) says which */
+    HR_OUTCOME_STOP_STRING, /* hr__drive_stop_matched says which */
     HR_OUTCOME_TOOL_CALLS,  /* it stopped after one or more calls */
 } hr_drive_outcome;
 

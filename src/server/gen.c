@@ -48,12 +48,12 @@ static json_t *token_json(const hr_server *s, int32_t id, float lp) {
 /* mlx-lm's logprobs entry for one step: {id, logprob} or, with top_logprobs,
  * {id, token, logprob, top_logprobs: [...]} (the sampled token outside,
  * the k best inside, best first). */
-static json_t *logprob_entry(const gen *g, const hr_step *st) {
+static json_t *logprob_entry(const gen *g, const hr_gen_event *st) {
     if (!g->r.job.top_logprobs)
         return json_pack("{s:i,s:f}", "id", st->token, "logprob", (double)st->logprob);
     json_t *e = token_json(g->r.s, st->token, st->logprob), *top = json_array();
     for (int k = 0; k < st->n_top; k++)
-        json_array_append_new(top, token_json(g->r.s, st->top_ids[k], st->top_lps[k]));
+        json_array_append_new(top, token_json(g->r.s, st->top_ids[k], st->top_logprobs[k]));
     json_object_set_new(e, "top_logprobs", top);
     return e;
 }
@@ -102,18 +102,18 @@ static void route(gen *g, const char **e, size_t *el, bool end) {
     }
 }
 
-static const char *finish_reason(gen *g, hr_finish f) {
-    if (g->r.stopped || f == HR_FINISH_STOP)
+static const char *finish_reason(gen *g) {
+    if (g->r.last.finish == HR_GEN_STOP)
         return g->r.tp && hr_tool_parser_calls(g->r.tp) > 0 ? "tool_calls" : "stop";
     return "length";
 }
 
 static json_t *usage_json(const gen *g) {
-    int completion = hr__drive_completion_tokens((hr_drive *)&g->r);
+    int completion = hr__drive_completion_tokens(&g->r);
     int prompt = (int)g->r.job.prompt.n;
     return json_pack("{s:i,s:i,s:i,s:{s:i}}", "prompt_tokens", prompt, "completion_tokens",
                      completion, "total_tokens", prompt + completion, "prompt_tokens_details",
-                     "cached_tokens", hr_request_cached_tokens(g->r.req));
+                     "cached_tokens", g->r.last.cached_tokens);
 }
 
 static json_t *envelope(const gen *g, const char *object) {
@@ -136,32 +136,27 @@ static void gen_free(gen *g) {
 /* ---- non-streaming -------------------------------------------------------------------------- */
 
 static hr_reply run_blocking(gen *g) {
-    hr_step st;
+    hr_gen_event ev;
     const char *e;
     size_t el;
     int rc;
-    while ((rc = hr__drive_next(&g->r, g->r.n_steps, &st, false)) == 1) {
-        g->r.n_steps++;
+    while ((rc = hr__drive_next(&g->r, &ev, false)) == 1 && ev.token >= 0) {
         if (g->r.job.logprobs || g->r.job.top_logprobs)
-            json_array_append_new(g->lp_content, logprob_entry(g, &st));
-        bool hit = hr__drive_take(&g->r, &st, &e, &el);
+            json_array_append_new(g->lp_content, logprob_entry(g, &ev));
+        e = ev.text;
+        el = ev.text_len;
         route(g, &e, &el, false);
         hr__buf_append(&g->text, &g->len, &g->cap, e, el);
-        if (hit)
-            break;
     }
-    if (rc < 0)
+    if (rc < 0 || ev.finish == HR_GEN_CANCELLED)
         return hr__error_reply(503, "server_error", NULL, "generation cancelled");
-    hr_error ferr = {0};
-    hr_finish f = g->r.stopped ? HR_FINISH_STOP : hr_request_finish(g->r.req, &ferr);
-    if (f == HR_FINISH_ERROR)
-        return hr__error_reply(500, "server_error", NULL, "%s", ferr.msg);
-    if (f == HR_FINISH_CANCELLED && !g->r.stopped)
-        return hr__error_reply(503, "server_error", NULL, "generation cancelled");
-    hr__drive_rest(&g->r, f == HR_FINISH_STOP, &e, &el);
+    if (ev.finish == HR_GEN_ERROR)
+        return hr__error_reply(500, "server_error", NULL, "%s", g->r.err);
+    e = ev.text;
+    el = ev.text_len;
     route(g, &e, &el, true);
     hr__buf_append(&g->text, &g->len, &g->cap, e, el);
-    json_t *choice = json_pack("{s:i,s:s}", "index", 0, "finish_reason", finish_reason(g, f));
+    json_t *choice = json_pack("{s:i,s:s}", "index", 0, "finish_reason", finish_reason(g));
     if (g->r.job.logprobs || g->r.job.top_logprobs)
         json_object_set_new(choice, "logprobs", json_pack("{s:O}", "content", g->lp_content));
     const char *text = g->text ? g->text : "";
@@ -184,7 +179,7 @@ static hr_reply run_blocking(gen *g) {
 static int emit_event(gen *g, json_t *o) { return hr__sse_event(&g->r, NULL, o); }
 
 static json_t *chunk(gen *g, const char *text, size_t len, const char *finish,
-                     const hr_step *st) {
+                     const hr_gen_event *st) {
     json_t *choice = json_pack("{s:i,s:o}", "index", 0, "finish_reason",
                                finish ? json_string(finish) : json_null());
     if (st && (g->r.job.logprobs || g->r.job.top_logprobs))
@@ -212,11 +207,11 @@ static bool produce(hr_drive *r) {
     gen *g = (gen *)r;
     if (g->r.done)
         return false;
-    hr_step st;
+    hr_gen_event ev;
     const char *e;
     size_t el;
     int rc;
-    while (!g->r.stopped && (rc = hr__drive_next(&g->r, g->r.n_steps, &st, true)) >= 1) {
+    while ((rc = hr__drive_next(&g->r, &ev, true)) >= 1) {
         if (rc == 2) { /* a comment, as mlx_lm.server's, keeps clients from timing out */
             int done, total;
             hr_request_progress(g->r.req, &done, &total);
@@ -225,24 +220,28 @@ static bool produce(hr_drive *r) {
             hr__buf_append(&g->r.out, &g->r.out_len, &g->r.out_cap, c, (size_t)n);
             return true;
         }
-        g->r.n_steps++;
-        bool hit = hr__drive_take(&g->r, &st, &e, &el);
+        if (ev.token < 0)
+            break;
+        e = ev.text;
+        el = ev.text_len;
         route(g, &e, &el, false);
         if (el || json_array_size(g->delta) || g->r.job.logprobs || g->r.job.top_logprobs) {
-            emit_event(g, chunk(g, e, el, NULL, &st));
+            emit_event(g, chunk(g, e, el, NULL, &ev));
             return true;
         }
-        if (hit)
-            break;
     }
-    if (!g->r.stopped && rc < 0)
+    if (rc < 0 || ev.finish == HR_GEN_CANCELLED)
         return false; /* client gone or shutting down: end without [DONE] */
-    hr_finish f = g->r.stopped ? HR_FINISH_STOP : hr_request_finish(g->r.req, NULL);
-    if (f == HR_FINISH_CANCELLED && !g->r.stopped)
-        return false;
-    hr__drive_rest(&g->r, f == HR_FINISH_STOP, &e, &el);
+    if (ev.finish == HR_GEN_ERROR) { /* the error in OpenAI's shape, then the end */
+        emit_event(g, json_pack("{s:{s:s,s:s}}", "error", "message", g->r.err, "type",
+                                "server_error"));
+        g->r.done = true;
+        return true;
+    }
+    e = ev.text;
+    el = ev.text_len;
     route(g, &e, &el, true);
-    emit_event(g, chunk(g, e, el, finish_reason(g, f), NULL));
+    emit_event(g, chunk(g, e, el, finish_reason(g), NULL));
     if (g->r.job.include_usage) {
         json_t *u = envelope(g, "chat.completion");
         json_object_set_new(u, "choices", json_array());
