@@ -128,7 +128,7 @@ int hr_kv_init_fmt(hr_kv *kv, hr_backend *be, const hr_hparams *hp, const hr_kv_
         return hr_err(err, HR_EINVAL, "kv pool needs at least one block");
     if (t == HR_DTYPE_AFFINE) {
         if (be->device_mem)
-            return hr_err(err, HR_EINVAL, "not supported yet on cuda: quantized KV "
+            return hr_err(err, HR_EUNSUPPORTED, "not supported yet on cuda: quantized KV "
                           "(--kv-bits); run it with --device cpu");
         if (!hr_kvq_bits_ok(f->bits))
             return hr_err(err, HR_EINVAL, "--kv-bits %d (2, 3, 4, 6, 8 are)", f->bits);

@@ -436,9 +436,14 @@ static void test_score_kv_bits(void **state) {
     double d8 = 0, d4 = 0;
     for (int bits = 8; bits >= 4; bits -= 4) {
         hr_session *s = NULL;
-        assert_int_equal(hr_session_new(&s, g_llm, &(hr_session_opts){.max_batch = 1,
-                                                                        .n_ctx = 256,
-                                                                        .kv_bits = bits}, &err), 0);
+        int rc = hr_session_new(&s, g_llm, &(hr_session_opts){.max_batch = 1, .n_ctx = 256,
+                                                               .kv_bits = bits}, &err);
+        if (rc == HR_EUNSUPPORTED) { /* a GPU's pool: the quantized format is CPU-only yet */
+            printf("skipped: %s\n", err.msg);
+            hr_free(ids);
+            return;
+        }
+        assert_int_equal(rc, 0);
         score(s, ids, (int)n, 1, 0, bits == 8 ? q8 : q4, &cached);
         hr_session_free(s);
     }
