@@ -94,7 +94,7 @@ typedef struct hr_attn_in {
 typedef struct hr_bctx_dims {
     int max_tokens, max_seqs; /* a step's tokens and sequences */
     int max_ctx;              /* positions below it */
-    int n_heads, n_kv_heads, rot_dim;
+    int n_heads, n_kv_heads, head_dim, rot_dim;
     int max_k;                /* the widest product input (columns) */
 } hr_bctx_dims;
 

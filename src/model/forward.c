@@ -58,6 +58,7 @@ int hr_fwd_new(hr_fwd **out, const hr_model *m, int max_tokens, int max_seqs, in
         k_max = hp->n_heads * hp->head_dim;
     hr_bctx_dims dims = {.max_tokens = max_tokens, .max_seqs = max_seqs, .max_ctx = f->max_ctx,
                          .n_heads = hp->n_heads, .n_kv_heads = hp->n_kv_heads,
+                         .head_dim = hp->head_dim,
                          .rot_dim = hp->rot_dim, .max_k = k_max};
     int rc = HR_ENOMEM;
     f->mem_bytes = scratch_bytes(m, max_tokens);

@@ -6,7 +6,7 @@ extern "C" {
 #include "core/error.h"
 #include "kernels/cuda/cuda.h"
 }
-#include "kernels/cuda/ops.cuh"
+#include "kernels/cuda/attention.cuh"
 
 #include <cuda_runtime.h>
 #include <pthread.h>
@@ -43,6 +43,10 @@ typedef struct cu_ctx {
     int n_graphs;
     int replay;     /* the graph this step replays; -1: its ops launch */
     bool capturing; /* ... into a capture that end() instantiates */
+    /* split attention (attention.cuh) for steps of up to part_tokens
+     * tokens: the chunks' partials, [part_tokens][n_heads][n_chunks][hd + 2] */
+    float *d_part;
+    int part_tokens, n_chunks, n_sm;
 } cu_ctx;
 
 static cu_ctx *ctx_of(hr_bctx *c) { return (cu_ctx *)c; }
@@ -142,6 +146,7 @@ static void cu_ctx_free(hr_bctx *c) {
         cudaStreamDestroy(x->stream);
     cudaFreeHost(x->h_stage);
     cudaFree(x->d_stage);
+    cudaFree(x->d_part);
     free(x);
 }
 
@@ -165,9 +170,17 @@ static int cu_ctx_new(hr_backend *be, hr_pool *pool, const hr_bctx_dims *dm, hr_
                      (size_t)max_seqs * x->freq_per_seq * sizeof(float);
     cudaSetDevice(x->dev);
     cudaError_t e;
-    if ((e = cudaStreamCreateWithFlags(&x->stream, cudaStreamNonBlocking)) != cudaSuccess ||
+    /* decode steps (up to 16 tokens) split their attention over the chunks */
+    x->part_tokens = max_tokens < 16 ? max_tokens : 16;
+    x->n_chunks = (max_ctx + ATT_CHUNK - 1) / ATT_CHUNK + 1;
+    size_t part_bytes = (size_t)x->part_tokens * dm->n_heads * x->n_chunks *
+                        (dm->head_dim + 2) * sizeof(float);
+    if ((e = cudaDeviceGetAttribute(&x->n_sm, cudaDevAttrMultiProcessorCount, x->dev)) !=
+            cudaSuccess ||
+        (e = cudaStreamCreateWithFlags(&x->stream, cudaStreamNonBlocking)) != cudaSuccess ||
         (e = cudaMallocHost(&x->h_stage, x->stage_bytes)) != cudaSuccess ||
-        (e = cudaMalloc(&x->d_stage, x->stage_bytes)) != cudaSuccess) {
+        (e = cudaMalloc(&x->d_stage, x->stage_bytes)) != cudaSuccess ||
+        (e = cudaMalloc((void **)&x->d_part, part_bytes)) != cudaSuccess) {
         cudaGetLastError();
         cu_ctx_free((hr_bctx *)x);
         return cu_fail(err, e, "creating a forward context");
@@ -341,10 +354,31 @@ static void cu_attention(hr_bctx *c, const hr_attn_in *a) {
     cu_ctx *cx = ctx_of(c);
     if (cx->replay >= 0)
         return;
-    dim3 grid(cx->n_tokens, a->n_heads);
+    int T = cx->n_tokens;
     hr_attn_in in = *a;
-    in.max_ctx = 0; /* unused by the kernel, and it changes every step */
-    k_attention<<<grid, 32 * ATT_WARPS, 0, cx->stream>>>(in, cx->st);
+    in.max_ctx = 0; /* unused by the kernels, and it changes every step */
+    bool vec = a->head_dim % 4 == 0;
+    if (T <= cx->part_tokens && T * a->n_heads < 2 * cx->n_sm) {
+        /* too few (token, head) pairs to fill the GPU: their chunks side by side */
+        int g = (2 * cx->n_sm + T * a->n_heads - 1) / (T * a->n_heads);
+        if (g > cx->n_chunks)
+            g = cx->n_chunks;
+        dim3 grid(T, a->n_heads, g);
+        if (vec)
+            k_attention_split<true><<<grid, ATT_CHUNK, 0, cx->stream>>>(in, cx->st, cx->d_part,
+                                                                         cx->n_chunks);
+        else
+            k_attention_split<false><<<grid, ATT_CHUNK, 0, cx->stream>>>(in, cx->st, cx->d_part,
+                                                                          cx->n_chunks);
+        k_attention_fold<<<dim3(T, a->n_heads), 32, 0, cx->stream>>>(in, cx->st, cx->d_part,
+                                                                      cx->n_chunks);
+        return;
+    }
+    dim3 grid(T, a->n_heads);
+    if (vec)
+        k_attention<true><<<grid, ATT_CHUNK, 0, cx->stream>>>(in, cx->st);
+    else
+        k_attention<false><<<grid, ATT_CHUNK, 0, cx->stream>>>(in, cx->st);
 }
 
 static void cu_act(hr_bctx *c, int act, float *g, const float *u, int T, int n) {
