@@ -36,6 +36,7 @@
  * the passes over them */
 static size_t g_footprint = (size_t)256 << 20;
 static int g_passes = 5;
+static hr_quant_act g_qa; /* $HEARTH_QUANT_ACT, as a model load reads it */
 #define FOOTPRINT g_footprint
 #define PASSES g_passes
 
@@ -72,11 +73,11 @@ static int matvec(int argc, char **argv, hr_rng *rng) {
     hr_tensor w = {.name = "w", .dtype = (hr_dtype)t, .ndim = 2, .shape = {m, k},
                    .q = {.bits = bits, .group = group, .sdtype = HR_DTYPE_BF16}};
     if (t < 0 || m <= 0 || k <= 0 || (t == HR_DTYPE_AFFINE && (group <= 0 || k % group)) ||
-        !hr_matmul_supports(w.dtype) || !hr_matmul_packed_bytes(&w)) {
+        !hr_matmul_supports(w.dtype) || !hr_matmul_packed_bytes(&w, g_qa)) {
         fprintf(stderr, "bench_kernels: no x16 kernel here for %s %d x %d\n", argv[2], m, k);
         return 1;
     }
-    size_t rb = hr_tensor_row_bytes(&w), bytes = hr_matmul_packed_bytes(&w);
+    size_t rb = hr_tensor_row_bytes(&w), bytes = hr_matmul_packed_bytes(&w, g_qa);
     size_t ng = t == HR_DTYPE_AFFINE ? (size_t)m * (k / group) : 1;
     uint8_t *rows = malloc((size_t)m * rb);
     uint16_t *sc = malloc(ng * 2), *bi = malloc(ng * 2); /* affine: bf16 */
@@ -103,7 +104,7 @@ static int matvec(int argc, char **argv, hr_rng *rng) {
     int copies = (int)(FOOTPRINT / stride) + 1;
     uint8_t *packed = hr_big_alloc(stride * copies);
     hr_tensor p = w;
-    hr_matmul_pack(&p, packed);
+    hr_matmul_pack(&p, packed, g_qa);
     for (int c = 1; c < copies; c++)
         memcpy(packed + c * stride, packed, bytes);
     hr_pool *pool = hr_pool_new(nth);
@@ -206,6 +207,11 @@ int main(int argc, char **argv) {
         }
         g_footprint = (size_t)v << 20;
         g_passes = (int)(5 * (256 / v > 1 ? 256 / v : 1));
+    }
+    hr_error err = {0};
+    if (hr_quant_act_parse(getenv("HEARTH_QUANT_ACT"), &g_qa, &err)) {
+        fprintf(stderr, "bench_kernels: HEARTH_QUANT_ACT: %s\n", err.msg);
+        return 2;
     }
     if (argc > 1 && !strcmp(argv[1], "matvec"))
         return matvec(argc, argv, &rng);

@@ -76,6 +76,10 @@ typedef struct hr_llm_opts {
                                 * "auto" (also NULL: the first NVIDIA GPU when
                                 * there is one, else the CPU), "cpu", "cuda",
                                 * "cuda:N" (docs/gpu.md) */
+    const char *quant_act;     /* CPU: how quantized weights meet the
+                                * activations: "default", "int8", "rows",
+                                * "f32" (docs/quantization.md); NULL: the
+                                * environment's HEARTH_QUANT_ACT, else default */
 } hr_llm_opts;
 
 /* Load a Hugging Face-style model directory (config.json, *.safetensors,
@@ -260,14 +264,9 @@ void hr_gen_free(hr_gen *g);
 
 /* ---- internal ------------------------------------------------------------ */
 #ifdef HEARTH_INTERNAL
-/* The weights alone (src/model/); the library's own layers use these.
- * Not exported from libhearth.so: embedders use hr_llm. */
+/* The weights alone (src/model/model.h); the library's own layers use
+ * them. Not exported from libhearth.so: embedders use hr_llm. */
 typedef struct hr_model hr_model;
-typedef struct hr_model_opts {
-    int n_threads; /* unused: compute threads belong to a session */
-} hr_model_opts;
-int hr_model_load(hr_model **out, const char *path, const hr_model_opts *opts,
-                  hr_error *err);
 void hr_model_free(hr_model *m);
 #endif
 

@@ -28,7 +28,8 @@ class _Error(C.Structure):
 
 
 class _LlmOpts(C.Structure):
-    _fields_ = [("n_threads", C.c_int), ("chat_template", C.c_char_p), ("device", C.c_char_p)]
+    _fields_ = [("n_threads", C.c_int), ("chat_template", C.c_char_p), ("device", C.c_char_p),
+                ("quant_act", C.c_char_p)]
 
 
 class _SessionOpts(C.Structure):
@@ -55,7 +56,8 @@ class _Params(C.Structure):  # hr_gen_params, field for field
                 ("stop", C.POINTER(C.c_char_p)), ("n_stop", C.c_int),
                 ("top_logprobs", C.c_int), ("json_schema", C.c_char_p),
                 ("json_object", C.c_int), ("regex", C.c_char_p), ("grammar", C.c_char_p),
-                ("choices", C.POINTER(C.c_char_p)), ("n_choices", C.c_int)]
+                ("choices", C.POINTER(C.c_char_p)), ("n_choices", C.c_int),
+                ("score_from", C.c_int)]
 
 
 class _Event(C.Structure):

@@ -128,8 +128,9 @@ int hr_llm_load(hr_llm **out, const char *path, const hr_llm_opts *opts, hr_erro
     pthread_mutex_init(&m->gvocab_mu, NULL);
     m->n_threads = opts ? opts->n_threads : 0;
     int rc;
-    if ((rc = hr_model_open_on(&m->model, path, opts && opts->device ? opts->device : "auto",
-                               err)) ||
+    hr_model_opts mo = {.device = opts && opts->device ? opts->device : "auto",
+                        .quant_act = opts ? opts->quant_act : NULL};
+    if ((rc = hr_model_open_with(&m->model, path, &mo, err)) ||
         (rc = load_tokenizer(m, err)))
         goto fail;
     if (m->tok && hr_tokenizer_n_vocab(m->tok) > m->model->hp.n_vocab)

@@ -57,7 +57,8 @@ typedef struct hr_tensor {
     size_t nbytes;          /* bytes at data (the packed weight when quantized) */
     int layout;             /* HR_LAYOUT_ROWS (0) or HR_LAYOUT_X16 */
     int act_digits;         /* HR_LAYOUT_X16: the activations' int8 digits, 1
-                             * (int8) or 3 (24-bit, f32-grade; qdot.h); 0 = 1 */
+                             * (int8) or 3 (24-bit, f32-grade; qdot.h); 0 = 1;
+                             * -1: f32 activations only (HR_QACT_F32) */
     struct {                /* HR_DTYPE_AFFINE only */
         const void *scales, *biases; /* (rows, cols/group) of sdtype */
         hr_dtype sdtype;             /* F32, F16 or BF16 */

@@ -332,12 +332,15 @@ static int repack_set(hr_model *m, int i, hr_tensor **mats) {
  * 4/8-bit weights on CPUs with the x16 kernels, hr_matmul_packed_bytes) is
  * repacked once here, all into one huge-page buffer (core/bigmem.h), each
  * file's pages let go as its matrix is done. */
-static int repack(hr_model *m, hr_error *err) {
+static int repack(hr_model *m, hr_quant_act qa, hr_error *err) {
     hr_tensor *mats[9];
     size_t total = 0;
     for (int i = -1; i < m->hp.n_layers; i++)
-        for (int k = 0, n = repack_set(m, i, mats); k < n; k++)
-            total += (hr_matmul_packed_bytes(mats[k]) + 63) & ~(size_t)63;
+        for (int k = 0, n = repack_set(m, i, mats); k < n; k++) {
+            if (qa == HR_QACT_F32 && hr_dtype_is_quant(mats[k]->dtype))
+                mats[k]->act_digits = -1; /* the f32 kernels only */
+            total += (hr_matmul_packed_bytes(mats[k], qa) + 63) & ~(size_t)63;
+        }
     if (total == 0)
         return 0;
     if (!(m->repacked = hr_big_alloc(total)))
@@ -347,10 +350,10 @@ static int repack(hr_model *m, hr_error *err) {
     char *at = m->repacked;
     for (int i = -1; i < m->hp.n_layers; i++)
         for (int k = 0, n = repack_set(m, i, mats); k < n; k++) {
-            size_t bytes = hr_matmul_packed_bytes(mats[k]);
+            size_t bytes = hr_matmul_packed_bytes(mats[k], qa);
             const void *was = mats[k]->data;
             size_t was_bytes = mats[k]->nbytes;
-            if (bytes && hr_matmul_pack(mats[k], at)) {
+            if (bytes && hr_matmul_pack(mats[k], at, qa)) {
                 hr_weights_drop(m->weights, was, was_bytes);
                 at += (bytes + 63) & ~(size_t)63;
             }
@@ -387,7 +390,8 @@ static uint64_t fingerprint(const hr_model *m) {
     return h;
 }
 
-static int model_open(hr_model **out, const char *dir, hr_backend *be, hr_error *err) {
+static int model_open(hr_model **out, const char *dir, hr_backend *be, hr_quant_act qa,
+                      hr_error *err) {
     *out = NULL;
     json_t *cfg = NULL, *gen = NULL;
     hr_model *m = calloc(1, sizeof *m);
@@ -447,7 +451,7 @@ static int model_open(hr_model **out, const char *dir, hr_backend *be, hr_error 
         goto fail;
     m->weight_bytes = hr_weights_bytes(m->weights);
     m->fingerprint = fingerprint(m);
-    if ((rc = be->device_mem ? hr_model_upload(m, be, err) : repack(m, err)))
+    if ((rc = be->device_mem ? hr_model_upload(m, be, err) : repack(m, qa, err)))
         goto fail;
     json_decref(cfg);
     json_decref(gen);
@@ -460,21 +464,24 @@ fail:
     return rc;
 }
 
+int hr_model_open_with(hr_model **out, const char *dir, const hr_model_opts *o,
+                       hr_error *err) {
+    hr_backend *be = NULL;
+    *out = NULL;
+    const char *qname = o && o->quant_act ? o->quant_act : getenv("HEARTH_QUANT_ACT");
+    hr_quant_act qa;
+    int rc = hr_quant_act_parse(qname, &qa, err);
+    if (!rc && o && o->device)
+        rc = hr_backend_get(o->device, &be, err);
+    return rc ? rc : model_open(out, dir, be ? be : hr_backend_cpu(), qa, err);
+}
+
 int hr_model_open(hr_model **out, const char *dir, hr_error *err) {
-    return model_open(out, dir, hr_backend_cpu(), err);
+    return hr_model_open_with(out, dir, NULL, err);
 }
 
 int hr_model_open_on(hr_model **out, const char *dir, const char *device, hr_error *err) {
-    hr_backend *be = NULL;
-    *out = NULL;
-    int rc = device ? hr_backend_get(device, &be, err) : 0;
-    return rc ? rc : model_open(out, dir, be ? be : hr_backend_cpu(), err);
-}
-
-int hr_model_load(hr_model **out, const char *path, const hr_model_opts *opts,
-                  hr_error *err) {
-    (void)opts;
-    return hr_model_open(out, path, err);
+    return hr_model_open_with(out, dir, &(hr_model_opts){.device = device}, err);
 }
 
 void hr_model_free(hr_model *m) {

@@ -48,7 +48,18 @@ struct hr_model {
     size_t dev_bytes;
 };
 
-/* Load from a directory without a tokenizer; see hr_model_load. */
+/* How to load: resolved here, once (the kernels never read the environment). */
+typedef struct hr_model_opts {
+    const char *device;    /* --device (kernels/backend.h: auto, cpu, cuda[:N]); NULL: cpu */
+    const char *quant_act; /* quantized weights' activations (kernels/cpu/ops.h:
+                            * default, int8, rows, f32); NULL: $HEARTH_QUANT_ACT,
+                            * else default */
+} hr_model_opts;
+
+/* Load a model directory or GGUF file without a tokenizer. */
+int hr_model_open_with(hr_model **out, const char *dir, const hr_model_opts *o,
+                       hr_error *err);
+/* The same on the CPU, NULL options. */
 int hr_model_open(hr_model **out, const char *dir, hr_error *err);
 /* The same, the weights on the backend --device `device` names
  * (kernels/backend.h: auto, cpu, cuda[:N]; NULL: cpu). */

@@ -76,6 +76,18 @@ static void test_load_errors(void **state) {
     assert_null(m);
     assert_non_null(strstr(err.msg, "/nonexistent/model"));
     assert_int_equal(hr_llm_load(&m, g_model, &(hr_llm_opts){.n_threads = -1}, &err), HR_ERANGE);
+    /* the quantized activations: a load option, named in its error */
+    assert_int_equal(hr_llm_load(&m, g_model, &(hr_llm_opts){.quant_act = "int4"}, &err),
+                     HR_EINVAL);
+    assert_non_null(strstr(err.msg, "'int4'"));
+    assert_null(m);
+    setenv("HEARTH_QUANT_ACT", "fast", 1); /* the environment's, when the option is NULL */
+    assert_int_equal(hr_llm_load(&m, g_model, NULL, &err), HR_EINVAL);
+    assert_non_null(strstr(err.msg, "'fast'"));
+    assert_int_equal(hr_llm_load(&m, g_model, &(hr_llm_opts){.quant_act = "f32"}, &err), 0);
+    unsetenv("HEARTH_QUANT_ACT");
+    hr_llm_free(m);
+    m = NULL;
     assert_int_equal(hr_llm_load(NULL, g_model, NULL, NULL), HR_EINVAL);
     hr_llm_free(NULL);
     hr_session_free(NULL);

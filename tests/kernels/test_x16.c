@@ -7,8 +7,8 @@
  * repacked weight is batch-invariant on 1 or 3 threads. 4- and 8-bit MLX
  * affine weights are repacked (a unit per group) with the same values. The 24-bit
  * activations (3 digits) are checked the same way, and their products are
- * f32-grade. main runs under HEARTH_QUANT_ACT=int8; `--default` runs the
- * hr_matmul tests with it unset (MLX affine matrices take 3 digits). */
+ * f32-grade. main packs under HR_QACT_INT8; `--default` runs the hr_matmul
+ * tests under HR_QACT_DEFAULT (MLX affine matrices take 3 digits). */
 #include "core/pool.h"
 #include "kernels/cpu/cpu.h"
 #include "kernels/cpu/ops.h"
@@ -74,23 +74,25 @@ static hr_tensor packed(const hr_tensor *w, void **mem) {
     return p;
 }
 
+/* The activation digits hr_matmul_pack gives MLX affine matrices in this
+ * run (main): 1 under HR_QACT_INT8, 3 under the default (`test_x16
+ * --default`, ctest test_x16_default); GGUF ones always take 1. */
+static int g_digits = 1;
+
 /* t repacked for the kernels as a model load does (hr_matmul_packed_bytes,
  * hr_matmul_pack) into *mem (the caller frees it): 1, or 0 when it stays
  * as it is (*mem NULL) */
 static int prepare(hr_tensor *t, void **mem) {
-    size_t bytes = hr_matmul_packed_bytes(t);
+    hr_quant_act qa = g_digits == 1 ? HR_QACT_INT8 : HR_QACT_DEFAULT;
+    size_t bytes = hr_matmul_packed_bytes(t, qa);
     *mem = bytes ? aligned_alloc(64, (bytes + 63) / 64 * 64) : NULL;
-    if (bytes && !hr_matmul_pack(t, *mem)) {
+    if (bytes && !hr_matmul_pack(t, *mem, qa)) {
         free(*mem);
         *mem = NULL;
     }
     return *mem != NULL;
 }
 
-/* The activation digits hr_matmul_pack gives MLX affine matrices in this
- * run (main): 1 under HEARTH_QUANT_ACT=int8, 3 with it unset (`test_x16
- * --default`, ctest test_x16_default); GGUF ones always take 1. */
-static int g_digits = 1;
 
 static int digits_of(hr_dtype t) { return t == HR_DTYPE_AFFINE ? g_digits : 1; }
 
@@ -629,11 +631,9 @@ static void test_affine(void **state) {
 }
 
 int main(int argc, char **argv) {
-    /* HEARTH_QUANT_ACT is read once per process: this run checks what
-     * hr_matmul_pack makes under one setting */
+    /* one run checks what hr_matmul_pack makes under one setting */
     if (argc > 1 && !strcmp(argv[1], "--default")) {
         g_digits = 3;
-        unsetenv("HEARTH_QUANT_ACT");
         const struct CMUnitTest tests[] = {
             cmocka_unit_test(test_batch_invariance),
             cmocka_unit_test(test_multi),
@@ -641,7 +641,6 @@ int main(int argc, char **argv) {
         };
         return cmocka_run_group_tests_name("x16_default", tests, NULL, NULL);
     }
-    setenv("HEARTH_QUANT_ACT", "int8", 1);
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_pack_exact),
         cmocka_unit_test(test_qact32),

@@ -157,20 +157,20 @@ static void qact32_worker(void *p, int ith, int nth) {
                 (float *)a->s + (size_t)i * (k / 32));
 }
 
-/* HEARTH_QUANT_ACT (docs/quantization.md): unset, GGUF weights in the x16
- * layout take int8 activations and MLX affine weights 24-bit ones; =int8
- * gives both int8; =rows keeps GGUF weights in the file's row layout (the
- * row integer kernels) and MLX ones on the f32 kernels; =f32 puts every
- * quantized matrix on the f32 kernels. */
-static const char *quant_act(void) {
-    static const char *v;
-    if (!v) {
-        const char *e = getenv("HEARTH_QUANT_ACT");
-        v = e ? e : "";
+int hr_quant_act_parse(const char *name, hr_quant_act *out, hr_error *err) {
+    static const char *const names[] = {"default", "int8", "rows", "f32"};
+    if (!name || !*name) {
+        *out = HR_QACT_DEFAULT;
+        return 0;
     }
-    return v;
+    for (int i = 0; i < 4; i++)
+        if (!strcmp(name, names[i])) {
+            *out = (hr_quant_act)i;
+            return 0;
+        }
+    return hr_err(err, HR_EINVAL, "quantized activations '%s': default, int8, rows or f32",
+                  name);
 }
-static bool int8_path_enabled(void) { return strcmp(quant_act(), "f32") != 0; }
 
 bool hr_matmul_supports(hr_dtype t) {
     return (unsigned)t < HR_DTYPE_COUNT && hr_cpu()->gemm[t] != NULL;
@@ -179,24 +179,24 @@ bool hr_matmul_supports(hr_dtype t) {
 /* GGUF matrices and 4- and 8-bit MLX affine ones (when every scale and
  * bias has an exact f16) are repacked into the x16 layout, where the CPU
  * has its kernels. */
-size_t hr_matmul_packed_bytes(const hr_tensor *w) {
+size_t hr_matmul_packed_bytes(const hr_tensor *w, hr_quant_act qa) {
     if (w->ndim != 2 || w->layout != HR_LAYOUT_ROWS || !hr_x16_supports(w) ||
-        !hr_cpu()->gemm_x16[w->dtype] || !int8_path_enabled() || !strcmp(quant_act(), "rows") ||
+        !hr_cpu()->gemm_x16[w->dtype] || qa == HR_QACT_F32 || qa == HR_QACT_ROWS ||
         w->shape[0] % 16 || w->shape[1] % 64 || w->shape[1] % hr_x16_unit_cols(w))
         return 0;
     return hr_x16_bytes(w);
 }
 
-bool hr_matmul_pack(hr_tensor *w, void *dst) {
-    HR_ASSERT(hr_matmul_packed_bytes(w) > 0 && (uintptr_t)dst % 64 == 0);
+bool hr_matmul_pack(hr_tensor *w, void *dst, hr_quant_act qa) {
+    HR_ASSERT(hr_matmul_packed_bytes(w, qa) > 0 && (uintptr_t)dst % 64 == 0);
     if (!hr_x16_pack(w, 0, w->shape[0] / 16, dst)) {
         hr_log(HR_LOG_INFO, "%s: a scale or bias has no exact f16; kept on the f32 path",
                w->name ? w->name : "matrix");
         return false;
     }
     /* int8 activations for GGUF weights (as llama.cpp), 24-bit (f32-grade)
-     * ones for MLX weights unless HEARTH_QUANT_ACT=int8 */
-    bool int8 = w->dtype != HR_DTYPE_AFFINE || !strcmp(quant_act(), "int8");
+     * ones for MLX weights unless HR_QACT_INT8 */
+    bool int8 = w->dtype != HR_DTYPE_AFFINE || qa == HR_QACT_INT8;
     w->nbytes = hr_x16_bytes(w);
     w->data = dst;
     w->layout = HR_LAYOUT_X16;
@@ -227,7 +227,7 @@ static void run_task(hr_pool *pool, matmul_task *t) {
     t->fn = K->gemm[w->dtype];
     if (x16) /* q: D nk bytes; d, s: nk/32 floats; c: D nk/G ints */
         bytes = D * nk + 63 + (nk / 32) * 8 + D * (nk / (size_t)G) * 4 + 64;
-    else if (K->gemm_i8[w->dtype] && k % 64 == 0 && int8_path_enabled())
+    else if (K->gemm_i8[w->dtype] && k % 64 == 0 && w->act_digits >= 0)
         bytes = nk * 4; /* q: nk bytes; d4, c4, s4: nk/4 x 4 bytes */
     void *owned = NULL;
     char *b = !bytes ? NULL : pool ? hr_pool_scratch(pool, bytes) : (owned = malloc(bytes));

@@ -14,9 +14,10 @@
 /* y[n][m] = x[n][k] . w[m][k]^T (+ bias[m] when not NULL), where w is a 2-D
  * weight of any dtype hr_matmul_supports and k = w->shape[1]. ldx/ldy are
  * row strides. GGUF quantized weights take the integer-activation path
- * (qdot.h) unless HEARTH_QUANT_ACT=f32: the x16 kernels when the weight was
- * repacked by hr_matmul_pack, the row-layout ones otherwise; so do MLX
- * affine weights that hr_matmul_pack repacked (24-bit activations). */
+ * (qdot.h) unless their act_digits is -1 (HR_QACT_F32 at load): the x16
+ * kernels when the weight was repacked by hr_matmul_pack, the row-layout
+ * ones otherwise; so do MLX affine weights that hr_matmul_pack repacked
+ * (24-bit activations). */
 void hr_matmul(hr_pool *pool, float *y, int ldy, const float *x, int ldx, int n,
                const hr_tensor *w, const float *bias);
 /* Several products of the same x (a layer's q/k/v, gate/up): y = x . w^T
@@ -41,15 +42,34 @@ bool hr_matmul_supports(hr_dtype t);
  * cannot run without it). false: out of memory. */
 bool hr_matmul_reserve(hr_pool *pool, int n, int k);
 
+/* How quantized weights meet the activations (a model's load option,
+ * hr_llm_opts.quant_act / $HEARTH_QUANT_ACT; docs/quantization.md):
+ *   DEFAULT  GGUF weights in the x16 layout take int8 activations, MLX
+ *            affine ones 24-bit (f32-grade) ones
+ *   INT8     both int8
+ *   ROWS     GGUF weights stay in the file's row layout (the row integer
+ *            kernels), MLX ones on the f32 kernels
+ *   F32      every quantized matrix on the f32 kernels (act_digits -1) */
+typedef enum hr_quant_act {
+    HR_QACT_DEFAULT,
+    HR_QACT_INT8,
+    HR_QACT_ROWS,
+    HR_QACT_F32,
+} hr_quant_act;
+
+/* "default" (also NULL or ""), "int8", "rows", "f32"; else an error naming
+ * them. */
+int hr_quant_act_parse(const char *name, hr_quant_act *out, hr_error *err);
+
 /* A GGUF or MLX affine (4, 8 bits) weight is repacked into the x16 layout
- * (x16.h) when this CPU has x16 kernels for it, the integer path is on and
- * the shape allows (rows % 16, columns % 64). hr_matmul_packed_bytes gives
- * the bytes it then takes, else 0. hr_matmul_pack (only where that is not
- * 0) writes it to dst (64-byte aligned) and points w there; it returns
+ * (x16.h) when this CPU has x16 kernels for it, qa takes the integer path
+ * and the shape allows (rows % 16, columns % 64). hr_matmul_packed_bytes
+ * gives the bytes it then takes, else 0. hr_matmul_pack (only where that is
+ * not 0) writes it to dst (64-byte aligned) and points w there; it returns
  * false, leaving w as it was, when an affine scale or bias has no exact
  * f16. dst must outlive the last use of w. */
-size_t hr_matmul_packed_bytes(const hr_tensor *w);
-bool hr_matmul_pack(hr_tensor *w, void *dst);
+size_t hr_matmul_packed_bytes(const hr_tensor *w, hr_quant_act qa);
+bool hr_matmul_pack(hr_tensor *w, void *dst, hr_quant_act qa);
 
 /* n floats of x stored at dst as dtype t (F32, F16, BF16), rounded once;
  * F16 saturates: a finite value never becomes inf (the KV pool's rows). */
