@@ -206,6 +206,13 @@ typedef struct hr_gen_params {
      * computed, never taken from the prompt cache. With max_tokens 0 the
      * request only scores, and the prompt may fill the whole context. */
     int score_from;
+    /* tool calls (with messages_json and tools_json, on a model whose chat
+     * template has a tool-call format): NULL or "auto": the calls are
+     * parsed out of the output (events carry them apart from the text);
+     * "none": the output stays text; "required": a call is forced (by a
+     * grammar over the template's call format); else the name of the one
+     * function whose call is forced */
+    const char *tool_choice;
 } hr_gen_params;
 
 void hr_gen_params_default(hr_gen_params *p);
@@ -223,6 +230,16 @@ enum {
     HR_GEN_ERROR,
 };
 
+/* A piece of a tool call, parsed out of the output. */
+enum { HR_TOOL_CALL_START = 1, HR_TOOL_CALL_ARGS, HR_TOOL_CALL_END };
+typedef struct hr_gen_tool_event {
+    int kind;               /* HR_TOOL_CALL_* */
+    int index;              /* the call's number in this output, from 0 */
+    const char *id, *name;  /* START: "call_" + 24 alphanumerics, the function */
+    const char *args;       /* ARGS: the next piece of the arguments' JSON */
+    size_t args_len;
+} hr_gen_tool_event;
+
 /* One step of output. Pointers stay valid until the next hr_gen_next (or
  * the callback's return). */
 typedef struct hr_gen_event {
@@ -236,6 +253,12 @@ typedef struct hr_gen_event {
     int finish;             /* HR_GEN_RUNNING, or on the last event why it ended */
     /* usage, on the last event */
     int prompt_tokens, completion_tokens, cached_tokens;
+    /* tool calls (when parsed): the pieces this event completed, in order;
+     * text is then the content outside the calls. finish is HR_GEN_STOP
+     * after calls too (n_tool_calls says there were some) */
+    int n_tool_events;
+    const hr_gen_tool_event *tool_events;
+    int n_tool_calls;             /* calls so far */
 } hr_gen_event;
 
 /* The pull iterator: block until the next event. Returns 1 with *ev

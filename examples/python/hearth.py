@@ -57,7 +57,7 @@ class _Params(C.Structure):  # hr_gen_params, field for field
                 ("top_logprobs", C.c_int), ("json_schema", C.c_char_p),
                 ("json_object", C.c_int), ("regex", C.c_char_p), ("grammar", C.c_char_p),
                 ("choices", C.POINTER(C.c_char_p)), ("n_choices", C.c_int),
-                ("score_from", C.c_int)]
+                ("score_from", C.c_int), ("tool_choice", C.c_char_p)]
 
 
 class _Event(C.Structure):
@@ -65,7 +65,9 @@ class _Event(C.Structure):
                 ("logprob", C.c_float), ("n_top", C.c_int),
                 ("top_ids", C.POINTER(C.c_int32)), ("top_logprobs", C.POINTER(C.c_float)),
                 ("finish", C.c_int), ("prompt_tokens", C.c_int),
-                ("completion_tokens", C.c_int), ("cached_tokens", C.c_int)]
+                ("completion_tokens", C.c_int), ("cached_tokens", C.c_int),
+                ("n_tool_events", C.c_int), ("tool_events", C.c_void_p),
+                ("n_tool_calls", C.c_int)]
 
 
 def _sig(name, res, *args):

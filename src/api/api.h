@@ -54,6 +54,12 @@ int hr__llm_render(const hr_llm *m, const json_t *msgs, const json_t *tools,
                    const json_t *kwargs, int add_generation_prompt, char **prompt,
                    hr_error *err);
 
+/* The grammar that forces one call in m's tool-call format: to any of
+ * tools (a JSON array of the request's tools) or, with only, to that
+ * function. HR_EUNSUPPORTED: the template has no call format (or one whose
+ * arguments are not JSON). */
+int hr__llm_tool_grammar(const hr_llm *m, const json_t *tools, const char *only,
+                         hr_grammar **g, hr_error *err);
 /* The vocabulary index of constrained decoding, built on first use (any
  * thread). NULL with err filled on failure. */
 const hr_grammar_vocab *hr__llm_gvocab(hr_llm *m, hr_error *err);
@@ -71,9 +77,14 @@ struct hr_session {
 /* hr_gen for the server's routes, which validate in their APIs' own terms
  * and build the engine's parameters themselves: queue rp (its grammar must
  * outlive the hr_gen; hr_gen_free waits for the engine to let go of it),
- * with the text made under detok_flags (HR_DETOK_*) and ended by stops. */
-int hr__gen_start(hr_gen **out, hr_session *s, const hr_req_params *rp, unsigned detok_flags,
-                  const char *const *stops, int n_stops, hr_error *err);
+ * with the text ended by stops and, when tools is not NULL (the request's
+ * tools; the model has a call format), tool calls parsed out of it (the
+ * text then keeps special tokens: markers may be). */
+int hr__gen_start(hr_gen **out, hr_session *s, const hr_req_params *rp,
+                  const char *const *stops, int n_stops, const json_t *tools, hr_error *err);
+/* The internal tool events of the last event (CONTENT ones included) and the
+ * calls so far. */
+const hr_tool_events *hr__gen_tool_events(const hr_gen *g);
 /* hr_gen_next waiting at most timeout_ms: 2 when nothing came by then. */
 int hr__gen_next_timed(hr_gen *g, hr_gen_event *ev, int timeout_ms, hr_error *err);
 hr_request *hr__gen_request(const hr_gen *g);

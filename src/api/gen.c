@@ -1,7 +1,8 @@
 /* hr_gen: one request through the engine. Submit turns the public
  * parameters into the engine's (prompt tokens, sampler chain, grammar, stop
  * tokens); the reader turns the engine's token log into events of final
- * text (hr_textout: the same detokenizer and stop strings as the server). */
+ * text (hr_textout: the same detokenizer and stop strings as the server)
+ * and, with tools, tool calls (hr_tool_parser over that text). */
 #include "api/api.h"
 #include "api/textout.h"
 #include "chat/messages.h"
@@ -24,6 +25,13 @@ struct hr_gen {
     bool constrained;   /* the engine reads a grammar until it retires req */
     hr_textout out;
     bool text;          /* the model has a tokenizer: events carry text */
+    /* tool calls parsed out of the text (tp NULL: none) */
+    hr_tool_parser *tp;
+    hr_tool_events tev;         /* the last event's */
+    char *content;              /* its text outside the calls */
+    size_t clen, ccap;
+    hr_gen_tool_event *calls;   /* its call pieces, public */
+    size_t n_calls, calls_cap;
     int n_steps;        /* steps handed out */
     bool stopped;       /* a stop string ended the text */
     bool done;          /* the last event was handed out */
@@ -104,6 +112,49 @@ static int build_grammar(hr_gen *g, const hr_gen_params *p, hr_error *err) {
     return 0;
 }
 
+/* tools_json + tool_choice: *tools (owned) gets the tools whose calls are
+ * parsed, or NULL; a forced call becomes g's grammar. */
+static int build_tools(hr_gen *g, const hr_llm *m, const hr_gen_params *p, json_t **tools,
+                       hr_error *err) {
+    const char *choice = p->tool_choice ? p->tool_choice : "auto";
+    if (!p->tools_json) {
+        if (p->tool_choice && strcmp(choice, "auto") && strcmp(choice, "none"))
+            return hr_err(err, HR_EINVAL, "tool_choice '%s' needs tools_json", choice);
+        return 0;
+    }
+    if (!p->messages_json)
+        return hr_err(err, HR_EINVAL, "tools_json goes with messages_json");
+    json_error_t je;
+    json_t *t = json_loads(p->tools_json, 0, &je);
+    if (!json_is_array(t)) {
+        json_decref(t);
+        return hr_err(err, HR_EINVAL, "tools_json must be a JSON array of tools%s%s",
+                      t ? "" : ": ", t ? "" : je.text);
+    }
+    if (!strcmp(choice, "none") || json_array_size(t) == 0) {
+        json_decref(t);
+        return 0;
+    }
+    if (strcmp(choice, "auto")) { /* "required", or one function by name */
+        if (g->grammar) {
+            json_decref(t);
+            return hr_err(err, HR_EINVAL, "a forced tool call (tool_choice '%s') and "
+                          "structured output cannot go together", choice);
+        }
+        int rc = hr__llm_tool_grammar(m, t, strcmp(choice, "required") ? choice : NULL,
+                                      &g->grammar, err);
+        if (rc) {
+            json_decref(t);
+            return rc;
+        }
+    }
+    if (m->tool_format)
+        *tools = t;
+    else
+        json_decref(t); /* no call format: the output stays text */
+    return 0;
+}
+
 static void sampler_params(const hr_llm *m, const hr_gen_params *p, hr_sampler_params *sp) {
     const hr_gen_defaults *d = &m->defaults;
     hr_sampler_params_default(sp);
@@ -150,10 +201,16 @@ static int check(const hr_llm *m, const hr_gen_params *p, hr_error *err) {
 }
 
 /* Queue rp on s; g's prompt (when not set yet) becomes a copy of rp's. */
-static int start(hr_gen *g, const hr_req_params *rp, unsigned detok_flags,
-                 const char *const *stops, int n_stops, hr_error *err) {
+static int start(hr_gen *g, const hr_req_params *rp, const char *const *stops, int n_stops,
+                 const json_t *tools, hr_error *err) {
     hr_llm *m = g->s->llm;
     int rc;
+    if (tools && m->tool_format &&
+        (rc = hr_tool_parser_new(&g->tp, m->tool_format,
+                                 &(hr_tool_parser_opts){.tools = tools}, err)))
+        return rc;
+    /* with calls parsed, markers may be special tokens: keep them */
+    unsigned detok_flags = g->tp ? 0 : HR_DETOK_SKIP_SPECIAL;
     if (!g->prompt) {
         if (!(g->prompt = malloc((size_t)(rp->n_prompt > 0 ? rp->n_prompt : 1) *
                                  sizeof *g->prompt)))
@@ -174,14 +231,14 @@ static int start(hr_gen *g, const hr_req_params *rp, unsigned detok_flags,
     return 0;
 }
 
-int hr__gen_start(hr_gen **out, hr_session *s, const hr_req_params *rp, unsigned detok_flags,
-                  const char *const *stops, int n_stops, hr_error *err) {
+int hr__gen_start(hr_gen **out, hr_session *s, const hr_req_params *rp,
+                  const char *const *stops, int n_stops, const json_t *tools, hr_error *err) {
     *out = NULL;
     hr_gen *g = calloc(1, sizeof *g);
     if (!g)
         return hr_err(err, HR_ENOMEM, "out of memory");
     g->s = s;
-    int rc = start(g, rp, detok_flags, stops, n_stops, err);
+    int rc = start(g, rp, stops, n_stops, tools, err);
     if (rc) {
         hr_gen_free(g);
         return rc;
@@ -202,6 +259,7 @@ int hr_gen_submit(hr_gen **out, hr_session *s, const hr_gen_params *p, hr_error 
     if (!g)
         return hr_err(err, HR_ENOMEM, "out of memory");
     g->s = s;
+    json_t *tools = NULL; /* the tools whose calls are parsed, or NULL */
     hr_req_params rp = {.max_tokens = p->max_tokens >= 0 ? p->max_tokens
                                                          : m->defaults.max_tokens,
                         .top_logprobs = p->top_logprobs,
@@ -209,7 +267,8 @@ int hr_gen_submit(hr_gen **out, hr_session *s, const hr_gen_params *p, hr_error 
                         .stop_ids = p->ignore_eos ? NULL : m->stop_ids,
                         .n_stop_ids = p->ignore_eos ? 0 : m->n_stop_ids};
     sampler_params(m, p, &rp.sampler);
-    if ((rc = build_prompt(g, m, p, err)) || (rc = build_grammar(g, p, err)))
+    if ((rc = build_prompt(g, m, p, err)) || (rc = build_grammar(g, p, err)) ||
+        (rc = build_tools(g, m, p, &tools, err)))
         goto fail;
     if (g->grammar) {
         if ((rc = hr__llm_grammar_ready(m, g->grammar, &rp.gvocab, err)))
@@ -218,11 +277,13 @@ int hr_gen_submit(hr_gen **out, hr_session *s, const hr_gen_params *p, hr_error 
     }
     rp.prompt = g->prompt;
     rp.n_prompt = g->n_prompt;
-    if ((rc = start(g, &rp, HR_DETOK_SKIP_SPECIAL, p->stop, p->n_stop, err)))
+    if ((rc = start(g, &rp, p->stop, p->n_stop, tools, err)))
         goto fail;
+    json_decref(tools);
     *out = g;
     return 0;
 fail:
+    json_decref(tools);
     hr_gen_free(g);
     return rc;
 }
@@ -238,6 +299,57 @@ static int finish_code(hr_finish f) {
     default: return HR_GEN_RUNNING;
     }
 }
+
+/* With tools: split ev's text into content (ev->text) and call pieces
+ * (ev->tool_events); end: the output is over (flush the parser). */
+static int route(hr_gen *g, hr_gen_event *ev, bool end, hr_error *err) {
+    hr_tool_events_reset(&g->tev);
+    g->clen = g->n_calls = 0;
+    if (!g->tp)
+        return 0;
+    if (hr_tool_parser_push(g->tp, ev->text, ev->text_len, &g->tev) ||
+        (end && hr_tool_parser_finish(g->tp, &g->tev)))
+        return hr_err(err, HR_ENOMEM, "out of memory parsing tool calls");
+    for (size_t i = 0; i < g->tev.n; i++) {
+        const hr_tool_event *v = &g->tev.ev[i];
+        if (v->kind == HR_TOOL_EV_CONTENT) {
+            if (g->clen + v->len + 1 > g->ccap) {
+                size_t c = (g->clen + v->len + 1) * 2;
+                char *b = realloc(g->content, c);
+                if (!b)
+                    return hr_err(err, HR_ENOMEM, "out of memory");
+                g->content = b;
+                g->ccap = c;
+            }
+            memcpy(g->content + g->clen, v->text, v->len);
+            g->content[g->clen += v->len] = 0;
+            continue;
+        }
+        if (g->n_calls == g->calls_cap) {
+            size_t c = g->calls_cap ? g->calls_cap * 2 : 8;
+            hr_gen_tool_event *b = realloc(g->calls, c * sizeof *b);
+            if (!b)
+                return hr_err(err, HR_ENOMEM, "out of memory");
+            g->calls = b;
+            g->calls_cap = c;
+        }
+        g->calls[g->n_calls++] = (hr_gen_tool_event){
+            .kind = v->kind == HR_TOOL_EV_CALL_START  ? HR_TOOL_CALL_START
+                    : v->kind == HR_TOOL_EV_CALL_ARGS ? HR_TOOL_CALL_ARGS
+                                                      : HR_TOOL_CALL_END,
+            .index = v->index, .id = v->id, .name = v->name,
+            .args = v->kind == HR_TOOL_EV_CALL_ARGS ? v->text : NULL,
+            .args_len = v->kind == HR_TOOL_EV_CALL_ARGS ? v->len : 0};
+    }
+    ev->text = g->content ? g->content : "";
+    ev->text_len = g->clen;
+    ev->n_tool_events = (int)g->n_calls;
+    ev->tool_events = g->calls;
+    ev->n_tool_calls = hr_tool_parser_calls(g->tp);
+    return 0;
+}
+
+const hr_tool_events *hr__gen_tool_events(const hr_gen *g) { return &g->tev; }
 
 /* The last event: why it ended, the text held back, usage. */
 static int last_event(hr_gen *g, hr_gen_event *ev, hr_error *err) {
@@ -255,7 +367,8 @@ static int last_event(hr_gen *g, hr_gen_event *ev, hr_error *err) {
     }
     if (g->text)
         hr_textout_finish(&g->out, f == HR_FINISH_STOP, &ev->text, &ev->text_len);
-    return 1;
+    int rc = route(g, ev, true, err);
+    return rc ? rc : 1;
 }
 
 int hr__gen_next_timed(hr_gen *g, hr_gen_event *ev, int timeout_ms, hr_error *err) {
@@ -273,6 +386,10 @@ int hr__gen_next_timed(hr_gen *g, hr_gen_event *ev, int timeout_ms, hr_error *er
     if (g->text && hr_textout_push(&g->out, g->st.token, &ev->text, &ev->text_len)) {
         g->stopped = true; /* the next call gives the last event */
         hr_request_cancel(g->req);
+    }
+    if ((rc = route(g, ev, false, err))) {
+        hr_request_cancel(g->req);
+        return rc;
     }
     return 1;
 }
@@ -338,6 +455,10 @@ void hr_gen_free(hr_gen *g) {
         hr_request_release(g->req);
     }
     hr_textout_deinit(&g->out);
+    hr_tool_parser_free(g->tp);
+    hr_tool_events_free(&g->tev);
+    free(g->content);
+    free(g->calls);
     hr_grammar_free(g->grammar);
     free(g->prompt);
     free(g);

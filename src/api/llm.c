@@ -165,6 +165,39 @@ void hr_llm_free(hr_llm *m) {
 int hr_llm_n_vocab(const hr_llm *m) { return m->model->hp.n_vocab; }
 int hr_llm_n_ctx_max(const hr_llm *m) { return m->model->hp.ctx_max; }
 
+int hr__llm_tool_grammar(const hr_llm *m, const json_t *tools, const char *only,
+                         hr_grammar **g, hr_error *err) {
+    *g = NULL;
+    if (!json_is_array(tools) || json_array_size(tools) == 0)
+        return hr_err(err, HR_EINVAL, "forcing a tool call needs tools");
+    if (!m->tool_format)
+        return hr_err(err, HR_EUNSUPPORTED, "this model's chat template has no tool-call format");
+    char *shape = NULL;
+    int rc = hr_tool_format_call_schema(m->tool_format, tools, only, &shape, err);
+    if (rc)
+        return rc;
+    json_t *js = json_loads(shape, 0, NULL);
+    free(shape);
+    json_t *alts = json_object_get(js, "alternatives");
+    size_t n = json_array_size(alts);
+    const char **pre = calloc(n ? n : 1, sizeof *pre), **suf = calloc(n ? n : 1, sizeof *suf);
+    const json_t **sch = calloc(n ? n : 1, sizeof *sch);
+    for (size_t i = 0; pre && suf && sch && i < n; i++) {
+        json_t *a = json_array_get(alts, i);
+        pre[i] = json_string_value(json_object_get(a, "prefix"));
+        suf[i] = json_string_value(json_object_get(a, "suffix"));
+        sch[i] = json_object_get(a, "schema");
+    }
+    rc = !pre || !suf || !sch ? hr_err(err, HR_ENOMEM, "out of memory")
+         : n == 0             ? hr_err(err, HR_EINVAL, "no call shape for this format")
+                              : hr_grammar_from_wrapped_schemas(g, pre, sch, suf, (int)n, err);
+    free(pre);
+    free(suf);
+    free(sch);
+    json_decref(js);
+    return rc;
+}
+
 const hr_grammar_vocab *hr__llm_gvocab(hr_llm *m, hr_error *err) {
     if (!m->tok) {
         hr_err(err, HR_EUNSUPPORTED, "constrained decoding needs a tokenizer: %s", m->tok_err);

@@ -375,8 +375,8 @@ static void close_text(msg *m) {
 
 static void collect(msg *m, const char *text, size_t len) {
     hr__buf_append(&m->text, &m->len, &m->cap, text, len);
-    for (size_t i = 0; i < m->r.ev.n; i++) {
-        const hr_tool_event *v = &m->r.ev.ev[i];
+    for (size_t i = 0; i < m->r.ev->n; i++) {
+        const hr_tool_event *v = &m->r.ev->ev[i];
         if (v->kind == HR_TOOL_EV_CALL_START) {
             close_text(m);
             json_array_append_new(m->content, json_pack("{s:s,s:s,s:s}", "type", "tool_use",
@@ -447,8 +447,8 @@ static void stream_piece(msg *m, const char *text, size_t len) {
         }
         delta(m, json_pack("{s:s,s:s%}", "type", "text_delta", "text", text, len));
     }
-    for (size_t i = 0; i < m->r.ev.n; i++) {
-        const hr_tool_event *v = &m->r.ev.ev[i];
+    for (size_t i = 0; i < m->r.ev->n; i++) {
+        const hr_tool_event *v = &m->r.ev->ev[i];
         if (v->kind == HR_TOOL_EV_CALL_START) {
             if (m->text_open)
                 block_stop(m);

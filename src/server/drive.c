@@ -70,21 +70,15 @@ bool hr__drive_start(hr_drive *r, struct MHD_Connection *c, const char *param, h
     hr_error e = {0};
     r->fd = -1;
     r->t_start = hr_now();
-    /* with tools, markers may be special tokens: keep them in the text */
-    unsigned dflags = r->job.tools ? 0 : HR_DETOK_SKIP_SPECIAL;
-    int rc = hr__gen_start(&r->gen, s->session, &r->job.rp, dflags,
-                           (const char *const *)r->job.stops, r->job.n_stops, &e);
+    int rc = hr__gen_start(&r->gen, s->session, &r->job.rp, (const char *const *)r->job.stops,
+                           r->job.n_stops, r->job.tools, &e);
     if (rc) {
         *err = rc == HR_ENOMEM ? hr__error_reply(500, "server_error", NULL, "out of memory")
                                : hr__error_reply(400, "invalid_request_error", param, "%s", e.msg);
         return false;
     }
     r->req = hr__gen_request(r->gen);
-    hr_tool_parser_opts tpo = {.tools = r->job.tools};
-    if (r->job.tools && hr_tool_parser_new(&r->tp, s->tool_format, &tpo, &e)) {
-        *err = hr__error_reply(500, "server_error", NULL, "%s", e.msg);
-        return false;
-    }
+    r->ev = hr__gen_tool_events(r->gen);
     if (c) {
         /* a generation may outlast the idle timeout (a long prefill sends
          * nothing); the connection is watched instead (client_gone) until
@@ -100,9 +94,6 @@ bool hr__drive_start(hr_drive *r, struct MHD_Connection *c, const char *param, h
 void hr__drive_deinit(hr_drive *r) {
     /* first: it waits for the engine to let go of the job's grammar */
     hr_gen_free(r->gen);
-    hr_tool_parser_free(r->tp);
-    hr_tool_events_free(&r->ev);
-    free(r->cbuf);
     hr__job_free(&r->job);
     free(r->out);
 }
@@ -139,21 +130,6 @@ int hr__drive_next(hr_drive *r, hr_gen_event *ev, bool keepalive) {
     }
 }
 
-void hr__drive_route(hr_drive *r, const char **e, size_t *el, bool end) {
-    hr_tool_events_reset(&r->ev);
-    if (!r->tp)
-        return;
-    hr_tool_parser_push(r->tp, *e, *el, &r->ev);
-    if (end)
-        hr_tool_parser_finish(r->tp, &r->ev);
-    r->clen = 0;
-    for (size_t i = 0; i < r->ev.n; i++)
-        if (r->ev.ev[i].kind == HR_TOOL_EV_CONTENT)
-            hr__buf_append(&r->cbuf, &r->clen, &r->ccap, r->ev.ev[i].text, r->ev.ev[i].len);
-    *e = r->cbuf ? r->cbuf : "";
-    *el = r->clen;
-}
-
 int hr__drive_completion_tokens(const hr_drive *r) { return r->last.completion_tokens; }
 
 const char *hr__drive_stop_matched(const hr_drive *r) { return hr__gen_stop_matched(r->gen); }
@@ -164,7 +140,6 @@ hr_drive_pull hr__drive_pull(hr_drive *r, bool keepalive, const char **text, siz
                          hr_error *err) {
     *text = "";
     *len = 0;
-    hr_tool_events_reset(&r->ev);
     if (r->ended)
         return HR_DRIVE_END;
     hr_gen_event ev;
@@ -177,10 +152,8 @@ hr_drive_pull hr__drive_pull(hr_drive *r, bool keepalive, const char **text, siz
     }
     *text = ev.text;
     *len = ev.text_len;
-    if (ev.token >= 0) {
-        hr__drive_route(r, text, len, false);
+    if (ev.token >= 0)
         return HR_DRIVE_PIECE; /* a stop string found here ends it next call */
-    }
     if (ev.finish == HR_GEN_ERROR) {
         hr_err(err, HR_EIO, "%s", r->err);
         return HR_DRIVE_ABORTED;
@@ -189,7 +162,6 @@ hr_drive_pull hr__drive_pull(hr_drive *r, bool keepalive, const char **text, siz
         hr_err(err, HR_ECANCELLED, "generation cancelled");
         return HR_DRIVE_ABORTED;
     }
-    hr__drive_route(r, text, len, true);
     return HR_DRIVE_END;
 }
 
@@ -197,7 +169,7 @@ hr_drive_outcome hr__drive_outcome(const hr_drive *r) {
     bool stopped = hr__drive_stop_matched(r) != NULL;
     if (r->last.finish == HR_GEN_LENGTH && !stopped)
         return HR_OUTCOME_LENGTH;
-    if (r->tp && hr_tool_parser_calls(r->tp) > 0)
+    if (r->last.n_tool_calls > 0)
         return HR_OUTCOME_TOOL_CALLS;
     return stopped ? HR_OUTCOME_STOP_STRING : HR_OUTCOME_EOS;
 }

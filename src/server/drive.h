@@ -27,10 +27,7 @@ struct hr_drive {
     hr_gen_event last;      /* it: the finish (HR_GEN_*) and usage */
     char err[256];          /* with HR_GEN_ERROR: why */
     /* tool calls (when the request's tools are parsed) */
-    hr_tool_parser *tp;
-    hr_tool_events ev;      /* the call events of the last hr__drive_route */
-    char *cbuf;             /* the content part of the last routed text */
-    size_t clen, ccap;
+    const hr_tool_events *ev; /* with tools: the last event's call pieces (gen's) */
     /* event-stream output: produce() appends events to out and returns
      * false when there is nothing more (done: the stream ended cleanly) */
     char *out;
@@ -56,10 +53,6 @@ void hr__drive_deinit(hr_drive *r);
  * stops (the request is cancelled); with keepalive, 2 after the keep-alive
  * interval without an event. */
 int hr__drive_next(hr_drive *r, hr_gen_event *ev, bool keepalive);
-/* With tools: split final text into content (*e / *el become it) and the
- * call events in r->ev. end: the generation is over (flush the parser).
- * Without tools r->ev is empty and the text is left alone. */
-void hr__drive_route(hr_drive *r, const char **e, size_t *el, bool end);
 /* Keep-alive seconds of a silent stream (env HEARTH_SSE_KEEPALIVE). */
 double hr__drive_keepalive_s(void);
 /* Generated tokens for usage (once ended): what was consumed when a stop

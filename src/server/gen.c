@@ -58,13 +58,11 @@ static json_t *logprob_entry(const gen *g, const hr_gen_event *st) {
     return e;
 }
 
-/* Split final text into content and tool calls (when the request's tools
- * are parsed): *e / *el become the content; calls go to g->calls and
- * g->delta. end: the generation is over (flush the parser). */
-static void route(gen *g, const char **e, size_t *el, bool end) {
-    hr__drive_route(&g->r, e, el, end);
-    for (size_t i = 0; i < g->r.ev.n; i++) {
-        const hr_tool_event *v = &g->r.ev.ev[i];
+/* The call pieces of the last event (when the request's tools are parsed;
+ * its text is the content outside them) into g->calls and g->delta. */
+static void route_calls(gen *g) {
+    for (size_t i = 0; i < g->r.ev->n; i++) {
+        const hr_tool_event *v = &g->r.ev->ev[i];
         json_t *call;
         switch (v->kind) {
         case HR_TOOL_EV_CONTENT:
@@ -104,7 +102,7 @@ static void route(gen *g, const char **e, size_t *el, bool end) {
 
 static const char *finish_reason(gen *g) {
     if (g->r.last.finish == HR_GEN_STOP)
-        return g->r.tp && hr_tool_parser_calls(g->r.tp) > 0 ? "tool_calls" : "stop";
+        return g->r.last.n_tool_calls > 0 ? "tool_calls" : "stop";
     return "length";
 }
 
@@ -145,7 +143,7 @@ static hr_reply run_blocking(gen *g) {
             json_array_append_new(g->lp_content, logprob_entry(g, &ev));
         e = ev.text;
         el = ev.text_len;
-        route(g, &e, &el, false);
+        route_calls(g);
         hr__buf_append(&g->text, &g->len, &g->cap, e, el);
     }
     if (rc < 0 || ev.finish == HR_GEN_CANCELLED)
@@ -154,7 +152,7 @@ static hr_reply run_blocking(gen *g) {
         return hr__error_reply(500, "server_error", NULL, "%s", g->r.err);
     e = ev.text;
     el = ev.text_len;
-    route(g, &e, &el, true);
+    route_calls(g);
     hr__buf_append(&g->text, &g->len, &g->cap, e, el);
     json_t *choice = json_pack("{s:i,s:s}", "index", 0, "finish_reason", finish_reason(g));
     if (g->r.job.logprobs || g->r.job.top_logprobs)
@@ -224,7 +222,7 @@ static bool produce(hr_drive *r) {
             break;
         e = ev.text;
         el = ev.text_len;
-        route(g, &e, &el, false);
+        route_calls(g);
         if (el || json_array_size(g->delta) || g->r.job.logprobs || g->r.job.top_logprobs) {
             emit_event(g, chunk(g, e, el, NULL, &ev));
             return true;
@@ -240,7 +238,7 @@ static bool produce(hr_drive *r) {
     }
     e = ev.text;
     el = ev.text_len;
-    route(g, &e, &el, true);
+    route_calls(g);
     emit_event(g, chunk(g, e, el, finish_reason(g), NULL));
     if (g->r.job.include_usage) {
         json_t *u = envelope(g, "chat.completion");

@@ -207,8 +207,9 @@ static bool parse_bias(fields *f, const hr_server *s, hr_job *j) {
 }
 
 /* tools + tool_choice: "auto" (default) parses calls from the output in the
- * template's format; "none" leaves the output as text. "required" and a
- * named function need constrained decoding: not supported yet. */
+ * template's format; "none" leaves the output as text; "required" and a
+ * named function force a call with a grammar over that format
+ * (hr__llm_tool_grammar, as the API does). */
 static bool parse_tool_choice(fields *f, const hr_server *s, hr_job *j) {
     const json_t *tools = field(f, "tools");
     if (tools && !json_is_array(tools))
@@ -236,33 +237,8 @@ static bool parse_tool_choice(fields *f, const hr_server *s, hr_job *j) {
         }
         if (!tools || json_array_size(tools) == 0)
             return fail(f, "tool_choice", "%s needs tools", "tool_choice");
-        if (!s->tool_format)
-            return fail(f, "tool_choice", "%s: this model's chat template has no tool-call "
-                        "format", "tool_choice");
         hr_error e = {0};
-        char *shape = NULL;
-        if (hr_tool_format_call_schema(s->tool_format, tools, only, &shape, &e))
-            return fail(f, "tool_choice", "%s", e.msg);
-        json_t *js = json_loads(shape, 0, NULL);
-        free(shape);
-        json_t *alts = json_object_get(js, "alternatives");
-        size_t n = json_array_size(alts);
-        const char **pre = calloc(n ? n : 1, sizeof *pre), **suf = calloc(n ? n : 1, sizeof *suf);
-        const json_t **sch = calloc(n ? n : 1, sizeof *sch);
-        for (size_t i = 0; pre && suf && sch && i < n; i++) {
-            json_t *a = json_array_get(alts, i);
-            pre[i] = json_string_value(json_object_get(a, "prefix"));
-            suf[i] = json_string_value(json_object_get(a, "suffix"));
-            sch[i] = json_object_get(a, "schema");
-        }
-        int rc = (!pre || !suf || !sch || n == 0)
-                     ? hr_err(&e, HR_EINVAL, "no call shape for this format")
-                     : hr_grammar_from_wrapped_schemas(&j->grammar, pre, sch, suf, (int)n, &e);
-        free(pre);
-        free(suf);
-        free(sch);
-        json_decref(js);
-        if (rc)
+        if (hr__llm_tool_grammar(s->llm, tools, only, &j->grammar, &e))
             return fail(f, "tool_choice", "%s", e.msg);
         j->forced_tool = true;
     }

@@ -429,8 +429,8 @@ static void take(resp *o, const char *text, size_t len) {
                   json_pack("{s:s,s:i,s:i,s:s%,s:[]}", "item_id", o->item_id, "output_index",
                             out_index(o), "content_index", 0, "delta", text, len, "logprobs"));
     }
-    for (size_t i = 0; i < o->r.ev.n; i++) {
-        const hr_tool_event *v = &o->r.ev.ev[i];
+    for (size_t i = 0; i < o->r.ev->n; i++) {
+        const hr_tool_event *v = &o->r.ev->ev[i];
         if (v->kind == HR_TOOL_EV_CALL_START) {
             close_item(o, "completed");
             open_item(o, ITEM_CALL, v);

@@ -470,13 +470,108 @@ static void test_score_kv_bits(void **state) {
     hr_free(ids);
 }
 
+/* Tool calls through the API: a forced call (tool_choice "required" or a
+ * name) in the Qwen3 template's format comes back as call pieces apart
+ * from the text, and the server's parser is the one that splits them. */
+static void test_tool_calls(void **state) {
+    (void)state;
+    const char *root = getenv("HEARTH_ROOT");
+    char path[4200];
+    snprintf(path, sizeof path, "%s/tests/fixtures/chat/templates/Qwen-Qwen3-0.6B.jinja",
+             root ? root : ".");
+    FILE *f = fopen(path, "rb");
+    assert_non_null(f);
+    static char tmpl[65536];
+    size_t n = fread(tmpl, 1, sizeof tmpl - 1, f);
+    fclose(f);
+    tmpl[n] = 0;
+    hr_error err = {0};
+    hr_llm *m = NULL;
+    hr_session *s = NULL;
+    assert_int_equal(hr_llm_load(&m, g_model, &(hr_llm_opts){.n_threads = 1,
+                                                             .chat_template = tmpl}, &err), 0);
+    assert_int_equal(hr_session_new(&s, m, &(hr_session_opts){.max_batch = 2, .n_ctx = 1024},
+                                    &err), 0);
+    const char *tools = "[{\"type\": \"function\", \"function\": {\"name\": \"get_weather\", "
+                        "\"parameters\": {\"type\": \"object\", \"properties\": {\"city\": "
+                        "{\"type\": \"string\", \"maxLength\": 12}}, \"required\": [\"city\"]}}}]";
+    const char *choices[] = {"required", "get_weather", "none"};
+    for (int c = 0; c < 3; c++) {
+        hr_gen_params p;
+        hr_gen_params_default(&p);
+        p.messages_json = "[{\"role\": \"user\", \"content\": \"Weather in Paris?\"}]";
+        p.tools_json = tools;
+        p.tool_choice = choices[c];
+        p.max_tokens = 96;
+        p.temperature = 0;
+        hr_gen *g = NULL;
+        assert_int_equal(hr_gen_submit(&g, s, &p, &err), 0);
+        hr_gen_event ev;
+        char args[1024] = "", name[64] = "";
+        int starts = 0, ends = 0, rc;
+        size_t al = 0;
+        while ((rc = hr_gen_next(g, &ev, &err)) == 1) {
+            for (int i = 0; i < ev.n_tool_events; i++) {
+                const hr_gen_tool_event *t = &ev.tool_events[i];
+                assert_int_equal(t->index, 0);
+                if (t->kind == HR_TOOL_CALL_START) {
+                    starts++;
+                    snprintf(name, sizeof name, "%s", t->name);
+                    assert_non_null(strstr(t->id, "call_"));
+                } else if (t->kind == HR_TOOL_CALL_ARGS) {
+                    assert_true(al + t->args_len < sizeof args);
+                    memcpy(args + al, t->args, t->args_len);
+                    args[al += t->args_len] = 0;
+                } else {
+                    assert_int_equal(t->kind, HR_TOOL_CALL_END);
+                    ends++;
+                }
+            }
+            if (ev.finish != HR_GEN_RUNNING)
+                break;
+        }
+        assert_int_equal(rc, 1);
+        if (c < 2) { /* forced: one whole call, valid arguments */
+            assert_int_equal(ev.finish, HR_GEN_STOP);
+            assert_int_equal(ev.n_tool_calls, 1);
+            assert_int_equal(starts, 1);
+            assert_int_equal(ends, 1);
+            assert_string_equal(name, "get_weather");
+            assert_non_null(strstr(args, "\"city\""));
+            assert_true(args[0] == '{' && args[al - 1] == '}');
+        } else { /* none: text only */
+            assert_int_equal(starts + ends, 0);
+            assert_int_equal(ev.n_tool_calls, 0);
+        }
+        hr_gen_free(g);
+    }
+    /* a forced call needs tools; a name must be one of them */
+    hr_gen_params p;
+    hr_gen_params_default(&p);
+    p.messages_json = "[{\"role\": \"user\", \"content\": \"Hi\"}]";
+    p.tool_choice = "required";
+    hr_gen *g = NULL;
+    assert_int_equal(hr_gen_submit(&g, s, &p, &err), HR_EINVAL);
+    assert_non_null(strstr(err.msg, "tools_json"));
+    p.tools_json = tools;
+    p.tool_choice = "get_time";
+    assert_true(hr_gen_submit(&g, s, &p, &err) < 0);
+    assert_non_null(strstr(err.msg, "get_time"));
+    p.tool_choice = "required";
+    p.json_object = 1;
+    assert_int_equal(hr_gen_submit(&g, s, &p, &err), HR_EINVAL);
+    assert_null(g);
+    hr_session_free(s);
+    hr_llm_free(m);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_load_errors),        cmocka_unit_test(test_text),
         cmocka_unit_test(test_session_options),    cmocka_unit_test(test_greedy_and_usage),
         cmocka_unit_test(test_callback_and_cancel), cmocka_unit_test(test_stop_and_structured),
         cmocka_unit_test(test_param_errors),       cmocka_unit_test(test_score_prompt),
-        cmocka_unit_test(test_score_kv_bits),
+        cmocka_unit_test(test_score_kv_bits),      cmocka_unit_test(test_tool_calls),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
