@@ -9,7 +9,7 @@ bin=${HEARTH_BIN:?}; root=${HEARTH_ROOT:?}
 tmp=$(mktemp -d)
 trap 'stop_servers; rm -rf "$tmp"' EXIT
 tiny_chat_model "$tmp/tiny"
-"$bin" convert --model "$tmp/tiny" --out "$tmp/tiny.gguf" --gguf F32 | grep -q "tokenizer gpt2/gpt-2" ||
+"$bin" convert --model "$tmp/tiny" --out "$tmp/tiny.gguf" --gguf F32 | grep "tokenizer gpt2/gpt-2" >/dev/null ||
     { echo "FAIL: tokenizer not exported"; exit 1; }
 ask() {
     curl -sf "http://127.0.0.1:$1/v1/chat/completions" -H 'Content-Type: application/json' -d '{

@@ -14,7 +14,7 @@ for f in bin/hearth lib/libhearth.so lib/libhearth.a include/hearth.h lib/pkgcon
          share/hearth/models/hearth-demo/config.json; do
     [ -e "$tmp/p/$f" ] && ok || bad "$f not installed"
 done
-env -u HEARTH_MODEL "$tmp/p/bin/hearth" version | grep -qx "default model: $tmp/p/bin/../share/hearth/models/hearth-demo" &&
+env -u HEARTH_MODEL "$tmp/p/bin/hearth" version | grep -x "default model: $tmp/p/bin/../share/hearth/models/hearth-demo" >/dev/null &&
     ok || bad "installed binary's default model: $(env -u HEARTH_MODEL "$tmp/p/bin/hearth" version)"
 if [ "${HEARTH_SANITIZED:-0}" = 1 ]; then # a plain cc cannot link a sanitized library
     echo "skip: building examples/chat.c against the installed (sanitized) library"
@@ -25,7 +25,7 @@ cc -std=c11 -Wall -Wextra -Werror "$root/examples/chat.c" $(pkg-config --cflags 
    -Wl,-rpath,"$tmp/p/lib" -o "$tmp/chat" && ok || bad "pkg-config build of examples/chat.c"
 out=$(echo "Who are you?" | "$tmp/chat" "$tmp/p/share/hearth/models/hearth-demo" 4)
 [ -n "$out" ] && ok || bad "installed chat example printed nothing"
-ldd "$tmp/chat" | grep -q "$tmp/p/lib/libhearth.so" && ok || bad "chat example not linked to the installed library"
+ldd "$tmp/chat" | grep "$tmp/p/lib/libhearth.so" >/dev/null && ok || bad "chat example not linked to the installed library"
 
 echo "$pass passed, $fail failed"
 [ "$fail" -eq 0 ]

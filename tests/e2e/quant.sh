@@ -16,7 +16,7 @@ bad() { echo "FAIL: $*"; fail=$((fail+1)); }
 python3 -c "import json; q=json.load(open('$tmp/q4/config.json'))['quantization']; assert q=={'group_size':32,'bits':4,'mode':'affine'}, q" && ok || bad "quantization block"
 "$bin" generate --model "$tmp/q4" --prompt-tokens 1,2,3 --max-tokens 4 >/dev/null 2>&1 && ok || bad "MLX 4-bit model does not run"
 out=$("$bin" convert --model "$fx" --out "$tmp/mix" -q --target-bpw 5.5)
-echo "$out" | grep -q "target 5.50 bpw" && echo "$out" | grep -q "6-bit" && ok || bad "target-bpw report: $out"
+grep -q "target 5.50 bpw" <<<"$out" && grep -q "6-bit" <<<"$out" && ok || bad "target-bpw report: $out"
 "$bin" convert --model "$fx" --out "$tmp/m.gguf" --gguf Q8_0 >/dev/null
 a=$("$bin" generate --model "$fx" --prompt-tokens 5,6,7 --max-tokens 8 --ignore-eos 2>/dev/null)
 b=$("$bin" generate --model "$tmp/m.gguf" --prompt-tokens 5,6,7 --max-tokens 8 --ignore-eos 2>/dev/null)
@@ -41,9 +41,9 @@ p1=$("$bin" perplexity --model "$tmp/ppl" --file "$tmp/text.txt" --context 128 -
 p2=$("$bin" perplexity --model "$tmp/ppl" --file "$tmp/text.txt" --context 128 --threads 2)
 v1=$(echo "$p1" | awk '/^perplexity/{print $2}'); v2=$(echo "$p2" | awk '/^perplexity/{print $2}')
 python3 -c "import math; v=float('$v1'); assert 1 < v < 1e4 and math.isfinite(v)" && [ "$v1" = "$v2" ] && ok || bad "perplexity $v1 / $v2"
-echo "$p1" | grep -q "scored 508 tokens in 4 windows of 128" && ok || bad "window count: $p1"
+grep -q "scored 508 tokens in 4 windows of 128" <<<"$p1" && ok || bad "window count: $p1"
 p3=$("$bin" perplexity --model "$tmp/ppl" --file "$tmp/text.txt" --context 128 --stride 64)
-echo "$p3" | grep -q "stride 64" && ok || bad "stride: $p3"
+grep -q "stride 64" <<<"$p3" && ok || bad "stride: $p3"
 
 # GGUF export carries the tokenizer (llama.cpp keys): the byte-level one plus
 # merges and a special token tokenizes the same from the GGUF
@@ -58,12 +58,12 @@ t["added_tokens"] = [{"id": len(v), "content": "<|end|>", "single_word": False, 
 json.dump(t, open(sys.argv[2], "w"))
 PY
 out=$("$bin" convert --model "$tmp/tok" --out "$tmp/tok.gguf" --gguf Q8_0)
-echo "$out" | grep -q "tokenizer gpt2/gpt-2" && ok || bad "tokenizer not exported: $out"
+grep -q "tokenizer gpt2/gpt-2" <<<"$out" && ok || bad "tokenizer not exported: $out"
 "$bin" convert --model "$fx" --out "$tmp/none.gguf" --gguf F16 >/dev/null 2>"$tmp/err"
 grep -q "tokenizer not exported" "$tmp/err" && ok || bad "no warning without tokenizer.json: $(cat "$tmp/err")"
 text='the fox, then the box<|end|> the end'
 a=$("$bin" tokenize --model "$tmp/tok" --text "$text"); b=$("$bin" tokenize --model "$tmp/tok.gguf" --text "$text")
-[ "$a" = "$b" ] && echo "$a" | grep -qw 258 && echo "$a" | grep -qw 260 && ok || bad "GGUF tokenizer: '$a' vs '$b'"
+[ "$a" = "$b" ] && grep -qw 258 <<<"$a" && grep -qw 260 <<<"$a" && ok || bad "GGUF tokenizer: '$a' vs '$b'"
 a=$("$bin" generate --model "$tmp/tok" --prompt "the fox" --max-tokens 4 --json 2>/dev/null | python3 -c "import json,sys; print(json.load(sys.stdin)['prompt_tokens'])")
 b=$("$bin" generate --model "$tmp/tok.gguf" --prompt "the fox" --max-tokens 4 --json 2>/dev/null | python3 -c "import json,sys; print(json.load(sys.stdin)['prompt_tokens'])")
 [ -n "$b" ] && [ "$a" = "$b" ] && ok || bad "GGUF generate --prompt: prompt tokens '$b', want '$a'"
