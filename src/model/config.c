@@ -214,6 +214,59 @@ static void parse_layer_types(reader *r, hr_hparams *hp) {
     }
 }
 
+/* ---- mixture of experts ------------------------------------------------- */
+
+/* Experts, k and which layers route, as transformers' MoE families read
+ * them: layer i is sparse unless it is in mlp_only_layers or
+ * (i + 1) % decoder_sparse_step != 0. */
+static void parse_moe(reader *r, hr_hparams *hp) {
+    const hr_arch_moe *moe = &hp->arch->moe;
+    if (moe->router == HR_ROUTER_NONE)
+        return;
+    hp->n_experts = integer(r, "num_experts", integer(r, "num_local_experts", 0));
+    hp->n_experts_used = integer(r, "num_experts_per_tok", 0);
+    hp->d_ff_expert = integer(r, "moe_intermediate_size", hp->d_ff);
+    hp->d_ff_shared = moe->shared_expert ? integer(r, "shared_expert_intermediate_size", 0) : 0;
+    hp->norm_topk = moe->norm_topk >= 0 ? moe->norm_topk == 1
+                                        : boolean(r, "norm_topk_prob", false);
+    hp->swiglu_alpha = 1.702f;
+    hp->swiglu_limit = (float)num(r, "swiglu_limit", 7.0);
+    int step = integer(r, "decoder_sparse_step", 1);
+    if (r->rc)
+        return;
+    if (hp->n_experts <= 0 || hp->n_experts_used <= 0 || hp->n_experts_used > hp->n_experts ||
+        hp->n_experts_used > HR_MAX_EXPERTS_USED || hp->d_ff_expert <= 0) {
+        r->rc = hr_err(r->err, HR_EFORMAT, "%s: 'num_experts_per_tok' (%d) must be 1..%d and "
+                       "at most the number of experts (%d)", r->where, hp->n_experts_used,
+                       HR_MAX_EXPERTS_USED, hp->n_experts);
+        return;
+    }
+    if (moe->shared_expert && hp->d_ff_shared <= 0) {
+        r->rc = hr_err(r->err, HR_EFORMAT, "%s: missing or zero "
+                       "'shared_expert_intermediate_size'", r->where);
+        return;
+    }
+    if (step <= 0)
+        step = 1;
+    for (int i = 0; i < hp->n_layers; i++)
+        hp->layer_moe[i] = (i + 1) % step == 0;
+    const json_t *only = get(r, "mlp_only_layers");
+    if (only && !json_is_array(only)) {
+        r->rc = hr_err(r->err, HR_EFORMAT, "%s: 'mlp_only_layers' must be a list", r->where);
+        return;
+    }
+    for (size_t j = 0; only && j < json_array_size(only); j++) {
+        const json_t *v = json_array_get(only, j);
+        if (!json_is_integer(v) || json_integer_value(v) < 0 ||
+            json_integer_value(v) >= hp->n_layers) {
+            r->rc = hr_err(r->err, HR_EFORMAT, "%s: 'mlp_only_layers'[%zu] is not a layer "
+                           "index below %d", r->where, j, hp->n_layers);
+            return;
+        }
+        hp->layer_moe[json_integer_value(v)] = false;
+    }
+}
+
 static int parse_act(reader *r, hr_hparams *hp) {
     const char *a = string(r, "hidden_activation");
     if (!a)
@@ -301,6 +354,7 @@ int hr_hparams_from_json(hr_hparams *hp, const json_t *cfg, const json_t *gen,
     if (r.rc)
         return r.rc;
     parse_layer_types(&r, hp);
+    parse_moe(&r, hp);
     if (r.rc)
         return r.rc;
 

@@ -56,9 +56,14 @@ int hr_fwd_new(hr_fwd **out, const hr_model *m, int max_tokens, int max_seqs, in
     int k_max = hp->d_model > hp->d_ff ? hp->d_model : hp->d_ff;
     if (hp->n_heads * hp->head_dim > k_max)
         k_max = hp->n_heads * hp->head_dim;
+    int moe_ff = hp->d_ff_expert > hp->d_ff_shared ? hp->d_ff_expert : hp->d_ff_shared;
+    if (moe_ff > k_max)
+        k_max = moe_ff;
     hr_bctx_dims dims = {.max_tokens = max_tokens, .max_seqs = max_seqs, .max_ctx = f->max_ctx,
                          .n_heads = hp->n_heads, .n_kv_heads = hp->n_kv_heads,
-                         .rot_dim = hp->rot_dim, .max_k = k_max};
+                         .rot_dim = hp->rot_dim, .max_k = k_max, .d_model = hp->d_model,
+                         .n_experts = hp->n_experts, .n_experts_used = hp->n_experts_used,
+                         .moe_ff = moe_ff};
     int rc = HR_ENOMEM;
     f->mem_bytes = scratch_bytes(m, max_tokens);
     f->freq = malloc((size_t)max_seqs * 2 * (hp->rot_dim / 2 + 1) * sizeof *f->freq);
@@ -190,6 +195,25 @@ static int act_of(hr_act a) {
                                                                    : HR_BACT_GELU;
 }
 
+/* a layer's routed MLP: tmp = moe(x) */
+static void moe(const hr_backend_ops *ops, hr_bctx *c, const hr_model *m, const hr_layer *L,
+                float *out, const float *x) {
+    const hr_hparams *hp = &m->hp;
+    const hr_arch_moe *mo = &hp->arch->moe;
+    ops->moe(c, &(hr_moe_args){
+        .x = x, .out = out, .d = hp->d_model, .n_experts = hp->n_experts,
+        .k = hp->n_experts_used, .ff = hp->d_ff_expert,
+        .router = mo->router == HR_ROUTER_TOPK_SOFTMAX ? HR_BROUTER_TOPK_SOFTMAX
+                                                       : HR_BROUTER_SOFTMAX_TOPK,
+        .norm_topk = hp->norm_topk, .router_w = &L->router, .router_b = L->router_b,
+        .gate = L->e_gate, .up = L->e_up, .down = L->e_down, .b_gate = L->eb_gate,
+        .b_up = L->eb_up, .b_down = L->eb_down,
+        .act = mo->swiglu_clamped ? HR_BACT_SWIGLU_CLAMPED : act_of(hp->act),
+        .alpha = hp->swiglu_alpha, .limit = hp->swiglu_limit,
+        .sh_ff = L->sh_gate.data ? hp->d_ff_shared : 0, .sh_gate = &L->sh_gate,
+        .sh_up = &L->sh_up, .sh_down = &L->sh_down, .sh_inp = &L->sh_inp});
+}
+
 int hr_forward(hr_fwd *f, hr_kv *kv, const hr_batch *b, float *logits,
                hr_error *err) {
     int rc = validate(f, kv, b, err);
@@ -267,7 +291,8 @@ int hr_forward(hr_fwd *f, hr_kv *kv, const hr_batch *b, float *logits,
             .kv_bits = kv->bits, .kv_group = kv->group,
             .block_stride = kv->block_stride, .block_size = HR_KV_BLOCK,
             .scale = hp->attn_scale, .softcap = hp->attn_softcap,
-            .window = sliding ? hp->sliding_window : 0, .max_ctx = max_ctx});
+            .window = sliding ? hp->sliding_window : 0, .max_ctx = max_ctx,
+            .sinks = L->sinks});
         prefetch(ops, c, L->w_gate.data ? 2 : 1, (const hr_tensor *[]){&L->w_up, &L->w_gate});
         ops->matmul(c, att, qd, T, 1, &(hr_matmul_out){tmp, d, &L->wo, L->bo});
         if (L->norm[HR_NORM_POST_ATTN].w)
@@ -281,7 +306,9 @@ int hr_forward(hr_fwd *f, hr_kv *kv, const hr_batch *b, float *logits,
             min = xn;
         }
         prefetch(ops, c, 1, (const hr_tensor *[]){&L->w_down});
-        if (L->w_gate.data) {
+        if (hp->layer_moe[il]) {
+            moe(ops, c, m, L, tmp, min);
+        } else if (L->w_gate.data) {
             ops->matmul(c, min, d, T, 2,
                         (hr_matmul_out[]){{u, ff, &L->w_up, L->b_up}, {g, ff, &L->w_gate, NULL}});
             ops->act(c, act_of(hp->act), g, u, T, ff);

@@ -19,6 +19,7 @@ typedef struct binder {
     int rc;
     float *vec_next, *vec_end; /* bump space for 1-D f32 copies */
     const json_t *quant;       /* config.json "quantization" block or NULL */
+    float *conv_next;          /* bump space for converted matrices */
 } binder;
 
 static const char *file_of(binder *b, const hr_tensor *t) {
@@ -208,6 +209,151 @@ static hr_norm_w norm(binder *b, const char *prefix, const char *slot, int64_t d
     return n;
 }
 
+/* ---- experts --------------------------------------------------------------- */
+
+static float elem(const hr_tensor *t, size_t i) {
+    switch (t->dtype) {
+    case HR_DTYPE_BF16: return hr_bf16_to_f32(((const uint16_t *)t->data)[i]);
+    case HR_DTYPE_F16: return hr_f16_to_f32(((const uint16_t *)t->data)[i]);
+    default: {
+        float f;
+        memcpy(&f, (const float *)t->data + i, 4);
+        return f;
+    }
+    }
+}
+
+/* A plain float tensor of exactly shape [d0, d1, d2] (d2 0: 2-D) */
+static const hr_tensor *float_tensor(binder *b, const char *name, int64_t d0, int64_t d1,
+                                     int64_t d2) {
+    const hr_tensor *t = find(b, name, true);
+    if (!t)
+        return NULL;
+    int nd = d2 ? 3 : 2;
+    if (t->ndim != nd || t->shape[0] != d0 || t->shape[1] != d1 || (d2 && t->shape[2] != d2)) {
+        b->rc = hr_err(b->err, HR_EFORMAT, "%s: tensor '%s' has %d dims [%lld, %lld, ..], "
+                       "expected [%lld, %lld%s%lld]", file_of(b, t), name, t->ndim,
+                       (long long)t->shape[0], (long long)(t->ndim > 1 ? t->shape[1] : 0),
+                       (long long)d0, (long long)d1, d2 ? ", " : "", (long long)(d2 ? d2 : 0));
+        return NULL;
+    }
+    if (t->dtype != HR_DTYPE_F32 && t->dtype != HR_DTYPE_BF16 && t->dtype != HR_DTYPE_F16) {
+        b->rc = hr_err(b->err, HR_EUNSUPPORTED, "not supported yet: %s: tensor '%s' has "
+                       "dtype %s", file_of(b, t), name, hr_dtype_name(t->dtype));
+        return NULL;
+    }
+    return t;
+}
+
+static float *vec_space(binder *b, size_t n) {
+    if (b->vec_next + n > b->vec_end) {
+        b->rc = hr_err(b->err, HR_EFORMAT, "%s: too many vector tensors", b->m->path);
+        return NULL;
+    }
+    float *p = b->vec_next;
+    b->vec_next += n;
+    return p;
+}
+
+static hr_tensor f32_matrix(float *data, int64_t rows, int64_t cols) {
+    return (hr_tensor){.name = "converted", .dtype = HR_DTYPE_F32, .ndim = 2,
+                       .shape = {rows, cols}, .data = data,
+                       .nbytes = (size_t)rows * cols * sizeof(float)};
+}
+
+/* gpt_oss: experts.gate_up_proj [E, d, 2ff] (gate, up interleaved by column)
+ * and experts.down_proj [E, ff, d], both x @ W: transposed once into f32
+ * (out, in) matrices at b->conv_next; the biases [E, 2ff], [E, d] split the
+ * same way. */
+static void bind_experts_fused_t(binder *b, hr_layer *L, const char *pre, int64_t E,
+                                 int64_t d, int64_t ff) {
+    char nm[256];
+    snprintf(nm, sizeof nm, "%sexperts.gate_up_proj_blocks", pre);
+    if (hr_weights_find(b->m->weights, nm)) {
+        b->rc = hr_err(b->err, HR_EUNSUPPORTED, "not supported yet: MXFP4 expert weights "
+                       "('%s'); dequantize the checkpoint to bf16 first", nm);
+        return;
+    }
+    snprintf(nm, sizeof nm, "%sexperts.gate_up_proj", pre);
+    const hr_tensor *gu = float_tensor(b, nm, E, d, 2 * ff);
+    snprintf(nm, sizeof nm, "%sexperts.down_proj", pre);
+    const hr_tensor *dn = float_tensor(b, nm, E, ff, d);
+    snprintf(nm, sizeof nm, "%sexperts.gate_up_proj_bias", pre);
+    const hr_tensor *gub = float_tensor(b, nm, E, 2 * ff, 0);
+    snprintf(nm, sizeof nm, "%sexperts.down_proj_bias", pre);
+    const hr_tensor *dnb = float_tensor(b, nm, E, d, 0);
+    float *bg = gub ? vec_space(b, (size_t)(E * ff)) : NULL;
+    float *bu = bg ? vec_space(b, (size_t)(E * ff)) : NULL;
+    float *bd = bu && dnb ? vec_space(b, (size_t)(E * d)) : NULL;
+    if (!gu || !dn || !bd)
+        return;
+    for (int64_t e = 0; e < E; e++) {
+        float *g = b->conv_next, *u = g + ff * d, *w = u + ff * d;
+        b->conv_next = w + d * ff;
+        for (int64_t i = 0; i < d; i++)
+            for (int64_t j = 0; j < ff; j++) {
+                size_t at = (size_t)((e * d + i) * 2 * ff + 2 * j);
+                g[j * d + i] = elem(gu, at);
+                u[j * d + i] = elem(gu, at + 1);
+            }
+        for (int64_t j = 0; j < ff; j++)
+            for (int64_t i = 0; i < d; i++)
+                w[i * ff + j] = elem(dn, (size_t)((e * ff + j) * d + i));
+        L->e_gate[e] = f32_matrix(g, ff, d);
+        L->e_up[e] = f32_matrix(u, ff, d);
+        L->e_down[e] = f32_matrix(w, d, ff);
+        for (int64_t j = 0; j < ff; j++) {
+            bg[e * ff + j] = elem(gub, (size_t)(e * 2 * ff + 2 * j));
+            bu[e * ff + j] = elem(gub, (size_t)(e * 2 * ff + 2 * j + 1));
+        }
+        for (int64_t i = 0; i < d; i++)
+            bd[e * d + i] = elem(dnb, (size_t)(e * d + i));
+    }
+    L->eb_gate = bg;
+    L->eb_up = bu;
+    L->eb_down = bd;
+}
+
+/* The routed MLP of layer il: router, experts, shared expert. */
+static void bind_moe(binder *b, int il) {
+    const hr_hparams *hp = &b->m->hp;
+    const hr_arch_moe *mo = &hp->arch->moe;
+    hr_layer *L = &b->m->layers[il];
+    int64_t E = hp->n_experts, d = hp->d_model, ff = hp->d_ff_expert;
+    char pre[96], nm[256];
+    snprintf(pre, sizeof pre, "model.layers.%d.%s.", il, mo->block);
+    snprintf(nm, sizeof nm, "%s%s.weight", pre, mo->router_name);
+    L->router = matrix(b, nm, E, d);
+    snprintf(nm, sizeof nm, "%s%s.bias", pre, mo->router_name);
+    L->router_b = vec(b, nm, E, false);
+    L->e_gate = b->m->experts + (size_t)il * 3 * E;
+    L->e_up = L->e_gate + E;
+    L->e_down = L->e_up + E;
+    if (mo->layout == HR_EXPERTS_FUSED_T) {
+        bind_experts_fused_t(b, L, pre, E, d, ff);
+    } else {
+        for (int64_t e = 0; e < E && !b->rc; e++) {
+            snprintf(nm, sizeof nm, "%sexperts.%lld.%s.weight", pre, (long long)e, mo->e_gate);
+            L->e_gate[e] = matrix(b, nm, ff, d);
+            snprintf(nm, sizeof nm, "%sexperts.%lld.%s.weight", pre, (long long)e, mo->e_up);
+            L->e_up[e] = matrix(b, nm, ff, d);
+            snprintf(nm, sizeof nm, "%sexperts.%lld.%s.weight", pre, (long long)e, mo->e_down);
+            L->e_down[e] = matrix(b, nm, d, ff);
+        }
+    }
+    if (mo->shared_expert) {
+        int64_t sf = hp->d_ff_shared;
+        snprintf(nm, sizeof nm, "%sshared_expert.gate_proj.weight", pre);
+        L->sh_gate = matrix(b, nm, sf, d);
+        snprintf(nm, sizeof nm, "%sshared_expert.up_proj.weight", pre);
+        L->sh_up = matrix(b, nm, sf, d);
+        snprintf(nm, sizeof nm, "%sshared_expert.down_proj.weight", pre);
+        L->sh_down = matrix(b, nm, d, sf);
+        snprintf(nm, sizeof nm, "%sshared_expert_gate.weight", pre);
+        L->sh_inp = matrix(b, nm, 1, d);
+    }
+}
+
 /* ---- layers ---------------------------------------------------------------- */
 
 static void bind_layer(binder *b, int il) {
@@ -244,6 +390,12 @@ static void bind_layer(binder *b, int il) {
     for (int s = 0; s < HR_NORM_SLOTS; s++)
         L->norm[s] = norm(b, pre, slots[s], d);
 
+    if (a->attn_sinks)
+        L->sinks = vec(b, NAME("self_attn.sinks"), hp->n_heads, true);
+    if (hp->layer_moe[il]) {
+        bind_moe(b, il);
+        return;
+    }
     snprintf(nm, sizeof nm, "%smlp.%s.weight", pre, a->mlp_up);
     if (a->fused_gate_up) {
         L->w_gate = matrix_rows(b, nm, 2 * ff, 0, ff, d);
@@ -261,13 +413,16 @@ static void bind_layer(binder *b, int il) {
     L->w_down = matrix(b, nm, d, ff);
     snprintf(nm, sizeof nm, "%smlp.%s.bias", pre, a->mlp_down);
     L->b_down = vec(b, nm, d, false);
-#undef NAME
 }
+#undef NAME
 
 /* Upper bound of f32 vector space: every norm, bias and q/k norm. */
 static size_t vec_floats(const hr_hparams *hp) {
     size_t qd = (size_t)hp->n_heads * hp->head_dim, kvd = (size_t)hp->n_kv_heads * hp->head_dim;
-    size_t per_layer = 10 * (size_t)hp->d_model + 3 * (qd + kvd) + (size_t)hp->d_ff;
+    size_t per_layer = 10 * (size_t)hp->d_model + 3 * (qd + kvd) + (size_t)hp->d_ff +
+                       (size_t)hp->n_heads; /* sinks */
+    if (hp->n_experts) /* router bias, expert biases */
+        per_layer += (size_t)hp->n_experts * (1 + 2 * (size_t)hp->d_ff_expert + hp->d_model);
     return per_layer * hp->n_layers + 2 * (size_t)hp->d_model;
 }
 
@@ -311,7 +466,8 @@ static int open_gguf(hr_model *m, const char *path, json_t **cfg, hr_error *err)
 }
 
 /* The matrices repack() looks at: embeddings and head (i < 0), then layer
- * i's projections; n of them into mats */
+ * i's projections and experts; n of them into mats (room for
+ * repack_max(m)) */
 static int repack_set(hr_model *m, int i, hr_tensor **mats) {
     int n = 0;
     if (i < 0) {
@@ -321,28 +477,41 @@ static int repack_set(hr_model *m, int i, hr_tensor **mats) {
         return n;
     }
     hr_layer *L = &m->layers[i];
-    hr_tensor *l[] = {&L->wq, &L->wk, &L->wv, &L->wo, &L->w_gate, &L->w_up, &L->w_down};
+    hr_tensor *l[] = {&L->wq, &L->wk, &L->wv, &L->wo, &L->w_gate, &L->w_up, &L->w_down,
+                      &L->router, &L->sh_gate, &L->sh_up, &L->sh_down};
     for (size_t k = 0; k < sizeof l / sizeof l[0]; k++)
         if (l[k]->data)
             mats[n++] = l[k];
+    if (m->hp.layer_moe[i] && L->e_gate)
+        for (int e = 0; e < 3 * m->hp.n_experts; e++)
+            if (L->e_gate[e].data)
+                mats[n++] = &L->e_gate[e];
     return n;
 }
+
+static size_t repack_max(const hr_model *m) { return 16 + 3 * (size_t)m->hp.n_experts; }
 
 /* Every matrix the kernels can read faster in another layout (GGUF and MLX
  * 4/8-bit weights on CPUs with the x16 kernels, hr_matmul_packed_bytes) is
  * repacked once here, all into one huge-page buffer (core/bigmem.h), each
  * file's pages let go as its matrix is done. */
 static int repack(hr_model *m, hr_error *err) {
-    hr_tensor *mats[9];
+    hr_tensor **mats = malloc(repack_max(m) * sizeof *mats);
     size_t total = 0;
+    if (!mats)
+        return hr_err(err, HR_ENOMEM, "out of memory");
     for (int i = -1; i < m->hp.n_layers; i++)
         for (int k = 0, n = repack_set(m, i, mats); k < n; k++)
             total += (hr_matmul_packed_bytes(mats[k]) + 63) & ~(size_t)63;
-    if (total == 0)
+    if (total == 0) {
+        free(mats);
         return 0;
-    if (!(m->repacked = hr_big_alloc(total)))
+    }
+    if (!(m->repacked = hr_big_alloc(total))) {
+        free(mats);
         return hr_err(err, HR_ENOMEM, "out of memory repacking the weights (%zu MiB)",
                       total >> 20);
+    }
     m->repacked_bytes = total;
     char *at = m->repacked;
     for (int i = -1; i < m->hp.n_layers; i++)
@@ -355,6 +524,7 @@ static int repack(hr_model *m, hr_error *err) {
                 at += (bytes + 63) & ~(size_t)63;
             }
         }
+    free(mats);
     return 0;
 }
 
@@ -385,6 +555,15 @@ static uint64_t fingerprint(const hr_model *m) {
     uint64_t h = XXH64_digest(st);
     XXH64_freeState(st);
     return h;
+}
+
+/* The ops a family needs beyond the dense pass, on backend be. */
+static int backend_can_run(const hr_hparams *hp, const hr_backend *be, hr_error *err) {
+    if ((hp->n_experts && !be->ops->moe) || (hp->arch->attn_sinks && !be->ops->attn_sinks))
+        return hr_err(err, HR_EUNSUPPORTED, "not supported yet on %s: %s (%s)", be->name,
+                      hp->arch->model_type, hp->n_experts ? "mixture of experts"
+                                                          : "attention sinks");
+    return 0;
 }
 
 static int model_open(hr_model **out, const char *dir, hr_backend *be, hr_error *err) {
@@ -420,7 +599,15 @@ static int model_open(hr_model **out, const char *dir, hr_backend *be, hr_error 
     m->vecs = calloc(nvec, sizeof *m->vecs);
     m->n_vecs = nvec;
     m->layers = calloc((size_t)hp->n_layers, sizeof *m->layers);
-    if (!m->vecs || !m->layers) {
+    if (hp->n_experts)
+        m->experts = calloc((size_t)hp->n_layers * 3 * hp->n_experts, sizeof *m->experts);
+    if (hp->arch->moe.layout == HR_EXPERTS_FUSED_T) {
+        m->converted_floats = (size_t)hp->n_layers * 3 * hp->n_experts * hp->d_ff_expert *
+                              hp->d_model;
+        m->converted = hr_big_alloc(m->converted_floats * sizeof(float));
+    }
+    if (!m->vecs || !m->layers || (hp->n_experts && !m->experts) ||
+        (m->converted_floats && !m->converted)) {
         rc = hr_err(err, HR_ENOMEM, "out of memory");
         goto fail;
     }
@@ -431,7 +618,7 @@ static int model_open(hr_model **out, const char *dir, hr_backend *be, hr_error 
         rc = hr_err(err, HR_EFORMAT, "%s/config.json: 'quantization' must be an object", dir);
         goto fail;
     }
-    binder b = {m, err, 0, m->vecs, m->vecs + nvec, quant};
+    binder b = {m, err, 0, m->vecs, m->vecs + nvec, quant, m->converted};
     m->embed_t = any_matrix(&b, "model.embed_tokens.weight", hp->n_vocab, hp->d_model);
     m->embed = &m->embed_t;
     m->lm_head = m->embed;
@@ -444,6 +631,8 @@ static int model_open(hr_model **out, const char *dir, hr_backend *be, hr_error 
         bind_layer(&b, i);
     m->be = hr_backend_cpu();
     if ((rc = b.rc))
+        goto fail;
+    if ((rc = backend_can_run(hp, be, err)))
         goto fail;
     m->weight_bytes = hr_weights_bytes(m->weights);
     m->fingerprint = fingerprint(m);
@@ -487,6 +676,8 @@ void hr_model_free(hr_model *m) {
         m->be->ops->free(m->be, m->dev_mem, m->dev_bytes);
     free(m->layers);
     free(m->vecs);
+    free(m->experts);
+    hr_big_free(m->converted, m->converted_floats * sizeof(float));
     free(m->path);
     free(m);
 }
@@ -495,11 +686,18 @@ size_t hr_model_decode_bytes(const hr_model *m) {
     size_t total = 0;
     for (int i = 0; i < m->hp.n_layers; i++) {
         const hr_layer *L = &m->layers[i];
-        const hr_tensor *mats[] = {&L->wq, &L->wk, &L->wv, &L->wo,
-                                   &L->w_gate, &L->w_up, &L->w_down};
+        const hr_tensor *mats[] = {&L->wq, &L->wk, &L->wv, &L->wo, &L->w_gate, &L->w_up,
+                                   &L->w_down, &L->router, &L->sh_gate, &L->sh_up,
+                                   &L->sh_down, &L->sh_inp};
         for (size_t k = 0; k < sizeof mats / sizeof mats[0]; k++)
             if (mats[k]->data)
                 total += hr_tensor_bytes(mats[k]);
+        if (m->hp.layer_moe[i] && L->e_gate) { /* k of the experts: their mean */
+            size_t ex = 0;
+            for (int e = 0; e < 3 * m->hp.n_experts; e++)
+                ex += hr_tensor_bytes(&L->e_gate[e]);
+            total += ex / (size_t)m->hp.n_experts * (size_t)m->hp.n_experts_used;
+        }
     }
     total += hr_tensor_bytes(m->lm_head);
     total += hr_tensor_row_bytes(m->embed);

@@ -25,6 +25,17 @@ typedef struct hr_layer {
     hr_tensor w_gate, w_up;    /* (d_ff, d_model); w_gate.data NULL if not gated */
     hr_tensor w_down;          /* (d_model, d_ff) */
     const float *b_up, *b_down;
+    const float *sinks;        /* (n_heads) attention sinks or NULL */
+
+    /* mixture of experts (hp.layer_moe[il]): the dense fields are unused */
+    hr_tensor router;          /* (n_experts, d_model) */
+    const float *router_b;     /* (n_experts) or NULL */
+    hr_tensor *e_gate, *e_up;  /* [n_experts] (d_ff_expert, d_model) */
+    hr_tensor *e_down;         /* [n_experts] (d_model, d_ff_expert) */
+    const float *eb_gate, *eb_up, *eb_down; /* [n_experts][ff | d] or NULL */
+    hr_tensor sh_gate, sh_up;  /* (d_ff_shared, d_model); data NULL: none */
+    hr_tensor sh_down;         /* (d_model, d_ff_shared) */
+    hr_tensor sh_inp;          /* (1, d_model) the shared expert's gate */
 } hr_layer;
 
 struct hr_model {
@@ -37,6 +48,10 @@ struct hr_model {
     hr_norm_w final_norm;
     hr_layer *layers;          /* [n_layers] */
     float *vecs;               /* f32 copies of every 1-D tensor (owned) */
+    hr_tensor *experts;        /* every layer's expert views (owned) */
+    float *converted;          /* matrices converted at load (gpt_oss's
+                                * transposed experts), f32 (owned) */
+    size_t converted_floats;
     size_t n_vecs;             /* floats at vecs */
     void *repacked;            /* matrices repacked for the kernels (owned, */
     size_t repacked_bytes;     /* hr_big_alloc) */
