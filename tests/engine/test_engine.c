@@ -211,11 +211,12 @@ static void run_oracle_cases(hr_engine *e, json_t *ref, const char *name, int ca
 /* Through the batched engine, the three prompts of several fixtures run
  * together and each equals the oracle's greedy continuation: longrope
  * (recomputed when a sequence passes its original length), sliding windows,
- * q/k norms. A second round reuses all but the last prompt token from the
+ * q/k norms, experts (batch-invariant routing), attention sinks. A second round reuses all but the last prompt token from the
  * prompt cache (longrope runs without it) and still equals the oracle. */
 static void test_engine_oracle_archs(void **state) {
     (void)state;
-    static const char *cases[] = {"phi3-longrope", "gemma3_text", "qwen3", "gemma2"};
+    static const char *cases[] = {"phi3-longrope", "gemma3_text", "qwen3", "gemma2",
+                                  "qwen3_moe", "qwen2_moe", "mixtral", "olmoe", "gpt_oss"};
     const char *root = getenv("HEARTH_ROOT");
     for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
         char dir[4096], refp[4200];
