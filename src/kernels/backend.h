@@ -54,8 +54,9 @@ typedef struct hr_step_in {
 enum { HR_BNORM_RMS, HR_BNORM_LAYER };
 enum { HR_BQK_NONE, HR_BQK_HEAD, HR_BQK_FULL };
 enum { HR_BACT_SILU, HR_BACT_GELU_TANH, HR_BACT_GELU,
-       HR_BACT_SWIGLU_CLAMPED /* gpt_oss: (clamp(u, +-limit) + 1) * g' * sigmoid(alpha
-                               * g'), g' = min(g, limit) */ };
+       HR_BACT_SWIGLU_CLAMPED, /* gpt_oss: (clamp(u, +-limit) + 1) * g' * sigmoid(alpha
+                                * g'), g' = min(g, limit) */
+       HR_BACT_SIGMOID };      /* g = sigmoid(g) * u (qwen3_next's output gate) */
 enum { HR_BROUTER_SOFTMAX_TOPK, HR_BROUTER_TOPK_SOFTMAX };
 
 /* A layer's q/k/v after their products: q/k norms, RoPE, and K/V stored in
@@ -120,6 +121,32 @@ typedef struct hr_moe_args {
     const hr_tensor *sh_gate, *sh_up, *sh_down, *sh_inp; /* .., (1, d) */
 } hr_moe_args;
 
+/* One gated DeltaNet layer (qwen3_next's linear attention) over the step's
+ * tokens, each sequence's tokens in order through its recurrent state:
+ *   per key head group g of qkvz: [q_g (dk) | k_g (dk) | v_g (r dv) | z_g (r dv)],
+ *   of ba: [b_g (r) | a_g (r)], r = n_v_heads / n_k_heads;
+ *   the channels [q (all heads) | k | v] through a causal depthwise conv of
+ *   conv_k taps (the last conv_k - 1 inputs kept in conv_state), then silu;
+ *   q, k L2-normalised (eps 1e-6), q / sqrt(dk); value head h reads key
+ *   head h / r; beta = sigmoid(b), g = -exp(A_log) softplus(a + dt_bias);
+ *   S = S e^g; S += k (beta (v - S^T k))^T; o = S^T q (S: dk x dv per head);
+ *   out = rmsnorm(o) * norm_w * silu(z) per value head.
+ * A token at position 0 starts its sequence from zero state. */
+typedef struct hr_deltanet_args {
+    const float *qkvz;     /* [T][2 kd + 2 vd] */
+    const float *ba;       /* [T][2 n_v_heads] */
+    float *mixed;          /* [T][2 kd + vd] scratch (the conv's output) */
+    float *out;            /* [T][vd] */
+    int n_k_heads, n_v_heads, dk, dv, conv_k;
+    const float *conv_w;   /* [2 kd + vd][conv_k] */
+    const float *a_log, *dt_bias; /* [n_v_heads] */
+    const float *norm_w;   /* [dv] */
+    float norm_eps;
+    float *conv_state;     /* [slots][2 kd + vd][conv_k - 1] this layer's */
+    float *state;          /* [slots][n_v_heads][dk][dv] this layer's */
+    const int32_t *slot;   /* [n_seqs] each sequence's slot (host memory) */
+} hr_deltanet_args;
+
 /* What a forward context's steps can hold. */
 typedef struct hr_bctx_dims {
     int max_tokens, max_seqs; /* a step's tokens and sequences */
@@ -183,6 +210,8 @@ typedef struct hr_backend_ops {
     void (*moe)(hr_bctx *c, const hr_moe_args *a);
     /* attention with hr_attn_in.sinks set */
     bool attn_sinks;
+    /* hr_deltanet_args: a gated DeltaNet layer */
+    void (*deltanet)(hr_bctx *c, const hr_deltanet_args *a);
 } hr_backend_ops;
 
 struct hr_backend {

@@ -44,8 +44,9 @@ typedef struct hr_arch_moe {
     const char *router_name; /* the router's linear under block: "gate", "router" */
     const char *e_gate, *e_up, *e_down; /* per-expert names (SPLIT) */
     hr_experts_layout layout;
-    int norm_topk;           /* -1: config.json's norm_topk_prob (default
-                              * false); 0 / 1: fixed by the family */
+    int norm_topk;           /* 0 / 1: fixed by the family; -1 / -2:
+                              * config.json's norm_topk_prob, absent: false
+                              * / true */
     bool shared_expert;      /* <block>.shared_expert.* scaled per token by
                               * sigmoid(<block>.shared_expert_gate . x) */
     bool swiglu_clamped;     /* gpt_oss: the clamped swiglu with alpha, limit
@@ -77,6 +78,11 @@ typedef struct hr_arch {
     hr_arch_moe moe;         /* router NONE for dense families */
     bool attn_sinks;         /* gpt_oss: self_attn.sinks, a learned logit per
                               * head in the softmax's denominator */
+    bool attn_out_gate;      /* qwen3_next: q_proj gives per head [query |
+                              * gate]; the output is attn * sigmoid(gate) */
+    /* layers of layer_types "linear_attention" are gated DeltaNet
+     * (qwen3_next: linear_attn.*, model/deltanet.h) */
+    bool linear_deltanet;
 } hr_arch;
 
 /* NULL when the model_type is unknown. */

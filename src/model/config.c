@@ -172,6 +172,8 @@ static void parse_layer_types(reader *r, hr_hparams *hp) {
             const char *t = json_string_value(json_array_get(lt, (size_t)i));
             if (t && !strcmp(t, "sliding_attention"))
                 hp->layer_sliding[i] = true;
+            else if (t && !strcmp(t, "linear_attention") && hp->arch->linear_deltanet)
+                hp->layer_linear[i] = true;
             else if (!t || strcmp(t, "full_attention")) {
                 if (!r->rc)
                     r->rc = hr_err(r->err, HR_EUNSUPPORTED, "not supported yet: "
@@ -228,7 +230,7 @@ static void parse_moe(reader *r, hr_hparams *hp) {
     hp->d_ff_expert = integer(r, "moe_intermediate_size", hp->d_ff);
     hp->d_ff_shared = moe->shared_expert ? integer(r, "shared_expert_intermediate_size", 0) : 0;
     hp->norm_topk = moe->norm_topk >= 0 ? moe->norm_topk == 1
-                                        : boolean(r, "norm_topk_prob", false);
+                                        : boolean(r, "norm_topk_prob", moe->norm_topk == -2);
     hp->swiglu_alpha = 1.702f;
     hp->swiglu_limit = (float)num(r, "swiglu_limit", 7.0);
     int step = integer(r, "decoder_sparse_step", 1);
@@ -265,6 +267,25 @@ static void parse_moe(reader *r, hr_hparams *hp) {
         }
         hp->layer_moe[json_integer_value(v)] = false;
     }
+}
+
+/* gated DeltaNet dimensions, when layer_types names linear layers */
+static void parse_linear(reader *r, hr_hparams *hp) {
+    for (int i = 0; i < hp->n_layers; i++)
+        hp->n_linear += hp->layer_linear[i];
+    if (!hp->n_linear)
+        return;
+    hp->ln_k_heads = require(r, "linear_num_key_heads");
+    hp->ln_v_heads = require(r, "linear_num_value_heads");
+    hp->ln_k_dim = require(r, "linear_key_head_dim");
+    hp->ln_v_dim = require(r, "linear_value_head_dim");
+    hp->ln_conv = require(r, "linear_conv_kernel_dim");
+    if (!r->rc && (hp->ln_v_heads % hp->ln_k_heads || hp->ln_conv > 16 ||
+                   hp->ln_v_dim > 1024 ||
+                   2 * hp->ln_k_heads * hp->ln_k_dim + hp->ln_v_heads * hp->ln_v_dim > 16384))
+        r->rc = hr_err(r->err, HR_EFORMAT, "%s: 'linear_num_value_heads' (%d) must be a "
+                       "multiple of 'linear_num_key_heads' (%d), 'linear_conv_kernel_dim' "
+                       "(%d) at most 16, value heads of up to 1024 and up to 16384 conv channels", r->where, hp->ln_v_heads, hp->ln_k_heads, hp->ln_conv);
 }
 
 static int parse_act(reader *r, hr_hparams *hp) {
@@ -355,6 +376,7 @@ int hr_hparams_from_json(hr_hparams *hp, const json_t *cfg, const json_t *gen,
         return r.rc;
     parse_layer_types(&r, hp);
     parse_moe(&r, hp);
+    parse_linear(&r, hp);
     if (r.rc)
         return r.rc;
 

@@ -81,6 +81,12 @@ typedef struct hr_hparams {
     float swiglu_alpha, swiglu_limit; /* gpt_oss's clamped swiglu */
     bool layer_moe[HR_MAX_LAYERS]; /* the layer's MLP is routed */
 
+    /* gated DeltaNet layers (arch->linear_deltanet, layer_types
+     * "linear_attention"): a recurrent state per sequence instead of KV */
+    bool layer_linear[HR_MAX_LAYERS];
+    int n_linear;           /* how many */
+    int ln_k_heads, ln_v_heads, ln_k_dim, ln_v_dim, ln_conv; /* linear_* */
+
     /* generation_config.json defaults (0 / -1 when absent) */
     int n_eos;
     int eos_ids[8];

@@ -19,7 +19,7 @@ typedef struct binder {
     int rc;
     float *vec_next, *vec_end; /* bump space for 1-D f32 copies */
     const json_t *quant;       /* config.json "quantization" block or NULL */
-    float *conv_next;          /* bump space for converted matrices */
+    char *conv_next;           /* bump space for converted matrices */
 } binder;
 
 static const char *file_of(binder *b, const hr_tensor *t) {
@@ -288,8 +288,8 @@ static void bind_experts_fused_t(binder *b, hr_layer *L, const char *pre, int64_
     if (!gu || !dn || !bd)
         return;
     for (int64_t e = 0; e < E; e++) {
-        float *g = b->conv_next, *u = g + ff * d, *w = u + ff * d;
-        b->conv_next = w + d * ff;
+        float *g = (float *)b->conv_next, *u = g + ff * d, *w = u + ff * d;
+        b->conv_next = (char *)(w + d * ff);
         for (int64_t i = 0; i < d; i++)
             for (int64_t j = 0; j < ff; j++) {
                 size_t at = (size_t)((e * d + i) * 2 * ff + 2 * j);
@@ -312,6 +312,86 @@ static void bind_experts_fused_t(binder *b, hr_layer *L, const char *pre, int64_
     L->eb_gate = bg;
     L->eb_up = bu;
     L->eb_down = bd;
+}
+
+/* Bytes of the matrices the binding rewrites (an upper bound). */
+static size_t converted_bytes(const hr_model *m) {
+    const hr_hparams *hp = &m->hp;
+    size_t n = 0;
+    if (hp->arch->moe.layout == HR_EXPERTS_FUSED_T)
+        n += (size_t)hp->n_layers * 3 * hp->n_experts * hp->d_ff_expert * hp->d_model *
+             sizeof(float);
+    if (hp->arch->attn_out_gate)
+        for (int i = 0; i < hp->n_layers; i++) {
+            char nm[96];
+            snprintf(nm, sizeof nm, "model.layers.%d.self_attn.q_proj.weight", i);
+            const hr_tensor *t = hr_weights_find(m->weights, nm);
+            n += t && !hp->layer_linear[i] ? (t->nbytes + 63) & ~(size_t)63 : 0;
+        }
+    return n;
+}
+
+/* qwen3_next's q_proj: per head [query (hd) | gate (hd)] rows, rewritten as
+ * [every query row | every gate row] so that each half is one matrix. */
+static void bind_gated_q(binder *b, hr_layer *L, const char *name) {
+    const hr_hparams *hp = &b->m->hp;
+    int64_t hd = hp->head_dim, qd = hp->n_heads * hd, d = hp->d_model;
+    hr_tensor t = any_matrix(b, name, 2 * qd, d);
+    if (!t.data)
+        return;
+    if (t.dtype == HR_DTYPE_AFFINE || t.layout != HR_LAYOUT_ROWS) {
+        b->rc = hr_err(b->err, HR_EUNSUPPORTED, "not supported yet: %s: a quantized gated "
+                       "q_proj ('%s')", file_of(b, hr_weights_find(b->m->weights, name)), name);
+        return;
+    }
+    size_t rb = hr_tensor_row_bytes(&t);
+    char *dst = b->conv_next;
+    for (int64_t h = 0; h < hp->n_heads; h++) {
+        memcpy(dst + (size_t)(h * hd) * rb, (const char *)t.data + (size_t)(2 * h * hd) * rb,
+               (size_t)hd * rb);
+        memcpy(dst + (size_t)(qd + h * hd) * rb,
+               (const char *)t.data + (size_t)((2 * h + 1) * hd) * rb, (size_t)hd * rb);
+    }
+    b->conv_next += ((size_t)2 * qd * rb + 63) & ~(size_t)63;
+    t.data = dst;
+    t.name = "converted";
+    L->wq = hr_tensor_rows(&t, 0, qd);
+    L->w_qgate = hr_tensor_rows(&t, qd, qd);
+}
+
+/* A float tensor of n elements whatever its shape (conv1d's [C, 1, K]), as
+ * f32 in the vector space. */
+static const float *flat_vec(binder *b, const char *name, int64_t n) {
+    const hr_tensor *t = find(b, name, true);
+    if (!t)
+        return NULL;
+    if (hr_tensor_numel(t) != n || (t->dtype != HR_DTYPE_F32 && t->dtype != HR_DTYPE_BF16 &&
+                                    t->dtype != HR_DTYPE_F16)) {
+        b->rc = hr_err(b->err, HR_EFORMAT, "%s: tensor '%s' must be %lld floats (f32, bf16, "
+                       "f16)", file_of(b, t), name, (long long)n);
+        return NULL;
+    }
+    float *v = vec_space(b, (size_t)n);
+    for (int64_t i = 0; v && i < n; i++)
+        v[i] = elem(t, (size_t)i);
+    return v;
+}
+
+/* A gated DeltaNet layer's weights (linear_attn.*). */
+static void bind_deltanet(binder *b, hr_layer *L, const char *pre) {
+    const hr_hparams *hp = &b->m->hp;
+    int64_t d = hp->d_model, kd = (int64_t)hp->ln_k_heads * hp->ln_k_dim,
+            vd = (int64_t)hp->ln_v_heads * hp->ln_v_dim, nv = hp->ln_v_heads;
+    char nm[256];
+#define LN(x) (snprintf(nm, sizeof nm, "%slinear_attn." x, pre), nm)
+    L->ln_qkvz = matrix(b, LN("in_proj_qkvz.weight"), 2 * kd + 2 * vd, d);
+    L->ln_ba = matrix(b, LN("in_proj_ba.weight"), 2 * nv, d);
+    L->ln_out = matrix(b, LN("out_proj.weight"), d, vd);
+    L->ln_conv = flat_vec(b, LN("conv1d.weight"), (2 * kd + vd) * hp->ln_conv);
+    L->ln_a_log = vec(b, LN("A_log"), nv, true);
+    L->ln_dt_bias = vec(b, LN("dt_bias"), nv, true);
+    L->ln_norm = vec(b, LN("norm.weight"), hp->ln_v_dim, true);
+#undef LN
 }
 
 /* The routed MLP of layer il: router, experts, shared expert. */
@@ -365,7 +445,13 @@ static void bind_layer(binder *b, int il) {
     int64_t d = hp->d_model, qd = (int64_t)hp->n_heads * hp->head_dim,
             kvd = (int64_t)hp->n_kv_heads * hp->head_dim, ff = hp->d_ff;
 #define NAME(fmt) (snprintf(nm, sizeof nm, "%s" fmt, pre), nm)
-    if (a->fused_qkv) {
+    if (hp->layer_linear[il]) {
+        bind_deltanet(b, L, pre);
+    } else if (a->attn_out_gate) {
+        bind_gated_q(b, L, NAME("self_attn.q_proj.weight"));
+        L->wk = matrix(b, NAME("self_attn.k_proj.weight"), kvd, d);
+        L->wv = matrix(b, NAME("self_attn.v_proj.weight"), kvd, d);
+    } else if (a->fused_qkv) {
         int64_t total = qd + 2 * kvd;
         L->wq = matrix_rows(b, NAME("self_attn.qkv_proj.weight"), total, 0, qd, d);
         L->wk = matrix_rows(b, nm, total, qd, kvd, d);
@@ -378,9 +464,11 @@ static void bind_layer(binder *b, int il) {
         L->bk = vec(b, NAME("self_attn.k_proj.bias"), kvd, false);
         L->bv = vec(b, NAME("self_attn.v_proj.bias"), kvd, false);
     }
-    L->wo = matrix(b, NAME("self_attn.o_proj.weight"), d, qd);
-    L->bo = vec(b, NAME("self_attn.o_proj.bias"), d, false);
-    if (a->qk_norm != HR_QK_NORM_NONE) {
+    if (!hp->layer_linear[il]) {
+        L->wo = matrix(b, NAME("self_attn.o_proj.weight"), d, qd);
+        L->bo = vec(b, NAME("self_attn.o_proj.bias"), d, false);
+    }
+    if (a->qk_norm != HR_QK_NORM_NONE && !hp->layer_linear[il]) {
         bool full = a->qk_norm == HR_QK_NORM_FULL;
         L->q_norm = vec(b, NAME("self_attn.q_norm.weight"), full ? qd : hp->head_dim, true);
         L->k_norm = vec(b, NAME("self_attn.k_norm.weight"), full ? kvd : hp->head_dim, true);
@@ -423,6 +511,10 @@ static size_t vec_floats(const hr_hparams *hp) {
                        (size_t)hp->n_heads; /* sinks */
     if (hp->n_experts) /* router bias, expert biases */
         per_layer += (size_t)hp->n_experts * (1 + 2 * (size_t)hp->d_ff_expert + hp->d_model);
+    if (hp->n_linear) /* conv taps, A_log, dt_bias, gated norm */
+        per_layer += (2 * (size_t)hp->ln_k_heads * hp->ln_k_dim +
+                      (size_t)hp->ln_v_heads * hp->ln_v_dim) * hp->ln_conv +
+                     2 * (size_t)hp->ln_v_heads + hp->ln_v_dim;
     return per_layer * hp->n_layers + 2 * (size_t)hp->d_model;
 }
 
@@ -478,7 +570,8 @@ static int repack_set(hr_model *m, int i, hr_tensor **mats) {
     }
     hr_layer *L = &m->layers[i];
     hr_tensor *l[] = {&L->wq, &L->wk, &L->wv, &L->wo, &L->w_gate, &L->w_up, &L->w_down,
-                      &L->router, &L->sh_gate, &L->sh_up, &L->sh_down};
+                      &L->router, &L->sh_gate, &L->sh_up, &L->sh_down, &L->w_qgate,
+                      &L->ln_qkvz, &L->ln_ba, &L->ln_out};
     for (size_t k = 0; k < sizeof l / sizeof l[0]; k++)
         if (l[k]->data)
             mats[n++] = l[k];
@@ -559,10 +652,13 @@ static uint64_t fingerprint(const hr_model *m) {
 
 /* The ops a family needs beyond the dense pass, on backend be. */
 static int backend_can_run(const hr_hparams *hp, const hr_backend *be, hr_error *err) {
-    if ((hp->n_experts && !be->ops->moe) || (hp->arch->attn_sinks && !be->ops->attn_sinks))
+    const char *what = hp->n_experts && !be->ops->moe                      ? "mixture of experts"
+                       : hp->arch->attn_sinks && !be->ops->attn_sinks      ? "attention sinks"
+                       : hp->n_linear && !be->ops->deltanet                ? "gated DeltaNet"
+                                                                           : NULL;
+    if (what)
         return hr_err(err, HR_EUNSUPPORTED, "not supported yet on %s: %s (%s)", be->name,
-                      hp->arch->model_type, hp->n_experts ? "mixture of experts"
-                                                          : "attention sinks");
+                      hp->arch->model_type, what);
     return 0;
 }
 
@@ -601,13 +697,11 @@ static int model_open(hr_model **out, const char *dir, hr_backend *be, hr_error 
     m->layers = calloc((size_t)hp->n_layers, sizeof *m->layers);
     if (hp->n_experts)
         m->experts = calloc((size_t)hp->n_layers * 3 * hp->n_experts, sizeof *m->experts);
-    if (hp->arch->moe.layout == HR_EXPERTS_FUSED_T) {
-        m->converted_floats = (size_t)hp->n_layers * 3 * hp->n_experts * hp->d_ff_expert *
-                              hp->d_model;
-        m->converted = hr_big_alloc(m->converted_floats * sizeof(float));
-    }
+    m->converted_bytes = converted_bytes(m);
+    if (m->converted_bytes)
+        m->converted = hr_big_alloc(m->converted_bytes);
     if (!m->vecs || !m->layers || (hp->n_experts && !m->experts) ||
-        (m->converted_floats && !m->converted)) {
+        (m->converted_bytes && !m->converted)) {
         rc = hr_err(err, HR_ENOMEM, "out of memory");
         goto fail;
     }
@@ -677,7 +771,7 @@ void hr_model_free(hr_model *m) {
     free(m->layers);
     free(m->vecs);
     free(m->experts);
-    hr_big_free(m->converted, m->converted_floats * sizeof(float));
+    hr_big_free(m->converted, m->converted_bytes);
     free(m->path);
     free(m);
 }
@@ -688,7 +782,8 @@ size_t hr_model_decode_bytes(const hr_model *m) {
         const hr_layer *L = &m->layers[i];
         const hr_tensor *mats[] = {&L->wq, &L->wk, &L->wv, &L->wo, &L->w_gate, &L->w_up,
                                    &L->w_down, &L->router, &L->sh_gate, &L->sh_up,
-                                   &L->sh_down, &L->sh_inp};
+                                   &L->sh_down, &L->sh_inp, &L->w_qgate, &L->ln_qkvz,
+                                   &L->ln_ba, &L->ln_out};
         for (size_t k = 0; k < sizeof mats / sizeof mats[0]; k++)
             if (mats[k]->data)
                 total += hr_tensor_bytes(mats[k]);

@@ -36,6 +36,17 @@ typedef struct hr_layer {
     hr_tensor sh_gate, sh_up;  /* (d_ff_shared, d_model); data NULL: none */
     hr_tensor sh_down;         /* (d_model, d_ff_shared) */
     hr_tensor sh_inp;          /* (1, d_model) the shared expert's gate */
+
+    /* attn_out_gate: wq holds the query rows, w_qgate the gate rows */
+    hr_tensor w_qgate;         /* (n_heads*head_dim, d_model) */
+
+    /* gated DeltaNet (hp.layer_linear[il]); the attention fields are unused */
+    hr_tensor ln_qkvz;         /* (2 kd + 2 vd, d_model) */
+    hr_tensor ln_ba;           /* (2 n_v_heads, d_model) */
+    hr_tensor ln_out;          /* (d_model, vd) */
+    const float *ln_conv;      /* (2 kd + vd, conv_k) */
+    const float *ln_a_log, *ln_dt_bias; /* (n_v_heads) */
+    const float *ln_norm;      /* (v_dim) */
 } hr_layer;
 
 struct hr_model {
@@ -49,9 +60,9 @@ struct hr_model {
     hr_layer *layers;          /* [n_layers] */
     float *vecs;               /* f32 copies of every 1-D tensor (owned) */
     hr_tensor *experts;        /* every layer's expert views (owned) */
-    float *converted;          /* matrices converted at load (gpt_oss's
-                                * transposed experts), f32 (owned) */
-    size_t converted_floats;
+    void *converted;           /* matrices rewritten at load (gpt_oss's
+                                * transposed experts, qwen3_next's q rows) */
+    size_t converted_bytes;    /* (owned, hr_big_alloc) */
     size_t n_vecs;             /* floats at vecs */
     void *repacked;            /* matrices repacked for the kernels (owned, */
     size_t repacked_bytes;     /* hr_big_alloc) */

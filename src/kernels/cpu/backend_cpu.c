@@ -9,6 +9,7 @@
 #include "core/error.h"
 #include "kernels/cpu/cpu.h"
 #include "kernels/cpu/kvquant.h"
+#include "kernels/cpu/deltanet.h"
 #include "kernels/cpu/moe.h"
 #include "kernels/cpu/ops.h"
 #include "kernels/cpu/quant.h"
@@ -195,6 +196,10 @@ static void act_worker(void *p, int ith, int nth) {
     case HR_BACT_SILU: hr_silu_mul(g, u, n); break;
     case HR_BACT_GELU_TANH: hr_gelu_tanh_mul(g, u, n); break;
     case HR_BACT_GELU: hr_gelu_mul(g, u, n); break;
+    case HR_BACT_SIGMOID:
+        for (int i = 0; i < n; i++)
+            g[i] = u[i] / (1.0f + expf(-g[i]));
+        break;
     }
 }
 
@@ -308,6 +313,11 @@ static void cpu_attention(hr_bctx *c, const hr_attn_in *a) {
     hr_attention(x->pool, &aa);
 }
 
+static void cpu_deltanet(hr_bctx *c, const hr_deltanet_args *a) {
+    cpu_ctx *x = ctx_of(c);
+    hr_deltanet(x->pool, a, x->in.n_tokens, x->in.pos, x->in.seq, x->in.n_seqs);
+}
+
 static void cpu_moe(hr_bctx *c, const hr_moe_args *a) {
     cpu_ctx *x = ctx_of(c);
     hr_moe(x->pool, x->moe, a, x->in.n_tokens);
@@ -343,6 +353,7 @@ static const hr_backend_ops cpu_ops = {
     .end = cpu_end,
     .moe = cpu_moe,
     .attn_sinks = true,
+    .deltanet = cpu_deltanet,
 };
 
 static hr_backend cpu_backend = {.name = "cpu", .device_mem = false, .ops = &cpu_ops};
