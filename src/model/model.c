@@ -325,10 +325,29 @@ static size_t converted_bytes(const hr_model *m) {
         for (int i = 0; i < hp->n_layers; i++) {
             char nm[96];
             snprintf(nm, sizeof nm, "model.layers.%d.self_attn.q_proj.weight", i);
-            const hr_tensor *t = hr_weights_find(m->weights, nm);
-            n += t && !hp->layer_linear[i] ? (t->nbytes + 63) & ~(size_t)63 : 0;
+            const char *part[] = {"weight", "scales", "biases"}; /* MLX affine: all 3 */
+            for (int k = 0; k < 3 && !hp->layer_linear[i]; k++) {
+                snprintf(nm, sizeof nm, "model.layers.%d.self_attn.q_proj.%s", i, part[k]);
+                const hr_tensor *t = hr_weights_find(m->weights, nm);
+                n += t ? (t->nbytes + 63) & ~(size_t)63 : 0;
+            }
         }
     return n;
+}
+
+/* Rows of rb bytes, per head [query (hd) | gate (hd)], copied to the
+ * converted space as [every query row | every gate row]. */
+static const void *permute_q_rows(binder *b, const void *src, size_t rb, int64_t n_heads,
+                                  int64_t hd) {
+    char *dst = b->conv_next;
+    for (int64_t h = 0; h < n_heads; h++) {
+        memcpy(dst + (size_t)(h * hd) * rb, (const char *)src + (size_t)(2 * h * hd) * rb,
+               (size_t)hd * rb);
+        memcpy(dst + (size_t)((n_heads + h) * hd) * rb,
+               (const char *)src + (size_t)((2 * h + 1) * hd) * rb, (size_t)hd * rb);
+    }
+    b->conv_next += ((size_t)2 * n_heads * hd * rb + 63) & ~(size_t)63;
+    return dst;
 }
 
 /* qwen3_next's q_proj: per head [query (hd) | gate (hd)] rows, rewritten as
@@ -339,21 +358,12 @@ static void bind_gated_q(binder *b, hr_layer *L, const char *name) {
     hr_tensor t = any_matrix(b, name, 2 * qd, d);
     if (!t.data)
         return;
-    if (t.dtype == HR_DTYPE_AFFINE || t.layout != HR_LAYOUT_ROWS) {
-        b->rc = hr_err(b->err, HR_EUNSUPPORTED, "not supported yet: %s: a quantized gated "
-                       "q_proj ('%s')", file_of(b, hr_weights_find(b->m->weights, name)), name);
-        return;
+    t.data = permute_q_rows(b, t.data, hr_tensor_row_bytes(&t), hp->n_heads, hd);
+    if (t.dtype == HR_DTYPE_AFFINE) { /* scales and biases: rows of cols/group */
+        size_t sb = (size_t)(d / t.q.group) * hr_dtype_size(t.q.sdtype);
+        t.q.scales = permute_q_rows(b, t.q.scales, sb, hp->n_heads, hd);
+        t.q.biases = permute_q_rows(b, t.q.biases, sb, hp->n_heads, hd);
     }
-    size_t rb = hr_tensor_row_bytes(&t);
-    char *dst = b->conv_next;
-    for (int64_t h = 0; h < hp->n_heads; h++) {
-        memcpy(dst + (size_t)(h * hd) * rb, (const char *)t.data + (size_t)(2 * h * hd) * rb,
-               (size_t)hd * rb);
-        memcpy(dst + (size_t)(qd + h * hd) * rb,
-               (const char *)t.data + (size_t)((2 * h + 1) * hd) * rb, (size_t)hd * rb);
-    }
-    b->conv_next += ((size_t)2 * qd * rb + 63) & ~(size_t)63;
-    t.data = dst;
     t.name = "converted";
     L->wq = hr_tensor_rows(&t, 0, qd);
     L->w_qgate = hr_tensor_rows(&t, qd, qd);

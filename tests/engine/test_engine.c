@@ -226,7 +226,12 @@ static void test_engine_oracle_archs(void **state) {
         snprintf(refp, sizeof refp, "%s/ref.json", dir);
         hr_model *m;
         hr_error err;
-        assert_int_equal(hr_model_open_on(&m, dir, g_device, &err), 0);
+        int rc = hr_model_open_on(&m, dir, g_device, &err);
+        if (rc == HR_EUNSUPPORTED && strstr(err.msg, "not supported yet on ")) {
+            printf("%s skipped: %s\n", cases[c], err.msg); /* CPU-only families */
+            continue;
+        }
+        assert_int_equal(rc, 0);
         json_t *ref = json_load_file(refp, 0, NULL);
         hr_engine_opts o = {.n_threads = 2, .max_batch = 3, .n_ctx = 128, .prefill_chunk = 16};
         hr_engine *e;

@@ -120,9 +120,13 @@ static void to_f32(hr_tensor *t, owned *o) {
 static void dequantize_model(hr_model *m, owned *o) {
     for (int i = 0; i < m->hp.n_layers; i++) {
         hr_layer *L = &m->layers[i];
-        hr_tensor *mats[] = {&L->wq, &L->wk, &L->wv, &L->wo, &L->w_gate, &L->w_up, &L->w_down};
+        hr_tensor *mats[] = {&L->wq, &L->wk, &L->wv, &L->wo, &L->w_gate, &L->w_up, &L->w_down,
+                             &L->router, &L->sh_gate, &L->sh_up, &L->sh_down, &L->sh_inp,
+                             &L->w_qgate, &L->ln_qkvz, &L->ln_ba, &L->ln_out};
         for (size_t k = 0; k < sizeof mats / sizeof mats[0]; k++)
             to_f32(mats[k], o);
+        for (int e = 0; m->hp.layer_moe[i] && e < 3 * m->hp.n_experts; e++)
+            to_f32(&L->e_gate[e], o); /* e_gate, e_up, e_down: one array */
     }
     bool tied = m->lm_head == m->embed;
     to_f32(&m->embed_t, o);
@@ -214,7 +218,8 @@ static void run_mlx(const char *name, const mlx_case *mc, int *steps, double *wo
     if (hr_model_open_on(&mq, dst, g_device, &err) || hr_model_open(&mr, dst, &err))
         fail_msg("%s: %s", name, err.msg);
     /* the quantized model really is quantized, on the kernels meant */
-    const hr_tensor *wd = &mq->layers[0].w_down;
+    const hr_layer *L0 = &mq->layers[0]; /* experts of 32 columns stay f32 (group 64) */
+    const hr_tensor *wd = L0->w_down.data ? &L0->w_down : L0->wo.data ? &L0->wo : &L0->ln_out;
     bool x16 = wd->layout == HR_LAYOUT_X16;
     if (mc->dtype == HR_DTYPE_BF16 && hr_cpu()->gemm_x16[HR_DTYPE_AFFINE] && !mq->be->device_mem)
         assert_true(x16);
@@ -651,12 +656,14 @@ int main(int argc, char **argv) {
     if (!mkdtemp(g_tmp))
         return 1;
     static const char *mlx_models[] = {"llama", "llama-tied", "qwen2", "qwen3", "gemma3_text",
-                                       "phi3", "starcoder2", "glm4", "qwen3-bf16", "wide"};
+                                       "phi3", "starcoder2", "glm4", "qwen3-bf16", "wide",
+                                       "qwen3_moe", "qwen2_moe", "mixtral", "olmoe", "gpt_oss",
+                                       "qwen3_next"};
     static const char *gguf_models[] = {"llama", "llama-tied", "llama-rope-llama3", "qwen2",
                                         "qwen3", "llama-bf16", "gemma", "gemma2",
                                         "gemma3_text", "wide"};
     static const char *int8_models[] = {"llama", "qwen3", "gemma3_text", "phi3", "wide"};
-    struct CMUnitTest tests[32];
+    struct CMUnitTest tests[48];
     size_t n = 0;
     if (argc > 1 && !strcmp(argv[1], "--int8")) {
         for (size_t i = 0; i < sizeof int8_models / sizeof int8_models[0]; i++)
