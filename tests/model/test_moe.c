@@ -1,0 +1,279 @@
+/* Mixture-of-experts and hybrid (gated DeltaNet) models beyond parity:
+ * the routing rule, batch invariance of the forward pass (a sequence's
+ * logits are bit-identical whether it runs alone or batched with others,
+ * in prefill and in decode), the recurrent state's bookkeeping and the
+ * config errors that name their field. */
+#include "core/error.h"
+#include "kernels/cpu/moe.h"
+#include "model/config.h"
+#include "model/forward.h"
+#include "model/model.h"
+
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+#include <jansson.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static char g_root[4096];
+
+/* ---- routing ------------------------------------------------------------------ */
+
+static void test_route(void **state) {
+    (void)state;
+    const float lg[4] = {1.0f, 3.0f, 2.0f, 3.0f};
+    int32_t sel[2];
+    float w[2];
+    /* softmax over all, top 2 (ties: the lower index first) */
+    hr_moe_route(lg, 4, 2, HR_BROUTER_SOFTMAX_TOPK, false, sel, w);
+    assert_int_equal(sel[0], 1);
+    assert_int_equal(sel[1], 3);
+    double z = exp(1.0) + 2 * exp(3.0) + exp(2.0);
+    assert_true(fabs(w[0] - exp(3.0) / z) < 1e-6 && fabs(w[1] - exp(3.0) / z) < 1e-6);
+    hr_moe_route(lg, 4, 2, HR_BROUTER_SOFTMAX_TOPK, true, sel, w); /* renormalised */
+    assert_true(fabs(w[0] - 0.5) < 1e-6 && fabs(w[1] - 0.5) < 1e-6);
+    /* top 2 of the logits, softmax over those two */
+    const float lg2[3] = {0.0f, 1.0f, 3.0f};
+    hr_moe_route(lg2, 3, 2, HR_BROUTER_TOPK_SOFTMAX, false, sel, w);
+    assert_int_equal(sel[0], 2);
+    assert_int_equal(sel[1], 1);
+    assert_true(fabs(w[0] - 1 / (1 + exp(-2.0))) < 1e-6);
+}
+
+/* ---- batch invariance ------------------------------------------------------------ */
+
+static int32_t *prompt(const json_t *ref, int c, int *n) {
+    const json_t *pt = json_object_get(json_array_get(json_object_get(ref, "cases"), (size_t)c),
+                                       "prompt_tokens");
+    *n = (int)json_array_size(pt);
+    int32_t *p = malloc((size_t)*n * sizeof *p);
+    for (int i = 0; i < *n; i++)
+        p[i] = (int32_t)json_integer_value(json_array_get(pt, (size_t)i));
+    return p;
+}
+
+/* Sequences s < n (tokens tok[s][0..len[s]) from position pos0[s], blocks
+ * tab[s]) through one forward; the logits of each one's last token into
+ * out[s]. */
+static void run(hr_fwd *f, hr_kv *kv, const hr_model *m, int n, int32_t *const *tok,
+                const int *len, const int *pos0, int32_t (*tab)[8], float *out) {
+    int T = 0;
+    for (int s = 0; s < n; s++)
+        T += len[s];
+    int32_t *tk = malloc((size_t)T * sizeof *tk), *ps = malloc((size_t)T * sizeof *ps),
+            *sq = malloc((size_t)T * sizeof *sq);
+    uint8_t *want = calloc((size_t)T, 1);
+    hr_seq_blocks sb[3];
+    int t = 0;
+    for (int s = 0; s < n; s++) {
+        sb[s] = (hr_seq_blocks){tab[s], 8, 0};
+        for (int i = 0; i < len[s]; i++, t++) {
+            tk[t] = tok[s][i];
+            ps[t] = pos0[s] + i;
+            sq[t] = s;
+            want[t] = i == len[s] - 1;
+        }
+    }
+    hr_batch b = {.n_tokens = T, .token = tk, .pos = ps, .seq = sq, .logits = want,
+                  .n_seqs = n, .seqs = sb};
+    hr_error err = {0};
+    if (hr_forward(f, kv, &b, out, &err))
+        fail_msg("%s", err.msg);
+    (void)m;
+    free(tk);
+    free(ps);
+    free(sq);
+    free(want);
+}
+
+static void check_invariant(const char *name) {
+    char dir[4200], refp[4300];
+    snprintf(dir, sizeof dir, "%s/%s", g_root, name);
+    snprintf(refp, sizeof refp, "%s/ref.json", dir);
+    json_t *ref = json_load_file(refp, 0, NULL);
+    assert_non_null(ref);
+    hr_error err = {0};
+    hr_model *m = NULL;
+    if (hr_model_open(&m, dir, &err))
+        fail_msg("%s: %s", name, err.msg);
+    int V = m->hp.n_vocab, len[3], zero[3] = {0, 0, 0};
+    int32_t *tok[3];
+    for (int s = 0; s < 3; s++)
+        tok[s] = prompt(ref, s, &len[s]);
+    hr_kv kv;
+    assert_int_equal(hr_kv_init(&kv, &m->hp, HR_DTYPE_F32, 48, &err), 0);
+    hr_fwd *alone = NULL, *batched = NULL;
+    assert_int_equal(hr_fwd_new(&alone, m, 128, 3, 256, 2, &err), 0); /* 3 state slots */
+    assert_int_equal(hr_fwd_new(&batched, m, 128, 3, 256, 2, &err), 0);
+    int32_t ta[3][8], tb[3][8];
+    for (int s = 0; s < 3; s++)
+        for (int i = 0; i < 8; i++) {
+            ta[s][i] = hr_kv_alloc(&kv);
+            tb[s][i] = hr_kv_alloc(&kv);
+        }
+    float *la = malloc((size_t)3 * V * sizeof *la), *lb = malloc((size_t)3 * V * sizeof *lb);
+    /* prefill: each alone, then the three together */
+    for (int s = 0; s < 3; s++)
+        run(alone, &kv, m, 1, &tok[s], &len[s], &zero[s], &ta[s], la + (size_t)s * V);
+    run(batched, &kv, m, 3, tok, len, zero, tb, lb);
+    for (int s = 0; s < 3; s++)
+        if (memcmp(la + (size_t)s * V, lb + (size_t)s * V, (size_t)V * sizeof *la))
+            fail_msg("%s: prompt %d's prefill logits differ batched", name, s);
+    /* decode two steps: the three together; alone, one at a time (the
+     * recurrent state of sequence s continues in the alone context only
+     * for the sequence it ran last: so alone runs s from scratch) */
+    int one[3] = {1, 1, 1}, pos[3];
+    int32_t next[3], *np[3];
+    for (int step = 0; step < 2; step++) {
+        for (int s = 0; s < 3; s++) {
+            next[s] = (int32_t)((s * 7 + step * 13) % V);
+            np[s] = &next[s];
+            pos[s] = len[s] + step;
+        }
+        run(batched, &kv, m, 3, np, one, pos, tb, lb);
+        for (int s = 0; s < 3; s++) {
+            /* alone: the whole sequence so far, then compare its last row */
+            int n = len[s] + step + 1;
+            int32_t *all = malloc((size_t)n * sizeof *all);
+            memcpy(all, tok[s], (size_t)len[s] * sizeof *all);
+            for (int k = 0; k <= step; k++)
+                all[len[s] + k] = (int32_t)((s * 7 + k * 13) % V);
+            /* prefill all but the last, then the last as a decode step */
+            int head = n - 1, p0 = n - 1;
+            run(alone, &kv, m, 1, &all, &head, &zero[0], &ta[s], la);
+            int32_t *last = all + n - 1;
+            run(alone, &kv, m, 1, &last, &one[0], &p0, &ta[s], la);
+            if (memcmp(la, lb + (size_t)s * V, (size_t)V * sizeof *la))
+                fail_msg("%s: sequence %d decode step %d differs batched", name, s, step);
+            free(all);
+        }
+    }
+    printf("%-12s bit-identical alone and batched (prefill of 3 prompts, 2 decode steps)\n", name);
+    free(la);
+    free(lb);
+    for (int s = 0; s < 3; s++)
+        free(tok[s]);
+    hr_fwd_free(alone);
+    hr_fwd_free(batched);
+    hr_kv_deinit(&kv);
+    hr_model_free(m);
+    json_decref(ref);
+}
+
+static void test_batch_invariance(void **state) {
+    (void)state;
+    static const char *cases[] = {"qwen3_moe", "qwen2_moe", "mixtral", "olmoe", "gpt_oss",
+                                  "qwen3_next"};
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
+        check_invariant(cases[i]);
+}
+
+/* ---- the recurrent state's bookkeeping ------------------------------------------ */
+
+static void test_recurrent_slots(void **state) {
+    (void)state;
+    char dir[4200];
+    snprintf(dir, sizeof dir, "%s/qwen3_next", g_root);
+    hr_error err = {0};
+    hr_model *m = NULL;
+    assert_int_equal(hr_model_open(&m, dir, &err), 0);
+    hr_kv kv;
+    assert_int_equal(hr_kv_init(&kv, &m->hp, HR_DTYPE_F32, 8, &err), 0);
+    hr_fwd *f = NULL;
+    assert_int_equal(hr_fwd_new(&f, m, 8, 2, 64, 1, &err), 0);
+    float *lg = malloc((size_t)2 * m->hp.n_vocab * sizeof *lg);
+    int32_t ta[2] = {hr_kv_alloc(&kv), hr_kv_alloc(&kv)}, tb[2] = {hr_kv_alloc(&kv),
+                                                                   hr_kv_alloc(&kv)};
+    int32_t tok[2] = {5, 6}, pos[2] = {0, 1}, seq[2] = {0, 0};
+    uint8_t want[2] = {0, 1};
+    hr_seq_blocks sb[2] = {{ta, 2, 0}, {tb, 2, 0}};
+    hr_batch b = {.n_tokens = 2, .token = tok, .pos = pos, .seq = seq, .logits = want,
+                  .n_seqs = 1, .seqs = sb};
+    assert_int_equal(hr_forward(f, &kv, &b, lg, &err), 0);
+    /* continuing anywhere but where it left off (a rewind, a cached prefix) */
+    int32_t p5 = 5, t1 = 7, s0 = 0;
+    uint8_t w1 = 1;
+    hr_batch c = {.n_tokens = 1, .token = &t1, .pos = &p5, .seq = &s0, .logits = &w1,
+                  .n_seqs = 1, .seqs = sb};
+    assert_int_equal(hr_forward(f, &kv, &c, lg, &err), HR_EINVAL);
+    assert_non_null(strstr(err.msg, "recurrent state is not here"));
+    /* a second sequence takes the second slot; a third has none while both live */
+    c.seqs = &sb[1];
+    int32_t p0 = 0;
+    c.pos = &p0;
+    assert_int_equal(hr_forward(f, &kv, &c, lg, &err), 0);
+    int32_t tc[2] = {hr_kv_alloc(&kv), hr_kv_alloc(&kv)};
+    hr_seq_blocks sc = {tc, 2, 0};
+    c.seqs = &sc;
+    assert_int_equal(hr_forward(f, &kv, &c, lg, &err), HR_EFULL);
+    assert_non_null(strstr(err.msg, "no recurrent state slot free"));
+    /* once the first sequence's blocks are gone, its slot is free again */
+    hr_kv_unref(&kv, ta[0]);
+    hr_kv_unref(&kv, ta[1]);
+    assert_int_equal(hr_forward(f, &kv, &c, lg, &err), 0);
+    /* two sequences sharing a first block cannot both carry state */
+    hr_seq_blocks two[2] = {{tc, 2, 0}, {tc, 2, 0}};
+    int32_t tk2[2] = {1, 2}, ps2[2] = {0, 0}, sq2[2] = {0, 1};
+    uint8_t w2[2] = {1, 1};
+    hr_batch d = {.n_tokens = 2, .token = tk2, .pos = ps2, .seq = sq2, .logits = w2,
+                  .n_seqs = 2, .seqs = two};
+    assert_int_equal(hr_forward(f, &kv, &d, lg, &err), HR_EINVAL);
+    assert_non_null(strstr(err.msg, "share their first KV block"));
+    free(lg);
+    hr_fwd_free(f);
+    hr_kv_deinit(&kv);
+    hr_model_free(m);
+}
+
+/* ---- config errors ------------------------------------------------------------------ */
+
+static void expect_config_error(const char *json, int code, const char *needle) {
+    json_t *cfg = json_loads(json, 0, NULL);
+    assert_non_null(cfg);
+    hr_hparams hp;
+    hr_error err = {0};
+    int rc = hr_hparams_from_json(&hp, cfg, NULL, &err);
+    if (rc != code || !strstr(err.msg, needle))
+        fail_msg("%s: got %d '%s', want %d '%s'", json, rc, err.msg, code, needle);
+    hr_hparams_deinit(&hp);
+    json_decref(cfg);
+}
+
+#define BASE "\"vocab_size\": 8, \"hidden_size\": 8, \"num_hidden_layers\": 2, " \
+             "\"num_attention_heads\": 2, \"intermediate_size\": 8"
+
+static void test_config_errors(void **state) {
+    (void)state;
+    expect_config_error("{\"model_type\": \"qwen3_moe\", " BASE ", \"num_experts\": 4, "
+                        "\"num_experts_per_tok\": 5}", HR_EFORMAT, "num_experts_per_tok");
+    expect_config_error("{\"model_type\": \"qwen3_moe\", " BASE ", \"num_experts\": 4, "
+                        "\"num_experts_per_tok\": 2, \"mlp_only_layers\": [7]}", HR_EFORMAT,
+                        "mlp_only_layers");
+    expect_config_error("{\"model_type\": \"qwen2_moe\", " BASE ", \"num_experts\": 4, "
+                        "\"num_experts_per_tok\": 2}", HR_EFORMAT,
+                        "shared_expert_intermediate_size");
+    expect_config_error("{\"model_type\": \"qwen3_next\", " BASE ", \"num_experts\": 4, "
+                        "\"num_experts_per_tok\": 2, \"shared_expert_intermediate_size\": 8, "
+                        "\"layer_types\": [\"linear_attention\", \"full_attention\"]}",
+                        HR_EFORMAT, "linear_num_key_heads");
+    expect_config_error("{\"model_type\": \"qwen3_moe\", " BASE ", \"num_experts\": 4, "
+                        "\"num_experts_per_tok\": 2, \"layer_types\": [\"linear_attention\", "
+                        "\"full_attention\"]}", HR_EUNSUPPORTED, "layer type 'linear_attention'");
+}
+
+int main(void) {
+    const char *root = getenv("HEARTH_ROOT");
+    snprintf(g_root, sizeof g_root, "%s/tests/fixtures/models", root ? root : ".");
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_route),
+        cmocka_unit_test(test_batch_invariance),
+        cmocka_unit_test(test_recurrent_slots),
+        cmocka_unit_test(test_config_errors),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
