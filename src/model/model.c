@@ -66,6 +66,19 @@ static void quant_params(binder *b, const char *path, int *bits, int *group) {
     *group = json_is_integer(jg) ? (int)json_integer_value(jg) : -1;
 }
 
+/* A 3-D tensor [E, R, C] (stacked experts: mlx-lm's switch_mlp, GGUF's
+ * *_exps) seen as the 2-D [E * R, C] it is in memory; else t as it is. */
+static hr_tensor flat2(const hr_tensor *t) {
+    hr_tensor v = *t;
+    if (t->ndim == 3) {
+        v.ndim = 2;
+        v.shape[0] = t->shape[0] * t->shape[1];
+        v.shape[1] = t->shape[2];
+        v.shape[2] = 0;
+    }
+    return v;
+}
+
 /* An MLX affine matrix (rows, cols) from `path`.weight (U32, packed),
  * `path`.scales and `path`.biases; every shape and dtype checked. */
 static hr_tensor affine_matrix(binder *b, const char *name, const hr_tensor *w,
@@ -76,9 +89,12 @@ static hr_tensor affine_matrix(binder *b, const char *name, const hr_tensor *w,
     snprintf(path, sizeof path, "%.*s", (int)(len > 7 ? len - 7 : len), name); /* - ".weight" */
     snprintf(sn, sizeof sn, "%s.scales", path);
     snprintf(bn, sizeof bn, "%s.biases", path);
-    const hr_tensor *sc = find(b, sn, true), *bi = find(b, bn, true);
-    if (!sc || !bi)
+    const hr_tensor *sc0 = find(b, sn, true), *bi0 = find(b, bn, true);
+    if (!sc0 || !bi0)
         return v;
+    hr_tensor wf = flat2(w), scf = flat2(sc0), bif = flat2(bi0);
+    const hr_tensor *sc = &scf, *bi = &bif;
+    w = &wf;
     if (!b->quant) {
         b->rc = hr_err(b->err, HR_EFORMAT, "%s: tensor '%s' is quantized (has '%s') but "
                        "config.json has no 'quantization' block", file_of(b, w), name, sn);
@@ -140,6 +156,8 @@ static hr_tensor any_matrix(binder *b, const char *name, int64_t rows, int64_t c
         if (hr_weights_find(b->m->weights, sn))
             return affine_matrix(b, name, t, rows, cols);
     }
+    hr_tensor tf = flat2(t);
+    t = &tf;
     if (!shape_is(b, t, rows, cols))
         return v;
     if (!hr_matmul_supports(t->dtype)) {
@@ -421,6 +439,18 @@ static void bind_moe(binder *b, int il) {
     L->e_down = L->e_up + E;
     if (mo->layout == HR_EXPERTS_FUSED_T) {
         bind_experts_fused_t(b, L, pre, E, d, ff);
+    } else if (!hr_weights_find(b->m->weights, (snprintf(nm, sizeof nm, "%sexperts.0.%s.weight",
+                                                             pre, mo->e_gate), nm))) {
+        /* stacked [E, out, in]: mlx-lm's switch_mlp, GGUF's ffn_*_exps */
+        const char *part[3] = {"gate_proj", "up_proj", "down_proj"};
+        hr_tensor *dst[3] = {L->e_gate, L->e_up, L->e_down};
+        for (int k = 0; k < 3 && !b->rc; k++) {
+            int64_t rows = k == 2 ? d : ff, cols = k == 2 ? ff : d;
+            snprintf(nm, sizeof nm, "%sswitch_mlp.%s.weight", pre, part[k]);
+            hr_tensor all = matrix(b, nm, E * rows, cols);
+            for (int64_t e = 0; e < E && !b->rc; e++)
+                dst[k][e] = hr_tensor_rows(&all, e * rows, rows);
+        }
     } else {
         for (int64_t e = 0; e < E && !b->rc; e++) {
             snprintf(nm, sizeof nm, "%sexperts.%lld.%s.weight", pre, (long long)e, mo->e_gate);
@@ -440,7 +470,15 @@ static void bind_moe(binder *b, int il) {
         snprintf(nm, sizeof nm, "%sshared_expert.down_proj.weight", pre);
         L->sh_down = matrix(b, nm, d, sf);
         snprintf(nm, sizeof nm, "%sshared_expert_gate.weight", pre);
-        L->sh_inp = matrix(b, nm, 1, d);
+        const hr_tensor *gi = find(b, nm, true);
+        if (gi && gi->ndim == 1 && gi->shape[0] == d) { /* GGUF: ffn_gate_inp_shexp [d] */
+            L->sh_inp = *gi;
+            L->sh_inp.ndim = 2;
+            L->sh_inp.shape[0] = 1;
+            L->sh_inp.shape[1] = d;
+        } else if (gi) {
+            L->sh_inp = matrix(b, nm, 1, d);
+        }
     }
 }
 
