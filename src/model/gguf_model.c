@@ -124,7 +124,7 @@ const char *hr_gguf_hf_name(const hr_gguf *g, const char *name, char *buf, size_
 static const struct { uint32_t ggml; hr_dtype dt; } TYPES[] = {
     {0, HR_DTYPE_F32}, {1, HR_DTYPE_F16}, {30, HR_DTYPE_BF16}, {8, HR_DTYPE_Q8_0},
     {2, HR_DTYPE_Q4_0}, {3, HR_DTYPE_Q4_1}, {12, HR_DTYPE_Q4_K}, {13, HR_DTYPE_Q5_K},
-    {14, HR_DTYPE_Q6_K},
+    {14, HR_DTYPE_Q6_K}, {39, HR_DTYPE_MXFP4},
 };
 
 int hr_gguf_dtype(uint32_t t) {
@@ -649,7 +649,7 @@ static int gemma_export(hr_gguf_w *g, const char *arch, family f, const hr_hpara
 
 int hr_gguf_export(const char *src, const json_t *cfg, const hr_weights *w, hr_dtype type,
                    const char *out, FILE *report, hr_error *err) {
-    if (hr_gguf_dtype(ggml_type(type)) != (int)type)
+    if (hr_gguf_dtype(ggml_type(type)) != (int)type || type == HR_DTYPE_MXFP4)
         return hr_err(err, HR_EINVAL, "--gguf type %s is not one hearth writes",
                       hr_dtype_name(type));
     hr_hparams hp;

@@ -4,6 +4,7 @@
 #include "core/error.h"
 #include "core/file.h"
 #include "kernels/cpu/ops.h"
+#include "kernels/cpu/quant.h"
 #include "model/gguf_model.h"
 
 #include <stdio.h>
@@ -279,6 +280,54 @@ static hr_tensor f32_matrix(float *data, int64_t rows, int64_t cols) {
                        .nbytes = (size_t)rows * cols * sizeof(float)};
 }
 
+/* The hub's MXFP4 gpt-oss experts: gate_up_proj_blocks [E, 2ff, d/32, 16]
+ * (rows: gate j at 2j, up j at 2j + 1) and down_proj_blocks [E, d, ff/32,
+ * 16], with _scales [.., n/32]: rewritten as HR_DTYPE_MXFP4 rows in the
+ * converted space, gate and up rows apart. */
+static void bind_experts_mxfp4(binder *b, hr_layer *L, const char *pre, int64_t E, int64_t d,
+                               int64_t ff) {
+    static const char *const part[2] = {"gate_up_proj", "down_proj"};
+    for (int k = 0; k < 2 && !b->rc; k++) {
+        int64_t rows = k ? d : 2 * ff, cols = k ? ff : d;
+        char bn[256], sn[256];
+        snprintf(bn, sizeof bn, "%sexperts.%s_blocks", pre, part[k]);
+        snprintf(sn, sizeof sn, "%sexperts.%s_scales", pre, part[k]);
+        const hr_tensor *bl = find(b, bn, true), *sc = find(b, sn, true);
+        if (!bl || !sc)
+            return;
+        if (cols % 32 || bl->dtype != HR_DTYPE_U8 || sc->dtype != HR_DTYPE_U8 ||
+            bl->ndim != 4 || bl->shape[0] != E || bl->shape[1] != rows ||
+            bl->shape[2] != cols / 32 || bl->shape[3] != 16 || sc->ndim != 3 ||
+            sc->shape[0] != E || sc->shape[1] != rows || sc->shape[2] != cols / 32) {
+            b->rc = hr_err(b->err, HR_EFORMAT, "%s: '%s' / '%s' must be U8 [%lld, %lld, %lld, "
+                           "16] / [%lld, %lld, %lld] (MXFP4)", file_of(b, bl), bn, sn,
+                           (long long)E, (long long)rows, (long long)(cols / 32), (long long)E,
+                           (long long)rows, (long long)(cols / 32));
+            return;
+        }
+        size_t rb = (size_t)(cols / 32) * 17;
+        for (int64_t e = 0; e < E; e++) {
+            uint8_t *dst = (uint8_t *)b->conv_next;
+            for (int64_t r = 0; r < rows; r++) {
+                /* gate_up: gate rows first, then up rows */
+                int64_t to = k ? r : (r % 2) * ff + r / 2;
+                size_t at = (size_t)(e * rows + r) * (size_t)(cols / 32);
+                hr_mxfp4_from_hub(dst + (size_t)to * rb, (const uint8_t *)bl->data + at * 16,
+                                  (const uint8_t *)sc->data + at, cols / 32);
+            }
+            b->conv_next += (size_t)rows * rb;
+            hr_tensor t = {.name = "converted", .dtype = HR_DTYPE_MXFP4, .ndim = 2,
+                           .shape = {rows, cols}, .data = dst, .nbytes = (size_t)rows * rb};
+            if (k) {
+                L->e_down[e] = t;
+            } else {
+                L->e_gate[e] = hr_tensor_rows(&t, 0, ff);
+                L->e_up[e] = hr_tensor_rows(&t, ff, ff);
+            }
+        }
+    }
+}
+
 /* gpt_oss: experts.gate_up_proj [E, d, 2ff] (gate, up interleaved by column)
  * and experts.down_proj [E, ff, d], both x @ W: transposed once into f32
  * (out, in) matrices at b->conv_next; the biases [E, 2ff], [E, d] split the
@@ -287,15 +336,14 @@ static void bind_experts_fused_t(binder *b, hr_layer *L, const char *pre, int64_
                                  int64_t d, int64_t ff) {
     char nm[256];
     snprintf(nm, sizeof nm, "%sexperts.gate_up_proj_blocks", pre);
-    if (hr_weights_find(b->m->weights, nm)) {
-        b->rc = hr_err(b->err, HR_EUNSUPPORTED, "not supported yet: MXFP4 expert weights "
-                       "('%s'); dequantize the checkpoint to bf16 first", nm);
-        return;
+    bool mxfp4 = hr_weights_find(b->m->weights, nm) != NULL;
+    const hr_tensor *gu = NULL, *dn = NULL;
+    if (!mxfp4) {
+        snprintf(nm, sizeof nm, "%sexperts.gate_up_proj", pre);
+        gu = float_tensor(b, nm, E, d, 2 * ff);
+        snprintf(nm, sizeof nm, "%sexperts.down_proj", pre);
+        dn = float_tensor(b, nm, E, ff, d);
     }
-    snprintf(nm, sizeof nm, "%sexperts.gate_up_proj", pre);
-    const hr_tensor *gu = float_tensor(b, nm, E, d, 2 * ff);
-    snprintf(nm, sizeof nm, "%sexperts.down_proj", pre);
-    const hr_tensor *dn = float_tensor(b, nm, E, ff, d);
     snprintf(nm, sizeof nm, "%sexperts.gate_up_proj_bias", pre);
     const hr_tensor *gub = float_tensor(b, nm, E, 2 * ff, 0);
     snprintf(nm, sizeof nm, "%sexperts.down_proj_bias", pre);
@@ -303,9 +351,11 @@ static void bind_experts_fused_t(binder *b, hr_layer *L, const char *pre, int64_
     float *bg = gub ? vec_space(b, (size_t)(E * ff)) : NULL;
     float *bu = bg ? vec_space(b, (size_t)(E * ff)) : NULL;
     float *bd = bu && dnb ? vec_space(b, (size_t)(E * d)) : NULL;
-    if (!gu || !dn || !bd)
+    if (mxfp4 && bd)
+        bind_experts_mxfp4(b, L, pre, E, d, ff);
+    if (!bd || b->rc || (!mxfp4 && (!gu || !dn)))
         return;
-    for (int64_t e = 0; e < E; e++) {
+    for (int64_t e = 0; e < E && !mxfp4; e++) {
         float *g = (float *)b->conv_next, *u = g + ff * d, *w = u + ff * d;
         b->conv_next = (char *)(w + d * ff);
         for (int64_t i = 0; i < d; i++)
@@ -320,6 +370,8 @@ static void bind_experts_fused_t(binder *b, hr_layer *L, const char *pre, int64_
         L->e_gate[e] = f32_matrix(g, ff, d);
         L->e_up[e] = f32_matrix(u, ff, d);
         L->e_down[e] = f32_matrix(w, d, ff);
+    }
+    for (int64_t e = 0; e < E; e++) {
         for (int64_t j = 0; j < ff; j++) {
             bg[e * ff + j] = elem(gub, (size_t)(e * 2 * ff + 2 * j));
             bu[e * ff + j] = elem(gub, (size_t)(e * 2 * ff + 2 * j + 1));
@@ -336,9 +388,10 @@ static void bind_experts_fused_t(binder *b, hr_layer *L, const char *pre, int64_
 static size_t converted_bytes(const hr_model *m) {
     const hr_hparams *hp = &m->hp;
     size_t n = 0;
-    if (hp->arch->moe.layout == HR_EXPERTS_FUSED_T)
+    if (hp->arch->moe.layout == HR_EXPERTS_FUSED_T) /* f32, or MXFP4 blocks */
         n += (size_t)hp->n_layers * 3 * hp->n_experts * hp->d_ff_expert * hp->d_model *
-             sizeof(float);
+             (hr_weights_find(m->weights, "model.layers.0.mlp.experts.gate_up_proj_blocks")
+                  ? 1 : sizeof(float));
     if (hp->arch->attn_out_gate)
         for (int i = 0; i < hp->n_layers; i++) {
             char nm[96];
