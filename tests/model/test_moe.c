@@ -4,6 +4,8 @@
  * in prefill and in decode), the recurrent state's bookkeeping and the
  * config errors that name their field. */
 #include "core/error.h"
+#include "engine/runner.h"
+#include "io/safetensors.h"
 #include "kernels/cpu/moe.h"
 #include "model/config.h"
 #include "model/forward.h"
@@ -19,6 +21,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 static char g_root[4096];
 
@@ -230,6 +234,166 @@ static void test_recurrent_slots(void **state) {
     hr_model_free(m);
 }
 
+/* ---- gpt-oss's MXFP4 experts as the hub ships them ------------------------------------ */
+
+static const float FP4[8] = {0, 0.5f, 1, 1.5f, 2, 3, 4, 6};
+
+/* x[0..32) as one hub MXFP4 group (16 code bytes, an E8M0 scale) and the
+ * values it stands for into y */
+static void quant_group(const float *x, uint8_t *blk, uint8_t *scale, float *y) {
+    float mx = 0;
+    for (int i = 0; i < 32; i++)
+        mx = fmaxf(mx, fabsf(x[i]));
+    int s = mx > 0 ? 127 + (int)ceilf(log2f(mx / 6)) : 127;
+    s = s < 1 ? 1 : s > 254 ? 254 : s;
+    float sc = ldexpf(1, s - 127);
+    *scale = (uint8_t)s;
+    uint8_t code[32];
+    for (int i = 0; i < 32; i++) {
+        float a = fabsf(x[i]) / sc;
+        int best = 0;
+        for (int k = 1; k < 8; k++)
+            if (fabsf(FP4[k] - a) < fabsf(FP4[best] - a))
+                best = k;
+        code[i] = (uint8_t)(best | (x[i] < 0 ? 8 : 0));
+        y[i] = (x[i] < 0 ? -FP4[best] : FP4[best]) * sc;
+    }
+    for (int i = 0; i < 16; i++)
+        blk[i] = (uint8_t)(code[2 * i] | code[2 * i + 1] << 4);
+}
+
+/* A fused gpt_oss expert tensor [E, in, out] (x @ W) as hub blocks/scales
+ * [E, out, in/32, 16] / [E, out, in/32]; fused gets the values they stand
+ * for (the reference model's weights) */
+static void to_hub(float *fused, int64_t E, int64_t in, int64_t out, uint8_t *blocks,
+                   uint8_t *scales) {
+    float x[32], y[32];
+    for (int64_t e = 0; e < E; e++)
+        for (int64_t r = 0; r < out; r++)
+            for (int64_t g = 0; g < in / 32; g++) {
+                for (int i = 0; i < 32; i++)
+                    x[i] = fused[(e * in + g * 32 + i) * out + r];
+                size_t at = (size_t)((e * out + r) * (in / 32) + g);
+                quant_group(x, blocks + at * 16, scales + at, y);
+                for (int i = 0; i < 32; i++)
+                    fused[(e * in + g * 32 + i) * out + r] = y[i];
+            }
+}
+
+static void write_dir(const char *dir, const hr_tensor *t, size_t n) {
+    char p[4300], from[4300];
+    mkdir(dir, 0755);
+    snprintf(p, sizeof p, "%s/config.json", dir);
+    snprintf(from, sizeof from, "%s/gpt_oss/config.json", g_root);
+    unlink(p);
+    assert_int_equal(symlink(from, p), 0);
+    snprintf(p, sizeof p, "%s/model.safetensors", dir);
+    hr_error err = {0};
+    if (hr_st_write(p, t, n, NULL, 0, &err))
+        fail_msg("%s", err.msg);
+}
+
+/* The fixture's experts quantized to MXFP4 in the hub's layout load and
+ * give the logits of the same model with those values in f32. */
+static void test_gpt_oss_mxfp4(void **state) {
+    (void)state;
+    char src[4200], tmp[] = "/tmp/hearth-mxfp4-XXXXXX", qdir[4300], rdir[4300];
+    snprintf(src, sizeof src, "%s/gpt_oss/model.safetensors", g_root);
+    assert_non_null(mkdtemp(tmp));
+    snprintf(qdir, sizeof qdir, "%s/q", tmp);
+    snprintf(rdir, sizeof rdir, "%s/ref", tmp);
+    hr_error err = {0};
+    hr_st_file *f = NULL;
+    assert_int_equal(hr_st_open(&f, src, &err), 0);
+    size_t n = 0;
+    while (hr_st_tensor(f, n))
+        n++;
+    hr_tensor *qt = calloc(2 * n, sizeof *qt), *rt = calloc(n, sizeof *rt);
+    void *owned[64];
+    char *names[64];
+    int n_owned = 0, n_names = 0;
+    size_t nq = 0;
+    for (size_t i = 0; i < n; i++) {
+        const hr_tensor *t = hr_st_tensor(f, i);
+        rt[i] = *t;
+        bool gu = strstr(t->name, "experts.gate_up_proj") && !strstr(t->name, "bias");
+        bool dn = strstr(t->name, "experts.down_proj") && !strstr(t->name, "bias");
+        if (!gu && !dn) {
+            qt[nq++] = *t;
+            continue;
+        }
+        int64_t E = t->shape[0], in = t->shape[1], out = t->shape[2];
+        float *vals = malloc(t->nbytes);
+        memcpy(vals, t->data, t->nbytes);
+        uint8_t *bl = malloc((size_t)(E * out * in / 2)), *sc = malloc((size_t)(E * out * in / 32));
+        to_hub(vals, E, in, out, bl, sc);
+        rt[i].data = vals;
+        owned[n_owned++] = vals;
+        owned[n_owned++] = bl;
+        owned[n_owned++] = sc;
+        char *bn = malloc(256), *sn = malloc(256);
+        snprintf(bn, 256, "%s_blocks", t->name);
+        snprintf(sn, 256, "%s_scales", t->name);
+        names[n_names++] = bn;
+        names[n_names++] = sn;
+        qt[nq++] = (hr_tensor){.name = bn, .dtype = HR_DTYPE_U8, .ndim = 4,
+                               .shape = {E, out, in / 32, 16}, .data = bl,
+                               .nbytes = (size_t)(E * out * in / 2)};
+        qt[nq++] = (hr_tensor){.name = sn, .dtype = HR_DTYPE_U8, .ndim = 3,
+                               .shape = {E, out, in / 32}, .data = sc,
+                               .nbytes = (size_t)(E * out * in / 32)};
+    }
+    write_dir(qdir, qt, nq);
+    write_dir(rdir, rt, n);
+    hr_model *mq = NULL, *mr = NULL;
+    if (hr_model_open(&mq, qdir, &err) || hr_model_open(&mr, rdir, &err))
+        fail_msg("%s", err.msg);
+    assert_int_equal(mq->layers[0].e_gate[0].dtype, HR_DTYPE_MXFP4);
+    hr_runner *rq = NULL, *rr = NULL;
+    hr_runner_opts ro = {.n_threads = 2, .n_ctx = 64};
+    assert_int_equal(hr_runner_new(&rq, mq, &ro, &err), 0);
+    assert_int_equal(hr_runner_new(&rr, mr, &ro, &err), 0);
+    int V = mq->hp.n_vocab;
+    float *lq = malloc((size_t)V * sizeof *lq), *lr = malloc((size_t)V * sizeof *lr);
+    int32_t tok[8] = {1, 17, 230, 5, 99, 400, 7, 63};
+    double worst = 0;
+    for (int i = 0; i < 8; i++) {
+        assert_int_equal(hr_runner_eval(rq, &tok[i], 1, lq, &err), 0);
+        assert_int_equal(hr_runner_eval(rr, &tok[i], 1, lr, &err), 0);
+        double zq = 0, zr = 0, mq_ = -INFINITY, mr_ = -INFINITY;
+        for (int v = 0; v < V; v++) {
+            mq_ = fmax(mq_, lq[v]);
+            mr_ = fmax(mr_, lr[v]);
+        }
+        for (int v = 0; v < V; v++) {
+            zq += exp(lq[v] - mq_);
+            zr += exp(lr[v] - mr_);
+        }
+        for (int v = 0; v < V; v++) {
+            double d = fabs((lq[v] - mq_ - log(zq)) - (lr[v] - mr_ - log(zr)));
+            worst = fmax(worst, d);
+        }
+    }
+    printf("gpt_oss MXFP4 (hub layout) vs its values in f32: max |dlogprob| %.2e\n", worst);
+    assert_true(worst < 1e-4);
+    free(lq);
+    free(lr);
+    hr_runner_free(rq);
+    hr_runner_free(rr);
+    hr_model_free(mq);
+    hr_model_free(mr);
+    for (int i = 0; i < n_owned; i++)
+        free(owned[i]);
+    for (int i = 0; i < n_names; i++)
+        free(names[i]);
+    free(qt);
+    free(rt);
+    hr_st_close(f);
+    char cmd[4400];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmp);
+    assert_int_equal(system(cmd), 0);
+}
+
 /* ---- config errors ------------------------------------------------------------------ */
 
 static void expect_config_error(const char *json, int code, const char *needle) {
@@ -273,6 +437,7 @@ int main(void) {
         cmocka_unit_test(test_route),
         cmocka_unit_test(test_batch_invariance),
         cmocka_unit_test(test_recurrent_slots),
+        cmocka_unit_test(test_gpt_oss_mxfp4),
         cmocka_unit_test(test_config_errors),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
