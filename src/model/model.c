@@ -24,7 +24,9 @@ typedef struct binder {
 } binder;
 
 static const char *file_of(binder *b, const hr_tensor *t) {
-    const char *p = hr_weights_file_of(b->m->weights, t), *s = strrchr(p, '/');
+    /* a view (a 3-D tensor seen 2-D) names its file through the original */
+    const hr_tensor *orig = t->name ? hr_weights_find(b->m->weights, t->name) : NULL;
+    const char *p = hr_weights_file_of(b->m->weights, orig ? orig : t), *s = strrchr(p, '/');
     return s ? s + 1 : p;
 }
 
