@@ -30,10 +30,17 @@ static const hr_tensor *float_tensor(hr__binder *b, const char *name, int64_t d0
         return NULL;
     int nd = d2 ? 3 : 2;
     if (t->ndim != nd || t->shape[0] != d0 || t->shape[1] != d1 || (d2 && t->shape[2] != d2)) {
-        b->rc = hr_err(b->err, HR_EFORMAT, "%s: tensor '%s' has %d dims [%lld, %lld, ..], "
-                       "expected [%lld, %lld%s%lld]", hr__bind_file_of(b, t), name, t->ndim,
-                       (long long)t->shape[0], (long long)(t->ndim > 1 ? t->shape[1] : 0),
-                       (long long)d0, (long long)d1, d2 ? ", " : "", (long long)(d2 ? d2 : 0));
+        char got[96] = "", want[96];
+        for (int i = 0; i < t->ndim; i++)
+            snprintf(got + strlen(got), sizeof got - strlen(got), "%s%lld", i ? ", " : "",
+                     (long long)t->shape[i]);
+        if (d2)
+            snprintf(want, sizeof want, "%lld, %lld, %lld", (long long)d0, (long long)d1,
+                     (long long)d2);
+        else
+            snprintf(want, sizeof want, "%lld, %lld", (long long)d0, (long long)d1);
+        b->rc = hr_err(b->err, HR_EFORMAT, "%s: tensor '%s' has shape [%s], expected [%s]",
+                       hr__bind_file_of(b, t), name, got, want);
         return NULL;
     }
     if (t->dtype != HR_DTYPE_F32 && t->dtype != HR_DTYPE_BF16 && t->dtype != HR_DTYPE_F16) {

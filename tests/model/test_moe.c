@@ -376,6 +376,28 @@ static void test_gpt_oss_mxfp4(void **state) {
     }
     printf("gpt_oss MXFP4 (hub layout) vs its values in f32: max |dlogprob| %.2e\n", worst);
     assert_true(worst < 1e-4);
+    /* a scales tensor of the wrong shape, a fused tensor of the wrong shape */
+    char bad[4300];
+    snprintf(bad, sizeof bad, "%s/bad", tmp);
+    for (size_t i = 0; i < nq; i++)
+        if (strstr(qt[i].name, "layers.1.mlp.experts.down_proj_scales")) {
+            qt[i].ndim = 2;
+            qt[i].shape[0] *= qt[i].shape[1];
+            qt[i].shape[1] = qt[i].shape[2];
+        }
+    write_dir(bad, qt, nq);
+    hr_model *mb = NULL;
+    assert_int_equal(hr_model_open(&mb, bad, &err), HR_EFORMAT);
+    assert_non_null(strstr(err.msg, "down_proj_scales' must be U8"));
+    for (size_t i = 0; i < n; i++)
+        if (strstr(rt[i].name, "layers.0.mlp.experts.down_proj") && !strstr(rt[i].name, "bias")) {
+            int64_t t0 = rt[i].shape[1];
+            rt[i].shape[1] = rt[i].shape[2];
+            rt[i].shape[2] = t0;
+        }
+    write_dir(bad, rt, n);
+    assert_int_equal(hr_model_open(&mb, bad, &err), HR_EFORMAT);
+    assert_non_null(strstr(err.msg, "has shape [4, 64, 32], expected [4, 32, 64]"));
     free(lq);
     free(lr);
     hr_runner_free(rq);
