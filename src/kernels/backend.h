@@ -144,7 +144,8 @@ typedef struct hr_deltanet_args {
     float norm_eps;
     float *conv_state;     /* [slots][2 kd + vd][conv_k - 1] this layer's */
     float *state;          /* [slots][n_v_heads][dk][dv] this layer's */
-    const int32_t *slot;   /* [n_seqs] each sequence's slot (host memory) */
+    const int32_t *slot;   /* [n_seqs] each sequence's slot, -1 for one with
+                            * no tokens this step (host memory) */
 } hr_deltanet_args;
 
 /* What a forward context's steps can hold. */

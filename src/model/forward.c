@@ -108,12 +108,12 @@ static int assign_slots(hr_fwd *f, const hr_kv *kv, const hr_batch *b, hr_error 
         for (int i = 0; i < f->n_slots && slot < 0; i++)
             if (owner >= 0 && f->slot_owner[i] == owner && f->slot_gen[i] == kv->gen[owner])
                 slot = i;
-        for (int j = 0; j < s && slot >= 0; j++)
+        for (int j = 0; j < s && slot >= 0; j++) /* (-1: no tokens this step) */
             if (f->seq_slot[j] == slot)
                 return hr_err(err, HR_EINVAL, "sequences %d and %d share their first KV block "
                               "(a model with recurrent state cannot share a prefix)", j, s);
-        if (first < 0) {
-            f->seq_slot[s] = slot < 0 ? 0 : slot; /* no tokens this step */
+        if (first < 0) { /* no tokens this step */
+            f->seq_slot[s] = -1;
             continue;
         }
         if (first > 0) {
@@ -173,6 +173,8 @@ int hr_fwd_new(hr_fwd **out, const hr_model *m, int max_tokens, int max_seqs, in
     int moe_ff = hp->d_ff_expert > hp->d_ff_shared ? hp->d_ff_expert : hp->d_ff_shared;
     if (moe_ff > k_max)
         k_max = moe_ff;
+    if (hp->ln_v_heads * hp->ln_v_dim > k_max) /* DeltaNet's out_proj */
+        k_max = hp->ln_v_heads * hp->ln_v_dim;
     hr_bctx_dims dims = {.max_tokens = max_tokens, .max_seqs = max_seqs, .max_ctx = f->max_ctx,
                          .n_heads = hp->n_heads, .n_kv_heads = hp->n_kv_heads,
                          .rot_dim = hp->rot_dim, .max_k = k_max, .d_model = hp->d_model,

@@ -247,6 +247,12 @@ static void test_recurrent_slots(void **state) {
     hr_kv_unref(&kv, ta[0]);
     hr_kv_unref(&kv, ta[1]);
     assert_int_equal(hr_forward(f, &kv, &c, lg, &err), 0);
+    /* a sequence without tokens in a step holds no slot in it */
+    hr_seq_blocks idle[2] = {{tb, 2, 0}, {tc, 2, 0}};
+    int32_t p1 = 1, s1 = 1;
+    hr_batch e = {.n_tokens = 1, .token = &t1, .pos = &p1, .seq = &s1, .logits = &w1,
+                  .n_seqs = 2, .seqs = idle};
+    assert_int_equal(hr_forward(f, &kv, &e, lg, &err), 0);
     /* two sequences sharing a first block cannot both carry state */
     hr_seq_blocks two[2] = {{tc, 2, 0}, {tc, 2, 0}};
     int32_t tk2[2] = {1, 2}, ps2[2] = {0, 0}, sq2[2] = {0, 1};

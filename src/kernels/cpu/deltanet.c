@@ -66,7 +66,8 @@ static void conv_seq(const dn_job *j, int s) {
 static void conv_worker(void *p, int ith, int nth) {
     const dn_job *j = p;
     for (int s = ith; s < j->n_seqs; s += nth)
-        conv_seq(j, s);
+        if (j->a->slot[s] >= 0)
+            conv_seq(j, s);
 }
 
 /* ---- per (sequence, value head): the delta rule and the gated norm ---- */
@@ -123,7 +124,8 @@ static void head_worker(void *p, int ith, int nth) {
     const dn_job *j = p;
     int n = j->n_seqs * j->a->n_v_heads;
     for (int i = ith; i < n; i += nth)
-        head_seq(j, i / j->a->n_v_heads, i % j->a->n_v_heads);
+        if (j->a->slot[i / j->a->n_v_heads] >= 0)
+            head_seq(j, i / j->a->n_v_heads, i % j->a->n_v_heads);
 }
 
 void hr_deltanet(hr_pool *pool, const hr_deltanet_args *a, int T, const int32_t *pos,
