@@ -449,6 +449,107 @@ static void test_gpt_oss_mxfp4(void **state) {
     assert_int_equal(system(cmd), 0);
 }
 
+/* ---- mlx-lm's stacked experts (switch_mlp) ---------------------------------------------- */
+
+/* qwen3_moe quantized by hr_convert (one matrix per expert), then its
+ * experts restacked [E, out, in] as mlx-lm's switch_mlp writes them (the
+ * affine weight, scales and biases alike): the same logits, bit for bit. */
+static void test_switch_mlp(void **state) {
+    (void)state;
+    char tmp[] = "/tmp/hearth-switch-XXXXXX", qdir[4300], sdir[4300], src[4200], p[4400];
+    assert_non_null(mkdtemp(tmp));
+    snprintf(src, sizeof src, "%s/qwen3_moe", g_root);
+    snprintf(qdir, sizeof qdir, "%s/q", tmp);
+    snprintf(sdir, sizeof sdir, "%s/s", tmp);
+    hr_error err = {0};
+    hr_convert_opts co = {.src = src, .out = qdir, .quantize = true, .bits = 4, .group = 64,
+                          .dtype = HR_DTYPE_COUNT, .gguf = HR_DTYPE_COUNT};
+    if (hr_convert(&co, &err))
+        fail_msg("%s", err.msg);
+    snprintf(p, sizeof p, "%s/model.safetensors", qdir);
+    hr_st_file *f = NULL;
+    assert_int_equal(hr_st_open(&f, p, &err), 0);
+    size_t n = 0;
+    while (hr_st_tensor(f, n))
+        n++;
+    hr_tensor *out = calloc(n, sizeof *out);
+    char **names = calloc(n, sizeof *names);
+    void **bufs = calloc(n, sizeof *bufs);
+    size_t no = 0;
+    int E = 8;
+    for (size_t i = 0; i < n; i++) {
+        const hr_tensor *t = hr_st_tensor(f, i);
+        int layer, e;
+        char part[64], suffix[64];
+        if (sscanf(t->name, "model.layers.%d.mlp.experts.%d.%63[^.].%63s", &layer, &e, part,
+                   suffix) != 4) {
+            out[no++] = *t;
+            continue;
+        }
+        if (e != 0)
+            continue;
+        names[no] = malloc(256);
+        snprintf(names[no], 256, "model.layers.%d.mlp.switch_mlp.%s.%s", layer, part, suffix);
+        char *buf = bufs[no] = malloc(t->nbytes * (size_t)E);
+        for (int k = 0; k < E; k++) {
+            char nm[256];
+            snprintf(nm, sizeof nm, "model.layers.%d.mlp.experts.%d.%s.%s", layer, k, part, suffix);
+            const hr_tensor *ek = hr_st_find(f, nm);
+            assert_non_null(ek);
+            memcpy(buf + (size_t)k * t->nbytes, ek->data, t->nbytes);
+        }
+        out[no] = *t;
+        out[no].name = names[no];
+        out[no].ndim = 3;
+        out[no].shape[0] = E;
+        out[no].shape[1] = t->shape[0];
+        out[no].shape[2] = t->shape[1];
+        out[no].data = buf;
+        out[no].nbytes = t->nbytes * (size_t)E;
+        no++;
+    }
+    mkdir(sdir, 0755);
+    char from[4400];
+    snprintf(from, sizeof from, "%s/config.json", qdir);
+    snprintf(p, sizeof p, "%s/config.json", sdir);
+    assert_int_equal(symlink(from, p), 0);
+    snprintf(p, sizeof p, "%s/model.safetensors", sdir);
+    if (hr_st_write(p, out, no, NULL, 0, &err))
+        fail_msg("%s", err.msg);
+    hr_model *mq = NULL, *ms = NULL;
+    if (hr_model_open(&mq, qdir, &err) || hr_model_open(&ms, sdir, &err))
+        fail_msg("%s", err.msg);
+    assert_int_equal(ms->layers[0].e_gate[3].dtype, HR_DTYPE_AFFINE);
+    hr_runner *rq = NULL, *rs = NULL;
+    hr_runner_opts ro = {.n_threads = 2, .n_ctx = 64};
+    assert_int_equal(hr_runner_new(&rq, mq, &ro, &err), 0);
+    assert_int_equal(hr_runner_new(&rs, ms, &ro, &err), 0);
+    int V = mq->hp.n_vocab;
+    float *lq = malloc((size_t)V * sizeof *lq), *ls = malloc((size_t)V * sizeof *ls);
+    int32_t tok[6] = {3, 77, 12, 400, 9, 250};
+    assert_int_equal(hr_runner_eval(rq, tok, 6, lq, &err), 0);
+    assert_int_equal(hr_runner_eval(rs, tok, 6, ls, &err), 0);
+    assert_memory_equal(lq, ls, (size_t)V * sizeof *lq);
+    printf("qwen3_moe 4-bit: switch_mlp (stacked) experts give the per-expert logits bit for bit\n");
+    free(lq);
+    free(ls);
+    hr_runner_free(rq);
+    hr_runner_free(rs);
+    hr_model_free(mq);
+    hr_model_free(ms);
+    for (size_t i = 0; i < n; i++) {
+        free(names[i]);
+        free(bufs[i]);
+    }
+    free(names);
+    free(bufs);
+    free(out);
+    hr_st_close(f);
+    char cmd[4400];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmp);
+    assert_int_equal(system(cmd), 0);
+}
+
 /* ---- config errors ------------------------------------------------------------------ */
 
 static void expect_config_error(const char *json, int code, const char *needle) {
@@ -493,6 +594,7 @@ int main(void) {
         cmocka_unit_test(test_batch_invariance),
         cmocka_unit_test(test_recurrent_slots),
         cmocka_unit_test(test_gpt_oss_mxfp4),
+        cmocka_unit_test(test_switch_mlp),
         cmocka_unit_test(test_config_errors),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
