@@ -537,32 +537,6 @@ static float shifted(float x, float offset, hr_dtype src) {
     return src == HR_DTYPE_F16 ? hr_f16_to_f32(hr_f32_to_f16(x)) : x;
 }
 
-/* The n experts' tensors of which t is expert 0's (".experts.0."), every
- * one of t's shape and dtype (malloc'd; NULL and *rc on error). */
-static const hr_tensor **experts_of(const hr_weights *w, const hr_tensor *t, int n, int *rc,
-                                    hr_error *err) {
-    const hr_tensor **p = malloc((size_t)n * sizeof *p);
-    const char *at = strstr(t->name, ".experts.0.");
-    if (!p || !at) {
-        free(p);
-        *rc = hr_err(err, HR_ENOMEM, "out of memory");
-        return NULL;
-    }
-    for (int e = 0; e < n; e++) {
-        char nm[256];
-        snprintf(nm, sizeof nm, "%.*s.experts.%d.%s", (int)(at - t->name), t->name, e,
-                 at + strlen(".experts.0."));
-        p[e] = hr_weights_find(w, nm);
-        if (!p[e] || p[e]->dtype != t->dtype || p[e]->ndim != 2 ||
-            p[e]->shape[0] != t->shape[0] || p[e]->shape[1] != t->shape[1]) {
-            *rc = hr_err(err, HR_EFORMAT, "tensor '%s' is missing or unlike expert 0's", nm);
-            free(p);
-            return NULL;
-        }
-    }
-    return p;
-}
-
 /* A gemma model in the keys llama.cpp reads, beyond the common ones; a
  * model llama.cpp would run differently (it derives the attention scale,
  * the sliding layers and the local RoPE rather than reading them) is
@@ -751,7 +725,7 @@ int hr_gguf_export(const char *src, const json_t *cfg, const hr_weights *w, hr_d
             continue;
         const hr_tensor *one[1] = {t}, **parts = one;
         int n_parts = 1;
-        if (expert == 0 && !(parts = experts_of(w, t, hp.n_experts, &rc, err)))
+        if (expert == 0 && !(parts = hr__gguf_experts_of(w, t, hp.n_experts, &rc, err)))
             break;
         n_parts = expert == 0 ? hp.n_experts : 1;
         hr_tensor gate1; /* the shared expert's gate (1, d): llama.cpp's is 1-D */

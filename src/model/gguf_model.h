@@ -68,5 +68,9 @@ int hr__gguf_moe_keys(struct hr_gguf_w *g, const char *arch, const struct hr_hpa
  * arch): e and the stacked name ("...switch_mlp.<gate|up|down>_proj.weight")
  * into buf; -1 when name is no expert's. */
 int hr__gguf_expert_of(const struct hr_hparams *hp, const char *name, char *buf, size_t n);
+/* The n experts' tensors of which t is expert 0's (".experts.0."), each of
+ * t's shape and dtype (malloc'd array; NULL and *rc set on error). */
+const hr_tensor **hr__gguf_experts_of(const hr_weights *w, const hr_tensor *t, int n, int *rc,
+                                      hr_error *err);
 
 #endif

@@ -7,6 +7,7 @@
 #include "model/gguf_model.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 static bool key_count(const hr_gguf *g, const char *arch, const char *suffix, int64_t *v) {
@@ -92,4 +93,30 @@ int hr__gguf_expert_of(const hr_hparams *hp, const char *name, char *buf, size_t
         }
     }
     return -1;
+}
+
+/* The n experts' tensors of which t is expert 0's (".experts.0."), every
+ * one of t's shape and dtype (malloc'd; NULL and *rc on error). */
+const hr_tensor **hr__gguf_experts_of(const hr_weights *w, const hr_tensor *t, int n, int *rc,
+                                    hr_error *err) {
+    const hr_tensor **p = malloc((size_t)n * sizeof *p);
+    const char *at = strstr(t->name, ".experts.0.");
+    if (!p || !at) {
+        free(p);
+        *rc = hr_err(err, HR_ENOMEM, "out of memory");
+        return NULL;
+    }
+    for (int e = 0; e < n; e++) {
+        char nm[256];
+        snprintf(nm, sizeof nm, "%.*s.experts.%d.%s", (int)(at - t->name), t->name, e,
+                 at + strlen(".experts.0."));
+        p[e] = hr_weights_find(w, nm);
+        if (!p[e] || p[e]->dtype != t->dtype || p[e]->ndim != 2 ||
+            p[e]->shape[0] != t->shape[0] || p[e]->shape[1] != t->shape[1]) {
+            *rc = hr_err(err, HR_EFORMAT, "tensor '%s' is missing or unlike expert 0's", nm);
+            free(p);
+            return NULL;
+        }
+    }
+    return p;
 }
