@@ -151,17 +151,25 @@ void hr_moe(hr_pool *pool, hr_moe_scratch *s, const hr_moe_args *a, int T) {
             s->slot[(size_t)t * k + j] = r;
             memcpy(s->xg + (size_t)r * d, a->x + (size_t)t * d, (size_t)d * sizeof(float));
         }
-    /* each routed expert once, on its group */
+    /* each routed expert once, on its group; the threads that wait in one
+     * product prefetch the next one's weights (down, then the next routed
+     * expert's up and gate), as the dense layers do */
     for (int e = 0; e < E; e++) {
         int n = s->off[e + 1] - s->off[e];
         if (!n)
             continue;
+        int next = e + 1;
+        while (next < E && s->off[next + 1] == s->off[next])
+            next++;
         size_t r0 = (size_t)s->off[e];
         float *g = s->gg + r0 * ff, *u = s->ug + r0 * ff;
+        hr_matmul_prefetch_next(pool, 1, (const hr_tensor *[]){&a->down[e]});
         hr_matmul_multi(pool, s->xg + r0 * d, d, n, 2,
                         (hr_matmul_out[]){{u, ff, &a->up[e], row_of(a->b_up, e, ff)},
                                           {g, ff, &a->gate[e], row_of(a->b_gate, e, ff)}});
         act_rows(a, g, u, n, ff);
+        if (next < E)
+            hr_matmul_prefetch_next(pool, 2, (const hr_tensor *[]){&a->up[next], &a->gate[next]});
         hr_matmul(pool, s->yg + r0 * d, d, g, ff, n, &a->down[e], row_of(a->b_down, e, d));
     }
     /* each row: its k results in routing order */
