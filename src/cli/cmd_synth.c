@@ -53,6 +53,18 @@ static const shape shapes[] = {
      " \"full_attention\", \"sliding_attention\", \"sliding_attention\"]}"},
     {"tiny-llama", "llama", 512, 64, 2, 4, 2, 16, 128, 4096, 10000, 1e-5,
      "{\"tie_word_embeddings\": false, \"hidden_act\": \"silu\", \"eos_token_id\": 2}"},
+    /* mixture of experts: num_experts, num_experts_per_tok and
+     * moe_intermediate_size in extra make mlp.experts.* and the router */
+    {"qwen3-30b-a3b", "qwen3_moe", 151936, 2048, 48, 32, 4, 128, 6144, 40960, 1000000, 1e-6,
+     "{\"tie_word_embeddings\": false, \"hidden_act\": \"silu\", \"eos_token_id\": 151645,"
+     " \"num_experts\": 128, \"num_experts_per_tok\": 8, \"moe_intermediate_size\": 768,"
+     " \"norm_topk_prob\": true, \"decoder_sparse_step\": 1, \"mlp_only_layers\": []}"},
+    /* qwen3-30b-a3b scaled to fit a 24 GB machine in f32 (4.8 GB of
+     * experts): the same widths, head layout and k, 8 layers, 32 experts */
+    {"qwen3-moe-mini", "qwen3_moe", 151936, 2048, 8, 32, 4, 128, 6144, 40960, 1000000, 1e-6,
+     "{\"tie_word_embeddings\": false, \"hidden_act\": \"silu\", \"eos_token_id\": 151645,"
+     " \"num_experts\": 32, \"num_experts_per_tok\": 8, \"moe_intermediate_size\": 768,"
+     " \"norm_topk_prob\": true, \"decoder_sparse_step\": 1, \"mlp_only_layers\": []}"},
 };
 
 /* ---- tensors --------------------------------------------------------------- */
@@ -119,6 +131,11 @@ static int build(const shape *s, hr_dtype dt, uint64_t seed, tensor_list *l) {
             kvd = (int64_t)s->kv_heads * s->head_dim;
     float ws = 1.0f / sqrtf((float)d), fs = 1.0f / sqrtf((float)s->ff);
     char nm[128];
+    /* experts, from the shape's config fields */
+    json_t *ex = json_loads(s->extra, 0, NULL);
+    int n_exp = (int)json_integer_value(json_object_get(ex, "num_experts"));
+    int64_t moe_ff = json_integer_value(json_object_get(ex, "moe_intermediate_size"));
+    json_decref(ex);
     int rc = add(l, &rng, "model.embed_tokens.weight", dt, s->vocab, d, 0, 1.0f);
     for (int i = 0; !rc && i < s->layers; i++) {
 #define T(suffix, d0, d1, c, sd)                                                  \
@@ -136,13 +153,30 @@ static int build(const shape *s, hr_dtype dt, uint64_t seed, tensor_list *l) {
         T("self_attn.k_proj.weight", kvd, d, 0, ws)
         T("self_attn.v_proj.weight", kvd, d, 0, ws)
         T("self_attn.o_proj.weight", d, qd, 0, ws)
-        if (!strcmp(s->model_type, "qwen3") || !strcmp(s->model_type, "gemma3_text")) {
+        if (!strcmp(s->model_type, "qwen3") || !strcmp(s->model_type, "qwen3_moe") ||
+            !strcmp(s->model_type, "gemma3_text")) {
             T("self_attn.q_norm.weight", s->head_dim, 0, nc, 0.02f)
             T("self_attn.k_norm.weight", s->head_dim, 0, nc, 0.02f)
         }
-        T("mlp.gate_proj.weight", s->ff, d, 0, ws)
-        T("mlp.up_proj.weight", s->ff, d, 0, ws)
-        T("mlp.down_proj.weight", d, s->ff, 0, fs)
+        if (n_exp) {
+            T("mlp.gate.weight", n_exp, d, 0, ws)
+            for (int e = 0; !rc && e < n_exp; e++) {
+                char en[96];
+#define E(part, d0, d1, sd)                                                       \
+    if (!rc) {                                                                    \
+        snprintf(en, sizeof en, "model.layers.%d.mlp.experts.%d." part, i, e);    \
+        rc = add(l, &rng, en, dt, d0, d1, 0, sd);                                 \
+    }
+                E("gate_proj.weight", moe_ff, d, ws)
+                E("up_proj.weight", moe_ff, d, ws)
+                E("down_proj.weight", d, moe_ff, 1.0f / sqrtf((float)moe_ff))
+#undef E
+            }
+        } else {
+            T("mlp.gate_proj.weight", s->ff, d, 0, ws)
+            T("mlp.up_proj.weight", s->ff, d, 0, ws)
+            T("mlp.down_proj.weight", d, s->ff, 0, fs)
+        }
 #undef T
     }
     if (!rc)

@@ -41,6 +41,10 @@ typedef enum hr_dtype {
     HR_DTYPE_Q4_K,
     HR_DTYPE_Q5_K,
     HR_DTYPE_Q6_K,
+    HR_DTYPE_MXFP4,  /* OCP MX FP4 as ggml's block_mxfp4: an E8M0 scale byte e
+                      * then 16 bytes of E2M1 codes (element j the low nibble
+                      * of byte j, element j + 16 its high nibble);
+                      * w = fp4(code) * 2^(e - 127) */
     HR_DTYPE_COUNT
 } hr_dtype;
 

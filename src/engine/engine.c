@@ -788,7 +788,13 @@ int hr_engine_new(hr_engine **out, const hr_model *m, const hr_engine_opts *o,
     bool len_rope = m->hp.rope.type == HR_ROPE_DYNAMIC || m->hp.rope.type == HR_ROPE_LONGROPE ||
                     (m->hp.has_rope_local && (m->hp.rope_local.type == HR_ROPE_DYNAMIC ||
                                               m->hp.rope_local.type == HR_ROPE_LONGROPE));
-    if (!(o && o->cache_blocks < 0) && !len_rope) {
+    /* nor when layers carry recurrent state (gated DeltaNet): a cached
+     * prefix would need that state at the block boundary too */
+    bool recurrent = m->hp.n_linear > 0;
+    if (recurrent)
+        hr_log(HR_LOG_INFO, "prompt cache off: this model's linear-attention layers keep "
+               "a recurrent state that the cache does not hold");
+    if (!(o && o->cache_blocks < 0) && !len_rope && !recurrent) {
         if (o && o->ssd_dir) {
             hr_error serr = {0};
             if (hr_ssd_open(&e->ssd, o->ssd_dir, m->fingerprint, o->cache_salt, &e->kv,

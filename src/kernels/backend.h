@@ -53,7 +53,11 @@ typedef struct hr_step_in {
 
 enum { HR_BNORM_RMS, HR_BNORM_LAYER };
 enum { HR_BQK_NONE, HR_BQK_HEAD, HR_BQK_FULL };
-enum { HR_BACT_SILU, HR_BACT_GELU_TANH, HR_BACT_GELU };
+enum { HR_BACT_SILU, HR_BACT_GELU_TANH, HR_BACT_GELU,
+       HR_BACT_SWIGLU_CLAMPED, /* gpt_oss: (clamp(u, +-limit) + 1) * g' * sigmoid(alpha
+                                * g'), g' = min(g, limit) */
+       HR_BACT_SIGMOID };      /* g = sigmoid(g) * u (qwen3_next's output gate) */
+enum { HR_BROUTER_SOFTMAX_TOPK, HR_BROUTER_TOPK_SOFTMAX };
 
 /* A layer's q/k/v after their products: q/k norms, RoPE, and K/V stored in
  * the KV pool's layer (k_cache/v_cache: [block][kv_head][slot][head_dim] of
@@ -88,7 +92,61 @@ typedef struct hr_attn_in {
     float scale, softcap;
     int window;
     int max_ctx;           /* 1 + the step's largest position */
+    const float *sinks;    /* [n_heads] a logit per head in every softmax's
+                            * denominator (gpt_oss), or NULL */
 } hr_attn_in;
+
+/* A mixture-of-experts MLP over the step's T rows: the router's logits
+ * r = x . router_w^T (+ router_b) pick k of n_experts per row
+ *   SOFTMAX_TOPK: p = softmax(r); the k largest p (renormalised to sum 1
+ *                 when norm_topk)
+ *   TOPK_SOFTMAX: the k largest r; softmax over those k
+ * and out[t] = sum over the k of weight * down_e(act(gate_e x) * up_e x)
+ * (each product + its bias when the b_ arrays are given), plus, with a
+ * shared expert, sigmoid(sh_inp . x) * sh_down(act(sh_gate x) * sh_up x).
+ * A row's result depends on that row alone (batch-invariant). */
+typedef struct hr_moe_args {
+    const float *x;        /* [T][d] */
+    float *out;            /* [T][d], written */
+    int d, n_experts, k, ff;
+    int router;            /* HR_BROUTER_* */
+    bool norm_topk;
+    const hr_tensor *router_w;          /* (n_experts, d) */
+    const float *router_b;              /* [n_experts] or NULL */
+    const hr_tensor *gate, *up, *down;  /* [n_experts]: (ff, d), (ff, d), (d, ff) */
+    const float *b_gate, *b_up, *b_down; /* [n_experts][ff], .., [n_experts][d]; NULL */
+    int act;               /* HR_BACT_* */
+    float alpha, limit;    /* HR_BACT_SWIGLU_CLAMPED */
+    int sh_ff;             /* shared expert's width; 0: none */
+    const hr_tensor *sh_gate, *sh_up, *sh_down, *sh_inp; /* .., (1, d) */
+} hr_moe_args;
+
+/* One gated DeltaNet layer (qwen3_next's linear attention) over the step's
+ * tokens, each sequence's tokens in order through its recurrent state:
+ *   per key head group g of qkvz: [q_g (dk) | k_g (dk) | v_g (r dv) | z_g (r dv)],
+ *   of ba: [b_g (r) | a_g (r)], r = n_v_heads / n_k_heads;
+ *   the channels [q (all heads) | k | v] through a causal depthwise conv of
+ *   conv_k taps (the last conv_k - 1 inputs kept in conv_state), then silu;
+ *   q, k L2-normalised (eps 1e-6), q / sqrt(dk); value head h reads key
+ *   head h / r; beta = sigmoid(b), g = -exp(A_log) softplus(a + dt_bias);
+ *   S = S e^g; S += k (beta (v - S^T k))^T; o = S^T q (S: dk x dv per head);
+ *   out = rmsnorm(o) * norm_w * silu(z) per value head.
+ * A token at position 0 starts its sequence from zero state. */
+typedef struct hr_deltanet_args {
+    const float *qkvz;     /* [T][2 kd + 2 vd] */
+    const float *ba;       /* [T][2 n_v_heads] */
+    float *mixed;          /* [T][2 kd + vd] scratch (the conv's output) */
+    float *out;            /* [T][vd] */
+    int n_k_heads, n_v_heads, dk, dv, conv_k;
+    const float *conv_w;   /* [2 kd + vd][conv_k] */
+    const float *a_log, *dt_bias; /* [n_v_heads] */
+    const float *norm_w;   /* [dv] */
+    float norm_eps;
+    float *conv_state;     /* [slots][2 kd + vd][conv_k - 1] this layer's */
+    float *state;          /* [slots][n_v_heads][dk][dv] this layer's */
+    const int32_t *slot;   /* [n_seqs] each sequence's slot, -1 for one with
+                            * no tokens this step (host memory) */
+} hr_deltanet_args;
 
 /* What a forward context's steps can hold. */
 typedef struct hr_bctx_dims {
@@ -96,6 +154,9 @@ typedef struct hr_bctx_dims {
     int max_ctx;              /* positions below it */
     int n_heads, n_kv_heads, head_dim, rot_dim;
     int max_k;                /* the widest product input (columns) */
+    int d_model;
+    int n_experts, n_experts_used, moe_ff; /* 0: no expert layers; moe_ff: the
+                                            * widest expert (routed or shared) */
 } hr_bctx_dims;
 
 typedef struct hr_backend_ops {
@@ -143,6 +204,15 @@ typedef struct hr_backend_ops {
     void (*prefetch_next)(hr_bctx *c, int count, const hr_tensor *const *w);
     /* Wait for the step's ops; a failure in any of them is reported here. */
     int (*end)(hr_bctx *c, hr_error *err);
+
+    /* ---- optional ops: NULL where the backend has none; a model that needs
+     * one is refused at load ("not supported yet on <backend>") ---- */
+    /* hr_moe_args: a mixture-of-experts MLP */
+    void (*moe)(hr_bctx *c, const hr_moe_args *a);
+    /* attention with hr_attn_in.sinks set */
+    bool attn_sinks;
+    /* hr_deltanet_args: a gated DeltaNet layer */
+    void (*deltanet)(hr_bctx *c, const hr_deltanet_args *a);
 } hr_backend_ops;
 
 struct hr_backend {

@@ -12,6 +12,15 @@
     {"input_layernorm", "post_self_attn_layernorm",                     \
      "post_attention_layernorm", "post_mlp_layernorm"}
 
+/* MoE blocks */
+#define QWEN_MOE(norm, shared)                                            \
+    {.router = HR_ROUTER_SOFTMAX_TOPK, .block = "mlp", .router_name = "gate", \
+     .e_gate = "gate_proj", .e_up = "up_proj", .e_down = "down_proj",       \
+     .norm_topk = (norm), .shared_expert = (shared)}
+#define DENSE_MLP                                                           \
+    .gated_mlp = true, .mlp_up = "up_proj", .mlp_down = "down_proj",        \
+    .mlp_gate = "gate_proj", .default_act = "silu"
+
 static const hr_arch archs[] = {
     {.model_type = "llama", .norms = LLAMA_NORMS, .gated_mlp = true,
      .mlp_up = "up_proj", .mlp_down = "down_proj", .mlp_gate = "gate_proj",
@@ -55,6 +64,24 @@ static const hr_arch archs[] = {
     {.model_type = "glm4", .norms = GLM4_NORMS, .gated_mlp = true,
      .fused_gate_up = true, .rope_interleaved = true, .mlp_up = "gate_up_proj",
      .mlp_down = "down_proj", .default_act = "silu"},
+    /* mixture-of-experts: the dense fields name the MLP of the layers that
+     * have no experts (mlp_only_layers, decoder_sparse_step) */
+    {.model_type = "qwen3_moe", .norms = LLAMA_NORMS, DENSE_MLP,
+     .qk_norm = HR_QK_NORM_HEAD, .moe = QWEN_MOE(-1, false)},
+    {.model_type = "qwen2_moe", .norms = LLAMA_NORMS, DENSE_MLP,
+     .moe = QWEN_MOE(-1, true)},
+    {.model_type = "olmoe", .norms = LLAMA_NORMS, DENSE_MLP,
+     .qk_norm = HR_QK_NORM_FULL, .moe = QWEN_MOE(-1, false)},
+    {.model_type = "mixtral", .norms = LLAMA_NORMS, DENSE_MLP, .sliding_period = 1,
+     .moe = {.router = HR_ROUTER_SOFTMAX_TOPK, .block = "block_sparse_moe",
+             .router_name = "gate", .e_gate = "w1", .e_up = "w3", .e_down = "w2",
+             .norm_topk = 1}},
+    {.model_type = "qwen3_next", .norms = LLAMA_NORMS, DENSE_MLP, .norm_offset = 1.0f,
+     .qk_norm = HR_QK_NORM_HEAD, .attn_out_gate = true, .linear_deltanet = true,
+     .moe = QWEN_MOE(-2, true)},
+    {.model_type = "gpt_oss", .norms = LLAMA_NORMS, DENSE_MLP, .attn_sinks = true,
+     .moe = {.router = HR_ROUTER_TOPK_SOFTMAX, .block = "mlp", .router_name = "router",
+             .layout = HR_EXPERTS_FUSED_T, .norm_topk = 0, .swiglu_clamped = true}},
 };
 
 const hr_arch *hr_arch_find(const char *model_type) {

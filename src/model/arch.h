@@ -18,6 +18,41 @@ typedef enum hr_qk_norm {
     HR_QK_NORM_FULL, /* over the whole projection (olmo2) */
 } hr_qk_norm;
 
+/* How a mixture-of-experts layer picks its experts from the router logits
+ * (one row of E per token). */
+typedef enum hr_router {
+    HR_ROUTER_NONE,         /* dense MLP only */
+    HR_ROUTER_SOFTMAX_TOPK, /* softmax over all E, then the top k (optionally
+                             * renormalised over the k: norm_topk) */
+    HR_ROUTER_TOPK_SOFTMAX, /* the top k logits (+ router bias), softmax over
+                             * those k (gpt_oss) */
+} hr_router;
+
+/* Where a family keeps its experts' weights. */
+typedef enum hr_experts_layout {
+    HR_EXPERTS_SPLIT,   /* <block>.experts.<e>.<gate|up|down>.weight, one
+                         * (out, in) matrix per expert (the hub's layout) */
+    HR_EXPERTS_FUSED_T, /* gpt_oss: <block>.experts.gate_up_proj [E, d, 2ff]
+                         * (x @ W, gate/up interleaved by column) and
+                         * down_proj [E, ff, d], with _bias [E, 2ff] / [E, d] */
+} hr_experts_layout;
+
+/* The routed MLP of a mixture-of-experts family (router NONE: dense). */
+typedef struct hr_arch_moe {
+    hr_router router;
+    const char *block;       /* module under the layer: "mlp", "block_sparse_moe" */
+    const char *router_name; /* the router's linear under block: "gate", "router" */
+    const char *e_gate, *e_up, *e_down; /* per-expert names (SPLIT) */
+    hr_experts_layout layout;
+    int norm_topk;           /* 0 / 1: fixed by the family; -1 / -2:
+                              * config.json's norm_topk_prob, absent: false
+                              * / true */
+    bool shared_expert;      /* <block>.shared_expert.* scaled per token by
+                              * sigmoid(<block>.shared_expert_gate . x) */
+    bool swiglu_clamped;     /* gpt_oss: the clamped swiglu with alpha, limit
+                              * and (up + 1) */
+} hr_arch_moe;
+
 /* Norm slots around the two sublayers. A NULL name: slot absent. */
 typedef struct hr_arch_norms {
     const char *pre_attn, *post_attn, *pre_mlp, *post_mlp;
@@ -40,6 +75,14 @@ typedef struct hr_arch {
      * sliding every layer whose (i+1) % sliding_period != 0; 0 = none,
      * 1 = every layer when sliding_window is set */
     int sliding_period;
+    hr_arch_moe moe;         /* router NONE for dense families */
+    bool attn_sinks;         /* gpt_oss: self_attn.sinks, a learned logit per
+                              * head in the softmax's denominator */
+    bool attn_out_gate;      /* qwen3_next: q_proj gives per head [query |
+                              * gate]; the output is attn * sigmoid(gate) */
+    /* layers of layer_types "linear_attention" are gated DeltaNet
+     * (qwen3_next: linear_attn.*, model/deltanet.h) */
+    bool linear_deltanet;
 } hr_arch;
 
 /* NULL when the model_type is unknown. */

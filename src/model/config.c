@@ -172,6 +172,8 @@ static void parse_layer_types(reader *r, hr_hparams *hp) {
             const char *t = json_string_value(json_array_get(lt, (size_t)i));
             if (t && !strcmp(t, "sliding_attention"))
                 hp->layer_sliding[i] = true;
+            else if (t && !strcmp(t, "linear_attention") && hp->arch->linear_deltanet)
+                hp->layer_linear[i] = true;
             else if (!t || strcmp(t, "full_attention")) {
                 if (!r->rc)
                     r->rc = hr_err(r->err, HR_EUNSUPPORTED, "not supported yet: "
@@ -212,6 +214,78 @@ static void parse_layer_types(reader *r, hr_hparams *hp) {
         for (int i = 0; i < hp->n_layers; i++)
             hp->layer_rope[i] = json_integer_value(json_array_get(nr, (size_t)i)) != 0;
     }
+}
+
+/* ---- mixture of experts ------------------------------------------------- */
+
+/* Experts, k and which layers route, as transformers' MoE families read
+ * them: layer i is sparse unless it is in mlp_only_layers or
+ * (i + 1) % decoder_sparse_step != 0. */
+static void parse_moe(reader *r, hr_hparams *hp) {
+    const hr_arch_moe *moe = &hp->arch->moe;
+    if (moe->router == HR_ROUTER_NONE)
+        return;
+    hp->n_experts = integer(r, "num_experts", integer(r, "num_local_experts", 0));
+    hp->n_experts_used = integer(r, "num_experts_per_tok", 0);
+    hp->d_ff_expert = integer(r, "moe_intermediate_size", hp->d_ff);
+    hp->d_ff_shared = moe->shared_expert ? integer(r, "shared_expert_intermediate_size", 0) : 0;
+    hp->norm_topk = moe->norm_topk >= 0 ? moe->norm_topk == 1
+                                        : boolean(r, "norm_topk_prob", moe->norm_topk == -2);
+    hp->swiglu_alpha = 1.702f;
+    hp->swiglu_limit = (float)num(r, "swiglu_limit", 7.0);
+    int step = integer(r, "decoder_sparse_step", 1);
+    if (r->rc)
+        return;
+    if (hp->n_experts <= 0 || hp->n_experts_used <= 0 || hp->n_experts_used > hp->n_experts ||
+        hp->n_experts_used > HR_MAX_EXPERTS_USED || hp->d_ff_expert <= 0) {
+        r->rc = hr_err(r->err, HR_EFORMAT, "%s: 'num_experts_per_tok' (%d) must be 1..%d and "
+                       "at most the number of experts (%d)", r->where, hp->n_experts_used,
+                       HR_MAX_EXPERTS_USED, hp->n_experts);
+        return;
+    }
+    if (moe->shared_expert && hp->d_ff_shared <= 0) {
+        r->rc = hr_err(r->err, HR_EFORMAT, "%s: missing or zero "
+                       "'shared_expert_intermediate_size'", r->where);
+        return;
+    }
+    if (step <= 0)
+        step = 1;
+    for (int i = 0; i < hp->n_layers; i++)
+        hp->layer_moe[i] = (i + 1) % step == 0;
+    const json_t *only = get(r, "mlp_only_layers");
+    if (only && !json_is_array(only)) {
+        r->rc = hr_err(r->err, HR_EFORMAT, "%s: 'mlp_only_layers' must be a list", r->where);
+        return;
+    }
+    for (size_t j = 0; only && j < json_array_size(only); j++) {
+        const json_t *v = json_array_get(only, j);
+        if (!json_is_integer(v) || json_integer_value(v) < 0 ||
+            json_integer_value(v) >= hp->n_layers) {
+            r->rc = hr_err(r->err, HR_EFORMAT, "%s: 'mlp_only_layers'[%zu] is not a layer "
+                           "index below %d", r->where, j, hp->n_layers);
+            return;
+        }
+        hp->layer_moe[json_integer_value(v)] = false;
+    }
+}
+
+/* gated DeltaNet dimensions, when layer_types names linear layers */
+static void parse_linear(reader *r, hr_hparams *hp) {
+    for (int i = 0; i < hp->n_layers; i++)
+        hp->n_linear += hp->layer_linear[i];
+    if (!hp->n_linear)
+        return;
+    hp->ln_k_heads = require(r, "linear_num_key_heads");
+    hp->ln_v_heads = require(r, "linear_num_value_heads");
+    hp->ln_k_dim = require(r, "linear_key_head_dim");
+    hp->ln_v_dim = require(r, "linear_value_head_dim");
+    hp->ln_conv = require(r, "linear_conv_kernel_dim");
+    if (!r->rc && (hp->ln_v_heads % hp->ln_k_heads || hp->ln_conv > 16 ||
+                   hp->ln_v_dim > 1024 ||
+                   2 * hp->ln_k_heads * hp->ln_k_dim + hp->ln_v_heads * hp->ln_v_dim > 16384))
+        r->rc = hr_err(r->err, HR_EFORMAT, "%s: 'linear_num_value_heads' (%d) must be a "
+                       "multiple of 'linear_num_key_heads' (%d), 'linear_conv_kernel_dim' "
+                       "(%d) at most 16, value heads of up to 1024 and up to 16384 conv channels", r->where, hp->ln_v_heads, hp->ln_k_heads, hp->ln_conv);
 }
 
 static int parse_act(reader *r, hr_hparams *hp) {
@@ -301,6 +375,8 @@ int hr_hparams_from_json(hr_hparams *hp, const json_t *cfg, const json_t *gen,
     if (r.rc)
         return r.rc;
     parse_layer_types(&r, hp);
+    parse_moe(&r, hp);
+    parse_linear(&r, hp);
     if (r.rc)
         return r.rc;
 

@@ -12,6 +12,7 @@
 #include <stdbool.h>
 
 #define HR_MAX_LAYERS 512
+#define HR_MAX_EXPERTS_USED 32 /* k: experts a token is routed to */
 
 typedef enum hr_rope_type {
     HR_ROPE_DEFAULT,
@@ -70,6 +71,21 @@ typedef struct hr_hparams {
 
     /* scalings (granite; gemma's sqrt(d_model) comes from the arch) */
     float embed_mult, residual_mult, logit_div;
+
+    /* mixture of experts (arch->moe.router != NONE) */
+    int n_experts;          /* num_experts / num_local_experts */
+    int n_experts_used;     /* num_experts_per_tok (k) */
+    int d_ff_expert;        /* moe_intermediate_size, else intermediate_size */
+    int d_ff_shared;        /* shared_expert_intermediate_size; 0 = none */
+    bool norm_topk;         /* renormalise the k routing weights */
+    float swiglu_alpha, swiglu_limit; /* gpt_oss's clamped swiglu */
+    bool layer_moe[HR_MAX_LAYERS]; /* the layer's MLP is routed */
+
+    /* gated DeltaNet layers (arch->linear_deltanet, layer_types
+     * "linear_attention"): a recurrent state per sequence instead of KV */
+    bool layer_linear[HR_MAX_LAYERS];
+    int n_linear;           /* how many */
+    int ln_k_heads, ln_v_heads, ln_k_dim, ln_v_dim, ln_conv; /* linear_* */
 
     /* generation_config.json defaults (0 / -1 when absent) */
     int n_eos;

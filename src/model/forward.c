@@ -22,6 +22,19 @@ struct hr_fwd {
     hr_arena arena; /* reset every hr_forward */
     float *freq;    /* [max_seqs][2 * (rot_dim/2 + 1)] host staging */
     int32_t *tables, *tab_off; /* [max_seqs * max_blocks], [max_seqs] */
+
+    /* recurrent state (gated DeltaNet layers): n_slots slots, each held by
+     * the sequence whose first KV block is slot_owner[i] (-1: free) in its
+     * allocation slot_gen[i], which has run up to position slot_next[i]. A
+     * sequence that starts at position 0 takes a slot whose holder is gone
+     * (that block freed or allocated again since). */
+    int n_slots;
+    int32_t *slot_owner, *slot_next; /* [n_slots] */
+    uint32_t *slot_gen;              /* [n_slots] the owner block's kv->gen */
+    int32_t *seq_slot;               /* [max_seqs] this step's */
+    int n_tokens;                    /* this step's */
+    float **conv_state, **state;     /* [n_layers] backend memory (linear layers) */
+    size_t conv_bytes, state_bytes;  /* per layer */
 };
 
 /* ---- setup --------------------------------------------------------------- */
@@ -31,10 +44,111 @@ static size_t scratch_bytes(const hr_model *m, int T) {
     const hr_hparams *hp = &m->hp;
     size_t qd = (size_t)hp->n_heads * hp->head_dim, kvd = (size_t)hp->n_kv_heads * hp->head_dim;
     size_t d = hp->d_model, ff = hp->d_ff;
+    size_t mff = hp->d_ff_expert > hp->d_ff_shared ? hp->d_ff_expert : hp->d_ff_shared;
+    ff = ff > mff ? ff : mff;
     size_t floats = (size_t)T * (3 * d + 2 * qd + 2 * kvd + 2 * ff);
+    if (hp->arch->attn_out_gate)
+        floats += (size_t)T * qd;
+    if (hp->n_linear) {
+        size_t kd = (size_t)hp->ln_k_heads * hp->ln_k_dim, vd = (size_t)hp->ln_v_heads * hp->ln_v_dim;
+        floats += (size_t)T * (2 * kd + 2 * vd + 2 * hp->ln_v_heads + 2 * kd + vd + vd);
+    }
     if (m->be->device_mem)
         floats += (size_t)T * hp->n_vocab;
     return floats * sizeof(float) + 64 * 16; /* + alignment slack */
+}
+
+/* The recurrent state of every linear layer, a slot per sequence a step
+ * can hold. */
+static int state_new(hr_fwd *f, hr_error *err) {
+    const hr_hparams *hp = &f->m->hp;
+    if (!hp->n_linear)
+        return 0;
+    size_t kd = (size_t)hp->ln_k_heads * hp->ln_k_dim, vd = (size_t)hp->ln_v_heads * hp->ln_v_dim;
+    f->n_slots = f->max_seqs;
+    f->conv_bytes = (size_t)f->n_slots * (2 * kd + vd) * (hp->ln_conv - 1) * sizeof(float);
+    f->state_bytes = (size_t)f->n_slots * hp->ln_v_heads * hp->ln_k_dim * hp->ln_v_dim *
+                     sizeof(float);
+    if (f->conv_bytes == 0)
+        f->conv_bytes = sizeof(float);
+    f->conv_state = calloc((size_t)hp->n_layers, sizeof *f->conv_state);
+    f->state = calloc((size_t)hp->n_layers, sizeof *f->state);
+    f->slot_owner = malloc((size_t)f->n_slots * sizeof *f->slot_owner);
+    f->slot_next = malloc((size_t)f->n_slots * sizeof *f->slot_next);
+    f->slot_gen = malloc((size_t)f->n_slots * sizeof *f->slot_gen);
+    f->seq_slot = malloc((size_t)f->max_seqs * sizeof *f->seq_slot);
+    if (!f->conv_state || !f->state || !f->slot_owner || !f->slot_next || !f->slot_gen ||
+        !f->seq_slot)
+        return hr_err(err, HR_ENOMEM, "out of memory");
+    for (int i = 0; i < f->n_slots; i++)
+        f->slot_owner[i] = -1;
+    for (int l = 0; l < hp->n_layers; l++)
+        if (hp->layer_linear[l] &&
+            (!(f->conv_state[l] = f->be->ops->alloc(f->be, f->conv_bytes)) ||
+             !(f->state[l] = f->be->ops->alloc(f->be, f->state_bytes))))
+            return hr_err(err, HR_ENOMEM, "cannot allocate the recurrent state of %d "
+                          "sequences (%zu MiB a layer)", f->n_slots,
+                          (f->conv_bytes + f->state_bytes) >> 20);
+    return 0;
+}
+
+/* Each sequence of the batch to its recurrent state slot (f->seq_slot):
+ * the one it holds, continuing at its next position, or at position 0 a
+ * slot no live sequence holds. Nothing changes on error. */
+static int assign_slots(hr_fwd *f, const hr_kv *kv, const hr_batch *b, hr_error *err) {
+    if (!f->n_slots)
+        return 0;
+    for (int s = 0; s < b->n_seqs; s++) {
+        int first = -1;
+        for (int t = 0; t < b->n_tokens && first < 0; t++)
+            if (b->seq[t] == s)
+                first = b->pos[t];
+        int32_t owner = b->seqs[s].n > 0 ? b->seqs[s].table[0] : -1;
+        int slot = -1;
+        for (int i = 0; i < f->n_slots && slot < 0; i++)
+            if (owner >= 0 && f->slot_owner[i] == owner && f->slot_gen[i] == kv->gen[owner])
+                slot = i;
+        for (int j = 0; j < s && slot >= 0; j++) /* (-1: no tokens this step) */
+            if (f->seq_slot[j] == slot)
+                return hr_err(err, HR_EINVAL, "sequences %d and %d share their first KV block "
+                              "(a model with recurrent state cannot share a prefix)", j, s);
+        if (first < 0) { /* no tokens this step */
+            f->seq_slot[s] = -1;
+            continue;
+        }
+        if (first > 0) {
+            if (slot < 0 || f->slot_next[slot] != first)
+                return hr_err(err, HR_EINVAL, "sequence %d continues at position %d, but "
+                              "its recurrent state is not here (this model's state cannot "
+                              "be restored from a prompt cache or rewound)", s, first);
+            f->seq_slot[s] = slot;
+            continue;
+        }
+        for (int i = 0; i < f->n_slots && slot < 0; i++) {
+            bool taken = false;
+            for (int j = 0; j < s && !taken; j++)
+                taken = f->seq_slot[j] == i;
+            int32_t o = f->slot_owner[i];
+            if (!taken && (o < 0 || o >= kv->n_blocks || kv->refs[o] == 0 ||
+                           kv->gen[o] != f->slot_gen[i]))
+                slot = i;
+        }
+        if (slot < 0)
+            return hr_err(err, HR_EFULL, "no recurrent state slot free for sequence %d "
+                          "(%d live sequences hold them)", s, f->n_slots);
+        f->seq_slot[s] = slot;
+    }
+    return 0;
+}
+
+/* After the step: each sequence's slot is its own up to its last position. */
+static void commit_slots(hr_fwd *f, const hr_kv *kv, const hr_batch *b) {
+    for (int t = 0; f->n_slots && t < b->n_tokens; t++) {
+        int s = b->seq[t], slot = f->seq_slot[s];
+        f->slot_owner[slot] = b->seqs[s].table[0];
+        f->slot_gen[slot] = kv->gen[b->seqs[s].table[0]];
+        f->slot_next[slot] = b->pos[t] + 1;
+    }
 }
 
 int hr_fwd_new(hr_fwd **out, const hr_model *m, int max_tokens, int max_seqs, int max_ctx,
@@ -56,10 +170,16 @@ int hr_fwd_new(hr_fwd **out, const hr_model *m, int max_tokens, int max_seqs, in
     int k_max = hp->d_model > hp->d_ff ? hp->d_model : hp->d_ff;
     if (hp->n_heads * hp->head_dim > k_max)
         k_max = hp->n_heads * hp->head_dim;
+    int moe_ff = hp->d_ff_expert > hp->d_ff_shared ? hp->d_ff_expert : hp->d_ff_shared;
+    if (moe_ff > k_max)
+        k_max = moe_ff;
+    if (hp->ln_v_heads * hp->ln_v_dim > k_max) /* DeltaNet's out_proj */
+        k_max = hp->ln_v_heads * hp->ln_v_dim;
     hr_bctx_dims dims = {.max_tokens = max_tokens, .max_seqs = max_seqs, .max_ctx = f->max_ctx,
                          .n_heads = hp->n_heads, .n_kv_heads = hp->n_kv_heads,
-                         .head_dim = hp->head_dim,
-                         .rot_dim = hp->rot_dim, .max_k = k_max};
+                         .head_dim = hp->head_dim, .rot_dim = hp->rot_dim, .max_k = k_max,
+                         .d_model = hp->d_model, .n_experts = hp->n_experts,
+                         .n_experts_used = hp->n_experts_used, .moe_ff = moe_ff};
     int rc = HR_ENOMEM;
     f->mem_bytes = scratch_bytes(m, max_tokens);
     f->freq = malloc((size_t)max_seqs * 2 * (hp->rot_dim / 2 + 1) * sizeof *f->freq);
@@ -72,7 +192,8 @@ int hr_fwd_new(hr_fwd **out, const hr_model *m, int max_tokens, int max_seqs, in
         goto fail;
     }
     hr_arena_wrap(&f->arena, f->mem, f->mem_bytes);
-    if ((rc = f->be->ops->ctx_new(f->be, f->pool, &dims, &f->c, err)))
+    if ((rc = f->be->ops->ctx_new(f->be, f->pool, &dims, &f->c, err)) ||
+        (rc = state_new(f, err)))
         goto fail;
     *out = f;
     return 0;
@@ -92,6 +213,18 @@ void hr_fwd_free(hr_fwd *f) {
     free(f->freq);
     free(f->tables);
     free(f->tab_off);
+    for (int l = 0; f->state && l < f->m->hp.n_layers; l++) {
+        if (f->conv_state[l])
+            f->be->ops->free(f->be, f->conv_state[l], f->conv_bytes);
+        if (f->state[l])
+            f->be->ops->free(f->be, f->state[l], f->state_bytes);
+    }
+    free(f->conv_state);
+    free(f->state);
+    free(f->slot_owner);
+    free(f->slot_next);
+    free(f->slot_gen);
+    free(f->seq_slot);
     free(f);
 }
 
@@ -191,10 +324,48 @@ static int act_of(hr_act a) {
                                                                    : HR_BACT_GELU;
 }
 
+/* a gated DeltaNet layer: out = out_proj(deltanet(x)) */
+static void linear_attention(hr_fwd *f, const hr_layer *L, int il, const float *x, float *out,
+                             float *qkvz, float *ba, float *mixed, float *o) {
+    const hr_hparams *hp = &f->m->hp;
+    const hr_backend_ops *ops = f->be->ops;
+    int d = hp->d_model, kd = hp->ln_k_heads * hp->ln_k_dim, vd = hp->ln_v_heads * hp->ln_v_dim;
+    int T = f->n_tokens;
+    ops->matmul(f->c, x, d, T, 2,
+                (hr_matmul_out[]){{qkvz, 2 * kd + 2 * vd, &L->ln_qkvz, NULL},
+                                  {ba, 2 * hp->ln_v_heads, &L->ln_ba, NULL}});
+    ops->deltanet(f->c, &(hr_deltanet_args){
+        .qkvz = qkvz, .ba = ba, .mixed = mixed, .out = o, .n_k_heads = hp->ln_k_heads,
+        .n_v_heads = hp->ln_v_heads, .dk = hp->ln_k_dim, .dv = hp->ln_v_dim,
+        .conv_k = hp->ln_conv, .conv_w = L->ln_conv, .a_log = L->ln_a_log,
+        .dt_bias = L->ln_dt_bias, .norm_w = L->ln_norm, .norm_eps = hp->norm_eps,
+        .conv_state = f->conv_state[il], .state = f->state[il], .slot = f->seq_slot});
+    ops->matmul(f->c, o, vd, T, 1, &(hr_matmul_out){out, d, &L->ln_out, NULL});
+}
+
+/* a layer's routed MLP: tmp = moe(x) */
+static void moe(const hr_backend_ops *ops, hr_bctx *c, const hr_model *m, const hr_layer *L,
+                float *out, const float *x) {
+    const hr_hparams *hp = &m->hp;
+    const hr_arch_moe *mo = &hp->arch->moe;
+    ops->moe(c, &(hr_moe_args){
+        .x = x, .out = out, .d = hp->d_model, .n_experts = hp->n_experts,
+        .k = hp->n_experts_used, .ff = hp->d_ff_expert,
+        .router = mo->router == HR_ROUTER_TOPK_SOFTMAX ? HR_BROUTER_TOPK_SOFTMAX
+                                                       : HR_BROUTER_SOFTMAX_TOPK,
+        .norm_topk = hp->norm_topk, .router_w = &L->router, .router_b = L->router_b,
+        .gate = L->e_gate, .up = L->e_up, .down = L->e_down, .b_gate = L->eb_gate,
+        .b_up = L->eb_up, .b_down = L->eb_down,
+        .act = mo->swiglu_clamped ? HR_BACT_SWIGLU_CLAMPED : act_of(hp->act),
+        .alpha = hp->swiglu_alpha, .limit = hp->swiglu_limit,
+        .sh_ff = L->sh_gate.data ? hp->d_ff_shared : 0, .sh_gate = &L->sh_gate,
+        .sh_up = &L->sh_up, .sh_down = &L->sh_down, .sh_inp = &L->sh_inp});
+}
+
 int hr_forward(hr_fwd *f, hr_kv *kv, const hr_batch *b, float *logits,
                hr_error *err) {
     int rc = validate(f, kv, b, err);
-    if (rc)
+    if (rc || (rc = assign_slots(f, kv, b, err)))
         return rc;
     const hr_model *m = f->m;
     const hr_hparams *hp = &m->hp;
@@ -217,6 +388,15 @@ int hr_forward(hr_fwd *f, hr_kv *kv, const hr_batch *b, float *logits,
     float *u = hr_arena_alloc(A, (size_t)T * ff * sizeof(float));
     float *out = f->be->device_mem ? hr_arena_alloc(A, (size_t)T * hp->n_vocab * sizeof(float))
                                    : logits;
+    float *qgate = arch->attn_out_gate ? hr_arena_alloc(A, (size_t)T * qd * sizeof(float)) : NULL;
+    float *lq = NULL, *lba = NULL, *lmix = NULL, *lout = NULL;
+    if (hp->n_linear) {
+        size_t kd = (size_t)hp->ln_k_heads * hp->ln_k_dim, vd = (size_t)hp->ln_v_heads * hp->ln_v_dim;
+        lq = hr_arena_alloc(A, (size_t)T * (2 * kd + 2 * vd) * sizeof(float));
+        lba = hr_arena_alloc(A, (size_t)T * 2 * hp->ln_v_heads * sizeof(float));
+        lmix = hr_arena_alloc(A, (size_t)T * (2 * kd + vd) * sizeof(float));
+        lout = hr_arena_alloc(A, (size_t)T * vd * sizeof(float));
+    }
     HR_ASSERT(out != NULL); /* the arena was sized for max_tokens */
 
     int max_ctx = 0; /* positions attended to (validate: < f->max_ctx) */
@@ -225,6 +405,7 @@ int hr_forward(hr_fwd *f, hr_kv *kv, const hr_batch *b, float *logits,
             max_ctx = b->pos[t] + 1;
     hr_step_in in;
     stage(f, b, &in);
+    f->n_tokens = T;
     if ((rc = ops->begin(c, &in, err)))
         return rc;
 
@@ -243,9 +424,13 @@ int hr_forward(hr_fwd *f, hr_kv *kv, const hr_batch *b, float *logits,
             norm_rows(ops, c, m, &L->norm[HR_NORM_PRE_ATTN], xn, x, T);
             ain = xn;
         }
-        ops->matmul(c, ain, d, T, 3,
+        if (hp->layer_linear[il]) {
+            linear_attention(f, L, il, ain, tmp, lq, lba, lmix, lout);
+            goto residual;
+        }
+        ops->matmul(c, ain, d, T, qgate ? 4 : 3,
                     (hr_matmul_out[]){{q, qd, &L->wq, L->bq}, {k, kvd, &L->wk, L->bk},
-                                      {v, kvd, &L->wv, L->bv}});
+                                      {v, kvd, &L->wv, L->bv}, {qgate, qd, &L->w_qgate, NULL}});
         void *kc = hr_kv_layer_k(kv, il), *vc = hr_kv_layer_v(kv, il);
         ops->qkv(c, &(hr_qkv_args){
             .q = q, .k = k, .v = v, .n_heads = hp->n_heads, .n_kv_heads = hp->n_kv_heads,
@@ -268,9 +453,16 @@ int hr_forward(hr_fwd *f, hr_kv *kv, const hr_batch *b, float *logits,
             .kv_bits = kv->bits, .kv_group = kv->group,
             .block_stride = kv->block_stride, .block_size = HR_KV_BLOCK,
             .scale = hp->attn_scale, .softcap = hp->attn_softcap,
-            .window = sliding ? hp->sliding_window : 0, .max_ctx = max_ctx});
+            .window = sliding ? hp->sliding_window : 0, .max_ctx = max_ctx,
+            .sinks = L->sinks});
         prefetch(ops, c, L->w_gate.data ? 2 : 1, (const hr_tensor *[]){&L->w_up, &L->w_gate});
-        ops->matmul(c, att, qd, T, 1, &(hr_matmul_out){tmp, d, &L->wo, L->bo});
+        if (qgate) { /* attn * sigmoid(gate), into qgate */
+            ops->act(c, HR_BACT_SIGMOID, qgate, att, T, qd);
+            ops->matmul(c, qgate, qd, T, 1, &(hr_matmul_out){tmp, d, &L->wo, L->bo});
+        } else {
+            ops->matmul(c, att, qd, T, 1, &(hr_matmul_out){tmp, d, &L->wo, L->bo});
+        }
+    residual:
         if (L->norm[HR_NORM_POST_ATTN].w)
             norm_rows(ops, c, m, &L->norm[HR_NORM_POST_ATTN], tmp, tmp, T);
         ops->add(c, x, tmp, hp->residual_mult, (size_t)T * d);
@@ -282,7 +474,9 @@ int hr_forward(hr_fwd *f, hr_kv *kv, const hr_batch *b, float *logits,
             min = xn;
         }
         prefetch(ops, c, 1, (const hr_tensor *[]){&L->w_down});
-        if (L->w_gate.data) {
+        if (hp->layer_moe[il]) {
+            moe(ops, c, m, L, tmp, min);
+        } else if (L->w_gate.data) {
             ops->matmul(c, min, d, T, 2,
                         (hr_matmul_out[]){{u, ff, &L->w_up, L->b_up}, {g, ff, &L->w_gate, NULL}});
             ops->act(c, act_of(hp->act), g, u, T, ff);
@@ -310,6 +504,7 @@ int hr_forward(hr_fwd *f, hr_kv *kv, const hr_batch *b, float *logits,
     }
     if ((rc = ops->end(c, err)))
         return rc;
+    commit_slots(f, kv, b);
     if (n_out > 0 && out != logits)
         rc = f->be->ops->download(f->be, logits, out, (size_t)n_out * V * sizeof(float), err);
     return rc;

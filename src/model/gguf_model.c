@@ -20,6 +20,9 @@ static const struct { const char *gguf, *model_type; family fam; } ARCHS[] = {
     {"llama", "llama", FAM_LLAMA},   {"qwen2", "qwen2", FAM_QWEN},
     {"qwen3", "qwen3", FAM_QWEN},    {"gemma", "gemma", FAM_GEMMA},
     {"gemma2", "gemma2", FAM_GEMMA2}, {"gemma3", "gemma3_text", FAM_GEMMA3},
+    /* mixture of experts (gguf_moe.c); mixtral is llama with experts */
+    {"qwen3moe", "qwen3_moe", FAM_QWEN}, {"qwen2moe", "qwen2_moe", FAM_QWEN},
+    {"olmoe", "olmoe", FAM_QWEN},
 };
 #define COUNT(a) (sizeof(a) / sizeof((a)[0]))
 
@@ -42,7 +45,10 @@ static bool is_gemma(family f) {
     return f == FAM_GEMMA || sandwich(f);
 }
 
-enum { ANY_LAYOUT, LLAMA_LAYOUT, SANDWICH_LAYOUT };
+/* MOE_LLAMA: mixtral (GGUF arch llama) keeps its experts under
+ * block_sparse_moe; the other MoE families under mlp. Stacked experts are
+ * [E, out, in] tensors under switch_mlp (mlx-lm's name). */
+enum { ANY_LAYOUT, LLAMA_LAYOUT, SANDWICH_LAYOUT, MOE_LLAMA, MOE_MLP };
 static const struct { const char *gguf, *hf; int layout; } LAYER_NAMES[] = {
     {"attn_norm.weight", "input_layernorm.weight", ANY_LAYOUT},
     {"ffn_norm.weight", "post_attention_layernorm.weight", LLAMA_LAYOUT},
@@ -62,6 +68,18 @@ static const struct { const char *gguf, *hf; int layout; } LAYER_NAMES[] = {
     {"ffn_gate.weight", "mlp.gate_proj.weight", ANY_LAYOUT},
     {"ffn_up.weight", "mlp.up_proj.weight", ANY_LAYOUT},
     {"ffn_down.weight", "mlp.down_proj.weight", ANY_LAYOUT},
+    {"ffn_gate_inp.weight", "mlp.gate.weight", MOE_MLP},
+    {"ffn_gate_exps.weight", "mlp.switch_mlp.gate_proj.weight", MOE_MLP},
+    {"ffn_up_exps.weight", "mlp.switch_mlp.up_proj.weight", MOE_MLP},
+    {"ffn_down_exps.weight", "mlp.switch_mlp.down_proj.weight", MOE_MLP},
+    {"ffn_gate_shexp.weight", "mlp.shared_expert.gate_proj.weight", MOE_MLP},
+    {"ffn_up_shexp.weight", "mlp.shared_expert.up_proj.weight", MOE_MLP},
+    {"ffn_down_shexp.weight", "mlp.shared_expert.down_proj.weight", MOE_MLP},
+    {"ffn_gate_inp_shexp.weight", "mlp.shared_expert_gate.weight", MOE_MLP},
+    {"ffn_gate_inp.weight", "block_sparse_moe.gate.weight", MOE_LLAMA},
+    {"ffn_gate_exps.weight", "block_sparse_moe.switch_mlp.gate_proj.weight", MOE_LLAMA},
+    {"ffn_up_exps.weight", "block_sparse_moe.switch_mlp.up_proj.weight", MOE_LLAMA},
+    {"ffn_down_exps.weight", "block_sparse_moe.switch_mlp.down_proj.weight", MOE_LLAMA},
 };
 static const struct { const char *gguf, *hf; } TOP_NAMES[] = {
     {"token_embd.weight", "model.embed_tokens.weight"},
@@ -71,6 +89,8 @@ static const struct { const char *gguf, *hf; } TOP_NAMES[] = {
 };
 
 static bool in_layout(int layout, family f) {
+    if (layout == MOE_LLAMA || layout == MOE_MLP)
+        return (layout == MOE_LLAMA) == (f == FAM_LLAMA);
     return layout == ANY_LAYOUT || (layout == SANDWICH_LAYOUT) == sandwich(f);
 }
 
@@ -104,7 +124,7 @@ const char *hr_gguf_hf_name(const hr_gguf *g, const char *name, char *buf, size_
 static const struct { uint32_t ggml; hr_dtype dt; } TYPES[] = {
     {0, HR_DTYPE_F32}, {1, HR_DTYPE_F16}, {30, HR_DTYPE_BF16}, {8, HR_DTYPE_Q8_0},
     {2, HR_DTYPE_Q4_0}, {3, HR_DTYPE_Q4_1}, {12, HR_DTYPE_Q4_K}, {13, HR_DTYPE_Q5_K},
-    {14, HR_DTYPE_Q6_K},
+    {14, HR_DTYPE_Q6_K}, {39, HR_DTYPE_MXFP4},
 };
 
 int hr_gguf_dtype(uint32_t t) {
@@ -352,7 +372,8 @@ int hr_gguf_config(const hr_gguf *g, json_t **out, bool *permuted_qk, hr_error *
     int ai = arch_index(a, alen);
     if (ai < 0)
         return hr_err(err, HR_EUNSUPPORTED, "not supported yet: %s: GGUF architecture '%s' "
-                      "(llama, qwen2, qwen3, gemma, gemma2, gemma3 are)", hr_gguf_path(g), arch);
+                      "(llama, qwen2, qwen3, qwen2moe, qwen3moe, olmoe, gemma, gemma2, "
+                      "gemma3 are)", hr_gguf_path(g), arch);
     family fam = ARCHS[ai].fam;
     *permuted_qk = fam == FAM_LLAMA;
     meta m = {g, arch, json_object(), err, 0};
@@ -434,6 +455,8 @@ int hr_gguf_config(const hr_gguf *g, json_t **out, bool *permuted_qk, hr_error *
     }
     if (!m.rc && is_gemma(fam))
         gemma_config(&m, fam);
+    if (!m.rc)
+        m.rc = hr__gguf_moe_config(g, arch, m.cfg, err);
     if (m.rc) {
         json_decref(m.cfg);
         return m.rc;
@@ -492,7 +515,7 @@ static void llama3_factors(const hr_rope_params *rp, int dim, float *out) {
 
 /* The ARCHS row hearth exports model_type mt as (mistral as llama), or -1. */
 static int arch_of_model_type(const char *mt) {
-    if (!strcmp(mt, "mistral"))
+    if (!strcmp(mt, "mistral") || !strcmp(mt, "mixtral"))
         mt = "llama";
     for (size_t i = 0; i < COUNT(ARCHS); i++)
         if (!strcmp(mt, ARCHS[i].model_type))
@@ -600,7 +623,7 @@ static int gemma_export(hr_gguf_w *g, const char *arch, family f, const hr_hpara
 
 int hr_gguf_export(const char *src, const json_t *cfg, const hr_weights *w, hr_dtype type,
                    const char *out, FILE *report, hr_error *err) {
-    if (hr_gguf_dtype(ggml_type(type)) != (int)type)
+    if (hr_gguf_dtype(ggml_type(type)) != (int)type || type == HR_DTYPE_MXFP4)
         return hr_err(err, HR_EINVAL, "--gguf type %s is not one hearth writes",
                       hr_dtype_name(type));
     hr_hparams hp;
@@ -612,7 +635,8 @@ int hr_gguf_export(const char *src, const json_t *cfg, const hr_weights *w, hr_d
     if (ai < 0) {
         hr_hparams_deinit(&hp);
         return hr_err(err, HR_EUNSUPPORTED, "not supported yet: GGUF export of model_type "
-                      "'%s' (llama, mistral, qwen2, qwen3, gemma, gemma2, gemma3_text are)", mt);
+                      "'%s' (llama, mistral, mixtral, qwen2, qwen3, qwen2_moe, qwen3_moe, "
+                      "olmoe, gemma, gemma2, gemma3_text are)", mt);
     }
     const char *arch = ARCHS[ai].gguf;
     family fam = ARCHS[ai].fam;
@@ -657,7 +681,8 @@ int hr_gguf_export(const char *src, const json_t *cfg, const hr_weights *w, hr_d
         hr_gguf_w_f32(g, KEY("rope.scaling.factor"), (float)hp.rope.factor);
     }
 #undef KEY
-    if (is_gemma(fam) && (rc = gemma_export(g, arch, fam, &hp, cfg, w, err))) {
+    if ((is_gemma(fam) && (rc = gemma_export(g, arch, fam, &hp, cfg, w, err))) ||
+        (rc = hr__gguf_moe_keys(g, arch, &hp, err))) {
         hr_gguf_w_free(g);
         hr_hparams_deinit(&hp);
         return rc;
@@ -691,12 +716,30 @@ int hr_gguf_export(const char *src, const json_t *cfg, const hr_weights *w, hr_d
     size_t n_fallback = 0;
     for (size_t i = 0; !rc && i < hr_weights_count(w); i++) {
         const hr_tensor *t = hr_weights_at(w, i);
-        char gn[160];
+        char gn[160], stacked[200];
         if (hp.tie_embeddings && !strcmp(t->name, "lm_head.weight"))
             continue; /* unused: the model computes with embed_tokens */
-        if (!map_name(t->name, false, fam, gn, sizeof gn)) {
+        /* experts: one [E, out, in] tensor, written at expert 0 */
+        int expert = hr__gguf_expert_of(&hp, t->name, stacked, sizeof stacked);
+        if (expert > 0)
+            continue;
+        const hr_tensor *one[1] = {t}, **parts = one;
+        int n_parts = 1;
+        if (expert == 0 && !(parts = hr__gguf_experts_of(w, t, hp.n_experts, &rc, err)))
+            break;
+        n_parts = expert == 0 ? hp.n_experts : 1;
+        hr_tensor gate1; /* the shared expert's gate (1, d): llama.cpp's is 1-D */
+        if (t->ndim == 2 && t->shape[0] == 1 && ends_with(t->name, "shared_expert_gate.weight")) {
+            gate1 = *t;
+            gate1.ndim = 1;
+            gate1.shape[0] = t->shape[1];
+            t = one[0] = &gate1;
+        }
+        if (!map_name(expert == 0 ? stacked : t->name, false, fam, gn, sizeof gn)) {
             rc = hr_err(err, HR_EUNSUPPORTED, "not supported yet: %s: no GGUF name for "
                         "tensor '%s'", src, t->name);
+            if (parts != one)
+                free(parts);
             break;
         }
         bool is_q = strstr(t->name, "q_proj") != NULL, is_k = strstr(t->name, "k_proj") != NULL;
@@ -706,7 +749,7 @@ int hr_gguf_export(const char *src, const json_t *cfg, const hr_weights *w, hr_d
         flat.ndim = 2;
         flat.shape[0] = rows;
         flat.shape[1] = cols;
-        hr_dtype tt = t->ndim == 2 ? type : HR_DTYPE_F32;
+        hr_dtype tt = t->ndim == 2 && !ends_with(gn, "ffn_gate_inp.weight") ? type : HR_DTYPE_F32;
         int be, bb;
         hr_dtype_block(tt, &be, &bb);
         if (cols % be) {
@@ -715,14 +758,18 @@ int hr_gguf_export(const char *src, const json_t *cfg, const hr_weights *w, hr_d
             n_fallback++;
         }
         size_t row_bytes = (size_t)(cols / be) * bb;
-        unsigned char *data = keep(&keepers, (size_t)rows * row_bytes);
+        unsigned char *data = keep(&keepers, (size_t)n_parts * rows * row_bytes);
         float *x = malloc((size_t)cols * sizeof *x);
         if (!data || !x) {
             free(x);
+            if (parts != one)
+                free(parts);
             rc = hr_err(err, HR_ENOMEM, "out of memory");
             break;
         }
-        for (int64_t r = 0; r < rows; r++) {
+        for (int64_t pr = 0; pr < n_parts * rows; pr++) {
+            int64_t r = pr % rows;
+            flat.data = parts[pr / rows]->data;
             int64_t sr = permute && (is_q || is_k) ? unpermute_row(r, hp.head_dim) : r;
             if (t->ndim == 1) {
                 hr_dequant_range(&(hr_tensor){.dtype = t->dtype, .ndim = 2, .shape = {1, rows},
@@ -733,7 +780,7 @@ int hr_gguf_export(const char *src, const json_t *cfg, const hr_weights *w, hr_d
             } else {
                 hr_dequant_range(&flat, sr, 0, cols, x);
             }
-            unsigned char *dst = data + (size_t)r * row_bytes;
+            unsigned char *dst = data + (size_t)pr * row_bytes;
             if (tt == HR_DTYPE_F32)
                 memcpy(dst, x, (size_t)cols * 4);
             else if (tt == HR_DTYPE_F16 || tt == HR_DTYPE_BF16)
@@ -745,10 +792,13 @@ int hr_gguf_export(const char *src, const json_t *cfg, const hr_weights *w, hr_d
                 hr_quant_gguf_row(tt, x, cols, dst);
         }
         free(x);
-        uint64_t ne[2] = {(uint64_t)cols, (uint64_t)rows};
+        if (parts != one)
+            free(parts);
+        uint64_t ne[3] = {(uint64_t)cols, (uint64_t)rows, (uint64_t)n_parts};
         if (t->ndim == 1)
             ne[0] = (uint64_t)rows;
-        hr_gguf_w_tensor(g, gn, ggml_type(tt), t->ndim, ne, data, (size_t)rows * row_bytes);
+        hr_gguf_w_tensor(g, gn, ggml_type(tt), n_parts > 1 ? 3 : t->ndim, ne, data,
+                         (size_t)n_parts * rows * row_bytes);
     }
     if (!rc)
         rc = hr_gguf_w_write(g, out, err);

@@ -11,8 +11,12 @@
  *    layer have their own names (ffn_norm is the pre-MLP norm), and what
  *    llama.cpp derives rather than reads (attention scale, sliding layers,
  *    local RoPE base, logit softcapping defaults) becomes config fields.
- * Architectures: llama (and mistral), qwen2, qwen3, gemma, gemma2, gemma3
- * (model_type gemma3_text). */
+ *  - mixture of experts (gguf_moe.c): {arch}.expert_* keys, the router
+ *    ffn_gate_inp, experts stacked [E, out, in] in ffn_{gate,up,down}_exps,
+ *    the shared expert's ffn_*_shexp; layers without ffn_gate_inp are dense.
+ * Architectures: llama (and mistral; with experts: mixtral), qwen2, qwen3,
+ * qwen2moe, qwen3moe, olmoe, gemma, gemma2, gemma3 (model_type
+ * gemma3_text). */
 #ifndef HR_MODEL_GGUF_MODEL_H
 #define HR_MODEL_GGUF_MODEL_H
 
@@ -47,5 +51,26 @@ int hr_gguf_dtype(uint32_t ggml_type);
  * HR_EUNSUPPORTED and nothing is written. */
 int hr_gguf_export(const char *src, const json_t *cfg, const hr_weights *w, hr_dtype type,
                    const char *out, FILE *report, hr_error *err);
+
+/* ---- internal (gguf_moe.c) ---- */
+
+/* The config fields of a MoE GGUF of architecture arch (nothing for a dense
+ * one): expert counts and widths, the routing's normalisation, the dense
+ * layers; a llama with experts becomes mixtral. */
+int hr__gguf_moe_config(const hr_gguf *g, const char *arch, json_t *cfg, hr_error *err);
+/* The {arch}.expert_* keys for model hp (nothing for a dense one); a MoE
+ * model llama.cpp could not express is HR_EUNSUPPORTED. */
+struct hr_hparams;
+struct hr_gguf_w;
+int hr__gguf_moe_keys(struct hr_gguf_w *g, const char *arch, const struct hr_hparams *hp,
+                      hr_error *err);
+/* Expert e of HF tensor `name` ("...experts.<e>.<part>.weight" of hp's
+ * arch): e and the stacked name ("...switch_mlp.<gate|up|down>_proj.weight")
+ * into buf; -1 when name is no expert's. */
+int hr__gguf_expert_of(const struct hr_hparams *hp, const char *name, char *buf, size_t n);
+/* The n experts' tensors of which t is expert 0's (".experts.0."), each of
+ * t's shape and dtype (malloc'd array; NULL and *rc set on error). */
+const hr_tensor **hr__gguf_experts_of(const hr_weights *w, const hr_tensor *t, int n, int *rc,
+                                      hr_error *err);
 
 #endif

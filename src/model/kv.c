@@ -155,7 +155,8 @@ int hr_kv_init_fmt(hr_kv *kv, hr_backend *be, const hr_hparams *hp, const hr_kv_
     kv->v = be->ops->alloc(be, bytes);
     kv->refs = calloc((size_t)n_blocks, sizeof *kv->refs);
     kv->free_list = malloc((size_t)n_blocks * sizeof *kv->free_list);
-    if (!kv->k || !kv->v || !kv->refs || !kv->free_list) {
+    kv->gen = calloc((size_t)n_blocks, sizeof *kv->gen);
+    if (!kv->k || !kv->v || !kv->refs || !kv->free_list || !kv->gen) {
         hr_kv_deinit(kv);
         return hr_err(err, HR_ENOMEM, "cannot allocate a KV pool of %d blocks "
                       "(%zu MiB on %s)", n_blocks, hr_kv_fmt_block_bytes(hp, f) * n_blocks >> 20,
@@ -177,6 +178,7 @@ void hr_kv_deinit(hr_kv *kv) {
     }
     free(kv->refs);
     free(kv->free_list);
+    free(kv->gen);
     memset(kv, 0, sizeof *kv);
 }
 
@@ -185,6 +187,7 @@ int32_t hr_kv_alloc(hr_kv *kv) {
         return -1;
     int32_t b = kv->free_list[--kv->n_free];
     kv->refs[b] = 1;
+    kv->gen[b]++;
     return b;
 }
 

@@ -43,6 +43,8 @@ typedef struct hr_kv {
     size_t block_stride;   /* per block per layer: elements (AFFINE: bytes) */
     void *k, *v;           /* [n_layers][n_blocks][block_stride] */
     int32_t *refs;         /* [n_blocks] */
+    uint32_t *gen;         /* [n_blocks] times each block was allocated (a
+                            * block's holder: (id, gen), model/forward.c) */
     int32_t *free_list;    /* [n_blocks], stack of free block ids */
     int n_free;
     hr_backend *be;        /* where k and v live (hr_kv_init: the CPU) */

@@ -4,6 +4,7 @@
 #include "core/error.h"
 #include "core/file.h"
 #include "kernels/cpu/ops.h"
+#include "model/bind.h"
 #include "model/gguf_model.h"
 
 #include <stdio.h>
@@ -13,16 +14,12 @@
 
 /* ---- binding helpers ------------------------------------------------------ */
 
-typedef struct binder {
-    hr_model *m;
-    hr_error *err;
-    int rc;
-    float *vec_next, *vec_end; /* bump space for 1-D f32 copies */
-    const json_t *quant;       /* config.json "quantization" block or NULL */
-} binder;
+typedef hr__binder binder;
 
 static const char *file_of(binder *b, const hr_tensor *t) {
-    const char *p = hr_weights_file_of(b->m->weights, t), *s = strrchr(p, '/');
+    /* a view (a 3-D tensor seen 2-D) names its file through the original */
+    const hr_tensor *orig = t->name ? hr_weights_find(b->m->weights, t->name) : NULL;
+    const char *p = hr_weights_file_of(b->m->weights, orig ? orig : t), *s = strrchr(p, '/');
     return s ? s + 1 : p;
 }
 
@@ -65,6 +62,19 @@ static void quant_params(binder *b, const char *path, int *bits, int *group) {
     *group = json_is_integer(jg) ? (int)json_integer_value(jg) : -1;
 }
 
+/* A 3-D tensor [E, R, C] (stacked experts: mlx-lm's switch_mlp, GGUF's
+ * *_exps) seen as the 2-D [E * R, C] it is in memory; else t as it is. */
+static hr_tensor flat2(const hr_tensor *t) {
+    hr_tensor v = *t;
+    if (t->ndim == 3) {
+        v.ndim = 2;
+        v.shape[0] = t->shape[0] * t->shape[1];
+        v.shape[1] = t->shape[2];
+        v.shape[2] = 0;
+    }
+    return v;
+}
+
 /* An MLX affine matrix (rows, cols) from `path`.weight (U32, packed),
  * `path`.scales and `path`.biases; every shape and dtype checked. */
 static hr_tensor affine_matrix(binder *b, const char *name, const hr_tensor *w,
@@ -75,9 +85,12 @@ static hr_tensor affine_matrix(binder *b, const char *name, const hr_tensor *w,
     snprintf(path, sizeof path, "%.*s", (int)(len > 7 ? len - 7 : len), name); /* - ".weight" */
     snprintf(sn, sizeof sn, "%s.scales", path);
     snprintf(bn, sizeof bn, "%s.biases", path);
-    const hr_tensor *sc = find(b, sn, true), *bi = find(b, bn, true);
-    if (!sc || !bi)
+    const hr_tensor *sc0 = find(b, sn, true), *bi0 = find(b, bn, true);
+    if (!sc0 || !bi0)
         return v;
+    hr_tensor wf = flat2(w), scf = flat2(sc0), bif = flat2(bi0);
+    const hr_tensor *sc = &scf, *bi = &bif;
+    w = &wf;
     if (!b->quant) {
         b->rc = hr_err(b->err, HR_EFORMAT, "%s: tensor '%s' is quantized (has '%s') but "
                        "config.json has no 'quantization' block", file_of(b, w), name, sn);
@@ -139,6 +152,8 @@ static hr_tensor any_matrix(binder *b, const char *name, int64_t rows, int64_t c
         if (hr_weights_find(b->m->weights, sn))
             return affine_matrix(b, name, t, rows, cols);
     }
+    hr_tensor tf = flat2(t);
+    t = &tf;
     if (!shape_is(b, t, rows, cols))
         return v;
     if (!hr_matmul_supports(t->dtype)) {
@@ -196,6 +211,18 @@ static const float *vec(binder *b, const char *name, int64_t n, bool required) {
     return out;
 }
 
+/* the helpers model/bind.h shares with the other binding files */
+const char *hr__bind_file_of(hr__binder *b, const hr_tensor *t) { return file_of(b, t); }
+const hr_tensor *hr__bind_find(hr__binder *b, const char *name, bool required) {
+    return find(b, name, required);
+}
+hr_tensor hr__bind_matrix(hr__binder *b, const char *name, int64_t rows, int64_t cols) {
+    return matrix(b, name, rows, cols);
+}
+const float *hr__bind_vec(hr__binder *b, const char *name, int64_t n, bool required) {
+    return vec(b, name, n, required);
+}
+
 static hr_norm_w norm(binder *b, const char *prefix, const char *slot, int64_t d) {
     hr_norm_w n = {0};
     if (!slot)
@@ -219,7 +246,13 @@ static void bind_layer(binder *b, int il) {
     int64_t d = hp->d_model, qd = (int64_t)hp->n_heads * hp->head_dim,
             kvd = (int64_t)hp->n_kv_heads * hp->head_dim, ff = hp->d_ff;
 #define NAME(fmt) (snprintf(nm, sizeof nm, "%s" fmt, pre), nm)
-    if (a->fused_qkv) {
+    if (hp->layer_linear[il]) {
+        hr__bind_deltanet(b, L, pre);
+    } else if (a->attn_out_gate) {
+        hr__bind_gated_q(b, L, NAME("self_attn.q_proj.weight"));
+        L->wk = matrix(b, NAME("self_attn.k_proj.weight"), kvd, d);
+        L->wv = matrix(b, NAME("self_attn.v_proj.weight"), kvd, d);
+    } else if (a->fused_qkv) {
         int64_t total = qd + 2 * kvd;
         L->wq = matrix_rows(b, NAME("self_attn.qkv_proj.weight"), total, 0, qd, d);
         L->wk = matrix_rows(b, nm, total, qd, kvd, d);
@@ -232,9 +265,11 @@ static void bind_layer(binder *b, int il) {
         L->bk = vec(b, NAME("self_attn.k_proj.bias"), kvd, false);
         L->bv = vec(b, NAME("self_attn.v_proj.bias"), kvd, false);
     }
-    L->wo = matrix(b, NAME("self_attn.o_proj.weight"), d, qd);
-    L->bo = vec(b, NAME("self_attn.o_proj.bias"), d, false);
-    if (a->qk_norm != HR_QK_NORM_NONE) {
+    if (!hp->layer_linear[il]) {
+        L->wo = matrix(b, NAME("self_attn.o_proj.weight"), d, qd);
+        L->bo = vec(b, NAME("self_attn.o_proj.bias"), d, false);
+    }
+    if (a->qk_norm != HR_QK_NORM_NONE && !hp->layer_linear[il]) {
         bool full = a->qk_norm == HR_QK_NORM_FULL;
         L->q_norm = vec(b, NAME("self_attn.q_norm.weight"), full ? qd : hp->head_dim, true);
         L->k_norm = vec(b, NAME("self_attn.k_norm.weight"), full ? kvd : hp->head_dim, true);
@@ -244,6 +279,12 @@ static void bind_layer(binder *b, int il) {
     for (int s = 0; s < HR_NORM_SLOTS; s++)
         L->norm[s] = norm(b, pre, slots[s], d);
 
+    if (a->attn_sinks)
+        L->sinks = vec(b, NAME("self_attn.sinks"), hp->n_heads, true);
+    if (hp->layer_moe[il]) {
+        hr__bind_moe(b, il);
+        return;
+    }
     snprintf(nm, sizeof nm, "%smlp.%s.weight", pre, a->mlp_up);
     if (a->fused_gate_up) {
         L->w_gate = matrix_rows(b, nm, 2 * ff, 0, ff, d);
@@ -261,13 +302,20 @@ static void bind_layer(binder *b, int il) {
     L->w_down = matrix(b, nm, d, ff);
     snprintf(nm, sizeof nm, "%smlp.%s.bias", pre, a->mlp_down);
     L->b_down = vec(b, nm, d, false);
-#undef NAME
 }
+#undef NAME
 
 /* Upper bound of f32 vector space: every norm, bias and q/k norm. */
 static size_t vec_floats(const hr_hparams *hp) {
     size_t qd = (size_t)hp->n_heads * hp->head_dim, kvd = (size_t)hp->n_kv_heads * hp->head_dim;
-    size_t per_layer = 10 * (size_t)hp->d_model + 3 * (qd + kvd) + (size_t)hp->d_ff;
+    size_t per_layer = 10 * (size_t)hp->d_model + 3 * (qd + kvd) + (size_t)hp->d_ff +
+                       (size_t)hp->n_heads; /* sinks */
+    if (hp->n_experts) /* router bias, expert biases */
+        per_layer += (size_t)hp->n_experts * (1 + 2 * (size_t)hp->d_ff_expert + hp->d_model);
+    if (hp->n_linear) /* conv taps, A_log, dt_bias, gated norm */
+        per_layer += (2 * (size_t)hp->ln_k_heads * hp->ln_k_dim +
+                      (size_t)hp->ln_v_heads * hp->ln_v_dim) * hp->ln_conv +
+                     2 * (size_t)hp->ln_v_heads + hp->ln_v_dim;
     return per_layer * hp->n_layers + 2 * (size_t)hp->d_model;
 }
 
@@ -311,7 +359,8 @@ static int open_gguf(hr_model *m, const char *path, json_t **cfg, hr_error *err)
 }
 
 /* The matrices repack() looks at: embeddings and head (i < 0), then layer
- * i's projections; n of them into mats */
+ * i's projections and experts; n of them into mats (room for
+ * repack_max(m)) */
 static int repack_set(hr_model *m, int i, hr_tensor **mats) {
     int n = 0;
     if (i < 0) {
@@ -321,31 +370,45 @@ static int repack_set(hr_model *m, int i, hr_tensor **mats) {
         return n;
     }
     hr_layer *L = &m->layers[i];
-    hr_tensor *l[] = {&L->wq, &L->wk, &L->wv, &L->wo, &L->w_gate, &L->w_up, &L->w_down};
+    hr_tensor *l[] = {&L->wq, &L->wk, &L->wv, &L->wo, &L->w_gate, &L->w_up, &L->w_down,
+                      &L->router, &L->sh_gate, &L->sh_up, &L->sh_down, &L->w_qgate,
+                      &L->ln_qkvz, &L->ln_ba, &L->ln_out};
     for (size_t k = 0; k < sizeof l / sizeof l[0]; k++)
         if (l[k]->data)
             mats[n++] = l[k];
+    if (m->hp.layer_moe[i] && L->e_gate)
+        for (int e = 0; e < 3 * m->hp.n_experts; e++)
+            if (L->e_gate[e].data)
+                mats[n++] = &L->e_gate[e];
     return n;
 }
+
+static size_t repack_max(const hr_model *m) { return 16 + 3 * (size_t)m->hp.n_experts; }
 
 /* Every matrix the kernels can read faster in another layout (GGUF and MLX
  * 4/8-bit weights on CPUs with the x16 kernels, hr_matmul_packed_bytes) is
  * repacked once here, all into one huge-page buffer (core/bigmem.h), each
  * file's pages let go as its matrix is done. */
 static int repack(hr_model *m, hr_quant_act qa, hr_error *err) {
-    hr_tensor *mats[9];
+    hr_tensor **mats = malloc(repack_max(m) * sizeof *mats);
     size_t total = 0;
+    if (!mats)
+        return hr_err(err, HR_ENOMEM, "out of memory");
     for (int i = -1; i < m->hp.n_layers; i++)
         for (int k = 0, n = repack_set(m, i, mats); k < n; k++) {
             if (qa == HR_QACT_F32 && hr_dtype_is_quant(mats[k]->dtype))
                 mats[k]->act_digits = -1; /* the f32 kernels only */
             total += (hr_matmul_packed_bytes(mats[k], qa) + 63) & ~(size_t)63;
         }
-    if (total == 0)
+    if (total == 0) {
+        free(mats);
         return 0;
-    if (!(m->repacked = hr_big_alloc(total)))
+    }
+    if (!(m->repacked = hr_big_alloc(total))) {
+        free(mats);
         return hr_err(err, HR_ENOMEM, "out of memory repacking the weights (%zu MiB)",
                       total >> 20);
+    }
     m->repacked_bytes = total;
     char *at = m->repacked;
     for (int i = -1; i < m->hp.n_layers; i++)
@@ -358,6 +421,7 @@ static int repack(hr_model *m, hr_quant_act qa, hr_error *err) {
                 at += (bytes + 63) & ~(size_t)63;
             }
         }
+    free(mats);
     return 0;
 }
 
@@ -388,6 +452,18 @@ static uint64_t fingerprint(const hr_model *m) {
     uint64_t h = XXH64_digest(st);
     XXH64_freeState(st);
     return h;
+}
+
+/* The ops a family needs beyond the dense pass, on backend be. */
+static int backend_can_run(const hr_hparams *hp, const hr_backend *be, hr_error *err) {
+    const char *what = hp->n_experts && !be->ops->moe                      ? "mixture of experts"
+                       : hp->arch->attn_sinks && !be->ops->attn_sinks      ? "attention sinks"
+                       : hp->n_linear && !be->ops->deltanet                ? "gated DeltaNet"
+                                                                           : NULL;
+    if (what)
+        return hr_err(err, HR_EUNSUPPORTED, "not supported yet on %s: %s (%s)", be->name,
+                      hp->arch->model_type, what);
+    return 0;
 }
 
 static int model_open(hr_model **out, const char *dir, hr_backend *be, hr_quant_act qa,
@@ -424,7 +500,13 @@ static int model_open(hr_model **out, const char *dir, hr_backend *be, hr_quant_
     m->vecs = calloc(nvec, sizeof *m->vecs);
     m->n_vecs = nvec;
     m->layers = calloc((size_t)hp->n_layers, sizeof *m->layers);
-    if (!m->vecs || !m->layers) {
+    if (hp->n_experts)
+        m->experts = calloc((size_t)hp->n_layers * 3 * hp->n_experts, sizeof *m->experts);
+    m->converted_bytes = hr__bind_converted_bytes(m);
+    if (m->converted_bytes)
+        m->converted = hr_big_alloc(m->converted_bytes);
+    if (!m->vecs || !m->layers || (hp->n_experts && !m->experts) ||
+        (m->converted_bytes && !m->converted)) {
         rc = hr_err(err, HR_ENOMEM, "out of memory");
         goto fail;
     }
@@ -435,7 +517,7 @@ static int model_open(hr_model **out, const char *dir, hr_backend *be, hr_quant_
         rc = hr_err(err, HR_EFORMAT, "%s/config.json: 'quantization' must be an object", dir);
         goto fail;
     }
-    binder b = {m, err, 0, m->vecs, m->vecs + nvec, quant};
+    binder b = {m, err, 0, m->vecs, m->vecs + nvec, quant, m->converted};
     m->embed_t = any_matrix(&b, "model.embed_tokens.weight", hp->n_vocab, hp->d_model);
     m->embed = &m->embed_t;
     m->lm_head = m->embed;
@@ -448,6 +530,8 @@ static int model_open(hr_model **out, const char *dir, hr_backend *be, hr_quant_
         bind_layer(&b, i);
     m->be = hr_backend_cpu();
     if ((rc = b.rc))
+        goto fail;
+    if ((rc = backend_can_run(hp, be, err)))
         goto fail;
     m->weight_bytes = hr_weights_bytes(m->weights);
     m->fingerprint = fingerprint(m);
@@ -494,6 +578,8 @@ void hr_model_free(hr_model *m) {
         m->be->ops->free(m->be, m->dev_mem, m->dev_bytes);
     free(m->layers);
     free(m->vecs);
+    free(m->experts);
+    hr_big_free(m->converted, m->converted_bytes);
     free(m->path);
     free(m);
 }
@@ -502,11 +588,19 @@ size_t hr_model_decode_bytes(const hr_model *m) {
     size_t total = 0;
     for (int i = 0; i < m->hp.n_layers; i++) {
         const hr_layer *L = &m->layers[i];
-        const hr_tensor *mats[] = {&L->wq, &L->wk, &L->wv, &L->wo,
-                                   &L->w_gate, &L->w_up, &L->w_down};
+        const hr_tensor *mats[] = {&L->wq, &L->wk, &L->wv, &L->wo, &L->w_gate, &L->w_up,
+                                   &L->w_down, &L->router, &L->sh_gate, &L->sh_up,
+                                   &L->sh_down, &L->sh_inp, &L->w_qgate, &L->ln_qkvz,
+                                   &L->ln_ba, &L->ln_out};
         for (size_t k = 0; k < sizeof mats / sizeof mats[0]; k++)
             if (mats[k]->data)
                 total += hr_tensor_bytes(mats[k]);
+        if (m->hp.layer_moe[i] && L->e_gate) { /* k of the experts: their mean */
+            size_t ex = 0;
+            for (int e = 0; e < 3 * m->hp.n_experts; e++)
+                ex += hr_tensor_bytes(&L->e_gate[e]);
+            total += ex / (size_t)m->hp.n_experts * (size_t)m->hp.n_experts_used;
+        }
     }
     total += hr_tensor_bytes(m->lm_head);
     total += hr_tensor_row_bytes(m->embed);

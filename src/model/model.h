@@ -25,6 +25,28 @@ typedef struct hr_layer {
     hr_tensor w_gate, w_up;    /* (d_ff, d_model); w_gate.data NULL if not gated */
     hr_tensor w_down;          /* (d_model, d_ff) */
     const float *b_up, *b_down;
+    const float *sinks;        /* (n_heads) attention sinks or NULL */
+
+    /* mixture of experts (hp.layer_moe[il]): the dense fields are unused */
+    hr_tensor router;          /* (n_experts, d_model) */
+    const float *router_b;     /* (n_experts) or NULL */
+    hr_tensor *e_gate, *e_up;  /* [n_experts] (d_ff_expert, d_model) */
+    hr_tensor *e_down;         /* [n_experts] (d_model, d_ff_expert) */
+    const float *eb_gate, *eb_up, *eb_down; /* [n_experts][ff | d] or NULL */
+    hr_tensor sh_gate, sh_up;  /* (d_ff_shared, d_model); data NULL: none */
+    hr_tensor sh_down;         /* (d_model, d_ff_shared) */
+    hr_tensor sh_inp;          /* (1, d_model) the shared expert's gate */
+
+    /* attn_out_gate: wq holds the query rows, w_qgate the gate rows */
+    hr_tensor w_qgate;         /* (n_heads*head_dim, d_model) */
+
+    /* gated DeltaNet (hp.layer_linear[il]); the attention fields are unused */
+    hr_tensor ln_qkvz;         /* (2 kd + 2 vd, d_model) */
+    hr_tensor ln_ba;           /* (2 n_v_heads, d_model) */
+    hr_tensor ln_out;          /* (d_model, vd) */
+    const float *ln_conv;      /* (2 kd + vd, conv_k) */
+    const float *ln_a_log, *ln_dt_bias; /* (n_v_heads) */
+    const float *ln_norm;      /* (v_dim) */
 } hr_layer;
 
 struct hr_model {
@@ -37,6 +59,10 @@ struct hr_model {
     hr_norm_w final_norm;
     hr_layer *layers;          /* [n_layers] */
     float *vecs;               /* f32 copies of every 1-D tensor (owned) */
+    hr_tensor *experts;        /* every layer's expert views (owned) */
+    void *converted;           /* matrices rewritten at load (gpt_oss's
+                                * transposed experts, qwen3_next's q rows) */
+    size_t converted_bytes;    /* (owned, hr_big_alloc) */
     size_t n_vecs;             /* floats at vecs */
     void *repacked;            /* matrices repacked for the kernels (owned, */
     size_t repacked_bytes;     /* hr_big_alloc) */

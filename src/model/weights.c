@@ -163,7 +163,7 @@ int hr_weights_open_gguf(hr_weights **out, hr_gguf *g, hr_error *err) {
             hr_weights_close(w);
             return rc;
         }
-        if (gt->n_dims > 2) {
+        if (gt->n_dims > 3) { /* 3-D: stacked experts */
             int rc = hr_err(err, HR_EUNSUPPORTED, "not supported yet: %s: %u-D tensor '%s'",
                             hr_gguf_path(g), gt->n_dims, gt->name);
             hr_weights_close(w);

@@ -211,11 +211,14 @@ static void run_oracle_cases(hr_engine *e, json_t *ref, const char *name, int ca
 /* Through the batched engine, the three prompts of several fixtures run
  * together and each equals the oracle's greedy continuation: longrope
  * (recomputed when a sequence passes its original length), sliding windows,
- * q/k norms. A second round reuses all but the last prompt token from the
+ * q/k norms, experts (batch-invariant routing), attention sinks, gated
+ * DeltaNet (a recurrent state per sequence). A second round reuses all but the last prompt token from the
  * prompt cache (longrope runs without it) and still equals the oracle. */
 static void test_engine_oracle_archs(void **state) {
     (void)state;
-    static const char *cases[] = {"phi3-longrope", "gemma3_text", "qwen3", "gemma2"};
+    static const char *cases[] = {"phi3-longrope", "gemma3_text", "qwen3", "gemma2",
+                                  "qwen3_moe", "qwen2_moe", "mixtral", "olmoe", "gpt_oss",
+                                  "qwen3_next"};
     const char *root = getenv("HEARTH_ROOT");
     for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
         char dir[4096], refp[4200];
@@ -223,13 +226,20 @@ static void test_engine_oracle_archs(void **state) {
         snprintf(refp, sizeof refp, "%s/ref.json", dir);
         hr_model *m;
         hr_error err;
-        assert_int_equal(hr_model_open_on(&m, dir, g_device, &err), 0);
+        int rc = hr_model_open_on(&m, dir, g_device, &err);
+        if (rc == HR_EUNSUPPORTED && strstr(err.msg, "not supported yet on ")) {
+            printf("%s skipped: %s\n", cases[c], err.msg); /* CPU-only families */
+            continue;
+        }
+        assert_int_equal(rc, 0);
         json_t *ref = json_load_file(refp, 0, NULL);
         hr_engine_opts o = {.n_threads = 2, .max_batch = 3, .n_ctx = 128, .prefill_chunk = 16};
         hr_engine *e;
         assert_int_equal(hr_engine_new(&e, m, &o, &err), 0);
         run_oracle_cases(e, ref, cases[c], 0);
-        run_oracle_cases(e, ref, cases[c], strcmp(cases[c], "phi3-longrope") ? -1 : 0);
+        /* longrope and recurrent state (qwen3_next) run without the cache */
+        bool uncached = !strcmp(cases[c], "phi3-longrope") || !strcmp(cases[c], "qwen3_next");
+        run_oracle_cases(e, ref, cases[c], uncached ? 0 : -1);
         hr_engine_free(e);
         json_decref(ref);
         hr_model_free(m);

@@ -52,7 +52,7 @@ BASE = dict(
 )
 
 # Gemma-family RMSNorm computes x * (1 + w): neutral value of w is 0.
-ZERO_CENTERED_NORM = {"gemma", "gemma2", "gemma3_text"}
+ZERO_CENTERED_NORM = {"gemma", "gemma2", "gemma3_text", "qwen3_next"}
 
 
 def rope(rope_type="default", theta=10000.0, **kw):
@@ -163,6 +163,49 @@ CASES = [
          tie_word_embeddings=False, max_position_embeddings=128,
          rope_parameters=rope("yarn", theta=10000.0, factor=4.0,
                               original_max_position_embeddings=32)),
+    # Mixture-of-experts and hybrid families (wave 2).
+    case("qwen3_moe", "Qwen3MoeConfig", "Qwen3MoeForCausalLM",
+         "8 experts top-2 of softmax, renormalised (norm_topk_prob), moe_intermediate 32, "
+         "layer 1 dense (mlp_only_layers [1], intermediate 128), q/k norms",
+         tie_word_embeddings=False, use_sliding_window=False, num_experts=8,
+         num_experts_per_tok=2, moe_intermediate_size=32, norm_topk_prob=True,
+         decoder_sparse_step=1, mlp_only_layers=[1], rope_parameters=rope(theta=1000000.0)),
+    case("qwen2_moe", "Qwen2MoeConfig", "Qwen2MoeForCausalLM",
+         "8 experts top-2 of softmax, NOT renormalised, shared expert (intermediate 64) scaled by "
+         "sigmoid(shared_expert_gate), q/k/v biases",
+         drop=("head_dim",), tie_word_embeddings=False, use_sliding_window=False, num_experts=8,
+         num_experts_per_tok=2, moe_intermediate_size=32, shared_expert_intermediate_size=64,
+         norm_topk_prob=False, decoder_sparse_step=1, mlp_only_layers=[],
+         rope_parameters=rope(theta=1000000.0)),
+    case("mixtral", "MixtralConfig", "MixtralForCausalLM",
+         "4 local experts top-2 of softmax, renormalised over the top-k, expert intermediate 64",
+         num_local_experts=4, num_experts_per_tok=2, intermediate_size=64, sliding_window=None,
+         tie_word_embeddings=False, rope_parameters=rope(theta=1000000.0)),
+    case("olmoe", "OlmoeConfig", "OlmoeForCausalLM",
+         "8 experts top-2 of softmax, not renormalised, q/k norms over the full projection width",
+         drop=("head_dim",), num_experts=8, num_experts_per_tok=2, intermediate_size=32,
+         norm_topk_prob=False, tie_word_embeddings=False, rope_parameters=rope(theta=10000.0)),
+    case("gpt_oss", "GptOssConfig", "GptOssForCausalLM",
+         "4 experts top-2 (softmax over the top-k router logits, router bias), experts with biases "
+         "and the clamped swiglu (alpha 1.702, limit 7), attention sinks, q/k/v/o biases, "
+         "layer_types sliding(16)/full/sliding, yarn rope factor 4 over 32",
+         num_local_experts=4, num_experts_per_tok=2, intermediate_size=32, sliding_window=16,
+         layer_types=["sliding_attention", "full_attention", "sliding_attention"],
+         attention_bias=True, tie_word_embeddings=False,
+         rope_parameters=rope("yarn", theta=150000.0, factor=4.0, original_max_position_embeddings=32,
+                              beta_fast=32.0, beta_slow=1.0, truncate=False)),
+    case("qwen3_next", "Qwen3NextConfig", "Qwen3NextForCausalLM",
+         "hybrid: layers 0,1 gated DeltaNet (conv 4, 2 key heads x16, 4 value heads x16, gated "
+         "RMSNorm), layer 2 gated full attention (q proj doubled into query+gate, q/k norms, "
+         "partial rotary 0.25); every layer MoE 8 experts top-2 renormalised + sigmoid-gated shared "
+         "expert; (1+w) RMSNorms",
+         tie_word_embeddings=False, num_experts=8, num_experts_per_tok=2, moe_intermediate_size=32,
+         shared_expert_intermediate_size=32, decoder_sparse_step=1, mlp_only_layers=[],
+         norm_topk_prob=True,
+         layer_types=["linear_attention", "linear_attention", "full_attention"],
+         linear_num_value_heads=4, linear_num_key_heads=2, linear_key_head_dim=16,
+         linear_value_head_dim=16, linear_conv_kernel_dim=4,
+         rope_parameters=rope(theta=10000.0, partial_rotary_factor=0.25)),
 ]
 
 # bf16 variants: the same model as the base case (same seed, same prompts), every
@@ -267,7 +310,9 @@ def randomize(torch, model, model_type, seed):
             if name.endswith("bias"):
                 v = 0.1 * r
             elif p.dim() == 1:
-                v = 0.2 * r if zero_centered else 1.0 + 0.2 * r
+                # Qwen3-Next's gated RMSNorm in the DeltaNet layers multiplies by w itself.
+                centered = zero_centered and "linear_attn.norm" not in name
+                v = 0.2 * r if centered else 1.0 + 0.2 * r
             elif "embed_tokens" in name:
                 # Gemma multiplies embeddings by sqrt(hidden) (=8) and ties lm_head to them:
                 # at 0.3 the scaled embedding dominates the residual stream and every

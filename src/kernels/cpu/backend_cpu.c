@@ -9,6 +9,8 @@
 #include "core/error.h"
 #include "kernels/cpu/cpu.h"
 #include "kernels/cpu/kvquant.h"
+#include "kernels/cpu/deltanet.h"
+#include "kernels/cpu/moe.h"
 #include "kernels/cpu/ops.h"
 #include "kernels/cpu/quant.h"
 
@@ -22,6 +24,7 @@ typedef struct cpu_ctx {
     float *scores;               /* [nth][HR_ATTN_TILE][n_heads/n_kv_heads][max_ctx] */
     float *cs;                   /* [max_tokens][2][rot_dim]: full | local tables */
     const int32_t **tok_blocks;  /* [max_tokens] each token's block table */
+    hr_moe_scratch *moe;         /* NULL: the model has no experts */
     hr_step_in in;               /* the step's batch (host memory) */
 } cpu_ctx;
 
@@ -60,6 +63,7 @@ static void cpu_ctx_free(hr_bctx *c) {
     free(x->scores);
     free(x->cs);
     free(x->tok_blocks);
+    hr_moe_scratch_free(x->moe);
     free(x);
 }
 
@@ -81,7 +85,10 @@ static int cpu_ctx_new(hr_backend *be, hr_pool *pool, const hr_bctx_dims *dm, hr
     x->tok_blocks = malloc((size_t)dm->max_tokens * sizeof *x->tok_blocks);
     /* the products' scratch, reserved now: no allocation mid-pass */
     if (!x->scores || !x->cs || !x->tok_blocks ||
-        !hr_matmul_reserve(pool, dm->max_tokens, dm->max_k)) {
+        !hr_matmul_reserve(pool, dm->max_tokens, dm->max_k) ||
+        (dm->n_experts > 0 &&
+         !(x->moe = hr_moe_scratch_new(dm->max_tokens, dm->d_model, dm->n_experts,
+                                       dm->n_experts_used, dm->moe_ff)))) {
         cpu_ctx_free((hr_bctx *)x);
         return hr_err(err, HR_ENOMEM, "cannot allocate forward scratch for %d tokens",
                       dm->max_tokens);
@@ -189,6 +196,10 @@ static void act_worker(void *p, int ith, int nth) {
     case HR_BACT_SILU: hr_silu_mul(g, u, n); break;
     case HR_BACT_GELU_TANH: hr_gelu_tanh_mul(g, u, n); break;
     case HR_BACT_GELU: hr_gelu_mul(g, u, n); break;
+    case HR_BACT_SIGMOID:
+        for (int i = 0; i < n; i++)
+            g[i] = u[i] / (1.0f + expf(-g[i]));
+        break;
     }
 }
 
@@ -297,9 +308,19 @@ static void cpu_attention(hr_bctx *c, const hr_attn_in *a) {
         .block_stride = a->block_stride, .block_size = a->block_size,
         .pos = x->in.pos, .blocks = x->tok_blocks, .scale = a->scale,
         .softcap = a->softcap, .window = a->window, .scratch = x->scores,
-        .max_ctx = a->max_ctx,
+        .max_ctx = a->max_ctx, .sinks = a->sinks,
     };
     hr_attention(x->pool, &aa);
+}
+
+static void cpu_deltanet(hr_bctx *c, const hr_deltanet_args *a) {
+    cpu_ctx *x = ctx_of(c);
+    hr_deltanet(x->pool, a, x->in.n_tokens, x->in.pos, x->in.seq, x->in.n_seqs);
+}
+
+static void cpu_moe(hr_bctx *c, const hr_moe_args *a) {
+    cpu_ctx *x = ctx_of(c);
+    hr_moe(x->pool, x->moe, a, x->in.n_tokens);
 }
 
 static void cpu_prefetch_next(hr_bctx *c, int count, const hr_tensor *const *w) {
@@ -330,6 +351,9 @@ static const hr_backend_ops cpu_ops = {
     .logit_scale = cpu_logit_scale,
     .prefetch_next = cpu_prefetch_next,
     .end = cpu_end,
+    .moe = cpu_moe,
+    .attn_sinks = true,
+    .deltanet = cpu_deltanet,
 };
 
 static hr_backend cpu_backend = {.name = "cpu", .device_mem = false, .ops = &cpu_ops};

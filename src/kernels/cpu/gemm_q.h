@@ -27,12 +27,17 @@
 HR__GEMM_Q_DECL(avx512)
 HR__GEMM_Q_DECL(avx2)
 
+/* Any quantized dtype through hr_dequant_range, row by row (gemm_scalar.c):
+ * the reference, and every ISA's kernel for MXFP4 (no SIMD one yet). */
+void hr__gemm_dequant_scalar(float *y, int ldy, const float *x, int ldx, int n,
+                             const hr_tensor *w, int m0, int m1);
+
 /* Table entries for the quantized dtypes of an ISA. */
 #define HR__GEMM_Q_TABLE(isa)                                                   \
     [HR_DTYPE_AFFINE] = hr__gemm_affine_##isa, [HR_DTYPE_Q8_0] = hr__gemm_q8_0_##isa, \
     [HR_DTYPE_Q4_0] = hr__gemm_q4_0_##isa, [HR_DTYPE_Q4_1] = hr__gemm_q4_1_##isa,   \
     [HR_DTYPE_Q4_K] = hr__gemm_q4_k_##isa, [HR_DTYPE_Q5_K] = hr__gemm_q5_k_##isa,   \
-    [HR_DTYPE_Q6_K] = hr__gemm_q6_k_##isa
+    [HR_DTYPE_Q6_K] = hr__gemm_q6_k_##isa, [HR_DTYPE_MXFP4] = hr__gemm_dequant_scalar
 
 /* Integer-activation kernels (qdot.h; gemm_i8_<isa>.c): k % 64 == 0. */
 #define HR__GEMM_I8_DECL(isa)                                                   \

@@ -47,6 +47,11 @@ GEMM_SCALAR(gemm_f16_scalar, uint16_t, hr_f16_to_f32)
 #define QCHUNK 1024
 static void gemm_quant_scalar(float *y, int ldy, const float *x, int ldx, int n,
                               const hr_tensor *w, int m0, int m1) {
+    hr__gemm_dequant_scalar(y, ldy, x, ldx, n, w, m0, m1);
+}
+
+void hr__gemm_dequant_scalar(float *y, int ldy, const float *x, int ldx, int n,
+                             const hr_tensor *w, int m0, int m1) {
     int k = (int)w->shape[1], bc = hr_tensor_block_cols(w);
     int chunk = QCHUNK / bc * bc;
     float buf[QCHUNK];
@@ -142,7 +147,8 @@ const hr_cpu_kernels hr__cpu_scalar = {
              [HR_DTYPE_Q4_1] = gemm_quant_scalar,
              [HR_DTYPE_Q4_K] = gemm_quant_scalar,
              [HR_DTYPE_Q5_K] = gemm_quant_scalar,
-             [HR_DTYPE_Q6_K] = gemm_quant_scalar},
+             [HR_DTYPE_Q6_K] = gemm_quant_scalar,
+             [HR_DTYPE_MXFP4] = hr__gemm_dequant_scalar},
     .gemm_i8 = {[HR_DTYPE_Q8_0] = hr__gemm_i8_scalar,
                 [HR_DTYPE_Q4_0] = hr__gemm_i8_scalar,
                 [HR_DTYPE_Q4_1] = hr__gemm_i8_scalar,

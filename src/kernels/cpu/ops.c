@@ -448,7 +448,7 @@ static void attention_worker(void *p, int ith, int nth) {
     int hd = a->head_dim, group = a->n_heads / a->n_kv_heads;
     float *sc = a->scratch + (size_t)ith * a->max_ctx * group * HR_ATTN_TILE;
     long lo, hi;
-    if (cpu->attn_heads && hd % 16 == 0 && a->kv_dtype != HR_DTYPE_AFFINE) {
+    if (cpu->attn_heads && hd % 16 == 0 && a->kv_dtype != HR_DTYPE_AFFINE && !a->sinks) {
         /* a task: up to HR_ATTN_TILE consecutive tokens of one sequence
          * (they share every K/V load) and one KV head. Threads claim them
          * in order as they go (on shared cores a thread that loses its core
@@ -502,7 +502,9 @@ static void attention_worker(void *p, int ith, int nth) {
             sc[j] = cpu->dot(q, kv_row(a, a->k, bt, start + j, kvh, row), hd) * a->scale;
         if (a->softcap > 0)
             hr_softcap(sc, n, a->softcap);
-        hr_softmax(sc, n);
+        if (a->sinks) /* the sink takes its share of the softmax, then is dropped */
+            sc[n] = a->sinks[h];
+        hr_softmax(sc, a->sinks ? n + 1 : n);
         float *o = a->out + ((size_t)t * a->n_heads + h) * hd;
         for (int i = 0; i < hd; i++)
             o[i] = 0;

@@ -130,6 +130,8 @@ typedef struct hr_attn_args {
     int window;
     float *scratch;          /* [nth][HR_ATTN_TILE][n_heads / n_kv_heads][max_ctx] scores */
     int max_ctx;
+    const float *sinks;      /* [n_heads] extra logit in each head's softmax
+                              * denominator (gpt_oss), or NULL */
 } hr_attn_args;
 
 void hr_attention(hr_pool *pool, const hr_attn_args *a);

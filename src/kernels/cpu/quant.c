@@ -115,8 +115,28 @@ static void dequant_block(hr_dtype t, const uint8_t *p, float *out) {
         }
         break;
     }
+    case HR_DTYPE_MXFP4: /* the doubled E2M1 values times 2^(e - 128), as ggml */
+        for (int i = 0; i < 16; i++) {
+            out[i] = ldexpf((float)hr_mxfp4_kvalues[p[1 + i] & 0xF], (int)p[0] - 128);
+            out[i + 16] = ldexpf((float)hr_mxfp4_kvalues[p[1 + i] >> 4], (int)p[0] - 128);
+        }
+        break;
     default:
         break;
+    }
+}
+
+void hr_mxfp4_from_hub(uint8_t *dst, const uint8_t *blocks, const uint8_t *scales,
+                       int64_t n_groups) {
+    for (int64_t g = 0; g < n_groups; g++, dst += 17, blocks += 16) {
+        uint8_t code[32];
+        for (int i = 0; i < 16; i++) {
+            code[2 * i] = blocks[i] & 0xF;
+            code[2 * i + 1] = blocks[i] >> 4;
+        }
+        dst[0] = scales[g];
+        for (int j = 0; j < 16; j++)
+            dst[1 + j] = (uint8_t)(code[j] | code[j + 16] << 4);
     }
 }
 

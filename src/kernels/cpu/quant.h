@@ -60,4 +60,11 @@ void hr_quant_affine_row(const float *x, int64_t cols, int bits, int group,
  * a simple min/max search, valid blocks but not llama.cpp's optimizer). */
 void hr_quant_gguf_row(hr_dtype t, const float *x, int64_t cols, uint8_t *out);
 
+/* One row of n_groups MXFP4 groups as the Hugging Face hub ships gpt-oss
+ * (`*_blocks`: 16 bytes a group, element 2i the low nibble of byte i and
+ * 2i + 1 its high one; `*_scales`: one E8M0 byte a group) rewritten as
+ * HR_DTYPE_MXFP4 blocks (17 bytes each) at dst: the same values. */
+void hr_mxfp4_from_hub(uint8_t *dst, const uint8_t *blocks, const uint8_t *scales,
+                       int64_t n_groups);
+
 #endif

@@ -24,6 +24,11 @@ typedef struct {
     uint16_t d;
 } hr_block_q6_k; /* 210 */
 
+/* MXFP4: the E2M1 codes' values doubled (ggml's kvalues_mxfp4), so that a
+ * block's value is kvalue * 2^(e - 128) */
+static const int8_t hr_mxfp4_kvalues[16] = {0, 1, 2, 3, 4, 6, 8, 12,
+                                            0, -1, -2, -3, -4, -6, -8, -12};
+
 _Static_assert(sizeof(hr_block_q8_0) == 34, "q8_0");
 _Static_assert(sizeof(hr_block_q4_0) == 18, "q4_0");
 _Static_assert(sizeof(hr_block_q4_1) == 20, "q4_1");
