@@ -326,10 +326,11 @@ static void cu_matmul(hr_bctx *c, const float *x, int ldx, int T, int count,
         bool q32 = w.dtype == HR_DTYPE_Q8_0 || w.dtype == HR_DTYPE_Q4_0 ||
                    w.dtype == HR_DTYPE_Q4_1;
         if (is_plain(w.dtype) && xal && ((uintptr_t)w.data & 15) == 0 && w.row_bytes % 16 == 0) {
+            dim3 rows((unsigned)w.rows, grid.y);
             if (one)
-                k_mv_plain<1><<<grid, 128, 0, cx->stream>>>(x, ldx, T, w, y, ldy, bias);
+                k_mv_plain<1><<<rows, MV_THREADS, 0, cx->stream>>>(x, ldx, T, w, y, ldy, bias);
             else
-                k_mv_plain<8><<<grid, 128, 0, cx->stream>>>(x, ldx, T, w, y, ldy, bias);
+                k_mv_plain<8><<<rows, MV_THREADS, 0, cx->stream>>>(x, ldx, T, w, y, ldy, bias);
         } else if (q32 && xal) {
             if (one)
                 k_mv_q32<1><<<grid, 128, 0, cx->stream>>>(x, ldx, T, w, y, ldy, bias);

@@ -84,18 +84,21 @@ __global__ void k_matmul(const float *__restrict__ x, int ldx, int n, dw w,
     }
 }
 
-/* Products of plain weights, one warp per output column and NR rows of x
- * (from blockIdx.y * NR) per block, each lane reading 16 bytes of the
- * weight row at a time (16-byte aligned rows, a multiple of 16 bytes). A
- * row's sum runs in the same order whatever NR and n. */
+/* Products of plain weights: one block (MV_THREADS threads) per output
+ * column j = row of w, and NR rows of x (from blockIdx.y * NR). Thread i
+ * takes the 16-byte pieces i, i + MV_THREADS, ... of the weight row (16-byte
+ * aligned rows, a multiple of 16 bytes), the warps' sums are folded in warp
+ * order: a row's sum runs in the same order whatever NR and n (batched ==
+ * alone), and a short matrix still spreads over the whole GPU. */
+#define MV_THREADS 128
 template <int NR>
-__global__ void k_mv_plain(const float *__restrict__ x, int ldx, int n, dw w,
-                           float *__restrict__ y, int ldy, const float *__restrict__ bias) {
-    int lane = threadIdx.x & 31;
-    int64_t j = (int64_t)blockIdx.x * (blockDim.x >> 5) + (threadIdx.x >> 5);
+__global__ void __launch_bounds__(MV_THREADS) k_mv_plain(const float *__restrict__ x, int ldx,
+                                                         int n, dw w, float *__restrict__ y,
+                                                         int ldy, const float *__restrict__ bias) {
+    __shared__ float red[MV_THREADS / 32][NR];
+    int lane = threadIdx.x & 31, wid = threadIdx.x >> 5;
+    int64_t j = blockIdx.x;
     int r0 = blockIdx.y * NR;
-    if (j >= w.rows)
-        return;
     int per = w.dtype == HR_DTYPE_F32 ? 4 : 8;
     int64_t nv = w.cols / per;
     const uint4 *wr = (const uint4 *)(w.data + (size_t)j * w.row_bytes);
@@ -103,7 +106,7 @@ __global__ void k_mv_plain(const float *__restrict__ x, int ldx, int n, dw w,
     for (int r = 0; r < NR; r++)
         acc[r] = 0.0f;
 #pragma unroll 4
-    for (int64_t v = lane; v < nv; v += 32) {
+    for (int64_t v = threadIdx.x; v < nv; v += MV_THREADS) {
         uint4 q = __ldg(wr + v);
         float wv[8];
         if (w.dtype == HR_DTYPE_F32) {
@@ -134,8 +137,16 @@ __global__ void k_mv_plain(const float *__restrict__ x, int ldx, int n, dw w,
     }
     for (int r = 0; r < NR; r++) {
         float s = warp_sum(acc[r]);
-        if (lane == 0 && r0 + r < n)
-            y[(size_t)(r0 + r) * ldy + j] = s + (bias ? bias[j] : 0.0f);
+        if (lane == 0)
+            red[wid][r] = s;
+    }
+    __syncthreads();
+    if (threadIdx.x < NR && r0 + (int)threadIdx.x < n) {
+        int r = threadIdx.x;
+        float s = 0.0f;
+        for (int k = 0; k < MV_THREADS / 32; k++)
+            s += red[k][r];
+        y[(size_t)(r0 + r) * ldy + j] = s + (bias ? bias[j] : 0.0f);
     }
 }
 
