@@ -80,6 +80,11 @@ typedef struct hr_llm_opts {
                                 * activations: "default", "int8", "rows",
                                 * "f32" (docs/quantization.md); NULL: the
                                 * environment's HEARTH_QUANT_ACT, else default */
+    const char *isa;           /* CPU kernels: the best this CPU runs up to
+                                * "scalar", "avx2" or "avx512"; NULL: the
+                                * environment's HEARTH_ISA, else the best.
+                                * Process-wide: the first model loaded fixes
+                                * it, and a later load asking another fails */
 } hr_llm_opts;
 
 /* Load a Hugging Face-style model directory (config.json, *.safetensors,

@@ -29,7 +29,7 @@ class _Error(C.Structure):
 
 class _LlmOpts(C.Structure):
     _fields_ = [("n_threads", C.c_int), ("chat_template", C.c_char_p), ("device", C.c_char_p),
-                ("quant_act", C.c_char_p)]
+                ("quant_act", C.c_char_p), ("isa", C.c_char_p)]
 
 
 class _SessionOpts(C.Structure):

@@ -129,7 +129,8 @@ int hr_llm_load(hr_llm **out, const char *path, const hr_llm_opts *opts, hr_erro
     m->n_threads = opts ? opts->n_threads : 0;
     int rc;
     hr_model_opts mo = {.device = opts && opts->device ? opts->device : "auto",
-                        .quant_act = opts ? opts->quant_act : NULL};
+                        .quant_act = opts ? opts->quant_act : NULL,
+                        .isa = opts ? opts->isa : NULL};
     if ((rc = hr_model_open_with(&m->model, path, &mo, err)) ||
         (rc = load_tokenizer(m, err)))
         goto fail;

@@ -3,6 +3,7 @@
 #include "core/bigmem.h"
 #include "core/error.h"
 #include "core/file.h"
+#include "kernels/cpu/cpu.h"
 #include "kernels/cpu/ops.h"
 #include "model/bind.h"
 #include "model/gguf_model.h"
@@ -555,6 +556,8 @@ int hr_model_open_with(hr_model **out, const char *dir, const hr_model_opts *o,
     const char *qname = o && o->quant_act ? o->quant_act : getenv("HEARTH_QUANT_ACT");
     hr_quant_act qa;
     int rc = hr_quant_act_parse(qname, &qa, err);
+    if (!rc)
+        rc = hr_cpu_select(o && o->isa ? o->isa : getenv("HEARTH_ISA"), err);
     if (!rc && o && o->device)
         rc = hr_backend_get(o->device, &be, err);
     return rc ? rc : model_open(out, dir, be ? be : hr_backend_cpu(), qa, err);

@@ -80,6 +80,9 @@ typedef struct hr_model_opts {
     const char *quant_act; /* quantized weights' activations (kernels/cpu/ops.h:
                             * default, int8, rows, f32); NULL: $HEARTH_QUANT_ACT,
                             * else default */
+    const char *isa;       /* CPU kernels' cap (kernels/cpu/cpu.h: scalar, avx2,
+                            * avx512; process-wide, chosen once); NULL:
+                            * $HEARTH_ISA, else the best */
 } hr_model_opts;
 
 /* Load a model directory or GGUF file without a tokenizer. */

@@ -88,6 +88,16 @@ static void test_load_errors(void **state) {
     unsetenv("HEARTH_QUANT_ACT");
     hr_llm_free(m);
     m = NULL;
+    /* the CPU kernels: process-wide, fixed by the first load (setup's: the best) */
+    assert_int_equal(hr_llm_load(&m, g_model, &(hr_llm_opts){.isa = "avx1024"}, &err),
+                     HR_EINVAL);
+    assert_non_null(strstr(err.msg, "'avx1024'"));
+    if (hr_llm_load(&m, g_model, &(hr_llm_opts){.isa = "scalar"}, &err) == 0) {
+        hr_llm_free(m); /* only on a CPU whose best is the scalar code */
+        m = NULL;
+    } else {
+        assert_non_null(strstr(err.msg, "chosen once"));
+    }
     assert_int_equal(hr_llm_load(NULL, g_model, NULL, NULL), HR_EINVAL);
     hr_llm_free(NULL);
     hr_session_free(NULL);

@@ -1,6 +1,10 @@
 #include "kernels/cpu/cpu.h"
 
+#include "core/error.h"
+
 #include <cpuid.h>
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
@@ -68,20 +72,54 @@ const hr_cpu_kernels *hr_cpu_isa(hr_isa isa) {
     return isa_supported(isa) ? tables[isa] : NULL;
 }
 
+/* The best table this CPU runs up to cap (NULL: none named: the best). */
+static int pick(const char *cap, const hr_cpu_kernels **out, hr_error *err) {
+    int c = HR_ISA_AVX512;
+    if (cap && *cap) {
+        for (c = 0; c < HR_ISA_COUNT && strcmp(cap, tables[c]->name); c++)
+            ;
+        if (c == HR_ISA_COUNT)
+            return hr_err(err, HR_EINVAL, "CPU kernels '%s': scalar, avx2 or avx512", cap);
+    }
+    for (int i = c; i >= 0; i--)
+        if (hr_cpu_isa((hr_isa)i)) {
+            *out = tables[i];
+            return 0;
+        }
+    return hr_err(err, HR_EINVAL, "no CPU kernels"); /* scalar always runs */
+}
+
+static _Atomic(const hr_cpu_kernels *) g_best;
+static pthread_mutex_t g_mu = PTHREAD_MUTEX_INITIALIZER;
+
+int hr_cpu_select(const char *cap, hr_error *err) {
+    const hr_cpu_kernels *want = NULL;
+    int rc = pick(cap, &want, err);
+    if (rc)
+        return rc;
+    pthread_mutex_lock(&g_mu);
+    const hr_cpu_kernels *have = atomic_load(&g_best);
+    if (!have)
+        atomic_store(&g_best, have = want);
+    pthread_mutex_unlock(&g_mu);
+    if (have != want)
+        return hr_err(err, HR_EINVAL, "CPU kernels '%s' asked, but this process runs %s's "
+                      "(chosen once, by the first model loaded)", cap ? cap : "(best)",
+                      have->name);
+    return 0;
+}
+
 const hr_cpu_kernels *hr_cpu(void) {
-    static const hr_cpu_kernels *best;
+    const hr_cpu_kernels *best = atomic_load(&g_best);
     if (best)
         return best;
-    hr_isa cap = HR_ISA_AVX512;
-    const char *env = getenv("HEARTH_ISA");
-    if (env)
-        for (int i = 0; i < HR_ISA_COUNT; i++)
-            if (!strcmp(env, tables[i]->name))
-                cap = (hr_isa)i;
-    for (int i = cap; i >= 0; i--)
-        if (hr_cpu_isa((hr_isa)i)) {
-            best = tables[i];
-            break;
-        }
+    /* nothing selected yet: $HEARTH_ISA (one that names nothing: the best) */
+    const hr_cpu_kernels *want = NULL;
+    if (pick(getenv("HEARTH_ISA"), &want, NULL))
+        pick(NULL, &want, NULL);
+    pthread_mutex_lock(&g_mu);
+    if (!(best = atomic_load(&g_best)))
+        atomic_store(&g_best, best = want);
+    pthread_mutex_unlock(&g_mu);
     return best;
 }

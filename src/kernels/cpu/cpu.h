@@ -5,6 +5,7 @@
 #define HR_KERNELS_CPU_H
 
 #include "core/tensor.h"
+#include "hearth.h"
 
 #include <stdint.h>
 
@@ -125,7 +126,14 @@ typedef struct hr_cpu_kernels {
     void (*axpy)(float *y, float a, const float *x, int n); /* y += a*x */
 } hr_cpu_kernels;
 
-/* The best kernels this CPU runs (honouring HEARTH_ISA). Never NULL. */
+/* The process's kernels: one table (the code is compiled per ISA), the best
+ * this CPU runs up to a cap ("scalar", "avx2", "avx512"), chosen once: by
+ * the first hr_cpu_select (a model load: hr_model_opts.isa, else
+ * $HEARTH_ISA; NULL: the best), or by the first hr_cpu before any (then
+ * $HEARTH_ISA). A later select that would give another table is an error,
+ * as is a name that is none of the three. Any thread. */
+int hr_cpu_select(const char *cap, hr_error *err);
+/* The chosen kernels. Never NULL. */
 const hr_cpu_kernels *hr_cpu(void);
 /* A given ISA's kernels, or NULL when this CPU cannot run them. */
 const hr_cpu_kernels *hr_cpu_isa(hr_isa isa);
