@@ -1,0 +1,67 @@
+/* Speculative decoding inside continuous batching (docs/speculative.md).
+ *
+ * Before a step, every decoding request with speculation on proposes up to
+ * k tokens: by prompt lookup (the continuation of the longest recent n-gram
+ * match in its prompt and output) or with the draft model (spec_draft.h,
+ * batched across requests). The step's ragged batch then carries k + 1
+ * positions for that request: its last token and the drafts, all with
+ * logits. After the forward pass the rows are taken in order, each sampled
+ * exactly as without speculation (same sampler, same grammar mask, same
+ * history) and committed; the request moves on to the next row only while
+ * the token it committed is the one drafted there. So every committed token
+ * is the model's own choice: greedy output is identical, and with a seed so
+ * is sampled output (a draft is a point mass: accepting when the model's own
+ * draw equals it is the min(1, p/q) rule, and a rejection's draw is the
+ * residual's). The KV written for rejected drafts is rolled back (the
+ * sequence's length moves back; the slots are overwritten next step and
+ * never reach the prompt cache, which indexes only the length). k adapts to
+ * each request's acceptance. */
+#ifndef HR_ENGINE_SPEC_H
+#define HR_ENGINE_SPEC_H
+
+#include "engine/engine.h"
+
+#include <stdint.h>
+
+/* Per-request state (engine thread, except the counters: under the
+ * request's mutex). */
+typedef struct hr_spec_state {
+    hr_spec_mode mode;
+    int k_max;          /* num_draft_tokens */
+    int k;              /* tokens to draft next step: adapts in [0, k_max] */
+    int wait, backoff;  /* with k 0: steps left before a probe with k = 1; the next wait */
+    int32_t draft[HR_SPEC_MAX_K]; /* this step's proposal */
+    int n_draft;
+    int32_t *dblocks;   /* the draft model's KV blocks ([n_ctx / HR_KV_BLOCK + 1]) */
+    int n_dblocks;
+    int dlen;           /* tokens whose draft-model KV is valid */
+    long drafted, accepted;
+} hr_spec_state;
+
+/* Prompt lookup over the history h[0, n): the continuation (at most k
+ * tokens, written to out) of the most recent earlier occurrence of the
+ * longest suffix of h, between HR_SPEC_NGRAM_MIN and HR_SPEC_NGRAM_MAX
+ * tokens, that has one. Returns the number written (0: no match). O(n). */
+#define HR_SPEC_NGRAM_MIN 2
+#define HR_SPEC_NGRAM_MAX 6
+int hr_spec_ngram(const int32_t *h, int n, int k, int32_t *out);
+
+/* The adaptive k: how many tokens to draft this step (0: none; counts down
+ * a back-off, then probes with 1), and the update once a step verified
+ * `drafted` of them and accepted `accepted`: all accepted raises k (up to
+ * k_max), none lowers it; at 0 the request waits 1, 2, 4 ... 64 steps
+ * between probes, so a draft that is always wrong costs almost nothing. */
+void hr_spec_init(hr_spec_state *s, hr_spec_mode mode, int k_max);
+int hr_spec_budget(hr_spec_state *s);
+void hr_spec_adapt(hr_spec_state *s, int drafted, int accepted);
+
+/* ---- engine hooks (engine thread; engine_int.h) ---- */
+struct hr_engine;
+/* Fill every decoding request's proposal (spec.n_draft, 0 for most). */
+void hr__spec_propose(struct hr_engine *e);
+/* Logits rows [k, k + n) are one request's verify rows (n = 1 + n_draft,
+ * row k already sampled): commit them in order while they match the
+ * drafts, roll back the rest. Returns the request's outcome. */
+int hr__spec_commit(struct hr_engine *e, int k, int n);
+
+#endif

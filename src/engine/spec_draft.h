@@ -1,0 +1,31 @@
+/* The draft model of speculative decoding: its own forward scratch and KV
+ * pool (on the draft model's backend, through the same forward pass as the
+ * target), sharing the engine's compute threads. Each step it catches every
+ * drafting request's draft KV up to the request's tokens and drafts their
+ * tokens greedily, one batched forward pass per drafted position across all
+ * requests. */
+#ifndef HR_ENGINE_SPEC_DRAFT_H
+#define HR_ENGINE_SPEC_DRAFT_H
+
+#include "core/pool.h"
+#include "hearth.h"
+#include "model/kv.h"
+#include "model/model.h"
+
+typedef struct hr_spec_draft hr_spec_draft;
+struct hr_request;
+
+/* A pool of n_blocks blocks, batches of up to max_tokens tokens over
+ * max_batch sequences below n_ctx, on `pool`'s threads (not owned). */
+int hr_spec_draft_new(hr_spec_draft **out, const hr_model *dm, hr_pool *pool, int n_blocks,
+                      int max_batch, int max_tokens, int n_ctx, hr_error *err);
+void hr_spec_draft_free(hr_spec_draft *d);
+hr_kv *hr_spec_draft_kv(hr_spec_draft *d);
+
+/* Requests rs[0, n): each wants rs[i]->spec.n_draft tokens (> 0) after its
+ * known tokens; on return spec.draft holds at most that many (fewer when
+ * its catch-up did not fit this step's tokens), spec.dlen is updated. A
+ * forward failure is an error (no drafts then). */
+int hr_spec_draft_run(hr_spec_draft *d, struct hr_request **rs, int n, hr_error *err);
+
+#endif
