@@ -111,9 +111,19 @@ static const char *finish_reason(gen *g, hr_finish f) {
 static json_t *usage_json(const gen *g) {
     int completion = hr__drive_completion_tokens((hr_drive *)&g->r);
     int prompt = (int)g->r.job.prompt.n;
-    return json_pack("{s:i,s:i,s:i,s:{s:i}}", "prompt_tokens", prompt, "completion_tokens",
-                     completion, "total_tokens", prompt + completion, "prompt_tokens_details",
-                     "cached_tokens", hr_request_cached_tokens(g->r.req));
+    json_t *u = json_pack("{s:i,s:i,s:i,s:{s:i}}", "prompt_tokens", prompt, "completion_tokens",
+                          completion, "total_tokens", prompt + completion,
+                          "prompt_tokens_details", "cached_tokens",
+                          hr_request_cached_tokens(g->r.req));
+    if (g->r.job.rp.spec != HR_SPEC_OFF) { /* OpenAI's predicted-output counts */
+        long drafted, accepted;
+        hr_request_spec_counts(g->r.req, &drafted, &accepted);
+        json_object_set_new(u, "completion_tokens_details",
+                            json_pack("{s:I,s:I}", "accepted_prediction_tokens",
+                                      (json_int_t)accepted, "rejected_prediction_tokens",
+                                      (json_int_t)(drafted - accepted)));
+    }
+    return u;
 }
 
 static json_t *envelope(const gen *g, const char *object) {
