@@ -552,6 +552,7 @@ static void step(hr_engine *e) {
     } else {
         atomic_fetch_add(&e->st_decode_tok, n_decode);
         atomic_store(&e->st_decode_s, atomic_load(&e->st_decode_s) + dt);
+        hr_spec_cost_step(&e->spec_cost, T, dt);
     }
     if (rc) { /* a malformed batch is our bug; end these requests, keep serving */
         hr_log(HR_LOG_ERROR, "forward failed: %s", err.msg);

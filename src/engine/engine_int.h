@@ -92,6 +92,7 @@ struct hr_engine {
     int max_draft;                  /* room per row for drafted tokens */
     bool len_rope;                  /* RoPE depends on the sequence length */
     hr_spec_draft *draft;           /* the draft model, or NULL */
+    hr_spec_cost spec_cost;         /* measured step costs, for choosing k */
     /* stats, read from any thread */
     _Atomic long st_total, st_running, st_queued, st_prompt, st_gen;
     _Atomic long st_prefill_tok, st_decode_tok;

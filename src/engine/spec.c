@@ -4,6 +4,9 @@
 #include "engine/engine_int.h"
 #include "engine/spec_draft.h"
 #include "core/log.h"
+#include "core/timer.h"
+
+#include <math.h>
 
 #include <string.h>
 
@@ -36,44 +39,121 @@ int hr_spec_ngram(const int32_t *h, int n, int k, int32_t *out) {
     return c;
 }
 
-/* ---- the adaptive k ----------------------------------------------------------- */
+/* ---- how many tokens to draft ------------------------------------------------ */
 
-#define BACKOFF_MAX 64
+#define WAIT_MAX 64
+#define DECAY 0.9      /* of the acceptance counts, per verify */
+#define PRIOR_TOKEN 0.2 /* an unmeasured token's cost, in one-token steps */
 
 void hr_spec_init(hr_spec_state *s, hr_spec_mode mode, int k_max) {
     int32_t *db = s->dblocks;
-    *s = (hr_spec_state){.mode = k_max > 0 ? mode : HR_SPEC_OFF, .k_max = k_max, .k = k_max,
-                         .backoff = 1, .dblocks = db};
+    *s = (hr_spec_state){.mode = k_max > 0 ? mode : HR_SPEC_OFF, .k_max = k_max,
+                         .succ = 1, .trials = 2, .wait = 1, .dblocks = db};
 }
 
-int hr_spec_budget(hr_spec_state *s) {
-    if (s->mode == HR_SPEC_OFF)
-        return 0;
-    if (s->k > 0)
-        return s->k;
-    if (s->wait > 0) {
-        s->wait--;
-        return 0;
-    }
-    s->k = 1; /* probe */
-    return 1;
-}
+double hr_spec_alpha(const hr_spec_state *s) { return s->succ / s->trials; }
 
-void hr_spec_adapt(hr_spec_state *s, int drafted, int accepted) {
+void hr_spec_observe(hr_spec_state *s, int drafted, int accepted) {
     if (drafted <= 0)
         return;
-    if (accepted == drafted) {
-        s->k = s->k < s->k_max ? s->k + 1 : s->k_max;
-        s->backoff = 1;
-    } else if (accepted == 0) {
-        if (--s->k <= 0) {
-            s->k = 0;
-            s->wait = s->backoff;
-            s->backoff = s->backoff * 2 < BACKOFF_MAX ? s->backoff * 2 : BACKOFF_MAX;
-        }
-    } else {
-        s->backoff = 1;
+    /* the drafts were tried in order until the first rejection */
+    int tried = accepted < drafted ? accepted + 1 : drafted;
+    s->succ = s->succ * DECAY + accepted;
+    s->trials = s->trials * DECAY + tried;
+    s->wait = accepted ? 1 : (s->wait * 2 < WAIT_MAX ? s->wait * 2 : WAIT_MAX);
+}
+
+void hr_spec_cost_step(hr_spec_cost *c, int T, double seconds) {
+    if (T < 1 || T > HR_SPEC_COST_T || !(seconds > 0))
+        return;
+    double *v = &c->step[T];
+    if (*v == 0) {
+        *v = seconds;
+    } else { /* a moving average; one stall (a preempted thread) moves it little */
+        double y = seconds < 2 * *v ? seconds : 2 * *v;
+        *v += 0.1 * (y - *v);
     }
+}
+
+void hr_spec_cost_draft(hr_spec_cost *c, int tokens, double seconds) {
+    if (tokens <= 0 || !(seconds > 0))
+        return;
+    double y = seconds / tokens;
+    c->draft_tok = c->draft_tok == 0 ? y : c->draft_tok + 0.1 * (y - c->draft_tok);
+}
+
+double hr_spec_cost_of(const hr_spec_cost *c, int T) {
+    if (T < 1)
+        return 0;
+    int t = T < HR_SPEC_COST_T ? T : HR_SPEC_COST_T;
+    if (T <= HR_SPEC_COST_T && c->step[T] > 0)
+        return c->step[T];
+    while (t > 1 && c->step[t] == 0)
+        t--;
+    double base = c->step[t] > 0 ? c->step[t] : 1.0;
+    double one = c->step[1] > 0 ? c->step[1] : base / (1 + PRIOR_TOKEN * (t - 1));
+    return base + (T - t) * PRIOR_TOKEN * one;
+}
+
+/* Every decoding request's k for this step (spec.n_draft: the most it may
+ * draft), chosen as spec.h says. */
+static void choose_k(hr_engine *e) {
+    int T = 0;
+    double N = 0;
+    for (int i = 0; i < e->n_running; i++) {
+        hr_request *r = e->running[i];
+        hr_spec_state *s = &r->spec;
+        s->n_draft = s->cap = 0;
+        if (r->n_prompt + r->n_steps - r->len != 1)
+            continue;
+        T++;
+        N++;
+        if (s->mode == HR_SPEC_OFF)
+            continue;
+        int c = r->limit - r->n_steps - 1; /* the drafts and the token after them fit */
+        c = c < s->k_max ? c : s->k_max;
+        s->cap = c < e->max_draft ? c : e->max_draft;
+    }
+    double C = hr_spec_cost_of(&e->spec_cost, T);
+    /* probes first: one token each */
+    for (int i = 0; i < e->n_running; i++) {
+        hr_spec_state *s = &e->running[i]->spec;
+        if (s->cap > 0 && ++s->idle >= s->wait) {
+            double d = s->mode == HR_SPEC_DRAFT ? e->spec_cost.draft_tok : 0;
+            s->n_draft = 1;
+            N += hr_spec_alpha(s);
+            C += hr_spec_cost_of(&e->spec_cost, T + 1) - hr_spec_cost_of(&e->spec_cost, T) + d;
+            T++;
+        }
+    }
+    for (;;) { /* then the best next draft while it pays */
+        int best = -1;
+        double g = 0;
+        for (int i = 0; i < e->n_running; i++) {
+            hr_spec_state *s = &e->running[i]->spec;
+            if (s->n_draft >= s->cap)
+                continue;
+            double gi = pow(hr_spec_alpha(s), s->n_draft + 1);
+            if (gi > g) {
+                g = gi;
+                best = i;
+            }
+        }
+        if (best < 0)
+            break;
+        hr_spec_state *s = &e->running[best]->spec;
+        double d = s->mode == HR_SPEC_DRAFT ? e->spec_cost.draft_tok : 0;
+        double dc = hr_spec_cost_of(&e->spec_cost, T + 1) - hr_spec_cost_of(&e->spec_cost, T) + d;
+        if (dc > 0 && g * C <= N * dc)
+            break;
+        s->n_draft++;
+        N += g;
+        C += dc;
+        T++;
+    }
+    for (int i = 0; i < e->n_running; i++)
+        if (e->running[i]->spec.n_draft)
+            e->running[i]->spec.idle = 0;
 }
 
 /* ---- proposals ------------------------------------------------------------------ */
@@ -94,17 +174,12 @@ static void grammar_trim(hr_request *r) {
 void hr__spec_propose(hr_engine *e) {
     hr_request **drafting = e->b_row_req; /* scratch until build_batch fills it */
     int n_drafting = 0;
+    choose_k(e);
     for (int i = 0; i < e->n_running; i++) {
         hr_request *r = e->running[i];
         hr_spec_state *s = &r->spec;
+        int known = r->n_prompt + r->n_steps, k = s->n_draft;
         s->n_draft = 0;
-        int known = r->n_prompt + r->n_steps;
-        if (s->mode == HR_SPEC_OFF || known - r->len != 1)
-            continue;
-        /* the drafts and the token after them must fit the limit */
-        int room = r->limit - r->n_steps - 1, k = hr_spec_budget(s);
-        k = k < room ? k : room;
-        k = k < e->max_draft ? k : e->max_draft;
         if (k <= 0)
             continue;
         if (s->mode == HR_SPEC_NGRAM) {
@@ -120,7 +195,12 @@ void hr__spec_propose(hr_engine *e) {
     }
     if (n_drafting) {
         hr_error err = {0};
-        if (hr_spec_draft_run(e->draft, drafting, n_drafting, &err)) {
+        double t0 = hr_now();
+        int rc = hr_spec_draft_run(e->draft, drafting, n_drafting, &err), drafted = 0;
+        for (int i = 0; i < n_drafting; i++)
+            drafted += drafting[i]->spec.n_draft;
+        hr_spec_cost_draft(&e->spec_cost, drafted, hr_now() - t0);
+        if (rc) {
             hr_log(HR_LOG_ERROR, "%s", err.msg);
             for (int i = 0; i < n_drafting; i++)
                 drafting[i]->spec.n_draft = 0;
@@ -157,7 +237,7 @@ int hr__spec_commit(hr_engine *e, int k, int n) {
     r->len = len0 + 1 + m;
     if (s->dlen > r->len)
         s->dlen = r->len;
-    hr_spec_adapt(s, n - 1, m);
+    hr_spec_observe(s, n - 1, m);
     pthread_mutex_lock(&r->mu);
     s->drafted += n - 1;
     s->accepted += m;

@@ -28,8 +28,10 @@
 typedef struct hr_spec_state {
     hr_spec_mode mode;
     int k_max;          /* num_draft_tokens */
-    int k;              /* tokens to draft next step: adapts in [0, k_max] */
-    int wait, backoff;  /* with k 0: steps left before a probe with k = 1; the next wait */
+    double succ, trials; /* decayed counts of drafts accepted / verified (each
+                         * given the ones before it were accepted) */
+    int idle, wait;     /* steps without drafting; the steps before a probe */
+    int cap;            /* this step's most drafts (k_max, the limit) */
     int32_t draft[HR_SPEC_MAX_K]; /* this step's proposal */
     int n_draft;
     int32_t *dblocks;   /* the draft model's KV blocks ([n_ctx / HR_KV_BLOCK + 1]) */
@@ -46,14 +48,35 @@ typedef struct hr_spec_state {
 #define HR_SPEC_NGRAM_MAX 6
 int hr_spec_ngram(const int32_t *h, int n, int k, int32_t *out);
 
-/* The adaptive k: how many tokens to draft this step (0: none; counts down
- * a back-off, then probes with 1), and the update once a step verified
- * `drafted` of them and accepted `accepted`: all accepted raises k (up to
- * k_max), none lowers it; at 0 the request waits 1, 2, 4 ... 64 steps
- * between probes, so a draft that is always wrong costs almost nothing. */
+/* ---- how many tokens to draft ----
+ * Each step the engine drafts where it pays: a request's j-th draft is
+ * accepted with probability alpha^j (alpha: its acceptance so far, each
+ * draft given the ones before it), and costs what one more token adds to
+ * the step's forward pass (measured: hr_spec_cost) plus, with the draft
+ * model, a draft token's share of its passes. Drafts are added, best
+ * first, while they raise the step's expected tokens per second; so k
+ * follows each request's acceptance, and shrinks where a bigger batch
+ * makes a token dearer (a CPU), grows where it is nearly free (a GPU). A
+ * request that drafts nothing for a while probes with one token (after 1,
+ * 2, 4 ... 64 steps), so that its estimate can recover. */
 void hr_spec_init(hr_spec_state *s, hr_spec_mode mode, int k_max);
-int hr_spec_budget(hr_spec_state *s);
-void hr_spec_adapt(hr_spec_state *s, int drafted, int accepted);
+double hr_spec_alpha(const hr_spec_state *s);
+/* A verify of `drafted` tokens accepted the first `accepted`. */
+void hr_spec_observe(hr_spec_state *s, int drafted, int accepted);
+
+/* The measured cost of a decode step's forward pass by its token count,
+ * and of the draft model per drafted token (seconds, moving averages). */
+#define HR_SPEC_COST_T 64
+typedef struct hr_spec_cost {
+    double step[HR_SPEC_COST_T + 1]; /* [T]: 0 = not measured yet */
+    double draft_tok;                /* draft model seconds per drafted token */
+} hr_spec_cost;
+void hr_spec_cost_step(hr_spec_cost *c, int T, double seconds);
+void hr_spec_cost_draft(hr_spec_cost *c, int tokens, double seconds);
+/* The forward pass's seconds for T tokens: measured, else estimated from
+ * the nearest measured T below (each token beyond it 20% of a one-token
+ * step, until measured). */
+double hr_spec_cost_of(const hr_spec_cost *c, int T);
 
 /* ---- engine hooks (engine thread; engine_int.h) ---- */
 struct hr_engine;

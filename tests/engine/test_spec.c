@@ -135,33 +135,37 @@ static void test_ngram(void **state) {
     assert_int_equal(hr_spec_ngram(h4, 0, 4, out), 0);
 }
 
-static void test_adapt(void **state) {
+static void test_choose(void **state) {
     (void)state;
     hr_spec_state s = {0};
     hr_spec_init(&s, HR_SPEC_NGRAM, 3);
-    assert_int_equal(hr_spec_budget(&s), 3);
-    hr_spec_adapt(&s, 3, 3);
-    assert_int_equal(s.k, 3); /* capped at k_max */
-    hr_spec_adapt(&s, 3, 0);
-    hr_spec_adapt(&s, 2, 0);
-    hr_spec_adapt(&s, 1, 0);
-    assert_int_equal(s.k, 0);
-    /* waits 1 step, probes with 1; each failed probe doubles the wait */
-    int probes = 0;
-    for (int step = 0; step < 200; step++)
-        if (hr_spec_budget(&s)) {
-            probes++;
-            hr_spec_adapt(&s, 1, 0);
-        }
-    assert_true(probes <= 8);
-    /* a success climbs back */
-    while (!hr_spec_budget(&s))
-        ;
-    hr_spec_adapt(&s, 1, 1);
-    assert_int_equal(s.k, 2);
+    assert_float_equal(hr_spec_alpha(&s), 0.5, 1e-9);
+    for (int i = 0; i < 20; i++)
+        hr_spec_observe(&s, 3, 3);
+    assert_true(hr_spec_alpha(&s) > 0.9);
+    assert_int_equal(s.wait, 1);
+    for (int i = 0; i < 40; i++)
+        hr_spec_observe(&s, 1, 0); /* rejected probes: the wait doubles up to 64 */
+    assert_true(hr_spec_alpha(&s) < 0.2);
+    assert_int_equal(s.wait, 64);
+    hr_spec_observe(&s, 2, 1);
+    assert_int_equal(s.wait, 1);
     hr_spec_init(&s, HR_SPEC_NGRAM, 0);
     assert_int_equal(s.mode, HR_SPEC_OFF);
-    assert_int_equal(hr_spec_budget(&s), 0);
+    /* costs: measured where seen, 20% of a one-token step a token beyond */
+    hr_spec_cost c = {0};
+    assert_float_equal(hr_spec_cost_of(&c, 1), 1.0, 1e-9);
+    assert_float_equal(hr_spec_cost_of(&c, 6), 2.0, 1e-9);
+    hr_spec_cost_step(&c, 1, 0.010);
+    hr_spec_cost_step(&c, 4, 0.012);
+    assert_float_equal(hr_spec_cost_of(&c, 1), 0.010, 1e-9);
+    assert_float_equal(hr_spec_cost_of(&c, 2), 0.012, 1e-9);
+    assert_float_equal(hr_spec_cost_of(&c, 4), 0.012, 1e-9);
+    assert_float_equal(hr_spec_cost_of(&c, 6), 0.016, 1e-9);
+    hr_spec_cost_step(&c, 4, 1.0); /* a stall moves it by at most 10% of 2x */
+    assert_true(hr_spec_cost_of(&c, 4) < 0.014);
+    assert_float_equal(hr_spec_cost_of(&c, 100), 0.012 * 0 + hr_spec_cost_of(&c, 4) +
+                       96 * 0.2 * 0.010, 1e-9);
 }
 
 /* ---- greedy exactness ------------------------------------------------------------ */
@@ -448,7 +452,7 @@ int main(int argc, char **argv) {
         return 1;
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_ngram),
-        cmocka_unit_test(test_adapt),
+        cmocka_unit_test(test_choose),
         cmocka_unit_test(test_errors),
         cmocka_unit_test(test_greedy_ngram_alone_and_batched),
         cmocka_unit_test(test_greedy_draft_model),
