@@ -63,36 +63,43 @@ void hr_spec_observe(hr_spec_state *s, int drafted, int accepted) {
     s->wait = accepted ? 1 : (s->wait * 2 < WAIT_MAX ? s->wait * 2 : WAIT_MAX);
 }
 
+/* A moving estimate of a cost's quiet value: down quickly, up slowly (a
+ * stall of a preempted thread on a shared machine moves it little). */
+static void track(double *v, double y) {
+    if (*v == 0)
+        *v = y;
+    else if (y < *v)
+        *v += 0.3 * (y - *v);
+    else
+        *v += 0.05 * ((y < 2 * *v ? y : 2 * *v) - *v);
+}
+
 void hr_spec_cost_step(hr_spec_cost *c, int T, double seconds) {
-    if (T < 1 || T > HR_SPEC_COST_T || !(seconds > 0))
-        return;
-    double *v = &c->step[T];
-    if (*v == 0) {
-        *v = seconds;
-    } else { /* a moving average; one stall (a preempted thread) moves it little */
-        double y = seconds < 2 * *v ? seconds : 2 * *v;
-        *v += 0.1 * (y - *v);
-    }
+    if (T >= 1 && T <= HR_SPEC_COST_T && seconds > 0)
+        track(&c->step[T], seconds);
 }
 
 void hr_spec_cost_draft(hr_spec_cost *c, int tokens, double seconds) {
-    if (tokens <= 0 || !(seconds > 0))
-        return;
-    double y = seconds / tokens;
-    c->draft_tok = c->draft_tok == 0 ? y : c->draft_tok + 0.1 * (y - c->draft_tok);
+    if (tokens > 0 && seconds > 0)
+        track(&c->draft_tok, seconds / tokens);
 }
 
 double hr_spec_cost_of(const hr_spec_cost *c, int T) {
     if (T < 1)
         return 0;
-    int t = T < HR_SPEC_COST_T ? T : HR_SPEC_COST_T;
     if (T <= HR_SPEC_COST_T && c->step[T] > 0)
         return c->step[T];
+    /* the nearest measured T, below if there is one, else above */
+    int t = T < HR_SPEC_COST_T ? T : HR_SPEC_COST_T;
     while (t > 1 && c->step[t] == 0)
         t--;
-    double base = c->step[t] > 0 ? c->step[t] : 1.0;
-    double one = c->step[1] > 0 ? c->step[1] : base / (1 + PRIOR_TOKEN * (t - 1));
-    return base + (T - t) * PRIOR_TOKEN * one;
+    if (c->step[t] == 0)
+        for (t = T + 1; t <= HR_SPEC_COST_T && c->step[t] == 0; t++)
+            ;
+    if (t > HR_SPEC_COST_T) /* nothing measured yet: in one-token steps */
+        return 1 + PRIOR_TOKEN * (T - 1);
+    double one = c->step[1] > 0 ? c->step[1] : c->step[t] / (1 + PRIOR_TOKEN * (t - 1));
+    return c->step[t] + (T - t) * PRIOR_TOKEN * one;
 }
 
 /* Every decoding request's k for this step (spec.n_draft: the most it may
