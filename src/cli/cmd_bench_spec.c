@@ -7,7 +7,7 @@
  *   decode tokens/s    generated tokens after the first / the time from
  *                      the first token to the last (one client), summed
  *                      over the prompts;
- *   aggregate tokens/s all completion tokens / the wall time of the round
+ *   aggregate tokens/s all completion tokens / the wall time of the groups
  *                      (prefill included; what concurrent clients see).
  * The prompt cache is off, so that neither side reuses the other's
  * prefill. Greedy unless --temp is given; every pair of runs must give the
@@ -83,34 +83,44 @@ typedef struct figures {
     long tokens, drafted, accepted;
 } figures;
 
-/* One round: every prompt, --clients of them at a time. */
-static int round_run(client *cl, int n_prompts, int clients, figures *f, hr_error *err) {
-    double dec_tok = 0, dec_s = 0, t0 = hr_now();
-    *f = (figures){0};
+/* One round: every prompt, --clients of them at a time, each group run
+ * plainly (cl) and then with speculation (sp), so that both sides see the
+ * same moments of a shared machine. */
+static int round_run(client *cl, client *sp, int n_prompts, int clients, figures f[2],
+                     hr_error *err) {
+    double dec_tok[2] = {0}, dec_s[2] = {0}, wall[2] = {0};
+    f[0] = f[1] = (figures){0};
     for (int i = 0; i < n_prompts; i += clients) {
-        pthread_t th[MAX_CLIENTS];
         int k = n_prompts - i < clients ? n_prompts - i : clients;
-        for (int j = 0; j < k; j++)
-            pthread_create(&th[j], NULL, client_run, &cl[i + j]);
-        for (int j = 0; j < k; j++)
-            pthread_join(th[j], NULL);
-        for (int j = 0; j < k; j++) {
-            client *c = &cl[i + j];
-            if (c->rc < 0) {
-                *err = c->err;
-                return c->rc;
-            }
-            f->tokens += c->n;
-            f->drafted += c->drafted;
-            f->accepted += c->accepted;
-            if (c->n > 1) {
-                dec_tok += c->n - 1;
-                dec_s += c->t_last - c->t_first;
+        for (int side = 0; side < 2; side++) {
+            client *c0 = (side ? sp : cl) + i;
+            pthread_t th[MAX_CLIENTS];
+            double t0 = hr_now();
+            for (int j = 0; j < k; j++)
+                pthread_create(&th[j], NULL, client_run, &c0[j]);
+            for (int j = 0; j < k; j++)
+                pthread_join(th[j], NULL);
+            wall[side] += hr_now() - t0;
+            for (int j = 0; j < k; j++) {
+                client *c = &c0[j];
+                if (c->rc < 0) {
+                    *err = c->err;
+                    return c->rc;
+                }
+                f[side].tokens += c->n;
+                f[side].drafted += c->drafted;
+                f[side].accepted += c->accepted;
+                if (c->n > 1) {
+                    dec_tok[side] += c->n - 1;
+                    dec_s[side] += c->t_last - c->t_first;
+                }
             }
         }
     }
-    f->aggregate_tps = f->tokens / (hr_now() - t0);
-    f->decode_tps = dec_s > 0 ? dec_tok / dec_s : 0;
+    for (int side = 0; side < 2; side++) {
+        f[side].aggregate_tps = f[side].tokens / wall[side];
+        f[side].decode_tps = dec_s[side] > 0 ? dec_tok[side] / dec_s[side] : 0;
+    }
     return 0;
 }
 
@@ -243,13 +253,12 @@ int hr_cmd_bench_spec(int argc, char **argv) {
         }
     }
     /* warm-up: the weights paged in, one request each way */
-    if ((rc = round_run(cl, 1, 1, &fig[0], &err)) ||
-        (rc = round_run(cl + n_req, 1, 1, &fig[1], &err)))
+    if ((rc = round_run(cl, cl + n_req, 1, 1, fig, &err)))
         goto done;
     for (long r = 0; r < repeats; r++) {
+        if ((rc = round_run(cl, cl + n_req, n_req, (int)clients, fig, &err)))
+            goto done;
         for (int side = 0; side < 2; side++) {
-            if ((rc = round_run(cl + side * n_req, n_req, (int)clients, &fig[side], &err)))
-                goto done;
             v[side * 2][r] = fig[side].decode_tps;
             v[side * 2 + 1][r] = fig[side].aggregate_tps;
             sum[side].drafted += fig[side].drafted;

@@ -13,6 +13,7 @@ struct hr_spec_draft {
     hr_kv kv;
     bool kv_ready;
     int max_batch, max_tokens;
+    int n_ctx;                /* the draft's context: positions below it */
     int32_t *tok, *pos, *seq; /* [max_tokens] */
     uint8_t *want;
     hr_seq_blocks *seqs;      /* [max_batch] */
@@ -30,6 +31,7 @@ int hr_spec_draft_new(hr_spec_draft **out, const hr_model *dm, hr_pool *pool, in
     d->m = dm;
     d->max_batch = max_batch;
     d->max_tokens = max_tokens;
+    d->n_ctx = n_ctx < dm->hp.ctx_max ? n_ctx : dm->hp.ctx_max;
     int rc;
     if ((rc = hr_kv_init_on(&d->kv, dm->be, &dm->hp, HR_DTYPE_F32, n_blocks, err)))
         goto fail;
@@ -95,6 +97,8 @@ int hr_spec_draft_run(hr_spec_draft *d, hr_request **rs, int n, hr_error *err) {
             hr_request *r = rs[i];
             int known = r->n_prompt + r->n_steps;
             d->row[i] = -1;
+            if (pass == 0 && known - 1 + r->spec.n_draft > d->n_ctx)
+                r->spec.n_draft = 0; /* past the draft's context: no drafts */
             if (got[i] < pass || got[i] >= r->spec.n_draft)
                 continue; /* done, or stopped short */
             int end = known + got[i], c = end - r->spec.dlen;
