@@ -23,10 +23,10 @@ echo "== 1. draft model, greedy, held-out chat prompts, 1 client"
     --chat-file "$root/bench/spec/chats.txt" --max-tokens "$n"
 echo "== 2a. prompt lookup: rewrite a C file (~500 tokens) with one change"
 "$bin" bench "${common[@]}" --spec ngram --num-draft-tokens "$nk" \
-    --prompt-file "$root/bench/spec/rewrite.txt" --max-tokens 256
+    --prompt-file "$root/bench/spec/rewrite.txt" --max-tokens 256 --ignore-eos
 echo "== 2b. prompt lookup: rewrite a KJV chapter (~360 tokens) with one change"
 "$bin" bench "${common[@]}" --spec ngram --num-draft-tokens "$nk" \
-    --prompt-file "$root/bench/spec/rewrite-kjv.txt" --max-tokens 256
+    --prompt-file "$root/bench/spec/rewrite-kjv.txt" --max-tokens 256 --ignore-eos
 echo "== 3. draft model, 4 concurrent clients"
 "$bin" bench "${common[@]}" --draft-model "$draft" --num-draft-tokens "$k" \
     --chat-file "$root/bench/spec/chats.txt" --max-tokens "$n" --clients 4

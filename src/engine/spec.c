@@ -60,7 +60,6 @@ void hr_spec_observe(hr_spec_state *s, int drafted, int accepted) {
     int tried = accepted < drafted ? accepted + 1 : drafted;
     s->succ = s->succ * DECAY + accepted;
     s->trials = s->trials * DECAY + tried;
-    s->wait = accepted ? 1 : (s->wait * 2 < WAIT_MAX ? s->wait * 2 : WAIT_MAX);
 }
 
 /* A moving estimate of a cost's quiet value: down quickly, up slowly (a
@@ -125,7 +124,8 @@ static void choose_k(hr_engine *e) {
     /* probes first: one token each */
     for (int i = 0; i < e->n_running; i++) {
         hr_spec_state *s = &e->running[i]->spec;
-        if (s->cap > 0 && ++s->idle >= s->wait) {
+        s->probe = s->cap > 0 && ++s->idle >= s->wait;
+        if (s->probe) {
             double d = s->mode == HR_SPEC_DRAFT ? e->spec_cost.draft_tok : 0;
             s->n_draft = 1;
             N += hr_spec_alpha(s);
@@ -158,9 +158,17 @@ static void choose_k(hr_engine *e) {
         C += dc;
         T++;
     }
-    for (int i = 0; i < e->n_running; i++)
-        if (e->running[i]->spec.n_draft)
-            e->running[i]->spec.idle = 0;
+    /* a request the choice itself drafts for probes again after 1 step; one
+     * that only probed waits twice as long for the next probe */
+    for (int i = 0; i < e->n_running; i++) {
+        hr_spec_state *s = &e->running[i]->spec;
+        if (s->n_draft > (s->probe ? 1 : 0))
+            s->wait = 1;
+        else if (s->probe)
+            s->wait = s->wait * 2 < WAIT_MAX ? s->wait * 2 : WAIT_MAX;
+        if (s->n_draft)
+            s->idle = 0;
+    }
 }
 
 /* ---- proposals ------------------------------------------------------------------ */

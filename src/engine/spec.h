@@ -21,6 +21,7 @@
 
 #include "engine/engine.h"
 
+#include <stdbool.h>
 #include <stdint.h>
 
 /* Per-request state (engine thread, except the counters: under the
@@ -32,6 +33,7 @@ typedef struct hr_spec_state {
                          * given the ones before it were accepted) */
     int idle, wait;     /* steps without drafting; the steps before a probe */
     int cap;            /* this step's most drafts (k_max, the limit) */
+    bool probe;         /* this step's first draft is a probe */
     int32_t draft[HR_SPEC_MAX_K]; /* this step's proposal */
     int n_draft;
     int32_t *dblocks;   /* the draft model's KV blocks ([n_ctx / HR_KV_BLOCK + 1]) */
@@ -57,8 +59,9 @@ int hr_spec_ngram(const int32_t *h, int n, int k, int32_t *out);
  * first, while they raise the step's expected tokens per second; so k
  * follows each request's acceptance, and shrinks where a bigger batch
  * makes a token dearer (a CPU), grows where it is nearly free (a GPU). A
- * request that drafts nothing for a while probes with one token (after 1,
- * 2, 4 ... 64 steps), so that its estimate can recover. */
+ * request the choice leaves without drafts probes with one token after 1,
+ * 2, 4 ... 64 steps (doubling while only probes draft for it), so that its
+ * estimate can recover. */
 void hr_spec_init(hr_spec_state *s, hr_spec_mode mode, int k_max);
 double hr_spec_alpha(const hr_spec_state *s);
 /* A verify of `drafted` tokens accepted the first `accepted`. */
