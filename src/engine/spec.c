@@ -4,7 +4,6 @@
 #include "engine/engine_int.h"
 #include "engine/spec_draft.h"
 #include "core/log.h"
-#include "core/timer.h"
 
 #include <math.h>
 
@@ -210,11 +209,9 @@ void hr__spec_propose(hr_engine *e) {
     }
     if (n_drafting) {
         hr_error err = {0};
-        double t0 = hr_now();
-        int rc = hr_spec_draft_run(e->draft, drafting, n_drafting, &err), drafted = 0;
-        for (int i = 0; i < n_drafting; i++)
-            drafted += drafting[i]->spec.n_draft;
-        hr_spec_cost_draft(&e->spec_cost, drafted, hr_now() - t0);
+        double secs;
+        int toks, rc = hr_spec_draft_run(e->draft, drafting, n_drafting, &secs, &toks, &err);
+        hr_spec_cost_draft(&e->spec_cost, toks, secs);
         if (rc) {
             hr_log(HR_LOG_ERROR, "%s", err.msg);
             for (int i = 0; i < n_drafting; i++)

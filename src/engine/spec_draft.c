@@ -2,6 +2,7 @@
 #include "engine/spec_draft.h"
 #include "engine/engine_int.h"
 #include "core/error.h"
+#include "core/timer.h"
 #include "model/forward.h"
 #include "sample/sampler.h"
 
@@ -82,8 +83,11 @@ static int32_t token_of(const hr_request *r, int known, int j) {
     return j < known ? hr__token_at(r, j) : r->spec.draft[j - known];
 }
 
-int hr_spec_draft_run(hr_spec_draft *d, hr_request **rs, int n, hr_error *err) {
+int hr_spec_draft_run(hr_spec_draft *d, hr_request **rs, int n, double *seconds,
+                      int *tokens, hr_error *err) {
     int V = d->m->hp.n_vocab, *got = d->got;
+    *seconds = 0;
+    *tokens = 0;
     for (int i = 0; i < n; i++) {
         got[i] = 0;
         d->seqs[i] = (hr_seq_blocks){rs[i]->spec.dblocks, rs[i]->spec.n_dblocks, 0};
@@ -125,8 +129,13 @@ int hr_spec_draft_run(hr_spec_draft *d, hr_request **rs, int n, hr_error *err) {
             break;
         hr_batch b = {.n_tokens = T, .token = d->tok, .pos = d->pos, .seq = d->seq,
                       .logits = d->want, .n_seqs = n, .seqs = d->seqs};
+        double t0 = hr_now();
         if (hr_forward(d->fwd, &d->kv, &b, d->logits, err))
             return hr_err_wrap(err, "draft model");
+        if (rows && T <= 2 * rows) {
+            *seconds += hr_now() - t0;
+            *tokens += rows;
+        }
         for (int i = 0; i < n; i++) {
             if (d->row[i] < 0)
                 continue;

@@ -24,8 +24,12 @@ hr_kv *hr_spec_draft_kv(hr_spec_draft *d);
 
 /* Requests rs[0, n): each wants rs[i]->spec.n_draft tokens (> 0) after its
  * known tokens; on return spec.draft holds at most that many (fewer when
- * its catch-up did not fit this step's tokens), spec.dlen is updated. A
- * forward failure is an error (no drafts then). */
-int hr_spec_draft_run(hr_spec_draft *d, struct hr_request **rs, int n, hr_error *err);
+ * its catch-up did not fit this step's tokens), spec.dlen is updated.
+ * *seconds and *tokens get the time of the passes that drafted without a
+ * catch-up of more than a token or two per request (a prompt's prefill is
+ * not what a drafted token costs) and the tokens they drafted. A forward
+ * failure is an error (no drafts then). */
+int hr_spec_draft_run(hr_spec_draft *d, struct hr_request **rs, int n, double *seconds,
+                      int *tokens, hr_error *err);
 
 #endif
