@@ -100,6 +100,14 @@ double hr_spec_cost_of(const hr_spec_cost *c, int T) {
     return c->step[t] + (T - t) * PRIOR_TOKEN * one;
 }
 
+/* What one more token adds to a step of T: never taken as free (noise can
+ * measure T + 1 below T), at least 5% of a one-token step. */
+static double token_cost(const hr_spec_cost *c, int T) {
+    double d = hr_spec_cost_of(c, T + 1) - hr_spec_cost_of(c, T);
+    double floor = 0.05 * hr_spec_cost_of(c, 1);
+    return d > floor ? d : floor;
+}
+
 /* Every decoding request's k for this step (spec.n_draft: the most it may
  * draft), chosen as spec.h says. */
 static void choose_k(hr_engine *e) {
@@ -128,7 +136,7 @@ static void choose_k(hr_engine *e) {
             double d = s->mode == HR_SPEC_DRAFT ? e->spec_cost.draft_tok : 0;
             s->n_draft = 1;
             N += hr_spec_alpha(s);
-            C += hr_spec_cost_of(&e->spec_cost, T + 1) - hr_spec_cost_of(&e->spec_cost, T) + d;
+            C += token_cost(&e->spec_cost, T) + d;
             T++;
         }
     }
@@ -149,8 +157,8 @@ static void choose_k(hr_engine *e) {
             break;
         hr_spec_state *s = &e->running[best]->spec;
         double d = s->mode == HR_SPEC_DRAFT ? e->spec_cost.draft_tok : 0;
-        double dc = hr_spec_cost_of(&e->spec_cost, T + 1) - hr_spec_cost_of(&e->spec_cost, T) + d;
-        if (dc > 0 && g * C <= N * dc)
+        double dc = token_cost(&e->spec_cost, T) + d;
+        if (g * C <= N * dc)
             break;
         s->n_draft++;
         N += g;
