@@ -26,6 +26,7 @@
 #include <string.h>
 
 static const char *g_device;
+static int g_timing; /* --timing: only the timed test (run alone: ctest test_spec_timing) */
 static hr_model *g_llama, *g_llama_bf16, *g_qwen3;
 
 #define MAXT 256
@@ -449,8 +450,11 @@ static hr_model *open_fixture(const char *name) {
 }
 
 int main(int argc, char **argv) {
-    if (!hr_test_device(argc, argv, &g_device))
+    g_timing = argc > 1 && !strcmp(argv[1], "--timing");
+    if (!g_timing && !hr_test_device(argc, argv, &g_device))
         return 0;
+    if (g_timing)
+        g_device = "cpu";
     g_llama = open_fixture("llama");
     g_llama_bf16 = open_fixture("llama-bf16");
     g_qwen3 = open_fixture("qwen3");
@@ -465,9 +469,12 @@ int main(int argc, char **argv) {
         cmocka_unit_test(test_rollback_block_boundary),
         cmocka_unit_test(test_seeded_distribution),
         cmocka_unit_test(test_grammar_rows),
+    };
+    const struct CMUnitTest timed[] = {
         cmocka_unit_test(test_wrong_draft_cost),
     };
-    int rc = cmocka_run_group_tests(tests, NULL, NULL);
+    int rc = g_timing ? cmocka_run_group_tests(timed, NULL, NULL)
+                      : cmocka_run_group_tests(tests, NULL, NULL);
     hr_model_free(g_qwen3);
     hr_model_free(g_llama_bf16);
     hr_model_free(g_llama);
