@@ -72,9 +72,21 @@ static void track(double *v, double y) {
         *v += 0.05 * ((y < 2 * *v ? y : 2 * *v) - *v);
 }
 
+static bool fresh(const hr_spec_cost *c, int T) {
+    return c->step[T] > 0 && c->n - c->seen[T] <= HR_SPEC_COST_AGE;
+}
+
 void hr_spec_cost_step(hr_spec_cost *c, int T, double seconds) {
-    if (T >= 1 && T <= HR_SPEC_COST_T && seconds > 0)
-        track(&c->step[T], seconds);
+    if (T < 1 || T > HR_SPEC_COST_T || !(seconds > 0))
+        return;
+    if (T > 1 && fresh(c, 1)) { /* never above the size below plus one token */
+        double bound = hr_spec_cost_of(c, T - 1) + c->step[1];
+        seconds = seconds < bound ? seconds : bound;
+    }
+    if (!fresh(c, T))
+        c->step[T] = 0;
+    track(&c->step[T], seconds);
+    c->seen[T] = ++c->n;
 }
 
 void hr_spec_cost_draft(hr_spec_cost *c, int tokens, double seconds) {
@@ -85,27 +97,26 @@ void hr_spec_cost_draft(hr_spec_cost *c, int tokens, double seconds) {
 double hr_spec_cost_of(const hr_spec_cost *c, int T) {
     if (T < 1)
         return 0;
-    if (T <= HR_SPEC_COST_T && c->step[T] > 0)
+    if (T <= HR_SPEC_COST_T && fresh(c, T))
         return c->step[T];
     /* the nearest measured T, below if there is one, else above */
     int t = T < HR_SPEC_COST_T ? T : HR_SPEC_COST_T;
-    while (t > 1 && c->step[t] == 0)
+    while (t > 1 && !fresh(c, t))
         t--;
-    if (c->step[t] == 0)
-        for (t = T + 1; t <= HR_SPEC_COST_T && c->step[t] == 0; t++)
+    if (!fresh(c, t))
+        for (t = T + 1; t <= HR_SPEC_COST_T && !fresh(c, t); t++)
             ;
     if (t > HR_SPEC_COST_T) /* nothing measured yet: in one-token steps */
         return 1 + PRIOR_TOKEN * (T - 1);
-    double one = c->step[1] > 0 ? c->step[1] : c->step[t] / (1 + PRIOR_TOKEN * (t - 1));
+    double one = fresh(c, 1) ? c->step[1] : c->step[t] / (1 + PRIOR_TOKEN * (t - 1));
     return c->step[t] + (T - t) * PRIOR_TOKEN * one;
 }
 
 /* What one more token adds to a step of T: never taken as free (noise can
- * measure T + 1 below T), at least 5% of a one-token step. */
+ * measure T + 1 below T): at least 5% of a one-token step, at most one. */
 static double token_cost(const hr_spec_cost *c, int T) {
-    double d = hr_spec_cost_of(c, T + 1) - hr_spec_cost_of(c, T);
-    double floor = 0.05 * hr_spec_cost_of(c, 1);
-    return d > floor ? d : floor;
+    double d = hr_spec_cost_of(c, T + 1) - hr_spec_cost_of(c, T), one = hr_spec_cost_of(c, 1);
+    return d < 0.05 * one ? 0.05 * one : d > one ? one : d;
 }
 
 /* Every decoding request's k for this step (spec.n_draft: the most it may

@@ -68,10 +68,17 @@ double hr_spec_alpha(const hr_spec_state *s);
 void hr_spec_observe(hr_spec_state *s, int drafted, int accepted);
 
 /* The measured cost of a decode step's forward pass by its token count,
- * and of the draft model per drafted token (seconds, moving averages). */
+ * and of the draft model per drafted token (seconds, moving estimates of
+ * the quiet value). A size not measured in the last HR_SPEC_COST_AGE
+ * steps is estimated again (a stall measured once cannot keep k off a size
+ * for good), and no size is taken to cost more than the one below it plus
+ * a one-token step (running the token apart would). */
 #define HR_SPEC_COST_T 64
+#define HR_SPEC_COST_AGE 256
 typedef struct hr_spec_cost {
     double step[HR_SPEC_COST_T + 1]; /* [T]: 0 = not measured yet */
+    long seen[HR_SPEC_COST_T + 1];   /* [T]: n when step[T] was last measured */
+    long n;                          /* decode steps measured */
     double draft_tok;                /* draft model seconds per drafted token */
 } hr_spec_cost;
 void hr_spec_cost_step(hr_spec_cost *c, int T, double seconds);
