@@ -698,8 +698,8 @@ int hr_engine_new(hr_engine **out, const hr_model *m, const hr_engine_opts *o,
         goto fail;
     }
     if (o && o->draft &&
-        (rc = hr_spec_draft_new(&e->draft, o->draft, hr_fwd_pool(e->fwd),
-                                n_blocks, B, e->chunk + B, e->n_ctx, err)))
+        (rc = hr_spec_draft_new(&e->draft, o->draft, n_blocks, B, e->chunk + B, e->n_ctx,
+                                err)))
         goto fail;
     bool len_rope = e->len_rope;
     if (!(o && o->cache_blocks < 0) && !len_rope) {

@@ -23,8 +23,8 @@ struct hr_spec_draft {
     float *logits;            /* [max_batch][n_vocab] */
 };
 
-int hr_spec_draft_new(hr_spec_draft **out, const hr_model *dm, hr_pool *pool, int n_blocks,
-                      int max_batch, int max_tokens, int n_ctx, hr_error *err) {
+int hr_spec_draft_new(hr_spec_draft **out, const hr_model *dm, int n_blocks, int max_batch,
+                      int max_tokens, int n_ctx, hr_error *err) {
     *out = NULL;
     hr_spec_draft *d = calloc(1, sizeof *d);
     if (!d)
@@ -37,7 +37,7 @@ int hr_spec_draft_new(hr_spec_draft **out, const hr_model *dm, hr_pool *pool, in
     if ((rc = hr_kv_init_on(&d->kv, dm->be, &dm->hp, HR_DTYPE_F32, n_blocks, err)))
         goto fail;
     d->kv_ready = true;
-    if ((rc = hr_fwd_new_pool(&d->fwd, dm, max_tokens, max_batch, n_ctx, pool, err)))
+    if ((rc = hr_fwd_new(&d->fwd, dm, max_tokens, max_batch, n_ctx, 1, err)))
         goto fail;
     d->tok = malloc((size_t)max_tokens * sizeof *d->tok);
     d->pos = malloc((size_t)max_tokens * sizeof *d->pos);

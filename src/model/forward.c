@@ -5,7 +5,6 @@
 #include "model/rope.h"
 
 #include <math.h>
-#include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -17,7 +16,6 @@ struct hr_fwd {
     hr_backend *be;
     hr_bctx *c;
     hr_pool *pool;
-    bool own_pool;  /* false: the caller's (hr_fwd_new_pool) */
     int max_tokens, max_seqs, max_ctx, max_blocks;
     void *mem;      /* activations (backend memory), carved by arena */
     size_t mem_bytes;
@@ -39,8 +37,8 @@ static size_t scratch_bytes(const hr_model *m, int T) {
     return floats * sizeof(float) + 64 * 16; /* + alignment slack */
 }
 
-static int fwd_new(hr_fwd **out, const hr_model *m, int max_tokens, int max_seqs, int max_ctx,
-                   int n_threads, hr_pool *shared, hr_error *err) {
+int hr_fwd_new(hr_fwd **out, const hr_model *m, int max_tokens, int max_seqs, int max_ctx,
+               int n_threads, hr_error *err) {
     *out = NULL;
     if (max_tokens <= 0 || max_seqs <= 0)
         return hr_err(err, HR_EINVAL, "forward scratch needs max_tokens, max_seqs > 0");
@@ -54,8 +52,7 @@ static int fwd_new(hr_fwd **out, const hr_model *m, int max_tokens, int max_seqs
     f->max_seqs = max_seqs;
     f->max_ctx = max_ctx > 0 && max_ctx < hp->ctx_max ? max_ctx : hp->ctx_max;
     f->max_blocks = (f->max_ctx + HR_KV_BLOCK - 1) / HR_KV_BLOCK;
-    f->own_pool = shared == NULL;
-    f->pool = shared ? shared : hr_pool_new(n_threads);
+    f->pool = hr_pool_new(n_threads);
     int k_max = hp->d_model > hp->d_ff ? hp->d_model : hp->d_ff;
     if (hp->n_heads * hp->head_dim > k_max)
         k_max = hp->n_heads * hp->head_dim;
@@ -83,16 +80,6 @@ fail:
     return rc;
 }
 
-int hr_fwd_new(hr_fwd **out, const hr_model *m, int max_tokens, int max_seqs, int max_ctx,
-               int n_threads, hr_error *err) {
-    return fwd_new(out, m, max_tokens, max_seqs, max_ctx, n_threads, NULL, err);
-}
-
-int hr_fwd_new_pool(hr_fwd **out, const hr_model *m, int max_tokens, int max_seqs,
-                    int max_ctx, hr_pool *pool, hr_error *err) {
-    return fwd_new(out, m, max_tokens, max_seqs, max_ctx, 0, pool, err);
-}
-
 void hr_fwd_free(hr_fwd *f) {
     if (!f)
         return;
@@ -100,8 +87,7 @@ void hr_fwd_free(hr_fwd *f) {
         f->be->ops->ctx_free(f->c);
     if (f->mem)
         f->be->ops->free(f->be, f->mem, f->mem_bytes);
-    if (f->own_pool)
-        hr_pool_free(f->pool);
+    hr_pool_free(f->pool);
     free(f->freq);
     free(f->tables);
     free(f->tab_off);

@@ -17,10 +17,6 @@ typedef struct hr_fwd hr_fwd;
  * allocated once: hr_forward never allocates. */
 int hr_fwd_new(hr_fwd **out, const hr_model *m, int max_tokens, int max_seqs, int max_ctx,
                int n_threads, hr_error *err);
-/* The same on an existing pool's threads (not owned: it must outlive the
- * scratch; one hr_forward at a time across its users). */
-int hr_fwd_new_pool(hr_fwd **out, const hr_model *m, int max_tokens, int max_seqs,
-                    int max_ctx, hr_pool *pool, hr_error *err);
 void hr_fwd_free(hr_fwd *f);
 hr_pool *hr_fwd_pool(hr_fwd *f);
 
