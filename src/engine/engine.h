@@ -53,7 +53,7 @@ typedef struct hr_engine_opts {
     uint64_t cache_salt;      /* e.g. the tokenizer's hash: part of SSD keys */
     /* speculative decoding (docs/speculative.md): a draft model that shares
      * the target's vocabulary (NULL: none; it must outlive the engine; the
-     * caller checks the tokenizers, hr_spec_check_draft), and the most
+     * caller checks the tokenizers: the API layer does), and the most
      * tokens a request may draft per step (0: HR_SPEC_MAX_K) */
     const hr_model *draft;
     int max_draft;
