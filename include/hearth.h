@@ -139,6 +139,13 @@ typedef struct hr_session_opts {
     int kv_bits;              /* 0 = the kv_dtype above; 2, 3, 4, 6, 8: every K/V row
                                * stored in mlx-lm's affine format (docs/kv-quant.md) */
     int kv_group;             /* its group size; 0 = 64 */
+    /* speculative decoding (docs/speculative.md) */
+    const char *draft_model;  /* a draft model directory (its tokenizer must be the
+                               * model's); NULL = none */
+    const char *spec;         /* requests' default drafting: "off", "ngram" (prompt
+                               * lookup) or "draft"; NULL = "draft" with a draft
+                               * model, else "off" */
+    int num_draft_tokens;     /* requests' default tokens drafted per step; 0 = 3 */
 } hr_session_opts;
 
 /* Start the engine thread over m (which must outlive the session). opts may
@@ -154,6 +161,7 @@ typedef struct hr_session_stats {
     int kv_blocks_total, kv_blocks_free, kv_blocks_cached;
     size_t kv_bytes;
     int n_threads, max_batch, n_ctx;
+    long spec_drafted, spec_accepted; /* speculative decoding: tokens drafted, accepted */
 } hr_session_stats;
 
 /* A lock-free snapshot of the counters (any thread). */
@@ -218,6 +226,10 @@ typedef struct hr_gen_params {
      * grammar over the template's call format); else the name of the one
      * function whose call is forced */
     const char *tool_choice;
+    /* speculative decoding (docs/speculative.md); output is the same with
+     * or without it */
+    const char *spec;             /* "off", "ngram", "draft"; NULL: the session's */
+    int num_draft_tokens;         /* 0..16; -1: the session's */
 } hr_gen_params;
 
 void hr_gen_params_default(hr_gen_params *p);
@@ -264,6 +276,7 @@ typedef struct hr_gen_event {
     int n_tool_events;
     const hr_gen_tool_event *tool_events;
     int n_tool_calls;             /* calls so far */
+    int drafted_tokens, accepted_tokens; /* speculative decoding */
 } hr_gen_event;
 
 /* The pull iterator: block until the next event. Returns 1 with *ev

@@ -38,7 +38,9 @@ class _SessionOpts(C.Structure):
                 ("prompt_cache", C.c_int), ("prompt_cache_size", C.c_int),
                 ("prompt_cache_bytes", C.c_size_t), ("ssd_dir", C.c_char_p),
                 ("ssd_max_bytes", C.c_size_t), ("ssd_demote_idle", C.c_double),
-                ("kv_bits", C.c_int), ("kv_group", C.c_int)]
+                ("kv_bits", C.c_int), ("kv_group", C.c_int),
+                ("draft_model", C.c_char_p), ("spec", C.c_char_p),
+                ("num_draft_tokens", C.c_int)]
 
 
 class _Params(C.Structure):  # hr_gen_params, field for field
@@ -57,7 +59,8 @@ class _Params(C.Structure):  # hr_gen_params, field for field
                 ("top_logprobs", C.c_int), ("json_schema", C.c_char_p),
                 ("json_object", C.c_int), ("regex", C.c_char_p), ("grammar", C.c_char_p),
                 ("choices", C.POINTER(C.c_char_p)), ("n_choices", C.c_int),
-                ("score_from", C.c_int), ("tool_choice", C.c_char_p)]
+                ("score_from", C.c_int), ("tool_choice", C.c_char_p),
+                ("spec", C.c_char_p), ("num_draft_tokens", C.c_int)]
 
 
 class _Event(C.Structure):
@@ -67,7 +70,8 @@ class _Event(C.Structure):
                 ("finish", C.c_int), ("prompt_tokens", C.c_int),
                 ("completion_tokens", C.c_int), ("cached_tokens", C.c_int),
                 ("n_tool_events", C.c_int), ("tool_events", C.c_void_p),
-                ("n_tool_calls", C.c_int)]
+                ("n_tool_calls", C.c_int),
+                ("drafted_tokens", C.c_int), ("accepted_tokens", C.c_int)]
 
 
 def _sig(name, res, *args):
@@ -154,7 +158,8 @@ class Event:
         self.finish = FINISH.get(ev.finish)
         self.usage = None if ev.finish == RUNNING else {
             "prompt_tokens": ev.prompt_tokens, "completion_tokens": ev.completion_tokens,
-            "cached_tokens": ev.cached_tokens}
+            "cached_tokens": ev.cached_tokens, "drafted_tokens": ev.drafted_tokens,
+            "accepted_tokens": ev.accepted_tokens}
 
 
 class Session:

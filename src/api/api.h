@@ -72,6 +72,10 @@ struct hr_session {
     hr_llm *llm;
     hr_engine *engine;
     int n_threads, max_batch;
+    hr_model *draft;                 /* the draft model, or NULL */
+    char *draft_path;                /* as given (requests' draft_model may name it) */
+    int spec;                        /* requests' default hr_spec_mode */
+    int num_draft;                   /* requests' default num_draft_tokens */
 };
 
 /* hr_gen for the server's routes, which validate in their APIs' own terms
@@ -90,6 +94,19 @@ int hr__gen_next_timed(hr_gen *g, hr_gen_event *ev, int timeout_ms, hr_error *er
 hr_request *hr__gen_request(const hr_gen *g);
 /* The stop string that ended the text, or NULL. */
 const char *hr__gen_stop_matched(const hr_gen *g);
+/* "off" (or "none"), "ngram" (or "prompt-lookup"), "draft" -> hr_spec_mode;
+ * HR_EINVAL naming `what` (the flag or field) for another name. */
+int hr__spec_mode_parse(const char *name, const char *what, int *mode, hr_error *err);
+/* The draft model's tokenizer must be the model's: the same string for
+ * every id and the same end-of-sequence token. HR_EINVAL naming the first
+ * difference. */
+int hr__spec_check_tokenizers(const hr_tokenizer *model, const hr_tokenizer *draft,
+                              hr_error *err);
+/* The request's speculation: its spec / num_draft_tokens / draft_model
+ * (NULL, -1, NULL: the session's defaults) checked against the session;
+ * errors name the field. */
+int hr__session_spec(const hr_session *s, const char *spec, int num_draft,
+                     const char *draft_model, hr_spec_mode *mode, int *k, hr_error *err);
 
 /* The engine options a session's options make on model m (the server's
  * flags take this path too). */

@@ -43,7 +43,8 @@ void hr_gen_params_default(hr_gen_params *p) {
     *p = (hr_gen_params){.max_tokens = -1, .temperature = -1, .top_p = -1, .min_p = -1,
                          .top_k = -1, .repetition_penalty = -1,
                          .repetition_context_size = 20, .presence_context_size = 20,
-                         .frequency_context_size = 20, .xtc_threshold = 0.1f};
+                         .frequency_context_size = 20, .xtc_threshold = 0.1f,
+                         .num_draft_tokens = -1};
 }
 
 /* ---- submit ------------------------------------------------------------------ */
@@ -267,6 +268,9 @@ int hr_gen_submit(hr_gen **out, hr_session *s, const hr_gen_params *p, hr_error 
                         .stop_ids = p->ignore_eos ? NULL : m->stop_ids,
                         .n_stop_ids = p->ignore_eos ? 0 : m->n_stop_ids};
     sampler_params(m, p, &rp.sampler);
+    if ((rc = hr__session_spec(s, p->spec, p->num_draft_tokens, NULL, &rp.spec, &rp.num_draft,
+                               err)))
+        goto fail;
     if ((rc = build_prompt(g, m, p, err)) || (rc = build_grammar(g, p, err)) ||
         (rc = build_tools(g, m, p, &tools, err)))
         goto fail;
@@ -361,6 +365,10 @@ static int last_event(hr_gen *g, hr_gen_event *ev, hr_error *err) {
                          .completion_tokens = g->stopped ? g->n_steps
                                                          : hr_request_completion_tokens(g->req),
                          .cached_tokens = hr_request_cached_tokens(g->req)};
+    long drafted, accepted;
+    hr_request_spec_counts(g->req, &drafted, &accepted);
+    ev->drafted_tokens = (int)drafted;
+    ev->accepted_tokens = (int)accepted;
     if (f == HR_FINISH_ERROR) {
         hr_err(err, HR_EINVAL, "%s", ferr.msg);
         return HR_EINVAL;

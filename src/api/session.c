@@ -3,6 +3,7 @@
 #include "api/api.h"
 #include "core/error.h"
 #include "model/kv.h"
+#include "kernels/backend.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -59,6 +60,52 @@ int hr__session_engine_opts(const hr_llm *m, const hr_session_opts *o, hr_engine
     return 0;
 }
 
+/* The draft model beside m, on m's device, with m's tokenizer. */
+static int load_draft(hr_session *s, const char *path, hr_error *err) {
+    hr_llm *m = s->llm;
+    int rc;
+    if (!(s->draft_path = strdup(path)))
+        return hr_err(err, HR_ENOMEM, "out of memory");
+    if ((rc = hr_model_open_on(&s->draft, path, m->model->be->name, err)))
+        return hr_err_wrap(err, "--draft-model");
+    if (m->tok) {
+        hr_tokenizer *dt = NULL;
+        if ((rc = hr_tokenizer_load(&dt, path, err)))
+            return hr_err_wrap(err, "--draft-model: its tokenizer");
+        rc = hr__spec_check_tokenizers(m->tok, dt, err);
+        hr_tokenizer_free(dt);
+        if (rc)
+            return rc;
+    } else if (s->draft->hp.n_vocab != m->model->hp.n_vocab) {
+        return hr_err(err, HR_EINVAL, "the draft model has %d tokens, the model %d",
+                      s->draft->hp.n_vocab, m->model->hp.n_vocab);
+    }
+    return 0;
+}
+
+int hr__session_spec(const hr_session *s, const char *spec, int num_draft,
+                     const char *draft_model, hr_spec_mode *mode, int *k, hr_error *err) {
+    int md = s->spec, rc;
+    if (draft_model && strcmp(draft_model, "default_model") &&
+        !(s->draft_path && !strcmp(draft_model, s->draft_path)))
+        return s->draft_path
+                   ? hr_err(err, HR_EUNSUPPORTED, "draft_model: not supported yet: a draft "
+                            "model other than the one loaded (%s)", s->draft_path)
+                   : hr_err(err, HR_EUNSUPPORTED, "draft_model: not supported yet: loading a "
+                            "draft model per request (start with --draft-model PATH)");
+    if (draft_model && s->draft)
+        md = HR_SPEC_DRAFT;
+    if (spec && (rc = hr__spec_mode_parse(spec, "spec", &md, err)))
+        return rc;
+    if (md == HR_SPEC_DRAFT && !s->draft)
+        return hr_err(err, HR_EINVAL, "spec: draft needs a draft model (--draft-model PATH)");
+    if (num_draft < -1 || num_draft > HR_SPEC_MAX_K)
+        return hr_err(err, HR_ERANGE, "num_draft_tokens must be in [0, %d]", HR_SPEC_MAX_K);
+    *k = num_draft >= 0 ? num_draft : s->num_draft;
+    *mode = *k > 0 ? (hr_spec_mode)md : HR_SPEC_OFF;
+    return 0;
+}
+
 int hr_session_new(hr_session **out, hr_llm *m, const hr_session_opts *opts, hr_error *err) {
     if (!out || !m)
         return hr_err(err, HR_EINVAL, "hr_session_new: NULL argument");
@@ -67,22 +114,38 @@ int hr_session_new(hr_session **out, hr_llm *m, const hr_session_opts *opts, hr_
     int rc = hr__session_engine_opts(m, opts, &eo, err);
     if (rc)
         return rc;
+    if (opts && (opts->num_draft_tokens < 0 || opts->num_draft_tokens > HR_SPEC_MAX_K))
+        return hr_err(err, HR_ERANGE, "--num-draft-tokens must be in [1, %d]", HR_SPEC_MAX_K);
     hr_session *s = calloc(1, sizeof *s);
     if (!s)
         return hr_err(err, HR_ENOMEM, "out of memory");
     s->llm = m;
-    if ((rc = hr_engine_new(&s->engine, m->model, &eo, err))) {
-        free(s);
-        return rc;
+    s->num_draft = opts && opts->num_draft_tokens ? opts->num_draft_tokens : 3;
+    s->spec = opts && opts->draft_model ? HR_SPEC_DRAFT : HR_SPEC_OFF;
+    if (opts && opts->spec && (rc = hr__spec_mode_parse(opts->spec, "--spec", &s->spec, err)))
+        goto fail;
+    if (s->spec == HR_SPEC_DRAFT && !(opts && opts->draft_model)) {
+        rc = hr_err(err, HR_EINVAL, "--spec draft needs --draft-model PATH");
+        goto fail;
     }
+    if (opts && opts->draft_model && (rc = load_draft(s, opts->draft_model, err)))
+        goto fail;
+    eo.draft = s->draft;
+    if ((rc = hr_engine_new(&s->engine, m->model, &eo, err)))
+        goto fail;
     *out = s;
     return 0;
+fail:
+    hr_session_free(s);
+    return rc;
 }
 
 void hr_session_free(hr_session *s) {
     if (!s)
         return;
     hr_engine_free(s->engine);
+    hr_model_free(s->draft);
+    free(s->draft_path);
     free(s);
 }
 
@@ -97,5 +160,6 @@ void hr_session_stats_get(const hr_session *s, hr_session_stats *st) {
         .kv_blocks_total = e.kv_blocks_total, .kv_blocks_free = e.kv_blocks_free,
         .kv_blocks_cached = e.kv_blocks_cached, .kv_bytes = e.kv_bytes,
         .n_threads = hr_engine_threads(s->engine), .max_batch = hr_engine_max_batch(s->engine),
-        .n_ctx = hr_engine_ctx(s->engine)};
+        .n_ctx = hr_engine_ctx(s->engine), .spec_drafted = e.spec_drafted,
+        .spec_accepted = e.spec_accepted};
 }

@@ -5,6 +5,8 @@
 int hr_cmd_serve(int argc, char **argv);
 int hr_cmd_generate(int argc, char **argv);
 int hr_cmd_bench(int argc, char **argv);
+/* bench with --draft-model or --spec: speculative decoding side by side */
+int hr_cmd_bench_spec(int argc, char **argv);
 int hr_cmd_convert(int argc, char **argv);
 int hr_cmd_perplexity(int argc, char **argv);
 int hr_cmd_synth(int argc, char **argv);

@@ -23,6 +23,7 @@
 #include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 static int cmp_double(const void *a, const void *b) {
     double x = *(const double *)a, y = *(const double *)b;
@@ -37,7 +38,9 @@ static double median(double *v, int n) {
 static const char usage[] =
     "usage: hearth bench --model PATH [--prompt-len N] [--gen-len N] [--threads T] "
     "[--repeats R] [--kv-dtype D] [--kv-bits B] [--kv-group-size G] "
-    "[--quantized-kv-start N] [--json]";
+    "[--quantized-kv-start N] [--json]\n"
+    "       hearth bench (--draft-model PATH | --spec ngram) ...: speculative decoding "
+    "side by side (hearth bench --spec ngram --help)";
 
 /* One request: *pre prefill tokens/s, *dec decode tokens/s. */
 static int run_once(hr_session *s, const int32_t *prompt, long prompt_len, long gen_len,
@@ -72,6 +75,9 @@ static int run_once(hr_session *s, const int32_t *prompt, long prompt_len, long 
 }
 
 int hr_cmd_bench(int argc, char **argv) {
+    for (int i = 0; i < argc; i++) /* speculative decoding: its own bench (cmd_bench_spec.c) */
+        if (!strncmp(argv[i], "--draft-model", 13) || !strncmp(argv[i], "--spec", 6))
+            return hr_cmd_bench_spec(argc, argv);
     const char *model = NULL, *kv_dtype = NULL, *device = "auto";
     long prompt_len = 512, gen_len = 128, threads = 0, repeats = 5, kv_bits = 0, kv_group = 64,
          kv_start = 5000;

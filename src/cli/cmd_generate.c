@@ -24,7 +24,7 @@ static const char usage[] =
 typedef struct run {
     bool json, ids_only;    /* ids_only: the model has no tokenizer */
     json_t *tokens, *tops;  /* --json: generated ids, per-step top logprobs */
-    int n_out, finish, completion, cached;
+    int n_out, finish, completion, cached, drafted, accepted;
     double t_submit, t_first, t_last;
     char *text;             /* --json: the text */
     size_t len;
@@ -65,6 +65,8 @@ static int on_event(const hr_gen_event *ev, void *user) {
         r->finish = ev->finish;
         r->completion = ev->completion_tokens;
         r->cached = ev->cached_tokens;
+        r->drafted = ev->drafted_tokens;
+        r->accepted = ev->accepted_tokens;
     }
     return 0;
 }
@@ -102,9 +104,9 @@ static int parse_stops(const char *arg, json_t **holder, const char **stops, int
 int hr_cmd_generate(int argc, char **argv) {
     const char *model = NULL, *prompt = NULL, *prompt_tokens = NULL, *kv_dtype = NULL,
                *chat = NULL, *messages = NULL, *stop = NULL, *schema = NULL, *regex = NULL,
-               *grammar = NULL, *ssd = NULL, *device = "auto";
+               *grammar = NULL, *ssd = NULL, *device = "auto", *draft = NULL, *spec = NULL;
     long max_tokens = 100, top_k = -1, seed = 0, top_lp = 0, threads = 0, ctx = 0, rep_ctx = 20,
-         pc_on = 1;
+         pc_on = 1, n_draft = 3;
     double temp = -1, top_p = -1, min_p = -1, rep = -1, presence = 0, frequency = 0;
     int json = 0, ignore_eos = 0, json_obj = 0;
     const hr_opt opts[] = {
@@ -136,6 +138,9 @@ int hr_cmd_generate(int argc, char **argv) {
         {"prompt-cache", HR_OPT_INT, &pc_on, "0 turns the prompt cache off (default 1)"},
         {"ssd-cache", HR_OPT_STR, &ssd, "prompt cache directory shared across runs (and with serve)"},
         {"ignore-eos", HR_OPT_FLAG, &ignore_eos, "do not stop at end-of-sequence tokens"},
+        {"draft-model", HR_OPT_STR, &draft, "draft model for speculative decoding (same tokenizer)"},
+        {"num-draft-tokens", HR_OPT_INT, &n_draft, "tokens drafted per step (default 3)"},
+        {"spec", HR_OPT_STR, &spec, "drafting: off, ngram (prompt lookup), draft (default with --draft-model)"},
         {"json", HR_OPT_FLAG, &json, "print one JSON object"},
     };
     hr_error err = {0};
@@ -145,6 +150,8 @@ int hr_cmd_generate(int argc, char **argv) {
     if ((prompt != NULL) + (prompt_tokens != NULL) + (chat != NULL) + (messages != NULL) != 1)
         return hr_cli_fail(&(hr_error){.msg = "give exactly one of --prompt, --prompt-tokens, "
                                               "--chat, --messages"});
+    if (n_draft < 1 || n_draft > HR_SPEC_MAX_K)
+        return hr_cli_fail(&(hr_error){.msg = "--num-draft-tokens must be in [1, 16]"});
     if (max_tokens < 0 || top_lp < 0 || top_lp > 20 || threads < 0 || ctx < 0 || rep_ctx < 0)
         return hr_cli_fail(&(hr_error){.msg = "a numeric flag is out of range (see --help)"});
 
@@ -161,7 +168,8 @@ int hr_cmd_generate(int argc, char **argv) {
     if ((rc = parse_stops(stop, &stops_json, stops, &n_stops, &err)))
         goto done;
     hr_session_opts so = {.n_threads = (int)threads, .max_batch = 1, .n_ctx = (int)ctx,
-                          .prompt_cache = pc_on ? 0 : -1, .ssd_dir = ssd};
+                          .prompt_cache = pc_on ? 0 : -1, .ssd_dir = ssd,
+                          .draft_model = draft, .spec = spec, .num_draft_tokens = (int)n_draft};
     if ((rc = hr__kv_type_from_name(kv_dtype, &so.kv_dtype, &err)) ||
         (rc = hr_llm_load(&llm, model ? model : hr_cli_default_model(),
                           &(hr_llm_opts){.device = device}, &err)) ||
@@ -218,9 +226,13 @@ int hr_cmd_generate(int argc, char **argv) {
         if (r.tops)
             json_object_set(o, "top_logprobs", r.tops);
         json_object_set_new(o, "finish_reason", json_string(finish_name(r.finish)));
-        json_object_set_new(o, "usage", json_pack("{s:i,s:i,s:i}", "prompt_tokens", np,
-                                                  "completion_tokens", r.completion,
-                                                  "cached_tokens", r.cached));
+        json_t *u = json_pack("{s:i,s:i,s:i}", "prompt_tokens", np, "completion_tokens",
+                              r.completion, "cached_tokens", r.cached);
+        if (r.drafted)
+            json_object_set_new(u, "completion_tokens_details",
+                                json_pack("{s:i,s:i}", "accepted_prediction_tokens", r.accepted,
+                                          "rejected_prediction_tokens", r.drafted - r.accepted));
+        json_object_set_new(o, "usage", u);
         json_object_set_new(o, "prefill_tokens_per_s", json_real(prefill_tps));
         json_object_set_new(o, "decode_tokens_per_s", json_real(decode_tps));
         char *txt = json_dumps(o, JSON_COMPACT);
@@ -233,6 +245,9 @@ int hr_cmd_generate(int argc, char **argv) {
         fprintf(stderr, "prompt: %d tokens (%d cached), %.1f tokens/s; generated %d tokens, "
                 "%.1f tokens/s; finish: %s\n", np, r.cached, prefill_tps, r.n_out, decode_tps,
                 finish_name(r.finish));
+        if (r.drafted)
+            fprintf(stderr, "speculative: %d tokens drafted, %d accepted (%.0f%%)\n", r.drafted,
+                    r.accepted, 100.0 * r.accepted / r.drafted);
     }
     status = 0;
 done:

@@ -21,10 +21,10 @@ static const char usage[] =
 int hr_cmd_serve(int argc, char **argv) {
     const char *model = NULL, *host = "127.0.0.1", *tmpl = NULL, *tmpl_args = NULL,
                *origins = "*", *adapter = NULL, *log_level = NULL, *draft = NULL,
-               *kv_dtype = NULL, *device = "auto";
+               *kv_dtype = NULL, *device = "auto", *spec = NULL;
     long port = 8080, top_k = -1, max_tokens = -1, prefill = 0, batch = 0, threads = 0,
          ctx = 0, max_body_mb = 16, pc_size = -1, pc_on = 1, kv_bits = 0, kv_group = 64,
-         kv_start = 5000;
+         kv_start = 5000, n_draft = 3;
     int no_ui = 0;
     const char *pc_bytes = NULL, *ssd = NULL;
     double ssd_max_gb = 32, ssd_idle = 300;
@@ -61,7 +61,9 @@ int hr_cmd_serve(int argc, char **argv) {
         {"no-ui", HR_OPT_FLAG, &no_ui, "do not serve the web chat UI at /"},
         {"log-level", HR_OPT_STR, &log_level, "DEBUG, INFO, WARNING, ERROR or CRITICAL"},
         {"adapter-path", HR_OPT_STR, &adapter, "LoRA adapter (not supported yet)"},
-        {"draft-model", HR_OPT_STR, &draft, "draft model for speculative decoding (not supported yet)"},
+        {"draft-model", HR_OPT_STR, &draft, "draft model for speculative decoding (same tokenizer)"},
+        {"num-draft-tokens", HR_OPT_INT, &n_draft, "tokens drafted per step (default 3; requests: num_draft_tokens)"},
+        {"spec", HR_OPT_STR, &spec, "requests' default drafting: off, ngram (prompt lookup), draft (default with --draft-model)"},
     };
     hr_error err = {0};
     int rc = hr_args_parse(argc, argv, opts, sizeof opts / sizeof opts[0], usage, &err);
@@ -69,8 +71,8 @@ int hr_cmd_serve(int argc, char **argv) {
         return rc > 0 ? 0 : hr_cli_fail(&err);
     if (adapter)
         return hr_cli_fail(&(hr_error){.msg = "not supported yet: --adapter-path (LoRA adapters)"});
-    if (draft)
-        return hr_cli_fail(&(hr_error){.msg = "not supported yet: --draft-model (speculative decoding)"});
+    if (n_draft < 1 || n_draft > 16) /* HR_SPEC_MAX_K: the session checks it too */
+        return hr_cli_fail(&(hr_error){.msg = "--num-draft-tokens must be in [1, 16]"});
     if (log_level) {
         int lv = hr_log_parse_level(log_level);
         if (lv < 0)
@@ -117,7 +119,7 @@ int hr_cmd_serve(int argc, char **argv) {
         .cache_blocks = pc_on ? 0 : -1, .cache_size = pc_size > 0 ? (int)pc_size : 0,
         .cache_bytes = (size_t)pc_b, .ssd_cache = ssd,
         .ssd_cache_max = (size_t)(ssd_max_gb * 1e9), .ssd_demote_idle = ssd_idle,
-        .no_ui = no_ui,
+        .no_ui = no_ui, .draft_model = draft, .spec = spec, .num_draft_tokens = (int)n_draft,
     };
     /* block the signals in every thread; this one waits for them */
     sigset_t set;

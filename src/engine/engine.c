@@ -1,5 +1,5 @@
-#include "engine/engine.h"
-#include "engine/pcache.h"
+#include "engine/engine_int.h"
+#include "engine/spec_draft.h"
 #include "core/error.h"
 #include "core/log.h"
 #include "core/timer.h"
@@ -17,52 +17,6 @@
 
 /* ---- requests -------------------------------------------------------------- */
 
-/* What a step's logits row does to its request. */
-typedef enum hr_row_outcome {
-    HR_ROW_NONE,     /* no row this step (a prefill chunk short of the prompt's end) */
-    HR_ROW_CONTINUE, /* a token was appended; generation goes on */
-    HR_ROW_EOS,      /* a stop token: ends with HR_FINISH_STOP */
-    HR_ROW_COMPLETE, /* the constrained text is complete: HR_FINISH_STOP */
-    HR_ROW_LIMIT,    /* max_tokens or the context reached: HR_FINISH_LENGTH */
-    HR_ROW_FAILED,   /* constrained decoding failed (our bug): HR_FINISH_ERROR */
-} hr_row_outcome;
-
-struct hr_request {
-    _Atomic int refs;
-    pthread_mutex_t mu;
-    pthread_cond_t cv;
-    /* immutable after hr_request_new */
-    int32_t *prompt;
-    int n_prompt;
-    int32_t *stop_ids;
-    int n_stop_ids;
-    int max_tokens, top_logprobs;
-    int score_from;       /* 0, or the first prompt index scored */
-    float *prompt_lp;     /* [n_prompt] with score_from: written before token 0 */
-    hr_sampler *sampler;
-    hr_matcher *matcher;  /* constrained decoding, or NULL */
-    uint32_t *mask;       /* [n_vocab / 32 + 1] allowed tokens of the step */
-    /* the log, written by the engine under mu */
-    hr_step *steps;       /* [max_tokens] */
-    int n_steps;
-    bool eos;             /* a stop token ended it */
-    hr_finish finish;
-    char err[256];
-    _Atomic int cancel;
-    /* engine-thread state */
-    hr_request *next;     /* inbox / waiting FIFO link */
-    int32_t *blocks;
-    int n_blocks;
-    int len;              /* tokens whose K/V are in the cache */
-    int cached;           /* of which came from the prompt cache */
-    int rope_len;         /* the sequence length the cached K/V were roped for */
-    int limit;            /* max tokens generated: max_tokens capped by the context */
-    hr_row_outcome outcome; /* what this step's row did to it */
-    _Atomic int progress; /* len, published for hr_request_progress */
-};
-
-int hr_request_new(hr_request **out, const hr_engine *e, const hr_req_params *p,
-                   hr_error *err);
 
 static void request_free(hr_request *r) {
     pthread_mutex_destroy(&r->mu);
@@ -75,6 +29,7 @@ static void request_free(hr_request *r) {
     free(r->stop_ids);
     free(r->steps);
     free(r->blocks);
+    free(r->spec.dblocks);
     free(r);
 }
 
@@ -146,6 +101,13 @@ void hr_request_progress(hr_request *r, int *done, int *total) {
 
 const float *hr_request_prompt_logprobs(const hr_request *r) { return r->prompt_lp; }
 
+void hr_request_spec_counts(hr_request *r, long *drafted, long *accepted) {
+    pthread_mutex_lock(&r->mu);
+    *drafted = r->spec.drafted;
+    *accepted = r->spec.accepted;
+    pthread_mutex_unlock(&r->mu);
+}
+
 int hr_request_cached_tokens(hr_request *r) {
     pthread_mutex_lock(&r->mu);
     int c = r->cached;
@@ -155,44 +117,6 @@ int hr_request_cached_tokens(hr_request *r) {
 
 /* ---- the engine ------------------------------------------------------------ */
 
-struct hr_engine {
-    const hr_model *m;
-    hr_fwd *fwd;
-    hr_kv kv;
-    hr_pcache *pcache;              /* NULL: no prompt cache */
-    hr_ssd *ssd;                    /* NULL: no SSD tier */
-    int32_t *tokbuf;                /* [n_ctx] a sequence's tokens, for the cache */
-    int max_batch, n_ctx, chunk, max_tokens_step;
-    pthread_t thread;
-    bool thread_started;
-    pthread_mutex_t mu;
-    pthread_cond_t cv;
-    hr_request *inbox, *inbox_tail; /* under mu */
-    bool stop;                      /* under mu */
-    /* engine thread only */
-    hr_request *waiting, *waiting_tail;
-    hr_request **running;           /* [max_batch] */
-    int n_running;
-    int32_t *b_tok, *b_pos, *b_seq; /* [max_tokens_step] */
-    uint8_t *b_want;
-    hr_seq_blocks *b_seqs;          /* [max_batch] */
-    hr_request **b_row_req;         /* [max_rows]: request of each logits row */
-    int32_t *b_row_score;           /* [max_rows]: the prompt index a scoring row
-                                     * predicts; -1: a row to sample */
-    hr_step *b_step;                /* [max_rows]: what each row sampled */
-    int n_rows;
-    int max_rows;                   /* logits rows of a step: max_batch, and
-                                     * SCORE_ROWS more once a request scores */
-    float *logits;                  /* [max_rows][n_vocab] */
-    /* stats, read from any thread */
-    _Atomic long st_total, st_running, st_queued, st_prompt, st_gen;
-    _Atomic long st_prefill_tok, st_decode_tok;
-    _Atomic bool dead;              /* the model's device is lost (hr_backend.lost) */
-    char dead_msg[256];             /* why; written once, before dead is set */
-    _Atomic double st_prefill_s, st_decode_s;
-    _Atomic int st_kv_free, st_kv_requests, st_kv_cached;
-    _Atomic long st_cached_tokens;
-};
 
 int hr_request_new(hr_request **out, const hr_engine *e, const hr_req_params *p,
                    hr_error *err) {
@@ -206,6 +130,20 @@ int hr_request_new(hr_request **out, const hr_engine *e, const hr_req_params *p,
     if (p->score_from < 0 || p->score_from >= p->n_prompt)
         return hr_err(err, HR_ERANGE, "prompt scoring must start inside the prompt (1..%d)",
                       p->n_prompt - 1);
+    if (p->spec < HR_SPEC_OFF || p->spec > HR_SPEC_DRAFT)
+        return hr_err(err, HR_EINVAL, "unknown speculative decoding mode %d", (int)p->spec);
+    if (p->spec != HR_SPEC_OFF && (p->num_draft < 0 || p->num_draft > e->max_draft))
+        return hr_err(err, HR_ERANGE, "num_draft_tokens must be in [0, %d]", e->max_draft);
+    if (p->spec == HR_SPEC_DRAFT && !e->draft)
+        return hr_err(err, HR_EINVAL, "speculative decoding with a draft model needs one: "
+                      "start with --draft-model PATH");
+    if (p->spec != HR_SPEC_OFF && p->num_draft > 0 && e->len_rope)
+        return hr_err(err, HR_EUNSUPPORTED, "not supported yet: speculative decoding with a "
+                      "RoPE that depends on the sequence length (dynamic, longrope)");
+    if (p->spec != HR_SPEC_OFF && p->num_draft > 0 && e->m->hp.n_linear > 0)
+        return hr_err(err, HR_EUNSUPPORTED, "not supported yet: speculative decoding on a "
+                      "model with recurrent layers (%s: its state cannot roll back)",
+                      e->m->hp.arch->model_type);
     int V = e->m->hp.n_vocab;
     for (int i = 0; i < p->n_prompt; i++)
         if (p->prompt[i] < 0 || p->prompt[i] >= V)
@@ -248,7 +186,11 @@ int hr_request_new(hr_request **out, const hr_engine *e, const hr_req_params *p,
     if (r->score_from && (r->prompt_lp = malloc((size_t)p->n_prompt * sizeof *r->prompt_lp)))
         for (int i = 0; i < p->n_prompt; i++)
             r->prompt_lp[i] = NAN;
-    if (!r->prompt || !r->stop_ids || !r->steps || !r->blocks || (r->score_from && !r->prompt_lp)) {
+    if (p->spec == HR_SPEC_DRAFT && p->num_draft > 0)
+        r->spec.dblocks = malloc(((size_t)e->n_ctx / HR_KV_BLOCK + 1) * sizeof *r->spec.dblocks);
+    hr_spec_init(&r->spec, p->spec, p->num_draft);
+    if (!r->prompt || !r->stop_ids || !r->steps || !r->blocks ||
+        (r->score_from && !r->prompt_lp) || (r->spec.mode == HR_SPEC_DRAFT && !r->spec.dblocks)) {
         request_free(r);
         return hr_err(err, HR_ENOMEM, "out of memory");
     }
@@ -310,6 +252,9 @@ void hr_engine_stats_get(const hr_engine *e, hr_engine_stats *s) {
     s->kv_blocks_requests = atomic_load(&m->st_kv_requests);
     s->kv_blocks_cached = atomic_load(&m->st_kv_cached);
     s->cached_tokens = atomic_load(&m->st_cached_tokens);
+    s->spec_drafted = atomic_load(&m->st_drafted);
+    s->spec_accepted = atomic_load(&m->st_accepted);
+    s->spec_draft_model = e->draft != NULL;
     s->ssd = e->ssd != NULL;
     s->ssd_written = s->ssd_hits = s->ssd_quarantined = 0;
     if (e->ssd)
@@ -325,12 +270,15 @@ static void retire(hr_engine *e, int i, hr_finish why, const char *msg) {
         /* index the sequence's blocks, its tail too: prompt, then generated tokens */
         int n = r->len;
         for (int k = 0; k < n; k++)
-            e->tokbuf[k] = k < r->n_prompt ? r->prompt[k] : r->steps[k - r->n_prompt].token;
+            e->tokbuf[k] = hr__token_at(r, k);
         hr_pcache_insert(e->pcache, e->tokbuf, n, r->blocks);
     }
     for (int b = 0; b < r->n_blocks; b++)
         hr_kv_unref(&e->kv, r->blocks[b]);
     r->n_blocks = 0;
+    for (int b = 0; b < r->spec.n_dblocks; b++)
+        hr_kv_unref(hr_spec_draft_kv(e->draft), r->spec.dblocks[b]);
+    r->spec.n_dblocks = 0;
     finish(r, why, msg);
     hr_request_release(r);
     e->running[i] = e->running[--e->n_running];
@@ -343,14 +291,14 @@ static void retire(hr_engine *e, int i, hr_finish why, const char *msg) {
 #define SCORE_ROWS 64
 
 static bool score_rows_ready(hr_engine *e) {
-    if (e->max_rows > e->max_batch)
+    if (e->max_rows > e->rows_base)
         return true;
-    float *l = realloc(e->logits, (size_t)(e->max_batch + SCORE_ROWS) * e->m->hp.n_vocab *
+    float *l = realloc(e->logits, (size_t)(e->rows_base + SCORE_ROWS) * e->m->hp.n_vocab *
                                       sizeof *l);
     if (!l)
         return false;
     e->logits = l;
-    e->max_rows = e->max_batch + SCORE_ROWS;
+    e->max_rows = e->rows_base + SCORE_ROWS;
     return true;
 }
 
@@ -401,6 +349,14 @@ static void admit(hr_engine *e) {
         for (int b = 0; b < need; b++)
             r->blocks[r->n_blocks++] = hr_kv_alloc(&e->kv);
         r->len = len;
+        if (r->spec.mode == HR_SPEC_DRAFT) { /* the draft's KV: all its own (no cache) */
+            hr_kv *dkv = hr_spec_draft_kv(e->draft);
+            if (dkv->n_free >= total)
+                for (int b = 0; b < total; b++)
+                    r->spec.dblocks[r->spec.n_dblocks++] = hr_kv_alloc(dkv);
+            else /* the draft pool is full: this request decodes without it */
+                r->spec.mode = HR_SPEC_OFF;
+        }
         pthread_mutex_lock(&r->mu);
         r->cached = r->len;
         pthread_mutex_unlock(&r->mu);
@@ -417,7 +373,7 @@ static void admit(hr_engine *e) {
     }
 }
 
-static bool is_stop(const hr_request *r, int32_t tok) {
+bool hr__is_stop(const hr_request *r, int32_t tok) {
     for (int i = 0; i < r->n_stop_ids; i++)
         if (r->stop_ids[i] == tok)
             return true;
@@ -445,16 +401,11 @@ static int grammar_accept(hr_request *r, float *row, int V, int32_t *tok) {
         if (!(r->mask[t >> 5] >> (t & 31) & 1))
             row[t] = -INFINITY;
     *tok = hr_sampler_resample(r->sampler, row);
-    if (is_stop(r, *tok) || !hr_matcher_accept(r->matcher, *tok, &merr))
+    if (hr__is_stop(r, *tok) || !hr_matcher_accept(r->matcher, *tok, &merr))
         return 1;
 bug:
     hr_log(HR_LOG_ERROR, "grammar: %s", merr.msg);
     return -1;
-}
-
-/* Token k of a sequence: the prompt, then what was sampled. */
-static int32_t token_at(const hr_request *r, int k) {
-    return k < r->n_prompt ? r->prompt[k] : r->steps[k - r->n_prompt].token;
 }
 
 /* What a row sampled: the token, its log-probability and the top ones. */
@@ -485,13 +436,17 @@ static int build_batch(hr_engine *e, int *n_prefill, int *n_decode) {
         e->b_seqs[i] = (hr_seq_blocks){r->blocks, r->n_blocks, known};
         if (known - r->len != 1)
             continue;
-        e->b_tok[T] = token_at(r, r->len);
-        e->b_pos[T] = r->len;
-        e->b_seq[T] = i;
-        e->b_want[T] = 1;
-        e->b_row_score[n_rows] = -1;
-        e->b_row_req[n_rows++] = r;
-        T++;
+        /* the last token, then the drafts (spec.h): one logits row each */
+        for (int j = 0; j <= r->spec.n_draft; j++) {
+            e->b_tok[T] = j ? r->spec.draft[j - 1] : hr__token_at(r, r->len);
+            e->b_pos[T] = r->len + j;
+            e->b_seq[T] = i;
+            e->b_want[T] = 1;
+            e->b_first[n_rows] = j == 0;
+            e->b_row_score[n_rows] = -1;
+            e->b_row_req[n_rows++] = r;
+            T++;
+        }
         (*n_decode)++;
     }
     for (int i = 0; i < e->n_running && T < e->max_tokens_step; i++) {
@@ -511,11 +466,12 @@ static int build_batch(hr_engine *e, int *n_prefill, int *n_decode) {
                          p + 1 < r->n_prompt;
             if ((sample || score) && n_rows == e->max_rows)
                 break; /* the rest of the chunk waits for the next step */
-            e->b_tok[T] = token_at(r, p);
+            e->b_tok[T] = hr__token_at(r, p);
             e->b_pos[T] = p;
             e->b_seq[T] = i;
             e->b_want[T] = sample || score;
             if (e->b_want[T]) {
+                e->b_first[n_rows] = 1; /* a scoring row stands alone too */
                 e->b_row_score[n_rows] = score ? p + 1 : -1;
                 e->b_row_req[n_rows++] = r;
             }
@@ -537,15 +493,19 @@ static float row_logprob(const float *row, int V, int32_t tok) {
     return (float)(row[tok] - mx - log(s));
 }
 
-/* Sample every logits row, score the scoring rows: rows are split over the
- * pool's threads (each request's sampler is its own; a sampled row is one
- * request's). */
+/* Sample the first logits row of every request and score the scoring rows:
+ * rows are split over the pool's threads (each request's sampler is its
+ * own). A request's further rows verify drafts: each is sampled once the
+ * one before it is committed (hr__spec_commit), with the history and
+ * grammar state of that point. */
 static void sample_worker(void *p, int ith, int nth) {
     hr_engine *e = p;
     int V = e->m->hp.n_vocab;
     long lo, hi;
     hr_split(e->n_rows, ith, nth, &lo, &hi);
     for (long k = lo; k < hi; k++) {
+        if (!e->b_first[k])
+            continue;
         hr_request *r = e->b_row_req[k];
         float *row = e->logits + (size_t)k * V;
         int32_t at = e->b_row_score[k];
@@ -556,21 +516,33 @@ static void sample_worker(void *p, int ith, int nth) {
     }
 }
 
-/* Mask the rows of constrained requests to the tokens that keep their
- * output valid (the grammar's caches are shared: one thread), then sample
- * every row into b_step. */
-static void sample_rows(hr_engine *e) {
+/* Mask row k of a constrained request to the tokens that keep its output
+ * valid (the grammar's caches are shared: the engine thread only). */
+static void mask_row(hr_engine *e, int k) {
     int V = e->m->hp.n_vocab;
-    for (int k = 0; k < e->n_rows; k++) {
-        hr_request *r = e->b_row_req[k];
-        float *row = e->logits + (size_t)k * V;
-        if (r->matcher && e->b_row_score[k] < 0) {
-            hr_matcher_mask(r->matcher, r->mask);
-            for (int t = 0; t < V; t++)
-                if (!(r->mask[t >> 5] >> (t & 31) & 1))
-                    row[t] = -INFINITY;
-        }
-    }
+    hr_request *r = e->b_row_req[k];
+    float *row = e->logits + (size_t)k * V;
+    hr_matcher_mask(r->matcher, r->mask);
+    for (int t = 0; t < V; t++)
+        if (!(r->mask[t >> 5] >> (t & 31) & 1))
+            row[t] = -INFINITY;
+}
+
+void hr__sample_row(hr_engine *e, int k) {
+    int V = e->m->hp.n_vocab;
+    hr_request *r = e->b_row_req[k];
+    float *row = e->logits + (size_t)k * V;
+    if (r->matcher)
+        mask_row(e, k);
+    fill_step(&e->b_step[k], r, row, V, hr_sampler_sample(r->sampler, row));
+}
+
+/* Mask the first rows of constrained requests, then sample every first
+ * row into b_step (and score the scoring rows). */
+static void sample_rows(hr_engine *e) {
+    for (int k = 0; k < e->n_rows; k++)
+        if (e->b_first[k] && e->b_row_score[k] < 0 && e->b_row_req[k]->matcher)
+            mask_row(e, k);
     if (e->n_rows > 1)
         hr_pool_run(hr_fwd_pool(e->fwd), sample_worker, e);
     else
@@ -579,10 +551,10 @@ static void sample_rows(hr_engine *e) {
 
 /* Row k's sampled token goes to its request (the grammar may redraw it in
  * the last steps); returns what that does to the request. */
-static hr_row_outcome commit_row(hr_engine *e, int k) {
+hr_row_outcome hr__commit_row(hr_engine *e, int k) {
     hr_request *r = e->b_row_req[k];
     int32_t tok = e->b_step[k].token;
-    if (r->matcher && !is_stop(r, tok)) {
+    if (r->matcher && !hr__is_stop(r, tok)) {
         int V = e->m->hp.n_vocab;
         float *row = e->logits + (size_t)k * V;
         int rc = grammar_accept(r, row, V, &tok);
@@ -591,7 +563,7 @@ static hr_row_outcome commit_row(hr_engine *e, int k) {
         if (rc > 0) /* redrawn under the budget mask */
             fill_step(&e->b_step[k], r, row, V, tok);
     }
-    if (is_stop(r, tok)) {
+    if (hr__is_stop(r, tok)) {
         pthread_mutex_lock(&r->mu);
         r->eos = true;
         pthread_mutex_unlock(&r->mu);
@@ -632,6 +604,7 @@ static void retire_finished(hr_engine *e) {
 }
 
 static void step(hr_engine *e) {
+    hr__spec_propose(e);
     int n_prefill, n_decode, T = build_batch(e, &n_prefill, &n_decode);
     if (T == 0)
         return;
@@ -647,6 +620,7 @@ static void step(hr_engine *e) {
     } else {
         atomic_fetch_add(&e->st_decode_tok, n_decode);
         atomic_store(&e->st_decode_s, atomic_load(&e->st_decode_s) + dt);
+        hr_spec_cost_step(&e->spec_cost, T, dt);
     }
     if (rc) { /* a malformed batch is our bug; end these requests, keep serving */
         hr_log(HR_LOG_ERROR, "forward failed: %s", err.msg);
@@ -663,9 +637,18 @@ static void step(hr_engine *e) {
     for (int s = 0; s < e->n_running; s++)
         atomic_store(&e->running[s]->progress, e->running[s]->len);
     sample_rows(e);
-    for (int k = 0; k < e->n_rows; k++)
-        if (e->b_row_score[k] < 0)
-            e->b_row_req[k]->outcome = commit_row(e, k);
+    for (int k = 0; k < e->n_rows;) {
+        hr_request *r = e->b_row_req[k];
+        if (e->b_row_score[k] >= 0) { /* scored in sample_rows */
+            k++;
+            continue;
+        }
+        int n = 1;
+        while (k + n < e->n_rows && !e->b_first[k + n])
+            n++;
+        r->outcome = n > 1 ? (hr_row_outcome)hr__spec_commit(e, k, n) : hr__commit_row(e, k);
+        k += n;
+    }
     for (int s = 0; s < e->n_running; s++) { /* scored, nothing to generate: done */
         hr_request *r = e->running[s];
         if (r->limit == 0 && r->len == r->n_prompt)
@@ -738,7 +721,10 @@ int hr_engine_new(hr_engine **out, const hr_model *m, const hr_engine_opts *o,
     if (e->n_ctx > cap)
         e->n_ctx = cap;
     e->chunk = o && o->prefill_chunk > 0 ? o->prefill_chunk : 512;
-    e->max_tokens_step = e->chunk + e->max_batch;
+    e->max_draft = o && o->max_draft > 0 && o->max_draft < HR_SPEC_MAX_K ? o->max_draft
+                                                                          : HR_SPEC_MAX_K;
+    e->max_rows = e->max_batch * (1 + e->max_draft);
+    e->max_tokens_step = e->chunk + e->max_rows;
     hr_kv_fmt kvf = {o ? o->kv_dtype : HR_DTYPE_F32, 0, 0};
     if (o && o->kv_bits > 0)
         kvf = (hr_kv_fmt){HR_DTYPE_AFFINE, o->kv_bits, o->kv_group};
@@ -754,6 +740,11 @@ int hr_engine_new(hr_engine **out, const hr_model *m, const hr_engine_opts *o,
         budget = (size_t)4 << 30;
     }
     int n_blocks = (int)(budget / bb);
+    /* the prompt cache, unless RoPE depends on the sequence length (a block's
+     * KV would then differ between requests of different lengths) */
+    e->len_rope = m->hp.rope.type == HR_ROPE_DYNAMIC || m->hp.rope.type == HR_ROPE_LONGROPE ||
+                  (m->hp.has_rope_local && (m->hp.rope_local.type == HR_ROPE_DYNAMIC ||
+                                            m->hp.rope_local.type == HR_ROPE_LONGROPE));
     pthread_mutex_init(&e->mu, NULL);
     pthread_cond_init(&e->cv, NULL);
     int rc;
@@ -766,8 +757,10 @@ int hr_engine_new(hr_engine **out, const hr_model *m, const hr_engine_opts *o,
         (rc = hr_fwd_new(&e->fwd, m, e->max_tokens_step, e->max_batch, e->n_ctx,
                          o ? o->n_threads : 0, err)))
         goto fail;
-    int T = e->max_tokens_step, B = e->max_batch, R = B + SCORE_ROWS;
-    e->max_rows = B;
+    /* rows: every running request's last token and drafts; scoring rows
+     * come on top (their logits when the first scoring request comes) */
+    e->rows_base = e->max_rows;
+    int T = e->max_tokens_step, B = e->max_batch, R = e->max_rows + SCORE_ROWS;
     e->running = calloc((size_t)B, sizeof *e->running);
     e->b_tok = malloc((size_t)T * sizeof *e->b_tok);
     e->b_pos = malloc((size_t)T * sizeof *e->b_pos);
@@ -777,17 +770,22 @@ int hr_engine_new(hr_engine **out, const hr_model *m, const hr_engine_opts *o,
     e->b_row_req = malloc((size_t)R * sizeof *e->b_row_req);
     e->b_row_score = malloc((size_t)R * sizeof *e->b_row_score);
     e->b_step = malloc((size_t)R * sizeof *e->b_step);
-    e->logits = malloc((size_t)B * m->hp.n_vocab * sizeof *e->logits);
+    e->b_first = malloc((size_t)R);
+    e->logits = malloc((size_t)e->rows_base * m->hp.n_vocab * sizeof *e->logits);
+    e->tokbuf_spec = malloc((size_t)e->n_ctx * sizeof *e->tokbuf_spec);
     if (!e->running || !e->b_tok || !e->b_pos || !e->b_seq || !e->b_want || !e->b_seqs ||
-        !e->b_row_req || !e->b_row_score || !e->b_step || !e->logits) {
+        !e->b_row_req || !e->b_row_score || !e->b_step || !e->b_first || !e->logits ||
+        !e->tokbuf_spec) {
         rc = hr_err(err, HR_ENOMEM, "out of memory");
         goto fail;
     }
+    if (o && o->draft &&
+        (rc = hr_spec_draft_new(&e->draft, o->draft, n_blocks, B, e->chunk + B, e->n_ctx,
+                                err)))
+        goto fail;
     /* the prompt cache, unless RoPE depends on the sequence length (a block's
      * KV would then differ between requests of different lengths) */
-    bool len_rope = m->hp.rope.type == HR_ROPE_DYNAMIC || m->hp.rope.type == HR_ROPE_LONGROPE ||
-                    (m->hp.has_rope_local && (m->hp.rope_local.type == HR_ROPE_DYNAMIC ||
-                                              m->hp.rope_local.type == HR_ROPE_LONGROPE));
+    bool len_rope = e->len_rope;
     /* nor when layers carry recurrent state (gated DeltaNet): a cached
      * prefix would need that state at the block boundary too */
     bool recurrent = m->hp.n_linear > 0;
@@ -852,7 +850,10 @@ void hr_engine_free(hr_engine *e) {
     free(e->b_row_req);
     free(e->b_row_score);
     free(e->b_step);
+    free(e->b_first);
     free(e->logits);
+    free(e->tokbuf_spec);
+    hr_spec_draft_free(e->draft);
     pthread_mutex_destroy(&e->mu);
     pthread_cond_destroy(&e->cv);
     free(e);

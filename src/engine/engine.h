@@ -22,6 +22,15 @@
 #include <stdint.h>
 
 #define HR_MAX_TOP_LOGPROBS 20
+#define HR_SPEC_MAX_K 16   /* most drafted tokens per row and step */
+
+/* How a request drafts tokens for speculative decoding. */
+typedef enum hr_spec_mode {
+    HR_SPEC_OFF,
+    HR_SPEC_NGRAM, /* prompt lookup: the continuation of the longest recent
+                    * n-gram match in the prompt and output */
+    HR_SPEC_DRAFT, /* the engine's draft model (hr_engine_opts.draft) */
+} hr_spec_mode;
 
 typedef struct hr_engine hr_engine;
 typedef struct hr_request hr_request;
@@ -43,6 +52,12 @@ typedef struct hr_engine_opts {
     size_t ssd_max_bytes;     /* 0 = 32 GB */
     double ssd_demote_idle;   /* seconds; 0 = never demote */
     uint64_t cache_salt;      /* e.g. the tokenizer's hash: part of SSD keys */
+    /* speculative decoding (docs/speculative.md): a draft model that shares
+     * the target's vocabulary (NULL: none; it must outlive the engine; the
+     * caller checks the tokenizers: the API layer does), and the most
+     * tokens a request may draft per step (0: HR_SPEC_MAX_K) */
+    const hr_model *draft;
+    int max_draft;
 } hr_engine_opts;
 
 /* Starts the engine thread. */
@@ -87,6 +102,13 @@ typedef struct hr_req_params {
      * computed, never taken from the prompt cache. max_tokens may be 0, and
      * the prompt may then fill the whole context. */
     int score_from;
+    /* speculative decoding: up to num_draft tokens drafted per step
+     * (0..the engine's max_draft; 0 or HR_SPEC_OFF: none) and verified by
+     * the model in the same ragged batch. Greedy output is identical to
+     * decoding without it; sampled output is too, for a given seed (the
+     * draft is a point mass: docs/speculative.md). */
+    hr_spec_mode spec;
+    int num_draft;
 } hr_req_params;
 
 /* Copies everything it needs from p. The caller holds one reference. */
@@ -119,6 +141,9 @@ int hr_request_completion_tokens(hr_request *r);
  * (NaN before score_from), complete once token 0 exists or the request
  * finished (hr_request_wait returned); NULL without score_from. */
 const float *hr_request_prompt_logprobs(const hr_request *r);
+/* Tokens drafted for it and how many of them the model accepted (valid
+ * once finished; both 0 without speculation). */
+void hr_request_spec_counts(hr_request *r, long *drafted, long *accepted);
 /* Prompt tokens whose KV came from the prompt cache (valid once the first
  * token exists). */
 int hr_request_cached_tokens(hr_request *r);
@@ -135,6 +160,8 @@ typedef struct hr_engine_stats {
     int kv_blocks_requests;  /* held by running requests */
     int kv_blocks_cached;    /* indexed by the prompt cache */
     long cached_tokens;      /* prompt tokens served from the cache, in all */
+    long spec_drafted, spec_accepted; /* speculative decoding, in all */
+    bool spec_draft_model;   /* a draft model is loaded */
     bool ssd;                /* the SSD tier is on */
     const char *dead;        /* NULL; or why the engine cannot run any more
                               * (its GPU context is lost): every request fails,

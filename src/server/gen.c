@@ -109,9 +109,16 @@ static const char *finish_reason(gen *g) {
 static json_t *usage_json(const gen *g) {
     int completion = hr__drive_completion_tokens(&g->r);
     int prompt = (int)g->r.job.prompt.n;
-    return json_pack("{s:i,s:i,s:i,s:{s:i}}", "prompt_tokens", prompt, "completion_tokens",
-                     completion, "total_tokens", prompt + completion, "prompt_tokens_details",
-                     "cached_tokens", g->r.last.cached_tokens);
+    json_t *u = json_pack("{s:i,s:i,s:i,s:{s:i}}", "prompt_tokens", prompt, "completion_tokens",
+                          completion, "total_tokens", prompt + completion,
+                          "prompt_tokens_details", "cached_tokens", g->r.last.cached_tokens);
+    if (g->r.job.rp.spec != HR_SPEC_OFF) { /* OpenAI's predicted-output counts */
+        json_object_set_new(u, "completion_tokens_details",
+                            json_pack("{s:i,s:i}", "accepted_prediction_tokens",
+                                      g->r.last.accepted_tokens, "rejected_prediction_tokens",
+                                      g->r.last.drafted_tokens - g->r.last.accepted_tokens));
+    }
+    return u;
 }
 
 static json_t *envelope(const gen *g, const char *object) {

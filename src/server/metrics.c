@@ -183,6 +183,11 @@ hr_reply hr__route_metrics(hr_server *s) {
     counter(&t, "prompt_tokens_total", "Prompt tokens of submitted requests.",
             (double)st.prompt_tokens);
     counter(&t, "generated_tokens_total", "Tokens generated.", (double)st.generated_tokens);
+    counter(&t, "spec_drafted_tokens_total",
+            "Tokens drafted for speculative decoding (prompt lookup or the draft model).",
+            (double)st.spec_drafted);
+    counter(&t, "spec_accepted_tokens_total",
+            "Drafted tokens the model accepted.", (double)st.spec_accepted);
     counter(&t, "prompt_cache_hit_tokens_total",
             "Prompt tokens whose KV came from the prompt cache.", (double)st.cached_tokens);
     gauge(&t, "prefill_tokens_per_second", "Prompt tokens per second over the last steps.",

@@ -395,6 +395,28 @@ json_t *hr__body_parse(const char *body, size_t len, hr_reply *err) {
     return root;
 }
 
+/* Speculative decoding: spec ("off", "ngram", "draft"), num_draft_tokens and
+ * mlx_lm.server's draft_model ("default_model" or the loaded one). */
+static bool parse_spec(fields *f, hr_server *s, hr_job *j) {
+    const json_t *sp = field(f, "spec"), *dm = field(f, "draft_model");
+    if (sp && !json_is_string(sp))
+        return fail(f, "spec", "%s must be \"off\", \"ngram\" or \"draft\"", "spec");
+    if (dm && !json_is_string(dm))
+        return fail(f, "draft_model", "%s must be a string", "draft_model");
+    long k = integer(f, "num_draft_tokens", -1, 0, HR_SPEC_MAX_K);
+    if (f->bad)
+        return false;
+    hr_error e = {0};
+    if (hr__session_spec(s->session, sp ? json_string_value(sp) : NULL, (int)k,
+                         dm ? json_string_value(dm) : NULL, &j->rp.spec, &j->rp.num_draft, &e)) {
+        const char *param = !strncmp(e.msg, "draft_model", 11) ? "draft_model"
+                            : !strncmp(e.msg, "num_draft", 9)  ? "num_draft_tokens"
+                                                               : "spec";
+        return fail(f, param, "%s", e.msg);
+    }
+    return true;
+}
+
 bool hr__job_parse(hr_server *s, bool chat, const char *body, size_t len, hr_job *j,
                    hr_reply *err) {
     memset(j, 0, sizeof *j);
@@ -458,6 +480,8 @@ bool hr__job_from_json(hr_server *s, bool chat, const json_t *root, hr_job *j,
     j->rp.top_logprobs = j->top_logprobs;
     if (field(&f, "n") && integer(&f, "n", 1, 1, 1) != 1)
         fail(&f, "n", "%s must be 1", "n");
+    if (!f.bad)
+        parse_spec(&f, s, j);
     if (!f.bad)
         parse_stops(&f, j);
     if (!f.bad)

@@ -76,6 +76,10 @@ static hr_reply route_stats(hr_server *s) {
                         json_pack("{s:I,s:I,s:I}", "prompt", (json_int_t)st.prompt_tokens,
                                   "generated", (json_int_t)st.generated_tokens, "cached",
                                   (json_int_t)st.cached_tokens));
+    json_object_set_new(o, "speculative",
+                        json_pack("{s:b,s:I,s:I}", "draft_model", st.spec_draft_model,
+                                  "drafted_tokens", (json_int_t)st.spec_drafted,
+                                  "accepted_tokens", (json_int_t)st.spec_accepted));
     json_object_set_new(o, "throughput",
                         json_pack("{s:f,s:f}", "prefill_tokens_per_s", st.prefill_tps,
                                   "decode_tokens_per_s", st.decode_tps));
@@ -315,7 +319,8 @@ int hr_server_new(hr_server **out, const hr_server_opts *o, hr_error *err) {
                           .prompt_cache_bytes = o->cache_bytes, .ssd_dir = o->ssd_cache,
                           .ssd_max_bytes = o->ssd_cache_max,
                           .ssd_demote_idle = o->ssd_demote_idle, .kv_bits = o->kv_bits,
-                          .kv_group = o->kv_group};
+                          .kv_group = o->kv_group, .draft_model = o->draft_model,
+                          .spec = o->spec, .num_draft_tokens = o->num_draft_tokens};
     if ((rc = hr__kv_type_from_name(o->kv_dtype, &so.kv_dtype, err)) ||
         (rc = hr_session_new(&s->session, s->llm, &so, err)))
         goto fail;

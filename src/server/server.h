@@ -40,6 +40,10 @@ typedef struct hr_server_opts {
     size_t ssd_cache_max;           /* bytes; 0 = 32 GB */
     double ssd_demote_idle;         /* seconds; default 300 */
     int no_ui;                      /* 1: no web chat UI at "/" (a 404 there) */
+    const char *draft_model;        /* --draft-model; NULL = none */
+    const char *spec;               /* --spec: off, ngram, draft; NULL = draft with a
+                                     * draft model, else off */
+    int num_draft_tokens;           /* --num-draft-tokens; 0 = 3 */
 } hr_server_opts;
 
 /* Load the model, tokenizer and chat template, start the engine. */

@@ -1,0 +1,127 @@
+/* The engine's private structures, shared by the files of the engine
+ * thread: engine.c (requests, scheduling, the step) and spec.c /
+ * spec_draft.c (speculative decoding). Nothing above src/engine includes
+ * this. */
+#ifndef HR_ENGINE_ENGINE_INT_H
+#define HR_ENGINE_ENGINE_INT_H
+
+#include "engine/engine.h"
+#include "engine/pcache.h"
+#include "engine/spec.h"
+#include "engine/spec_draft.h"
+#include "model/forward.h"
+#include "model/kv.h"
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+
+/* What a step's logits row does to its request. */
+typedef enum hr_row_outcome {
+    HR_ROW_NONE,     /* no row this step (a prefill chunk short of the prompt's end) */
+    HR_ROW_CONTINUE, /* a token was appended; generation goes on */
+    HR_ROW_EOS,      /* a stop token: ends with HR_FINISH_STOP */
+    HR_ROW_COMPLETE, /* the constrained text is complete: HR_FINISH_STOP */
+    HR_ROW_LIMIT,    /* max_tokens or the context reached: HR_FINISH_LENGTH */
+    HR_ROW_FAILED,   /* constrained decoding failed (our bug): HR_FINISH_ERROR */
+} hr_row_outcome;
+
+struct hr_request {
+    _Atomic int refs;
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    /* immutable after hr_request_new */
+    int32_t *prompt;
+    int n_prompt;
+    int32_t *stop_ids;
+    int n_stop_ids;
+    int max_tokens, top_logprobs;
+    int score_from;       /* 0, or the first prompt index scored */
+    float *prompt_lp;     /* [n_prompt] with score_from: written before token 0 */
+    hr_sampler *sampler;
+    hr_matcher *matcher;  /* constrained decoding, or NULL */
+    uint32_t *mask;       /* [n_vocab / 32 + 1] allowed tokens of the step */
+    /* the log, written by the engine under mu */
+    hr_step *steps;       /* [max_tokens] */
+    int n_steps;
+    bool eos;             /* a stop token ended it */
+    hr_finish finish;
+    char err[256];
+    _Atomic int cancel;
+    /* engine-thread state */
+    hr_request *next;     /* inbox / waiting FIFO link */
+    int32_t *blocks;
+    int n_blocks;
+    int len;              /* tokens whose K/V are in the cache */
+    int cached;           /* of which came from the prompt cache */
+    int rope_len;         /* the sequence length the cached K/V were roped for */
+    int limit;            /* max tokens generated: max_tokens capped by the context */
+    hr_row_outcome outcome; /* what this step's row did to it */
+    _Atomic int progress; /* len, published for hr_request_progress */
+    /* speculative decoding (engine thread; spec.h) */
+    hr_spec_state spec;
+};
+
+
+struct hr_engine {
+    const hr_model *m;
+    hr_fwd *fwd;
+    hr_kv kv;
+    hr_pcache *pcache;              /* NULL: no prompt cache */
+    hr_ssd *ssd;                    /* NULL: no SSD tier */
+    int32_t *tokbuf;                /* [n_ctx] a sequence's tokens, for the cache */
+    int32_t *tokbuf_spec;           /* [n_ctx] a sequence's tokens, for prompt lookup */
+    int max_batch, n_ctx, chunk, max_tokens_step;
+    pthread_t thread;
+    bool thread_started;
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    hr_request *inbox, *inbox_tail; /* under mu */
+    bool stop;                      /* under mu */
+    /* engine thread only */
+    hr_request *waiting, *waiting_tail;
+    hr_request **running;           /* [max_batch] */
+    int n_running;
+    int32_t *b_tok, *b_pos, *b_seq; /* [max_tokens_step] */
+    uint8_t *b_want;
+    hr_seq_blocks *b_seqs;          /* [max_batch] */
+    hr_request **b_row_req;         /* [max_rows]: request of each logits row */
+    hr_step *b_step;                /* [max_rows]: what each row sampled */
+    int n_rows;
+    uint8_t *b_first;               /* [max_rows]: the row is its request's first */
+    int32_t *b_row_score;           /* [max_rows]: the prompt index a scoring row
+                                     * predicts; -1: a row to sample */
+    int rows_base;                  /* max_batch * (1 + max_draft) */
+    int max_rows;                   /* logits rows of a step: rows_base, and
+                                     * SCORE_ROWS more once a request scores */
+    float *logits;                  /* [max_rows][n_vocab] */
+    int max_draft;                  /* room per row for drafted tokens */
+    bool len_rope;                  /* RoPE depends on the sequence length */
+    hr_spec_draft *draft;           /* the draft model, or NULL */
+    hr_spec_cost spec_cost;         /* measured step costs, for choosing k */
+    /* stats, read from any thread */
+    _Atomic long st_total, st_running, st_queued, st_prompt, st_gen;
+    _Atomic long st_prefill_tok, st_decode_tok;
+    _Atomic bool dead;              /* the model's device is lost (hr_backend.lost) */
+    char dead_msg[256];             /* why; written once, before dead is set */
+    _Atomic double st_prefill_s, st_decode_s;
+    _Atomic int st_kv_free, st_kv_requests, st_kv_cached;
+    _Atomic long st_cached_tokens;
+    _Atomic long st_drafted, st_accepted;
+};
+
+/* ---- shared by engine.c and spec.c (engine thread) ---- */
+
+/* Token k of a sequence: the prompt, then what was sampled. */
+static inline int32_t hr__token_at(const hr_request *r, int k) {
+    return k < r->n_prompt ? r->prompt[k] : r->steps[k - r->n_prompt].token;
+}
+bool hr__is_stop(const hr_request *r, int32_t tok);
+/* Logits row k (already sampled into b_step[k]) commits its token to its
+ * request: grammar, stop tokens, the log, limits. */
+hr_row_outcome hr__commit_row(hr_engine *e, int k);
+/* Mask row k to the grammar's allowed tokens (constrained requests), run
+ * the request's sampler on it and fill b_step[k]. */
+void hr__sample_row(hr_engine *e, int k);
+
+#endif
