@@ -19,6 +19,7 @@ run() {
 run "$dev/test_parity" --device cuda
 run "$dev/test_engine" --device cuda
 run "$dev/test_quant_parity" --device cuda
+run "$dev/test_spec" --device cuda
 # the public API on the device "auto" picks (the GPU here): sessions,
 # requests, prompt scoring, the quantized KV refused or served
 run "$dev/test_api"
