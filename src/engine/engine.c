@@ -779,8 +779,11 @@ int hr_engine_new(hr_engine **out, const hr_model *m, const hr_engine_opts *o,
         rc = hr_err(err, HR_ENOMEM, "out of memory");
         goto fail;
     }
+    /* the draft's pool: what the running requests can hold at most (a
+     * GPU's target pool takes most of the device) */
+    int draft_blocks = B * blocks_for(e->n_ctx) < n_blocks ? B * blocks_for(e->n_ctx) : n_blocks;
     if (o && o->draft &&
-        (rc = hr_spec_draft_new(&e->draft, o->draft, n_blocks, B, e->chunk + B, e->n_ctx,
+        (rc = hr_spec_draft_new(&e->draft, o->draft, draft_blocks, B, e->chunk + B, e->n_ctx,
                                 err)))
         goto fail;
     /* the prompt cache, unless RoPE depends on the sequence length (a block's
