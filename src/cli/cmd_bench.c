@@ -30,7 +30,7 @@ static int cmp_double(const void *a, const void *b) {
     return (x > y) - (x < y);
 }
 
-static double median(double *v, int n) {
+double hr_cli_median(double *v, int n) {
     qsort(v, (size_t)n, sizeof *v, cmp_double);
     return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
 }
@@ -182,8 +182,9 @@ int hr_cmd_bench(int argc, char **argv) {
                                               "decode_pct_of_roofline", pct[rep]));
     }
     int n_threads = hr_engine_threads(s->engine);
-    double pre_tps = median(pre, (int)repeats), dec_tps = median(dec, (int)repeats);
-    double bw = median(bws, (int)repeats), roof = bw / bytes, dec_pct = median(pct, (int)repeats);
+    int R = (int)repeats;
+    double pre_tps = hr_cli_median(pre, R), dec_tps = hr_cli_median(dec, R);
+    double bw = hr_cli_median(bws, R), roof = bw / bytes, dec_pct = hr_cli_median(pct, R);
     if (json) {
         json_t *o = json_pack("{s:s,s:s,s:i,s:i,s:i,s:i,s:f,s:f,s:f,s:f,s:f,s:f,s:f,s:O}",
                               "model", model, "isa", gpu ? m->be->name : hr_cpu()->name,

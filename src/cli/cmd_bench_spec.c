@@ -124,16 +124,6 @@ static int round_run(client *cl, client *sp, int n_prompts, int clients, figures
     return 0;
 }
 
-static int cmp_double(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
-static double median(double *v, int n) {
-    qsort(v, (size_t)n, sizeof *v, cmp_double);
-    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
-
 /* The prompts: one chat message (--chat), each line of --chat-file (a
  * user message, "\n" for a newline), or the whole --prompt-file as one
  * raw prompt. */
@@ -272,8 +262,8 @@ int hr_cmd_bench_spec(int argc, char **argv) {
                 goto done;
             }
     }
-    double pd = median(v[0], (int)repeats), pa = median(v[1], (int)repeats);
-    double sd = median(v[2], (int)repeats), sa = median(v[3], (int)repeats);
+    double pd = hr_cli_median(v[0], (int)repeats), pa = hr_cli_median(v[1], (int)repeats);
+    double sd = hr_cli_median(v[2], (int)repeats), sa = hr_cli_median(v[3], (int)repeats);
     double acc = sum[1].drafted ? (double)sum[1].accepted / sum[1].drafted : 0;
     const char *mode = spec ? spec : "draft";
     hr_session_stats st;

@@ -1,6 +1,7 @@
 /* hfcache: the cache directory from the environment, repo ids and revisions,
  * and resolution of ORG/NAME[@REV] over a cache tree laid out here as
  * huggingface_hub lays it out. */
+#include "support/tree.h"
 #include "core/error.h"
 #include "core/file.h"
 #include "io/hfcache.h"
@@ -21,23 +22,11 @@
 static char root[64];
 
 static void put(const char *rel, const char *text) {
-    char p[HR_HF_PATH_MAX];
-    snprintf(p, sizeof p, "%s/%s", root, rel);
-    char *slash = strrchr(p, '/');
-    *slash = 0;
-    assert_int_equal(hr_hf_mkdirs(p, NULL), 0);
-    *slash = '/';
-    assert_int_equal(hr_file_write_atomic(p, text, strlen(text), NULL), 0);
+    assert_int_equal(hr_test_put(root, rel, text), 0);
 }
 
 static void link_to(const char *rel, const char *target) {
-    char p[HR_HF_PATH_MAX];
-    snprintf(p, sizeof p, "%s/%s", root, rel);
-    char *slash = strrchr(p, '/');
-    *slash = 0;
-    assert_int_equal(hr_hf_mkdirs(p, NULL), 0);
-    *slash = '/';
-    assert_int_equal(symlink(target, p), 0);
+    assert_int_equal(hr_test_link(root, rel, target), 0);
 }
 
 /* models--org--name: refs/main -> C1 (config.json + a nested file),

@@ -1,6 +1,7 @@
 /* hfscan: reading a cache tree laid out here (revisions, refs, blobs,
  * partial files, a copy instead of a link, a broken link), and gc's plan:
  * what it keeps, what it removes, in which order, and applying it. */
+#include "support/tree.h"
 #include "core/error.h"
 #include "core/file.h"
 #include "io/hfcache.h"
@@ -23,23 +24,11 @@
 static char root[64];
 
 static void put(const char *rel, const char *text) {
-    char p[HR_HF_PATH_MAX];
-    snprintf(p, sizeof p, "%s/%s", root, rel);
-    char *slash = strrchr(p, '/');
-    *slash = 0;
-    assert_int_equal(hr_hf_mkdirs(p, NULL), 0);
-    *slash = '/';
-    assert_int_equal(hr_file_write_atomic(p, text, strlen(text), NULL), 0);
+    assert_int_equal(hr_test_put(root, rel, text), 0);
 }
 
 static void link_to(const char *rel, const char *target) {
-    char p[HR_HF_PATH_MAX];
-    snprintf(p, sizeof p, "%s/%s", root, rel);
-    char *slash = strrchr(p, '/');
-    *slash = 0;
-    assert_int_equal(hr_hf_mkdirs(p, NULL), 0);
-    *slash = '/';
-    assert_int_equal(symlink(target, p), 0);
+    assert_int_equal(hr_test_link(root, rel, target), 0);
 }
 
 #define R "models--o--m/"
