@@ -117,6 +117,9 @@ static inline int32_t hr__token_at(const hr_request *r, int k) {
     return k < r->n_prompt ? r->prompt[k] : r->steps[k - r->n_prompt].token;
 }
 bool hr__is_stop(const hr_request *r, int32_t tok);
+/* The request ends: why (the first reason given stands) and msg; its
+ * consumer is woken (request.c). */
+void hr__request_end(hr_request *r, hr_finish why, const char *msg);
 /* Logits row k (already sampled into b_step[k]) commits its token to its
  * request: grammar, stop tokens, the log, limits. */
 hr_row_outcome hr__commit_row(hr_engine *e, int k);
