@@ -2,6 +2,7 @@
 #include "cli/args.h"
 #include "cli/cli.h"
 #include "core/error.h"
+#include "core/file.h"
 #include "core/log.h"
 #include "model/kv.h"
 #include "server/server.h"
@@ -19,7 +20,8 @@ static const char usage[] =
     "[--allowed-origins O] [--prefill-step-size N] [--batch N] [--kv-budget GB] [--no-ui] ...";
 
 int hr_cmd_serve(int argc, char **argv) {
-    const char *model = NULL, *host = "127.0.0.1", *tmpl = NULL, *tmpl_args = NULL,
+    const char *model = NULL, *host = "127.0.0.1", *tmpl = NULL, *tmpl_file = NULL,
+               *tmpl_args = NULL,
                *origins = "*", *adapter = NULL, *log_level = NULL, *draft = NULL,
                *kv_dtype = NULL, *device = "auto", *spec = NULL;
     long port = 8080, top_k = -1, max_tokens = -1, prefill = 0, batch = 0, threads = 0,
@@ -39,7 +41,8 @@ int hr_cmd_serve(int argc, char **argv) {
         {"top-k", HR_OPT_INT, &top_k, "default top_k (default 0 = off)"},
         {"min-p", HR_OPT_FLOAT, &min_p, "default min_p (default 0 = off)"},
         {"max-tokens", HR_OPT_INT, &max_tokens, "default max_tokens (default 512)"},
-        {"chat-template", HR_OPT_STR, &tmpl, "chat template text overriding the model's"},
+        {"chat-template", HR_OPT_STR, &tmpl, "chat template overriding the model's: its text, or a file holding it"},
+        {"chat-template-file", HR_OPT_STR, &tmpl_file, "file holding the chat template (llama-server's flag)"},
         {"chat-template-args", HR_OPT_STR, &tmpl_args, "JSON object of template arguments"},
         {"allowed-origins", HR_OPT_STR, &origins, "CORS origins (default *)"},
         {"prefill-step-size", HR_OPT_INT, &prefill, "prompt tokens per step (default 512)"},
@@ -107,6 +110,18 @@ int hr_cmd_serve(int argc, char **argv) {
         else if (*end)
             return hr_cli_fail(&(hr_error){.msg = "--prompt-cache-bytes wants a size like 2GB or 500M"});
     }
+    /* --chat-template: mlx_lm.server's text, or (as llama-server's
+     * --chat-template-file) a file that holds it */
+    char *tmpl_text = NULL;
+    if (tmpl && tmpl_file)
+        return hr_cli_fail(&(hr_error){.msg = "give --chat-template or --chat-template-file, not both"});
+    if (tmpl && hr_file_exists(tmpl))
+        tmpl_file = tmpl;
+    if (tmpl_file) {
+        if ((rc = hr_file_read(tmpl_file, &tmpl_text, NULL, &err)))
+            return hr_cli_fail(&err);
+        tmpl = tmpl_text;
+    }
     hr_server_opts o = {
         .model = model ? model : hr_cli_default_model(), .device = device, .host = host, .port = (int)port,
         .temp = temp, .top_p = top_p, .min_p = min_p, .top_k = (int)top_k,
@@ -131,6 +146,7 @@ int hr_cmd_serve(int argc, char **argv) {
     hr_server *s = NULL;
     if ((rc = hr_server_new(&s, &o, &err)) || (rc = hr_server_start(s, &err))) {
         hr_server_free(s);
+        free(tmpl_text);
         return hr_cli_fail(&err);
     }
     hr_log(HR_LOG_INFO, "serving %s on http://%s:%d", o.model, host, hr_server_port(s));
@@ -144,10 +160,12 @@ int hr_cmd_serve(int argc, char **argv) {
         fprintf(stderr, "hearth: %s; exiting\n", dead);
         hr_server_stop(s);
         hr_server_free(s);
+        free(tmpl_text);
         return 1;
     }
     hr_log(HR_LOG_INFO, "signal %d: shutting down", sig);
     hr_server_stop(s);
     hr_server_free(s);
+    free(tmpl_text);
     return 0;
 }

@@ -101,6 +101,16 @@ static bool build_prompt(hr_server *s, fields *f, bool chat, hr_job *j) {
             json_object_update(kw, (json_t *)ck);
         int rc = hr__llm_render(s->llm, msgs, tools, kw, 1, &text, &e);
         json_decref(kw);
+        if (rc == HR_ENOTFOUND && !s->tmpl) { /* a base model: say what to do */
+            json_decref(msgs);
+            *f->err = hr__error_reply(400, "invalid_request_error", "messages",
+                                      "The model '%s' has no chat template (a base model, "
+                                      "or a GGUF without tokenizer.chat_template): use "
+                                      "/v1/completions, or start the server with "
+                                      "--chat-template", s->model_id);
+            f->bad = true;
+            return false;
+        }
         if (rc) {
             json_decref(msgs);
             *f->err = hr__error_reply(rc == HR_ENOMEM ? 500 : 400,

@@ -292,10 +292,13 @@ int hr_server_new(hr_server **out, const hr_server_opts *o, hr_error *err) {
                       .device = o->device};
     if ((rc = hr_llm_load(&s->llm, o->model, &lo, err)))
         goto fail;
-    if (!s->llm->tok || s->llm->tmpl_err[0]) { /* the server needs both */
-        rc = hr_err(err, HR_ENOTFOUND, "%s", s->llm->tok ? s->llm->tmpl_err : s->llm->tok_err);
+    if (!s->llm->tok) { /* without a chat template, chat requests get a 400 */
+        rc = hr_err(err, HR_ENOTFOUND, "%s", s->llm->tok_err);
         goto fail;
     }
+    if (s->llm->tmpl_err[0])
+        hr_log(HR_LOG_WARN, "%s: /v1/completions serves; chat requests get a 400 "
+               "(--chat-template gives one)", s->llm->tmpl_err);
     s->model = s->llm->model;
     s->tok = s->llm->tok;
     s->tmpl = s->llm->tmpl;
