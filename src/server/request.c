@@ -488,8 +488,7 @@ bool hr__job_from_json(hr_server *s, bool chat, const json_t *root, hr_job *j,
     if (j->top_logprobs < 0)
         j->top_logprobs = 0;
     j->rp.top_logprobs = j->top_logprobs;
-    if (field(&f, "n") && integer(&f, "n", 1, 1, 1) != 1)
-        fail(&f, "n", "%s must be 1", "n");
+    j->n = (int)integer(&f, "n", 1, 1, HR_API_MAX_N);
     if (!f.bad)
         parse_spec(&f, s, j);
     if (!f.bad)

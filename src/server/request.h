@@ -8,9 +8,11 @@
 
 #define HR_MAX_STOPS 16
 #define HR_API_MAX_TOP_LOGPROBS 11 /* mlx_lm.server's bound */
+#define HR_API_MAX_N 16            /* choices a request may ask for (n) */
 
 typedef struct hr_job {
     bool chat, stream, include_usage, logprobs;
+    int n;                          /* choices: 1..HR_API_MAX_N */
     int top_logprobs;               /* 0: none */
     char *model;                    /* echoed: the request's "model" or "default_model" */
     hr_tokens prompt;
