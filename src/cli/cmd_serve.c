@@ -34,7 +34,7 @@ int hr_cmd_serve(int argc, char **argv) {
     const hr_opt opts[] = {
         {"model", HR_OPT_MODEL, &model, "model directory (default: the bundled demo model); or ORG/NAME[@REV]"},
         {"device", HR_OPT_STR, &device, "where the model runs: auto (a GPU when there is one), cpu, cuda, cuda:N"},
-        {"host", HR_OPT_STR, &host, "address to listen on (default 127.0.0.1; 0.0.0.0 = LAN)"},
+        {"host", HR_OPT_STR, &host, "address to listen on (default 127.0.0.1; 0.0.0.0 = LAN; ::1, :: = IPv6, :: with IPv4 too)"},
         {"port", HR_OPT_INT, &port, "port (default 8080)"},
         {"temp", HR_OPT_FLOAT, &temp, "default temperature (default 0, or generation_config.json)"},
         {"top-p", HR_OPT_FLOAT, &top_p, "default top_p (default 1)"},
@@ -149,8 +149,12 @@ int hr_cmd_serve(int argc, char **argv) {
         free(tmpl_text);
         return hr_cli_fail(&err);
     }
-    hr_log(HR_LOG_INFO, "serving %s on http://%s:%d", o.model, host, hr_server_port(s));
-    fprintf(stderr, "hearth: listening on http://%s:%d\n", host, hr_server_port(s));
+    /* an IPv6 address in a URL goes in brackets */
+    const char *lb = strchr(host, ':') && host[0] != '[' ? "[" : "";
+    const char *rb = lb[0] ? "]" : "";
+    hr_log(HR_LOG_INFO, "serving %s on http://%s%s%s:%d", o.model, lb, host, rb,
+           hr_server_port(s));
+    fprintf(stderr, "hearth: listening on http://%s%s%s:%d\n", lb, host, rb, hr_server_port(s));
     int sig = -1;
     const char *dead = NULL;
     struct timespec tick = {.tv_sec = 1};

@@ -340,17 +340,47 @@ fail:
     return rc;
 }
 
-int hr_server_start(hr_server *s, hr_error *err) {
-    struct sockaddr_in addr = {.sin_family = AF_INET, .sin_port = htons((uint16_t)s->o.port)};
-    if (inet_pton(AF_INET, s->o.host, &addr.sin_addr) != 1) {
-        if (!strcmp(s->o.host, "localhost"))
-            addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-        else
-            return hr_err(err, HR_EINVAL, "--host '%s' is not an IPv4 address", s->o.host);
+/* --host as a socket address: IPv4 ("127.0.0.1", "0.0.0.0", "localhost") or
+ * IPv6 ("::1", "[::1]", "::"); *flags gets MHD's IPv6 flags (dual stack for
+ * "::": IPv4 clients too, as IPV6_V6ONLY off). */
+static int listen_addr(const char *host, int port, struct sockaddr_storage *ss,
+                       unsigned *flags, hr_error *err) {
+    memset(ss, 0, sizeof *ss);
+    *flags = 0;
+    struct sockaddr_in *a4 = (struct sockaddr_in *)ss;
+    struct sockaddr_in6 *a6 = (struct sockaddr_in6 *)ss;
+    char h[INET6_ADDRSTRLEN + 2];
+    size_t n = strlen(host);
+    if (n >= 2 && host[0] == '[' && host[n - 1] == ']' && n - 2 < sizeof h) {
+        memcpy(h, host + 1, n - 2);
+        h[n - 2] = 0;
+    } else
+        snprintf(h, sizeof h, "%s", host);
+    if (inet_pton(AF_INET, h, &a4->sin_addr) == 1 || !strcmp(h, "localhost")) {
+        if (!strcmp(h, "localhost"))
+            a4->sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+        a4->sin_family = AF_INET;
+        a4->sin_port = htons((uint16_t)port);
+        return 0;
     }
+    if (inet_pton(AF_INET6, h, &a6->sin6_addr) == 1) {
+        a6->sin6_family = AF_INET6;
+        a6->sin6_port = htons((uint16_t)port);
+        *flags = IN6_IS_ADDR_UNSPECIFIED(&a6->sin6_addr) ? MHD_USE_DUAL_STACK : MHD_USE_IPv6;
+        return 0;
+    }
+    return hr_err(err, HR_EINVAL, "--host '%s' is not an IPv4 or IPv6 address", host);
+}
+
+int hr_server_start(hr_server *s, hr_error *err) {
+    struct sockaddr_storage addr;
+    unsigned v6;
+    int rc = listen_addr(s->o.host, s->o.port, &addr, &v6, err);
+    if (rc)
+        return rc;
     s->daemon = MHD_start_daemon(
         MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_ITC |
-            MHD_USE_ERROR_LOG,
+            MHD_USE_ERROR_LOG | v6,
         (uint16_t)s->o.port, NULL, NULL, handler, s, MHD_OPTION_SOCK_ADDR, &addr,
         MHD_OPTION_NOTIFY_COMPLETED, completed, s, MHD_OPTION_CONNECTION_TIMEOUT,
         (unsigned)HR_IDLE_TIMEOUT_S, MHD_OPTION_END);
