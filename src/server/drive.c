@@ -66,11 +66,10 @@ static bool client_gone(int fd) {
 /* ---- lifecycle ---------------------------------------------------------------------------- */
 
 bool hr__drive_start(hr_drive *r, struct MHD_Connection *c, const char *param, hr_reply *err) {
-    hr_server *s = r->s;
     hr_error e = {0};
     r->fd = -1;
     r->t_start = hr_now();
-    int rc = hr__gen_start(&r->gen, s->session, &r->job.rp, (const char *const *)r->job.stops,
+    int rc = hr__gen_start(&r->gen, r->job.m->session, &r->job.rp, (const char *const *)r->job.stops,
                            r->job.n_stops, r->job.tools, &e);
     if (rc) {
         *err = rc == HR_ENOMEM ? hr__error_reply(500, "server_error", NULL, "out of memory")

@@ -58,9 +58,9 @@ static void make_id(gen *g) {
     g->created = (json_int_t)time(NULL);
 }
 
-static json_t *token_json(const hr_server *s, int32_t id, float lp) {
+static json_t *token_json(const hr_served *m, int32_t id, float lp) {
     size_t n = 0;
-    const char *piece = hr_tokenizer_token_to_piece(s->tok, id, &n);
+    const char *piece = hr_tokenizer_token_to_piece(m->tok, id, &n);
     return json_pack("{s:i,s:s%,s:f}", "id", id, "token", piece ? piece : "", piece ? n : 0,
                      "logprob", (double)lp);
 }
@@ -71,9 +71,9 @@ static json_t *token_json(const hr_server *s, int32_t id, float lp) {
 static json_t *logprob_entry(const gen *g, const hr_gen_event *st) {
     if (!g->r.job.top_logprobs)
         return json_pack("{s:i,s:f}", "id", st->token, "logprob", (double)st->logprob);
-    json_t *e = token_json(g->r.s, st->token, st->logprob), *top = json_array();
+    json_t *e = token_json(g->r.job.m, st->token, st->logprob), *top = json_array();
     for (int k = 0; k < st->n_top; k++)
-        json_array_append_new(top, token_json(g->r.s, st->top_ids[k], st->top_logprobs[k]));
+        json_array_append_new(top, token_json(g->r.job.m, st->top_ids[k], st->top_logprobs[k]));
     json_object_set_new(e, "top_logprobs", top);
     return e;
 }

@@ -15,6 +15,8 @@ typedef struct hr_job {
     int n;                          /* choices: 1..HR_API_MAX_N */
     int top_logprobs;               /* 0: none */
     char *model;                    /* echoed: the request's "model" or "default_model" */
+    hr_served *m;                   /* the model it runs on, held (hr__job_free lets go) */
+    hr_pool *pool;                  /* m's */
     hr_tokens prompt;
     hr_req_params rp;               /* rp.prompt points into prompt */
     int32_t *bias_ids;
