@@ -153,7 +153,7 @@ hr_reply hr__route_metrics(hr_server *s) {
     size_t weights = m ? m->model->weight_bytes : 0;
     if (m) {
         hr_engine_stats_get(m->engine, &st);
-        hr__pool_release(s->pool, m);
+        hr__pool_unpeek(s->pool, m);
     }
     text t = {0};
     if ((t.buf = malloc(t.cap = 4096)))

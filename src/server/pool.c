@@ -256,18 +256,23 @@ int hr__pool_acquire(hr_pool *p, int i, hr_served **out, hr_error *err) {
     return rc;
 }
 
-void hr__pool_release(hr_pool *p, hr_served *m) {
+/* Let go of m; used: a request ran on it (its place in the LRU order moves). */
+static void let_go(hr_pool *p, hr_served *m, bool used) {
     if (!m)
         return;
     hr_served *victims[p->n];
     pthread_mutex_lock(&p->mu);
     entry *e = &p->e[m->index];
     e->refs--;
-    e->last_used = hr_now();
+    if (used)
+        e->last_used = hr_now();
     int nv = make_room(p, -1, 0, victims); /* one that was in use may go now */
     pthread_mutex_unlock(&p->mu);
     free_victims(victims, nv);
 }
+
+void hr__pool_release(hr_pool *p, hr_served *m) { let_go(p, m, true); }
+void hr__pool_unpeek(hr_pool *p, hr_served *m) { let_go(p, m, false); }
 
 hr_served *hr__pool_peek(hr_pool *p, int i) {
     pthread_mutex_lock(&p->mu);
@@ -324,7 +329,7 @@ const char *hr__pool_dead(hr_pool *p) {
                 snprintf(p->dead, sizeof p->dead, "%s", st.dead);
                 pthread_mutex_unlock(&p->mu);
             }
-            hr__pool_release(p, m);
+            hr__pool_unpeek(p, m);
         }
     }
     return dead ? p->dead : NULL;

@@ -47,8 +47,11 @@ int hr__pool_resolve(const hr_pool *p, const char *name);
  * loaded. */
 int hr__pool_acquire(hr_pool *p, int i, hr_served **out, hr_error *err);
 void hr__pool_release(hr_pool *p, hr_served *m);
-/* Model i held when it is loaded, else NULL (never loads). */
+/* Model i held when it is loaded, else NULL (never loads), to look at it
+ * (/stats): let go with hr__pool_unpeek, which leaves its place in the LRU
+ * order alone. */
 hr_served *hr__pool_peek(hr_pool *p, int i);
+void hr__pool_unpeek(hr_pool *p, hr_served *m);
 
 int hr__pool_size(const hr_pool *p);
 const char *hr__pool_id(const hr_pool *p, int i);

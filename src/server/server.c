@@ -108,7 +108,7 @@ static hr_reply route_stats(hr_server *s) {
             weights += m->model->weight_bytes;
             if (i == 0)
                 model_stats(o, m);
-            hr__pool_release(s->pool, m);
+            hr__pool_unpeek(s->pool, m);
         }
         json_array_append_new(models, mo);
     }

@@ -15,7 +15,10 @@ tiny_chat_model "$tmp/dir/tiny-qwen" # the qwen3 fixture's weights, the same tok
 cp "$root/tests/fixtures/models/qwen3/config.json" "$root/tests/fixtures/models/qwen3/model.safetensors" "$tmp/dir/tiny-qwen/"
 sed -i 's/"eos_token_id": 2/"eos_token_id": 370/' "$tmp/dir/tiny-qwen/config.json"
 echo "not a model" >"$tmp/dir/notes.txt"
-A=$tmp/dir/tiny-llama; B=$tmp/dir/tiny-qwen
+tiny_chat_model "$tmp/tiny-qwen2" # a third, outside the --model-dir
+cp "$root/tests/fixtures/models/qwen2/config.json" "$root/tests/fixtures/models/qwen2/model.safetensors" "$tmp/tiny-qwen2/"
+sed -i 's/"eos_token_id": 2/"eos_token_id": 370/' "$tmp/tiny-qwen2/config.json"
+A=$tmp/dir/tiny-llama; B=$tmp/dir/tiny-qwen; C=$tmp/tiny-qwen2
 common=(--threads 1 --batch 2 --ctx 4096)
 
 # ask PORT MODEL KIND: one greedy chat, one greedy completion, one seeded sample
@@ -50,10 +53,10 @@ want_b=$(ask "$SERVER_PORT" -)
 [ "$want_a" != "$want_b" ] || { echo "FAIL: the two models answer alike; the test could not tell them apart"; exit 1; }
 
 # a pool without a bound: lazy loading, and each model's size
-start_server "$tmp/p.log" --models "$A,$B" "${common[@]}"
+start_server "$tmp/p.log" --models "$A,$B,$C" "${common[@]}"
 port=$SERVER_PORT
 loaded() { get "$port" /v1/models | jq_py "','.join(m['id'] for m in o['data'] if m['loaded'])"; }
-[ "$(get "$port" /v1/models | jq_py "','.join(m['id'] for m in o['data'])")" = "tiny-llama,tiny-qwen" ] ||
+[ "$(get "$port" /v1/models | jq_py "','.join(m['id'] for m in o['data'])")" = "tiny-llama,tiny-qwen,tiny-qwen2" ] ||
     { echo "FAIL: /v1/models: $(get "$port" /v1/models)"; exit 1; }
 [ -z "$(loaded)" ] || { echo "FAIL: loaded before first use: $(loaded)"; exit 1; }
 [ "$(ask "$port" tiny-llama)" = "$want_a" ] || { echo "FAIL: pool answer of tiny-llama"; exit 1; }
@@ -62,7 +65,9 @@ bytes_a=$(get "$port" /stats | jq_py "o['pool']['loaded_bytes']")
 bytes_ab=$(get "$port" /stats | jq_py "o['pool']['loaded_bytes']")
 [ "$(loaded)" = "tiny-llama,tiny-qwen" ] || { echo "FAIL: loaded: $(loaded)"; exit 1; }
 bytes_b=$((bytes_ab - bytes_a))
-echo "pool: lazy loading; tiny-llama $bytes_a bytes, tiny-qwen $bytes_b bytes"
+[ "$(ask "$port" tiny-qwen2)" != "$want_a" ] || { echo "FAIL: tiny-qwen2 answers as tiny-llama"; exit 1; }
+bytes_c=$(( $(get "$port" /stats | jq_py "o['pool']['loaded_bytes']") - bytes_ab ))
+echo "pool: lazy loading; tiny-llama $bytes_a bytes, tiny-qwen $bytes_b bytes, tiny-qwen2 $bytes_c bytes"
 # the 404 lists the models, in OpenAI's error shape
 code=$(curl -s -o "$tmp/404" -w '%{http_code}' "http://127.0.0.1:$port/v1/completions" -d '{"model": "gpt-4", "prompt": "a"}')
 python3 - "$code" "$tmp/404" <<'PY'
@@ -70,7 +75,7 @@ import json, sys
 code, o = sys.argv[1], json.load(open(sys.argv[2]))
 e = o["error"]
 assert code == "404" and e["param"] == "model" and e["type"] == "invalid_request_error" and "code" in e, o
-assert "'gpt-4'" in e["message"] and "'tiny-llama', 'tiny-qwen'" in e["message"], e["message"]
+assert "'gpt-4'" in e["message"] and "'tiny-llama', 'tiny-qwen', 'tiny-qwen2'" in e["message"], e["message"]
 PY
 [ "$(curl -s -o /dev/null -w '%{http_code}' "http://127.0.0.1:$port/v1/models/nope")" = 404 ] || { echo "FAIL: /v1/models/nope"; exit 1; }
 get "$port" /v1/models/tiny-qwen | jq_py "o['id']" | grep -qx tiny-qwen || { echo "FAIL: /v1/models/tiny-qwen"; exit 1; }
@@ -97,6 +102,22 @@ assert ms['tiny-qwen']['requests']['served'] == 3 and ms['tiny-qwen']['tokens'][
 assert o['pool']['loaded_bytes'] <= o['pool']['budget_bytes'] and o['pool']['loads'] == 4, o['pool']
 " || { echo "FAIL: /stats per model"; exit 1; }
 echo "pool: 4 alternating requests under a one-model budget: 3 evictions, the single servers' answers"
+
+# least recently *used*: with room for two, A B A C evicts B, whatever
+# /stats and the server's health poll (every second) looked at meanwhile
+pair=$(( bytes_a + bytes_b > bytes_a + bytes_c ? bytes_a + bytes_b : bytes_a + bytes_c ))
+pair=$(( pair > bytes_b + bytes_c ? pair : bytes_b + bytes_c ))
+start_server "$tmp/r.log" --models "$A,$B,$C" --pool-bytes $((pair + 1)) "${common[@]}"
+p3=$SERVER_PORT
+for m in tiny-llama tiny-qwen tiny-llama; do
+    curl -sf "http://127.0.0.1:$p3/v1/completions" -d "{\"model\": \"$m\", \"prompt\": \"a\", \"max_tokens\": 1}" >/dev/null
+    get "$p3" /stats >/dev/null
+done
+sleep 1.2
+curl -sf "http://127.0.0.1:$p3/v1/completions" -d '{"model": "tiny-qwen2", "prompt": "a", "max_tokens": 1}' >/dev/null
+got=$(get "$p3" /v1/models | jq_py "','.join(m['id'] for m in o['data'] if m['loaded'])")
+[ "$got" = "tiny-llama,tiny-qwen2" ] || { echo "FAIL: LRU evicted the wrong model: loaded $got"; exit 1; }
+echo "pool: least recently used goes first"
 
 # never evicted while a request runs on it: a long stream on tiny-llama, then tiny-qwen
 curl -sfN "http://127.0.0.1:$port/v1/completions" -H 'Content-Type: application/json' \
