@@ -16,7 +16,7 @@
 #include <string.h>
 
 static const char usage[] =
-    "usage: hearth serve [--model PATH] [--host H] [--port P] [--temp T] [--top-p P] "
+    "usage: hearth serve [--model PATH | --models A,B,C | --model-dir DIR] [--host H] [--port P] [--temp T] [--top-p P] "
     "[--top-k K] [--min-p P] [--max-tokens N] [--chat-template T] [--chat-template-args JSON] "
     "[--allowed-origins O] [--prefill-step-size N] [--batch N] [--kv-budget GB] [--no-ui] ...";
 
