@@ -93,8 +93,9 @@ static void model_stats(json_t *o, const hr_served *m) {
 }
 
 /* The default (first) model's numbers at the top (one model: the whole
- * answer, as ever), every model's under "models" (loaded: false, and no
- * numbers, for one not loaded now), the pool's under "pool". */
+ * answer, as ever) but requests, which count every loaded model's; every
+ * model's under "models" (loaded: false, and no numbers, for one not
+ * loaded now), the pool's under "pool". */
 static hr_reply route_stats(hr_server *s) {
     json_t *o = json_object(), *models = json_array();
     json_object_set_new(o, "model", json_string(hr__pool_id(s->pool, 0)));
@@ -112,10 +113,17 @@ static hr_reply route_stats(hr_server *s) {
         }
         json_array_append_new(models, mo);
     }
-    json_t *rq = json_object_get(o, "requests");
-    if (!rq)
-        json_object_set_new(o, "requests", rq = json_object());
-    json_object_set_new(rq, "http", json_integer((json_int_t)atomic_load(&s->http_requests)));
+    /* requests: every loaded model's together (one model: its own) */
+    json_int_t sum[3] = {0};
+    static const char *keys[3] = {"served", "active", "queued"};
+    for (size_t i = 0; i < json_array_size(models); i++)
+        for (int k = 0; k < 3; k++)
+            sum[k] += json_integer_value(json_object_get(
+                json_object_get(json_array_get(models, i), "requests"), keys[k]));
+    json_object_set_new(o, "requests",
+                        json_pack("{s:I,s:I,s:I,s:I}", "served", sum[0], "active", sum[1],
+                                  "queued", sum[2], "http",
+                                  (json_int_t)atomic_load(&s->http_requests)));
     json_object_del(o, "weights_bytes");
     json_object_set_new(o, "memory",
                         json_pack("{s:I,s:I}", "rss_bytes", (json_int_t)hr__rss_bytes(),
