@@ -71,16 +71,34 @@ static int load_tokenizer(hr_llm *m, hr_error *err) {
     return 0;
 }
 
+/* bos_token / eos_token for a template when the model's files name none:
+ * the tokenizer's bos and eos texts. */
+static int special_texts(hr_chat_model_files *f, const hr_tokenizer *t, hr_error *err) {
+    int32_t ids[2] = {hr_tokenizer_bos(t), hr_tokenizer_eos(t)};
+    char **dst[2] = {&f->bos_token, &f->eos_token};
+    for (int i = 0; i < 2; i++) {
+        size_t len;
+        const char *p = ids[i] >= 0 ? hr_tokenizer_token_to_piece(t, ids[i], &len) : NULL;
+        if (p && !(*dst[i] = strndup(p, len))) {
+            hr_chat_model_files_free(f);
+            return hr_err(err, HR_ENOMEM, "out of memory");
+        }
+    }
+    return 0;
+}
+
 static int load_template(hr_llm *m, const char *override, hr_error *err) {
     hr_chat_model_files files = {0};
     hr_error terr = {0};
     int rc = hr_chat_is_gguf(m->path)
                  ? hr_chat_gguf_load(&files, m->tok, m->path, override != NULL, &terr)
                  : hr_chat_model_load(&files, m->path, NULL, 0, &terr);
-    if (rc == HR_ENOTFOUND) { /* no template: generation from tokens and text still runs */
+    if (rc == HR_ENOTFOUND && !override) { /* no template: tokens and text still run */
         snprintf(m->tmpl_err, sizeof m->tmpl_err, "%s", terr.msg);
         return 0;
     }
+    if (rc == HR_ENOTFOUND) /* a base model given a template: the tokenizer's bos/eos */
+        rc = special_texts(&files, m->tok, err);
     if (rc) {
         if (err)
             *err = terr;

@@ -31,6 +31,9 @@ int hr_args_parse(int argc, char **argv, const hr_opt *opts, int n_opts,
  * (io/hfcache.h). *out is arg or a string that lives as long as the
  * process. */
 int hr_cli_model_path(const char *arg, const char **out, hr_error *err);
+/* The same into out (n bytes): an existing path as given, the demo model's
+ * name, or ORG/NAME[@REV] through the Hugging Face cache. */
+int hr_cli_model_resolve(const char *arg, char *out, size_t n, hr_error *err);
 
 /* Prints "hearth: <msg>" on stderr and returns 1 (the CLI's exit status). */
 int hr_cli_fail(const hr_error *err);

@@ -50,7 +50,8 @@ int hr_cmd_gc(int argc, char **argv) {
         return hr_cli_fail(&err);
     }
     static const char *what[] = {"old revision (no ref names it)", "ref to a missing snapshot",
-                                 "blob no kept revision uses", "partial download"};
+                                 "blob no kept revision uses", "partial download",
+                                 "missing-file record (.no_exist)"};
     uint64_t bytes = 0;
     for (int i = 0; i < n; i++) {
         const hr_hf_gc_item *it = &items[i];

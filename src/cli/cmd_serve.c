@@ -2,7 +2,9 @@
 #include "cli/args.h"
 #include "cli/cli.h"
 #include "core/error.h"
+#include "core/file.h"
 #include "core/log.h"
+#include "io/hfcache.h"
 #include "model/kv.h"
 #include "server/server.h"
 
@@ -14,14 +16,87 @@
 #include <string.h>
 
 static const char usage[] =
-    "usage: hearth serve [--model PATH] [--host H] [--port P] [--temp T] [--top-p P] "
+    "usage: hearth serve [--model PATH | --models A,B,C | --model-dir DIR] [--host H] [--port P] [--temp T] [--top-p P] "
     "[--top-k K] [--min-p P] [--max-tokens N] [--chat-template T] [--chat-template-args JSON] "
     "[--allowed-origins O] [--prefill-step-size N] [--batch N] [--kv-budget GB] [--no-ui] ...";
 
+/* A size: 2GB, 500M, 64K, or bytes. */
+static bool parse_size(const char *s, double *out) {
+    char *end;
+    double v = strtod(s, &end);
+    if (end == s || v < 0)
+        return false;
+    if (*end == 'G' || *end == 'g')
+        v *= 1e9;
+    else if (*end == 'M' || *end == 'm')
+        v *= 1e6;
+    else if (*end == 'K' || *end == 'k')
+        v *= 1e3;
+    else if (*end)
+        return false;
+    *out = v;
+    return true;
+}
+
+/* --models and --served-model-name: comma lists; the models' paths. */
+typedef struct pool_args {
+    char **specs, **paths, **names;
+    int n_models, n_names;
+} pool_args;
+
+static int split(const char *list, char ***out, int *n, hr_error *err) {
+    int cap = 1;
+    for (const char *p = list; *p; p++)
+        cap += *p == ',';
+    char **v = calloc((size_t)cap, sizeof *v);
+    if (!v)
+        return hr_err(err, HR_ENOMEM, "out of memory");
+    *out = v;
+    *n = 0;
+    for (const char *p = list;;) {
+        const char *c = strchr(p, ',');
+        size_t len = c ? (size_t)(c - p) : strlen(p);
+        if (!len)
+            return hr_err(err, HR_EINVAL, "an empty name in '%s'", list);
+        if (!(v[(*n)++] = strndup(p, len)))
+            return hr_err(err, HR_ENOMEM, "out of memory");
+        if (!c)
+            return 0;
+        p = c + 1;
+    }
+}
+
+static int resolve_all(pool_args *pa, hr_error *err) {
+    if (!(pa->paths = calloc((size_t)pa->n_models, sizeof *pa->paths)))
+        return hr_err(err, HR_ENOMEM, "out of memory");
+    for (int i = 0; i < pa->n_models; i++) {
+        if (!(pa->paths[i] = malloc(HR_HF_PATH_MAX)))
+            return hr_err(err, HR_ENOMEM, "out of memory");
+        int rc = hr_cli_model_resolve(pa->specs[i], pa->paths[i], HR_HF_PATH_MAX, err);
+        if (rc)
+            return hr_err_wrap(err, "--models");
+    }
+    return 0;
+}
+
+static void pool_args_free(pool_args *pa) {
+    for (int i = 0; pa->specs && i < pa->n_models; i++)
+        free(pa->specs[i]);
+    for (int i = 0; pa->paths && i < pa->n_models; i++)
+        free(pa->paths[i]);
+    for (int i = 0; pa->names && i < pa->n_names; i++)
+        free(pa->names[i]);
+    free(pa->specs);
+    free(pa->paths);
+    free(pa->names);
+}
+
 int hr_cmd_serve(int argc, char **argv) {
-    const char *model = NULL, *host = "127.0.0.1", *tmpl = NULL, *tmpl_args = NULL,
+    const char *model = NULL, *host = "127.0.0.1", *tmpl = NULL, *tmpl_file = NULL,
+               *tmpl_args = NULL,
                *origins = "*", *adapter = NULL, *log_level = NULL, *draft = NULL,
-               *kv_dtype = NULL, *device = "auto", *spec = NULL;
+               *kv_dtype = NULL, *device = "auto", *spec = NULL, *models = NULL,
+               *model_dir = NULL, *served_names = NULL, *pool_size = NULL;
     long port = 8080, top_k = -1, max_tokens = -1, prefill = 0, batch = 0, threads = 0,
          ctx = 0, max_body_mb = 16, pc_size = -1, pc_on = 1, kv_bits = 0, kv_group = 64,
          kv_start = 5000, n_draft = 3;
@@ -31,15 +106,20 @@ int hr_cmd_serve(int argc, char **argv) {
     double temp = -1, top_p = -1, min_p = -1, kv_gb = 0;
     const hr_opt opts[] = {
         {"model", HR_OPT_MODEL, &model, "model directory (default: the bundled demo model); or ORG/NAME[@REV]"},
+        {"models", HR_OPT_STR, &models, "a pool: models A,B,C (paths or names), loaded on first use; requests pick one by \"model\""},
+        {"model-dir", HR_OPT_STR, &model_dir, "a pool: every model directory and .gguf file in DIR"},
+        {"served-model-name", HR_OPT_STR, &served_names, "names the API uses: N[,N...] for --model (the first is reported), one per model for --models"},
+        {"pool-bytes", HR_OPT_STR, &pool_size, "a pool's memory budget (weights + KV) above which idle models are evicted, least recently used first (e.g. 8GB; default: no bound)"},
         {"device", HR_OPT_STR, &device, "where the model runs: auto (a GPU when there is one), cpu, cuda, cuda:N"},
-        {"host", HR_OPT_STR, &host, "address to listen on (default 127.0.0.1; 0.0.0.0 = LAN)"},
+        {"host", HR_OPT_STR, &host, "address to listen on (default 127.0.0.1; 0.0.0.0 = LAN; ::1, :: = IPv6, :: with IPv4 too)"},
         {"port", HR_OPT_INT, &port, "port (default 8080)"},
         {"temp", HR_OPT_FLOAT, &temp, "default temperature (default 0, or generation_config.json)"},
         {"top-p", HR_OPT_FLOAT, &top_p, "default top_p (default 1)"},
         {"top-k", HR_OPT_INT, &top_k, "default top_k (default 0 = off)"},
         {"min-p", HR_OPT_FLOAT, &min_p, "default min_p (default 0 = off)"},
         {"max-tokens", HR_OPT_INT, &max_tokens, "default max_tokens (default 512)"},
-        {"chat-template", HR_OPT_STR, &tmpl, "chat template text overriding the model's"},
+        {"chat-template", HR_OPT_STR, &tmpl, "chat template overriding the model's: its text, or a file holding it"},
+        {"chat-template-file", HR_OPT_STR, &tmpl_file, "file holding the chat template (llama-server's flag)"},
         {"chat-template-args", HR_OPT_STR, &tmpl_args, "JSON object of template arguments"},
         {"allowed-origins", HR_OPT_STR, &origins, "CORS origins (default *)"},
         {"prefill-step-size", HR_OPT_INT, &prefill, "prompt tokens per step (default 512)"},
@@ -92,23 +172,48 @@ int hr_cmd_serve(int argc, char **argv) {
                                               "pool from the first token; pass "
                                               "--quantized-kv-start 0 with --kv-bits"});
     /* prompt cache bound, in KV blocks (resolved against the model by the server) */
-    double pc_b = 0;
-    if (pc_bytes) {
-        char *end;
-        pc_b = strtod(pc_bytes, &end);
-        if (end == pc_bytes || pc_b < 0)
-            return hr_cli_fail(&(hr_error){.msg = "--prompt-cache-bytes wants a size like 2GB or 500M"});
-        if (*end == 'G' || *end == 'g')
-            pc_b *= 1e9;
-        else if (*end == 'M' || *end == 'm')
-            pc_b *= 1e6;
-        else if (*end == 'K' || *end == 'k')
-            pc_b *= 1e3;
-        else if (*end)
-            return hr_cli_fail(&(hr_error){.msg = "--prompt-cache-bytes wants a size like 2GB or 500M"});
+    double pc_b = 0, pool_b = 0;
+    if (pc_bytes && !parse_size(pc_bytes, &pc_b))
+        return hr_cli_fail(&(hr_error){.msg = "--prompt-cache-bytes wants a size like 2GB or 500M"});
+    if (pool_size && !parse_size(pool_size, &pool_b))
+        return hr_cli_fail(&(hr_error){.msg = "--pool-bytes wants a size like 8GB or 500M"});
+    /* the pool */
+    pool_args pa = {0};
+    if (!!model + !!models + !!model_dir > 1)
+        return hr_cli_fail(&(hr_error){.msg = "give one of --model, --models, --model-dir"});
+    if ((models || model_dir) && (draft || ssd)) {
+        hr_err(&err, HR_EUNSUPPORTED, "not supported yet: %s with a pool of models (--models, "
+               "--model-dir)", draft ? "--draft-model" : "--ssd-cache");
+        return hr_cli_fail(&err);
+    }
+    if (pool_size && !models && !model_dir)
+        return hr_cli_fail(&(hr_error){.msg = "--pool-bytes bounds a pool: give --models or --model-dir"});
+    if (served_names && model_dir)
+        return hr_cli_fail(&(hr_error){.msg = "--served-model-name: a --model-dir's models are named by their files"});
+    if ((models && (rc = split(models, &pa.specs, &pa.n_models, &err))) ||
+        (served_names && (rc = split(served_names, &pa.names, &pa.n_names, &err))) ||
+        (models && (rc = resolve_all(&pa, &err)))) {
+        pool_args_free(&pa);
+        return hr_cli_fail(&err);
+    }
+    /* --chat-template: mlx_lm.server's text, or (as llama-server's
+     * --chat-template-file) a file that holds it */
+    char *tmpl_text = NULL;
+    if (tmpl && tmpl_file)
+        return hr_cli_fail(&(hr_error){.msg = "give --chat-template or --chat-template-file, not both"});
+    if (tmpl && hr_file_exists(tmpl))
+        tmpl_file = tmpl;
+    if (tmpl_file) {
+        if ((rc = hr_file_read(tmpl_file, &tmpl_text, NULL, &err)))
+            return hr_cli_fail(&err);
+        tmpl = tmpl_text;
     }
     hr_server_opts o = {
-        .model = model ? model : hr_cli_default_model(), .device = device, .host = host, .port = (int)port,
+        .model = model ? model : hr_cli_default_model(), .device = device,
+        .models = (const char *const *)pa.paths, .model_specs = (const char *const *)pa.specs,
+        .n_models = pa.n_models, .model_dir = model_dir,
+        .served_names = (const char *const *)pa.names, .n_served_names = pa.n_names,
+        .pool_bytes = (size_t)pool_b, .host = host, .port = (int)port,
         .temp = temp, .top_p = top_p, .min_p = min_p, .top_k = (int)top_k,
         .max_tokens = (int)max_tokens, .chat_template = tmpl, .chat_template_args = tmpl_args,
         .allowed_origins = origins, .max_body = (size_t)max_body_mb << 20,
@@ -131,10 +236,16 @@ int hr_cmd_serve(int argc, char **argv) {
     hr_server *s = NULL;
     if ((rc = hr_server_new(&s, &o, &err)) || (rc = hr_server_start(s, &err))) {
         hr_server_free(s);
+        free(tmpl_text);
+        pool_args_free(&pa);
         return hr_cli_fail(&err);
     }
-    hr_log(HR_LOG_INFO, "serving %s on http://%s:%d", o.model, host, hr_server_port(s));
-    fprintf(stderr, "hearth: listening on http://%s:%d\n", host, hr_server_port(s));
+    /* an IPv6 address in a URL goes in brackets */
+    const char *lb = strchr(host, ':') && host[0] != '[' ? "[" : "";
+    const char *rb = lb[0] ? "]" : "";
+    hr_log(HR_LOG_INFO, "serving %s on http://%s%s%s:%d", o.model, lb, host, rb,
+           hr_server_port(s));
+    fprintf(stderr, "hearth: listening on http://%s%s%s:%d\n", lb, host, rb, hr_server_port(s));
     int sig = -1;
     const char *dead = NULL;
     struct timespec tick = {.tv_sec = 1};
@@ -144,10 +255,14 @@ int hr_cmd_serve(int argc, char **argv) {
         fprintf(stderr, "hearth: %s; exiting\n", dead);
         hr_server_stop(s);
         hr_server_free(s);
+        free(tmpl_text);
+        pool_args_free(&pa);
         return 1;
     }
     hr_log(HR_LOG_INFO, "signal %d: shutting down", sig);
     hr_server_stop(s);
     hr_server_free(s);
+    free(tmpl_text);
+    pool_args_free(&pa);
     return 0;
 }

@@ -415,6 +415,20 @@ static void retire_finished(hr_engine *e) {
     }
 }
 
+/* A prompt whose prefill just completed: its whole blocks go to the prompt
+ * cache now, not only when the request ends, so requests admitted while it
+ * runs (the other choices of an n > 1 request, concurrent requests with
+ * the same prefix) reuse them. Whole blocks only: they are never written
+ * again (the not-full tail is, by the decode). Not for a sequence whose
+ * RoPE may change on the way (longrope: rewritten in place). */
+static void cache_prompt(hr_engine *e, const hr_request *r) {
+    int n = r->n_prompt / HR_KV_BLOCK * HR_KV_BLOCK;
+    if (!e->pcache || n == 0 ||
+        hr_rope_needs_recompute(&e->m->hp, r->n_prompt, r->n_prompt + r->limit))
+        return;
+    hr_pcache_insert(e->pcache, r->prompt, n, r->blocks);
+}
+
 static void step(hr_engine *e) {
     hr__spec_propose(e);
     int n_prefill, n_decode, T = build_batch(e, &n_prefill, &n_decode);
@@ -444,8 +458,11 @@ static void step(hr_engine *e) {
             retire(e, 0, HR_FINISH_ERROR, err.msg);
         return;
     }
-    for (int t = 0; t < T; t++) /* advance positions */
-        e->running[e->b_seq[t]]->len++;
+    for (int t = 0; t < T; t++) { /* advance positions */
+        hr_request *r = e->running[e->b_seq[t]];
+        if (++r->len == r->n_prompt)
+            cache_prompt(e, r);
+    }
     for (int s = 0; s < e->n_running; s++)
         atomic_store(&e->running[s]->progress, e->running[s]->len);
     sample_rows(e);

@@ -438,11 +438,38 @@ static int add(hr_hf_gc_item **v, int *n, hr_hf_gc_kind kind, const hr_hf_repo *
     return 0;
 }
 
+/* .no_exist/<commit> of every revision gc does not keep (whether or not its
+ * snapshot exists). */
+static int plan_no_exist(const hr_hf_repo *r, hr_hf_gc_item **v, int *nv) {
+    char *dir = join(r->dir, ".no_exist");
+    if (!dir)
+        return HR_ENOMEM;
+    DIR *d = opendir(dir);
+    free(dir);
+    struct dirent *e;
+    int rc = 0, named = 0;
+    for (int k = 0; k < r->n_revs; k++)
+        named += r->revs[k].n_refs > 0;
+    while (d && !rc && (e = readdir(d))) {
+        if (e->d_name[0] == '.')
+            continue;
+        bool kept = false;
+        for (int k = 0; k < r->n_revs && !kept; k++)
+            kept = !strcmp(r->revs[k].commit, e->d_name) &&
+                   (r->revs[k].n_refs > 0 || (!named && k == 0));
+        if (!kept && !(rc = add(v, nv, HR_HF_GC_NO_EXIST, r, ".no_exist", e->d_name, "", 0)))
+            (*v)[*nv - 1].name = strrchr((*v)[*nv - 1].path, '/') + 1; /* d_name goes */
+    }
+    if (d)
+        closedir(d);
+    return rc;
+}
+
 int hr_hf_gc_plan(const hr_hf_scan *s, const char *repo, hr_hf_gc_item **items, int *n,
                   hr_error *err) {
     hr_hf_gc_item *v = NULL;
     int nv = 0, rc = 0;
-    for (int pass = 0; pass < 4 && !rc; pass++) {
+    for (int pass = 0; pass < 5 && !rc; pass++) {
         for (int i = 0; i < s->n_repos && !rc; i++) {
             const hr_hf_repo *r = &s->repos[i];
             if (repo && strcmp(repo, r->id))
@@ -458,9 +485,11 @@ int hr_hf_gc_plan(const hr_hf_scan *s, const char *repo, hr_hf_gc_item **items, 
                         rc = add(&v, &nv, HR_HF_GC_SNAPSHOT, r, "snapshots", r->revs[k].commit,
                                  "", 0);
             } else if (pass == 1) {
+                rc = plan_no_exist(r, &v, &nv);
+            } else if (pass == 2) {
                 for (int k = 0; k < r->n_dangling && !rc; k++)
                     rc = add(&v, &nv, HR_HF_GC_REF, r, "refs", r->dangling[k], "", 0);
-            } else if (pass == 2) {
+            } else if (pass == 3) {
                 char *used = calloc((size_t)r->n_blobs + 1, 1);
                 if (!used) {
                     rc = HR_ENOMEM;
@@ -501,7 +530,7 @@ static int rm_entry(const char *p, const struct stat *st, int flag, struct FTW *
 int hr_hf_gc_apply(const hr_hf_gc_item *items, int n, hr_error *err) {
     for (int i = 0; i < n; i++) {
         const hr_hf_gc_item *it = &items[i];
-        int ok = it->kind == HR_HF_GC_SNAPSHOT
+        int ok = it->kind == HR_HF_GC_SNAPSHOT || it->kind == HR_HF_GC_NO_EXIST
                      ? nftw(it->path, rm_entry, 16, FTW_DEPTH | FTW_PHYS) == 0
                      : unlink(it->path) == 0 || errno == ENOENT;
         if (!ok)

@@ -61,6 +61,8 @@ typedef enum hr_hf_gc_kind {
     HR_HF_GC_REF,      /* a ref naming a missing snapshot */
     HR_HF_GC_BLOB,     /* a blob no kept snapshot links to */
     HR_HF_GC_PARTIAL,  /* a partial download no one is writing (its lock is free) */
+    HR_HF_GC_NO_EXIST, /* .no_exist/<commit> (huggingface_hub's record of missing
+                        * files) of a revision that is not kept */
 } hr_hf_gc_kind;
 
 typedef struct hr_hf_gc_item {
@@ -71,12 +73,12 @@ typedef struct hr_hf_gc_item {
     uint64_t bytes;    /* freed (snapshots: 0, their blobs are listed) */
 } hr_hf_gc_item;
 
-/* What gc removes from s, in the order it removes it (snapshots, refs,
- * blobs, partial files). repo (may be NULL: every repo) limits it to one.
+/* What gc removes from s, in the order it removes it (snapshots, their
+ * .no_exist records, refs, blobs, partial files). repo (may be NULL: every repo) limits it to one.
  * *items is malloc'd (hr_hf_gc_free). */
 int hr_hf_gc_plan(const hr_hf_scan *s, const char *repo, hr_hf_gc_item **items, int *n,
                   hr_error *err);
-/* Removes them; a snapshot goes as a whole folder. Stops at the first
+/* Removes them; a snapshot (a .no_exist record) goes as a whole folder. Stops at the first
  * failure, naming it. */
 int hr_hf_gc_apply(const hr_hf_gc_item *items, int n, hr_error *err);
 void hr_hf_gc_free(hr_hf_gc_item *items, int n);

@@ -66,11 +66,10 @@ static bool client_gone(int fd) {
 /* ---- lifecycle ---------------------------------------------------------------------------- */
 
 bool hr__drive_start(hr_drive *r, struct MHD_Connection *c, const char *param, hr_reply *err) {
-    hr_server *s = r->s;
     hr_error e = {0};
     r->fd = -1;
     r->t_start = hr_now();
-    int rc = hr__gen_start(&r->gen, s->session, &r->job.rp, (const char *const *)r->job.stops,
+    int rc = hr__gen_start(&r->gen, r->job.m->session, &r->job.rp, (const char *const *)r->job.stops,
                            r->job.n_stops, r->job.tools, &e);
     if (rc) {
         *err = rc == HR_ENOMEM ? hr__error_reply(500, "server_error", NULL, "out of memory")
@@ -100,33 +99,40 @@ void hr__drive_deinit(hr_drive *r) {
 
 /* ---- event by event ----------------------------------------------------------------------- */
 
+int hr__drive_poll(hr_drive *r, hr_gen_event *ev, int wait_ms) {
+    hr_error e = {0};
+    int rc = hr__gen_next_timed(r->gen, ev, wait_ms, &e);
+    if (rc == 1 && ev->token >= 0) {
+        double now = hr_now();
+        if (r->n_steps++ == 0)
+            hr__metrics_ttft(&r->s->metrics, now - r->t_start);
+        else
+            hr__metrics_itl(&r->s->metrics, now - r->t_last);
+        r->t_last = now;
+        return 1;
+    }
+    if (rc == 1 || rc < 0) { /* the last event (an error comes as one too) */
+        if (rc < 0)
+            snprintf(r->err, sizeof r->err, "%s", e.msg);
+        r->last = *ev;
+        r->ended = true;
+        return 1;
+    }
+    if (client_gone(r->fd) || atomic_load(&r->s->shutting_down)) {
+        hr_gen_cancel(r->gen);
+        return -1;
+    }
+    return 0;
+}
+
 int hr__drive_next(hr_drive *r, hr_gen_event *ev, bool keepalive) {
     double t0 = hr_now();
     for (;;) {
-        hr_error e = {0};
-        int rc = hr__gen_next_timed(r->gen, ev, WAIT_MS, &e);
-        if (rc == 1 && ev->token >= 0) {
-            double now = hr_now();
-            if (r->n_steps++ == 0)
-                hr__metrics_ttft(&r->s->metrics, now - r->t_start);
-            else
-                hr__metrics_itl(&r->s->metrics, now - r->t_last);
-            r->t_last = now;
-            return 1;
-        }
-        if (rc == 1 || rc < 0) { /* the last event (an error comes as one too) */
-            if (rc < 0)
-                snprintf(r->err, sizeof r->err, "%s", e.msg);
-            r->last = *ev;
-            r->ended = true;
-            return 1;
-        }
+        int rc = hr__drive_poll(r, ev, WAIT_MS);
+        if (rc)
+            return rc;
         if (keepalive && hr_now() - t0 >= hr__drive_keepalive_s())
             return 2;
-        if (client_gone(r->fd) || atomic_load(&r->s->shutting_down)) {
-            hr_gen_cancel(r->gen);
-            return -1;
-        }
     }
 }
 

@@ -53,6 +53,9 @@ void hr__drive_deinit(hr_drive *r);
  * stops (the request is cancelled); with keepalive, 2 after the keep-alive
  * interval without an event. */
 int hr__drive_next(hr_drive *r, hr_gen_event *ev, bool keepalive);
+/* One look: 1 with *ev as above, 0 when nothing came within wait_ms, -1
+ * when the client left or the server stops (the request is cancelled). */
+int hr__drive_poll(hr_drive *r, hr_gen_event *ev, int wait_ms);
 /* Keep-alive seconds of a silent stream (env HEARTH_SSE_KEEPALIVE). */
 double hr__drive_keepalive_s(void);
 /* Generated tokens for usage (once ended): what was consumed when a stop

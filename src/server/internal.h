@@ -9,6 +9,7 @@
 #include "grammar/grammar.h"
 #include "model/model.h"
 #include "server/metrics.h"
+#include "server/pool.h"
 #include "server/server.h"
 #include "server/store.h"
 #include "tokenizer/tokenizer.h"
@@ -28,18 +29,7 @@
 
 struct hr_server {
     hr_server_opts o;
-    char *model_id;               /* what /v1/models reports */
-    hr_llm *llm;                  /* model, tokenizer, template (api/api.h) */
-    hr_session *session;          /* the engine over it */
-    /* borrowed from llm and session, for the routes */
-    hr_model *model;
-    hr_tokenizer *tok;
-    hr_chat_template *tmpl;       /* NULL: the model has no chat template */
-    const hr_tool_format *tool_format; /* how the template's model writes calls; NULL */
-    const char *bos_token, *eos_token;
-    hr_engine *engine;
-    const int32_t *stop_ids;      /* end-of-sequence tokens */
-    int n_stop_ids;
+    hr_pool *pool;                /* the models (pool.h) */
     json_t *template_args;        /* --chat-template-args, or NULL */
     bool grammar_off;             /* HEARTH_GRAMMAR=0 (read at start) */
     struct MHD_Daemon *daemon;

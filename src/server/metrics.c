@@ -147,8 +147,14 @@ static void http_replies(text *t, hr_metrics *m) {
 /* ---- the route ------------------------------------------------------------------------------ */
 
 hr_reply hr__route_metrics(hr_server *s) {
-    hr_engine_stats st;
-    hr_engine_stats_get(s->engine, &st);
+    /* the default (first) model's engine; zeros while a pool has it unloaded */
+    hr_engine_stats st = {0};
+    hr_served *m = hr__pool_peek(s->pool, 0);
+    size_t weights = m ? m->model->weight_bytes : 0;
+    if (m) {
+        hr_engine_stats_get(m->engine, &st);
+        hr__pool_unpeek(s->pool, m);
+    }
     text t = {0};
     if ((t.buf = malloc(t.cap = 4096)))
         t.buf[0] = 0;
@@ -157,7 +163,7 @@ hr_reply hr__route_metrics(hr_server *s) {
     /* the served model, as an info-style gauge */
     put(&t, "# HELP hearth_model_info The served model (value 1).\n"
             "# TYPE hearth_model_info gauge\nhearth_model_info{model=\"");
-    for (const char *p = s->model_id; *p; p++) /* label escapes: \\ \" \n */
+    for (const char *p = hr__pool_id(s->pool, 0); *p; p++) /* label escapes: \\ \" \n */
         put(&t, "%s%c", *p == '\\' || *p == '"' || *p == '\n' ? "\\" : "",
             *p == '\n' ? 'n' : *p);
     put(&t, "\"} 1\n");
@@ -211,7 +217,7 @@ hr_reply hr__route_metrics(hr_server *s) {
     gauge(&t, "process_resident_memory_bytes", "Resident set size of the process.",
           (double)hr__rss_bytes());
     gauge(&t, "model_weights_bytes", "Bytes of the model's weights.",
-          (double)s->model->weight_bytes);
+          (double)weights);
     if (t.oom) {
         free(t.buf);
         return hr__error_reply(500, "server_error", NULL, "out of memory");

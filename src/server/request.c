@@ -99,8 +99,18 @@ static bool build_prompt(hr_server *s, fields *f, bool chat, hr_job *j) {
         json_t *kw = s->template_args ? json_deep_copy(s->template_args) : json_object();
         if (ck)
             json_object_update(kw, (json_t *)ck);
-        int rc = hr__llm_render(s->llm, msgs, tools, kw, 1, &text, &e);
+        int rc = hr__llm_render(j->m->llm, msgs, tools, kw, 1, &text, &e);
         json_decref(kw);
+        if (rc == HR_ENOTFOUND && !j->m->tmpl) { /* a base model: say what to do */
+            json_decref(msgs);
+            *f->err = hr__error_reply(400, "invalid_request_error", "messages",
+                                      "The model '%s' has no chat template (a base model, "
+                                      "or a GGUF without tokenizer.chat_template): use "
+                                      "/v1/completions, or start the server with "
+                                      "--chat-template", j->m->id);
+            f->bad = true;
+            return false;
+        }
         if (rc) {
             json_decref(msgs);
             *f->err = hr__error_reply(rc == HR_ENOMEM ? 500 : 400,
@@ -122,7 +132,7 @@ static bool build_prompt(hr_server *s, fields *f, bool chat, hr_job *j) {
         f->bad = true;
         return false;
     }
-    int rc = hr_tokenizer_encode(s->tok, text, strlen(text), flags, &j->prompt, &e);
+    int rc = hr_tokenizer_encode(j->m->tok, text, strlen(text), flags, &j->prompt, &e);
     free(text);
     if (rc)
         return fail(f, chat ? "messages" : "prompt", "%s", e.msg);
@@ -138,8 +148,8 @@ typedef struct defaults {
     int top_k, max_tokens;
 } defaults;
 
-static defaults resolve_defaults(const hr_server *s) {
-    const hr_gen_defaults *g = &s->llm->defaults; /* generation_config.json, read at load */
+static defaults resolve_defaults(const hr_server *s, const hr_served *m) {
+    const hr_gen_defaults *g = &m->llm->defaults; /* generation_config.json, read at load */
     defaults d = {.temp = g->temp, .top_p = g->top_p, .min_p = g->min_p, .rep = g->rep,
                   .top_k = g->top_k, .max_tokens = g->max_tokens};
     if (s->o.temp >= 0)
@@ -177,7 +187,7 @@ static bool parse_stops(fields *f, hr_job *j) {
     return true;
 }
 
-static bool parse_bias(fields *f, const hr_server *s, hr_job *j) {
+static bool parse_bias(fields *f, hr_job *j) {
     const json_t *b = field(f, "logit_bias");
     if (!b)
         return true;
@@ -194,7 +204,7 @@ static bool parse_bias(fields *f, const hr_server *s, hr_job *j) {
         long id = strtol(key, &end, 10);
         if (!*key || *end || !json_is_number(v))
             return fail(f, "logit_bias", "%s must map token ids to numbers", "logit_bias");
-        if (id < 0 || id >= s->model->hp.n_vocab)
+        if (id < 0 || id >= j->m->model->hp.n_vocab)
             return fail(f, "logit_bias", "%s names a token id outside the vocabulary",
                         "logit_bias");
         j->bias_ids[k] = (int32_t)id;
@@ -210,7 +220,7 @@ static bool parse_bias(fields *f, const hr_server *s, hr_job *j) {
  * template's format; "none" leaves the output as text; "required" and a
  * named function force a call with a grammar over that format
  * (hr__llm_tool_grammar, as the API does). */
-static bool parse_tool_choice(fields *f, const hr_server *s, hr_job *j) {
+static bool parse_tool_choice(fields *f, hr_job *j) {
     const json_t *tools = field(f, "tools");
     if (tools && !json_is_array(tools))
         return fail(f, "tools", "%s must be an array of tools", "tools");
@@ -238,11 +248,11 @@ static bool parse_tool_choice(fields *f, const hr_server *s, hr_job *j) {
         if (!tools || json_array_size(tools) == 0)
             return fail(f, "tool_choice", "%s needs tools", "tool_choice");
         hr_error e = {0};
-        if (hr__llm_tool_grammar(s->llm, tools, only, &j->grammar, &e))
+        if (hr__llm_tool_grammar(j->m->llm, tools, only, &j->grammar, &e))
             return fail(f, "tool_choice", "%s", e.msg);
         j->forced_tool = true;
     }
-    if (tools && json_array_size(tools) > 0 && strcmp(choice, "none") && s->tool_format)
+    if (tools && json_array_size(tools) > 0 && strcmp(choice, "none") && j->m->tool_format)
         j->tools = json_incref((json_t *)tools);
     return true;
 }
@@ -353,7 +363,7 @@ attach:;
     /* the vocabulary, and the grammar's mask cache filled here, on the HTTP
      * thread, not in the engine's token loop */
     const hr_grammar_vocab *gv = NULL;
-    if (hr__llm_grammar_ready(s->llm, j->grammar, &gv, &e)) {
+    if (hr__llm_grammar_ready(j->m->llm, j->grammar, &gv, &e)) {
         *f->err = hr__error_reply(500, "server_error", param, "%s", e.msg);
         f->bad = true;
         return false;
@@ -363,18 +373,27 @@ attach:;
     return true;
 }
 
-static bool model_ok(const hr_server *s, const char *m) {
-    if (!strcmp(m, "default_model") || !strcmp(m, s->model_id) || !strcmp(m, s->o.model))
-        return true;
-    /* a path or an ORG/NAME[@REV] that resolves to the served model */
-    char named[HR_HF_PATH_MAX];
-    char *rp = realpath(s->o.model, NULL), *rm = NULL;
-    bool same = rp && (!strcmp(rp, m) ||
-                       (!hr_hf_model_path(named, sizeof named, m, NULL) &&
-                        (rm = realpath(named, NULL)) && !strcmp(rp, rm)));
-    free(rp);
-    free(rm);
-    return same;
+/* The model the request names (hr__pool_resolve), loaded and held in
+ * j->m; else false with *err: a 404 listing the models, or a 500 when it
+ * cannot be loaded. */
+static bool hold_model(hr_server *s, hr_job *j, hr_reply *err) {
+    int i = hr__pool_resolve(s->pool, j->model);
+    if (i < 0) {
+        char *names = hr__pool_names(s->pool);
+        *err = hr__error_reply(404, "invalid_request_error", "model",
+                               "The model '%s' does not exist; this server serves %s",
+                               j->model, names ? names : "other models");
+        free(names);
+        return false;
+    }
+    hr_error e = {0};
+    if (hr__pool_acquire(s->pool, i, &j->m, &e)) {
+        *err = hr__error_reply(500, "server_error", "model", "cannot load the model '%s': %s",
+                               hr__pool_id(s->pool, i), e.msg);
+        return false;
+    }
+    j->pool = s->pool;
+    return true;
 }
 
 json_t *hr__body_parse(const char *body, size_t len, hr_reply *err) {
@@ -407,7 +426,7 @@ static bool parse_spec(fields *f, hr_server *s, hr_job *j) {
     if (f->bad)
         return false;
     hr_error e = {0};
-    if (hr__session_spec(s->session, sp ? json_string_value(sp) : NULL, (int)k,
+    if (hr__session_spec(j->m->session, sp ? json_string_value(sp) : NULL, (int)k,
                          dm ? json_string_value(dm) : NULL, &j->rp.spec, &j->rp.num_draft, &e)) {
         const char *param = !strncmp(e.msg, "draft_model", 11) ? "draft_model"
                             : !strncmp(e.msg, "num_draft", 9)  ? "num_draft_tokens"
@@ -437,13 +456,9 @@ bool hr__job_from_json(hr_server *s, bool chat, const json_t *root, hr_job *j,
     if (m && !json_is_string(m))
         fail(&f, "model", "%s must be a string", "model");
     j->model = strdup(m && json_is_string(m) ? json_string_value(m) : "default_model");
-    if (!f.bad && !model_ok(s, j->model)) {
-        *err = hr__error_reply(404, "invalid_request_error", "model",
-                               "The model '%s' does not exist; this server serves '%s'",
-                               j->model, s->model_id);
+    if (f.bad || !j->model || !hold_model(s, j, err))
         return false;
-    }
-    defaults d = resolve_defaults(s);
+    defaults d = resolve_defaults(s, j->m);
     hr_sampler_params *sp = &j->rp.sampler;
     hr_sampler_params_default(sp);
     j->stream = boolean(&f, "stream", false);
@@ -467,7 +482,7 @@ bool hr__job_from_json(hr_server *s, bool chat, const json_t *root, hr_job *j,
     sp->frequency_context_size = (int)integer(&f, "frequency_context_size", 20, 0, 1L << 30);
     sp->xtc_probability = (float)number(&f, "xtc_probability", 0, 0, 1);
     sp->xtc_threshold = (float)number(&f, "xtc_threshold", 0.1, 0, 0.5);
-    if (sp->top_k >= s->model->hp.n_vocab)
+    if (sp->top_k >= j->m->model->hp.n_vocab)
         fail(&f, "top_k", "%s must be smaller than the vocabulary", "top_k");
     const json_t *seed = field(&f, "seed");
     if (seed && !json_is_integer(seed))
@@ -478,16 +493,15 @@ bool hr__job_from_json(hr_server *s, bool chat, const json_t *root, hr_job *j,
     if (j->top_logprobs < 0)
         j->top_logprobs = 0;
     j->rp.top_logprobs = j->top_logprobs;
-    if (field(&f, "n") && integer(&f, "n", 1, 1, 1) != 1)
-        fail(&f, "n", "%s must be 1", "n");
+    j->n = (int)integer(&f, "n", 1, 1, HR_API_MAX_N);
     if (!f.bad)
         parse_spec(&f, s, j);
     if (!f.bad)
         parse_stops(&f, j);
     if (!f.bad)
-        parse_bias(&f, s, j);
+        parse_bias(&f, j);
     if (!f.bad && chat)
-        parse_tool_choice(&f, s, j);
+        parse_tool_choice(&f, j);
     if (!f.bad)
         parse_constraint(&f, s, j);
     if (!f.bad)
@@ -495,16 +509,19 @@ bool hr__job_from_json(hr_server *s, bool chat, const json_t *root, hr_job *j,
     if (f.bad)
         return false;
     /* XTC never removes end-of-sequence tokens (mlx-lm adds "\n" too) */
-    sp->xtc_special = s->stop_ids;
-    sp->n_xtc_special = s->n_stop_ids;
+    sp->xtc_special = j->m->stop_ids;
+    sp->n_xtc_special = j->m->n_stop_ids;
     j->rp.prompt = j->prompt.ids;
     j->rp.n_prompt = (int)j->prompt.n;
-    j->rp.stop_ids = s->stop_ids;
-    j->rp.n_stop_ids = s->n_stop_ids;
+    j->rp.stop_ids = j->m->stop_ids;
+    j->rp.n_stop_ids = j->m->n_stop_ids;
     return true;
 }
 
 void hr__job_free(hr_job *j) {
+    if (j->m)
+        hr__pool_release(j->pool, j->m);
+    j->m = NULL;
     json_decref(j->tools);
     hr_grammar_free(j->grammar);
     hr_tokens_free(&j->prompt);

@@ -8,11 +8,15 @@
 
 #define HR_MAX_STOPS 16
 #define HR_API_MAX_TOP_LOGPROBS 11 /* mlx_lm.server's bound */
+#define HR_API_MAX_N 16            /* choices a request may ask for (n) */
 
 typedef struct hr_job {
     bool chat, stream, include_usage, logprobs;
+    int n;                          /* choices: 1..HR_API_MAX_N */
     int top_logprobs;               /* 0: none */
     char *model;                    /* echoed: the request's "model" or "default_model" */
+    hr_served *m;                   /* the model it runs on, held (hr__job_free lets go) */
+    hr_pool *pool;                  /* m's */
     hr_tokens prompt;
     hr_req_params rp;               /* rp.prompt points into prompt */
     int32_t *bias_ids;

@@ -4,7 +4,6 @@
 #include "core/file.h"
 #include "core/log.h"
 #include "core/timer.h"
-#include "io/hfcache.h"
 #include "model/kv.h"
 #include "server/internal.h"
 #include "server/ui.h"
@@ -43,11 +42,6 @@ hr_reply hr__error_reply(unsigned status, const char *type, const char *param,
 
 /* ---- small routes ------------------------------------------------------------------ */
 
-static json_t *model_object(const hr_server *s) {
-    return json_pack("{s:s,s:s,s:I,s:s}", "id", s->model_id, "object", "model", "created",
-                     (json_int_t)time(NULL), "owned_by", "hearth");
-}
-
 long hr__rss_bytes(void) {
     FILE *f = fopen("/proc/self/statm", "r");
     long pages = 0, rss = 0;
@@ -59,19 +53,16 @@ long hr__rss_bytes(void) {
     return rss * sysconf(_SC_PAGESIZE);
 }
 
-static hr_reply route_stats(hr_server *s) {
+/* One loaded model's part of /stats into o. */
+static void model_stats(json_t *o, const hr_served *m) {
     hr_engine_stats st;
-    hr_engine_stats_get(s->engine, &st);
-    json_t *o = json_object();
-    json_object_set_new(o, "model", json_string(s->model_id));
-    json_object_set_new(o, "uptime_s", json_real(hr_now() - s->t_start));
+    hr_engine_stats_get(m->engine, &st);
     json_object_set_new(o, "requests",
-                        json_pack("{s:I,s:I,s:I,s:I}", "served",
+                        json_pack("{s:I,s:I,s:I}", "served",
                                   (json_int_t)(st.requests_total - st.requests_running -
                                                st.requests_queued),
                                   "active", (json_int_t)st.requests_running, "queued",
-                                  (json_int_t)st.requests_queued, "http",
-                                  (json_int_t)atomic_load(&s->http_requests)));
+                                  (json_int_t)st.requests_queued));
     json_object_set_new(o, "tokens",
                         json_pack("{s:I,s:I,s:I}", "prompt", (json_int_t)st.prompt_tokens,
                                   "generated", (json_int_t)st.generated_tokens, "cached",
@@ -98,9 +89,47 @@ static hr_reply route_stats(hr_server *s) {
                                            (json_int_t)st.ssd_hits, "quarantined",
                                            (json_int_t)st.ssd_quarantined)
                                : json_null());
+    json_object_set_new(o, "weights_bytes", json_integer((json_int_t)m->model->weight_bytes));
+}
+
+/* The default (first) model's numbers at the top (one model: the whole
+ * answer, as ever) but requests, which count every loaded model's; every
+ * model's under "models" (loaded: false, and no numbers, for one not
+ * loaded now), the pool's under "pool". */
+static hr_reply route_stats(hr_server *s) {
+    json_t *o = json_object(), *models = json_array();
+    json_object_set_new(o, "model", json_string(hr__pool_id(s->pool, 0)));
+    json_object_set_new(o, "uptime_s", json_real(hr_now() - s->t_start));
+    size_t weights = 0;
+    for (int i = 0; i < hr__pool_size(s->pool); i++) {
+        hr_served *m = hr__pool_peek(s->pool, i);
+        json_t *mo = json_pack("{s:s,s:b}", "model", hr__pool_id(s->pool, i), "loaded", m != NULL);
+        if (m) {
+            model_stats(mo, m);
+            weights += m->model->weight_bytes;
+            if (i == 0)
+                model_stats(o, m);
+            hr__pool_unpeek(s->pool, m);
+        }
+        json_array_append_new(models, mo);
+    }
+    /* requests: every loaded model's together (one model: its own) */
+    json_int_t sum[3] = {0};
+    static const char *keys[3] = {"served", "active", "queued"};
+    for (size_t i = 0; i < json_array_size(models); i++)
+        for (int k = 0; k < 3; k++)
+            sum[k] += json_integer_value(json_object_get(
+                json_object_get(json_array_get(models, i), "requests"), keys[k]));
+    json_object_set_new(o, "requests",
+                        json_pack("{s:I,s:I,s:I,s:I}", "served", sum[0], "active", sum[1],
+                                  "queued", sum[2], "http",
+                                  (json_int_t)atomic_load(&s->http_requests)));
+    json_object_del(o, "weights_bytes");
     json_object_set_new(o, "memory",
                         json_pack("{s:I,s:I}", "rss_bytes", (json_int_t)hr__rss_bytes(),
-                                  "weights_bytes", (json_int_t)s->model->weight_bytes));
+                                  "weights_bytes", (json_int_t)weights));
+    json_object_set_new(o, "models", models);
+    json_object_set_new(o, "pool", hr__pool_stats_json(s->pool));
     return hr__json_reply(200, o);
 }
 
@@ -120,13 +149,22 @@ static hr_reply route(hr_server *s, struct MHD_Connection *c, const char *method
     if (get && !strcmp(url, "/stats"))
         return route_stats(s);
     if (get && !strcmp(url, "/v1/models"))
-        return hr__json_reply(200, json_pack("{s:s,s:[o]}", "object", "list", "data",
-                                             model_object(s)));
+        return hr__json_reply(200, json_pack("{s:s,s:o}", "object", "list", "data",
+                                             hr__pool_models_json(s->pool, false)));
     if (get && !strncmp(url, "/v1/models/", 11)) {
-        if (!strcmp(url + 11, s->model_id))
-            return hr__json_reply(200, model_object(s));
-        return hr__error_reply(404, "invalid_request_error", "model",
-                               "The model '%s' does not exist", url + 11);
+        int i = hr__pool_resolve(s->pool, url + 11);
+        json_t *all = i >= 0 ? hr__pool_models_json(s->pool, false) : NULL;
+        if (all) {
+            json_t *one = json_incref(json_array_get(all, (size_t)i));
+            json_decref(all);
+            return hr__json_reply(200, one);
+        }
+        char *names = hr__pool_names(s->pool);
+        hr_reply r = hr__error_reply(404, "invalid_request_error", "model",
+                                     "The model '%s' does not exist; this server serves %s",
+                                     url + 11, names ? names : "other models");
+        free(names);
+        return r;
     }
     if (post && (!strcmp(url, "/v1/chat/completions") || !strcmp(url, "/chat/completions")))
         return hr__route_generate(s, c, true, body, len);
@@ -253,21 +291,6 @@ static void completed(void *cls, struct MHD_Connection *c, void **con_cls,
 
 /* ---- lifecycle ------------------------------------------------------------------------- */
 
-/* What /v1/models calls the model: "org/name" for a Hugging Face cache
- * snapshot, else the path's last component. */
-static char *basename_dup(const char *path) {
-    char repo[256];
-    if (!hr_hf_repo_of_path(repo, sizeof repo, path))
-        return strdup(repo);
-    size_t n = strlen(path);
-    while (n > 1 && path[n - 1] == '/')
-        n--;
-    size_t b = n;
-    while (b > 0 && path[b - 1] != '/')
-        b--;
-    return strndup(path + b, n - b);
-}
-
 int hr_server_new(hr_server **out, const hr_server_opts *o, hr_error *err) {
     *out = NULL;
     hr_server *s = calloc(1, sizeof *s);
@@ -284,26 +307,8 @@ int hr_server_new(hr_server **out, const hr_server_opts *o, hr_error *err) {
     const char *g = getenv("HEARTH_GRAMMAR"); /* read once, not per request */
     s->grammar_off = g && !strcmp(g, "0");
     int rc;
-    if (!(s->model_id = basename_dup(o->model))) {
-        rc = hr_err(err, HR_ENOMEM, "out of memory");
+    if ((rc = hr__pool_new(&s->pool, &s->o, err)))
         goto fail;
-    }
-    hr_llm_opts lo = {.n_threads = o->n_threads, .chat_template = o->chat_template,
-                      .device = o->device};
-    if ((rc = hr_llm_load(&s->llm, o->model, &lo, err)))
-        goto fail;
-    if (!s->llm->tok || s->llm->tmpl_err[0]) { /* the server needs both */
-        rc = hr_err(err, HR_ENOTFOUND, "%s", s->llm->tok ? s->llm->tmpl_err : s->llm->tok_err);
-        goto fail;
-    }
-    s->model = s->llm->model;
-    s->tok = s->llm->tok;
-    s->tmpl = s->llm->tmpl;
-    s->tool_format = s->llm->tool_format;
-    s->bos_token = s->llm->bos_token;
-    s->eos_token = s->llm->eos_token;
-    s->stop_ids = s->llm->stop_ids;
-    s->n_stop_ids = s->llm->n_stop_ids;
     if (o->chat_template_args) {
         json_error_t je;
         s->template_args = json_loads(o->chat_template_args, 0, &je);
@@ -312,19 +317,6 @@ int hr_server_new(hr_server **out, const hr_server_opts *o, hr_error *err) {
             goto fail;
         }
     }
-    hr_session_opts so = {.n_threads = o->n_threads, .max_batch = o->batch, .n_ctx = o->n_ctx,
-                          .kv_bytes = o->kv_bytes, .prefill_chunk = o->prefill_step,
-                          .prompt_cache = o->cache_blocks < 0 ? -1 : 0,
-                          .prompt_cache_size = o->cache_size,
-                          .prompt_cache_bytes = o->cache_bytes, .ssd_dir = o->ssd_cache,
-                          .ssd_max_bytes = o->ssd_cache_max,
-                          .ssd_demote_idle = o->ssd_demote_idle, .kv_bits = o->kv_bits,
-                          .kv_group = o->kv_group, .draft_model = o->draft_model,
-                          .spec = o->spec, .num_draft_tokens = o->num_draft_tokens};
-    if ((rc = hr__kv_type_from_name(o->kv_dtype, &so.kv_dtype, err)) ||
-        (rc = hr_session_new(&s->session, s->llm, &so, err)))
-        goto fail;
-    s->engine = s->session->engine;
     if (!(s->responses = hr__resp_store_new(HR_RESP_STORE_ENTRIES,
                                             (size_t)HR_RESP_STORE_MIB << 20))) {
         rc = hr_err(err, HR_ENOMEM, "out of memory");
@@ -337,17 +329,47 @@ fail:
     return rc;
 }
 
-int hr_server_start(hr_server *s, hr_error *err) {
-    struct sockaddr_in addr = {.sin_family = AF_INET, .sin_port = htons((uint16_t)s->o.port)};
-    if (inet_pton(AF_INET, s->o.host, &addr.sin_addr) != 1) {
-        if (!strcmp(s->o.host, "localhost"))
-            addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-        else
-            return hr_err(err, HR_EINVAL, "--host '%s' is not an IPv4 address", s->o.host);
+/* --host as a socket address: IPv4 ("127.0.0.1", "0.0.0.0", "localhost") or
+ * IPv6 ("::1", "[::1]", "::"); *flags gets MHD's IPv6 flags (dual stack for
+ * "::": IPv4 clients too, as IPV6_V6ONLY off). */
+static int listen_addr(const char *host, int port, struct sockaddr_storage *ss,
+                       unsigned *flags, hr_error *err) {
+    memset(ss, 0, sizeof *ss);
+    *flags = 0;
+    struct sockaddr_in *a4 = (struct sockaddr_in *)ss;
+    struct sockaddr_in6 *a6 = (struct sockaddr_in6 *)ss;
+    char h[INET6_ADDRSTRLEN + 2];
+    size_t n = strlen(host);
+    if (n >= 2 && host[0] == '[' && host[n - 1] == ']' && n - 2 < sizeof h) {
+        memcpy(h, host + 1, n - 2);
+        h[n - 2] = 0;
+    } else
+        snprintf(h, sizeof h, "%s", host);
+    if (inet_pton(AF_INET, h, &a4->sin_addr) == 1 || !strcmp(h, "localhost")) {
+        if (!strcmp(h, "localhost"))
+            a4->sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+        a4->sin_family = AF_INET;
+        a4->sin_port = htons((uint16_t)port);
+        return 0;
     }
+    if (inet_pton(AF_INET6, h, &a6->sin6_addr) == 1) {
+        a6->sin6_family = AF_INET6;
+        a6->sin6_port = htons((uint16_t)port);
+        *flags = IN6_IS_ADDR_UNSPECIFIED(&a6->sin6_addr) ? MHD_USE_DUAL_STACK : MHD_USE_IPv6;
+        return 0;
+    }
+    return hr_err(err, HR_EINVAL, "--host '%s' is not an IPv4 or IPv6 address", host);
+}
+
+int hr_server_start(hr_server *s, hr_error *err) {
+    struct sockaddr_storage addr;
+    unsigned v6;
+    int rc = listen_addr(s->o.host, s->o.port, &addr, &v6, err);
+    if (rc)
+        return rc;
     s->daemon = MHD_start_daemon(
         MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_ITC |
-            MHD_USE_ERROR_LOG,
+            MHD_USE_ERROR_LOG | v6,
         (uint16_t)s->o.port, NULL, NULL, handler, s, MHD_OPTION_SOCK_ADDR, &addr,
         MHD_OPTION_NOTIFY_COMPLETED, completed, s, MHD_OPTION_CONNECTION_TIMEOUT,
         (unsigned)HR_IDLE_TIMEOUT_S, MHD_OPTION_END);
@@ -374,15 +396,9 @@ void hr_server_free(hr_server *s) {
         return;
     hr_server_stop(s);
     hr__resp_store_free(s->responses);
-    hr_session_free(s->session);
-    hr_llm_free(s->llm);
+    hr__pool_free(s->pool);
     json_decref(s->template_args);
-    free(s->model_id);
     free(s);
 }
 
-const char *hr_server_dead(hr_server *s) {
-    hr_engine_stats st;
-    hr_engine_stats_get(s->engine, &st);
-    return st.dead;
-}
+const char *hr_server_dead(hr_server *s) { return hr__pool_dead(s->pool); }

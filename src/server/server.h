@@ -13,7 +13,16 @@
 typedef struct hr_server hr_server;
 
 typedef struct hr_server_opts {
-    const char *model;        /* model directory */
+    const char *model;        /* model directory (one model) */
+    /* a pool instead (server/pool.h): models (paths; model_specs: the names
+     * they were given by, may be NULL), or every model in model_dir; loaded
+     * on first use, evicted LRU above pool_bytes (0: no bound) */
+    const char *const *models, *const *model_specs;
+    int n_models;
+    const char *model_dir;
+    const char *const *served_names; /* --served-model-name (pool.h says how) */
+    int n_served_names;
+    size_t pool_bytes;
     const char *host;         /* default 127.0.0.1 */
     int port;                 /* default 8080; 0 = any free port */
     /* sampling defaults; a negative value (or NULL) means "not given":

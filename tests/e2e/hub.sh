@@ -41,31 +41,59 @@ check_err() { # want, then the command's arguments after "get"
     grep -qF -- "$want" "$tmp/err" || fail "'$want' not in: $(cat "$tmp/err")"
 }
 
-# huggingface_hub's layout: refs/REV holds the commit; every snapshot file is
-# a relative symlink ../(../)*blobs/ETAG; each blob's name is its sha256 (LFS)
-# or git blob sha1; no temp or partial file anywhere
+# huggingface_hub's layout rules (docs/models.md "The cache's layout"),
+# checked against the hub's own listing of the repo (its tree API: the
+# oid, lfs.oid and size of every file):
+#  1. refs/main holds the commit the hub names, 40 hex digits, no newline;
+#  2. snapshots/ holds that commit's folder only; its folders are folders and
+#     every file a symlink, relative: "../" per folder level, then
+#     "../../blobs/<etag>";
+#  3. <etag> is the file's ETag: the sha256 (lfs.oid) of an LFS file, else
+#     the git blob sha1 (oid); the blob's bytes hash to it and have its size;
+#  4. blobs/ holds exactly the blobs the snapshot links to, regular files;
+#  5. no temporary or partial file anywhere (".incomplete", ".tmp"), and no
+#     .no_exist (hearth never records missing files: it asks for listed files
+#     only); CACHEDIR.TAG starts with the cache-directory signature.
 check_layout() { # cache, files expected in the snapshot
-    python3 - "$@" <<'EOF' || fail "layout"
-import hashlib, os, sys
-cache, want = sys.argv[1], sorted(sys.argv[2:])
+    curl -sf "$hub/api/models/test-org/tiny/tree/main" >"$tmp/tree.json" || fail "tree listing"
+    curl -sf "$hub/api/models/test-org/tiny/revision/main" >"$tmp/rev.json" || fail "revision listing"
+    python3 - "$tmp/tree.json" "$tmp/rev.json" "$@" <<'EOF' || fail "layout"
+import hashlib, json, os, stat, sys
+tree, rev, cache, want = sys.argv[1], sys.argv[2], sys.argv[3], sorted(sys.argv[4:])
+hub = {e["path"]: e for e in json.load(open(tree)) if e["type"] == "file"}
+sha = json.load(open(rev))["sha"]
 r = os.path.join(cache, "models--test-org--tiny")
-commit = open(os.path.join(r, "refs/main")).read()
-assert len(commit) == 40 and "\n" not in commit, commit
+commit = open(os.path.join(r, "refs/main")).read()                       # rule 1
+assert commit == sha and len(commit) == 40 and all(c in "0123456789abcdef" for c in commit), commit
+assert os.listdir(os.path.join(r, "snapshots")) == [commit], os.listdir(os.path.join(r, "snapshots"))
 snap = os.path.join(r, "snapshots", commit)
-got = []
-for d, _, names in os.walk(snap):
+got, linked = [], set()
+for d, dirs, names in os.walk(snap):
+    for n in dirs:                                                       # rule 2
+        assert not os.path.islink(os.path.join(d, n)), n
     for n in names:
         p = os.path.join(d, n); rel = os.path.relpath(p, snap); got.append(rel)
-        t = os.readlink(p)
-        assert t == "../" * rel.count("/") + "../../blobs/" + os.path.basename(t), (rel, t)
-        data = open(p, "rb").read(); etag = os.path.basename(t)
-        h = hashlib.sha256(data).hexdigest() if len(etag) == 64 else \
+        assert os.path.islink(p), rel
+        t = os.readlink(p); etag = os.path.basename(t)
+        assert t == "../" * rel.count("/") + "../../blobs/" + etag, (rel, t)
+        e = hub[rel]                                                     # rule 3
+        assert etag == (e["lfs"]["oid"] if "lfs" in e else e["oid"]), (rel, etag, e)
+        data = open(p, "rb").read()
+        h = hashlib.sha256(data).hexdigest() if "lfs" in e else \
             hashlib.sha1(b"blob %d\0" % len(data) + data).hexdigest()
-        assert h == etag, (rel, etag, h)
+        assert h == etag and len(data) == e["size"], (rel, etag, h, len(data))
+        linked.add(etag)
 assert sorted(got) == want, (got, want)
-for d, _, names in os.walk(r):
+blobs = os.path.join(r, "blobs")                                         # rule 4
+assert set(os.listdir(blobs)) == linked, (os.listdir(blobs), linked)
+for b in os.listdir(blobs):
+    assert stat.S_ISREG(os.lstat(os.path.join(blobs, b)).st_mode), b
+for d, dirs, names in os.walk(cache):                                    # rule 5
+    assert ".no_exist" not in dirs, d
     for n in names:
         assert ".tmp" not in n and not n.endswith(".incomplete"), n
+assert open(os.path.join(cache, "CACHEDIR.TAG")).read().startswith(
+    "Signature: 8a477f597d28d172789f06886806bc55"), "CACHEDIR.TAG"
 EOF
 }
 all_files="config.json model.safetensors sub/notes.txt tokenizer.json tokenizer_config.json"

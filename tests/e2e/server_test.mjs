@@ -99,6 +99,59 @@ await check('seeded sampling is reproducible', async () => {
   assert(JSON.stringify(a.choices[0].logprobs) === JSON.stringify(b.choices[0].logprobs), 'same seed, same tokens');
 });
 
+await check('n > 1: choice i is the n = 1 answer with seed + i; usage counts the prompt once', async () => {
+  const base = { model: 'tiny-chat', messages: msgs, max_tokens: 10, temperature: 1.0, logprobs: true };
+  const r = await client.chat.completions.create({ ...base, n: 3, seed: 7 });
+  assert(r.choices.length === 3 && r.choices.every((c, i) => c.index === i), JSON.stringify(r.choices.map((c) => c.index)));
+  let completion = 0;
+  for (let i = 0; i < 3; i++) {
+    const one = await client.chat.completions.create({ ...base, seed: 7 + i });
+    const a = r.choices[i], b = one.choices[0];
+    assert(JSON.stringify(a.logprobs.content.map((e) => e.id)) === JSON.stringify(b.logprobs.content.map((e) => e.id)) &&
+      a.message.content === b.message.content && a.finish_reason === b.finish_reason, `choice ${i} differs from seed ${7 + i}`);
+    completion += one.usage.completion_tokens;
+    if (i === 0) assert(r.usage.prompt_tokens === one.usage.prompt_tokens, 'prompt tokens once');
+  }
+  assert(r.usage.completion_tokens === completion && r.usage.total_tokens === r.usage.prompt_tokens + completion,
+    `usage ${JSON.stringify(r.usage)} vs completion ${completion}`);
+  const ids = new Set(r.choices.map((c) => JSON.stringify(c.logprobs.content.map((e) => e.id))));
+  assert(ids.size > 1, 'sampled choices all equal');
+  const c = await client.completions.create({ model: 'tiny-chat', prompt: 'The cat', max_tokens: 5, n: 2, temperature: 0 });
+  assert(c.choices.length === 2 && c.choices[0].text === c.choices[1].text && c.choices[1].index === 1, 'greedy completions');
+});
+
+await check('n > 1 streaming: per-index chunks concatenate to the non-streamed choices; summed usage; [DONE]', async () => {
+  const req = { model: 'tiny-chat', messages: msgs, max_tokens: 10, temperature: 1.0, seed: 11, n: 4 };
+  const want = await client.chat.completions.create(req);
+  const stream = await client.chat.completions.create({ ...req, stream: true, stream_options: { include_usage: true } });
+  const text = ['', '', '', ''], finish = [null, null, null, null];
+  let usage = null;
+  for await (const ch of stream) {
+    if (ch.usage) usage = ch.usage;
+    for (const c of ch.choices) {
+      assert(c.index >= 0 && c.index < 4 && finish[c.index] === null, `chunk for ${c.index} after its finish`);
+      text[c.index] += c.delta.content ?? '';
+      if (c.finish_reason) finish[c.index] = c.finish_reason;
+    }
+  }
+  for (let i = 0; i < 4; i++)
+    assert(text[i] === (want.choices[i].message.content ?? '') && finish[i] === want.choices[i].finish_reason,
+      `stream choice ${i} "${text[i]}" vs "${want.choices[i].message.content}"`);
+  assert(usage && usage.completion_tokens === want.usage.completion_tokens && usage.prompt_tokens === want.usage.prompt_tokens,
+    `usage ${JSON.stringify(usage)} vs ${JSON.stringify(want.usage)}`);
+});
+
+await check('n > 1 shares the prompt: the other choices take its KV blocks from the prompt cache', async () => {
+  const long = [{ role: 'user', content: 'Sharing one prefill among several choices. '.repeat(8) }];
+  const before = (await (await fetch(`${base}/stats`)).json()).tokens.cached;
+  const r = await client.chat.completions.create({ model: 'tiny-chat', messages: long, max_tokens: 4, n: 4, temperature: 1.0, seed: 3 });
+  const after = (await (await fetch(`${base}/stats`)).json()).tokens.cached;
+  const p = r.usage.prompt_tokens, shared = Math.min(Math.floor(p / 32) * 32, p - 1);
+  const first = r.usage.prompt_tokens_details.cached_tokens; // choice 0's: what earlier requests left
+  assert(p > 64 && first < 32, `prompt ${p}, cached ${first}`);
+  assert(after - before === first + 3 * shared, `cached ${after - before}, want ${first} + 3 x ${shared}`);
+});
+
 // malformed requests: [path, body, status, param]
 const corpus = [
   ['/v1/chat/completions', '{', 400, null],
@@ -123,7 +176,9 @@ const corpus = [
   ['/v1/chat/completions', JSON.stringify({ messages: msgs, logit_bias: { x: 1 } }), 400, 'logit_bias'],
   ['/v1/chat/completions', JSON.stringify({ messages: msgs, logit_bias: { 99999: 1 } }), 400, 'logit_bias'],
   ['/v1/chat/completions', JSON.stringify({ messages: msgs, seed: 'x' }), 400, 'seed'],
-  ['/v1/chat/completions', JSON.stringify({ messages: msgs, n: 2 }), 400, 'n'],
+  ['/v1/chat/completions', JSON.stringify({ messages: msgs, n: 17 }), 400, 'n'],
+  ['/v1/chat/completions', JSON.stringify({ messages: msgs, n: 0 }), 400, 'n'],
+  ['/v1/completions', JSON.stringify({ prompt: 'a', n: 1.5 }), 400, 'n'],
   ['/v1/chat/completions', JSON.stringify({ messages: msgs, model: 'gpt-4' }), 404, 'model'],
   ['/v1/chat/completions', JSON.stringify({ messages: msgs, chat_template_kwargs: 3 }), 400, 'chat_template_kwargs'],
   ['/v1/chat/completions', JSON.stringify({ messages: [{ role: 'user', content: 'x'.repeat(20000) }] }), 400, 'messages'],

@@ -380,6 +380,43 @@ static void test_prompt_cache(void **state) {
     hr_engine_free(e);
 }
 
+/* A prompt's whole blocks are in the cache once its prefill completes, not
+ * only when its request ends: a request for the same prompt admitted while
+ * the first still decodes reuses them (the other choices of an n > 1
+ * request), and answers as without the cache. */
+static void test_prompt_cache_while_running(void **state) {
+    (void)state;
+    hr_error err;
+    hr_engine_opts o = {.n_threads = 2, .max_batch = 4, .n_ctx = 512};
+    hr_engine *e, *nocache;
+    assert_int_equal(hr_engine_new(&e, g_model, &o, &err), 0);
+    hr_engine_opts off = o;
+    off.cache_blocks = -1;
+    assert_int_equal(hr_engine_new(&nocache, g_model, &off, &err), 0);
+    int32_t a[120], out[32], ref[32];
+    for (int i = 0; i < 120; i++)
+        a[i] = (int32_t)((i * 41 + 7) % 500);
+    hr_request *r = submit(nocache, a, 120, 12, NULL, 0);
+    int nref = collect(r, ref, 32);
+    hr_request_release(r);
+    hr_request *first = submit(e, a, 120, 380, NULL, 0);
+    hr_step st;
+    assert_int_equal(hr_request_wait(first, 0, &st, 5000), 1); /* its prompt is computed */
+    r = submit(e, a, 120, 12, NULL, 0);
+    assert_int_equal(hr_request_wait(r, 0, &st, 5000), 1);
+    /* still running: its tail block (tokens 96..119) is its own until it ends */
+    assert_int_equal(hr_request_finish(first, NULL), HR_FINISH_NONE);
+    assert_int_equal(hr_request_cached_tokens(r), 96);
+    assert_int_equal(collect(r, out, 32), nref);
+    assert_memory_equal(out, ref, (size_t)nref * sizeof(int32_t));
+    hr_request_release(r);
+    hr_request_cancel(first);
+    hr_request_release(first);
+    expect_all_blocks_free(e);
+    hr_engine_free(e);
+    hr_engine_free(nocache);
+}
+
 /* Token-granular reuse: a prompt shorter than a block sent twice reuses all
  * but its last token; a prompt sharing part of a block reuses exactly the
  * common tokens; a conversation's next turn reuses the previous answer's
@@ -559,6 +596,7 @@ int main(int argc, char **argv) {
         cmocka_unit_test(test_engine_oracle_archs),
         cmocka_unit_test(test_stop_cancel_limits),
         cmocka_unit_test(test_prompt_cache),
+        cmocka_unit_test(test_prompt_cache_while_running),
         cmocka_unit_test(test_prompt_cache_tokens),
         cmocka_unit_test(test_ssd_tier),
     };

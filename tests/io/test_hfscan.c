@@ -36,7 +36,8 @@ static void link_to(const char *rel, const char *target) {
 /* o/m: A (main, v1) links b1 and b2 (one nested); B (no ref) links b2 and
  * b3; C (no ref) has a copied file and a broken link. b4 is linked by none;
  * "p.incomplete" is a partial download; refs/gone names a missing snapshot.
- * o/solo: only a revision no ref names. A dataset is ignored. */
+ * o/solo: only a revision no ref names. A dataset is ignored. .no_exist
+ * records missing files of A, B and C. */
 static void lay_out(void) {
     strcpy(root, "/tmp/hearth_hfs_XXXXXX");
     assert_non_null(mkdtemp(root));
@@ -57,6 +58,9 @@ static void lay_out(void) {
     put("models--o--solo/blobs/s1", "7");
     link_to("models--o--solo/snapshots/" A "/w", "../../blobs/s1");
     put("datasets--o--d/blobs/q", "8");
+    put(R ".no_exist/" A "/gone.bin", "");  /* huggingface_hub's missing-file records */
+    put(R ".no_exist/" B "/gone.bin", "");
+    put(R ".no_exist/" C "/sub/gone.bin", "");
 }
 
 static void drop(void) {
@@ -117,21 +121,28 @@ static void test_gc(void **state) {
     int n;
     assert_int_equal(hr_hf_scan_open(&s, root, NULL), 0);
     assert_int_equal(hr_hf_gc_plan(s, "o/m", &items, &n, NULL), 0);
-    /* snapshots B and C, ref gone, blobs b3 and b4 (b2 is A's too), p */
-    assert_int_equal(n, 6);
+    /* snapshots B and C and their .no_exist records, ref gone, blobs b3 and
+     * b4 (b2 is A's too), p */
+    assert_int_equal(n, 8);
     assert_int_equal(items[0].kind, HR_HF_GC_SNAPSHOT);
     assert_int_equal(items[1].kind, HR_HF_GC_SNAPSHOT);
     assert_true(!strcmp(items[0].name, B) || !strcmp(items[1].name, B));
     assert_true(!strcmp(items[0].name, C) || !strcmp(items[1].name, C));
-    assert_int_equal(items[2].kind, HR_HF_GC_REF);
-    assert_string_equal(items[2].name, "gone");
-    assert_int_equal(items[3].kind, HR_HF_GC_BLOB);
-    assert_string_equal(items[3].name, "b3");
-    assert_int_equal(items[3].bytes, 3);
-    assert_string_equal(items[4].name, "b4");
-    assert_int_equal(items[5].kind, HR_HF_GC_PARTIAL);
-    assert_int_equal(items[5].bytes, 5);
-    assert_non_null(strstr(items[5].path, "blobs/p.incomplete"));
+    for (int i = 2; i < 4; i++) {
+        assert_int_equal(items[i].kind, HR_HF_GC_NO_EXIST);
+        assert_true(!strcmp(items[i].name, B) || !strcmp(items[i].name, C));
+        assert_non_null(strstr(items[i].path, R ".no_exist/"));
+    }
+    assert_string_not_equal(items[2].name, items[3].name);
+    assert_int_equal(items[4].kind, HR_HF_GC_REF);
+    assert_string_equal(items[4].name, "gone");
+    assert_int_equal(items[5].kind, HR_HF_GC_BLOB);
+    assert_string_equal(items[5].name, "b3");
+    assert_int_equal(items[5].bytes, 3);
+    assert_string_equal(items[6].name, "b4");
+    assert_int_equal(items[7].kind, HR_HF_GC_PARTIAL);
+    assert_int_equal(items[7].bytes, 5);
+    assert_non_null(strstr(items[7].path, "blobs/p.incomplete"));
     assert_int_equal(hr_hf_gc_apply(items, n, NULL), 0);
     hr_hf_gc_free(items, n);
     hr_hf_scan_free(s);
@@ -150,6 +161,10 @@ static void test_gc(void **state) {
     char p[HR_HF_PATH_MAX];
     snprintf(p, sizeof p, "%s/datasets--o--d/blobs/q", root);
     assert_true(hr_file_exists(p));
+    snprintf(p, sizeof p, "%s/" R ".no_exist/" A "/gone.bin", root); /* A's record stays */
+    assert_true(hr_file_exists(p));
+    snprintf(p, sizeof p, "%s/" R ".no_exist/" B, root);
+    assert_false(hr_dir_exists(p));
     drop();
 }
 
