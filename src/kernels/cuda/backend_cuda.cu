@@ -7,6 +7,7 @@ extern "C" {
 #include "kernels/cuda/cuda.h"
 }
 #include "kernels/cuda/attention.cuh"
+#include "kernels/cuda/mv_span.cuh"
 
 #include <cuda_runtime.h>
 #include <pthread.h>
@@ -303,7 +304,10 @@ static void cu_norm(hr_bctx *c, float *y, const float *x, const float *w, const 
     cu_ctx *cx = ctx_of(c);
     if (cx->replay >= 0)
         return;
-    k_norm<<<T, 256, 0, cx->stream>>>(y, x, w, b, kind, offset, eps, d);
+    /* a thread per 2 columns up to 1024 threads: the row's loads are in
+     * flight at once (one block a row, as many as the step has rows) */
+    int threads = d / 2 > 1024 ? 1024 : d / 2 < 32 ? 32 : (d / 2 + 31) / 32 * 32;
+    k_norm<<<T, threads, 0, cx->stream>>>(y, x, w, b, kind, offset, eps, d);
 }
 
 /* One kernel per weight format, whatever the number of rows: a row's
@@ -336,6 +340,11 @@ static void cu_matmul(hr_bctx *c, const float *x, int ldx, int T, int count,
                 k_mv_q32<1><<<grid, 128, 0, cx->stream>>>(x, ldx, T, w, y, ldy, bias);
             else
                 k_mv_q32<8><<<grid, 128, 0, cx->stream>>>(x, ldx, T, w, y, ldy, bias);
+        } else if (xal && mv_span_fits(w)) {
+            if (one)
+                k_mv_span<1><<<grid, 128, 0, cx->stream>>>(x, ldx, T, w, y, ldy, bias);
+            else
+                k_mv_span<8><<<grid, 128, 0, cx->stream>>>(x, ldx, T, w, y, ldy, bias);
         } else if (one) {
             k_matmul<1><<<grid, 128, 0, cx->stream>>>(x, ldx, T, w, y, ldy, bias);
         } else {
