@@ -262,7 +262,7 @@ static void release(hr_drive *r) { gen_free((gen *)r); }
 
 /* ---- the route -------------------------------------------------------------------------------- */
 
-hr_reply hr__route_generate(hr_server *s, struct MHD_Connection *c, bool chat,
+hr_reply hr__route_generate(hr_server *s, hr_client *c, bool chat,
                             const char *body, size_t len) {
     gen *g = calloc(1, sizeof *g);
     if (!g)
@@ -292,10 +292,5 @@ hr_reply hr__route_generate(hr_server *s, struct MHD_Connection *c, bool chat,
     }
     g->r.produce = produce;
     g->r.release = release;
-    struct MHD_Response *resp = hr__sse_response(&g->r);
-    if (!resp) {
-        gen_free(g);
-        return hr__error_reply(500, "server_error", NULL, "out of memory");
-    }
-    return (hr_reply){.status = 200, .stream = resp};
+    return (hr_reply){.status = 200, .sse = &g->r};
 }

@@ -1,0 +1,30 @@
+/* --isolate (isolate.c): the engine in a child process. The parent keeps
+ * HTTP (http.c) and relays every engine route to the child over a socket
+ * pair; the child runs the routes (server.c) and sends back their answers.
+ * When the child dies or stops answering, what was in flight ends with an
+ * error, /health says so, and a new child starts with exponential backoff.
+ *
+ * Frames on the wire (both ways): u32 type, u32 id, u32 length, payload. */
+#ifndef HR_SERVER_ISOLATE_H
+#define HR_SERVER_ISOLATE_H
+
+#include "server/http.h"
+
+/* Parent side: start the supervisor, which starts the child with argv
+ * (the same binary, `serve ... --engine-fd N` is appended). */
+int hr__child_start(hr_server *s, char *const *argv, hr_error *err);
+void hr__child_stop(hr_child *ch);
+/* Relay a request; its answer comes into b. false: the child is down (the
+ * caller answers 503). */
+bool hr__child_submit(hr_child *ch, hr_outbox *b, const char *method, const char *url,
+                      const char *body, size_t len);
+/* The client of b left: tell the child to cancel. */
+void hr__child_cancel(hr_child *ch, hr_outbox *b);
+/* NULL while the child serves; else why not (starting, restarting). */
+const char *hr__child_down(hr_child *ch);
+
+/* Child side: serve the parent on fd until it closes. Returns the exit
+ * status for the process. */
+int hr__child_serve(hr_server *s, int fd);
+
+#endif
