@@ -102,6 +102,30 @@ void hr__drive_deinit(hr_drive *r) {
 int hr__drive_next(hr_drive *r, hr_gen_event *ev, bool keepalive) {
     double t0 = hr_now();
     for (;;) {
+        double now = hr_now();
+        if (now - r->t_watch >= WAIT_MS * 1e-3) { /* a poll at most every WAIT_MS */
+            r->t_watch = now;
+            if (client_gone(r->client)) {
+                hr_gen_cancel(r->gen);
+                return -1;
+            }
+        }
+        bool late = r->deadline > 0 && now > r->deadline;
+        if (late || atomic_load(&r->s->shutting_down)) {
+            /* the last event is an error the client is told about */
+            hr_gen_cancel(r->gen);
+            if (late)
+                snprintf(r->err, sizeof r->err, "the request ran past its time limit of %g s "
+                         "(--request-timeout)", r->s->o.request_timeout);
+            else
+                snprintf(r->err, sizeof r->err, "the server is shutting down");
+            *ev = (hr_gen_event){.text = "", .token = -1, .finish = HR_GEN_ERROR,
+                                 .prompt_tokens = (int)r->job.prompt.n,
+                                 .completion_tokens = r->n_steps};
+            r->last = *ev;
+            r->ended = true;
+            return 1;
+        }
         hr_error e = {0};
         int rc = hr__gen_next_timed(r->gen, ev, WAIT_MS, &e);
         if (rc == 1 && ev->token >= 0) {
@@ -122,26 +146,6 @@ int hr__drive_next(hr_drive *r, hr_gen_event *ev, bool keepalive) {
         }
         if (keepalive && hr_now() - t0 >= hr__drive_keepalive_s())
             return 2;
-        if (client_gone(r->client)) {
-            hr_gen_cancel(r->gen);
-            return -1;
-        }
-        bool late = r->deadline > 0 && hr_now() > r->deadline;
-        if (late || atomic_load(&r->s->shutting_down)) {
-            /* the last event is an error the client is told about */
-            hr_gen_cancel(r->gen);
-            if (late)
-                snprintf(r->err, sizeof r->err, "the request ran past its time limit of %g s "
-                         "(--request-timeout)", r->s->o.request_timeout);
-            else
-                snprintf(r->err, sizeof r->err, "the server is shutting down");
-            *ev = (hr_gen_event){.text = "", .token = -1, .finish = HR_GEN_ERROR,
-                                 .prompt_tokens = (int)r->job.prompt.n,
-                                 .completion_tokens = r->n_steps};
-            r->last = *ev;
-            r->ended = true;
-            return 1;
-        }
     }
 }
 

@@ -22,6 +22,7 @@ struct hr_drive {
     hr_request *req;        /* gen's, for progress and the cached tokens */
     hr_client *client;      /* who waits for it (NULL: nobody to watch) */
     double deadline;        /* hr_now() past which it ends with an error; 0: none */
+    double t_watch;         /* the client was last looked at */
     int n_steps;            /* tokens consumed from the request */
     double t_start, t_last; /* submitted; the last token received (for /metrics) */
     bool ended;             /* the last event came */

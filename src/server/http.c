@@ -16,6 +16,7 @@
 #include <arpa/inet.h>
 #include <fcntl.h>
 #include <netinet/in.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -730,6 +731,18 @@ static void completed(void *cls, struct MHD_Connection *c, void **con_cls,
 
 /* ---- lifecycle ------------------------------------------------------------------------------ */
 
+/* libmicrohttpd's messages (a client that went away, a bad request line):
+ * DEBUG, one line each; they are the clients' doing. */
+static void mhd_log(void *cls, const char *fmt, va_list ap) {
+    (void)cls;
+    char msg[512];
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    size_t n = strlen(msg);
+    while (n && (msg[n - 1] == '\n' || msg[n - 1] == '\r'))
+        msg[--n] = 0;
+    hr_log(HR_LOG_DEBUG, "http: %s", msg);
+}
+
 /* Room for the connection cap in the process' descriptor limit. */
 static void raise_fd_limit(hr_server *s) {
     struct rlimit rl;
@@ -770,7 +783,8 @@ int hr__http_start(hr_server *s, hr_error *err) {
         (unsigned)s->o.max_connections, MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)s->o.timeout,
         MHD_OPTION_NOTIFY_COMPLETED, completed, s, MHD_OPTION_NOTIFY_CONNECTION, notify_conn,
         s, MHD_OPTION_UNESCAPE_CALLBACK, unescape, NULL, MHD_OPTION_STRICT_FOR_CLIENT, 1,
-        MHD_OPTION_LISTEN_BACKLOG_SIZE, 1024u, MHD_OPTION_END);
+        MHD_OPTION_LISTEN_BACKLOG_SIZE, 1024u, MHD_OPTION_EXTERNAL_LOGGER, mhd_log, NULL,
+        MHD_OPTION_END);
     if (!h->daemon) {
         hr__http_stop(s);
         return hr_err(err, HR_EIO, "cannot listen on %s:%d (in use?)", s->o.host, s->o.port);
