@@ -136,16 +136,29 @@ int hr_cmd_serve(int argc, char **argv) {
         .max_connections = (int)max_conns, .timeout = timeout, .max_requests = (int)max_requests,
         .request_timeout = req_timeout, .drain_timeout = drain_timeout,
         .admin_token = admin_token, .admin_remote = admin_remote, .isolate = isolate,
-        .child_argv = argv, .engine_fd = (int)engine_fd,
+        .engine_fd = (int)engine_fd,
     };
     if (engine_fd >= 0) { /* --isolate's engine child: the parent's requests on the fd */
         signal(SIGPIPE, SIG_IGN);
         hr_server *s = NULL;
-        if ((rc = hr_server_new(&s, &o, &err)))
+        if ((rc = hr_server_new(&s, &o, &err))) {
+            hr_server_child_fail((int)engine_fd, err.msg);
             return hr_cli_fail(&err);
+        }
         rc = hr_server_serve_parent(s);
         hr_server_free(s);
         return rc;
+    }
+    /* --isolate: the child is this binary again, `serve` with these flags */
+    char **child_argv = NULL;
+    if (isolate) {
+        if (!(child_argv = calloc((size_t)argc + 3, sizeof *child_argv)))
+            return hr_cli_fail(&(hr_error){.msg = "out of memory"});
+        child_argv[0] = "hearth";
+        child_argv[1] = "serve";
+        for (int i = 0; i < argc; i++)
+            child_argv[i + 2] = argv[i];
+        o.child_argv = child_argv;
     }
     /* block the signals in every thread; this one waits for them */
     sigset_t set;
@@ -157,6 +170,7 @@ int hr_cmd_serve(int argc, char **argv) {
     hr_server *s = NULL;
     if ((rc = hr_server_new(&s, &o, &err)) || (rc = hr_server_start(s, &err))) {
         hr_server_free(s);
+        free(child_argv);
         return hr_cli_fail(&err);
     }
     hr_log(HR_LOG_INFO, "serving %s on http://%s:%d", o.model, host, hr_server_port(s));
@@ -170,6 +184,7 @@ int hr_cmd_serve(int argc, char **argv) {
         fprintf(stderr, "hearth: %s; exiting\n", dead);
         hr_server_stop(s);
         hr_server_free(s);
+        free(child_argv);
         return 1;
     }
     if (sig == SIGTERM || sig < 0) { /* SIGTERM or POST /admin/drain: finish, then exit */
@@ -180,5 +195,6 @@ int hr_cmd_serve(int argc, char **argv) {
     }
     hr_server_stop(s);
     hr_server_free(s);
+    free(child_argv);
     return 0;
 }

@@ -693,11 +693,14 @@ static enum MHD_Result handler(void *cls, struct MHD_Connection *c, const char *
             box_unref(ctx->box);
             ctx->box = NULL;
         }
-        return send_reply(s, c, hr__shaped(s, url, hr__error_reply(503, "server_error", NULL,
-                                                                   "cannot start the request "
-                                                                   "(out of threads or "
-                                                                   "memory)")),
-                          false);
+        const char *down = hr__engine_down(s);
+        hr_reply rep = down ? hr__error_reply(503, "server_error", NULL,
+                                              "the engine is not serving: %s", down)
+                            : hr__error_reply(503, "server_error", NULL,
+                                              "cannot start the request (out of threads or "
+                                              "memory)");
+        rep.retry_after = down ? 1 : 0;
+        return send_reply(s, c, hr__shaped(s, url, rep), false);
     }
     return answer_box(s, c, ctx);
 }

@@ -78,6 +78,9 @@ int hr_server_drain(hr_server *s);
 /* --isolate's child: serve the parent on s->o.engine_fd until it closes;
  * the process' exit status. */
 int hr_server_serve_parent(hr_server *s);
+/* --isolate's child could not load: tell the parent why (on fd) before
+ * exiting. */
+void hr_server_child_fail(int fd, const char *why);
 void hr_server_free(hr_server *s);
 
 /* NULL while the server can serve; else why it cannot (the engine's device

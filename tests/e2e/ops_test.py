@@ -33,8 +33,9 @@ def conn(port, timeout=5.0):
     return s
 
 
-def read_all(s, limit):
-    """Everything until the peer closes, or until `limit` s; (bytes, closed, seconds)."""
+def read_all(s, limit, until=None):
+    """Everything until the peer closes (or `until` is in it), or until
+    `limit` s; (bytes, closed or complete, seconds)."""
     t0 = time.time()
     got, closed = b"", False
     s.settimeout(0.1)
@@ -50,6 +51,9 @@ def read_all(s, limit):
             closed = True
             break
         got += d
+        if until and until in got[-len(until) - 65536:]:
+            closed = True
+            break
     return got, closed, time.time() - t0
 
 
