@@ -27,7 +27,7 @@ int hr_cmd_serve(int argc, char **argv) {
          kv_start = 5000, n_draft = 3;
     int no_ui = 0, isolate = 0, admin_remote = 0;
     long max_conns = 0, max_requests = 0, engine_fd = -1;
-    double timeout = 0, req_timeout = -1, drain_timeout = -1;
+    double timeout = 0, req_timeout = -1, drain_timeout = -1, engine_timeout = 0;
     const char *admin_token = NULL;
     const char *pc_bytes = NULL, *ssd = NULL;
     double ssd_max_gb = 32, ssd_idle = 300;
@@ -75,6 +75,7 @@ int hr_cmd_serve(int argc, char **argv) {
         {"admin-token", HR_OPT_STR, &admin_token, "Bearer token the admin routes (/admin/*) require"},
         {"admin-remote", HR_OPT_FLAG, &admin_remote, "admin routes answer clients off loopback too"},
         {"isolate", HR_OPT_FLAG, &isolate, "run the engine in a child process, restarted when it dies"},
+        {"engine-timeout", HR_OPT_FLOAT, &engine_timeout, "--isolate: seconds the engine process may go silent before it is killed and restarted (default 10)"},
         {"engine-fd", HR_OPT_INT, &engine_fd, NULL},
     };
     hr_error err = {0};
@@ -96,7 +97,7 @@ int hr_cmd_serve(int argc, char **argv) {
     if (port < 0 || port > 65535 || prefill < 0 || batch < 0 || kv_gb < 0 || threads < 0 ||
         ctx < 0 || max_body_mb < 1 || (top_p > 1) || (min_p > 1) || ssd_max_gb <= 0 ||
         ssd_idle < 0 || max_conns < 0 || max_conns > 1000000 || timeout < 0 ||
-        max_requests < 0 || max_requests > 100000)
+        max_requests < 0 || max_requests > 100000 || engine_timeout < 0)
         return hr_cli_fail(&(hr_error){.msg = "a numeric flag is out of range (see --help)"});
     if ((rc = hr_kv_quant_check(kv_bits, kv_group, kv_start, &err)))
         return hr_cli_fail(&err);
@@ -136,6 +137,7 @@ int hr_cmd_serve(int argc, char **argv) {
         .max_connections = (int)max_conns, .timeout = timeout, .max_requests = (int)max_requests,
         .request_timeout = req_timeout, .drain_timeout = drain_timeout,
         .admin_token = admin_token, .admin_remote = admin_remote, .isolate = isolate,
+        .engine_timeout = engine_timeout,
         .engine_fd = (int)engine_fd,
     };
     if (engine_fd >= 0) { /* --isolate's engine child: the parent's requests on the fd */

@@ -29,6 +29,7 @@
 #define HR_DEFAULT_MAX_REQUESTS 256  /* generation requests admitted at once */
 #define HR_DEFAULT_REQUEST_TIMEOUT_S 600
 #define HR_DEFAULT_DRAIN_TIMEOUT_S 30
+#define HR_DEFAULT_ENGINE_TIMEOUT_S 10 /* --isolate: a silent child is killed */
 #define HR_HTTP_THREADS 4            /* libmicrohttpd's pool (epoll) */
 
 typedef struct hr_http hr_http;   /* http.c: the daemon, its connections and workers */

@@ -74,6 +74,8 @@ static hr_reply route_stats(hr_server *s) {
                                   "active", (json_int_t)st.requests_running, "queued",
                                   (json_int_t)st.requests_queued, "http",
                                   (json_int_t)atomic_load(&s->http_requests)));
+    if (s->http) /* an engine child has no connections of its own */
+        json_object_set_new(o, "connections", json_integer(hr__http_connections(s)));
     json_object_set_new(o, "tokens",
                         json_pack("{s:I,s:I,s:I}", "prompt", (json_int_t)st.prompt_tokens,
                                   "generated", (json_int_t)st.generated_tokens, "cached",
@@ -217,6 +219,8 @@ int hr_server_new(hr_server **out, const hr_server_opts *o, hr_error *err) {
         s->o.max_requests = HR_DEFAULT_MAX_REQUESTS;
     if (s->o.request_timeout < 0) /* 0 stays: no limit */
         s->o.request_timeout = HR_DEFAULT_REQUEST_TIMEOUT_S;
+    if (s->o.engine_timeout <= 0)
+        s->o.engine_timeout = HR_DEFAULT_ENGINE_TIMEOUT_S;
     if (s->o.drain_timeout < 0)
         s->o.drain_timeout = HR_DEFAULT_DRAIN_TIMEOUT_S;
     s->t_start = hr_now();

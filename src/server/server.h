@@ -58,6 +58,7 @@ typedef struct hr_server_opts {
      * child_argv (the CLI's own argv; "--engine-fd N" is appended). In
      * the child, engine_fd is its end of the socket pair; else -1. */
     int isolate;
+    double engine_timeout;          /* s without a frame from the child: killed; 0 = 10 */
     char *const *child_argv;
     int engine_fd;
 } hr_server_opts;

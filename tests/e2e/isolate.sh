@@ -15,7 +15,7 @@ status=0; "$bin" serve --port 0 --isolate --model "$tmp/nope" 2>"$tmp/fail" || s
 [ "$status" -ne 0 ] && grep -q "nope" "$tmp/fail" || { echo "FAIL: load error"; cat "$tmp/fail"; exit 1; }
 echo "isolate: a child that cannot load: exit $status, $(tail -1 "$tmp/fail")"
 
-start_server "$tmp/log" --model "$model" --threads 1 --max-body-mb 1 --isolate --ssd-cache "$tmp/ssd"
+start_server "$tmp/log" --model "$model" --threads 1 --max-body-mb 1 --isolate --engine-timeout 2 --ssd-cache "$tmp/ssd"
 pid=$SERVER_PID; port=$SERVER_PORT
 python3 "$root/tests/e2e/isolate_test.py" "$port" "$pid" "$tmp/log" || { cat "$tmp/log"; exit 1; }
 node "$root/tests/e2e/server_test.mjs" "http://127.0.0.1:$port" "$bin" "$model" "$root" ||

@@ -128,7 +128,31 @@ def backoff():
     wait_healthy()
 
 
+def stopped_child():
+    """A child that stops answering (SIGSTOP) is killed after --engine-timeout
+    (2 s here) and replaced; its request ends with an error meanwhile."""
+    victim = child_pid()
+    results = {}
+    th = threading.Thread(target=stream_client, args=(results, 0))
+    th.start()
+    for _ in range(300):
+        if 0 in results:
+            break
+        time.sleep(0.01)
+    t0 = time.time()
+    os.kill(victim, signal.SIGSTOP)
+    th.join(10)
+    assert not th.is_alive(), "the stream hangs"
+    r = results[0]
+    assert r["error"] and 1.5 < r["ended"] - t0 < 5, f"{r}, {r['ended'] - t0:.1f} s after SIGSTOP"
+    wait_healthy()
+    assert child_pid() != victim
+    with open(log) as f:
+        assert any("stopped answering" in l for l in f), "no log line"
+
+
 check("kill -9 of the engine mid-stream: no client hangs, restart, warm", kill_mid_stream)
 check("a second death restarts after a longer wait", backoff)
+check("a stopped engine is killed after --engine-timeout and replaced", stopped_child)
 print(f"{ops_test.passed} passed, {ops_test.failed} failed")
 sys.exit(1 if ops_test.failed else 0)
