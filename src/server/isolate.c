@@ -312,6 +312,16 @@ static void *supervise(void *arg) {
             fail_pending(ch->s, list, why);
             list = next;
         }
+        if (pid > 0 && !reaped && ch->stopping) { /* it sees its input end and exits */
+            int st = 0;
+            for (int i = 0; i < 300 && !reaped; i++) {
+                reaped = waitpid(pid, &st, WNOHANG) == pid;
+                if (!reaped)
+                    usleep(10000);
+            }
+            if (reaped && !(WIFEXITED(st) && WEXITSTATUS(st) == 0))
+                hr_log(HR_LOG_WARN, "the engine process ended with status %d", st);
+        }
         if (pid > 0 && !reaped) {
             kill(pid, SIGKILL);
             waitpid(pid, NULL, 0);

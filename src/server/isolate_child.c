@@ -107,6 +107,7 @@ static void *child_worker(void *arg) {
     const char *body = off <= r->len ? r->payload + off : "";
     size_t blen = off <= r->len ? r->len - off : 0;
     hr_reply rep = {0};
+    atomic_fetch_add(&cs->s->http_requests, 1);
     if (ml >= r->len || off > r->len)
         rep = hr__error_reply(400, "invalid_request_error", NULL, "malformed relay frame");
     else

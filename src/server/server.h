@@ -1,8 +1,9 @@
 /* hearth's OpenAI-compatible HTTP server, a drop-in for mlx_lm.server:
- * same endpoints, request fields and flags (docs/server-api.md). HTTP
- * threads (libmicrohttpd, one per connection) parse, validate, render the
- * chat template and tokenize; the engine thread batches and generates;
- * each connection thread detokenizes and streams its own request. */
+ * same endpoints, request fields and flags (docs/server-api.md). A few
+ * HTTP threads (libmicrohttpd, epoll) read requests and answer the quick
+ * routes; each generation's worker parses, validates, renders the chat
+ * template, tokenizes, then detokenizes and streams its own request while
+ * the engine thread batches and generates (docs/operations.md). */
 #ifndef HR_SERVER_SERVER_H
 #define HR_SERVER_SERVER_H
 
