@@ -440,6 +440,7 @@ typedef struct req_ctx {
     char *body;
     size_t len, cap;
     bool too_large;
+    bool answered;    /* from the headers alone (bad framing) */
     bool admitted;    /* counted in s->active */
     hr_outbox *box;
 } req_ctx;
@@ -477,9 +478,13 @@ static enum MHD_Result handler(void *cls, struct MHD_Connection *c, const char *
         hr_reply rep;
         if (hr__check_framing(s, c, version, &rep)) {
             atomic_fetch_add(&s->http_requests, 1);
-            ctx->too_large = true; /* whatever body comes is dropped */
+            ctx->answered = true; /* whatever body comes is dropped */
             return send_reply(s, c, hr__shaped(s, url, rep), true);
         }
+        return MHD_YES;
+    }
+    if (ctx->answered) {
+        *upload_size = 0;
         return MHD_YES;
     }
     if (ctx->box) /* resumed: the answer is ready */
