@@ -40,3 +40,21 @@ status=0; wait "$pid" || status=$?
 [ "$status" -eq 0 ] || { echo "FAIL: exit status $status after SIGTERM"; cat "$tmp/d"; exit 1; }
 tail -2 "$tmp/d.out" | grep -q '^data: \[DONE\]$' || { echo "FAIL: the stream did not finish"; tail -3 "$tmp/d.out"; exit 1; }
 echo "ops: SIGTERM finished the running stream and exited 0"
+
+# past --drain-timeout what still runs ends with an error event, and the exit is 0
+start_server "$tmp/e" --model "$model" --threads 1 --drain-timeout 0.3
+pid=$SERVER_PID
+curl -sN "http://127.0.0.1:$SERVER_PORT/v1/completions" -H 'Content-Type: application/json' \
+    -d '{"prompt": "a", "max_tokens": 100000, "stream": true, "logit_bias": {"370": -100}}' >"$tmp/e.out" &
+client=$!
+for _ in $(seq 100); do [ -s "$tmp/e.out" ] && break; sleep 0.02; done
+t0=$(date +%s%N)
+kill -TERM "$pid"
+wait "$client" || true
+status=0; wait "$pid" || status=$?
+ms=$(( ($(date +%s%N) - t0) / 1000000 ))
+[ "$status" -eq 0 ] || { echo "FAIL: exit status $status after a drain timeout"; cat "$tmp/e"; exit 1; }
+grep -q 'shutting down' "$tmp/e.out" && ! grep -q '\[DONE\]' "$tmp/e.out" ||
+    { echo "FAIL: no error event at the drain timeout"; tail -3 "$tmp/e.out"; exit 1; }
+[ "$ms" -lt 3000 ] || { echo "FAIL: the drain took $ms ms with --drain-timeout 0.3"; exit 1; }
+echo "ops: --drain-timeout 0.3: the stream ended with an error, exit 0 after $ms ms"

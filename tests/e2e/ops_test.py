@@ -172,6 +172,30 @@ def half_close(port):
             assert json.loads(b)["choices"][0]["finish_reason"] in ("length", "stop"), b[:200]
 
 
+def reset_frees(port):
+    """A client that resets its connection during a non-streaming generation
+    cancels it (the engine frees its KV at the next step)."""
+    before = json.loads(request(port, "GET", "/stats")[2])["tokens"]["generated"]
+    body = json.dumps(LONG).encode()
+    s = conn(port)
+    s.sendall(b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\n\r\n" % len(body) + body)
+    for _ in range(200):
+        st = json.loads(request(port, "GET", "/stats")[2])
+        if st["tokens"]["generated"] > before:
+            break
+        time.sleep(0.01)
+    s.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, b"\x01\x00\x00\x00\x00\x00\x00\x00")
+    s.close()  # an RST
+    t0 = time.time()
+    while time.time() - t0 < 5:
+        st = json.loads(request(port, "GET", "/stats")[2])
+        if st["requests"]["active"] == 0 and st["kv_cache"]["blocks_used"] == 0:
+            break
+        time.sleep(0.01)
+    gen = st["tokens"]["generated"] - before
+    assert st["requests"]["active"] == 0 and gen < LONG["max_tokens"], f"{st['requests']}, {gen} tokens"
+
+
 # ---- floods --------------------------------------------------------------------------------------
 
 def threads_of(pid):
@@ -322,6 +346,7 @@ def main():
         check("framing: 400/411/413/404, never a held connection", lambda: framing(port))
         check("garbage after a keep-alive request", lambda: garbage_after_keepalive(port, timeout))
         check("half-closed clients get their answer", lambda: half_close(port))
+        check("a reset cancels a non-streaming generation", lambda: reset_frees(port))
         check("connection flood: /health < 100 ms, few threads", lambda: connection_flood(port, pid))
         check("slow clients: /health < 100 ms, cut at --timeout", lambda: slow_clients(port, timeout))
         check("still healthy", lambda: health_ms(port))
