@@ -211,7 +211,7 @@ def connection_flood(port, pid):
     want = min(hard, 4096)
     if soft < want:
         resource.setrlimit(resource.RLIMIT_NOFILE, (want, hard))
-    n = min(2000, want - 100)
+    n = min(2000, want - 400)  # below the server's cap, which the same limit bounds
     base = threads_of(pid)
     socks = []
     try:
