@@ -10,7 +10,8 @@ static void print_usage(const char *usage, const hr_opt *opts, int n) {
     printf("%s\n", usage);
     for (int i = 0; i < n; i++) {
         const char *arg = opts[i].kind == HR_OPT_FLAG ? "" : " V";
-        printf("  --%s%s\n      %s\n", opts[i].name, arg, opts[i].help);
+        if (opts[i].help) /* NULL: a hidden flag */
+            printf("  --%s%s\n      %s\n", opts[i].name, arg, opts[i].help);
     }
 }
 

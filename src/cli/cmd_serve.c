@@ -100,7 +100,10 @@ int hr_cmd_serve(int argc, char **argv) {
     long port = 8080, top_k = -1, max_tokens = -1, prefill = 0, batch = 0, threads = 0,
          ctx = 0, max_body_mb = 16, pc_size = -1, pc_on = 1, kv_bits = 0, kv_group = 64,
          kv_start = 5000, n_draft = 3;
-    int no_ui = 0;
+    int no_ui = 0, isolate = 0, admin_remote = 0;
+    long max_conns = 0, max_requests = 0, engine_fd = -1;
+    double timeout = 0, req_timeout = -1, drain_timeout = -1, engine_timeout = 0;
+    const char *admin_token = NULL;
     const char *pc_bytes = NULL, *ssd = NULL;
     double ssd_max_gb = 32, ssd_idle = 300;
     double temp = -1, top_p = -1, min_p = -1, kv_gb = 0;
@@ -144,6 +147,16 @@ int hr_cmd_serve(int argc, char **argv) {
         {"draft-model", HR_OPT_STR, &draft, "draft model for speculative decoding (same tokenizer)"},
         {"num-draft-tokens", HR_OPT_INT, &n_draft, "tokens drafted per step (default 3; requests: num_draft_tokens)"},
         {"spec", HR_OPT_STR, &spec, "requests' default drafting: off, ngram (prompt lookup), draft (default with --draft-model)"},
+        {"max-connections", HR_OPT_INT, &max_conns, "open connections at most (default 4096)"},
+        {"timeout", HR_OPT_FLOAT, &timeout, "seconds for a whole request to arrive, and for an idle connection (default 30)"},
+        {"max-requests", HR_OPT_INT, &max_requests, "generation requests running or queued at most; beyond, 429 (default 256)"},
+        {"request-timeout", HR_OPT_FLOAT, &req_timeout, "seconds a generation may run, 0 = no limit (default 600)"},
+        {"drain-timeout", HR_OPT_FLOAT, &drain_timeout, "seconds a drain (SIGTERM, POST /admin/drain) waits for running requests (default 30)"},
+        {"admin-token", HR_OPT_STR, &admin_token, "Bearer token the admin routes (/admin/*) require"},
+        {"admin-remote", HR_OPT_FLAG, &admin_remote, "admin routes answer clients off loopback too"},
+        {"isolate", HR_OPT_FLAG, &isolate, "run the engine in a child process, restarted when it dies"},
+        {"engine-timeout", HR_OPT_FLOAT, &engine_timeout, "--isolate: seconds the engine process may go silent before it is killed and restarted (default 10)"},
+        {"engine-fd", HR_OPT_INT, &engine_fd, NULL},
     };
     hr_error err = {0};
     int rc = hr_args_parse(argc, argv, opts, sizeof opts / sizeof opts[0], usage, &err);
@@ -163,7 +176,8 @@ int hr_cmd_serve(int argc, char **argv) {
     }
     if (port < 0 || port > 65535 || prefill < 0 || batch < 0 || kv_gb < 0 || threads < 0 ||
         ctx < 0 || max_body_mb < 1 || (top_p > 1) || (min_p > 1) || ssd_max_gb <= 0 ||
-        ssd_idle < 0)
+        ssd_idle < 0 || max_conns < 0 || max_conns > 1000000 || timeout < 0 ||
+        max_requests < 0 || max_requests > 100000 || engine_timeout < 0)
         return hr_cli_fail(&(hr_error){.msg = "a numeric flag is out of range (see --help)"});
     if ((rc = hr_kv_quant_check(kv_bits, kv_group, kv_start, &err)))
         return hr_cli_fail(&err);
@@ -225,7 +239,34 @@ int hr_cmd_serve(int argc, char **argv) {
         .cache_bytes = (size_t)pc_b, .ssd_cache = ssd,
         .ssd_cache_max = (size_t)(ssd_max_gb * 1e9), .ssd_demote_idle = ssd_idle,
         .no_ui = no_ui, .draft_model = draft, .spec = spec, .num_draft_tokens = (int)n_draft,
+        .max_connections = (int)max_conns, .timeout = timeout, .max_requests = (int)max_requests,
+        .request_timeout = req_timeout, .drain_timeout = drain_timeout,
+        .admin_token = admin_token, .admin_remote = admin_remote, .isolate = isolate,
+        .engine_timeout = engine_timeout,
+        .engine_fd = (int)engine_fd,
     };
+    if (engine_fd >= 0) { /* --isolate's engine child: the parent's requests on the fd */
+        signal(SIGPIPE, SIG_IGN);
+        hr_server *s = NULL;
+        if ((rc = hr_server_new(&s, &o, &err))) {
+            hr_server_child_fail((int)engine_fd, err.msg);
+            return hr_cli_fail(&err);
+        }
+        rc = hr_server_serve_parent(s);
+        hr_server_free(s);
+        return rc;
+    }
+    /* --isolate: the child is this binary again, `serve` with these flags */
+    char **child_argv = NULL;
+    if (isolate) {
+        if (!(child_argv = calloc((size_t)argc + 3, sizeof *child_argv)))
+            return hr_cli_fail(&(hr_error){.msg = "out of memory"});
+        child_argv[0] = "hearth";
+        child_argv[1] = "serve";
+        for (int i = 0; i < argc; i++)
+            child_argv[i + 2] = argv[i];
+        o.child_argv = child_argv;
+    }
     /* block the signals in every thread; this one waits for them */
     sigset_t set;
     sigemptyset(&set);
@@ -238,6 +279,7 @@ int hr_cmd_serve(int argc, char **argv) {
         hr_server_free(s);
         free(tmpl_text);
         pool_args_free(&pa);
+        free(child_argv);
         return hr_cli_fail(&err);
     }
     /* an IPv6 address in a URL goes in brackets */
@@ -248,8 +290,8 @@ int hr_cmd_serve(int argc, char **argv) {
     fprintf(stderr, "hearth: listening on http://%s%s%s:%d\n", lb, host, rb, hr_server_port(s));
     int sig = -1;
     const char *dead = NULL;
-    struct timespec tick = {.tv_sec = 1};
-    while (sig < 0 && !(dead = hr_server_dead(s)))
+    struct timespec tick = {.tv_nsec = 100000000L};
+    while (sig < 0 && !(dead = hr_server_dead(s)) && !hr_server_draining(s))
         sig = sigtimedwait(&set, NULL, &tick);
     if (dead) { /* a lost GPU serves nothing but errors: say so and exit */
         fprintf(stderr, "hearth: %s; exiting\n", dead);
@@ -257,12 +299,19 @@ int hr_cmd_serve(int argc, char **argv) {
         hr_server_free(s);
         free(tmpl_text);
         pool_args_free(&pa);
+        free(child_argv);
         return 1;
     }
-    hr_log(HR_LOG_INFO, "signal %d: shutting down", sig);
+    if (sig == SIGTERM || sig < 0) { /* SIGTERM or POST /admin/drain: finish, then exit */
+        hr_log(HR_LOG_INFO, "%s: draining", sig < 0 ? "POST /admin/drain" : "SIGTERM");
+        hr_server_drain(s);
+    } else {
+        hr_log(HR_LOG_INFO, "signal %d: shutting down", sig);
+    }
     hr_server_stop(s);
     hr_server_free(s);
     free(tmpl_text);
     pool_args_free(&pa);
+    free(child_argv);
     return 0;
 }

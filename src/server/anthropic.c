@@ -514,7 +514,7 @@ static void release(hr_drive *r) { msg_free((msg *)r); }
 
 /* ---- the route ------------------------------------------------------------------------------ */
 
-hr_reply hr__route_messages(hr_server *s, struct MHD_Connection *c, const char *body,
+hr_reply hr__route_messages(hr_server *s, hr_client *c, const char *body,
                             size_t len) {
     hr_reply err;
     json_t *req = hr__body_parse(body, len, &err);
@@ -545,12 +545,7 @@ hr_reply hr__route_messages(hr_server *s, struct MHD_Connection *c, const char *
     }
     m->r.produce = produce;
     m->r.release = release;
-    struct MHD_Response *resp = hr__sse_response(&m->r);
-    if (!resp) {
-        msg_free(m);
-        return hr__error_reply(500, "server_error", NULL, "out of memory");
-    }
-    return (hr_reply){.status = 200, .stream = resp};
+    return (hr_reply){.status = 200, .sse = &m->r};
 }
 
 /* POST /v1/messages/count_tokens: the prompt's length as the request would

@@ -56,19 +56,28 @@ void hr__make_id(char *buf, size_t n, const char *prefix) {
              (unsigned long long)(c & 0xffffffffull));
 }
 
-static bool client_gone(int fd) {
-    if (fd < 0)
+/* A real hang-up: the connection closed, or the socket was reset. The end
+ * of the client's input alone (a half-close after the request, which
+ * HTTP/1.1 allows) is not one: the client still waits for its answer. */
+static bool client_gone(hr_client *c) {
+    if (!c)
         return false;
-    struct pollfd p = {.fd = fd, .events = POLLRDHUP};
-    return poll(&p, 1, 0) > 0 && (p.revents & (POLLRDHUP | POLLHUP | POLLERR));
+    if (atomic_load(&c->gone))
+        return true;
+    if (c->fd < 0)
+        return false;
+    struct pollfd p = {.fd = c->fd, .events = 0};
+    return poll(&p, 1, 0) > 0 && (p.revents & (POLLHUP | POLLERR | POLLNVAL));
 }
 
 /* ---- lifecycle ---------------------------------------------------------------------------- */
 
-bool hr__drive_start(hr_drive *r, struct MHD_Connection *c, const char *param, hr_reply *err) {
+bool hr__drive_start(hr_drive *r, hr_client *c, const char *param, hr_reply *err) {
+    hr_server *s = r->s;
     hr_error e = {0};
-    r->fd = -1;
+    r->client = c;
     r->t_start = hr_now();
+    r->deadline = s->o.request_timeout > 0 ? r->t_start + s->o.request_timeout : 0;
     int rc = hr__gen_start(&r->gen, r->job.m->session, &r->job.rp, (const char *const *)r->job.stops,
                            r->job.n_stops, r->job.tools, &e);
     if (rc) {
@@ -78,15 +87,6 @@ bool hr__drive_start(hr_drive *r, struct MHD_Connection *c, const char *param, h
     }
     r->req = hr__gen_request(r->gen);
     r->ev = hr__gen_tool_events(r->gen);
-    if (c) {
-        /* a generation may outlast the idle timeout (a long prefill sends
-         * nothing); the connection is watched instead (client_gone) until
-         * it completes */
-        MHD_set_connection_option(c, MHD_CONNECTION_OPTION_TIMEOUT, 0u);
-        const union MHD_ConnectionInfo *ci =
-            MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD);
-        r->fd = ci ? ci->connect_fd : -1;
-    }
     return true;
 }
 
@@ -100,10 +100,34 @@ void hr__drive_deinit(hr_drive *r) {
 /* ---- event by event ----------------------------------------------------------------------- */
 
 int hr__drive_poll(hr_drive *r, hr_gen_event *ev, int wait_ms) {
+    double now = hr_now();
+    if (now - r->t_watch >= WAIT_MS * 1e-3) { /* a poll at most every WAIT_MS */
+        r->t_watch = now;
+        if (client_gone(r->client)) {
+            hr_gen_cancel(r->gen);
+            return -1;
+        }
+    }
+    bool late = r->deadline > 0 && now > r->deadline;
+    if (late || atomic_load(&r->s->shutting_down)) {
+        /* the last event is an error the client is told about */
+        hr_gen_cancel(r->gen);
+        if (late)
+            snprintf(r->err, sizeof r->err, "the request ran past its time limit of %g s "
+                     "(--request-timeout)", r->s->o.request_timeout);
+        else
+            snprintf(r->err, sizeof r->err, "the server is shutting down");
+        *ev = (hr_gen_event){.text = "", .token = -1, .finish = HR_GEN_ERROR,
+                             .prompt_tokens = (int)r->job.prompt.n,
+                             .completion_tokens = r->n_steps};
+        r->last = *ev;
+        r->ended = true;
+        return 1;
+    }
     hr_error e = {0};
     int rc = hr__gen_next_timed(r->gen, ev, wait_ms, &e);
     if (rc == 1 && ev->token >= 0) {
-        double now = hr_now();
+        now = hr_now();
         if (r->n_steps++ == 0)
             hr__metrics_ttft(&r->s->metrics, now - r->t_start);
         else
@@ -117,10 +141,6 @@ int hr__drive_poll(hr_drive *r, hr_gen_event *ev, int wait_ms) {
         r->last = *ev;
         r->ended = true;
         return 1;
-    }
-    if (client_gone(r->fd) || atomic_load(&r->s->shutting_down)) {
-        hr_gen_cancel(r->gen);
-        return -1;
     }
     return 0;
 }
@@ -198,32 +218,3 @@ int hr__sse_event(hr_drive *r, const char *name, json_t *o) {
     return rc ? HR_ENOMEM : 0;
 }
 
-static ssize_t sse_reader(void *cls, uint64_t pos, char *buf, size_t max) {
-    (void)pos;
-    hr_drive *r = cls;
-    if (r->out_off == r->out_len) {
-        r->out_off = r->out_len = 0;
-        if (!r->produce(r))
-            return r->done ? MHD_CONTENT_READER_END_OF_STREAM
-                           : MHD_CONTENT_READER_END_WITH_ERROR;
-    }
-    size_t n = r->out_len - r->out_off < max ? r->out_len - r->out_off : max;
-    memcpy(buf, r->out + r->out_off, n);
-    r->out_off += n;
-    return (ssize_t)n;
-}
-
-static void sse_free(void *cls) {
-    hr_drive *r = cls;
-    r->release(r);
-}
-
-struct MHD_Response *hr__sse_response(hr_drive *r) {
-    struct MHD_Response *resp =
-        MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 16384, sse_reader, r, sse_free);
-    if (!resp)
-        return NULL;
-    MHD_add_response_header(resp, "Content-Type", "text/event-stream");
-    MHD_add_response_header(resp, "Cache-Control", "no-cache");
-    return resp;
-}

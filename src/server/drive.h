@@ -20,7 +20,9 @@ struct hr_drive {
     hr_job job;             /* owned; filled by the route before hr__drive_start */
     hr_gen *gen;
     hr_request *req;        /* gen's, for progress and the cached tokens */
-    int fd;                 /* the client's socket, to notice it hang up */
+    hr_client *client;      /* who waits for it (NULL: nobody to watch) */
+    double deadline;        /* hr_now() past which it ends with an error; 0: none */
+    double t_watch;         /* the client was last looked at */
     int n_steps;            /* tokens consumed from the request */
     double t_start, t_last; /* submitted; the last token received (for /metrics) */
     bool ended;             /* the last event came */
@@ -37,20 +39,20 @@ struct hr_drive {
     void (*release)(hr_drive *r); /* frees the route's state around r */
 };
 
-/* Submit r->job (r->s set, r->job parsed): the hr_gen and the tool parser;
- * lifts the connection's idle timeout (the connection is watched instead).
- * c may be NULL (no connection to watch). On failure returns false with
+/* Submit r->job (r->s set, r->job parsed): the hr_gen and the tool parser.
+ * c (the client, watched for a hang-up) may be NULL. On failure returns false with
  * *err: a 400 naming param when the engine refuses the prompt, a 500
  * otherwise. hr__drive_deinit in every case. */
-bool hr__drive_start(hr_drive *r, struct MHD_Connection *c, const char *param, hr_reply *err);
+bool hr__drive_start(hr_drive *r, hr_client *c, const char *param, hr_reply *err);
 void hr__drive_deinit(hr_drive *r);
 
 /* ---- event by event (gen.c's loops) ---- */
 
 /* The next event: 1 with *ev (a token, its final text; or the last event,
  * ev->token -1: the text held back, the finish, usage; r->last and r->ended
- * set, r->err with HR_GEN_ERROR), -1 when the client left or the server
- * stops (the request is cancelled); with keepalive, 2 after the keep-alive
+ * set, r->err with HR_GEN_ERROR: also when the request ran past
+ * --request-timeout or the server stops), -1 when the client left (the
+ * request is cancelled); with keepalive, 2 after the keep-alive
  * interval without an event. */
 int hr__drive_next(hr_drive *r, hr_gen_event *ev, bool keepalive);
 /* One look: 1 with *ev as above, 0 when nothing came within wait_ms, -1
@@ -94,10 +96,6 @@ int hr__buf_append(char **buf, size_t *len, size_t *cap, const char *s, size_t n
 /* Append "event: name\ndata: <json>\n\n" (name NULL: no event line);
  * steals o. 0 or HR_ENOMEM. */
 int hr__sse_event(hr_drive *r, const char *name, json_t *o);
-/* The streaming response over r->out, refilled by r->produce; r->release is
- * called when the response is destroyed. NULL when out of memory (the
- * caller still owns r). */
-struct MHD_Response *hr__sse_response(hr_drive *r);
 /* prefix + 24 random hex digits into buf (size n). */
 void hr__make_id(char *buf, size_t n, const char *prefix);
 /* JSON text as a string (steals o); NULL when out of memory. */

@@ -36,7 +36,7 @@ typedef struct gen {
     hr_drive r;            /* first: the stream's callbacks cast back; choice 0's */
     char id[64];
     json_int_t created;
-    struct MHD_Connection *conn;
+    hr_client *conn;
     const char *param;     /* the prompt's field, for errors */
     int n, n_started;      /* choices asked for; submitted to the engine */
     int next;              /* streaming: the choice looked at first */
@@ -434,7 +434,7 @@ static void release(hr_drive *r) { gen_free((gen *)r); }
 
 /* ---- the route -------------------------------------------------------------------------------- */
 
-hr_reply hr__route_generate(hr_server *s, struct MHD_Connection *c, bool chat,
+hr_reply hr__route_generate(hr_server *s, hr_client *c, bool chat,
                             const char *body, size_t len) {
     gen *g = calloc(1, sizeof *g);
     if (!g)
@@ -468,10 +468,5 @@ hr_reply hr__route_generate(hr_server *s, struct MHD_Connection *c, bool chat,
     }
     g->r.produce = produce;
     g->r.release = release;
-    struct MHD_Response *resp = hr__sse_response(&g->r);
-    if (!resp) {
-        gen_free(g);
-        return hr__error_reply(500, "server_error", NULL, "out of memory");
-    }
-    return (hr_reply){.status = 200, .stream = resp};
+    return (hr_reply){.status = 200, .sse = &g->r};
 }

@@ -222,12 +222,6 @@ hr_reply hr__route_metrics(hr_server *s) {
         free(t.buf);
         return hr__error_reply(500, "server_error", NULL, "out of memory");
     }
-    struct MHD_Response *r =
-        MHD_create_response_from_buffer(t.len, t.buf, MHD_RESPMEM_MUST_FREE);
-    if (!r) {
-        free(t.buf);
-        return hr__error_reply(500, "server_error", NULL, "out of memory");
-    }
-    MHD_add_response_header(r, "Content-Type", "text/plain; version=0.0.4; charset=utf-8");
-    return (hr_reply){.status = 200, .stream = r};
+    return (hr_reply){.status = 200, .body = t.buf,
+                      .ctype = "text/plain; version=0.0.4; charset=utf-8"};
 }

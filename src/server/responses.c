@@ -608,7 +608,7 @@ static hr_reply renamed(hr_reply r) {
     return r;
 }
 
-hr_reply hr__route_responses(hr_server *s, struct MHD_Connection *c, const char *body,
+hr_reply hr__route_responses(hr_server *s, hr_client *c, const char *body,
                              size_t len) {
     hr_reply err;
     json_t *req = hr__body_parse(body, len, &err);
@@ -663,12 +663,7 @@ hr_reply hr__route_responses(hr_server *s, struct MHD_Connection *c, const char 
     }
     o->r.produce = produce;
     o->r.release = release;
-    struct MHD_Response *mr = hr__sse_response(&o->r);
-    if (!mr) {
-        resp_free(o);
-        return hr__error_reply(500, "server_error", NULL, "out of memory");
-    }
-    return (hr_reply){.status = 200, .stream = mr};
+    return (hr_reply){.status = 200, .sse = &o->r};
 }
 
 /* GET and DELETE /v1/responses/{id}: a stored response. */

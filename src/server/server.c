@@ -1,11 +1,13 @@
 /* Server lifecycle, HTTP plumbing (bodies, size cap, CORS) and the small
- * routes: /health, /v1/models, /stats. Generation routes are in gen.c. */
+ * routes: /health, /v1/models, /stats. Generation routes are in gen.c, the
+ * HTTP plumbing in http.c, --isolate in isolate.c. */
 #include "core/error.h"
 #include "core/file.h"
 #include "core/log.h"
 #include "core/timer.h"
 #include "model/kv.h"
 #include "server/internal.h"
+#include "server/isolate.h"
 #include "server/ui.h"
 
 #include <arpa/inet.h>
@@ -124,6 +126,8 @@ static hr_reply route_stats(hr_server *s) {
                         json_pack("{s:I,s:I,s:I,s:I}", "served", sum[0], "active", sum[1],
                                   "queued", sum[2], "http",
                                   (json_int_t)atomic_load(&s->http_requests)));
+    if (s->http) /* an engine child has no connections of its own */
+        json_object_set_new(o, "connections", json_integer(hr__http_connections(s)));
     json_object_del(o, "weights_bytes");
     json_object_set_new(o, "memory",
                         json_pack("{s:I,s:I}", "rss_bytes", (json_int_t)hr__rss_bytes(),
@@ -133,17 +137,35 @@ static hr_reply route_stats(hr_server *s) {
     return hr__json_reply(200, o);
 }
 
-static hr_reply route(hr_server *s, struct MHD_Connection *c, const char *method,
-                      const char *url, const char *body, size_t len) {
+bool hr__is_generation(const char *method, const char *url) {
+    static const char *const paths[] = {"/v1/chat/completions", "/chat/completions",
+                                        "/v1/completions", "/completions", "/v1/messages",
+                                        "/v1/responses", "/responses"};
+    if (strcmp(method, "POST"))
+        return false;
+    for (size_t i = 0; i < sizeof paths / sizeof paths[0]; i++)
+        if (!strcmp(url, paths[i]))
+            return true;
+    return false;
+}
+
+static hr_reply route(hr_server *s, struct MHD_Connection *c, hr_client *cl,
+                      const char *method, const char *url, const char *body, size_t len) {
     bool get = !strcmp(method, "GET") || !strcmp(method, "HEAD"), post = !strcmp(method, "POST");
     bool del = !strcmp(method, "DELETE");
     hr_reply ui;
-    if (get && !s->o.no_ui && hr__ui_route(c, url, &ui))
+    if (get && c && !s->o.no_ui && hr__ui_route(c, url, &ui))
         return ui;
     if (get && !strcmp(url, "/health")) {
-        const char *dead = hr_server_dead(s);
+        const char *dead = hr_server_dead(s), *down = hr__engine_down(s);
         if (dead)
             return hr__json_reply(503, json_pack("{s:s,s:s}", "status", "error", "message", dead));
+        if (down)
+            return hr__json_reply(503, json_pack("{s:s,s:s}", "status", "restarting", "message",
+                                                 down));
+        if (atomic_load(&s->draining))
+            return hr__json_reply(503, json_pack("{s:s,s:i}", "status", "draining", "running",
+                                                 atomic_load(&s->active)));
         return (hr_reply){.status = 200, .body = strdup("{\"status\": \"ok\"}")};
     }
     if (get && !strcmp(url, "/stats"))
@@ -167,15 +189,15 @@ static hr_reply route(hr_server *s, struct MHD_Connection *c, const char *method
         return r;
     }
     if (post && (!strcmp(url, "/v1/chat/completions") || !strcmp(url, "/chat/completions")))
-        return hr__route_generate(s, c, true, body, len);
+        return hr__route_generate(s, cl, true, body, len);
     if (post && (!strcmp(url, "/v1/completions") || !strcmp(url, "/completions")))
-        return hr__route_generate(s, c, false, body, len);
+        return hr__route_generate(s, cl, false, body, len);
     if (post && !strcmp(url, "/v1/messages"))
-        return hr__route_messages(s, c, body, len);
+        return hr__route_messages(s, cl, body, len);
     if (post && !strcmp(url, "/v1/messages/count_tokens"))
         return hr__route_count_tokens(s, body, len);
     if (post && (!strcmp(url, "/v1/responses") || !strcmp(url, "/responses")))
-        return hr__route_responses(s, c, body, len);
+        return hr__route_responses(s, cl, body, len);
     if ((get || del) && !strncmp(url, "/v1/responses/", 14))
         return hr__route_stored_response(s, url + 14, del);
     if (get && !strcmp(url, "/metrics"))
@@ -188,105 +210,14 @@ static hr_reply route(hr_server *s, struct MHD_Connection *c, const char *method
                            method, url);
 }
 
-/* ---- libmicrohttpd glue ---------------------------------------------------------------- */
-
-typedef struct conn_ctx {
-    char *body;
-    size_t len, cap;
-    bool too_large;
-} conn_ctx;
-
-static void add_cors(const hr_server *s, struct MHD_Response *r) {
-    MHD_add_response_header(r, "Access-Control-Allow-Origin", s->o.allowed_origins);
-    MHD_add_response_header(r, "Access-Control-Allow-Methods", "GET, POST, DELETE, OPTIONS");
-    MHD_add_response_header(r, "Access-Control-Allow-Headers", "*");
-}
-
-static enum MHD_Result send_reply(hr_server *s, struct MHD_Connection *c, hr_reply rep) {
-    struct MHD_Response *r = rep.stream;
-    if (!r) {
-        const char *b = rep.body ? rep.body : "{}";
-        r = MHD_create_response_from_buffer(strlen(b), (void *)b, MHD_RESPMEM_MUST_COPY);
-        MHD_add_response_header(r, "Content-Type", "application/json");
-    }
-    free(rep.body);
-    add_cors(s, r);
-    if (rep.status >= 400)
-        atomic_fetch_add(&s->http_errors, 1);
-    enum MHD_Result ok = MHD_queue_response(c, rep.status, r);
-    MHD_destroy_response(r);
-    return ok;
-}
-
-/* Counted for /metrics; errors in the shape of the API the route speaks. */
-static hr_reply shaped(hr_server *s, const char *url, hr_reply r) {
+hr_reply hr__shaped(hr_server *s, const char *url, hr_reply r) {
     hr__metrics_http(&s->metrics, url, r.status);
     return strncmp(url, "/v1/messages", 12) ? r : hr__anthropic_error(r);
 }
 
-static enum MHD_Result handler(void *cls, struct MHD_Connection *c, const char *url,
-                               const char *method, const char *version,
-                               const char *upload, size_t *upload_size, void **con_cls) {
-    (void)version;
-    hr_server *s = cls;
-    conn_ctx *ctx = *con_cls;
-    if (!ctx) {
-        if (!(ctx = calloc(1, sizeof *ctx)))
-            return MHD_NO;
-        *con_cls = ctx;
-        return MHD_YES;
-    }
-    if (*upload_size) { /* body bytes, possibly in several calls */
-        size_t n = *upload_size;
-        *upload_size = 0;
-        if (ctx->too_large || ctx->len + n > s->o.max_body) {
-            ctx->too_large = true;
-            return MHD_YES;
-        }
-        if (ctx->len + n + 1 > ctx->cap) {
-            size_t cap = (ctx->len + n + 1) * 2;
-            cap = cap > s->o.max_body + 1 ? s->o.max_body + 1 : cap;
-            char *b = realloc(ctx->body, cap);
-            if (!b)
-                return MHD_NO;
-            ctx->body = b;
-            ctx->cap = cap;
-        }
-        memcpy(ctx->body + ctx->len, upload, n);
-        ctx->len += n;
-        ctx->body[ctx->len] = 0;
-        return MHD_YES;
-    }
-    atomic_fetch_add(&s->http_requests, 1);
-    hr_log(HR_LOG_DEBUG, "%s %s (%zu bytes)", method, url, ctx->len);
-    if (!strcmp(method, "OPTIONS")) {
-        struct MHD_Response *r = MHD_create_response_from_buffer(0, "", MHD_RESPMEM_PERSISTENT);
-        hr_reply rep = {.status = 204, .stream = r};
-        return send_reply(s, c, rep);
-    }
-    hr_reply rep;
-    if (ctx->too_large)
-        rep = hr__error_reply(413, "invalid_request_error", NULL,
-                              "The request body exceeds %zu bytes", s->o.max_body);
-    else if (atomic_load(&s->shutting_down))
-        rep = hr__error_reply(503, "server_error", NULL, "The server is shutting down");
-    else
-        rep = route(s, c, method, url, ctx->body ? ctx->body : "", ctx->len);
-    return send_reply(s, c, shaped(s, url, rep));
-}
-
-static void completed(void *cls, struct MHD_Connection *c, void **con_cls,
-                      enum MHD_RequestTerminationCode toe) {
-    (void)cls;
-    (void)toe;
-    if (c) /* back to the idle timeout after a generation lifted it */
-        MHD_set_connection_option(c, MHD_CONNECTION_OPTION_TIMEOUT, (unsigned)HR_IDLE_TIMEOUT_S);
-    conn_ctx *ctx = *con_cls;
-    if (ctx) {
-        free(ctx->body);
-        free(ctx);
-    }
-    *con_cls = NULL;
+hr_reply hr__route(hr_server *s, struct MHD_Connection *c, hr_client *cl, const char *method,
+                   const char *url, const char *body, size_t len) {
+    return hr__shaped(s, url, route(s, c, cl, method, url, body, len));
 }
 
 /* ---- lifecycle ------------------------------------------------------------------------- */
@@ -303,10 +234,27 @@ int hr_server_new(hr_server **out, const hr_server_opts *o, hr_error *err) {
         s->o.allowed_origins = "*";
     if (!s->o.max_body)
         s->o.max_body = DEFAULT_MAX_BODY;
+    if (s->o.max_connections <= 0)
+        s->o.max_connections = HR_DEFAULT_MAX_CONNECTIONS;
+    if (s->o.timeout <= 0)
+        s->o.timeout = HR_DEFAULT_TIMEOUT_S;
+    if (s->o.max_requests <= 0)
+        s->o.max_requests = HR_DEFAULT_MAX_REQUESTS;
+    if (s->o.request_timeout < 0) /* 0 stays: no limit */
+        s->o.request_timeout = HR_DEFAULT_REQUEST_TIMEOUT_S;
+    if (s->o.engine_timeout <= 0)
+        s->o.engine_timeout = HR_DEFAULT_ENGINE_TIMEOUT_S;
+    if (s->o.drain_timeout < 0)
+        s->o.drain_timeout = HR_DEFAULT_DRAIN_TIMEOUT_S;
     s->t_start = hr_now();
     const char *g = getenv("HEARTH_GRAMMAR"); /* read once, not per request */
     s->grammar_off = g && !strcmp(g, "0");
     int rc;
+    if (o->isolate && o->engine_fd < 0) { /* the parent: the child loads the models */
+        *out = s;
+        return 0;
+    }
+    s->engine_child = o->engine_fd >= 0;
     if ((rc = hr__pool_new(&s->pool, &s->o, err)))
         goto fail;
     if (o->chat_template_args) {
@@ -329,66 +277,44 @@ fail:
     return rc;
 }
 
-/* --host as a socket address: IPv4 ("127.0.0.1", "0.0.0.0", "localhost") or
- * IPv6 ("::1", "[::1]", "::"); *flags gets MHD's IPv6 flags (dual stack for
- * "::": IPv4 clients too, as IPV6_V6ONLY off). */
-static int listen_addr(const char *host, int port, struct sockaddr_storage *ss,
-                       unsigned *flags, hr_error *err) {
-    memset(ss, 0, sizeof *ss);
-    *flags = 0;
-    struct sockaddr_in *a4 = (struct sockaddr_in *)ss;
-    struct sockaddr_in6 *a6 = (struct sockaddr_in6 *)ss;
-    char h[INET6_ADDRSTRLEN + 2];
-    size_t n = strlen(host);
-    if (n >= 2 && host[0] == '[' && host[n - 1] == ']' && n - 2 < sizeof h) {
-        memcpy(h, host + 1, n - 2);
-        h[n - 2] = 0;
-    } else
-        snprintf(h, sizeof h, "%s", host);
-    if (inet_pton(AF_INET, h, &a4->sin_addr) == 1 || !strcmp(h, "localhost")) {
-        if (!strcmp(h, "localhost"))
-            a4->sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-        a4->sin_family = AF_INET;
-        a4->sin_port = htons((uint16_t)port);
-        return 0;
-    }
-    if (inet_pton(AF_INET6, h, &a6->sin6_addr) == 1) {
-        a6->sin6_family = AF_INET6;
-        a6->sin6_port = htons((uint16_t)port);
-        *flags = IN6_IS_ADDR_UNSPECIFIED(&a6->sin6_addr) ? MHD_USE_DUAL_STACK : MHD_USE_IPv6;
-        return 0;
-    }
-    return hr_err(err, HR_EINVAL, "--host '%s' is not an IPv4 or IPv6 address", host);
-}
-
 int hr_server_start(hr_server *s, hr_error *err) {
-    struct sockaddr_storage addr;
-    unsigned v6;
-    int rc = listen_addr(s->o.host, s->o.port, &addr, &v6, err);
-    if (rc)
+    if (s->engine_child)
+        return hr_err(err, HR_EINVAL, "an engine child serves its parent, not HTTP");
+    int rc;
+    if (s->o.isolate && (rc = hr__child_start(s, s->o.child_argv, err)))
         return rc;
-    s->daemon = MHD_start_daemon(
-        MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_ITC |
-            MHD_USE_ERROR_LOG | v6,
-        (uint16_t)s->o.port, NULL, NULL, handler, s, MHD_OPTION_SOCK_ADDR, &addr,
-        MHD_OPTION_NOTIFY_COMPLETED, completed, s, MHD_OPTION_CONNECTION_TIMEOUT,
-        (unsigned)HR_IDLE_TIMEOUT_S, MHD_OPTION_END);
-    if (!s->daemon)
-        return hr_err(err, HR_EIO, "cannot listen on %s:%d (in use?)", s->o.host, s->o.port);
-    const union MHD_DaemonInfo *di = MHD_get_daemon_info(s->daemon, MHD_DAEMON_INFO_BIND_PORT);
-    s->port = di ? di->port : s->o.port;
-    return 0;
+    return hr__http_start(s, err);
 }
 
 int hr_server_port(const hr_server *s) { return s->port; }
 
+void hr_server_drain_begin(hr_server *s) {
+    if (!atomic_exchange(&s->draining, 1))
+        hr_log(HR_LOG_INFO, "draining: %d requests running, no new ones",
+               atomic_load(&s->active));
+}
+
+bool hr_server_draining(hr_server *s) { return atomic_load(&s->draining); }
+
+int hr_server_drain(hr_server *s) {
+    hr_server_drain_begin(s);
+    double t0 = hr_now();
+    while (atomic_load(&s->active) > 0 &&
+           (s->o.drain_timeout <= 0 || hr_now() - t0 < s->o.drain_timeout))
+        usleep(20000);
+    int left = atomic_load(&s->active);
+    if (left)
+        hr_log(HR_LOG_WARN, "drain timeout (%g s): %d requests end with an error",
+               s->o.drain_timeout, left);
+    return left;
+}
+
 void hr_server_stop(hr_server *s) {
-    if (!s || !s->daemon)
+    if (!s)
         return;
-    atomic_store(&s->shutting_down, 1); /* streams see it and end */
-    MHD_quiesce_daemon(s->daemon);
-    MHD_stop_daemon(s->daemon); /* joins the connection threads */
-    s->daemon = NULL;
+    hr__http_stop(s);
+    hr__child_stop(s->child);
+    s->child = NULL;
 }
 
 void hr_server_free(hr_server *s) {
@@ -401,4 +327,12 @@ void hr_server_free(hr_server *s) {
     free(s);
 }
 
-const char *hr_server_dead(hr_server *s) { return hr__pool_dead(s->pool); }
+const char *hr_server_dead(hr_server *s) {
+    if (s->o.isolate && !s->engine_child)
+        return NULL; /* the child restarts: /health says so (hr__engine_down) */
+    return hr__pool_dead(s->pool);
+}
+
+const char *hr__engine_down(hr_server *s) {
+    return s->child ? hr__child_down(s->child) : NULL;
+}

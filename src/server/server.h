@@ -1,13 +1,15 @@
 /* hearth's OpenAI-compatible HTTP server, a drop-in for mlx_lm.server:
- * same endpoints, request fields and flags (docs/server-api.md). HTTP
- * threads (libmicrohttpd, one per connection) parse, validate, render the
- * chat template and tokenize; the engine thread batches and generates;
- * each connection thread detokenizes and streams its own request. */
+ * same endpoints, request fields and flags (docs/server-api.md). A few
+ * HTTP threads (libmicrohttpd, epoll) read requests and answer the quick
+ * routes; each generation's worker parses, validates, renders the chat
+ * template, tokenizes, then detokenizes and streams its own request while
+ * the engine thread batches and generates (docs/operations.md). */
 #ifndef HR_SERVER_SERVER_H
 #define HR_SERVER_SERVER_H
 
 #include "hearth.h"
 
+#include <stdbool.h>
 #include <stddef.h>
 
 typedef struct hr_server hr_server;
@@ -53,6 +55,22 @@ typedef struct hr_server_opts {
     const char *spec;               /* --spec: off, ngram, draft; NULL = draft with a
                                      * draft model, else off */
     int num_draft_tokens;           /* --num-draft-tokens; 0 = 3 */
+    /* limits (docs/operations.md); 0 = the default */
+    int max_connections;            /* open connections; default 4096 */
+    double timeout;                 /* s for a whole request to arrive, and idle
+                                     * keep-alive; default 30 */
+    int max_requests;               /* generations running + queued; beyond: 429 */
+    double request_timeout;         /* s a generation may run; 0 = none; <0 = 600 */
+    double drain_timeout;           /* s hr_server_drain waits; 0 = forever; <0 = 30 */
+    const char *admin_token;        /* Bearer token of the admin routes; NULL = none */
+    int admin_remote;               /* 1: admin routes answer off loopback too */
+    /* --isolate: the engine runs in a child process started with
+     * child_argv (the CLI's own argv; "--engine-fd N" is appended). In
+     * the child, engine_fd is its end of the socket pair; else -1. */
+    int isolate;
+    double engine_timeout;          /* s without a frame from the child: killed; 0 = 10 */
+    char *const *child_argv;
+    int engine_fd;
 } hr_server_opts;
 
 /* Load the model, tokenizer and chat template, start the engine. */
@@ -62,6 +80,18 @@ int hr_server_start(hr_server *s, hr_error *err);
 int hr_server_port(const hr_server *s);
 /* Stop accepting, cancel what is in flight, wait for the connections. */
 void hr_server_stop(hr_server *s);
+/* Draining (POST /admin/drain, SIGTERM): new generation requests get 503
+ * and /health says "draining". hr_server_drain begins it and waits for the
+ * running requests, at most drain_timeout; returns how many are left. */
+void hr_server_drain_begin(hr_server *s);
+bool hr_server_draining(hr_server *s);
+int hr_server_drain(hr_server *s);
+/* --isolate's child: serve the parent on s->o.engine_fd until it closes;
+ * the process' exit status. */
+int hr_server_serve_parent(hr_server *s);
+/* --isolate's child could not load: tell the parent why (on fd) before
+ * exiting. */
+void hr_server_child_fail(int fd, const char *why);
 void hr_server_free(hr_server *s);
 
 /* NULL while the server can serve; else why it cannot (the engine's device
