@@ -8,6 +8,7 @@
 #define HR_API_API_H
 
 #include "hearth.h"
+#include "api/embed_cfg.h"
 #include "chat/chat.h"
 #include "chat/toolcall.h"
 #include "engine/engine.h"
@@ -45,6 +46,7 @@ struct hr_llm {
     int n_threads;                   /* hr_llm_opts.n_threads */
     pthread_mutex_t gvocab_mu;
     hr_grammar_vocab *gvocab;        /* for constrained decoding, built on first use */
+    hr_embed_cfg emb;                /* how it embeds (embed_cfg.h) */
 };
 
 /* Render normalized messages (hr_chat_messages_normalize) with m's

@@ -363,7 +363,7 @@ attach:;
     return true;
 }
 
-static bool model_ok(const hr_server *s, const char *m) {
+bool hr__model_ok(const hr_server *s, const char *m) {
     if (!strcmp(m, "default_model") || !strcmp(m, s->model_id) || !strcmp(m, s->o.model))
         return true;
     /* a path or an ORG/NAME[@REV] that resolves to the served model */
@@ -437,7 +437,7 @@ bool hr__job_from_json(hr_server *s, bool chat, const json_t *root, hr_job *j,
     if (m && !json_is_string(m))
         fail(&f, "model", "%s must be a string", "model");
     j->model = strdup(m && json_is_string(m) ? json_string_value(m) : "default_model");
-    if (!f.bad && !model_ok(s, j->model)) {
+    if (!f.bad && !hr__model_ok(s, j->model)) {
         *err = hr__error_reply(404, "invalid_request_error", "model",
                                "The model '%s' does not exist; this server serves '%s'",
                                j->model, s->model_id);

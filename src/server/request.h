@@ -36,5 +36,8 @@ bool hr__job_from_json(hr_server *s, bool chat, const json_t *root, hr_job *j,
  * not JSON, not an object). */
 json_t *hr__body_parse(const char *body, size_t len, hr_reply *err);
 void hr__job_free(hr_job *j);
+/* The request's "model" names the served one (its id, path, or an
+ * ORG/NAME that resolves to it; "default_model"). */
+bool hr__model_ok(const hr_server *s, const char *m);
 
 #endif

@@ -590,6 +590,14 @@ int hr_tokenizer_is_special(const hr_tokenizer *t, int32_t id) {
     return id >= 0 && id < t->n_vocab && t->tok_special[id];
 }
 
+void hr_tokenizer_post_ids(const hr_tokenizer *t, const int32_t **pre, int *n_pre,
+                           const int32_t **post, int *n_post) {
+    *pre = t->post.pre;
+    *n_pre = t->post.n_pre;
+    *post = t->post.post;
+    *n_post = t->post.n_post;
+}
+
 int32_t hr_tokenizer_bos(const hr_tokenizer *t) { return t->bos; }
 int32_t hr_tokenizer_eos(const hr_tokenizer *t) { return t->eos; }
 int32_t hr_tokenizer_pad(const hr_tokenizer *t) { return t->pad; }
