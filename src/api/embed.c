@@ -92,8 +92,8 @@ int hr_embed(hr_session *s, const hr_embed_input *in, int n, const hr_embed_opts
         }
         if (!rc && np <= 0)
             rc = hr_err(err, HR_EINVAL, "empty");
-        hr_req_params rp = {.prompt = p, .n_prompt = np, .embed = true,
-                            .sampler = {.temp = 0}};
+        hr_req_params rp = {.prompt = p, .n_prompt = np, .embed = true};
+        hr_sampler_params_default(&rp.sampler);
         if (!rc && !(rc = hr_request_new(&reqs[i], s->engine, &rp, err)) &&
             (rc = hr_engine_submit(s->engine, reqs[i], err))) {
             hr_request_release(reqs[i]);
