@@ -72,8 +72,15 @@ void hr_engine_stats_get(const hr_engine *e, hr_engine_stats *s) {
     s->spec_draft_model = e->draft != NULL;
     s->ssd = e->ssd != NULL;
     s->ssd_written = s->ssd_hits = s->ssd_quarantined = 0;
-    if (e->ssd)
+    s->ssd_bytes_written = s->ssd_bytes_read = 0;
+    if (e->ssd) {
         hr_ssd_counts(e->ssd, &s->ssd_written, &s->ssd_hits, &s->ssd_quarantined);
+        hr_ssd_bytes(e->ssd, &s->ssd_bytes_written, &s->ssd_bytes_read);
+    }
+    s->cache_lookups = atomic_load(&m->st_lookups);
+    s->cache_hits = atomic_load(&m->st_lookup_hits);
+    s->cache_misses = s->cache_lookups - s->cache_hits;
+    s->cache_miss_tokens = atomic_load(&m->st_miss_tokens);
     s->kv_bytes = (size_t)e->kv.n_blocks * hr_kv_stride_bytes(&e->kv) * 2 * e->kv.n_layers;
 }
 
@@ -176,6 +183,11 @@ static void admit(hr_engine *e) {
         r->cached = r->len;
         pthread_mutex_unlock(&r->mu);
         atomic_fetch_add(&e->st_cached_tokens, r->len);
+        if (e->pcache && !r->embed) {
+            atomic_fetch_add(&e->st_lookups, 1);
+            atomic_fetch_add(&e->st_lookup_hits, r->len > 0);
+            atomic_fetch_add(&e->st_miss_tokens, r->n_prompt - r->len);
+        }
         e->waiting = r->next;
         if (!e->waiting)
             e->waiting_tail = NULL;

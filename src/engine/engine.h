@@ -177,6 +177,11 @@ typedef struct hr_engine_stats {
                               * (its GPU context is lost): every request fails,
                               * and the server exits */
     long ssd_written, ssd_hits, ssd_quarantined;
+    long long ssd_bytes_written, ssd_bytes_read;
+    /* prompt cache lookups (one per admitted request while the cache is on;
+     * not embed requests): those that reused a prefix, those that did not,
+     * and the looked-up prompt tokens computed rather than served */
+    long cache_lookups, cache_hits, cache_misses, cache_miss_tokens;
     size_t kv_bytes;
 } hr_engine_stats;
 
