@@ -70,6 +70,12 @@ const hr_grammar_vocab *hr__llm_gvocab(hr_llm *m, hr_error *err);
 int hr__llm_grammar_ready(hr_llm *m, const hr_grammar *g, const hr_grammar_vocab **gv,
                           hr_error *err);
 
+/* An embedding input's text as the model's ids: prompt + text, the
+ * post-processor's special tokens, cut to max_seq_length as
+ * sentence-transformers does (embed.c). prompt may be NULL. */
+int hr__embed_ids(const hr_llm *m, const char *prompt, const char *text, size_t len,
+                  hr_tokens *ids, hr_error *err);
+
 struct hr_session {
     hr_llm *llm;
     hr_engine *engine;

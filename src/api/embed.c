@@ -14,7 +14,7 @@ int hr_llm_embed_dim(const hr_llm *m) {
 /* text -> ids: [prompt + text] with the post-processor's special tokens,
  * the sequence between them cut to max_seq in all (sentence-transformers'
  * tokenizer(truncation=True, max_length=max_seq_length)) */
-static int text_ids(const hr_llm *m, const char *prompt, const char *text, size_t len,
+int hr__embed_ids(const hr_llm *m, const char *prompt, const char *text, size_t len,
                     hr_tokens *ids, hr_error *err) {
     size_t pl = prompt ? strlen(prompt) : 0;
     char *full = malloc(pl + len + 1);
@@ -84,7 +84,7 @@ int hr_embed(hr_session *s, const hr_embed_input *in, int n, const hr_embed_opts
             if (!m->tok)
                 rc = hr_err(err, HR_EUNSUPPORTED, "text needs a tokenizer (%s)", m->tok_err);
             else
-                rc = text_ids(m, prompt, in[i].text, in[i].text_len, &ids, err);
+                rc = hr__embed_ids(m, prompt, in[i].text, in[i].text_len, &ids, err);
             p = ids.ids;
             np = (int)ids.n;
         } else if (np <= 0 || !p) {
