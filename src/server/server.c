@@ -291,10 +291,14 @@ int hr_server_new(hr_server **out, const hr_server_opts *o, hr_error *err) {
                       .device = o->device};
     if ((rc = hr_llm_load(&s->llm, o->model, &lo, err)))
         goto fail;
-    if (!s->llm->tok || s->llm->tmpl_err[0]) { /* the server needs both */
-        rc = hr_err(err, HR_ENOTFOUND, "%s", s->llm->tok ? s->llm->tmpl_err : s->llm->tok_err);
+    if (!s->llm->tok) { /* the server needs a tokenizer */
+        rc = hr_err(err, HR_ENOTFOUND, "%s", s->llm->tok_err);
         goto fail;
     }
+    /* no chat template (embedding models have none): chat requests are 400s
+     * saying so; text completions and embeddings are served */
+    if (s->llm->tmpl_err[0])
+        hr_log(HR_LOG_WARN, "%s: chat requests will be refused", s->llm->tmpl_err);
     s->model = s->llm->model;
     s->tok = s->llm->tok;
     s->tmpl = s->llm->tmpl;
