@@ -165,21 +165,15 @@ static int unicode_form(hr__norm_kind k, const hr__buf *in, hr__buf *out) {
     return rc;
 }
 
-static int is_cased(int32_t cp) {
-    utf8proc_category_t k = utf8proc_category(cp);
-    return k == UTF8PROC_CATEGORY_LU || k == UTF8PROC_CATEGORY_LL ||
-           k == UTF8PROC_CATEGORY_LT;
-}
-
-/* Rust's str::to_lowercase: simple mappings plus U+0130 -> "i\u0307" and
- * the final-sigma rule. */
+/* HF's NormalizedString::lowercase: Rust's char::to_lowercase, character by
+ * character: simple mappings plus U+0130 -> "i\u0307"; no final-sigma rule
+ * (the oracle lowercases "ΟΔΟΣ " to "οδοσ "). */
 static int lowercase(const hr__buf *in, hr__buf *out) {
     out->len = 0;
     if (hr__buf_reserve(out, in->len))
         return HR_ENOMEM;
-    int32_t prev = 0;
     for (size_t i = 0; i < in->len;) {
-        int32_t cp, next = 0;
+        int32_t cp;
         int k = hr__utf8_decode(in->p + i, in->len - i, &cp);
         if (!k)
             return HR_EINVAL;
@@ -188,16 +182,11 @@ static int lowercase(const hr__buf *in, hr__buf *out) {
         if (cp == 0x130) {
             memcpy(u, "i\xcc\x87", 3);
             m = 3;
-        } else if (cp == 0x3A3) {
-            if (i + (size_t)k < in->len)
-                hr__utf8_decode(in->p + i + k, in->len - i - (size_t)k, &next);
-            m = hr__utf8_encode(is_cased(prev) && !is_cased(next) ? 0x3C2 : 0x3C3, u);
         } else {
             m = hr__utf8_encode(utf8proc_tolower(cp), u);
         }
         if (hr__buf_put(out, u, (size_t)m))
             return HR_ENOMEM;
-        prev = cp;
         i += (size_t)k;
     }
     return 0;

@@ -232,11 +232,39 @@ static void test_errors(void **state) {
     hr_tokenizer_free(t);
 }
 
+/* Lower-casing is per character in HF (NormalizedString::lowercase): a
+ * final capital sigma becomes σ, not ς. The ids are what
+ * @anush008/tokenizers gives for this tokenizer.json and text. */
+static void test_final_sigma(void **state) {
+    (void)state;
+    const char *norms[] = {"{\"type\":\"Lowercase\"}",
+                           "{\"type\":\"BertNormalizer\",\"lowercase\":true}"};
+    for (int i = 0; i < 2; i++) {
+        char j[1024];
+        snprintf(j, sizeof j, "{\"normalizer\":%s,\"pre_tokenizer\":{\"type\":\"BertPreTokenizer\"},"
+                 "\"model\":{\"type\":\"WordPiece\",\"vocab\":{\"[UNK]\":0,\"\xcf\x83\":1,"
+                 "\"\xcf\x82\":2,\"\xce\xbf\":3,\"##\xcf\x83\":4,\"##\xcf\x82\":5,\"##\xce\xbf\":6,"
+                 "\"\xce\xb4\":7,\"##\xce\xb4\":8}}}", norms[i]);
+        hr_tokenizer *t = NULL;
+        hr_error err;
+        assert_int_equal(hr_tokenizer_load_json(&t, j, strlen(j), NULL, 0, &err), 0);
+        hr_tokens ids = {0};
+        const char *text = "\xce\x9f\xce\x94\xce\x9f\xce\xa3 \xce\x9f\xce\x94\xce\x9f\xce\xa3. \xce\xa3";
+        assert_int_equal(hr_tokenizer_encode(t, text, strlen(text), 0, &ids, &err), 0);
+        int32_t want[] = {3, 8, 6, 4, 3, 8, 6, 4, 0, 1};
+        assert_int_equal(ids.n, 10);
+        assert_memory_equal(ids.ids, want, sizeof want);
+        hr_tokens_free(&ids);
+        hr_tokenizer_free(t);
+    }
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_variants),
         cmocka_unit_test(test_bert_model_dir),
         cmocka_unit_test(test_errors),
+        cmocka_unit_test(test_final_sigma),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
