@@ -56,13 +56,13 @@ static void read_pooling(hr_embed_cfg *c, const char *dir, const char *sub, int 
     json_decref(p);
 }
 
-static int read_modules(hr_embed_cfg *c, const char *dir, json_t *mods) {
+static void read_modules(hr_embed_cfg *c, const char *dir, json_t *mods, int dim) {
     bool pooled = false;
     size_t i;
     json_t *x;
     if (!json_is_array(mods)) {
         snprintf(c->err, sizeof c->err, "modules.json is not a list");
-        return 0;
+        return;
     }
     json_array_foreach(mods, i, x) {
         const char *type = json_string_value(json_object_get(x, "type"));
@@ -73,7 +73,7 @@ static int read_modules(hr_embed_cfg *c, const char *dir, json_t *mods) {
             continue;
         if (!strcmp(name, "Pooling") && path && !pooled) {
             pooled = true;
-            read_pooling(c, dir, path, c->max_seq /* dim, set by the caller */);
+            read_pooling(c, dir, path, dim);
             continue;
         }
         if (!strcmp(name, "Normalize")) {
@@ -82,11 +82,10 @@ static int read_modules(hr_embed_cfg *c, const char *dir, json_t *mods) {
         }
         snprintf(c->err, sizeof c->err, "not supported yet: sentence-transformers module "
                  "%.100s (module %zu)", type ? type : "(no type)", i);
-        return 0;
+        return;
     }
     if (!pooled && !c->err[0])
         snprintf(c->err, sizeof c->err, "modules.json has no Pooling module");
-    return 0;
 }
 
 int hr__embed_cfg_load(hr_embed_cfg *c, const char *dir, bool encoder, int dim) {
@@ -105,10 +104,8 @@ int hr__embed_cfg_load(hr_embed_cfg *c, const char *dir, bool encoder, int dim) 
     }
     c->from_st = true;
     c->normalize = false;
-    c->max_seq = dim; /* read_pooling's dim check (max_seq is read below) */
-    read_modules(c, dir, mods);
+    read_modules(c, dir, mods, dim);
     json_decref(mods);
-    c->max_seq = 0;
     json_t *sb = load(dir, "sentence_bert_config.json");
     json_t *ms = json_object_get(sb, "max_seq_length");
     if (json_is_integer(ms) && json_integer_value(ms) > 0 && json_integer_value(ms) < 1 << 24)
