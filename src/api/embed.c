@@ -14,8 +14,40 @@ int hr_llm_embed_dim(const hr_llm *m) {
 /* text -> ids: [prompt + text] with the post-processor's special tokens,
  * the sequence between them cut to max_seq in all (sentence-transformers'
  * tokenizer(truncation=True, max_length=max_seq_length)) */
+/* Python's str.isspace (what str.strip() drops), as UTF-8: the length of
+ * the whitespace character s[0..n) is, else 0 */
+static size_t py_space(const unsigned char *s, size_t n) {
+    if (n >= 1 && ((s[0] >= 0x09 && s[0] <= 0x0D) || (s[0] >= 0x1C && s[0] <= 0x20)))
+        return 1;
+    if (n == 2 && s[0] == 0xC2 && (s[1] == 0x85 || s[1] == 0xA0))
+        return 2;
+    if (n != 3)
+        return 0;
+    unsigned c = (unsigned)(s[0] & 0x0F) << 12 | (unsigned)(s[1] & 0x3F) << 6 | (s[2] & 0x3F);
+    bool lead = (s[0] & 0xF0) == 0xE0 && (s[1] & 0xC0) == 0x80 && (s[2] & 0xC0) == 0x80;
+    return lead && (c == 0x1680 || (c >= 0x2000 && c <= 0x200A) || c == 0x2028 || c == 0x2029 ||
+                    c == 0x202F || c == 0x205F || c == 0x3000) ? 3 : 0;
+}
+
+/* s[*a, *b) without leading and trailing Python whitespace */
+static void py_strip(const char *str, size_t *a, size_t *b) {
+    const unsigned char *s = (const unsigned char *)str;
+    for (bool more = true; more && *a < *b;) {
+        more = false;
+        for (size_t k = 1; k <= 3 && *a + k <= *b && !more; k++)
+            if (py_space(s + *a, k) == k)
+                *a += k, more = true;
+    }
+    for (bool more = true; more && *b > *a;) {
+        more = false;
+        for (size_t k = 1; k <= 3 && *b - k >= *a && !more; k++)
+            if (py_space(s + *b - k, k) == k)
+                *b -= k, more = true;
+    }
+}
+
 int hr__embed_ids(const hr_llm *m, const char *prompt, const char *text, size_t len,
-                    hr_tokens *ids, hr_error *err) {
+                  hr_tokens *ids, hr_error *err) {
     size_t pl = prompt ? strlen(prompt) : 0;
     char *full = malloc(pl + len + 1);
     if (!full)
@@ -25,8 +57,11 @@ int hr__embed_ids(const hr_llm *m, const char *prompt, const char *text, size_t 
     if (len)
         memcpy(full + pl, text, len);
     full[pl + len] = 0;
+    /* sentence-transformers strips the text it tokenizes (prompt + input) */
+    size_t a = 0, b = pl + len;
+    py_strip(full, &a, &b);
     hr_tokens body = {0};
-    int rc = hr_tokenizer_encode(m->tok, full, pl + len, 0, &body, err);
+    int rc = hr_tokenizer_encode(m->tok, full + a, b - a, 0, &body, err);
     free(full);
     if (rc)
         return rc;

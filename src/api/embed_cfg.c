@@ -110,6 +110,9 @@ int hr__embed_cfg_load(hr_embed_cfg *c, const char *dir, bool encoder, int dim) 
     json_t *ms = json_object_get(sb, "max_seq_length");
     if (json_is_integer(ms) && json_integer_value(ms) > 0 && json_integer_value(ms) < 1 << 24)
         c->max_seq = (int)json_integer_value(ms);
+    if (json_is_true(json_object_get(sb, "do_lower_case")) && !c->err[0])
+        snprintf(c->err, sizeof c->err, "not supported yet: sentence_bert_config.json "
+                 "do_lower_case (Python's str.lower before the tokenizer)");
     json_decref(sb);
     json_t *st = load(dir, "config_sentence_transformers.json");
     json_t *pr = json_object_get(st, "prompts");

@@ -102,6 +102,14 @@ static void test_read(void **state) {
     assert_int_equal(hr__embed_cfg_load(&c, dir, true, 4), 0);
     assert_non_null(strstr(c.err, "not valid JSON"));
     hr__embed_cfg_free(&c);
+    /* do_lower_case: not supported yet */
+    assert_int_equal(hr_test_put(dir, "modules.json", MODULES), 0);
+    pooling_file("\"pooling_mode_cls_token\": true");
+    assert_int_equal(hr_test_put(dir, "sentence_bert_config.json", "{\"do_lower_case\": true}"), 0);
+    assert_int_equal(hr__embed_cfg_load(&c, dir, true, 4), 0);
+    assert_non_null(strstr(c.err, "not supported yet: sentence_bert_config.json do_lower_case"));
+    hr__embed_cfg_free(&c);
+    assert_int_equal(hr_test_put(dir, "sentence_bert_config.json", "{\"do_lower_case\": false}"), 0);
     /* a default prompt that is not among the prompts */
     assert_int_equal(hr_test_put(dir, "modules.json", MODULES), 0);
     assert_int_equal(hr_test_put(dir, "config_sentence_transformers.json",

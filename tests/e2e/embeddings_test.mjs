@@ -45,6 +45,9 @@ await check('every input form; batch invariance; token ids = the same text', asy
   assert(a.usage.prompt_tokens === 5 && b.usage.prompt_tokens === 7, `usage ${a.usage.prompt_tokens} ${b.usage.prompt_tokens}`);
   assert(maxDiff(a.data[0].embedding, b.data[0].embedding) < 1e-5 && b.data.length === 2, 'ids forms');
   assert(cos(b.data[0].embedding, b.data[1].embedding) < 0.9999, 'different inputs, different vectors');
+  // sentence-transformers strips the text (Python's str.strip)
+  const st = await client.embeddings.create({ model, input: ['\t Hello world\u3000\n', 'Hello world'], encoding_format: 'float' });
+  assert(maxDiff(st.data[0].embedding, st.data[1].embedding) < 1e-6 && st.usage.prompt_tokens % 2 === 0, 'stripped');
 });
 
 await check('dimensions: the head, re-normalised', async () => {
