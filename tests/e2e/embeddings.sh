@@ -34,6 +34,23 @@ for l, s in zip(lines, srv):
     assert len(l["embedding"]) == 8 and max(abs(a - b) for a, b in zip(l["embedding"], s["embedding"])) < 1e-6, (l, s)
 print("embed: hearth embed gives the server's vectors")
 PY
+# a checkpoint saved from the bare base model (Qwen3-Embedding's layout:
+# no "model." prefix, no lm_head) embeds as the full one does
+mkdir "$tmp/bare" && cp "$tmp/tiny-chat"/*.json "$tmp/bare/"
+python3 - "$tmp/tiny-chat/model.safetensors" "$tmp/bare/model.safetensors" <<'PY'
+import json, struct, sys
+b = open(sys.argv[1], "rb").read()
+n = struct.unpack("<Q", b[:8])[0]
+h = {(k[6:] if k.startswith("model.") else k): v for k, v in json.loads(b[8:8 + n]).items()}
+h.pop("lm_head.weight", None)  # its bytes stay, unreferenced
+s = json.dumps(h).encode()
+s += b" " * ((8 - len(s) % 8) % 8)
+open(sys.argv[2], "wb").write(struct.pack("<Q", len(s)) + s + b[8 + n:])
+PY
+a=$("$HEARTH_BIN" embed --model "$tmp/tiny-chat" --text "Hello world" --threads 1 --device cpu)
+b=$("$HEARTH_BIN" embed --model "$tmp/bare" --text "Hello world" --threads 1 --device cpu)
+[ "$a" = "$b" ] || { echo "FAIL: the bare layout embeds differently"; exit 1; }
+echo "embed: a checkpoint without the model. prefix gives the same vectors"
 if "$HEARTH_BIN" embed --model "$tmp/tiny-chat" --text x --dimensions 9999 --device cpu 2>"$tmp/e"; then
     echo "FAIL: --dimensions 9999 accepted"; exit 1
 fi
