@@ -34,13 +34,13 @@ static void py_strip(const char *str, size_t *a, size_t *b) {
     const unsigned char *s = (const unsigned char *)str;
     for (bool more = true; more && *a < *b;) {
         more = false;
-        for (size_t k = 1; k <= 3 && *a + k <= *b && !more; k++)
+        for (size_t k = 1; k <= 3 && k <= *b - *a && !more; k++)
             if (py_space(s + *a, k) == k)
                 *a += k, more = true;
     }
     for (bool more = true; more && *b > *a;) {
         more = false;
-        for (size_t k = 1; k <= 3 && *b - k >= *a && !more; k++)
+        for (size_t k = 1; k <= 3 && k <= *b - *a && !more; k++)
             if (py_space(s + *b - k, k) == k)
                 *b -= k, more = true;
     }

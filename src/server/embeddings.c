@@ -16,10 +16,12 @@ static hr_reply bad(const char *param, const char *msg) {
 }
 
 /* a list of token ids: every element an integer in [0, n_vocab) */
-static bool id_list(const json_t *a, int n_vocab, int32_t **ids, int *n, hr_reply *err) {
+static bool id_list(const json_t *a, size_t which, int n_vocab, int32_t **ids, int *n,
+                    hr_reply *err) {
     size_t k = json_array_size(a);
     if (k == 0) {
-        *err = bad("input", "input: a token list must not be empty");
+        *err = hr__error_reply(400, "invalid_request_error", "input", "input %zu: a token list "
+                               "must not be empty", which);
         return false;
     }
     if (!(*ids = malloc(k * sizeof **ids))) {
@@ -30,8 +32,8 @@ static bool id_list(const json_t *a, int n_vocab, int32_t **ids, int *n, hr_repl
         const json_t *x = json_array_get(a, i);
         if (!json_is_integer(x) || json_integer_value(x) < 0 ||
             json_integer_value(x) >= n_vocab) {
-            *err = hr__error_reply(400, "invalid_request_error", "input", "input: token %zu "
-                                   "must be an integer in [0, %d)", i, n_vocab);
+            *err = hr__error_reply(400, "invalid_request_error", "input", "input %zu: token %zu "
+                                   "must be an integer in [0, %d)", which, i, n_vocab);
             return false;
         }
         (*ids)[i] = (int32_t)json_integer_value(x);
@@ -120,7 +122,7 @@ bool hr__embeddings_parse(const json_t *root, int dim, int n_vocab, hr_emb_req *
     }
     q->n = (int)n;
     if (one_ids)
-        return id_list(in, n_vocab, &q->ids[0], &q->in[0].n_tokens, err) &&
+        return id_list(in, 0, n_vocab, &q->ids[0], &q->in[0].n_tokens, err) &&
                ((q->in[0].tokens = q->ids[0]), true);
     for (size_t i = 0; i < n; i++) {
         const json_t *x = json_is_string(in) ? in : json_array_get(in, i);
@@ -133,7 +135,7 @@ bool hr__embeddings_parse(const json_t *root, int dim, int n_vocab, hr_emb_req *
             q->in[i].text = json_string_value(x);
             q->in[i].text_len = json_string_length(x);
         } else if (json_is_array(x)) {
-            if (!id_list(x, n_vocab, &q->ids[i], &q->in[i].n_tokens, err))
+            if (!id_list(x, i, n_vocab, &q->ids[i], &q->in[i].n_tokens, err))
                 return false;
             q->in[i].tokens = q->ids[i];
         } else {
