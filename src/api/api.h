@@ -76,6 +76,9 @@ int hr__llm_grammar_ready(hr_llm *m, const hr_grammar *g, const hr_grammar_vocab
 int hr__embed_ids(const hr_llm *m, const char *prompt, const char *text, size_t len,
                   hr_tokens *ids, hr_error *err);
 
+/* s[*a, *b) without leading and trailing Python whitespace (str.strip()) */
+void hr__py_strip(const char *s, size_t *a, size_t *b);
+
 struct hr_session {
     hr_llm *llm;
     hr_engine *engine;

@@ -29,8 +29,7 @@ static size_t py_space(const unsigned char *s, size_t n) {
                     c == 0x202F || c == 0x205F || c == 0x3000) ? 3 : 0;
 }
 
-/* s[*a, *b) without leading and trailing Python whitespace */
-static void py_strip(const char *str, size_t *a, size_t *b) {
+void hr__py_strip(const char *str, size_t *a, size_t *b) {
     const unsigned char *s = (const unsigned char *)str;
     for (bool more = true; more && *a < *b;) {
         more = false;
@@ -59,7 +58,7 @@ int hr__embed_ids(const hr_llm *m, const char *prompt, const char *text, size_t 
     full[pl + len] = 0;
     /* sentence-transformers strips the text it tokenizes (prompt + input) */
     size_t a = 0, b = pl + len;
-    py_strip(full, &a, &b);
+    hr__py_strip(full, &a, &b);
     hr_tokens body = {0};
     int rc = hr_tokenizer_encode(m->tok, full + a, b - a, 0, &body, err);
     free(full);

@@ -1,4 +1,5 @@
-/* libFuzzer: /v1/embeddings request bodies through their parser
+/* libFuzzer: the bytes through the inputs' whitespace strip (api/embed.c),
+ * and as a /v1/embeddings request body through its parser
  * (server/embeddings.c) for a model of embedding length 64 and 512 ids. A
  * body must parse into 1..HR_EMB_MAX_INPUTS inputs, each text or in-range
  * token ids, or fail with a 400 in OpenAI's error shape naming a field.
@@ -10,6 +11,11 @@
 #include <string.h>
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
+    /* the text's strip (api/embed.c) on the raw bytes: a sub-range */
+    size_t a = 0, b = size;
+    hr__py_strip((const char *)data, &a, &b);
+    if (a > b || b > size)
+        abort();
     json_t *req = json_loadb((const char *)data, size, 0, NULL);
     if (!json_is_object(req)) {
         json_decref(req);
