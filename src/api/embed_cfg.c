@@ -3,10 +3,13 @@
  *   modules.json                      [{"type": "sentence_transformers.models.Transformer",
  *                                       "path": ""}, {"type": "...Pooling", "path":
  *                                       "1_Pooling"}, {"type": "...Normalize", ...}]
+ *                                       (6: "sentence_transformers.base.modules....")
  *   1_Pooling/config.json             pooling_mode_cls_token / _mean_tokens /
- *                                       _lasttoken / ..., include_prompt
+ *                                       _lasttoken / ..., include_prompt (6:
+ *                                       "pooling_mode": "cls" | "mean" | "lasttoken")
  *   config_sentence_transformers.json prompts {name: text}, default_prompt_name
- *   sentence_bert_config.json         max_seq_length */
+ *   sentence_bert_config.json         max_seq_length (6: tokenizer_config.json's
+ *                                       model_max_length) */
 #include "api/embed_cfg.h"
 #include "core/error.h"
 #include "core/file.h"
@@ -25,7 +28,9 @@ static json_t *load(const char *dir, const char *name) {
 
 static bool flag(const json_t *o, const char *k) { return json_is_true(json_object_get(o, k)); }
 
-/* the Pooling module's config */
+/* the Pooling module's config: sentence-transformers <= 5 writes a flag per
+ * mode (pooling_mode_cls_token, ..., word_embedding_dimension), 6 one
+ * "pooling_mode" string (cls, mean, lasttoken, ...; embedding_dimension) */
 static void read_pooling(hr_embed_cfg *c, const char *dir, const char *sub, int dim) {
     char rel[512];
     snprintf(rel, sizeof rel, "%s/config.json", sub);
@@ -35,20 +40,37 @@ static void read_pooling(hr_embed_cfg *c, const char *dir, const char *sub, int 
         json_decref(p);
         return;
     }
-    bool cls = flag(p, "pooling_mode_cls_token"), mean = flag(p, "pooling_mode_mean_tokens"),
-         last = flag(p, "pooling_mode_lasttoken");
-    const char *other = flag(p, "pooling_mode_max_tokens")            ? "max_tokens"
-                        : flag(p, "pooling_mode_mean_sqrt_len_tokens") ? "mean_sqrt_len_tokens"
-                        : flag(p, "pooling_mode_weightedmean_tokens")  ? "weightedmean_tokens"
-                                                                       : NULL;
+    json_t *pm = json_object_get(p, "pooling_mode");
+    if (json_is_array(pm) && json_array_size(pm) == 1)
+        pm = json_array_get(pm, 0);
+    bool cls, mean, last;
+    const char *other = NULL;
+    if (pm) { /* sentence-transformers 6 */
+        const char *m = json_string_value(pm);
+        cls = m && !strcmp(m, "cls");
+        mean = m && !strcmp(m, "mean");
+        last = m && !strcmp(m, "lasttoken");
+        if (!cls && !mean && !last)
+            other = m ? m : "(not a string)";
+    } else {
+        cls = flag(p, "pooling_mode_cls_token");
+        mean = flag(p, "pooling_mode_mean_tokens");
+        last = flag(p, "pooling_mode_lasttoken");
+        other = flag(p, "pooling_mode_max_tokens")            ? "max_tokens"
+                : flag(p, "pooling_mode_mean_sqrt_len_tokens") ? "mean_sqrt_len_tokens"
+                : flag(p, "pooling_mode_weightedmean_tokens")  ? "weightedmean_tokens"
+                                                               : NULL;
+    }
     json_t *wd = json_object_get(p, "word_embedding_dimension");
+    if (!wd)
+        wd = json_object_get(p, "embedding_dimension");
     if (other)
-        snprintf(c->err, sizeof c->err, "not supported yet: pooling_mode_%s", other);
+        snprintf(c->err, sizeof c->err, "not supported yet: pooling mode %.60s", other);
     else if (cls + mean + last != 1)
         snprintf(c->err, sizeof c->err, "not supported yet: %d pooling modes at once "
                  "(one of cls_token, mean_tokens, lasttoken is)", cls + mean + last);
     else if (json_is_integer(wd) && json_integer_value(wd) != dim)
-        snprintf(c->err, sizeof c->err, "%s: word_embedding_dimension %lld, the model's "
+        snprintf(c->err, sizeof c->err, "%s: embedding dimension %lld, the model's "
                  "hidden size is %d", rel, (long long)json_integer_value(wd), dim);
     c->pooling = cls ? HR_POOL_CLS : mean ? HR_POOL_MEAN : HR_POOL_LAST;
     json_t *ip = json_object_get(p, "include_prompt");
@@ -106,10 +128,17 @@ int hr__embed_cfg_load(hr_embed_cfg *c, const char *dir, bool encoder, int dim) 
     c->normalize = false;
     read_modules(c, dir, mods, dim);
     json_decref(mods);
+    /* max_seq_length: sentence_bert_config.json (sentence-transformers <= 5),
+     * else the tokenizer's model_max_length (6 keeps it there) */
     json_t *sb = load(dir, "sentence_bert_config.json");
-    json_t *ms = json_object_get(sb, "max_seq_length");
+    json_t *ms = json_object_get(sb, "max_seq_length"), *tc = NULL;
+    if (!json_is_integer(ms)) {
+        tc = load(dir, "tokenizer_config.json");
+        ms = json_object_get(tc, "model_max_length");
+    }
     if (json_is_integer(ms) && json_integer_value(ms) > 0 && json_integer_value(ms) < 1 << 24)
         c->max_seq = (int)json_integer_value(ms);
+    json_decref(tc);
     if (json_is_true(json_object_get(sb, "do_lower_case")) && !c->err[0])
         snprintf(c->err, sizeof c->err, "not supported yet: sentence_bert_config.json "
                  "do_lower_case (Python's str.lower before the tokenizer)");

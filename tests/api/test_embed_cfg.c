@@ -79,7 +79,7 @@ static void test_read(void **state) {
     const char *modes[] = {"\"pooling_mode_max_tokens\": true",
                            "\"pooling_mode_cls_token\": true, \"pooling_mode_mean_tokens\": true",
                            "\"pooling_mode_mean_tokens\": false"};
-    const char *want[] = {"max_tokens", "2 pooling modes", "0 pooling modes"};
+    const char *want[] = {"pooling mode max_tokens", "2 pooling modes", "0 pooling modes"};
     for (int i = 0; i < 3; i++) {
         pooling_file(modes[i]);
         assert_int_equal(hr__embed_cfg_load(&c, dir, true, 4), 0);
@@ -88,7 +88,7 @@ static void test_read(void **state) {
     }
     pooling_file("\"pooling_mode_lasttoken\": true");
     assert_int_equal(hr__embed_cfg_load(&c, dir, true, 8), 0); /* the model is 8 wide */
-    assert_non_null(strstr(c.err, "word_embedding_dimension 4"));
+    assert_non_null(strstr(c.err, "embedding dimension 4"));
     hr__embed_cfg_free(&c);
     assert_int_equal(hr_test_put(dir, "modules.json",
                                  "[{\"path\":\"\",\"type\":\"sentence_transformers.models.Transformer\"},"
@@ -101,6 +101,20 @@ static void test_read(void **state) {
     assert_int_equal(hr_test_put(dir, "modules.json", "[1"), 0);
     assert_int_equal(hr__embed_cfg_load(&c, dir, true, 4), 0);
     assert_non_null(strstr(c.err, "not valid JSON"));
+    hr__embed_cfg_free(&c);
+    /* sentence-transformers 6: one pooling_mode string, max_seq_length in the
+     * tokenizer's model_max_length */
+    assert_int_equal(hr_test_put(dir, "modules.json", MODULES), 0);
+    assert_int_equal(hr_test_put(dir, "1_Pooling/config.json",
+                                 "{\"embedding_dimension\": 4, \"pooling_mode\": \"lasttoken\"}"), 0);
+    assert_int_equal(hr_test_put(dir, "sentence_bert_config.json", "{\"transformer_task\": \"x\"}"), 0);
+    assert_int_equal(hr_test_put(dir, "tokenizer_config.json", "{\"model_max_length\": 40}"), 0);
+    assert_int_equal(hr__embed_cfg_load(&c, dir, true, 4), 0);
+    assert_true(c.pooling == HR_POOL_LAST && c.max_seq == 40 && !c.err[0]);
+    hr__embed_cfg_free(&c);
+    assert_int_equal(hr_test_put(dir, "1_Pooling/config.json", "{\"pooling_mode\": \"max\"}"), 0);
+    assert_int_equal(hr__embed_cfg_load(&c, dir, true, 4), 0);
+    assert_non_null(strstr(c.err, "not supported yet: pooling mode max"));
     hr__embed_cfg_free(&c);
     /* do_lower_case: not supported yet */
     assert_int_equal(hr_test_put(dir, "modules.json", MODULES), 0);

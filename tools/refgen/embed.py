@@ -32,6 +32,16 @@ one), with and without special tokens ("ids0" only where it is not "ids" less
 its first and last id).
 
 Needs torch, transformers, sentence-transformers (the accelerator machine).
+The committed fixtures were made with torch 2.11.0, transformers 5.17.0 and
+sentence-transformers 6.0.1 (which writes its 6.x layout: "pooling_mode":
+"cls", max_seq_length as the tokenizer's model_max_length, modules under
+sentence_transformers.base.modules). Known flaw of that run: transformers
+5.17's BertTokenizer(vocab_file=...) ignored vocab.txt, so the saved BERT
+tokenizer.json has the five special tokens only and every word is [UNK]:
+the BERT ids exercise BertNormalizer + BertPreTokenizer word splitting, not
+WordPiece matching (tools/tokref/wordpiece.js covers that with the full
+vocabulary). A rerun should build the tokenizer from the vocabulary
+explicitly (tokenizers.models.WordPiece(vocab dict)).
 Usage: python3 tools/refgen/embed.py --out tests/fixtures/embed [--log FILE]
        python3 tools/refgen/embed.py --vocab-only DIR   (no torch: vocab.txt)
 """
@@ -317,6 +327,7 @@ def main():
     import torch
     import transformers
     import sentence_transformers as st
+    import sentence_transformers.models  # noqa: F401 (st.models)
     torch.backends.cuda.matmul.allow_tf32 = False
     torch.backends.cudnn.allow_tf32 = False
     torch.set_num_threads(4)
