@@ -303,6 +303,38 @@ const int32_t *hr_gen_prompt(const hr_gen *g, int *n);
 /* Cancels the request if it is still running and frees it. */
 void hr_gen_free(hr_gen *g);
 
+/* ---- embeddings ------------------------------------------------------------ */
+
+/* One input: text (the model's prompt prepended, special tokens added,
+ * truncated to its max_seq_length as sentence-transformers does) or token
+ * ids (used as they are: no prompt, no special tokens, no truncation). */
+typedef struct hr_embed_input {
+    const char *text;          /* UTF-8; NULL: tokens */
+    size_t text_len;
+    const int32_t *tokens;
+    int n_tokens;
+} hr_embed_input;
+
+typedef struct hr_embed_opts {
+    const char *prompt_name;   /* a name of the model's sentence-transformers
+                                * "prompts"; NULL: its default_prompt_name
+                                * (none when it has none); "": no prompt */
+    const char *prompt;        /* the prompt text itself (wins over
+                                * prompt_name); NULL */
+    int dimensions;            /* 0: hr_llm_embed_dim; 1..that: the first
+                                * `dimensions` values, re-normalised to unit
+                                * length (Matryoshka) */
+} hr_embed_opts;
+
+/* The length of m's embeddings (its hidden size); 0 when m cannot embed. */
+int hr_llm_embed_dim(const hr_llm *m);
+/* Embed n inputs through s's engine (they run batched, with each other and
+ * any other requests): pooled as the model's sentence-transformers config
+ * says (docs/server-api.md#embeddings), into out [n][dimensions]. *n_tokens
+ * (may be NULL): the tokens computed. o may be NULL. Thread-safe. */
+int hr_embed(hr_session *s, const hr_embed_input *in, int n, const hr_embed_opts *o,
+             float *out, long *n_tokens, hr_error *err);
+
 /* ---- internal ------------------------------------------------------------ */
 #ifdef HEARTH_INTERNAL
 /* The weights alone (src/model/model.h); the library's own layers use

@@ -74,6 +74,15 @@ class _Event(C.Structure):
                 ("drafted_tokens", C.c_int), ("accepted_tokens", C.c_int)]
 
 
+class _EmbedInput(C.Structure):  # hr_embed_input
+    _fields_ = [("text", C.c_char_p), ("text_len", C.c_size_t),
+                ("tokens", C.POINTER(C.c_int32)), ("n_tokens", C.c_int)]
+
+
+class _EmbedOpts(C.Structure):  # hr_embed_opts
+    _fields_ = [("prompt_name", C.c_char_p), ("prompt", C.c_char_p), ("dimensions", C.c_int)]
+
+
 def _sig(name, res, *args):
     f = getattr(_lib, name)
     f.restype, f.argtypes = res, list(args)
@@ -97,6 +106,9 @@ _submit = _sig("hr_gen_submit", C.c_int, C.POINTER(_P), _P, C.POINTER(_Params), 
 _next = _sig("hr_gen_next", C.c_int, _P, C.POINTER(_Event), _E)
 _cancel = _sig("hr_gen_cancel", None, _P)
 _gen_free = _sig("hr_gen_free", None, _P)
+_embed_dim = _sig("hr_llm_embed_dim", C.c_int, _P)
+_embed = _sig("hr_embed", C.c_int, _P, C.POINTER(_EmbedInput), C.c_int, C.POINTER(_EmbedOpts),
+              C.POINTER(C.c_float), C.POINTER(C.c_long), _E)
 
 
 def _check(rc, err):
@@ -203,6 +215,26 @@ class Session:
                 yield Event(ev)
         finally:
             _gen_free(g)
+
+    def embed(self, inputs, prompt_name=None, prompt=None, dimensions=0):
+        """A vector per input (a str, or a list of token ids), batched through the engine."""
+        n, keep = len(inputs), []
+        arr = (_EmbedInput * n)()
+        for i, x in enumerate(inputs):
+            if isinstance(x, str):
+                b = x.encode()
+                keep.append(b)
+                arr[i].text, arr[i].text_len = b, len(b)
+            else:
+                t = (C.c_int32 * len(x))(*x)
+                keep.append(t)
+                arr[i].tokens, arr[i].n_tokens = t, len(x)
+        o = _EmbedOpts(prompt_name.encode() if prompt_name is not None else None,
+                       prompt.encode() if prompt is not None else None, dimensions)
+        dims = dimensions or _embed_dim(self.model._h)
+        out, ntok, err = (C.c_float * (n * dims))(), C.c_long(), _Error()
+        _check(_embed(self._h, arr, n, C.byref(o), out, C.byref(ntok), C.byref(err)), err)
+        return [list(out[i * dims:(i + 1) * dims]) for i in range(n)]
 
     def complete(self, **kw):
         """The whole text and the last event."""

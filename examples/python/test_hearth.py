@@ -45,6 +45,17 @@ class TestHearth(unittest.TestCase):
                                      json_schema=schema)
         self.assertIsInstance(json.loads(text)["n"], int)
 
+    def test_embed(self):
+        # a causal LM with no sentence-transformers config: last token, unit length
+        a, b = self.s.embed(["What does abate mean?", self.m.tokenize("Hi")])
+        self.assertAlmostEqual(sum(x * x for x in a), 1.0, places=4)
+        self.assertEqual(len(a), len(b))
+        (c,) = self.s.embed(["What does abate mean?"], dimensions=8)
+        self.assertEqual(len(c), 8)
+        self.assertAlmostEqual(sum(x * x for x in c), 1.0, places=4)
+        with self.assertRaises(hearth.HearthError):
+            self.s.embed(["x"], prompt_name="nope")
+
     def test_errors(self):
         with self.assertRaises(hearth.HearthError) as e:
             hearth.Model("/nonexistent/model")

@@ -8,6 +8,7 @@
 #define HR_API_API_H
 
 #include "hearth.h"
+#include "api/embed_cfg.h"
 #include "chat/chat.h"
 #include "chat/toolcall.h"
 #include "engine/engine.h"
@@ -45,6 +46,7 @@ struct hr_llm {
     int n_threads;                   /* hr_llm_opts.n_threads */
     pthread_mutex_t gvocab_mu;
     hr_grammar_vocab *gvocab;        /* for constrained decoding, built on first use */
+    hr_embed_cfg emb;                /* how it embeds (embed_cfg.h) */
 };
 
 /* Render normalized messages (hr_chat_messages_normalize) with m's
@@ -67,6 +69,15 @@ const hr_grammar_vocab *hr__llm_gvocab(hr_llm *m, hr_error *err);
  * pair it with, and g's mask cache is filled (off the token loop). */
 int hr__llm_grammar_ready(hr_llm *m, const hr_grammar *g, const hr_grammar_vocab **gv,
                           hr_error *err);
+
+/* An embedding input's text as the model's ids: prompt + text, the
+ * post-processor's special tokens, cut to max_seq_length as
+ * sentence-transformers does (embed.c). prompt may be NULL. */
+int hr__embed_ids(const hr_llm *m, const char *prompt, const char *text, size_t len,
+                  hr_tokens *ids, hr_error *err);
+
+/* s[*a, *b) without leading and trailing Python whitespace (str.strip()) */
+void hr__py_strip(const char *s, size_t *a, size_t *b);
 
 struct hr_session {
     hr_llm *llm;

@@ -159,6 +159,10 @@ int hr_llm_load(hr_llm **out, const char *path, const hr_llm_opts *opts, hr_erro
         goto fail;
     stop_ids(m);
     read_defaults(m);
+    if (hr__embed_cfg_load(&m->emb, path, m->model->hp.arch->encoder, m->model->hp.d_model)) {
+        rc = hr_err(err, HR_ENOMEM, "out of memory");
+        goto fail;
+    }
     m->tok_hash = tokenizer_hash(path);
     *out = m;
     return 0;
@@ -175,6 +179,7 @@ void hr_llm_free(hr_llm *m) {
     hr_chat_template_free(m->tmpl);
     hr_tokenizer_free(m->tok);
     hr_model_free(m->model);
+    hr__embed_cfg_free(&m->emb);
     free(m->bos_token);
     free(m->eos_token);
     free(m->path);

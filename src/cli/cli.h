@@ -9,6 +9,7 @@ int hr_cmd_bench(int argc, char **argv);
 int hr_cmd_bench_spec(int argc, char **argv);
 int hr_cmd_convert(int argc, char **argv);
 int hr_cmd_perplexity(int argc, char **argv);
+int hr_cmd_embed(int argc, char **argv);
 int hr_cmd_synth(int argc, char **argv);
 int hr_cmd_version(int argc, char **argv);
 int hr_cmd_tokenize(int argc, char **argv);

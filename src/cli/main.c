@@ -18,6 +18,7 @@ static const verb verbs[] = {
     {"perplexity", hr_cmd_perplexity, "perplexity of a model over a text file"},
     {"synth", hr_cmd_synth, "write a random-weight model at a real model's shape"},
     {"version", hr_cmd_version, "print the version"},
+    {"embed", hr_cmd_embed, "texts -> embeddings, JSON lines (--model, --text/--file)"},
     {"tokenize", hr_cmd_tokenize, "text -> token IDs (--model, --text/--file/--jsonl)"},
     {"detokenize", hr_cmd_detokenize, "token IDs -> text (--model, --tokens)"},
     {"template", hr_cmd_template, "render a model's chat template over messages"},

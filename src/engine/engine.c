@@ -24,6 +24,9 @@ static int blocks_for(int tokens) { return (tokens + HR_KV_BLOCK - 1) / HR_KV_BL
 int hr_engine_submit(hr_engine *e, hr_request *r, hr_error *err) {
     if (atomic_load(&e->dead))
         return hr_err(err, HR_EIO, "%s", e->dead_msg);
+    if (e->m->hp.arch->encoder && r->n_prompt > e->chunk)
+        return hr_err(err, HR_ERANGE, "the input has %d tokens; this encoder takes at most %d "
+                      "in one step (--prefill-chunk)", r->n_prompt, e->chunk);
     if (r->n_prompt + (r->max_tokens > 0) > e->n_ctx)
         return hr_err(err, HR_ERANGE, "the prompt has %d tokens; this model's context "
                       "limit is %d tokens, including at least one generated token",
@@ -69,8 +72,15 @@ void hr_engine_stats_get(const hr_engine *e, hr_engine_stats *s) {
     s->spec_draft_model = e->draft != NULL;
     s->ssd = e->ssd != NULL;
     s->ssd_written = s->ssd_hits = s->ssd_quarantined = 0;
-    if (e->ssd)
+    s->ssd_bytes_written = s->ssd_bytes_read = 0;
+    if (e->ssd) {
         hr_ssd_counts(e->ssd, &s->ssd_written, &s->ssd_hits, &s->ssd_quarantined);
+        hr_ssd_bytes(e->ssd, &s->ssd_bytes_written, &s->ssd_bytes_read);
+    }
+    s->cache_lookups = atomic_load(&m->st_lookups);
+    s->cache_hits = atomic_load(&m->st_lookup_hits);
+    s->cache_misses = s->cache_lookups - s->cache_hits;
+    s->cache_miss_tokens = atomic_load(&m->st_miss_tokens);
     s->kv_bytes = (size_t)e->kv.n_blocks * hr_kv_stride_bytes(&e->kv) * 2 * e->kv.n_layers;
 }
 
@@ -78,7 +88,7 @@ void hr_engine_stats_get(const hr_engine *e, hr_engine_stats *s) {
 
 static void retire(hr_engine *e, int i, hr_finish why, const char *msg) {
     hr_request *r = e->running[i];
-    if (e->pcache && why != HR_FINISH_ERROR && r->len > 0) {
+    if (e->pcache && why != HR_FINISH_ERROR && r->len > 0 && !r->embed) {
         /* index the sequence's blocks, its tail too: prompt, then generated tokens */
         int n = r->len;
         for (int k = 0; k < n; k++)
@@ -145,7 +155,7 @@ static void admit(hr_engine *e) {
          * prompt token to compute (its logits start the generation) and
          * every token whose logits score the prompt; a prefix ending inside
          * a block comes as a copy the request owns */
-        if (e->pcache)
+        if (e->pcache && !r->embed)
             hit = hr_pcache_lookup(e->pcache, r->prompt,
                                    r->score_from ? r->score_from - 1 : r->n_prompt - 1, total,
                                    r->blocks, &len);
@@ -173,6 +183,11 @@ static void admit(hr_engine *e) {
         r->cached = r->len;
         pthread_mutex_unlock(&r->mu);
         atomic_fetch_add(&e->st_cached_tokens, r->len);
+        if (e->pcache && !r->embed) {
+            atomic_fetch_add(&e->st_lookups, 1);
+            atomic_fetch_add(&e->st_lookup_hits, r->len > 0);
+            atomic_fetch_add(&e->st_miss_tokens, r->n_prompt - r->len);
+        }
         e->waiting = r->next;
         if (!e->waiting)
             e->waiting_tail = NULL;
@@ -180,7 +195,7 @@ static void admit(hr_engine *e) {
         atomic_fetch_sub(&e->st_queued, 1);
         atomic_fetch_add(&e->st_running, 1);
         atomic_fetch_add(&e->st_prompt, r->n_prompt);
-        if (r->limit == 0 && !r->score_from) /* max_tokens 0: nothing to generate */
+        if (r->limit == 0 && !r->score_from && !r->embed) /* max_tokens 0: nothing to generate */
             retire(e, e->n_running - 1, HR_FINISH_LENGTH, NULL);
     }
 }
@@ -246,7 +261,7 @@ static int build_batch(hr_engine *e, int *n_prefill, int *n_decode) {
         r->rope_len = known;
         r->outcome = HR_ROW_NONE;
         e->b_seqs[i] = (hr_seq_blocks){r->blocks, r->n_blocks, known};
-        if (known - r->len != 1)
+        if (known - r->len != 1 || r->embed) /* embed: all prompt, below */
             continue;
         /* the last token, then the drafts (spec.h): one logits row each */
         for (int j = 0; j <= r->spec.n_draft; j++) {
@@ -264,9 +279,11 @@ static int build_batch(hr_engine *e, int *n_prefill, int *n_decode) {
     for (int i = 0; i < e->n_running && T < e->max_tokens_step; i++) {
         hr_request *r = e->running[i];
         int known = r->n_prompt + r->n_steps;
-        if (known - r->len <= 1)
+        if (known - r->len <= (r->embed ? 0 : 1))
             continue;
         int c = known - r->len, room = e->max_tokens_step - T;
+        if (c > room && e->m->hp.arch->encoder)
+            continue; /* an encoder's input goes in one step: the next one */
         if (c > room)
             c = room;
         int k = 0;
@@ -281,8 +298,8 @@ static int build_batch(hr_engine *e, int *n_prefill, int *n_decode) {
             e->b_tok[T] = hr__token_at(r, p);
             e->b_pos[T] = p;
             e->b_seq[T] = i;
-            e->b_want[T] = sample || score;
-            if (e->b_want[T]) {
+            e->b_want[T] = r->embed ? 2 : sample || score;
+            if (e->b_want[T] == 1) {
                 e->b_first[n_rows] = 1; /* a scoring row stands alone too */
                 e->b_row_score[n_rows] = score ? p + 1 : -1;
                 e->b_row_req[n_rows++] = r;
@@ -438,7 +455,7 @@ static void step(hr_engine *e) {
                   .logits = e->b_want, .n_seqs = e->n_running, .seqs = e->b_seqs};
     hr_error err = {0};
     double t0 = hr_now();
-    int rc = hr_forward(e->fwd, &e->kv, &b, e->logits, &err);
+    int rc = hr_forward_out(e->fwd, &e->kv, &b, e->logits, e->hidden, &err);
     double dt = hr_now() - t0;
     if (n_prefill) {
         atomic_fetch_add(&e->st_prefill_tok, n_prefill);
@@ -458,9 +475,16 @@ static void step(hr_engine *e) {
             retire(e, 0, HR_FINISH_ERROR, err.msg);
         return;
     }
+    int d = e->m->hp.d_model;
+    for (int t = 0, j = 0; t < T; t++) /* embed requests' hidden states */
+        if (e->b_want[t] == 2) {
+            hr_request *r = e->running[e->b_seq[t]];
+            memcpy(r->hidden + (size_t)e->b_pos[t] * d, e->hidden + (size_t)j++ * d,
+                   (size_t)d * sizeof *e->hidden);
+        }
     for (int t = 0; t < T; t++) { /* advance positions */
         hr_request *r = e->running[e->b_seq[t]];
-        if (++r->len == r->n_prompt)
+        if (++r->len == r->n_prompt && !r->hidden) /* embeddings never use the cache */
             cache_prompt(e, r);
     }
     for (int s = 0; s < e->n_running; s++)
@@ -480,7 +504,9 @@ static void step(hr_engine *e) {
     }
     for (int s = 0; s < e->n_running; s++) { /* scored, nothing to generate: done */
         hr_request *r = e->running[s];
-        if (r->limit == 0 && r->len == r->n_prompt)
+        if (r->embed && r->len == r->n_prompt)
+            r->outcome = HR_ROW_COMPLETE;
+        else if (r->limit == 0 && r->len == r->n_prompt)
             r->outcome = HR_ROW_LIMIT;
     }
     retire_finished(e);
@@ -601,9 +627,10 @@ int hr_engine_new(hr_engine **out, const hr_model *m, const hr_engine_opts *o,
     e->b_step = malloc((size_t)R * sizeof *e->b_step);
     e->b_first = malloc((size_t)R);
     e->logits = malloc((size_t)e->rows_base * m->hp.n_vocab * sizeof *e->logits);
+    e->hidden = malloc((size_t)T * m->hp.d_model * sizeof *e->hidden);
     e->tokbuf_spec = malloc((size_t)e->n_ctx * sizeof *e->tokbuf_spec);
     if (!e->running || !e->b_tok || !e->b_pos || !e->b_seq || !e->b_want || !e->b_seqs ||
-        !e->b_row_req || !e->b_row_score || !e->b_step || !e->b_first || !e->logits ||
+        !e->b_row_req || !e->b_row_score || !e->b_step || !e->b_first || !e->logits || !e->hidden ||
         !e->tokbuf_spec) {
         rc = hr_err(err, HR_ENOMEM, "out of memory");
         goto fail;
@@ -624,7 +651,7 @@ int hr_engine_new(hr_engine **out, const hr_model *m, const hr_engine_opts *o,
     if (recurrent)
         hr_log(HR_LOG_INFO, "prompt cache off: this model's linear-attention layers keep "
                "a recurrent state that the cache does not hold");
-    if (!(o && o->cache_blocks < 0) && !len_rope && !recurrent) {
+    if (!(o && o->cache_blocks < 0) && !len_rope && !recurrent && !m->hp.arch->encoder) {
         if (o && o->ssd_dir) {
             hr_error serr = {0};
             if (hr_ssd_open(&e->ssd, o->ssd_dir, m->fingerprint, o->cache_salt, &e->kv,
@@ -684,6 +711,7 @@ void hr_engine_free(hr_engine *e) {
     free(e->b_step);
     free(e->b_first);
     free(e->logits);
+    free(e->hidden);
     free(e->tokbuf_spec);
     hr_spec_draft_free(e->draft);
     pthread_mutex_destroy(&e->mu);

@@ -109,6 +109,12 @@ typedef struct hr_req_params {
      * draft is a point mass: docs/speculative.md). */
     hr_spec_mode spec;
     int num_draft;
+    /* an embedding request: the last hidden state (after the model's final
+     * norm) of every prompt token (hr_request_hidden), nothing generated
+     * (max_tokens must be 0, no scoring, no speculation). Its positions are
+     * all computed: the prompt cache is neither read nor written. An
+     * encoder (bert) takes only these, its whole prompt in one step. */
+    bool embed;
 } hr_req_params;
 
 /* Copies everything it needs from p. The caller holds one reference. */
@@ -141,6 +147,10 @@ int hr_request_completion_tokens(hr_request *r);
  * (NaN before score_from), complete once token 0 exists or the request
  * finished (hr_request_wait returned); NULL without score_from. */
 const float *hr_request_prompt_logprobs(const hr_request *r);
+/* With embed: [n_prompt][d_model] hidden states, complete once the request
+ * finished with HR_FINISH_STOP; NULL without embed. */
+const float *hr_request_hidden(const hr_request *r);
+int hr_request_n_prompt(const hr_request *r);
 /* Tokens drafted for it and how many of them the model accepted (valid
  * once finished; both 0 without speculation). */
 void hr_request_spec_counts(hr_request *r, long *drafted, long *accepted);
@@ -167,6 +177,11 @@ typedef struct hr_engine_stats {
                               * (its GPU context is lost): every request fails,
                               * and the server exits */
     long ssd_written, ssd_hits, ssd_quarantined;
+    long long ssd_bytes_written, ssd_bytes_read;
+    /* prompt cache lookups (one per admitted request while the cache is on;
+     * not embed requests): those that reused a prefix, those that did not,
+     * and the looked-up prompt tokens computed rather than served */
+    long cache_lookups, cache_hits, cache_misses, cache_miss_tokens;
     size_t kv_bytes;
 } hr_engine_stats;
 

@@ -38,6 +38,8 @@ struct hr_request {
     int max_tokens, top_logprobs;
     int score_from;       /* 0, or the first prompt index scored */
     float *prompt_lp;     /* [n_prompt] with score_from: written before token 0 */
+    bool embed;           /* an embedding request (hr_req_params.embed) */
+    float *hidden;        /* [n_prompt][d_model] with embed */
     hr_sampler *sampler;
     hr_matcher *matcher;  /* constrained decoding, or NULL */
     uint32_t *mask;       /* [n_vocab / 32 + 1] allowed tokens of the step */
@@ -95,6 +97,8 @@ struct hr_engine {
     int max_rows;                   /* logits rows of a step: rows_base, and
                                      * SCORE_ROWS more once a request scores */
     float *logits;                  /* [max_rows][n_vocab] */
+    float *hidden;                  /* [max_tokens_step][d_model] a step's hidden-state
+                                     * rows (embed requests); NULL until the first */
     int max_draft;                  /* room per row for drafted tokens */
     bool len_rope;                  /* RoPE depends on the sequence length */
     hr_spec_draft *draft;           /* the draft model, or NULL */
@@ -107,6 +111,7 @@ struct hr_engine {
     _Atomic double st_prefill_s, st_decode_s;
     _Atomic int st_kv_free, st_kv_requests, st_kv_cached;
     _Atomic long st_cached_tokens;
+    _Atomic long st_lookups, st_lookup_hits, st_miss_tokens;
     _Atomic long st_drafted, st_accepted;
 };
 

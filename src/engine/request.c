@@ -21,6 +21,7 @@ static void request_free(hr_request *r) {
     free(r->mask);
     free(r->prompt);
     free(r->prompt_lp);
+    free(r->hidden);
     free(r->stop_ids);
     free(r->steps);
     free(r->blocks);
@@ -96,6 +97,10 @@ void hr_request_progress(hr_request *r, int *done, int *total) {
 
 const float *hr_request_prompt_logprobs(const hr_request *r) { return r->prompt_lp; }
 
+const float *hr_request_hidden(const hr_request *r) { return r->hidden; }
+
+int hr_request_n_prompt(const hr_request *r) { return r->n_prompt; }
+
 void hr_request_spec_counts(hr_request *r, long *drafted, long *accepted) {
     pthread_mutex_lock(&r->mu);
     *drafted = r->spec.drafted;
@@ -139,6 +144,16 @@ int hr_request_new(hr_request **out, const hr_engine *e, const hr_req_params *p,
         return hr_err(err, HR_EUNSUPPORTED, "not supported yet: speculative decoding on a "
                       "model with recurrent layers (%s: its state cannot roll back)",
                       e->m->hp.arch->model_type);
+    if (p->embed && (p->max_tokens || p->score_from || p->grammar ||
+                     (p->spec != HR_SPEC_OFF && p->num_draft > 0)))
+        return hr_err(err, HR_EINVAL, "an embedding request generates nothing (no max_tokens, "
+                      "scoring, grammar or speculation)");
+    if (!p->embed && e->m->hp.arch->encoder)
+        return hr_err(err, HR_EINVAL, "%s is an encoder model: it gives embeddings only",
+                      e->m->hp.arch->model_type);
+    if (p->embed && e->m->be->device_mem)
+        return hr_err(err, HR_EUNSUPPORTED, "not supported yet on %s: embeddings",
+                      e->m->be->name);
     int V = e->m->hp.n_vocab;
     for (int i = 0; i < p->n_prompt; i++)
         if (p->prompt[i] < 0 || p->prompt[i] >= V)
@@ -170,6 +185,7 @@ int hr_request_new(hr_request **out, const hr_engine *e, const hr_req_params *p,
     r->max_tokens = p->max_tokens;
     r->top_logprobs = p->top_logprobs;
     r->score_from = p->score_from;
+    r->embed = p->embed;
     r->n_stop_ids = p->n_stop_ids;
     r->limit = p->max_tokens < e->n_ctx - p->n_prompt ? p->max_tokens : e->n_ctx - p->n_prompt;
     if (r->limit < 0)
@@ -181,11 +197,13 @@ int hr_request_new(hr_request **out, const hr_engine *e, const hr_req_params *p,
     if (r->score_from && (r->prompt_lp = malloc((size_t)p->n_prompt * sizeof *r->prompt_lp)))
         for (int i = 0; i < p->n_prompt; i++)
             r->prompt_lp[i] = NAN;
+    if (r->embed)
+        r->hidden = malloc((size_t)p->n_prompt * e->m->hp.d_model * sizeof *r->hidden);
     if (p->spec == HR_SPEC_DRAFT && p->num_draft > 0)
         r->spec.dblocks = malloc(((size_t)e->n_ctx / HR_KV_BLOCK + 1) * sizeof *r->spec.dblocks);
     hr_spec_init(&r->spec, p->spec, p->num_draft);
     if (!r->prompt || !r->stop_ids || !r->steps || !r->blocks ||
-        (r->score_from && !r->prompt_lp) || (r->spec.mode == HR_SPEC_DRAFT && !r->spec.dblocks)) {
+        (r->score_from && !r->prompt_lp) || (r->embed && !r->hidden) || (r->spec.mode == HR_SPEC_DRAFT && !r->spec.dblocks)) {
         request_free(r);
         return hr_err(err, HR_ENOMEM, "out of memory");
     }

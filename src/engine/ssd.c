@@ -38,6 +38,7 @@ struct hr_ssd {
     _Atomic size_t used;
     _Atomic bool disabled;
     _Atomic long n_written, n_hits, n_quarantined;
+    _Atomic long long bytes_written, bytes_read; /* whole files, header included */
     pthread_t thread;
     pthread_mutex_t mu;
     pthread_cond_t cv;
@@ -146,6 +147,7 @@ static int write_block(hr_ssd *s, const job *j) {
     }
     atomic_fetch_add(&s->used, HDR_BYTES + s->payload);
     atomic_fetch_add(&s->n_written, 1);
+    atomic_fetch_add(&s->bytes_written, (long long)(HDR_BYTES + s->payload));
     trim_to_budget(s);
     return 0;
 }
@@ -252,6 +254,7 @@ int hr_ssd_read(hr_ssd *s, uint64_t key, const int32_t *tokens, hr_kv *kv, int32
         goto done;
     hit = 1;
     atomic_fetch_add(&s->n_hits, 1);
+    atomic_fetch_add(&s->bytes_read, (long long)m.size);
 done:
     hr_mmap_close(&m);
     return hit;
@@ -262,6 +265,12 @@ void hr_ssd_counts(const hr_ssd *s, long *written, long *hits, long *quarantined
     *written = atomic_load(&m->n_written);
     *hits = atomic_load(&m->n_hits);
     *quarantined = atomic_load(&m->n_quarantined);
+}
+
+void hr_ssd_bytes(const hr_ssd *s, long long *written, long long *read) {
+    hr_ssd *m = (hr_ssd *)s;
+    *written = atomic_load(&m->bytes_written);
+    *read = atomic_load(&m->bytes_read);
 }
 
 /* ---- lifecycle --------------------------------------------------------------------------- */

@@ -45,5 +45,7 @@ int hr_ssd_done(hr_ssd *s, int32_t *blocks, int max);
 int hr_ssd_read(hr_ssd *s, uint64_t key, const int32_t *tokens, hr_kv *kv, int32_t block);
 /* Files written and read, and quarantined, since open. */
 void hr_ssd_counts(const hr_ssd *s, long *written, long *hits, long *quarantined);
+/* Bytes of the files written, and of those read back (hits), since open. */
+void hr_ssd_bytes(const hr_ssd *s, long long *written, long long *read);
 
 #endif

@@ -94,6 +94,9 @@ typedef struct hr_attn_in {
     int max_ctx;           /* 1 + the step's largest position */
     const float *sinks;    /* [n_heads] a logit per head in every softmax's
                             * denominator (gpt_oss), or NULL */
+    bool bidirectional;    /* encoders: token t attends to every position of
+                            * its sequence in this step, [0, 1 + the largest
+                            * pos of its sequence] (window 0 only) */
 } hr_attn_in;
 
 /* A mixture-of-experts MLP over the step's T rows: the router's logits
@@ -213,6 +216,10 @@ typedef struct hr_backend_ops {
     bool attn_sinks;
     /* hr_deltanet_args: a gated DeltaNet layer */
     void (*deltanet)(hr_bctx *c, const hr_deltanet_args *a);
+    /* encoders: attention with hr_attn_in.bidirectional, and embed_abs:
+     * x[t] += pos_emb[pos[t]] + type_row (pos_emb [max_pos][d], type_row [d]) */
+    bool encoder;
+    void (*embed_abs)(hr_bctx *c, float *x, const float *pos_emb, const float *type_row, int d);
 } hr_backend_ops;
 
 struct hr_backend {

@@ -21,6 +21,24 @@
     .gated_mlp = true, .mlp_up = "up_proj", .mlp_down = "down_proj",        \
     .mlp_gate = "gate_proj", .default_act = "silu"
 
+/* BERT (BertModel, and BertFor* under "bert."): the file's module names
+ * for the canonical ones the binder asks for */
+static const hr_name_alias BERT_NAMES[] = {
+    {"model.embed_tokens", "embeddings.word_embeddings"},
+    {"model.embed_positions", "embeddings.position_embeddings"},
+    {"model.embed_types", "embeddings.token_type_embeddings"},
+    {"model.embed_norm", "embeddings.LayerNorm"},
+    {"model.layers.%d.self_attn.q_proj", "encoder.layer.%d.attention.self.query"},
+    {"model.layers.%d.self_attn.k_proj", "encoder.layer.%d.attention.self.key"},
+    {"model.layers.%d.self_attn.v_proj", "encoder.layer.%d.attention.self.value"},
+    {"model.layers.%d.self_attn.o_proj", "encoder.layer.%d.attention.output.dense"},
+    {"model.layers.%d.attn_norm", "encoder.layer.%d.attention.output.LayerNorm"},
+    {"model.layers.%d.mlp.up", "encoder.layer.%d.intermediate.dense"},
+    {"model.layers.%d.mlp.down", "encoder.layer.%d.output.dense"},
+    {"model.layers.%d.mlp_norm", "encoder.layer.%d.output.LayerNorm"},
+    {NULL, NULL},
+};
+
 static const hr_arch archs[] = {
     {.model_type = "llama", .norms = LLAMA_NORMS, .gated_mlp = true,
      .mlp_up = "up_proj", .mlp_down = "down_proj", .mlp_gate = "gate_proj",
@@ -79,6 +97,10 @@ static const hr_arch archs[] = {
     {.model_type = "qwen3_next", .norms = LLAMA_NORMS, DENSE_MLP, .norm_offset = 1.0f,
      .qk_norm = HR_QK_NORM_HEAD, .attn_out_gate = true, .linear_deltanet = true,
      .moe = QWEN_MOE(-2, true)},
+    /* encoders */
+    {.model_type = "bert", .norm = HR_NORM_LAYER, .norms = {NULL, "attn_norm", NULL, "mlp_norm"},
+     .mlp_up = "up", .mlp_down = "down", .default_act = "gelu", .encoder = true,
+     .abs_positions = true, .post_ln = true, .no_rope = true, .aliases = BERT_NAMES},
     {.model_type = "gpt_oss", .norms = LLAMA_NORMS, DENSE_MLP, .attn_sinks = true,
      .moe = {.router = HR_ROUTER_TOPK_SOFTMAX, .block = "mlp", .router_name = "router",
              .layout = HR_EXPERTS_FUSED_T, .norm_topk = 0, .swiglu_clamped = true}},

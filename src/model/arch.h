@@ -58,6 +58,13 @@ typedef struct hr_arch_norms {
     const char *pre_attn, *post_attn, *pre_mlp, *post_mlp;
 } hr_arch_norms;
 
+/* A module's name in the file when it is not the canonical (llama-style)
+ * one: canon and file are module paths ("model.layers.%d.self_attn.q_proj"),
+ * at most one %d each; ".weight" / ".bias" follow either. */
+typedef struct hr_name_alias {
+    const char *canon, *file;
+} hr_name_alias;
+
 typedef struct hr_arch {
     const char *model_type;
     hr_norm_kind norm;
@@ -83,6 +90,18 @@ typedef struct hr_arch {
     /* layers of layer_types "linear_attention" are gated DeltaNet
      * (qwen3_next: linear_attn.*, model/deltanet.h) */
     bool linear_deltanet;
+    /* encoders (bert): bidirectional attention over the whole sequence, no
+     * causal mask, no language-model head and no final norm: embeddings
+     * only (the engine's embed requests), never generation */
+    bool encoder;
+    bool abs_positions;      /* learned absolute position embeddings, token
+                              * type 0's embedding and a LayerNorm
+                              * (model.embed_positions / embed_types /
+                              * embed_norm) added to the token embeddings */
+    bool post_ln;            /* the post_attn / post_mlp norms apply to the
+                              * residual sum: x = norm(x + sublayer(x)) */
+    bool no_rope;            /* no rotary embedding on any layer */
+    const hr_name_alias *aliases; /* NULL-terminated; NULL: canonical names */
 } hr_arch;
 
 /* NULL when the model_type is unknown. */

@@ -428,6 +428,22 @@ int hr_hparams_from_json(hr_hparams *hp, const json_t *cfg, const json_t *gen,
     }
     if (r.rc)
         return r.rc;
+    if (hp->arch->no_rope) {
+        hp->rot_dim = 0;
+        for (int i = 0; i < hp->n_layers; i++)
+            hp->layer_rope[i] = false;
+    }
+    if (hp->arch->abs_positions) {
+        const char *pet = string(&r, "position_embedding_type");
+        hp->n_types = integer(&r, "type_vocab_size", 2);
+        if (r.rc)
+            return r.rc;
+        if (pet && strcmp(pet, "absolute"))
+            return hr_err(err, HR_EUNSUPPORTED, "not supported yet: position_embedding_type "
+                          "'%s' (absolute is)", pet);
+        if (hp->n_types < 1)
+            return hr_err(err, HR_EFORMAT, "config.json: type_vocab_size must be >= 1");
+    }
     hp->ctx_max = hp->max_pos;
     if (hp->rope.type == HR_ROPE_DYNAMIC && hp->rope.factor > 1)
         hp->ctx_max = (int)(hp->max_pos * hp->rope.factor);

@@ -87,6 +87,9 @@ typedef struct hr_hparams {
     int n_linear;           /* how many */
     int ln_k_heads, ln_v_heads, ln_k_dim, ln_v_dim, ln_conv; /* linear_* */
 
+    /* encoders (arch->abs_positions): type_vocab_size */
+    int n_types;
+
     /* generation_config.json defaults (0 / -1 when absent) */
     int n_eos;
     int eos_ids[8];

@@ -230,8 +230,21 @@ void hr_fwd_free(hr_fwd *f) {
 
 hr_pool *hr_fwd_pool(hr_fwd *f) { return f->pool; }
 
-static int validate(const hr_fwd *f, const hr_kv *kv, const hr_batch *b, hr_error *err) {
+static int validate(const hr_fwd *f, const hr_kv *kv, const hr_batch *b, bool hidden,
+                    hr_error *err) {
     const hr_hparams *hp = &f->m->hp;
+    for (int t = 0; t < b->n_tokens && b->n_tokens > 0; t++) {
+        if (b->logits[t] == 1 && hp->arch->encoder)
+            return hr_err(err, HR_EINVAL, "%s is an encoder: it gives embeddings, not "
+                          "logits", hp->arch->model_type);
+        if (b->logits[t] == 2 && !hidden)
+            return hr_err(err, HR_EINVAL, "a hidden-state row with nowhere to put it");
+        if (b->logits[t] == 2 && f->be->device_mem)
+            return hr_err(err, HR_EUNSUPPORTED, "not supported yet on %s: embeddings "
+                          "(hidden-state rows)", f->be->name);
+        if (b->logits[t] > 2)
+            return hr_err(err, HR_EINVAL, "token %d: output kind %d", t, b->logits[t]);
+    }
     if (b->n_tokens <= 0 || b->n_tokens > f->max_tokens)
         return hr_err(err, HR_EINVAL, "batch of %d tokens (this context takes 1..%d)",
                       b->n_tokens, f->max_tokens);
@@ -364,7 +377,31 @@ static void moe(const hr_backend_ops *ops, hr_bctx *c, const hr_model *m, const 
 
 int hr_forward(hr_fwd *f, hr_kv *kv, const hr_batch *b, float *logits,
                hr_error *err) {
-    int rc = validate(f, kv, b, err);
+    return hr_forward_out(f, kv, b, logits, NULL, err);
+}
+
+/* The gathered rows xn (n of them, in token order, those with logits[t]
+ * set): the hidden rows (2) to hidden, the logits rows (1) moved up to the
+ * front; their count. Host memory only (validate). */
+static int split_hidden(const hr_batch *b, float *xn, int d, float *hidden) {
+    int j = 0, nl = 0, nh = 0;
+    for (int t = 0; t < b->n_tokens; t++) {
+        if (!b->logits[t])
+            continue;
+        float *row = xn + (size_t)j++ * d;
+        if (b->logits[t] == 2)
+            memcpy(hidden + (size_t)nh++ * d, row, (size_t)d * sizeof *row);
+        else if (row != xn + (size_t)nl * d)
+            memmove(xn + (size_t)nl++ * d, row, (size_t)d * sizeof *row);
+        else
+            nl++;
+    }
+    return nl;
+}
+
+int hr_forward_out(hr_fwd *f, hr_kv *kv, const hr_batch *b, float *logits, float *hidden,
+                   hr_error *err) {
+    int rc = validate(f, kv, b, hidden != NULL, err);
     if (rc || (rc = assign_slots(f, kv, b, err)))
         return rc;
     const hr_model *m = f->m;
@@ -413,6 +450,10 @@ int hr_forward(hr_fwd *f, hr_kv *kv, const hr_batch *b, float *logits,
     if (arch->embed_scale_sqrt)
         escale *= sqrtf((float)d);
     ops->embed(c, x, m->embed, d, escale);
+    if (arch->abs_positions) { /* + position + token type 0, then LayerNorm */
+        ops->embed_abs(c, x, m->pos_emb, m->type_emb, d);
+        norm_rows(ops, c, m, &m->embed_norm, x, x, T);
+    }
 
     for (int il = 0; il < hp->n_layers; il++) {
         const hr_layer *L = &m->layers[il];
@@ -454,7 +495,7 @@ int hr_forward(hr_fwd *f, hr_kv *kv, const hr_batch *b, float *logits,
             .block_stride = kv->block_stride, .block_size = HR_KV_BLOCK,
             .scale = hp->attn_scale, .softcap = hp->attn_softcap,
             .window = sliding ? hp->sliding_window : 0, .max_ctx = max_ctx,
-            .sinks = L->sinks});
+            .sinks = L->sinks, .bidirectional = arch->encoder});
         prefetch(ops, c, L->w_gate.data ? 2 : 1, (const hr_tensor *[]){&L->w_up, &L->w_gate});
         if (qgate) { /* attn * sigmoid(gate), into qgate */
             ops->act(c, HR_BACT_SIGMOID, qgate, att, T, qd);
@@ -463,9 +504,14 @@ int hr_forward(hr_fwd *f, hr_kv *kv, const hr_batch *b, float *logits,
             ops->matmul(c, att, qd, T, 1, &(hr_matmul_out){tmp, d, &L->wo, L->bo});
         }
     residual:
-        if (L->norm[HR_NORM_POST_ATTN].w)
-            norm_rows(ops, c, m, &L->norm[HR_NORM_POST_ATTN], tmp, tmp, T);
-        ops->add(c, x, tmp, hp->residual_mult, (size_t)T * d);
+        if (arch->post_ln) { /* x = norm(x + attn) */
+            ops->add(c, x, tmp, hp->residual_mult, (size_t)T * d);
+            norm_rows(ops, c, m, &L->norm[HR_NORM_POST_ATTN], x, x, T);
+        } else {
+            if (L->norm[HR_NORM_POST_ATTN].w)
+                norm_rows(ops, c, m, &L->norm[HR_NORM_POST_ATTN], tmp, tmp, T);
+            ops->add(c, x, tmp, hp->residual_mult, (size_t)T * d);
+        }
 
         /* ---- mlp ---- */
         const float *min = x;
@@ -488,9 +534,14 @@ int hr_forward(hr_fwd *f, hr_kv *kv, const hr_batch *b, float *logits,
             prefetch_after_layer(ops, c, m, il);
             ops->matmul(c, u, ff, T, 1, &(hr_matmul_out){tmp, d, &L->w_down, L->b_down});
         }
-        if (L->norm[HR_NORM_POST_MLP].w)
-            norm_rows(ops, c, m, &L->norm[HR_NORM_POST_MLP], tmp, tmp, T);
-        ops->add(c, x, tmp, hp->residual_mult, (size_t)T * d);
+        if (arch->post_ln) { /* x = norm(x + mlp) */
+            ops->add(c, x, tmp, hp->residual_mult, (size_t)T * d);
+            norm_rows(ops, c, m, &L->norm[HR_NORM_POST_MLP], x, x, T);
+        } else {
+            if (L->norm[HR_NORM_POST_MLP].w)
+                norm_rows(ops, c, m, &L->norm[HR_NORM_POST_MLP], tmp, tmp, T);
+            ops->add(c, x, tmp, hp->residual_mult, (size_t)T * d);
+        }
     }
 
     /* final norm on the rows that want logits, gathered */
@@ -498,6 +549,10 @@ int hr_forward(hr_fwd *f, hr_kv *kv, const hr_batch *b, float *logits,
     if (n_out > 0) {
         if (m->final_norm.w)
             norm_rows(ops, c, m, &m->final_norm, xn, xn, n_out);
+        if (hidden)
+            n_out = split_hidden(b, xn, d, hidden);
+    }
+    if (n_out > 0) {
         ops->matmul(c, xn, d, n_out, 1, &(hr_matmul_out){out, V, m->lm_head, NULL});
         if (hp->logit_div != 1.0f || hp->final_softcap > 0)
             ops->logit_scale(c, out, (size_t)n_out * V, hp->logit_div, hp->final_softcap);

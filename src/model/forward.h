@@ -26,5 +26,12 @@ hr_pool *hr_fwd_pool(hr_fwd *f);
  * the context or its block table) is an error before anything is written. */
 int hr_forward(hr_fwd *f, hr_kv *kv, const hr_batch *b, float *logits,
                hr_error *err);
+/* The same, where b->logits[t] == 2 asks for token t's last hidden state
+ * (after the final norm, when the model has one) instead of its logits:
+ * those rows go in token order into hidden [n_hidden][d_model], the
+ * others' logits into logits as above. An encoder (arch->encoder) has only
+ * hidden rows. Hidden rows are not supported yet off the host (CUDA). */
+int hr_forward_out(hr_fwd *f, hr_kv *kv, const hr_batch *b, float *logits, float *hidden,
+                   hr_error *err);
 
 #endif

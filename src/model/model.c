@@ -7,6 +7,8 @@
 #include "kernels/cpu/ops.h"
 #include "model/bind.h"
 #include "model/gguf_model.h"
+#include "model/names.h"
+#include "kernels/cpu/quant.h"
 
 #include <stdio.h>
 #include <xxhash.h>
@@ -27,7 +29,7 @@ static const char *file_of(binder *b, const hr_tensor *t) {
 static const hr_tensor *find(binder *b, const char *name, bool required) {
     if (b->rc)
         return NULL;
-    const hr_tensor *t = hr_weights_find(b->m->weights, name);
+    const hr_tensor *t = hr__weights_lookup(b->m->weights, b->m->hp.arch, name);
     if (!t && required)
         b->rc = hr_err(b->err, HR_EFORMAT, "%s: missing tensor '%s' (needed by %s)",
                        b->m->path, name, b->m->hp.arch->model_type);
@@ -317,7 +319,37 @@ static size_t vec_floats(const hr_hparams *hp) {
         per_layer += (2 * (size_t)hp->ln_k_heads * hp->ln_k_dim +
                       (size_t)hp->ln_v_heads * hp->ln_v_dim) * hp->ln_conv +
                      2 * (size_t)hp->ln_v_heads + hp->ln_v_dim;
-    return per_layer * hp->n_layers + 2 * (size_t)hp->d_model;
+    return per_layer * hp->n_layers + 4 * (size_t)hp->d_model; /* final, embedding norms */
+}
+
+/* A table (rows, d) in F32 / F16 / BF16 as an f32 copy (malloc), or NULL
+ * (b->rc set). */
+static float *table_f32(binder *b, const char *name, int64_t rows, int64_t d) {
+    const hr_tensor *t = find(b, name, true);
+    if (!t || !shape_is(b, t, rows, d))
+        return NULL;
+    if (t->dtype != HR_DTYPE_F32 && t->dtype != HR_DTYPE_F16 && t->dtype != HR_DTYPE_BF16) {
+        b->rc = hr_err(b->err, HR_EUNSUPPORTED, "not supported yet: %s: tensor '%s' has "
+                       "dtype %s", file_of(b, t), t->name, hr_dtype_name(t->dtype));
+        return NULL;
+    }
+    float *out = malloc((size_t)rows * (size_t)d * sizeof *out);
+    if (!out) {
+        b->rc = hr_err(b->err, HR_ENOMEM, "out of memory");
+        return NULL;
+    }
+    for (int64_t r = 0; r < rows; r++)
+        hr_dequant_range(t, r, 0, d, out + r * d);
+    return out;
+}
+
+/* An encoder's embedding extras: positions, token types, their LayerNorm. */
+static void bind_abs_positions(binder *b) {
+    hr_model *m = b->m;
+    const hr_hparams *hp = &m->hp;
+    m->pos_emb = table_f32(b, "model.embed_positions.weight", hp->max_pos, hp->d_model);
+    m->type_emb = table_f32(b, "model.embed_types.weight", hp->n_types, hp->d_model);
+    m->embed_norm = norm(b, "model.", "embed_norm", hp->d_model);
 }
 
 static int load_json(const char *dir, const char *name, bool required, json_t **out,
@@ -460,6 +492,7 @@ static int backend_can_run(const hr_hparams *hp, const hr_backend *be, hr_error 
     const char *what = hp->n_experts && !be->ops->moe                      ? "mixture of experts"
                        : hp->arch->attn_sinks && !be->ops->attn_sinks      ? "attention sinks"
                        : hp->n_linear && !be->ops->deltanet                ? "gated DeltaNet"
+                       : hp->arch->encoder && !be->ops->encoder            ? "encoder (bidirectional attention)"
                                                                            : NULL;
     if (what)
         return hr_err(err, HR_EUNSUPPORTED, "not supported yet on %s: %s (%s)", be->name,
@@ -526,7 +559,10 @@ static int model_open(hr_model **out, const char *dir, hr_backend *be, hr_quant_
         m->head_t = any_matrix(&b, "lm_head.weight", hp->n_vocab, hp->d_model);
         m->lm_head = &m->head_t;
     }
-    m->final_norm = norm(&b, "model.", "norm", hp->d_model);
+    if (!hp->arch->encoder)
+        m->final_norm = norm(&b, "model.", "norm", hp->d_model);
+    if (hp->arch->abs_positions)
+        bind_abs_positions(&b);
     for (int i = 0; i < hp->n_layers && !b.rc; i++)
         bind_layer(&b, i);
     m->be = hr_backend_cpu();
@@ -581,6 +617,8 @@ void hr_model_free(hr_model *m) {
         m->be->ops->free(m->be, m->dev_mem, m->dev_bytes);
     free(m->layers);
     free(m->vecs);
+    free(m->pos_emb);
+    free(m->type_emb);
     free(m->experts);
     hr_big_free(m->converted, m->converted_bytes);
     free(m->path);

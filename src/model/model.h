@@ -56,7 +56,11 @@ struct hr_model {
     const hr_tensor *embed;    /* (n_vocab, d_model): &embed_t */
     const hr_tensor *lm_head;  /* (n_vocab, d_model); == embed when tied */
     hr_tensor embed_t, head_t; /* views (quantized ones are built at load) */
-    hr_norm_w final_norm;
+    hr_norm_w final_norm;      /* w NULL: none (encoders) */
+    /* encoders (arch->abs_positions): f32 copies (owned) */
+    float *pos_emb;            /* [max_pos][d_model] */
+    float *type_emb;           /* [n_types][d_model]; token type 0 is used */
+    hr_norm_w embed_norm;
     hr_layer *layers;          /* [n_layers] */
     float *vecs;               /* f32 copies of every 1-D tensor (owned) */
     hr_tensor *experts;        /* every layer's expert views (owned) */

@@ -196,6 +196,16 @@ hr_reply hr__route_metrics(hr_server *s) {
             "Drafted tokens the model accepted.", (double)st.spec_accepted);
     counter(&t, "prompt_cache_hit_tokens_total",
             "Prompt tokens whose KV came from the prompt cache.", (double)st.cached_tokens);
+    counter(&t, "prompt_cache_miss_tokens_total",
+            "Prompt tokens of requests that looked up the prompt cache, computed because "
+            "it did not hold them.", (double)st.cache_miss_tokens);
+    counter(&t, "prompt_cache_lookups_total",
+            "Requests that looked up the prompt cache (one lookup each).",
+            (double)st.cache_lookups);
+    counter(&t, "prompt_cache_hits_total",
+            "Prompt cache lookups that reused a cached prefix.", (double)st.cache_hits);
+    counter(&t, "prompt_cache_misses_total",
+            "Prompt cache lookups that found no cached prefix.", (double)st.cache_misses);
     gauge(&t, "prefill_tokens_per_second", "Prompt tokens per second over the last steps.",
           st.prefill_tps);
     gauge(&t, "decode_tokens_per_second", "Generated tokens per second over the last steps.",
@@ -212,6 +222,11 @@ hr_reply hr__route_metrics(hr_server *s) {
             (double)st.ssd_written);
     counter(&t, "ssd_cache_read_blocks_total", "KV blocks read back from the SSD tier (hits).",
             (double)st.ssd_hits);
+    counter(&t, "ssd_cache_written_bytes_total",
+            "Bytes of KV block files written to the SSD tier.", (double)st.ssd_bytes_written);
+    counter(&t, "ssd_cache_read_bytes_total",
+            "Bytes of KV block files read back from the SSD tier (hits).",
+            (double)st.ssd_bytes_read);
     counter(&t, "ssd_cache_quarantined_blocks_total",
             "SSD tier files set aside as damaged or foreign.", (double)st.ssd_quarantined);
     gauge(&t, "process_resident_memory_bytes", "Resident set size of the process.",

@@ -373,25 +373,31 @@ attach:;
     return true;
 }
 
-/* The model the request names (hr__pool_resolve), loaded and held in
- * j->m; else false with *err: a 404 listing the models, or a 500 when it
- * cannot be loaded. */
-static bool hold_model(hr_server *s, hr_job *j, hr_reply *err) {
-    int i = hr__pool_resolve(s->pool, j->model);
+/* The model name picks (hr__pool_resolve), loaded and held in *out (let
+ * go with hr__pool_release); else false with *err: a 404 listing the
+ * models, or a 500 when it cannot be loaded. */
+bool hr__model_hold(hr_server *s, const char *name, hr_served **out, hr_reply *err) {
+    int i = hr__pool_resolve(s->pool, name);
     if (i < 0) {
         char *names = hr__pool_names(s->pool);
         *err = hr__error_reply(404, "invalid_request_error", "model",
                                "The model '%s' does not exist; this server serves %s",
-                               j->model, names ? names : "other models");
+                               name, names ? names : "other models");
         free(names);
         return false;
     }
     hr_error e = {0};
-    if (hr__pool_acquire(s->pool, i, &j->m, &e)) {
+    if (hr__pool_acquire(s->pool, i, out, &e)) {
         *err = hr__error_reply(500, "server_error", "model", "cannot load the model '%s': %s",
                                hr__pool_id(s->pool, i), e.msg);
         return false;
     }
+    return true;
+}
+
+static bool hold_model(hr_server *s, hr_job *j, hr_reply *err) {
+    if (!hr__model_hold(s, j->model, &j->m, err))
+        return false;
     j->pool = s->pool;
     return true;
 }

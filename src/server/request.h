@@ -40,5 +40,11 @@ bool hr__job_from_json(hr_server *s, bool chat, const json_t *root, hr_job *j,
  * not JSON, not an object). */
 json_t *hr__body_parse(const char *body, size_t len, hr_reply *err);
 void hr__job_free(hr_job *j);
+/* The request's "model" names the served one (its id, path, or an
+ * ORG/NAME that resolves to it; "default_model"). */
+/* The model a request's "model" names, loaded and held in *out (let go
+ * with hr__pool_release); else false with *err (404 listing the models, or
+ * 500 when it cannot be loaded). */
+bool hr__model_hold(hr_server *s, const char *name, hr_served **out, hr_reply *err);
 
 #endif

@@ -6,6 +6,7 @@
 #include "core/log.h"
 #include "core/timer.h"
 #include "model/kv.h"
+#include "server/embeddings.h"
 #include "server/internal.h"
 #include "server/isolate.h"
 #include "server/ui.h"
@@ -203,9 +204,7 @@ static hr_reply route(hr_server *s, struct MHD_Connection *c, hr_client *cl,
     if (get && !strcmp(url, "/metrics"))
         return hr__route_metrics(s);
     if (post && (!strcmp(url, "/v1/embeddings") || !strcmp(url, "/embeddings")))
-        return hr__error_reply(400, "invalid_request_error", NULL,
-                               "not supported yet: embeddings (%s); this server only generates",
-                               url);
+        return hr__route_embeddings(s, body, len);
     return hr__error_reply(404, "invalid_request_error", NULL, "Unknown route: %s %s",
                            method, url);
 }

@@ -123,6 +123,14 @@ static int parse(hr__decoder *d, json_t *j, int *fused, hr_error *err) {
             free(x.content);
             return hr_err(err, HR_ENOMEM, "out of memory");
         }
+    } else if (!strcmp(type, "WordPiece")) {
+        const char *pre = hr__json_str(j, "prefix");
+        pre = pre ? pre : "##";
+        x.kind = HR__DEC_WORDPIECE;
+        x.pat_len = strlen(pre);
+        x.start = hr__json_bool(j, "cleanup", 1);
+        if (!(x.pat = dupn(pre, x.pat_len)))
+            return hr_err(err, HR_ENOMEM, "out of memory");
     } else if (!strcmp(type, "Metaspace")) {
         const char *r = hr__json_str(j, "replacement");
         if (!r)
@@ -421,6 +429,23 @@ static void bytelevel_token(hr__buf *t) {
     t->len = o;
 }
 
+/* WordPiece: a continuation loses its prefix, any other token but the first
+ * gets a leading space; then the per-token clean-up. */
+static int wordpiece_token(hr__buf *t, const hr__dec *x, int first, hr__buf *tmp) {
+    if (!first) {
+        if (t->len >= x->pat_len && !memcmp(t->p, x->pat, x->pat_len)) {
+            memmove(t->p, t->p + x->pat_len, t->len - x->pat_len);
+            t->len -= x->pat_len;
+        } else {
+            if (hr__buf_put(t, " ", 1))
+                return HR_ENOMEM;
+            memmove(t->p + 1, t->p, t->len - 1);
+            t->p[0] = ' ';
+        }
+    }
+    return x->start ? hr__wordpiece_cleanup(t, tmp) : 0;
+}
+
 int hr__dec_push(hr__dec_state *s, int32_t id, hr__buf *out) {
     const hr_tokenizer *t = s->t;
     const hr__decoder *d = &t->dec;
@@ -463,6 +488,9 @@ int hr__dec_push(hr__dec_state *s, int32_t id, hr__buf *out) {
             break;
         case HR__DEC_BYTELEVEL:
             bytelevel_token(tk);
+            break;
+        case HR__DEC_WORDPIECE:
+            rc = wordpiece_token(tk, x, first, &s->tmp);
             break;
         case HR__DEC_FUSE:
             break;
@@ -530,6 +558,9 @@ int hr_tokenizer_token_bytes(const hr_tokenizer *t, int32_t id, char *buf,
             break;
         case HR__DEC_BYTELEVEL:
             bytelevel_token(&tk);
+            break;
+        case HR__DEC_WORDPIECE:
+            rc = wordpiece_token(&tk, x, 0, &tmp);
             break;
         case HR__DEC_FUSE:
             break;

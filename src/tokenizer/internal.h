@@ -121,11 +121,13 @@ int hr__regex_next(const pcre2_code *re, pcre2_match_data *md,
 typedef enum hr__norm_kind {
     HR__NORM_NFC, HR__NORM_NFD, HR__NORM_NFKC, HR__NORM_NFKD,
     HR__NORM_LOWER, HR__NORM_STRIP, HR__NORM_REPLACE, HR__NORM_PREPEND,
+    HR__NORM_BERT,
 } hr__norm_kind;
 
 typedef struct hr__norm {
     hr__norm_kind kind;
     int left, right;   /* Strip */
+    uint8_t clean, chinese, strip_accents, lower; /* BertNormalizer */
     char *pat;         /* Replace: literal pattern (NULL when regex) */
     size_t pat_len;
     pcre2_code *re;    /* Replace: regex */
@@ -204,12 +206,27 @@ typedef struct hr__bpe {
     int newline_words_whole; /* llama.cpp gemma4: an all-\n piece in the vocab is one token */
     int32_t byte_id[256]; /* <0xXX> tokens, -1 when absent */
     hr__bpe_cache cache;
+    /* WordPiece model (wordpiece.c): same vocab and unk_id, no merges */
+    int wordpiece;
+    char wp_prefix[16];   /* continuing_subword_prefix, "##" */
+    int wp_prefix_len;
+    int wp_max_chars;     /* max_input_chars_per_word: longer words are unk */
 } hr__bpe;
 
 int hr__bpe_init(hr__bpe *b);
 void hr__bpe_free(hr__bpe *b);
 /* Tokenize one pre-token piece, appending IDs to out. */
 int hr__bpe_encode(hr__bpe *b, const char *s, size_t n, hr_tokens *out);
+
+/* WordPiece (wordpiece.c): greedy longest match from the left, the
+ * continuation prefix on every piece but the first; a word with no match or
+ * longer than wp_max_chars code points is the unk token. */
+int hr__wordpiece_encode(const hr__bpe *b, const char *s, size_t n, hr_tokens *out);
+/* BertNormalizer (wordpiece.c): clean_text, handle_chinese_chars,
+ * strip_accents, lowercase, in HF's order. */
+int hr__bert_norm(const hr__norm *x, const hr__buf *in, hr__buf *out, hr__buf *tmp);
+/* WordPiece decoder's clean-up of one token, in place (wordpiece.c). */
+int hr__wordpiece_cleanup(hr__buf *t, hr__buf *tmp);
 
 /* ---- added tokens (added.c) --------------------------------------------- */
 
@@ -264,15 +281,15 @@ void hr__postproc_free(hr__postproc *pp);
 
 typedef enum hr__dec_kind {
     HR__DEC_REPLACE, HR__DEC_BYTEFALLBACK, HR__DEC_FUSE, HR__DEC_STRIP,
-    HR__DEC_METASPACE, HR__DEC_BYTELEVEL,
+    HR__DEC_METASPACE, HR__DEC_BYTELEVEL, HR__DEC_WORDPIECE,
 } hr__dec_kind;
 
 typedef struct hr__dec {
     hr__dec_kind kind;
-    char *pat, *content;  /* Replace (literal) */
+    char *pat, *content;  /* Replace (literal); WordPiece: pat = prefix */
     size_t pat_len, content_len;
     int32_t strip_cp;     /* Strip: the code point to strip */
-    int start, stop;      /* Strip */
+    int start, stop;      /* Strip; WordPiece: start = cleanup */
     char repl[8];         /* Metaspace */
     int repl_len, prepend;
 } hr__dec;

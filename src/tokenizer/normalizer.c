@@ -1,4 +1,5 @@
 /* Normalizers: NFC/NFD/NFKC/NFKD, Lowercase, Strip, Replace, Prepend,
+ * BertNormalizer (applied in wordpiece.c),
  * Sequence (flattened at parse time). Each is applied to every text piece
  * that is not an added token, as HF does. */
 #include "tokenizer/internal.h"
@@ -99,6 +100,13 @@ int hr__norm_parse(hr__normseq *seq, json_t *j, hr_error *err) {
             return hr_err(err, HR_EFORMAT, "Prepend normalizer without \"prepend\"");
         n.content = dupn(json_string_value(c), json_string_length(c));
         n.content_len = json_string_length(c);
+    } else if (!strcmp(type, "BertNormalizer")) {
+        n.kind = HR__NORM_BERT;
+        n.clean = (uint8_t)hr__json_bool(j, "clean_text", 1);
+        n.chinese = (uint8_t)hr__json_bool(j, "handle_chinese_chars", 1);
+        n.lower = (uint8_t)hr__json_bool(j, "lowercase", 1);
+        /* strip_accents: null follows lowercase */
+        n.strip_accents = (uint8_t)hr__json_bool(j, "strip_accents", n.lower);
     } else {
         return hr_err(err, HR_EUNSUPPORTED, "not supported yet: %s normalizer", type);
     }
@@ -157,21 +165,15 @@ static int unicode_form(hr__norm_kind k, const hr__buf *in, hr__buf *out) {
     return rc;
 }
 
-static int is_cased(int32_t cp) {
-    utf8proc_category_t k = utf8proc_category(cp);
-    return k == UTF8PROC_CATEGORY_LU || k == UTF8PROC_CATEGORY_LL ||
-           k == UTF8PROC_CATEGORY_LT;
-}
-
-/* Rust's str::to_lowercase: simple mappings plus U+0130 -> "i\u0307" and
- * the final-sigma rule. */
+/* HF's NormalizedString::lowercase: Rust's char::to_lowercase, character by
+ * character: simple mappings plus U+0130 -> "i\u0307"; no final-sigma rule
+ * (the oracle lowercases "ΟΔΟΣ " to "οδοσ "). */
 static int lowercase(const hr__buf *in, hr__buf *out) {
     out->len = 0;
     if (hr__buf_reserve(out, in->len))
         return HR_ENOMEM;
-    int32_t prev = 0;
     for (size_t i = 0; i < in->len;) {
-        int32_t cp, next = 0;
+        int32_t cp;
         int k = hr__utf8_decode(in->p + i, in->len - i, &cp);
         if (!k)
             return HR_EINVAL;
@@ -180,16 +182,11 @@ static int lowercase(const hr__buf *in, hr__buf *out) {
         if (cp == 0x130) {
             memcpy(u, "i\xcc\x87", 3);
             m = 3;
-        } else if (cp == 0x3A3) {
-            if (i + (size_t)k < in->len)
-                hr__utf8_decode(in->p + i + k, in->len - i - (size_t)k, &next);
-            m = hr__utf8_encode(is_cased(prev) && !is_cased(next) ? 0x3C2 : 0x3C3, u);
         } else {
             m = hr__utf8_encode(utf8proc_tolower(cp), u);
         }
         if (hr__buf_put(out, u, (size_t)m))
             return HR_ENOMEM;
-        prev = cp;
         i += (size_t)k;
     }
     return 0;
@@ -255,6 +252,7 @@ static int replace(const hr__norm *n, const hr__buf *in, hr__buf *out,
 
 int hr__norm_apply(const hr__normseq *seq, const char *s, size_t n,
                    hr__buf *out, hr__buf *tmp, pcre2_match_data *md) {
+    hr__buf x_tmp = {0}; /* BertNormalizer's second scratch */
     out->len = 0;
     if (hr__buf_put(out, s, n))
         return HR_ENOMEM;
@@ -275,6 +273,9 @@ int hr__norm_apply(const hr__normseq *seq, const char *s, size_t n,
         case HR__NORM_REPLACE:
             rc = replace(x, out, tmp, md);
             break;
+        case HR__NORM_BERT:
+            rc = hr__bert_norm(x, out, tmp, &x_tmp);
+            break;
         case HR__NORM_PREPEND:
             tmp->len = 0;
             if (out->len)
@@ -283,11 +284,14 @@ int hr__norm_apply(const hr__normseq *seq, const char *s, size_t n,
                 rc = hr__buf_put(tmp, out->p, out->len);
             break;
         }
-        if (rc)
+        if (rc) {
+            free(x_tmp.p);
             return rc;
+        }
         hr__buf t = *out;
         *out = *tmp;
         *tmp = t;
     }
+    free(x_tmp.p);
     return 0;
 }

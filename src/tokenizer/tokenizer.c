@@ -155,10 +155,54 @@ static int set_chat_template(hr_tokenizer *t) {
 
 /* ---- tokenizer.json ----------------------------------------------------- */
 
+static int load_vocab(hr__bpe *b, json_t *vocab, hr_error *err) {
+    const char *key;
+    json_t *v;
+    json_object_foreach(vocab, key, v) {
+        if (!json_is_integer(v) || json_integer_value(v) < 0 ||
+            json_integer_value(v) >= INT32_MAX / 2)
+            return hr_err(err, HR_EFORMAT, "vocab entry '%.40s': bad id", key);
+        if (hr__strmap_put(&b->vocab, key, strlen(key), (int32_t)json_integer_value(v)))
+            return hr_err(err, HR_ENOMEM, "out of memory");
+    }
+    return 0;
+}
+
+static int load_wordpiece(hr__bpe *b, json_t *m, hr_error *err) {
+    json_t *vocab = json_object_get(m, "vocab");
+    if (!json_is_object(vocab))
+        return hr_err(err, HR_EFORMAT, "WordPiece model needs \"vocab\"");
+    const char *unk = hr__json_str(m, "unk_token"), *pre = hr__json_str(m, "continuing_subword_prefix");
+    json_t *mc = json_object_get(m, "max_input_chars_per_word");
+    unk = unk ? unk : "[UNK]";
+    pre = pre ? pre : "##";
+    if (strlen(pre) >= sizeof b->wp_prefix)
+        return hr_err(err, HR_EUNSUPPORTED, "not supported yet: a continuing_subword_prefix "
+                      "of %zu bytes", strlen(pre));
+    b->wordpiece = 1;
+    memcpy(b->wp_prefix, pre, strlen(pre) + 1);
+    b->wp_prefix_len = (int)strlen(pre);
+    b->wp_max_chars = 100;
+    if (json_is_integer(mc))
+        b->wp_max_chars = json_integer_value(mc) < 0 ? 0
+                        : json_integer_value(mc) > INT32_MAX ? INT32_MAX
+                                                             : (int)json_integer_value(mc);
+    int rc = load_vocab(b, vocab, err);
+    if (rc)
+        return rc;
+    if ((b->unk_id = hr__strmap_get(&b->vocab, unk, strlen(unk))) < 0)
+        return hr_err(err, HR_EFORMAT, "WordPiece unk_token '%.40s' is not in the vocab", unk);
+    for (int i = 0; i < 256; i++)
+        b->byte_id[i] = -1;
+    return 0;
+}
+
 static int load_model(hr_tokenizer *t, json_t *m, hr_error *err) {
     const char *type = hr__json_str(m, "type");
     if (!json_is_object(m))
         return hr_err(err, HR_EFORMAT, "missing \"model\"");
+    if (type && !strcmp(type, "WordPiece"))
+        return load_wordpiece(&t->bpe, m, err);
     if (type && strcmp(type, "BPE"))
         return hr_err(err, HR_EUNSUPPORTED, "not supported yet: %s model", type);
     json_t *vocab = json_object_get(m, "vocab"), *merges = json_object_get(m, "merges");
@@ -176,15 +220,9 @@ static int load_model(hr_tokenizer *t, json_t *m, hr_error *err) {
     b->byte_fallback = hr__json_bool(m, "byte_fallback", 0);
     b->fuse_unk = hr__json_bool(m, "fuse_unk", 0);
     b->ignore_merges = hr__json_bool(m, "ignore_merges", 0);
-    const char *key;
-    json_t *v;
-    json_object_foreach(vocab, key, v) {
-        if (!json_is_integer(v) || json_integer_value(v) < 0 ||
-            json_integer_value(v) >= INT32_MAX / 2)
-            return hr_err(err, HR_EFORMAT, "vocab entry '%.40s': bad id", key);
-        if (hr__strmap_put(&b->vocab, key, strlen(key), (int32_t)json_integer_value(v)))
-            return hr_err(err, HR_ENOMEM, "out of memory");
-    }
+    int rc0 = load_vocab(b, vocab, err);
+    if (rc0)
+        return rc0;
     const char *unk = hr__json_str(m, "unk_token");
     if (unk && (b->unk_id = hr__strmap_get(&b->vocab, unk, strlen(unk))) < 0)
         return hr_err(err, HR_EFORMAT, "unk_token '%.40s' is not in the vocab", unk);
@@ -473,8 +511,9 @@ static int encode(const hr_tokenizer *t, const char *text, size_t len,
     hr__bpe *bpe = (hr__bpe *)&t->bpe; /* the cache is internally locked */
     for (size_t i = 0; i < tmp->n; i++) {
         const hr__piece *x = &tmp->p[i];
-        rc = x->id >= 0 ? hr_tokens_push(out, x->id)
-                        : hr__bpe_encode(bpe, tmp->buf + x->off, x->len, out);
+        rc = x->id >= 0       ? hr_tokens_push(out, x->id)
+             : bpe->wordpiece ? hr__wordpiece_encode(bpe, tmp->buf + x->off, x->len, out)
+                              : hr__bpe_encode(bpe, tmp->buf + x->off, x->len, out);
         if (rc)
             return rc;
     }
@@ -549,6 +588,14 @@ int32_t hr_tokenizer_find(const hr_tokenizer *t, const char *text) {
 
 int hr_tokenizer_is_special(const hr_tokenizer *t, int32_t id) {
     return id >= 0 && id < t->n_vocab && t->tok_special[id];
+}
+
+void hr_tokenizer_post_ids(const hr_tokenizer *t, const int32_t **pre, int *n_pre,
+                           const int32_t **post, int *n_post) {
+    *pre = t->post.pre;
+    *n_pre = t->post.n_pre;
+    *post = t->post.post;
+    *n_post = t->post.n_post;
 }
 
 int32_t hr_tokenizer_bos(const hr_tokenizer *t) { return t->bos; }

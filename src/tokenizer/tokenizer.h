@@ -81,6 +81,10 @@ const char *hr_tokenizer_token_to_piece(const hr_tokenizer *t, int32_t id,
 int32_t hr_tokenizer_find(const hr_tokenizer *t, const char *text);
 
 int hr_tokenizer_is_special(const hr_tokenizer *t, int32_t id);
+/* The ids HR_TOK_ADD_SPECIAL puts before and after a single sequence (the
+ * post-processor's), e.g. for truncating the sequence between them. */
+void hr_tokenizer_post_ids(const hr_tokenizer *t, const int32_t **pre, int *n_pre,
+                           const int32_t **post, int *n_post);
 
 /* The bytes token id contributes to decoded text when it is not the first
  * token (a byte-level or <0xXX> token gives its raw bytes, which may be

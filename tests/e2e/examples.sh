@@ -26,11 +26,11 @@ else
     # the binding's structs are the header's, byte for byte: a struct shorter
     # than the library reads or writes corrupts memory silently
     tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
-    printf '#include "hearth.h"\n#include <stdio.h>\n#include <stddef.h>\nint main(void) { printf("%%zu %%zu %%zu %%zu %%zu\\n", sizeof(hr_llm_opts), sizeof(hr_session_opts), sizeof(hr_gen_params), sizeof(hr_gen_event), sizeof(hr_error)); return 0; }\n' >"$tmp/sizes.c"
+    printf '#include "hearth.h"\n#include <stdio.h>\n#include <stddef.h>\nint main(void) { printf("%%zu %%zu %%zu %%zu %%zu %%zu %%zu\\n", sizeof(hr_llm_opts), sizeof(hr_session_opts), sizeof(hr_gen_params), sizeof(hr_gen_event), sizeof(hr_error), sizeof(hr_embed_input), sizeof(hr_embed_opts)); return 0; }\n' >"$tmp/sizes.c"
     cc -I"$root/include" -o "$tmp/sizes" "$tmp/sizes.c" && c_sizes=$("$tmp/sizes") || c_sizes="no compiler"
     py_sizes=$(PYTHONPATH=$root/examples/python HEARTH_LIB=$lib python3 -c "import ctypes as C, hearth as h
-print(*(C.sizeof(t) for t in (h._LlmOpts, h._SessionOpts, h._Params, h._Event, h._Error)))")
-    [ "$c_sizes" = "$py_sizes" ] && ok || bad "binding struct sizes (llm_opts session_opts gen_params gen_event error): C $c_sizes, Python $py_sizes"
+print(*(C.sizeof(t) for t in (h._LlmOpts, h._SessionOpts, h._Params, h._Event, h._Error, h._EmbedInput, h._EmbedOpts)))")
+    [ "$c_sizes" = "$py_sizes" ] && ok || bad "binding struct sizes (llm_opts session_opts gen_params gen_event error embed_input embed_opts): C $c_sizes, Python $py_sizes"
 fi
 
 echo "$pass passed, $fail failed"

@@ -52,6 +52,8 @@ await check('every line is well-formed; the families are there', async () => {
   for (const name of ['hearth_http_requests_total', 'hearth_requests_total', 'hearth_requests_running', 'hearth_requests_queued',
     'hearth_prompt_tokens_total', 'hearth_generated_tokens_total', 'hearth_prompt_cache_hit_tokens_total', 'hearth_kv_blocks_capacity',
     'hearth_kv_blocks_free', 'hearth_kv_blocks_used', 'hearth_kv_blocks_cached', 'hearth_ssd_cache_read_blocks_total',
+    'hearth_prompt_cache_miss_tokens_total', 'hearth_prompt_cache_lookups_total', 'hearth_prompt_cache_hits_total',
+    'hearth_prompt_cache_misses_total', 'hearth_ssd_cache_written_bytes_total', 'hearth_ssd_cache_read_bytes_total',
     'hearth_prefill_tokens_per_second', 'hearth_decode_tokens_per_second', 'hearth_process_resident_memory_bytes', 'hearth_model_info{model="tiny-chat"}',
     'hearth_time_to_first_token_seconds_count', 'hearth_inter_token_latency_seconds_bucket{le="+Inf"}'])
     assert(v.has(name), `missing ${name}`);
@@ -71,6 +73,10 @@ await check('counters move as requests are served', async () => {
   assert(d('hearth_requests_total') === 2 && d('hearth_requests_finished_total') === 2, `requests ${d('hearth_requests_total')}`);
   assert(d('hearth_prompt_tokens_total') > 0 && d('hearth_generated_tokens_total') >= 2, 'tokens');
   assert(d('hearth_prompt_cache_hit_tokens_total') > 0, 'the repeat is a cache hit');
+  assert(d('hearth_prompt_cache_lookups_total') === 2 && d('hearth_prompt_cache_hits_total') === 1 &&
+    d('hearth_prompt_cache_misses_total') === 1, `lookups ${d('hearth_prompt_cache_lookups_total')} hits ${d('hearth_prompt_cache_hits_total')}`);
+  assert(d('hearth_prompt_cache_miss_tokens_total') + d('hearth_prompt_cache_hit_tokens_total') === d('hearth_prompt_tokens_total'),
+    'every looked-up prompt token is a hit or a miss');
   assert(d('hearth_http_requests_total') === 4 && d('hearth_http_errors_total') === 1, `http ${d('hearth_http_requests_total')} ${d('hearth_http_errors_total')}`);
   assert(after.get('hearth_uptime_seconds') >= before.get('hearth_uptime_seconds'), 'uptime');
   const by = (v, route, code) => v.get(`hearth_http_responses_total{route="${route}",code="${code}"}`) ?? 0;

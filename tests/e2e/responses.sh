@@ -3,8 +3,7 @@
 # openai client and raw bytes: shapes, usage, the streaming events and their
 # sequence numbers, function calls and their outputs, text.format
 # json_schema by grammar, stored responses (previous_response_id, retrieve,
-# delete) and bad bodies; and the
-# "not supported yet" answer of /v1/embeddings (tests/e2e/responses_test.mjs).
+# delete) and bad bodies (tests/e2e/responses_test.mjs).
 set -euo pipefail
 : "${HEARTH_BIN:?}" "${HEARTH_ROOT:?}"
 . "$HEARTH_ROOT/tests/e2e/lib/serve.sh"

@@ -181,10 +181,5 @@ await check('bad bodies: 400s in OpenAI\'s shape naming the field', async () => 
   catch (e) { assert(e instanceof OpenAI.BadRequestError && e.param === 'previous_response_id', String(e)); }
 });
 
-await check('/v1/embeddings: not supported yet, a 400 in OpenAI\'s shape', async () => {
-  try { await client.embeddings.create({ model, input: 'hello' }); assert(false, 'no throw'); }
-  catch (e) { assert(e instanceof OpenAI.BadRequestError && /not supported yet: embeddings/.test(e.message), String(e)); }
-});
-
 console.log(`responses: ${passed} passed, ${failed} failed`);
 process.exit(failed ? 1 : 0);

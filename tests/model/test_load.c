@@ -73,7 +73,13 @@ static void expect_config_error(const char *text, int code, const char *needle) 
 
 static void test_config_errors(void **state) {
     (void)state;
-    expect_config_error("{\"model_type\": \"bert\"}", HR_EUNSUPPORTED, "model_type 'bert'");
+    expect_config_error("{\"model_type\": \"t5\"}", HR_EUNSUPPORTED, "model_type 't5'");
+    /* bert is supported (an encoder): its fields are checked like any family's */
+    expect_config_error("{\"model_type\": \"bert\"}", HR_EFORMAT, "vocab_size");
+    expect_config_error("{\"model_type\": \"bert\", \"vocab_size\": 30, \"hidden_size\": 8, "
+                        "\"num_hidden_layers\": 1, \"num_attention_heads\": 2, "
+                        "\"intermediate_size\": 16, \"position_embedding_type\": \"relative_key\"}",
+                        HR_EUNSUPPORTED, "not supported yet: position_embedding_type 'relative_key'");
     expect_config_error("{" BASE "}", HR_EUNSUPPORTED, "(missing)");
     expect_config_error("{\"model_type\": \"llama\", \"hidden_size\": 64}", HR_EFORMAT, "vocab_size");
     expect_config_error("{\"model_type\": \"llama\", " BASE ", \"rms_norm_eps\": \"x\"}", HR_EFORMAT,

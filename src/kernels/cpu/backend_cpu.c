@@ -24,6 +24,9 @@ typedef struct cpu_ctx {
     float *scores;               /* [nth][HR_ATTN_TILE][n_heads/n_kv_heads][max_ctx] */
     float *cs;                   /* [max_tokens][2][rot_dim]: full | local tables */
     const int32_t **tok_blocks;  /* [max_tokens] each token's block table */
+    int32_t *tok_end;            /* [max_tokens] 1 + the largest pos of the token's
+                                  * sequence in the step (bidirectional attention) */
+    int32_t *seq_end;            /* [max_seqs] the same per sequence */
     hr_moe_scratch *moe;         /* NULL: the model has no experts */
     hr_step_in in;               /* the step's batch (host memory) */
 } cpu_ctx;
@@ -63,6 +66,8 @@ static void cpu_ctx_free(hr_bctx *c) {
     free(x->scores);
     free(x->cs);
     free(x->tok_blocks);
+    free(x->tok_end);
+    free(x->seq_end);
     hr_moe_scratch_free(x->moe);
     free(x);
 }
@@ -83,8 +88,10 @@ static int cpu_ctx_new(hr_backend *be, hr_pool *pool, const hr_bctx_dims *dm, hr
     x->scores = aligned_alloc(64, (nscores * sizeof(float) + 63) & ~(size_t)63);
     x->cs = malloc(((size_t)dm->max_tokens * 2 * dm->rot_dim + 1) * sizeof(float));
     x->tok_blocks = malloc((size_t)dm->max_tokens * sizeof *x->tok_blocks);
+    x->tok_end = malloc((size_t)dm->max_tokens * sizeof *x->tok_end);
+    x->seq_end = malloc((size_t)dm->max_seqs * sizeof *x->seq_end);
     /* the products' scratch, reserved now: no allocation mid-pass */
-    if (!x->scores || !x->cs || !x->tok_blocks ||
+    if (!x->scores || !x->cs || !x->tok_blocks || !x->tok_end || !x->seq_end ||
         !hr_matmul_reserve(pool, dm->max_tokens, dm->max_k) ||
         (dm->n_experts > 0 &&
          !(x->moe = hr_moe_scratch_new(dm->max_tokens, dm->d_model, dm->n_experts,
@@ -129,6 +136,13 @@ static int cpu_begin(hr_bctx *c, const hr_step_in *in, hr_error *err) {
         run_rows(x->pool, in->n_tokens, rope_worker, x);
     for (int t = 0; t < in->n_tokens; t++)
         x->tok_blocks[t] = in->tables + in->tab_off[in->seq[t]];
+    for (int s = 0; s < in->n_seqs; s++)
+        x->seq_end[s] = 0;
+    for (int t = 0; t < in->n_tokens; t++)
+        if (in->pos[t] + 1 > x->seq_end[in->seq[t]])
+            x->seq_end[in->seq[t]] = in->pos[t] + 1;
+    for (int t = 0; t < in->n_tokens; t++)
+        x->tok_end[t] = x->seq_end[in->seq[t]];
     return 0;
 }
 
@@ -309,8 +323,20 @@ static void cpu_attention(hr_bctx *c, const hr_attn_in *a) {
         .pos = x->in.pos, .blocks = x->tok_blocks, .scale = a->scale,
         .softcap = a->softcap, .window = a->window, .scratch = x->scores,
         .max_ctx = a->max_ctx, .sinks = a->sinks,
+        .end = a->bidirectional ? x->tok_end : NULL,
     };
     hr_attention(x->pool, &aa);
+}
+
+static void cpu_embed_abs(hr_bctx *c, float *x, const float *pos_emb, const float *type_row,
+                          int d) {
+    const hr_step_in *in = &ctx_of(c)->in;
+    for (int t = 0; t < in->n_tokens; t++) {
+        float *xt = x + (size_t)t * d;
+        const float *pe = pos_emb + (size_t)in->pos[t] * d;
+        for (int i = 0; i < d; i++)
+            xt[i] = xt[i] + type_row[i] + pe[i];
+    }
 }
 
 static void cpu_deltanet(hr_bctx *c, const hr_deltanet_args *a) {
@@ -354,6 +380,8 @@ static const hr_backend_ops cpu_ops = {
     .moe = cpu_moe,
     .attn_sinks = true,
     .deltanet = cpu_deltanet,
+    .encoder = true,
+    .embed_abs = cpu_embed_abs,
 };
 
 static hr_backend cpu_backend = {.name = "cpu", .device_mem = false, .ops = &cpu_ops};

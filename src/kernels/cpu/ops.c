@@ -448,7 +448,8 @@ static void attention_worker(void *p, int ith, int nth) {
     int hd = a->head_dim, group = a->n_heads / a->n_kv_heads;
     float *sc = a->scratch + (size_t)ith * a->max_ctx * group * HR_ATTN_TILE;
     long lo, hi;
-    if (cpu->attn_heads && hd % 16 == 0 && a->kv_dtype != HR_DTYPE_AFFINE && !a->sinks) {
+    if (cpu->attn_heads && hd % 16 == 0 && a->kv_dtype != HR_DTYPE_AFFINE && !a->sinks &&
+        !a->end) {
         /* a task: up to HR_ATTN_TILE consecutive tokens of one sequence
          * (they share every K/V load) and one KV head. Threads claim them
          * in order as they go (on shared cores a thread that loses its core
@@ -497,7 +498,7 @@ static void attention_worker(void *p, int ith, int nth) {
         int start = a->window > 0 && pos - a->window + 1 > 0 ? pos - a->window + 1 : 0;
         const float *q = a->q + ((size_t)t * a->n_heads + h) * hd;
         const int32_t *bt = a->blocks[t];
-        int n = pos - start + 1;
+        int n = (a->end ? a->end[t] : pos + 1) - start;
         for (int j = 0; j < n; j++)
             sc[j] = cpu->dot(q, kv_row(a, a->k, bt, start + j, kvh, row), hd) * a->scale;
         if (a->softcap > 0)

@@ -132,6 +132,8 @@ typedef struct hr_attn_args {
     int max_ctx;
     const float *sinks;      /* [n_heads] extra logit in each head's softmax
                               * denominator (gpt_oss), or NULL */
+    const int32_t *end;      /* [n_tok] bidirectional (encoders): token t attends
+                              * to [start, end[t]); NULL: causal, [start, pos] */
 } hr_attn_args;
 
 void hr_attention(hr_pool *pool, const hr_attn_args *a);
