@@ -155,6 +155,10 @@ static void test_syntax_errors(void **state) {
     expect_err("{{ i|nosuch }}", NULL, HR_EFORMAT, "no filter named 'nosuch'", -1);
     expect_err("{{ i is nosuch }}", NULL, HR_EFORMAT, "no test named 'nosuch'", -1);
     expect_err("{{ 1 is string is string }}", NULL, HR_EFORMAT, "chain multiple tests", -1);
+    /* a slice inside a tuple subscript has no object: it crashed the evaluator (issue 40) */
+    expect_err("{{ \"a,b,c\".split(\",\")[::-0,r] | join }}", NULL, HR_EUNSUPPORTED,
+               "slice inside a tuple", -1);
+    expect_err("{{ l[1:2, 3] }}", NULL, HR_EUNSUPPORTED, "slice inside a tuple", -1);
     /* invalid UTF-8 is rejected before lexing, with the byte offset */
     expect_err("ok \xff", NULL, HR_EFORMAT, "not valid UTF-8", 3);
     /* nesting deeper than the parser's bound */
