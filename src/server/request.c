@@ -4,6 +4,7 @@
 #include "chat/messages.h"
 #include "io/hfcache.h"
 
+#include <limits.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -177,6 +178,22 @@ static bool parse_stops(fields *f, hr_job *j) {
     return true;
 }
 
+/* A logit_bias key is a token id written canonically: "5", never "05",
+ * "+5", " 5" or "5.0" (each would name the same token as "5" and their
+ * biases would add up). Returns the id, or -1. */
+static long canonical_id(const char *key) {
+    if (key[0] < '0' || key[0] > '9' || (key[0] == '0' && key[1]))
+        return -1;
+    long id = 0;
+    for (const char *c = key; *c; c++) {
+        if (*c < '0' || *c > '9' || id > (INT32_MAX - 9) / 10)
+            return -1;
+        id = id * 10 + (*c - '0');
+    }
+    return id;
+}
+
+/* logit_bias: {"token id": bias}, bias in [-100, 100] as OpenAI has it. */
 static bool parse_bias(fields *f, const hr_server *s, hr_job *j) {
     const json_t *b = field(f, "logit_bias");
     if (!b)
@@ -186,19 +203,27 @@ static bool parse_bias(fields *f, const hr_server *s, hr_job *j) {
     size_t n = json_object_size(b);
     j->bias_ids = malloc((n ? n : 1) * sizeof *j->bias_ids);
     j->bias_vals = malloc((n ? n : 1) * sizeof *j->bias_vals);
+    if (!j->bias_ids || !j->bias_vals)
+        return fail(f, "logit_bias", "%s: out of memory", "logit_bias");
     const char *key;
     json_t *v;
     int k = 0;
     json_object_foreach((json_t *)b, key, v) {
-        char *end;
-        long id = strtol(key, &end, 10);
-        if (!*key || *end || !json_is_number(v))
+        long id = canonical_id(key);
+        if (id < 0)
+            return fail(f, "logit_bias", "logit_bias keys must be token ids written as "
+                        "decimal integers without sign, spaces or leading zeros (got '%.40s')",
+                        key);
+        if (!json_is_number(v))
             return fail(f, "logit_bias", "%s must map token ids to numbers", "logit_bias");
-        if (id < 0 || id >= s->model->hp.n_vocab)
+        if (id >= s->model->hp.n_vocab)
             return fail(f, "logit_bias", "%s names a token id outside the vocabulary",
                         "logit_bias");
+        double x = json_number_value(v);
+        if (!(x >= -100 && x <= 100))
+            return fail(f, "logit_bias", "%s values must be in [-100, 100]", "logit_bias");
         j->bias_ids[k] = (int32_t)id;
-        j->bias_vals[k++] = (float)json_number_value(v);
+        j->bias_vals[k++] = (float)x;
     }
     j->rp.sampler.bias_ids = j->bias_ids;
     j->rp.sampler.bias_values = j->bias_vals;
@@ -451,10 +476,12 @@ bool hr__job_from_json(hr_server *s, bool chat, const json_t *root, hr_job *j,
     if (so && !json_is_object(so))
         fail(&f, "stream_options", "%s must be an object", "stream_options");
     j->include_usage = so && json_is_true(json_object_get(so, "include_usage"));
-    long max_tokens = integer(&f, "max_tokens", d.max_tokens, 0, 1L << 30);
+    /* any non-negative count: the engine caps it to what the context leaves
+     * after the prompt (n_ctx - prompt tokens, as llama-server and vLLM) */
+    long max_tokens = integer(&f, "max_tokens", d.max_tokens, 0, LONG_MAX);
     if (field(&f, "max_completion_tokens"))
-        max_tokens = integer(&f, "max_completion_tokens", max_tokens, 0, 1L << 30);
-    j->rp.max_tokens = (int)max_tokens;
+        max_tokens = integer(&f, "max_completion_tokens", max_tokens, 0, LONG_MAX);
+    j->rp.max_tokens = max_tokens > INT_MAX ? INT_MAX : (int)max_tokens;
     sp->temp = (float)number(&f, "temperature", d.temp, 0, 1e6);
     sp->top_p = (float)number(&f, "top_p", d.top_p, 0, 1);
     sp->top_k = (int)integer(&f, "top_k", d.top_k, 0, 1L << 30);
