@@ -131,6 +131,9 @@ static const json_t *resolve(hr__js *c, const char *ref) {
                 seg[n++] = *p++;
             }
         }
+        if (*p && *p != '/')
+            return hr__js_fail(c, HR_EUNSUPPORTED, "$ref '%s': a name longer than 255 bytes",
+                               ref), NULL;
         seg[n] = 0;
         if (json_is_object(at)) {
             at = json_object_get(at, seg);
