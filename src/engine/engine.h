@@ -167,6 +167,9 @@ typedef struct hr_engine_stats {
                               * (its GPU context is lost): every request fails,
                               * and the server exits */
     long ssd_written, ssd_hits, ssd_quarantined;
+    long ssd_write_errors, ssd_read_errors; /* disk faults the tier survived */
+    const char *ssd_last_error; /* strerror of the last one; NULL none */
+    bool ssd_paused;            /* writes paused after an error (retried later) */
     size_t kv_bytes;
 } hr_engine_stats;
 

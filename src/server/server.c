@@ -93,10 +93,13 @@ static hr_reply route_stats(hr_server *s) {
                                                                     HR_KV_BLOCK)
                                                    : 0)));
     json_object_set_new(o, "ssd_cache",
-                        st.ssd ? json_pack("{s:I,s:I,s:I}", "blocks_written",
+                        st.ssd ? json_pack("{s:I,s:I,s:I,s:I,s:I,s:s?,s:b}", "blocks_written",
                                            (json_int_t)st.ssd_written, "blocks_read",
                                            (json_int_t)st.ssd_hits, "quarantined",
-                                           (json_int_t)st.ssd_quarantined)
+                                           (json_int_t)st.ssd_quarantined, "write_errors",
+                                           (json_int_t)st.ssd_write_errors, "read_errors",
+                                           (json_int_t)st.ssd_read_errors, "last_error",
+                                           st.ssd_last_error, "paused", st.ssd_paused)
                                : json_null());
     json_object_set_new(o, "memory",
                         json_pack("{s:I,s:I}", "rss_bytes", (json_int_t)hr__rss_bytes(),
