@@ -215,6 +215,11 @@ static void test_limits(void **state) {
     expect_err("{% for x in range(2000) %}ab{% endfor %}", &small, HR_ERANGE, "larger than", -1);
     expect_err("{{ 'x' * 5000 }}", &small, HR_ENOMEM, "larger than", -1);
     expect_err("{{ [1] * 1000 }}", &small, HR_ERANGE, "list repetition", -1);
+    /* CPU time: a loop that stays under the step cap still ends (it ran
+     * 25 s to the default 20 million steps before, issue 40) */
+    hr_jinja_opts quick = {.max_seconds = 0.05};
+    expect_err("{% for a in range(100000) %}{% for b in range(100000) %}{% endfor %}{% endfor %}",
+               &quick, HR_ERANGE, "s of CPU", -1);
     hr_jinja_opts steps = {.max_steps = 10000};
     expect_err("{% for a in range(1000) %}{% for b in range(1000) %}{% endfor %}{% endfor %}",
                &steps, HR_ERANGE, "steps", -1);
