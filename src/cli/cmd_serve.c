@@ -2,6 +2,7 @@
 #include "cli/args.h"
 #include "cli/cli.h"
 #include "core/error.h"
+#include "core/fault.h"
 #include "core/log.h"
 #include "model/kv.h"
 #include "server/server.h"
@@ -133,6 +134,7 @@ int hr_cmd_serve(int argc, char **argv) {
         hr_server_free(s);
         return hr_cli_fail(&err);
     }
+    hr_fault_arm_env(); /* HEARTH_FAULT: counted from here, the load excepted */
     hr_log(HR_LOG_INFO, "serving %s on http://%s:%d", o.model, host, hr_server_port(s));
     fprintf(stderr, "hearth: listening on http://%s:%d\n", host, hr_server_port(s));
     int sig = -1;

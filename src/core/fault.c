@@ -1,6 +1,7 @@
 #include "core/fault.h"
 #include "core/log.h"
 
+#include <execinfo.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
@@ -46,6 +47,10 @@ bool hr_fault_hit(hr_fault_kind k) {
     if (atomic_fetch_add(&count[k], 1) + 1 != t)
         return false;
     atomic_store(&fired[k], true);
+    if (getenv("HEARTH_FAULT_TRACE")) { /* where it fired: for finding the caller */
+        void *bt[32];
+        backtrace_symbols_fd(bt, backtrace(bt, 32), 2);
+    }
     return true;
 }
 

@@ -5,7 +5,8 @@
  * Nth event counted from that moment fails, once; the ones after succeed.
  * Events count across threads. Loading is excepted by arming after it: the
  * server and the CLI arm the environment's switch once the model is loaded.
- * Unarmed, hr_fault_hit is one relaxed atomic load. */
+ * Unarmed, hr_fault_hit is one relaxed atomic load. HEARTH_FAULT_TRACE=1
+ * prints a backtrace where the fault fires (link with -rdynamic for names). */
 #ifndef HR_CORE_FAULT_H
 #define HR_CORE_FAULT_H
 

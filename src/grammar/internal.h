@@ -94,6 +94,11 @@ typedef struct hr__u32v {
 } hr__u32v;
 int hr__u32v_push(hr__u32v *v, uint32_t x);
 void hr__u32v_free(hr__u32v *v);
+/* hr__u32v_push for a front end: a failure sets ir->oom (checked once). */
+static inline void hr__gir_push(hr__gir *ir, hr__u32v *v, uint32_t x) {
+    if (hr__u32v_push(v, x))
+        ir->oom = 1;
+}
 
 /* Regex (regex.c) -> IR node. json: the node matches the body of a JSON
  * string (canonical escapes) whose value contains a match (unanchored ends

@@ -27,6 +27,18 @@ static bool fail(fields *f, const char *param, const char *fmt, const char *a) {
     return false;
 }
 
+/* fail() for an error code: out of memory is the server's fault (500),
+ * anything else the request's (400). */
+static bool fail_rc(fields *f, int rc, const char *param, const char *msg) {
+    if (rc != HR_ENOMEM)
+        return fail(f, param, "%s", msg);
+    if (!f->bad) {
+        *f->err = hr__error_reply(500, "server_error", param, "%s", msg);
+        f->bad = true;
+    }
+    return false;
+}
+
 static const json_t *field(fields *f, const char *key) {
     const json_t *v = json_object_get(f->obj, key);
     return json_is_null(v) ? NULL : v;
@@ -86,8 +98,9 @@ static bool build_prompt(hr_server *s, fields *f, bool chat, hr_job *j) {
     if (chat) {
         const json_t *raw = field(f, "messages");
         json_t *msgs = NULL;
-        if (hr_chat_messages_normalize(raw, &msgs, &e))
-            return fail(f, "messages", "%s", e.msg);
+        int nrc = hr_chat_messages_normalize(raw, &msgs, &e);
+        if (nrc)
+            return fail_rc(f, nrc, "messages", e.msg);
         const json_t *tools = field(f, "tools");
         if (tools && (!json_is_array(tools) || json_array_size(tools) == 0))
             tools = NULL;
@@ -126,7 +139,7 @@ static bool build_prompt(hr_server *s, fields *f, bool chat, hr_job *j) {
     int rc = hr_tokenizer_encode(s->tok, text, strlen(text), flags, &j->prompt, &e);
     free(text);
     if (rc)
-        return fail(f, chat ? "messages" : "prompt", "%s", e.msg);
+        return fail_rc(f, rc, chat ? "messages" : "prompt", e.msg);
     if (j->prompt.n == 0)
         return fail(f, chat ? "messages" : "prompt", "%s", "the prompt is empty");
     return true;
@@ -204,7 +217,7 @@ static bool parse_bias(fields *f, const hr_server *s, hr_job *j) {
     j->bias_ids = malloc((n ? n : 1) * sizeof *j->bias_ids);
     j->bias_vals = malloc((n ? n : 1) * sizeof *j->bias_vals);
     if (!j->bias_ids || !j->bias_vals)
-        return fail(f, "logit_bias", "%s: out of memory", "logit_bias");
+        return fail_rc(f, HR_ENOMEM, "logit_bias", "logit_bias: out of memory");
     const char *key;
     json_t *v;
     int k = 0;
@@ -263,8 +276,9 @@ static bool parse_tool_choice(fields *f, const hr_server *s, hr_job *j) {
         if (!tools || json_array_size(tools) == 0)
             return fail(f, "tool_choice", "%s needs tools", "tool_choice");
         hr_error e = {0};
-        if (hr__llm_tool_grammar(s->llm, tools, only, &j->grammar, &e))
-            return fail(f, "tool_choice", "%s", e.msg);
+        int grc = hr__llm_tool_grammar(s->llm, tools, only, &j->grammar, &e);
+        if (grc)
+            return fail_rc(f, grc, "tool_choice", e.msg);
         j->forced_tool = true;
     }
     if (tools && json_array_size(tools) > 0 && strcmp(choice, "none") && s->tool_format)
@@ -369,7 +383,7 @@ static bool parse_constraint(fields *f, hr_server *s, hr_job *j) {
             return fail(f, which, "%s needs json, regex, choice or grammar", which);
     }
     if (rc)
-        return fail(f, which, "%s", e.msg);
+        return fail_rc(f, rc, which, e.msg);
 attach:;
     const char *param = which ? which : "tool_choice";
     if (s->grammar_off)

@@ -159,6 +159,7 @@ typedef struct conn_ctx {
     char *body;
     size_t len, cap;
     bool too_large;
+    bool oom; /* the body could not be stored: a 503 at the end */
 } conn_ctx;
 
 static void add_cors(const hr_server *s, struct MHD_Response *r) {
@@ -167,11 +168,22 @@ static void add_cors(const hr_server *s, struct MHD_Response *r) {
     MHD_add_response_header(r, "Access-Control-Allow-Headers", "*");
 }
 
+/* An allocation failed (HEARTH_FAULT=alloc:N provokes it): a 503 whose
+ * body needs no allocation of ours. */
+static const char OOM_BODY[] = "{\"error\": {\"message\": \"out of memory\", \"type\": "
+                               "\"server_error\", \"param\": null, \"code\": null}}";
+
 static enum MHD_Result send_reply(hr_server *s, struct MHD_Connection *c, hr_reply rep) {
     struct MHD_Response *r = rep.stream;
     if (!r) {
-        const char *b = rep.body ? rep.body : "{}";
+        if (!rep.body) /* the reply's JSON could not be built */
+            rep.status = 503;
+        const char *b = rep.body ? rep.body : OOM_BODY;
         r = MHD_create_response_from_buffer(strlen(b), (void *)b, MHD_RESPMEM_MUST_COPY);
+        if (!r) {
+            free(rep.body);
+            return MHD_NO;
+        }
         MHD_add_response_header(r, "Content-Type", "application/json");
     }
     free(rep.body);
@@ -197,14 +209,14 @@ static enum MHD_Result handler(void *cls, struct MHD_Connection *c, const char *
     conn_ctx *ctx = *con_cls;
     if (!ctx) {
         if (!(ctx = calloc(1, sizeof *ctx)))
-            return MHD_NO;
+            return send_reply(s, c, (hr_reply){.status = 503});
         *con_cls = ctx;
         return MHD_YES;
     }
     if (*upload_size) { /* body bytes, possibly in several calls */
         size_t n = *upload_size;
         *upload_size = 0;
-        if (ctx->too_large || ctx->len + n > s->o.max_body) {
+        if (ctx->too_large || ctx->oom || ctx->len + n > s->o.max_body) {
             ctx->too_large = true;
             return MHD_YES;
         }
@@ -212,8 +224,10 @@ static enum MHD_Result handler(void *cls, struct MHD_Connection *c, const char *
             size_t cap = (ctx->len + n + 1) * 2;
             cap = cap > s->o.max_body + 1 ? s->o.max_body + 1 : cap;
             char *b = realloc(ctx->body, cap);
-            if (!b)
-                return MHD_NO;
+            if (!b) {
+                ctx->oom = true;
+                return MHD_YES;
+            }
             ctx->body = b;
             ctx->cap = cap;
         }
@@ -230,7 +244,9 @@ static enum MHD_Result handler(void *cls, struct MHD_Connection *c, const char *
         return send_reply(s, c, rep);
     }
     hr_reply rep;
-    if (ctx->too_large)
+    if (ctx->oom)
+        rep = (hr_reply){.status = 503}; /* send_reply's out-of-memory body */
+    else if (ctx->too_large)
         rep = hr__error_reply(413, "invalid_request_error", NULL,
                               "The request body exceeds %zu bytes", s->o.max_body);
     else if (atomic_load(&s->shutting_down))
