@@ -165,13 +165,13 @@ static int write_block(hr_ssd *s, const job *j) {
 
 /* Writer thread: a write failed with errno e; pause the tier. */
 static void pause_writes(hr_ssd *s, int e) {
-    atomic_fetch_add(&s->n_write_errors, 1);
-    atomic_store(&s->last_errno, e);
     if (!atomic_load(&s->paused))
         hr_log(HR_LOG_WARN, "SSD cache: cannot write to %s (%s); pausing the SSD tier for "
                "%.3g s", s->dir, strerror(e), s->backoff);
     atomic_store(&s->retry_at, hr_now() + s->backoff);
     atomic_store(&s->paused, true);
+    atomic_store(&s->last_errno, e);
+    atomic_fetch_add(&s->n_write_errors, 1); /* last: a reader that sees it sees the rest */
     s->backoff = s->backoff * 2 < s->backoff_max ? s->backoff * 2 : s->backoff_max;
 }
 

@@ -474,7 +474,7 @@ static void test_ssd_faults(void **state) {
     seq(toks, HR_KV_BLOCK, 3);
     hr_ssd *ssd;
     assert_int_equal(hr_ssd_open(&ssd, dir, 42, 7, &kv, (size_t)1 << 30, NULL), 0);
-    hr_ssd_set_backoff(ssd, 0.05, 0.1);
+    hr_ssd_set_backoff(ssd, 0.3, 0.6);
     snprintf(sub, sizeof sub, "%s/000000000000002a", dir);
 
     /* an I/O error on write (HEARTH_FAULT=write:1): counted, named, paused,
@@ -487,7 +487,7 @@ static void test_ssd_faults(void **state) {
     assert_true(st.paused);
     no_temp_files(sub);
     assert_int_equal(hr_ssd_queue(ssd, 1, toks, b0), -1); /* paused */
-    usleep(120 * 1000);
+    usleep(350 * 1000);
     assert_int_equal(hr_ssd_queue(ssd, 1, toks, b0), 1);
     st = wait_ssd(ssd, 1, 1);
     assert_false(st.paused);
@@ -509,14 +509,14 @@ static void test_ssd_faults(void **state) {
     assert_int_not_equal(access(path, F_OK), 0);
 
     /* a read-only directory (not for root, who writes anyway) */
-    usleep(120 * 1000);
+    usleep(650 * 1000);
     if (geteuid() != 0) {
         assert_int_equal(chmod(sub, 0555), 0);
         assert_int_equal(hr_ssd_queue(ssd, 3, toks, b0), 1);
         st = wait_ssd(ssd, 1, 3);
         assert_int_equal(st.last_errno, EACCES);
         assert_int_equal(chmod(sub, 0755), 0);
-        usleep(220 * 1000);
+        usleep(650 * 1000);
     }
     long errs = st.write_errors;
 
