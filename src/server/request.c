@@ -80,6 +80,19 @@ static long integer(fields *f, const char *key, long dflt, long lo, long hi) {
     return (long)x;
 }
 
+/* A non-negative integer of any size, clamped to INT_MAX. */
+static int count(fields *f, const char *key, int dflt) {
+    const json_t *v = field(f, key);
+    if (!v)
+        return dflt;
+    if (!json_is_integer(v) || json_integer_value(v) < 0) {
+        fail(f, key, "%s must be a non-negative integer", key);
+        return dflt;
+    }
+    json_int_t x = json_integer_value(v);
+    return x > INT_MAX ? INT_MAX : (int)x;
+}
+
 static bool boolean(fields *f, const char *key, bool dflt) {
     const json_t *v = field(f, key);
     if (!v)
@@ -492,10 +505,9 @@ bool hr__job_from_json(hr_server *s, bool chat, const json_t *root, hr_job *j,
     j->include_usage = so && json_is_true(json_object_get(so, "include_usage"));
     /* any non-negative count: the engine caps it to what the context leaves
      * after the prompt (n_ctx - prompt tokens, as llama-server and vLLM) */
-    long max_tokens = integer(&f, "max_tokens", d.max_tokens, 0, LONG_MAX);
+    j->rp.max_tokens = count(&f, "max_tokens", d.max_tokens);
     if (field(&f, "max_completion_tokens"))
-        max_tokens = integer(&f, "max_completion_tokens", max_tokens, 0, LONG_MAX);
-    j->rp.max_tokens = max_tokens > INT_MAX ? INT_MAX : (int)max_tokens;
+        j->rp.max_tokens = count(&f, "max_completion_tokens", j->rp.max_tokens);
     sp->temp = (float)number(&f, "temperature", d.temp, 0, 1e6);
     sp->top_p = (float)number(&f, "top_p", d.top_p, 0, 1);
     sp->top_k = (int)integer(&f, "top_k", d.top_k, 0, 1L << 30);
