@@ -216,7 +216,9 @@ static enum MHD_Result handler(void *cls, struct MHD_Connection *c, const char *
     if (*upload_size) { /* body bytes, possibly in several calls */
         size_t n = *upload_size;
         *upload_size = 0;
-        if (ctx->too_large || ctx->oom || ctx->len + n > s->o.max_body) {
+        if (ctx->oom)
+            return MHD_YES;
+        if (ctx->too_large || ctx->len + n > s->o.max_body) {
             ctx->too_large = true;
             return MHD_YES;
         }
