@@ -373,9 +373,14 @@ static int last_event(hr_gen *g, hr_gen_event *ev, hr_error *err) {
         hr_err(err, HR_EINVAL, "%s", ferr.msg);
         return HR_EINVAL;
     }
-    if (g->text)
-        hr_textout_finish(&g->out, f == HR_FINISH_STOP, &ev->text, &ev->text_len);
-    int rc = route(g, ev, true, err);
+    int rc = g->text ? hr_textout_finish(&g->out, f == HR_FINISH_STOP, &ev->text, &ev->text_len,
+                                         err)
+                     : 0;
+    if (rc) {
+        ev->finish = HR_GEN_ERROR;
+        return rc;
+    }
+    rc = route(g, ev, true, err);
     return rc ? rc : 1;
 }
 
@@ -391,7 +396,15 @@ int hr__gen_next_timed(hr_gen *g, hr_gen_event *ev, int timeout_ms, hr_error *er
     *ev = (hr_gen_event){.text = "", .token = g->st.token, .logprob = g->st.logprob,
                          .n_top = g->st.n_top, .top_ids = g->st.top_ids,
                          .top_logprobs = g->st.top_lps, .finish = HR_GEN_RUNNING};
-    if (g->text && hr_textout_push(&g->out, g->st.token, &ev->text, &ev->text_len)) {
+    int tr = g->text ? hr_textout_push(&g->out, g->st.token, &ev->text, &ev->text_len, err) : 0;
+    if (tr < 0) { /* the text would miss a piece: the request fails */
+        hr_request_cancel(g->req);
+        g->done = true;
+        *ev = (hr_gen_event){.text = "", .token = -1, .finish = HR_GEN_ERROR,
+                             .prompt_tokens = g->n_prompt};
+        return tr;
+    }
+    if (tr == 1) {
         g->stopped = true; /* the next call gives the last event */
         hr_request_cancel(g->req);
     }

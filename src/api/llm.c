@@ -267,8 +267,10 @@ int hr_llm_tokenize(const hr_llm *m, const char *text, size_t len, unsigned flag
     hr_tokens t = {0};
     if ((rc = hr_tokenizer_encode(m->tok, text ? text : "", len,
                                   flags & HR_TOKENIZE_ADD_SPECIAL ? HR_TOK_ADD_SPECIAL : 0, &t,
-                                  err)))
+                                  err))) {
+        hr_tokens_free(&t); /* what it grew before failing */
         return rc;
+    }
     *ids = t.ids;
     *n = t.n;
     return 0;

@@ -24,29 +24,40 @@ void hr_textout_deinit(hr_textout *t) {
     memset(t, 0, sizeof *t);
 }
 
-bool hr_textout_push(hr_textout *t, int32_t token, const char **emit, size_t *len) {
+int hr_textout_push(hr_textout *t, int32_t token, const char **emit, size_t *len,
+                    hr_error *err) {
     const char *s;
     size_t sl;
-    hr_error err;
+    hr_error e;
     *emit = "";
     *len = 0;
-    if (t->stopped || hr_detok_stream_push(t->detok, token, &s, &sl, &err))
-        return t->stopped;
-    if (hr_stop_push(&t->stop, s, sl, emit, len) == 1)
-        t->stopped = true;
-    return t->stopped;
+    if (t->stopped)
+        return 1;
+    int rc = hr_detok_stream_push(t->detok, token, &s, &sl, &e);
+    if (rc == HR_ERANGE)
+        return 0; /* a token the tokenizer does not have: no text */
+    if (rc == 0)
+        rc = hr_stop_push(&t->stop, s, sl, emit, len);
+    if (rc < 0)
+        return hr_err(err, rc, "out of memory building the output text");
+    t->stopped = rc == 1;
+    return rc;
 }
 
-void hr_textout_finish(hr_textout *t, bool eos, const char **emit, size_t *len) {
+int hr_textout_finish(hr_textout *t, bool eos, const char **emit, size_t *len, hr_error *err) {
     const char *s;
     size_t sl;
     *emit = "";
     *len = 0;
     if (t->stopped)
-        return;
-    hr_detok_stream_flush(t->detok, &s, &sl);
-    if (hr_stop_push(&t->stop, s, sl, emit, len) == 1)
-        return; /* the finish reason stays the engine's, as the server reports it */
+        return 0;
+    int rc = hr_detok_stream_flush(t->detok, &s, &sl);
+    if (rc == 0)
+        rc = hr_stop_push(&t->stop, s, sl, emit, len);
+    if (rc < 0)
+        return hr_err(err, rc, "out of memory building the output text");
+    if (rc == 1)
+        return 0; /* the finish reason stays the engine's, as the server reports it */
     if (!eos) {
         const char *r;
         size_t rl;
@@ -56,4 +67,5 @@ void hr_textout_finish(hr_textout *t, bool eos, const char **emit, size_t *len) 
             *emit = r;
         *len += rl;
     }
+    return 0;
 }

@@ -22,13 +22,15 @@ int hr_textout_init(hr_textout *t, const hr_tokenizer *tok, unsigned detok_flags
 void hr_textout_deinit(hr_textout *t);
 
 /* One generated token: the text that became final goes to *emit (valid
- * until the next call). Returns true when a stop string ended the text
- * (*emit is what came before it). A token the tokenizer cannot decode adds
- * no text. */
-bool hr_textout_push(hr_textout *t, int32_t token, const char **emit, size_t *len);
+ * until the next call). Returns 1 when a stop string ended the text
+ * (*emit is what came before it), 0 to go on, or HR_ENOMEM (err filled:
+ * the text would be missing a piece, so the request must fail). A token the
+ * tokenizer cannot decode adds no text. */
+int hr_textout_push(hr_textout *t, int32_t token, const char **emit, size_t *len,
+                    hr_error *err);
 /* The end of generation: what the detokenizer and the matcher held back.
  * eos: an end-of-sequence token ended it, which drops a partial stop string
- * (as mlx-lm does). */
-void hr_textout_finish(hr_textout *t, bool eos, const char **emit, size_t *len);
+ * (as mlx-lm does). 0, or HR_ENOMEM (err filled). */
+int hr_textout_finish(hr_textout *t, bool eos, const char **emit, size_t *len, hr_error *err);
 
 #endif

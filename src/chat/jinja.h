@@ -22,6 +22,8 @@ typedef struct hr_jinja_opts {
     size_t max_output; /* bytes of output and of any one string; 0 = 16 MiB */
     long max_steps;    /* evaluation steps before giving up; 0 = 20 million */
     int max_depth;     /* macro call depth; 0 = 100 */
+    double max_seconds; /* CPU seconds of the rendering thread; 0 = 2 (a render
+                         * that passes it fails with HR_ERANGE) */
     int has_now;       /* 1: strftime_now uses `now` instead of the clock */
     int64_t now;       /* unix seconds, formatted as UTC */
 } hr_jinja_opts;

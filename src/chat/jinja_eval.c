@@ -10,6 +10,7 @@
 #include "chat/jinja_lex.h"
 #include "chat/jinja_ops.h"
 #include "core/error.h"
+#include "core/timer.h"
 
 #include <stdarg.h>
 #include <stdlib.h>
@@ -46,6 +47,9 @@ int hr__je_step(hr_jctx *c, const hr_jnode *at) {
     if (++c->steps > c->o.max_steps)
         return hr__jerr(c, at, HR_ERANGE,
                         "template ran more than %ld steps (an endless loop?)", c->o.max_steps);
+    if (!(c->steps & 4095) && hr_thread_cpu() > c->cpu_end)
+        return hr__jerr(c, at, HR_ERANGE, "template rendering took more than %g s of CPU",
+                        c->o.max_seconds);
     return 0;
 }
 

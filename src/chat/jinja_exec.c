@@ -3,6 +3,7 @@
 #include "chat/jinja_frame.h"
 #include "chat/jinja_lex.h"
 #include "chat/jinja_ops.h"
+#include "core/timer.h"
 #include "core/error.h"
 
 #include <stdlib.h>
@@ -210,6 +211,9 @@ int hr_jinja_render(const hr_jinja *t, hr_jv vars, const hr_jinja_opts *opts, ch
         c.o.max_steps = 20000000;
     if (!c.o.max_depth)
         c.o.max_depth = 100;
+    if (!(c.o.max_seconds > 0))
+        c.o.max_seconds = 2;
+    c.cpu_end = hr_thread_cpu() + c.o.max_seconds;
     hr_jbuf buf;
     hr__jbuf_init(&buf, c.o.max_output);
     c.out = &buf;

@@ -20,6 +20,7 @@ struct hr_jctx {
     hr_jinja_opts o;
     hr_error *err;
     long steps;
+    double cpu_end; /* hr_thread_cpu() past which the render gives up */
     int depth;
     hr_jbuf *out;
     hr_jv vars;

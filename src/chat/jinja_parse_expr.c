@@ -133,6 +133,12 @@ static hr_jnode *parse_subscript(hr_jparser *p, hr_jnode *obj) {
         return hr__jp_fail(p, HR_EFORMAT, pos, "expected an expression in []%s", NULL);
     hr_jnode *key = head;
     if (count > 1) {
+        /* `x[1:2, 3]` would need slice values (jinja2's own code generator
+         * fails on it too); a slice node has no object to slice here. */
+        for (const hr_jnode *s = head; s; s = s->next)
+            if (s->kind == HR_JN_SLICE)
+                return hr__jp_fail(p, HR_EUNSUPPORTED, s->pos,
+                                   "not supported yet: a slice inside a tuple subscript%s", NULL);
         key = hr__jp_node(p, HR_JN_TUPLE, pos);
         if (!key)
             return NULL;

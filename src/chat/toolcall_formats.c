@@ -5,6 +5,7 @@
 #include "chat/toolcall_int.h"
 #include "core/error.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -188,21 +189,112 @@ const hr_tool_format *hr_tool_format_detect(const char *src) {
 
 /* ---- the shape of a call, for grammars ------------------------------------------- */
 
-static json_t *params_of(json_t *fn) {
+/* A tool's parameters placed at JSON pointer `base` inside a bigger schema:
+ * its local references ("#", "#/$defs/X", "#/definitions/X", and "ID#/..."
+ * where ID is its own $id), written against its own root as Pydantic
+ * writes them, are rewritten to point under base. Values that are data
+ * (const, enum, default, examples) are copied as they are. Remote
+ * references stay, for the schema compiler to refuse. New reference. */
+static json_t *rebase(const json_t *s, const char *base, const char *id, size_t idlen,
+                      int depth) {
+    if (depth > 4096)
+        return NULL;
+    if (json_is_array(s)) {
+        json_t *a = json_array();
+        for (size_t i = 0; a && i < json_array_size(s); i++)
+            if (json_array_append_new(a, rebase(json_array_get(s, i), base, id, idlen,
+                                                depth + 1)))
+                return json_decref(a), NULL;
+        return a;
+    }
+    if (!json_is_object(s))
+        return json_incref((json_t *)s);
+    json_t *o = json_object();
+    const char *k;
+    json_t *v;
+    json_object_foreach((json_t *)s, k, v) {
+        json_t *nv = NULL;
+        const char *ref = json_string_value(v);
+        if (!strcmp(k, "$ref") && ref) {
+            const char *frag = ref[0] == '#' ? ref + 1
+                               : id && !strncmp(ref, id, idlen) && (ref[idlen] == '#' || !ref[idlen])
+                                   ? ref + idlen + (ref[idlen] == '#')
+                                   : NULL;
+            if (frag && (!frag[0] || frag[0] == '/')) {
+                size_t nb = strlen(base), nf = strlen(frag);
+                char *r = malloc(nb + nf + 2);
+                if (r) {
+                    r[0] = '#';
+                    memcpy(r + 1, base, nb);
+                    memcpy(r + 1 + nb, frag, nf + 1);
+                    nv = json_string(r);
+                    free(r);
+                }
+            } else {
+                nv = json_incref(v);
+            }
+        } else if (!strcmp(k, "const") || !strcmp(k, "enum") || !strcmp(k, "default") ||
+                   !strcmp(k, "examples")) {
+            nv = json_incref(v);
+        } else {
+            nv = rebase(v, base, id, idlen, depth + 1);
+        }
+        if (!o || json_object_set_new(o, k, nv))
+            return json_decref(o), NULL;
+    }
+    return o;
+}
+
+/* The parameters of fn as the schema at pointer base ("" for the root). */
+static json_t *params_of(json_t *fn, const char *base) {
     json_t *p = json_object_get(fn, "parameters");
-    return json_is_object(p) ? json_incref(p) : json_pack("{s:s}", "type", "object");
+    if (!json_is_object(p))
+        return json_pack("{s:s}", "type", "object");
+    if (!base[0])
+        return json_incref(p);
+    const char *id = json_string_value(json_object_get(p, "$id"));
+    return rebase(p, base, id, id ? strcspn(id, "#") : 0, 0);
+}
+
+/* JSON pointer of the arguments inside a JSON call object: where (the
+ * object's own pointer) + "/properties/" + key, the key escaped ("~0",
+ * "~1", and "%25" as the resolver decodes %XX). NULL when out of memory. */
+static char *args_pointer(const char *where, const char *key) {
+    size_t nw = strlen(where), nk = strlen(key);
+    char *p = malloc(nw + sizeof "/properties/" + 3 * nk);
+    if (!p)
+        return NULL;
+    char *o = p + sprintf(p, "%s/properties/", where);
+    for (const char *c = key; *c; c++) {
+        if (*c == '~' || *c == '/')
+            *o++ = '~', *o++ = *c == '~' ? '0' : '1';
+        else if (*c == '%')
+            memcpy(o, "%25", 3), o += 3;
+        else
+            *o++ = *c;
+    }
+    *o = 0;
+    return p;
 }
 
 /* {"type": "object", "properties": {name_key: {"const": f}, args_key: params},
- *  "required": [...], "additionalProperties": false} (or {f: params}) */
-static json_t *call_object(const hr__tool_syntax *s, const char *name, json_t *fn) {
+ *  "required": [...], "additionalProperties": false} (or {f: params});
+ * where: the pointer this object will have in the alternative's schema. */
+static json_t *call_object(const hr__tool_syntax *s, const char *name, json_t *fn,
+                           const char *where) {
+    const char *key = s->flags & HR__TS_NAME_AS_KEY ? name : s->args_keys[0];
+    char *at = args_pointer(where, key);
+    json_t *params = at ? params_of(fn, at) : NULL;
+    free(at);
+    if (!params)
+        return NULL;
     json_t *props = json_object(), *req = json_array();
     if (s->flags & HR__TS_NAME_AS_KEY) {
-        json_object_set_new(props, name, params_of(fn));
+        json_object_set_new(props, name, params);
         json_array_append_new(req, json_string(name));
     } else {
         json_object_set_new(props, s->name_key, json_pack("{s:s}", "const", name));
-        json_object_set_new(props, s->args_keys[0], params_of(fn));
+        json_object_set_new(props, s->args_keys[0], params);
         json_array_append_new(req, json_string(s->name_key));
         json_array_append_new(req, json_string(s->args_keys[0]));
     }
@@ -226,6 +318,13 @@ int hr_tool_format_call_schema(const hr_tool_format *f, const json_t *tools,
     size_t i;
     json_t *t;
     int rc = 0, matched = 0;
+    /* JSON formats: the calls' pointers depend on how many there are */
+    size_t n_calls = 0;
+    json_array_foreach(tools, i, t) {
+        const char *name = json_string_value(json_object_get(json_object_get(t, "function"),
+                                                             "name"));
+        n_calls += name && (!only_name || !strcmp(name, only_name));
+    }
     json_array_foreach(tools, i, t) {
         json_t *fn = json_object_get(t, "function");
         const char *name = json_string_value(json_object_get(fn, "name"));
@@ -237,7 +336,17 @@ int hr_tool_format_call_schema(const hr_tool_format *f, const json_t *tools,
             continue;
         matched++;
         if (s->kind == HR__TOOL_JSON) {
-            json_array_append_new(any, call_object(s, name, fn));
+            char where[48];
+            snprintf(where, sizeof where, "%s%s", s->flags & HR__TS_ARRAY ? "/items" : "",
+                     n_calls > 1 ? "/anyOf/" : "");
+            if (n_calls > 1)
+                snprintf(where + strlen(where), sizeof where - strlen(where), "%zu",
+                         json_array_size(any));
+            json_t *call = call_object(s, name, fn, where);
+            if (!call || json_array_append_new(any, call)) {
+                rc = hr_err(err, HR_ENOMEM, "tool call schema: out of memory");
+                goto done;
+            }
             continue;
         }
         size_t np = strlen(s->schema_prefix), nn = strlen(name), nm = strlen(s->schema_mid);
@@ -250,7 +359,7 @@ int hr_tool_format_call_schema(const hr_tool_format *f, const json_t *tools,
         memcpy(pre + np, name, nn);
         memcpy(pre + np + nn, s->schema_mid, nm + 1);
         json_array_append_new(alts, json_pack("{s:s, s:s, s:o, s:s}", "name", name, "prefix", pre,
-                                              "schema", params_of(fn), "suffix",
+                                              "schema", params_of(fn, ""), "suffix",
                                               s->schema_suffix));
         free(pre);
     }

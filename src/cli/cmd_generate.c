@@ -5,6 +5,7 @@
 #include "cli/args.h"
 #include "cli/cli.h"
 #include "cli/tokens.h"
+#include "core/fault.h"
 #include "core/error.h"
 #include "core/timer.h"
 
@@ -175,6 +176,7 @@ int hr_cmd_generate(int argc, char **argv) {
                           &(hr_llm_opts){.device = device}, &err)) ||
         (rc = hr_session_new(&s, llm, &so, &err)))
         goto done;
+    hr_fault_arm_env(); /* HEARTH_FAULT: counted from here, the load excepted */
     if (chat && !(msgs = json_pack("[{s:s,s:s}]", "role", "user", "content", chat))) {
         rc = hr_err(&err, HR_ENOMEM, "out of memory");
         goto done;

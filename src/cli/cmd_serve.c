@@ -3,6 +3,7 @@
 #include "cli/cli.h"
 #include "core/error.h"
 #include "core/file.h"
+#include "core/fault.h"
 #include "core/log.h"
 #include "io/hfcache.h"
 #include "model/kv.h"
@@ -282,6 +283,7 @@ int hr_cmd_serve(int argc, char **argv) {
         free(child_argv);
         return hr_cli_fail(&err);
     }
+    hr_fault_arm_env(); /* HEARTH_FAULT: counted from here, the load excepted */
     /* an IPv6 address in a URL goes in brackets */
     const char *lb = strchr(host, ':') && host[0] != '[' ? "[" : "";
     const char *rb = lb[0] ? "]" : "";

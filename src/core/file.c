@@ -1,4 +1,5 @@
 #include "core/file.h"
+#include "core/fault.h"
 #include "core/error.h"
 
 #include <errno.h>
@@ -92,6 +93,28 @@ void hr_mmap_drop(const void *p, size_t n) {
         madvise((void *)a, e - a, MADV_DONTNEED); /* advice: a failure changes nothing */
 }
 
+int hr_write_all(int fd, const void *buf, size_t n) {
+    if (hr_fault_hit(HR_FAULT_WRITE)) {
+        errno = EIO;
+        return -1;
+    }
+    const char *p = buf;
+    while (n > 0) {
+        ssize_t w = write(fd, p, n);
+        if (w < 0 && errno == EINTR)
+            continue;
+        if (w < 0)
+            return -1;
+        if (w == 0) { /* no progress and no reason: call it a full disk */
+            errno = ENOSPC;
+            return -1;
+        }
+        p += w;
+        n -= (size_t)w;
+    }
+    return 0;
+}
+
 int hr_file_write_atomic(const char *path, const void *buf, size_t len,
                          hr_error *err) {
     char tmp[4096];
@@ -101,20 +124,11 @@ int hr_file_write_atomic(const char *path, const void *buf, size_t len,
     int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
     if (fd < 0)
         return hr_err(err, HR_EIO, "%s: %s", tmp, strerror(errno));
-    const char *p = buf;
-    size_t left = len;
-    while (left > 0) {
-        ssize_t w = write(fd, p, left);
-        if (w < 0 && errno == EINTR)
-            continue;
-        if (w < 0) {
-            int e = errno;
-            close(fd);
-            unlink(tmp);
-            return hr_err(err, HR_EIO, "%s: %s", tmp, strerror(e));
-        }
-        p += w;
-        left -= (size_t)w;
+    if (hr_write_all(fd, buf, len) != 0) {
+        int e = errno;
+        close(fd);
+        unlink(tmp);
+        return hr_err(err, HR_EIO, "%s: %s", tmp, strerror(e));
     }
     if (fsync(fd) != 0 || close(fd) != 0) {
         unlink(tmp);

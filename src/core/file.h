@@ -23,6 +23,11 @@ void hr_mmap_close(hr_mmap *m);
  * back from the file). */
 void hr_mmap_drop(const void *p, size_t n);
 
+/* Write all n bytes to fd, retrying short writes and EINTR. 0, or -1 with
+ * errno saying why (a short write's cause, e.g. ENOSPC; EIO for an injected
+ * HEARTH_FAULT=write:N). Each call is one write event for core/fault.h. */
+int hr_write_all(int fd, const void *buf, size_t n);
+
 /* Write buf to path atomically: a temp file beside it, fsync, rename. */
 int hr_file_write_atomic(const char *path, const void *buf, size_t len,
                          hr_error *err);

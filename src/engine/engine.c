@@ -73,9 +73,18 @@ void hr_engine_stats_get(const hr_engine *e, hr_engine_stats *s) {
     s->ssd = e->ssd != NULL;
     s->ssd_written = s->ssd_hits = s->ssd_quarantined = 0;
     s->ssd_bytes_written = s->ssd_bytes_read = 0;
+    s->ssd_write_errors = s->ssd_read_errors = 0;
+    s->ssd_last_error = NULL;
+    s->ssd_paused = false;
     if (e->ssd) {
         hr_ssd_counts(e->ssd, &s->ssd_written, &s->ssd_hits, &s->ssd_quarantined);
         hr_ssd_bytes(e->ssd, &s->ssd_bytes_written, &s->ssd_bytes_read);
+        hr_ssd_state ss;
+        hr_ssd_status(e->ssd, &ss);
+        s->ssd_write_errors = ss.write_errors;
+        s->ssd_read_errors = ss.read_errors;
+        s->ssd_last_error = ss.last_errno ? strerror(ss.last_errno) : NULL;
+        s->ssd_paused = ss.paused;
     }
     s->cache_lookups = atomic_load(&m->st_lookups);
     s->cache_hits = atomic_load(&m->st_lookup_hits);

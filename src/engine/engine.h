@@ -182,6 +182,9 @@ typedef struct hr_engine_stats {
      * not embed requests): those that reused a prefix, those that did not,
      * and the looked-up prompt tokens computed rather than served */
     long cache_lookups, cache_hits, cache_misses, cache_miss_tokens;
+    long ssd_write_errors, ssd_read_errors; /* disk faults the tier survived */
+    const char *ssd_last_error; /* strerror of the last one; NULL none */
+    bool ssd_paused;            /* writes paused after an error (retried later) */
     size_t kv_bytes;
 } hr_engine_stats;
 

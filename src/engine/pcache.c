@@ -28,7 +28,6 @@ struct hr_pcache {
     double demote_idle;
     int max_blocks, n;
     int n_pending;  /* entries whose SSD write waits for room in the queue */
-    bool ssd_dead;  /* the tier refused a write: stop retrying */
     entry **buckets;
     size_t n_buckets;
     entry lru; /* sentinel */
@@ -99,10 +98,9 @@ void hr_pcache_free(hr_pcache *pc) {
 
 /* Queue a pending entry's SSD write; the writer reads the block, so it is
  * held until hr_ssd_done gives it back. A full queue leaves it pending (the
- * next poll retries); a dead tier stops the retries. false when not queued. */
+ * next poll retries), and so does a tier paused after a disk error (it
+ * comes back by itself). false when not queued. */
 static bool queue_write(hr_pcache *pc, entry *e) {
-    if (pc->ssd_dead)
-        return false;
     hr_kv_ref(pc->kv, e->block);
     int r = hr_ssd_queue(pc->ssd, e->key, e->tokens, e->block);
     if (r == 1) {
@@ -111,7 +109,6 @@ static bool queue_write(hr_pcache *pc, entry *e) {
         return true;
     }
     hr_kv_unref(pc->kv, e->block);
-    pc->ssd_dead = r < 0;
     return false;
 }
 
@@ -305,7 +302,7 @@ void hr_pcache_poll(hr_pcache *pc, double now) {
         for (int i = 0; i < n; i++)
             hr_kv_unref(pc->kv, done[i]);
     /* writes that found the queue full, oldest first, while there is room */
-    for (entry *e = pc->lru.prev; pc->n_pending && !pc->ssd_dead && e != &pc->lru; e = e->prev)
+    for (entry *e = pc->lru.prev; pc->n_pending && e != &pc->lru; e = e->prev)
         if (e->pending && !queue_write(pc, e))
             break;
     if (pc->demote_idle <= 0)

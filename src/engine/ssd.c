@@ -2,6 +2,7 @@
 #include "core/error.h"
 #include "core/file.h"
 #include "core/log.h"
+#include "core/timer.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -35,10 +36,18 @@ struct hr_ssd {
     const hr_kv *kv;
     size_t max_bytes, payload;
     unsigned char *stage;  /* [payload]: the block being written (writer thread) */
+    unsigned char *rbuf;   /* [HDR_BYTES + payload]: the file being read (engine thread) */
     _Atomic size_t used;
     _Atomic bool disabled;
-    _Atomic long n_written, n_hits, n_quarantined;
     _Atomic long long bytes_written, bytes_read; /* whole files, header included */
+    /* after a write error the tier pauses: writes are refused until
+     * retry_at (monotonic seconds), then tried again; the pause doubles
+     * with each failure in a row, from backoff_min to backoff_max */
+    _Atomic double retry_at;
+    double backoff, backoff_min, backoff_max; /* writer thread */
+    _Atomic bool paused;
+    _Atomic int last_errno; /* of the last write or read error; 0 none */
+    _Atomic long n_written, n_hits, n_quarantined, n_write_errors, n_read_errors;
     pthread_t thread;
     pthread_mutex_t mu;
     pthread_cond_t cv;
@@ -116,31 +125,36 @@ static void trim_to_budget(hr_ssd *s) {
     }
 }
 
+/* 0, or -1 with errno saying why; nothing half-written stays (temp file
+ * + rename, the temp removed on failure). */
 static int write_block(hr_ssd *s, const job *j) {
     char path[4200], tmp[4300];
     path_of(s, j->key, path, sizeof path);
     struct stat fst;
-    if (stat(path, &fst) == 0 && (size_t)fst.st_size == HDR_BYTES + s->payload)
+    if (stat(path, &fst) == 0 && S_ISREG(fst.st_mode) &&
+        (size_t)fst.st_size == HDR_BYTES + s->payload)
         return 0; /* already on disk (same key, same content; verified on read) */
     snprintf(tmp, sizeof tmp, "%s.tmp.%d", path, (int)getpid());
-    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    unlink(tmp); /* whatever a crash or someone else left under that name */
+    int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
     if (fd < 0)
         return -1;
+    int e = 0;
     if (hr_kv_block_read(s->kv, j->block, s->stage, NULL)) {
-        close(fd);
-        unlink(tmp);
-        errno = EIO;
-        return -1;
+        e = EIO;
+    } else {
+        uint64_t sum = XXH64(s->stage, s->payload, 0);
+        unsigned char h[HDR_BYTES];
+        make_header(s, j->key, j->tokens, sum, h);
+        if (hr_write_all(fd, h, sizeof h) || hr_write_all(fd, s->stage, s->payload) ||
+            fdatasync(fd))
+            e = errno;
     }
-    uint64_t sum = XXH64(s->stage, s->payload, 0);
-    unsigned char h[HDR_BYTES];
-    make_header(s, j->key, j->tokens, sum, h);
-    bool ok = write(fd, h, sizeof h) == (ssize_t)sizeof h &&
-              write(fd, s->stage, s->payload) == (ssize_t)s->payload;
-    ok = ok && fdatasync(fd) == 0;
-    ok = close(fd) == 0 && ok;
-    if (!ok || rename(tmp, path) != 0) {
-        int e = errno;
+    if (close(fd) != 0 && !e)
+        e = errno;
+    if (!e && rename(tmp, path) != 0)
+        e = errno;
+    if (e) {
         unlink(tmp);
         errno = e;
         return -1;
@@ -150,6 +164,18 @@ static int write_block(hr_ssd *s, const job *j) {
     atomic_fetch_add(&s->bytes_written, (long long)(HDR_BYTES + s->payload));
     trim_to_budget(s);
     return 0;
+}
+
+/* Writer thread: a write failed with errno e; pause the tier. */
+static void pause_writes(hr_ssd *s, int e) {
+    if (!atomic_load(&s->paused))
+        hr_log(HR_LOG_WARN, "SSD cache: cannot write to %s (%s); pausing the SSD tier for "
+               "%.3g s", s->dir, strerror(e), s->backoff);
+    atomic_store(&s->retry_at, hr_now() + s->backoff);
+    atomic_store(&s->paused, true);
+    atomic_store(&s->last_errno, e);
+    atomic_fetch_add(&s->n_write_errors, 1); /* last: a reader that sees it sees the rest */
+    s->backoff = s->backoff * 2 < s->backoff_max ? s->backoff * 2 : s->backoff_max;
 }
 
 static void *writer(void *arg) {
@@ -162,10 +188,16 @@ static void *writer(void *arg) {
             break;
         job j = s->q[s->q_head];
         pthread_mutex_unlock(&s->mu);
-        if (!atomic_load(&s->disabled) && write_block(s, &j) != 0) {
-            hr_log(HR_LOG_WARN, "SSD cache: cannot write to %s (%s); running without the "
-                   "SSD tier", s->dir, strerror(errno));
-            atomic_store(&s->disabled, true);
+        /* jobs queued before a failure are dropped while paused (their
+         * blocks stay right in RAM; only the copy on disk is lost) */
+        if (!atomic_load(&s->paused) || hr_now() >= atomic_load(&s->retry_at)) {
+            if (write_block(s, &j) != 0) {
+                pause_writes(s, errno);
+            } else if (atomic_load(&s->paused)) {
+                hr_log(HR_LOG_INFO, "SSD cache: writing to %s again", s->dir);
+                atomic_store(&s->paused, false);
+                s->backoff = s->backoff_min;
+            }
         }
         pthread_mutex_lock(&s->mu);
         s->q_head = (s->q_head + 1) % QUEUE;
@@ -179,7 +211,7 @@ static void *writer(void *arg) {
 /* ---- engine side ----------------------------------------------------------------------- */
 
 int hr_ssd_queue(hr_ssd *s, uint64_t key, const int32_t *tokens, int32_t block) {
-    if (atomic_load(&s->disabled))
+    if (atomic_load(&s->paused) && hr_now() < atomic_load(&s->retry_at))
         return -1;
     pthread_mutex_lock(&s->mu);
     bool ok = s->q_len + s->n_done < QUEUE;
@@ -216,36 +248,68 @@ static void quarantine(hr_ssd *s, const char *path, const char *why) {
     hr_log(HR_LOG_WARN, "SSD cache: %s %s; moved to %s", path, why, s->quarantine);
 }
 
+/* The file is read, not mapped: a file truncated or failing underneath
+ * is a short read or an error (a mapping would be SIGBUS). It is opened
+ * non-blocking and must be a regular file (a FIFO under a cache file's
+ * name would block the engine thread in open or read). */
 int hr_ssd_read(hr_ssd *s, uint64_t key, const int32_t *tokens, hr_kv *kv, int32_t block) {
     char path[4200];
     path_of(s, key, path, sizeof path);
-    hr_mmap m;
-    if (hr_mmap_open(&m, path, NULL) != 0)
+    int fd = open(path, O_RDONLY | O_NONBLOCK | O_NOFOLLOW | O_CLOEXEC);
+    if (fd < 0) {
+        if (errno != ENOENT) {
+            atomic_fetch_add(&s->n_read_errors, 1);
+            atomic_store(&s->last_errno, errno);
+            hr_log(HR_LOG_WARN, "SSD cache: cannot open %s (%s); a miss", path,
+                   strerror(errno));
+        }
         return 0;
+    }
+    size_t want_bytes = HDR_BYTES + s->payload, got = 0;
+    struct stat st;
     int hit = 0;
-    unsigned char want[HDR_BYTES];
+    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+        quarantine(s, path, "is not a regular file");
+        goto done;
+    }
+    unsigned char *m = s->rbuf;
+    while (got < want_bytes) {
+        ssize_t r = pread(fd, m + got, want_bytes - got, (off_t)got);
+        if (r < 0 && errno == EINTR)
+            continue;
+        if (r < 0) {
+            atomic_fetch_add(&s->n_read_errors, 1);
+            atomic_store(&s->last_errno, errno);
+            hr_log(HR_LOG_WARN, "SSD cache: cannot read %s (%s); a miss", path, strerror(errno));
+            goto done;
+        }
+        if (r == 0)
+            break;
+        got += (size_t)r;
+    }
+    unsigned char want[HDR_BYTES], extra;
     uint64_t sum = 0;
     uint32_t version = 0;
-    if (m.size >= 12 && !memcmp(m.data, MAGIC, 8))
-        memcpy(&version, (const unsigned char *)m.data + 8, 4);
-    if (version != VERSION && m.size >= 12 && !memcmp(m.data, MAGIC, 8)) {
+    if (got >= 12 && !memcmp(m, MAGIC, 8))
+        memcpy(&version, m + 8, 4);
+    if (version != VERSION && got >= 12 && !memcmp(m, MAGIC, 8)) {
         char why[96];
         snprintf(why, sizeof why, "is format version %u (this hearth reads %u)", version,
                  VERSION);
         quarantine(s, path, why);
         goto done;
     }
-    if (m.size != HDR_BYTES + s->payload) {
+    if (got != want_bytes || pread(fd, &extra, 1, (off_t)got) != 0) {
         quarantine(s, path, "has the wrong size (truncated?)");
         goto done;
     }
-    memcpy(&sum, (const unsigned char *)m.data + HDR_BYTES - 16, 8);
+    memcpy(&sum, m + HDR_BYTES - 16, 8);
     make_header(s, key, tokens, sum, want);
-    if (memcmp(m.data, want, HDR_BYTES) != 0) {
+    if (memcmp(m, want, HDR_BYTES) != 0) {
         quarantine(s, path, "does not match this model, format or prompt");
         goto done;
     }
-    const unsigned char *payload = (const unsigned char *)m.data + HDR_BYTES;
+    const unsigned char *payload = m + HDR_BYTES;
     if (XXH64(payload, s->payload, 0) != sum) {
         quarantine(s, path, "fails its checksum");
         goto done;
@@ -254,10 +318,25 @@ int hr_ssd_read(hr_ssd *s, uint64_t key, const int32_t *tokens, hr_kv *kv, int32
         goto done;
     hit = 1;
     atomic_fetch_add(&s->n_hits, 1);
-    atomic_fetch_add(&s->bytes_read, (long long)m.size);
+    atomic_fetch_add(&s->bytes_read, (long long)got);
 done:
-    hr_mmap_close(&m);
+    close(fd);
     return hit;
+}
+
+void hr_ssd_status(const hr_ssd *s, hr_ssd_state *st) {
+    hr_ssd *m = (hr_ssd *)s;
+    st->write_errors = atomic_load(&m->n_write_errors);
+    st->read_errors = atomic_load(&m->n_read_errors);
+    st->last_errno = atomic_load(&m->last_errno);
+    st->paused = atomic_load(&m->paused);
+    double left = atomic_load(&m->retry_at) - hr_now();
+    st->retry_in = st->paused && left > 0 ? left : 0;
+}
+
+void hr_ssd_set_backoff(hr_ssd *s, double min_s, double max_s) {
+    s->backoff = s->backoff_min = min_s;
+    s->backoff_max = max_s;
 }
 
 void hr_ssd_counts(const hr_ssd *s, long *written, long *hits, long *quarantined) {
@@ -312,13 +391,16 @@ int hr_ssd_open(hr_ssd **out, const char *dir, uint64_t model_fp, uint64_t salt,
     s->kv = kv;
     s->max_bytes = max_bytes;
     s->payload = (size_t)kv->n_layers * hr_kv_stride_bytes(kv) * 2;
-    if (!(s->stage = malloc(s->payload))) {
+    hr_ssd_set_backoff(s, 1, 300);
+    if (!(s->stage = malloc(s->payload)) || !(s->rbuf = malloc(HDR_BYTES + s->payload))) {
+        free(s->stage);
         free(s);
         return hr_err(err, HR_ENOMEM, "out of memory");
     }
     if (mkdirs(s->dir) != 0 || access(s->dir, W_OK) != 0) {
         int e = errno;
         free(s->stage);
+        free(s->rbuf);
         free(s);
         return hr_err(err, HR_EIO, "SSD cache %s: %s", dir, strerror(e));
     }
@@ -338,7 +420,10 @@ int hr_ssd_open(hr_ssd **out, const char *dir, uint64_t model_fp, uint64_t salt,
     pthread_mutex_init(&s->mu, NULL);
     pthread_cond_init(&s->cv, NULL);
     if (pthread_create(&s->thread, NULL, writer, s) != 0) {
+        pthread_mutex_destroy(&s->mu);
+        pthread_cond_destroy(&s->cv);
         free(s->stage);
+        free(s->rbuf);
         free(s);
         return hr_err(err, HR_ENOMEM, "cannot start the SSD writer thread");
     }
@@ -364,5 +449,6 @@ void hr_ssd_close(hr_ssd *s) {
     pthread_mutex_destroy(&s->mu);
     pthread_cond_destroy(&s->cv);
     free(s->stage);
+    free(s->rbuf);
     free(s);
 }

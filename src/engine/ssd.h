@@ -7,7 +7,11 @@
  * heads, u32 head dim, u32 block tokens, u64 key, i32 tokens[block], u64
  * payload bytes, u64 xxh64(payload), u64 xxh64(header so far); then the
  * payload: per layer, the block's K then V. Writes go to a temp file that is
- * renamed into place, so a crash loses at most the write in flight. A file
+ * renamed into place, so a crash or a failed write (full disk, I/O error,
+ * read-only directory) leaves nothing half-written. Files are read with
+ * read(2), never mapped, and only regular ones. A write error pauses the
+ * tier (writes refused, hr_ssd_queue -1) for 1 s, doubling per failure in
+ * a row up to 300 s; the next write after the pause tries again. A file
  * that is corrupt, truncated or made for another model or format is moved to
  * DIR/quarantine/ and treated as a miss. The directory is always safe to
  * delete. */
@@ -35,8 +39,8 @@ void hr_ssd_close(hr_ssd *s);
 
 /* Engine thread: queue block `block` (whose content must not change while
  * queued: hold a reference) to be written under `key`. 1 queued; 0 the
- * queue is full (try again later); -1 the tier is disabled (e.g. after a
- * disk error). */
+ * queue is full (try again later); -1 the tier is paused after a disk
+ * error (try again later too). */
 int hr_ssd_queue(hr_ssd *s, uint64_t key, const int32_t *tokens, int32_t block);
 /* Engine thread: blocks whose writes finished (release their references). */
 int hr_ssd_done(hr_ssd *s, int32_t *blocks, int max);
@@ -47,5 +51,17 @@ int hr_ssd_read(hr_ssd *s, uint64_t key, const int32_t *tokens, hr_kv *kv, int32
 void hr_ssd_counts(const hr_ssd *s, long *written, long *hits, long *quarantined);
 /* Bytes of the files written, and of those read back (hits), since open. */
 void hr_ssd_bytes(const hr_ssd *s, long long *written, long long *read);
+
+/* Faults since open, for the log's reader and /stats (any thread). */
+typedef struct hr_ssd_state {
+    long write_errors, read_errors;
+    int last_errno; /* of the last failed write or read; 0 none */
+    bool paused;    /* writes are paused after an error */
+    double retry_in; /* seconds until writes are tried again */
+} hr_ssd_state;
+void hr_ssd_status(const hr_ssd *s, hr_ssd_state *st);
+/* The pause after a write error: min_s, doubling to max_s (1 and 300 by
+ * default). Call before queueing. */
+void hr_ssd_set_backoff(hr_ssd *s, double min_s, double max_s);
 
 #endif

@@ -27,7 +27,7 @@ typedef struct comp {
 static uint32_t nstate(hr__nfa *a) {
     if (a->err)
         return 0;
-    if (a->n >= HR__G_MAX_NFA) {
+    if (a->n >= HR__G_MAX_NFA || (!(a->n & 4095) && a->n && hr__gbudget_over())) {
         a->err = HR_ERANGE;
         return 0;
     }
@@ -526,9 +526,15 @@ done:
 
 /* ---- driver ------------------------------------------------------------------- */
 
+static int too_costly(hr_error *err) {
+    return hr_err(err, HR_ERANGE, "grammar too costly: compiling it needs more than %g s of "
+                  "CPU (the limit)", hr__gbudget_compile_seconds());
+}
+
 int hr__grammar_compile(hr_grammar **out, const hr__gir *ir, int32_t root,
                         hr_error *err) {
     *out = NULL;
+    hr__gbudget_start();
     if (ir->oom)
         return hr_err(err, HR_ENOMEM, "out of memory building the grammar");
     if (root < 0 || (uint32_t)root >= ir->n_rules || ir->rules[root].body < 0)
@@ -575,18 +581,19 @@ int hr__grammar_compile(hr_grammar **out, const hr__gir *ir, int32_t root,
         uint32_t s0 = nstate(&c.a);
         uint32_t acc = frag(&c, (uint32_t)ir->rules[r].body, s0, 0);
         if (c.a.err) {
-            rc = c.a.err == HR_ENOMEM
-                     ? hr_err(err, HR_ENOMEM, "out of memory compiling the grammar")
-                     : hr_err(err, HR_ERANGE, "grammar too large (rule '%s' expands "
-                              "past %u automaton states)", ir->rules[r].name, HR__G_MAX_NFA);
+            rc = c.a.err == HR_ENOMEM ? hr_err(err, HR_ENOMEM, "out of memory compiling the grammar")
+                 : hr__gbudget_hit()     ? too_costly(err)
+                                         : hr_err(err, HR_ERANGE, "grammar too large (rule '%s' "
+                                                  "expands past %u automaton states)",
+                                                  ir->rules[r].name, HR__G_MAX_NFA);
             goto fail;
         }
         uint32_t first_call = g->n_calls, start;
         if ((rc = hr__determinize(&d, &c.a, acc, &start))) {
-            rc = rc == HR_ENOMEM
-                     ? hr_err(err, HR_ENOMEM, "out of memory compiling the grammar")
-                     : hr_err(err, HR_ERANGE, "grammar too large (more than %u "
-                              "parser states)", HR__G_MAX_STATES);
+            rc = rc == HR_ENOMEM ? hr_err(err, HR_ENOMEM, "out of memory compiling the grammar")
+                 : hr__gbudget_hit() ? too_costly(err)
+                                     : hr_err(err, HR_ERANGE, "grammar too large (more than %u "
+                                              "parser states)", HR__G_MAX_STATES);
             goto fail;
         }
         g->rule_start[r] = start;
@@ -603,7 +610,7 @@ int hr__grammar_compile(hr_grammar **out, const hr__gir *ir, int32_t root,
     if ((rc = check_left_rec(g, ir, err)))
         goto fail;
     if ((rc = hr__grammar_minimize(g))) {
-        hr_err(err, rc, "out of memory compiling the grammar");
+        rc = rc == HR_ERANGE ? too_costly(err) : hr_err(err, rc, "out of memory compiling the grammar");
         goto fail;
     }
     for (uint32_t s = 0; s < g->n_st; s++) {

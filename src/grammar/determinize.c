@@ -51,6 +51,10 @@ static uint32_t intern(hr__dfa *d, int *fresh, int *err) {
     for (uint32_t i = (uint32_t)h & m;; i = (i + 1) & m) {
         uint32_t k = d->tab[i];
         if (!k) {
+            if (!(d->nsets & 1023) && d->nsets && hr__gbudget_over()) {
+                *err = HR_ERANGE; /* the compile budget */
+                return UINT32_MAX;
+            }
             if (d->base + d->nsets >= HR__G_MAX_STATES) {
                 *err = HR_ERANGE;
                 return UINT32_MAX;

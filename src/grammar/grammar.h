@@ -79,6 +79,26 @@ int hr_grammar_vocab_n(const hr_grammar_vocab *v); /* the model's n_vocab */
 int hr_grammar_warm(const hr_grammar *g, const hr_grammar_vocab *v,
                     hr_error *err);
 
+/* ---- budget -------------------------------------------------------------- */
+
+/* What one grammar may cost the thread that compiles it (a request's).
+ * 0 in a field: its default. Compiling (any hr_grammar_from_*) that needs
+ * more than compile_seconds of the thread's CPU fails with HR_ERANGE
+ * ("grammar too costly"); hr_grammar_warm stops after warm_seconds and
+ * leaves the other states to be computed when first used; a grammar's
+ * mask cache holds at most cache_bytes (beyond, entries are computed for
+ * one use and dropped), and so does a vocabulary's cache shared across
+ * grammars (beyond, it is emptied and starts again). */
+typedef struct hr_grammar_budget {
+    double compile_seconds; /* default 2 */
+    double warm_seconds;    /* default 0.5 */
+    size_t cache_bytes;     /* default 256 MiB */
+} hr_grammar_budget;
+/* The calling thread's budget from now on (a copy); NULL: the defaults.
+ * Cache bounds are read when a grammar's cache or the shared cache grows,
+ * on whichever thread that is. */
+void hr_grammar_budget_set(const hr_grammar_budget *b);
+
 /* ---- matcher ------------------------------------------------------------- */
 
 typedef struct hr_matcher hr_matcher; /* per request: the parse state */

@@ -94,6 +94,11 @@ typedef struct hr__u32v {
 } hr__u32v;
 int hr__u32v_push(hr__u32v *v, uint32_t x);
 void hr__u32v_free(hr__u32v *v);
+/* hr__u32v_push for a front end: a failure sets ir->oom (checked once). */
+static inline void hr__gir_push(hr__gir *ir, hr__u32v *v, uint32_t x) {
+    if (hr__u32v_push(v, x))
+        ir->oom = 1;
+}
 
 /* Regex (regex.c) -> IR node. json: the node matches the body of a JSON
  * string (canonical escapes) whose value contains a match (unanchored ends
@@ -145,6 +150,15 @@ struct hr_grammar {
 #define HR__G_MAX_NFA (4u << 20)  /* NFA states while compiling one rule */
 #define HR__G_MAX_REP 100000      /* a repetition bound */
 #define HR__G_MAX_SET 4096        /* parse configurations kept per step */
+
+/* The thread's compile budget (budget.c): start the clock; 1 when past it
+ * (then hr__gbudget_hit says so until the next start). */
+void hr__gbudget_start(void);
+int hr__gbudget_over(void);
+int hr__gbudget_hit(void);
+double hr__gbudget_compile_seconds(void);
+double hr__gbudget_warm_seconds(void);
+size_t hr__gbudget_cache_bytes(void);
 
 /* Compile ir (root rule index root) into a grammar. */
 int hr__grammar_compile(hr_grammar **out, const hr__gir *ir, int32_t root,
@@ -324,6 +338,7 @@ typedef struct hr__maskrun {
     hr__keybuf key;   /* scratch for shared-cache keys */
     uint32_t *tokd;   /* per model token: distance after it (budget masks) */
     hr__plainmemo plain;
+    struct centry *once; /* an entry computed for one use (mask.c) */
 } hr__maskrun;
 
 void hr__maskrun_deinit(hr__maskrun *mr);
@@ -345,5 +360,8 @@ int hr__mask_budget(hr__run *r, hr__maskrun *mr, const hr_grammar_vocab *v,
 void hr__gcache_clear(hr_grammar *g); /* frees every cache of g */
 int hr__mask_warm(const hr_grammar *g, const hr_grammar_vocab *v,
                   hr_error *err);
+/* Bytes held by g's cache for v, and by v's shared cache (tests, stats). */
+void hr__mask_cache_bytes(const hr_grammar *g, const hr_grammar_vocab *v, size_t *grammar,
+                          size_t *shared);
 
 #endif

@@ -215,11 +215,11 @@ uint32_t hr__js_literal(hr__js *c, const json_t *v) {
                             S(c, "\""));
     case JSON_ARRAY: {
         hr__u32v k = {0};
-        hr__u32v_push(&k, S(c, "["));
+        hr__gir_push(c->ir, &k, S(c, "["));
         for (size_t i = 0; i < json_array_size(v); i++) {
             if (i)
-                hr__u32v_push(&k, hr__js_itemsep(c));
-            hr__u32v_push(&k, hr__js_literal(c, json_array_get(v, i)));
+                hr__gir_push(c->ir, &k, hr__js_itemsep(c));
+            hr__gir_push(c->ir, &k, hr__js_literal(c, json_array_get(v, i)));
         }
         if (hr__u32v_push(&k, S(c, "]")))
             ir->oom = 1;
@@ -232,16 +232,16 @@ uint32_t hr__js_literal(hr__js *c, const json_t *v) {
         const char *key;
         json_t *val;
         int first = 1;
-        hr__u32v_push(&k, S(c, "{"));
+        hr__gir_push(c->ir, &k, S(c, "{"));
         json_object_foreach((json_t *)v, key, val) {
             if (!first)
-                hr__u32v_push(&k, hr__js_itemsep(c));
+                hr__gir_push(c->ir, &k, hr__js_itemsep(c));
             first = 0;
-            hr__u32v_push(&k, S(c, "\""));
-            hr__u32v_push(&k, hr__js_key(c, key, strlen(key)));
-            hr__u32v_push(&k, S(c, "\""));
-            hr__u32v_push(&k, hr__js_keysep(c));
-            hr__u32v_push(&k, hr__js_literal(c, val));
+            hr__gir_push(c->ir, &k, S(c, "\""));
+            hr__gir_push(c->ir, &k, hr__js_key(c, key, strlen(key)));
+            hr__gir_push(c->ir, &k, S(c, "\""));
+            hr__gir_push(c->ir, &k, hr__js_keysep(c));
+            hr__gir_push(c->ir, &k, hr__js_literal(c, val));
         }
         if (hr__u32v_push(&k, S(c, "}")))
             ir->oom = 1;
@@ -287,15 +287,15 @@ static uint32_t knot(hr__js *c, const knode *n, int terminal, uint32_t free_tail
     hr__gir *ir = c->ir;
     hr__u32v alts = {0}, ex = {0};
     if (!terminal)
-        hr__u32v_push(&alts, hr__gir_empty(ir));
+        hr__gir_push(c->ir, &alts, hr__gir_empty(ir));
     for (const knode *k = n; k; k = k->next) {
         uint32_t r[2] = {k->cp, k->cp};
-        hr__u32v_push(&alts, hr__gir_seq2(ir, hr__gir_chars(ir, r, 1, 0, 1),
+        hr__gir_push(c->ir, &alts, hr__gir_seq2(ir, hr__gir_chars(ir, r, 1, 0, 1),
                                           knot(c, k->kid, k->terminal, free_tail)));
-        hr__u32v_push(&ex, k->cp);
-        hr__u32v_push(&ex, k->cp);
+        hr__gir_push(c->ir, &ex, k->cp);
+        hr__gir_push(c->ir, &ex, k->cp);
     }
-    hr__u32v_push(&alts, hr__gir_seq2(ir, hr__gir_chars(ir, ex.v, ex.n / 2, 1, 1), free_tail));
+    hr__gir_push(c->ir, &alts, hr__gir_seq2(ir, hr__gir_chars(ir, ex.v, ex.n / 2, 1, 1), free_tail));
     if (alts.n == 0 || ex.n % 2)
         ir->oom = 1;
     uint32_t r = hr__gir_alt(ir, alts.v, alts.n);
@@ -370,9 +370,9 @@ static uint32_t dig_range(hr__js *c, const char *a, const char *b, int n) {
     if (a[0] == b[0])
         return hr__gir_seq2(c->ir, cls(c, (uint32_t)a[0], (uint32_t)a[0]), dig_range(c, a + 1, b + 1, n - 1));
     hr__u32v k = {0};
-    hr__u32v_push(&k, hr__gir_seq2(c->ir, cls(c, (uint32_t)a[0], (uint32_t)a[0]), dig_ge(c, a + 1, n - 1)));
+    hr__gir_push(c->ir, &k, hr__gir_seq2(c->ir, cls(c, (uint32_t)a[0], (uint32_t)a[0]), dig_ge(c, a + 1, n - 1)));
     if (b[0] - a[0] > 1)
-        hr__u32v_push(&k, hr__gir_seq2(c->ir, cls(c, (uint32_t)a[0] + 1, (uint32_t)b[0] - 1), digits(c, n - 1, n - 1)));
+        hr__gir_push(c->ir, &k, hr__gir_seq2(c->ir, cls(c, (uint32_t)a[0] + 1, (uint32_t)b[0] - 1), digits(c, n - 1, n - 1)));
     if (hr__u32v_push(&k, hr__gir_seq2(c->ir, cls(c, (uint32_t)b[0], (uint32_t)b[0]), dig_le(c, b + 1, n - 1, '0'))))
         c->ir->oom = 1;
     uint32_t r = hr__gir_alt(c->ir, k.v, k.n);
@@ -397,17 +397,17 @@ static uint32_t nat_range(hr__js *c, long long lo, long long hi) {
             hr__u32v_free(&k);
             return hr__gir_alt2(c->ir, S(c, "0"), hr__gir_seq2(c->ir, cls(c, '1', '9'), digits(c, 0, -1)));
         }
-        hr__u32v_push(&k, dig_ge(c, a, na));
-        hr__u32v_push(&k, hr__gir_seq2(c->ir, cls(c, '1', '9'), digits(c, na, -1)));
+        hr__gir_push(c->ir, &k, dig_ge(c, a, na));
+        hr__gir_push(c->ir, &k, hr__gir_seq2(c->ir, cls(c, '1', '9'), digits(c, na, -1)));
     } else {
         int nb = snprintf(b, sizeof b, "%lld", hi);
         if (na == nb) {
-            hr__u32v_push(&k, dig_range(c, a, b, na));
+            hr__gir_push(c->ir, &k, dig_range(c, a, b, na));
         } else {
-            hr__u32v_push(&k, na == 1 ? cls(c, (uint32_t)a[0], '9') : dig_ge(c, a, na));
+            hr__gir_push(c->ir, &k, na == 1 ? cls(c, (uint32_t)a[0], '9') : dig_ge(c, a, na));
             for (int len = na + 1; len < nb; len++)
-                hr__u32v_push(&k, nat_len(c, len));
-            hr__u32v_push(&k, dig_le(c, b, nb, '1'));
+                hr__gir_push(c->ir, &k, nat_len(c, len));
+            hr__gir_push(c->ir, &k, dig_le(c, b, nb, '1'));
         }
     }
     uint32_t r = hr__gir_alt(c->ir, k.v, k.n);
@@ -453,11 +453,11 @@ static uint32_t int_range(hr__js *c, int has_lo, long long lo, int has_hi, long 
     hr__u32v k = {0};
     /* non-negative part */
     if (!has_hi || hi >= 0)
-        hr__u32v_push(&k, nat_range(c, has_lo && lo > 0 ? lo : 0, has_hi ? hi : -1));
+        hr__gir_push(c->ir, &k, nat_range(c, has_lo && lo > 0 ? lo : 0, has_hi ? hi : -1));
     /* negative part: magnitudes in [max(1, -hi), -lo] */
     if (!has_lo || lo < 0) {
         long long mlo = has_hi && hi < 0 ? -hi : 1;
-        hr__u32v_push(&k, hr__gir_seq2(ir, S(c, "-"), nat_range(c, mlo, has_lo ? -lo : -1)));
+        hr__gir_push(c->ir, &k, hr__gir_seq2(ir, S(c, "-"), nat_range(c, mlo, has_lo ? -lo : -1)));
     }
     uint32_t r = hr__gir_alt(ir, k.v, k.n);
     hr__u32v_free(&k);
@@ -474,15 +474,15 @@ static uint32_t dec_nonneg(hr__js *c, long long L, int incL, long long H, int in
     hr__u32v k = {0};
     long long lowI = incL ? L : L + 1;
     if (H < 0) {
-        hr__u32v_push(&k, hr__gir_seq2(ir, nat_range(c, lowI, -1), any));
+        hr__gir_push(c->ir, &k, hr__gir_seq2(ir, nat_range(c, lowI, -1), any));
     } else {
         if (lowI <= H - 1)
-            hr__u32v_push(&k, hr__gir_seq2(ir, nat_range(c, lowI, H - 1), any));
+            hr__gir_push(c->ir, &k, hr__gir_seq2(ir, nat_range(c, lowI, H - 1), any));
         if (incH && H >= lowI)
-            hr__u32v_push(&k, hr__gir_seq2(ir, nat_range(c, H, H), zero));
+            hr__gir_push(c->ir, &k, hr__gir_seq2(ir, nat_range(c, H, H), zero));
     }
     if (!incL && (H < 0 || L < H))
-        hr__u32v_push(&k, hr__gir_seq2(ir, nat_range(c, L, L), nz));
+        hr__gir_push(c->ir, &k, hr__gir_seq2(ir, nat_range(c, L, L), nz));
     uint32_t r = hr__gir_alt(ir, k.v, k.n);
     hr__u32v_free(&k);
     return r;
@@ -529,13 +529,13 @@ static uint32_t number(hr__js *c, const json_t *s, int integer) {
     if (!hi.set || H > 0 || (H == 0 && hi.incl)) {
         long long nl = lo.set && L >= 0 ? L : 0;
         int nincl = lo.set && L >= 0 ? lo.incl : 1;
-        hr__u32v_push(&k, dec_nonneg(c, nl, nincl, hi.set ? H : -1, hi.incl));
+        hr__gir_push(c->ir, &k, dec_nonneg(c, nl, nincl, hi.set ? H : -1, hi.incl));
     }
     /* v < 0: magnitude m = -v in (max(0,-H) .., -L] */
     if (!lo.set || L < 0) {
         long long ml = hi.set && H < 0 ? -H : 0;
         int mincl = hi.set && H < 0 ? hi.incl : 0;
-        hr__u32v_push(&k, hr__gir_seq2(ir, S(c, "-"), dec_nonneg(c, ml, mincl, lo.set ? -L : -1, lo.incl)));
+        hr__gir_push(c->ir, &k, hr__gir_seq2(ir, S(c, "-"), dec_nonneg(c, ml, mincl, lo.set ? -L : -1, lo.incl)));
     }
     uint32_t r = hr__gir_alt(ir, k.v, k.n);
     hr__u32v_free(&k);

@@ -131,6 +131,9 @@ static const json_t *resolve(hr__js *c, const char *ref) {
                 seg[n++] = *p++;
             }
         }
+        if (*p && *p != '/')
+            return hr__js_fail(c, HR_EUNSUPPORTED, "$ref '%s': a name longer than 255 bytes",
+                               ref), NULL;
         seg[n] = 0;
         if (json_is_object(at)) {
             at = json_object_get(at, seg);
@@ -559,19 +562,19 @@ static uint32_t typed(hr__js *c, const json_t *s, int bits) {
     if (bits & 0x20)
         bits &= ~0x40; /* number covers integer */
     if (bits & 0x01)
-        hr__u32v_push(&alts, S(c, "null"));
+        hr__gir_push(c->ir, &alts, S(c, "null"));
     if (bits & 0x02)
-        hr__u32v_push(&alts, hr__gir_alt2(ir, S(c, "true"), S(c, "false")));
+        hr__gir_push(c->ir, &alts, hr__gir_alt2(ir, S(c, "true"), S(c, "false")));
     if (bits & 0x04)
-        hr__u32v_push(&alts, as_rule(c, object(c, s), "object"));
+        hr__gir_push(c->ir, &alts, as_rule(c, object(c, s), "object"));
     if (bits & 0x08)
-        hr__u32v_push(&alts, as_rule(c, array(c, s), "array"));
+        hr__gir_push(c->ir, &alts, as_rule(c, array(c, s), "array"));
     if (bits & 0x10)
-        hr__u32v_push(&alts, hr__js_string(c, s));
+        hr__gir_push(c->ir, &alts, hr__js_string(c, s));
     if (bits & 0x20)
-        hr__u32v_push(&alts, hr__js_number(c, s, 0));
+        hr__gir_push(c->ir, &alts, hr__js_number(c, s, 0));
     if (bits & 0x40)
-        hr__u32v_push(&alts, hr__js_number(c, s, 1));
+        hr__gir_push(c->ir, &alts, hr__js_number(c, s, 1));
     uint32_t r = hr__gir_alt(ir, alts.v, alts.n);
     hr__u32v_free(&alts);
     return r;
@@ -758,7 +761,7 @@ static uint32_t sch(hr__js *c, const json_t *s) {
                 t = 0x60;
             if (!(t & tb) && !(json_is_true(json_object_get(s, "nullable")) && t == 1))
                 continue;
-            hr__u32v_push(&alts, hr__js_literal(c, x));
+            hr__gir_push(c->ir, &alts, hr__js_literal(c, x));
         }
         result = hr__gir_alt(ir, alts.v, alts.n);
         hr__u32v_free(&alts);

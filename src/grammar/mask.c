@@ -15,10 +15,16 @@
 #include "grammar/internal.h"
 #include "core/error.h"
 
+#include "core/timer.h"
+
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 
+/* An entry is reference-counted: the shared table holds one reference,
+ * each grammar cache slot one, a maskrun's one-use entry one. */
 typedef struct centry {
+    _Atomic uint32_t refs;
     uint32_t *bits;  /* accepted tokens as a bitmap (n_tok bits), or NULL */
     int32_t *list;   /* ... or as a list */
     uint32_t n_list;
@@ -28,8 +34,8 @@ typedef struct centry {
 
 struct hr__gcache {
     uint64_t serial;
-    centry **e;     /* per state; NULL until computed */
-    uint8_t *owned; /* per state: e[s] belongs to this cache (not shared) */
+    centry **e;     /* per state; NULL until computed (a reference each) */
+    size_t bytes;   /* of the entries held, bounded by hr__gbudget_cache_bytes */
     hr__gcache *next;
 };
 
@@ -52,19 +58,50 @@ typedef struct sent {
 struct hr__vshared {
     sent *tab;
     uint32_t cap, n;
+    size_t bytes; /* keys and entries, bounded by hr__gbudget_cache_bytes */
 };
 
-static void centry_free(centry *e);
+static centry EMPTY_ENTRY;
+
+static void centry_unref(centry *e) {
+    if (!e || e == &EMPTY_ENTRY || atomic_fetch_sub(&e->refs, 1) != 1)
+        return;
+    free(e->bits);
+    free(e->list);
+    free(e->unc);
+    free(e);
+}
+
+static centry *centry_ref(centry *e) {
+    if (e && e != &EMPTY_ENTRY)
+        atomic_fetch_add(&e->refs, 1);
+    return e;
+}
+
+static size_t centry_bytes(const centry *e, const hr_grammar_vocab *v) {
+    if (e == &EMPTY_ENTRY)
+        return 0;
+    return sizeof *e + (e->bits ? ((size_t)v->n_tok + 31) / 32 * 4 : ((size_t)e->n_list + 1) * 4) +
+           (size_t)e->n_unc * 4;
+}
+
+/* Drop every shared entry (grammars keep theirs). Called with v->mu. */
+static void shared_clear(struct hr__vshared *sh) {
+    for (uint32_t i = 0; i < sh->cap; i++)
+        if (sh->tab[i].key) {
+            free(sh->tab[i].key);
+            centry_unref(sh->tab[i].e);
+            sh->tab[i] = (sent){0};
+        }
+    sh->n = 0;
+    sh->bytes = 0;
+}
 
 void hr__vshared_free(hr_grammar_vocab *v) {
     struct hr__vshared *sh = v->shared;
     if (!sh)
         return;
-    for (uint32_t i = 0; i < sh->cap; i++)
-        if (sh->tab[i].key) {
-            free(sh->tab[i].key);
-            centry_free(sh->tab[i].e);
-        }
+    shared_clear(sh);
     free(sh->tab);
     free(sh);
     v->shared = NULL;
@@ -131,7 +168,9 @@ static uint64_t key_hash(const uint32_t *v, size_t n) {
     return h ^ (h >> 31);
 }
 
-/* Find (or, with e != NULL, insert) the entry of key k. Called with v->mu. */
+/* Find (or, with e != NULL, insert) the entry of key k: a new reference to
+ * it (the table takes its own on insert), NULL if absent and not inserted.
+ * Called with v->mu. */
 static centry *shared_find(hr_grammar_vocab *v, const keybuf *k, uint64_t h, centry *e) {
     struct hr__vshared *sh = v->shared;
     if (!sh) {
@@ -150,18 +189,22 @@ static centry *shared_find(hr_grammar_vocab *v, const keybuf *k, uint64_t h, cen
         if (!x->key) {
             if (!e || sh->n >= SHARE_MAX_ENTRIES || (sh->n + 1) * 2 > sh->cap)
                 return NULL;
+            size_t add = k->n * sizeof *x->key + centry_bytes(e, v);
+            if (sh->bytes + add > hr__gbudget_cache_bytes())
+                return NULL; /* the caller empties the table and tries again */
             x->key = malloc(k->n * sizeof *x->key);
             if (!x->key)
                 return NULL;
             memcpy(x->key, k->v, k->n * sizeof *x->key);
             x->len = (uint32_t)k->n;
             x->hash = h;
-            x->e = e;
+            x->e = centry_ref(e);
             sh->n++;
-            return e;
+            sh->bytes += add;
+            return centry_ref(e);
         }
         if (x->hash == h && x->len == k->n && !memcmp(x->key, k->v, k->n * sizeof *k->v))
-            return x->e;
+            return centry_ref(x->e);
     }
 }
 
@@ -186,19 +229,9 @@ static int shared_grow(hr_grammar_vocab *v) {
     return 0;
 }
 
-static centry EMPTY_ENTRY;
-
-static void centry_free(centry *e) {
-    if (!e || e == &EMPTY_ENTRY)
-        return;
-    free(e->bits);
-    free(e->list);
-    free(e->unc);
-    free(e);
-}
-
 
 void hr__maskrun_deinit(hr__maskrun *mr) {
+    centry_unref(mr->once);
     free(mr->key.v);
     free(mr->key.num);
     free(mr->key.order);
@@ -336,6 +369,7 @@ static int entry_compute(hr__run *cr, hr__maskrun *mr, const hr_grammar_vocab *v
     int rc = HR_ENOMEM;
     if (!bits || !e)
         goto fail;
+    e->refs = 1;
     hr__stacks_reset(&cr->stk);
     hr__cfg k = {s, HR__NODE_HOLE};
     if ((rc = slot0(cr, mr, &k, 1)) || (rc = walk(cr, mr, v, 0, bits, &unc, NULL)))
@@ -363,7 +397,7 @@ static int entry_compute(hr__run *cr, hr__maskrun *mr, const hr_grammar_vocab *v
 fail:
     free(bits);
     hr__u32v_free(&unc);
-    centry_free(e);
+    centry_unref(e);
     return rc;
 }
 
@@ -377,10 +411,7 @@ static hr__gcache *cache_of(const hr_grammar *g, const hr_grammar_vocab *v) {
     if (!c)
         return NULL;
     c->e = calloc(g->n_st ? g->n_st : 1, sizeof *c->e);
-    c->owned = calloc(g->n_st ? g->n_st : 1, 1);
-    if (!c->e || !c->owned) {
-        free(c->e);
-        free(c->owned);
+    if (!c->e) {
         free(c);
         return NULL;
     }
@@ -390,6 +421,9 @@ static hr__gcache *cache_of(const hr_grammar *g, const hr_grammar_vocab *v) {
     return c;
 }
 
+/* The entry of state s: from g's cache, else the shared one, else
+ * computed (and kept in both while they are under their byte bounds).
+ * Valid until the next entry_get on mr. */
 static int entry_get(hr__run *cr, hr__maskrun *mr, const hr_grammar_vocab *v,
                      uint32_t s, const centry **out) {
     const hr_grammar *g = cr->g;
@@ -415,36 +449,40 @@ static int entry_get(hr__run *cr, hr__maskrun *mr, const hr_grammar_vocab *v,
     }
     int keyed = make_key(g, s, k) == 0;
     uint64_t h = keyed ? key_hash(k->v, k->n) : 0;
-    int owned = 0;
     if (keyed) {
         pthread_mutex_lock(&vm->mu);
         e = shared_find(vm, k, h, NULL);
         pthread_mutex_unlock(&vm->mu);
     }
     if (!e) {
-        int rc = entry_compute(cr, mr, v, s, &e);
+        int rc = entry_compute(cr, mr, v, s, &e); /* one reference, ours */
         if (rc)
             return rc;
-        owned = 1;
         if (keyed && e != &EMPTY_ENTRY) {
             pthread_mutex_lock(&vm->mu);
             centry *f = shared_grow(vm) ? NULL : shared_find(vm, k, h, e);
+            if (!f && vm->shared && vm->shared->n) { /* full: start again */
+                shared_clear(vm->shared);
+                f = shared_find(vm, k, h, e);
+            }
             pthread_mutex_unlock(&vm->mu);
-            if (f && f != e) { /* another thread won */
-                centry_free(e);
+            if (f) { /* e itself, or another thread's: one reference too many */
+                centry_unref(e);
                 e = f;
             }
-            owned = !f;
         }
     }
+    size_t nb = centry_bytes(e, v);
     pthread_mutex_lock(&gm->mu);
-    if (c->e[s]) {
-        if (owned)
-            centry_free(e);
+    if (c->e[s]) { /* another thread was first */
+        centry_unref(e);
         e = c->e[s];
-    } else {
+    } else if (c->bytes + nb <= hr__gbudget_cache_bytes()) {
         c->e[s] = e;
-        c->owned[s] = (uint8_t)owned;
+        c->bytes += nb;
+    } else { /* the grammar's cache is full: this entry serves one use */
+        centry_unref(mr->once);
+        mr->once = e;
     }
     pthread_mutex_unlock(&gm->mu);
     *out = e;
@@ -524,10 +562,8 @@ void hr__gcache_clear(hr_grammar *g) {
     for (hr__gcache *c = g->caches, *n; c; c = n) {
         n = c->next;
         for (uint32_t s = 0; s < g->n_st; s++)
-            if (c->owned[s])
-                centry_free(c->e[s]);
+            centry_unref(c->e[s]);
         free(c->e);
-        free(c->owned);
         free(c);
     }
     g->caches = NULL;
@@ -540,12 +576,32 @@ int hr__mask_warm(const hr_grammar *g, const hr_grammar_vocab *v,
     int rc = hr__run_init(&cr, g);
     if (rc)
         return hr_err(err, rc, "out of memory");
+    /* on a budget: the states left when it runs out are computed when
+     * first used; a full cache stops it too */
+    double end = hr_thread_cpu() + hr__gbudget_warm_seconds();
     if (!(rc = mr_prepare(&mr, v)))
-        for (uint32_t s = 0; s < g->n_st && !rc; s++) {
+        for (uint32_t s = 0; s < g->n_st && !rc && !mr.once; s++) {
             const centry *e;
             rc = entry_get(&cr, &mr, v, s, &e);
+            if (!(s & 31) && hr_thread_cpu() > end)
+                break;
         }
     hr__run_deinit(&cr);
     hr__maskrun_deinit(&mr);
     return rc ? hr_err(err, rc, "out of memory computing grammar masks") : 0;
+}
+
+void hr__mask_cache_bytes(const hr_grammar *g, const hr_grammar_vocab *v, size_t *grammar,
+                          size_t *shared) {
+    hr_grammar *gm = (hr_grammar *)g;
+    hr_grammar_vocab *vm = (hr_grammar_vocab *)v;
+    *grammar = 0;
+    pthread_mutex_lock(&gm->mu);
+    for (hr__gcache *c = gm->caches; c; c = c->next)
+        if (c->serial == v->serial)
+            *grammar = c->bytes;
+    pthread_mutex_unlock(&gm->mu);
+    pthread_mutex_lock(&vm->mu);
+    *shared = vm->shared ? vm->shared->bytes : 0;
+    pthread_mutex_unlock(&vm->mu);
 }

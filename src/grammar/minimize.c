@@ -151,6 +151,10 @@ int hr__grammar_minimize(hr_grammar *g) {
         dirty[s] = s;
     call_cls_g = g;
     for (uint32_t round = 1; nd; round++) {
+        if (!(round & 7) && hr__gbudget_over()) { /* the compile budget */
+            rc = HR_ERANGE;
+            goto done;
+        }
         for (uint32_t i = 0; i < nd; i++)
             mark[dirty[i]] = round;
         call_cls_cl = cl;

@@ -93,6 +93,8 @@ int hr_grammar_vocab_new(hr_grammar_vocab **out, const hr_tokenizer *tok,
         if (hr_tokenizer_is_special(tok, id) || v->is_eos[id])
             continue;
         int r = hr_tokenizer_token_bytes(tok, id, tmp, sizeof tmp, &n);
+        if (r == HR_ENOMEM) /* not a hole: a vocabulary missing it would be cached */
+            goto fail;
         if (r || !n || n > 0xFFFF)
             continue; /* a hole, or too long to matter: never allowed */
         if (used + n > cap) {

@@ -309,13 +309,21 @@ static void add_cors(const hr_server *s, struct MHD_Response *r) {
     MHD_add_response_header(r, "Access-Control-Allow-Headers", "*");
 }
 
+/* An allocation failed (HEARTH_FAULT=alloc:N provokes it): a 503 whose
+ * body needs no allocation of ours. */
+static const char OOM_BODY[] = "{\"error\": {\"message\": \"out of memory\", \"type\": "
+                               "\"server_error\", \"param\": null, \"code\": null}}";
+
 /* Queue rep (consumed); close: the connection ends after it (the request's
- * body was not read, or its framing was bad). */
+ * body was not read, or its framing was bad). A reply without a body (its
+ * JSON could not be built) is the out-of-memory 503. */
 static enum MHD_Result send_reply(hr_server *s, struct MHD_Connection *c, hr_reply rep,
                                   bool close) {
     struct MHD_Response *r = rep.stream;
     if (!r) {
-        const char *b = rep.body ? rep.body : "{}";
+        if (!rep.body)
+            rep.status = 503;
+        const char *b = rep.body ? rep.body : OOM_BODY;
         r = MHD_create_response_from_buffer(strlen(b), (void *)b, MHD_RESPMEM_MUST_COPY);
         if (!r) {
             free(rep.body);
@@ -440,6 +448,7 @@ typedef struct req_ctx {
     char *body;
     size_t len, cap;
     bool too_large;
+    bool oom;         /* the body could not be stored: a 503 at the end */
     bool answered;    /* from the headers alone (bad framing) */
     bool admitted;    /* counted in s->active */
     hr_outbox *box;
@@ -473,7 +482,7 @@ static enum MHD_Result handler(void *cls, struct MHD_Connection *c, const char *
     req_ctx *ctx = *con_cls;
     if (!ctx) { /* the headers: framing is checked before any body is read */
         if (!(ctx = calloc(1, sizeof *ctx)))
-            return MHD_NO;
+            return send_reply(s, c, (hr_reply){.status = 503}, true);
         *con_cls = ctx;
         hr_reply rep;
         if (hr__check_framing(s, c, version, &rep)) {
@@ -492,12 +501,14 @@ static enum MHD_Result handler(void *cls, struct MHD_Connection *c, const char *
     if (*upload_size) { /* body bytes, possibly in several calls */
         size_t n = *upload_size;
         *upload_size = 0;
+        if (ctx->oom)
+            return MHD_YES;
         if (ctx->too_large || ctx->len + n > s->o.max_body) {
             ctx->too_large = true;
             return MHD_YES;
         }
         if (hr__buf_append(&ctx->body, &ctx->len, &ctx->cap, upload, n))
-            return MHD_NO;
+            ctx->oom = true;
         return MHD_YES;
     }
     rec_busy(s->http, c, true);
@@ -507,6 +518,8 @@ static enum MHD_Result handler(void *cls, struct MHD_Connection *c, const char *
         struct MHD_Response *r = MHD_create_response_from_buffer(0, "", MHD_RESPMEM_PERSISTENT);
         return send_reply(s, c, (hr_reply){.status = 204, .stream = r}, false);
     }
+    if (ctx->oom) /* send_reply's out-of-memory body */
+        return send_reply(s, c, (hr_reply){.status = 503}, true);
     if (ctx->too_large)
         return send_reply(s, c, hr__shaped(s, url, hr__error_reply(413, "invalid_request_error",
                                                                    NULL, "The request body "

@@ -229,6 +229,13 @@ hr_reply hr__route_metrics(hr_server *s) {
             (double)st.ssd_bytes_read);
     counter(&t, "ssd_cache_quarantined_blocks_total",
             "SSD tier files set aside as damaged or foreign.", (double)st.ssd_quarantined);
+    counter(&t, "ssd_cache_write_errors_total",
+            "SSD tier writes that failed (full disk, I/O error, read-only directory).",
+            (double)st.ssd_write_errors);
+    counter(&t, "ssd_cache_read_errors_total", "SSD tier reads that failed (then a miss).",
+            (double)st.ssd_read_errors);
+    gauge(&t, "ssd_cache_paused", "1 while SSD tier writes are paused after an error.",
+          st.ssd_paused ? 1 : 0);
     gauge(&t, "process_resident_memory_bytes", "Resident set size of the process.",
           (double)hr__rss_bytes());
     gauge(&t, "model_weights_bytes", "Bytes of the model's weights.",

@@ -4,6 +4,7 @@
 #include "chat/messages.h"
 #include "io/hfcache.h"
 
+#include <limits.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -21,6 +22,18 @@ static bool fail(fields *f, const char *param, const char *fmt, const char *a) {
         char msg[256];
         snprintf(msg, sizeof msg, fmt, a);
         *f->err = hr__error_reply(400, "invalid_request_error", param, "%s", msg);
+        f->bad = true;
+    }
+    return false;
+}
+
+/* fail() for an error code: out of memory is the server's fault (500),
+ * anything else the request's (400). */
+static bool fail_rc(fields *f, int rc, const char *param, const char *msg) {
+    if (rc != HR_ENOMEM)
+        return fail(f, param, "%s", msg);
+    if (!f->bad) {
+        *f->err = hr__error_reply(500, "server_error", param, "%s", msg);
         f->bad = true;
     }
     return false;
@@ -67,6 +80,19 @@ static long integer(fields *f, const char *key, long dflt, long lo, long hi) {
     return (long)x;
 }
 
+/* A non-negative integer of any size, clamped to INT_MAX. */
+static int count(fields *f, const char *key, int dflt) {
+    const json_t *v = field(f, key);
+    if (!v)
+        return dflt;
+    if (!json_is_integer(v) || json_integer_value(v) < 0) {
+        fail(f, key, "%s must be a non-negative integer", key);
+        return dflt;
+    }
+    json_int_t x = json_integer_value(v);
+    return x > INT_MAX ? INT_MAX : (int)x;
+}
+
 static bool boolean(fields *f, const char *key, bool dflt) {
     const json_t *v = field(f, key);
     if (!v)
@@ -85,8 +111,9 @@ static bool build_prompt(hr_server *s, fields *f, bool chat, hr_job *j) {
     if (chat) {
         const json_t *raw = field(f, "messages");
         json_t *msgs = NULL;
-        if (hr_chat_messages_normalize(raw, &msgs, &e))
-            return fail(f, "messages", "%s", e.msg);
+        int nrc = hr_chat_messages_normalize(raw, &msgs, &e);
+        if (nrc)
+            return fail_rc(f, nrc, "messages", e.msg);
         const json_t *tools = field(f, "tools");
         if (tools && (!json_is_array(tools) || json_array_size(tools) == 0))
             tools = NULL;
@@ -135,7 +162,7 @@ static bool build_prompt(hr_server *s, fields *f, bool chat, hr_job *j) {
     int rc = hr_tokenizer_encode(j->m->tok, text, strlen(text), flags, &j->prompt, &e);
     free(text);
     if (rc)
-        return fail(f, chat ? "messages" : "prompt", "%s", e.msg);
+        return fail_rc(f, rc, chat ? "messages" : "prompt", e.msg);
     if (j->prompt.n == 0)
         return fail(f, chat ? "messages" : "prompt", "%s", "the prompt is empty");
     return true;
@@ -187,6 +214,22 @@ static bool parse_stops(fields *f, hr_job *j) {
     return true;
 }
 
+/* A logit_bias key is a token id written canonically: "5", never "05",
+ * "+5", " 5" or "5.0" (each would name the same token as "5" and their
+ * biases would add up). Returns the id, or -1. */
+static long canonical_id(const char *key) {
+    if (key[0] < '0' || key[0] > '9' || (key[0] == '0' && key[1]))
+        return -1;
+    long id = 0;
+    for (const char *c = key; *c; c++) {
+        if (*c < '0' || *c > '9' || id > (INT32_MAX - 9) / 10)
+            return -1;
+        id = id * 10 + (*c - '0');
+    }
+    return id;
+}
+
+/* logit_bias: {"token id": bias}, bias in [-100, 100] as OpenAI has it. */
 static bool parse_bias(fields *f, hr_job *j) {
     const json_t *b = field(f, "logit_bias");
     if (!b)
@@ -196,19 +239,27 @@ static bool parse_bias(fields *f, hr_job *j) {
     size_t n = json_object_size(b);
     j->bias_ids = malloc((n ? n : 1) * sizeof *j->bias_ids);
     j->bias_vals = malloc((n ? n : 1) * sizeof *j->bias_vals);
+    if (!j->bias_ids || !j->bias_vals)
+        return fail_rc(f, HR_ENOMEM, "logit_bias", "logit_bias: out of memory");
     const char *key;
     json_t *v;
     int k = 0;
     json_object_foreach((json_t *)b, key, v) {
-        char *end;
-        long id = strtol(key, &end, 10);
-        if (!*key || *end || !json_is_number(v))
+        long id = canonical_id(key);
+        if (id < 0)
+            return fail(f, "logit_bias", "logit_bias keys must be token ids written as "
+                        "decimal integers without sign, spaces or leading zeros (got '%.40s')",
+                        key);
+        if (!json_is_number(v))
             return fail(f, "logit_bias", "%s must map token ids to numbers", "logit_bias");
-        if (id < 0 || id >= j->m->model->hp.n_vocab)
+        if (id >= j->m->model->hp.n_vocab)
             return fail(f, "logit_bias", "%s names a token id outside the vocabulary",
                         "logit_bias");
+        double x = json_number_value(v);
+        if (!(x >= -100 && x <= 100))
+            return fail(f, "logit_bias", "%s values must be in [-100, 100]", "logit_bias");
         j->bias_ids[k] = (int32_t)id;
-        j->bias_vals[k++] = (float)json_number_value(v);
+        j->bias_vals[k++] = (float)x;
     }
     j->rp.sampler.bias_ids = j->bias_ids;
     j->rp.sampler.bias_values = j->bias_vals;
@@ -248,8 +299,9 @@ static bool parse_tool_choice(fields *f, hr_job *j) {
         if (!tools || json_array_size(tools) == 0)
             return fail(f, "tool_choice", "%s needs tools", "tool_choice");
         hr_error e = {0};
-        if (hr__llm_tool_grammar(j->m->llm, tools, only, &j->grammar, &e))
-            return fail(f, "tool_choice", "%s", e.msg);
+        int grc = hr__llm_tool_grammar(j->m->llm, tools, only, &j->grammar, &e);
+        if (grc)
+            return fail_rc(f, grc, "tool_choice", e.msg);
         j->forced_tool = true;
     }
     if (tools && json_array_size(tools) > 0 && strcmp(choice, "none") && j->m->tool_format)
@@ -354,7 +406,7 @@ static bool parse_constraint(fields *f, hr_server *s, hr_job *j) {
             return fail(f, which, "%s needs json, regex, choice or grammar", which);
     }
     if (rc)
-        return fail(f, which, "%s", e.msg);
+        return fail_rc(f, rc, which, e.msg);
 attach:;
     const char *param = which ? which : "tool_choice";
     if (s->grammar_off)
@@ -472,10 +524,11 @@ bool hr__job_from_json(hr_server *s, bool chat, const json_t *root, hr_job *j,
     if (so && !json_is_object(so))
         fail(&f, "stream_options", "%s must be an object", "stream_options");
     j->include_usage = so && json_is_true(json_object_get(so, "include_usage"));
-    long max_tokens = integer(&f, "max_tokens", d.max_tokens, 0, 1L << 30);
+    /* any non-negative count: the engine caps it to what the context leaves
+     * after the prompt (n_ctx - prompt tokens, as llama-server and vLLM) */
+    j->rp.max_tokens = count(&f, "max_tokens", d.max_tokens);
     if (field(&f, "max_completion_tokens"))
-        max_tokens = integer(&f, "max_completion_tokens", max_tokens, 0, 1L << 30);
-    j->rp.max_tokens = (int)max_tokens;
+        j->rp.max_tokens = count(&f, "max_completion_tokens", j->rp.max_tokens);
     sp->temp = (float)number(&f, "temperature", d.temp, 0, 1e6);
     sp->top_p = (float)number(&f, "top_p", d.top_p, 0, 1);
     sp->top_k = (int)integer(&f, "top_k", d.top_k, 0, 1L << 30);

@@ -87,10 +87,13 @@ static void model_stats(json_t *o, const hr_served *m) {
                                                                     HR_KV_BLOCK)
                                                    : 0)));
     json_object_set_new(o, "ssd_cache",
-                        st.ssd ? json_pack("{s:I,s:I,s:I}", "blocks_written",
+                        st.ssd ? json_pack("{s:I,s:I,s:I,s:I,s:I,s:s?,s:b}", "blocks_written",
                                            (json_int_t)st.ssd_written, "blocks_read",
                                            (json_int_t)st.ssd_hits, "quarantined",
-                                           (json_int_t)st.ssd_quarantined)
+                                           (json_int_t)st.ssd_quarantined, "write_errors",
+                                           (json_int_t)st.ssd_write_errors, "read_errors",
+                                           (json_int_t)st.ssd_read_errors, "last_error",
+                                           st.ssd_last_error, "paused", st.ssd_paused)
                                : json_null());
     json_object_set_new(o, "weights_bytes", json_integer((json_int_t)m->model->weight_bytes));
 }

@@ -45,11 +45,13 @@ static bool run(const char *text, const char *const *stops, int n_stops, bool eo
     const char *e;
     size_t el;
     for (size_t i = 0; i < t.n && !hit; i++) {
-        hit = hr_textout_push(&o, t.ids[i], &e, &el);
+        int r = hr_textout_push(&o, t.ids[i], &e, &el, &err);
+        assert_true(r >= 0);
+        hit = r == 1;
         memcpy(out + len, e, el);
         len += el;
     }
-    hr_textout_finish(&o, eos, &e, &el);
+    assert_int_equal(hr_textout_finish(&o, eos, &e, &el, &err), 0);
     memcpy(out + len, e, el);
     out[len + el] = 0;
     hr_textout_deinit(&o);

@@ -155,6 +155,10 @@ static void test_syntax_errors(void **state) {
     expect_err("{{ i|nosuch }}", NULL, HR_EFORMAT, "no filter named 'nosuch'", -1);
     expect_err("{{ i is nosuch }}", NULL, HR_EFORMAT, "no test named 'nosuch'", -1);
     expect_err("{{ 1 is string is string }}", NULL, HR_EFORMAT, "chain multiple tests", -1);
+    /* a slice inside a tuple subscript has no object: it crashed the evaluator (issue 40) */
+    expect_err("{{ \"a,b,c\".split(\",\")[::-0,r] | join }}", NULL, HR_EUNSUPPORTED,
+               "slice inside a tuple", -1);
+    expect_err("{{ l[1:2, 3] }}", NULL, HR_EUNSUPPORTED, "slice inside a tuple", -1);
     /* invalid UTF-8 is rejected before lexing, with the byte offset */
     expect_err("ok \xff", NULL, HR_EFORMAT, "not valid UTF-8", 3);
     /* nesting deeper than the parser's bound */
@@ -211,6 +215,11 @@ static void test_limits(void **state) {
     expect_err("{% for x in range(2000) %}ab{% endfor %}", &small, HR_ERANGE, "larger than", -1);
     expect_err("{{ 'x' * 5000 }}", &small, HR_ENOMEM, "larger than", -1);
     expect_err("{{ [1] * 1000 }}", &small, HR_ERANGE, "list repetition", -1);
+    /* CPU time: a loop that stays under the step cap still ends (it ran
+     * 25 s to the default 20 million steps before, issue 40) */
+    hr_jinja_opts quick = {.max_seconds = 0.05};
+    expect_err("{% for a in range(100000) %}{% for b in range(100000) %}{% endfor %}{% endfor %}",
+               &quick, HR_ERANGE, "s of CPU", -1);
     hr_jinja_opts steps = {.max_steps = 10000};
     expect_err("{% for a in range(1000) %}{% for b in range(1000) %}{% endfor %}{% endfor %}",
                &steps, HR_ERANGE, "steps", -1);

@@ -4,6 +4,7 @@
  * the call schema, and a round trip through each real template. */
 #include "chat/chat.h"
 #include "chat/toolcall.h"
+#include "grammar/grammar.h"
 
 #include <setjmp.h>
 #include <stdarg.h>
@@ -546,6 +547,95 @@ static void test_schema(void **state) {
     json_decref(tools);
 }
 
+/* Pydantic's schemas: local $defs / definitions references, a recursive
+ * one and "#" itself, written against the tool's parameters. Compiled as
+ * the server compiles them (hr__llm_tool_grammar) and matched against a
+ * call; a remote $ref is refused. Returns 1 accepted, 0 not, -rc when the
+ * grammar did not compile. */
+static const char *const pydantic_tools =
+    "[{\"type\":\"function\",\"function\":{\"name\":\"plan\",\"parameters\":{"
+    "\"$defs\":{\"Step\":{\"type\":\"object\",\"properties\":{\"do\":{\"type\":\"string\","
+    "\"maxLength\":8},\"then\":{\"type\":\"array\",\"items\":{\"$ref\":\"#/$defs/Step\"}}},"
+    "\"required\":[\"do\"],\"additionalProperties\":false}},"
+    "\"type\":\"object\",\"properties\":{\"first\":{\"$ref\":\"#/$defs/Step\"},"
+    "\"kind\":{\"$ref\":\"#/definitions/Kind\"}},\"definitions\":{\"Kind\":{\"enum\":[\"a\",\"b\"]}},"
+    "\"required\":[\"first\",\"kind\"],\"additionalProperties\":false}}},"
+    "{\"type\":\"function\",\"function\":{\"name\":\"tree\",\"parameters\":{\"$id\":\"urn:t\","
+    "\"type\":\"object\",\"properties\":{\"v\":{\"type\":\"integer\"},\"sub\":{\"$ref\":\"#\"},"
+    "\"alt\":{\"$ref\":\"urn:t#/properties/v\"}},\"additionalProperties\":false}}}]";
+
+static int call_matches(const char *format, const char *tools_json, const char *only,
+                        const char *text) {
+    json_t *tools = js(tools_json);
+    char *shape;
+    hr_error err = {0};
+    assert_int_equal(hr_tool_format_call_schema(hr_tool_format_by_name(format), tools, only,
+                                                &shape, &err), 0);
+    json_t *j = js(shape);
+    json_t *alts = json_object_get(j, "alternatives");
+    size_t n = json_array_size(alts);
+    const char *pre[4], *suf[4];
+    const json_t *sch[4];
+    assert_true(n <= 4);
+    for (size_t i = 0; i < n; i++) {
+        json_t *a = json_array_get(alts, i);
+        pre[i] = json_string_value(json_object_get(a, "prefix"));
+        suf[i] = json_string_value(json_object_get(a, "suffix"));
+        sch[i] = json_object_get(a, "schema");
+    }
+    hr_grammar *g = NULL;
+    int rc = hr_grammar_from_wrapped_schemas(&g, pre, sch, suf, (int)n, &err), ok = -rc;
+    if (!rc) {
+        hr_matcher *m;
+        assert_int_equal(hr_matcher_new(&m, g, NULL, NULL), 0);
+        ok = !hr_matcher_accept_bytes(m, text, strlen(text), NULL) && hr_matcher_can_end(m);
+        hr_matcher_free(m);
+    } else if (rc == HR_EUNSUPPORTED) {
+        assert_non_null(strstr(err.msg, "outside the schema"));
+    }
+    hr_grammar_free(g);
+    json_decref(j);
+    free(shape);
+    json_decref(tools);
+    return ok;
+}
+
+static void test_schema_refs(void **state) {
+    (void)state;
+    const char *plan = "{\"first\": {\"do\": \"go\", \"then\": [{\"do\": \"stop\", \"then\": []}]}, "
+                       "\"kind\": \"a\"}";
+    const char *tree = "{\"v\": 1, \"sub\": {\"sub\": {\"v\": 2}}, \"alt\": 3}";
+    char buf[512];
+    /* several calls (anyOf), one named call, a list format, a name-as-key format */
+    snprintf(buf, sizeof buf, "<tool_call>\n{\"name\": \"plan\", \"arguments\": %s}\n</tool_call>",
+             plan);
+    assert_int_equal(call_matches("hermes", pydantic_tools, NULL, buf), 1);
+    snprintf(buf, sizeof buf, "<tool_call>\n{\"name\": \"tree\", \"arguments\": %s}\n</tool_call>",
+             tree);
+    assert_int_equal(call_matches("hermes", pydantic_tools, NULL, buf), 1);
+    assert_int_equal(call_matches("hermes", pydantic_tools, "tree", buf), 1);
+    /* the references still constrain: a step without "do", a kind outside the enum */
+    assert_int_equal(call_matches("hermes", pydantic_tools, NULL,
+                                  "<tool_call>\n{\"name\": \"plan\", \"arguments\": {\"first\": "
+                                  "{\"then\": []}, \"kind\": \"a\"}}\n</tool_call>"), 0);
+    assert_int_equal(call_matches("hermes", pydantic_tools, NULL,
+                                  "<tool_call>\n{\"name\": \"plan\", \"arguments\": {\"first\": "
+                                  "{\"do\": \"x\"}, \"kind\": \"c\"}}\n</tool_call>"), 0);
+    snprintf(buf, sizeof buf, "[TOOL_CALLS][{\"name\": \"plan\", \"arguments\": %s}]", plan);
+    assert_int_equal(call_matches("mistral", pydantic_tools, NULL, buf), 1);
+    assert_int_equal(call_matches("mistral", pydantic_tools, "plan", buf), 1);
+    snprintf(buf, sizeof buf, "[TOOL_CALLS]tree[ARGS]%s", tree);
+    assert_int_equal(call_matches("mistral_args", pydantic_tools, NULL, buf), 1);
+    snprintf(buf, sizeof buf, "<|tools_prefix|>[{\"tree\": %s}]<|tools_suffix|>", tree);
+    assert_int_equal(call_matches("apertus", pydantic_tools, NULL, buf), 1);
+    /* a remote reference is refused with a clear error */
+    assert_int_equal(call_matches("hermes",
+                                  "[{\"type\":\"function\",\"function\":{\"name\":\"f\",\"parameters\":"
+                                  "{\"$ref\":\"https://example.com/s.json#/x\"}}}]",
+                                  NULL, "x"),
+                     -HR_EUNSUPPORTED);
+}
+
 /* ---- round trip through the real templates ------------------------------------------------ */
 
 #define RT_CALLS                                                                               \
@@ -704,6 +794,7 @@ int main(void) {
         cmocka_unit_test(test_xml),
         cmocka_unit_test(test_api),
         cmocka_unit_test(test_schema),
+        cmocka_unit_test(test_schema_refs),
         cmocka_unit_test(test_roundtrip),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -175,6 +175,11 @@ const corpus = [
   ['/v1/chat/completions', JSON.stringify({ messages: msgs, stop: 5 }), 400, 'stop'],
   ['/v1/chat/completions', JSON.stringify({ messages: msgs, logit_bias: { x: 1 } }), 400, 'logit_bias'],
   ['/v1/chat/completions', JSON.stringify({ messages: msgs, logit_bias: { 99999: 1 } }), 400, 'logit_bias'],
+  // token ids written canonically only (issue 40: "5", "05" and "+5" summed as one token)
+  ...['05', '+5', ' 5', '5 ', '5.0', '-1', '0x5', '', '99999999999999999999'].map((k) =>
+    ['/v1/chat/completions', JSON.stringify({ messages: msgs, logit_bias: { [k]: 1 } }), 400, 'logit_bias']),
+  ...[101, -100.5, 3e38].map((b) =>
+    ['/v1/chat/completions', JSON.stringify({ messages: msgs, logit_bias: { 5: b } }), 400, 'logit_bias']),
   ['/v1/chat/completions', JSON.stringify({ messages: msgs, seed: 'x' }), 400, 'seed'],
   ['/v1/chat/completions', JSON.stringify({ messages: msgs, n: 17 }), 400, 'n'],
   ['/v1/chat/completions', JSON.stringify({ messages: msgs, n: 0 }), 400, 'n'],
@@ -198,6 +203,24 @@ await check(`malformed corpus (${corpus.length} requests) gets OpenAI-shaped err
   }
   const h = await fetch(`${base}/health`);
   assert(h.status === 200, 'still healthy');
+});
+
+await check('logit_bias at the bounds of [-100, 100] is served', async () => {
+  const r = await fetch(`${base}/v1/chat/completions`, { method: 'POST',
+    body: JSON.stringify({ messages: msgs, max_tokens: 2, logit_bias: { 0: -100, 5: 100, 370: -100.0 } }) });
+  assert(r.status === 200, `status ${r.status}: ${await r.text()}`);
+});
+
+await check('a huge max_tokens is capped to what the context leaves after the prompt', async () => {
+  for (const mt of [Number.MAX_SAFE_INTEGER]) { // was a 400 above 2^30
+    const r = await fetch(`${base}/v1/chat/completions`, { method: 'POST',
+      body: JSON.stringify({ messages: msgs, max_tokens: mt, logit_bias: { 370: -100 } }) });
+    const j = await r.json();
+    assert(r.status === 200, `max_tokens ${mt}: status ${r.status}: ${JSON.stringify(j)}`);
+    assert(j.choices[0].finish_reason === 'length', `finish ${j.choices[0].finish_reason}`);
+    assert(j.usage.prompt_tokens + j.usage.completion_tokens === 4096,
+      `prompt ${j.usage.prompt_tokens} + completion ${j.usage.completion_tokens} != n_ctx 4096`);
+  }
 });
 
 await check('invalid UTF-8 and garbage bytes do not crash the server', async () => {

@@ -2,9 +2,11 @@
  * lookups (whole blocks shared, the common rows of a next block copied into
  * a fresh one), cached blocks never written, tails replaced by the blocks
  * that extend them, eviction, and a pool with no block to spare; the SSD
- * tier for half-precision and quantized pools. */
+ * tier for half-precision and quantized pools, and its faults (full disk,
+ * I/O error, read-only directory, truncated file, FIFO). */
 #include "engine/pcache.h"
 #include "engine/ssd.h"
+#include "core/fault.h"
 #include "model/kv.h"
 
 #include <setjmp.h>
@@ -14,7 +16,12 @@
 #include <cmocka.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <errno.h>
+#include <signal.h>
 #include <string.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <dirent.h>
 #include <unistd.h>
 
 #define LAYERS 2
@@ -427,6 +434,123 @@ static void test_quant_pool(void **state) {
     assert_int_equal(system(cmd), 0);
 }
 
+/* ---- SSD tier faults ----------------------------------------------------------------- */
+
+static hr_ssd_state wait_ssd(hr_ssd *ssd, long written, long errors) {
+    hr_ssd_state st;
+    long w = 0, h, q;
+    for (int i = 0; i < 20000; i++) {
+        hr_ssd_counts(ssd, &w, &h, &q);
+        hr_ssd_status(ssd, &st);
+        if (w >= written && st.write_errors >= errors)
+            break;
+        usleep(100);
+    }
+    assert_int_equal(w, written);
+    assert_int_equal(st.write_errors, errors);
+    return st;
+}
+
+/* No "*.tmp.*" file in dir: nothing half-written stays. */
+static void no_temp_files(const char *dir) {
+    DIR *d = opendir(dir);
+    assert_non_null(d);
+    struct dirent *e;
+    while ((e = readdir(d)))
+        if (strstr(e->d_name, ".tmp."))
+            fail_msg("half-written file left: %s/%s", dir, e->d_name);
+    closedir(d);
+}
+
+static void test_ssd_faults(void **state) {
+    (void)state;
+    char dir[] = "/tmp/hearth_pcache_fault_XXXXXX", sub[128], path[256];
+    assert_non_null(mkdtemp(dir));
+    hr_kv kv;
+    pool(&kv, 4);
+    int32_t b0 = hr_kv_alloc(&kv), b1 = hr_kv_alloc(&kv);
+    fill(&kv, b0, 1.5f);
+    int32_t toks[HR_KV_BLOCK];
+    seq(toks, HR_KV_BLOCK, 3);
+    hr_ssd *ssd;
+    assert_int_equal(hr_ssd_open(&ssd, dir, 42, 7, &kv, (size_t)1 << 30, NULL), 0);
+    hr_ssd_set_backoff(ssd, 0.3, 0.6);
+    snprintf(sub, sizeof sub, "%s/000000000000002a", dir);
+
+    /* an I/O error on write (HEARTH_FAULT=write:1): counted, named, paused,
+     * no temp file left; then the tier comes back by itself */
+    hr_fault_set(HR_FAULT_WRITE, 1);
+    assert_int_equal(hr_ssd_queue(ssd, 1, toks, b0), 1);
+    hr_ssd_state st = wait_ssd(ssd, 0, 1);
+    hr_fault_set(HR_FAULT_WRITE, 0);
+    assert_int_equal(st.last_errno, EIO);
+    assert_true(st.paused);
+    no_temp_files(sub);
+    assert_int_equal(hr_ssd_queue(ssd, 1, toks, b0), -1); /* paused */
+    usleep(350 * 1000);
+    assert_int_equal(hr_ssd_queue(ssd, 1, toks, b0), 1);
+    st = wait_ssd(ssd, 1, 1);
+    assert_false(st.paused);
+
+    /* a full disk mid-file (a file size limit: the first write is short,
+     * the next fails): the warning names the real error, not a stale one */
+    struct rlimit old, lim;
+    getrlimit(RLIMIT_FSIZE, &old);
+    lim = old;
+    lim.rlim_cur = 100;
+    signal(SIGXFSZ, SIG_IGN);
+    assert_int_equal(setrlimit(RLIMIT_FSIZE, &lim), 0);
+    assert_int_equal(hr_ssd_queue(ssd, 2, toks, b0), 1);
+    st = wait_ssd(ssd, 1, 2);
+    assert_int_equal(setrlimit(RLIMIT_FSIZE, &old), 0);
+    assert_int_equal(st.last_errno, EFBIG);
+    no_temp_files(sub);
+    snprintf(path, sizeof path, "%s/0000000000000002.kv", sub);
+    assert_int_not_equal(access(path, F_OK), 0);
+
+    /* a read-only directory (not for root, who writes anyway) */
+    usleep(650 * 1000);
+    if (geteuid() != 0) {
+        assert_int_equal(chmod(sub, 0555), 0);
+        assert_int_equal(hr_ssd_queue(ssd, 3, toks, b0), 1);
+        st = wait_ssd(ssd, 1, 3);
+        assert_int_equal(st.last_errno, EACCES);
+        assert_int_equal(chmod(sub, 0755), 0);
+        usleep(650 * 1000);
+    }
+    long errs = st.write_errors;
+
+    /* the block written after the faults reads back right */
+    assert_int_equal(hr_ssd_read(ssd, 1, toks, &kv, b1), 1);
+    assert_true(same_rows(&kv, b0, b1, HR_KV_BLOCK));
+
+    /* truncated underneath: a miss (quarantined), never SIGBUS */
+    snprintf(path, sizeof path, "%s/0000000000000001.kv", sub);
+    assert_int_equal(truncate(path, 100), 0);
+    long w, h, q;
+    assert_int_equal(hr_ssd_read(ssd, 1, toks, &kv, b1), 0);
+    hr_ssd_counts(ssd, &w, &h, &q);
+    assert_int_equal(q, 1);
+
+    /* a FIFO under a cache file's name: a miss at once, not a blocked engine */
+    snprintf(path, sizeof path, "%s/0000000000000004.kv", sub);
+    assert_int_equal(mkfifo(path, 0644), 0);
+    alarm(10); /* a hang fails the test instead of stalling CI */
+    assert_int_equal(hr_ssd_read(ssd, 4, toks, &kv, b1), 0);
+    alarm(0);
+    hr_ssd_counts(ssd, &w, &h, &q);
+    assert_int_equal(q, 2);
+    hr_ssd_status(ssd, &st);
+    assert_int_equal(st.write_errors, errs);
+
+    hr_ssd_stop(ssd);
+    hr_ssd_close(ssd);
+    hr_kv_deinit(&kv);
+    char cmd[160];
+    snprintf(cmd, sizeof cmd, "chmod -R u+w %s; rm -rf %s", dir, dir);
+    assert_int_equal(system(cmd), 0);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_quant_pool),
@@ -436,6 +560,7 @@ int main(void) {
         cmocka_unit_test(test_bound),
         cmocka_unit_test(test_ssd_backlog),
         cmocka_unit_test(test_half_dtypes),
+        cmocka_unit_test(test_ssd_faults),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
