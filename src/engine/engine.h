@@ -14,6 +14,7 @@
 #include "hearth.h"
 #include "core/pool.h"
 #include "grammar/grammar.h"
+#include "model/adapter.h"
 #include "model/model.h"
 #include "sample/sampler.h"
 
@@ -109,6 +110,11 @@ typedef struct hr_req_params {
      * draft is a point mass: docs/speculative.md). */
     hr_spec_mode spec;
     int num_draft;
+    /* a LoRA adapter of the engine's model (model/adapter.h; NULL: the
+     * base): the request holds a reference until it is freed. Rows of
+     * different adapters share each forward pass; the prompt cache keeps
+     * each adapter's blocks apart. */
+    hr_adapter *adapter;
 } hr_req_params;
 
 /* Copies everything it needs from p. The caller holds one reference. */

@@ -39,6 +39,8 @@ struct hr_request {
     int score_from;       /* 0, or the first prompt index scored */
     float *prompt_lp;     /* [n_prompt] with score_from: written before token 0 */
     hr_sampler *sampler;
+    hr_adapter *adapter;  /* a reference, or NULL */
+    uint64_t cache_seed;  /* the prompt cache's key seed: the adapter's */
     hr_matcher *matcher;  /* constrained decoding, or NULL */
     uint32_t *mask;       /* [n_vocab / 32 + 1] allowed tokens of the step */
     /* the log, written by the engine under mu */
@@ -85,6 +87,7 @@ struct hr_engine {
     int32_t *b_tok, *b_pos, *b_seq; /* [max_tokens_step] */
     uint8_t *b_want;
     hr_seq_blocks *b_seqs;          /* [max_batch] */
+    const hr_adapter **b_adapter;   /* [max_batch] each sequence's adapter */
     hr_request **b_row_req;         /* [max_rows]: request of each logits row */
     hr_step *b_step;                /* [max_rows]: what each row sampled */
     int n_rows;
