@@ -20,7 +20,7 @@ static const char usage[] =
 
 int hr_cmd_serve(int argc, char **argv) {
     const char *model = NULL, *host = "127.0.0.1", *tmpl = NULL, *tmpl_args = NULL,
-               *origins = "*", *adapter = NULL, *log_level = NULL, *draft = NULL,
+               *origins = "*", *adapter = NULL, *adapters = NULL, *log_level = NULL, *draft = NULL,
                *kv_dtype = NULL, *device = "auto", *spec = NULL;
     long port = 8080, top_k = -1, max_tokens = -1, prefill = 0, batch = 0, threads = 0,
          ctx = 0, max_body_mb = 16, pc_size = -1, pc_on = 1, kv_bits = 0, kv_group = 64,
@@ -60,7 +60,8 @@ int hr_cmd_serve(int argc, char **argv) {
         {"ssd-demote-idle", HR_OPT_FLOAT, &ssd_idle, "seconds before an idle cached prefix leaves RAM (default 300)"},
         {"no-ui", HR_OPT_FLAG, &no_ui, "do not serve the web chat UI at /"},
         {"log-level", HR_OPT_STR, &log_level, "DEBUG, INFO, WARNING, ERROR or CRITICAL"},
-        {"adapter-path", HR_OPT_STR, &adapter, "LoRA adapter (not supported yet)"},
+        {"adapter-path", HR_OPT_STR, &adapter, "LoRA adapter (peft or mlx-lm) applied to requests that name none"},
+        {"adapters", HR_OPT_STR, &adapters, "LoRA adapters requests may name: name=DIR,name=DIR (loaded on first use)"},
         {"draft-model", HR_OPT_STR, &draft, "draft model for speculative decoding (same tokenizer)"},
         {"num-draft-tokens", HR_OPT_INT, &n_draft, "tokens drafted per step (default 3; requests: num_draft_tokens)"},
         {"spec", HR_OPT_STR, &spec, "requests' default drafting: off, ngram (prompt lookup), draft (default with --draft-model)"},
@@ -69,8 +70,6 @@ int hr_cmd_serve(int argc, char **argv) {
     int rc = hr_args_parse(argc, argv, opts, sizeof opts / sizeof opts[0], usage, &err);
     if (rc)
         return rc > 0 ? 0 : hr_cli_fail(&err);
-    if (adapter)
-        return hr_cli_fail(&(hr_error){.msg = "not supported yet: --adapter-path (LoRA adapters)"});
     if (n_draft < 1 || n_draft > 16) /* HR_SPEC_MAX_K: the session checks it too */
         return hr_cli_fail(&(hr_error){.msg = "--num-draft-tokens must be in [1, 16]"});
     if (log_level) {
@@ -120,6 +119,7 @@ int hr_cmd_serve(int argc, char **argv) {
         .cache_bytes = (size_t)pc_b, .ssd_cache = ssd,
         .ssd_cache_max = (size_t)(ssd_max_gb * 1e9), .ssd_demote_idle = ssd_idle,
         .no_ui = no_ui, .draft_model = draft, .spec = spec, .num_draft_tokens = (int)n_draft,
+        .adapter_path = adapter, .adapters = adapters,
     };
     /* block the signals in every thread; this one waits for them */
     sigset_t set;

@@ -417,6 +417,29 @@ static bool parse_spec(fields *f, hr_server *s, hr_job *j) {
     return true;
 }
 
+/* The LoRA adapter: "adapter" (or mlx_lm.server's "adapters"), a name the
+ * server registered (--adapter-path, --adapters, POST /v1/adapters), or the
+ * model field's "base:adapter"; none: the server's default. Loaded on first
+ * use; an unknown name is a 404 like an unknown model. */
+static bool parse_adapter(fields *f, hr_server *s, hr_job *j, hr_reply *err) {
+    const char *key = field(f, "adapter") ? "adapter" : "adapters";
+    const json_t *a = field(f, key);
+    if (a && !json_is_string(a))
+        return fail(f, key, "%s must be a string", key);
+    const char *name = a ? json_string_value(a) : j->adapter_name;
+    hr_error e = {0};
+    int rc = hr__session_adapter_get(s->session, name, &j->rp.adapter, &e);
+    if (rc == HR_ENOTFOUND) {
+        *err = hr__error_reply(404, "invalid_request_error", a ? key : "model", "%s", e.msg);
+        return false;
+    }
+    if (rc) {
+        *err = hr__error_reply(400, "invalid_request_error", a ? key : "model", "%s", e.msg);
+        return false;
+    }
+    return true;
+}
+
 bool hr__job_parse(hr_server *s, bool chat, const char *body, size_t len, hr_job *j,
                    hr_reply *err) {
     memset(j, 0, sizeof *j);
@@ -437,7 +460,15 @@ bool hr__job_from_json(hr_server *s, bool chat, const json_t *root, hr_job *j,
     if (m && !json_is_string(m))
         fail(&f, "model", "%s must be a string", "model");
     j->model = strdup(m && json_is_string(m) ? json_string_value(m) : "default_model");
-    if (!f.bad && !model_ok(s, j->model)) {
+    char *colon = j->model ? strrchr(j->model, ':') : NULL;
+    if (!f.bad && colon && !model_ok(s, j->model)) { /* "base:adapter" */
+        *colon = 0;
+        bool base = model_ok(s, j->model);
+        *colon = ':';
+        if (base)
+            j->adapter_name = colon + 1;
+    }
+    if (!f.bad && !j->adapter_name && !model_ok(s, j->model)) {
         *err = hr__error_reply(404, "invalid_request_error", "model",
                                "The model '%s' does not exist; this server serves '%s'",
                                j->model, s->model_id);
@@ -482,6 +513,8 @@ bool hr__job_from_json(hr_server *s, bool chat, const json_t *root, hr_job *j,
         fail(&f, "n", "%s must be 1", "n");
     if (!f.bad)
         parse_spec(&f, s, j);
+    if (!f.bad && !parse_adapter(&f, s, j, err))
+        return false;
     if (!f.bad)
         parse_stops(&f, j);
     if (!f.bad)
@@ -505,6 +538,8 @@ bool hr__job_from_json(hr_server *s, bool chat, const json_t *root, hr_job *j,
 }
 
 void hr__job_free(hr_job *j) {
+    hr_adapter_unref(j->rp.adapter);
+    j->rp.adapter = NULL;
     json_decref(j->tools);
     hr_grammar_free(j->grammar);
     hr_tokens_free(&j->prompt);

@@ -13,6 +13,7 @@ typedef struct hr_job {
     bool chat, stream, include_usage, logprobs;
     int top_logprobs;               /* 0: none */
     char *model;                    /* echoed: the request's "model" or "default_model" */
+    const char *adapter_name;       /* the model field's "base:adapter" suffix (in model) or NULL */
     hr_tokens prompt;
     hr_req_params rp;               /* rp.prompt points into prompt */
     int32_t *bias_ids;

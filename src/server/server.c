@@ -7,6 +7,7 @@
 #include "io/hfcache.h"
 #include "model/kv.h"
 #include "server/internal.h"
+#include "server/request.h"
 #include "server/ui.h"
 
 #include <arpa/inet.h>
@@ -104,6 +105,56 @@ static hr_reply route_stats(hr_server *s) {
     return hr__json_reply(200, o);
 }
 
+/* LoRA adapters at run time: GET lists them, POST {"name", "path"} adds one
+ * (loaded at once, so a bad directory is this request's error), DELETE
+ * /v1/adapters/NAME removes one (409 while a request uses it). */
+static hr_reply route_adapters(hr_server *s, const char *method, const char *name,
+                               const char *body, size_t len) {
+    hr_error e = {0};
+    int rc;
+    if (!strcmp(method, "DELETE")) {
+        rc = hr_session_adapter_remove(s->session, name, &e);
+        if (!rc)
+            return hr__json_reply(200, json_pack("{s:s,s:s,s:b}", "id", name, "object",
+                                                 "adapter", "deleted", 1));
+    } else if (!strcmp(method, "POST")) {
+        hr_reply err;
+        json_t *root = hr__body_parse(body, len, &err);
+        if (!root)
+            return err;
+        const json_t *n = json_object_get(root, "name"), *p = json_object_get(root, "path");
+        if (!json_is_string(n) || !json_is_string(p)) {
+            json_decref(root);
+            return hr__error_reply(400, "invalid_request_error", json_is_string(n) ? "path" : "name",
+                                   "POST /v1/adapters takes {\"name\": string, \"path\": string}");
+        }
+        rc = hr_session_adapter_add(s->session, json_string_value(n), json_string_value(p), 1, &e);
+        json_decref(root);
+    } else {
+        char *list = hr_session_adapters_json(s->session);
+        json_t *arr = list ? json_loads(list, 0, NULL) : NULL;
+        free(list);
+        if (!arr)
+            return hr__error_reply(500, "server_error", NULL, "out of memory");
+        return hr__json_reply(200, json_pack("{s:s,s:o}", "object", "list", "data", arr));
+    }
+    if (rc == 0) { /* added: its entry */
+        char *list = hr_session_adapters_json(s->session);
+        json_t *arr = list ? json_loads(list, 0, NULL) : NULL, *hit = NULL;
+        free(list);
+        size_t i;
+        json_t *v;
+        json_array_foreach(arr, i, v)
+            if (!strcmp(json_string_value(json_object_get(v, "id")), name ? name : ""))
+                hit = v;
+        json_t *one = hit ? json_incref(hit) : json_object();
+        json_decref(arr);
+        return hr__json_reply(200, one);
+    }
+    unsigned status = rc == HR_EBUSY ? 409 : rc == HR_ENOTFOUND ? 404 : 400;
+    return hr__error_reply(status, "invalid_request_error", NULL, "%s", e.msg);
+}
+
 static hr_reply route(hr_server *s, struct MHD_Connection *c, const char *method,
                       const char *url, const char *body, size_t len) {
     bool get = !strcmp(method, "GET") || !strcmp(method, "HEAD"), post = !strcmp(method, "POST");
@@ -142,6 +193,18 @@ static hr_reply route(hr_server *s, struct MHD_Connection *c, const char *method
         return hr__route_stored_response(s, url + 14, del);
     if (get && !strcmp(url, "/metrics"))
         return hr__route_metrics(s);
+    if ((get || post) && !strcmp(url, "/v1/adapters")) {
+        if (!post)
+            return route_adapters(s, "GET", NULL, body, len);
+        json_t *r = json_loadb(body, len, 0, NULL);
+        const char *n = r ? json_string_value(json_object_get(r, "name")) : NULL;
+        char name[128];
+        snprintf(name, sizeof name, "%s", n ? n : "");
+        json_decref(r);
+        return route_adapters(s, "POST", name, body, len);
+    }
+    if (del && !strncmp(url, "/v1/adapters/", 13))
+        return route_adapters(s, "DELETE", url + 13, body, len);
     if (post && (!strcmp(url, "/v1/embeddings") || !strcmp(url, "/embeddings")))
         return hr__error_reply(400, "invalid_request_error", NULL,
                                "not supported yet: embeddings (%s); this server only generates",
@@ -320,7 +383,8 @@ int hr_server_new(hr_server **out, const hr_server_opts *o, hr_error *err) {
                           .ssd_max_bytes = o->ssd_cache_max,
                           .ssd_demote_idle = o->ssd_demote_idle, .kv_bits = o->kv_bits,
                           .kv_group = o->kv_group, .draft_model = o->draft_model,
-                          .spec = o->spec, .num_draft_tokens = o->num_draft_tokens};
+                          .spec = o->spec, .num_draft_tokens = o->num_draft_tokens,
+                          .adapter_path = o->adapter_path, .adapters = o->adapters};
     if ((rc = hr__kv_type_from_name(o->kv_dtype, &so.kv_dtype, err)) ||
         (rc = hr_session_new(&s->session, s->llm, &so, err)))
         goto fail;

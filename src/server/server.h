@@ -44,6 +44,8 @@ typedef struct hr_server_opts {
     const char *spec;               /* --spec: off, ngram, draft; NULL = draft with a
                                      * draft model, else off */
     int num_draft_tokens;           /* --num-draft-tokens; 0 = 3 */
+    const char *adapter_path;       /* --adapter-path: requests' default LoRA adapter */
+    const char *adapters;           /* --adapters name=DIR,...: loaded on first use */
 } hr_server_opts;
 
 /* Load the model, tokenizer and chat template, start the engine. */
