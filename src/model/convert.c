@@ -1,5 +1,6 @@
 /* hr_convert: model directory -> mlx-lm directory (MLX affine) or GGUF. */
 #include "model/convert.h"
+#include "model/fuse.h"
 #include "core/error.h"
 #include "core/file.h"
 #include "io/safetensors.h"
@@ -382,6 +383,30 @@ done:
     return rc;
 }
 
+/* ---- fuse ------------------------------------------------------------------- */
+
+/* The adapter's fused matrices in place of the base's in w (the model and
+ * adapter stay open while w is read). */
+static int fuse_into(const hr_convert_opts *o, hr_weights *w, hr_model **m, hr_adapter **a,
+                     hr_fused *fused, hr_error *err) {
+    for (size_t i = 0; i < hr_weights_count(w); i++)
+        if (hr_weights_at(w, i)->dtype == HR_DTYPE_U32)
+            return hr_err(err, HR_EUNSUPPORTED, "not supported yet: fusing into a quantized "
+                          "base (%s); fuse into the float model, then quantize with "
+                          "hearth convert -q", o->src);
+    int rc;
+    if ((rc = hr_model_open(m, o->src, err)) ||
+        (rc = hr_adapter_open(a, *m, o->adapter, o->adapter, err)) ||
+        (rc = hr_fuse(fused, *m, *a, err)))
+        return rc;
+    for (size_t i = 0; i < fused->n && !rc; i++)
+        rc = hr_weights_override(w, &fused->t[i], err);
+    if (!rc && o->report)
+        fprintf(o->report, "fused %zu projections of %s (%s, rank %d%s)\n", fused->n,
+                o->adapter, (*a)->format, (*a)->max_rank, (*a)->dora ? ", DoRA" : "");
+    return rc;
+}
+
 /* ---- entry ------------------------------------------------------------------ */
 
 int hr_convert(const hr_convert_opts *o, hr_error *err) {
@@ -407,11 +432,16 @@ int hr_convert(const hr_convert_opts *o, hr_error *err) {
     if (!cfg)
         return hr_err(err, HR_EFORMAT, "%s: %s (line %d)", cfg_path, je.text, je.line);
     hr_weights *w = NULL;
+    hr_model *fm = NULL;
+    hr_adapter *fa = NULL;
+    hr_fused fused = {0};
     int rc = hr_weights_open(&w, o->src, err);
     char tmp[4096];
     if (!rc && snprintf(tmp, sizeof tmp, "%s.tmp-XXXXXX", o->out) >= (int)sizeof tmp)
         rc = hr_err(err, HR_ERANGE, "%s: path too long", o->out);
     if (rc)
+        goto done;
+    if (o->adapter && (rc = fuse_into(o, w, &fm, &fa, &fused, err)))
         goto done;
     hr_dtype dt = o->dtype;
     if (dt == HR_DTYPE_COUNT) { /* keep: the dtype of the first float matrix */
@@ -439,6 +469,9 @@ int hr_convert(const hr_convert_opts *o, hr_error *err) {
         rm_tree(tmp);
 done:
     hr_weights_close(w);
+    hr_fused_free(&fused);
+    hr_adapter_unref(fa);
+    hr_model_free(fm);
     json_decref(cfg);
     return rc;
 }

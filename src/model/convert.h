@@ -23,6 +23,8 @@ typedef struct hr_convert_opts {
     hr_dtype gguf;       /* HR_DTYPE_COUNT: MLX directory; else a GGUF file whose
                           * matrices have this type (F32, F16, BF16, Q8_0, ...) */
     FILE *report;        /* what was chosen (may be NULL) */
+    const char *adapter; /* a LoRA adapter directory fused into the weights first
+                          * (hearth fuse: fuse.h); NULL: none */
 } hr_convert_opts;
 
 int hr_convert(const hr_convert_opts *o, hr_error *err);
