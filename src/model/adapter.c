@@ -390,39 +390,24 @@ static void fill(const hr_model *m, const cfg *c, const found *f, int il, int s,
 
 /* ---- open -------------------------------------------------------------------- */
 
-static int load(hr_adapter *ad, const hr_model *m, const char *dir, hr_error *err) {
-    char cfg_path[4096], st_path[4096];
-    hr_path_join(cfg_path, sizeof cfg_path, dir, "adapter_config.json");
-    if (!hr_dir_exists(dir))
-        return hr_err(err, HR_ENOTFOUND, "adapter directory %s does not exist", dir);
-    bool peft = hr_path_join(st_path, sizeof st_path, dir, "adapter_model.safetensors") == 0 &&
-                hr_file_exists(st_path);
-    if (!peft) {
-        hr_path_join(st_path, sizeof st_path, dir, "adapters.safetensors");
-        if (!hr_file_exists(st_path))
-            return hr_err(err, HR_ENOTFOUND, "%s holds no adapter (adapter_model.safetensors "
-                          "of peft or adapters.safetensors of mlx-lm)", dir);
-    }
-    if (!hr_file_exists(cfg_path))
-        return hr_err(err, HR_ENOTFOUND, "%s has no adapter_config.json", dir);
+/* The adapter from its parsed config (root) and weights (st); cfg_path and
+ * st_path name them in errors. */
+static int build(hr_adapter *ad, const hr_model *m, const json_t *root, bool peft,
+                 const hr_st_file *st, const char *cfg_path, const char *st_path,
+                 hr_error *err) {
     if (m->be->ops->lora == NULL)
         return hr_err(err, HR_EUNSUPPORTED, "adapters are not supported yet on %s (the CPU "
                       "backend runs them)", m->be->name);
-    json_error_t je;
-    json_t *root = json_load_file(cfg_path, 0, &je);
-    if (!root || !json_is_object(root)) {
-        json_decref(root);
-        return hr_err(err, HR_EFORMAT, "%s: %s", cfg_path, root ? "not an object" : je.text);
-    }
+    if (!json_is_object(root))
+        return hr_err(err, HR_EFORMAT, "%s: not an object", cfg_path);
     cfg c = {0};
     int rc = peft ? peft_config(root, &c, cfg_path, err) : mlx_config(root, &c, cfg_path, err);
-    hr_st_file *st = NULL;
     int L = m->hp.n_layers;
     found *fd = calloc((size_t)L * HR_LORA_SLOTS, sizeof *fd);
     ad->mats = calloc((size_t)L * HR_LORA_SLOTS, sizeof *ad->mats);
     if (!rc && (!fd || !ad->mats))
         rc = hr_err(err, HR_ENOMEM, "out of memory");
-    if (rc || (rc = hr_st_open(&st, st_path, err)))
+    if (rc)
         goto done;
     for (size_t i = 0; i < hr_st_count(st); i++) {
         const hr_tensor *t = hr_st_tensor(st, i);
@@ -490,8 +475,34 @@ static int load(hr_adapter *ad, const hr_model *m, const char *dir, hr_error *er
     ad->format = c.mlx ? "mlx" : "peft";
     ad->dora = c.dora;
 done:
-    hr_st_close(st);
     free(fd);
+    return rc;
+}
+
+static int load(hr_adapter *ad, const hr_model *m, const char *dir, hr_error *err) {
+    char cfg_path[4096], st_path[4096];
+    hr_path_join(cfg_path, sizeof cfg_path, dir, "adapter_config.json");
+    if (!hr_dir_exists(dir))
+        return hr_err(err, HR_ENOTFOUND, "adapter directory %s does not exist", dir);
+    bool peft = hr_path_join(st_path, sizeof st_path, dir, "adapter_model.safetensors") == 0 &&
+                hr_file_exists(st_path);
+    if (!peft) {
+        hr_path_join(st_path, sizeof st_path, dir, "adapters.safetensors");
+        if (!hr_file_exists(st_path))
+            return hr_err(err, HR_ENOTFOUND, "%s holds no adapter (adapter_model.safetensors "
+                          "of peft or adapters.safetensors of mlx-lm)", dir);
+    }
+    if (!hr_file_exists(cfg_path))
+        return hr_err(err, HR_ENOTFOUND, "%s has no adapter_config.json", dir);
+    json_error_t je;
+    json_t *root = json_load_file(cfg_path, 0, &je);
+    if (!root)
+        return hr_err(err, HR_EFORMAT, "%s: %s", cfg_path, je.text);
+    hr_st_file *st = NULL;
+    int rc = hr_st_open(&st, st_path, err);
+    if (!rc)
+        rc = build(ad, m, root, peft, st, cfg_path, st_path, err);
+    hr_st_close(st);
     json_decref(root);
     return rc;
 }
@@ -525,4 +536,30 @@ void hr_adapter_unref(hr_adapter *a) {
     free(a->mats);
     free(a->mem);
     free(a);
+}
+
+int hr_adapter_parse(hr_adapter **out, const hr_model *m, const char *config, size_t config_len,
+                     const void *st_image, size_t st_len, bool mlx, hr_error *err) {
+    *out = NULL;
+    json_error_t je;
+    json_t *root = json_loadb(config, config_len, 0, &je);
+    if (!root)
+        return hr_err(err, HR_EFORMAT, "adapter_config.json: %s", je.text);
+    hr_st_file *st = NULL;
+    hr_adapter *ad = calloc(1, sizeof *ad);
+    int rc = !ad ? hr_err(err, HR_ENOMEM, "out of memory")
+                 : hr_st_parse(&st, st_image, st_len, "adapter", err);
+    if (!rc) {
+        atomic_init(&ad->refs, 1);
+        ad->model = m;
+        rc = build(ad, m, root, !mlx, st, "adapter_config.json", "adapter", err);
+    }
+    hr_st_close(st);
+    json_decref(root);
+    if (rc) {
+        hr_adapter_unref(ad);
+        return rc;
+    }
+    *out = ad;
+    return 0;
 }

@@ -49,6 +49,11 @@ typedef struct hr_adapter {
  * the base, rank above HR_LORA_MAX_RANK. The result holds one reference. */
 int hr_adapter_open(hr_adapter **out, const hr_model *m, const char *dir, const char *name,
                     hr_error *err);
+/* The same from memory: config text and a safetensors image (not copied;
+ * it must outlive the call only), peft layout or mlx-lm's (the fuzzed
+ * entry point; name and path stay NULL). */
+int hr_adapter_parse(hr_adapter **out, const hr_model *m, const char *config, size_t config_len,
+                     const void *st_image, size_t st_len, bool mlx, hr_error *err);
 void hr_adapter_ref(hr_adapter *a);
 /* Drops a reference; the last frees it. NULL allowed. */
 void hr_adapter_unref(hr_adapter *a);
