@@ -13,6 +13,7 @@
 #include "core/error.h"
 #include "io/safetensors.h"
 #include "model/adapter.h"
+#include "model/convert.h"
 #include "model/forward.h"
 #include "model/kv.h"
 #include "model/model.h"
@@ -175,6 +176,98 @@ static void test_parity_gguf(void **state) {
     }
     json_decref(ref);
     run_parity(name, gguf);
+}
+
+/* hearth fuse's model (convert.h with an adapter) against peft's
+ * merge_and_unload: the fused weights, no adapter at run time. */
+static void test_fused(void **state) {
+    const char *name = *state;
+    json_t *ref = load_ref(name);
+    const char *base = json_string_value(json_object_get(ref, "base"));
+    char src[8300], adir[8300], out[8300];
+    snprintf(src, sizeof src, "%s/models/%s", g_root, base);
+    snprintf(adir, sizeof adir, "%s/lora/%s", g_root, name);
+    snprintf(out, sizeof out, "%s/fused-%s", g_tmp, name);
+    assert_int_equal(hr_test_put(g_tmp, "x", ""), 0);
+    hr_error err = {0};
+    hr_convert_opts o = {.src = src, .out = out, .bits = 4, .group = 64, .dtype = HR_DTYPE_COUNT,
+                         .gguf = HR_DTYPE_COUNT, .adapter = adir};
+    if (hr_convert(&o, &err))
+        fail_msg("fuse %s: %s", name, err.msg);
+    hr_model *m = NULL;
+    if (hr_model_open(&m, out, &err))
+        fail_msg("%s: %s", out, err.msg);
+    hr_runner *r = NULL;
+    hr_runner_opts ro = {.n_threads = 2, .n_ctx = 256, .prefill_chunk = 64};
+    assert_int_equal(hr_runner_new(&r, m, &ro, &err), 0);
+    double w = check_cases(name, "fused", r, m->hp.n_vocab, json_object_get(ref, "merged_cases"));
+    printf("fused   %-16s == peft merge_and_unload: max |dlogprob| %.2e\n", name, w);
+    hr_runner_free(r);
+    hr_model_free(m);
+    json_decref(ref);
+}
+
+/* A quantized base (GGUF Q8_0): the adapter's delta is f32 on the
+ * quantized product; the greedy tokens agree with peft's on the f32 base
+ * (teacher-forced) at almost every step, the logprobs within Q8_0's error. */
+static void test_quant_base(void **state) {
+    (void)state;
+    const char *name = "llama-r8";
+    json_t *ref = load_ref(name);
+    char gguf[8300], cmd[20000];
+    snprintf(gguf, sizeof gguf, "%s/llama-q8.gguf", g_tmp);
+    const char *bin = getenv("HEARTH_BIN");
+    snprintf(cmd, sizeof cmd, "'%s' convert --model '%s/models/llama' --gguf Q8_0 --out '%s' "
+             ">/dev/null 2>&1", bin ? bin : "build/hearth", g_root, gguf);
+    assert_int_equal(hr_test_put(g_tmp, "x", ""), 0);
+    if (system(cmd) != 0)
+        fail_msg("%s failed", cmd);
+    hr_error err = {0};
+    hr_model *m = NULL;
+    if (hr_model_open(&m, gguf, &err))
+        fail_msg("%s: %s", gguf, err.msg);
+    hr_adapter *a = open_adapter(m, name);
+    hr_runner *r = NULL;
+    hr_runner_opts ro = {.n_threads = 2, .n_ctx = 256, .prefill_chunk = 64};
+    assert_int_equal(hr_runner_new(&r, m, &ro, &err), 0);
+    int V = m->hp.n_vocab, steps = 0, agree = 0;
+    double worst = 0;
+    float *logits = malloc((size_t)V * sizeof *logits), *base_lg = malloc((size_t)V * sizeof *base_lg);
+    json_t *cases = json_object_get(ref, "cases");
+    for (size_t c = 0; c < json_array_size(cases); c++) {
+        json_t *cs = json_array_get(cases, c);
+        json_t *pt = json_object_get(cs, "prompt_tokens"), *gt = json_object_get(cs, "greedy_tokens");
+        json_t *st = json_object_get(cs, "steps");
+        int np = (int)json_array_size(pt);
+        int32_t *prompt = malloc((size_t)np * sizeof *prompt);
+        for (int i = 0; i < np; i++)
+            prompt[i] = (int32_t)json_integer_value(json_array_get(pt, (size_t)i));
+        hr_runner_reset(r);
+        hr_runner_set_adapter(r, a);
+        assert_int_equal(hr_runner_eval(r, prompt, np, logits, &err), 0);
+        for (size_t s = 0; s < json_array_size(gt); s++) {
+            int32_t want = (int32_t)json_integer_value(json_array_get(gt, s));
+            steps++;
+            agree += hr_argmax(logits, V) == want;
+            double l = lse(logits, V);
+            json_t *e = json_array_get(json_object_get(json_array_get(st, s), "top"), 0);
+            double d = fabs(logits[json_integer_value(json_array_get(e, 0))] - l -
+                            json_number_value(json_array_get(e, 1)));
+            worst = d > worst ? d : worst;
+            assert_int_equal(hr_runner_eval(r, &want, 1, logits, &err), 0);
+        }
+        free(prompt);
+    }
+    printf("q8_0    %-16s %d/%d greedy steps == peft (f32 base), max |dlogprob| of the top "
+           "token %.3f\n", name, agree, steps, worst);
+    assert_true(agree * 10 >= steps * 9);
+    assert_true(worst < 0.1);
+    free(logits);
+    free(base_lg);
+    hr_runner_free(r);
+    hr_adapter_unref(a);
+    hr_model_free(m);
+    json_decref(ref);
 }
 
 /* ---- batched: rows of several adapters and none in one forward ---------------- */
@@ -407,7 +500,7 @@ int main(void) {
     if (dh)
         closedir(dh);
     qsort(names, n, sizeof *names, cmp);
-    struct CMUnitTest *tests = calloc(2 * n + 2, sizeof *tests);
+    struct CMUnitTest *tests = calloc(3 * n + 3, sizeof *tests);
     size_t k = 0;
     for (size_t i = 0; i < n; i++)
         tests[k++] = (struct CMUnitTest){.name = names[i], .test_func = test_parity,
@@ -416,8 +509,13 @@ int main(void) {
         if (!strncmp(names[i], "llama", 5)) /* a GGUF llama permutes q/k */
             tests[k++] = (struct CMUnitTest){.name = "gguf", .test_func = test_parity_gguf,
                                              .initial_state = names[i]};
-    if (n)
+    for (size_t i = 0; i < n; i++)
+        tests[k++] = (struct CMUnitTest){.name = "fused", .test_func = test_fused,
+                                         .initial_state = names[i]};
+    if (n) {
         tests[k++] = (struct CMUnitTest){.name = "batched", .test_func = test_batched};
+        tests[k++] = (struct CMUnitTest){.name = "quant-base", .test_func = test_quant_base};
+    }
     tests[k++] = (struct CMUnitTest){.name = "errors", .test_func = test_errors};
     int rc = _cmocka_run_group_tests("adapter", tests, k, NULL, NULL);
     char cmd[8400];
