@@ -47,10 +47,12 @@ same "model base:adapter" "$mlx" "$mlx2"
 same "mlx_lm's adapters field" "$mlx" "$mlx3"
 
 # four concurrent requests, four adapters (one of none): each as alone
+pids=()
 for a in base llama-r8 mlx dora; do
     post ", \"adapter\": \"$a\"" >"$tmp/c.$a" &
+    pids+=($!)
 done
-wait
+wait "${pids[@]}" # (not a bare wait: the server is a background job too)
 same "batched base" "$(cat "$tmp/c.base")" "$base"
 same "batched r8" "$(cat "$tmp/c.llama-r8")" "$r8"
 same "batched mlx" "$(cat "$tmp/c.mlx")" "$mlx"
