@@ -39,7 +39,8 @@ struct hr_request {
     int score_from;       /* 0, or the first prompt index scored */
     float *prompt_lp;     /* [n_prompt] with score_from: written before token 0 */
     hr_sampler *sampler;
-    hr_adapter *adapter;  /* a reference, or NULL */
+    hr_adapter *adapter;  /* a reference, or NULL; dropped when the request
+                           * ends (hr__request_end) */
     uint64_t cache_seed;  /* the prompt cache's key seed: the adapter's */
     hr_matcher *matcher;  /* constrained decoding, or NULL */
     uint32_t *mask;       /* [n_vocab / 32 + 1] allowed tokens of the step */

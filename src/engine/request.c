@@ -50,6 +50,10 @@ void hr__request_end(hr_request *r, hr_finish why, const char *msg) {
         if (msg)
             snprintf(r->err, sizeof r->err, "%s", msg);
     }
+    /* the adapter is free to go once its consumer learns the request ended
+     * (no step reads it any more) */
+    hr_adapter_unref(r->adapter);
+    r->adapter = NULL;
     pthread_cond_broadcast(&r->cv);
     pthread_mutex_unlock(&r->mu);
 }
