@@ -108,7 +108,7 @@ int hr_cmd_fuse(int argc, char **argv) {
         return hr_cli_fail(&(hr_error){.msg = "--model, --adapter and --out are required (see --help)"});
     hr_convert_opts o = {.src = model, .out = out, .bits = 4, .group = 64,
                          .dtype = HR_DTYPE_COUNT, .gguf = HR_DTYPE_COUNT, .report = stdout,
-                         .adapter = adapter};
+                         .adapter = adapter, .dequantize = dequant || dequant2};
     if (gguf) {
         int t = -1;
         for (int i = 0; i < HR_DTYPE_COUNT; i++)

@@ -101,6 +101,13 @@ differ "generate --adapter-path" "$live" "$plain"
 same "fuse == live" "$(gen "$tmp/fused")" "$live"
 "$bin" fuse --model "$root/tests/fixtures/models/llama" --adapter "$lora/llama-mlx" --out "$tmp/f.gguf" --gguf F32 >/dev/null 2>&1
 same "fuse --gguf == live" "$(gen "$tmp/f.gguf")" "$(gen "$root/tests/fixtures/models/llama" --adapter-path "$lora/llama-mlx")"
+# an MLX 8-bit base: live on the quantized weights == fused and quantized again
+"$bin" convert --model "$root/tests/fixtures/models/llama" --out "$tmp/q8" -q --q-bits 8 --q-group-size 32 >/dev/null
+"$bin" fuse --model "$tmp/q8" --adapter "$lora/llama-r8" --out "$tmp/q8f" >/dev/null
+grep -q '"quantization"' "$tmp/q8f/config.json" && ok || bad "fused quantized base lost its quantization block"
+same "fuse of a quantized base == live" "$(gen "$tmp/q8f")" "$(gen "$tmp/q8" --adapter-path "$lora/llama-r8")"
+"$bin" fuse --model "$tmp/q8" --adapter "$lora/llama-r8" --out "$tmp/q8d" --de-quantize 2>/dev/null \
+    && bad "--de-quantize of a quantized base" || ok
 out=$("$bin" generate --model "$root/tests/fixtures/models/llama" --prompt-tokens 5 --adapter-path /nonexistent 2>&1) \
     && bad "bad --adapter-path accepted" || { [ "$(echo "$out" | wc -l)" = 1 ] && ok || bad "not one line: $out"; }
 
