@@ -150,6 +150,43 @@ static void test_cache(void **state) {
     printf("engine: the prompt cache reuses an adapter's blocks for that adapter only\n");
 }
 
+/* The SSD tier too: a new engine (a restart) over the blocks one adapter
+ * wrote finds them for that adapter only. */
+static void test_cache_ssd(void **state) {
+    (void)state;
+    char dir[] = "/tmp/hearth_ssd_lora_XXXXXX";
+    assert_non_null(mkdtemp(dir));
+    hr_error err = {0};
+    int32_t prompt[64];
+    int n = prompt_of(2, prompt); /* 61 tokens: one whole block goes to SSD */
+    hr_engine_opts o = {.n_threads = 2, .max_batch = 2, .n_ctx = 256, .prefill_chunk = 64,
+                        .ssd_dir = dir};
+    hr_step ref[N_GEN], out[N_GEN];
+    hr_engine *e;
+    assert_int_equal(hr_engine_new(&e, g_model, &o, &err), 0);
+    hr_request *r = submit(e, prompt, n, g_ad[0]);
+    collect(r, ref);
+    hr_request_release(r);
+    hr_engine_free(e); /* drains the writer */
+    struct { hr_adapter *a; int want_cached; } runs[] = {{NULL, 0}, {g_ad[1], 0}, {g_ad[0], 32}};
+    for (size_t i = 0; i < sizeof runs / sizeof *runs; i++) {
+        assert_int_equal(hr_engine_new(&e, g_model, &o, &err), 0); /* RAM empty */
+        r = submit(e, prompt, n, runs[i].a);
+        collect(r, out);
+        int cached = hr_request_cached_tokens(r);
+        hr_request_release(r);
+        hr_engine_free(e);
+        if (cached != runs[i].want_cached)
+            fail_msg("SSD run %zu: %d prompt tokens from the cache, want %d", i, cached,
+                     runs[i].want_cached);
+    }
+    assert_memory_equal(out, ref, sizeof ref); /* the first adapter's, from SSD */
+    char cmd[200];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+    assert_int_equal(system(cmd), 0);
+    printf("engine: the SSD tier keys blocks by adapter too\n");
+}
+
 int main(void) {
     const char *root = getenv("HEARTH_ROOT");
     snprintf(g_root, sizeof g_root, "%s/tests/fixtures", root ? root : ".");
@@ -184,6 +221,7 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_batched),
         cmocka_unit_test(test_cache),
+        cmocka_unit_test(test_cache_ssd),
     };
     int rc = cmocka_run_group_tests(tests, NULL, NULL);
     for (int a = 0; a < N_AD; a++) {
