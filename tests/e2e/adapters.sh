@@ -105,11 +105,19 @@ same "fuse --gguf == live" "$(gen "$tmp/f.gguf")" "$(gen "$root/tests/fixtures/m
 "$bin" convert --model "$root/tests/fixtures/models/llama" --out "$tmp/q8" -q --q-bits 8 --q-group-size 32 >/dev/null
 "$bin" fuse --model "$tmp/q8" --adapter "$lora/llama-r8" --out "$tmp/q8f" >/dev/null
 grep -q '"quantization"' "$tmp/q8f/config.json" && ok || bad "fused quantized base lost its quantization block"
-# (8-bit rounding of the fused weights differs from the live delta on the
-# rounded base: the first tokens agree, later near-ties may not)
-first6() { python3 -c 'import sys; print(eval(sys.argv[1])[:6])' "$1"; }
-same "fuse of a quantized base == live (6 tokens)" "$(first6 "$(gen "$tmp/q8f")")" \
-    "$(first6 "$(gen "$tmp/q8" --adapter-path "$lora/llama-r8")")"
+# (8-bit rounding of the fused weights is not the live delta on the rounded
+# base, so near-ties may part later: the first step's distribution agrees
+# within 8-bit error: the 8-bit base alone moves this random model's
+# first-step logprobs by 0.05 against its f32)
+step0() { "$bin" generate --model "$1" --threads 2 --json --prompt-tokens 5,6,7,8,9,10 \
+          --max-tokens 1 --top-logprobs 5 "${@:2}"; }
+python3 -c '
+import json, sys
+a, b = (json.loads(x)["top_logprobs"][0] for x in sys.argv[1:])
+assert [e["id"] for e in a] == [e["id"] for e in b], (a, b)
+d = max(abs(x["logprob"] - y["logprob"]) for x, y in zip(a, b))
+assert d < 0.15, d' "$(step0 "$tmp/q8f")" "$(step0 "$tmp/q8" --adapter-path "$lora/llama-r8")" \
+    && ok || bad "fuse of a quantized base: first step differs from live"
 differ "fuse of a quantized base changed it" "$(gen "$tmp/q8f")" "$(gen "$tmp/q8")"
 "$bin" fuse --model "$tmp/q8" --adapter "$lora/llama-r8" --out "$tmp/q8d" --de-quantize 2>/dev/null \
     && bad "--de-quantize of a quantized base" || ok
