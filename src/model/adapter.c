@@ -261,11 +261,20 @@ static const json_t *pattern_value(const json_t *pat, const char *module, const 
 
 /* ---- tensors ----------------------------------------------------------------- */
 
+/* element i as f32 (memcpy: a safetensors data section need not be aligned) */
 static float elem(const hr_tensor *t, size_t i) {
+    float f;
+    uint16_t h;
     switch (t->dtype) {
-    case HR_DTYPE_F32: return ((const float *)t->data)[i];
-    case HR_DTYPE_F16: return hr_f16_to_f32(((const uint16_t *)t->data)[i]);
-    case HR_DTYPE_BF16: return hr_bf16_to_f32(((const uint16_t *)t->data)[i]);
+    case HR_DTYPE_F32:
+        memcpy(&f, (const char *)t->data + 4 * i, 4);
+        return f;
+    case HR_DTYPE_F16:
+        memcpy(&h, (const char *)t->data + 2 * i, 2);
+        return hr_f16_to_f32(h);
+    case HR_DTYPE_BF16:
+        memcpy(&h, (const char *)t->data + 2 * i, 2);
+        return hr_bf16_to_f32(h);
     default: return 0;
     }
 }
