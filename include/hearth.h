@@ -40,7 +40,8 @@ extern "C" {
     X(NOTFOUND, -6, "not found")                         \
     X(RANGE, -7, "out of range")                         \
     X(FULL, -8, "capacity exhausted")                    \
-    X(CANCELLED, -9, "cancelled")
+    X(CANCELLED, -9, "cancelled")                        \
+    X(BUSY, -10, "in use")
 
 enum {
 #define HR_X(name, val, text) HR_E##name = val,
@@ -146,6 +147,11 @@ typedef struct hr_session_opts {
                                * lookup) or "draft"; NULL = "draft" with a draft
                                * model, else "off" */
     int num_draft_tokens;     /* requests' default tokens drafted per step; 0 = 3 */
+    /* LoRA adapters (docs/adapters.md) */
+    const char *adapter_path; /* the adapter of requests that name none (mlx_lm.server's
+                               * --adapter-path), loaded now; NULL = the base model */
+    const char *adapters;     /* "name=DIR,name=DIR": adapters requests may name, each
+                               * loaded on first use; NULL */
 } hr_session_opts;
 
 /* Start the engine thread over m (which must outlive the session). opts may
@@ -166,6 +172,18 @@ typedef struct hr_session_stats {
 
 /* A lock-free snapshot of the counters (any thread). */
 void hr_session_stats_get(const hr_session *s, hr_session_stats *st);
+
+/* LoRA adapters of the session's model (docs/adapters.md), any thread.
+ * Add: register the peft or mlx-lm adapter directory `path` as `name`
+ * (letters, digits, "._-", at most 64), loaded at once when load_now,
+ * else on the first request that names it. Remove: unregister it;
+ * HR_EBUSY while a request uses it. List: a JSON array of {"id", "path",
+ * "loaded", "default"} and, once loaded, "format", "rank", "dora" (hr_free
+ * it; NULL when out of memory). */
+int hr_session_adapter_add(hr_session *s, const char *name, const char *path, int load_now,
+                           hr_error *err);
+int hr_session_adapter_remove(hr_session *s, const char *name, hr_error *err);
+char *hr_session_adapters_json(hr_session *s);
 
 /* ---- requests -------------------------------------------------------------- */
 
@@ -230,6 +248,10 @@ typedef struct hr_gen_params {
      * or without it */
     const char *spec;             /* "off", "ngram", "draft"; NULL: the session's */
     int num_draft_tokens;         /* 0..16; -1: the session's */
+    /* LoRA adapter: a name registered on the session; NULL: the session's
+     * default (hr_session_opts.adapter_path, else the base model); "" or
+     * "base": the base model */
+    const char *adapter;
 } hr_gen_params;
 
 void hr_gen_params_default(hr_gen_params *p);

@@ -40,7 +40,8 @@ class _SessionOpts(C.Structure):
                 ("ssd_max_bytes", C.c_size_t), ("ssd_demote_idle", C.c_double),
                 ("kv_bits", C.c_int), ("kv_group", C.c_int),
                 ("draft_model", C.c_char_p), ("spec", C.c_char_p),
-                ("num_draft_tokens", C.c_int)]
+                ("num_draft_tokens", C.c_int), ("adapter_path", C.c_char_p),
+                ("adapters", C.c_char_p)]
 
 
 class _Params(C.Structure):  # hr_gen_params, field for field
@@ -60,7 +61,8 @@ class _Params(C.Structure):  # hr_gen_params, field for field
                 ("json_object", C.c_int), ("regex", C.c_char_p), ("grammar", C.c_char_p),
                 ("choices", C.POINTER(C.c_char_p)), ("n_choices", C.c_int),
                 ("score_from", C.c_int), ("tool_choice", C.c_char_p),
-                ("spec", C.c_char_p), ("num_draft_tokens", C.c_int)]
+                ("spec", C.c_char_p), ("num_draft_tokens", C.c_int),
+                ("adapter", C.c_char_p)]
 
 
 class _Event(C.Structure):

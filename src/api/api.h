@@ -87,7 +87,22 @@ struct hr_session {
     char *draft_path;                /* as given (requests' draft_model may name it) */
     int spec;                        /* requests' default hr_spec_mode */
     int num_draft;                   /* requests' default num_draft_tokens */
+    /* LoRA adapters (adapters.c), under ad_mu */
+    pthread_mutex_t ad_mu;
+    bool ad_init;
+    struct hr_adapter_slot *ads;
+    int n_ads, cap_ads;
+    int ad_default;                  /* the index of requests' default, or -1 */
 };
+
+/* The session's adapters from its options (--adapter-path, --adapters). */
+int hr__session_adapters_init(hr_session *s, const hr_session_opts *o, hr_error *err);
+void hr__session_adapters_free(hr_session *s);
+/* A request's adapter by name (NULL: the session's default; "" or "base":
+ * none), loaded on first use: *out gets a reference (NULL: the base
+ * model) that the caller drops once the request holds its own. */
+int hr__session_adapter_get(hr_session *s, const char *name, hr_adapter **out,
+                            hr_error *err);
 
 /* hr_gen for the server's routes, which validate in their APIs' own terms
  * and build the engine's parameters themselves: queue rp (its grammar must

@@ -269,7 +269,8 @@ int hr_gen_submit(hr_gen **out, hr_session *s, const hr_gen_params *p, hr_error 
                         .n_stop_ids = p->ignore_eos ? 0 : m->n_stop_ids};
     sampler_params(m, p, &rp.sampler);
     if ((rc = hr__session_spec(s, p->spec, p->num_draft_tokens, NULL, &rp.spec, &rp.num_draft,
-                               err)))
+                               err)) ||
+        (rc = hr__session_adapter_get(s, p->adapter, &rp.adapter, err)))
         goto fail;
     if ((rc = build_prompt(g, m, p, err)) || (rc = build_grammar(g, p, err)) ||
         (rc = build_tools(g, m, p, &tools, err)))
@@ -284,10 +285,12 @@ int hr_gen_submit(hr_gen **out, hr_session *s, const hr_gen_params *p, hr_error 
     if ((rc = start(g, &rp, p->stop, p->n_stop, tools, err)))
         goto fail;
     json_decref(tools);
+    hr_adapter_unref(rp.adapter); /* the request holds its own */
     *out = g;
     return 0;
 fail:
     json_decref(tools);
+    hr_adapter_unref(rp.adapter);
     hr_gen_free(g);
     return rc;
 }

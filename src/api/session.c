@@ -130,6 +130,8 @@ int hr_session_new(hr_session **out, hr_llm *m, const hr_session_opts *opts, hr_
     }
     if (opts && opts->draft_model && (rc = load_draft(s, opts->draft_model, err)))
         goto fail;
+    if ((rc = hr__session_adapters_init(s, opts, err)))
+        goto fail;
     eo.draft = s->draft;
     if ((rc = hr_engine_new(&s->engine, m->model, &eo, err)))
         goto fail;
@@ -144,6 +146,7 @@ void hr_session_free(hr_session *s) {
     if (!s)
         return;
     hr_engine_free(s->engine);
+    hr__session_adapters_free(s);
     hr_model_free(s->draft);
     free(s->draft_path);
     free(s);

@@ -7,7 +7,9 @@ int hr_cmd_generate(int argc, char **argv);
 int hr_cmd_bench(int argc, char **argv);
 /* bench with --draft-model or --spec: speculative decoding side by side */
 int hr_cmd_bench_spec(int argc, char **argv);
+int hr_cmd_bench_lora(int argc, char **argv);
 int hr_cmd_convert(int argc, char **argv);
+int hr_cmd_fuse(int argc, char **argv);
 int hr_cmd_perplexity(int argc, char **argv);
 int hr_cmd_embed(int argc, char **argv);
 int hr_cmd_synth(int argc, char **argv);

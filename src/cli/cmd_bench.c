@@ -40,7 +40,9 @@ static const char usage[] =
     "[--repeats R] [--kv-dtype D] [--kv-bits B] [--kv-group-size G] "
     "[--quantized-kv-start N] [--json]\n"
     "       hearth bench (--draft-model PATH | --spec ngram) ...: speculative decoding "
-    "side by side (hearth bench --spec ngram --help)";
+    "side by side (hearth bench --spec ngram --help)\n"
+    "       hearth bench --adapter-rank R ...: LoRA adapters' decode cost, 1 and C clients "
+    "(hearth bench --adapter-rank 16 --help)";
 
 /* One request: *pre prefill tokens/s, *dec decode tokens/s. */
 static int run_once(hr_session *s, const int32_t *prompt, long prompt_len, long gen_len,
@@ -78,6 +80,9 @@ int hr_cmd_bench(int argc, char **argv) {
     for (int i = 0; i < argc; i++) /* speculative decoding: its own bench (cmd_bench_spec.c) */
         if (!strncmp(argv[i], "--draft-model", 13) || !strncmp(argv[i], "--spec", 6))
             return hr_cmd_bench_spec(argc, argv);
+    for (int i = 0; i < argc; i++) /* LoRA adapters: cmd_bench_lora.c */
+        if (!strncmp(argv[i], "--adapter-rank", 14))
+            return hr_cmd_bench_lora(argc, argv);
     const char *model = NULL, *kv_dtype = NULL, *device = "auto";
     long prompt_len = 512, gen_len = 128, threads = 0, repeats = 5, kv_bits = 0, kv_group = 64,
          kv_start = 5000;

@@ -78,3 +78,51 @@ int hr_cmd_convert(int argc, char **argv) {
         printf("wrote %s\n", out);
     return 0;
 }
+
+static const char fuse_usage[] =
+    "usage: hearth fuse --model BASE --adapter DIR --out DST [--gguf TYPE] [--de-quantize]\n"
+    "  mlx_lm.fuse: the adapter's low-rank deltas added into the base's weights,\n"
+    "  written as a model directory in the base's dtype, or one GGUF file";
+
+int hr_cmd_fuse(int argc, char **argv) {
+    const char *model = NULL, *out = NULL, *adapter = NULL, *adapter_path = NULL,
+               *save_path = NULL, *gguf = NULL;
+    int dequant = 0, dequant2 = 0;
+    const hr_opt opts[] = {
+        {"model", HR_OPT_MODEL, &model, "base model directory; or ORG/NAME[@REV]"},
+        {"adapter", HR_OPT_STR, &adapter, "LoRA adapter directory (peft or mlx-lm)"},
+        {"adapter-path", HR_OPT_STR, &adapter_path, "same as --adapter (mlx_lm.fuse's name)"},
+        {"out", HR_OPT_STR, &out, "output directory (or .gguf file with --gguf); must not exist"},
+        {"save-path", HR_OPT_STR, &save_path, "same as --out (mlx_lm.fuse's name)"},
+        {"gguf", HR_OPT_STR, &gguf, "write a GGUF file with matrices of this type"},
+        {"de-quantize", HR_OPT_FLAG, &dequant, "write float weights (the base is float today)"},
+        {"dequantize", HR_OPT_FLAG, &dequant2, "same as --de-quantize (mlx_lm.fuse's name)"},
+    };
+    hr_error err = {0};
+    int rc = hr_args_parse(argc, argv, opts, sizeof opts / sizeof opts[0], fuse_usage, &err);
+    if (rc)
+        return rc > 0 ? 0 : hr_cli_fail(&err);
+    adapter = adapter ? adapter : adapter_path;
+    out = out ? out : save_path;
+    if (!model || !adapter || !out)
+        return hr_cli_fail(&(hr_error){.msg = "--model, --adapter and --out are required (see --help)"});
+    hr_convert_opts o = {.src = model, .out = out, .bits = 4, .group = 64,
+                         .dtype = HR_DTYPE_COUNT, .gguf = HR_DTYPE_COUNT, .report = stdout,
+                         .adapter = adapter, .dequantize = dequant || dequant2};
+    if (gguf) {
+        int t = -1;
+        for (int i = 0; i < HR_DTYPE_COUNT; i++)
+            if (!strcmp(hr_dtype_name((hr_dtype)i), gguf))
+                t = i;
+        if (t < 0) {
+            hr_err(&err, HR_EINVAL, "--gguf: unknown type '%s'", gguf);
+            return hr_cli_fail(&err);
+        }
+        o.gguf = (hr_dtype)t;
+    }
+    if ((rc = hr_convert(&o, &err)))
+        return hr_cli_fail(&err);
+    if (!gguf)
+        printf("wrote %s\n", out);
+    return 0;
+}

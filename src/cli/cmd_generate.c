@@ -105,7 +105,8 @@ static int parse_stops(const char *arg, json_t **holder, const char **stops, int
 int hr_cmd_generate(int argc, char **argv) {
     const char *model = NULL, *prompt = NULL, *prompt_tokens = NULL, *kv_dtype = NULL,
                *chat = NULL, *messages = NULL, *stop = NULL, *schema = NULL, *regex = NULL,
-               *grammar = NULL, *ssd = NULL, *device = "auto", *draft = NULL, *spec = NULL;
+               *grammar = NULL, *ssd = NULL, *device = "auto", *draft = NULL, *spec = NULL,
+               *adapter = NULL;
     long max_tokens = 100, top_k = -1, seed = 0, top_lp = 0, threads = 0, ctx = 0, rep_ctx = 20,
          pc_on = 1, n_draft = 3;
     double temp = -1, top_p = -1, min_p = -1, rep = -1, presence = 0, frequency = 0;
@@ -142,6 +143,7 @@ int hr_cmd_generate(int argc, char **argv) {
         {"draft-model", HR_OPT_STR, &draft, "draft model for speculative decoding (same tokenizer)"},
         {"num-draft-tokens", HR_OPT_INT, &n_draft, "tokens drafted per step (default 3)"},
         {"spec", HR_OPT_STR, &spec, "drafting: off, ngram (prompt lookup), draft (default with --draft-model)"},
+        {"adapter-path", HR_OPT_STR, &adapter, "LoRA adapter directory (peft or mlx-lm; docs/adapters.md)"},
         {"json", HR_OPT_FLAG, &json, "print one JSON object"},
     };
     hr_error err = {0};
@@ -170,7 +172,8 @@ int hr_cmd_generate(int argc, char **argv) {
         goto done;
     hr_session_opts so = {.n_threads = (int)threads, .max_batch = 1, .n_ctx = (int)ctx,
                           .prompt_cache = pc_on ? 0 : -1, .ssd_dir = ssd,
-                          .draft_model = draft, .spec = spec, .num_draft_tokens = (int)n_draft};
+                          .draft_model = draft, .spec = spec, .num_draft_tokens = (int)n_draft,
+                          .adapter_path = adapter};
     if ((rc = hr__kv_type_from_name(kv_dtype, &so.kv_dtype, &err)) ||
         (rc = hr_llm_load(&llm, model ? model : hr_cli_default_model(),
                           &(hr_llm_opts){.device = device}, &err)) ||

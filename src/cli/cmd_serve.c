@@ -95,7 +95,7 @@ static void pool_args_free(pool_args *pa) {
 int hr_cmd_serve(int argc, char **argv) {
     const char *model = NULL, *host = "127.0.0.1", *tmpl = NULL, *tmpl_file = NULL,
                *tmpl_args = NULL,
-               *origins = "*", *adapter = NULL, *log_level = NULL, *draft = NULL,
+               *origins = "*", *adapter = NULL, *adapters = NULL, *log_level = NULL, *draft = NULL,
                *kv_dtype = NULL, *device = "auto", *spec = NULL, *models = NULL,
                *model_dir = NULL, *served_names = NULL, *pool_size = NULL;
     long port = 8080, top_k = -1, max_tokens = -1, prefill = 0, batch = 0, threads = 0,
@@ -144,7 +144,8 @@ int hr_cmd_serve(int argc, char **argv) {
         {"ssd-demote-idle", HR_OPT_FLOAT, &ssd_idle, "seconds before an idle cached prefix leaves RAM (default 300)"},
         {"no-ui", HR_OPT_FLAG, &no_ui, "do not serve the web chat UI at /"},
         {"log-level", HR_OPT_STR, &log_level, "DEBUG, INFO, WARNING, ERROR or CRITICAL"},
-        {"adapter-path", HR_OPT_STR, &adapter, "LoRA adapter (not supported yet)"},
+        {"adapter-path", HR_OPT_STR, &adapter, "LoRA adapter (peft or mlx-lm) applied to requests that name none"},
+        {"adapters", HR_OPT_STR, &adapters, "LoRA adapters requests may name: name=DIR,name=DIR (loaded on first use)"},
         {"draft-model", HR_OPT_STR, &draft, "draft model for speculative decoding (same tokenizer)"},
         {"num-draft-tokens", HR_OPT_INT, &n_draft, "tokens drafted per step (default 3; requests: num_draft_tokens)"},
         {"spec", HR_OPT_STR, &spec, "requests' default drafting: off, ngram (prompt lookup), draft (default with --draft-model)"},
@@ -163,8 +164,6 @@ int hr_cmd_serve(int argc, char **argv) {
     int rc = hr_args_parse(argc, argv, opts, sizeof opts / sizeof opts[0], usage, &err);
     if (rc)
         return rc > 0 ? 0 : hr_cli_fail(&err);
-    if (adapter)
-        return hr_cli_fail(&(hr_error){.msg = "not supported yet: --adapter-path (LoRA adapters)"});
     if (n_draft < 1 || n_draft > 16) /* HR_SPEC_MAX_K: the session checks it too */
         return hr_cli_fail(&(hr_error){.msg = "--num-draft-tokens must be in [1, 16]"});
     if (log_level) {
@@ -196,9 +195,9 @@ int hr_cmd_serve(int argc, char **argv) {
     pool_args pa = {0};
     if (!!model + !!models + !!model_dir > 1)
         return hr_cli_fail(&(hr_error){.msg = "give one of --model, --models, --model-dir"});
-    if ((models || model_dir) && (draft || ssd)) {
+    if ((models || model_dir) && (draft || ssd || adapter || adapters)) {
         hr_err(&err, HR_EUNSUPPORTED, "not supported yet: %s with a pool of models (--models, "
-               "--model-dir)", draft ? "--draft-model" : "--ssd-cache");
+               "--model-dir)", draft ? "--draft-model" : ssd ? "--ssd-cache" : "LoRA adapters");
         return hr_cli_fail(&err);
     }
     if (pool_size && !models && !model_dir)
@@ -245,6 +244,7 @@ int hr_cmd_serve(int argc, char **argv) {
         .admin_token = admin_token, .admin_remote = admin_remote, .isolate = isolate,
         .engine_timeout = engine_timeout,
         .engine_fd = (int)engine_fd,
+        .adapter_path = adapter, .adapters = adapters,
     };
     if (engine_fd >= 0) { /* --isolate's engine child: the parent's requests on the fd */
         signal(SIGPIPE, SIG_IGN);

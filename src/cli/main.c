@@ -15,6 +15,7 @@ static const verb verbs[] = {
     {"generate", hr_cmd_generate, "generate tokens from a prompt"},
     {"bench", hr_cmd_bench, "measure prefill and decode speed against the memory roofline"},
     {"convert", hr_cmd_convert, "write an mlx-lm directory (optionally quantized) or a GGUF file"},
+    {"fuse", hr_cmd_fuse, "fuse a LoRA adapter into its base model (mlx_lm.fuse)"},
     {"perplexity", hr_cmd_perplexity, "perplexity of a model over a text file"},
     {"synth", hr_cmd_synth, "write a random-weight model at a real model's shape"},
     {"version", hr_cmd_version, "print the version"},

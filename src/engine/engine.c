@@ -102,7 +102,7 @@ static void retire(hr_engine *e, int i, hr_finish why, const char *msg) {
         int n = r->len;
         for (int k = 0; k < n; k++)
             e->tokbuf[k] = hr__token_at(r, k);
-        hr_pcache_insert(e->pcache, e->tokbuf, n, r->blocks);
+        hr_pcache_insert(e->pcache, r->cache_seed, e->tokbuf, n, r->blocks);
     }
     for (int b = 0; b < r->n_blocks; b++)
         hr_kv_unref(&e->kv, r->blocks[b]);
@@ -165,7 +165,7 @@ static void admit(hr_engine *e) {
          * every token whose logits score the prompt; a prefix ending inside
          * a block comes as a copy the request owns */
         if (e->pcache && !r->embed)
-            hit = hr_pcache_lookup(e->pcache, r->prompt,
+            hit = hr_pcache_lookup(e->pcache, r->cache_seed, r->prompt,
                                    r->score_from ? r->score_from - 1 : r->n_prompt - 1, total,
                                    r->blocks, &len);
         int need = total - hit;
@@ -270,6 +270,7 @@ static int build_batch(hr_engine *e, int *n_prefill, int *n_decode) {
         r->rope_len = known;
         r->outcome = HR_ROW_NONE;
         e->b_seqs[i] = (hr_seq_blocks){r->blocks, r->n_blocks, known};
+        e->b_adapter[i] = r->adapter;
         if (known - r->len != 1 || r->embed) /* embed: all prompt, below */
             continue;
         /* the last token, then the drafts (spec.h): one logits row each */
@@ -452,7 +453,7 @@ static void cache_prompt(hr_engine *e, const hr_request *r) {
     if (!e->pcache || n == 0 ||
         hr_rope_needs_recompute(&e->m->hp, r->n_prompt, r->n_prompt + r->limit))
         return;
-    hr_pcache_insert(e->pcache, r->prompt, n, r->blocks);
+    hr_pcache_insert(e->pcache, r->cache_seed, r->prompt, n, r->blocks);
 }
 
 static void step(hr_engine *e) {
@@ -461,7 +462,8 @@ static void step(hr_engine *e) {
     if (T == 0)
         return;
     hr_batch b = {.n_tokens = T, .token = e->b_tok, .pos = e->b_pos, .seq = e->b_seq,
-                  .logits = e->b_want, .n_seqs = e->n_running, .seqs = e->b_seqs};
+                  .logits = e->b_want, .n_seqs = e->n_running, .seqs = e->b_seqs,
+                  .adapter = e->b_adapter};
     hr_error err = {0};
     double t0 = hr_now();
     int rc = hr_forward_out(e->fwd, &e->kv, &b, e->logits, e->hidden, &err);
@@ -631,6 +633,7 @@ int hr_engine_new(hr_engine **out, const hr_model *m, const hr_engine_opts *o,
     e->b_seq = malloc((size_t)T * sizeof *e->b_seq);
     e->b_want = malloc((size_t)T);
     e->b_seqs = malloc((size_t)B * sizeof *e->b_seqs);
+    e->b_adapter = calloc((size_t)B, sizeof *e->b_adapter);
     e->b_row_req = malloc((size_t)R * sizeof *e->b_row_req);
     e->b_row_score = malloc((size_t)R * sizeof *e->b_row_score);
     e->b_step = malloc((size_t)R * sizeof *e->b_step);
@@ -639,6 +642,7 @@ int hr_engine_new(hr_engine **out, const hr_model *m, const hr_engine_opts *o,
     e->hidden = malloc((size_t)T * m->hp.d_model * sizeof *e->hidden);
     e->tokbuf_spec = malloc((size_t)e->n_ctx * sizeof *e->tokbuf_spec);
     if (!e->running || !e->b_tok || !e->b_pos || !e->b_seq || !e->b_want || !e->b_seqs ||
+        !e->b_adapter ||
         !e->b_row_req || !e->b_row_score || !e->b_step || !e->b_first || !e->logits || !e->hidden ||
         !e->tokbuf_spec) {
         rc = hr_err(err, HR_ENOMEM, "out of memory");
@@ -715,6 +719,7 @@ void hr_engine_free(hr_engine *e) {
     free(e->b_seq);
     free(e->b_want);
     free(e->b_seqs);
+    free(e->b_adapter);
     free(e->b_row_req);
     free(e->b_row_score);
     free(e->b_step);

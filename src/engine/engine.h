@@ -14,6 +14,7 @@
 #include "hearth.h"
 #include "core/pool.h"
 #include "grammar/grammar.h"
+#include "model/adapter.h"
 #include "model/model.h"
 #include "sample/sampler.h"
 
@@ -115,6 +116,11 @@ typedef struct hr_req_params {
      * all computed: the prompt cache is neither read nor written. An
      * encoder (bert) takes only these, its whole prompt in one step. */
     bool embed;
+    /* a LoRA adapter of the engine's model (model/adapter.h; NULL: the
+     * base): the request holds a reference until it is freed. Rows of
+     * different adapters share each forward pass; the prompt cache keeps
+     * each adapter's blocks apart. */
+    hr_adapter *adapter;
 } hr_req_params;
 
 /* Copies everything it needs from p. The caller holds one reference. */

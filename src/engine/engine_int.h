@@ -41,6 +41,9 @@ struct hr_request {
     bool embed;           /* an embedding request (hr_req_params.embed) */
     float *hidden;        /* [n_prompt][d_model] with embed */
     hr_sampler *sampler;
+    hr_adapter *adapter;  /* a reference, or NULL; dropped when the request
+                           * ends (hr__request_end) */
+    uint64_t cache_seed;  /* the prompt cache's key seed: the adapter's */
     hr_matcher *matcher;  /* constrained decoding, or NULL */
     uint32_t *mask;       /* [n_vocab / 32 + 1] allowed tokens of the step */
     /* the log, written by the engine under mu */
@@ -87,6 +90,7 @@ struct hr_engine {
     int32_t *b_tok, *b_pos, *b_seq; /* [max_tokens_step] */
     uint8_t *b_want;
     hr_seq_blocks *b_seqs;          /* [max_batch] */
+    const hr_adapter **b_adapter;   /* [max_batch] each sequence's adapter */
     hr_request **b_row_req;         /* [max_rows]: request of each logits row */
     hr_step *b_step;                /* [max_rows]: what each row sampled */
     int n_rows;

@@ -207,9 +207,9 @@ static int32_t copy_partial(hr_pcache *pc, uint64_t parent, const int32_t *token
     return blk;
 }
 
-int hr_pcache_lookup(hr_pcache *pc, const int32_t *tokens, int n, int max_blocks,
-                     int32_t *blocks, int *n_tokens) {
-    uint64_t key = 0;
+int hr_pcache_lookup(hr_pcache *pc, uint64_t seed, const int32_t *tokens, int n,
+                     int max_blocks, int32_t *blocks, int *n_tokens) {
+    uint64_t key = seed;
     int got = 0;
     for (; got < max_blocks && (got + 1) * HR_KV_BLOCK <= n; got++) {
         const int32_t *t = tokens + (size_t)got * HR_KV_BLOCK;
@@ -266,8 +266,9 @@ static bool index_block(hr_pcache *pc, uint64_t parent, const int32_t *tokens, i
     return true;
 }
 
-void hr_pcache_insert(hr_pcache *pc, const int32_t *tokens, int n, const int32_t *blocks) {
-    uint64_t key = 0;
+void hr_pcache_insert(hr_pcache *pc, uint64_t seed, const int32_t *tokens, int n,
+                      const int32_t *blocks) {
+    uint64_t key = seed;
     for (int b = 0; b * HR_KV_BLOCK < n; b++) {
         const int32_t *t = tokens + (size_t)b * HR_KV_BLOCK;
         int m = n - b * HR_KV_BLOCK < HR_KV_BLOCK ? n - b * HR_KV_BLOCK : HR_KV_BLOCK;

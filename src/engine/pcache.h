@@ -29,19 +29,24 @@ typedef struct hr_pcache hr_pcache;
 hr_pcache *hr_pcache_new(hr_kv *kv, int max_blocks, hr_ssd *ssd, double demote_idle);
 void hr_pcache_free(hr_pcache *pc); /* drops the cache's references */
 
+/* seed: what else the KV depends on besides the tokens (a LoRA adapter's
+ * fingerprint; 0: the base model). It seeds the hash chain, so sequences
+ * of different seeds never share a block, in RAM or on the SSD tier. */
+
 /* The longest cached prefix of tokens[0..n), in at most max_blocks blocks:
  * block ids go to blocks[], each with a new reference for the caller. The
  * whole cached blocks are shared; when the prefix ends inside a block, that
  * last block is a fresh one of the caller's (refcount 1) holding a copy of
  * the common rows (none is made when the pool has no block to spare).
  * *n_tokens gets the prefix length (0..n). Returns the number of blocks. */
-int hr_pcache_lookup(hr_pcache *pc, const int32_t *tokens, int n, int max_blocks,
-                     int32_t *blocks, int *n_tokens);
+int hr_pcache_lookup(hr_pcache *pc, uint64_t seed, const int32_t *tokens, int n,
+                     int max_blocks, int32_t *blocks, int *n_tokens);
 
 /* Index a sequence of n tokens whose KV is in blocks[] (blocks_for(n) of
  * them): its full blocks and its not-full tail. Blocks already indexed are
  * only touched (LRU); a cached tail that the new blocks extend is replaced. */
-void hr_pcache_insert(hr_pcache *pc, const int32_t *tokens, int n, const int32_t *blocks);
+void hr_pcache_insert(hr_pcache *pc, uint64_t seed, const int32_t *tokens, int n,
+                      const int32_t *blocks);
 
 /* Free up to n blocks by evicting LRU entries nobody else uses. Returns the
  * number of blocks returned to the pool. */

@@ -17,6 +17,7 @@ static void request_free(hr_request *r) {
     pthread_mutex_destroy(&r->mu);
     pthread_cond_destroy(&r->cv);
     hr_sampler_free(r->sampler);
+    hr_adapter_unref(r->adapter);
     hr_matcher_free(r->matcher);
     free(r->mask);
     free(r->prompt);
@@ -50,6 +51,10 @@ void hr__request_end(hr_request *r, hr_finish why, const char *msg) {
         if (msg)
             snprintf(r->err, sizeof r->err, "%s", msg);
     }
+    /* the adapter is free to go once its consumer learns the request ended
+     * (no step reads it any more) */
+    hr_adapter_unref(r->adapter);
+    r->adapter = NULL;
     pthread_cond_broadcast(&r->cv);
     pthread_mutex_unlock(&r->mu);
 }
@@ -154,6 +159,9 @@ int hr_request_new(hr_request **out, const hr_engine *e, const hr_req_params *p,
     if (p->embed && e->m->be->device_mem)
         return hr_err(err, HR_EUNSUPPORTED, "not supported yet on %s: embeddings",
                       e->m->be->name);
+    if (p->adapter && p->adapter->model != e->m)
+        return hr_err(err, HR_EINVAL, "adapter %s was loaded for another model",
+                      p->adapter->name);
     int V = e->m->hp.n_vocab;
     for (int i = 0; i < p->n_prompt; i++)
         if (p->prompt[i] < 0 || p->prompt[i] >= V)
@@ -169,6 +177,10 @@ int hr_request_new(hr_request **out, const hr_engine *e, const hr_req_params *p,
     }
     pthread_mutex_init(&r->mu, NULL);
     pthread_cond_init(&r->cv, NULL);
+    if ((r->adapter = p->adapter)) {
+        hr_adapter_ref(r->adapter);
+        r->cache_seed = r->adapter->fingerprint;
+    }
     atomic_store(&r->refs, 1);
     if (p->grammar) {
         if ((rc = hr_matcher_new(&r->matcher, p->grammar, p->gvocab, err))) {

@@ -151,6 +151,42 @@ typedef struct hr_deltanet_args {
                             * no tokens this step (host memory) */
 } hr_deltanet_args;
 
+/* LoRA adapters (model/adapter.h): one adapted product's low-rank
+ * matrices. A row t of the adapter's group gets
+ *   d[t] = scale * (x[t] . a^T) . bt          a (r, k), bt (r, n)
+ *   y[t] += d[t]                              (LoRA)
+ *   y[t] = dora * (y[t] - bias + d[t]) + bias (DoRA: dora (n) is the
+ *                                              magnitude over the row norm)
+ * where y[t] already holds the base product x[t] . W^T + bias. */
+typedef struct hr_lora_mat {
+    const float *a;    /* (r, k) */
+    const float *bt;   /* (r, n) */
+    const float *dora; /* (n) or NULL */
+    int r;             /* 1..HR_LORA_MAX_RANK */
+    float scale;
+} hr_lora_mat;
+
+#define HR_LORA_MAX_RANK 256
+#define HR_LORA_MAX_OUT 3  /* products of one lora op (q, k, v) */
+
+typedef struct hr_lora_out {
+    float *y;
+    int ldy, n;
+    const float *bias;             /* the base product's, or NULL */
+    const hr_lora_mat *const *mat; /* [n_groups]; NULL: not adapted */
+} hr_lora_out;
+
+/* The step's rows grouped by adapter: group g's tokens are
+ * rows[off[g] .. off[g + 1]) (rows of no adapter are in no group). */
+typedef struct hr_lora_args {
+    const float *x;
+    int ldx, k;
+    int n_groups;
+    const int32_t *rows, *off;
+    int count;                     /* 1..HR_LORA_MAX_OUT */
+    const hr_lora_out *out;
+} hr_lora_args;
+
 /* What a forward context's steps can hold. */
 typedef struct hr_bctx_dims {
     int max_tokens, max_seqs; /* a step's tokens and sequences */
@@ -220,6 +256,9 @@ typedef struct hr_backend_ops {
      * x[t] += pos_emb[pos[t]] + type_row (pos_emb [max_pos][d], type_row [d]) */
     bool encoder;
     void (*embed_abs)(hr_bctx *c, float *x, const float *pos_emb, const float *type_row, int d);
+    /* hr_lora_args: the rows' adapter deltas after a product (grouped:
+     * each adapter's matrices are read once per step) */
+    void (*lora)(hr_bctx *c, const hr_lora_args *a);
 } hr_backend_ops;
 
 struct hr_backend {

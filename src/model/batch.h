@@ -17,6 +17,8 @@ typedef struct hr_seq_blocks {
                            * (dynamic, longrope); 0: last position + 1 */
 } hr_seq_blocks;
 
+struct hr_adapter;
+
 typedef struct hr_batch {
     int n_tokens;
     const int32_t *token;      /* [n_tokens] */
@@ -25,6 +27,9 @@ typedef struct hr_batch {
     const uint8_t *logits;     /* [n_tokens] nonzero: return this row's logits */
     int n_seqs;
     const hr_seq_blocks *seqs; /* [n_seqs] */
+    /* [n_seqs] each sequence's LoRA adapter (model/adapter.h; NULL: the
+     * base model), or NULL: none in this batch */
+    const struct hr_adapter *const *adapter;
 } hr_batch;
 
 #endif

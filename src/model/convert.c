@@ -1,5 +1,6 @@
 /* hr_convert: model directory -> mlx-lm directory (MLX affine) or GGUF. */
 #include "model/convert.h"
+#include "model/fuse.h"
 #include "core/error.h"
 #include "core/file.h"
 #include "io/safetensors.h"
@@ -300,6 +301,64 @@ static int copy_one(outlist *l, const hr_tensor *t, hr_dtype dt) {
     return 0;
 }
 
+/* ---- a fused quantized base ------------------------------------------------- */
+
+/* The bits and group of quantized weight `name` (".weight") from config.json's
+ * "quantization" block (a per-module entry first); false when it has none. */
+static bool quant_of(const json_t *cfg, const char *name, int *bits, int *group) {
+    const json_t *q = json_object_get(cfg, "quantization");
+    if (!json_is_object(q))
+        return false;
+    char mod[512];
+    snprintf(mod, sizeof mod, "%.*s", (int)(strlen(name) - 7), name);
+    const json_t *m = json_object_get(q, mod);
+    const json_t *src = json_is_object(m) ? m : q;
+    const json_t *b = json_object_get(src, "bits"), *g = json_object_get(src, "group_size");
+    if (!json_is_integer(b) || !json_is_integer(g))
+        return false;
+    *bits = (int)json_integer_value(b);
+    *group = (int)json_integer_value(g);
+    return true;
+}
+
+/* hearth fuse on an MLX-quantized base: every tensor as it is, except the
+ * fused weights (w's overrides, f32), quantized again with their
+ * module's bits and group and the scales' dtype (mlx_lm.fuse without
+ * --dequantize); the config (its quantization block) is kept. */
+static int requant_copy(hr_weights *w, const json_t *cfg, outlist *out, hr_error *err) {
+    size_t n = hr_weights_count(w);
+    int rc = 0;
+    for (size_t i = 0; i < n && !rc; i++) {
+        const hr_tensor *t = hr_weights_at(w, i);
+        char base[512], nm[600];
+        bool fused = t->dtype == HR_DTYPE_F32 && ends_with(t->name, ".weight");
+        snprintf(base, sizeof base, "%.*s", (int)(strlen(t->name) - 7), t->name);
+        if (fused) {
+            snprintf(nm, sizeof nm, "%s.scales", base);
+            const hr_tensor *sc = hr_weights_find(w, nm);
+            int bits, group;
+            if (!sc) { /* a float weight of the quantized model: f32, as fused */
+                rc = copy_one(out, t, t->dtype);
+                continue;
+            }
+            if (!quant_of(cfg, t->name, &bits, &group))
+                return hr_err(err, HR_EFORMAT, "config.json: no quantization for '%s'", t->name);
+            rc = quantize_one(out, t, bits, group, sc->dtype);
+            continue;
+        }
+        /* a fused weight's old scales and biases are replaced */
+        bool old = false;
+        if (ends_with(t->name, ".scales") || ends_with(t->name, ".biases")) {
+            snprintf(nm, sizeof nm, "%.*s.weight", (int)(strlen(t->name) - 7), t->name);
+            const hr_tensor *wt = hr_weights_find(w, nm);
+            old = wt && wt->dtype == HR_DTYPE_F32;
+        }
+        if (!old)
+            rc = copy_one(out, t, t->dtype);
+    }
+    return rc == HR_ENOMEM ? hr_err(err, HR_ENOMEM, "out of memory") : rc;
+}
+
 /* ---- MLX directory ---------------------------------------------------------- */
 
 static const char *dtype_torch(hr_dtype t) {
@@ -317,6 +376,10 @@ static int convert_mlx(const hr_convert_opts *o, hr_weights *w, json_t *cfg, hr_
     int sbytes = (int)hr_dtype_size(dt);
     json_t *nl = json_object_get(cfg, "num_hidden_layers");
     int n_layers = json_is_integer(nl) ? (int)json_integer_value(nl) : 0;
+    if (o->adapter && json_is_object(json_object_get(cfg, "quantization"))) {
+        rc = requant_copy(w, cfg, &out, err); /* hearth fuse on a quantized base */
+        goto write;
+    }
     for (size_t i = 0; i < n; i++) {
         it[i].t = hr_weights_at(w, i);
         if (it[i].t->dtype == HR_DTYPE_U32 && ends_with(it[i].t->name, ".weight")) {
@@ -360,6 +423,7 @@ static int convert_mlx(const hr_convert_opts *o, hr_weights *w, json_t *cfg, hr_
         if (json_object_get(cfg, "dtype"))
             json_object_set_new(cfg, "dtype", json_string(dtype_torch(dt)));
     }
+write:;
     char path[4096];
     const char *meta[] = {"format", "mlx"};
     if (!rc && hr_path_join(path, sizeof path, tmp, "model.safetensors"))
@@ -379,6 +443,30 @@ static int convert_mlx(const hr_convert_opts *o, hr_weights *w, json_t *cfg, hr_
 done:
     out_free(&out);
     free(it);
+    return rc;
+}
+
+/* ---- fuse ------------------------------------------------------------------- */
+
+/* The adapter's fused matrices in place of the base's in w (the model and
+ * adapter stay open while w is read). */
+static int fuse_into(const hr_convert_opts *o, hr_weights *w, hr_model **m, hr_adapter **a,
+                     hr_fused *fused, hr_error *err) {
+    for (size_t i = 0; i < hr_weights_count(w); i++)
+        if (hr_weights_at(w, i)->dtype == HR_DTYPE_U32 && (o->dequantize || o->gguf != HR_DTYPE_COUNT || o->quantize))
+            return hr_err(err, HR_EUNSUPPORTED, "not supported yet: fusing into a quantized "
+                          "base (%s) with --de-quantize, --gguf or -q (a quantized base is "
+                          "fused and quantized again as it was)", o->src);
+    int rc;
+    if ((rc = hr_model_open(m, o->src, err)) ||
+        (rc = hr_adapter_open(a, *m, o->adapter, o->adapter, err)) ||
+        (rc = hr_fuse(fused, *m, *a, err)))
+        return rc;
+    for (size_t i = 0; i < fused->n && !rc; i++)
+        rc = hr_weights_override(w, &fused->t[i], err);
+    if (!rc && o->report)
+        fprintf(o->report, "fused %zu projections of %s (%s, rank %d%s)\n", fused->n,
+                o->adapter, (*a)->format, (*a)->max_rank, (*a)->dora ? ", DoRA" : "");
     return rc;
 }
 
@@ -407,11 +495,16 @@ int hr_convert(const hr_convert_opts *o, hr_error *err) {
     if (!cfg)
         return hr_err(err, HR_EFORMAT, "%s: %s (line %d)", cfg_path, je.text, je.line);
     hr_weights *w = NULL;
+    hr_model *fm = NULL;
+    hr_adapter *fa = NULL;
+    hr_fused fused = {0};
     int rc = hr_weights_open(&w, o->src, err);
     char tmp[4096];
     if (!rc && snprintf(tmp, sizeof tmp, "%s.tmp-XXXXXX", o->out) >= (int)sizeof tmp)
         rc = hr_err(err, HR_ERANGE, "%s: path too long", o->out);
     if (rc)
+        goto done;
+    if (o->adapter && (rc = fuse_into(o, w, &fm, &fa, &fused, err)))
         goto done;
     hr_dtype dt = o->dtype;
     if (dt == HR_DTYPE_COUNT) { /* keep: the dtype of the first float matrix */
@@ -439,6 +532,9 @@ int hr_convert(const hr_convert_opts *o, hr_error *err) {
         rm_tree(tmp);
 done:
     hr_weights_close(w);
+    hr_fused_free(&fused);
+    hr_adapter_unref(fa);
+    hr_model_free(fm);
     json_decref(cfg);
     return rc;
 }

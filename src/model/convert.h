@@ -23,6 +23,12 @@ typedef struct hr_convert_opts {
     hr_dtype gguf;       /* HR_DTYPE_COUNT: MLX directory; else a GGUF file whose
                           * matrices have this type (F32, F16, BF16, Q8_0, ...) */
     FILE *report;        /* what was chosen (may be NULL) */
+    const char *adapter; /* a LoRA adapter directory fused into the weights first
+                          * (hearth fuse: fuse.h); NULL: none. On an MLX-quantized
+                          * base the fused weights are quantized again with their
+                          * module's bits and group, the rest copied as is */
+    bool dequantize;     /* hearth fuse --de-quantize (a quantized base: not
+                          * supported yet) */
 } hr_convert_opts;
 
 int hr_convert(const hr_convert_opts *o, hr_error *err);

@@ -2,6 +2,7 @@
 #include "core/arena.h"
 #include "core/error.h"
 #include "kernels/backend.h"
+#include "model/adapter.h"
 #include "model/rope.h"
 
 #include <math.h>
@@ -35,6 +36,13 @@ struct hr_fwd {
     int n_tokens;                    /* this step's */
     float **conv_state, **state;     /* [n_layers] backend memory (linear layers) */
     size_t conv_bytes, state_bytes;  /* per layer */
+
+    /* this step's LoRA groups: the distinct adapters of the batch and the
+     * tokens of each (hr_lora_args) */
+    int n_groups;
+    const hr_adapter **g_ad;         /* [max_seqs] */
+    int32_t *g_rows, *g_off;         /* [max_tokens], [max_seqs + 1] */
+    const hr_lora_mat **g_mat;       /* [HR_LORA_MAX_OUT][max_seqs] */
 };
 
 /* ---- setup --------------------------------------------------------------- */
@@ -185,7 +193,12 @@ int hr_fwd_new(hr_fwd **out, const hr_model *m, int max_tokens, int max_seqs, in
     f->freq = malloc((size_t)max_seqs * 2 * (hp->rot_dim / 2 + 1) * sizeof *f->freq);
     f->tables = malloc((size_t)max_seqs * f->max_blocks * sizeof *f->tables);
     f->tab_off = malloc((size_t)max_seqs * sizeof *f->tab_off);
-    if (!f->pool || !f->freq || !f->tables || !f->tab_off ||
+    f->g_ad = malloc((size_t)max_seqs * sizeof *f->g_ad);
+    f->g_rows = malloc((size_t)max_tokens * sizeof *f->g_rows);
+    f->g_off = malloc(((size_t)max_seqs + 1) * sizeof *f->g_off);
+    f->g_mat = malloc((size_t)HR_LORA_MAX_OUT * max_seqs * sizeof *f->g_mat);
+    if (!f->pool || !f->freq || !f->tables || !f->tab_off || !f->g_ad || !f->g_rows ||
+        !f->g_off || !f->g_mat ||
         !(f->mem = f->be->ops->alloc(f->be, f->mem_bytes))) {
         rc = hr_err(err, HR_ENOMEM, "cannot allocate forward scratch for %d tokens (%zu MiB "
                     "on %s)", max_tokens, f->mem_bytes >> 20, f->be->name);
@@ -213,6 +226,10 @@ void hr_fwd_free(hr_fwd *f) {
     free(f->freq);
     free(f->tables);
     free(f->tab_off);
+    free(f->g_ad);
+    free(f->g_rows);
+    free(f->g_off);
+    free(f->g_mat);
     for (int l = 0; f->state && l < f->m->hp.n_layers; l++) {
         if (f->conv_state[l])
             f->be->ops->free(f->be, f->conv_state[l], f->conv_bytes);
@@ -272,6 +289,63 @@ static int validate(const hr_fwd *f, const hr_kv *kv, const hr_batch *b, bool hi
             return hr_err(err, HR_EINVAL, "positions of sequence %d must increase", s);
     }
     return 0;
+}
+
+/* ---- adapters ---------------------------------------------------------------- */
+
+/* The batch's rows grouped by adapter (f->g_*). Errors: an adapter of
+ * another model, a backend without adapters. */
+static int group_adapters(hr_fwd *f, const hr_batch *b, hr_error *err) {
+    f->n_groups = 0;
+    if (!b->adapter)
+        return 0;
+    for (int s = 0; s < b->n_seqs; s++) {
+        const hr_adapter *ad = b->adapter[s];
+        if (!ad)
+            continue;
+        if (ad->model != f->m)
+            return hr_err(err, HR_EINVAL, "adapter %s was loaded for another model", ad->name);
+        if (!f->be->ops->lora)
+            return hr_err(err, HR_EUNSUPPORTED, "adapters are not supported yet on %s",
+                          f->be->name);
+        int g = 0;
+        while (g < f->n_groups && f->g_ad[g] != ad)
+            g++;
+        if (g == f->n_groups)
+            f->g_ad[f->n_groups++] = ad;
+    }
+    int n = 0;
+    for (int g = 0; g < f->n_groups; g++) {
+        f->g_off[g] = n;
+        for (int t = 0; t < b->n_tokens; t++)
+            if (b->adapter[b->seq[t]] == f->g_ad[g])
+                f->g_rows[n++] = t;
+    }
+    f->g_off[f->n_groups] = n;
+    return 0;
+}
+
+/* After a product of x (k columns): each group's deltas on the outputs
+ * (slots[i]: HR_LORA_* of out[i]). Nothing when no group adapts them. */
+static void lora(hr_fwd *f, const float *x, int k, int il, int count, const int *slots,
+                 const hr_matmul_out *out) {
+    if (!f->n_groups)
+        return;
+    hr_lora_out lo[HR_LORA_MAX_OUT];
+    bool any = false;
+    for (int o = 0; o < count; o++) {
+        const hr_lora_mat **mat = f->g_mat + (size_t)o * f->max_seqs;
+        for (int g = 0; g < f->n_groups; g++) {
+            mat[g] = hr_adapter_mat(f->g_ad[g], il, slots[o]);
+            any |= mat[g] != NULL;
+        }
+        lo[o] = (hr_lora_out){.y = out[o].y, .ldy = out[o].ldy, .n = out[o].ldy,
+                              .bias = out[o].bias, .mat = mat};
+    }
+    if (any)
+        f->be->ops->lora(f->c, &(hr_lora_args){.x = x, .ldx = k, .k = k,
+                                               .n_groups = f->n_groups, .rows = f->g_rows,
+                                               .off = f->g_off, .count = count, .out = lo});
 }
 
 /* ---- the forward pass -------------------------------------------------------- */
@@ -402,7 +476,7 @@ static int split_hidden(const hr_batch *b, float *xn, int d, float *hidden) {
 int hr_forward_out(hr_fwd *f, hr_kv *kv, const hr_batch *b, float *logits, float *hidden,
                    hr_error *err) {
     int rc = validate(f, kv, b, hidden != NULL, err);
-    if (rc || (rc = assign_slots(f, kv, b, err)))
+    if (rc || (rc = group_adapters(f, b, err)) || (rc = assign_slots(f, kv, b, err)))
         return rc;
     const hr_model *m = f->m;
     const hr_hparams *hp = &m->hp;
@@ -469,9 +543,10 @@ int hr_forward_out(hr_fwd *f, hr_kv *kv, const hr_batch *b, float *logits, float
             linear_attention(f, L, il, ain, tmp, lq, lba, lmix, lout);
             goto residual;
         }
-        ops->matmul(c, ain, d, T, qgate ? 4 : 3,
-                    (hr_matmul_out[]){{q, qd, &L->wq, L->bq}, {k, kvd, &L->wk, L->bk},
-                                      {v, kvd, &L->wv, L->bv}, {qgate, qd, &L->w_qgate, NULL}});
+        hr_matmul_out qkv[4] = {{q, qd, &L->wq, L->bq}, {k, kvd, &L->wk, L->bk},
+                                {v, kvd, &L->wv, L->bv}, {qgate, qd, &L->w_qgate, NULL}};
+        ops->matmul(c, ain, d, T, qgate ? 4 : 3, qkv);
+        lora(f, ain, d, il, 3, (const int[]){HR_LORA_Q, HR_LORA_K, HR_LORA_V}, qkv);
         void *kc = hr_kv_layer_k(kv, il), *vc = hr_kv_layer_v(kv, il);
         ops->qkv(c, &(hr_qkv_args){
             .q = q, .k = k, .v = v, .n_heads = hp->n_heads, .n_kv_heads = hp->n_kv_heads,
@@ -497,12 +572,14 @@ int hr_forward_out(hr_fwd *f, hr_kv *kv, const hr_batch *b, float *logits, float
             .window = sliding ? hp->sliding_window : 0, .max_ctx = max_ctx,
             .sinks = L->sinks, .bidirectional = arch->encoder});
         prefetch(ops, c, L->w_gate.data ? 2 : 1, (const hr_tensor *[]){&L->w_up, &L->w_gate});
+        const float *ao = att;
         if (qgate) { /* attn * sigmoid(gate), into qgate */
             ops->act(c, HR_BACT_SIGMOID, qgate, att, T, qd);
-            ops->matmul(c, qgate, qd, T, 1, &(hr_matmul_out){tmp, d, &L->wo, L->bo});
-        } else {
-            ops->matmul(c, att, qd, T, 1, &(hr_matmul_out){tmp, d, &L->wo, L->bo});
+            ao = qgate;
         }
+        hr_matmul_out wo = {tmp, d, &L->wo, L->bo};
+        ops->matmul(c, ao, qd, T, 1, &wo);
+        lora(f, ao, qd, il, 1, (const int[]){HR_LORA_O}, &wo);
     residual:
         if (arch->post_ln) { /* x = norm(x + attn) */
             ops->add(c, x, tmp, hp->residual_mult, (size_t)T * d);
@@ -522,17 +599,17 @@ int hr_forward_out(hr_fwd *f, hr_kv *kv, const hr_batch *b, float *logits, float
         prefetch(ops, c, 1, (const hr_tensor *[]){&L->w_down});
         if (hp->layer_moe[il]) {
             moe(ops, c, m, L, tmp, min);
-        } else if (L->w_gate.data) {
-            ops->matmul(c, min, d, T, 2,
-                        (hr_matmul_out[]){{u, ff, &L->w_up, L->b_up}, {g, ff, &L->w_gate, NULL}});
-            ops->act(c, act_of(hp->act), g, u, T, ff);
-            prefetch_after_layer(ops, c, m, il);
-            ops->matmul(c, g, ff, T, 1, &(hr_matmul_out){tmp, d, &L->w_down, L->b_down});
         } else {
-            ops->matmul(c, min, d, T, 1, &(hr_matmul_out){u, ff, &L->w_up, L->b_up});
-            ops->act(c, act_of(hp->act), u, NULL, T, ff);
+            bool gated = L->w_gate.data != NULL;
+            hr_matmul_out ug[2] = {{u, ff, &L->w_up, L->b_up}, {g, ff, &L->w_gate, NULL}};
+            ops->matmul(c, min, d, T, gated ? 2 : 1, ug);
+            lora(f, min, d, il, gated ? 2 : 1, (const int[]){HR_LORA_UP, HR_LORA_GATE}, ug);
+            float *h = gated ? g : u;
+            ops->act(c, act_of(hp->act), h, gated ? u : NULL, T, ff);
             prefetch_after_layer(ops, c, m, il);
-            ops->matmul(c, u, ff, T, 1, &(hr_matmul_out){tmp, d, &L->w_down, L->b_down});
+            hr_matmul_out dn = {tmp, d, &L->w_down, L->b_down};
+            ops->matmul(c, h, ff, T, 1, &dn);
+            lora(f, h, ff, il, 1, (const int[]){HR_LORA_DOWN}, &dn);
         }
         if (arch->post_ln) { /* x = norm(x + mlp) */
             ops->add(c, x, tmp, hp->residual_mult, (size_t)T * d);

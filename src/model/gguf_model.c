@@ -489,7 +489,7 @@ static void *keep(bufs *b, size_t size) {
 
 /* llama.cpp's LlamaModel.permute: within each head, row s*hd/2 + i moves
  * to 2*i + s. Returns the source row of destination row r. */
-static int64_t unpermute_row(int64_t r, int head_dim) {
+int64_t hr_gguf_unpermute_row(int64_t r, int head_dim) {
     int64_t h = r / head_dim, o = r % head_dim;
     return h * head_dim + (o % 2) * (head_dim / 2) + o / 2;
 }
@@ -770,7 +770,7 @@ int hr_gguf_export(const char *src, const json_t *cfg, const hr_weights *w, hr_d
         for (int64_t pr = 0; pr < n_parts * rows; pr++) {
             int64_t r = pr % rows;
             flat.data = parts[pr / rows]->data;
-            int64_t sr = permute && (is_q || is_k) ? unpermute_row(r, hp.head_dim) : r;
+            int64_t sr = permute && (is_q || is_k) ? hr_gguf_unpermute_row(r, hp.head_dim) : r;
             if (t->ndim == 1) {
                 hr_dequant_range(&(hr_tensor){.dtype = t->dtype, .ndim = 2, .shape = {1, rows},
                                               .data = t->data},

@@ -33,6 +33,10 @@
  * *permuted_qk: llama-family q/k rows are in llama.cpp's order. */
 int hr_gguf_config(const hr_gguf *g, json_t **cfg, bool *permuted_qk, hr_error *err);
 
+/* llama.cpp's LlamaModel.permute of a q/k weight: within each head, row
+ * s*hd/2 + i moves to 2*i + s. The source (HF) row of destination row r. */
+int64_t hr_gguf_unpermute_row(int64_t r, int head_dim);
+
 /* The Hugging Face name of tensor gguf_name of g (the names depend on g's
  * architecture) into buf, or NULL when unknown. */
 const char *hr_gguf_hf_name(const hr_gguf *g, const char *gguf_name, char *buf, size_t n);

@@ -387,7 +387,7 @@ static int open_gguf(hr_model *m, const char *path, json_t **cfg, hr_error *err)
     }
     m->hp.norm_offset = 0; /* llama.cpp stores gemma norms with the +1 applied */
     if (permuted)
-        m->hp.rope_interleaved = true;
+        m->hp.rope_interleaved = m->qk_permuted = true;
     return hr_weights_open_gguf(&m->weights, g, err);
 }
 

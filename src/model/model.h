@@ -73,6 +73,8 @@ struct hr_model {
     size_t weight_bytes;
     uint64_t fingerprint;      /* the weights and the math (SSD cache keys) */
     bool gguf;                 /* loaded from a GGUF file */
+    bool qk_permuted;          /* q/k rows in llama.cpp's order (a GGUF llama:
+                                * gguf_model.h), rotated as interleaved pairs */
     hr_backend *be;            /* where the weights live (cpu: the mmap) */
     void *dev_mem;             /* off the host: every weight, one allocation */
     size_t dev_bytes;

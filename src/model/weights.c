@@ -19,7 +19,28 @@ struct hr_weights {
     hr_gguf *gguf;   /* or one GGUF file: */
     hr_tensor *gt;   /* its tensors, HF names */
     size_t n_gt;
+    hr_tensor *ov;   /* hr_weights_override's replacements */
+    size_t n_ov;
 };
+
+/* the replacement of a tensor named name, or NULL */
+static const hr_tensor *override_of(const hr_weights *w, const char *name) {
+    for (size_t i = 0; i < w->n_ov; i++)
+        if (!strcmp(w->ov[i].name, name))
+            return &w->ov[i];
+    return NULL;
+}
+
+int hr_weights_override(hr_weights *w, const hr_tensor *t, hr_error *err) {
+    if (!hr_weights_find(w, t->name))
+        return hr_err(err, HR_ENOTFOUND, "no tensor '%s' to replace", t->name);
+    hr_tensor *n = realloc(w->ov, (w->n_ov + 1) * sizeof *n);
+    if (!n)
+        return hr_err(err, HR_ENOMEM, "out of memory");
+    w->ov = n;
+    w->ov[w->n_ov++] = *t;
+    return 0;
+}
 
 static int add_file(hr_weights *w, const char *dir, const char *name, hr_error *err) {
     for (size_t i = 0; i < w->n_files; i++) {
@@ -192,6 +213,7 @@ void hr_weights_close(hr_weights *w) {
     for (size_t i = 0; i < w->n_gt; i++)
         free((void *)w->gt[i].name);
     free(w->gt);
+    free(w->ov);
     hr_gguf_close(w->gguf);
     for (size_t i = 0; i < w->n_files; i++)
         hr_st_close(w->files[i]);
@@ -200,6 +222,9 @@ void hr_weights_close(hr_weights *w) {
 }
 
 const hr_tensor *hr_weights_find(const hr_weights *w, const char *name) {
+    const hr_tensor *o = override_of(w, name);
+    if (o)
+        return o;
     for (size_t i = 0; i < w->n_gt; i++)
         if (!strcmp(w->gt[i].name, name))
             return &w->gt[i];
@@ -246,7 +271,7 @@ size_t hr_weights_count(const hr_weights *w) {
     return n;
 }
 
-const hr_tensor *hr_weights_at(const hr_weights *w, size_t i) {
+static const hr_tensor *at(const hr_weights *w, size_t i) {
     if (i < w->n_gt)
         return &w->gt[i];
     i -= w->n_gt;
@@ -257,4 +282,9 @@ const hr_tensor *hr_weights_at(const hr_weights *w, size_t i) {
         i -= c;
     }
     return NULL;
+}
+
+const hr_tensor *hr_weights_at(const hr_weights *w, size_t i) {
+    const hr_tensor *t = at(w, i), *o = t && w->n_ov ? override_of(w, t->name) : NULL;
+    return o ? o : t;
 }

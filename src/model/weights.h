@@ -27,6 +27,10 @@ const hr_tensor *hr_weights_at(const hr_weights *w, size_t i);
  * when they are a file mapping of w, their pages leave memory
  * (hr_mmap_drop); otherwise nothing happens. */
 void hr_weights_drop(const hr_weights *w, const void *p, size_t n);
+/* Replace the tensor named t->name by *t (copied; t->name and t->data must
+ * outlive w): find and at return it instead from now on (a fused model's
+ * conversion). HR_ENOTFOUND when w has no tensor of that name. */
+int hr_weights_override(hr_weights *w, const hr_tensor *t, hr_error *err);
 /* Total bytes of all tensors. */
 size_t hr_weights_bytes(const hr_weights *w);
 

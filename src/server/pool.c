@@ -145,7 +145,8 @@ static int load(const hr_server_opts *o, entry *e, int index, hr_served **out,
                           .ssd_max_bytes = o->ssd_cache_max,
                           .ssd_demote_idle = o->ssd_demote_idle, .kv_bits = o->kv_bits,
                           .kv_group = o->kv_group, .draft_model = o->draft_model,
-                          .spec = o->spec, .num_draft_tokens = o->num_draft_tokens};
+                          .spec = o->spec, .num_draft_tokens = o->num_draft_tokens,
+                          .adapter_path = o->adapter_path, .adapters = o->adapters};
     if ((rc = hr__kv_type_from_name(o->kv_dtype, &so.kv_dtype, err)) ||
         (rc = hr_session_new(&m->session, m->llm, &so, err)))
         goto fail;

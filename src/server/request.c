@@ -447,8 +447,22 @@ bool hr__model_hold(hr_server *s, const char *name, hr_served **out, hr_reply *e
     return true;
 }
 
+/* The model j->model names, held in j->m; "base:adapter" (a name no model
+ * has) picks base and the adapter named after the last ':' (j->adapter_name,
+ * in j->model). */
 static bool hold_model(hr_server *s, hr_job *j, hr_reply *err) {
-    if (!hr__model_hold(s, j->model, &j->m, err))
+    char *colon = strrchr(j->model, ':');
+    if (colon && hr__pool_resolve(s->pool, j->model) < 0) {
+        *colon = 0;
+        if (hr__pool_resolve(s->pool, j->model) >= 0)
+            j->adapter_name = colon + 1;
+        else
+            *colon = ':';
+    }
+    bool ok = hr__model_hold(s, j->model, &j->m, err);
+    if (j->adapter_name)
+        *colon = ':';
+    if (!ok)
         return false;
     j->pool = s->pool;
     return true;
@@ -490,6 +504,29 @@ static bool parse_spec(fields *f, hr_server *s, hr_job *j) {
                             : !strncmp(e.msg, "num_draft", 9)  ? "num_draft_tokens"
                                                                : "spec";
         return fail(f, param, "%s", e.msg);
+    }
+    return true;
+}
+
+/* The LoRA adapter: "adapter" (or mlx_lm.server's "adapters"), a name the
+ * server registered (--adapter-path, --adapters, POST /v1/adapters), or the
+ * model field's "base:adapter"; none: the server's default. Loaded on first
+ * use; an unknown name is a 404 like an unknown model. */
+static bool parse_adapter(fields *f, hr_server *s, hr_job *j, hr_reply *err) {
+    const char *key = field(f, "adapter") ? "adapter" : "adapters";
+    const json_t *a = field(f, key);
+    if (a && !json_is_string(a))
+        return fail(f, key, "%s must be a string", key);
+    const char *name = a ? json_string_value(a) : j->adapter_name;
+    hr_error e = {0};
+    int rc = hr__session_adapter_get(j->m->session, name, &j->rp.adapter, &e);
+    if (rc == HR_ENOTFOUND) {
+        *err = hr__error_reply(404, "invalid_request_error", a ? key : "model", "%s", e.msg);
+        return false;
+    }
+    if (rc) {
+        *err = hr__error_reply(400, "invalid_request_error", a ? key : "model", "%s", e.msg);
+        return false;
     }
     return true;
 }
@@ -555,6 +592,8 @@ bool hr__job_from_json(hr_server *s, bool chat, const json_t *root, hr_job *j,
     j->n = (int)integer(&f, "n", 1, 1, HR_API_MAX_N);
     if (!f.bad)
         parse_spec(&f, s, j);
+    if (!f.bad && !parse_adapter(&f, s, j, err))
+        return false;
     if (!f.bad)
         parse_stops(&f, j);
     if (!f.bad)
@@ -578,6 +617,8 @@ bool hr__job_from_json(hr_server *s, bool chat, const json_t *root, hr_job *j,
 }
 
 void hr__job_free(hr_job *j) {
+    hr_adapter_unref(j->rp.adapter);
+    j->rp.adapter = NULL;
     if (j->m)
         hr__pool_release(j->pool, j->m);
     j->m = NULL;

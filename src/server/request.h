@@ -17,6 +17,7 @@ typedef struct hr_job {
     char *model;                    /* echoed: the request's "model" or "default_model" */
     hr_served *m;                   /* the model it runs on, held (hr__job_free lets go) */
     hr_pool *pool;                  /* m's */
+    const char *adapter_name;       /* the model field's "base:adapter" suffix (in model) or NULL */
     hr_tokens prompt;
     hr_req_params rp;               /* rp.prompt points into prompt */
     int32_t *bias_ids;

@@ -9,6 +9,7 @@
 #include "server/embeddings.h"
 #include "server/internal.h"
 #include "server/isolate.h"
+#include "server/request.h"
 #include "server/ui.h"
 
 #include <arpa/inet.h>
@@ -141,6 +142,67 @@ static hr_reply route_stats(hr_server *s) {
     return hr__json_reply(200, o);
 }
 
+/* LoRA adapters at run time: GET lists them, POST {"name", "path"} adds one
+ * (loaded at once, so a bad directory is this request's error), DELETE
+ * /v1/adapters/NAME removes one (409 while a request uses it). */
+static hr_reply adapters_on(hr_session *ss, const char *method, const char *name,
+                            const char *body, size_t len) {
+    hr_error e = {0};
+    int rc;
+    if (!strcmp(method, "DELETE")) {
+        rc = hr_session_adapter_remove(ss, name, &e);
+        if (!rc)
+            return hr__json_reply(200, json_pack("{s:s,s:s,s:b}", "id", name, "object",
+                                                 "adapter", "deleted", 1));
+    } else if (!strcmp(method, "POST")) {
+        hr_reply err;
+        json_t *root = hr__body_parse(body, len, &err);
+        if (!root)
+            return err;
+        const json_t *n = json_object_get(root, "name"), *p = json_object_get(root, "path");
+        if (!json_is_string(n) || !json_is_string(p)) {
+            json_decref(root);
+            return hr__error_reply(400, "invalid_request_error", json_is_string(n) ? "path" : "name",
+                                   "POST /v1/adapters takes {\"name\": string, \"path\": string}");
+        }
+        rc = hr_session_adapter_add(ss, json_string_value(n), json_string_value(p), 1, &e);
+        json_decref(root);
+    } else {
+        char *list = hr_session_adapters_json(ss);
+        json_t *arr = list ? json_loads(list, 0, NULL) : NULL;
+        free(list);
+        if (!arr)
+            return hr__error_reply(500, "server_error", NULL, "out of memory");
+        return hr__json_reply(200, json_pack("{s:s,s:o}", "object", "list", "data", arr));
+    }
+    if (rc == 0) { /* added: its entry */
+        char *list = hr_session_adapters_json(ss);
+        json_t *arr = list ? json_loads(list, 0, NULL) : NULL, *hit = NULL;
+        free(list);
+        size_t i;
+        json_t *v;
+        json_array_foreach(arr, i, v)
+            if (!strcmp(json_string_value(json_object_get(v, "id")), name ? name : ""))
+                hit = v;
+        json_t *one = hit ? json_incref(hit) : json_object();
+        json_decref(arr);
+        return hr__json_reply(200, one);
+    }
+    unsigned status = rc == HR_EBUSY ? 409 : rc == HR_ENOTFOUND ? 404 : 400;
+    return hr__error_reply(status, "invalid_request_error", NULL, "%s", e.msg);
+}
+
+static hr_reply route_adapters(hr_server *s, const char *method, const char *name,
+                               const char *body, size_t len) {
+    hr_served *m = NULL; /* adapters belong to the one model (refused with a pool) */
+    hr_reply err;
+    if (!hr__model_hold(s, NULL, &m, &err))
+        return err;
+    hr_reply r = adapters_on(m->session, method, name, body, len);
+    hr__pool_release(s->pool, m);
+    return r;
+}
+
 bool hr__is_generation(const char *method, const char *url) {
     static const char *const paths[] = {"/v1/chat/completions", "/chat/completions",
                                         "/v1/completions", "/completions", "/v1/messages",
@@ -206,6 +268,18 @@ static hr_reply route(hr_server *s, struct MHD_Connection *c, hr_client *cl,
         return hr__route_stored_response(s, url + 14, del);
     if (get && !strcmp(url, "/metrics"))
         return hr__route_metrics(s);
+    if ((get || post) && !strcmp(url, "/v1/adapters")) {
+        if (!post)
+            return route_adapters(s, "GET", NULL, body, len);
+        json_t *r = json_loadb(body, len, 0, NULL);
+        const char *n = r ? json_string_value(json_object_get(r, "name")) : NULL;
+        char name[128];
+        snprintf(name, sizeof name, "%s", n ? n : "");
+        json_decref(r);
+        return route_adapters(s, "POST", name, body, len);
+    }
+    if (del && !strncmp(url, "/v1/adapters/", 13))
+        return route_adapters(s, "DELETE", url + 13, body, len);
     if (post && (!strcmp(url, "/v1/embeddings") || !strcmp(url, "/embeddings")))
         return hr__route_embeddings(s, body, len);
     return hr__error_reply(404, "invalid_request_error", NULL, "Unknown route: %s %s",

@@ -71,6 +71,8 @@ typedef struct hr_server_opts {
     double engine_timeout;          /* s without a frame from the child: killed; 0 = 10 */
     char *const *child_argv;
     int engine_fd;
+    const char *adapter_path;       /* --adapter-path: requests' default LoRA adapter */
+    const char *adapters;           /* --adapters name=DIR,...: loaded on first use */
 } hr_server_opts;
 
 /* Load the model, tokenizer and chat template, start the engine. */

@@ -15,6 +15,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 static char g_model[4096];
 static hr_llm *g_llm;
@@ -183,6 +184,73 @@ static void test_greedy_and_usage(void **state) {
     p.max_tokens = 3;
     assert_int_equal(collect(&p, text, sizeof text, &last, &err), 3);
     assert_int_equal(last.finish, HR_GEN_LENGTH);
+}
+
+/* LoRA adapters of a session (docs/adapters.md): registered with
+ * hr_session_opts.adapters, loaded on first use, listed, not removable
+ * while a request uses one (HR_EBUSY), removable after; errors by code. */
+static void test_adapters(void **state) {
+    (void)state;
+    const char *root = getenv("HEARTH_ROOT");
+    char llama[4200], ad[4200], spec[4300];
+    snprintf(llama, sizeof llama, "%s/tests/fixtures/models/llama", root ? root : ".");
+    snprintf(ad, sizeof ad, "%s/tests/fixtures/lora/llama-r8", root ? root : ".");
+    snprintf(spec, sizeof spec, "r8=%s", ad);
+    char ref[4300];
+    snprintf(ref, sizeof ref, "%s/ref.json", ad);
+    if (access(ref, F_OK) != 0) {
+        printf("skipped: no %s (tools/refgen/lora.py makes it on the GPU machine)\n", ad);
+        skip();
+    }
+    hr_error err = {0};
+    hr_llm *m = NULL;
+    hr_session *s = NULL;
+    assert_int_equal(hr_llm_load(&m, llama, &(hr_llm_opts){.n_threads = 1}, &err), 0);
+    assert_int_equal(hr_session_new(&s, m, &(hr_session_opts){.max_batch = 2, .n_ctx = 256,
+                                                               .adapters = spec}, &err), 0);
+    char *list = hr_session_adapters_json(s);
+    assert_non_null(strstr(list, "\"id\":\"r8\""));
+    assert_non_null(strstr(list, "\"loaded\":false"));
+    hr_free(list);
+    const int32_t prompt[] = {5, 6, 7};
+    hr_gen_params p;
+    hr_gen_params_default(&p);
+    p.prompt_tokens = prompt;
+    p.n_prompt_tokens = 3;
+    p.max_tokens = 200;
+    p.ignore_eos = 1;
+    p.temperature = 0;
+    p.adapter = "r8";
+    hr_gen *g = NULL;
+    hr_gen_event ev;
+    assert_int_equal(hr_gen_submit(&g, s, &p, &err), 0);
+    assert_int_equal(hr_gen_next(g, &ev, &err), 1); /* running, holding the adapter */
+    assert_int_equal(hr_session_adapter_remove(s, "r8", &err), HR_EBUSY);
+    assert_non_null(strstr(err.msg, "in use"));
+    list = hr_session_adapters_json(s);
+    assert_non_null(strstr(list, "\"loaded\":true"));
+    hr_free(list);
+    hr_gen_cancel(g);
+    while (hr_gen_next(g, &ev, &err) == 1)
+        ;
+    hr_gen_free(g);
+    assert_int_equal(hr_session_adapter_remove(s, "r8", &err), 0);
+    assert_int_equal(hr_session_adapter_remove(s, "r8", &err), HR_ENOTFOUND);
+    assert_int_equal(hr_gen_submit(&g, s, &p, &err), HR_ENOTFOUND);
+    assert_null(g);
+    assert_int_equal(hr_session_adapter_add(s, "a b", ad, 0, &err), HR_EINVAL);
+    assert_int_equal(hr_session_adapter_add(s, "x", "/nonexistent", 0, &err), HR_ENOTFOUND);
+    assert_int_equal(hr_session_adapter_add(s, "r8", ad, 1, &err), 0);
+    assert_int_equal(hr_session_adapter_add(s, "r8", ad, 1, &err), HR_EINVAL);
+    p.max_tokens = 4;
+    assert_int_equal(hr_gen_submit(&g, s, &p, &err), 0);
+    int n = 0;
+    while (hr_gen_next(g, &ev, &err) == 1 && ev.finish == HR_GEN_RUNNING)
+        n++;
+    assert_int_equal(n, 4);
+    hr_gen_free(g);
+    hr_session_free(s);
+    hr_llm_free(m);
 }
 
 typedef struct cb_state {
@@ -582,6 +650,7 @@ int main(void) {
         cmocka_unit_test(test_callback_and_cancel), cmocka_unit_test(test_stop_and_structured),
         cmocka_unit_test(test_param_errors),       cmocka_unit_test(test_score_prompt),
         cmocka_unit_test(test_score_kv_bits),      cmocka_unit_test(test_tool_calls),
+        cmocka_unit_test(test_adapters),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -74,9 +74,37 @@ static void store(hr_pcache *pc, hr_kv *kv, const int32_t *t, int n, int32_t *bl
         assert_true(blocks[b] >= 0);
         fill(kv, blocks[b], (float)(blocks[b] + 1) * 10000);
     }
-    hr_pcache_insert(pc, t, n, blocks);
+    hr_pcache_insert(pc, 0, t, n, blocks);
     for (int b = 0; b < nb; b++)
         hr_kv_unref(kv, blocks[b]);
+}
+
+/* Sequences of different seeds (LoRA adapters) share nothing: not whole
+ * blocks, not a partial copy; the same seed finds its own. */
+static void test_seed(void **state) {
+    (void)state;
+    hr_kv kv;
+    pool(&kv, 8);
+    hr_pcache *pc = hr_pcache_new(&kv, 0, NULL, 0);
+    int32_t a[40], blocks[2], got[4];
+    seq(a, 40, 1);
+    int nb = 2;
+    for (int b = 0; b < nb; b++)
+        blocks[b] = hr_kv_alloc(&kv);
+    hr_pcache_insert(pc, 0x1234567, a, 40, blocks);
+    for (int b = 0; b < nb; b++)
+        hr_kv_unref(&kv, blocks[b]);
+    int n = -1;
+    assert_int_equal(hr_pcache_lookup(pc, 0, a, 39, 4, got, &n), 0);
+    assert_int_equal(n, 0);
+    assert_int_equal(hr_pcache_lookup(pc, 99, a, 20, 4, got, &n), 0);
+    assert_int_equal(n, 0);
+    assert_int_equal(hr_pcache_lookup(pc, 0x1234567, a, 39, 4, got, &n), 2);
+    assert_int_equal(n, 39);
+    for (int b = 0; b < 2; b++)
+        hr_kv_unref(&kv, got[b]);
+    hr_pcache_free(pc);
+    hr_kv_deinit(&kv);
 }
 
 static void release(hr_kv *kv, const int32_t *blocks, int n) {
@@ -99,7 +127,7 @@ static void test_partial_copy(void **state) {
     memcpy(q, a, 37 * sizeof *q);
     seq(q + 37, 8, 900);
     int n = -1;
-    assert_int_equal(hr_pcache_lookup(pc, q, 45, 4, got, &n), 2);
+    assert_int_equal(hr_pcache_lookup(pc, 0, q, 45, 4, got, &n), 2);
     assert_int_equal(n, 37);
     assert_int_equal(got[0], cached[0]); /* shared */
     assert_int_equal(kv.refs[cached[0]], 2);
@@ -131,20 +159,20 @@ static void test_partial_copy(void **state) {
     release(&kv, got, 2);
 
     /* the same sequence again: all of it, shorter than its blocks too */
-    assert_int_equal(hr_pcache_lookup(pc, a, 39, 4, got, &n), 2);
+    assert_int_equal(hr_pcache_lookup(pc, 0, a, 39, 4, got, &n), 2);
     assert_int_equal(n, 39);
     release(&kv, got, 2);
-    assert_int_equal(hr_pcache_lookup(pc, a, 20, 4, got, &n), 1);
+    assert_int_equal(hr_pcache_lookup(pc, 0, a, 20, 4, got, &n), 1);
     assert_int_equal(n, 20);
     assert_true(same_rows(&kv, got[0], cached[0], 20));
     release(&kv, got, 1);
     /* no room for a block past max_blocks: whole blocks only */
-    assert_int_equal(hr_pcache_lookup(pc, a, 39, 1, got, &n), 1);
+    assert_int_equal(hr_pcache_lookup(pc, 0, a, 39, 1, got, &n), 1);
     assert_int_equal(n, 32);
     release(&kv, got, 1);
     /* nothing in common */
     seq(q, 45, 5000);
-    assert_int_equal(hr_pcache_lookup(pc, q, 45, 4, got, &n), 0);
+    assert_int_equal(hr_pcache_lookup(pc, 0, q, 45, 4, got, &n), 0);
     assert_int_equal(n, 0);
     assert_int_equal(kv.n_free, 6);
     hr_pcache_free(pc);
@@ -173,7 +201,7 @@ static void test_tails(void **state) {
     assert_int_equal(hr_pcache_blocks(pc), 2);
     assert_int_equal(kv.n_free, 6);
     int n;
-    assert_int_equal(hr_pcache_lookup(pc, a, 39, 2, got, &n), 2);
+    assert_int_equal(hr_pcache_lookup(pc, 0, a, 39, 2, got, &n), 2);
     assert_int_equal(n, 39);
     assert_int_equal(got[0], blk[0]);
     release(&kv, got, 2);
@@ -199,20 +227,20 @@ static void test_evict_tail(void **state) {
     /* the pool is full: a's tail, the least recent, is the copy's source
      * and stays; b's gives way */
     int n;
-    assert_int_equal(hr_pcache_lookup(pc, a, 12, 1, got, &n), 1);
+    assert_int_equal(hr_pcache_lookup(pc, 0, a, 12, 1, got, &n), 1);
     assert_int_equal(n, 12);
     assert_int_equal(got[0], blk[0]);
     assert_int_equal(hr_pcache_blocks(pc), 1);
     assert_true(same_rows(&kv, got[0], a_blk, 12));
     /* in use (got[0] is held): a's tail is the only entry and cannot go
      * while it is the source, nor is there a free block: no copy */
-    assert_int_equal(hr_pcache_lookup(pc, a, 12, 1, blk, &n), 0);
+    assert_int_equal(hr_pcache_lookup(pc, 0, a, 12, 1, blk, &n), 0);
     assert_int_equal(n, 0);
     release(&kv, got, 1);
     assert_int_equal(hr_pcache_evict(pc, 1), 1);
     assert_int_equal(hr_pcache_blocks(pc), 0);
     assert_int_equal(kv.n_free, 2);
-    assert_int_equal(hr_pcache_lookup(pc, a, 12, 1, got, &n), 0);
+    assert_int_equal(hr_pcache_lookup(pc, 0, a, 12, 1, got, &n), 0);
     assert_int_equal(n, 0);
     hr_pcache_free(pc);
     hr_kv_deinit(&kv);
@@ -268,7 +296,7 @@ static void test_ssd_backlog(void **state) {
     pc = hr_pcache_new(&kv, 0, ssd, 0);
     int32_t got[NB];
     int n_tok = 0;
-    int nb = hr_pcache_lookup(pc, t, NB * HR_KV_BLOCK + 1, NB, got, &n_tok);
+    int nb = hr_pcache_lookup(pc, 0, t, NB * HR_KV_BLOCK + 1, NB, got, &n_tok);
     assert_int_equal(nb, NB);
     assert_int_equal(n_tok, NB * HR_KV_BLOCK);
     release(&kv, got, nb);
@@ -555,6 +583,7 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_quant_pool),
         cmocka_unit_test(test_partial_copy),
+        cmocka_unit_test(test_seed),
         cmocka_unit_test(test_tails),
         cmocka_unit_test(test_evict_tail),
         cmocka_unit_test(test_bound),

@@ -18,6 +18,7 @@ struct hr_runner {
     int32_t *history;   /* [n_ctx] every token of the sequence */
     int32_t *blocks;    /* [n_ctx / HR_KV_BLOCK + 1] */
     int n_blocks;
+    const struct hr_adapter *adapter; /* NULL: the base model */
     int32_t *pos;       /* [chunk] */
     int32_t *seq;       /* [chunk], all 0 */
     uint8_t *want;      /* [chunk] */
@@ -115,7 +116,8 @@ int hr_runner_eval(hr_runner *r, const int32_t *tokens, int n, float *logits,
         bool last = done + c == n;
         r->want[c - 1] = last && logits;
         hr_batch b = {.n_tokens = c, .token = tokens + done, .pos = r->pos,
-                      .seq = r->seq, .logits = r->want, .n_seqs = 1, .seqs = &sb};
+                      .seq = r->seq, .logits = r->want, .n_seqs = 1, .seqs = &sb,
+                      .adapter = r->adapter ? &r->adapter : NULL};
         int rc = hr_forward(r->fwd, &r->kv, &b, logits, err);
         if (rc)
             return rc;
@@ -124,3 +126,5 @@ int hr_runner_eval(hr_runner *r, const int32_t *tokens, int n, float *logits,
     }
     return 0;
 }
+
+void hr_runner_set_adapter(hr_runner *r, const struct hr_adapter *a) { r->adapter = a; }

@@ -30,5 +30,9 @@ int hr_runner_eval(hr_runner *r, const int32_t *tokens, int n, float *logits,
 /* Forget the sequence (its KV blocks go back to the pool). */
 void hr_runner_reset(hr_runner *r);
 int hr_runner_len(const hr_runner *r);
+/* The LoRA adapter of the following evaluations (model/adapter.h; NULL:
+ * the base model; it must outlive them). */
+struct hr_adapter;
+void hr_runner_set_adapter(hr_runner *r, const struct hr_adapter *a);
 
 #endif

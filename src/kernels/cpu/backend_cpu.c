@@ -9,6 +9,7 @@
 #include "core/error.h"
 #include "kernels/cpu/cpu.h"
 #include "kernels/cpu/kvquant.h"
+#include "kernels/cpu/lora.h"
 #include "kernels/cpu/deltanet.h"
 #include "kernels/cpu/moe.h"
 #include "kernels/cpu/ops.h"
@@ -28,6 +29,8 @@ typedef struct cpu_ctx {
                                   * sequence in the step (bidirectional attention) */
     int32_t *seq_end;            /* [max_seqs] the same per sequence */
     hr_moe_scratch *moe;         /* NULL: the model has no experts */
+    float *lora_z;               /* [HR_LORA_MAX_OUT][max_tokens][HR_LORA_MAX_RANK]
+                                  * (pages touched only when adapters run) */
     hr_step_in in;               /* the step's batch (host memory) */
 } cpu_ctx;
 
@@ -68,6 +71,7 @@ static void cpu_ctx_free(hr_bctx *c) {
     free(x->tok_blocks);
     free(x->tok_end);
     free(x->seq_end);
+    free(x->lora_z);
     hr_moe_scratch_free(x->moe);
     free(x);
 }
@@ -90,8 +94,10 @@ static int cpu_ctx_new(hr_backend *be, hr_pool *pool, const hr_bctx_dims *dm, hr
     x->tok_blocks = malloc((size_t)dm->max_tokens * sizeof *x->tok_blocks);
     x->tok_end = malloc((size_t)dm->max_tokens * sizeof *x->tok_end);
     x->seq_end = malloc((size_t)dm->max_seqs * sizeof *x->seq_end);
+    x->lora_z = malloc((size_t)HR_LORA_MAX_OUT * dm->max_tokens * HR_LORA_MAX_RANK *
+                       sizeof(float));
     /* the products' scratch, reserved now: no allocation mid-pass */
-    if (!x->scores || !x->cs || !x->tok_blocks || !x->tok_end || !x->seq_end ||
+    if (!x->scores || !x->cs || !x->tok_blocks || !x->tok_end || !x->seq_end || !x->lora_z ||
         !hr_matmul_reserve(pool, dm->max_tokens, dm->max_k) ||
         (dm->n_experts > 0 &&
          !(x->moe = hr_moe_scratch_new(dm->max_tokens, dm->d_model, dm->n_experts,
@@ -349,6 +355,11 @@ static void cpu_moe(hr_bctx *c, const hr_moe_args *a) {
     hr_moe(x->pool, x->moe, a, x->in.n_tokens);
 }
 
+static void cpu_lora(hr_bctx *c, const hr_lora_args *a) {
+    cpu_ctx *x = ctx_of(c);
+    hr_lora(x->pool, x->lora_z, x->in.n_tokens, a);
+}
+
 static void cpu_prefetch_next(hr_bctx *c, int count, const hr_tensor *const *w) {
     hr_matmul_prefetch_next(ctx_of(c)->pool, count, w);
 }
@@ -382,6 +393,7 @@ static const hr_backend_ops cpu_ops = {
     .deltanet = cpu_deltanet,
     .encoder = true,
     .embed_abs = cpu_embed_abs,
+    .lora = cpu_lora,
 };
 
 static hr_backend cpu_backend = {.name = "cpu", .device_mem = false, .ops = &cpu_ops};

@@ -431,6 +431,7 @@ static const hr_backend_ops cu_ops = {
     cu_gather, cu_logit_scale, NULL /* prefetch_next */, cu_end,
     NULL /* moe: not yet */, false /* attn_sinks: not yet */, NULL /* deltanet: not yet */,
     false /* encoder (bidirectional attention): not yet */, NULL /* embed_abs: not yet */,
+    NULL /* lora: not yet */,
 };
 
 static hr_backend g_backends[MAX_DEVICES];
