@@ -124,6 +124,16 @@ typedef struct hr_cpu_kernels {
     double (*exp_sum)(float *dst, const float *x, int n, float m, float s);
     float (*dot)(const float *a, const float *b, int n);
     void (*axpy)(float *y, float a, const float *x, int n); /* y += a*x */
+    /* The attention of query rows over a run of K/V rows, for the pools and
+     * ISAs without attn_heads (kernels/cpu/ops.c), NULL: dot and axpy one
+     * row at a time, which these equal bit for bit.
+     * attn_dots: sc[r * ldsc + j] = dot(q + r * hd, k + j * hd, hd) * scale
+     * for r < nr, j < nk. attn_axpys: axpy(o + r * hd, p[r * ldp + j],
+     * v + j * hd, hd) for j = 0, 1, .. nv - 1 in turn, for r < nr. */
+    void (*attn_dots)(float *sc, size_t ldsc, const float *q, int nr, const float *k, int nk,
+                      int hd, float scale);
+    void (*attn_axpys)(float *o, const float *p, size_t ldp, int nr, const float *v, int nv,
+                       int hd);
 } hr_cpu_kernels;
 
 /* The process's kernels: one table (the code is compiled per ISA), the best
