@@ -97,6 +97,13 @@ typedef struct hr_cpu_kernels {
     /* A quantized KV row (kvquant.h) dequantized into y[0..hd) (groups of
      * 32 or more); the scalar reference's bits on every ISA. */
     void (*kvq_load)(float *y, const void *src, int hd, int bits, int group);
+    /* Attention read from quantized KV records in place: kvquant.h's
+     * hr__kvq_dots_scalar and hr__kvq_axpys_scalar, their bits on every
+     * ISA. */
+    void (*kvq_dots)(float *sc, size_t ldsc, const float *q, int nr, const void *rec, size_t rb,
+                     int nk, int hd, int bits, int group, float scale);
+    void (*kvq_axpys)(float *o, float *bias, const float *p, size_t ldp, int nr, const void *rec,
+                      size_t rb, int nv, int hd, int bits, int group);
     /* hr_softmax (ops.h), in place */
     void (*softmax)(float *x, int n);
     /* hr_silu_mul (ops.h): g[i] = silu(g[i]) u[i] (u NULL: 1), within 5e-7

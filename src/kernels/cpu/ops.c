@@ -465,13 +465,18 @@ static void attn_axpys(const hr_cpu_kernels *cpu, float *o, const float *p, size
             cpu->axpy(o + (size_t)r * hd, p[r * ldp + j], v + (size_t)j * hd, hd);
 }
 
+/* Bias sums a task of quantized rows holds (kvq_axpys) */
+#define BIAS_BUF 4096
+
 /* One task without the ISA's attn_heads kernel: the nq tokens of a tile
  * (start[i], n[i]: token i's positions) and the G query heads of KV head
- * kvh. Each key and value row is read (and converted or dequantized) once
- * for the task's nq * G query rows, a block run at a time; each score is
- * dot(q, k) * scale, the softmax hr_softmax, each output the axpy of the
- * values in position order: the operations of attention per head, so the
- * same bits as that on the same ISA. sc: nq * G rows of max_ctx floats. */
+ * kvh. Each key and value row is read once for the task's nq * G query
+ * rows, a block run at a time. Quantized rows are read in place (the ISA's
+ * kvq_dots and kvq_axpys: kvquant_attn.c); the other pools' rows (f16 and
+ * bf16 widened once) go through attn_dots and attn_axpys: each score
+ * dot(q, k) * scale, each output the axpy of the values in position order,
+ * the operations of attention per head, so its bits on the same ISA. The
+ * softmax is hr_softmax. sc: nq * G rows of max_ctx floats. */
 static void attn_group(const hr_attn_args *a, int t0, int nq, int kvh, const int *start,
                        const int *n, float *sc) {
     const hr_cpu_kernels *cpu = hr_cpu();
@@ -482,8 +487,11 @@ static void attn_group(const hr_attn_args *a, int t0, int nq, int kvh, const int
         hi = start[i] + n[i] > hi ? start[i] + n[i] : hi;
     }
     HR_ASSERT(hd <= ROWS_BUF);
-    float buf[ROWS_BUF];
-    int run = ROWS_BUF / hd;
+    int ng = a->kv_dtype == HR_DTYPE_AFFINE ? hd / a->kv_group : 0;
+    bool direct = ng > 0 && nq * G * ng <= BIAS_BUF;
+    size_t rb = direct ? hr_kvq_row_bytes(hd, a->kv_bits, a->kv_group) : 0;
+    float buf[ROWS_BUF], bias[BIAS_BUF];
+    int run = direct ? bs : ROWS_BUF / hd;
     for (int w = 0; w < 2; w++) { /* 0: the scores, 1: the outputs */
         if (w == 1)
             for (int i = 0; i < nq; i++)
@@ -497,12 +505,17 @@ static void attn_group(const hr_attn_args *a, int t0, int nq, int kvh, const int
                     hr_softmax(s, a->sinks ? n[i] + 1 : n[i]);
                     memset(a->out + ((size_t)(t0 + i) * a->n_heads + h) * hd, 0,
                            (size_t)hd * sizeof(float));
+                    if (direct)
+                        memset(bias + (size_t)(i * G + g) * ng, 0, (size_t)ng * sizeof(float));
                 }
+        const void *base = w ? a->v : a->k;
         for (int p = lo; p < hi;) {
             int s = p % bs, cnt = bs - s < hi - p ? bs - s : hi - p;
             cnt = cnt < run ? cnt : run;
-            const float *rows = kv_rows(a, w ? a->v : a->k, a->blocks[t0][p / bs], kvh, s, cnt,
-                                        buf);
+            int32_t blk = a->blocks[t0][p / bs];
+            const char *rec = (const char *)base + (size_t)blk * a->block_stride +
+                              ((size_t)kvh * bs + (size_t)s) * rb;
+            const float *rows = direct ? NULL : kv_rows(a, base, blk, kvh, s, cnt, buf);
             for (int i = 0; i < nq; i++) { /* token i's keys in [p, p + cnt) */
                 int j0 = start[i] > p ? start[i] - p : 0;
                 int j1 = start[i] + n[i] < p + cnt ? start[i] + n[i] - p : cnt;
@@ -510,15 +523,28 @@ static void attn_group(const hr_attn_args *a, int t0, int nq, int kvh, const int
                     continue;
                 size_t at = ((size_t)(t0 + i) * a->n_heads + (size_t)kvh * G) * hd;
                 float *sp = sc + (size_t)i * G * a->max_ctx + (p + j0 - start[i]);
-                const float *r0 = rows + (size_t)j0 * hd;
-                if (w == 0)
-                    attn_dots(cpu, sp, a->max_ctx, a->q + at, G, r0, j1 - j0, hd, a->scale);
+                if (direct && w == 0)
+                    cpu->kvq_dots(sp, a->max_ctx, a->q + at, G, rec + (size_t)j0 * rb, rb,
+                                  j1 - j0, hd, a->kv_bits, a->kv_group, a->scale);
+                else if (direct)
+                    cpu->kvq_axpys(a->out + at, bias + (size_t)i * G * ng, sp, a->max_ctx, G,
+                                   rec + (size_t)j0 * rb, rb, j1 - j0, hd, a->kv_bits,
+                                   a->kv_group);
+                else if (w == 0)
+                    attn_dots(cpu, sp, a->max_ctx, a->q + at, G, rows + (size_t)j0 * hd,
+                              j1 - j0, hd, a->scale);
                 else
-                    attn_axpys(cpu, a->out + at, sp, a->max_ctx, G, r0, j1 - j0, hd);
+                    attn_axpys(cpu, a->out + at, sp, a->max_ctx, G, rows + (size_t)j0 * hd,
+                               j1 - j0, hd);
             }
             p += cnt;
         }
     }
+    if (direct)
+        for (int i = 0; i < nq; i++)
+            for (int g = 0; g < G; g++)
+                hr_kvq_finish(a->out + ((size_t)(t0 + i) * a->n_heads + (size_t)kvh * G + g) * hd,
+                              bias + (size_t)(i * G + g) * ng, hd, a->kv_bits, a->kv_group);
 }
 
 /* An attention job: its arguments and the first unclaimed task */
