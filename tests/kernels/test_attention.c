@@ -3,7 +3,7 @@
  * bit for bit what the per-head path gives (its ISA's dot, softmax, axpy
  * key by key) over a paged, shuffled KV cache, for GQA group sizes, head
  * dims, key counts and a softcap; and that path agrees with a double
- * precision reference. Every ISA's attn_dots and attn_axpys (the grouped
+ * precision reference. Every ISA's widen (f16/bf16 to f32) is exact; every ISA's attn_dots and attn_axpys (the grouped
  * path of the other pools and ISAs) equal its dot and axpy row by row. */
 #include "kernels/cpu/cpu.h"
 #include "kernels/cpu/gemm_q.h"
@@ -357,6 +357,12 @@ static void test_to_half(void **state) {
                 if (memcmp(a, b, (size_t)n * 2))
                     fail_msg("%s to_half %s n=%d differs from scalar", K->name,
                              hr_dtype_name(t), n);
+                float w[67];
+                K->widen(w, a, (size_t)n, t); /* back: exact, every ISA */
+                for (int i = 0; i < n; i++) {
+                    float want = t == HR_DTYPE_F16 ? hr_f16_to_f32(a[i]) : hr_bf16_to_f32(a[i]);
+                    assert_memory_equal(&w[i], &want, 4);
+                }
             }
         }
     }

@@ -94,6 +94,8 @@ typedef struct hr_cpu_kernels {
      * to nearest even; the KV cache's stores. Bit-identical on every ISA
      * except for NaN payloads. */
     void (*to_half)(uint16_t *dst, const float *x, int n, hr_dtype t);
+    /* n F16 or BF16 values widened to f32 (exact, every ISA) */
+    void (*widen)(float *dst, const uint16_t *src, size_t n, hr_dtype t);
     /* A quantized KV row (kvquant.h) dequantized into y[0..hd) (groups of
      * 32 or more); the scalar reference's bits on every ISA. */
     void (*kvq_load)(float *y, const void *src, int hd, int bits, int group);

@@ -107,6 +107,19 @@ GEMM_AVX2(gemm_f32_avx2, load_f32, scal_f32)
 GEMM_AVX2(gemm_bf16_avx2, load_bf16, scal_bf16)
 GEMM_AVX2(gemm_f16_avx2, load_f16, scal_f16)
 
+/* hr__widen_scalar 8 at a time (F16C; BF16: the bits shifted up), exact */
+void hr__widen_avx2(float *dst, const uint16_t *src, size_t n, hr_dtype t) {
+    size_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        __m128i h = _mm_loadu_si128((const __m128i *)(src + i));
+        _mm256_storeu_ps(dst + i, t == HR_DTYPE_F16
+                                      ? _mm256_cvtph_ps(h)
+                                      : _mm256_castsi256_ps(_mm256_slli_epi32(
+                                            _mm256_cvtepu16_epi32(h), 16)));
+    }
+    hr__widen_scalar(dst + i, src + i, n - i, t);
+}
+
 /* hr__to_half_scalar 8 at a time: vcvtps2ph (F16C) after the clamp; BF16
  * by hr_f32_to_bf16's integer rounding */
 static void to_half_avx2(uint16_t *dst, const float *x, int n, hr_dtype t) {
@@ -366,6 +379,7 @@ const hr_cpu_kernels hr__cpu_avx2 = {
     .gemm_i8 = {HR__GEMM_I8_TABLE(avx2)},
     .qact_row = hr__qact_row_avx2,
     .to_half = to_half_avx2,
+    .widen = hr__widen_avx2,
     .kvq_load = hr__kvq_load_avx2,
     .kvq_dots = hr__kvq_dots_avx2,
     .kvq_axpys = hr__kvq_axpys_avx2,

@@ -126,6 +126,7 @@ const hr_cpu_kernels hr__cpu_avx512 = {
     .qact24_row = hr__qact24_row_avx512,
     .attn_heads = hr__attn_heads_avx512,
     .to_half = hr__to_half_avx512,
+    .widen = hr__widen_avx2,
     .kvq_load = hr__kvq_load_avx512,
     .kvq_dots = hr__kvq_dots_avx2,
     .kvq_axpys = hr__kvq_axpys_avx2,

@@ -59,48 +59,100 @@ AI float rec_f32(const uint8_t *q, size_t at) {
     return x;
 }
 
-AI void dots(float *sc, size_t ldsc, const float *q, int nr, const uint8_t *rec, size_t rb,
-             int nk, int hd, const int bits, int group, float scale) {
+/* M (1-4) query rows over nk records */
+AI void dots_m(float *sc, size_t ldsc, const float *q, const int M, const uint8_t *rec,
+               size_t rb, int nk, int hd, const int bits, int group, float scale) {
     int ng = hd / group, cpg = group / 8;
     size_t qb = (size_t)hd * (size_t)bits / 8;
     unpack u = unpack_new(bits);
     float qp[RB][1024], Q[RB][32];
-    for (int r0 = 0; r0 < nr; r0 += RB) {
-        int m = nr - r0 < RB ? nr - r0 : RB;
-        for (int rr = 0; rr < RB; rr++) { /* rows past m: row 0 again, not stored */
-            const float *qr = q + (size_t)(r0 + (rr < m ? rr : 0)) * hd;
-            for (int P = 0; P < hd; P++)
-                qp[rr][P] = qr[hr_kvq_elem(P, bits)];
-            for (int g = 0; g < ng; g++) {
-                float s = 0;
-                for (int i = g * group; i < (g + 1) * group; i++)
-                    s += qr[i];
-                Q[rr][g] = s;
-            }
+    for (int rr = 0; rr < M; rr++) {
+        const float *qr = q + (size_t)rr * hd;
+        for (int P = 0; P < hd; P++)
+            qp[rr][P] = qr[hr_kvq_elem(P, bits)];
+        for (int g = 0; g < ng; g++) {
+            float s = 0;
+            for (int i = g * group; i < (g + 1) * group; i++)
+                s += qr[i];
+            Q[rr][g] = s;
         }
-        for (int j = 0; j < nk; j++) {
-            const uint8_t *c = rec + (size_t)j * rb;
-            __m256 T[RB];
-            for (int rr = 0; rr < RB; rr++)
-                T[rr] = _mm256_setzero_ps();
-            for (int g = 0; g < ng; g++) {
-                __m256 A[RB];
-                for (int rr = 0; rr < RB; rr++)
-                    A[rr] = _mm256_setzero_ps();
-                for (int ch = g * cpg; ch < (g + 1) * cpg; ch++) {
-                    __m256 v = chunk(c, ch, bits, &u);
-                    for (int rr = 0; rr < RB; rr++)
-                        A[rr] = _mm256_fmadd_ps(_mm256_loadu_ps(qp[rr] + 8 * ch), v, A[rr]);
-                }
-                __m256 s = _mm256_set1_ps(rec_f32(c, qb + 4 * (size_t)g));
-                for (int rr = 0; rr < RB; rr++)
-                    T[rr] = _mm256_fmadd_ps(s, A[rr], T[rr]);
+    }
+    for (int j = 0; j < nk; j++) {
+        const uint8_t *c = rec + (size_t)j * rb;
+        __m256 T[RB];
+        for (int rr = 0; rr < M; rr++)
+            T[rr] = _mm256_setzero_ps();
+        for (int g = 0; g < ng; g++) {
+            __m256 A[RB];
+            for (int rr = 0; rr < M; rr++)
+                A[rr] = _mm256_setzero_ps();
+            for (int ch = g * cpg; ch < (g + 1) * cpg; ch++) {
+                __m256 v = chunk(c, ch, bits, &u);
+                for (int rr = 0; rr < M; rr++)
+                    A[rr] = _mm256_fmadd_ps(_mm256_loadu_ps(qp[rr] + 8 * ch), v, A[rr]);
             }
-            for (int rr = 0; rr < m; rr++) {
-                float d = hsum8(T[rr]);
-                for (int g = 0; g < ng; g++)
-                    d = fmaf(rec_f32(c, qb + 4 * (size_t)(ng + g)), Q[rr][g], d);
-                sc[(size_t)(r0 + rr) * ldsc + j] = d * scale;
+            __m256 s = _mm256_set1_ps(rec_f32(c, qb + 4 * (size_t)g));
+            for (int rr = 0; rr < M; rr++)
+                T[rr] = _mm256_fmadd_ps(s, A[rr], T[rr]);
+        }
+        for (int rr = 0; rr < M; rr++) {
+            float d = hsum8(T[rr]);
+            for (int g = 0; g < ng; g++)
+                d = fmaf(rec_f32(c, qb + 4 * (size_t)(ng + g)), Q[rr][g], d);
+            sc[(size_t)rr * ldsc + j] = d * scale;
+        }
+    }
+}
+
+AI void dots(float *sc, size_t ldsc, const float *q, int nr, const uint8_t *rec, size_t rb,
+             int nk, int hd, const int bits, int group, float scale) {
+    for (int r0 = 0; r0 < nr; r0 += RB) {
+        float *s = sc + (size_t)r0 * ldsc;
+        const float *qr = q + (size_t)r0 * hd;
+        switch (nr - r0 < RB ? nr - r0 : RB) { /* rows a pass, constant in each body */
+        case 1: dots_m(s, ldsc, qr, 1, rec, rb, nk, hd, bits, group, scale); break;
+        case 2: dots_m(s, ldsc, qr, 2, rec, rb, nk, hd, bits, group, scale); break;
+        case 3: dots_m(s, ldsc, qr, 3, rec, rb, nk, hd, bits, group, scale); break;
+        default: dots_m(s, ldsc, qr, 4, rec, rb, nk, hd, bits, group, scale); break;
+        }
+    }
+}
+
+/* M (1-4) output rows over nv records */
+AI void axpys_m(float *o, float *bias, const float *p, size_t ldp, const int M,
+                const uint8_t *rec, size_t rb, int nv, int hd, const int bits, int group) {
+    int ng = hd / group, cpg = group / 8;
+    size_t qb = (size_t)hd * (size_t)bits / 8;
+    unpack u = unpack_new(bits);
+    float W[RB][VRUN], S[VRUN], B[VRUN];
+    for (int j0 = 0; j0 < nv; j0 += VRUN) {
+        int n = nv - j0 < VRUN ? nv - j0 : VRUN;
+        const uint8_t *c0 = rec + (size_t)j0 * rb;
+        for (int g = 0; g < ng; g++) {
+            for (int j = 0; j < n; j++) {
+                S[j] = rec_f32(c0 + (size_t)j * rb, qb + 4 * (size_t)g);
+                B[j] = rec_f32(c0 + (size_t)j * rb, qb + 4 * (size_t)(ng + g));
+            }
+            for (int rr = 0; rr < M; rr++) {
+                const float *pr = p + (size_t)rr * ldp + j0;
+                float b = bias[(size_t)rr * ng + g];
+                for (int j = 0; j < n; j++) {
+                    W[rr][j] = pr[j] * S[j];
+                    b = fmaf(pr[j], B[j], b);
+                }
+                bias[(size_t)rr * ng + g] = b;
+            }
+            for (int ch = g * cpg; ch < (g + 1) * cpg; ch++) {
+                __m256 O[RB];
+                for (int rr = 0; rr < M; rr++)
+                    O[rr] = _mm256_loadu_ps(o + (size_t)rr * hd + 8 * ch);
+                for (int j = 0; j < n; j++) {
+                    __m256 v = chunk(c0 + (size_t)j * rb, ch, bits, &u);
+                    for (int rr = 0; rr < M; rr++)
+                        O[rr] = _mm256_fmadd_ps(_mm256_broadcast_ss(&W[rr][j]), v, O[rr]);
+                }
+                for (int rr = 0; rr < M; rr++)
+                    _mm256_storeu_ps(o + (size_t)rr * hd + 8 * ch, O[rr]);
             }
         }
     }
@@ -108,44 +160,15 @@ AI void dots(float *sc, size_t ldsc, const float *q, int nr, const uint8_t *rec,
 
 AI void axpys(float *o, float *bias, const float *p, size_t ldp, int nr, const uint8_t *rec,
               size_t rb, int nv, int hd, const int bits, int group) {
-    int ng = hd / group, cpg = group / 8;
-    size_t qb = (size_t)hd * (size_t)bits / 8;
-    unpack u = unpack_new(bits);
-    float W[RB][VRUN], pad[1024];
+    int ng = hd / group;
     for (int r0 = 0; r0 < nr; r0 += RB) {
-        int m = nr - r0 < RB ? nr - r0 : RB;
-        float *op[RB];
-        for (int rr = 0; rr < RB; rr++)
-            op[rr] = rr < m ? o + (size_t)(r0 + rr) * hd : pad;
-        for (int j0 = 0; j0 < nv; j0 += VRUN) {
-            int n = nv - j0 < VRUN ? nv - j0 : VRUN;
-            const uint8_t *c0 = rec + (size_t)j0 * rb;
-            for (int g = 0; g < ng; g++) {
-                for (int rr = 0; rr < RB; rr++)
-                    for (int j = 0; j < n; j++) {
-                        const uint8_t *c = c0 + (size_t)j * rb;
-                        if (rr >= m) {
-                            W[rr][j] = 0;
-                            continue;
-                        }
-                        float pj = p[(size_t)(r0 + rr) * ldp + j0 + j];
-                        float *b = bias + (size_t)(r0 + rr) * ng + g;
-                        W[rr][j] = pj * rec_f32(c, qb + 4 * (size_t)g);
-                        *b = fmaf(pj, rec_f32(c, qb + 4 * (size_t)(ng + g)), *b);
-                    }
-                for (int ch = g * cpg; ch < (g + 1) * cpg; ch++) {
-                    __m256 O[RB];
-                    for (int rr = 0; rr < RB; rr++)
-                        O[rr] = _mm256_loadu_ps(op[rr] + 8 * ch);
-                    for (int j = 0; j < n; j++) {
-                        __m256 v = chunk(c0 + (size_t)j * rb, ch, bits, &u);
-                        for (int rr = 0; rr < RB; rr++)
-                            O[rr] = _mm256_fmadd_ps(_mm256_broadcast_ss(&W[rr][j]), v, O[rr]);
-                    }
-                    for (int rr = 0; rr < RB; rr++)
-                        _mm256_storeu_ps(op[rr] + 8 * ch, O[rr]);
-                }
-            }
+        float *orow = o + (size_t)r0 * hd, *b = bias + (size_t)r0 * ng;
+        const float *pr = p + (size_t)r0 * ldp;
+        switch (nr - r0 < RB ? nr - r0 : RB) {
+        case 1: axpys_m(orow, b, pr, ldp, 1, rec, rb, nv, hd, bits, group); break;
+        case 2: axpys_m(orow, b, pr, ldp, 2, rec, rb, nv, hd, bits, group); break;
+        case 3: axpys_m(orow, b, pr, ldp, 3, rec, rb, nv, hd, bits, group); break;
+        default: axpys_m(orow, b, pr, ldp, 4, rec, rb, nv, hd, bits, group); break;
         }
     }
 }

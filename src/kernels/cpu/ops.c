@@ -425,18 +425,10 @@ static const float *kv_rows(const hr_attn_args *a, const void *base, int32_t blk
     }
     size_t at = (size_t)blk * a->block_stride + slot * hd, m = (size_t)cnt * hd;
     const uint16_t *h = (const uint16_t *)base + at;
-    switch (a->kv_dtype) {
-    case HR_DTYPE_F16:
-        for (size_t i = 0; i < m; i++)
-            buf[i] = hr_f16_to_f32(h[i]);
-        return buf;
-    case HR_DTYPE_BF16:
-        for (size_t i = 0; i < m; i++)
-            buf[i] = hr_bf16_to_f32(h[i]);
-        return buf;
-    default:
+    if (a->kv_dtype == HR_DTYPE_F32)
         return (const float *)base + at;
-    }
+    hr_cpu()->widen(buf, h, m, a->kv_dtype);
+    return buf;
 }
 
 /* Floats of converted K/V rows a task holds at once (a run of a block) */
