@@ -45,7 +45,12 @@ void hr__kvq_load_avx512(float *y, const void *src, int hd, int bits, int group)
  * kvq_dots and kvq_axpys give the scalar reference's bits on every ISA).
  * The element at layout position P (identity; 4 bits: each 16 as its
  * evens, then its odds). */
-int hr_kvq_elem(int P, int bits);
+static inline int hr_kvq_elem(int P, int bits) {
+    if (bits != 4)
+        return P;
+    int w = P % 16;
+    return P - w + (w < 8 ? 2 * w : 2 * (w - 8) + 1);
+}
 /* sc[r * ldsc + j] = the score of query row q + r * hd over record
  * rec + j * rb, times scale (r < nr, j < nk). */
 void hr__kvq_dots_scalar(float *sc, size_t ldsc, const float *q, int nr, const void *rec,

@@ -29,13 +29,6 @@
 #include <math.h>
 #include <string.h>
 
-int hr_kvq_elem(int P, int bits) {
-    if (bits != 4)
-        return P;
-    int w = P % 16;
-    return P - w + (w < 8 ? 2 * w : 2 * (w - 8) + 1);
-}
-
 static inline float code(const uint8_t *q, int e, int bits) {
     size_t bit = (size_t)e * (size_t)bits;
     unsigned v = q[bit >> 3];

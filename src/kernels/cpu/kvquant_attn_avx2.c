@@ -53,6 +53,20 @@ AI __m256 chunk(const uint8_t *q, int ch, const int bits, const unpack *u) {
     return _mm256_cvtepi32_ps(_mm256_and_si256(_mm256_srlv_epi32(v, u->shift), u->mask));
 }
 
+/* chunks ch and ch + 1 (ch even: at 4 bits the same 8 bytes' low and
+ * high nibbles) */
+AI void chunk2(const uint8_t *q, int ch, const int bits, const unpack *u, __m256 *v0,
+               __m256 *v1) {
+    if (bits == 4) {
+        __m256i b = _mm256_cvtepu8_epi32(_mm_loadl_epi64((const void *)(q + 4 * ch)));
+        *v0 = _mm256_cvtepi32_ps(_mm256_and_si256(b, _mm256_set1_epi32(15)));
+        *v1 = _mm256_cvtepi32_ps(_mm256_srli_epi32(b, 4));
+        return;
+    }
+    *v0 = chunk(q, ch, bits, u);
+    *v1 = chunk(q, ch + 1, bits, u);
+}
+
 AI float rec_f32(const uint8_t *q, size_t at) {
     float x;
     memcpy(&x, q + at, 4);
@@ -86,10 +100,13 @@ AI void dots_m(float *sc, size_t ldsc, const float *q, const int M, const uint8_
             __m256 A[RB];
             for (int rr = 0; rr < M; rr++)
                 A[rr] = _mm256_setzero_ps();
-            for (int ch = g * cpg; ch < (g + 1) * cpg; ch++) {
-                __m256 v = chunk(c, ch, bits, &u);
-                for (int rr = 0; rr < M; rr++)
-                    A[rr] = _mm256_fmadd_ps(_mm256_loadu_ps(qp[rr] + 8 * ch), v, A[rr]);
+            for (int ch = g * cpg; ch < (g + 1) * cpg; ch += 2) { /* cpg is even */
+                __m256 v0, v1;
+                chunk2(c, ch, bits, &u, &v0, &v1);
+                for (int rr = 0; rr < M; rr++) {
+                    A[rr] = _mm256_fmadd_ps(_mm256_loadu_ps(qp[rr] + 8 * ch), v0, A[rr]);
+                    A[rr] = _mm256_fmadd_ps(_mm256_loadu_ps(qp[rr] + 8 * ch + 8), v1, A[rr]);
+                }
             }
             __m256 s = _mm256_set1_ps(rec_f32(c, qb + 4 * (size_t)g));
             for (int rr = 0; rr < M; rr++)
@@ -142,17 +159,25 @@ AI void axpys_m(float *o, float *bias, const float *p, size_t ldp, const int M,
                 }
                 bias[(size_t)rr * ng + g] = b;
             }
-            for (int ch = g * cpg; ch < (g + 1) * cpg; ch++) {
-                __m256 O[RB];
-                for (int rr = 0; rr < M; rr++)
-                    O[rr] = _mm256_loadu_ps(o + (size_t)rr * hd + 8 * ch);
-                for (int j = 0; j < n; j++) {
-                    __m256 v = chunk(c0 + (size_t)j * rb, ch, bits, &u);
-                    for (int rr = 0; rr < M; rr++)
-                        O[rr] = _mm256_fmadd_ps(_mm256_broadcast_ss(&W[rr][j]), v, O[rr]);
+            for (int ch = g * cpg; ch < (g + 1) * cpg; ch += 2) { /* cpg is even */
+                __m256 O0[RB], O1[RB];
+                for (int rr = 0; rr < M; rr++) {
+                    O0[rr] = _mm256_loadu_ps(o + (size_t)rr * hd + 8 * ch);
+                    O1[rr] = _mm256_loadu_ps(o + (size_t)rr * hd + 8 * ch + 8);
                 }
-                for (int rr = 0; rr < M; rr++)
-                    _mm256_storeu_ps(o + (size_t)rr * hd + 8 * ch, O[rr]);
+                for (int j = 0; j < n; j++) {
+                    __m256 v0, v1;
+                    chunk2(c0 + (size_t)j * rb, ch, bits, &u, &v0, &v1);
+                    for (int rr = 0; rr < M; rr++) {
+                        __m256 w = _mm256_broadcast_ss(&W[rr][j]);
+                        O0[rr] = _mm256_fmadd_ps(w, v0, O0[rr]);
+                        O1[rr] = _mm256_fmadd_ps(w, v1, O1[rr]);
+                    }
+                }
+                for (int rr = 0; rr < M; rr++) {
+                    _mm256_storeu_ps(o + (size_t)rr * hd + 8 * ch, O0[rr]);
+                    _mm256_storeu_ps(o + (size_t)rr * hd + 8 * ch + 8, O1[rr]);
+                }
             }
         }
     }
