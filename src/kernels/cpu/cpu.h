@@ -88,7 +88,8 @@ typedef struct hr_cpu_kernels {
                      float *s4);
     /* One attention task (hr_attn_tile) over the paged KV cache,
      * bit-identical per query row to dot, softmax and axpy per head on the
-     * f32 values of K/V. NULL: ops.c does that per head. */
+     * f32 values of K/V. NULL: ops.c runs the same task through attn_dots
+     * and attn_axpys (the same bits). */
     void (*attn_heads)(const hr_attn_tile *t);
     /* n floats rounded to F16 (values beyond +-65504 saturate) or BF16,
      * to nearest even; the KV cache's stores. Bit-identical on every ISA

@@ -492,9 +492,14 @@ static void attn_group(const hr_attn_args *a, int t0, int nq, int kvh, const int
                     float *s = sc + (size_t)(i * G + g) * a->max_ctx;
                     if (a->softcap > 0)
                         hr_softcap(s, n[i], a->softcap);
-                    if (a->sinks) /* the sink takes its share of the softmax, then is dropped */
+                    if (a->sinks) { /* the sink takes its share of the softmax, then is dropped */
+                        float next = s[n[i]]; /* the next row's first score, or unused */
                         s[n[i]] = a->sinks[h];
-                    hr_softmax(s, a->sinks ? n[i] + 1 : n[i]);
+                        hr_softmax(s, n[i] + 1);
+                        s[n[i]] = next;
+                    } else {
+                        hr_softmax(s, n[i]);
+                    }
                     memset(a->out + ((size_t)(t0 + i) * a->n_heads + h) * hd, 0,
                            (size_t)hd * sizeof(float));
                     if (direct)
@@ -560,6 +565,10 @@ static void attention_worker(void *p, int ith, int nth) {
     float *sc = a->scratch + (size_t)ith * a->max_ctx * group * HR_ATTN_TILE;
     bool tiled = cpu->attn_heads && hd % 16 == 0 && a->kv_dtype != HR_DTYPE_AFFINE && !a->sinks;
     int start[HR_ATTN_TILE], n[HR_ATTN_TILE];
+    /* with sinks a row's softmax borrows the float after its n scores (the
+     * next row's first, put back after): the last row of the thread's
+     * scratch stays unused, so that float is never another thread's */
+    int tile = a->sinks ? HR_ATTN_TILE - 1 : HR_ATTN_TILE;
     hr_attn_tile T = {.ldq = a->n_heads * hd, .G = group, .hd = hd, .k = a->k, .v = a->v,
                       .kv_dtype = a->kv_dtype, .stride = a->block_stride,
                       .bs = a->block_size, .start = start, .n = n, .scale = a->scale,
@@ -568,7 +577,7 @@ static void attention_worker(void *p, int ith, int nth) {
          after = atomic_fetch_add_explicit(&job->next, 1, memory_order_relaxed);
     for (int t0 = 0; t0 < a->n_tok; t0 += T.nq) {
         T.nq = 1;
-        while (t0 + T.nq < a->n_tok && T.nq < HR_ATTN_TILE &&
+        while (t0 + T.nq < a->n_tok && T.nq < tile &&
                a->blocks[t0 + T.nq] == a->blocks[t0] && a->pos[t0 + T.nq] == a->pos[t0] + T.nq)
             T.nq++;
         for (int kvh = 0; kvh < a->n_kv_heads; kvh++, task++) {
