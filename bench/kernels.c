@@ -5,9 +5,11 @@
  *       (a4g64: 4 bits, groups of 64, bf16 scales; 24-bit activations
  *       unless HEARTH_QUANT_ACT=int8) in the x16 layout, through enough
  *       copies (below) that each product reads memory
- *   bench_kernels attn CTX [THREADS] [HEADS] [KV_HEADS] [HEAD_DIM]
- *       one query token's attention over CTX f16 keys and values (a
- *       paged KV cache), through enough layers (below)
+ *   bench_kernels attn CTX [THREADS] [HEADS] [KV_HEADS] [HEAD_DIM] [KV]
+ *       one query token's attention over CTX keys and values (a paged KV
+ *       cache) of KV: f16 (default), f32, bf16, or aB / aBgG (quantized
+ *       KV rows, mlx-lm's affine format: B bits, groups of G, default 64),
+ *       through enough layers (below)
  * Prints the best of 5 passes as GB/s and as % of the plain read. The
  * weights and K/V are random: the kernels' speed does not depend on the
  * values. The copies span 256 MiB or four times the last-level cache,
@@ -20,6 +22,7 @@
 #include "core/pool.h"
 #include "core/tensor.h"
 #include "core/timer.h"
+#include "kernels/cpu/kvquant.h"
 #include "kernels/cpu/membw.h"
 #include "kernels/cpu/ops.h"
 #include "kernels/cpu/quant.h"
@@ -52,7 +55,7 @@ static int dtype_named(const char *name) {
 
 static int usage(void) {
     fprintf(stderr, "usage: bench_kernels matvec TYPE M K [THREADS] | "
-                    "attn CTX [THREADS] [HEADS] [KV_HEADS] [HEAD_DIM]\n");
+                    "attn CTX [THREADS] [HEADS] [KV_HEADS] [HEAD_DIM] [f16|f32|bf16|aB[gG]]\n");
     return 2;
 }
 
@@ -140,19 +143,47 @@ static int attn(int argc, char **argv, hr_rng *rng) {
     int ctx = atoi(argv[2]), nth = argc > 3 ? atoi(argv[3]) : 2;
     int H = argc > 4 ? atoi(argv[4]) : 16, KVH = argc > 5 ? atoi(argv[5]) : 8;
     int hd = argc > 6 ? atoi(argv[6]) : 128;
+    const char *kvname = argc > 7 ? argv[7] : "f16";
+    hr_dtype dt = HR_DTYPE_F16;
+    int bits = 0, group = 64;
+    if (!strcmp(kvname, "f32"))
+        dt = HR_DTYPE_F32;
+    else if (!strcmp(kvname, "bf16"))
+        dt = HR_DTYPE_BF16;
+    else if (kvname[0] == 'a') {
+        dt = HR_DTYPE_AFFINE;
+        bits = atoi(kvname + 1);
+        const char *g = strchr(kvname, 'g');
+        group = g ? atoi(g + 1) : 64;
+        if (!hr_kvq_bits_ok(bits) || !hr_kvq_group_ok(group) || hd % group)
+            return usage();
+    } else if (strcmp(kvname, "f16"))
+        return usage();
     if (ctx <= 0 || KVH <= 0 || H % KVH || hd % 16 || hd > HR_ATTN_MAX_HEAD_DIM)
         return usage();
     int nb = (ctx + HR_KV_BLOCK - 1) / HR_KV_BLOCK;
-    size_t stride = (size_t)KVH * HR_KV_BLOCK * hd, layer = stride * nb; /* f16 values */
-    int layers = (int)(FOOTPRINT / (4 * layer)) + 1;
-    uint16_t *k = hr_big_alloc(layer * layers * 2), *v = hr_big_alloc(layer * layers * 2);
-    for (size_t i = 0; i < layer; i++) {
-        k[i] = hr_f32_to_f16(frand(rng));
-        v[i] = hr_f32_to_f16(frand(rng));
-    }
+    /* bytes of a row; the block stride in elements (quantized: bytes) */
+    size_t row = dt == HR_DTYPE_AFFINE ? hr_kvq_row_bytes(hd, bits, group)
+                                       : (size_t)hd * (dt == HR_DTYPE_F32 ? 4 : 2);
+    size_t bstride = (size_t)KVH * HR_KV_BLOCK * row, layer = bstride * nb; /* bytes */
+    size_t stride = dt == HR_DTYPE_AFFINE ? bstride : bstride / (dt == HR_DTYPE_F32 ? 4 : 2);
+    int layers = (int)(FOOTPRINT / (2 * layer)) + 1;
+    uint8_t *k = hr_big_alloc(layer * layers), *v = hr_big_alloc(layer * layers);
+    float *x = malloc((size_t)hd * sizeof *x);
+    for (size_t r = 0; r < layer / row; r++)
+        for (int w = 0; w < 2; w++) {
+            for (int i = 0; i < hd; i++)
+                x[i] = frand(rng);
+            uint8_t *dst = (w ? v : k) + r * row;
+            if (dt == HR_DTYPE_AFFINE)
+                hr_kvq_store(dst, x, hd, bits, group);
+            else
+                hr_store_row(dst, x, hd, dt);
+        }
+    free(x);
     for (int l = 1; l < layers; l++) { /* copies, as the matvec's */
-        memcpy(k + l * layer, k, layer * 2);
-        memcpy(v + l * layer, v, layer * 2);
+        memcpy(k + l * layer, k, layer);
+        memcpy(v + l * layer, v, layer);
     }
     int32_t *bt = malloc((size_t)nb * sizeof *bt), pos = ctx - 1;
     for (int i = 0; i < nb; i++)
@@ -170,7 +201,8 @@ static int attn(int argc, char **argv, hr_rng *rng) {
         for (int l = 0; l < layers; l++) {
             hr_attn_args a = {.q = q, .out = out, .n_tok = 1, .n_heads = H, .n_kv_heads = KVH,
                               .head_dim = hd, .k = k + l * layer, .v = v + l * layer,
-                              .kv_dtype = HR_DTYPE_F16, .block_stride = stride,
+                              .kv_dtype = dt, .kv_bits = bits, .kv_group = group,
+                              .block_stride = stride,
                               .block_size = HR_KV_BLOCK, .pos = &pos, .blocks = blocks,
                               .scale = 0.1f, .scratch = scores, .max_ctx = ctx};
             hr_attention(pool, &a);
@@ -178,13 +210,13 @@ static int attn(int argc, char **argv, hr_rng *rng) {
         double dt = (hr_now() - t0) / layers;
         best = dt < best ? dt : best;
     }
-    char what[96];
-    snprintf(what, sizeof what, "attention %d keys, %d/%d heads of %d (%.2f MB a layer)", ctx,
-             H, KVH, hd, 4.0 * layer / 1e6);
-    report(what, 4.0 * layer, best, pool);
+    char what[128];
+    snprintf(what, sizeof what, "attention %d keys, %d/%d heads of %d, %s (%.2f MB a layer, %.1f us)",
+             ctx, H, KVH, hd, kvname, 2.0 * layer / 1e6, best * 1e6);
+    report(what, 2.0 * layer, best, pool);
     hr_pool_free(pool);
-    hr_big_free(k, layer * layers * 2);
-    hr_big_free(v, layer * layers * 2);
+    hr_big_free(k, layer * layers);
+    hr_big_free(v, layer * layers);
     free(bt);
     free(q);
     free(out);

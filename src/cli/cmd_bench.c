@@ -38,7 +38,7 @@ double hr_cli_median(double *v, int n) {
 static const char usage[] =
     "usage: hearth bench --model PATH [--prompt-len N] [--gen-len N] [--threads T] "
     "[--repeats R] [--kv-dtype D] [--kv-bits B] [--kv-group-size G] "
-    "[--quantized-kv-start N] [--json]\n"
+    "[--quantized-kv-start N] [--kv-budget GB] [--json]\n"
     "       hearth bench (--draft-model PATH | --spec ngram) ...: speculative decoding "
     "side by side (hearth bench --spec ngram --help)\n"
     "       hearth bench --adapter-rank R ...: LoRA adapters' decode cost, 1 and C clients "
@@ -86,6 +86,7 @@ int hr_cmd_bench(int argc, char **argv) {
     const char *model = NULL, *kv_dtype = NULL, *device = "auto";
     long prompt_len = 512, gen_len = 128, threads = 0, repeats = 5, kv_bits = 0, kv_group = 64,
          kv_start = 5000;
+    double kv_gb = 8;
     int json = 0;
     const hr_opt opts[] = {
         {"model", HR_OPT_MODEL, &model, "model directory; or ORG/NAME[@REV]"},
@@ -98,6 +99,7 @@ int hr_cmd_bench(int argc, char **argv) {
         {"kv-bits", HR_OPT_INT, &kv_bits, "quantize the KV cache to 2, 3, 4, 6 or 8 bits (mlx-lm's affine KV; default off)"},
         {"kv-group-size", HR_OPT_INT, &kv_group, "group size of the quantized KV cache (default 64)"},
         {"quantized-kv-start", HR_OPT_INT, &kv_start, "0: quantize the KV from the first token; >= prompt + gen tokens: never (default 5000)"},
+        {"kv-budget", HR_OPT_FLOAT, &kv_gb, "print how many 16384-token sequences' KV fit this many GB (default 8)"},
         {"json", HR_OPT_FLAG, &json, "print one JSON object"},
     };
     hr_error err = {0};
@@ -106,6 +108,8 @@ int hr_cmd_bench(int argc, char **argv) {
         return rc > 0 ? 0 : hr_cli_fail(&err);
     if (!model)
         return hr_cli_fail(&(hr_error){.msg = "--model is required (see --help)"});
+    if (!(kv_gb > 0))
+        return hr_cli_fail(&(hr_error){.msg = "--kv-budget must be > 0 (GB)"});
     if (prompt_len < 1 || gen_len < 2 || repeats < 1 || threads < 0)
         return hr_cli_fail(&(hr_error){.msg = "--prompt-len and --repeats must be >= 1, "
                                               "--gen-len >= 2"});
@@ -166,6 +170,7 @@ int hr_cmd_bench(int argc, char **argv) {
     if (quant)
         kvf = (hr_kv_fmt){HR_DTYPE_AFFINE, (int)kv_bits, (int)kv_group};
     double kv_tok = (double)hr_kv_fmt_block_bytes(hp, &kvf) / HR_KV_BLOCK;
+    long seqs16k = (long)(kv_gb * 1e9 / (kv_tok * 16384)); /* whole sequences */
     double kv_bytes = kv_tok * avg_ctx;
     double bytes = (double)hr_model_decode_bytes(m) + kv_bytes;
     if (!(runs = json_array())) {
@@ -191,14 +196,15 @@ int hr_cmd_bench(int argc, char **argv) {
     double pre_tps = hr_cli_median(pre, R), dec_tps = hr_cli_median(dec, R);
     double bw = hr_cli_median(bws, R), roof = bw / bytes, dec_pct = hr_cli_median(pct, R);
     if (json) {
-        json_t *o = json_pack("{s:s,s:s,s:i,s:i,s:i,s:i,s:f,s:f,s:f,s:f,s:f,s:f,s:f,s:O}",
+        json_t *o = json_pack("{s:s,s:s,s:i,s:i,s:i,s:i,s:f,s:f,s:f,s:f,s:f,s:f,s:f,s:f,s:I,s:O}",
                               "model", model, "isa", gpu ? m->be->name : hr_cpu()->name,
                               "threads", n_threads, "prompt_len", (int)prompt_len,
                               "gen_len", (int)gen_len, "repeats", (int)repeats,
                               "prefill_tokens_per_s", pre_tps, "decode_tokens_per_s", dec_tps,
                               "mem_bandwidth_gb_s", bw / 1e9, "bytes_per_token", bytes,
                               "roofline_tokens_per_s", roof, "decode_pct_of_roofline", dec_pct,
-                              "kv_bytes_per_token", kv_tok, "runs", runs);
+                              "kv_bytes_per_token", kv_tok, "kv_budget_gb", kv_gb,
+                              "seqs_16k_in_kv_budget", (json_int_t)seqs16k, "runs", runs);
         char *js = o ? json_dumps(o, JSON_COMPACT) : NULL;
         json_decref(o);
         if (!js) {
@@ -225,6 +231,7 @@ int hr_cmd_bench(int argc, char **argv) {
                    kvf.group);
         else
             printf("kv cache   %8.0f bytes/token (%s)\n", kv_tok, hr_dtype_name(kvf.dtype));
+        printf("kv budget  %8ld sequences of 16384 tokens in %.1f GB\n", seqs16k, kv_gb);
     }
     status = 0;
 done:

@@ -29,6 +29,18 @@ for k in ('decode_pct_of_roofline', 'decode_tokens_per_s', 'mem_bandwidth_gb_s')
     assert o[k] == statistics.median(x[k] for x in r), k
 " && ok || bad "bench's per-repeat roofline"
 
+# bench: KV bytes per token and the 16k-token sequences a --kv-budget holds
+"$bin" bench --model "$fx" --prompt-len 8 --gen-len 4 --repeats 1 --threads 1 --json --kv-budget 2 \
+    --kv-dtype bf16 | python3 -c "
+import json, sys
+o = json.load(sys.stdin); c = json.load(open('$fx/config.json'))
+hd = c.get('head_dim') or c['hidden_size'] // c['num_attention_heads']
+row = hd * 2  # bf16
+want = c['num_hidden_layers'] * c['num_key_value_heads'] * 2 * row
+assert o['kv_bytes_per_token'] == want, (o['kv_bytes_per_token'], want)
+assert o['seqs_16k_in_kv_budget'] == int(2e9 // (want * 16384)), o
+" && ok || bad "bench's KV bytes per token and budget"
+
 # seeded sampling is reproducible
 a=$("$bin" generate --model "$fx" --prompt-tokens 1,2,3 --max-tokens 20 --temp 0.8 --top-p 0.9 --seed 42 --ignore-eos 2>/dev/null)
 b=$("$bin" generate --model "$fx" --prompt-tokens 1,2,3 --max-tokens 20 --temp 0.8 --top-p 0.9 --seed 42 --ignore-eos 2>/dev/null)
@@ -46,6 +58,7 @@ expect_err() { # expected-substring args...
 expect_err "unknown flag '--bogus'" generate --model "$fx" --bogus 1
 expect_err "needs a value" generate --model
 expect_err "expected an integer" generate --model "$fx" --prompt-tokens 1 --max-tokens x
+expect_err "kv-budget must be > 0" bench --model "$fx" --kv-budget 0
 expect_err "bad token list" generate --model "$fx" --prompt-tokens 1,a
 expect_err "outside the vocabulary" generate --model "$fx" --prompt-tokens 1,99999
 expect_err "no such model directory" generate --model /nonexistent --prompt-tokens 1

@@ -3,7 +3,8 @@
  * bit for bit what the per-head path gives (its ISA's dot, softmax, axpy
  * key by key) over a paged, shuffled KV cache, for GQA group sizes, head
  * dims, key counts and a softcap; and that path agrees with a double
- * precision reference. */
+ * precision reference. Every ISA's widen (f16/bf16 to f32) is exact; every ISA's attn_dots and attn_axpys (the grouped
+ * path of the other pools and ISAs) equal its dot and axpy row by row. */
 #include "kernels/cpu/cpu.h"
 #include "kernels/cpu/gemm_q.h"
 #include "kernels/cpu/ops.h"
@@ -175,6 +176,48 @@ static void test_heads_equal_per_head(void **state) {
  * within 8e-7 relative (a few ulp) plus 1e-30 absolute, on random scores
  * of every length 1..70 and some longer, with wide spreads (underflowing
  * terms), ties and -inf entries. */
+/* attn_dots / attn_axpys == dot / axpy row by row, bits, every ISA that
+ * has them: head dims with and without a multiple of 8 (the tails), runs
+ * of keys around the 4-key step */
+static void test_dots_axpys(void **state) {
+    (void)state;
+    hr_rng rng;
+    hr_rng_seed(&rng, 7);
+    enum { NR = 3, NK = 11, MAXHD = 136 };
+    static float q[NR * MAXHD], k[NK * MAXHD], sc[NR * 16], ref[NR * 16], o[NR * MAXHD],
+        oref[NR * MAXHD];
+    int cases = 0;
+    for (int isa = 0; isa < HR_ISA_COUNT; isa++) {
+        const hr_cpu_kernels *K = hr_cpu_isa((hr_isa)isa);
+        if (!K || !K->attn_dots)
+            continue;
+        assert_non_null(K->attn_axpys);
+        const int hds[] = {8, 20, 64, 96, 128, 136};
+        for (int hi = 0; hi < 6; hi++)
+            for (int nk = 1; nk <= NK; nk += 3) {
+                int hd = hds[hi];
+                for (int i = 0; i < NR * MAXHD; i++)
+                    q[i] = frand(&rng), o[i] = oref[i] = frand(&rng);
+                for (int i = 0; i < NK * MAXHD; i++)
+                    k[i] = frand(&rng) * 3;
+                for (int i = 0; i < NR * 16; i++)
+                    sc[i] = ref[i] = frand(&rng);
+                K->attn_dots(sc, 16, q, NR, k, nk, hd, 0.125f);
+                for (int r = 0; r < NR; r++)
+                    for (int j = 0; j < nk; j++)
+                        ref[r * 16 + j] = K->dot(q + r * hd, k + j * hd, hd) * 0.125f;
+                assert_memory_equal(sc, ref, sizeof sc);
+                K->attn_axpys(o, ref, 16, NR, k, nk, hd);
+                for (int r = 0; r < NR; r++)
+                    for (int j = 0; j < nk; j++)
+                        K->axpy(oref + r * hd, ref[r * 16 + j], k + j * hd, hd);
+                assert_memory_equal(o, oref, sizeof o);
+                cases++;
+            }
+    }
+    printf("attn_dots, attn_axpys == dot, axpy: %d cases\n", cases);
+}
+
 static void test_softmax(void **state) {
     (void)state;
     hr_rng rng;
@@ -314,6 +357,12 @@ static void test_to_half(void **state) {
                 if (memcmp(a, b, (size_t)n * 2))
                     fail_msg("%s to_half %s n=%d differs from scalar", K->name,
                              hr_dtype_name(t), n);
+                float w[67];
+                K->widen(w, a, (size_t)n, t); /* back: exact, every ISA */
+                for (int i = 0; i < n; i++) {
+                    float want = t == HR_DTYPE_F16 ? hr_f16_to_f32(a[i]) : hr_bf16_to_f32(a[i]);
+                    assert_memory_equal(&w[i], &want, 4);
+                }
             }
         }
     }
@@ -322,6 +371,7 @@ static void test_to_half(void **state) {
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_heads_equal_per_head),
+        cmocka_unit_test(test_dots_axpys),
         cmocka_unit_test(test_softmax),
         cmocka_unit_test(test_max_exp_sum),
         cmocka_unit_test(test_to_half),

@@ -88,15 +88,25 @@ typedef struct hr_cpu_kernels {
                      float *s4);
     /* One attention task (hr_attn_tile) over the paged KV cache,
      * bit-identical per query row to dot, softmax and axpy per head on the
-     * f32 values of K/V. NULL: ops.c does that per head. */
+     * f32 values of K/V. NULL: ops.c runs the same task through attn_dots
+     * and attn_axpys (the same bits). */
     void (*attn_heads)(const hr_attn_tile *t);
     /* n floats rounded to F16 (values beyond +-65504 saturate) or BF16,
      * to nearest even; the KV cache's stores. Bit-identical on every ISA
      * except for NaN payloads. */
     void (*to_half)(uint16_t *dst, const float *x, int n, hr_dtype t);
+    /* n F16 or BF16 values widened to f32 (exact, every ISA) */
+    void (*widen)(float *dst, const uint16_t *src, size_t n, hr_dtype t);
     /* A quantized KV row (kvquant.h) dequantized into y[0..hd) (groups of
      * 32 or more); the scalar reference's bits on every ISA. */
     void (*kvq_load)(float *y, const void *src, int hd, int bits, int group);
+    /* Attention read from quantized KV records in place: kvquant.h's
+     * hr__kvq_dots_scalar and hr__kvq_axpys_scalar, their bits on every
+     * ISA. */
+    void (*kvq_dots)(float *sc, size_t ldsc, const float *q, int nr, const void *rec, size_t rb,
+                     int nk, int hd, int bits, int group, float scale);
+    void (*kvq_axpys)(float *o, float *bias, const float *p, size_t ldp, int nr, const void *rec,
+                      size_t rb, int nv, int hd, int bits, int group);
     /* hr_softmax (ops.h), in place */
     void (*softmax)(float *x, int n);
     /* hr_silu_mul (ops.h): g[i] = silu(g[i]) u[i] (u NULL: 1), within 5e-7
@@ -124,6 +134,16 @@ typedef struct hr_cpu_kernels {
     double (*exp_sum)(float *dst, const float *x, int n, float m, float s);
     float (*dot)(const float *a, const float *b, int n);
     void (*axpy)(float *y, float a, const float *x, int n); /* y += a*x */
+    /* The attention of query rows over a run of K/V rows, for the pools and
+     * ISAs without attn_heads (kernels/cpu/ops.c), NULL: dot and axpy one
+     * row at a time, which these equal bit for bit.
+     * attn_dots: sc[r * ldsc + j] = dot(q + r * hd, k + j * hd, hd) * scale
+     * for r < nr, j < nk. attn_axpys: axpy(o + r * hd, p[r * ldp + j],
+     * v + j * hd, hd) for j = 0, 1, .. nv - 1 in turn, for r < nr. */
+    void (*attn_dots)(float *sc, size_t ldsc, const float *q, int nr, const float *k, int nk,
+                      int hd, float scale);
+    void (*attn_axpys)(float *o, const float *p, size_t ldp, int nr, const float *v, int nv,
+                       int hd);
 } hr_cpu_kernels;
 
 /* The process's kernels: one table (the code is compiled per ISA), the best

@@ -107,6 +107,19 @@ GEMM_AVX2(gemm_f32_avx2, load_f32, scal_f32)
 GEMM_AVX2(gemm_bf16_avx2, load_bf16, scal_bf16)
 GEMM_AVX2(gemm_f16_avx2, load_f16, scal_f16)
 
+/* hr__widen_scalar 8 at a time (F16C; BF16: the bits shifted up), exact */
+void hr__widen_avx2(float *dst, const uint16_t *src, size_t n, hr_dtype t) {
+    size_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        __m128i h = _mm_loadu_si128((const __m128i *)(src + i));
+        _mm256_storeu_ps(dst + i, t == HR_DTYPE_F16
+                                      ? _mm256_cvtph_ps(h)
+                                      : _mm256_castsi256_ps(_mm256_slli_epi32(
+                                            _mm256_cvtepu16_epi32(h), 16)));
+    }
+    hr__widen_scalar(dst + i, src + i, n - i, t);
+}
+
 /* hr__to_half_scalar 8 at a time: vcvtps2ph (F16C) after the clamp; BF16
  * by hr_f32_to_bf16's integer rounding */
 static void to_half_avx2(uint16_t *dst, const float *x, int n, hr_dtype t) {
@@ -286,6 +299,77 @@ static void axpy_avx2(float *y, float a, const float *x, int n) {
         y[t] += a * x[t];
 }
 
+/* attn_dots (cpu.h): 4 keys at a time, four independent chains of
+ * dot_avx2's operations (fma over the 8-float chunks in order, then hsum8),
+ * so each score has its bits. */
+static void attn_dots_avx2(float *sc, size_t ldsc, const float *q, int nr, const float *k,
+                           int nk, int hd, float scale) {
+    for (int r = 0; r < nr; r++) {
+        const float *qr = q + (size_t)r * hd;
+        float *s = sc + (size_t)r * ldsc;
+        int j = 0;
+        if (hd % 8 == 0)
+            for (; j + 4 <= nk; j += 4) {
+                const float *k0 = k + (size_t)j * hd, *k1 = k0 + hd, *k2 = k1 + hd,
+                            *k3 = k2 + hd;
+                __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
+                for (int t = 0; t < hd; t += 8) {
+                    __m256 qv = _mm256_loadu_ps(qr + t);
+                    a0 = _mm256_fmadd_ps(qv, _mm256_loadu_ps(k0 + t), a0);
+                    a1 = _mm256_fmadd_ps(qv, _mm256_loadu_ps(k1 + t), a1);
+                    a2 = _mm256_fmadd_ps(qv, _mm256_loadu_ps(k2 + t), a2);
+                    a3 = _mm256_fmadd_ps(qv, _mm256_loadu_ps(k3 + t), a3);
+                }
+                s[j] = hsum8(a0) * scale;
+                s[j + 1] = hsum8(a1) * scale;
+                s[j + 2] = hsum8(a2) * scale;
+                s[j + 3] = hsum8(a3) * scale;
+            }
+        for (; j < nk; j++)
+            s[j] = dot_avx2(qr, k + (size_t)j * hd, hd) * scale;
+    }
+}
+
+/* attn_axpys (cpu.h): each 8-float chunk of an output row stays in a
+ * register over the keys, fma by fma in key order: axpy_avx2's bits. */
+static void attn_axpys_avx2(float *o, const float *p, size_t ldp, int nr, const float *v,
+                            int nv, int hd) {
+    for (int r = 0; r < nr; r++) {
+        float *orow = o + (size_t)r * hd;
+        const float *pr = p + (size_t)r * ldp;
+        if (hd % 8) {
+            for (int j = 0; j < nv; j++)
+                axpy_avx2(orow, pr[j], v + (size_t)j * hd, hd);
+            continue;
+        }
+        for (int t = 0; t < hd; t += 32) {
+            int w = hd - t < 32 ? (hd - t) / 8 : 4; /* chunks of 8 in this pass */
+            __m256 o0 = _mm256_loadu_ps(orow + t);
+            __m256 o1 = w > 1 ? _mm256_loadu_ps(orow + t + 8) : o0;
+            __m256 o2 = w > 2 ? _mm256_loadu_ps(orow + t + 16) : o0;
+            __m256 o3 = w > 3 ? _mm256_loadu_ps(orow + t + 24) : o0;
+            for (int j = 0; j < nv; j++) {
+                const float *vr = v + (size_t)j * hd + t;
+                __m256 pv = _mm256_set1_ps(pr[j]);
+                o0 = _mm256_fmadd_ps(pv, _mm256_loadu_ps(vr), o0);
+                if (w > 1)
+                    o1 = _mm256_fmadd_ps(pv, _mm256_loadu_ps(vr + 8), o1);
+                if (w > 2)
+                    o2 = _mm256_fmadd_ps(pv, _mm256_loadu_ps(vr + 16), o2);
+                if (w > 3)
+                    o3 = _mm256_fmadd_ps(pv, _mm256_loadu_ps(vr + 24), o3);
+            }
+            _mm256_storeu_ps(orow + t, o0);
+            if (w > 1)
+                _mm256_storeu_ps(orow + t + 8, o1);
+            if (w > 2)
+                _mm256_storeu_ps(orow + t + 16, o2);
+            if (w > 3)
+                _mm256_storeu_ps(orow + t + 24, o3);
+        }
+    }
+}
+
 const hr_cpu_kernels hr__cpu_avx2 = {
     .name = "avx2",
     .gemm = {[HR_DTYPE_F32] = gemm_f32_avx2,
@@ -295,13 +379,18 @@ const hr_cpu_kernels hr__cpu_avx2 = {
     .gemm_i8 = {HR__GEMM_I8_TABLE(avx2)},
     .qact_row = hr__qact_row_avx2,
     .to_half = to_half_avx2,
+    .widen = hr__widen_avx2,
     .kvq_load = hr__kvq_load_avx2,
+    .kvq_dots = hr__kvq_dots_avx2,
+    .kvq_axpys = hr__kvq_axpys_avx2,
     .softmax = hr__softmax_scalar,
     .silu_mul = silu_mul_avx2,
     .max = max_avx2,
     .argmax = argmax_avx2,
     .rmsnorm = rmsnorm_avx2,
     .exp_sum = exp_sum_avx2,
+    .attn_dots = attn_dots_avx2,
+    .attn_axpys = attn_axpys_avx2,
     .dot = dot_avx2,
     .axpy = axpy_avx2,
 };

@@ -90,6 +90,8 @@ void hr__rmsnorm_avx512(float *y, const float *x, const float *w, float offset, 
                         float eps);
 double hr__exp_sum_scalar(float *dst, const float *x, int n, float m, float s);
 void hr__to_half_scalar(uint16_t *dst, const float *x, int n, hr_dtype t);
+void hr__widen_scalar(float *dst, const uint16_t *src, size_t n, hr_dtype t);
+void hr__widen_avx2(float *dst, const uint16_t *src, size_t n, hr_dtype t);
 void hr__to_half_avx512(uint16_t *dst, const float *x, int n, hr_dtype t);
 void hr__softmax_avx512(float *x, int n);
 void hr__silu_mul_avx512(float *g, const float *u, int n);

@@ -130,6 +130,11 @@ double hr__exp_sum_scalar(float *dst, const float *x, int n, float m, float s) {
     return sum;
 }
 
+void hr__widen_scalar(float *dst, const uint16_t *src, size_t n, hr_dtype t) {
+    for (size_t i = 0; i < n; i++)
+        dst[i] = t == HR_DTYPE_F16 ? hr_f16_to_f32(src[i]) : hr_bf16_to_f32(src[i]);
+}
+
 void hr__to_half_scalar(uint16_t *dst, const float *x, int n, hr_dtype t) {
     for (int i = 0; i < n; i++)
         dst[i] = t == HR_DTYPE_F16 ? hr_f32_to_f16(fminf(fmaxf(x[i], -65504.0f), 65504.0f))
@@ -157,7 +162,10 @@ const hr_cpu_kernels hr__cpu_scalar = {
                 [HR_DTYPE_Q6_K] = hr__gemm_i8_scalar},
     .qact_row = hr_qact_row,
     .to_half = hr__to_half_scalar,
+    .widen = hr__widen_scalar,
     .kvq_load = hr__kvq_load_scalar,
+    .kvq_dots = hr__kvq_dots_scalar,
+    .kvq_axpys = hr__kvq_axpys_scalar,
     .softmax = hr__softmax_scalar,
     .silu_mul = hr__silu_mul_scalar,
     .max = hr__max_scalar,

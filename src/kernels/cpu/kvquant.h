@@ -41,4 +41,33 @@ void hr__kvq_load_scalar(float *y, const void *src, int hd, int bits, int group)
 void hr__kvq_load_avx2(float *y, const void *src, int hd, int bits, int group);
 void hr__kvq_load_avx512(float *y, const void *src, int hd, int bits, int group);
 
+/* Attention over records (kvquant_attn.c has the definitions; cpu.h's
+ * kvq_dots and kvq_axpys give the scalar reference's bits on every ISA).
+ * The element at layout position P (identity; 4 bits: each 16 as its
+ * evens, then its odds). */
+static inline int hr_kvq_elem(int P, int bits) {
+    if (bits != 4)
+        return P;
+    int w = P % 16;
+    return P - w + (w < 8 ? 2 * w : 2 * (w - 8) + 1);
+}
+/* sc[r * ldsc + j] = the score of query row q + r * hd over record
+ * rec + j * rb, times scale (r < nr, j < nk). */
+void hr__kvq_dots_scalar(float *sc, size_t ldsc, const float *q, int nr, const void *rec,
+                         size_t rb, int nk, int hd, int bits, int group, float scale);
+void hr__kvq_dots_avx2(float *sc, size_t ldsc, const float *q, int nr, const void *rec,
+                       size_t rb, int nk, int hd, int bits, int group, float scale);
+/* For r < nr, records j = 0 .. nv - 1 in turn weighted p[r * ldp + j]:
+ * the layout-order accumulators o + r * hd and the group bias sums
+ * bias + r * (hd / group) (zero them before the first record). */
+void hr__kvq_axpys_scalar(float *o, float *bias, const float *p, size_t ldp, int nr,
+                          const void *rec, size_t rb, int nv, int hd, int bits, int group);
+void hr__kvq_axpys_avx2(float *o, float *bias, const float *p, size_t ldp, int nr,
+                        const void *rec, size_t rb, int nv, int hd, int bits, int group);
+/* One row's accumulators into its output in element order, in place:
+ * y[elem(P)] = o[P] + bias[P / group] (hd <= 1024). */
+void hr_kvq_finish(float *o, const float *bias, int hd, int bits, int group);
+/* The 8 lanes summed in the AVX2 order (u = t[l] + t[l + 4], ...). */
+float hr__kvq_hsum8(const float *t);
+
 #endif

@@ -407,32 +407,141 @@ void hr_gelu_mul(float *g, const float *u, int n) {
 
 /* ---- attention ------------------------------------------------------------ */
 
-/* Key or value row of position ps as f32: the pool's own row when it is
- * F32, else converted (exactly) into buf. */
-static const float *kv_row(const hr_attn_args *a, const void *base, const int32_t *bt, int ps,
-                           int kvh, float *buf) {
+/* Rows [s, s + cnt) of one block (a block's slots of a KV head are
+ * contiguous) of KV head kvh, as f32: the pool's own rows when it is F32,
+ * else converted (half precision exactly, quantized records through the
+ * ISA's kvq_load) into buf. */
+static const float *kv_rows(const hr_attn_args *a, const void *base, int32_t blk, int kvh,
+                            int s, int cnt, float *buf) {
     int hd = a->head_dim, bs = a->block_size;
-    if (a->kv_dtype == HR_DTYPE_AFFINE) { /* a row record, dequantized in place */
+    size_t slot = (size_t)kvh * bs + (size_t)s;
+    if (a->kv_dtype == HR_DTYPE_AFFINE) {
         size_t rb = hr_kvq_row_bytes(hd, a->kv_bits, a->kv_group);
-        const char *r = (const char *)base + (size_t)bt[ps / bs] * a->block_stride +
-                        ((size_t)kvh * bs + ps % bs) * rb;
-        hr_cpu()->kvq_load(buf, r, hd, a->kv_bits, a->kv_group);
+        const char *r = (const char *)base + (size_t)blk * a->block_stride + slot * rb;
+        for (int j = 0; j < cnt; j++)
+            hr_cpu()->kvq_load(buf + (size_t)j * hd, r + (size_t)j * rb, hd, a->kv_bits,
+                               a->kv_group);
         return buf;
     }
-    size_t at = (size_t)bt[ps / bs] * a->block_stride + ((size_t)kvh * bs + ps % bs) * hd;
+    size_t at = (size_t)blk * a->block_stride + slot * hd, m = (size_t)cnt * hd;
     const uint16_t *h = (const uint16_t *)base + at;
-    switch (a->kv_dtype) {
-    case HR_DTYPE_F16:
-        for (int i = 0; i < hd; i++)
-            buf[i] = hr_f16_to_f32(h[i]);
-        return buf;
-    case HR_DTYPE_BF16:
-        for (int i = 0; i < hd; i++)
-            buf[i] = hr_bf16_to_f32(h[i]);
-        return buf;
-    default:
+    if (a->kv_dtype == HR_DTYPE_F32)
         return (const float *)base + at;
+    hr_cpu()->widen(buf, h, m, a->kv_dtype);
+    return buf;
+}
+
+/* Floats of converted K/V rows a task holds at once (a run of a block) */
+#define ROWS_BUF 4096
+
+/* The ISA's attn_dots and attn_axpys (cpu.h), or their definition */
+static void attn_dots(const hr_cpu_kernels *cpu, float *sc, size_t ldsc, const float *q, int nr,
+                      const float *k, int nk, int hd, float scale) {
+    if (cpu->attn_dots) {
+        cpu->attn_dots(sc, ldsc, q, nr, k, nk, hd, scale);
+        return;
     }
+    for (int r = 0; r < nr; r++)
+        for (int j = 0; j < nk; j++)
+            sc[r * ldsc + j] = cpu->dot(q + (size_t)r * hd, k + (size_t)j * hd, hd) * scale;
+}
+
+static void attn_axpys(const hr_cpu_kernels *cpu, float *o, const float *p, size_t ldp, int nr,
+                       const float *v, int nv, int hd) {
+    if (cpu->attn_axpys) {
+        cpu->attn_axpys(o, p, ldp, nr, v, nv, hd);
+        return;
+    }
+    for (int r = 0; r < nr; r++)
+        for (int j = 0; j < nv; j++)
+            cpu->axpy(o + (size_t)r * hd, p[r * ldp + j], v + (size_t)j * hd, hd);
+}
+
+/* Bias sums a task of quantized rows holds (kvq_axpys) */
+#define BIAS_BUF 4096
+
+/* One task without the ISA's attn_heads kernel: the nq tokens of a tile
+ * (start[i], n[i]: token i's positions) and the G query heads of KV head
+ * kvh. Each key and value row is read once for the task's nq * G query
+ * rows, a block run at a time. Quantized rows are read in place (the ISA's
+ * kvq_dots and kvq_axpys: kvquant_attn.c); the other pools' rows (f16 and
+ * bf16 widened once) go through attn_dots and attn_axpys: each score
+ * dot(q, k) * scale, each output the axpy of the values in position order,
+ * the operations of attention per head, so its bits on the same ISA. The
+ * softmax is hr_softmax. sc: nq * G rows of max_ctx floats. */
+static void attn_group(const hr_attn_args *a, int t0, int nq, int kvh, const int *start,
+                       const int *n, float *sc) {
+    const hr_cpu_kernels *cpu = hr_cpu();
+    int hd = a->head_dim, G = a->n_heads / a->n_kv_heads, bs = a->block_size;
+    int lo = start[0], hi = start[0] + n[0];
+    for (int i = 1; i < nq; i++) {
+        lo = start[i] < lo ? start[i] : lo;
+        hi = start[i] + n[i] > hi ? start[i] + n[i] : hi;
+    }
+    HR_ASSERT(hd <= ROWS_BUF);
+    int ng = a->kv_dtype == HR_DTYPE_AFFINE ? hd / a->kv_group : 0;
+    bool direct = ng > 0 && nq * G * ng <= BIAS_BUF;
+    size_t rb = direct ? hr_kvq_row_bytes(hd, a->kv_bits, a->kv_group) : 0;
+    float buf[ROWS_BUF], bias[BIAS_BUF];
+    int run = direct ? bs : ROWS_BUF / hd;
+    for (int w = 0; w < 2; w++) { /* 0: the scores, 1: the outputs */
+        if (w == 1)
+            for (int i = 0; i < nq; i++)
+                for (int g = 0; g < G; g++) {
+                    int h = kvh * G + g;
+                    float *s = sc + (size_t)(i * G + g) * a->max_ctx;
+                    if (a->softcap > 0)
+                        hr_softcap(s, n[i], a->softcap);
+                    if (a->sinks) { /* the sink takes its share of the softmax, then is dropped */
+                        float next = s[n[i]]; /* the next row's first score, or unused */
+                        s[n[i]] = a->sinks[h];
+                        hr_softmax(s, n[i] + 1);
+                        s[n[i]] = next;
+                    } else {
+                        hr_softmax(s, n[i]);
+                    }
+                    memset(a->out + ((size_t)(t0 + i) * a->n_heads + h) * hd, 0,
+                           (size_t)hd * sizeof(float));
+                    if (direct)
+                        memset(bias + (size_t)(i * G + g) * ng, 0, (size_t)ng * sizeof(float));
+                }
+        const void *base = w ? a->v : a->k;
+        for (int p = lo; p < hi;) {
+            int s = p % bs, cnt = bs - s < hi - p ? bs - s : hi - p;
+            cnt = cnt < run ? cnt : run;
+            int32_t blk = a->blocks[t0][p / bs];
+            const char *rec = (const char *)base + (size_t)blk * a->block_stride +
+                              ((size_t)kvh * bs + (size_t)s) * rb;
+            const float *rows = direct ? NULL : kv_rows(a, base, blk, kvh, s, cnt, buf);
+            for (int i = 0; i < nq; i++) { /* token i's keys in [p, p + cnt) */
+                int j0 = start[i] > p ? start[i] - p : 0;
+                int j1 = start[i] + n[i] < p + cnt ? start[i] + n[i] - p : cnt;
+                if (j0 >= j1)
+                    continue;
+                size_t at = ((size_t)(t0 + i) * a->n_heads + (size_t)kvh * G) * hd;
+                float *sp = sc + (size_t)i * G * a->max_ctx + (p + j0 - start[i]);
+                if (direct && w == 0)
+                    cpu->kvq_dots(sp, a->max_ctx, a->q + at, G, rec + (size_t)j0 * rb, rb,
+                                  j1 - j0, hd, a->kv_bits, a->kv_group, a->scale);
+                else if (direct)
+                    cpu->kvq_axpys(a->out + at, bias + (size_t)i * G * ng, sp, a->max_ctx, G,
+                                   rec + (size_t)j0 * rb, rb, j1 - j0, hd, a->kv_bits,
+                                   a->kv_group);
+                else if (w == 0)
+                    attn_dots(cpu, sp, a->max_ctx, a->q + at, G, rows + (size_t)j0 * hd,
+                              j1 - j0, hd, a->scale);
+                else
+                    attn_axpys(cpu, a->out + at, sp, a->max_ctx, G, rows + (size_t)j0 * hd,
+                               j1 - j0, hd);
+            }
+            p += cnt;
+        }
+    }
+    if (direct)
+        for (int i = 0; i < nq; i++)
+            for (int g = 0; g < G; g++)
+                hr_kvq_finish(a->out + ((size_t)(t0 + i) * a->n_heads + (size_t)kvh * G + g) * hd,
+                              bias + (size_t)(i * G + g) * ng, hd, a->kv_bits, a->kv_group);
 }
 
 /* An attention job: its arguments and the first unclaimed task */
@@ -441,40 +550,46 @@ typedef struct attn_job {
     _Atomic long next;
 } attn_job;
 
+/* A task: up to HR_ATTN_TILE consecutive tokens of one sequence (they
+ * share every K/V load) and one KV head. Threads claim them in order as
+ * they go (on shared cores a thread that loses its core for a while would
+ * otherwise hold up the layer), each its next one ahead, whose first keys
+ * the task before prefetches (the ISA's attn_heads; the other pools and
+ * ISAs go through attn_group). */
 static void attention_worker(void *p, int ith, int nth) {
+    (void)nth;
     attn_job *job = p;
     const hr_attn_args *a = job->a;
     const hr_cpu_kernels *cpu = hr_cpu();
     int hd = a->head_dim, group = a->n_heads / a->n_kv_heads;
     float *sc = a->scratch + (size_t)ith * a->max_ctx * group * HR_ATTN_TILE;
-    long lo, hi;
-    if (cpu->attn_heads && hd % 16 == 0 && a->kv_dtype != HR_DTYPE_AFFINE && !a->sinks &&
-        !a->end) {
-        /* a task: up to HR_ATTN_TILE consecutive tokens of one sequence
-         * (they share every K/V load) and one KV head. Threads claim them
-         * in order as they go (on shared cores a thread that loses its core
-         * for a while would otherwise hold up the layer), each its next one
-         * ahead, whose first keys the task before prefetches. */
-        int start[HR_ATTN_TILE], n[HR_ATTN_TILE];
-        hr_attn_tile T = {.ldq = a->n_heads * hd, .G = group, .hd = hd, .k = a->k, .v = a->v,
-                          .kv_dtype = a->kv_dtype, .stride = a->block_stride,
-                          .bs = a->block_size, .start = start, .n = n, .scale = a->scale,
-                          .softcap = a->softcap, .sc = sc};
-        long task = 0, mine = atomic_fetch_add_explicit(&job->next, 1, memory_order_relaxed),
-             after = atomic_fetch_add_explicit(&job->next, 1, memory_order_relaxed);
-        for (int t0 = 0; t0 < a->n_tok; t0 += T.nq) {
-            T.nq = 1;
-            while (t0 + T.nq < a->n_tok && T.nq < HR_ATTN_TILE &&
-                   a->blocks[t0 + T.nq] == a->blocks[t0] && a->pos[t0 + T.nq] == a->pos[t0] + T.nq)
-                T.nq++;
-            for (int kvh = 0; kvh < a->n_kv_heads; kvh++, task++) {
-                if (task != mine)
-                    continue;
-                for (int i = 0; i < T.nq; i++) {
-                    int pos = a->pos[t0 + i];
-                    start[i] = a->window > 0 && pos - a->window + 1 > 0 ? pos - a->window + 1 : 0;
-                    n[i] = pos - start[i] + 1;
-                }
+    bool tiled = cpu->attn_heads && hd % 16 == 0 && a->kv_dtype != HR_DTYPE_AFFINE && !a->sinks &&
+                 !a->end; /* encoders (end): attn_group */
+    int start[HR_ATTN_TILE], n[HR_ATTN_TILE];
+    /* with sinks a row's softmax borrows the float after its n scores (the
+     * next row's first, put back after): the last row of the thread's
+     * scratch stays unused, so that float is never another thread's */
+    int tile = a->sinks ? HR_ATTN_TILE - 1 : HR_ATTN_TILE;
+    hr_attn_tile T = {.ldq = a->n_heads * hd, .G = group, .hd = hd, .k = a->k, .v = a->v,
+                      .kv_dtype = a->kv_dtype, .stride = a->block_stride,
+                      .bs = a->block_size, .start = start, .n = n, .scale = a->scale,
+                      .softcap = a->softcap, .sc = sc};
+    long task = 0, mine = atomic_fetch_add_explicit(&job->next, 1, memory_order_relaxed),
+         after = atomic_fetch_add_explicit(&job->next, 1, memory_order_relaxed);
+    for (int t0 = 0; t0 < a->n_tok; t0 += T.nq) {
+        T.nq = 1;
+        while (t0 + T.nq < a->n_tok && T.nq < tile &&
+               a->blocks[t0 + T.nq] == a->blocks[t0] && a->pos[t0 + T.nq] == a->pos[t0] + T.nq)
+            T.nq++;
+        for (int kvh = 0; kvh < a->n_kv_heads; kvh++, task++) {
+            if (task != mine)
+                continue;
+            for (int i = 0; i < T.nq; i++) {
+                int pos = a->pos[t0 + i];
+                start[i] = a->window > 0 && pos - a->window + 1 > 0 ? pos - a->window + 1 : 0;
+                n[i] = (a->end ? a->end[t0 + i] : pos + 1) - start[i];
+            }
+            if (tiled) {
                 size_t at = ((size_t)t0 * a->n_heads + (size_t)kvh * group) * hd;
                 T.q = a->q + at;
                 T.out = a->out + at;
@@ -483,34 +598,12 @@ static void attention_worker(void *p, int ith, int nth) {
                 T.next_kvh = next_kvh < a->n_kv_heads ? (int)next_kvh : -1;
                 T.bt = a->blocks[t0];
                 cpu->attn_heads(&T);
-                mine = after;
-                after = atomic_fetch_add_explicit(&job->next, 1, memory_order_relaxed);
+            } else {
+                attn_group(a, t0, T.nq, kvh, start, n, sc);
             }
+            mine = after;
+            after = atomic_fetch_add_explicit(&job->next, 1, memory_order_relaxed);
         }
-        return;
-    }
-    HR_ASSERT(hd <= HR_ATTN_MAX_HEAD_DIM);
-    float row[HR_ATTN_MAX_HEAD_DIM];
-    hr_split((long)a->n_tok * a->n_heads, ith, nth, &lo, &hi);
-    for (long task = lo; task < hi; task++) {
-        int t = (int)(task / a->n_heads), h = (int)(task % a->n_heads);
-        int kvh = h / group, pos = a->pos[t];
-        int start = a->window > 0 && pos - a->window + 1 > 0 ? pos - a->window + 1 : 0;
-        const float *q = a->q + ((size_t)t * a->n_heads + h) * hd;
-        const int32_t *bt = a->blocks[t];
-        int n = (a->end ? a->end[t] : pos + 1) - start;
-        for (int j = 0; j < n; j++)
-            sc[j] = cpu->dot(q, kv_row(a, a->k, bt, start + j, kvh, row), hd) * a->scale;
-        if (a->softcap > 0)
-            hr_softcap(sc, n, a->softcap);
-        if (a->sinks) /* the sink takes its share of the softmax, then is dropped */
-            sc[n] = a->sinks[h];
-        hr_softmax(sc, a->sinks ? n + 1 : n);
-        float *o = a->out + ((size_t)t * a->n_heads + h) * hd;
-        for (int i = 0; i < hd; i++)
-            o[i] = 0;
-        for (int j = 0; j < n; j++)
-            cpu->axpy(o, sc[j], kv_row(a, a->v, bt, start + j, kvh, row), hd);
     }
 }
 
