@@ -49,7 +49,10 @@ static size_t scratch_bytes(const hr_model *m, int T) {
     size_t floats = (size_t)T * (3 * d + 2 * qd + 2 * kvd + 2 * ff);
     if (hp->arch->attn_out_gate)
         floats += (size_t)T * qd;
-    if (hp->n_linear) {
+    if (hp->n_linear && hp->arch->mamba2) {
+        size_t c = (size_t)hp->mb_inner + 2 * (size_t)hp->mb_groups * hp->mb_state;
+        floats += (size_t)T * ((hp->mb_inner + c + hp->mb_heads) + c + hp->mb_inner);
+    } else if (hp->n_linear) {
         size_t kd = (size_t)hp->ln_k_heads * hp->ln_k_dim, vd = (size_t)hp->ln_v_heads * hp->ln_v_dim;
         floats += (size_t)T * (2 * kd + 2 * vd + 2 * hp->ln_v_heads + 2 * kd + vd + vd);
     }
@@ -64,11 +67,18 @@ static int state_new(hr_fwd *f, hr_error *err) {
     const hr_hparams *hp = &f->m->hp;
     if (!hp->n_linear)
         return 0;
-    size_t kd = (size_t)hp->ln_k_heads * hp->ln_k_dim, vd = (size_t)hp->ln_v_heads * hp->ln_v_dim;
     f->n_slots = f->max_seqs;
-    f->conv_bytes = (size_t)f->n_slots * (2 * kd + vd) * (hp->ln_conv - 1) * sizeof(float);
-    f->state_bytes = (size_t)f->n_slots * hp->ln_v_heads * hp->ln_k_dim * hp->ln_v_dim *
-                     sizeof(float);
+    if (hp->arch->mamba2) {
+        size_t c = (size_t)hp->mb_inner + 2 * (size_t)hp->mb_groups * hp->mb_state;
+        f->conv_bytes = (size_t)f->n_slots * c * (hp->mb_conv - 1) * sizeof(float);
+        f->state_bytes = (size_t)f->n_slots * hp->mb_inner * hp->mb_state * sizeof(float);
+    } else {
+        size_t kd = (size_t)hp->ln_k_heads * hp->ln_k_dim,
+               vd = (size_t)hp->ln_v_heads * hp->ln_v_dim;
+        f->conv_bytes = (size_t)f->n_slots * (2 * kd + vd) * (hp->ln_conv - 1) * sizeof(float);
+        f->state_bytes = (size_t)f->n_slots * hp->ln_v_heads * hp->ln_k_dim * hp->ln_v_dim *
+                         sizeof(float);
+    }
     if (f->conv_bytes == 0)
         f->conv_bytes = sizeof(float);
     f->conv_state = calloc((size_t)hp->n_layers, sizeof *f->conv_state);
@@ -175,6 +185,8 @@ int hr_fwd_new(hr_fwd **out, const hr_model *m, int max_tokens, int max_seqs, in
         k_max = moe_ff;
     if (hp->ln_v_heads * hp->ln_v_dim > k_max) /* DeltaNet's out_proj */
         k_max = hp->ln_v_heads * hp->ln_v_dim;
+    if (hp->mb_inner > k_max) /* Mamba-2's out_proj */
+        k_max = hp->mb_inner;
     hr_bctx_dims dims = {.max_tokens = max_tokens, .max_seqs = max_seqs, .max_ctx = f->max_ctx,
                          .n_heads = hp->n_heads, .n_kv_heads = hp->n_kv_heads,
                          .head_dim = hp->head_dim, .rot_dim = hp->rot_dim, .max_k = k_max,
@@ -343,6 +355,24 @@ static void linear_attention(hr_fwd *f, const hr_layer *L, int il, const float *
     ops->matmul(f->c, o, vd, T, 1, &(hr_matmul_out){out, d, &L->ln_out, NULL});
 }
 
+/* a Mamba-2 layer: out = out_proj(mamba2(in_proj x)) */
+static void mamba2_layer(hr_fwd *f, const hr_layer *L, int il, const float *x, float *out,
+                         float *zxbcdt, float *mixed, float *y) {
+    const hr_hparams *hp = &f->m->hp;
+    const hr_backend_ops *ops = f->be->ops;
+    int d = hp->d_model, I = hp->mb_inner, T = f->n_tokens;
+    int w = 2 * I + 2 * hp->mb_groups * hp->mb_state + hp->mb_heads;
+    ops->matmul(f->c, x, d, T, 1, &(hr_matmul_out){zxbcdt, w, &L->mb_in, NULL});
+    ops->mamba2(f->c, &(hr_mamba2_args){
+        .zxbcdt = zxbcdt, .mixed = mixed, .out = y, .heads = hp->mb_heads,
+        .head_dim = hp->mb_head_dim, .groups = hp->mb_groups, .n = hp->mb_state,
+        .conv_k = hp->mb_conv, .conv_w = L->mb_conv, .conv_b = L->mb_conv_b,
+        .a_log = L->mb_a_log, .dt_bias = L->mb_dt_bias, .d_skip = L->mb_d,
+        .norm_w = L->mb_norm, .norm_eps = hp->norm_eps, .conv_state = f->conv_state[il],
+        .state = f->state[il], .slot = f->seq_slot});
+    ops->matmul(f->c, y, I, T, 1, &(hr_matmul_out){out, d, &L->mb_out, NULL});
+}
+
 /* a layer's routed MLP: tmp = moe(x) */
 static void moe(const hr_backend_ops *ops, hr_bctx *c, const hr_model *m, const hr_layer *L,
                 float *out, const float *x) {
@@ -351,8 +381,11 @@ static void moe(const hr_backend_ops *ops, hr_bctx *c, const hr_model *m, const 
     ops->moe(c, &(hr_moe_args){
         .x = x, .out = out, .d = hp->d_model, .n_experts = hp->n_experts,
         .k = hp->n_experts_used, .ff = hp->d_ff_expert,
-        .router = mo->router == HR_ROUTER_TOPK_SOFTMAX ? HR_BROUTER_TOPK_SOFTMAX
-                                                       : HR_BROUTER_SOFTMAX_TOPK,
+        .router = mo->router == HR_ROUTER_TOPK_SOFTMAX      ? HR_BROUTER_TOPK_SOFTMAX
+                  : mo->router == HR_ROUTER_SIGMOID_GROUPED ? HR_BROUTER_SIGMOID_GROUPED
+                                                            : HR_BROUTER_SOFTMAX_TOPK,
+        .score_bias = L->score_bias, .n_group = hp->n_group, .topk_group = hp->topk_group,
+        .scale = hp->routed_scale,
         .norm_topk = hp->norm_topk, .router_w = &L->router, .router_b = L->router_b,
         .gate = L->e_gate, .up = L->e_up, .down = L->e_down, .b_gate = L->eb_gate,
         .b_up = L->eb_up, .b_down = L->eb_down,
@@ -390,7 +423,12 @@ int hr_forward(hr_fwd *f, hr_kv *kv, const hr_batch *b, float *logits,
                                    : logits;
     float *qgate = arch->attn_out_gate ? hr_arena_alloc(A, (size_t)T * qd * sizeof(float)) : NULL;
     float *lq = NULL, *lba = NULL, *lmix = NULL, *lout = NULL;
-    if (hp->n_linear) {
+    if (hp->n_linear && arch->mamba2) {
+        size_t I = (size_t)hp->mb_inner, c = I + 2 * (size_t)hp->mb_groups * hp->mb_state;
+        lq = hr_arena_alloc(A, (size_t)T * (I + c + hp->mb_heads) * sizeof(float));
+        lmix = hr_arena_alloc(A, (size_t)T * c * sizeof(float));
+        lout = hr_arena_alloc(A, (size_t)T * I * sizeof(float));
+    } else if (hp->n_linear) {
         size_t kd = (size_t)hp->ln_k_heads * hp->ln_k_dim, vd = (size_t)hp->ln_v_heads * hp->ln_v_dim;
         lq = hr_arena_alloc(A, (size_t)T * (2 * kd + 2 * vd) * sizeof(float));
         lba = hr_arena_alloc(A, (size_t)T * 2 * hp->ln_v_heads * sizeof(float));
@@ -425,7 +463,10 @@ int hr_forward(hr_fwd *f, hr_kv *kv, const hr_batch *b, float *logits,
             ain = xn;
         }
         if (hp->layer_linear[il]) {
-            linear_attention(f, L, il, ain, tmp, lq, lba, lmix, lout);
+            if (arch->mamba2)
+                mamba2_layer(f, L, il, ain, tmp, lq, lmix, lout);
+            else
+                linear_attention(f, L, il, ain, tmp, lq, lba, lmix, lout);
             goto residual;
         }
         ops->matmul(c, ain, d, T, qgate ? 4 : 3,

@@ -421,6 +421,7 @@ static const hr_backend_ops cu_ops = {
     cu_begin, cu_embed, cu_norm, cu_matmul, cu_qkv, cu_attention, cu_act, cu_add,
     cu_gather, cu_logit_scale, NULL /* prefetch_next */, cu_end,
     NULL /* moe: not yet */, false /* attn_sinks: not yet */, NULL /* deltanet: not yet */,
+    NULL /* mamba2: not yet */,
 };
 
 static hr_backend g_backends[MAX_DEVICES];
