@@ -88,6 +88,7 @@ static void retire(hr_engine *e, int i, hr_finish why, const char *msg) {
     for (int b = 0; b < r->n_blocks; b++)
         hr_kv_unref(&e->kv, r->blocks[b]);
     r->n_blocks = 0;
+    hr_fwd_state_drop(e->fwd, r->seq_id);
     for (int b = 0; b < r->spec.n_dblocks; b++)
         hr_kv_unref(hr_spec_draft_kv(e->draft), r->spec.dblocks[b]);
     r->spec.n_dblocks = 0;
@@ -157,6 +158,7 @@ static void admit(hr_engine *e) {
                 hr_kv_unref(&e->kv, r->blocks[b]);
             break;
         }
+        r->seq_id = ++e->next_seq_id;
         r->n_blocks = hit;
         for (int b = 0; b < need; b++)
             r->blocks[r->n_blocks++] = hr_kv_alloc(&e->kv);
@@ -245,7 +247,7 @@ static int build_batch(hr_engine *e, int *n_prefill, int *n_decode) {
             r->len = 0; /* same blocks, same positions: rewritten in place */
         r->rope_len = known;
         r->outcome = HR_ROW_NONE;
-        e->b_seqs[i] = (hr_seq_blocks){r->blocks, r->n_blocks, known};
+        e->b_seqs[i] = (hr_seq_blocks){r->blocks, r->n_blocks, known, r->seq_id};
         if (known - r->len != 1)
             continue;
         /* the last token, then the drafts (spec.h): one logits row each */

@@ -50,6 +50,7 @@ struct hr_request {
     _Atomic int cancel;
     /* engine-thread state */
     hr_request *next;     /* inbox / waiting FIFO link */
+    uint64_t seq_id;      /* unique per admitted request: its recurrent state's holder */
     int32_t *blocks;
     int n_blocks;
     int len;              /* tokens whose K/V are in the cache */
@@ -96,6 +97,7 @@ struct hr_engine {
                                      * SCORE_ROWS more once a request scores */
     float *logits;                  /* [max_rows][n_vocab] */
     int max_draft;                  /* room per row for drafted tokens */
+    uint64_t next_seq_id;           /* the last hr_request.seq_id given */
     bool len_rope;                  /* RoPE depends on the sequence length */
     hr_spec_draft *draft;           /* the draft model, or NULL */
     hr_spec_cost spec_cost;         /* measured step costs, for choosing k */

@@ -3,6 +3,7 @@
 #include "core/error.h"
 #include "kernels/backend.h"
 #include "model/rope.h"
+#include "model/rstate.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -23,18 +24,8 @@ struct hr_fwd {
     float *freq;    /* [max_seqs][2 * (rot_dim/2 + 1)] host staging */
     int32_t *tables, *tab_off; /* [max_seqs * max_blocks], [max_seqs] */
 
-    /* recurrent state (gated DeltaNet layers): n_slots slots, each held by
-     * the sequence whose first KV block is slot_owner[i] (-1: free) in its
-     * allocation slot_gen[i], which has run up to position slot_next[i]. A
-     * sequence that starts at position 0 takes a slot whose holder is gone
-     * (that block freed or allocated again since). */
-    int n_slots;
-    int32_t *slot_owner, *slot_next; /* [n_slots] */
-    uint32_t *slot_gen;              /* [n_slots] the owner block's kv->gen */
-    int32_t *seq_slot;               /* [max_seqs] this step's */
     int n_tokens;                    /* this step's */
-    float **conv_state, **state;     /* [n_layers] backend memory (linear layers) */
-    size_t conv_bytes, state_bytes;  /* per layer */
+    hr__rstate rs;                   /* recurrent layers' state slots */
 };
 
 /* ---- setup --------------------------------------------------------------- */
@@ -59,106 +50,6 @@ static size_t scratch_bytes(const hr_model *m, int T) {
     if (m->be->device_mem)
         floats += (size_t)T * hp->n_vocab;
     return floats * sizeof(float) + 64 * 16; /* + alignment slack */
-}
-
-/* The recurrent state of every linear layer, a slot per sequence a step
- * can hold. */
-static int state_new(hr_fwd *f, hr_error *err) {
-    const hr_hparams *hp = &f->m->hp;
-    if (!hp->n_linear)
-        return 0;
-    f->n_slots = f->max_seqs;
-    if (hp->arch->mamba2) {
-        size_t c = (size_t)hp->mb_inner + 2 * (size_t)hp->mb_groups * hp->mb_state;
-        f->conv_bytes = (size_t)f->n_slots * c * (hp->mb_conv - 1) * sizeof(float);
-        f->state_bytes = (size_t)f->n_slots * hp->mb_inner * hp->mb_state * sizeof(float);
-    } else {
-        size_t kd = (size_t)hp->ln_k_heads * hp->ln_k_dim,
-               vd = (size_t)hp->ln_v_heads * hp->ln_v_dim;
-        f->conv_bytes = (size_t)f->n_slots * (2 * kd + vd) * (hp->ln_conv - 1) * sizeof(float);
-        f->state_bytes = (size_t)f->n_slots * hp->ln_v_heads * hp->ln_k_dim * hp->ln_v_dim *
-                         sizeof(float);
-    }
-    if (f->conv_bytes == 0)
-        f->conv_bytes = sizeof(float);
-    f->conv_state = calloc((size_t)hp->n_layers, sizeof *f->conv_state);
-    f->state = calloc((size_t)hp->n_layers, sizeof *f->state);
-    f->slot_owner = malloc((size_t)f->n_slots * sizeof *f->slot_owner);
-    f->slot_next = malloc((size_t)f->n_slots * sizeof *f->slot_next);
-    f->slot_gen = malloc((size_t)f->n_slots * sizeof *f->slot_gen);
-    f->seq_slot = malloc((size_t)f->max_seqs * sizeof *f->seq_slot);
-    if (!f->conv_state || !f->state || !f->slot_owner || !f->slot_next || !f->slot_gen ||
-        !f->seq_slot)
-        return hr_err(err, HR_ENOMEM, "out of memory");
-    for (int i = 0; i < f->n_slots; i++)
-        f->slot_owner[i] = -1;
-    for (int l = 0; l < hp->n_layers; l++)
-        if (hp->layer_linear[l] &&
-            (!(f->conv_state[l] = f->be->ops->alloc(f->be, f->conv_bytes)) ||
-             !(f->state[l] = f->be->ops->alloc(f->be, f->state_bytes))))
-            return hr_err(err, HR_ENOMEM, "cannot allocate the recurrent state of %d "
-                          "sequences (%zu MiB a layer)", f->n_slots,
-                          (f->conv_bytes + f->state_bytes) >> 20);
-    return 0;
-}
-
-/* Each sequence of the batch to its recurrent state slot (f->seq_slot):
- * the one it holds, continuing at its next position, or at position 0 a
- * slot no live sequence holds. Nothing changes on error. */
-static int assign_slots(hr_fwd *f, const hr_kv *kv, const hr_batch *b, hr_error *err) {
-    if (!f->n_slots)
-        return 0;
-    for (int s = 0; s < b->n_seqs; s++) {
-        int first = -1;
-        for (int t = 0; t < b->n_tokens && first < 0; t++)
-            if (b->seq[t] == s)
-                first = b->pos[t];
-        int32_t owner = b->seqs[s].n > 0 ? b->seqs[s].table[0] : -1;
-        int slot = -1;
-        for (int i = 0; i < f->n_slots && slot < 0; i++)
-            if (owner >= 0 && f->slot_owner[i] == owner && f->slot_gen[i] == kv->gen[owner])
-                slot = i;
-        for (int j = 0; j < s && slot >= 0; j++) /* (-1: no tokens this step) */
-            if (f->seq_slot[j] == slot)
-                return hr_err(err, HR_EINVAL, "sequences %d and %d share their first KV block "
-                              "(a model with recurrent state cannot share a prefix)", j, s);
-        if (first < 0) { /* no tokens this step */
-            f->seq_slot[s] = -1;
-            continue;
-        }
-        if (first > 0) {
-            if (slot < 0 || f->slot_next[slot] != first)
-                return hr_err(err, HR_EINVAL, "sequence %d continues at position %d, but "
-                              "its recurrent state is not here (this model's state cannot "
-                              "be restored from a prompt cache or rewound)", s, first);
-            f->seq_slot[s] = slot;
-            continue;
-        }
-        for (int i = 0; i < f->n_slots && slot < 0; i++) {
-            bool taken = false;
-            for (int j = 0; j < s && !taken; j++)
-                taken = f->seq_slot[j] == i;
-            int32_t o = f->slot_owner[i];
-            if (!taken && (o < 0 || o >= kv->n_blocks || kv->refs[o] == 0 ||
-                           kv->gen[o] != f->slot_gen[i]))
-                slot = i;
-        }
-        if (slot < 0)
-            return hr_err(err, HR_EFULL, "no recurrent state slot free for sequence %d "
-                          "(%d live sequences hold them)", s, f->n_slots);
-        f->seq_slot[s] = slot;
-    }
-    return 0;
-}
-
-/* After the step: each sequence's slot is its own up to its last position. */
-static void commit_slots(hr_fwd *f, const hr_kv *kv, const hr_batch *b) {
-    for (int t = 0; f->n_slots && t < b->n_tokens; t++) {
-        int s = b->seq[t], slot = f->seq_slot[s];
-        f->slot_owner[slot] = b->seqs[s].table[0];
-        f->slot_gen[slot] = kv->gen[b->seqs[s].table[0]];
-        f->slot_next[slot] = b->pos[t] + 1;
-    }
 }
 
 int hr_fwd_new(hr_fwd **out, const hr_model *m, int max_tokens, int max_seqs, int max_ctx,
@@ -205,7 +96,7 @@ int hr_fwd_new(hr_fwd **out, const hr_model *m, int max_tokens, int max_seqs, in
     }
     hr_arena_wrap(&f->arena, f->mem, f->mem_bytes);
     if ((rc = f->be->ops->ctx_new(f->be, f->pool, &dims, &f->c, err)) ||
-        (rc = state_new(f, err)))
+        (rc = hr__rstate_init(&f->rs, hp, f->be, max_seqs, err)))
         goto fail;
     *out = f;
     return 0;
@@ -225,22 +116,23 @@ void hr_fwd_free(hr_fwd *f) {
     free(f->freq);
     free(f->tables);
     free(f->tab_off);
-    for (int l = 0; f->state && l < f->m->hp.n_layers; l++) {
-        if (f->conv_state[l])
-            f->be->ops->free(f->be, f->conv_state[l], f->conv_bytes);
-        if (f->state[l])
-            f->be->ops->free(f->be, f->state[l], f->state_bytes);
-    }
-    free(f->conv_state);
-    free(f->state);
-    free(f->slot_owner);
-    free(f->slot_next);
-    free(f->slot_gen);
-    free(f->seq_slot);
+    hr__rstate_deinit(&f->rs);
     free(f);
 }
 
 hr_pool *hr_fwd_pool(hr_fwd *f) { return f->pool; }
+
+size_t hr_fwd_state_bytes(const hr_fwd *f) { return hr__rstate_bytes(&f->rs); }
+
+int hr_fwd_state_get(hr_fwd *f, uint64_t id, int pos, void *dst, hr_error *err) {
+    return hr__rstate_get(&f->rs, id, pos, dst, err);
+}
+
+int hr_fwd_state_put(hr_fwd *f, uint64_t id, int pos, const void *src, hr_error *err) {
+    return hr__rstate_put(&f->rs, id, pos, src, err);
+}
+
+void hr_fwd_state_drop(hr_fwd *f, uint64_t id) { hr__rstate_drop(&f->rs, id); }
 
 static int validate(const hr_fwd *f, const hr_kv *kv, const hr_batch *b, hr_error *err) {
     const hr_hparams *hp = &f->m->hp;
@@ -351,7 +243,7 @@ static void linear_attention(hr_fwd *f, const hr_layer *L, int il, const float *
         .n_v_heads = hp->ln_v_heads, .dk = hp->ln_k_dim, .dv = hp->ln_v_dim,
         .conv_k = hp->ln_conv, .conv_w = L->ln_conv, .a_log = L->ln_a_log,
         .dt_bias = L->ln_dt_bias, .norm_w = L->ln_norm, .norm_eps = hp->norm_eps,
-        .conv_state = f->conv_state[il], .state = f->state[il], .slot = f->seq_slot});
+        .conv_state = f->rs.conv[il], .state = f->rs.state[il], .slot = f->rs.seq_slot});
     ops->matmul(f->c, o, vd, T, 1, &(hr_matmul_out){out, d, &L->ln_out, NULL});
 }
 
@@ -368,8 +260,8 @@ static void mamba2_layer(hr_fwd *f, const hr_layer *L, int il, const float *x, f
         .head_dim = hp->mb_head_dim, .groups = hp->mb_groups, .n = hp->mb_state,
         .conv_k = hp->mb_conv, .conv_w = L->mb_conv, .conv_b = L->mb_conv_b,
         .a_log = L->mb_a_log, .dt_bias = L->mb_dt_bias, .d_skip = L->mb_d,
-        .norm_w = L->mb_norm, .norm_eps = hp->norm_eps, .conv_state = f->conv_state[il],
-        .state = f->state[il], .slot = f->seq_slot});
+        .norm_w = L->mb_norm, .norm_eps = hp->norm_eps, .conv_state = f->rs.conv[il],
+        .state = f->rs.state[il], .slot = f->rs.seq_slot});
     ops->matmul(f->c, y, I, T, 1, &(hr_matmul_out){out, d, &L->mb_out, NULL});
 }
 
@@ -398,7 +290,7 @@ static void moe(const hr_backend_ops *ops, hr_bctx *c, const hr_model *m, const 
 int hr_forward(hr_fwd *f, hr_kv *kv, const hr_batch *b, float *logits,
                hr_error *err) {
     int rc = validate(f, kv, b, err);
-    if (rc || (rc = assign_slots(f, kv, b, err)))
+    if (rc || (rc = hr__rstate_assign(&f->rs, kv, b, err)))
         return rc;
     const hr_model *m = f->m;
     const hr_hparams *hp = &m->hp;
@@ -545,7 +437,7 @@ int hr_forward(hr_fwd *f, hr_kv *kv, const hr_batch *b, float *logits,
     }
     if ((rc = ops->end(c, err)))
         return rc;
-    commit_slots(f, kv, b);
+    hr__rstate_commit(&f->rs, kv, b);
     if (n_out > 0 && out != logits)
         rc = f->be->ops->download(f->be, logits, out, (size_t)n_out * V * sizeof(float), err);
     return rc;

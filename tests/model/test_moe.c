@@ -76,7 +76,7 @@ static void run(hr_fwd *f, hr_kv *kv, const hr_model *m, int n, int32_t *const *
     hr_seq_blocks sb[3];
     int t = 0;
     for (int s = 0; s < n; s++) {
-        sb[s] = (hr_seq_blocks){tab[s], 8, 0};
+        sb[s] = (hr_seq_blocks){tab[s], 8, 0, 0};
         for (int i = 0; i < len[s]; i++, t++) {
             tk[t] = tok[s][i];
             ps[t] = pos0[s] + i;
@@ -222,7 +222,7 @@ static void test_recurrent_slots(void **state) {
                                                                    hr_kv_alloc(&kv)};
     int32_t tok[2] = {5, 6}, pos[2] = {0, 1}, seq[2] = {0, 0};
     uint8_t want[2] = {0, 1};
-    hr_seq_blocks sb[2] = {{ta, 2, 0}, {tb, 2, 0}};
+    hr_seq_blocks sb[2] = {{ta, 2, 0, 0}, {tb, 2, 0, 0}};
     hr_batch b = {.n_tokens = 2, .token = tok, .pos = pos, .seq = seq, .logits = want,
                   .n_seqs = 1, .seqs = sb};
     assert_int_equal(hr_forward(f, &kv, &b, lg, &err), 0);
@@ -239,7 +239,7 @@ static void test_recurrent_slots(void **state) {
     c.pos = &p0;
     assert_int_equal(hr_forward(f, &kv, &c, lg, &err), 0);
     int32_t tc[2] = {hr_kv_alloc(&kv), hr_kv_alloc(&kv)};
-    hr_seq_blocks sc = {tc, 2, 0};
+    hr_seq_blocks sc = {tc, 2, 0, 0};
     c.seqs = &sc;
     assert_int_equal(hr_forward(f, &kv, &c, lg, &err), HR_EFULL);
     assert_non_null(strstr(err.msg, "no recurrent state slot free"));
@@ -248,13 +248,13 @@ static void test_recurrent_slots(void **state) {
     hr_kv_unref(&kv, ta[1]);
     assert_int_equal(hr_forward(f, &kv, &c, lg, &err), 0);
     /* a sequence without tokens in a step holds no slot in it */
-    hr_seq_blocks idle[2] = {{tb, 2, 0}, {tc, 2, 0}};
+    hr_seq_blocks idle[2] = {{tb, 2, 0, 0}, {tc, 2, 0, 0}};
     int32_t p1 = 1, s1 = 1;
     hr_batch e = {.n_tokens = 1, .token = &t1, .pos = &p1, .seq = &s1, .logits = &w1,
                   .n_seqs = 2, .seqs = idle};
     assert_int_equal(hr_forward(f, &kv, &e, lg, &err), 0);
     /* two sequences sharing a first block cannot both carry state */
-    hr_seq_blocks two[2] = {{tc, 2, 0}, {tc, 2, 0}};
+    hr_seq_blocks two[2] = {{tc, 2, 0, 0}, {tc, 2, 0, 0}};
     int32_t tk2[2] = {1, 2}, ps2[2] = {0, 0}, sq2[2] = {0, 1};
     uint8_t w2[2] = {1, 1};
     hr_batch d = {.n_tokens = 2, .token = tk2, .pos = ps2, .seq = sq2, .logits = w2,
