@@ -175,7 +175,8 @@ static void bind_experts_fused_t(hr__binder *b, hr_layer *L, const char *pre, in
 size_t hr__bind_converted_bytes(const hr_model *m) {
     const hr_hparams *hp = &m->hp;
     size_t n = 0;
-    if (hp->arch->moe.layout == HR_EXPERTS_FUSED_T) /* f32, or MXFP4 blocks */
+    if (hp->arch->moe.layout == HR_EXPERTS_FUSED_T && /* f32, or MXFP4 blocks; GGUF's are stacked */
+        !hr_weights_find(m->weights, "model.layers.0.mlp.switch_mlp.gate_proj.weight"))
         n += (size_t)hp->n_layers * 3 * hp->n_experts * hp->d_ff_expert * hp->d_model *
              (hr_weights_find(m->weights, "model.layers.0.mlp.experts.gate_up_proj_blocks")
                   ? 1 : sizeof(float));
@@ -305,7 +306,17 @@ void hr__bind_moe(hr__binder *b, int il) {
     L->e_gate = b->m->experts + (size_t)il * 3 * E;
     L->e_up = L->e_gate + E;
     L->e_down = L->e_up + E;
-    if (mo->layout == HR_EXPERTS_FUSED_T) {
+    snprintf(nm, sizeof nm, "%sswitch_mlp.gate_proj.weight", pre);
+    bool stacked = hr_weights_find(b->m->weights, nm) != NULL;
+    if (mo->layout == HR_EXPERTS_FUSED_T && stacked) { /* GGUF gpt-oss: biases stacked too */
+        const float **bias[3] = {&L->eb_gate, &L->eb_up, &L->eb_down};
+        const char *part[3] = {"gate_proj", "up_proj", "down_proj"};
+        for (int k = 0; k < 3 && !b->rc; k++) {
+            snprintf(nm, sizeof nm, "%sswitch_mlp.%s.bias", pre, part[k]);
+            *bias[k] = flat_vec(b, nm, E * (k == 2 ? d : ff));
+        }
+    }
+    if (mo->layout == HR_EXPERTS_FUSED_T && !stacked) {
         bind_experts_fused_t(b, L, pre, E, d, ff);
     } else if (mo->layout == HR_EXPERTS_GRANITE) {
         /* input_linear [E, 2ff, d]: per expert its gate rows, then its up rows */

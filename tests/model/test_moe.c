@@ -409,6 +409,34 @@ static void test_gpt_oss_mxfp4(void **state) {
     }
     printf("gpt_oss MXFP4 (hub layout) vs its values in f32: max |dlogprob| %.2e\n", worst);
     assert_true(worst < 1e-4);
+    /* as a GGUF file (llama.cpp's gpt-oss: MXFP4 experts as GGML type 39, the rest F32):
+     * the same blocks, so the same logits, bit for bit */
+    char gpath[4300];
+    snprintf(gpath, sizeof gpath, "%s/gpt-oss.gguf", tmp);
+    hr_convert_opts co = {.src = qdir, .out = gpath, .dtype = HR_DTYPE_COUNT,
+                          .gguf = HR_DTYPE_F32};
+    if (hr_convert(&co, &err))
+        fail_msg("gguf export: %s", err.msg);
+    hr_model *mg = NULL;
+    if (hr_model_open(&mg, gpath, &err))
+        fail_msg("gguf open: %s", err.msg);
+    assert_int_equal(mg->layers[0].e_gate[0].dtype, HR_DTYPE_MXFP4);
+    hr_runner *rg = NULL;
+    assert_int_equal(hr_runner_new(&rg, mg, &ro, &err), 0);
+    hr_runner_reset(rq);
+    float *lg = malloc((size_t)V * sizeof *lg);
+    for (int i = 0; i < 8; i++) {
+        assert_int_equal(hr_runner_eval(rq, &tok[i], 1, lq, &err), 0);
+        assert_int_equal(hr_runner_eval(rg, &tok[i], 1, lg, &err), 0);
+        if (memcmp(lq, lg, (size_t)V * sizeof *lq))
+            fail_msg("gpt-oss GGUF (MXFP4 experts): token %d's logits differ from the hub "
+                     "MXFP4 model's", i);
+    }
+    printf("gpt_oss MXFP4 as GGUF (gpt-oss, type 39): logits bit-identical to the hub layout\n");
+    free(lg);
+    hr_runner_free(rg);
+    hr_model_free(mg);
+    unlink(gpath);
     /* a scales tensor of the wrong shape, a fused tensor of the wrong shape */
     char bad[4300];
     snprintf(bad, sizeof bad, "%s/bad", tmp);

@@ -8,7 +8,7 @@
  * run through the f32 path. Greedy argmax must match except near-ties.
  *
  * GGUF: llama/qwen2/qwen3/gemma and the MoE (qwen3_moe, qwen2_moe, mixtral,
- * olmoe: experts stacked) fixtures exported with hr_convert --gguf:
+ * olmoe, gpt_oss: experts stacked) fixtures exported with hr_convert --gguf:
  *   F32 and F16 files give the same greedy tokens as the safetensors
  *   original (free-running, 16 steps per prompt);
  *   quantized types are compared by the KL divergence of the next-token
@@ -418,6 +418,10 @@ static void test_gguf_case(void **state) {
                     * these 64-wide fixtures are F16) */
             bmean = fmax(bmean * MOE_KL, 1e-2);
             bmax = fmax(bmax * MOE_KL, 3e-1);
+            /* gpt_oss picks 2 of only 4 experts (+ a router bias): one flip moves half
+             * of a token's expert weight (Q8_0: max 0.52 at mean 0.02) */
+            if (!strcmp(name, "gpt_oss"))
+                bmax = fmax(bmax, 1.0);
         }
         hr_model *g = export_gguf(name, t, path, sizeof path);
         kl_stats k = kl_against(orig, g, &ps, HR_DTYPE_F32);
@@ -678,7 +682,7 @@ int main(int argc, char **argv) {
     static const char *gguf_models[] = {"llama", "llama-tied", "llama-rope-llama3", "qwen2",
                                         "qwen3", "llama-bf16", "gemma", "gemma2",
                                         "gemma3_text", "wide", "qwen3_moe", "qwen2_moe",
-                                        "mixtral", "olmoe"};
+                                        "mixtral", "olmoe", "gpt_oss"};
     static const char *int8_models[] = {"llama", "qwen3", "gemma3_text", "phi3", "wide"};
     struct CMUnitTest tests[48];
     size_t n = 0;
