@@ -234,6 +234,11 @@ static void parse_moe(reader *r, hr_hparams *hp) {
     hp->n_experts = integer(r, "num_experts", integer(r, "num_local_experts",
                                                       integer(r, "n_routed_experts", 0)));
     hp->n_experts_used = integer(r, "num_experts_per_tok", 0);
+    if (!r->rc && hp->n_experts == 0 && hp->arch->mamba2) { /* granite-4.0-h-micro's shape */
+        r->rc = hr_err(r->err, HR_EUNSUPPORTED, "not supported yet: %s without experts "
+                       "('num_local_experts' 0)", hp->arch->model_type);
+        return;
+    }
     hp->d_ff_expert = integer(r, "moe_intermediate_size", hp->d_ff);
     const char *shared_field = moe->shared == HR_SHARED_GATED    ? "shared_expert_intermediate_size"
                                : moe->shared == HR_SHARED_PLAIN  ? "n_shared_experts"
