@@ -612,6 +612,23 @@ static void test_config_errors(void **state) {
     expect_config_error("{\"model_type\": \"qwen3_moe\", " BASE ", \"num_experts\": 4, "
                         "\"num_experts_per_tok\": 2, \"layer_types\": [\"linear_attention\", "
                         "\"full_attention\"]}", HR_EUNSUPPORTED, "layer type 'linear_attention'");
+    expect_config_error("{\"model_type\": \"glm4_moe\", " BASE ", \"n_routed_experts\": 8, "
+                        "\"num_experts_per_tok\": 2, \"n_shared_experts\": 1, \"n_group\": 3}",
+                        HR_EFORMAT, "'n_group' (3)");
+    expect_config_error("{\"model_type\": \"glm4_moe\", " BASE ", \"n_routed_experts\": 8, "
+                        "\"num_experts_per_tok\": 2}", HR_EFORMAT, "'n_shared_experts'");
+    expect_config_error("{\"model_type\": \"granitemoehybrid\", " BASE ", "
+                        "\"num_local_experts\": 0, \"layer_types\": [\"mamba\", \"attention\"]}",
+                        HR_EUNSUPPORTED, "'num_local_experts' 0");
+    expect_config_error("{\"model_type\": \"granitemoehybrid\", " BASE ", "
+                        "\"num_local_experts\": 4, \"num_experts_per_tok\": 2, "
+                        "\"shared_intermediate_size\": 8, \"mamba_n_heads\": 3, "
+                        "\"mamba_d_state\": 4, \"layer_types\": [\"mamba\", \"attention\"]}",
+                        HR_EFORMAT, "Mamba-2 dimensions");
+    expect_config_error("{\"model_type\": \"qwen3_next\", " BASE ", \"num_experts\": 4, "
+                        "\"num_experts_per_tok\": 2, \"shared_expert_intermediate_size\": 8, "
+                        "\"layer_types\": [\"mamba\", \"full_attention\"]}", HR_EUNSUPPORTED,
+                        "layer type 'mamba'");
 }
 
 int main(void) {
