@@ -652,7 +652,7 @@ int hr_gguf_export(const char *src, const json_t *cfg, const hr_weights *w, hr_d
     if (ai < 0) {
         hr_hparams_deinit(&hp);
         return hr_err(err, HR_EUNSUPPORTED, "not supported yet: GGUF export of model_type "
-                      "'%s' (llama, mistral, mixtral, qwen2, qwen3, qwen2_moe, qwen3_moe, "
+                      "'%s' (llama, mistral, mixtral, qwen2, qwen3, qwen2_moe, qwen3_moe, gpt_oss, "
                       "olmoe, gemma, gemma2, gemma3_text are)", mt);
     }
     const char *arch = ARCHS[ai].gguf;
