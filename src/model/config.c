@@ -274,8 +274,8 @@ static void parse_moe(reader *r, hr_hparams *hp) {
          hp->topk_group > hp->n_group || hp->n_experts / hp->n_group < 2 ||
          hp->n_experts_used > hp->topk_group * (hp->n_experts / hp->n_group))) {
         r->rc = hr_err(r->err, HR_EFORMAT, "%s: 'n_group' (%d) must divide the %d experts "
-                       "(at most 1024) into groups of 2 or more, and 'topk_group' (%d) of them must hold "
-                       "'num_experts_per_tok' (%d)", r->where, hp->n_group, hp->n_experts,
+                       "(at most 1024) into groups of 2 or more, and 'topk_group' (%d) of "
+                       "them must hold 'num_experts_per_tok' (%d)", r->where, hp->n_group, hp->n_experts,
                        hp->topk_group, hp->n_experts_used);
         return;
     }

@@ -14,7 +14,9 @@ static inline float softplus(float x) { return x > 20.0f ? x : log1pf(expf(x)); 
 
 static int inner_of(const hr_mamba2_args *a) { return a->heads * a->head_dim; }
 static int chans_of(const hr_mamba2_args *a) { return inner_of(a) + 2 * a->groups * a->n; }
-static int row_of(const hr_mamba2_args *a) { return 2 * inner_of(a) + 2 * a->groups * a->n + a->heads; }
+static int row_of(const hr_mamba2_args *a) {
+    return 2 * inner_of(a) + 2 * a->groups * a->n + a->heads;
+}
 
 /* ---- per sequence: the causal depthwise conv of [x | B | C], then silu ---- */
 
