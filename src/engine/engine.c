@@ -671,8 +671,8 @@ int hr_engine_new(hr_engine **out, const hr_model *m, const hr_engine_opts *o,
         }
         e->pcache = hr_pcache_new(&e->kv, o ? o->cache_blocks : 0, e->ssd,
                                   o ? o->ssd_demote_idle : 0);
-        if (e->pcache)
-            hr_pcache_keep_states(e->pcache, state_bytes);
+        if (e->pcache) /* states: at most a GiB of RAM (docs/prompt-cache.md) */
+            hr_pcache_keep_states(e->pcache, state_bytes, (size_t)1 << 30);
         e->tokbuf = malloc((size_t)e->n_ctx * sizeof *e->tokbuf);
         if (!e->pcache || !e->tokbuf) {
             rc = hr_err(err, HR_ENOMEM, "out of memory");

@@ -31,6 +31,7 @@ struct hr_pcache {
     int n_pending;  /* entries whose SSD write waits for room in the queue */
     bool ssd_dead;  /* the tier refused a write: stop retrying */
     size_t state_bytes; /* hybrid models: states kept beside full blocks */
+    int n_states, max_states; /* states held; at most (LRU, hr_pcache_keep_states) */
     entry **buckets;
     size_t n_buckets;
     entry lru; /* sentinel */
@@ -87,6 +88,7 @@ static void drop(hr_pcache *pc, entry *e) {
     hr_kv_unref(pc->kv, e->block);
     pc->n--;
     pc->n_pending -= e->pending;
+    pc->n_states -= e->state != NULL;
     free(e->state);
     free(e);
 }
@@ -127,6 +129,7 @@ static entry *add(hr_pcache *pc, uint64_t parent, uint64_t key, const int32_t *t
     if (!e)
         return NULL;
     e->state = state;
+    pc->n_states += state != NULL;
     e->parent = parent;
     e->key = key;
     e->block = block;
@@ -304,6 +307,7 @@ static bool index_block(hr_pcache *pc, uint64_t parent, const int32_t *tokens, i
             if (*state && !e->state && e->n == HR_KV_BLOCK) { /* it gains a state */
                 e->state = *state;
                 *state = NULL;
+                pc->n_states++;
                 if (pc->ssd && !e->pending) { /* its file, rewritten with it */
                     e->pending = true;
                     pc->n_pending++;
@@ -330,6 +334,18 @@ static bool index_block(hr_pcache *pc, uint64_t parent, const int32_t *tokens, i
     return true;
 }
 
+/* Past max_states, the least recently used entries let their states go (the
+ * blocks stay, reusable by a longer prefix's state or not at all). An entry
+ * being written to the SSD keeps its state until the write is queued. */
+static void trim_states(hr_pcache *pc) {
+    for (entry *e = pc->lru.prev; e != &pc->lru && pc->n_states > pc->max_states; e = e->prev)
+        if (e->state && !e->pending) {
+            free(e->state);
+            e->state = NULL;
+            pc->n_states--;
+        }
+}
+
 void hr_pcache_insert_states(hr_pcache *pc, const int32_t *tokens, int n,
                              const int32_t *blocks, hr_pcache_state *states, int n_states) {
     uint64_t key = 0;
@@ -349,13 +365,19 @@ void hr_pcache_insert_states(hr_pcache *pc, const int32_t *tokens, int n,
         free(states[i].data);
         states[i].data = NULL;
     }
+    trim_states(pc);
 }
 
 void hr_pcache_insert(hr_pcache *pc, const int32_t *tokens, int n, const int32_t *blocks) {
     hr_pcache_insert_states(pc, tokens, n, blocks, NULL, 0);
 }
 
-void hr_pcache_keep_states(hr_pcache *pc, size_t state_bytes) { pc->state_bytes = state_bytes; }
+void hr_pcache_keep_states(hr_pcache *pc, size_t state_bytes, size_t max_bytes) {
+    pc->state_bytes = state_bytes;
+    pc->max_states = state_bytes ? (int)(max_bytes / state_bytes) : 0;
+    if (pc->max_states < 2)
+        pc->max_states = 2;
+}
 
 int hr_pcache_evict(hr_pcache *pc, int n) {
     int freed = 0;

@@ -45,8 +45,10 @@ void hr_pcache_insert(hr_pcache *pc, const int32_t *tokens, int n, const int32_t
 
 /* Hybrid models (recurrent layers): a prefix is reused only up to a block
  * boundary where the cache holds the layers' state (state_bytes of it, the
- * forward's hr_fwd_state_bytes). Set once, after hr_pcache_new. */
-void hr_pcache_keep_states(hr_pcache *pc, size_t state_bytes);
+ * forward's hr_fwd_state_bytes). The states held take at most max_bytes (at
+ * least two states): past it the least recently used entries drop theirs.
+ * Set once, after hr_pcache_new. */
+void hr_pcache_keep_states(hr_pcache *pc, size_t state_bytes, size_t max_bytes);
 
 /* A recurrent state after the first pos tokens (pos a multiple of the
  * block), malloc'd: insert takes it over. */

@@ -442,7 +442,7 @@ static void test_states(void **state) {
     hr_ssd *ssd;
     assert_int_equal(hr_ssd_open(&ssd, dir, 42, 7, &kv, SB, (size_t)1 << 30, NULL), 0);
     hr_pcache *pc = hr_pcache_new(&kv, 0, ssd, 0);
-    hr_pcache_keep_states(pc, SB);
+    hr_pcache_keep_states(pc, SB, 1 << 20);
     int32_t t[100], blocks[4], got[4];
     seq(t, 100, 3);
     for (int b = 0; b < 4; b++) {
@@ -491,7 +491,7 @@ static void test_states(void **state) {
     /* from disk: blocks with their states */
     assert_int_equal(hr_ssd_open(&ssd, dir, 42, 7, &kv, SB, (size_t)1 << 30, NULL), 0);
     pc = hr_pcache_new(&kv, 0, ssd, 0);
-    hr_pcache_keep_states(pc, SB);
+    hr_pcache_keep_states(pc, SB, 1 << 20);
     assert_int_equal(hr_pcache_lookup_state(pc, t, 99, 4, got, &n, &sp), 3);
     assert_int_equal(n, 96);
     assert_int_equal(((const unsigned char *)sp)[SB - 1], 0x22);
@@ -515,7 +515,7 @@ static void test_states(void **state) {
     assert_int_equal(system(cmd), 0);
     assert_int_equal(hr_ssd_open(&ssd, dir, 42, 7, &kv, SB, (size_t)1 << 30, NULL), 0);
     pc = hr_pcache_new(&kv, 0, ssd, 0);
-    hr_pcache_keep_states(pc, SB);
+    hr_pcache_keep_states(pc, SB, 1 << 20);
     assert_int_equal(hr_pcache_lookup_state(pc, t, 99, 4, got, &n, &sp), 0);
     hr_ssd_counts(ssd, &written, &hits, &quarantined);
     assert_int_equal(quarantined, 1); /* the first block's file; the chain stops there */
@@ -527,10 +527,41 @@ static void test_states(void **state) {
     assert_int_equal(system(cmd), 0);
 }
 
+/* The states' RAM bound: with room for two, a third sequence's state makes
+ * the least recently used one's go (its block stays, without a state). */
+static void test_state_bound(void **state) {
+    (void)state;
+    enum { SB = 64 };
+    hr_kv kv;
+    pool(&kv, 8);
+    hr_pcache *pc = hr_pcache_new(&kv, 0, NULL, 0);
+    hr_pcache_keep_states(pc, SB, 2 * SB);
+    int32_t t[3][40], got[2];
+    for (int i = 0; i < 3; i++) {
+        seq(t[i], 40, 1000 * (i + 1));
+        int32_t blocks[2] = {hr_kv_alloc(&kv), hr_kv_alloc(&kv)};
+        hr_pcache_state st = {32, calloc(1, SB)};
+        hr_pcache_insert_states(pc, t[i], 40, blocks, &st, 1);
+        release(&kv, blocks, 2);
+    }
+    int n;
+    const void *sp;
+    assert_int_equal(hr_pcache_lookup_state(pc, t[0], 39, 2, got, &n, &sp), 0);
+    for (int i = 1; i < 3; i++) {
+        assert_int_equal(hr_pcache_lookup_state(pc, t[i], 39, 2, got, &n, &sp), 1);
+        assert_non_null(sp);
+        release(&kv, got, 1);
+    }
+    assert_int_equal(hr_pcache_blocks(pc), 6); /* every block is still indexed */
+    hr_pcache_free(pc);
+    hr_kv_deinit(&kv);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_quant_pool),
         cmocka_unit_test(test_states),
+        cmocka_unit_test(test_state_bound),
         cmocka_unit_test(test_partial_copy),
         cmocka_unit_test(test_tails),
         cmocka_unit_test(test_evict_tail),
