@@ -174,8 +174,9 @@ static void parse_layer_types(reader *r, hr_hparams *hp) {
                 hp->layer_sliding[i] = true;
             else if (t && !strcmp(t, "linear_attention") && hp->arch->linear_deltanet)
                 hp->layer_linear[i] = true;
-            else if (t && !strcmp(t, "mamba") && hp->arch->mamba2)
-                hp->layer_linear[i] = true;
+            else if (t && hp->arch->mamba2 &&
+                     (!strcmp(t, "mamba") || !strcmp(t, "linear_attention")))
+                hp->layer_linear[i] = true; /* 4.x's name, 5.x's */
             else if (!t || (strcmp(t, "full_attention") &&
                             !(hp->arch->mamba2 && !strcmp(t, "attention")))) {
                 if (!r->rc)
@@ -311,6 +312,21 @@ static void parse_mamba2(reader *r, hr_hparams *hp) {
     if (r->rc)
         return;
     hp->mb_inner = expand * hp->d_model;
+    /* time_step_limit: transformers' (0, inf), written by 5.x as [0.0, {"__float__":
+     * "Infinity"}]; a real clamp is not implemented */
+    const json_t *tl = get(r, "time_step_limit");
+    if (tl) {
+        const json_t *lo = json_array_get(tl, 0), *hi = json_array_get(tl, 1);
+        const char *inf = json_string_value(json_object_get(hi, "__float__"));
+        bool open = json_is_number(lo) && json_number_value(lo) == 0 &&
+                    ((inf && !strcmp(inf, "Infinity")) ||
+                     (json_is_number(hi) && json_number_value(hi) >= 1e30));
+        if (!json_is_array(tl) || json_array_size(tl) != 2 || !open) {
+            r->rc = hr_err(r->err, HR_EUNSUPPORTED, "not supported yet: %s: "
+                           "'time_step_limit' other than (0, inf)", r->where);
+            return;
+        }
+    }
     const json_t *dh = get(r, "mamba_d_head");
     hp->mb_head_dim = json_is_integer(dh) ? (int)json_integer_value(dh)
                       : hp->mb_heads > 0  ? hp->mb_inner / hp->mb_heads

@@ -181,7 +181,7 @@ static void check_invariant(const char *name) {
 static void test_batch_invariance(void **state) {
     (void)state;
     static const char *cases[] = {"qwen3_moe", "qwen2_moe", "mixtral", "olmoe", "gpt_oss",
-                                  "qwen3_next"};
+                                  "qwen3_next", "glm4_moe", "granitemoe", "granitemoehybrid"};
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
         check_invariant(cases[i]);
     /* quantized experts: groups of every size go through the row and the
@@ -629,6 +629,27 @@ static void test_config_errors(void **state) {
                         "\"num_experts_per_tok\": 2, \"shared_expert_intermediate_size\": 8, "
                         "\"layer_types\": [\"mamba\", \"full_attention\"]}", HR_EUNSUPPORTED,
                         "layer type 'mamba'");
+    expect_config_error("{\"model_type\": \"granitemoehybrid\", " BASE ", "
+                        "\"num_local_experts\": 4, \"num_experts_per_tok\": 2, "
+                        "\"shared_intermediate_size\": 8, \"mamba_n_heads\": 2, "
+                        "\"mamba_d_state\": 4, \"time_step_limit\": [0.001, 0.1], "
+                        "\"layer_types\": [\"mamba\", \"attention\"]}", HR_EUNSUPPORTED,
+                        "time_step_limit");
+    /* Granite 4.0-H's config.json as the hub has it (4.x: "mamba" / "attention") and as
+     * transformers 5.x writes it (the fixture: "linear_attention" / "full_attention") */
+    json_t *cfg = json_loads("{\"model_type\": \"granitemoehybrid\", " BASE ", "
+                             "\"num_local_experts\": 4, \"num_experts_per_tok\": 2, "
+                             "\"shared_intermediate_size\": 8, \"mamba_n_heads\": 2, "
+                             "\"mamba_d_state\": 4, \"layer_types\": [\"mamba\", "
+                             "\"attention\"]}", 0, NULL);
+    hr_hparams hp;
+    hr_error err = {0};
+    assert_int_equal(hr_hparams_from_json(&hp, cfg, NULL, &err), 0);
+    assert_true(hp.layer_linear[0] && !hp.layer_linear[1] && !hp.layer_rope[1]);
+    assert_int_equal(hp.mb_inner, 16);
+    assert_int_equal(hp.mb_head_dim, 8);
+    hr_hparams_deinit(&hp);
+    json_decref(cfg);
 }
 
 int main(void) {
