@@ -123,7 +123,8 @@ static void dequantize_model(hr_model *m, owned *o) {
         hr_layer *L = &m->layers[i];
         hr_tensor *mats[] = {&L->wq, &L->wk, &L->wv, &L->wo, &L->w_gate, &L->w_up, &L->w_down,
                              &L->router, &L->sh_gate, &L->sh_up, &L->sh_down, &L->sh_inp,
-                             &L->w_qgate, &L->ln_qkvz, &L->ln_ba, &L->ln_out};
+                             &L->w_qgate, &L->ln_qkvz, &L->ln_ba, &L->ln_out, &L->mb_in,
+                             &L->mb_out};
         for (size_t k = 0; k < sizeof mats / sizeof mats[0]; k++)
             to_f32(mats[k], o);
         for (int e = 0; m->hp.layer_moe[i] && e < 3 * m->hp.n_experts; e++)
@@ -220,7 +221,10 @@ static void run_mlx(const char *name, const mlx_case *mc, int *steps, double *wo
         fail_msg("%s: %s", name, err.msg);
     /* the quantized model really is quantized, on the kernels meant */
     const hr_layer *L0 = &mq->layers[0]; /* experts of 32 columns stay f32 (group 64) */
-    const hr_tensor *wd = L0->w_down.data ? &L0->w_down : L0->wo.data ? &L0->wo : &L0->ln_out;
+    const hr_tensor *wd = L0->w_down.data ? &L0->w_down
+                          : L0->wo.data   ? &L0->wo
+                          : L0->ln_out.data ? &L0->ln_out
+                                            : &L0->mb_out; /* Mamba-2 */
     bool x16 = wd->layout == HR_LAYOUT_X16;
     if (mc->dtype == HR_DTYPE_BF16 && hr_cpu()->gemm_x16[HR_DTYPE_AFFINE] && !mq->be->device_mem)
         assert_true(x16);
