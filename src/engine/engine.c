@@ -102,11 +102,16 @@ static void retire(hr_engine *e, int i, hr_finish why, const char *msg) {
         int n = r->len;
         for (int k = 0; k < n; k++)
             e->tokbuf[k] = hr__token_at(r, k);
-        hr_pcache_insert(e->pcache, r->cache_seed, e->tokbuf, n, r->blocks);
+        hr_pcache_insert_states(e->pcache, r->cache_seed, e->tokbuf, n, r->blocks, r->snap, 2);
+    }
+    for (int k = 0; k < 2; k++) { /* (those insert did not take) */
+        free(r->snap[k].data);
+        r->snap[k].data = NULL;
     }
     for (int b = 0; b < r->n_blocks; b++)
         hr_kv_unref(&e->kv, r->blocks[b]);
     r->n_blocks = 0;
+    hr_fwd_state_drop(e->fwd, r->seq_id);
     for (int b = 0; b < r->spec.n_dblocks; b++)
         hr_kv_unref(hr_spec_draft_kv(e->draft), r->spec.dblocks[b]);
     r->spec.n_dblocks = 0;
@@ -164,16 +169,30 @@ static void admit(hr_engine *e) {
          * prompt token to compute (its logits start the generation) and
          * every token whose logits score the prompt; a prefix ending inside
          * a block comes as a copy the request owns */
-        if (e->pcache && !r->embed)
-            hit = hr_pcache_lookup(e->pcache, r->cache_seed, r->prompt,
-                                   r->score_from ? r->score_from - 1 : r->n_prompt - 1, total,
-                                   r->blocks, &len);
+        int upto = r->score_from ? r->score_from - 1 : r->n_prompt - 1;
+        r->seq_id = ++e->next_seq_id;
+        if (e->pcache && !r->embed && e->state_bytes) { /* hybrid: whole blocks, and the state after */
+            const void *st = NULL;
+            hit = hr_pcache_lookup_state(e->pcache, r->cache_seed, r->prompt, upto, total,
+                                         r->blocks, &len, &st);
+            hr_error serr = {0};
+            if (hit && hr_fwd_state_put(e->fwd, r->seq_id, len, st, &serr)) {
+                hr_log(HR_LOG_WARN, "prompt cache: %s; computing the prefix", serr.msg);
+                for (int b = 0; b < hit; b++)
+                    hr_kv_unref(&e->kv, r->blocks[b]);
+                hit = len = 0;
+            }
+        } else if (e->pcache && !r->embed) {
+            hit = hr_pcache_lookup(e->pcache, r->cache_seed, r->prompt, upto, total, r->blocks,
+                                   &len);
+        }
         int need = total - hit;
         if (e->kv.n_free < need && e->pcache)
             hr_pcache_evict(e->pcache, need - e->kv.n_free);
         if (e->kv.n_free < need) { /* FIFO: the head waits for space */
             for (int b = 0; b < hit; b++)
                 hr_kv_unref(&e->kv, r->blocks[b]);
+            hr_fwd_state_drop(e->fwd, r->seq_id);
             break;
         }
         r->n_blocks = hit;
@@ -253,6 +272,40 @@ static void fill_step(hr_step *s, const hr_request *r, const float *row, int V, 
 
 /* ---- one step (engine thread): build the batch, forward, sample rows, commit rows ---- */
 
+/* Hybrid models with the prompt cache: the block boundary inside the prompt
+ * whose state is kept (a later request reuses all but the last token of an
+ * equal prompt, or the whole of it when it continues it); 0: none. */
+static int snap_point(const hr_engine *e, const hr_request *r) {
+    if (!e->state_bytes)
+        return 0;
+    int upto = r->score_from ? r->score_from - 1 : r->n_prompt - 1;
+    return upto / HR_KV_BLOCK * HR_KV_BLOCK;
+}
+
+/* After a step: the state of every hybrid sequence that stopped on a block
+ * boundary worth keeping (snap_point, or past it: the latest). */
+static void take_snapshots(hr_engine *e) {
+    for (int i = 0; e->state_bytes && i < e->n_running; i++) {
+        hr_request *r = e->running[i];
+        int p = snap_point(e, r);
+        if (r->len == 0 || r->len % HR_KV_BLOCK || r->len < p || r->len == r->cached)
+            continue;
+        hr_pcache_state *s = &r->snap[r->len == p ? 0 : 1];
+        if (s->pos == r->len && s->data)
+            continue;
+        if (!s->data && !(s->data = malloc(e->state_bytes)))
+            continue;
+        hr_error err = {0};
+        if (hr_fwd_state_get(e->fwd, r->seq_id, r->len, s->data, &err)) {
+            hr_log(HR_LOG_WARN, "prompt cache: %s", err.msg);
+            free(s->data);
+            s->data = NULL;
+            continue;
+        }
+        s->pos = r->len;
+    }
+}
+
 /* The batch: a decode row for every sequence one token behind, then prefill
  * chunks up to the step's token budget. A sequence's tokens [len, known)
  * are not in the KV yet: one is a decode row, more are a prefill (a new
@@ -269,7 +322,7 @@ static int build_batch(hr_engine *e, int *n_prefill, int *n_decode) {
             r->len = 0; /* same blocks, same positions: rewritten in place */
         r->rope_len = known;
         r->outcome = HR_ROW_NONE;
-        e->b_seqs[i] = (hr_seq_blocks){r->blocks, r->n_blocks, known};
+        e->b_seqs[i] = (hr_seq_blocks){r->blocks, r->n_blocks, known, r->seq_id};
         e->b_adapter[i] = r->adapter;
         if (known - r->len != 1 || r->embed) /* embed: all prompt, below */
             continue;
@@ -296,6 +349,9 @@ static int build_batch(hr_engine *e, int *n_prefill, int *n_decode) {
             continue; /* an encoder's input goes in one step: the next one */
         if (c > room)
             c = room;
+        int snap = snap_point(e, r); /* a step ends there: its state is kept */
+        if (r->len < snap && r->len + c > snap)
+            c = snap - r->len;
         int k = 0;
         for (; k < c; k++) {
             int p = r->len + k;
@@ -498,6 +554,7 @@ static void step(hr_engine *e) {
         if (++r->len == r->n_prompt && !r->hidden) /* embeddings never use the cache */
             cache_prompt(e, r);
     }
+    take_snapshots(e);
     for (int s = 0; s < e->n_running; s++)
         atomic_store(&e->running[s]->progress, e->running[s]->len);
     sample_rows(e);
@@ -658,21 +715,22 @@ int hr_engine_new(hr_engine **out, const hr_model *m, const hr_engine_opts *o,
     /* the prompt cache, unless RoPE depends on the sequence length (a block's
      * KV would then differ between requests of different lengths) */
     bool len_rope = e->len_rope;
-    /* nor when layers carry recurrent state (gated DeltaNet): a cached
-     * prefix would need that state at the block boundary too */
-    bool recurrent = m->hp.n_linear > 0;
-    if (recurrent)
-        hr_log(HR_LOG_INFO, "prompt cache off: this model's linear-attention layers keep "
-               "a recurrent state that the cache does not hold");
-    if (!(o && o->cache_blocks < 0) && !len_rope && !recurrent && !m->hp.arch->encoder) {
+    /* layers with recurrent state (gated DeltaNet, Mamba-2): the cache keeps
+     * their state at block boundaries beside the KV (snap_point) */
+    size_t state_bytes = hr_fwd_state_bytes(e->fwd);
+    if (!(o && o->cache_blocks < 0) && !len_rope && !m->hp.arch->encoder) {
+        e->state_bytes = state_bytes;
         if (o && o->ssd_dir) {
             hr_error serr = {0};
             if (hr_ssd_open(&e->ssd, o->ssd_dir, m->fingerprint, o->cache_salt, &e->kv,
-                            o->ssd_max_bytes ? o->ssd_max_bytes : (size_t)32e9, &serr))
+                            state_bytes, o->ssd_max_bytes ? o->ssd_max_bytes : (size_t)32e9,
+                            &serr))
                 hr_log(HR_LOG_WARN, "%s; running without the SSD tier", serr.msg);
         }
         e->pcache = hr_pcache_new(&e->kv, o ? o->cache_blocks : 0, e->ssd,
                                   o ? o->ssd_demote_idle : 0);
+        if (e->pcache) /* states: at most a GiB of RAM (docs/prompt-cache.md) */
+            hr_pcache_keep_states(e->pcache, state_bytes, (size_t)1 << 30);
         e->tokbuf = malloc((size_t)e->n_ctx * sizeof *e->tokbuf);
         if (!e->pcache || !e->tokbuf) {
             rc = hr_err(err, HR_ENOMEM, "out of memory");

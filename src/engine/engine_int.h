@@ -55,6 +55,10 @@ struct hr_request {
     _Atomic int cancel;
     /* engine-thread state */
     hr_request *next;     /* inbox / waiting FIFO link */
+    uint64_t seq_id;      /* unique per admitted request: its recurrent state's holder */
+    hr_pcache_state snap[2]; /* hybrid models with the prompt cache: the state after
+                              * the last block boundary inside the prompt, and the
+                              * latest one a step ended on after it (data NULL: none) */
     int32_t *blocks;
     int n_blocks;
     int len;              /* tokens whose K/V are in the cache */
@@ -104,7 +108,10 @@ struct hr_engine {
     float *hidden;                  /* [max_tokens_step][d_model] a step's hidden-state
                                      * rows (embed requests); NULL until the first */
     int max_draft;                  /* room per row for drafted tokens */
+    uint64_t next_seq_id;           /* the last hr_request.seq_id given */
     bool len_rope;                  /* RoPE depends on the sequence length */
+    size_t state_bytes;             /* a sequence's recurrent state; 0: none, or
+                                     * no prompt cache to snapshot it for */
     hr_spec_draft *draft;           /* the draft model, or NULL */
     hr_spec_cost spec_cost;         /* measured step costs, for choosing k */
     /* stats, read from any thread */

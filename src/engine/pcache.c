@@ -18,6 +18,7 @@ typedef struct entry {
     int32_t tokens[HR_KV_BLOCK]; /* the content [0, n), checked on every hit */
     double used;                 /* last hit or insert, hr_now() */
     bool pending;                /* a full block not yet queued for the SSD */
+    void *state;                 /* a full block's recurrent state after it, or NULL */
     struct entry *hnext;         /* hash bucket chain */
     struct entry *prev, *next;   /* LRU list, most recent first */
 } entry;
@@ -28,6 +29,8 @@ struct hr_pcache {
     double demote_idle;
     int max_blocks, n;
     int n_pending;  /* entries whose SSD write waits for room in the queue */
+    size_t state_bytes; /* hybrid models: states kept beside full blocks */
+    int n_states, max_states; /* states held; at most (LRU, hr_pcache_keep_states) */
     entry **buckets;
     size_t n_buckets;
     entry lru; /* sentinel */
@@ -84,6 +87,8 @@ static void drop(hr_pcache *pc, entry *e) {
     hr_kv_unref(pc->kv, e->block);
     pc->n--;
     pc->n_pending -= e->pending;
+    pc->n_states -= e->state != NULL;
+    free(e->state);
     free(e);
 }
 
@@ -102,7 +107,7 @@ void hr_pcache_free(hr_pcache *pc) {
  * comes back by itself). false when not queued. */
 static bool queue_write(hr_pcache *pc, entry *e) {
     hr_kv_ref(pc->kv, e->block);
-    int r = hr_ssd_queue(pc->ssd, e->key, e->tokens, e->block);
+    int r = hr_ssd_queue(pc->ssd, e->key, e->tokens, e->block, e->state);
     if (r == 1) {
         e->pending = false;
         pc->n_pending--;
@@ -116,10 +121,12 @@ static bool queue_write(hr_pcache *pc, entry *e) {
  * the caller holds); a full block's SSD write is queued when write is set.
  * NULL when out of memory. */
 static entry *add(hr_pcache *pc, uint64_t parent, uint64_t key, const int32_t *tokens, int n,
-                  int32_t block, bool write) {
+                  int32_t block, bool write, void *state) {
     entry *e = malloc(sizeof *e);
     if (!e)
         return NULL;
+    e->state = state;
+    pc->n_states += state != NULL;
     e->parent = parent;
     e->key = key;
     e->block = block;
@@ -169,9 +176,17 @@ static entry *from_ssd(hr_pcache *pc, uint64_t parent, uint64_t key, const int32
     if (blk < 0)
         return NULL;
     entry *e = NULL;
-    if (!hr_ssd_read(pc->ssd, key, tokens, pc->kv, blk) ||
-        !(e = add(pc, parent, key, tokens, HR_KV_BLOCK, blk, false)))
+    void *state = pc->state_bytes ? malloc(pc->state_bytes) : NULL;
+    bool has = false;
+    if ((pc->state_bytes && !state) ||
+        !hr_ssd_read(pc->ssd, key, tokens, pc->kv, blk, state, &has) ||
+        !(e = add(pc, parent, key, tokens, HR_KV_BLOCK, blk, false, has ? state : NULL))) {
         hr_kv_unref(pc->kv, blk);
+        free(state);
+        return NULL;
+    }
+    if (!has)
+        free(state);
     return e;
 }
 
@@ -207,8 +222,10 @@ static int32_t copy_partial(hr_pcache *pc, uint64_t parent, const int32_t *token
     return blk;
 }
 
-int hr_pcache_lookup(hr_pcache *pc, uint64_t seed, const int32_t *tokens, int n,
-                     int max_blocks, int32_t *blocks, int *n_tokens) {
+/* The chain of whole cached blocks of tokens[0..n), at most max_blocks,
+ * a reference each into blocks[]; *last: the last one's entry. */
+static int whole_blocks(hr_pcache *pc, uint64_t seed, const int32_t *tokens, int n,
+                        int max_blocks, int32_t *blocks, uint64_t *key_out, entry **last) {
     uint64_t key = seed;
     int got = 0;
     for (; got < max_blocks && (got + 1) * HR_KV_BLOCK <= n; got++) {
@@ -223,7 +240,42 @@ int hr_pcache_lookup(hr_pcache *pc, uint64_t seed, const int32_t *tokens, int n,
         hr_kv_ref(pc->kv, e->block);
         blocks[got] = e->block;
         key = next;
+        last[got] = e;
     }
+    *key_out = key;
+    return got;
+}
+
+int hr_pcache_lookup_state(hr_pcache *pc, uint64_t seed, const int32_t *tokens, int n,
+                           int max_blocks, int32_t *blocks, int *n_tokens, const void **state) {
+    *state = NULL;
+    *n_tokens = 0;
+    if (max_blocks <= 0)
+        return 0;
+    entry **last = malloc((size_t)max_blocks * sizeof *last);
+    if (!last)
+        return 0;
+    uint64_t key;
+    int got = whole_blocks(pc, seed, tokens, n, max_blocks, blocks, &key, last);
+    while (got > 0 && !last[got - 1]->state) /* back to the last state */
+        hr_kv_unref(pc->kv, blocks[--got]);
+    if (got > 0)
+        *state = last[got - 1]->state;
+    free(last);
+    *n_tokens = got * HR_KV_BLOCK;
+    return got;
+}
+
+int hr_pcache_lookup(hr_pcache *pc, uint64_t seed, const int32_t *tokens, int n,
+                     int max_blocks, int32_t *blocks, int *n_tokens) {
+    uint64_t key = seed;
+    entry *lastbuf[64], **last = max_blocks <= 64 ? lastbuf : malloc((size_t)max_blocks *
+                                                                      sizeof *last);
+    int got = last ? whole_blocks(pc, seed, tokens, n, max_blocks, blocks, &key, last) : 0;
+    if (last != lastbuf)
+        free(last);
+    if (!last)
+        return *n_tokens = 0;
     *n_tokens = got * HR_KV_BLOCK;
     int len = 0, rest = n - got * HR_KV_BLOCK;
     if (got < max_blocks && rest > 0) {
@@ -242,13 +294,23 @@ int hr_pcache_lookup(hr_pcache *pc, uint64_t seed, const int32_t *tokens, int n,
  * first n tokens already (then it is touched). Tails that it extends and
  * only the cache holds are dropped. false when the cache takes no more. */
 static bool index_block(hr_pcache *pc, uint64_t parent, const int32_t *tokens, int n,
-                        int32_t block) {
+                        int32_t block, void **state) {
     for (entry *e = *bucket(pc, parent), *nx; e; e = nx) {
         nx = e->hnext;
         if (e->parent != parent)
             continue;
         if (e->n >= n && common(e->tokens, tokens, n) == n) {
             touch(pc, e);
+            if (*state && !e->state && e->n == HR_KV_BLOCK) { /* it gains a state */
+                e->state = *state;
+                *state = NULL;
+                pc->n_states++;
+                if (pc->ssd && !e->pending) { /* its file, rewritten with it */
+                    e->pending = true;
+                    pc->n_pending++;
+                    queue_write(pc, e);
+                }
+            }
             return true;
         }
         if (e->n < n && common(e->tokens, tokens, e->n) == e->n &&
@@ -259,24 +321,60 @@ static bool index_block(hr_pcache *pc, uint64_t parent, const int32_t *tokens, i
         return false; /* full of blocks in use */
     uint64_t key = n == HR_KV_BLOCK ? block_key(parent, tokens) : 0;
     hr_kv_ref(pc->kv, block);
-    if (!add(pc, parent, key, tokens, n, block, true)) {
+    void *st = n == HR_KV_BLOCK ? *state : NULL;
+    if (!add(pc, parent, key, tokens, n, block, true, st)) {
         hr_kv_unref(pc->kv, block);
         return false;
     }
+    if (st)
+        *state = NULL;
     return true;
 }
 
-void hr_pcache_insert(hr_pcache *pc, uint64_t seed, const int32_t *tokens, int n,
-                      const int32_t *blocks) {
+/* Past max_states, the least recently used entries let their states go (the
+ * blocks stay, reusable by a longer prefix's state or not at all). An entry
+ * being written to the SSD keeps its state until the write is queued. */
+static void trim_states(hr_pcache *pc) {
+    for (entry *e = pc->lru.prev; e != &pc->lru && pc->n_states > pc->max_states; e = e->prev)
+        if (e->state && !e->pending) {
+            free(e->state);
+            e->state = NULL;
+            pc->n_states--;
+        }
+}
+
+void hr_pcache_insert_states(hr_pcache *pc, uint64_t seed, const int32_t *tokens, int n,
+                             const int32_t *blocks, hr_pcache_state *states, int n_states) {
     uint64_t key = seed;
     for (int b = 0; b * HR_KV_BLOCK < n; b++) {
         const int32_t *t = tokens + (size_t)b * HR_KV_BLOCK;
         int m = n - b * HR_KV_BLOCK < HR_KV_BLOCK ? n - b * HR_KV_BLOCK : HR_KV_BLOCK;
-        if (!index_block(pc, key, t, m, blocks[b]))
-            return;
+        void *none = NULL, **st = &none;
+        for (int i = 0; i < n_states; i++)
+            if (states[i].data && states[i].pos == (b + 1) * HR_KV_BLOCK && m == HR_KV_BLOCK)
+                st = &states[i].data;
+        if (!index_block(pc, key, t, m, blocks[b], st))
+            break;
         if (m == HR_KV_BLOCK)
             key = block_key(key, t);
     }
+    for (int i = 0; i < n_states; i++) { /* those no entry took */
+        free(states[i].data);
+        states[i].data = NULL;
+    }
+    trim_states(pc);
+}
+
+void hr_pcache_insert(hr_pcache *pc, uint64_t seed, const int32_t *tokens, int n,
+                      const int32_t *blocks) {
+    hr_pcache_insert_states(pc, seed, tokens, n, blocks, NULL, 0);
+}
+
+void hr_pcache_keep_states(hr_pcache *pc, size_t state_bytes, size_t max_bytes) {
+    pc->state_bytes = state_bytes;
+    pc->max_states = state_bytes ? (int)(max_bytes / state_bytes) : 0;
+    if (pc->max_states < 2)
+        pc->max_states = 2;
 }
 
 int hr_pcache_evict(hr_pcache *pc, int n) {

@@ -48,6 +48,32 @@ int hr_pcache_lookup(hr_pcache *pc, uint64_t seed, const int32_t *tokens, int n,
 void hr_pcache_insert(hr_pcache *pc, uint64_t seed, const int32_t *tokens, int n,
                       const int32_t *blocks);
 
+/* Hybrid models (recurrent layers): a prefix is reused only up to a block
+ * boundary where the cache holds the layers' state (state_bytes of it, the
+ * forward's hr_fwd_state_bytes). The states held take at most max_bytes (at
+ * least two states): past it the least recently used entries drop theirs.
+ * Set once, after hr_pcache_new. */
+void hr_pcache_keep_states(hr_pcache *pc, size_t state_bytes, size_t max_bytes);
+
+/* A recurrent state after the first pos tokens (pos a multiple of the
+ * block), malloc'd: insert takes it over. */
+typedef struct hr_pcache_state {
+    int pos;
+    void *data;
+} hr_pcache_state;
+
+/* hr_pcache_insert, the full block ending at each states[i].pos getting
+ * that state (if it has none yet; the SSD tier writes it with the block).
+ * Every states[i].data is taken (kept or freed) and set to NULL. */
+void hr_pcache_insert_states(hr_pcache *pc, uint64_t seed, const int32_t *tokens, int n,
+                             const int32_t *blocks, hr_pcache_state *states, int n_states);
+
+/* hr_pcache_lookup for hybrid models: whole cached blocks only, up to the
+ * last one that holds a state (*state: that state, valid until the next
+ * call on pc; NULL and 0 blocks when none). */
+int hr_pcache_lookup_state(hr_pcache *pc, uint64_t seed, const int32_t *tokens, int n,
+                           int max_blocks, int32_t *blocks, int *n_tokens, const void **state);
+
 /* Free up to n blocks by evicting LRU entries nobody else uses. Returns the
  * number of blocks returned to the pool. */
 int hr_pcache_evict(hr_pcache *pc, int n);

@@ -25,6 +25,8 @@ static void request_free(hr_request *r) {
     free(r->hidden);
     free(r->stop_ids);
     free(r->steps);
+    free(r->snap[0].data);
+    free(r->snap[1].data);
     free(r->blocks);
     free(r->spec.dblocks);
     free(r);

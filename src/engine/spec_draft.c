@@ -90,7 +90,7 @@ int hr_spec_draft_run(hr_spec_draft *d, hr_request **rs, int n, double *seconds,
     *tokens = 0;
     for (int i = 0; i < n; i++) {
         got[i] = 0;
-        d->seqs[i] = (hr_seq_blocks){rs[i]->spec.dblocks, rs[i]->spec.n_dblocks, 0};
+        d->seqs[i] = (hr_seq_blocks){rs[i]->spec.dblocks, rs[i]->spec.n_dblocks, 0, 0};
     }
     /* pass j feeds every request's tokens from its draft length on (the
      * catch-up of what the model accepted, then each draft) and drafts the

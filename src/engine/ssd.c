@@ -17,7 +17,8 @@
 #include <xxhash.h>
 
 #define MAGIC "HEARTHKV"
-#define VERSION 2u /* 2: the KV format's bits and group (quantized KV) */
+#define VERSION 3u /* 2: the KV format's bits and group (quantized KV); 3: a
+                    * recurrent state after the block (hybrid models) */
 /* the KV pool's format, in the header (blocks of another format are a miss) */
 static uint32_t kv_format(hr_dtype t) {
     return t == HR_DTYPE_F16 ? 2u : t == HR_DTYPE_BF16 ? 3u : t == HR_DTYPE_AFFINE ? 4u : 1u;
@@ -28,6 +29,7 @@ typedef struct job {
     uint64_t key;
     int32_t block;
     int32_t tokens[HR_KV_BLOCK];
+    void *state;           /* a copy of the state after the block (owned), or NULL */
 } job;
 
 struct hr_ssd {
@@ -35,8 +37,10 @@ struct hr_ssd {
     uint64_t fp, salt;
     const hr_kv *kv;
     size_t max_bytes, payload;
+    size_t state_bytes;    /* a sequence's recurrent state, 0: the model has none */
     unsigned char *stage;  /* [payload]: the block being written (writer thread) */
-    unsigned char *rbuf;   /* [HDR_BYTES + payload]: the file being read (engine thread) */
+    unsigned char *rbuf;   /* [HDR_BYTES + payload + state_bytes]: the file being read
+                            * (engine thread) */
     _Atomic size_t used;
     _Atomic bool disabled;
     _Atomic long long bytes_written, bytes_read; /* whole files, header included */
@@ -60,7 +64,7 @@ struct hr_ssd {
 
 /* ---- header ----------------------------------------------------------------------- */
 
-#define HDR_BYTES (8 + 4 + 4 + 8 + 8 + 4 * 7 + 8 + 4 * HR_KV_BLOCK + 8 + 8 + 8)
+#define HDR_BYTES (8 + 4 + 4 + 8 + 8 + 4 * 7 + 8 + 4 * HR_KV_BLOCK + 8 + 8 + 8 + 8)
 
 static unsigned char *put(unsigned char *p, const void *v, size_t n) {
     memcpy(p, v, n); /* x86-64 and arm64 are little-endian */
@@ -68,7 +72,7 @@ static unsigned char *put(unsigned char *p, const void *v, size_t n) {
 }
 
 static void make_header(const hr_ssd *s, uint64_t key, const int32_t *tokens, uint64_t sum,
-                        unsigned char *h) {
+                        uint64_t state, unsigned char *h) {
     uint32_t u32[] = {VERSION, HDR_BYTES};
     uint32_t shape[] = {kv_format(s->kv->dtype), (uint32_t)s->kv->bits,
                         (uint32_t)s->kv->group, (uint32_t)s->kv->n_layers,
@@ -82,6 +86,7 @@ static void make_header(const hr_ssd *s, uint64_t key, const int32_t *tokens, ui
     p = put(p, &key, 8);
     p = put(p, tokens, 4 * HR_KV_BLOCK);
     p = put(p, &payload, 8);
+    p = put(p, &state, 8);
     p = put(p, &sum, 8);
     uint64_t hsum = XXH64(h, (size_t)(p - h), 0);
     put(p, &hsum, 8);
@@ -118,8 +123,9 @@ static void trim_to_budget(hr_ssd *s) {
             return;
         char p[4600];
         snprintf(p, sizeof p, "%s/%s", s->dir, oldest);
-        if (unlink(p) == 0)
-            atomic_fetch_sub(&s->used, HDR_BYTES + s->payload);
+        struct stat st;
+        if (stat(p, &st) == 0 && unlink(p) == 0)
+            atomic_fetch_sub(&s->used, (size_t)st.st_size);
         else
             return;
     }
@@ -131,9 +137,12 @@ static int write_block(hr_ssd *s, const job *j) {
     char path[4200], tmp[4300];
     path_of(s, j->key, path, sizeof path);
     struct stat fst;
+    size_t state = j->state ? s->state_bytes : 0;
     if (stat(path, &fst) == 0 && S_ISREG(fst.st_mode) &&
-        (size_t)fst.st_size == HDR_BYTES + s->payload)
-        return 0; /* already on disk (same key, same content; verified on read) */
+        (size_t)fst.st_size >= HDR_BYTES + s->payload + state &&
+        (size_t)fst.st_size <= HDR_BYTES + s->payload + s->state_bytes)
+        return 0; /* already on disk (same key, same content, with a state if this has
+                   * one; verified on read) */
     snprintf(tmp, sizeof tmp, "%s.tmp.%d", path, (int)getpid());
     unlink(tmp); /* whatever a crash or someone else left under that name */
     int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
@@ -143,12 +152,22 @@ static int write_block(hr_ssd *s, const job *j) {
     if (hr_kv_block_read(s->kv, j->block, s->stage, NULL)) {
         e = EIO;
     } else {
-        uint64_t sum = XXH64(s->stage, s->payload, 0);
-        unsigned char h[HDR_BYTES];
-        make_header(s, j->key, j->tokens, sum, h);
-        if (hr_write_all(fd, h, sizeof h) || hr_write_all(fd, s->stage, s->payload) ||
-            fdatasync(fd))
-            e = errno;
+        XXH64_state_t *xs = XXH64_createState();
+        if (!xs) {
+            e = ENOMEM;
+        } else {
+            XXH64_reset(xs, 0);
+            XXH64_update(xs, s->stage, s->payload);
+            if (state)
+                XXH64_update(xs, j->state, state);
+            uint64_t sum = XXH64_digest(xs);
+            XXH64_freeState(xs);
+            unsigned char h[HDR_BYTES];
+            make_header(s, j->key, j->tokens, sum, state, h);
+            if (hr_write_all(fd, h, sizeof h) || hr_write_all(fd, s->stage, s->payload) ||
+                (state && hr_write_all(fd, j->state, state)) || fdatasync(fd))
+                e = errno;
+        }
     }
     if (close(fd) != 0 && !e)
         e = errno;
@@ -159,9 +178,9 @@ static int write_block(hr_ssd *s, const job *j) {
         errno = e;
         return -1;
     }
-    atomic_fetch_add(&s->used, HDR_BYTES + s->payload);
+    atomic_fetch_add(&s->used, HDR_BYTES + s->payload + state);
     atomic_fetch_add(&s->n_written, 1);
-    atomic_fetch_add(&s->bytes_written, (long long)(HDR_BYTES + s->payload));
+    atomic_fetch_add(&s->bytes_written, (long long)(HDR_BYTES + s->payload + state));
     trim_to_budget(s);
     return 0;
 }
@@ -203,6 +222,7 @@ static void *writer(void *arg) {
         s->q_head = (s->q_head + 1) % QUEUE;
         s->q_len--;
         s->done[s->n_done++] = j.block;
+        free(j.state);
     }
     pthread_mutex_unlock(&s->mu);
     return NULL;
@@ -210,9 +230,15 @@ static void *writer(void *arg) {
 
 /* ---- engine side ----------------------------------------------------------------------- */
 
-int hr_ssd_queue(hr_ssd *s, uint64_t key, const int32_t *tokens, int32_t block) {
+int hr_ssd_queue(hr_ssd *s, uint64_t key, const int32_t *tokens, int32_t block,
+                 const void *state) {
     if (atomic_load(&s->paused) && hr_now() < atomic_load(&s->retry_at))
         return -1;
+    void *copy = NULL;
+    if (state && s->state_bytes && (copy = malloc(s->state_bytes)))
+        memcpy(copy, state, s->state_bytes);
+    if (state && s->state_bytes && !copy)
+        return 0; /* no memory now: try again later */
     pthread_mutex_lock(&s->mu);
     bool ok = s->q_len + s->n_done < QUEUE;
     if (ok) {
@@ -220,10 +246,13 @@ int hr_ssd_queue(hr_ssd *s, uint64_t key, const int32_t *tokens, int32_t block) 
         j->key = key;
         j->block = block;
         memcpy(j->tokens, tokens, sizeof j->tokens);
+        j->state = copy;
+        copy = NULL;
         s->q_len++;
         pthread_cond_signal(&s->cv);
     }
     pthread_mutex_unlock(&s->mu);
+    free(copy);
     return ok ? 1 : 0;
 }
 
@@ -252,7 +281,10 @@ static void quarantine(hr_ssd *s, const char *path, const char *why) {
  * is a short read or an error (a mapping would be SIGBUS). It is opened
  * non-blocking and must be a regular file (a FIFO under a cache file's
  * name would block the engine thread in open or read). */
-int hr_ssd_read(hr_ssd *s, uint64_t key, const int32_t *tokens, hr_kv *kv, int32_t block) {
+int hr_ssd_read(hr_ssd *s, uint64_t key, const int32_t *tokens, hr_kv *kv, int32_t block,
+                void *state, bool *has_state) {
+    if (has_state)
+        *has_state = false;
     char path[4200];
     path_of(s, key, path, sizeof path);
     int fd = open(path, O_RDONLY | O_NONBLOCK | O_NOFOLLOW | O_CLOEXEC);
@@ -265,7 +297,7 @@ int hr_ssd_read(hr_ssd *s, uint64_t key, const int32_t *tokens, hr_kv *kv, int32
         }
         return 0;
     }
-    size_t want_bytes = HDR_BYTES + s->payload, got = 0;
+    size_t want_bytes = HDR_BYTES + s->payload + s->state_bytes, got = 0; /* at most */
     struct stat st;
     int hit = 0;
     if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
@@ -299,23 +331,31 @@ int hr_ssd_read(hr_ssd *s, uint64_t key, const int32_t *tokens, hr_kv *kv, int32
         quarantine(s, path, why);
         goto done;
     }
-    if (got != want_bytes || pread(fd, &extra, 1, (off_t)got) != 0) {
+    uint64_t sb = 0; /* the state's bytes, as the file says */
+    if (got >= HDR_BYTES)
+        memcpy(&sb, m + HDR_BYTES - 24, 8);
+    if ((sb != 0 && sb != s->state_bytes) || got != HDR_BYTES + s->payload + sb ||
+        pread(fd, &extra, 1, (off_t)got) != 0) {
         quarantine(s, path, "has the wrong size (truncated?)");
         goto done;
     }
     memcpy(&sum, m + HDR_BYTES - 16, 8);
-    make_header(s, key, tokens, sum, want);
+    make_header(s, key, tokens, sum, sb, want);
     if (memcmp(m, want, HDR_BYTES) != 0) {
         quarantine(s, path, "does not match this model, format or prompt");
         goto done;
     }
     const unsigned char *payload = m + HDR_BYTES;
-    if (XXH64(payload, s->payload, 0) != sum) {
+    if (XXH64(payload, s->payload + sb, 0) != sum) {
         quarantine(s, path, "fails its checksum");
         goto done;
     }
     if (hr_kv_block_write(kv, block, payload, NULL))
         goto done;
+    if (sb && state) {
+        memcpy(state, payload + s->payload, sb);
+        *has_state = true;
+    }
     hit = 1;
     atomic_fetch_add(&s->n_hits, 1);
     atomic_fetch_add(&s->bytes_read, (long long)got);
@@ -371,7 +411,7 @@ static int mkdirs(const char *path) {
 }
 
 int hr_ssd_open(hr_ssd **out, const char *dir, uint64_t model_fp, uint64_t salt,
-                const hr_kv *kv, size_t max_bytes, hr_error *err) {
+                const hr_kv *kv, size_t state_bytes, size_t max_bytes, hr_error *err) {
     *out = NULL;
     hr_ssd *s = calloc(1, sizeof *s);
     if (!s)
@@ -390,9 +430,10 @@ int hr_ssd_open(hr_ssd **out, const char *dir, uint64_t model_fp, uint64_t salt,
     s->salt = salt;
     s->kv = kv;
     s->max_bytes = max_bytes;
+    s->state_bytes = state_bytes;
     s->payload = (size_t)kv->n_layers * hr_kv_stride_bytes(kv) * 2;
     hr_ssd_set_backoff(s, 1, 300);
-    if (!(s->stage = malloc(s->payload)) || !(s->rbuf = malloc(HDR_BYTES + s->payload))) {
+    if (!(s->stage = malloc(s->payload)) || !(s->rbuf = malloc(HDR_BYTES + s->payload + state_bytes))) {
         free(s->stage);
         free(s);
         return hr_err(err, HR_ENOMEM, "out of memory");
@@ -412,8 +453,11 @@ int hr_ssd_open(hr_ssd **out, const char *dir, uint64_t model_fp, uint64_t salt,
         snprintf(p, sizeof p, "%s/%s", s->dir, e->d_name);
         if (strstr(e->d_name, ".tmp."))
             unlink(p);
-        else if (strstr(e->d_name, ".kv"))
-            atomic_fetch_add(&s->used, HDR_BYTES + s->payload);
+        else if (strstr(e->d_name, ".kv")) {
+            struct stat st;
+            if (stat(p, &st) == 0)
+                atomic_fetch_add(&s->used, (size_t)st.st_size);
+        }
     }
     if (d)
         closedir(d);

@@ -5,8 +5,9 @@
  * File (little-endian): "HEARTHKV", u32 version, u32 header bytes, u64 model
  * fingerprint, u64 salt (tokenizer hash), u32 KV format, u32 layers, u32 kv
  * heads, u32 head dim, u32 block tokens, u64 key, i32 tokens[block], u64
- * payload bytes, u64 xxh64(payload), u64 xxh64(header so far); then the
- * payload: per layer, the block's K then V. Writes go to a temp file that is
+ * payload bytes, u64 state bytes (0, or a hybrid model's recurrent state
+ * after the block), u64 xxh64(payload, state), u64 xxh64(header so far);
+ * then the payload: per layer, the block's K then V; then the state. Writes go to a temp file that is
  * renamed into place, so a crash or a failed write (full disk, I/O error,
  * read-only directory) leaves nothing half-written. Files are read with
  * read(2), never mapped, and only regular ones. A write error pauses the
@@ -30,7 +31,7 @@ typedef struct hr_ssd hr_ssd;
 /* Creates DIR/<fingerprint>/ and starts the writer thread. A directory that
  * cannot be used is an error (the caller runs without the tier). */
 int hr_ssd_open(hr_ssd **out, const char *dir, uint64_t model_fp, uint64_t salt,
-                const hr_kv *kv, size_t max_bytes, hr_error *err);
+                const hr_kv *kv, size_t state_bytes, size_t max_bytes, hr_error *err);
 /* Finishes queued writes and stops the thread; hr_ssd_done still reports
  * the finished blocks. */
 void hr_ssd_stop(hr_ssd *s);
@@ -38,15 +39,21 @@ void hr_ssd_stop(hr_ssd *s);
 void hr_ssd_close(hr_ssd *s);
 
 /* Engine thread: queue block `block` (whose content must not change while
- * queued: hold a reference) to be written under `key`. 1 queued; 0 the
- * queue is full (try again later); -1 the tier is paused after a disk
- * error (try again later too). */
-int hr_ssd_queue(hr_ssd *s, uint64_t key, const int32_t *tokens, int32_t block);
+ * queued: hold a reference) to be written under `key`, with the recurrent
+ * state after it (state_bytes of hr_ssd_open, copied now) or NULL. 1
+ * queued; 0 the queue is full (try again later); -1 the tier is paused
+ * after a disk error (try again later too). A file already there is
+ * rewritten only to add a state. */
+int hr_ssd_queue(hr_ssd *s, uint64_t key, const int32_t *tokens, int32_t block,
+                 const void *state);
 /* Engine thread: blocks whose writes finished (release their references). */
 int hr_ssd_done(hr_ssd *s, int32_t *blocks, int max);
-/* Engine thread: read the block stored under key into `block`. 1 on a hit;
- * 0 on a miss (absent, or quarantined because it did not verify). */
-int hr_ssd_read(hr_ssd *s, uint64_t key, const int32_t *tokens, hr_kv *kv, int32_t block);
+/* Engine thread: read the block stored under key into `block`, and its
+ * state into `state` (state_bytes; may be NULL) setting *has_state when the
+ * file has one. 1 on a hit; 0 on a miss (absent, or quarantined because it
+ * did not verify). */
+int hr_ssd_read(hr_ssd *s, uint64_t key, const int32_t *tokens, hr_kv *kv, int32_t block,
+                void *state, bool *has_state);
 /* Files written and read, and quarantined, since open. */
 void hr_ssd_counts(const hr_ssd *s, long *written, long *hits, long *quarantined);
 /* Bytes of the files written, and of those read back (hits), since open. */

@@ -57,7 +57,7 @@ enum { HR_BACT_SILU, HR_BACT_GELU_TANH, HR_BACT_GELU,
        HR_BACT_SWIGLU_CLAMPED, /* gpt_oss: (clamp(u, +-limit) + 1) * g' * sigmoid(alpha
                                 * g'), g' = min(g, limit) */
        HR_BACT_SIGMOID };      /* g = sigmoid(g) * u (qwen3_next's output gate) */
-enum { HR_BROUTER_SOFTMAX_TOPK, HR_BROUTER_TOPK_SOFTMAX };
+enum { HR_BROUTER_SOFTMAX_TOPK, HR_BROUTER_TOPK_SOFTMAX, HR_BROUTER_SIGMOID_GROUPED };
 
 /* A layer's q/k/v after their products: q/k norms, RoPE, and K/V stored in
  * the KV pool's layer (k_cache/v_cache: [block][kv_head][slot][head_dim] of
@@ -104,9 +104,15 @@ typedef struct hr_attn_in {
  *   SOFTMAX_TOPK: p = softmax(r); the k largest p (renormalised to sum 1
  *                 when norm_topk)
  *   TOPK_SOFTMAX: the k largest r; softmax over those k
+ *   SIGMOID_GROUPED: s = sigmoid(r), c = s + score_bias; the n_experts in
+ *                 n_group groups, a group scored by its 2 largest c; the
+ *                 experts of the topk_group best groups keep c, the others
+ *                 0; the k largest of those; weights s (divided by their
+ *                 sum + 1e-20 when norm_topk) times scale
  * and out[t] = sum over the k of weight * down_e(act(gate_e x) * up_e x)
  * (each product + its bias when the b_ arrays are given), plus, with a
- * shared expert, sigmoid(sh_inp . x) * sh_down(act(sh_gate x) * sh_up x).
+ * shared expert, sigmoid(sh_inp . x) * sh_down(act(sh_gate x) * sh_up x)
+ * (no sh_inp: weight 1).
  * A row's result depends on that row alone (batch-invariant). */
 typedef struct hr_moe_args {
     const float *x;        /* [T][d] */
@@ -121,8 +127,38 @@ typedef struct hr_moe_args {
     int act;               /* HR_BACT_* */
     float alpha, limit;    /* HR_BACT_SWIGLU_CLAMPED */
     int sh_ff;             /* shared expert's width; 0: none */
-    const hr_tensor *sh_gate, *sh_up, *sh_down, *sh_inp; /* .., (1, d) */
+    const hr_tensor *sh_gate, *sh_up, *sh_down, *sh_inp; /* .., (1, d); sh_inp
+                                                          * data NULL: none */
+    const float *score_bias; /* SIGMOID_GROUPED: [n_experts] */
+    int n_group, topk_group; /* SIGMOID_GROUPED */
+    float scale;             /* SIGMOID_GROUPED: routed_scaling_factor */
 } hr_moe_args;
+
+/* One Mamba-2 mixer (granitemoehybrid's "mamba" layers) over the step's
+ * tokens, each sequence's tokens in order through its recurrent state:
+ *   zxbcdt[t] = [z (inner) | x (inner) | B (groups n) | C (groups n) | dt (heads)];
+ *   the channels [x | B | C] through a causal depthwise conv of conv_k taps
+ *   (+ conv_b; the last conv_k - 1 inputs kept in conv_state), then silu;
+ *   head h (head_dim wide) reads group g = h / (heads / groups) of B and C;
+ *   dt = softplus(dt + dt_bias), A = -exp(A_log);
+ *   S = S exp(dt A) + dt x B^T; y = S C + D x (S: head_dim x n per head);
+ *   out = rmsnorm(y * silu(z)) * norm_w over the whole inner width.
+ * A token at position 0 starts its sequence from zero state. */
+typedef struct hr_mamba2_args {
+    const float *zxbcdt;   /* [T][2 inner + 2 groups n + heads] */
+    float *mixed;          /* [T][inner + 2 groups n] scratch (the conv's output) */
+    float *out;            /* [T][inner] */
+    int heads, head_dim, groups, n, conv_k;
+    const float *conv_w;   /* [inner + 2 groups n][conv_k] */
+    const float *conv_b;   /* [inner + 2 groups n] or NULL */
+    const float *a_log, *dt_bias, *d_skip; /* [heads] */
+    const float *norm_w;   /* [inner] */
+    float norm_eps;
+    float *conv_state;     /* [slots][inner + 2 groups n][conv_k - 1] this layer's */
+    float *state;          /* [slots][heads][head_dim][n] this layer's */
+    const int32_t *slot;   /* [n_seqs] each sequence's slot, -1: no tokens
+                            * this step (host memory) */
+} hr_mamba2_args;
 
 /* One gated DeltaNet layer (qwen3_next's linear attention) over the step's
  * tokens, each sequence's tokens in order through its recurrent state:
@@ -259,6 +295,8 @@ typedef struct hr_backend_ops {
     /* hr_lora_args: the rows' adapter deltas after a product (grouped:
      * each adapter's matrices are read once per step) */
     void (*lora)(hr_bctx *c, const hr_lora_args *a);
+    /* hr_mamba2_args: a Mamba-2 mixer */
+    void (*mamba2)(hr_bctx *c, const hr_mamba2_args *a);
 } hr_backend_ops;
 
 struct hr_backend {

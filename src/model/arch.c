@@ -13,10 +13,10 @@
      "post_attention_layernorm", "post_mlp_layernorm"}
 
 /* MoE blocks */
-#define QWEN_MOE(norm, shared)                                            \
+#define QWEN_MOE(norm, sh)                                                \
     {.router = HR_ROUTER_SOFTMAX_TOPK, .block = "mlp", .router_name = "gate", \
      .e_gate = "gate_proj", .e_up = "up_proj", .e_down = "down_proj",       \
-     .norm_topk = (norm), .shared_expert = (shared)}
+     .norm_topk = (norm), .shared = (sh) ? HR_SHARED_GATED : HR_SHARED_NONE}
 #define DENSE_MLP                                                           \
     .gated_mlp = true, .mlp_up = "up_proj", .mlp_down = "down_proj",        \
     .mlp_gate = "gate_proj", .default_act = "silu"
@@ -104,6 +104,18 @@ static const hr_arch archs[] = {
     {.model_type = "gpt_oss", .norms = LLAMA_NORMS, DENSE_MLP, .attn_sinks = true,
      .moe = {.router = HR_ROUTER_TOPK_SOFTMAX, .block = "mlp", .router_name = "router",
              .layout = HR_EXPERTS_FUSED_T, .norm_topk = 0, .swiglu_clamped = true}},
+    {.model_type = "glm4_moe", .norms = LLAMA_NORMS, DENSE_MLP, .qk_norm = HR_QK_NORM_HEAD,
+     .moe = {.router = HR_ROUTER_SIGMOID_GROUPED, .block = "mlp", .router_name = "gate",
+             .e_gate = "gate_proj", .e_up = "up_proj", .e_down = "down_proj",
+             .norm_topk = -2, .shared = HR_SHARED_PLAIN}},
+    {.model_type = "granitemoe", .norms = LLAMA_NORMS, DENSE_MLP,
+     .moe = {.router = HR_ROUTER_TOPK_SOFTMAX, .block = "block_sparse_moe",
+             .router_name = "router.layer", .layout = HR_EXPERTS_GRANITE, .norm_topk = 0}},
+    {.model_type = "granitemoehybrid", .norms = LLAMA_NORMS, DENSE_MLP, .mamba2 = true,
+     .nope_default = true,
+     .moe = {.router = HR_ROUTER_TOPK_SOFTMAX, .block = "block_sparse_moe",
+             .router_name = "router.layer", .layout = HR_EXPERTS_GRANITE, .norm_topk = 0,
+             .shared = HR_SHARED_GRANITE}},
 };
 
 const hr_arch *hr_arch_find(const char *model_type) {

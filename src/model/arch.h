@@ -25,7 +25,13 @@ typedef enum hr_router {
     HR_ROUTER_SOFTMAX_TOPK, /* softmax over all E, then the top k (optionally
                              * renormalised over the k: norm_topk) */
     HR_ROUTER_TOPK_SOFTMAX, /* the top k logits (+ router bias), softmax over
-                             * those k (gpt_oss) */
+                             * those k (gpt_oss, granitemoe) */
+    HR_ROUTER_SIGMOID_GROUPED, /* DeepSeek-V3 style (glm4_moe): s = sigmoid(r);
+                             * the experts of the topk_group best of n_group
+                             * groups (a group's score: its 2 best s + bias)
+                             * compete on s + <router>.e_score_correction_bias;
+                             * weights s (renormalised when norm_topk) times
+                             * routed_scaling_factor */
 } hr_router;
 
 /* Where a family keeps its experts' weights. */
@@ -35,7 +41,22 @@ typedef enum hr_experts_layout {
     HR_EXPERTS_FUSED_T, /* gpt_oss: <block>.experts.gate_up_proj [E, d, 2ff]
                          * (x @ W, gate/up interleaved by column) and
                          * down_proj [E, ff, d], with _bias [E, 2ff] / [E, d] */
+    HR_EXPERTS_GRANITE, /* granitemoe: <block>.input_linear.weight [E, 2ff, d]
+                         * (per expert the gate rows, then the up rows) and
+                         * <block>.output_linear.weight [E, d, ff] */
 } hr_experts_layout;
+
+/* A shared expert beside the routed ones (every token goes through it). */
+typedef enum hr_shared {
+    HR_SHARED_NONE,
+    HR_SHARED_GATED,   /* qwen2_moe: <block>.shared_expert.{gate,up,down}_proj
+                        * scaled by sigmoid(<block>.shared_expert_gate . x) */
+    HR_SHARED_PLAIN,   /* glm4_moe: <block>.shared_experts.{gate,up,down}_proj,
+                        * n_shared_experts * moe_intermediate_size wide */
+    HR_SHARED_GRANITE, /* granitemoehybrid: <layer>.shared_mlp.input_linear
+                        * [2 ff, d] (gate rows, then up rows) and
+                        * .output_linear [d, ff] */
+} hr_shared;
 
 /* The routed MLP of a mixture-of-experts family (router NONE: dense). */
 typedef struct hr_arch_moe {
@@ -47,8 +68,7 @@ typedef struct hr_arch_moe {
     int norm_topk;           /* 0 / 1: fixed by the family; -1 / -2:
                               * config.json's norm_topk_prob, absent: false
                               * / true */
-    bool shared_expert;      /* <block>.shared_expert.* scaled per token by
-                              * sigmoid(<block>.shared_expert_gate . x) */
+    hr_shared shared;        /* the shared expert, if any */
     bool swiglu_clamped;     /* gpt_oss: the clamped swiglu with alpha, limit
                               * and (up + 1) */
 } hr_arch_moe;
@@ -88,7 +108,7 @@ typedef struct hr_arch {
     bool attn_out_gate;      /* qwen3_next: q_proj gives per head [query |
                               * gate]; the output is attn * sigmoid(gate) */
     /* layers of layer_types "linear_attention" are gated DeltaNet
-     * (qwen3_next: linear_attn.*, model/deltanet.h) */
+     * (qwen3_next: linear_attn.*, kernels/cpu/deltanet.h) */
     bool linear_deltanet;
     /* encoders (bert): bidirectional attention over the whole sequence, no
      * causal mask, no language-model head and no final norm: embeddings
@@ -102,6 +122,12 @@ typedef struct hr_arch {
                               * residual sum: x = norm(x + sublayer(x)) */
     bool no_rope;            /* no rotary embedding on any layer */
     const hr_name_alias *aliases; /* NULL-terminated; NULL: canonical names */
+    /* layers of layer_types "mamba" are Mamba-2 mixers (granitemoehybrid:
+     * mamba.*, kernels/cpu/mamba2.h) */
+    bool mamba2;
+    /* attention without positions unless config.json's
+     * position_embedding_type is "rope" (granitemoehybrid) */
+    bool nope_default;
 } hr_arch;
 
 /* NULL when the model_type is unknown. */

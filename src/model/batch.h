@@ -15,6 +15,9 @@ typedef struct hr_seq_blocks {
     int n;                /* covers positions [0, n * HR_KV_BLOCK) */
     int rope_len;         /* sequence length for length-dependent RoPE
                            * (dynamic, longrope); 0: last position + 1 */
+    uint64_t id;          /* recurrent layers: who holds the state (nonzero,
+                           * unique while the sequence lives; 0: the first
+                           * block says; model/rstate.h) */
 } hr_seq_blocks;
 
 struct hr_adapter;

@@ -37,6 +37,8 @@ size_t hr__bind_converted_bytes(const hr_model *m);
 void hr__bind_moe(hr__binder *b, int il);
 /* A gated DeltaNet layer's weights (<pre>linear_attn.*). */
 void hr__bind_deltanet(hr__binder *b, hr_layer *L, const char *pre);
+/* A Mamba-2 mixer's weights (<pre>mamba.*). */
+void hr__bind_mamba2(hr__binder *b, hr_layer *L, const char *pre);
 /* qwen3_next's q_proj (per head [query | gate] rows) as L->wq and L->w_qgate. */
 void hr__bind_gated_q(hr__binder *b, hr_layer *L, const char *name);
 

@@ -175,7 +175,8 @@ static void bind_experts_fused_t(hr__binder *b, hr_layer *L, const char *pre, in
 size_t hr__bind_converted_bytes(const hr_model *m) {
     const hr_hparams *hp = &m->hp;
     size_t n = 0;
-    if (hp->arch->moe.layout == HR_EXPERTS_FUSED_T) /* f32, or MXFP4 blocks */
+    if (hp->arch->moe.layout == HR_EXPERTS_FUSED_T && /* f32, or MXFP4 blocks; GGUF's are stacked */
+        !hr_weights_find(m->weights, "model.layers.0.mlp.switch_mlp.gate_proj.weight"))
         n += (size_t)hp->n_layers * 3 * hp->n_experts * hp->d_ff_expert * hp->d_model *
              (hr_weights_find(m->weights, "model.layers.0.mlp.experts.gate_up_proj_blocks")
                   ? 1 : sizeof(float));
@@ -262,6 +263,30 @@ void hr__bind_deltanet(hr__binder *b, hr_layer *L, const char *pre) {
 #undef LN
 }
 
+/* A Mamba-2 mixer's weights (mamba.*). */
+void hr__bind_mamba2(hr__binder *b, hr_layer *L, const char *pre) {
+    const hr_hparams *hp = &b->m->hp;
+    int64_t d = hp->d_model, I = hp->mb_inner, H = hp->mb_heads,
+            C = I + 2 * (int64_t)hp->mb_groups * hp->mb_state;
+    char nm[256];
+#define MB(x) (snprintf(nm, sizeof nm, "%smamba." x, pre), nm)
+    if (hr_weights_find(b->m->weights, MB("in_proj.bias")) ||
+        hr_weights_find(b->m->weights, MB("out_proj.bias"))) {
+        b->rc = hr_err(b->err, HR_EUNSUPPORTED, "not supported yet: Mamba-2 projections "
+                       "with biases (mamba_proj_bias; '%s')", nm);
+        return;
+    }
+    L->mb_in = hr__bind_matrix(b, MB("in_proj.weight"), I + C + H, d);
+    L->mb_out = hr__bind_matrix(b, MB("out_proj.weight"), d, I);
+    L->mb_conv = flat_vec(b, MB("conv1d.weight"), C * hp->mb_conv);
+    L->mb_conv_b = hr__bind_vec(b, MB("conv1d.bias"), C, false);
+    L->mb_a_log = hr__bind_vec(b, MB("A_log"), H, true);
+    L->mb_dt_bias = hr__bind_vec(b, MB("dt_bias"), H, true);
+    L->mb_d = hr__bind_vec(b, MB("D"), H, true);
+    L->mb_norm = hr__bind_vec(b, MB("norm.weight"), I, true);
+#undef MB
+}
+
 /* The routed MLP of layer il: router, experts, shared expert. */
 void hr__bind_moe(hr__binder *b, int il) {
     const hr_hparams *hp = &b->m->hp;
@@ -274,11 +299,36 @@ void hr__bind_moe(hr__binder *b, int il) {
     L->router = hr__bind_matrix(b, nm, E, d);
     snprintf(nm, sizeof nm, "%s%s.bias", pre, mo->router_name);
     L->router_b = hr__bind_vec(b, nm, E, false);
+    if (mo->router == HR_ROUTER_SIGMOID_GROUPED) {
+        snprintf(nm, sizeof nm, "%s%s.e_score_correction_bias", pre, mo->router_name);
+        L->score_bias = hr__bind_vec(b, nm, E, true);
+    }
     L->e_gate = b->m->experts + (size_t)il * 3 * E;
     L->e_up = L->e_gate + E;
     L->e_down = L->e_up + E;
-    if (mo->layout == HR_EXPERTS_FUSED_T) {
+    snprintf(nm, sizeof nm, "%sswitch_mlp.gate_proj.weight", pre);
+    bool stacked = hr_weights_find(b->m->weights, nm) != NULL;
+    if (mo->layout == HR_EXPERTS_FUSED_T && stacked) { /* GGUF gpt-oss: biases stacked too */
+        const float **bias[3] = {&L->eb_gate, &L->eb_up, &L->eb_down};
+        const char *part[3] = {"gate_proj", "up_proj", "down_proj"};
+        for (int k = 0; k < 3 && !b->rc; k++) {
+            snprintf(nm, sizeof nm, "%sswitch_mlp.%s.bias", pre, part[k]);
+            *bias[k] = flat_vec(b, nm, E * (k == 2 ? d : ff));
+        }
+    }
+    if (mo->layout == HR_EXPERTS_FUSED_T && !stacked) {
         bind_experts_fused_t(b, L, pre, E, d, ff);
+    } else if (mo->layout == HR_EXPERTS_GRANITE) {
+        /* input_linear [E, 2ff, d]: per expert its gate rows, then its up rows */
+        snprintf(nm, sizeof nm, "%sinput_linear.weight", pre);
+        hr_tensor in = hr__bind_matrix(b, nm, E * 2 * ff, d);
+        snprintf(nm, sizeof nm, "%soutput_linear.weight", pre);
+        hr_tensor out = hr__bind_matrix(b, nm, E * d, ff);
+        for (int64_t e = 0; e < E && !b->rc; e++) {
+            L->e_gate[e] = hr_tensor_rows(&in, e * 2 * ff, ff);
+            L->e_up[e] = hr_tensor_rows(&in, e * 2 * ff + ff, ff);
+            L->e_down[e] = hr_tensor_rows(&out, e * d, d);
+        }
     } else if (!hr_weights_find(b->m->weights, (snprintf(nm, sizeof nm, "%sexperts.0.%s.weight",
                                                              pre, mo->e_gate), nm))) {
         /* stacked [E, out, in]: mlx-lm's switch_mlp, GGUF's ffn_*_exps */
@@ -301,8 +351,24 @@ void hr__bind_moe(hr__binder *b, int il) {
             L->e_down[e] = hr__bind_matrix(b, nm, d, ff);
         }
     }
-    if (mo->shared_expert) {
-        int64_t sf = hp->d_ff_shared;
+    int64_t sf = hp->d_ff_shared;
+    if (mo->shared == HR_SHARED_PLAIN) {
+        const char *part[3] = {"gate_proj", "up_proj", "down_proj"};
+        hr_tensor *dst[3] = {&L->sh_gate, &L->sh_up, &L->sh_down};
+        for (int k = 0; k < 3; k++) {
+            snprintf(nm, sizeof nm, "%sshared_experts.%s.weight", pre, part[k]);
+            *dst[k] = hr__bind_matrix(b, nm, k == 2 ? d : sf, k == 2 ? sf : d);
+        }
+    } else if (mo->shared == HR_SHARED_GRANITE) {
+        snprintf(nm, sizeof nm, "model.layers.%d.shared_mlp.input_linear.weight", il);
+        hr_tensor in = hr__bind_matrix(b, nm, 2 * sf, d);
+        if (in.data) {
+            L->sh_gate = hr_tensor_rows(&in, 0, sf);
+            L->sh_up = hr_tensor_rows(&in, sf, sf);
+        }
+        snprintf(nm, sizeof nm, "model.layers.%d.shared_mlp.output_linear.weight", il);
+        L->sh_down = hr__bind_matrix(b, nm, d, sf);
+    } else if (mo->shared == HR_SHARED_GATED) {
         snprintf(nm, sizeof nm, "%sshared_expert.gate_proj.weight", pre);
         L->sh_gate = hr__bind_matrix(b, nm, sf, d);
         snprintf(nm, sizeof nm, "%sshared_expert.up_proj.weight", pre);

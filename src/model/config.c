@@ -174,7 +174,11 @@ static void parse_layer_types(reader *r, hr_hparams *hp) {
                 hp->layer_sliding[i] = true;
             else if (t && !strcmp(t, "linear_attention") && hp->arch->linear_deltanet)
                 hp->layer_linear[i] = true;
-            else if (!t || strcmp(t, "full_attention")) {
+            else if (t && hp->arch->mamba2 &&
+                     (!strcmp(t, "mamba") || !strcmp(t, "linear_attention")))
+                hp->layer_linear[i] = true; /* 4.x's name, 5.x's */
+            else if (!t || (strcmp(t, "full_attention") &&
+                            !(hp->arch->mamba2 && !strcmp(t, "attention")))) {
                 if (!r->rc)
                     r->rc = hr_err(r->err, HR_EUNSUPPORTED, "not supported yet: "
                                    "layer type '%s'", t ? t : "?");
@@ -200,10 +204,13 @@ static void parse_layer_types(reader *r, hr_hparams *hp) {
                 r->rc = hr_err(r->err, HR_EFORMAT, "%s: sliding layers but no "
                                "'sliding_window'", r->where);
 
-    /* smollm3: no_rope_layers[i] == 1 means layer i uses rope */
+    /* smollm3: no_rope_layers[i] == 1 means layer i uses rope;
+     * granitemoehybrid: position_embedding_type "rope", else none */
     const json_t *nr = get(r, "no_rope_layers");
+    const char *pet = hp->arch->nope_default ? string(r, "position_embedding_type") : NULL;
+    bool rope = !hp->arch->nope_default || (pet && !strcmp(pet, "rope"));
     for (int i = 0; i < hp->n_layers; i++)
-        hp->layer_rope[i] = true;
+        hp->layer_rope[i] = rope;
     if (nr) {
         if (!json_is_array(nr) || (int)json_array_size(nr) != hp->n_layers) {
             if (!r->rc)
@@ -225,12 +232,27 @@ static void parse_moe(reader *r, hr_hparams *hp) {
     const hr_arch_moe *moe = &hp->arch->moe;
     if (moe->router == HR_ROUTER_NONE)
         return;
-    hp->n_experts = integer(r, "num_experts", integer(r, "num_local_experts", 0));
+    hp->n_experts = integer(r, "num_experts", integer(r, "num_local_experts",
+                                                      integer(r, "n_routed_experts", 0)));
     hp->n_experts_used = integer(r, "num_experts_per_tok", 0);
+    if (!r->rc && hp->n_experts == 0 && hp->arch->mamba2) { /* granite-4.0-h-micro's shape */
+        r->rc = hr_err(r->err, HR_EUNSUPPORTED, "not supported yet: %s without experts "
+                       "('num_local_experts' 0)", hp->arch->model_type);
+        return;
+    }
     hp->d_ff_expert = integer(r, "moe_intermediate_size", hp->d_ff);
-    hp->d_ff_shared = moe->shared_expert ? integer(r, "shared_expert_intermediate_size", 0) : 0;
+    const char *shared_field = moe->shared == HR_SHARED_GATED    ? "shared_expert_intermediate_size"
+                               : moe->shared == HR_SHARED_PLAIN  ? "n_shared_experts"
+                               : moe->shared == HR_SHARED_GRANITE ? "shared_intermediate_size"
+                                                                 : NULL;
+    hp->d_ff_shared = shared_field ? integer(r, shared_field, 0) : 0;
+    if (moe->shared == HR_SHARED_PLAIN) /* a count of experts of the routed width */
+        hp->d_ff_shared *= hp->d_ff_expert;
     hp->norm_topk = moe->norm_topk >= 0 ? moe->norm_topk == 1
                                         : boolean(r, "norm_topk_prob", moe->norm_topk == -2);
+    hp->routed_scale = (float)num(r, "routed_scaling_factor", 1.0);
+    hp->n_group = integer(r, "n_group", 1);
+    hp->topk_group = integer(r, "topk_group", 1);
     hp->swiglu_alpha = 1.702f;
     hp->swiglu_limit = (float)num(r, "swiglu_limit", 7.0);
     int step = integer(r, "decoder_sparse_step", 1);
@@ -243,15 +265,26 @@ static void parse_moe(reader *r, hr_hparams *hp) {
                        HR_MAX_EXPERTS_USED, hp->n_experts);
         return;
     }
-    if (moe->shared_expert && hp->d_ff_shared <= 0) {
-        r->rc = hr_err(r->err, HR_EFORMAT, "%s: missing or zero "
-                       "'shared_expert_intermediate_size'", r->where);
+    if (shared_field && hp->d_ff_shared <= 0) {
+        r->rc = hr_err(r->err, HR_EFORMAT, "%s: missing or zero '%s'", r->where, shared_field);
+        return;
+    }
+    if (moe->router == HR_ROUTER_SIGMOID_GROUPED &&
+        (hp->n_group <= 0 || hp->n_experts % hp->n_group || hp->topk_group <= 0 ||
+         hp->n_experts > 1024 ||
+         hp->topk_group > hp->n_group || hp->n_experts / hp->n_group < 2 ||
+         hp->n_experts_used > hp->topk_group * (hp->n_experts / hp->n_group))) {
+        r->rc = hr_err(r->err, HR_EFORMAT, "%s: 'n_group' (%d) must divide the %d experts "
+                       "(at most 1024) into groups of 2 or more, and 'topk_group' (%d) of "
+                       "them must hold 'num_experts_per_tok' (%d)", r->where, hp->n_group, hp->n_experts,
+                       hp->topk_group, hp->n_experts_used);
         return;
     }
     if (step <= 0)
         step = 1;
+    int first_dense = integer(r, "first_k_dense_replace", 0); /* glm4_moe */
     for (int i = 0; i < hp->n_layers; i++)
-        hp->layer_moe[i] = (i + 1) % step == 0;
+        hp->layer_moe[i] = (i + 1) % step == 0 && i >= first_dense;
     const json_t *only = get(r, "mlp_only_layers");
     if (only && !json_is_array(only)) {
         r->rc = hr_err(r->err, HR_EFORMAT, "%s: 'mlp_only_layers' must be a list", r->where);
@@ -269,12 +302,57 @@ static void parse_moe(reader *r, hr_hparams *hp) {
     }
 }
 
-/* gated DeltaNet dimensions, when layer_types names linear layers */
+/* Mamba-2 dimensions (transformers' GraniteMoeHybridConfig names) */
+static void parse_mamba2(reader *r, hr_hparams *hp) {
+    hp->mb_heads = require(r, "mamba_n_heads");
+    hp->mb_groups = integer(r, "mamba_n_groups", 1);
+    hp->mb_state = require(r, "mamba_d_state");
+    hp->mb_conv = integer(r, "mamba_d_conv", 4);
+    int expand = integer(r, "mamba_expand", 2);
+    if (r->rc)
+        return;
+    hp->mb_inner = expand * hp->d_model;
+    /* time_step_limit: transformers' (0, inf), written by 5.x as [0.0, {"__float__":
+     * "Infinity"}]; a real clamp is not implemented */
+    const json_t *tl = get(r, "time_step_limit");
+    if (tl) {
+        const json_t *lo = json_array_get(tl, 0), *hi = json_array_get(tl, 1);
+        const char *inf = json_string_value(json_object_get(hi, "__float__"));
+        bool open = json_is_number(lo) && json_number_value(lo) == 0 &&
+                    ((inf && !strcmp(inf, "Infinity")) ||
+                     (json_is_number(hi) && json_number_value(hi) >= 1e30));
+        if (!json_is_array(tl) || json_array_size(tl) != 2 || !open) {
+            r->rc = hr_err(r->err, HR_EUNSUPPORTED, "not supported yet: %s: "
+                           "'time_step_limit' other than (0, inf)", r->where);
+            return;
+        }
+    }
+    const json_t *dh = get(r, "mamba_d_head");
+    hp->mb_head_dim = json_is_integer(dh) ? (int)json_integer_value(dh)
+                      : hp->mb_heads > 0  ? hp->mb_inner / hp->mb_heads
+                                          : 0;
+    if (hp->mb_heads <= 0 || hp->mb_groups <= 0 || hp->mb_heads % hp->mb_groups ||
+        hp->mb_head_dim <= 0 || hp->mb_head_dim * hp->mb_heads != hp->mb_inner ||
+        hp->mb_state <= 0 || hp->mb_state > 1024 || hp->mb_conv < 1 || hp->mb_conv > 16 ||
+        hp->mb_inner + 2 * hp->mb_groups * hp->mb_state > 65536)
+        r->rc = hr_err(r->err, HR_EFORMAT, "%s: Mamba-2 dimensions do not fit: "
+                       "'mamba_n_heads' (%d) x 'mamba_d_head' (%d) must be 'mamba_expand' "
+                       "x hidden_size (%d), a multiple of 'mamba_n_groups' (%d) heads, "
+                       "'mamba_d_state' (%d) 1..1024, 'mamba_d_conv' (%d) 1..16",
+                       r->where, hp->mb_heads, hp->mb_head_dim, hp->mb_inner, hp->mb_groups,
+                       hp->mb_state, hp->mb_conv);
+}
+
+/* recurrent layers' dimensions, when layer_types names any */
 static void parse_linear(reader *r, hr_hparams *hp) {
     for (int i = 0; i < hp->n_layers; i++)
         hp->n_linear += hp->layer_linear[i];
     if (!hp->n_linear)
         return;
+    if (hp->arch->mamba2) {
+        parse_mamba2(r, hp);
+        return;
+    }
     hp->ln_k_heads = require(r, "linear_num_key_heads");
     hp->ln_v_heads = require(r, "linear_num_value_heads");
     hp->ln_k_dim = require(r, "linear_key_head_dim");

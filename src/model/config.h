@@ -78,14 +78,20 @@ typedef struct hr_hparams {
     int d_ff_expert;        /* moe_intermediate_size, else intermediate_size */
     int d_ff_shared;        /* shared_expert_intermediate_size; 0 = none */
     bool norm_topk;         /* renormalise the k routing weights */
+    float routed_scale;     /* routed_scaling_factor (SIGMOID_GROUPED), else 1 */
+    int n_group, topk_group; /* SIGMOID_GROUPED's expert groups, 1 and 1 when absent */
     float swiglu_alpha, swiglu_limit; /* gpt_oss's clamped swiglu */
     bool layer_moe[HR_MAX_LAYERS]; /* the layer's MLP is routed */
 
-    /* gated DeltaNet layers (arch->linear_deltanet, layer_types
-     * "linear_attention"): a recurrent state per sequence instead of KV */
+    /* recurrent layers: a state per sequence instead of KV; gated DeltaNet
+     * (arch->linear_deltanet, layer_types "linear_attention") or Mamba-2
+     * (arch->mamba2, layer_types "mamba") */
     bool layer_linear[HR_MAX_LAYERS];
     int n_linear;           /* how many */
     int ln_k_heads, ln_v_heads, ln_k_dim, ln_v_dim, ln_conv; /* linear_* */
+    /* Mamba-2: mamba_n_heads x mamba_d_head (= inner, expand * d_model),
+     * mamba_n_groups of B and C, mamba_d_state, mamba_d_conv taps */
+    int mb_heads, mb_head_dim, mb_groups, mb_state, mb_conv, mb_inner;
 
     /* encoders (arch->abs_positions): type_vocab_size */
     int n_types;

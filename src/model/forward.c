@@ -4,6 +4,7 @@
 #include "kernels/backend.h"
 #include "model/adapter.h"
 #include "model/rope.h"
+#include "model/rstate.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -24,25 +25,14 @@ struct hr_fwd {
     float *freq;    /* [max_seqs][2 * (rot_dim/2 + 1)] host staging */
     int32_t *tables, *tab_off; /* [max_seqs * max_blocks], [max_seqs] */
 
-    /* recurrent state (gated DeltaNet layers): n_slots slots, each held by
-     * the sequence whose first KV block is slot_owner[i] (-1: free) in its
-     * allocation slot_gen[i], which has run up to position slot_next[i]. A
-     * sequence that starts at position 0 takes a slot whose holder is gone
-     * (that block freed or allocated again since). */
-    int n_slots;
-    int32_t *slot_owner, *slot_next; /* [n_slots] */
-    uint32_t *slot_gen;              /* [n_slots] the owner block's kv->gen */
-    int32_t *seq_slot;               /* [max_seqs] this step's */
     int n_tokens;                    /* this step's */
-    float **conv_state, **state;     /* [n_layers] backend memory (linear layers) */
-    size_t conv_bytes, state_bytes;  /* per layer */
-
     /* this step's LoRA groups: the distinct adapters of the batch and the
      * tokens of each (hr_lora_args) */
     int n_groups;
     const hr_adapter **g_ad;         /* [max_seqs] */
     int32_t *g_rows, *g_off;         /* [max_tokens], [max_seqs + 1] */
     const hr_lora_mat **g_mat;       /* [HR_LORA_MAX_OUT][max_seqs] */
+    hr__rstate rs;                   /* recurrent layers' state slots */
 };
 
 /* ---- setup --------------------------------------------------------------- */
@@ -57,106 +47,16 @@ static size_t scratch_bytes(const hr_model *m, int T) {
     size_t floats = (size_t)T * (3 * d + 2 * qd + 2 * kvd + 2 * ff);
     if (hp->arch->attn_out_gate)
         floats += (size_t)T * qd;
-    if (hp->n_linear) {
+    if (hp->n_linear && hp->arch->mamba2) {
+        size_t c = (size_t)hp->mb_inner + 2 * (size_t)hp->mb_groups * hp->mb_state;
+        floats += (size_t)T * ((hp->mb_inner + c + hp->mb_heads) + c + hp->mb_inner);
+    } else if (hp->n_linear) {
         size_t kd = (size_t)hp->ln_k_heads * hp->ln_k_dim, vd = (size_t)hp->ln_v_heads * hp->ln_v_dim;
         floats += (size_t)T * (2 * kd + 2 * vd + 2 * hp->ln_v_heads + 2 * kd + vd + vd);
     }
     if (m->be->device_mem)
         floats += (size_t)T * hp->n_vocab;
     return floats * sizeof(float) + 64 * 16; /* + alignment slack */
-}
-
-/* The recurrent state of every linear layer, a slot per sequence a step
- * can hold. */
-static int state_new(hr_fwd *f, hr_error *err) {
-    const hr_hparams *hp = &f->m->hp;
-    if (!hp->n_linear)
-        return 0;
-    size_t kd = (size_t)hp->ln_k_heads * hp->ln_k_dim, vd = (size_t)hp->ln_v_heads * hp->ln_v_dim;
-    f->n_slots = f->max_seqs;
-    f->conv_bytes = (size_t)f->n_slots * (2 * kd + vd) * (hp->ln_conv - 1) * sizeof(float);
-    f->state_bytes = (size_t)f->n_slots * hp->ln_v_heads * hp->ln_k_dim * hp->ln_v_dim *
-                     sizeof(float);
-    if (f->conv_bytes == 0)
-        f->conv_bytes = sizeof(float);
-    f->conv_state = calloc((size_t)hp->n_layers, sizeof *f->conv_state);
-    f->state = calloc((size_t)hp->n_layers, sizeof *f->state);
-    f->slot_owner = malloc((size_t)f->n_slots * sizeof *f->slot_owner);
-    f->slot_next = malloc((size_t)f->n_slots * sizeof *f->slot_next);
-    f->slot_gen = malloc((size_t)f->n_slots * sizeof *f->slot_gen);
-    f->seq_slot = malloc((size_t)f->max_seqs * sizeof *f->seq_slot);
-    if (!f->conv_state || !f->state || !f->slot_owner || !f->slot_next || !f->slot_gen ||
-        !f->seq_slot)
-        return hr_err(err, HR_ENOMEM, "out of memory");
-    for (int i = 0; i < f->n_slots; i++)
-        f->slot_owner[i] = -1;
-    for (int l = 0; l < hp->n_layers; l++)
-        if (hp->layer_linear[l] &&
-            (!(f->conv_state[l] = f->be->ops->alloc(f->be, f->conv_bytes)) ||
-             !(f->state[l] = f->be->ops->alloc(f->be, f->state_bytes))))
-            return hr_err(err, HR_ENOMEM, "cannot allocate the recurrent state of %d "
-                          "sequences (%zu MiB a layer)", f->n_slots,
-                          (f->conv_bytes + f->state_bytes) >> 20);
-    return 0;
-}
-
-/* Each sequence of the batch to its recurrent state slot (f->seq_slot):
- * the one it holds, continuing at its next position, or at position 0 a
- * slot no live sequence holds. Nothing changes on error. */
-static int assign_slots(hr_fwd *f, const hr_kv *kv, const hr_batch *b, hr_error *err) {
-    if (!f->n_slots)
-        return 0;
-    for (int s = 0; s < b->n_seqs; s++) {
-        int first = -1;
-        for (int t = 0; t < b->n_tokens && first < 0; t++)
-            if (b->seq[t] == s)
-                first = b->pos[t];
-        int32_t owner = b->seqs[s].n > 0 ? b->seqs[s].table[0] : -1;
-        int slot = -1;
-        for (int i = 0; i < f->n_slots && slot < 0; i++)
-            if (owner >= 0 && f->slot_owner[i] == owner && f->slot_gen[i] == kv->gen[owner])
-                slot = i;
-        for (int j = 0; j < s && slot >= 0; j++) /* (-1: no tokens this step) */
-            if (f->seq_slot[j] == slot)
-                return hr_err(err, HR_EINVAL, "sequences %d and %d share their first KV block "
-                              "(a model with recurrent state cannot share a prefix)", j, s);
-        if (first < 0) { /* no tokens this step */
-            f->seq_slot[s] = -1;
-            continue;
-        }
-        if (first > 0) {
-            if (slot < 0 || f->slot_next[slot] != first)
-                return hr_err(err, HR_EINVAL, "sequence %d continues at position %d, but "
-                              "its recurrent state is not here (this model's state cannot "
-                              "be restored from a prompt cache or rewound)", s, first);
-            f->seq_slot[s] = slot;
-            continue;
-        }
-        for (int i = 0; i < f->n_slots && slot < 0; i++) {
-            bool taken = false;
-            for (int j = 0; j < s && !taken; j++)
-                taken = f->seq_slot[j] == i;
-            int32_t o = f->slot_owner[i];
-            if (!taken && (o < 0 || o >= kv->n_blocks || kv->refs[o] == 0 ||
-                           kv->gen[o] != f->slot_gen[i]))
-                slot = i;
-        }
-        if (slot < 0)
-            return hr_err(err, HR_EFULL, "no recurrent state slot free for sequence %d "
-                          "(%d live sequences hold them)", s, f->n_slots);
-        f->seq_slot[s] = slot;
-    }
-    return 0;
-}
-
-/* After the step: each sequence's slot is its own up to its last position. */
-static void commit_slots(hr_fwd *f, const hr_kv *kv, const hr_batch *b) {
-    for (int t = 0; f->n_slots && t < b->n_tokens; t++) {
-        int s = b->seq[t], slot = f->seq_slot[s];
-        f->slot_owner[slot] = b->seqs[s].table[0];
-        f->slot_gen[slot] = kv->gen[b->seqs[s].table[0]];
-        f->slot_next[slot] = b->pos[t] + 1;
-    }
 }
 
 int hr_fwd_new(hr_fwd **out, const hr_model *m, int max_tokens, int max_seqs, int max_ctx,
@@ -183,6 +83,8 @@ int hr_fwd_new(hr_fwd **out, const hr_model *m, int max_tokens, int max_seqs, in
         k_max = moe_ff;
     if (hp->ln_v_heads * hp->ln_v_dim > k_max) /* DeltaNet's out_proj */
         k_max = hp->ln_v_heads * hp->ln_v_dim;
+    if (hp->mb_inner > k_max) /* Mamba-2's out_proj */
+        k_max = hp->mb_inner;
     hr_bctx_dims dims = {.max_tokens = max_tokens, .max_seqs = max_seqs, .max_ctx = f->max_ctx,
                          .n_heads = hp->n_heads, .n_kv_heads = hp->n_kv_heads,
                          .head_dim = hp->head_dim, .rot_dim = hp->rot_dim, .max_k = k_max,
@@ -206,7 +108,7 @@ int hr_fwd_new(hr_fwd **out, const hr_model *m, int max_tokens, int max_seqs, in
     }
     hr_arena_wrap(&f->arena, f->mem, f->mem_bytes);
     if ((rc = f->be->ops->ctx_new(f->be, f->pool, &dims, &f->c, err)) ||
-        (rc = state_new(f, err)))
+        (rc = hr__rstate_init(&f->rs, hp, f->be, max_seqs, err)))
         goto fail;
     *out = f;
     return 0;
@@ -230,22 +132,23 @@ void hr_fwd_free(hr_fwd *f) {
     free(f->g_rows);
     free(f->g_off);
     free(f->g_mat);
-    for (int l = 0; f->state && l < f->m->hp.n_layers; l++) {
-        if (f->conv_state[l])
-            f->be->ops->free(f->be, f->conv_state[l], f->conv_bytes);
-        if (f->state[l])
-            f->be->ops->free(f->be, f->state[l], f->state_bytes);
-    }
-    free(f->conv_state);
-    free(f->state);
-    free(f->slot_owner);
-    free(f->slot_next);
-    free(f->slot_gen);
-    free(f->seq_slot);
+    hr__rstate_deinit(&f->rs);
     free(f);
 }
 
 hr_pool *hr_fwd_pool(hr_fwd *f) { return f->pool; }
+
+size_t hr_fwd_state_bytes(const hr_fwd *f) { return hr__rstate_bytes(&f->rs); }
+
+int hr_fwd_state_get(hr_fwd *f, uint64_t id, int pos, void *dst, hr_error *err) {
+    return hr__rstate_get(&f->rs, id, pos, dst, err);
+}
+
+int hr_fwd_state_put(hr_fwd *f, uint64_t id, int pos, const void *src, hr_error *err) {
+    return hr__rstate_put(&f->rs, id, pos, src, err);
+}
+
+void hr_fwd_state_drop(hr_fwd *f, uint64_t id) { hr__rstate_drop(&f->rs, id); }
 
 static int validate(const hr_fwd *f, const hr_kv *kv, const hr_batch *b, bool hidden,
                     hr_error *err) {
@@ -426,8 +329,26 @@ static void linear_attention(hr_fwd *f, const hr_layer *L, int il, const float *
         .n_v_heads = hp->ln_v_heads, .dk = hp->ln_k_dim, .dv = hp->ln_v_dim,
         .conv_k = hp->ln_conv, .conv_w = L->ln_conv, .a_log = L->ln_a_log,
         .dt_bias = L->ln_dt_bias, .norm_w = L->ln_norm, .norm_eps = hp->norm_eps,
-        .conv_state = f->conv_state[il], .state = f->state[il], .slot = f->seq_slot});
+        .conv_state = f->rs.conv[il], .state = f->rs.state[il], .slot = f->rs.seq_slot});
     ops->matmul(f->c, o, vd, T, 1, &(hr_matmul_out){out, d, &L->ln_out, NULL});
+}
+
+/* a Mamba-2 layer: out = out_proj(mamba2(in_proj x)) */
+static void mamba2_layer(hr_fwd *f, const hr_layer *L, int il, const float *x, float *out,
+                         float *zxbcdt, float *mixed, float *y) {
+    const hr_hparams *hp = &f->m->hp;
+    const hr_backend_ops *ops = f->be->ops;
+    int d = hp->d_model, I = hp->mb_inner, T = f->n_tokens;
+    int w = 2 * I + 2 * hp->mb_groups * hp->mb_state + hp->mb_heads;
+    ops->matmul(f->c, x, d, T, 1, &(hr_matmul_out){zxbcdt, w, &L->mb_in, NULL});
+    ops->mamba2(f->c, &(hr_mamba2_args){
+        .zxbcdt = zxbcdt, .mixed = mixed, .out = y, .heads = hp->mb_heads,
+        .head_dim = hp->mb_head_dim, .groups = hp->mb_groups, .n = hp->mb_state,
+        .conv_k = hp->mb_conv, .conv_w = L->mb_conv, .conv_b = L->mb_conv_b,
+        .a_log = L->mb_a_log, .dt_bias = L->mb_dt_bias, .d_skip = L->mb_d,
+        .norm_w = L->mb_norm, .norm_eps = hp->norm_eps, .conv_state = f->rs.conv[il],
+        .state = f->rs.state[il], .slot = f->rs.seq_slot});
+    ops->matmul(f->c, y, I, T, 1, &(hr_matmul_out){out, d, &L->mb_out, NULL});
 }
 
 /* a layer's routed MLP: tmp = moe(x) */
@@ -438,8 +359,11 @@ static void moe(const hr_backend_ops *ops, hr_bctx *c, const hr_model *m, const 
     ops->moe(c, &(hr_moe_args){
         .x = x, .out = out, .d = hp->d_model, .n_experts = hp->n_experts,
         .k = hp->n_experts_used, .ff = hp->d_ff_expert,
-        .router = mo->router == HR_ROUTER_TOPK_SOFTMAX ? HR_BROUTER_TOPK_SOFTMAX
-                                                       : HR_BROUTER_SOFTMAX_TOPK,
+        .router = mo->router == HR_ROUTER_TOPK_SOFTMAX      ? HR_BROUTER_TOPK_SOFTMAX
+                  : mo->router == HR_ROUTER_SIGMOID_GROUPED ? HR_BROUTER_SIGMOID_GROUPED
+                                                            : HR_BROUTER_SOFTMAX_TOPK,
+        .score_bias = L->score_bias, .n_group = hp->n_group, .topk_group = hp->topk_group,
+        .scale = hp->routed_scale,
         .norm_topk = hp->norm_topk, .router_w = &L->router, .router_b = L->router_b,
         .gate = L->e_gate, .up = L->e_up, .down = L->e_down, .b_gate = L->eb_gate,
         .b_up = L->eb_up, .b_down = L->eb_down,
@@ -476,7 +400,7 @@ static int split_hidden(const hr_batch *b, float *xn, int d, float *hidden) {
 int hr_forward_out(hr_fwd *f, hr_kv *kv, const hr_batch *b, float *logits, float *hidden,
                    hr_error *err) {
     int rc = validate(f, kv, b, hidden != NULL, err);
-    if (rc || (rc = group_adapters(f, b, err)) || (rc = assign_slots(f, kv, b, err)))
+    if (rc || (rc = group_adapters(f, b, err)) || (rc = hr__rstate_assign(&f->rs, kv, b, err)))
         return rc;
     const hr_model *m = f->m;
     const hr_hparams *hp = &m->hp;
@@ -501,7 +425,12 @@ int hr_forward_out(hr_fwd *f, hr_kv *kv, const hr_batch *b, float *logits, float
                                    : logits;
     float *qgate = arch->attn_out_gate ? hr_arena_alloc(A, (size_t)T * qd * sizeof(float)) : NULL;
     float *lq = NULL, *lba = NULL, *lmix = NULL, *lout = NULL;
-    if (hp->n_linear) {
+    if (hp->n_linear && arch->mamba2) {
+        size_t I = (size_t)hp->mb_inner, c = I + 2 * (size_t)hp->mb_groups * hp->mb_state;
+        lq = hr_arena_alloc(A, (size_t)T * (I + c + hp->mb_heads) * sizeof(float));
+        lmix = hr_arena_alloc(A, (size_t)T * c * sizeof(float));
+        lout = hr_arena_alloc(A, (size_t)T * I * sizeof(float));
+    } else if (hp->n_linear) {
         size_t kd = (size_t)hp->ln_k_heads * hp->ln_k_dim, vd = (size_t)hp->ln_v_heads * hp->ln_v_dim;
         lq = hr_arena_alloc(A, (size_t)T * (2 * kd + 2 * vd) * sizeof(float));
         lba = hr_arena_alloc(A, (size_t)T * 2 * hp->ln_v_heads * sizeof(float));
@@ -540,7 +469,10 @@ int hr_forward_out(hr_fwd *f, hr_kv *kv, const hr_batch *b, float *logits, float
             ain = xn;
         }
         if (hp->layer_linear[il]) {
-            linear_attention(f, L, il, ain, tmp, lq, lba, lmix, lout);
+            if (arch->mamba2)
+                mamba2_layer(f, L, il, ain, tmp, lq, lmix, lout);
+            else
+                linear_attention(f, L, il, ain, tmp, lq, lba, lmix, lout);
             goto residual;
         }
         hr_matmul_out qkv[4] = {{q, qd, &L->wq, L->bq}, {k, kvd, &L->wk, L->bk},
@@ -636,7 +568,7 @@ int hr_forward_out(hr_fwd *f, hr_kv *kv, const hr_batch *b, float *logits, float
     }
     if ((rc = ops->end(c, err)))
         return rc;
-    commit_slots(f, kv, b);
+    hr__rstate_commit(&f->rs, kv, b);
     if (n_out > 0 && out != logits)
         rc = f->be->ops->download(f->be, logits, out, (size_t)n_out * V * sizeof(float), err);
     return rc;

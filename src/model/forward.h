@@ -34,4 +34,15 @@ int hr_forward(hr_fwd *f, hr_kv *kv, const hr_batch *b, float *logits,
 int hr_forward_out(hr_fwd *f, hr_kv *kv, const hr_batch *b, float *logits, float *hidden,
                    hr_error *err);
 
+/* Recurrent layers' state (gated DeltaNet, Mamba-2), one sequence at a
+ * time, for prompt-cache snapshots: the bytes of one sequence's state (0:
+ * the model has none); a copy of sequence id's state, which must have run
+ * up to position pos; sequence id to continue at pos from a copy (taking a
+ * free slot); sequence id's slot given back (the engine, at a request's
+ * end). A sequence has an id when its hr_seq_blocks.id is set. */
+size_t hr_fwd_state_bytes(const hr_fwd *f);
+int hr_fwd_state_get(hr_fwd *f, uint64_t id, int pos, void *dst, hr_error *err);
+int hr_fwd_state_put(hr_fwd *f, uint64_t id, int pos, const void *src, hr_error *err);
+void hr_fwd_state_drop(hr_fwd *f, uint64_t id);
+
 #endif

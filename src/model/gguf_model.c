@@ -14,7 +14,7 @@
 
 /* ---- architectures and names --------------------------------------------- */
 
-typedef enum family { FAM_LLAMA, FAM_QWEN, FAM_GEMMA, FAM_GEMMA2, FAM_GEMMA3 } family;
+typedef enum family { FAM_LLAMA, FAM_QWEN, FAM_GEMMA, FAM_GEMMA2, FAM_GEMMA3, FAM_GPTOSS } family;
 
 static const struct { const char *gguf, *model_type; family fam; } ARCHS[] = {
     {"llama", "llama", FAM_LLAMA},   {"qwen2", "qwen2", FAM_QWEN},
@@ -22,7 +22,7 @@ static const struct { const char *gguf, *model_type; family fam; } ARCHS[] = {
     {"gemma2", "gemma2", FAM_GEMMA2}, {"gemma3", "gemma3_text", FAM_GEMMA3},
     /* mixture of experts (gguf_moe.c); mixtral is llama with experts */
     {"qwen3moe", "qwen3_moe", FAM_QWEN}, {"qwen2moe", "qwen2_moe", FAM_QWEN},
-    {"olmoe", "olmoe", FAM_QWEN},
+    {"olmoe", "olmoe", FAM_QWEN}, {"gpt-oss", "gpt_oss", FAM_GPTOSS}, /* gguf_gptoss.c */
 };
 #define COUNT(a) (sizeof(a) / sizeof((a)[0]))
 
@@ -48,8 +48,19 @@ static bool is_gemma(family f) {
 /* MOE_LLAMA: mixtral (GGUF arch llama) keeps its experts under
  * block_sparse_moe; the other MoE families under mlp. Stacked experts are
  * [E, out, in] tensors under switch_mlp (mlx-lm's name). */
-enum { ANY_LAYOUT, LLAMA_LAYOUT, SANDWICH_LAYOUT, MOE_LLAMA, MOE_MLP };
+enum { ANY_LAYOUT, LLAMA_LAYOUT, SANDWICH_LAYOUT, MOE_LLAMA, MOE_MLP, GPTOSS_LAYOUT };
 static const struct { const char *gguf, *hf; int layout; } LAYER_NAMES[] = {
+    /* gpt-oss: its own names first (both ways, the first match wins) */
+    {"post_attention_norm.weight", "post_attention_layernorm.weight", GPTOSS_LAYOUT},
+    {"attn_sinks.weight", "self_attn.sinks", GPTOSS_LAYOUT},
+    {"ffn_gate_inp.weight", "mlp.router.weight", GPTOSS_LAYOUT},
+    {"ffn_gate_inp.bias", "mlp.router.bias", GPTOSS_LAYOUT},
+    {"ffn_gate_exps.weight", "mlp.switch_mlp.gate_proj.weight", GPTOSS_LAYOUT},
+    {"ffn_up_exps.weight", "mlp.switch_mlp.up_proj.weight", GPTOSS_LAYOUT},
+    {"ffn_down_exps.weight", "mlp.switch_mlp.down_proj.weight", GPTOSS_LAYOUT},
+    {"ffn_gate_exps.bias", "mlp.switch_mlp.gate_proj.bias", GPTOSS_LAYOUT},
+    {"ffn_up_exps.bias", "mlp.switch_mlp.up_proj.bias", GPTOSS_LAYOUT},
+    {"ffn_down_exps.bias", "mlp.switch_mlp.down_proj.bias", GPTOSS_LAYOUT},
     {"attn_norm.weight", "input_layernorm.weight", ANY_LAYOUT},
     {"ffn_norm.weight", "post_attention_layernorm.weight", LLAMA_LAYOUT},
     {"post_attention_norm.weight", "post_attention_layernorm.weight", SANDWICH_LAYOUT},
@@ -89,6 +100,10 @@ static const struct { const char *gguf, *hf; } TOP_NAMES[] = {
 };
 
 static bool in_layout(int layout, family f) {
+    if ((layout == GPTOSS_LAYOUT) != (f == FAM_GPTOSS))
+        return layout == ANY_LAYOUT;
+    if (layout == GPTOSS_LAYOUT)
+        return true;
     if (layout == MOE_LLAMA || layout == MOE_MLP)
         return (layout == MOE_LLAMA) == (f == FAM_LLAMA);
     return layout == ANY_LAYOUT || (layout == SANDWICH_LAYOUT) == sandwich(f);
@@ -140,6 +155,8 @@ static uint32_t ggml_type(hr_dtype t) {
             return TYPES[i].ggml;
     return 0;
 }
+
+uint32_t hr__gguf_ggml_type(hr_dtype t) { return ggml_type(t); }
 
 /* ---- metadata readers ------------------------------------------------------- */
 
@@ -372,8 +389,8 @@ int hr_gguf_config(const hr_gguf *g, json_t **out, bool *permuted_qk, hr_error *
     int ai = arch_index(a, alen);
     if (ai < 0)
         return hr_err(err, HR_EUNSUPPORTED, "not supported yet: %s: GGUF architecture '%s' "
-                      "(llama, qwen2, qwen3, qwen2moe, qwen3moe, olmoe, gemma, gemma2, "
-                      "gemma3 are)", hr_gguf_path(g), arch);
+                      "(llama, qwen2, qwen3, qwen2moe, qwen3moe, olmoe, gpt-oss, gemma, "
+                      "gemma2, gemma3 are)", hr_gguf_path(g), arch);
     family fam = ARCHS[ai].fam;
     *permuted_qk = fam == FAM_LLAMA;
     meta m = {g, arch, json_object(), err, 0};
@@ -423,7 +440,8 @@ int hr_gguf_config(const hr_gguf *g, json_t **out, bool *permuted_qk, hr_error *
     snprintf(k, sizeof k, "%s.rope.scaling.type", arch);
     const char *st;
     size_t sl;
-    if (!m.rc && !hr_gguf_key_str(g, k, &st, &sl) && !(sl == 4 && !memcmp(st, "none", 4))) {
+    if (!m.rc && fam != FAM_GPTOSS && !hr_gguf_key_str(g, k, &st, &sl) &&
+        !(sl == 4 && !memcmp(st, "none", 4))) {
         double f = 1;
         if (sl == 6 && !memcmp(st, "linear", 6) && get_num(&m, "rope.scaling.factor", &f))
             json_object_set_new(m.cfg, "rope_scaling",
@@ -457,6 +475,8 @@ int hr_gguf_config(const hr_gguf *g, json_t **out, bool *permuted_qk, hr_error *
         gemma_config(&m, fam);
     if (!m.rc)
         m.rc = hr__gguf_moe_config(g, arch, m.cfg, err);
+    if (!m.rc && fam == FAM_GPTOSS)
+        m.rc = hr__gguf_gptoss_config(g, arch, m.cfg, err);
     if (m.rc) {
         json_decref(m.cfg);
         return m.rc;
@@ -467,12 +487,9 @@ int hr_gguf_config(const hr_gguf *g, json_t **out, bool *permuted_qk, hr_error *
 
 /* ---- export ---------------------------------------------------------------- */
 
-typedef struct bufs {
-    void **p;
-    size_t n, cap;
-} bufs;
+typedef hr__gguf_bufs bufs;
 
-static void *keep(bufs *b, size_t size) {
+void *hr__gguf_keep(bufs *b, size_t size) {
     if (b->n == b->cap) {
         size_t cap = b->cap ? 2 * b->cap : 64;
         void **p = realloc(b->p, cap * sizeof *p);
@@ -635,7 +652,7 @@ int hr_gguf_export(const char *src, const json_t *cfg, const hr_weights *w, hr_d
     if (ai < 0) {
         hr_hparams_deinit(&hp);
         return hr_err(err, HR_EUNSUPPORTED, "not supported yet: GGUF export of model_type "
-                      "'%s' (llama, mistral, mixtral, qwen2, qwen3, qwen2_moe, qwen3_moe, "
+                      "'%s' (llama, mistral, mixtral, qwen2, qwen3, qwen2_moe, qwen3_moe, gpt_oss, "
                       "olmoe, gemma, gemma2, gemma3_text are)", mt);
     }
     const char *arch = ARCHS[ai].gguf;
@@ -643,7 +660,7 @@ int hr_gguf_export(const char *src, const json_t *cfg, const hr_weights *w, hr_d
     bool permute = fam == FAM_LLAMA;
     /* a window shorter than the context changes the answers past it, and
      * only llama.cpp's gemma2/3 have one (gemma_export writes it) */
-    for (int i = 0; !is_gemma(fam) && i < hp.n_layers; i++)
+    for (int i = 0; !is_gemma(fam) && fam != FAM_GPTOSS && i < hp.n_layers; i++)
         if (hp.layer_sliding[i] && hp.sliding_window < hp.max_pos) {
             rc = hr_err(err, HR_EUNSUPPORTED, "not supported yet: GGUF export of %s with a "
                         "sliding window of %d tokens (llama.cpp's %s attends to the whole "
@@ -652,7 +669,7 @@ int hr_gguf_export(const char *src, const json_t *cfg, const hr_weights *w, hr_d
             return rc;
         }
     if (hp.rope.type != HR_ROPE_DEFAULT && hp.rope.type != HR_ROPE_LINEAR &&
-        hp.rope.type != HR_ROPE_LLAMA3) {
+        hp.rope.type != HR_ROPE_LLAMA3 && !(fam == FAM_GPTOSS && hp.rope.type == HR_ROPE_YARN)) {
         hr_hparams_deinit(&hp);
         return hr_err(err, HR_EUNSUPPORTED, "not supported yet: GGUF export of this rope "
                       "scaling (default, linear, llama3 are)");
@@ -682,7 +699,8 @@ int hr_gguf_export(const char *src, const json_t *cfg, const hr_weights *w, hr_d
     }
 #undef KEY
     if ((is_gemma(fam) && (rc = gemma_export(g, arch, fam, &hp, cfg, w, err))) ||
-        (rc = hr__gguf_moe_keys(g, arch, &hp, err))) {
+        (fam == FAM_GPTOSS && (rc = hr__gguf_gptoss_keys(g, arch, &hp, err))) ||
+        (fam != FAM_GPTOSS && (rc = hr__gguf_moe_keys(g, arch, &hp, err)))) {
         hr_gguf_w_free(g);
         hr_hparams_deinit(&hp);
         return rc;
@@ -706,7 +724,7 @@ int hr_gguf_export(const char *src, const json_t *cfg, const hr_weights *w, hr_d
             *err = terr;
     }
     if (hp.rope.type == HR_ROPE_LLAMA3) {
-        float *f = keep(&keepers, (size_t)hp.rot_dim / 2 * sizeof *f);
+        float *f = hr__gguf_keep(&keepers, (size_t)hp.rot_dim / 2 * sizeof *f);
         if (f) {
             llama3_factors(&hp.rope, hp.rot_dim, f);
             uint64_t ne[1] = {(uint64_t)hp.rot_dim / 2};
@@ -719,6 +737,13 @@ int hr_gguf_export(const char *src, const json_t *cfg, const hr_weights *w, hr_d
         char gn[160], stacked[200];
         if (hp.tie_embeddings && !strcmp(t->name, "lm_head.weight"))
             continue; /* unused: the model computes with embed_tokens */
+        if (fam == FAM_GPTOSS) { /* its experts: split, transposed, or MXFP4 */
+            int r = hr__gguf_gptoss_tensor(g, w, &hp, t, type, &keepers, err);
+            if (r < 0)
+                rc = r;
+            if (r)
+                continue;
+        }
         /* experts: one [E, out, in] tensor, written at expert 0 */
         int expert = hr__gguf_expert_of(&hp, t->name, stacked, sizeof stacked);
         if (expert > 0)
@@ -758,7 +783,7 @@ int hr_gguf_export(const char *src, const json_t *cfg, const hr_weights *w, hr_d
             n_fallback++;
         }
         size_t row_bytes = (size_t)(cols / be) * bb;
-        unsigned char *data = keep(&keepers, (size_t)n_parts * rows * row_bytes);
+        unsigned char *data = hr__gguf_keep(&keepers, (size_t)n_parts * rows * row_bytes);
         float *x = malloc((size_t)cols * sizeof *x);
         if (!data || !x) {
             free(x);

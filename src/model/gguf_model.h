@@ -56,7 +56,33 @@ int hr_gguf_dtype(uint32_t ggml_type);
 int hr_gguf_export(const char *src, const json_t *cfg, const hr_weights *w, hr_dtype type,
                    const char *out, FILE *report, hr_error *err);
 
-/* ---- internal (gguf_moe.c) ---- */
+/* ---- internal (gguf_model.c, gguf_moe.c, gguf_gptoss.c) ---- */
+
+/* Buffers a GGUF export keeps until the file is written. */
+typedef struct hr__gguf_bufs {
+    void **p;
+    size_t n, cap;
+} hr__gguf_bufs;
+/* size bytes kept in b (NULL: out of memory). */
+void *hr__gguf_keep(hr__gguf_bufs *b, size_t size);
+/* The ggml type number of a dtype hearth writes. */
+uint32_t hr__gguf_ggml_type(hr_dtype t);
+
+/* gpt-oss (gguf_gptoss.c): the config fields of a "gpt-oss" GGUF beyond the
+ * common and expert ones; the keys of a gpt_oss export (HR_EUNSUPPORTED for
+ * what llama.cpp's gpt-oss would run differently); one HF tensor of the
+ * experts ("model.layers.N.mlp.experts.*": fused, transposed or MXFP4)
+ * written as llama.cpp's stacked ffn_*_exps (1), or 0 when t is none of
+ * them, or an error. */
+struct hr_hparams;
+struct hr_gguf_w;
+int hr__gguf_gptoss_config(const hr_gguf *g, const char *arch, json_t *cfg, hr_error *err);
+int hr__gguf_gptoss_keys(struct hr_gguf_w *g, const char *arch, const struct hr_hparams *hp,
+                         hr_error *err);
+int hr__gguf_gptoss_tensor(struct hr_gguf_w *g, const hr_weights *w,
+                           const struct hr_hparams *hp, const hr_tensor *t, hr_dtype type,
+                           hr__gguf_bufs *kb, hr_error *err);
+
 
 /* The config fields of a MoE GGUF of architecture arch (nothing for a dense
  * one): expert counts and widths, the routing's normalisation, the dense
@@ -64,8 +90,6 @@ int hr_gguf_export(const char *src, const json_t *cfg, const hr_weights *w, hr_d
 int hr__gguf_moe_config(const hr_gguf *g, const char *arch, json_t *cfg, hr_error *err);
 /* The {arch}.expert_* keys for model hp (nothing for a dense one); a MoE
  * model llama.cpp could not express is HR_EUNSUPPORTED. */
-struct hr_hparams;
-struct hr_gguf_w;
 int hr__gguf_moe_keys(struct hr_gguf_w *g, const char *arch, const struct hr_hparams *hp,
                       hr_error *err);
 /* Expert e of HF tensor `name` ("...experts.<e>.<part>.weight" of hp's

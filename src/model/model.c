@@ -249,7 +249,9 @@ static void bind_layer(binder *b, int il) {
     int64_t d = hp->d_model, qd = (int64_t)hp->n_heads * hp->head_dim,
             kvd = (int64_t)hp->n_kv_heads * hp->head_dim, ff = hp->d_ff;
 #define NAME(fmt) (snprintf(nm, sizeof nm, "%s" fmt, pre), nm)
-    if (hp->layer_linear[il]) {
+    if (hp->layer_linear[il] && a->mamba2) {
+        hr__bind_mamba2(b, L, pre);
+    } else if (hp->layer_linear[il]) {
         hr__bind_deltanet(b, L, pre);
     } else if (a->attn_out_gate) {
         hr__bind_gated_q(b, L, NAME("self_attn.q_proj.weight"));
@@ -313,8 +315,12 @@ static size_t vec_floats(const hr_hparams *hp) {
     size_t qd = (size_t)hp->n_heads * hp->head_dim, kvd = (size_t)hp->n_kv_heads * hp->head_dim;
     size_t per_layer = 10 * (size_t)hp->d_model + 3 * (qd + kvd) + (size_t)hp->d_ff +
                        (size_t)hp->n_heads; /* sinks */
-    if (hp->n_experts) /* router bias, expert biases */
-        per_layer += (size_t)hp->n_experts * (1 + 2 * (size_t)hp->d_ff_expert + hp->d_model);
+    if (hp->n_experts) /* router bias, score bias, expert biases */
+        per_layer += (size_t)hp->n_experts * (2 + 2 * (size_t)hp->d_ff_expert + hp->d_model);
+    if (hp->n_linear && hp->arch->mamba2) { /* conv taps and bias, A_log, dt_bias, D, norm */
+        size_t c = (size_t)hp->mb_inner + 2 * (size_t)hp->mb_groups * hp->mb_state;
+        per_layer += c * ((size_t)hp->mb_conv + 1) + 3 * (size_t)hp->mb_heads + hp->mb_inner;
+    }
     if (hp->n_linear) /* conv taps, A_log, dt_bias, gated norm */
         per_layer += (2 * (size_t)hp->ln_k_heads * hp->ln_k_dim +
                       (size_t)hp->ln_v_heads * hp->ln_v_dim) * hp->ln_conv +
@@ -405,7 +411,7 @@ static int repack_set(hr_model *m, int i, hr_tensor **mats) {
     hr_layer *L = &m->layers[i];
     hr_tensor *l[] = {&L->wq, &L->wk, &L->wv, &L->wo, &L->w_gate, &L->w_up, &L->w_down,
                       &L->router, &L->sh_gate, &L->sh_up, &L->sh_down, &L->w_qgate,
-                      &L->ln_qkvz, &L->ln_ba, &L->ln_out};
+                      &L->ln_qkvz, &L->ln_ba, &L->ln_out, &L->mb_in, &L->mb_out};
     for (size_t k = 0; k < sizeof l / sizeof l[0]; k++)
         if (l[k]->data)
             mats[n++] = l[k];
@@ -416,7 +422,7 @@ static int repack_set(hr_model *m, int i, hr_tensor **mats) {
     return n;
 }
 
-static size_t repack_max(const hr_model *m) { return 16 + 3 * (size_t)m->hp.n_experts; }
+static size_t repack_max(const hr_model *m) { return 20 + 3 * (size_t)m->hp.n_experts; }
 
 /* Every matrix the kernels can read faster in another layout (GGUF and MLX
  * 4/8-bit weights on CPUs with the x16 kernels, hr_matmul_packed_bytes) is
@@ -491,7 +497,8 @@ static uint64_t fingerprint(const hr_model *m) {
 static int backend_can_run(const hr_hparams *hp, const hr_backend *be, hr_error *err) {
     const char *what = hp->n_experts && !be->ops->moe                      ? "mixture of experts"
                        : hp->arch->attn_sinks && !be->ops->attn_sinks      ? "attention sinks"
-                       : hp->n_linear && !be->ops->deltanet                ? "gated DeltaNet"
+                       : hp->n_linear && hp->arch->mamba2 && !be->ops->mamba2 ? "Mamba-2"
+                       : hp->n_linear && !hp->arch->mamba2 && !be->ops->deltanet ? "gated DeltaNet"
                        : hp->arch->encoder && !be->ops->encoder            ? "encoder (bidirectional attention)"
                                                                            : NULL;
     if (what)
@@ -632,7 +639,7 @@ size_t hr_model_decode_bytes(const hr_model *m) {
         const hr_tensor *mats[] = {&L->wq, &L->wk, &L->wv, &L->wo, &L->w_gate, &L->w_up,
                                    &L->w_down, &L->router, &L->sh_gate, &L->sh_up,
                                    &L->sh_down, &L->sh_inp, &L->w_qgate, &L->ln_qkvz,
-                                   &L->ln_ba, &L->ln_out};
+                                   &L->ln_ba, &L->ln_out, &L->mb_in, &L->mb_out};
         for (size_t k = 0; k < sizeof mats / sizeof mats[0]; k++)
             if (mats[k]->data)
                 total += hr_tensor_bytes(mats[k]);

@@ -30,6 +30,7 @@ typedef struct hr_layer {
     /* mixture of experts (hp.layer_moe[il]): the dense fields are unused */
     hr_tensor router;          /* (n_experts, d_model) */
     const float *router_b;     /* (n_experts) or NULL */
+    const float *score_bias;   /* (n_experts) SIGMOID_GROUPED's choice bias */
     hr_tensor *e_gate, *e_up;  /* [n_experts] (d_ff_expert, d_model) */
     hr_tensor *e_down;         /* [n_experts] (d_model, d_ff_expert) */
     const float *eb_gate, *eb_up, *eb_down; /* [n_experts][ff | d] or NULL */
@@ -47,6 +48,13 @@ typedef struct hr_layer {
     const float *ln_conv;      /* (2 kd + vd, conv_k) */
     const float *ln_a_log, *ln_dt_bias; /* (n_v_heads) */
     const float *ln_norm;      /* (v_dim) */
+
+    /* Mamba-2 (hp.layer_linear[il] of an arch->mamba2 family) */
+    hr_tensor mb_in;           /* (2 inner + 2 groups n + heads, d_model) */
+    hr_tensor mb_out;          /* (d_model, inner) */
+    const float *mb_conv, *mb_conv_b; /* (inner + 2 groups n, conv_k), (..) or NULL */
+    const float *mb_a_log, *mb_dt_bias, *mb_d; /* (heads) */
+    const float *mb_norm;      /* (inner) */
 } hr_layer;
 
 struct hr_model {

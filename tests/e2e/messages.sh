@@ -21,9 +21,9 @@ node "$HEARTH_ROOT/tests/e2e/messages_test.mjs" "http://127.0.0.1:$SERVER_PORT" 
 HEARTH_SSE_KEEPALIVE=0.05 start_server "$tmp/ka" --model "$tmp/tiny-chat" --threads 1 --batch 1
 port=$SERVER_PORT
 curl -sf "http://127.0.0.1:$port/v1/completions" -H 'Content-Type: application/json' \
-    -d '{"prompt": "a", "max_tokens": 1000, "logit_bias": {"370": -100}}' >/dev/null &
+    -d '{"prompt": "a", "max_tokens": 3500, "logit_bias": {"370": -100}}' >/dev/null &
 long=$!
-sleep 0.05
+wait_running "$port"
 curl -sfN "http://127.0.0.1:$port/v1/messages" -H 'Content-Type: application/json' \
     -d '{"max_tokens": 2, "stream": true, "messages": [{"role": "user", "content": "b"}]}' >"$tmp/ka.out"
 wait "$long"

@@ -26,7 +26,7 @@ port=$SERVER_PORT
 curl -sf "http://127.0.0.1:$port/v1/completions" -H 'Content-Type: application/json' \
     -d '{"prompt": "a", "max_tokens": 3500, "logit_bias": {"370": -100}}' >/dev/null &
 long=$!
-sleep 0.05
+wait_running "$port"
 curl -sfN "http://127.0.0.1:$port/v1/completions" -H 'Content-Type: application/json' \
     -d '{"prompt": "b", "max_tokens": 2, "stream": true}' >"$tmp/ka.out"
 wait "$long"

@@ -201,6 +201,8 @@ static void run_oracle_cases(hr_engine *e, json_t *ref, const char *name, int ca
                          (int)json_integer_value(json_array_get(gt, (size_t)k)));
         if (cached >= 0)
             assert_int_equal(hr_request_cached_tokens(rs[i]), cached);
+        else if (cached == -2)
+            assert_int_equal(hr_request_cached_tokens(rs[i]), (np[i] - 1) / 32 * 32);
         else
             assert_int_equal(hr_request_cached_tokens(rs[i]), np[i] - 1);
         hr_request_release(rs[i]);
@@ -212,13 +214,14 @@ static void run_oracle_cases(hr_engine *e, json_t *ref, const char *name, int ca
  * together and each equals the oracle's greedy continuation: longrope
  * (recomputed when a sequence passes its original length), sliding windows,
  * q/k norms, experts (batch-invariant routing), attention sinks, gated
- * DeltaNet (a recurrent state per sequence). A second round reuses all but the last prompt token from the
- * prompt cache (longrope runs without it) and still equals the oracle. */
+ * DeltaNet and Mamba-2 (a recurrent state per sequence). A second round reuses all but the
+ * last prompt token from the prompt cache (longrope runs without it; hybrid models whole
+ * blocks up to the last block boundary before it) and still equals the oracle. */
 static void test_engine_oracle_archs(void **state) {
     (void)state;
     static const char *cases[] = {"phi3-longrope", "gemma3_text", "qwen3", "gemma2",
                                   "qwen3_moe", "qwen2_moe", "mixtral", "olmoe", "gpt_oss",
-                                  "qwen3_next"};
+                                  "qwen3_next", "glm4_moe", "granitemoe", "granitemoehybrid"};
     const char *root = getenv("HEARTH_ROOT");
     for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
         char dir[4096], refp[4200];
@@ -237,13 +240,128 @@ static void test_engine_oracle_archs(void **state) {
         hr_engine *e;
         assert_int_equal(hr_engine_new(&e, m, &o, &err), 0);
         run_oracle_cases(e, ref, cases[c], 0);
-        /* longrope and recurrent state (qwen3_next) run without the cache */
-        bool uncached = !strcmp(cases[c], "phi3-longrope") || !strcmp(cases[c], "qwen3_next");
-        run_oracle_cases(e, ref, cases[c], uncached ? 0 : -1);
+        /* longrope runs without the cache; recurrent state (qwen3_next) reuses whole
+         * blocks up to the last block boundary before the prompt's last token */
+        bool uncached = !strcmp(cases[c], "phi3-longrope");
+        bool hybrid = m->hp.n_linear > 0;
+        run_oracle_cases(e, ref, cases[c], uncached ? 0 : hybrid ? -2 : -1);
         hr_engine_free(e);
         json_decref(ref);
         hr_model_free(m);
     }
+}
+
+/* Hybrid models (recurrent layers): the prompt cache keeps the layers' state
+ * at block boundaries. A request's greedy tokens and every logprob are
+ * bit-identical with the cache (RAM, then the SSD tier of a new engine) and
+ * without it: an equal prompt, and a prompt that continues an earlier
+ * request's prompt and answer (its state at the last boundary the answer
+ * crossed). */
+typedef struct run_out {
+    int n, cached;
+    hr_step steps[24];
+} run_out;
+
+static void run_one(hr_engine *e, const int32_t *p, int n, run_out *o) {
+    hr_req_params rp = {.prompt = p, .n_prompt = n, .max_tokens = 24, .top_logprobs = 4};
+    hr_sampler_params_default(&rp.sampler);
+    hr_request *r;
+    hr_error err;
+    if (hr_request_new(&r, e, &rp, &err) || hr_engine_submit(e, r, &err))
+        fail_msg("%s", err.msg);
+    o->n = 0;
+    while (o->n < 24 && hr_request_wait(r, o->n, &o->steps[o->n], 5000) == 1)
+        o->n++;
+    assert_int_equal(o->n, 24);
+    o->cached = hr_request_cached_tokens(r);
+    hr_request_release(r);
+}
+
+static void expect_same(const run_out *a, const run_out *b, const char *what) {
+    for (int k = 0; k < 24; k++)
+        if (memcmp(&a->steps[k], &b->steps[k], sizeof a->steps[k]))
+            fail_msg("%s: step %d differs (token %d vs %d, logprob %.9g vs %.9g)", what, k,
+                     a->steps[k].token, b->steps[k].token, a->steps[k].logprob,
+                     b->steps[k].logprob);
+}
+
+static void hybrid_cache_case(const char *name) {
+    const char *root = getenv("HEARTH_ROOT");
+    char dir[4096], refp[4200], ssd[64];
+    snprintf(dir, sizeof dir, "%s/tests/fixtures/models/%s", root ? root : ".", name);
+    snprintf(refp, sizeof refp, "%s/ref.json", dir);
+    hr_model *m;
+    hr_error err;
+    int rc = hr_model_open_on(&m, dir, g_device, &err);
+    if (rc == HR_EUNSUPPORTED && strstr(err.msg, "not supported yet on ")) {
+        printf("%s skipped: %s\n", name, err.msg);
+        return;
+    }
+    assert_int_equal(rc, 0);
+    assert_true(m->hp.n_linear > 0);
+    json_t *ref = json_load_file(refp, 0, NULL);
+    json_t *pt = json_object_get(json_array_get(json_object_get(ref, "cases"), 2),
+                                 "prompt_tokens");
+    int32_t a[160];
+    int na = (int)json_array_size(pt);
+    for (int k = 0; k < na; k++)
+        a[k] = (int32_t)json_integer_value(json_array_get(pt, (size_t)k));
+    hr_engine_opts off = {.n_threads = 2, .max_batch = 2, .n_ctx = 160, .prefill_chunk = 16,
+                          .cache_blocks = -1};
+    hr_engine *e;
+    assert_int_equal(hr_engine_new(&e, m, &off, &err), 0);
+    run_out plain, cont_plain, got;
+    run_one(e, a, na, &plain);
+    int32_t b[160]; /* a, its answer but the last token, and more */
+    int nb = 0;
+    for (int k = 0; k < na; k++)
+        b[nb++] = a[k];
+    for (int k = 0; k < 23; k++)
+        b[nb++] = plain.steps[k].token;
+    for (int k = 0; k < 10; k++)
+        b[nb++] = (int32_t)(3 + (k * 37) % 500);
+    run_one(e, b, nb, &cont_plain);
+    hr_engine_free(e);
+
+    snprintf(ssd, sizeof ssd, "/tmp/hearth-hybrid-ssd-%d", (int)getpid());
+    hr_engine_opts on = {.n_threads = 2, .max_batch = 2, .n_ctx = 160, .prefill_chunk = 16,
+                         .ssd_dir = ssd, .ssd_max_bytes = (size_t)1 << 30};
+    assert_int_equal(hr_engine_new(&e, m, &on, &err), 0);
+    run_one(e, a, na, &got); /* nothing cached yet */
+    assert_int_equal(got.cached, 0);
+    expect_same(&plain, &got, "first run with the cache on");
+    run_one(e, a, na, &got); /* the state at the last boundary before a's last token */
+    assert_int_equal(got.cached, (na - 1) / 32 * 32);
+    assert_true(got.cached > 0);
+    expect_same(&plain, &got, "an equal prompt from the cache");
+    run_one(e, b, nb, &got); /* a's answer crossed boundaries: the latest one's state */
+    assert_int_equal(got.cached, (na + 23 - 1) / 32 * 32);
+    assert_true(got.cached > (na - 1) / 32 * 32);
+    expect_same(&cont_plain, &got, "a continued prompt from the cache");
+    hr_engine_free(e);
+
+    /* a new engine: the blocks and their states come back from the SSD tier */
+    assert_int_equal(hr_engine_new(&e, m, &on, &err), 0);
+    run_one(e, b, nb, &got);
+    assert_true(got.cached > (na - 1) / 32 * 32);
+    expect_same(&cont_plain, &got, "a continued prompt from the SSD tier");
+    hr_engine_stats st;
+    hr_engine_stats_get(e, &st);
+    assert_true(st.ssd_hits > 0);
+    hr_engine_free(e);
+    char cmd[128];
+    snprintf(cmd, sizeof cmd, "rm -rf %s", ssd);
+    assert_int_equal(system(cmd), 0);
+    printf("%s: cached == uncached, bit-identical (prompt cache RAM and SSD, %d and %d "
+           "tokens reused)\n", name, (na - 1) / 32 * 32, got.cached);
+    json_decref(ref);
+    hr_model_free(m);
+}
+
+static void test_hybrid_prompt_cache(void **state) {
+    (void)state;
+    hybrid_cache_case("qwen3_next");
+    hybrid_cache_case("granitemoehybrid");
 }
 
 static void test_stop_cancel_limits(void **state) {
@@ -594,6 +712,7 @@ int main(int argc, char **argv) {
         cmocka_unit_test(test_batched_equals_alone_equals_oracle),
         cmocka_unit_test(test_sampled_rows_batched_equal_alone),
         cmocka_unit_test(test_engine_oracle_archs),
+        cmocka_unit_test(test_hybrid_prompt_cache),
         cmocka_unit_test(test_stop_cancel_limits),
         cmocka_unit_test(test_prompt_cache),
         cmocka_unit_test(test_prompt_cache_while_running),

@@ -275,7 +275,7 @@ static void test_ssd_backlog(void **state) {
     hr_kv kv;
     pool(&kv, NB + 8);
     hr_ssd *ssd;
-    assert_int_equal(hr_ssd_open(&ssd, dir, 42, 7, &kv, (size_t)1 << 30, NULL), 0);
+    assert_int_equal(hr_ssd_open(&ssd, dir, 42, 7, &kv, 0, (size_t)1 << 30, NULL), 0);
     hr_pcache *pc = hr_pcache_new(&kv, 0, ssd, 1e-9); /* demote anything idle */
     static int32_t t[NB * HR_KV_BLOCK], blocks[NB];
     seq(t, NB * HR_KV_BLOCK, 3);
@@ -292,7 +292,7 @@ static void test_ssd_backlog(void **state) {
     hr_pcache_free(pc);
     hr_ssd_close(ssd);
     /* a new cache (a restart) finds all NB blocks on disk */
-    assert_int_equal(hr_ssd_open(&ssd, dir, 42, 7, &kv, (size_t)1 << 30, NULL), 0);
+    assert_int_equal(hr_ssd_open(&ssd, dir, 42, 7, &kv, 0, (size_t)1 << 30, NULL), 0);
     pc = hr_pcache_new(&kv, 0, ssd, 0);
     int32_t got[NB];
     int n_tok = 0;
@@ -358,15 +358,15 @@ static void test_half_dtypes(void **state) {
         hr_ssd *ssd;
         int32_t toks[HR_KV_BLOCK];
         seq(toks, HR_KV_BLOCK, 9);
-        assert_int_equal(hr_ssd_open(&ssd, dir, 42, 7, &kv, (size_t)1 << 30, NULL), 0);
-        assert_int_equal(hr_ssd_queue(ssd, 1234, toks, b0), 1);
+        assert_int_equal(hr_ssd_open(&ssd, dir, 42, 7, &kv, 0, (size_t)1 << 30, NULL), 0);
+        assert_int_equal(hr_ssd_queue(ssd, 1234, toks, b0, NULL), 1);
         long written = 0, hits, quarantined;
         for (int i = 0; i < 100000 && written < 1; i++) {
             hr_ssd_counts(ssd, &written, &hits, &quarantined);
             usleep(100);
         }
         assert_int_equal(written, 1);
-        assert_int_equal(hr_ssd_read(ssd, 1234, toks, &kv, b1), 1);
+        assert_int_equal(hr_ssd_read(ssd, 1234, toks, &kv, b1, NULL, NULL), 1);
         for (int l = 0; l < LAYERS; l++) {
             assert_memory_equal((char *)hr_kv_layer_k(&kv, l) + b1 * sb,
                                 (char *)hr_kv_layer_k(&kv, l) + b0 * sb, sb);
@@ -375,9 +375,9 @@ static void test_half_dtypes(void **state) {
         }
         hr_ssd_stop(ssd);
         hr_ssd_close(ssd);
-        assert_int_equal(hr_ssd_open(&ssd, dir, 42, 7, &kv32, (size_t)1 << 30, NULL), 0);
+        assert_int_equal(hr_ssd_open(&ssd, dir, 42, 7, &kv32, 0, (size_t)1 << 30, NULL), 0);
         int32_t f = hr_kv_alloc(&kv32);
-        assert_int_equal(hr_ssd_read(ssd, 1234, toks, &kv32, f), 0);
+        assert_int_equal(hr_ssd_read(ssd, 1234, toks, &kv32, f, NULL, NULL), 0);
         hr_ssd_counts(ssd, &written, &hits, &quarantined);
         assert_int_equal(quarantined, 0);
         hr_ssd_stop(ssd);
@@ -426,15 +426,15 @@ static void test_quant_pool(void **state) {
     hr_ssd *ssd;
     int32_t toks[HR_KV_BLOCK];
     seq(toks, HR_KV_BLOCK, 5);
-    assert_int_equal(hr_ssd_open(&ssd, dir, 42, 7, &kv, (size_t)1 << 30, NULL), 0);
-    assert_int_equal(hr_ssd_queue(ssd, 99, toks, b0), 1);
+    assert_int_equal(hr_ssd_open(&ssd, dir, 42, 7, &kv, 0, (size_t)1 << 30, NULL), 0);
+    assert_int_equal(hr_ssd_queue(ssd, 99, toks, b0, NULL), 1);
     long written = 0, hits, quarantined;
     for (int i = 0; i < 100000 && written < 1; i++) {
         hr_ssd_counts(ssd, &written, &hits, &quarantined);
         usleep(100);
     }
     assert_int_equal(written, 1);
-    assert_int_equal(hr_ssd_read(ssd, 99, toks, &kv, b1), 1);
+    assert_int_equal(hr_ssd_read(ssd, 99, toks, &kv, b1, NULL, NULL), 1);
     for (int l = 0; l < LAYERS; l++) {
         assert_memory_equal((char *)hr_kv_layer_k(&kv, l) + b1 * sb,
                             (char *)hr_kv_layer_k(&kv, l) + b0 * sb, sb);
@@ -450,7 +450,7 @@ static void test_quant_pool(void **state) {
     assert_int_equal(fseek(fp, 8, SEEK_SET), 0);
     assert_int_equal(fwrite(&one, 4, 1, fp), 1);
     fclose(fp);
-    assert_int_equal(hr_ssd_read(ssd, 99, toks, &kv, b1), 0);
+    assert_int_equal(hr_ssd_read(ssd, 99, toks, &kv, b1, NULL, NULL), 0);
     hr_ssd_counts(ssd, &written, &hits, &quarantined);
     assert_int_equal(quarantined, 1);
     assert_int_not_equal(access(path, F_OK), 0);
@@ -501,22 +501,22 @@ static void test_ssd_faults(void **state) {
     int32_t toks[HR_KV_BLOCK];
     seq(toks, HR_KV_BLOCK, 3);
     hr_ssd *ssd;
-    assert_int_equal(hr_ssd_open(&ssd, dir, 42, 7, &kv, (size_t)1 << 30, NULL), 0);
+    assert_int_equal(hr_ssd_open(&ssd, dir, 42, 7, &kv, 0, (size_t)1 << 30, NULL), 0);
     hr_ssd_set_backoff(ssd, 0.3, 0.6);
     snprintf(sub, sizeof sub, "%s/000000000000002a", dir);
 
     /* an I/O error on write (HEARTH_FAULT=write:1): counted, named, paused,
      * no temp file left; then the tier comes back by itself */
     hr_fault_set(HR_FAULT_WRITE, 1);
-    assert_int_equal(hr_ssd_queue(ssd, 1, toks, b0), 1);
+    assert_int_equal(hr_ssd_queue(ssd, 1, toks, b0, NULL), 1);
     hr_ssd_state st = wait_ssd(ssd, 0, 1);
     hr_fault_set(HR_FAULT_WRITE, 0);
     assert_int_equal(st.last_errno, EIO);
     assert_true(st.paused);
     no_temp_files(sub);
-    assert_int_equal(hr_ssd_queue(ssd, 1, toks, b0), -1); /* paused */
+    assert_int_equal(hr_ssd_queue(ssd, 1, toks, b0, NULL), -1); /* paused */
     usleep(350 * 1000);
-    assert_int_equal(hr_ssd_queue(ssd, 1, toks, b0), 1);
+    assert_int_equal(hr_ssd_queue(ssd, 1, toks, b0, NULL), 1);
     st = wait_ssd(ssd, 1, 1);
     assert_false(st.paused);
 
@@ -528,7 +528,7 @@ static void test_ssd_faults(void **state) {
     lim.rlim_cur = 100;
     signal(SIGXFSZ, SIG_IGN);
     assert_int_equal(setrlimit(RLIMIT_FSIZE, &lim), 0);
-    assert_int_equal(hr_ssd_queue(ssd, 2, toks, b0), 1);
+    assert_int_equal(hr_ssd_queue(ssd, 2, toks, b0, NULL), 1);
     st = wait_ssd(ssd, 1, 2);
     assert_int_equal(setrlimit(RLIMIT_FSIZE, &old), 0);
     assert_int_equal(st.last_errno, EFBIG);
@@ -540,7 +540,7 @@ static void test_ssd_faults(void **state) {
     usleep(650 * 1000);
     if (geteuid() != 0) {
         assert_int_equal(chmod(sub, 0555), 0);
-        assert_int_equal(hr_ssd_queue(ssd, 3, toks, b0), 1);
+        assert_int_equal(hr_ssd_queue(ssd, 3, toks, b0, NULL), 1);
         st = wait_ssd(ssd, 1, 3);
         assert_int_equal(st.last_errno, EACCES);
         assert_int_equal(chmod(sub, 0755), 0);
@@ -549,14 +549,14 @@ static void test_ssd_faults(void **state) {
     long errs = st.write_errors;
 
     /* the block written after the faults reads back right */
-    assert_int_equal(hr_ssd_read(ssd, 1, toks, &kv, b1), 1);
+    assert_int_equal(hr_ssd_read(ssd, 1, toks, &kv, b1, NULL, NULL), 1);
     assert_true(same_rows(&kv, b0, b1, HR_KV_BLOCK));
 
     /* truncated underneath: a miss (quarantined), never SIGBUS */
     snprintf(path, sizeof path, "%s/0000000000000001.kv", sub);
     assert_int_equal(truncate(path, 100), 0);
     long w, h, q;
-    assert_int_equal(hr_ssd_read(ssd, 1, toks, &kv, b1), 0);
+    assert_int_equal(hr_ssd_read(ssd, 1, toks, &kv, b1, NULL, NULL), 0);
     hr_ssd_counts(ssd, &w, &h, &q);
     assert_int_equal(q, 1);
 
@@ -564,7 +564,7 @@ static void test_ssd_faults(void **state) {
     snprintf(path, sizeof path, "%s/0000000000000004.kv", sub);
     assert_int_equal(mkfifo(path, 0644), 0);
     alarm(10); /* a hang fails the test instead of stalling CI */
-    assert_int_equal(hr_ssd_read(ssd, 4, toks, &kv, b1), 0);
+    assert_int_equal(hr_ssd_read(ssd, 4, toks, &kv, b1, NULL, NULL), 0);
     alarm(0);
     hr_ssd_counts(ssd, &w, &h, &q);
     assert_int_equal(q, 2);
@@ -579,9 +579,141 @@ static void test_ssd_faults(void **state) {
     assert_int_equal(system(cmd), 0);
 }
 
+/* Hybrid models: states beside full blocks. A lookup reuses whole blocks up
+ * to the last one holding a state, never a partial copy; the SSD tier
+ * writes a block with its state (format version 3) and reads both back
+ * (in a new cache), a block indexed without a state takes one later, and a
+ * version-2 file is quarantined, never read. */
+static void test_states(void **state) {
+    (void)state;
+    char dir[] = "/tmp/hearth_pcache_st_XXXXXX";
+    assert_non_null(mkdtemp(dir));
+    enum { SB = 48 };
+    hr_kv kv;
+    pool(&kv, 16);
+    hr_ssd *ssd;
+    assert_int_equal(hr_ssd_open(&ssd, dir, 42, 7, &kv, SB, (size_t)1 << 30, NULL), 0);
+    hr_pcache *pc = hr_pcache_new(&kv, 0, ssd, 0);
+    hr_pcache_keep_states(pc, SB, 1 << 20);
+    int32_t t[100], blocks[4], got[4];
+    seq(t, 100, 3);
+    for (int b = 0; b < 4; b++) {
+        blocks[b] = hr_kv_alloc(&kv);
+        fill(&kv, blocks[b], (float)(b + 1) * 10000);
+    }
+    hr_pcache_state st[2] = {{32, malloc(SB)}, {96, malloc(SB)}};
+    memset(st[0].data, 0x11, SB);
+    memset(st[1].data, 0x22, SB);
+    hr_pcache_insert_states(pc, 0, t, 100, blocks, st, 2);
+    assert_null(st[0].data);
+    assert_null(st[1].data);
+    release(&kv, blocks, 4);
+    int n;
+    const void *sp;
+    /* 80 tokens: blocks 0, 1 are whole, but only block 0 has a state */
+    assert_int_equal(hr_pcache_lookup_state(pc, 0, t, 80, 4, got, &n, &sp), 1);
+    assert_int_equal(n, 32);
+    assert_int_equal(((const unsigned char *)sp)[SB - 1], 0x11);
+    release(&kv, got, 1);
+    assert_int_equal(hr_pcache_lookup_state(pc, 0, t, 99, 4, got, &n, &sp), 3);
+    assert_int_equal(n, 96);
+    assert_int_equal(((const unsigned char *)sp)[0], 0x22);
+    release(&kv, got, 3);
+    assert_int_equal(hr_pcache_lookup_state(pc, 0, t, 31, 4, got, &n, &sp), 0);
+    assert_null(sp);
+    /* a state given later to a block already indexed (and written without one) */
+    for (int i = 0; i < 2000; i++) { /* the first writes done */
+        hr_pcache_poll(pc, 0);
+        usleep(500);
+    }
+    int32_t again[4];
+    for (int b = 0; b < 4; b++)
+        again[b] = hr_kv_alloc(&kv);
+    hr_pcache_state s2 = {64, malloc(SB)};
+    memset(s2.data, 0x33, SB);
+    hr_pcache_insert_states(pc, 0, t, 100, again, &s2, 1);
+    release(&kv, again, 4);
+    assert_int_equal(hr_pcache_lookup_state(pc, 0, t, 70, 4, got, &n, &sp), 2);
+    assert_int_equal(((const unsigned char *)sp)[5], 0x33);
+    release(&kv, got, 2);
+    hr_pcache_free(pc);
+    hr_ssd_stop(ssd);
+    hr_ssd_close(ssd);
+
+    /* from disk: blocks with their states */
+    assert_int_equal(hr_ssd_open(&ssd, dir, 42, 7, &kv, SB, (size_t)1 << 30, NULL), 0);
+    pc = hr_pcache_new(&kv, 0, ssd, 0);
+    hr_pcache_keep_states(pc, SB, 1 << 20);
+    assert_int_equal(hr_pcache_lookup_state(pc, 0, t, 99, 4, got, &n, &sp), 3);
+    assert_int_equal(n, 96);
+    assert_int_equal(((const unsigned char *)sp)[SB - 1], 0x22);
+    release(&kv, got, 3);
+    hr_pcache_free(pc);
+    /* corrupt block 1's state (its last byte), make block 0's file version 2 */
+    long written, hits, quarantined;
+    hr_ssd_counts(ssd, &written, &hits, &quarantined);
+    assert_int_equal(quarantined, 0);
+    char cmd[256];
+    snprintf(cmd, sizeof cmd, "ls %s/000000000000002a/*.kv | wc -l", dir);
+    FILE *ls = popen(cmd, "r");
+    int files = 0;
+    assert_int_equal(fscanf(ls, "%d", &files), 1);
+    pclose(ls);
+    assert_int_equal(files, 3);
+    hr_ssd_stop(ssd);
+    hr_ssd_close(ssd);
+    snprintf(cmd, sizeof cmd, "for f in %s/000000000000002a/*.kv; do "
+             "printf '\\002' | dd of=$f bs=1 seek=8 conv=notrunc 2>/dev/null; done", dir);
+    assert_int_equal(system(cmd), 0);
+    assert_int_equal(hr_ssd_open(&ssd, dir, 42, 7, &kv, SB, (size_t)1 << 30, NULL), 0);
+    pc = hr_pcache_new(&kv, 0, ssd, 0);
+    hr_pcache_keep_states(pc, SB, 1 << 20);
+    assert_int_equal(hr_pcache_lookup_state(pc, 0, t, 99, 4, got, &n, &sp), 0);
+    hr_ssd_counts(ssd, &written, &hits, &quarantined);
+    assert_int_equal(quarantined, 1); /* the first block's file; the chain stops there */
+    hr_pcache_free(pc);
+    hr_ssd_stop(ssd);
+    hr_ssd_close(ssd);
+    hr_kv_deinit(&kv);
+    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+    assert_int_equal(system(cmd), 0);
+}
+
+/* The states' RAM bound: with room for two, a third sequence's state makes
+ * the least recently used one's go (its block stays, without a state). */
+static void test_state_bound(void **state) {
+    (void)state;
+    enum { SB = 64 };
+    hr_kv kv;
+    pool(&kv, 8);
+    hr_pcache *pc = hr_pcache_new(&kv, 0, NULL, 0);
+    hr_pcache_keep_states(pc, SB, 2 * SB);
+    int32_t t[3][40], got[2];
+    for (int i = 0; i < 3; i++) {
+        seq(t[i], 40, 1000 * (i + 1));
+        int32_t blocks[2] = {hr_kv_alloc(&kv), hr_kv_alloc(&kv)};
+        hr_pcache_state st = {32, calloc(1, SB)};
+        hr_pcache_insert_states(pc, 0, t[i], 40, blocks, &st, 1);
+        release(&kv, blocks, 2);
+    }
+    int n;
+    const void *sp;
+    assert_int_equal(hr_pcache_lookup_state(pc, 0, t[0], 39, 2, got, &n, &sp), 0);
+    for (int i = 1; i < 3; i++) {
+        assert_int_equal(hr_pcache_lookup_state(pc, 0, t[i], 39, 2, got, &n, &sp), 1);
+        assert_non_null(sp);
+        release(&kv, got, 1);
+    }
+    assert_int_equal(hr_pcache_blocks(pc), 6); /* every block is still indexed */
+    hr_pcache_free(pc);
+    hr_kv_deinit(&kv);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_quant_pool),
+        cmocka_unit_test(test_states),
+        cmocka_unit_test(test_state_bound),
         cmocka_unit_test(test_partial_copy),
         cmocka_unit_test(test_seed),
         cmocka_unit_test(test_tails),

@@ -310,7 +310,7 @@ static void test_batched(void **state) {
     hr_seq_blocks sb[S];
     for (int s = 0; s < S; s++) {
         blocks[s] = hr_kv_alloc(&kv);
-        sb[s] = (hr_seq_blocks){&blocks[s], 1, 0};
+        sb[s] = (hr_seq_blocks){&blocks[s], 1, 0, (uint64_t)s + 1};
     }
     float *lg = malloc((size_t)S * V * sizeof *lg);
     int32_t t[S], pos[S], seq[S];

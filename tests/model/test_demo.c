@@ -110,7 +110,7 @@ static void test_forward_context(void **state) {
     assert_int_equal(hr_fwd_new(&f, m, 4, 1, 40, 2, &err), 0);
     int32_t table[2] = {hr_kv_alloc(&kv), hr_kv_alloc(&kv)}, tok = 1, seq = 0;
     uint8_t want = 1;
-    hr_seq_blocks sb = {table, 2, 0};
+    hr_seq_blocks sb = {table, 2, 0, 0};
     float *logits = malloc((size_t)m->hp.n_vocab * sizeof *logits);
     for (int32_t pos = 38; pos <= 40; pos++) {
         hr_batch b = {.n_tokens = 1, .token = &tok, .pos = &pos, .seq = &seq, .logits = &want,

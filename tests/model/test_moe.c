@@ -76,7 +76,7 @@ static void run(hr_fwd *f, hr_kv *kv, const hr_model *m, int n, int32_t *const *
     hr_seq_blocks sb[3];
     int t = 0;
     for (int s = 0; s < n; s++) {
-        sb[s] = (hr_seq_blocks){tab[s], 8, 0};
+        sb[s] = (hr_seq_blocks){tab[s], 8, 0, 0};
         for (int i = 0; i < len[s]; i++, t++) {
             tk[t] = tok[s][i];
             ps[t] = pos0[s] + i;
@@ -181,7 +181,7 @@ static void check_invariant(const char *name) {
 static void test_batch_invariance(void **state) {
     (void)state;
     static const char *cases[] = {"qwen3_moe", "qwen2_moe", "mixtral", "olmoe", "gpt_oss",
-                                  "qwen3_next"};
+                                  "qwen3_next", "glm4_moe", "granitemoe", "granitemoehybrid"};
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
         check_invariant(cases[i]);
     /* quantized experts: groups of every size go through the row and the
@@ -222,7 +222,7 @@ static void test_recurrent_slots(void **state) {
                                                                    hr_kv_alloc(&kv)};
     int32_t tok[2] = {5, 6}, pos[2] = {0, 1}, seq[2] = {0, 0};
     uint8_t want[2] = {0, 1};
-    hr_seq_blocks sb[2] = {{ta, 2, 0}, {tb, 2, 0}};
+    hr_seq_blocks sb[2] = {{ta, 2, 0, 0}, {tb, 2, 0, 0}};
     hr_batch b = {.n_tokens = 2, .token = tok, .pos = pos, .seq = seq, .logits = want,
                   .n_seqs = 1, .seqs = sb};
     assert_int_equal(hr_forward(f, &kv, &b, lg, &err), 0);
@@ -239,7 +239,7 @@ static void test_recurrent_slots(void **state) {
     c.pos = &p0;
     assert_int_equal(hr_forward(f, &kv, &c, lg, &err), 0);
     int32_t tc[2] = {hr_kv_alloc(&kv), hr_kv_alloc(&kv)};
-    hr_seq_blocks sc = {tc, 2, 0};
+    hr_seq_blocks sc = {tc, 2, 0, 0};
     c.seqs = &sc;
     assert_int_equal(hr_forward(f, &kv, &c, lg, &err), HR_EFULL);
     assert_non_null(strstr(err.msg, "no recurrent state slot free"));
@@ -248,13 +248,13 @@ static void test_recurrent_slots(void **state) {
     hr_kv_unref(&kv, ta[1]);
     assert_int_equal(hr_forward(f, &kv, &c, lg, &err), 0);
     /* a sequence without tokens in a step holds no slot in it */
-    hr_seq_blocks idle[2] = {{tb, 2, 0}, {tc, 2, 0}};
+    hr_seq_blocks idle[2] = {{tb, 2, 0, 0}, {tc, 2, 0, 0}};
     int32_t p1 = 1, s1 = 1;
     hr_batch e = {.n_tokens = 1, .token = &t1, .pos = &p1, .seq = &s1, .logits = &w1,
                   .n_seqs = 2, .seqs = idle};
     assert_int_equal(hr_forward(f, &kv, &e, lg, &err), 0);
     /* two sequences sharing a first block cannot both carry state */
-    hr_seq_blocks two[2] = {{tc, 2, 0}, {tc, 2, 0}};
+    hr_seq_blocks two[2] = {{tc, 2, 0, 0}, {tc, 2, 0, 0}};
     int32_t tk2[2] = {1, 2}, ps2[2] = {0, 0}, sq2[2] = {0, 1};
     uint8_t w2[2] = {1, 1};
     hr_batch d = {.n_tokens = 2, .token = tk2, .pos = ps2, .seq = sq2, .logits = w2,
@@ -409,6 +409,34 @@ static void test_gpt_oss_mxfp4(void **state) {
     }
     printf("gpt_oss MXFP4 (hub layout) vs its values in f32: max |dlogprob| %.2e\n", worst);
     assert_true(worst < 1e-4);
+    /* as a GGUF file (llama.cpp's gpt-oss: MXFP4 experts as GGML type 39, the rest F32):
+     * the same blocks, so the same logits, bit for bit */
+    char gpath[4300];
+    snprintf(gpath, sizeof gpath, "%s/gpt-oss.gguf", tmp);
+    hr_convert_opts co = {.src = qdir, .out = gpath, .dtype = HR_DTYPE_COUNT,
+                          .gguf = HR_DTYPE_F32};
+    if (hr_convert(&co, &err))
+        fail_msg("gguf export: %s", err.msg);
+    hr_model *mg = NULL;
+    if (hr_model_open(&mg, gpath, &err))
+        fail_msg("gguf open: %s", err.msg);
+    assert_int_equal(mg->layers[0].e_gate[0].dtype, HR_DTYPE_MXFP4);
+    hr_runner *rg = NULL;
+    assert_int_equal(hr_runner_new(&rg, mg, &ro, &err), 0);
+    hr_runner_reset(rq);
+    float *lg = malloc((size_t)V * sizeof *lg);
+    for (int i = 0; i < 8; i++) {
+        assert_int_equal(hr_runner_eval(rq, &tok[i], 1, lq, &err), 0);
+        assert_int_equal(hr_runner_eval(rg, &tok[i], 1, lg, &err), 0);
+        if (memcmp(lq, lg, (size_t)V * sizeof *lq))
+            fail_msg("gpt-oss GGUF (MXFP4 experts): token %d's logits differ from the hub "
+                     "MXFP4 model's", i);
+    }
+    printf("gpt_oss MXFP4 as GGUF (gpt-oss, type 39): logits bit-identical to the hub layout\n");
+    free(lg);
+    hr_runner_free(rg);
+    hr_model_free(mg);
+    unlink(gpath);
     /* a scales tensor of the wrong shape, a fused tensor of the wrong shape */
     char bad[4300];
     snprintf(bad, sizeof bad, "%s/bad", tmp);
@@ -584,6 +612,44 @@ static void test_config_errors(void **state) {
     expect_config_error("{\"model_type\": \"qwen3_moe\", " BASE ", \"num_experts\": 4, "
                         "\"num_experts_per_tok\": 2, \"layer_types\": [\"linear_attention\", "
                         "\"full_attention\"]}", HR_EUNSUPPORTED, "layer type 'linear_attention'");
+    expect_config_error("{\"model_type\": \"glm4_moe\", " BASE ", \"n_routed_experts\": 8, "
+                        "\"num_experts_per_tok\": 2, \"n_shared_experts\": 1, \"n_group\": 3}",
+                        HR_EFORMAT, "'n_group' (3)");
+    expect_config_error("{\"model_type\": \"glm4_moe\", " BASE ", \"n_routed_experts\": 8, "
+                        "\"num_experts_per_tok\": 2}", HR_EFORMAT, "'n_shared_experts'");
+    expect_config_error("{\"model_type\": \"granitemoehybrid\", " BASE ", "
+                        "\"num_local_experts\": 0, \"layer_types\": [\"mamba\", \"attention\"]}",
+                        HR_EUNSUPPORTED, "'num_local_experts' 0");
+    expect_config_error("{\"model_type\": \"granitemoehybrid\", " BASE ", "
+                        "\"num_local_experts\": 4, \"num_experts_per_tok\": 2, "
+                        "\"shared_intermediate_size\": 8, \"mamba_n_heads\": 3, "
+                        "\"mamba_d_state\": 4, \"layer_types\": [\"mamba\", \"attention\"]}",
+                        HR_EFORMAT, "Mamba-2 dimensions");
+    expect_config_error("{\"model_type\": \"qwen3_next\", " BASE ", \"num_experts\": 4, "
+                        "\"num_experts_per_tok\": 2, \"shared_expert_intermediate_size\": 8, "
+                        "\"layer_types\": [\"mamba\", \"full_attention\"]}", HR_EUNSUPPORTED,
+                        "layer type 'mamba'");
+    expect_config_error("{\"model_type\": \"granitemoehybrid\", " BASE ", "
+                        "\"num_local_experts\": 4, \"num_experts_per_tok\": 2, "
+                        "\"shared_intermediate_size\": 8, \"mamba_n_heads\": 2, "
+                        "\"mamba_d_state\": 4, \"time_step_limit\": [0.001, 0.1], "
+                        "\"layer_types\": [\"mamba\", \"attention\"]}", HR_EUNSUPPORTED,
+                        "time_step_limit");
+    /* Granite 4.0-H's config.json as the hub has it (4.x: "mamba" / "attention") and as
+     * transformers 5.x writes it (the fixture: "linear_attention" / "full_attention") */
+    json_t *cfg = json_loads("{\"model_type\": \"granitemoehybrid\", " BASE ", "
+                             "\"num_local_experts\": 4, \"num_experts_per_tok\": 2, "
+                             "\"shared_intermediate_size\": 8, \"mamba_n_heads\": 2, "
+                             "\"mamba_d_state\": 4, \"layer_types\": [\"mamba\", "
+                             "\"attention\"]}", 0, NULL);
+    hr_hparams hp;
+    hr_error err = {0};
+    assert_int_equal(hr_hparams_from_json(&hp, cfg, NULL, &err), 0);
+    assert_true(hp.layer_linear[0] && !hp.layer_linear[1] && !hp.layer_rope[1]);
+    assert_int_equal(hp.mb_inner, 16);
+    assert_int_equal(hp.mb_head_dim, 8);
+    hr_hparams_deinit(&hp);
+    json_decref(cfg);
 }
 
 int main(void) {

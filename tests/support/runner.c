@@ -106,7 +106,7 @@ int hr_runner_eval(hr_runner *r, const int32_t *tokens, int n, float *logits,
         HR_ASSERT(b >= 0); /* the pool holds n_ctx tokens */
         r->blocks[r->n_blocks++] = b;
     }
-    hr_seq_blocks sb = {r->blocks, r->n_blocks, new_len};
+    hr_seq_blocks sb = {r->blocks, r->n_blocks, new_len, 0};
     for (int done = 0; done < n;) {
         int c = n - done < r->chunk ? n - done : r->chunk;
         for (int i = 0; i < c; i++) {

@@ -206,7 +206,46 @@ CASES = [
          linear_num_value_heads=4, linear_num_key_heads=2, linear_key_head_dim=16,
          linear_value_head_dim=16, linear_conv_kernel_dim=4,
          rope_parameters=rope(theta=10000.0, partial_rotary_factor=0.25)),
+    # Wave 3: further MoE families and a Mamba-2 hybrid.
+    case("glm4_moe", "Glm4MoeConfig", "Glm4MoeForCausalLM",
+         "DeepSeek-V3 router: sigmoid scores + e_score_correction_bias (random, a buffer) for the "
+         "choice only, 8 routed experts in n_group 2 / topk_group 1, top-2, renormalised, "
+         "routed_scaling_factor 2.5, 1 shared expert (moe_intermediate 32); layer 0 dense "
+         "(first_k_dense_replace 1, intermediate 128); partial rotary 0.5 NOT interleaved "
+         "(gpt-neox rotate_half), q/k/v bias, per-head q/k norms",
+         tie_word_embeddings=False, attention_bias=True, use_qk_norm=True,
+         moe_intermediate_size=32, num_experts_per_tok=2, n_shared_experts=1, n_routed_experts=8,
+         routed_scaling_factor=2.5, n_group=2, topk_group=1, first_k_dense_replace=1,
+         norm_topk_prob=True, partial_rotary_factor=0.5,
+         rope_parameters=rope(theta=10000.0, partial_rotary_factor=0.5)),
+    case("granitemoe", "GraniteMoeConfig", "GraniteMoeForCausalLM",
+         "4 experts top-2 (softmax over the top-k router logits), experts as fused input_linear "
+         "[E, 2I, H] (silu(first half) * second half) and output_linear [E, H, I], intermediate "
+         "32; granite multipliers: embedding 2.5, residual 0.6, attention 0.2 (the scale), "
+         "logits / 0.8",
+         drop=("head_dim",), tie_word_embeddings=False, num_local_experts=4, num_experts_per_tok=2,
+         intermediate_size=32, embedding_multiplier=2.5, residual_multiplier=0.6,
+         attention_multiplier=0.2, logits_scaling=0.8, rope_parameters=rope(theta=10000.0)),
+    case("granitemoehybrid", "GraniteMoeHybridConfig", "GraniteMoeHybridForCausalLM",
+         "Granite 4.0-H shape: layer_types [mamba, attention, mamba]; Mamba-2 mixer: in_proj -> "
+         "gate(128) | xBC(128+2*16) | dt(8 heads), causal depthwise conv1d (4, bias) + silu, "
+         "dt=softplus(dt+dt_bias), A=-exp(A_log), 8 heads x head_dim 16, d_state 16, 1 group, D "
+         "skip, gated RMSNorm (y*silu(gate)) over the 128 wide output; mamba_chunk_size 16 (the "
+         "61-token prompt spans 4 chunks); attention without positions (nope), scale "
+         "attention_multiplier; MoE 4 experts top-2 + shared MLP (64); granite multipliers",
+         drop=("head_dim",), tie_word_embeddings=False, num_local_experts=4, num_experts_per_tok=2,
+         intermediate_size=32, shared_intermediate_size=64, embedding_multiplier=2.5,
+         residual_multiplier=0.6, attention_multiplier=0.2, logits_scaling=0.8,
+         position_embedding_type="nope", layer_types=["mamba", "attention", "mamba"],
+         mamba_n_heads=8, mamba_n_groups=1, mamba_d_state=16, mamba_d_head=16, mamba_d_conv=4,
+         mamba_expand=2, mamba_chunk_size=16, mamba_conv_bias=True, mamba_proj_bias=False,
+         rope_parameters=rope(theta=10000.0)),
 ]
+
+# Cases whose reference also records decoding with transformers' own cache (prefill of the
+# prompt, then one token per step): for recurrent layers that is the step recurrence, while
+# the full forward passes above use the chunked scan.  The log reports how far they differ.
+CACHED_CHECK = {"qwen3_next", "granitemoehybrid"}
 
 # bf16 variants: the same model as the base case (same seed, same prompts), every
 # parameter rounded to bfloat16, saved as bfloat16; reference computed in float32
@@ -257,6 +296,11 @@ ABLATIONS = {
     "llama-rope-yarn": [("default rope", _set(rope_parameters=rope(theta=10000.0)))],
     "smollm3": [("rope on every layer", _set(no_rope_layers=[1, 1, 1]))],
     "glm4": [("full rotary", _rope_set(partial_rotary_factor=1.0))],
+    "glm4_moe": [("n_group 1, topk_group 1", _set(n_group=1, topk_group=1)),
+                 ("routed_scaling_factor 1", _set(routed_scaling_factor=1.0))],
+    "granitemoehybrid": [("one chunk (mamba_chunk_size 256; ~0 expected)",
+                          _set(mamba_chunk_size=256)),
+                         ("residual_multiplier 1", _set(residual_multiplier=1.0))],
     "granite": [("embedding_multiplier 1", _set(embedding_multiplier=1.0)),
                 ("residual_multiplier 1", _set(residual_multiplier=1.0)),
                 ("attention_multiplier 0.25", _set(attention_multiplier=0.25)),
@@ -313,6 +357,12 @@ def randomize(torch, model, model_type, seed):
                 # Qwen3-Next's gated RMSNorm in the DeltaNet layers multiplies by w itself.
                 centered = zero_centered and "linear_attn.norm" not in name
                 v = 0.2 * r if centered else 1.0 + 0.2 * r
+            elif name.endswith("A_log"):
+                # Mamba-2: A = -exp(A_log) ~ -0.37 and dt ~ softplus(-2) keep exp(dt*A) near
+                # 0.95, so the state carries across the 16-token chunks instead of dying out.
+                v = -1.0 + 0.2 * r
+            elif name.endswith("dt_bias") and "mamba" in name:
+                v = -2.0 + 0.2 * r
             elif "embed_tokens" in name:
                 # Gemma multiplies embeddings by sqrt(hidden) (=8) and ties lm_head to them:
                 # at 0.3 the scaled embedding dominates the residual stream and every
@@ -324,6 +374,12 @@ def randomize(torch, model, model_type, seed):
                 v = 0.15 * r
             p.copy_(v)
             n += p.numel()
+        # Persistent buffers that are weights in all but name (the DeepSeek-V3-style router's
+        # score correction bias, saved in the checkpoint): random too, or they test nothing.
+        for name, b in model.named_buffers():
+            if name.endswith("e_score_correction_bias"):
+                b.copy_(0.1 * torch.randn(b.shape, generator=g, dtype=torch.float32))
+                n += b.numel()
     return n
 
 
@@ -345,6 +401,40 @@ def greedy(torch, model, prompt):
         ids.append(nxt)
         gen.append(nxt)
     return gen, steps
+
+
+def cached_check(torch, model, prompt, gen, ref_steps):
+    """Greedy with transformers' cache: prefill the prompt, then one token per forward.
+
+    Returns (tokens equal to the full-forward greedy, max |dlogprob| over the top entries).
+    """
+    import inspect
+    kw = {}
+    cache_cls = None
+    mod = inspect.getmodule(type(model))
+    for nm in ("HybridMambaAttentionDynamicCache", "Qwen3NextDynamicCache"):
+        if hasattr(mod, nm):
+            cache_cls = getattr(mod, nm)
+    if cache_cls is not None:
+        try:
+            kw["past_key_values"] = cache_cls(model.config, 1, dtype=torch.float32, device="cpu")
+        except TypeError:
+            kw["past_key_values"] = cache_cls(config=model.config)
+    ids = torch.tensor([prompt], dtype=torch.long)
+    out_tokens, worst = [], 0.0
+    with torch.no_grad():
+        out = model(input_ids=ids, use_cache=True, **kw)
+        for k in range(len(gen)):
+            lp = torch.log_softmax(out.logits[0, -1].to(torch.float64), dim=-1)
+            for i, v in ref_steps[k]["top"]:
+                worst = max(worst, abs(float(lp[i]) - v))
+            nxt = int(torch.argmax(out.logits[0, -1]))
+            out_tokens.append(nxt)
+            n = len(prompt) + k
+            out = model(input_ids=torch.tensor([[nxt]], dtype=torch.long),
+                        past_key_values=out.past_key_values, use_cache=True,
+                        cache_position=torch.tensor([n], dtype=torch.long))
+    return out_tokens == gen, worst
 
 
 def dir_size(d):
@@ -404,6 +494,14 @@ def run_case(torch, transformers, c, outdir, log):
         gen, steps = greedy(torch, load(), p)
         cases.append({"prompt_tokens": p, "greedy_tokens": gen, "steps": steps})
         margins += [s["margin"] for s in steps]
+    cached = []
+    if c["name"] in CACHED_CHECK:
+        for p, cs in zip(prompts, cases):
+            try:
+                same, worst = cached_check(torch, load(), p, cs["greedy_tokens"], cs["steps"])
+                cached.append("tokens %s max|dlogprob| %.3g" % ("equal" if same else "DIFFER", worst))
+            except Exception as e:
+                cached.append("ERROR %s: %s" % (type(e).__name__, str(e).splitlines()[0] if str(e) else ""))
     ref = {
         "case": c["name"],
         "arch": m.config.model_type,
@@ -421,11 +519,14 @@ def run_case(torch, transformers, c, outdir, log):
     log.write("   quirks: %s\n" % c["quirks"])
     for k in ("rope_parameters", "layer_types", "sliding_window", "no_rope_layers",
               "partial_rotary_factor", "original_max_position_embeddings", "tie_word_embeddings",
-              "dtype", "query_pre_attn_scalar", "attn_logit_softcapping", "final_logit_softcapping"):
+              "dtype", "query_pre_attn_scalar", "attn_logit_softcapping", "final_logit_softcapping",
+              "position_embedding_type", "mamba_chunk_size", "n_group", "topk_group"):
         if k in cfg_json:
             log.write("   config.%s = %s\n" % (k, json.dumps(cfg_json[k])))
     log.write("   files: %s\n" % sorted(os.listdir(d)))
     log.write("   reload max|dlogit| = %.3g\n" % reload_diff)
+    for k, line in enumerate(cached):
+        log.write("   cached decoding vs full forward, prompt %d: %s\n" % (k, line))
     if not c["bf16"]:
         ablate(torch, transformers, c, state_built, prompts[2], logits_built[-1], log)
     return nparam, margins, dir_size(d), reload_diff

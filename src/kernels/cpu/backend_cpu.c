@@ -11,6 +11,7 @@
 #include "kernels/cpu/kvquant.h"
 #include "kernels/cpu/lora.h"
 #include "kernels/cpu/deltanet.h"
+#include "kernels/cpu/mamba2.h"
 #include "kernels/cpu/moe.h"
 #include "kernels/cpu/ops.h"
 #include "kernels/cpu/quant.h"
@@ -350,6 +351,11 @@ static void cpu_deltanet(hr_bctx *c, const hr_deltanet_args *a) {
     hr_deltanet(x->pool, a, x->in.n_tokens, x->in.pos, x->in.seq, x->in.n_seqs);
 }
 
+static void cpu_mamba2(hr_bctx *c, const hr_mamba2_args *a) {
+    cpu_ctx *x = ctx_of(c);
+    hr_mamba2(x->pool, a, x->in.n_tokens, x->in.pos, x->in.seq, x->in.n_seqs);
+}
+
 static void cpu_moe(hr_bctx *c, const hr_moe_args *a) {
     cpu_ctx *x = ctx_of(c);
     hr_moe(x->pool, x->moe, a, x->in.n_tokens);
@@ -394,6 +400,7 @@ static const hr_backend_ops cpu_ops = {
     .encoder = true,
     .embed_abs = cpu_embed_abs,
     .lora = cpu_lora,
+    .mamba2 = cpu_mamba2,
 };
 
 static hr_backend cpu_backend = {.name = "cpu", .device_mem = false, .ops = &cpu_ops};

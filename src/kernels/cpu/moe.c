@@ -104,6 +104,37 @@ void hr_moe_route(const float *logits, int n_experts, int k, int router, bool no
             w[j] /= ksum;
 }
 
+void hr_moe_route_grouped(const float *logits, const float *bias, int n_experts, int k,
+                          int n_group, int topk_group, bool norm_topk, float scale,
+                          int32_t *sel, float *w) {
+    float s[1024], c[1024], gs[1024];
+    int per = n_experts / n_group;
+    for (int e = 0; e < n_experts; e++) {
+        s[e] = 1.0f / (1.0f + expf(-logits[e]));
+        c[e] = s[e] + bias[e];
+    }
+    for (int g = 0; g < n_group; g++) { /* a group: the sum of its 2 best */
+        int32_t two[2];
+        top_k(c + g * per, per, 2, two);
+        gs[g] = c[g * per + two[0]] + c[g * per + two[1]];
+    }
+    int32_t keep[1024];
+    top_k(gs, n_group, topk_group, keep);
+    for (int g = 0; g < n_group; g++) {
+        bool kept = false;
+        for (int i = 0; i < topk_group && !kept; i++)
+            kept = keep[i] == g;
+        for (int e = 0; !kept && e < per; e++)
+            c[g * per + e] = 0.0f; /* as transformers' masked_fill(.., 0.0) */
+    }
+    top_k(c, n_experts, k, sel);
+    float sum = 0;
+    for (int j = 0; j < k; j++)
+        sum += w[j] = s[sel[j]];
+    for (int j = 0; j < k; j++)
+        w[j] = (norm_topk ? w[j] / (sum + 1e-20f) : w[j]) * scale;
+}
+
 /* ---- activations -------------------------------------------------------------- */
 
 static inline float swiglu_clamped(float g, float u, float alpha, float limit) {
@@ -135,8 +166,13 @@ void hr_moe(hr_pool *pool, hr_moe_scratch *s, const hr_moe_args *a, int T) {
     hr_matmul(pool, s->logits, E, a->x, d, T, a->router_w, a->router_b);
     memset(s->count, 0, (size_t)E * sizeof *s->count);
     for (int t = 0; t < T; t++) {
-        hr_moe_route(s->logits + (size_t)t * E, E, k, a->router, a->norm_topk,
-                     s->sel + (size_t)t * k, s->w + (size_t)t * k);
+        if (a->router == HR_BROUTER_SIGMOID_GROUPED)
+            hr_moe_route_grouped(s->logits + (size_t)t * E, a->score_bias, E, k, a->n_group,
+                                 a->topk_group, a->norm_topk, a->scale,
+                                 s->sel + (size_t)t * k, s->w + (size_t)t * k);
+        else
+            hr_moe_route(s->logits + (size_t)t * E, E, k, a->router, a->norm_topk,
+                         s->sel + (size_t)t * k, s->w + (size_t)t * k);
         for (int j = 0; j < k; j++)
             s->count[s->sel[(size_t)t * k + j]]++;
     }
@@ -186,14 +222,15 @@ void hr_moe(hr_pool *pool, hr_moe_scratch *s, const hr_moe_args *a, int T) {
     if (!a->sh_ff)
         return;
     int sf = a->sh_ff;
-    hr_matmul_multi(pool, a->x, d, T, 3,
+    bool gated = a->sh_inp && a->sh_inp->data;
+    hr_matmul_multi(pool, a->x, d, T, gated ? 3 : 2,
                     (hr_matmul_out[]){{s->ug, sf, a->sh_up, NULL}, {s->gg, sf, a->sh_gate, NULL},
                                       {s->sh_s, 1, a->sh_inp, NULL}});
     act_rows(&(hr_moe_args){.act = a->act == HR_BACT_SWIGLU_CLAMPED ? HR_BACT_SILU : a->act},
              s->gg, s->ug, T, sf);
     hr_matmul(pool, s->sh, d, s->gg, sf, T, a->sh_down, NULL);
     for (int t = 0; t < T; t++) {
-        float gate = 1.0f / (1.0f + expf(-s->sh_s[t]));
+        float gate = gated ? 1.0f / (1.0f + expf(-s->sh_s[t])) : 1.0f;
         float *o = a->out + (size_t)t * d;
         const float *y = s->sh + (size_t)t * d;
         for (int i = 0; i < d; i++)

@@ -23,5 +23,10 @@ void hr_moe(hr_pool *pool, hr_moe_scratch *s, const hr_moe_args *a, int T);
  * (ties: the lower index), and their weights, from n_experts logits. */
 void hr_moe_route(const float *logits, int n_experts, int k, int router, bool norm_topk,
                   int32_t *sel, float *w);
+/* The same for HR_BROUTER_SIGMOID_GROUPED (kernels/backend.h): bias
+ * [n_experts], up to 1024 experts. */
+void hr_moe_route_grouped(const float *logits, const float *bias, int n_experts, int k,
+                          int n_group, int topk_group, bool norm_topk, float scale,
+                          int32_t *sel, float *w);
 
 #endif

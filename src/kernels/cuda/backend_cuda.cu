@@ -432,6 +432,7 @@ static const hr_backend_ops cu_ops = {
     NULL /* moe: not yet */, false /* attn_sinks: not yet */, NULL /* deltanet: not yet */,
     false /* encoder (bidirectional attention): not yet */, NULL /* embed_abs: not yet */,
     NULL /* lora: not yet */,
+    NULL /* mamba2: not yet */,
 };
 
 static hr_backend g_backends[MAX_DEVICES];

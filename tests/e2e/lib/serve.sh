@@ -36,3 +36,17 @@ stop_servers() {
         kill "${SERVER_PIDS[@]}" 2>/dev/null || true # some may have exited already
     fi
 }
+
+# wait_running PORT: until the server on PORT has a generation running
+# (/stats requests.active), at most 5 s; so that a request sent next queues
+# behind it however fast the machine is
+wait_running() {
+    for _ in $(seq 100); do
+        curl -s "http://127.0.0.1:$1/stats" |
+            python3 -c 'import json,sys; sys.exit(json.load(sys.stdin)["requests"]["active"] < 1)' &&
+            return 0
+        sleep 0.05
+    done
+    echo "wait_running: no generation started on port $1"
+    return 1
+}
