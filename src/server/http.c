@@ -700,6 +700,18 @@ int hr__http_start(hr_server *s, hr_error *err) {
     return 0;
 }
 
+/* h->cv for 20 ms at most (h->mu held) */
+static void wait_20ms(hr_http *h) {
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    ts.tv_nsec += 20000000L;
+    if (ts.tv_nsec >= 1000000000L) {
+        ts.tv_sec++;
+        ts.tv_nsec -= 1000000000L;
+    }
+    pthread_cond_timedwait(&h->cv, &h->mu, &ts);
+}
+
 void hr__http_stop(hr_server *s) {
     hr_http *h = s->http;
     if (!h)
@@ -712,14 +724,20 @@ void hr__http_stop(hr_server *s) {
     double t0 = hr_now();
     pthread_mutex_lock(&h->mu);
     while (h->n_workers > 0 && hr_now() - t0 < 2.0) {
-        struct timespec ts;
-        clock_gettime(CLOCK_REALTIME, &ts);
-        ts.tv_nsec += 20000000L;
-        if (ts.tv_nsec >= 1000000000L) {
-            ts.tv_sec++;
-            ts.tv_nsec -= 1000000000L;
+        wait_20ms(h);
+    }
+    /* ...and for their connections to take the last bytes (an ended stream
+     * whose connection has not let go of its box), at most 1 s more */
+    for (t0 = hr_now(); hr_now() - t0 < 1.0;) {
+        bool flushing = false;
+        for (hr_outbox *b = h->boxes; b && !flushing; b = b->next) {
+            pthread_mutex_lock(&b->mu);
+            flushing = b->c && b->ended;
+            pthread_mutex_unlock(&b->mu);
         }
-        pthread_cond_timedwait(&h->cv, &h->mu, &ts);
+        if (!flushing)
+            break;
+        wait_20ms(h);
     }
     /* no connection may stay suspended when the daemon stops */
     h->closing = true;
