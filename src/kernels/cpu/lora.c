@@ -89,11 +89,12 @@ static void up_worker(void *p, int ith, int nth) {
     }
 }
 
-/* Multiply-adds below which the deltas run on the calling thread: a
- * decode step's (rank 16 on a 1-4k wide model: ~0.1M per product) cost
- * less than waking the pool twice. Either way every element is computed
- * the same way. */
-#define INLINE_MACS (1L << 20)
+/* Multiply-adds below which the deltas run on the calling thread (waking
+ * the pool twice costs more): one decode row of rank 16 on a 576-wide
+ * model is ~18K a product; 4 rows of 4 adapters, ~74K, spread (0.545x ->
+ * 0.75x of the base with 4 clients, docs/adapters.md). Either way every
+ * element is computed the same way. */
+#define INLINE_MACS (1L << 16)
 
 void hr_lora(hr_pool *pool, float *z, int T, const hr_lora_args *a) {
     if (a->n_groups == 0 || a->off[a->n_groups] == 0)
