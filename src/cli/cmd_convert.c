@@ -29,6 +29,27 @@ static int parse_dtype(const char *s, hr_dtype *out) {
     return 0;
 }
 
+/* o with --gguf TYPE (or none) applied, converted; the verb's exit status */
+static int run(hr_convert_opts *o, const char *gguf) {
+    hr_error err = {0};
+    if (gguf) {
+        int t = -1;
+        for (int i = 0; i < HR_DTYPE_COUNT; i++)
+            if (!strcmp(hr_dtype_name((hr_dtype)i), gguf))
+                t = i;
+        if (t < 0) {
+            hr_err(&err, HR_EINVAL, "--gguf: unknown type '%s'", gguf);
+            return hr_cli_fail(&err);
+        }
+        o->gguf = (hr_dtype)t;
+    }
+    if (hr_convert(o, &err))
+        return hr_cli_fail(&err);
+    if (!gguf)
+        printf("wrote %s\n", o->out);
+    return 0;
+}
+
 int hr_cmd_convert(int argc, char **argv) {
     const char *model = NULL, *out = NULL, *dtype = NULL, *gguf = NULL;
     long bits = 4, group = 64;
@@ -61,22 +82,7 @@ int hr_cmd_convert(int argc, char **argv) {
                          .gguf = HR_DTYPE_COUNT, .report = stdout};
     if (parse_dtype(dtype, &o.dtype))
         return hr_cli_fail(&(hr_error){.msg = "--dtype must be bf16, f16 or f32"});
-    if (gguf) {
-        int t = -1;
-        for (int i = 0; i < HR_DTYPE_COUNT; i++)
-            if (!strcmp(hr_dtype_name((hr_dtype)i), gguf))
-                t = i;
-        if (t < 0) {
-            hr_err(&err, HR_EINVAL, "--gguf: unknown type '%s'", gguf);
-            return hr_cli_fail(&err);
-        }
-        o.gguf = (hr_dtype)t;
-    }
-    if ((rc = hr_convert(&o, &err)))
-        return hr_cli_fail(&err);
-    if (!gguf)
-        printf("wrote %s\n", out);
-    return 0;
+    return run(&o, gguf);
 }
 
 static const char fuse_usage[] =
@@ -109,20 +115,5 @@ int hr_cmd_fuse(int argc, char **argv) {
     hr_convert_opts o = {.src = model, .out = out, .bits = 4, .group = 64,
                          .dtype = HR_DTYPE_COUNT, .gguf = HR_DTYPE_COUNT, .report = stdout,
                          .adapter = adapter, .dequantize = dequant || dequant2};
-    if (gguf) {
-        int t = -1;
-        for (int i = 0; i < HR_DTYPE_COUNT; i++)
-            if (!strcmp(hr_dtype_name((hr_dtype)i), gguf))
-                t = i;
-        if (t < 0) {
-            hr_err(&err, HR_EINVAL, "--gguf: unknown type '%s'", gguf);
-            return hr_cli_fail(&err);
-        }
-        o.gguf = (hr_dtype)t;
-    }
-    if ((rc = hr_convert(&o, &err)))
-        return hr_cli_fail(&err);
-    if (!gguf)
-        printf("wrote %s\n", out);
-    return 0;
+    return run(&o, gguf);
 }
