@@ -178,6 +178,11 @@ static int write_block(hr_ssd *s, const job *j) {
         errno = e;
         return -1;
     }
+    if (atomic_load(&s->paused)) { /* before the count: who sees the write sees the resume */
+        hr_log(HR_LOG_INFO, "SSD cache: writing to %s again", s->dir);
+        atomic_store(&s->paused, false);
+        s->backoff = s->backoff_min;
+    }
     atomic_fetch_add(&s->used, HDR_BYTES + s->payload + state);
     atomic_fetch_add(&s->n_written, 1);
     atomic_fetch_add(&s->bytes_written, (long long)(HDR_BYTES + s->payload + state));
@@ -210,13 +215,8 @@ static void *writer(void *arg) {
         /* jobs queued before a failure are dropped while paused (their
          * blocks stay right in RAM; only the copy on disk is lost) */
         if (!atomic_load(&s->paused) || hr_now() >= atomic_load(&s->retry_at)) {
-            if (write_block(s, &j) != 0) {
+            if (write_block(s, &j) != 0)
                 pause_writes(s, errno);
-            } else if (atomic_load(&s->paused)) {
-                hr_log(HR_LOG_INFO, "SSD cache: writing to %s again", s->dir);
-                atomic_store(&s->paused, false);
-                s->backoff = s->backoff_min;
-            }
         }
         pthread_mutex_lock(&s->mu);
         s->q_head = (s->q_head + 1) % QUEUE;
