@@ -144,29 +144,142 @@ static void http_replies(text *t, hr_metrics *m) {
         }
 }
 
+/* ---- the engines' series, one sample per loaded model -------------------------------------- */
+
+enum {
+    E_REQUESTS, E_FINISHED, E_RUNNING, E_QUEUED, E_PROMPT_TOKENS, E_GENERATED, E_SPEC_DRAFTED,
+    E_SPEC_ACCEPTED, E_HIT_TOKENS, E_MISS_TOKENS, E_LOOKUPS, E_HITS, E_MISSES, E_PREFILL_TPS,
+    E_DECODE_TPS, E_KV_CAPACITY, E_KV_FREE, E_KV_USED, E_KV_CACHED, E_KV_BYTES, E_SSD,
+    E_SSD_WRITTEN, E_SSD_READ, E_SSD_WRITTEN_BYTES, E_SSD_READ_BYTES, E_SSD_QUARANTINED,
+    E_SSD_WRITE_ERRORS, E_SSD_READ_ERRORS, E_SSD_PAUSED, E_WEIGHTS, E_N
+};
+
+static const struct {
+    const char *name, *type, *help;
+} engine_series[E_N] = {
+    [E_REQUESTS] = {"requests_total", "counter", "Generation requests submitted to the engine."},
+    [E_FINISHED] = {"requests_finished_total", "counter",
+                    "Generation requests the engine has finished."},
+    [E_RUNNING] = {"requests_running", "gauge",
+                   "Generation requests being decoded or prefilled (batch rows)."},
+    [E_QUEUED] = {"requests_queued", "gauge",
+                  "Generation requests waiting for a batch row or KV blocks."},
+    [E_PROMPT_TOKENS] = {"prompt_tokens_total", "counter", "Prompt tokens of submitted requests."},
+    [E_GENERATED] = {"generated_tokens_total", "counter", "Tokens generated."},
+    [E_SPEC_DRAFTED] = {"spec_drafted_tokens_total", "counter",
+                        "Tokens drafted for speculative decoding (prompt lookup or the draft "
+                        "model)."},
+    [E_SPEC_ACCEPTED] = {"spec_accepted_tokens_total", "counter",
+                         "Drafted tokens the model accepted."},
+    [E_HIT_TOKENS] = {"prompt_cache_hit_tokens_total", "counter",
+                      "Prompt tokens whose KV came from the prompt cache."},
+    [E_MISS_TOKENS] = {"prompt_cache_miss_tokens_total", "counter",
+                       "Prompt tokens of requests that looked up the prompt cache, computed "
+                       "because it did not hold them."},
+    [E_LOOKUPS] = {"prompt_cache_lookups_total", "counter",
+                   "Requests that looked up the prompt cache (one lookup each)."},
+    [E_HITS] = {"prompt_cache_hits_total", "counter",
+                "Prompt cache lookups that reused a cached prefix."},
+    [E_MISSES] = {"prompt_cache_misses_total", "counter",
+                  "Prompt cache lookups that found no cached prefix."},
+    [E_PREFILL_TPS] = {"prefill_tokens_per_second", "gauge",
+                       "Prompt tokens per second over the last steps."},
+    [E_DECODE_TPS] = {"decode_tokens_per_second", "gauge",
+                      "Generated tokens per second over the last steps."},
+    [E_KV_CAPACITY] = {"kv_blocks_capacity", "gauge", "KV cache blocks in the pool."},
+    [E_KV_FREE] = {"kv_blocks_free", "gauge", "KV cache blocks free."},
+    [E_KV_USED] = {"kv_blocks_used", "gauge", "KV cache blocks held by running requests."},
+    [E_KV_CACHED] = {"kv_blocks_cached", "gauge", "KV cache blocks indexed by the prompt cache."},
+    [E_KV_BYTES] = {"kv_cache_bytes", "gauge", "Bytes of the KV cache pool."},
+    [E_SSD] = {"ssd_cache_enabled", "gauge", "1 when the prompt cache has an SSD tier."},
+    [E_SSD_WRITTEN] = {"ssd_cache_written_blocks_total", "counter",
+                       "KV blocks written to the SSD tier."},
+    [E_SSD_READ] = {"ssd_cache_read_blocks_total", "counter",
+                    "KV blocks read back from the SSD tier (hits)."},
+    [E_SSD_WRITTEN_BYTES] = {"ssd_cache_written_bytes_total", "counter",
+                             "Bytes of KV block files written to the SSD tier."},
+    [E_SSD_READ_BYTES] = {"ssd_cache_read_bytes_total", "counter",
+                          "Bytes of KV block files read back from the SSD tier (hits)."},
+    [E_SSD_QUARANTINED] = {"ssd_cache_quarantined_blocks_total", "counter",
+                           "SSD tier files set aside as damaged or foreign."},
+    [E_SSD_WRITE_ERRORS] = {"ssd_cache_write_errors_total", "counter",
+                            "SSD tier writes that failed (full disk, I/O error, read-only "
+                            "directory)."},
+    [E_SSD_READ_ERRORS] = {"ssd_cache_read_errors_total", "counter",
+                           "SSD tier reads that failed (then a miss)."},
+    [E_SSD_PAUSED] = {"ssd_cache_paused", "gauge",
+                      "1 while SSD tier writes are paused after an error."},
+    [E_WEIGHTS] = {"model_weights_bytes", "gauge", "Bytes of the model's weights."},
+};
+
+static void engine_values(const hr_engine_stats *st, size_t weights, double v[E_N]) {
+    v[E_REQUESTS] = (double)st->requests_total;
+    v[E_FINISHED] = (double)(st->requests_total - st->requests_running - st->requests_queued);
+    v[E_RUNNING] = (double)st->requests_running;
+    v[E_QUEUED] = (double)st->requests_queued;
+    v[E_PROMPT_TOKENS] = (double)st->prompt_tokens;
+    v[E_GENERATED] = (double)st->generated_tokens;
+    v[E_SPEC_DRAFTED] = (double)st->spec_drafted;
+    v[E_SPEC_ACCEPTED] = (double)st->spec_accepted;
+    v[E_HIT_TOKENS] = (double)st->cached_tokens;
+    v[E_MISS_TOKENS] = (double)st->cache_miss_tokens;
+    v[E_LOOKUPS] = (double)st->cache_lookups;
+    v[E_HITS] = (double)st->cache_hits;
+    v[E_MISSES] = (double)st->cache_misses;
+    v[E_PREFILL_TPS] = st->prefill_tps;
+    v[E_DECODE_TPS] = st->decode_tps;
+    v[E_KV_CAPACITY] = (double)st->kv_blocks_total;
+    v[E_KV_FREE] = (double)st->kv_blocks_free;
+    v[E_KV_USED] = (double)st->kv_blocks_requests;
+    v[E_KV_CACHED] = (double)st->kv_blocks_cached;
+    v[E_KV_BYTES] = (double)st->kv_bytes;
+    v[E_SSD] = st->ssd ? 1 : 0;
+    v[E_SSD_WRITTEN] = (double)st->ssd_written;
+    v[E_SSD_READ] = (double)st->ssd_hits;
+    v[E_SSD_WRITTEN_BYTES] = (double)st->ssd_bytes_written;
+    v[E_SSD_READ_BYTES] = (double)st->ssd_bytes_read;
+    v[E_SSD_QUARANTINED] = (double)st->ssd_quarantined;
+    v[E_SSD_WRITE_ERRORS] = (double)st->ssd_write_errors;
+    v[E_SSD_READ_ERRORS] = (double)st->ssd_read_errors;
+    v[E_SSD_PAUSED] = st->ssd_paused ? 1 : 0;
+    v[E_WEIGHTS] = (double)weights;
+}
+
+/* A label value, escaped as the format requires (\\ \" \n). */
+static void label(text *t, const char *v) {
+    for (const char *p = v; *p; p++)
+        put(t, "%s%c", *p == '\\' || *p == '"' || *p == '\n' ? "\\" : "", *p == '\n' ? 'n' : *p);
+}
+
 /* ---- the route ------------------------------------------------------------------------------ */
 
 hr_reply hr__route_metrics(hr_server *s) {
-    /* the default (first) model's engine; zeros while a pool has it unloaded */
-    hr_engine_stats st = {0};
-    hr_served *m = hr__pool_peek(s->pool, 0);
-    size_t weights = m ? m->model->weight_bytes : 0;
-    if (m) {
-        hr_engine_stats_get(m->engine, &st);
-        hr__pool_unpeek(s->pool, m);
-    }
     text t = {0};
     if ((t.buf = malloc(t.cap = 4096)))
         t.buf[0] = 0;
     else
         t.oom = true;
-    /* the served model, as an info-style gauge */
-    put(&t, "# HELP hearth_model_info The served model (value 1).\n"
-            "# TYPE hearth_model_info gauge\nhearth_model_info{model=\"");
-    for (const char *p = hr__pool_id(s->pool, 0); *p; p++) /* label escapes: \\ \" \n */
-        put(&t, "%s%c", *p == '\\' || *p == '"' || *p == '\n' ? "\\" : "",
-            *p == '\n' ? 'n' : *p);
-    put(&t, "\"} 1\n");
+    /* every model of the pool, loaded or not, as an info-style gauge; the
+     * engines' series below have a sample per loaded model */
+    int n = hr__pool_size(s->pool);
+    double (*v)[E_N] = calloc((size_t)n, sizeof *v);
+    bool *loaded = calloc((size_t)n, sizeof *loaded);
+    if (!v || !loaded)
+        t.oom = true;
+    put(&t, "# HELP hearth_model_info The served models (value 1), loaded or not.\n"
+            "# TYPE hearth_model_info gauge\n");
+    for (int i = 0; i < n && !t.oom; i++) {
+        hr_served *m = hr__pool_peek(s->pool, i);
+        if ((loaded[i] = m != NULL)) {
+            hr_engine_stats st;
+            hr_engine_stats_get(m->engine, &st);
+            engine_values(&st, m->model->weight_bytes, v[i]);
+            hr__pool_unpeek(s->pool, m);
+        }
+        put(&t, "hearth_model_info{model=\"");
+        label(&t, hr__pool_id(s->pool, i));
+        put(&t, "\",loaded=\"%s\"} 1\n", loaded[i] ? "true" : "false");
+    }
     gauge(&t, "uptime_seconds", "Seconds since the server started.", hr_now() - s->t_start);
     counter(&t, "http_requests_total", "HTTP requests answered or being answered.",
             (double)atomic_load(&s->http_requests));
@@ -178,68 +291,22 @@ hr_reply hr__route_metrics(hr_server *s) {
               ttft_le);
     histogram(&t, "inter_token_latency_seconds", "Seconds between two tokens of a generation.",
               &s->metrics.itl, itl_le);
-    counter(&t, "requests_total", "Generation requests submitted to the engine.",
-            (double)st.requests_total);
-    counter(&t, "requests_finished_total", "Generation requests the engine has finished.",
-            (double)(st.requests_total - st.requests_running - st.requests_queued));
-    gauge(&t, "requests_running", "Generation requests being decoded or prefilled (batch rows).",
-          (double)st.requests_running);
-    gauge(&t, "requests_queued", "Generation requests waiting for a batch row or KV blocks.",
-          (double)st.requests_queued);
-    counter(&t, "prompt_tokens_total", "Prompt tokens of submitted requests.",
-            (double)st.prompt_tokens);
-    counter(&t, "generated_tokens_total", "Tokens generated.", (double)st.generated_tokens);
-    counter(&t, "spec_drafted_tokens_total",
-            "Tokens drafted for speculative decoding (prompt lookup or the draft model).",
-            (double)st.spec_drafted);
-    counter(&t, "spec_accepted_tokens_total",
-            "Drafted tokens the model accepted.", (double)st.spec_accepted);
-    counter(&t, "prompt_cache_hit_tokens_total",
-            "Prompt tokens whose KV came from the prompt cache.", (double)st.cached_tokens);
-    counter(&t, "prompt_cache_miss_tokens_total",
-            "Prompt tokens of requests that looked up the prompt cache, computed because "
-            "it did not hold them.", (double)st.cache_miss_tokens);
-    counter(&t, "prompt_cache_lookups_total",
-            "Requests that looked up the prompt cache (one lookup each).",
-            (double)st.cache_lookups);
-    counter(&t, "prompt_cache_hits_total",
-            "Prompt cache lookups that reused a cached prefix.", (double)st.cache_hits);
-    counter(&t, "prompt_cache_misses_total",
-            "Prompt cache lookups that found no cached prefix.", (double)st.cache_misses);
-    gauge(&t, "prefill_tokens_per_second", "Prompt tokens per second over the last steps.",
-          st.prefill_tps);
-    gauge(&t, "decode_tokens_per_second", "Generated tokens per second over the last steps.",
-          st.decode_tps);
-    gauge(&t, "kv_blocks_capacity", "KV cache blocks in the pool.", st.kv_blocks_total);
-    gauge(&t, "kv_blocks_free", "KV cache blocks free.", st.kv_blocks_free);
-    gauge(&t, "kv_blocks_used", "KV cache blocks held by running requests.",
-          st.kv_blocks_requests);
-    gauge(&t, "kv_blocks_cached", "KV cache blocks indexed by the prompt cache.",
-          st.kv_blocks_cached);
-    gauge(&t, "kv_cache_bytes", "Bytes of the KV cache pool.", (double)st.kv_bytes);
-    gauge(&t, "ssd_cache_enabled", "1 when the prompt cache has an SSD tier.", st.ssd ? 1 : 0);
-    counter(&t, "ssd_cache_written_blocks_total", "KV blocks written to the SSD tier.",
-            (double)st.ssd_written);
-    counter(&t, "ssd_cache_read_blocks_total", "KV blocks read back from the SSD tier (hits).",
-            (double)st.ssd_hits);
-    counter(&t, "ssd_cache_written_bytes_total",
-            "Bytes of KV block files written to the SSD tier.", (double)st.ssd_bytes_written);
-    counter(&t, "ssd_cache_read_bytes_total",
-            "Bytes of KV block files read back from the SSD tier (hits).",
-            (double)st.ssd_bytes_read);
-    counter(&t, "ssd_cache_quarantined_blocks_total",
-            "SSD tier files set aside as damaged or foreign.", (double)st.ssd_quarantined);
-    counter(&t, "ssd_cache_write_errors_total",
-            "SSD tier writes that failed (full disk, I/O error, read-only directory).",
-            (double)st.ssd_write_errors);
-    counter(&t, "ssd_cache_read_errors_total", "SSD tier reads that failed (then a miss).",
-            (double)st.ssd_read_errors);
-    gauge(&t, "ssd_cache_paused", "1 while SSD tier writes are paused after an error.",
-          st.ssd_paused ? 1 : 0);
     gauge(&t, "process_resident_memory_bytes", "Resident set size of the process.",
           (double)hr__rss_bytes());
-    gauge(&t, "model_weights_bytes", "Bytes of the model's weights.",
-          (double)weights);
+    for (int e = 0; e < E_N && !t.oom; e++) {
+        const char *name = engine_series[e].name;
+        put(&t, "# HELP hearth_%s %s\n# TYPE hearth_%s %s\n", name, engine_series[e].help, name,
+            engine_series[e].type);
+        for (int i = 0; i < n; i++) {
+            if (!loaded[i])
+                continue;
+            put(&t, "hearth_%s{model=\"", name);
+            label(&t, hr__pool_id(s->pool, i));
+            put(&t, "\"} %.17g\n", v[i][e]);
+        }
+    }
+    free(v);
+    free(loaded);
     if (t.oom) {
         free(t.buf);
         return hr__error_reply(500, "server_error", NULL, "out of memory");

@@ -22,10 +22,10 @@ for run in 1 2; do
     b=http://127.0.0.1:$SERVER_PORT
     curl -sf "$b/v1/completions" -d "$body" >/dev/null
     for _ in $(seq 100); do # written in the background
-        [ "$(metric "$b" hearth_ssd_cache_written_bytes_total)" != 0 ] || [ $run = 2 ] && break
+        [ "$(metric "$b" 'hearth_ssd_cache_written_bytes_total{model="tiny-chat"}')" != 0 ] || [ $run = 2 ] && break
         sleep 0.05
     done
-    w=$(metric "$b" hearth_ssd_cache_written_bytes_total); r=$(metric "$b" hearth_ssd_cache_read_bytes_total)
+    w=$(metric "$b" 'hearth_ssd_cache_written_bytes_total{model="tiny-chat"}'); r=$(metric "$b" 'hearth_ssd_cache_read_bytes_total{model="tiny-chat"}')
     kill "$SERVER_PID"; wait "$SERVER_PID" 2>/dev/null || true
     if [ $run = 1 ]; then
         awk -v w="$w" 'BEGIN { exit !(w > 0) }' || { echo "FAIL: SSD written bytes $w"; exit 1; }

@@ -49,15 +49,15 @@ async function scrape() {
 
 await check('every line is well-formed; the families are there', async () => {
   const v = await scrape();
-  for (const name of ['hearth_http_requests_total', 'hearth_requests_total', 'hearth_requests_running', 'hearth_requests_queued',
-    'hearth_prompt_tokens_total', 'hearth_generated_tokens_total', 'hearth_prompt_cache_hit_tokens_total', 'hearth_kv_blocks_capacity',
-    'hearth_kv_blocks_free', 'hearth_kv_blocks_used', 'hearth_kv_blocks_cached', 'hearth_ssd_cache_read_blocks_total',
-    'hearth_prompt_cache_miss_tokens_total', 'hearth_prompt_cache_lookups_total', 'hearth_prompt_cache_hits_total',
-    'hearth_prompt_cache_misses_total', 'hearth_ssd_cache_written_bytes_total', 'hearth_ssd_cache_read_bytes_total',
-    'hearth_prefill_tokens_per_second', 'hearth_decode_tokens_per_second', 'hearth_process_resident_memory_bytes', 'hearth_model_info{model="tiny-chat"}',
+  for (const name of ['hearth_http_requests_total', 'hearth_requests_total{model="tiny-chat"}', 'hearth_requests_running{model="tiny-chat"}', 'hearth_requests_queued{model="tiny-chat"}',
+    'hearth_prompt_tokens_total{model="tiny-chat"}', 'hearth_generated_tokens_total{model="tiny-chat"}', 'hearth_prompt_cache_hit_tokens_total{model="tiny-chat"}', 'hearth_kv_blocks_capacity{model="tiny-chat"}',
+    'hearth_kv_blocks_free{model="tiny-chat"}', 'hearth_kv_blocks_used{model="tiny-chat"}', 'hearth_kv_blocks_cached{model="tiny-chat"}', 'hearth_ssd_cache_read_blocks_total{model="tiny-chat"}',
+    'hearth_prompt_cache_miss_tokens_total{model="tiny-chat"}', 'hearth_prompt_cache_lookups_total{model="tiny-chat"}', 'hearth_prompt_cache_hits_total{model="tiny-chat"}',
+    'hearth_prompt_cache_misses_total{model="tiny-chat"}', 'hearth_ssd_cache_written_bytes_total{model="tiny-chat"}', 'hearth_ssd_cache_read_bytes_total{model="tiny-chat"}',
+    'hearth_prefill_tokens_per_second{model="tiny-chat"}', 'hearth_decode_tokens_per_second{model="tiny-chat"}', 'hearth_process_resident_memory_bytes', 'hearth_model_info{model="tiny-chat",loaded="true"}',
     'hearth_time_to_first_token_seconds_count', 'hearth_inter_token_latency_seconds_bucket{le="+Inf"}'])
     assert(v.has(name), `missing ${name}`);
-  assert(v.get('hearth_kv_blocks_capacity') > 0 && v.get('hearth_process_resident_memory_bytes') > 0, 'gauges');
+  assert(v.get('hearth_kv_blocks_capacity{model="tiny-chat"}') > 0 && v.get('hearth_process_resident_memory_bytes') > 0, 'gauges');
 });
 
 await check('counters move as requests are served', async () => {
@@ -70,12 +70,12 @@ await check('counters move as requests are served', async () => {
   await fetch(`${base}/v1/chat/completions`, { method: 'POST', body: '{' });
   const after = await scrape();
   const d = (k) => after.get(k) - before.get(k);
-  assert(d('hearth_requests_total') === 2 && d('hearth_requests_finished_total') === 2, `requests ${d('hearth_requests_total')}`);
-  assert(d('hearth_prompt_tokens_total') > 0 && d('hearth_generated_tokens_total') >= 2, 'tokens');
-  assert(d('hearth_prompt_cache_hit_tokens_total') > 0, 'the repeat is a cache hit');
-  assert(d('hearth_prompt_cache_lookups_total') === 2 && d('hearth_prompt_cache_hits_total') === 1 &&
-    d('hearth_prompt_cache_misses_total') === 1, `lookups ${d('hearth_prompt_cache_lookups_total')} hits ${d('hearth_prompt_cache_hits_total')}`);
-  assert(d('hearth_prompt_cache_miss_tokens_total') + d('hearth_prompt_cache_hit_tokens_total') === d('hearth_prompt_tokens_total'),
+  assert(d('hearth_requests_total{model="tiny-chat"}') === 2 && d('hearth_requests_finished_total{model="tiny-chat"}') === 2, `requests ${d('hearth_requests_total{model="tiny-chat"}')}`);
+  assert(d('hearth_prompt_tokens_total{model="tiny-chat"}') > 0 && d('hearth_generated_tokens_total{model="tiny-chat"}') >= 2, 'tokens');
+  assert(d('hearth_prompt_cache_hit_tokens_total{model="tiny-chat"}') > 0, 'the repeat is a cache hit');
+  assert(d('hearth_prompt_cache_lookups_total{model="tiny-chat"}') === 2 && d('hearth_prompt_cache_hits_total{model="tiny-chat"}') === 1 &&
+    d('hearth_prompt_cache_misses_total{model="tiny-chat"}') === 1, `lookups ${d('hearth_prompt_cache_lookups_total{model="tiny-chat"}')} hits ${d('hearth_prompt_cache_hits_total{model="tiny-chat"}')}`);
+  assert(d('hearth_prompt_cache_miss_tokens_total{model="tiny-chat"}') + d('hearth_prompt_cache_hit_tokens_total{model="tiny-chat"}') === d('hearth_prompt_tokens_total{model="tiny-chat"}'),
     'every looked-up prompt token is a hit or a miss');
   assert(d('hearth_http_requests_total') === 4 && d('hearth_http_errors_total') === 1, `http ${d('hearth_http_requests_total')} ${d('hearth_http_errors_total')}`);
   assert(after.get('hearth_uptime_seconds') >= before.get('hearth_uptime_seconds'), 'uptime');
@@ -97,7 +97,7 @@ await check('answered from published counters while a generation runs', async ()
   const ms = performance.now() - t0;
   ctrl.abort();
   // the generation was still running when the scrape was answered
-  assert(v.get('hearth_requests_running') === 1, `running ${v.get('hearth_requests_running')}`);
+  assert(v.get('hearth_requests_running{model="tiny-chat"}') === 1, `running ${v.get('hearth_requests_running{model="tiny-chat"}')}`);
   assert(ms < 1000, `took ${ms.toFixed(1)} ms`);
   console.log(`metrics: scrape took ${ms.toFixed(1)} ms during a generation`);
 });

@@ -64,6 +64,13 @@ bytes_a=$(get "$port" /stats | jq_py "o['pool']['loaded_bytes']")
 [ "$(ask "$port" tiny-qwen)" = "$want_b" ] || { echo "FAIL: pool answer of tiny-qwen"; exit 1; }
 bytes_ab=$(get "$port" /stats | jq_py "o['pool']['loaded_bytes']")
 [ "$(loaded)" = "tiny-llama,tiny-qwen" ] || { echo "FAIL: loaded: $(loaded)"; exit 1; }
+# /metrics: every model's info, and a sample of each engine series per loaded model
+m=$(get "$port" /metrics)
+for want in '^hearth_model_info{model="tiny-llama",loaded="true"} 1$' '^hearth_model_info{model="tiny-qwen2",loaded="false"} 1$' \
+    '^hearth_requests_total{model="tiny-llama"} [1-9]' '^hearth_requests_total{model="tiny-qwen"} [1-9]'; do
+    grep -q "$want" <<<"$m" || { echo "FAIL: /metrics lacks $want"; grep hearth_requests_total <<<"$m"; exit 1; }
+done
+! grep -q 'hearth_requests_total{model="tiny-qwen2"}' <<<"$m" || { echo "FAIL: /metrics has an unloaded model's series"; exit 1; }
 bytes_b=$((bytes_ab - bytes_a))
 [ "$(ask "$port" tiny-qwen2)" != "$want_a" ] || { echo "FAIL: tiny-qwen2 answers as tiny-llama"; exit 1; }
 bytes_c=$(( $(get "$port" /stats | jq_py "o['pool']['loaded_bytes']") - bytes_ab ))

@@ -59,8 +59,9 @@ import json, sys
 s = json.load(sys.stdin)["speculative"]
 assert s["draft_model"] is True and s["accepted_tokens"] > 0 and s["drafted_tokens"] >= s["accepted_tokens"], s' \
     && ok || bad "/stats"
-curl -s "http://127.0.0.1:$port/metrics" | grep -q '^hearth_spec_accepted_tokens_total [1-9]' \
-    && ok || bad "/metrics"
+m=$(curl -s "http://127.0.0.1:$port/metrics")
+grep -q '^hearth_spec_accepted_tokens_total{model="[^"]*"} [1-9]' <<<"$m" \
+    && ok || bad "/metrics: $(grep spec_accepted <<<"$m")"
 
 # bad fields: 400 naming the field
 expect400() { # BODY PARAM
