@@ -446,22 +446,21 @@ int32_t hr_sampler_resample(hr_sampler *s, float *logprobs) {
 
 int32_t hr_argmax(const float *logits, int n) { return hr_cpu()->argmax(logits, n); }
 
-int hr_top_logprobs(const float *logits, int n, int k, int32_t *ids, float *lps) {
+int hr_top_logprobs(const float *logprobs, int n, int k, int32_t *ids, float *lps) {
     if (k > n)
         k = n;
-    float lse = hr_logsumexp(logits, n);
     int have = 0;
     for (int i = 0; i < n; i++) {
-        if (have == k && logits[i] <= logits[ids[k - 1]])
+        if (have == k && logprobs[i] <= logprobs[ids[k - 1]])
             continue;
         int j = have < k ? have++ : k - 1;
-        while (j > 0 && logits[ids[j - 1]] < logits[i]) {
+        while (j > 0 && logprobs[ids[j - 1]] < logprobs[i]) {
             ids[j] = ids[j - 1];
             j--;
         }
         ids[j] = i;
     }
     for (int i = 0; i < have; i++)
-        lps[i] = logits[ids[i]] - lse;
+        lps[i] = logprobs[ids[i]];
     return have;
 }

@@ -63,9 +63,11 @@ int32_t hr_sampler_sample(hr_sampler *s, float *logits);
  * becomes the reported log-probabilities. */
 int32_t hr_sampler_resample(hr_sampler *s, float *logprobs);
 
-/* The k best (id, logprob) of log_softmax(logits), best first (ties: lower
- * id first). Returns the number written (min(k, n)). */
-int hr_top_logprobs(const float *logits, int n, int k, int32_t *ids, float *lps);
+/* The k best (id, logprob) of a row of log-probabilities (what the sampler
+ * left in it), best first (ties: lower id first), the values as they are:
+ * not normalized again, so a token's top entry equals its reported logprob
+ * bit for bit. Returns the number written (min(k, n)). */
+int hr_top_logprobs(const float *logprobs, int n, int k, int32_t *ids, float *lps);
 /* log(sum(exp(x))), computed stably (the max, then the sum in double of
  * this CPU's exponential: hr_cpu()->sum_exp). */
 float hr_logsumexp(const float *x, int n);

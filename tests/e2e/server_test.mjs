@@ -70,11 +70,14 @@ await check('streaming: chunks concatenate to the non-streamed text; usage chunk
 });
 
 await check('text completion with top_logprobs', async () => {
-  const r = await client.completions.create({ model: 'tiny-chat', prompt: 'The cat', max_tokens: 6, top_logprobs: 3 });
+  const r = await client.completions.create({ model: 'tiny-chat', prompt: 'The cat', max_tokens: 6, top_logprobs: 3, temperature: 0 });
   assert(r.object === 'text_completion' && typeof r.choices[0].text === 'string', 'shape');
   const lp = r.choices[0].logprobs.content;
   assert(lp.length === 6 && lp.every((e) => e.top_logprobs.length === 3), 'top_logprobs');
   assert(lp.every((e) => e.top_logprobs[0].logprob >= e.top_logprobs[1].logprob), 'sorted');
+  // greedy: the token is the best one, and its two reports are one value
+  assert(lp.every((e) => e.id === e.top_logprobs[0].id && e.logprob === e.top_logprobs[0].logprob),
+    `token vs top: ${JSON.stringify(lp[0])}`);
 });
 
 await check('stop strings end the text before the stop, even split across tokens', async () => {
