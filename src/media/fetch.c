@@ -180,9 +180,9 @@ static int resolve(hop *h, const char *host, long port, struct curl_slist **pin,
         addr_text(a->ai_addr, t, sizeof t);
         if (h->checked && c != HR_ADDR_PUBLIC && !h->o->allow_private) {
             rc = hr_err(err, HR_EINVAL,
-                        "refused: '%s' resolves to %s, a %s address (the server allows "
+                        "refused: '%s' resolves to the %s address %s (the server allows "
                         "such addresses with --allow-private-media or --media-allow-host)",
-                        name, t, hr_addr_class_name(c));
+                        name, hr_addr_class_name(c), t);
             break;
         }
         memcpy(&h->addr[h->n_addr++], a->ai_addr, a->ai_addrlen);
