@@ -111,6 +111,10 @@ static bool build_prompt(hr_server *s, fields *f, bool chat, hr_job *j) {
     if (chat) {
         const json_t *raw = field(f, "messages");
         json_t *msgs = NULL;
+        if (json_is_array(raw) && !hr__media_load_parts(s, j->m, raw, &j->media, f->err)) {
+            f->bad = true;
+            return false;
+        }
         int nrc = hr_chat_messages_normalize(raw, &msgs, &e);
         if (nrc)
             return fail_rc(f, nrc, "messages", e.msg);
@@ -623,6 +627,7 @@ void hr__job_free(hr_job *j) {
         hr__pool_release(j->pool, j->m);
     j->m = NULL;
     json_decref(j->tools);
+    hr__job_media_free(&j->media);
     hr_grammar_free(j->grammar);
     hr_tokens_free(&j->prompt);
     free(j->bias_ids);

@@ -80,3 +80,24 @@ refused "answered HTTP 404" --allow-private-media --url "$lo/missing"
 refused "bad base64" --url "data:image/png;base64,iVBO!"
 refused "not an image hearth reads" --url "data:image/png;base64,aGVsbG8="
 echo "media: size (with and without Content-Length) and time limits, replies checked"
+
+# the server: a model without vision names the modality; audio is not supported yet
+start_server "$tmp/serve.log" --threads 1 || fail "server did not start"
+api=http://127.0.0.1:$SERVER_PORT
+curl -sf "$api/v1/models" | python3 -c '
+import json, sys
+m = json.load(sys.stdin)["data"][0]
+assert m["modalities"] == ["text"], m' || fail "/v1/models modalities"
+chat() { curl -s -o "$tmp/body" -w '%{http_code}' "$api/v1/chat/completions" -H 'Content-Type: application/json' -d "$1"; }
+code=$(chat '{"messages": [{"role": "user", "content": [{"type": "text", "text": "what is this?"},
+       {"type": "image_url", "image_url": {"url": "'"$lo"'/img.png"}}]}]}')
+[ "$code" = 400 ] || fail "image_url to a text model: HTTP $code $(cat "$tmp/body")"
+grep -qF "messages.0.content.1: the model 'hearth-demo' does not accept images" "$tmp/body" ||
+    fail "image refusal: $(cat "$tmp/body")"
+code=$(chat '{"messages": [{"role": "user", "content": [{"type": "input_audio",
+       "input_audio": {"data": "UklGRg==", "format": "wav"}}]}]}')
+[ "$code" = 400 ] || fail "input_audio: HTTP $code"
+grep -qF "not supported yet: audio input (input_audio parts)" "$tmp/body" || fail "audio: $(cat "$tmp/body")"
+code=$(chat '{"messages": [{"role": "user", "content": "still serving?"}], "max_tokens": 2}')
+[ "$code" = 200 ] || fail "a text request after the refusals: HTTP $code"
+echo "media: a text-only model refuses image_url naming the modality; input_audio not supported yet"
