@@ -4,7 +4,9 @@
 #ifndef HR_SERVER_MEDIA_H
 #define HR_SERVER_MEDIA_H
 
+#include "engine/engine.h"
 #include "media/image.h"
+#include "tokenizer/tokenizer.h"
 
 #include <jansson.h>
 #include <stdbool.h>
@@ -24,6 +26,8 @@ enum {
 typedef struct hr_job_media {
     hr_image *images;
     int n_images;
+    float *pixels;      /* [n_images][3][S][S] the model's image processor's output */
+    hr_req_image *req;  /* [n_images] for the engine (hr_req_params.images) */
 } hr_job_media;
 
 /* Walks msgs (the request's raw "messages"): every image_url part is
@@ -36,6 +40,18 @@ typedef struct hr_job_media {
 bool hr__media_load_parts(struct hr_server *s, const struct hr_served *m, const json_t *msgs,
                           hr_job_media *out, struct hr_reply *err);
 void hr__job_media_free(hr_job_media *jm);
+
+/* The rendered chat prompt with each image placed as the model's processor
+ * places it (Gemma-3: every boi the template wrote becomes "\n\n" boi,
+ * image_token x mm_tokens, eoi "\n\n"); *out malloc'd. The template must
+ * have written one boi per image (a 400 otherwise). */
+bool hr__media_expand(const struct hr_served *m, const char *text, int n_images, char **out,
+                      struct hr_reply *err);
+/* After tokenizing the expanded prompt: each image's span and its pixels
+ * (the model's image processor) into jm->req. A 400 when the spans are not
+ * one run of mm_tokens image tokens per image. */
+bool hr__media_attach(const struct hr_served *m, const hr_tokens *prompt, hr_job_media *jm,
+                      struct hr_reply *err);
 
 /* What a loaded model accepts; what the model at path (a directory or a
  * GGUF file, not loaded) will accept, from its config.json. */
