@@ -98,6 +98,10 @@ cached = (b["usage"].get("prompt_tokens_details") or {}).get("cached_tokens", 0)
 assert cached > 0, b["usage"]
 print("vision: %d prompt tokens, %d cached on the repeat" % (pt, cached))
 PY
+curl -sf "$api/stats" | python3 -c '
+import json, sys
+im = json.load(sys.stdin)["images"]
+assert im == {"encoded": 1, "cached": 1}, im' || fail "/stats images: the repeat was not served from the features cache"
 body "$(cat "$tmp/img1.url")" "this" > "$tmp/req1"
 code=$(chat "$tmp/req1"); [ "$code" = 200 ] || fail "another image: HTTP $code"
 body "$(head -c 118 "$tmp/img0.url")" "this" > "$tmp/bad" # cut inside the image data
