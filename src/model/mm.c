@@ -61,6 +61,14 @@ int hr__model_open_vision(hr_model *m, const char *dir, const json_t *cfg, hr_er
         return hr_err(err, HR_EFORMAT, "%s/config.json: image token ids outside the "
                       "vocabulary of %d", dir, m->hp.n_vocab);
     }
+    /* an image's tokens see each other through attn_end, past their sliding
+     * window only if the window holds the whole image */
+    if (m->hp.sliding_window > 0 && m->hp.sliding_window < v->mm_tokens) {
+        int w = m->hp.sliding_window, n = v->mm_tokens;
+        hr__model_vision_free(v);
+        return hr_err(err, HR_EUNSUPPORTED, "not supported yet: a sliding window of %d tokens "
+                      "shorter than an image's %d", w, n);
+    }
     m->mm = v;
     return 0;
 }

@@ -49,6 +49,11 @@ bool hr__media_load_parts(hr_server *s, const hr_served *m, const json_t *msgs,
                 return refuse(err, "messages.%zu.content.%zu: the model '%s' does not accept "
                               "images (%s parts); its input is text only", i, k, m->id, type);
             }
+            if (out->n_images == HR_MEDIA_MAX_IMAGES) {
+                hr__job_media_free(out);
+                return refuse(err, "messages.%zu.content.%zu: at most 8 images a request%s%s", i,
+                              k, "", "");
+            }
             const char *url = part_url(part);
             if (!url) {
                 hr__job_media_free(out);

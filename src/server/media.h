@@ -15,6 +15,9 @@ struct hr_server;
 struct hr_served;
 struct hr_reply;
 
+/* Images one request may carry (each is fetched, decoded and encoded). */
+#define HR_MEDIA_MAX_IMAGES 8
+
 /* What a served model accepts (/v1/models "modalities"). */
 enum {
     HR_MODALITY_TEXT = 1,

@@ -107,6 +107,13 @@ code=$(chat "$tmp/req1"); [ "$code" = 200 ] || fail "another image: HTTP $code"
 body "$(head -c 118 "$tmp/img0.url")" "this" > "$tmp/bad" # cut inside the image data
 code=$(chat "$tmp/bad"); [ "$code" = 400 ] || fail "bad image bytes: HTTP $code"
 grep -qF "messages.0.content.1: image_url: bad PNG" "$tmp/out" || fail "bad bytes message: $(cat "$tmp/out")"
+python3 - "$tmp/img0.url" > "$tmp/nine" <<'PY'
+import json, sys
+u = open(sys.argv[1]).read()
+print(json.dumps({"messages": [{"role": "user", "content": [{"type": "image_url", "image_url": {"url": u}}] * 9}]}))
+PY
+code=$(chat "$tmp/nine"); [ "$code" = 400 ] || fail "nine images: HTTP $code"
+grep -qF "messages.0.content.8: at most 8 images a request" "$tmp/out" || fail "nine images: $(cat "$tmp/out")"
 printf '{"messages": [{"role": "user", "content": "<image_soft_token> hi"}], "max_tokens": 2}' > "$tmp/stray"
 code=$(chat "$tmp/stray"); [ "$code" = 400 ] || fail "image token text without an image: HTTP $code $(cat "$tmp/out")"
 printf '{"messages": [{"role": "user", "content": "plain text still works"}], "max_tokens": 2}' > "$tmp/plain"

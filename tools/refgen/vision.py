@@ -113,7 +113,7 @@ def main():
     model = transformers.Gemma3ForConditionalGeneration(cfg).eval()
     reinit(model, zlib.crc32(b"gemma3-vision"))
     mdir = os.path.join(out, "model")
-    model.save_pretrained(mdir, safe_serialization=True)
+    model.save_pretrained(mdir)
     model = transformers.Gemma3ForConditionalGeneration.from_pretrained(
         mdir, attn_implementation="eager", dtype=torch.float32).eval()
 
