@@ -5,6 +5,43 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* content with images, for a model that takes them: the list as the HF
+ * chat templates read it, {"type": "text", "text"} and {"type": "image"}
+ * (an OpenAI image_url part). */
+static int image_parts(json_t *m, const json_t *c, hr_error *err) {
+    json_t *list = json_array();
+    size_t k;
+    json_t *part;
+    json_array_foreach(c, k, part) {
+        const char *type = json_string_value(json_object_get(part, "type"));
+        const char *text = json_string_value(json_object_get(part, "text"));
+        json_t *p = NULL;
+        if (type && !strcmp(type, "text") && text)
+            p = json_pack("{s:s,s:s}", "type", "text", "text", text);
+        else if (type && (!strcmp(type, "image_url") || !strcmp(type, "image")))
+            p = json_pack("{s:s}", "type", "image");
+        if (!p || json_array_append_new(list, p)) {
+            json_decref(list);
+            return p ? hr_err(err, HR_ENOMEM, "out of memory")
+                     : hr_err(err, HR_EINVAL, "messages: only 'text' and 'image_url' content "
+                              "parts are supported");
+        }
+    }
+    json_object_set_new(m, "content", list);
+    return 0;
+}
+
+static bool has_image(const json_t *c) {
+    size_t k;
+    json_t *part;
+    json_array_foreach(c, k, part) {
+        const char *type = json_string_value(json_object_get(part, "type"));
+        if (type && (!strcmp(type, "image_url") || !strcmp(type, "image")))
+            return true;
+    }
+    return false;
+}
+
 /* content as a list of parts: the text parts joined. */
 static int join_parts(json_t *m, const json_t *c, hr_error *err) {
     size_t k;
@@ -34,6 +71,11 @@ static int join_parts(json_t *m, const json_t *c, hr_error *err) {
 }
 
 int hr_chat_messages_normalize(const json_t *msgs, json_t **out, hr_error *err) {
+    return hr_chat_messages_normalize_images(msgs, false, out, err);
+}
+
+int hr_chat_messages_normalize_images(const json_t *msgs, bool images, json_t **out,
+                                      hr_error *err) {
     *out = NULL;
     if (!json_is_array(msgs) || json_array_size(msgs) == 0)
         return hr_err(err, HR_EINVAL, "messages must be a non-empty array of messages");
@@ -52,7 +94,7 @@ int hr_chat_messages_normalize(const json_t *msgs, json_t **out, hr_error *err) 
         if (!c || json_is_null(c))
             json_object_set_new(m, "content", json_string(""));
         else if (json_is_array(c))
-            rc = join_parts(m, c, err);
+            rc = images && has_image(c) ? image_parts(m, c, err) : join_parts(m, c, err);
         else if (!json_is_string(c))
             rc = hr_err(err, HR_EINVAL,
                         "messages: content must be a string, a list of parts or null");

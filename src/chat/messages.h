@@ -6,6 +6,7 @@
 #include "hearth.h"
 
 #include <jansson.h>
+#include <stdbool.h>
 
 /* msgs as the template sees them: a non-empty array of objects with a
  * string "role"; content as a list of text parts is joined, null content
@@ -13,6 +14,11 @@
  * new array (caller decrefs). HR_EINVAL with a message starting with
  * "messages" on a bad shape. */
 int hr_chat_messages_normalize(const json_t *msgs, json_t **out, hr_error *err);
+/* The same; with images, a content list that holds image_url parts stays
+ * a list of {"type": "text", "text"} and {"type": "image"} parts, the shape
+ * the chat templates of image models (Gemma-3) read. */
+int hr_chat_messages_normalize_images(const json_t *msgs, bool images, json_t **out,
+                                      hr_error *err);
 
 /* mlx-lm's convert_chat for models without a chat template: "USER: ...",
  * "ASSISTANT: " at the end. malloc'd; NULL when out of memory. */

@@ -17,6 +17,7 @@ int hr_cmd_version(int argc, char **argv);
 int hr_cmd_tokenize(int argc, char **argv);
 int hr_cmd_detokenize(int argc, char **argv);
 int hr_cmd_template(int argc, char **argv);
+int hr_cmd_media(int argc, char **argv);
 int hr_cmd_grammar(int argc, char **argv);
 int hr_cmd_get(int argc, char **argv);
 int hr_cmd_ls(int argc, char **argv);

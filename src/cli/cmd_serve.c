@@ -108,6 +108,9 @@ int hr_cmd_serve(int argc, char **argv) {
     const char *pc_bytes = NULL, *ssd = NULL;
     double ssd_max_gb = 32, ssd_idle = 300;
     double temp = -1, top_p = -1, min_p = -1, kv_gb = 0;
+    int allow_private_media = 0;
+    const char *media_hosts = NULL;
+    double media_mb = HR_MEDIA_DEFAULT_MAX_BYTES / 1048576.0, media_timeout = HR_MEDIA_DEFAULT_TIMEOUT_S;
     const hr_opt opts[] = {
         {"model", HR_OPT_MODEL, &model, "model directory (default: the bundled demo model); or ORG/NAME[@REV]"},
         {"models", HR_OPT_STR, &models, "a pool: models A,B,C (paths or names), loaded on first use; requests pick one by \"model\""},
@@ -126,6 +129,10 @@ int hr_cmd_serve(int argc, char **argv) {
         {"chat-template-file", HR_OPT_STR, &tmpl_file, "file holding the chat template (llama-server's flag)"},
         {"chat-template-args", HR_OPT_STR, &tmpl_args, "JSON object of template arguments"},
         {"allowed-origins", HR_OPT_STR, &origins, "CORS origins (default *)"},
+        {"allow-private-media", HR_OPT_FLAG, &allow_private_media, "image_url fetches may reach private, loopback and link-local addresses (docs/images.md)"},
+        {"media-allow-host", HR_OPT_STR, &media_hosts, "image_url fetches from these hosts (H[,H...]) skip the address check"},
+        {"media-max-mb", HR_OPT_FLOAT, &media_mb, "largest image fetched or sent, in MiB (default 20)"},
+        {"media-timeout", HR_OPT_FLOAT, &media_timeout, "seconds an image_url fetch may take, redirects included (default 10)"},
         {"prefill-step-size", HR_OPT_INT, &prefill, "prompt tokens per step (default 512)"},
         {"batch", HR_OPT_INT, &batch, "concurrent sequences (default 8)"},
         {"kv-budget", HR_OPT_FLOAT, &kv_gb, "KV cache budget in GB (default: automatic)"},
@@ -174,6 +181,9 @@ int hr_cmd_serve(int argc, char **argv) {
     } else {
         hr_log_set_level(HR_LOG_INFO);
     }
+    if (!(media_mb > 0 && media_mb <= 1024) || !(media_timeout > 0 && media_timeout <= 3600))
+        return hr_cli_fail(&(hr_error){.msg = "--media-max-mb must be in (0, 1024], "
+                                              "--media-timeout in (0, 3600]"});
     if (port < 0 || port > 65535 || prefill < 0 || batch < 0 || kv_gb < 0 || threads < 0 ||
         ctx < 0 || max_body_mb < 1 || (top_p > 1) || (min_p > 1) || ssd_max_gb <= 0 ||
         ssd_idle < 0 || max_conns < 0 || max_conns > 1000000 || timeout < 0 ||
@@ -245,6 +255,8 @@ int hr_cmd_serve(int argc, char **argv) {
         .engine_timeout = engine_timeout,
         .engine_fd = (int)engine_fd,
         .adapter_path = adapter, .adapters = adapters,
+        .media = {.max_bytes = (size_t)(media_mb * 1048576.0), .timeout_s = media_timeout,
+                  .allow_private = allow_private_media, .allow_hosts = media_hosts},
     };
     if (engine_fd >= 0) { /* --isolate's engine child: the parent's requests on the fd */
         signal(SIGPIPE, SIG_IGN);

@@ -22,6 +22,7 @@ static const verb verbs[] = {
     {"embed", hr_cmd_embed, "texts -> embeddings, JSON lines (--model, --text/--file)"},
     {"tokenize", hr_cmd_tokenize, "text -> token IDs (--model, --text/--file/--jsonl)"},
     {"detokenize", hr_cmd_detokenize, "token IDs -> text (--model, --tokens)"},
+    {"media", hr_cmd_media, "load an image URL as the server would (data:, or http(s) through the SSRF guard)"},
     {"template", hr_cmd_template, "render a model's chat template over messages"},
     {"grammar", hr_cmd_grammar, "compile a JSON Schema against a tokenizer; check MaskBench tests"},
     {"get", hr_cmd_get, "download a model from the Hugging Face hub into its cache"},

@@ -88,6 +88,8 @@ void hr_engine_stats_get(const hr_engine *e, hr_engine_stats *s) {
     }
     s->cache_lookups = atomic_load(&m->st_lookups);
     s->cache_hits = atomic_load(&m->st_lookup_hits);
+    s->images_encoded = atomic_load(&m->st_img_encoded);
+    s->images_cached = atomic_load(&m->st_img_cached);
     s->cache_misses = s->cache_lookups - s->cache_hits;
     s->cache_miss_tokens = atomic_load(&m->st_miss_tokens);
     s->kv_bytes = (size_t)e->kv.n_blocks * hr_kv_stride_bytes(&e->kv) * 2 * e->kv.n_layers;
@@ -101,7 +103,7 @@ static void retire(hr_engine *e, int i, hr_finish why, const char *msg) {
         /* index the sequence's blocks, its tail too: prompt, then generated tokens */
         int n = r->len;
         for (int k = 0; k < n; k++)
-            e->tokbuf[k] = hr__token_at(r, k);
+            e->tokbuf[k] = hr__key_at(r, k);
         hr_pcache_insert_states(e->pcache, r->cache_seed, e->tokbuf, n, r->blocks, r->snap, 2);
     }
     for (int k = 0; k < 2; k++) { /* (those insert did not take) */
@@ -155,6 +157,16 @@ static void admit(hr_engine *e) {
     }
     while (e->waiting && e->n_running < e->max_batch) {
         hr_request *r = e->waiting;
+        hr_error ierr = {0};
+        if (r->n_images && hr__engine_encode_images(e, r, &ierr)) {
+            e->waiting = r->next;
+            if (!e->waiting)
+                e->waiting_tail = NULL;
+            atomic_fetch_sub(&e->st_queued, 1);
+            hr__request_end(r, HR_FINISH_ERROR, ierr.msg);
+            hr_request_release(r);
+            continue;
+        }
         if (r->score_from && !score_rows_ready(e)) {
             e->waiting = r->next;
             if (!e->waiting)
@@ -173,7 +185,7 @@ static void admit(hr_engine *e) {
         r->seq_id = ++e->next_seq_id;
         if (e->pcache && !r->embed && e->state_bytes) { /* hybrid: whole blocks, and the state after */
             const void *st = NULL;
-            hit = hr_pcache_lookup_state(e->pcache, r->cache_seed, r->prompt, upto, total,
+            hit = hr_pcache_lookup_state(e->pcache, r->cache_seed, r->key ? r->key : r->prompt, upto, total,
                                          r->blocks, &len, &st);
             hr_error serr = {0};
             if (hit && hr_fwd_state_put(e->fwd, r->seq_id, len, st, &serr)) {
@@ -183,7 +195,7 @@ static void admit(hr_engine *e) {
                 hit = len = 0;
             }
         } else if (e->pcache && !r->embed) {
-            hit = hr_pcache_lookup(e->pcache, r->cache_seed, r->prompt, upto, total, r->blocks,
+            hit = hr_pcache_lookup(e->pcache, r->cache_seed, r->key ? r->key : r->prompt, upto, total, r->blocks,
                                    &len);
         }
         int need = total - hit;
@@ -315,6 +327,7 @@ static void take_snapshots(hr_engine *e) {
 static int build_batch(hr_engine *e, int *n_prefill, int *n_decode) {
     int T = 0, n_rows = 0;
     *n_prefill = *n_decode = 0;
+    e->b_has_img = false;
     for (int i = 0; i < e->n_running; i++) {
         hr_request *r = e->running[i];
         int known = r->n_prompt + r->n_steps;
@@ -330,6 +343,10 @@ static int build_batch(hr_engine *e, int *n_prefill, int *n_decode) {
         for (int j = 0; j <= r->spec.n_draft; j++) {
             e->b_tok[T] = j ? r->spec.draft[j - 1] : hr__token_at(r, r->len);
             e->b_pos[T] = r->len + j;
+            if (e->b_end) {
+                e->b_end[T] = r->len + j + 1;
+                e->b_embd_row[T] = -1;
+            }
             e->b_seq[T] = i;
             e->b_want[T] = 1;
             e->b_first[n_rows] = j == 0;
@@ -352,6 +369,8 @@ static int build_batch(hr_engine *e, int *n_prefill, int *n_decode) {
         int snap = snap_point(e, r); /* a step ends there: its state is kept */
         if (r->len < snap && r->len + c > snap)
             c = snap - r->len;
+        if (r->n_images && !(c = hr__image_chunk(r, c, room)))
+            continue; /* the next image does not fit in this step */
         int k = 0;
         for (; k < c; k++) {
             int p = r->len + k;
@@ -365,6 +384,16 @@ static int build_batch(hr_engine *e, int *n_prefill, int *n_decode) {
             e->b_pos[T] = p;
             e->b_seq[T] = i;
             e->b_want[T] = r->embed ? 2 : sample || score;
+            if (e->b_end) { /* an image's token: its features, its span */
+                int row;
+                e->b_end[T] = hr__image_end(r, p, &row);
+                e->b_embd_row[T] = row < 0 ? -1 : T;
+                if (row >= 0) {
+                    size_t d = (size_t)e->m->hp.d_model;
+                    memcpy(e->b_embd + (size_t)T * d, r->feat + (size_t)row * d, d * sizeof(float));
+                    e->b_has_img = true;
+                }
+            }
             if (e->b_want[T] == 1) {
                 e->b_first[n_rows] = 1; /* a scoring row stands alone too */
                 e->b_row_score[n_rows] = score ? p + 1 : -1;
@@ -509,7 +538,7 @@ static void cache_prompt(hr_engine *e, const hr_request *r) {
     if (!e->pcache || n == 0 ||
         hr_rope_needs_recompute(&e->m->hp, r->n_prompt, r->n_prompt + r->limit))
         return;
-    hr_pcache_insert(e->pcache, r->cache_seed, r->prompt, n, r->blocks);
+    hr_pcache_insert(e->pcache, r->cache_seed, r->key ? r->key : r->prompt, n, r->blocks);
 }
 
 static void step(hr_engine *e) {
@@ -520,6 +549,11 @@ static void step(hr_engine *e) {
     hr_batch b = {.n_tokens = T, .token = e->b_tok, .pos = e->b_pos, .seq = e->b_seq,
                   .logits = e->b_want, .n_seqs = e->n_running, .seqs = e->b_seqs,
                   .adapter = e->b_adapter};
+    if (e->b_has_img) { /* image rows and spans (CPU only: the request was refused elsewhere) */
+        b.embd = e->b_embd;
+        b.embd_row = e->b_embd_row;
+        b.attn_end = e->b_end;
+    }
     hr_error err = {0};
     double t0 = hr_now();
     int rc = hr_forward_out(e->fwd, &e->kv, &b, e->logits, e->hidden, &err);
@@ -698,6 +732,15 @@ int hr_engine_new(hr_engine **out, const hr_model *m, const hr_engine_opts *o,
     e->logits = malloc((size_t)e->rows_base * m->hp.n_vocab * sizeof *e->logits);
     e->hidden = malloc((size_t)T * m->hp.d_model * sizeof *e->hidden);
     e->tokbuf_spec = malloc((size_t)e->n_ctx * sizeof *e->tokbuf_spec);
+    if (m->mm) { /* image rows and spans of a step */
+        e->b_embd = malloc((size_t)T * m->hp.d_model * sizeof *e->b_embd);
+        e->b_embd_row = malloc((size_t)T * sizeof *e->b_embd_row);
+        e->b_end = malloc((size_t)T * sizeof *e->b_end);
+        if (!e->b_embd || !e->b_embd_row || !e->b_end) {
+            rc = hr_err(err, HR_ENOMEM, "out of memory");
+            goto fail;
+        }
+    }
     if (!e->running || !e->b_tok || !e->b_pos || !e->b_seq || !e->b_want || !e->b_seqs ||
         !e->b_adapter ||
         !e->b_row_req || !e->b_row_score || !e->b_step || !e->b_first || !e->logits || !e->hidden ||
@@ -785,6 +828,10 @@ void hr_engine_free(hr_engine *e) {
     free(e->logits);
     free(e->hidden);
     free(e->tokbuf_spec);
+    free(e->b_embd);
+    free(e->b_embd_row);
+    free(e->b_end);
+    hr__feat_cache_free(e);
     hr_spec_draft_free(e->draft);
     pthread_mutex_destroy(&e->mu);
     pthread_cond_destroy(&e->cv);

@@ -81,6 +81,16 @@ typedef enum hr_finish {
     HR_FINISH_ERROR,
 } hr_finish;
 
+/* An image of a request (a model with an image side: model.h's mm): its
+ * pixels as the model's image processor gives them (media/imgproc.h:
+ * 3 x S x S floats; copied by hr_request_new), its identity (hr_image.hash)
+ * and where its mm_tokens image tokens start in the prompt. */
+typedef struct hr_req_image {
+    const float *pixels;
+    uint8_t hash[16];
+    int start;
+} hr_req_image;
+
 typedef struct hr_req_params {
     const int32_t *prompt;
     int n_prompt;
@@ -121,6 +131,13 @@ typedef struct hr_req_params {
      * different adapters share each forward pass; the prompt cache keeps
      * each adapter's blocks apart. */
     hr_adapter *adapter;
+    /* images (NULL / 0: none): each one's features (the vision tower's,
+     * computed by the engine once per image identity and kept in a small
+     * cache) replace the embeddings of its image tokens, which attend to
+     * each other both ways. Prompt cache blocks that hold image tokens are
+     * keyed by the image's identity. Not with embed or score_from. */
+    const hr_req_image *images;
+    int n_images;
 } hr_req_params;
 
 /* Copies everything it needs from p. The caller holds one reference. */
@@ -188,6 +205,8 @@ typedef struct hr_engine_stats {
      * not embed requests): those that reused a prefix, those that did not,
      * and the looked-up prompt tokens computed rather than served */
     long cache_lookups, cache_hits, cache_misses, cache_miss_tokens;
+    /* images: encoded by the vision tower, and served from the features cache */
+    long images_encoded, images_cached;
     long ssd_write_errors, ssd_read_errors; /* disk faults the tier survived */
     const char *ssd_last_error; /* strerror of the last one; NULL none */
     bool ssd_paused;            /* writes paused after an error (retried later) */

@@ -69,7 +69,15 @@ struct hr_request {
     _Atomic int progress; /* len, published for hr_request_progress */
     /* speculative decoding (engine thread; spec.h) */
     hr_spec_state spec;
+    /* images (images.c): spans of the prompt, their pixels until the
+     * engine encodes them, then their features */
+    int n_images;
+    struct hr__req_img *images; /* [n_images], by start */
+    int32_t *key;               /* [n_prompt] the prompt cache's view of the prompt: image
+                                 * tokens replaced by values of the image's identity; NULL: none */
+    float *feat;                /* [n_images][mm_tokens][d_model] once encoded, else NULL */
 };
+
 
 
 struct hr_engine {
@@ -124,7 +132,15 @@ struct hr_engine {
     _Atomic long st_cached_tokens;
     _Atomic long st_lookups, st_lookup_hits, st_miss_tokens;
     _Atomic long st_drafted, st_accepted;
+    /* images: the step's rows and spans (build_batch), the features cache */
+    float *b_embd;                  /* [max_tokens_step][d_model], NULL until the first */
+    int32_t *b_embd_row, *b_end;    /* [max_tokens_step] */
+    bool b_has_img;
+    struct hr__feat_entry *feat_cache; /* [HR_FEAT_CACHE] */
+    long feat_clock;
+    _Atomic long st_img_encoded, st_img_cached;
 };
+#define HR_FEAT_CACHE 16 /* images whose features the engine keeps */
 
 /* ---- shared by engine.c and spec.c (engine thread) ---- */
 
@@ -142,5 +158,30 @@ hr_row_outcome hr__commit_row(hr_engine *e, int k);
 /* Mask row k to the grammar's allowed tokens (constrained requests), run
  * the request's sampler on it and fill b_step[k]. */
 void hr__sample_row(hr_engine *e, int k);
+
+/* ---- images (images.c) ---- */
+typedef struct hr__req_img {
+    float *pixels;              /* owned until encoded */
+    uint8_t hash[16];
+    int start, len;
+} hr__req_img;
+/* hr_request_new's part for p->images. */
+int hr__request_images(hr_request *r, const hr_engine *e, const hr_req_params *p, hr_error *err);
+void hr__request_images_free(hr_request *r);
+/* Features of r's images (engine thread, at admission): from the engine's
+ * cache, else the vision tower on the forward's pool. */
+int hr__engine_encode_images(hr_engine *e, hr_request *r, hr_error *err);
+void hr__feat_cache_free(hr_engine *e);
+/* The end of the image span holding prompt position p (p + 1 when none),
+ * and the row of r->feat for it (-1: none). */
+int hr__image_end(const hr_request *r, int p, int *row);
+/* c prefill tokens from r->len, shortened or lengthened so that no image
+ * is split between steps (its tokens see each other: all in one step, or
+ * in the cache); 0 when the next image does not fit in room. */
+int hr__image_chunk(const hr_request *r, int c, int room);
+/* The prompt cache's token k of r (hr__token_at with image tokens keyed). */
+static inline int32_t hr__key_at(const hr_request *r, int k) {
+    return r->key && k < r->n_prompt ? r->key[k] : hr__token_at(r, k);
+}
 
 #endif

@@ -20,6 +20,7 @@ static void request_free(hr_request *r) {
     hr_adapter_unref(r->adapter);
     hr_matcher_free(r->matcher);
     free(r->mask);
+    hr__request_images_free(r);
     free(r->prompt);
     free(r->prompt_lp);
     free(r->hidden);
@@ -222,6 +223,10 @@ int hr_request_new(hr_request **out, const hr_engine *e, const hr_req_params *p,
         return hr_err(err, HR_ENOMEM, "out of memory");
     }
     memcpy(r->prompt, p->prompt, (size_t)p->n_prompt * sizeof *r->prompt);
+    if ((rc = hr__request_images(r, e, p, err))) {
+        request_free(r);
+        return rc;
+    }
     if (p->n_stop_ids)
         memcpy(r->stop_ids, p->stop_ids, (size_t)p->n_stop_ids * sizeof *r->stop_ids);
     hr_sampler_accept(r->sampler, r->prompt, r->n_prompt);

@@ -49,6 +49,12 @@ typedef struct hr_step_in {
     const float *freq;                /* [n_seqs][2 * (rot_dim/2 + 1)] */
     int rot_dim;
     bool rope_local;                  /* a local (sliding) table exists */
+    /* images (model/batch.h), host memory, or NULL: token t with
+     * embd_row[t] >= 0 is embedded as row embd_row[t] of embd (no scale);
+     * attn_end[t]: token t attends to [start, attn_end[t]) */
+    const float *embd;
+    const int32_t *embd_row;
+    const int32_t *attn_end;
 } hr_step_in;
 
 enum { HR_BNORM_RMS, HR_BNORM_LAYER };

@@ -33,6 +33,15 @@ typedef struct hr_batch {
     /* [n_seqs] each sequence's LoRA adapter (model/adapter.h; NULL: the
      * base model), or NULL: none in this batch */
     const struct hr_adapter *const *adapter;
+    /* Images (model/vision.h), or NULL when the batch has none: token t
+     * with embd_row[t] >= 0 takes row embd_row[t] of embd instead of its
+     * token's embedding; attn_end[t] > pos[t] + 1 lets it also see the later
+     * positions of its sequence below attn_end[t] (the tokens of one image
+     * see each other both ways, as Gemma-3's token_type_ids mask does; those
+     * positions must be in this batch or already in the cache). CPU only. */
+    const float *embd;        /* [rows][d_model], host memory */
+    const int32_t *embd_row;  /* [n_tokens] */
+    const int32_t *attn_end;  /* [n_tokens], or NULL: causal */
 } hr_batch;
 
 #endif

@@ -42,4 +42,10 @@ void hr__bind_mamba2(hr__binder *b, hr_layer *L, const char *pre);
 /* qwen3_next's q_proj (per head [query | gate] rows) as L->wq and L->w_qgate. */
 void hr__bind_gated_q(hr__binder *b, hr_layer *L, const char *name);
 
+/* A multimodal config.json's image side (model/mm.c): the vision tower in
+ * m->weights, preprocessor_config.json in dir, the image token ids; m->mm
+ * set. */
+int hr__model_open_vision(hr_model *m, const char *dir, const json_t *cfg, hr_error *err);
+void hr__model_vision_free(hr_model_vision *v); /* NULL allowed */
+
 #endif

@@ -402,6 +402,16 @@ int hr_hparams_from_json(hr_hparams *hp, const json_t *cfg, const json_t *gen,
     const char *mt = string(&r, "model_type");
     if (r.rc)
         return r.rc;
+    /* Gemma3ForConditionalGeneration: the text model's numbers are in
+     * text_config (the vision tower's: model/vision.h) */
+    const json_t *tc = json_object_get(cfg, "text_config");
+    if (mt && !strcmp(mt, "gemma3") && json_is_object(tc)) {
+        cfg = tc;
+        r = (reader){cfg, "config.json text_config", err, 0};
+        mt = json_string_value(json_object_get(tc, "model_type"));
+        if (!mt)
+            mt = "gemma3_text";
+    }
     hp->arch = hr_arch_find(mt);
     if (!hp->arch)
         return hr_err(err, HR_EUNSUPPORTED,

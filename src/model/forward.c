@@ -165,6 +165,14 @@ static int validate(const hr_fwd *f, const hr_kv *kv, const hr_batch *b, bool hi
         if (b->logits[t] > 2)
             return hr_err(err, HR_EINVAL, "token %d: output kind %d", t, b->logits[t]);
     }
+    if ((b->embd || b->attn_end) && f->be->device_mem)
+        return hr_err(err, HR_EUNSUPPORTED, "not supported yet on %s: image input", f->be->name);
+    if (b->embd && !b->embd_row)
+        return hr_err(err, HR_EINVAL, "image rows without embd_row");
+    for (int t = 0; b->attn_end && t < b->n_tokens; t++)
+        if (b->attn_end[t] <= b->pos[t] || b->attn_end[t] > f->max_ctx)
+            return hr_err(err, HR_EINVAL, "token %d: attn_end %d outside (%d, %d]", t,
+                          b->attn_end[t], b->pos[t], f->max_ctx);
     if (b->n_tokens <= 0 || b->n_tokens > f->max_tokens)
         return hr_err(err, HR_EINVAL, "batch of %d tokens (this context takes 1..%d)",
                       b->n_tokens, f->max_tokens);
@@ -279,6 +287,8 @@ static void stage(hr_fwd *f, const hr_batch *b, hr_step_in *in) {
         .n_tokens = T, .n_seqs = b->n_seqs, .token = b->token, .pos = b->pos, .seq = b->seq,
         .logits = b->logits, .tables = f->tables, .tab_off = f->tab_off, .n_tables = n_tab,
         .freq = f->freq, .rot_dim = hp->rot_dim, .rope_local = hp->has_rope_local,
+        .embd = b->embd, .embd_row = b->embd ? b->embd_row : NULL,
+        .attn_end = b->attn_end,
     };
 }
 

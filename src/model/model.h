@@ -7,6 +7,19 @@
 #include "kernels/backend.h"
 #include "model/config.h"
 #include "model/weights.h"
+#include "media/imgproc.h"
+
+struct hr_vision;
+
+/* A multimodal model's image side (model/mm.c): the vision tower and
+ * projector, the image processor's settings, and how images sit in the
+ * prompt (Gemma-3: boi, image_token x mm_tokens, eoi). */
+typedef struct hr_model_vision {
+    struct hr_vision *tower;
+    hr_image_proc proc;
+    int32_t boi, eoi, image_token;
+    int mm_tokens;
+} hr_model_vision;
 
 enum { HR_NORM_PRE_ATTN, HR_NORM_POST_ATTN, HR_NORM_PRE_MLP, HR_NORM_POST_MLP, HR_NORM_SLOTS };
 
@@ -84,6 +97,7 @@ struct hr_model {
     bool qk_permuted;          /* q/k rows in llama.cpp's order (a GGUF llama:
                                 * gguf_model.h), rotated as interleaved pairs */
     hr_backend *be;            /* where the weights live (cpu: the mmap) */
+    hr_model_vision *mm;       /* images, or NULL: a text model (owned) */
     void *dev_mem;             /* off the host: every weight, one allocation */
     size_t dev_bytes;
 };

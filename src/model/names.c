@@ -57,7 +57,19 @@ const hr_tensor *hr__weights_lookup(const hr_weights *w, const hr_arch *a, const
         }
         return NULL;
     }
-    if (!strncmp(name, "model.", 6))
-        return hr_weights_find(w, name + 6);
-    return NULL;
+    if (!strncmp(name, "model.", 6) && (t = hr_weights_find(w, name + 6)))
+        return t;
+    /* a text model inside a multimodal one (Gemma3ForConditionalGeneration):
+     * transformers 5's layout, then the original checkpoints' */
+    char full[320];
+    const char *rest = !strncmp(name, "model.", 6) ? name + 6 : NULL;
+    if (rest) {
+        snprintf(full, sizeof full, "model.language_model.%s", rest);
+        if ((t = hr_weights_find(w, full)))
+            return t;
+        snprintf(full, sizeof full, "language_model.model.%s", rest);
+        return hr_weights_find(w, full);
+    }
+    snprintf(full, sizeof full, "language_model.%s", name); /* lm_head.weight */
+    return hr_weights_find(w, full);
 }

@@ -1,6 +1,7 @@
 /* The server's models (pool.h): names, loading on first use, least-recently-
  * used eviction under --pool-bytes. */
 #include "server/pool.h"
+#include "server/media.h"
 #include "core/error.h"
 #include "core/file.h"
 #include "core/log.h"
@@ -135,6 +136,7 @@ static int load(const hr_server_opts *o, entry *e, int index, hr_served **out,
     m->tok = m->llm->tok;
     m->tmpl = m->llm->tmpl;
     m->tool_format = m->llm->tool_format;
+    m->modalities = hr__modalities_of_model(m->model);
     m->stop_ids = m->llm->stop_ids;
     m->n_stop_ids = m->llm->n_stop_ids;
     hr_session_opts so = {.n_threads = o->n_threads, .max_batch = o->batch, .n_ctx = o->n_ctx,
@@ -296,10 +298,12 @@ json_t *hr__pool_models_json(hr_pool *p, bool loaded_only) {
         json_t *names = json_array();
         for (int k = 1; k < e->n_names; k++)
             json_array_append_new(names, json_string(e->names[k]));
-        json_array_append_new(a, json_pack("{s:s,s:s,s:I,s:s,s:b,s:o}", "id", e->names[0],
+        unsigned mod = e->m ? e->m->modalities : hr__modalities_of_path(e->path);
+        json_array_append_new(a, json_pack("{s:s,s:s,s:I,s:s,s:b,s:o,s:o}", "id", e->names[0],
                                            "object", "model", "created",
                                            (json_int_t)time(NULL), "owned_by", "hearth",
-                                           "loaded", e->m != NULL, "aliases", names));
+                                           "loaded", e->m != NULL, "aliases", names,
+                                           "modalities", hr__modalities_json(mod)));
     }
     pthread_mutex_unlock(&p->mu);
     return a;

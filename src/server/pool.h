@@ -29,6 +29,7 @@ typedef struct hr_served {
     const int32_t *stop_ids;      /* end-of-sequence tokens */
     int n_stop_ids;
     int index;                    /* in the pool */
+    unsigned modalities;          /* HR_MODALITY_* (server/media.h) */
 } hr_served;
 
 /* The models o names (o->model, o->models, o->model_dir), checked (names

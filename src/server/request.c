@@ -111,7 +111,11 @@ static bool build_prompt(hr_server *s, fields *f, bool chat, hr_job *j) {
     if (chat) {
         const json_t *raw = field(f, "messages");
         json_t *msgs = NULL;
-        int nrc = hr_chat_messages_normalize(raw, &msgs, &e);
+        if (json_is_array(raw) && !hr__media_load_parts(s, j->m, raw, &j->media, f->err)) {
+            f->bad = true;
+            return false;
+        }
+        int nrc = hr_chat_messages_normalize_images(raw, j->media.n_images > 0, &msgs, &e);
         if (nrc)
             return fail_rc(f, nrc, "messages", e.msg);
         const json_t *tools = field(f, "tools");
@@ -147,6 +151,17 @@ static bool build_prompt(hr_server *s, fields *f, bool chat, hr_job *j) {
             return false;
         }
         json_decref(msgs);
+        char *placed = NULL;
+        if (j->media.n_images && !hr__media_expand(j->m, text, j->media.n_images, &placed,
+                                                   f->err)) {
+            free(text);
+            f->bad = true;
+            return false;
+        }
+        if (placed) {
+            free(text);
+            text = placed;
+        }
     } else {
         const json_t *p = field(f, "prompt");
         if (!json_is_string(p))
@@ -165,6 +180,10 @@ static bool build_prompt(hr_server *s, fields *f, bool chat, hr_job *j) {
         return fail_rc(f, rc, chat ? "messages" : "prompt", e.msg);
     if (j->prompt.n == 0)
         return fail(f, chat ? "messages" : "prompt", "%s", "the prompt is empty");
+    if (j->media.n_images && !hr__media_attach(j->m, &j->prompt, &j->media, f->err)) {
+        f->bad = true;
+        return false;
+    }
     return true;
 }
 
@@ -613,6 +632,8 @@ bool hr__job_from_json(hr_server *s, bool chat, const json_t *root, hr_job *j,
     j->rp.n_prompt = (int)j->prompt.n;
     j->rp.stop_ids = j->m->stop_ids;
     j->rp.n_stop_ids = j->m->n_stop_ids;
+    j->rp.images = j->media.req;
+    j->rp.n_images = j->media.n_images;
     return true;
 }
 
@@ -623,6 +644,7 @@ void hr__job_free(hr_job *j) {
         hr__pool_release(j->pool, j->m);
     j->m = NULL;
     json_decref(j->tools);
+    hr__job_media_free(&j->media);
     hr_grammar_free(j->grammar);
     hr_tokens_free(&j->prompt);
     free(j->bias_ids);

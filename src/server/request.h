@@ -5,6 +5,7 @@
 #define HR_SERVER_REQUEST_H
 
 #include "server/internal.h"
+#include "server/media.h"
 
 #define HR_MAX_STOPS 16
 #define HR_API_MAX_TOP_LOGPROBS 11 /* mlx_lm.server's bound */
@@ -27,6 +28,7 @@ typedef struct hr_job {
     json_t *tools;                  /* the request's tools when calls are parsed, else NULL */
     hr_grammar *grammar;            /* constrained decoding (owned), or NULL */
     bool forced_tool;               /* tool_choice required / named: grammar forces a call */
+    hr_job_media media;             /* the messages' images (server/media.h) */
 } hr_job;
 
 /* Fill j from a request body; on failure return false with *err set to the

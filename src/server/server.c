@@ -75,6 +75,9 @@ static void model_stats(json_t *o, const hr_served *m) {
                         json_pack("{s:b,s:I,s:I}", "draft_model", st.spec_draft_model,
                                   "drafted_tokens", (json_int_t)st.spec_drafted,
                                   "accepted_tokens", (json_int_t)st.spec_accepted));
+    json_object_set_new(o, "images",
+                        json_pack("{s:I,s:I}", "encoded", (json_int_t)st.images_encoded,
+                                  "cached", (json_int_t)st.images_cached));
     json_object_set_new(o, "throughput",
                         json_pack("{s:f,s:f}", "prefill_tokens_per_s", st.prefill_tps,
                                   "decode_tokens_per_s", st.decode_tps));

@@ -8,6 +8,7 @@
 #define HR_SERVER_SERVER_H
 
 #include "hearth.h"
+#include "media/fetch.h"
 
 #include <stdbool.h>
 #include <stddef.h>
@@ -73,6 +74,8 @@ typedef struct hr_server_opts {
     int engine_fd;
     const char *adapter_path;       /* --adapter-path: requests' default LoRA adapter */
     const char *adapters;           /* --adapters name=DIR,...: loaded on first use */
+    hr_media_opts media;            /* image_url fetches: --allow-private-media,
+                                     * --media-allow-host, --media-max-mb, --media-timeout */
 } hr_server_opts;
 
 /* Load the model, tokenizer and chat template, start the engine. */

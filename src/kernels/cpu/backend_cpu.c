@@ -149,7 +149,7 @@ static int cpu_begin(hr_bctx *c, const hr_step_in *in, hr_error *err) {
         if (in->pos[t] + 1 > x->seq_end[in->seq[t]])
             x->seq_end[in->seq[t]] = in->pos[t] + 1;
     for (int t = 0; t < in->n_tokens; t++)
-        x->tok_end[t] = x->seq_end[in->seq[t]];
+        x->tok_end[t] = in->attn_end ? in->attn_end[t] : x->seq_end[in->seq[t]];
     return 0;
 }
 
@@ -165,6 +165,10 @@ static void cpu_embed(hr_bctx *c, float *x, const hr_tensor *emb, int d, float s
     const hr_step_in *in = &ctx_of(c)->in;
     for (int t = 0; t < in->n_tokens; t++) {
         float *xt = x + (size_t)t * d;
+        if (in->embd_row && in->embd_row[t] >= 0) { /* an image's row, as it is */
+            memcpy(xt, in->embd + (size_t)in->embd_row[t] * d, (size_t)d * sizeof *xt);
+            continue;
+        }
         hr_dequant_range(emb, in->token[t], 0, d, xt); /* one row */
         for (int i = 0; i < d; i++)
             xt[i] *= scale;
@@ -330,7 +334,7 @@ static void cpu_attention(hr_bctx *c, const hr_attn_in *a) {
         .pos = x->in.pos, .blocks = x->tok_blocks, .scale = a->scale,
         .softcap = a->softcap, .window = a->window, .scratch = x->scores,
         .max_ctx = a->max_ctx, .sinks = a->sinks,
-        .end = a->bidirectional ? x->tok_end : NULL,
+        .end = a->bidirectional || x->in.attn_end ? x->tok_end : NULL,
     };
     hr_attention(x->pool, &aa);
 }

@@ -1,0 +1,222 @@
+/* A chat request's media parts (server/media.h). */
+#include "server/media.h"
+#include "server/internal.h"
+#include "media/media.h"
+#include "core/file.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+static bool refuse(hr_reply *err, const char *fmt, size_t i, size_t k, const char *a,
+                   const char *b) {
+    char msg[512];
+    snprintf(msg, sizeof msg, fmt, i, k, a, b);
+    *err = hr__error_reply(400, "invalid_request_error", "messages", "%s", msg);
+    return false;
+}
+
+/* The part's URL: {"image_url": {"url": "..."}} (OpenAI), or the string
+ * itself (what some clients send). */
+static const char *part_url(const json_t *part) {
+    const json_t *iu = json_object_get(part, "image_url");
+    if (json_is_string(iu))
+        return json_string_value(iu);
+    return json_string_value(json_object_get(iu, "url"));
+}
+
+bool hr__media_load_parts(hr_server *s, const hr_served *m, const json_t *msgs,
+                          hr_job_media *out, hr_reply *err) {
+    memset(out, 0, sizeof *out);
+    size_t i, k;
+    const json_t *msg, *part;
+    json_array_foreach(msgs, i, msg) {
+        const json_t *c = json_object_get(msg, "content");
+        if (!json_is_array(c))
+            continue;
+        json_array_foreach(c, k, part) {
+            const char *type = json_string_value(json_object_get(part, "type"));
+            if (!type)
+                continue; /* hr_chat_messages_normalize says what is wrong */
+            if (!strcmp(type, "input_audio") || !strcmp(type, "audio_url")) {
+                hr__job_media_free(out);
+                return refuse(err, "messages.%zu.content.%zu: not supported yet: audio input "
+                              "(%s%s parts)", i, k, type, "");
+            }
+            if (strcmp(type, "image_url") && strcmp(type, "image"))
+                continue;
+            if (!(m->modalities & HR_MODALITY_IMAGE)) {
+                hr__job_media_free(out);
+                return refuse(err, "messages.%zu.content.%zu: the model '%s' does not accept "
+                              "images (%s parts); its input is text only", i, k, m->id, type);
+            }
+            if (out->n_images == HR_MEDIA_MAX_IMAGES) {
+                hr__job_media_free(out);
+                return refuse(err, "messages.%zu.content.%zu: at most 8 images a request%s%s", i,
+                              k, "", "");
+            }
+            const char *url = part_url(part);
+            if (!url) {
+                hr__job_media_free(out);
+                return refuse(err, "messages.%zu.content.%zu: an image_url part needs "
+                              "image_url.url, a string%s%s", i, k, "", "");
+            }
+            hr_image *g = realloc(out->images, sizeof *g * (size_t)(out->n_images + 1));
+            if (!g) {
+                hr__job_media_free(out);
+                *err = hr__error_reply(500, "server_error", NULL, "out of memory");
+                return false;
+            }
+            out->images = g;
+            hr_error e = {0};
+            int rc = hr_media_load_image(url, &s->o.media, &g[out->n_images], &e);
+            if (rc) {
+                hr__job_media_free(out);
+                if (rc == HR_ENOMEM) {
+                    *err = hr__error_reply(500, "server_error", NULL, "out of memory");
+                    return false;
+                }
+                return refuse(err, "messages.%zu.content.%zu: image_url: %s%s", i, k, e.msg, "");
+            }
+            out->n_images++;
+        }
+    }
+    return true;
+}
+
+void hr__job_media_free(hr_job_media *jm) {
+    if (!jm)
+        return;
+    free(jm->pixels);
+    free(jm->req);
+    jm->pixels = NULL;
+    jm->req = NULL;
+    for (int i = 0; i < jm->n_images; i++)
+        hr_image_deinit(&jm->images[i]);
+    free(jm->images);
+    jm->images = NULL;
+    jm->n_images = 0;
+}
+
+json_t *hr__modalities_json(unsigned mask) {
+    json_t *a = json_array();
+    if (mask & HR_MODALITY_TEXT)
+        json_array_append_new(a, json_string("text"));
+    if (mask & HR_MODALITY_IMAGE)
+        json_array_append_new(a, json_string("image"));
+    if (mask & HR_MODALITY_AUDIO)
+        json_array_append_new(a, json_string("audio"));
+    return a;
+}
+
+unsigned hr__modalities_of_model(const struct hr_model *m) {
+    return HR_MODALITY_TEXT | (m && m->mm ? HR_MODALITY_IMAGE : 0);
+}
+
+/* Without loading it: a model directory whose config.json describes a
+ * Gemma-3 with a vision tower (what hr_model_open gives an image side). */
+unsigned hr__modalities_of_path(const char *path) {
+    char cfg[4096];
+    if (!path || !hr_dir_exists(path) || hr_path_join(cfg, sizeof cfg, path, "config.json"))
+        return HR_MODALITY_TEXT;
+    json_t *c = json_load_file(cfg, 0, NULL);
+    const char *mt = json_string_value(json_object_get(c, "model_type"));
+    bool img = mt && !strcmp(mt, "gemma3") && json_is_object(json_object_get(c, "vision_config"));
+    json_decref(c);
+    return HR_MODALITY_TEXT | (img ? HR_MODALITY_IMAGE : 0);
+}
+
+/* ---- placing images in the prompt ---------------------------------------------------------- */
+
+static bool bad_prompt(hr_reply *err, const char *msg) {
+    *err = hr__error_reply(400, "invalid_request_error", "messages", "%s", msg);
+    return false;
+}
+
+bool hr__media_expand(const hr_served *m, const char *text, int n_images, char **out,
+                      hr_reply *err) {
+    *out = NULL;
+    const hr_model_vision *mm = m->model->mm;
+    size_t bl = 0, il = 0, el = 0;
+    const char *boi = hr_tokenizer_token_to_piece(m->tok, mm->boi, &bl);
+    const char *img = hr_tokenizer_token_to_piece(m->tok, mm->image_token, &il);
+    const char *eoi = hr_tokenizer_token_to_piece(m->tok, mm->eoi, &el);
+    if (!boi || !img || !eoi || !bl)
+        return bad_prompt(err, "the model's tokenizer lacks its image tokens");
+    int found = 0;
+    size_t tl = strlen(text);
+    /* the pieces are not NUL-terminated: memmem */
+    for (const char *p = text; (p = memmem(p, tl - (size_t)(p - text), boi, bl)) != NULL; p += bl)
+        found++;
+    if (found != n_images) {
+        char msg[200];
+        snprintf(msg, sizeof msg, "the chat template placed %d image%s, the messages hold %d",
+                 found, found == 1 ? "" : "s", n_images);
+        return bad_prompt(err, msg);
+    }
+    size_t span = 4 + bl + (size_t)mm->mm_tokens * il + el;
+    char *o = malloc(tl + (size_t)found * span + 1), *w = o;
+    if (!o) {
+        *err = hr__error_reply(500, "server_error", NULL, "out of memory");
+        return false;
+    }
+    for (const char *p = text;;) {
+        const char *q = memmem(p, tl - (size_t)(p - text), boi, bl);
+        size_t n = q ? (size_t)(q - p) : strlen(p);
+        memcpy(w, p, n);
+        w += n;
+        if (!q)
+            break;
+        memcpy(w, "\n\n", 2);
+        memcpy(w + 2, boi, bl);
+        w += 2 + bl;
+        for (int k = 0; k < mm->mm_tokens; k++, w += il)
+            memcpy(w, img, il);
+        memcpy(w, eoi, el);
+        memcpy(w + el, "\n\n", 2);
+        w += el + 2;
+        p = q + bl;
+    }
+    *w = 0;
+    *out = o;
+    return true;
+}
+
+bool hr__media_attach(const hr_served *m, const hr_tokens *prompt, hr_job_media *jm,
+                      hr_reply *err) {
+    const hr_model_vision *mm = m->model->mm;
+    size_t px = (size_t)3 * mm->proc.height * mm->proc.width;
+    jm->req = calloc((size_t)jm->n_images, sizeof *jm->req);
+    jm->pixels = malloc((size_t)jm->n_images * px * sizeof(float));
+    if (!jm->req || !jm->pixels) {
+        *err = hr__error_reply(500, "server_error", NULL, "out of memory");
+        return false;
+    }
+    int k = 0;
+    for (size_t t = 0; t < prompt->n;) {
+        if (prompt->ids[t] != mm->image_token) {
+            t++;
+            continue;
+        }
+        size_t s = t;
+        while (t < prompt->n && prompt->ids[t] == mm->image_token)
+            t++;
+        if (t - s != (size_t)mm->mm_tokens || k == jm->n_images)
+            return bad_prompt(err, "the prompt's image tokens do not match its images (image "
+                              "token text in a message?)");
+        jm->req[k].start = (int)s;
+        k++;
+    }
+    if (k != jm->n_images)
+        return bad_prompt(err, "the prompt's image tokens do not match its images");
+    for (int i = 0; i < jm->n_images; i++) {
+        hr_error e = {0};
+        float *dst = jm->pixels + (size_t)i * px;
+        if (hr_image_preprocess(&jm->images[i], &mm->proc, dst, &e)) {
+            *err = hr__error_reply(500, "server_error", NULL, "%s", e.msg);
+            return false;
+        }
+        jm->req[i].pixels = dst;
+        memcpy(jm->req[i].hash, jm->images[i].hash, 16);
+    }
+    return true;
+}

@@ -1,0 +1,68 @@
+/* The media parts of a chat request (docs/images.md): image_url parts are
+ * checked against the model's modalities and loaded (media/media.h);
+ * input_audio parts are refused (not supported yet). */
+#ifndef HR_SERVER_MEDIA_H
+#define HR_SERVER_MEDIA_H
+
+#include "engine/engine.h"
+#include "media/image.h"
+#include "tokenizer/tokenizer.h"
+
+#include <jansson.h>
+#include <stdbool.h>
+
+struct hr_server;
+struct hr_served;
+struct hr_reply;
+
+/* Images one request may carry (each is fetched, decoded and encoded). */
+#define HR_MEDIA_MAX_IMAGES 8
+
+/* What a served model accepts (/v1/models "modalities"). */
+enum {
+    HR_MODALITY_TEXT = 1,
+    HR_MODALITY_IMAGE = 2,
+    HR_MODALITY_AUDIO = 4,
+};
+
+/* The request's images, in the order their parts appear. */
+typedef struct hr_job_media {
+    hr_image *images;
+    int n_images;
+    float *pixels;      /* [n_images][3][S][S] the model's image processor's output */
+    hr_req_image *req;  /* [n_images] for the engine (hr_req_params.images) */
+} hr_job_media;
+
+/* Walks msgs (the request's raw "messages"): every image_url part is
+ * refused with a 400 naming the part and the modality when the model does
+ * not accept images, else loaded into *out (its url a data: URL or an
+ * http(s) URL fetched under the server's media options; a bad URL, a
+ * refused fetch or bad bytes: a 400 naming the part); every input_audio
+ * part is a 400 (not supported yet). false with *err set on failure (*out
+ * then holds nothing). */
+bool hr__media_load_parts(struct hr_server *s, const struct hr_served *m, const json_t *msgs,
+                          hr_job_media *out, struct hr_reply *err);
+void hr__job_media_free(hr_job_media *jm);
+
+/* The rendered chat prompt with each image placed as the model's processor
+ * places it (Gemma-3: every boi the template wrote becomes "\n\n" boi,
+ * image_token x mm_tokens, eoi "\n\n"); *out malloc'd. The template must
+ * have written one boi per image (a 400 otherwise). */
+bool hr__media_expand(const struct hr_served *m, const char *text, int n_images, char **out,
+                      struct hr_reply *err);
+/* After tokenizing the expanded prompt: each image's span and its pixels
+ * (the model's image processor) into jm->req. A 400 when the spans are not
+ * one run of mm_tokens image tokens per image. */
+bool hr__media_attach(const struct hr_served *m, const hr_tokens *prompt, hr_job_media *jm,
+                      struct hr_reply *err);
+
+/* What a loaded model accepts; what the model at path (a directory or a
+ * GGUF file, not loaded) will accept, from its config.json. */
+struct hr_model;
+unsigned hr__modalities_of_model(const struct hr_model *m);
+unsigned hr__modalities_of_path(const char *path);
+
+/* ["text", "image", ...] for a modalities mask. */
+json_t *hr__modalities_json(unsigned mask);
+
+#endif
