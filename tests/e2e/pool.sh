@@ -127,8 +127,10 @@ got=$(get "$p3" /v1/models | jq_py "','.join(m['id'] for m in o['data'] if m['lo
 echo "pool: least recently used goes first"
 
 # never evicted while a request runs on it: a long stream on tiny-llama, then tiny-qwen
+# (4 choices of 4000 tokens: one alone, with the vector softmax, could end
+# on a loaded machine before tiny-qwen had loaded and answered)
 curl -sfN "http://127.0.0.1:$port/v1/completions" -H 'Content-Type: application/json' \
-    -d '{"model": "tiny-llama", "prompt": "a", "max_tokens": 4000, "stream": true, "logit_bias": {"370": -100}}' >"$tmp/long.out" &
+    -d '{"model": "tiny-llama", "prompt": "a", "max_tokens": 4000, "n": 4, "stream": true, "logit_bias": {"370": -100}}' >"$tmp/long.out" &
 long=$!
 for _ in $(seq 100); do grep -q '^data: {' "$tmp/long.out" 2>/dev/null && break; sleep 0.05; done
 got=$(curl -sf "http://127.0.0.1:$port/v1/completions" -H 'Content-Type: application/json' \

@@ -1,8 +1,8 @@
 /* The CPU backend (kernels/backend.h): host memory, the kernels of this
  * folder on the forward's thread pool. Row-wise work between the products
- * runs on the pool when the step has more than one row (decode of several
- * sequences, prefill), inline for one: a dispatch costs more than a single
- * row's norm. Each row's math is the same whichever thread runs it, so the
+ * runs on the pool when the step has enough of it (prefill, a large
+ * batch), inline otherwise (run_rows): a dispatch costs more than a few
+ * rows' norm. Each row's math is the same whichever thread runs it, so the
  * pass stays batch-invariant. */
 #include "kernels/backend.h"
 #include "core/bigmem.h"
@@ -111,8 +111,15 @@ static int cpu_ctx_new(hr_backend *be, hr_pool *pool, const hr_bctx_dims *dm, hr
     return 0;
 }
 
-static void run_rows(hr_pool *pool, int T, hr_task_fn fn, void *ctx) {
-    if (T > 1)
+/* Row work of `floats` floats in all: on the pool when there is enough of
+ * it to pay for the dispatch, else inline. A decode step of a few
+ * sequences, or one carrying a few drafted tokens (docs/speculative.md),
+ * stays inline: 4 of a layer's jobs fewer for the other threads to be
+ * woken for (each a wait on a thread another process may hold) */
+#define ROWS_INLINE_FLOATS 16384
+
+static void run_rows(hr_pool *pool, int T, size_t floats, hr_task_fn fn, void *ctx) {
+    if (T > 1 && floats >= ROWS_INLINE_FLOATS)
         hr_pool_run(pool, fn, ctx);
     else
         fn(ctx, 0, 1);
@@ -140,7 +147,7 @@ static int cpu_begin(hr_bctx *c, const hr_step_in *in, hr_error *err) {
     cpu_ctx *x = ctx_of(c);
     x->in = *in;
     if (in->rot_dim / 2 > 0)
-        run_rows(x->pool, in->n_tokens, rope_worker, x);
+        run_rows(x->pool, in->n_tokens, (size_t)in->n_tokens * in->rot_dim * 2, rope_worker, x);
     for (int t = 0; t < in->n_tokens; t++)
         x->tok_blocks[t] = in->tables + in->tab_off[in->seq[t]];
     for (int s = 0; s < in->n_seqs; s++)
@@ -199,7 +206,7 @@ static void norm_worker(void *p, int ith, int nth) {
 static void cpu_norm(hr_bctx *c, float *y, const float *x, const float *w, const float *b,
                      int kind, float offset, float eps, int T, int d) {
     norm_task a = {y, x, w, b, kind, T, d, offset, eps};
-    run_rows(ctx_of(c)->pool, T, norm_worker, &a);
+    run_rows(ctx_of(c)->pool, T, (size_t)T * d, norm_worker, &a);
 }
 
 typedef struct act_task {
@@ -230,7 +237,7 @@ static void act_worker(void *p, int ith, int nth) {
 
 static void cpu_act(hr_bctx *c, int act, float *g, const float *u, int T, int n) {
     act_task a = {act, g, u, (size_t)T * n};
-    run_rows(ctx_of(c)->pool, T, act_worker, &a);
+    run_rows(ctx_of(c)->pool, T, (size_t)T * n, act_worker, &a);
 }
 
 static void cpu_add(hr_bctx *c, float *x, const float *y, float mult, size_t n) {
@@ -313,7 +320,9 @@ static void qkv_worker(void *p, int ith, int nth) {
 static void cpu_qkv(hr_bctx *c, const hr_qkv_args *a) {
     cpu_ctx *x = ctx_of(c);
     qkv_task t = {x, a};
-    run_rows(x->pool, x->in.n_tokens, qkv_worker, &t);
+    run_rows(x->pool, x->in.n_tokens,
+             (size_t)x->in.n_tokens * (a->n_heads + 2 * a->n_kv_heads) * a->head_dim, qkv_worker,
+             &t);
 }
 
 /* ---- products and attention ------------------------------------------------- */

@@ -1,5 +1,6 @@
-/* AVX2 + FMA kernels (compiled with -mavx2 -mfma -mf16c). Same tiling as
- * the AVX-512 path with 8-lane vectors; the k tail is done in scalar. */
+/* AVX2 + FMA kernels (compiled with -mavx2 -mfma -mf16c): register tiles
+ * of up to 3 rows by 4 outputs with 8-lane vectors; the k tail is done in
+ * scalar. */
 #include "kernels/cpu/cpu.h"
 #include "kernels/cpu/exp_neg.h"
 #include "kernels/cpu/gemm_q.h"
@@ -33,79 +34,123 @@ static inline float scal_f16(const void *p, size_t off) {
     return hr_f16_to_f32(((const uint16_t *)p)[off]);
 }
 
-#define IB 64
-#define GEMM_AVX2(NAME, LOADW, SCALW)                                           \
-    static void NAME(float *y, int ldy, const float *x, int ldx, int n,         \
-                     const hr_tensor *wt, int m0, int m1) {                     \
-        const void *w = wt->data;                                               \
-        int k = (int)wt->shape[1];                                              \
-        int k8 = k & ~7;                                                        \
-        for (int i0 = 0; i0 < n; i0 += IB) {                                    \
-            int i1 = i0 + IB < n ? i0 + IB : n;                                 \
-            int j = m0;                                                         \
-            for (; j + 4 <= m1; j += 4) {                                       \
-                size_t w0 = (size_t)j * k;                                      \
-                int i = i0;                                                     \
-                for (; i + 3 <= i1; i += 3) {                                   \
-                    __m256 acc[3][4];                                           \
-                    for (int a = 0; a < 3; a++)                                 \
-                        for (int b = 0; b < 4; b++)                             \
-                            acc[a][b] = _mm256_setzero_ps();                    \
-                    for (int t = 0; t < k8; t += 8) {                           \
-                        __m256 wv[4];                                           \
-                        for (int b = 0; b < 4; b++)                             \
-                            wv[b] = LOADW(w, w0 + (size_t)b * k + t);           \
-                        for (int a = 0; a < 3; a++) {                           \
-                            __m256 xv = _mm256_loadu_ps(x + (size_t)(i + a) * ldx + t); \
-                            for (int b = 0; b < 4; b++)                         \
-                                acc[a][b] = _mm256_fmadd_ps(xv, wv[b], acc[a][b]); \
-                        }                                                       \
-                    }                                                           \
-                    for (int a = 0; a < 3; a++)                                 \
-                        for (int b = 0; b < 4; b++) {                           \
-                            const float *xi = x + (size_t)(i + a) * ldx;        \
-                            float s = hsum8(acc[a][b]);                         \
-                            for (int t = k8; t < k; t++)                        \
-                                s += xi[t] * SCALW(w, w0 + (size_t)b * k + t);  \
-                            y[(size_t)(i + a) * ldy + j + b] = s;               \
-                        }                                                       \
-                }                                                               \
-                for (; i < i1; i++) {                                           \
-                    const float *xi = x + (size_t)i * ldx;                      \
-                    __m256 acc[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(),  \
-                                     _mm256_setzero_ps(), _mm256_setzero_ps()}; \
-                    for (int t = 0; t < k8; t += 8) {                           \
-                        __m256 xv = _mm256_loadu_ps(xi + t);                    \
-                        for (int b = 0; b < 4; b++)                             \
-                            acc[b] = _mm256_fmadd_ps(                           \
-                                xv, LOADW(w, w0 + (size_t)b * k + t), acc[b]);  \
-                    }                                                           \
-                    for (int b = 0; b < 4; b++) {                               \
-                        float s = hsum8(acc[b]);                                \
-                        for (int t = k8; t < k; t++)                            \
-                            s += xi[t] * SCALW(w, w0 + (size_t)b * k + t);      \
-                        y[(size_t)i * ldy + j + b] = s;                         \
-                    }                                                           \
-                }                                                               \
-            }                                                                   \
-            for (; j < m1; j++)                                                 \
-                for (int i = i0; i < i1; i++) {                                 \
-                    const float *xi = x + (size_t)i * ldx;                      \
-                    __m256 acc = _mm256_setzero_ps();                           \
-                    for (int t = 0; t < k8; t += 8)                             \
-                        acc = _mm256_fmadd_ps(_mm256_loadu_ps(xi + t),          \
-                                              LOADW(w, (size_t)j * k + t), acc); \
-                    float s = hsum8(acc);                                       \
-                    for (int t = k8; t < k; t++)                                \
-                        s += xi[t] * SCALW(w, (size_t)j * k + t);               \
-                    y[(size_t)i * ldy + j] = s;                                 \
-                }                                                               \
-        }                                                                       \
-    }
+/* bf16 widened by one byte shuffle (port 5) of the 8 values loaded into
+ * both halves, rather than a widen (port 5) and a shift (ports 0 and 1,
+ * the FMAs'): the same floats, for the tiles of 2 rows, where the FMAs
+ * would otherwise wait on the shifts (a 1024 x 384 product in L2: 2 rows
+ * 36 -> 21 us, 1 row 18 us) */
+static inline __m256 load_bf16_p5(const void *p, size_t off) {
+    const __m256i idx = _mm256_setr_epi8(
+        -1, -1, 0, 1, -1, -1, 2, 3, -1, -1, 4, 5, -1, -1, 6, 7,
+        -1, -1, 8, 9, -1, -1, 10, 11, -1, -1, 12, 13, -1, -1, 14, 15);
+    __m256i h = _mm256_broadcastsi128_si256(
+        _mm_loadu_si128((const __m128i *)((const uint16_t *)p + off)));
+    return _mm256_castsi256_ps(_mm256_shuffle_epi8(h, idx));
+}
 
-GEMM_AVX2(gemm_f32_avx2, load_f32, scal_f32)
-GEMM_AVX2(gemm_bf16_avx2, load_bf16, scal_bf16)
-GEMM_AVX2(gemm_f16_avx2, load_f16, scal_f16)
+/* The weight dtypes of the f32-activation kernels */
+typedef enum wkind { W_F32, W_BF16, W_F16 } wkind;
+
+static inline __attribute__((always_inline)) __m256 load_w(wkind kd, int R, const void *p,
+                                                           size_t off) {
+    if (kd == W_BF16)
+        return R > 1 ? load_bf16_p5(p, off) : load_bf16(p, off);
+    return kd == W_F16 ? load_f16(p, off) : load_f32(p, off);
+}
+
+static inline __attribute__((always_inline)) float scal_w(wkind kd, const void *p, size_t off) {
+    return kd == W_BF16 ? scal_bf16(p, off) : kd == W_F16 ? scal_f16(p, off) : scal_f32(p, off);
+}
+
+/* y[i + a][j + b] for a < R (1, 2), b < 4: each weight vector widened once
+ * for the R rows. Every output is its own 8-lane accumulator over k in
+ * order, hsum8, then the k tail in order: the same bits whatever R, so a
+ * row gets the same result alone or in a batch of any size. */
+static inline __attribute__((always_inline)) void tile_rx4(wkind kd, int R, float *y, int ldy,
+                                                           const float *x, int ldx,
+                                                           const void *w, int k, int i, int j) {
+    int k8 = k & ~7;
+    size_t w0 = (size_t)j * k;
+    __m256 acc[2][4];
+    for (int a = 0; a < R; a++)
+        for (int b = 0; b < 4; b++)
+            acc[a][b] = _mm256_setzero_ps();
+    for (int t = 0; t < k8; t += 8) {
+        __m256 wv[4];
+        for (int b = 0; b < 4; b++)
+            wv[b] = load_w(kd, R, w, w0 + (size_t)b * k + t);
+        for (int a = 0; a < R; a++) {
+            __m256 xv = _mm256_loadu_ps(x + (size_t)(i + a) * ldx + t);
+            for (int b = 0; b < 4; b++)
+                acc[a][b] = _mm256_fmadd_ps(xv, wv[b], acc[a][b]);
+        }
+    }
+    for (int a = 0; a < R; a++)
+        for (int b = 0; b < 4; b++) {
+            const float *xi = x + (size_t)(i + a) * ldx;
+            float s = hsum8(acc[a][b]);
+            for (int t = k8; t < k; t++)
+                s += xi[t] * scal_w(kd, w, w0 + (size_t)b * k + t);
+            y[(size_t)(i + a) * ldy + j + b] = s;
+        }
+}
+
+/* one output column j, rows [i0, i1) (the columns past the last whole 4) */
+static inline __attribute__((always_inline)) void col_1(wkind kd, float *y, int ldy,
+                                                        const float *x, int ldx, const void *w,
+                                                        int k, int i0, int i1, int j) {
+    int k8 = k & ~7;
+    for (int i = i0; i < i1; i++) {
+        const float *xi = x + (size_t)i * ldx;
+        __m256 acc = _mm256_setzero_ps();
+        for (int t = 0; t < k8; t += 8)
+            acc = _mm256_fmadd_ps(_mm256_loadu_ps(xi + t), load_w(kd, 1, w, (size_t)j * k + t),
+                                  acc);
+        float s = hsum8(acc);
+        for (int t = k8; t < k; t++)
+            s += xi[t] * scal_w(kd, w, (size_t)j * k + t);
+        y[(size_t)i * ldy + j] = s;
+    }
+}
+
+/* One kernel per weight dtype: 4 output columns at a time, their rows in
+ * tiles of 2 (and the last one alone), X blocked by IB rows so a block
+ * stays in L2 while W streams past it. (Tiles of 3 rows ran no faster a
+ * row: their 12 accumulators, the shuffle's index and the weights spill
+ * out of the 16 registers.) */
+#define IB 64
+static inline __attribute__((always_inline)) void gemm(wkind kd, float *y, int ldy,
+                                                       const float *x, int ldx, int n,
+                                                       const hr_tensor *wt, int m0, int m1) {
+    const void *w = wt->data;
+    int k = (int)wt->shape[1];
+    for (int i0 = 0; i0 < n; i0 += IB) {
+        int i1 = i0 + IB < n ? i0 + IB : n;
+        int j = m0;
+        for (; j + 4 <= m1; j += 4) {
+            int i = i0;
+            for (; i1 - i >= 2; i += 2)
+                tile_rx4(kd, 2, y, ldy, x, ldx, w, k, i, j);
+            if (i < i1)
+                tile_rx4(kd, 1, y, ldy, x, ldx, w, k, i, j);
+        }
+        for (; j < m1; j++)
+            col_1(kd, y, ldy, x, ldx, w, k, i0, i1, j);
+    }
+}
+
+static void gemm_f32_avx2(float *y, int ldy, const float *x, int ldx, int n, const hr_tensor *wt,
+                          int m0, int m1) {
+    gemm(W_F32, y, ldy, x, ldx, n, wt, m0, m1);
+}
+static void gemm_bf16_avx2(float *y, int ldy, const float *x, int ldx, int n,
+                           const hr_tensor *wt, int m0, int m1) {
+    gemm(W_BF16, y, ldy, x, ldx, n, wt, m0, m1);
+}
+static void gemm_f16_avx2(float *y, int ldy, const float *x, int ldx, int n, const hr_tensor *wt,
+                          int m0, int m1) {
+    gemm(W_F16, y, ldy, x, ldx, n, wt, m0, m1);
+}
 
 /* hr__widen_scalar 8 at a time (F16C; BF16: the bits shifted up), exact */
 void hr__widen_avx2(float *dst, const uint16_t *src, size_t n, hr_dtype t) {
@@ -259,6 +304,36 @@ static __m256 silu8(__m256 x) {
     return _mm256_mul_ps(x, _mm256_div_ps(_mm256_blendv_ps(one, e, neg), _mm256_add_ps(one, e)));
 }
 
+/* hr_softmax 8 lanes at a time: the max, e^(x - max) by exp_neg8 (the
+ * tail padded with -inf), the sum lane-wise, then one scale (the scalar
+ * one's expf on every score made the attention of a few tokens cost as
+ * much as its products) */
+static void softmax_avx2(float *x, int n) {
+    float mx = max_avx2(x, n);
+    __m256 m = _mm256_set1_ps(mx), sum = _mm256_setzero_ps();
+    int i = 0;
+    for (; i + 8 <= n; i += 8) {
+        __m256 e = exp_neg8(_mm256_sub_ps(_mm256_loadu_ps(x + i), m));
+        _mm256_storeu_ps(x + i, e);
+        sum = _mm256_add_ps(sum, e);
+    }
+    if (i < n) {
+        float t[8];
+        for (int j = 0; j < 8; j++)
+            t[j] = i + j < n ? x[i + j] : -INFINITY;
+        __m256 e = exp_neg8(_mm256_sub_ps(_mm256_loadu_ps(t), m));
+        _mm256_storeu_ps(t, e);
+        sum = _mm256_add_ps(sum, e);
+        for (int j = 0; i + j < n; j++)
+            x[i + j] = t[j];
+    }
+    __m256 inv = _mm256_set1_ps(1.0f / hsum8(sum));
+    for (i = 0; i + 8 <= n; i += 8)
+        _mm256_storeu_ps(x + i, _mm256_mul_ps(_mm256_loadu_ps(x + i), inv));
+    for (; i < n; i++)
+        x[i] *= _mm256_cvtss_f32(inv);
+}
+
 static void silu_mul_avx2(float *g, const float *u, int n) {
     int i = 0;
     for (; i + 8 <= n; i += 8) {
@@ -383,7 +458,7 @@ const hr_cpu_kernels hr__cpu_avx2 = {
     .kvq_load = hr__kvq_load_avx2,
     .kvq_dots = hr__kvq_dots_avx2,
     .kvq_axpys = hr__kvq_axpys_avx2,
-    .softmax = hr__softmax_scalar,
+    .softmax = softmax_avx2,
     .silu_mul = silu_mul_avx2,
     .max = max_avx2,
     .argmax = argmax_avx2,
