@@ -10,12 +10,14 @@
 #include "core/log.h"
 #include "core/timer.h"
 #include "server/drive.h"
+#include "server/front.h"
 #include "server/isolate.h"
 #include "server/ui.h"
 
 #include <arpa/inet.h>
 #include <fcntl.h>
 #include <netinet/in.h>
+#include <poll.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -275,6 +277,44 @@ void hr__outbox_end(hr_outbox *b, bool clean) {
 
 void hr__outbox_release(hr_outbox *b) { box_unref(b); }
 
+/* ---- a front's side of the box (server/front.h) ---------------------------------------------- */
+
+bool hr_front_gone(hr_outbox *b) {
+    if (atomic_load(&b->client.gone))
+        return true;
+    if (b->client.fd < 0)
+        return false;
+    struct pollfd p = {.fd = b->client.fd, .events = 0};
+    return poll(&p, 1, 0) > 0 && (p.revents & (POLLHUP | POLLERR | POLLNVAL));
+}
+
+void hr_front_reply(hr_outbox *b, unsigned status, const char *ctype, char *body,
+                    unsigned retry_after) {
+    hr__outbox_reply(b, (hr_reply){.status = status, .body = body, .ctype = ctype,
+                                   .retry_after = retry_after});
+}
+
+void hr_front_error(hr_outbox *b, const char *url, unsigned status, const char *type,
+                    const char *fmt, ...) {
+    char msg[1024];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    hr_reply r = hr__error_reply(status, type, NULL, "%s", msg);
+    if (!strncmp(url, "/v1/messages", 12))
+        r = hr__anthropic_error(r);
+    hr__outbox_reply(b, r);
+}
+
+void hr_front_stream(hr_outbox *b) { hr__outbox_stream(b); }
+
+int hr_front_write(hr_outbox *b, const char *p, size_t n) {
+    return hr__outbox_write(b, p, n, true);
+}
+
+void hr_front_end(hr_outbox *b, bool clean) { hr__outbox_end(b, clean); }
+
 /* libmicrohttpd's reader of a stream: what is there, or suspend until more. */
 static ssize_t box_reader(void *cls, uint64_t pos, char *buf, size_t max) {
     (void)pos;
@@ -367,33 +407,54 @@ typedef struct work {
     hr_outbox *box;
     char *method, *url, *body;
     size_t len;
+    char *headers; /* a front's: the request's headers */
 } work;
+
+/* A front's request (server/front.h): its handler answers through the box;
+ * a box it left unanswered ends in a 503. */
+static void front_run(work *w) {
+    hr_outbox *b = w->box;
+    hr_front_req rq = {.method = w->method, .url = w->url, .headers = w->headers,
+                       .body = w->body, .len = w->len,
+                       .generation = hr__is_generation(w->method, w->url)};
+    w->s->o.front->handle(w->s->o.front->ctx, b, &rq);
+    pthread_mutex_lock(&b->mu);
+    bool open = !b->ended;
+    pthread_mutex_unlock(&b->mu);
+    if (open)
+        hr__outbox_end(b, false);
+}
 
 /* Run a generation route and pump its stream into the box. */
 static void *worker(void *arg) {
     work *w = arg;
     hr_server *s = w->s;
     hr_outbox *b = w->box;
-    hr_reply rep = hr__route(s, NULL, &b->client, w->method, w->url, w->body, w->len);
-    if (rep.sse) {
-        hr_drive *r = rep.sse;
-        hr__outbox_stream(b);
-        bool more = true;
-        while (more) {
-            more = r->produce(r);
-            if (r->out_len && hr__outbox_write(b, r->out, r->out_len, true) < 0)
-                more = false;
-            r->out_len = 0;
-        }
-        hr__outbox_end(b, r->done);
-        r->release(r);
+    if (s->o.front) {
+        front_run(w);
     } else {
-        hr__outbox_reply(b, rep);
+        hr_reply rep = hr__route(s, NULL, &b->client, w->method, w->url, w->body, w->len);
+        if (rep.sse) {
+            hr_drive *r = rep.sse;
+            hr__outbox_stream(b);
+            bool more = true;
+            while (more) {
+                more = r->produce(r);
+                if (r->out_len && hr__outbox_write(b, r->out, r->out_len, true) < 0)
+                    more = false;
+                r->out_len = 0;
+            }
+            hr__outbox_end(b, r->done);
+            r->release(r);
+        } else {
+            hr__outbox_reply(b, rep);
+        }
     }
     hr__outbox_release(b);
     free(w->method);
     free(w->url);
     free(w->body);
+    free(w->headers);
     free(w);
     hr_http *h = s->http;
     pthread_mutex_lock(&h->mu);
@@ -406,8 +467,26 @@ static void *worker(void *arg) {
 /* Hand the request to a worker (or the engine child); the box then belongs
  * to the request's context too. false: it could not start (out of memory,
  * no thread): the caller answers 503. */
-static bool dispatch(hr_server *s, hr_outbox *b, const char *method, const char *url,
-                     const char *body, size_t len) {
+static enum MHD_Result header_line(void *cls, enum MHD_ValueKind kind, const char *key,
+                                   const char *value) {
+    (void)kind;
+    char **hb = cls;
+    size_t len = *hb ? strlen(*hb) : 0, cap = len + 1;
+    if (!*hb) {
+        if (!(*hb = malloc(1)))
+            return MHD_NO;
+        (*hb)[0] = 0;
+    }
+    if (hr__buf_append(hb, &len, &cap, key, strlen(key)) ||
+        hr__buf_append(hb, &len, &cap, ": ", 2) ||
+        hr__buf_append(hb, &len, &cap, value ? value : "", value ? strlen(value) : 0) ||
+        hr__buf_append(hb, &len, &cap, "\n", 1))
+        return MHD_NO;
+    return MHD_YES;
+}
+
+static bool dispatch(hr_server *s, struct MHD_Connection *c, hr_outbox *b, const char *method,
+                     const char *url, const char *body, size_t len) {
     if (s->child)
         return hr__child_submit(s->child, b, method, url, body, len);
     work *w = calloc(1, sizeof *w);
@@ -417,6 +496,11 @@ static bool dispatch(hr_server *s, hr_outbox *b, const char *method, const char 
                 .body = malloc(len + 1), .len = len};
     if (!w->method || !w->url || !w->body)
         goto fail;
+    if (s->o.front) {
+        MHD_get_connection_values(c, MHD_HEADER_KIND, header_line, &w->headers);
+        if (!w->headers && !(w->headers = strdup("")))
+            goto fail;
+    }
     memcpy(w->body, body, len);
     w->body[len] = 0;
     pthread_attr_t at;
@@ -438,6 +522,7 @@ fail:
     free(w->method);
     free(w->url);
     free(w->body);
+    free(w->headers);
     free(w);
     return false;
 }
@@ -534,8 +619,8 @@ static enum MHD_Result handler(void *cls, struct MHD_Connection *c, const char *
     if (!strncmp(url, "/admin/", 7))
         return send_reply(s, c, hr__route_admin(s, c, method, url), false);
     bool gen = hr__is_generation(method, url);
-    bool remote = s->child && strcmp(url, "/health") &&
-                  !(!s->o.no_ui && !strcmp(method, "GET") && hr_ui_find(url));
+    bool remote = s->o.front || (s->child && strcmp(url, "/health") &&
+                                 !(!s->o.no_ui && !strcmp(method, "GET") && hr_ui_find(url)));
     if (!gen && !remote)
         return send_reply(s, c, hr__route(s, c, NULL, method, url, ctx->body ? ctx->body : "",
                                           ctx->len),
@@ -559,7 +644,7 @@ static enum MHD_Result handler(void *cls, struct MHD_Connection *c, const char *
             return send_reply(s, c, hr__shaped(s, url, rep), false);
     }
     if (!(ctx->box = box_new(s->http, c)) ||
-        !dispatch(s, ctx->box, method, url, ctx->body ? ctx->body : "", ctx->len)) {
+        !dispatch(s, c, ctx->box, method, url, ctx->body ? ctx->body : "", ctx->len)) {
         if (ctx->box) {
             ctx->box->refs--; /* the producer's, never taken */
             box_unref(ctx->box);

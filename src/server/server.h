@@ -73,6 +73,10 @@ typedef struct hr_server_opts {
     int engine_fd;
     const char *adapter_path;       /* --adapter-path: requests' default LoRA adapter */
     const char *adapters;           /* --adapters name=DIR,...: loaded on first use */
+    /* A front without models (server/front.h; `hearth route`): no model is
+     * loaded, every request but OPTIONS and the admin routes goes to front->handle.
+     * NULL: a server of its own models. */
+    const struct hr_front *front;
 } hr_server_opts;
 
 /* Load the model, tokenizer and chat template, start the engine. */
