@@ -3,7 +3,7 @@
 # conversations, streams passed through as they come and ended upstream
 # when the client leaves, health checks (a frozen replica out and back),
 # one retry when a replica gives no answer, 4xx passed through unchanged,
-# and a drain that finishes the running stream and exits 0.
+# replicas of different models, and a drain that finishes the running stream and exits 0.
 # docs/routing.md.
 set -euo pipefail
 bin=${HEARTH_BIN:?}; root=${HEARTH_ROOT:?}
@@ -49,6 +49,12 @@ dead=$SERVER_PORT
 start_router "$tmp/r2" --replicas "http://127.0.0.1:$dead,$urls" --policy round-robin --health-interval 60
 kill -9 "$SERVER_PID"; wait "$SERVER_PID" 2>/dev/null || true
 python3 "$root/tests/e2e/route_test.py" retry "$ROUTER_PORT" || { cat "$tmp/r2"; exit 1; }
+kill "$ROUTER_PID"
+
+# replicas of different models: each request goes where its model is
+start_server "$tmp/o" --model "$model" --threads 1 --no-ui --served-model-name other
+start_router "$tmp/r4" --replicas "http://127.0.0.1:${ports[0]},http://127.0.0.1:$SERVER_PORT"
+python3 "$root/tests/e2e/route_test.py" models "$ROUTER_PORT" tiny-chat other || { cat "$tmp/r4"; exit 1; }
 kill "$ROUTER_PID"
 
 # the CLI's own errors

@@ -7,6 +7,7 @@
     route_test.py retry ROUTER              the first replica is dead: retried
     route_test.py bad ROUTER REPLICA        4xx passed through unchanged
     route_test.py drain ROUTER              POST /admin/drain while a stream runs
+    route_test.py models ROUTER A B         replica 0 serves model A, replica 1 model B
 
 Prints "ok"/"FAIL" per check; exits 1 on a failure. Every wait is bounded."""
 import http.client
@@ -180,6 +181,20 @@ def bad(router, replica):
     check("an unknown route: 404", unknown)
 
 
+def models(router, a, b):
+    def run():
+        wait(lambda: all(r["models"] for r in stats(router)["replicas"]), 5, "the replicas' models read")
+        for i in range(6):
+            for m in (a, b, a):
+                st, r = post(router, "/v1/completions", {"model": m, "prompt": f"prompt {i} for {m} " * 3, "max_tokens": 2})
+                assert st == 200, (st, r)
+        routed = [r["routed"] for r in stats(router)["replicas"]]
+        assert routed == [12, 6], routed
+        ids = sorted(m["id"] for m in json.loads(request(router, "GET", "/v1/models")[2])["data"])
+        assert ids == sorted([a, b]), ids
+    check("each request goes to a replica that serves its model", run)
+
+
 def drain(router):
     def run():
         c = http.client.HTTPConnection("127.0.0.1", router, timeout=60)
@@ -212,5 +227,7 @@ if __name__ == "__main__":
         bad(router, int(sys.argv[3]))
     elif cmd == "drain":
         drain(router)
+    elif cmd == "models":
+        models(router, sys.argv[3], sys.argv[4])
     print(f"{passed} passed, {failed} failed")
     sys.exit(1 if failed else 0)
