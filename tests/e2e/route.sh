@@ -3,7 +3,8 @@
 # conversations, streams passed through as they come and ended upstream
 # when the client leaves, health checks (a frozen replica out and back),
 # one retry when a replica gives no answer, 4xx passed through unchanged,
-# replicas of different models, and a drain that finishes the running stream and exits 0.
+# replicas of different models, --load-bound, and a drain that finishes
+# the running stream and exits 0.
 # docs/routing.md.
 set -euo pipefail
 bin=${HEARTH_BIN:?}; root=${HEARTH_ROOT:?}
@@ -49,6 +50,14 @@ dead=$SERVER_PORT
 start_router "$tmp/r2" --replicas "http://127.0.0.1:$dead,$urls" --policy round-robin --health-interval 60
 kill -9 "$SERVER_PID"; wait "$SERVER_PID" 2>/dev/null || true
 python3 "$root/tests/e2e/route_test.py" retry "$ROUTER_PORT" || { cat "$tmp/r2"; exit 1; }
+kill "$ROUTER_PID"
+
+start_router "$tmp/r5" --replicas "$urls" --load-bound 1
+python3 "$root/tests/e2e/route_test.py" load "$ROUTER_PORT" || { cat "$tmp/r5"; exit 1; }
+kill "$ROUTER_PID"
+
+start_router "$tmp/r5" --replicas "$urls" --load-bound 1
+python3 "$root/tests/e2e/route_test.py" load "$ROUTER_PORT" || { cat "$tmp/r5"; exit 1; }
 kill "$ROUTER_PID"
 
 # replicas of different models: each request goes where its model is

@@ -8,6 +8,7 @@
     route_test.py bad ROUTER REPLICA        4xx passed through unchanged
     route_test.py drain ROUTER              POST /admin/drain while a stream runs
     route_test.py models ROUTER A B         replica 0 serves model A, replica 1 model B
+    route_test.py load ROUTER               --load-bound 1: a busy replica gives way
 
 Prints "ok"/"FAIL" per check; exits 1 on a failure. Every wait is bounded."""
 import http.client
@@ -195,6 +196,26 @@ def models(router, a, b):
     check("each request goes to a replica that serves its model", run)
 
 
+def load(router):
+    def run():
+        conns = []
+        try:
+            for _ in range(3):  # one prompt: the same replica, until it is 2 requests busier
+                c = http.client.HTTPConnection("127.0.0.1", router, timeout=30)
+                c.request("POST", "/v1/completions", body=json.dumps(LONG), headers={"Content-Type": "application/json"})
+                r = c.getresponse()
+                assert r.status == 200 and r.readline().startswith(b"data: {")
+                conns.append(c)
+            s = stats(router)
+            assert s["requests"]["by_choice"]["load"] == 1, s["requests"]
+            assert sorted(r["in_flight"] for r in s["replicas"]) == [0, 1, 2], [r["in_flight"] for r in s["replicas"]]
+        finally:
+            for c in conns:
+                c.sock.shutdown(2)
+                c.close()
+    check("--load-bound 1: the third request of a prompt goes to a less busy replica", run)
+
+
 def drain(router):
     def run():
         c = http.client.HTTPConnection("127.0.0.1", router, timeout=60)
@@ -227,6 +248,8 @@ if __name__ == "__main__":
         bad(router, int(sys.argv[3]))
     elif cmd == "drain":
         drain(router)
+    elif cmd == "load":
+        load(router)
     elif cmd == "models":
         models(router, sys.argv[3], sys.argv[4])
     print(f"{passed} passed, {failed} failed")
