@@ -4,7 +4,9 @@
  * suspended, and its answer comes back through an outbox. Limits that hold
  * under abuse (docs/operations.md): a connection cap, a deadline for a
  * whole request to arrive (slow clients), a cap on generations admitted
- * (429), strict request framing (RFC 9112), and the admin routes. */
+ * (429), strict request framing (RFC 9112), and the admin routes. A front
+ * without models (server/front.h: hearth route) gets every other request
+ * on a worker of its own. */
 #include "server/http.h"
 #include "core/error.h"
 #include "core/log.h"
@@ -17,7 +19,6 @@
 #include <arpa/inet.h>
 #include <fcntl.h>
 #include <netinet/in.h>
-#include <poll.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -277,43 +278,6 @@ void hr__outbox_end(hr_outbox *b, bool clean) {
 
 void hr__outbox_release(hr_outbox *b) { box_unref(b); }
 
-/* ---- a front's side of the box (server/front.h) ---------------------------------------------- */
-
-bool hr_front_gone(hr_outbox *b) {
-    if (atomic_load(&b->client.gone))
-        return true;
-    if (b->client.fd < 0)
-        return false;
-    struct pollfd p = {.fd = b->client.fd, .events = 0};
-    return poll(&p, 1, 0) > 0 && (p.revents & (POLLHUP | POLLERR | POLLNVAL));
-}
-
-void hr_front_reply(hr_outbox *b, unsigned status, const char *ctype, char *body,
-                    unsigned retry_after) {
-    hr__outbox_reply(b, (hr_reply){.status = status, .body = body, .ctype = ctype,
-                                   .retry_after = retry_after});
-}
-
-void hr_front_error(hr_outbox *b, const char *url, unsigned status, const char *type,
-                    const char *fmt, ...) {
-    char msg[1024];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(msg, sizeof msg, fmt, ap);
-    va_end(ap);
-    hr_reply r = hr__error_reply(status, type, NULL, "%s", msg);
-    if (!strncmp(url, "/v1/messages", 12))
-        r = hr__anthropic_error(r);
-    hr__outbox_reply(b, r);
-}
-
-void hr_front_stream(hr_outbox *b) { hr__outbox_stream(b); }
-
-int hr_front_write(hr_outbox *b, const char *p, size_t n) {
-    return hr__outbox_write(b, p, n, true);
-}
-
-void hr_front_end(hr_outbox *b, bool clean) { hr__outbox_end(b, clean); }
 
 /* libmicrohttpd's reader of a stream: what is there, or suspend until more. */
 static ssize_t box_reader(void *cls, uint64_t pos, char *buf, size_t max) {
@@ -467,24 +431,6 @@ static void *worker(void *arg) {
 /* Hand the request to a worker (or the engine child); the box then belongs
  * to the request's context too. false: it could not start (out of memory,
  * no thread): the caller answers 503. */
-static enum MHD_Result header_line(void *cls, enum MHD_ValueKind kind, const char *key,
-                                   const char *value) {
-    (void)kind;
-    char **hb = cls;
-    size_t len = *hb ? strlen(*hb) : 0, cap = len + 1;
-    if (!*hb) {
-        if (!(*hb = malloc(1)))
-            return MHD_NO;
-        (*hb)[0] = 0;
-    }
-    if (hr__buf_append(hb, &len, &cap, key, strlen(key)) ||
-        hr__buf_append(hb, &len, &cap, ": ", 2) ||
-        hr__buf_append(hb, &len, &cap, value ? value : "", value ? strlen(value) : 0) ||
-        hr__buf_append(hb, &len, &cap, "\n", 1))
-        return MHD_NO;
-    return MHD_YES;
-}
-
 static bool dispatch(hr_server *s, struct MHD_Connection *c, hr_outbox *b, const char *method,
                      const char *url, const char *body, size_t len) {
     if (s->child)
@@ -497,8 +443,7 @@ static bool dispatch(hr_server *s, struct MHD_Connection *c, hr_outbox *b, const
     if (!w->method || !w->url || !w->body)
         goto fail;
     if (s->o.front) {
-        MHD_get_connection_values(c, MHD_HEADER_KIND, header_line, &w->headers);
-        if (!w->headers && !(w->headers = strdup("")))
+        if (!(w->headers = hr__front_headers(c)))
             goto fail;
     }
     memcpy(w->body, body, len);
