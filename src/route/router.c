@@ -203,13 +203,28 @@ static void remember(hr_router *r, const hr_prefix *px, int i) {
 
 /* ---- a request --------------------------------------------------------------------------------- */
 
+/* A /v1/responses answer's id: its replica is where the stored response is. */
+typedef struct id_ctx {
+    hr_router *r;
+    int replica;
+} id_ctx;
+
+static void on_id(hr_upstream *u, const char *id) {
+    id_ctx *c = u->ctx;
+    pthread_mutex_lock(&c->r->mu);
+    hr_lru_put(c->r->table, id_key(id), c->replica);
+    pthread_mutex_unlock(&c->r->mu);
+}
+
 static hr_upstream_outcome forward(hr_router *r, int i, hr_outbox *box, const hr_front_req *rq,
                                    bool hold_503, hr_upstream *u) {
     hr_replica *p = &r->rep[i];
+    id_ctx ic = {r, i};
     *u = (hr_upstream){.base = p->url, .rq = rq, .box = box, .hold_503 = hold_503,
                        .connect_timeout = r->o.connect_timeout,
                        .find_id = !strncmp(rq->url, "/v1/responses", 13) ||
-                                  !strncmp(rq->url, "/responses", 10)};
+                                  !strncmp(rq->url, "/responses", 10),
+                       .on_id = on_id, .ctx = &ic};
     atomic_fetch_add(&p->in_flight, 1);
     hr_upstream_outcome out = hr_upstream_forward(u);
     atomic_fetch_sub(&p->in_flight, 1);
@@ -219,11 +234,6 @@ static hr_upstream_outcome forward(hr_router *r, int i, hr_outbox *box, const hr
     } else if (out == HR_UPSTREAM_BROKEN) {
         atomic_fetch_add(&r->broken, 1);
         hr_log(HR_LOG_WARN, "replica %s: the stream broke: %s", p->url, u->why);
-    }
-    if (u->resp_id[0]) {
-        pthread_mutex_lock(&r->mu);
-        hr_lru_put(r->table, id_key(u->resp_id), i);
-        pthread_mutex_unlock(&r->mu);
     }
     return out;
 }

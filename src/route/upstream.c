@@ -85,10 +85,11 @@ typedef struct xfer {
     unsigned retry_after;
     char idbuf[256]; /* the answer's first bytes, for find_id */
     size_t idlen;
+    bool id_found;
 } xfer;
 
 static void find_id(xfer *x, const char *p, size_t n) {
-    if (x->u->resp_id[0] || x->idlen + 1 >= sizeof x->idbuf)
+    if (x->id_found || x->idlen + 1 >= sizeof x->idbuf)
         return;
     size_t k = n < sizeof x->idbuf - 1 - x->idlen ? n : sizeof x->idbuf - 1 - x->idlen;
     memcpy(x->idbuf + x->idlen, p, k);
@@ -96,8 +97,14 @@ static void find_id(xfer *x, const char *p, size_t n) {
     x->idbuf[x->idlen] = 0;
     const char *s = strstr(x->idbuf, "\"resp_");
     const char *e = s ? strchr(s + 1, '"') : NULL;
-    if (e && (size_t)(e - s - 1) < sizeof x->u->resp_id)
-        snprintf(x->u->resp_id, sizeof x->u->resp_id, "%.*s", (int)(e - s - 1), s + 1);
+    if (e) {
+        char id[128];
+        x->id_found = true;
+        if ((size_t)(e - s - 1) < sizeof id) {
+            snprintf(id, sizeof id, "%.*s", (int)(e - s - 1), s + 1);
+            x->u->on_id(x->u, id);
+        }
+    }
 }
 
 static void decide(xfer *x) {
@@ -121,7 +128,7 @@ static size_t on_body(char *p, size_t sz, size_t nm, void *ud) {
     xfer *x = ud;
     size_t n = sz * nm;
     decide(x);
-    if (x->u->find_id)
+    if (x->u->find_id && x->u->on_id)
         find_id(x, p, n);
     if (!x->streaming)
         return mem_put(&x->body, p, n) ? n : 0;

@@ -30,8 +30,12 @@ typedef struct hr_upstream {
     /* out */
     long status;            /* the replica's status, 0 when none came */
     char *held;             /* with hold_503 and a 503: its body (the caller frees) */
-    char resp_id[128];      /* with find_id: the first "resp_..." id of the answer */
+    /* find_id: the first "resp_..." id of the answer goes to on_id(u, id)
+     * before any of the answer reaches the client (so a request that
+     * names it cannot come before the caller knows it) */
     bool find_id;
+    void (*on_id)(struct hr_upstream *u, const char *id);
+    void *ctx;              /* the caller's, for on_id */
     char why[256];          /* NO_ANSWER / BROKEN: why */
 } hr_upstream;
 

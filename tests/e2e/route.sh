@@ -17,6 +17,7 @@ tiny_chat_model "$model"
 # start_router LOG ARGS...: `hearth route --port 0 ARGS...`; sets ROUTER_PID, ROUTER_PORT
 start_router() {
     local log=$1; shift
+    : >"$log"
     "$bin" route --port 0 "$@" 2>"$log" &
     ROUTER_PID=$!
     SERVER_PIDS+=("$ROUTER_PID")

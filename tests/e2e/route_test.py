@@ -90,6 +90,24 @@ def sticky(router, replicas):
     msgs_prev = {}
     check("conversations stick to a replica (every later turn reuses its prompt)", run)
 
+    def responses():
+        for i in range(4):
+            stream = i % 2 == 1
+            st, ct, out = request(router, "POST", "/v1/responses",
+                                  {"input": f"response chain {i} " * 4, "max_output_tokens": 3, "stream": stream})
+            assert st == 200, (st, out)
+            text = out.decode()
+            rid = text[text.index('"resp_') + 1:]
+            rid = rid[:rid.index('"')]
+            # the stored response is on one replica only: the next request must go there
+            st, r = post(router, "/v1/responses", {"input": "and next?", "previous_response_id": rid,
+                                                   "max_output_tokens": 3})
+            assert st == 200, (st, r)
+            st, _, out = request(router, "GET", f"/v1/responses/{rid}")
+            assert st == 200 and json.loads(out)["id"] == rid, (st, out)
+        assert stats(router)["requests"]["by_choice"]["previous_response"] == 4
+    check("previous_response_id and GET /v1/responses/{id} go to the replica that stored it", responses)
+
     def models():
         st, ct, out = request(router, "GET", "/v1/models")
         ids = [m["id"] for m in json.loads(out)["data"]]
