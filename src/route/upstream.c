@@ -1,5 +1,6 @@
 /* Forwarding to a replica with libcurl (upstream.h). */
 #include "route/upstream.h"
+#include "core/log.h"
 
 #include <curl/curl.h>
 #include <pthread.h>
@@ -7,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/socket.h>
 
 #define BODY_MAX ((size_t)64 << 20) /* a whole (not streamed) answer at most */
 
@@ -86,6 +88,7 @@ typedef struct xfer {
     char idbuf[256]; /* the answer's first bytes, for find_id */
     size_t idlen;
     bool id_found;
+    curl_socket_t fd; /* the replica's connection */
 } xfer;
 
 static void find_id(xfer *x, const char *p, size_t n) {
@@ -124,6 +127,29 @@ static void decide(xfer *x) {
     }
 }
 
+/* The client left: the replica's connection is to end with a reset, not a
+ * FIN. A replica takes a FIN for a half-close (a client may end its
+ * input and still wait for the answer) and would finish the generation
+ * for nobody; a reset is a hang-up, and it cancels
+ * (docs/operations.md, "Client disconnects"). */
+static void client_gone(xfer *x) {
+    x->gone = true;
+    if (x->fd != CURL_SOCKET_BAD) {
+        struct linger l = {.l_onoff = 1, .l_linger = 0};
+        setsockopt(x->fd, SOL_SOCKET, SO_LINGER, &l, sizeof l);
+    }
+    hr_log(HR_LOG_DEBUG, "%s%s: the client left; the transfer is aborted", x->u->base,
+           x->u->rq->url);
+}
+
+/* The replica's socket, as libcurl opens it (for client_gone). */
+static int on_socket(void *ud, curl_socket_t fd, curlsocktype purpose) {
+    xfer *x = ud;
+    if (purpose == CURLSOCKTYPE_IPCXN)
+        x->fd = fd;
+    return CURL_SOCKOPT_OK;
+}
+
 static size_t on_body(char *p, size_t sz, size_t nm, void *ud) {
     xfer *x = ud;
     size_t n = sz * nm;
@@ -133,7 +159,7 @@ static size_t on_body(char *p, size_t sz, size_t nm, void *ud) {
     if (!x->streaming)
         return mem_put(&x->body, p, n) ? n : 0;
     if (hr_front_write(x->u->box, p, n) < 0) {
-        x->gone = true;
+        client_gone(x);
         return 0;
     }
     x->sent += n;
@@ -152,7 +178,7 @@ static int on_progress(void *ud, curl_off_t a, curl_off_t b, curl_off_t c, curl_
     (void)a, (void)b, (void)c, (void)d;
     xfer *x = ud;
     if (hr_front_gone(x->u->box)) {
-        x->gone = true;
+        client_gone(x);
         return 1;
     }
     return 0;
@@ -189,7 +215,7 @@ static struct curl_slist *headers_of(const char *hb) {
 
 hr_upstream_outcome hr_upstream_forward(hr_upstream *u) {
     const hr_front_req *rq = u->rq;
-    xfer x = {.u = u};
+    xfer x = {.u = u, .fd = CURL_SOCKET_BAD};
     u->status = 0;
     u->held = NULL;
     u->why[0] = 0;
@@ -214,6 +240,8 @@ hr_upstream_outcome hr_upstream_forward(hr_upstream *u) {
     curl_easy_setopt(c, CURLOPT_XFERINFOFUNCTION, on_progress);
     curl_easy_setopt(c, CURLOPT_XFERINFODATA, &x);
     curl_easy_setopt(c, CURLOPT_TCP_NODELAY, 1L);
+    curl_easy_setopt(c, CURLOPT_SOCKOPTFUNCTION, on_socket);
+    curl_easy_setopt(c, CURLOPT_SOCKOPTDATA, &x);
     if (!strcmp(rq->method, "POST") || rq->len) {
         curl_easy_setopt(c, CURLOPT_POSTFIELDS, rq->body);
         curl_easy_setopt(c, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)rq->len);

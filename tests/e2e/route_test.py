@@ -15,6 +15,8 @@ import http.client
 import json
 import os
 import signal
+import socket
+import struct
 import sys
 import threading
 import time
@@ -141,6 +143,21 @@ def stream(router):
         c.close()
         wait(lambda: active(router) == 0, 3, "the replica's request ended after the client left")
     check("a stream passes through as it comes; a client that leaves ends it upstream", run)
+
+    def reset():
+        # a client that resets its connection while it waits for a whole answer
+        gen0 = sum((r["stats"] or {}).get("tokens", {}).get("generated", 0) for r in stats(router)["replicas"])
+        body = json.dumps(dict(LONG, stream=False)).encode()
+        s = socket.create_connection(("127.0.0.1", router))
+        s.sendall(b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                  b"Content-Length: %d\r\n\r\n" % len(body) + body)
+        wait(lambda: active(router) >= 1, 5, "the replica's request started")
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+        s.close()
+        wait(lambda: active(router) == 0, 3, "the replica's request cancelled after the client's reset")
+        gen = sum((r["stats"] or {}).get("tokens", {}).get("generated", 0) for r in stats(router)["replicas"])
+        assert gen - gen0 < 4 * 3990, f"{gen - gen0} tokens: the request ran to its end"
+    check("a client that resets while it waits: the replica's request is cancelled", reset)
 
     def whole():
         st, ct, out = request(router, "POST", "/v1/chat/completions",
