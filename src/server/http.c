@@ -278,7 +278,6 @@ void hr__outbox_end(hr_outbox *b, bool clean) {
 
 void hr__outbox_release(hr_outbox *b) { box_unref(b); }
 
-
 /* libmicrohttpd's reader of a stream: what is there, or suspend until more. */
 static ssize_t box_reader(void *cls, uint64_t pos, char *buf, size_t max) {
     (void)pos;
