@@ -22,6 +22,7 @@ int hr_cmd_grammar(int argc, char **argv);
 int hr_cmd_get(int argc, char **argv);
 int hr_cmd_ls(int argc, char **argv);
 int hr_cmd_gc(int argc, char **argv);
+int hr_cmd_route(int argc, char **argv);
 
 /* The median of v[0..n) (sorts v; the bench verbs, cmd_bench.c). */
 double hr_cli_median(double *v, int n);

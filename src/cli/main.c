@@ -12,6 +12,7 @@ typedef struct verb {
 
 static const verb verbs[] = {
     {"serve", hr_cmd_serve, "serve the OpenAI-compatible API (the default verb)"},
+    {"route", hr_cmd_route, "route requests over several servers by prompt prefix (--replicas)"},
     {"generate", hr_cmd_generate, "generate tokens from a prompt"},
     {"bench", hr_cmd_bench, "measure prefill and decode speed against the memory roofline"},
     {"convert", hr_cmd_convert, "write an mlx-lm directory (optionally quantized) or a GGUF file"},

@@ -4,12 +4,15 @@
  * suspended, and its answer comes back through an outbox. Limits that hold
  * under abuse (docs/operations.md): a connection cap, a deadline for a
  * whole request to arrive (slow clients), a cap on generations admitted
- * (429), strict request framing (RFC 9112), and the admin routes. */
+ * (429), strict request framing (RFC 9112), and the admin routes. A front
+ * without models (server/front.h: hearth route) gets every other request
+ * on a worker of its own. */
 #include "server/http.h"
 #include "core/error.h"
 #include "core/log.h"
 #include "core/timer.h"
 #include "server/drive.h"
+#include "server/front.h"
 #include "server/isolate.h"
 #include "server/ui.h"
 
@@ -367,33 +370,54 @@ typedef struct work {
     hr_outbox *box;
     char *method, *url, *body;
     size_t len;
+    char *headers; /* a front's: the request's headers */
 } work;
+
+/* A front's request (server/front.h): its handler answers through the box;
+ * a box it left unanswered ends in a 503. */
+static void front_run(work *w) {
+    hr_outbox *b = w->box;
+    hr_front_req rq = {.method = w->method, .url = w->url, .headers = w->headers,
+                       .body = w->body, .len = w->len,
+                       .generation = hr__is_generation(w->method, w->url)};
+    w->s->o.front->handle(w->s->o.front->ctx, b, &rq);
+    pthread_mutex_lock(&b->mu);
+    bool open = !b->ended;
+    pthread_mutex_unlock(&b->mu);
+    if (open)
+        hr__outbox_end(b, false);
+}
 
 /* Run a generation route and pump its stream into the box. */
 static void *worker(void *arg) {
     work *w = arg;
     hr_server *s = w->s;
     hr_outbox *b = w->box;
-    hr_reply rep = hr__route(s, NULL, &b->client, w->method, w->url, w->body, w->len);
-    if (rep.sse) {
-        hr_drive *r = rep.sse;
-        hr__outbox_stream(b);
-        bool more = true;
-        while (more) {
-            more = r->produce(r);
-            if (r->out_len && hr__outbox_write(b, r->out, r->out_len, true) < 0)
-                more = false;
-            r->out_len = 0;
-        }
-        hr__outbox_end(b, r->done);
-        r->release(r);
+    if (s->o.front) {
+        front_run(w);
     } else {
-        hr__outbox_reply(b, rep);
+        hr_reply rep = hr__route(s, NULL, &b->client, w->method, w->url, w->body, w->len);
+        if (rep.sse) {
+            hr_drive *r = rep.sse;
+            hr__outbox_stream(b);
+            bool more = true;
+            while (more) {
+                more = r->produce(r);
+                if (r->out_len && hr__outbox_write(b, r->out, r->out_len, true) < 0)
+                    more = false;
+                r->out_len = 0;
+            }
+            hr__outbox_end(b, r->done);
+            r->release(r);
+        } else {
+            hr__outbox_reply(b, rep);
+        }
     }
     hr__outbox_release(b);
     free(w->method);
     free(w->url);
     free(w->body);
+    free(w->headers);
     free(w);
     hr_http *h = s->http;
     pthread_mutex_lock(&h->mu);
@@ -406,8 +430,8 @@ static void *worker(void *arg) {
 /* Hand the request to a worker (or the engine child); the box then belongs
  * to the request's context too. false: it could not start (out of memory,
  * no thread): the caller answers 503. */
-static bool dispatch(hr_server *s, hr_outbox *b, const char *method, const char *url,
-                     const char *body, size_t len) {
+static bool dispatch(hr_server *s, struct MHD_Connection *c, hr_outbox *b, const char *method,
+                     const char *url, const char *body, size_t len) {
     if (s->child)
         return hr__child_submit(s->child, b, method, url, body, len);
     work *w = calloc(1, sizeof *w);
@@ -417,6 +441,10 @@ static bool dispatch(hr_server *s, hr_outbox *b, const char *method, const char 
                 .body = malloc(len + 1), .len = len};
     if (!w->method || !w->url || !w->body)
         goto fail;
+    if (s->o.front) {
+        if (!(w->headers = hr__front_headers(c)))
+            goto fail;
+    }
     memcpy(w->body, body, len);
     w->body[len] = 0;
     pthread_attr_t at;
@@ -438,6 +466,7 @@ fail:
     free(w->method);
     free(w->url);
     free(w->body);
+    free(w->headers);
     free(w);
     return false;
 }
@@ -534,8 +563,8 @@ static enum MHD_Result handler(void *cls, struct MHD_Connection *c, const char *
     if (!strncmp(url, "/admin/", 7))
         return send_reply(s, c, hr__route_admin(s, c, method, url), false);
     bool gen = hr__is_generation(method, url);
-    bool remote = s->child && strcmp(url, "/health") &&
-                  !(!s->o.no_ui && !strcmp(method, "GET") && hr_ui_find(url));
+    bool remote = s->o.front || (s->child && strcmp(url, "/health") &&
+                                 !(!s->o.no_ui && !strcmp(method, "GET") && hr_ui_find(url)));
     if (!gen && !remote)
         return send_reply(s, c, hr__route(s, c, NULL, method, url, ctx->body ? ctx->body : "",
                                           ctx->len),
@@ -559,7 +588,7 @@ static enum MHD_Result handler(void *cls, struct MHD_Connection *c, const char *
             return send_reply(s, c, hr__shaped(s, url, rep), false);
     }
     if (!(ctx->box = box_new(s->http, c)) ||
-        !dispatch(s, ctx->box, method, url, ctx->body ? ctx->body : "", ctx->len)) {
+        !dispatch(s, c, ctx->box, method, url, ctx->body ? ctx->body : "", ctx->len)) {
         if (ctx->box) {
             ctx->box->refs--; /* the producer's, never taken */
             box_unref(ctx->box);

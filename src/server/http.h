@@ -27,6 +27,12 @@ void hr__outbox_end(hr_outbox *b, bool clean);
 /* The producer lets go (every producer calls it once). */
 void hr__outbox_release(hr_outbox *b);
 
+/* ---- front.c ---- */
+
+/* The request's headers, "Name: value\n" each (malloc'd; NULL when out of
+ * memory), for a front (server/front.h). */
+char *hr__front_headers(struct MHD_Connection *c);
+
 /* ---- guard.c ---- */
 
 /* An error decided from the headers alone (*rep; the caller answers it

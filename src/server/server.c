@@ -329,7 +329,8 @@ int hr_server_new(hr_server **out, const hr_server_opts *o, hr_error *err) {
     const char *g = getenv("HEARTH_GRAMMAR"); /* read once, not per request */
     s->grammar_off = g && !strcmp(g, "0");
     int rc;
-    if (o->isolate && o->engine_fd < 0) { /* the parent: the child loads the models */
+    if (o->front || (o->isolate && o->engine_fd < 0)) { /* a front, or the parent of
+                                                          * --isolate: no models here */
         *out = s;
         return 0;
     }
@@ -407,7 +408,7 @@ void hr_server_free(hr_server *s) {
 }
 
 const char *hr_server_dead(hr_server *s) {
-    if (s->o.isolate && !s->engine_child)
+    if (s->o.front || (s->o.isolate && !s->engine_child))
         return NULL; /* the child restarts: /health says so (hr__engine_down) */
     return hr__pool_dead(s->pool);
 }

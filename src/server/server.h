@@ -76,6 +76,10 @@ typedef struct hr_server_opts {
     const char *adapters;           /* --adapters name=DIR,...: loaded on first use */
     hr_media_opts media;            /* image_url fetches: --allow-private-media,
                                      * --media-allow-host, --media-max-mb, --media-timeout */
+    /* A front without models (server/front.h; `hearth route`): no model is
+     * loaded, every request but OPTIONS and the admin routes goes to front->handle.
+     * NULL: a server of its own models. */
+    const struct hr_front *front;
 } hr_server_opts;
 
 /* Load the model, tokenizer and chat template, start the engine. */
