@@ -99,7 +99,7 @@ static void gradcheck(const char *model, int num_layers) {
     hr_lora_set *ls = new_set(m, 2, num_layers, 0.3f);
     hr_bp *b;
     hr_error err = {0};
-    if (hr_bp_new(&b, ls, 16, 8, 2, false, &err))
+    if (hr_bp_new(&b, ls, 16, 8, 1, false, &err)) /* one thread: many tiny passes */
         fail_msg("%s", err.msg);
     hr_bp_batch bt = batch(m->hp.n_vocab);
     hr_lora_set_zero_grad(ls);
@@ -107,16 +107,23 @@ static void gradcheck(const char *model, int num_layers) {
     double worst = 0, gmax = 0;
     size_t bad = 0;
     for (size_t i = 0; i < ls->n; i++) {
-        float w = ls->w[i], h = 1e-2f;
-        ls->w[i] = w + h;
-        double lp = loss_of(b, &bt, false);
-        ls->w[i] = w - h;
-        double lm = loss_of(b, &bt, false);
+        /* central differences at h and 2h, Richardson-extrapolated (the
+         * h^2 term cancels): f32 rounding of the loss stays below ~1e-6 */
+        float w = ls->w[i];
+        double dh[2];
+        for (int k = 0; k < 2; k++) {
+            float h = k ? 2e-2f : 1e-2f;
+            ls->w[i] = w + h;
+            double lp = loss_of(b, &bt, false);
+            ls->w[i] = w - h;
+            double lm = loss_of(b, &bt, false);
+            dh[k] = (lp - lm) / ((double)(w + h) - (double)(w - h));
+        }
         ls->w[i] = w;
-        double fd = (lp - lm) / ((double)(w + h) - (double)(w - h));
+        double fd = (4 * dh[0] - dh[1]) / 3;
         double d = fabs(fd - ls->g[i]);
         gmax = fabs(fd) > gmax ? fabs(fd) : gmax;
-        if (d > 2e-4 + 2e-3 * fabs(fd)) {
+        if (d > 5e-5 + 1e-3 * fabs(fd)) {
             if (bad++ < 5)
                 print_error("%s param %zu: analytic %.7g, finite difference %.7g\n", model, i,
                             ls->g[i], fd);
@@ -133,9 +140,9 @@ static void gradcheck(const char *model, int num_layers) {
 }
 
 static void test_grad_llama(void **st) { (void)st; gradcheck("llama", -1); }
-static void test_grad_qwen3(void **st) { (void)st; gradcheck("qwen3", -1); }
+static void test_grad_qwen3(void **st) { (void)st; gradcheck("qwen3", 1); }
 static void test_grad_qwen2(void **st) { (void)st; gradcheck("qwen2", 1); }
-static void test_grad_tied(void **st) { (void)st; gradcheck("llama-tied", 2); }
+static void test_grad_tied(void **st) { (void)st; gradcheck("llama-tied", 1); }
 
 /* ---- determinism ---------------------------------------------------------------------- */
 
