@@ -2,6 +2,7 @@
 #include "core/error.h"
 #include "core/file.h"
 #include "io/safetensors.h"
+#include "model/gguf_model.h"
 #include "sample/rng.h"
 #include "train/backprop.h"
 
@@ -131,7 +132,7 @@ int hr_lora_set_save(const hr_lora_set *s, const char *path, hr_error *err) {
         n_mats += s->p[i].r != 0;
     hr_tensor *t = calloc(2 * n_mats + 1, sizeof *t);
     char *names = calloc(2 * n_mats + 1, 96);
-    float *at = malloc((s->n ? s->n : 1) * sizeof *at); /* the transposed a's */
+    float *at = malloc((s->n ? s->n : 1) * sizeof *at); /* a^T, bt in the file's order */
     int rc = HR_ENOMEM;
     if (!t || !names || !at) {
         rc = hr_err(err, HR_ENOMEM, "out of memory");
@@ -153,10 +154,20 @@ int hr_lora_set_save(const hr_lora_set *s, const char *path, hr_error *err) {
             t[cnt++] = (hr_tensor){.name = na, .dtype = HR_DTYPE_F32, .ndim = 2,
                                    .shape = {p->in, p->r}, .data = a,
                                    .nbytes = (size_t)p->in * p->r * sizeof(float)};
+            /* a GGUF llama's q/k rows are permuted (model/gguf_model.h): the
+             * file has Hugging Face's order, as model/adapter.c reads it */
+            float *b = at + off;
+            bool perm = s->m->qk_permuted && (k == HR_LORA_Q || k == HR_LORA_K);
+            for (int r = 0; r < p->r; r++)
+                for (int j = 0; j < p->out; j++) {
+                    int64_t dst = perm ? hr_gguf_unpermute_row(j, s->m->hp.head_dim) : j;
+                    b[(size_t)r * p->out + dst] = p->bt[(size_t)r * p->out + j];
+                }
+            off += (size_t)p->r * p->out;
             char *nb = names + 96 * cnt;
             snprintf(nb, 96, "model.layers.%d.%s.lora_b", il, SLOT_PATH[k]);
             t[cnt++] = (hr_tensor){.name = nb, .dtype = HR_DTYPE_F32, .ndim = 2,
-                                   .shape = {p->r, p->out}, .data = p->bt,
+                                   .shape = {p->r, p->out}, .data = b,
                                    .nbytes = (size_t)p->r * p->out * sizeof(float)};
         }
     rc = hr_st_write(path, t, cnt, NULL, 0, err);
@@ -246,9 +257,13 @@ int hr_lora_set_load(hr_lora_set *s, const char *path, hr_error *err) {
             break;
         }
         size_t es = hr_dtype_size(t->dtype);
+        bool perm = s->m->qk_permuted && (k == HR_LORA_Q || k == HR_LORA_K);
         for (int64_t a = 0; a < r0; a++)
             for (int64_t b = 0; b < r1; b++) {
-                const char *src = (const char *)t->data + (size_t)(a * r1 + b) * es;
+                /* a GGUF llama's q/k rows: base row b is the file's row
+                 * unpermute(b) (model/gguf_model.h) */
+                int64_t sb = part && perm ? hr_gguf_unpermute_row(b, s->m->hp.head_dim) : b;
+                const char *src = (const char *)t->data + (size_t)(a * r1 + sb) * es;
                 float v;
                 if (t->dtype == HR_DTYPE_F32)
                     memcpy(&v, src, 4);

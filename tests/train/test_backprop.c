@@ -246,6 +246,7 @@ static void test_serving_forward(void **st) {
     free(l0);
     free(logits);
     hr_bp_free(b);
+    b = NULL;
     hr_runner_free(r);
     hr_adapter_unref(ad);
 
@@ -260,6 +261,33 @@ static void test_serving_forward(void **st) {
     hr_lora_set *ls4 = new_set(m, 4, 1, 0.0f);
     assert_int_equal(hr_lora_set_load(ls4, p, &err), HR_EINVAL);
     assert_non_null(strstr(err.msg, "not a LoRA matrix of this run"));
+    /* the same file on the base's GGUF F32 conversion (q/k rows permuted,
+     * model/gguf_model.h): the same loss, and saved back the same bytes */
+    char gguf[8400], cmd[20000];
+    snprintf(gguf, sizeof gguf, "%s/llama-f32.gguf", g_tmp);
+    const char *bin = getenv("HEARTH_BIN");
+    snprintf(cmd, sizeof cmd, "'%s' convert --model '%s/models/llama' --gguf F32 --out '%s' "
+             ">/dev/null", bin ? bin : "build/hearth", g_root, gguf);
+    assert_int_equal(system(cmd), 0);
+    hr_model *mg;
+    hr_model_opts o = {.quant_act = "f32"};
+    assert_int_equal(hr_model_open_with(&mg, gguf, &o, &err), 0);
+    assert_true(mg->qk_permuted);
+    hr_lora_set *lg = new_set(mg, 4, 2, 0.0f);
+    assert_int_equal(hr_lora_set_load(lg, p, &err), 0);
+    assert_int_equal(hr_bp_new(&b, lg, 16, 8, 2, false, &err), 0);
+    double lgg = loss_of(b, &bt, false);
+    printf("loss on the GGUF F32 base %.7f\n", lgg);
+    assert_true(fabs(lgg - loss) < 1e-5);
+    snprintf(p, sizeof p, "%s/again.safetensors", dir);
+    assert_int_equal(hr_lora_set_save(lg, p, &err), 0);
+    hr_lora_set *l5 = new_set(m, 4, 2, 0.0f);
+    assert_int_equal(hr_lora_set_load(l5, p, &err), 0);
+    assert_memory_equal(l5->w, ls->w, ls->n * sizeof *ls->w);
+    hr_bp_free(b);
+    hr_lora_set_free(l5);
+    hr_lora_set_free(lg);
+    hr_model_free(mg);
     hr_lora_set_free(ls2);
     hr_lora_set_free(ls3);
     hr_lora_set_free(ls4);
