@@ -26,16 +26,25 @@ static inline void mt_slice(const mt_task *t, int c0, int nc) {
         int nr = m - j0 < MT_ROWS ? m - j0 : MT_ROWS;
         for (int r = 0; r < nr; r++)
             hr_dequant_range(t->w, j0 + r, c0, nc, wb[r]);
+        if (nr < MT_ROWS) /* the missing rows add 0 * 0 */
+            memset(wb[nr], 0, (size_t)(MT_ROWS - nr) * MT_COLS * sizeof(float));
         for (int i = 0; i < t->n; i++) {
             const float *a = t->dy + (size_t)i * t->lddy + j0;
+            float c8[MT_ROWS];
+            bool any = false;
+            for (int r = 0; r < MT_ROWS; r++) {
+                c8[r] = r < nr ? a[r] : 0.0f;
+                any |= c8[r] != 0.0f;
+            }
+            if (!any)
+                continue; /* adding 0 * w changes nothing (finite w) */
             float *o = t->dx + (size_t)i * t->lddx + c0;
-            for (int r = 0; r < nr; r++) {
-                float ar = a[r];
-                if (ar == 0.0f)
-                    continue; /* adding 0 * w changes nothing (finite w) */
-                const float *wr = wb[r];
-                for (int c = 0; c < nc; c++)
-                    o[c] += ar * wr[c];
+            /* one pass over the slice: o + a0 w0 + a1 w1 + .. in that order */
+            for (int c = 0; c < nc; c++) {
+                float v = o[c];
+                for (int r = 0; r < MT_ROWS; r++)
+                    v += c8[r] * wb[r][c];
+                o[c] = v;
             }
         }
     }
@@ -63,6 +72,26 @@ void hr_matmul_t(hr_pool *pool, float *dx, int lddx, const float *dy, int lddy, 
     hr_pool_run(pool, mt_worker, &t);
 }
 
+/* ---- dot and axpy ----------------------------------------------------------------- */
+
+/* 8 partial sums (element i in sum i % 8), added pairwise at the end: a
+ * fixed order the compiler vectorizes */
+static inline float dotf(const float *a, const float *b, int n) {
+    float s[8] = {0};
+    int i = 0;
+    for (; i + 8 <= n; i += 8)
+        for (int l = 0; l < 8; l++)
+            s[l] += a[i + l] * b[i + l];
+    for (int l = 0; i < n; i++, l++)
+        s[l] += a[i] * b[i];
+    return ((s[0] + s[4]) + (s[1] + s[5])) + ((s[2] + s[6]) + (s[3] + s[7]));
+}
+
+static inline void axpyf(float *y, float a, const float *x, int n) {
+    for (int i = 0; i < n; i++)
+        y[i] += a * x[i];
+}
+
 /* ---- small products ----------------------------------------------------------- */
 
 #define SG_COLS 64
@@ -87,11 +116,7 @@ static void sg_worker(void *p, int ith, int nth) {
         if (t->mode == HR_SG_NT) {
             const float *ar = t->a + (size_t)i * t->lda;
             for (int j = 0; j < nj; j++) {
-                const float *br = t->b + (size_t)(j0 + j) * t->ldb;
-                float s = 0;
-                for (int q = 0; q < t->K; q++)
-                    s += ar[q] * br[q];
-                acc[j] = s;
+                acc[j] = dotf(ar, t->b + (size_t)(j0 + j) * t->ldb, t->K);
             }
         } else {
             memset(acc, 0, sizeof acc);
@@ -148,18 +173,6 @@ void hr_silu_mul_bwd(float *dg, float *du, const float *dh, const float *g, cons
 }
 
 /* ---- attention ---------------------------------------------------------------- */
-
-static inline float dotf(const float *a, const float *b, int n) {
-    float s = 0;
-    for (int i = 0; i < n; i++)
-        s += a[i] * b[i];
-    return s;
-}
-
-static inline void axpyf(float *y, float a, const float *x, int n) {
-    for (int i = 0; i < n; i++)
-        y[i] += a * x[i];
-}
 
 /* task u: sequence u / n_kv_heads, KV head u % n_kv_heads */
 static void attn_fwd_worker(void *p, int ith, int nth) {
