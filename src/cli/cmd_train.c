@@ -19,6 +19,7 @@
 
 #include <jansson.h>
 #include <math.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -144,6 +145,15 @@ static int save(run *r, const char *name, hr_error *err) {
     return hr_lora_set_save(r->ls, p, err);
 }
 
+/* Ctrl-C (SIGINT) or SIGTERM: the step in progress finishes, the adapter
+ * is saved, the run stops with status 1 and one line saying so */
+static volatile sig_atomic_t g_stop;
+
+static void on_signal(int sig) {
+    (void)sig;
+    g_stop = 1;
+}
+
 /* ---- the loop ---------------------------------------------------------------------------- */
 
 static int train(run *r, hr_error *err) {
@@ -158,7 +168,8 @@ static int train(run *r, hr_error *err) {
     double losses = 0, t0 = hr_now(), train_time = 0;
     long tokens = 0, trained = 0;
     int steps = 0, pi = r->t_batches, rc = 0;
-    for (long it = 1; it <= c->iters && !rc; it++) {
+    long it;
+    for (it = 1; it <= c->iters && !rc && !g_stop; it++) {
         if (r->v_batches && (it == 1 || it % c->steps_per_eval == 0 || it == c->iters)) {
             double vt = hr_now(), vl = NAN;
             if ((rc = evaluate(r, &vl, err)))
@@ -208,8 +219,12 @@ static int train(run *r, hr_error *err) {
     }
     free(perm);
     if (!rc && !(rc = save(r, "adapters.safetensors", err)))
-        printf("Saved final weights to %s/adapters.safetensors (%.1f s).\n", c->out,
-               hr_now() - t0);
+        printf("Saved %s weights to %s/adapters.safetensors (%.1f s).\n",
+               g_stop ? "the interrupted run's" : "final", c->out, hr_now() - t0);
+    if (!rc && g_stop)
+        rc = hr_err(err, HR_ECANCELLED, "interrupted after step %ld; the adapter is saved "
+                    "(--resume-adapter-file %s/adapters.safetensors continues from it)",
+                    it - 1, c->out);
     return rc;
 }
 
@@ -371,8 +386,15 @@ int hr_cmd_train(int argc, char **argv) {
     int rc = cfg_args(&r.c, argc, argv, &err);
     if (rc)
         return rc > 0 ? 0 : hr_cli_fail(&err);
+    /* before anything is written: a signal during setup stops the run
+     * before its first step (a background job's SIGINT starts ignored) */
+    struct sigaction sa = {.sa_handler = on_signal}, old_int, old_term;
+    sigaction(SIGINT, &sa, &old_int);
+    sigaction(SIGTERM, &sa, &old_term);
     if (!(rc = setup(&r, &err)))
         rc = train(&r, &err);
+    sigaction(SIGINT, &old_int, NULL);
+    sigaction(SIGTERM, &old_term, NULL);
     hr_bp_free(r.bp);
     hr_lora_set_free(r.ls);
     hr_train_data_free(&r.train);

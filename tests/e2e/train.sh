@@ -82,6 +82,17 @@ out=$(train --data "$tmp/d" --out "$tmp/r2" --iters 1 --lora-rank 2 --threads 1 
     --resume-adapter-file "$tmp/ad/adapters.safetensors" 2>&1) && bad "resume with another rank" \
     || { echo "$out" | grep -q "wrong shape" && ok || bad "resume error: $out"; }
 
+# ---- Ctrl-C: the adapter is saved, one line says so
+"$bin" train --model "$tmp/m" --lora-rank 4 --num-layers -1 --data "$tmp/d" --out "$tmp/int" \
+    --iters 1000000 --steps-per-eval 1000000 --threads 1 >/dev/null 2>"$tmp/int.err" &
+pid=$!
+for _ in $(seq 100); do [ -f "$tmp/int/adapter_config.json" ] && break; sleep 0.1; done
+sleep 0.5
+kill -INT "$pid"
+wait "$pid" && bad "interrupted run exited 0" || {
+    grep -q "interrupted after step" "$tmp/int.err" && [ -f "$tmp/int/adapters.safetensors" ] \
+        && ok || bad "interrupt: $(cat "$tmp/int.err")"; }
+
 # ---- config files: YAML (mlx-lm's) and JSON; flags win
 cat >"$tmp/c.yaml" <<EOF
 # mlx-lm style
