@@ -206,8 +206,10 @@ int hr_bp_new(hr_bp **out, hr_lora_set *ls, int max_tokens, int max_len, int n_t
         goto oom;
     memset(b->mem, 0, b->n_floats * sizeof(float));
     layout(b, b->mem);
-    if (!hr_matmul_reserve(b->pool, max_tokens, m->hp.d_ff > m->hp.d_model ? m->hp.d_ff
-                                                                           : m->hp.d_model))
+    int k_max = m->hp.d_ff > m->hp.d_model ? m->hp.d_ff : m->hp.d_model;
+    if (m->hp.n_heads * m->hp.head_dim > k_max) /* o_proj's input */
+        k_max = m->hp.n_heads * m->hp.head_dim;
+    if (!hr_matmul_reserve(b->pool, max_tokens, k_max))
         goto oom;
     *out = b;
     return 0;
