@@ -11,6 +11,7 @@ int hr_cmd_bench_lora(int argc, char **argv);
 int hr_cmd_convert(int argc, char **argv);
 int hr_cmd_fuse(int argc, char **argv);
 int hr_cmd_perplexity(int argc, char **argv);
+int hr_cmd_train(int argc, char **argv);
 int hr_cmd_embed(int argc, char **argv);
 int hr_cmd_synth(int argc, char **argv);
 int hr_cmd_version(int argc, char **argv);

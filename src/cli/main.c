@@ -17,6 +17,7 @@ static const verb verbs[] = {
     {"bench", hr_cmd_bench, "measure prefill and decode speed against the memory roofline"},
     {"convert", hr_cmd_convert, "write an mlx-lm directory (optionally quantized) or a GGUF file"},
     {"fuse", hr_cmd_fuse, "fuse a LoRA adapter into its base model (mlx_lm.fuse)"},
+    {"train", hr_cmd_train, "LoRA fine-tuning (mlx_lm.lora's data, flags and adapters)"},
     {"perplexity", hr_cmd_perplexity, "perplexity of a model over a text file"},
     {"synth", hr_cmd_synth, "write a random-weight model at a real model's shape"},
     {"version", hr_cmd_version, "print the version"},
