@@ -118,6 +118,13 @@ def framing(port):
         ("two different Content-Length", b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\n"
          b"Content-Length: 5\r\n\r\n" % len(COMPLETION) + COMPLETION, {400}),
         ("HTTP/1.1 without Host", b"GET /health HTTP/1.1\r\n\r\n", {400}),
+        ("HTTP/1.1 POST without Host", b"POST /v1/chat/completions HTTP/1.1\r\nContent-Length: 2\r\n\r\n{}",
+         {400}),
+        ("HTTP/1.1 without Host on /v1/messages", b"POST /v1/messages HTTP/1.1\r\nContent-Length: 2\r\n"
+         b"\r\n{}", {400}),
+        ("two Host headers", b"GET /health HTTP/1.1\r\nHost: a\r\nHost: b\r\n\r\n", {400}),
+        ("whitespace before a field's colon", b"POST /v1/completions HTTP/1.1\r\nHost: x\r\n"
+         b"Content-Length : %d\r\n\r\n" % len(COMPLETION) + COMPLETION, {400}),
         ("Transfer-Encoding: gzip, chunked", b"POST /v1/completions HTTP/1.1\r\nHost: x\r\n"
          b"Transfer-Encoding: gzip, chunked\r\n\r\n5\r\nhello\r\n0\r\n\r\n", {400, 501}),
         ("chunk size 0xffffffffffffffff", b"POST /v1/completions HTTP/1.1\r\nHost: x\r\n"
@@ -140,6 +147,9 @@ def framing(port):
         st = status_of(raw)
         assert st in want, f"{name}: status {st}, want {want}: {raw[:300]!r}"
         assert closed and dt < 2.0, f"{name}: connection held {dt:.1f} s (closed={closed})"
+        j = api_error(body_of(raw))  # JSON in the API's shape, never libmicrohttpd's HTML page
+        anthropic = b"/v1/messages" in data.split(b"\r\n", 1)[0]
+        assert (j.get("type") == "error") == anthropic, f"{name}: wrong error shape: {raw[-300:]!r}"
 
 
 def garbage_after_keepalive(port, timeout):
