@@ -98,6 +98,12 @@ typedef struct hr_grammar_budget {
  * Cache bounds are read when a grammar's cache or the shared cache grows,
  * on whichever thread that is. */
 void hr_grammar_budget_set(const hr_grammar_budget *b);
+/* A cancel check for the calling thread's compiles and mask warming from
+ * now on (NULL: none; the server's: "the client went away"). It is polled
+ * with the CPU budget (every few milliseconds of work); once it returns
+ * nonzero, compiling frees what it built and fails with HR_ECANCELLED,
+ * and hr_grammar_warm stops. */
+void hr_grammar_cancel_set(int (*cancelled)(void *arg), void *arg);
 
 /* ---- matcher ------------------------------------------------------------- */
 

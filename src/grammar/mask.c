@@ -583,7 +583,7 @@ int hr__mask_warm(const hr_grammar *g, const hr_grammar_vocab *v,
         for (uint32_t s = 0; s < g->n_st && !rc && !mr.once; s++) {
             const centry *e;
             rc = entry_get(&cr, &mr, v, s, &e);
-            if (!(s & 31) && hr_thread_cpu() > end)
+            if (!(s & 31) && (hr_thread_cpu() > end || hr__gbudget_cancel_now()))
                 break;
         }
     hr__run_deinit(&cr);

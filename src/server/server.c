@@ -6,6 +6,7 @@
 #include "core/log.h"
 #include "core/timer.h"
 #include "model/kv.h"
+#include "server/drive.h"
 #include "server/embeddings.h"
 #include "server/internal.h"
 #include "server/isolate.h"
@@ -291,9 +292,18 @@ hr_reply hr__shaped(hr_server *s, const char *url, hr_reply r) {
     return strncmp(url, "/v1/messages", 12) ? r : hr__anthropic_error(r);
 }
 
+static int client_left(void *cl) { return hr__client_gone(cl); }
+
 hr_reply hr__route(hr_server *s, struct MHD_Connection *c, hr_client *cl, const char *method,
                    const char *url, const char *body, size_t len) {
-    return hr__shaped(s, url, route(s, c, cl, method, url, body, len));
+    /* a grammar or schema compiled for this request stops (and frees what
+     * it built) when its client goes away */
+    if (cl)
+        hr_grammar_cancel_set(client_left, cl);
+    hr_reply r = route(s, c, cl, method, url, body, len);
+    if (cl)
+        hr_grammar_cancel_set(NULL, NULL);
+    return hr__shaped(s, url, r);
 }
 
 /* ---- lifecycle ------------------------------------------------------------------------- */

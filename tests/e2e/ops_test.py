@@ -349,6 +349,40 @@ def drain(port, token):
     assert body_of(first + rest).rstrip().endswith(b"data: [DONE]"), "the running stream did not finish"
 
 
+def cpu_s(pid):
+    f = open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()
+    return (int(f[11]) + int(f[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def compile_cancel(port, pid):
+    """A client that resets its connection while its grammar compiles stops
+    the compile: the server's CPU goes quiet at once instead of running the
+    compile and its mask warming (1.3 s of CPU here) to their end, and the
+    next request is served."""
+    body = json.dumps({"prompt": "a", "max_tokens": 4, "guided_regex": "(a|b)*a(a|b){16}"}).encode()
+    c0 = cpu_s(pid)
+    s = conn(port)
+    s.sendall(b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\n\r\n" % len(body) + body)
+    t0 = time.time()
+    while cpu_s(pid) - c0 < 0.1 and time.time() - t0 < 5:  # it compiles
+        time.sleep(0.01)
+    s.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, b"\x01\x00\x00\x00\x00\x00\x00\x00")
+    s.close()  # an RST
+    c1 = cpu_s(pid)
+    t1 = last = time.time()
+    seen = c1
+    while time.time() - last < 0.5 and time.time() - t1 < 15:  # until the server is quiet for 0.5 s
+        time.sleep(0.05)
+        now = cpu_s(pid)
+        if now > seen:
+            seen, last = now, time.time()
+    used = seen - c1
+    print(f"  compile cancel: {used:.2f} s of server CPU after the reset")
+    assert used < 0.4, f"the compile went on after its client left: {used:.2f} s of CPU"
+    st, _, b = request(port, "POST", "/v1/completions", COMPLETION)
+    assert st == 200, b[:200]
+
+
 def main():
     mode, port = sys.argv[1], int(sys.argv[2])
     if mode == "hardening":
@@ -357,6 +391,7 @@ def main():
         check("garbage after a keep-alive request", lambda: garbage_after_keepalive(port, timeout))
         check("half-closed clients get their answer", lambda: half_close(port))
         check("a reset cancels a non-streaming generation", lambda: reset_frees(port))
+        check("a reset cancels a grammar compile", lambda: compile_cancel(port, pid))
         check("connection flood: /health < 100 ms, few threads", lambda: connection_flood(port, pid))
         check("slow clients: /health < 100 ms, cut at --timeout", lambda: slow_clients(port, timeout))
         check("still healthy", lambda: health_ms(port))
