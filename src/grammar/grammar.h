@@ -71,6 +71,9 @@ int hr_grammar_vocab_new(hr_grammar_vocab **out, const hr_tokenizer *tok,
                          int n_vocab, const int32_t *eos_ids, int n_eos,
                          hr_error *err);
 void hr_grammar_vocab_free(hr_grammar_vocab *v);
+/* Bytes held by v's mask cache shared across grammars (keys and entries;
+ * at most hr_grammar_budget's cache_bytes). */
+size_t hr_grammar_vocab_cache_bytes(const hr_grammar_vocab *v);
 int hr_grammar_vocab_n(const hr_grammar_vocab *v); /* the model's n_vocab */
 
 /* Precompute the grammar's per-state mask cache for this vocabulary (what

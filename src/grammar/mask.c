@@ -591,6 +591,14 @@ int hr__mask_warm(const hr_grammar *g, const hr_grammar_vocab *v,
     return rc ? hr_err(err, rc, "out of memory computing grammar masks") : 0;
 }
 
+size_t hr_grammar_vocab_cache_bytes(const hr_grammar_vocab *v) {
+    hr_grammar_vocab *vm = (hr_grammar_vocab *)v;
+    pthread_mutex_lock(&vm->mu);
+    size_t n = vm->shared ? vm->shared->bytes : 0;
+    pthread_mutex_unlock(&vm->mu);
+    return n;
+}
+
 void hr__mask_cache_bytes(const hr_grammar *g, const hr_grammar_vocab *v, size_t *grammar,
                           size_t *shared) {
     hr_grammar *gm = (hr_grammar *)g;

@@ -98,6 +98,8 @@ static void model_stats(json_t *o, const hr_served *m) {
                                            st.ssd_last_error, "paused", st.ssd_paused)
                                : json_null());
     json_object_set_new(o, "weights_bytes", json_integer((json_int_t)m->model->weight_bytes));
+    json_object_set_new(o, "grammar_cache_bytes",
+                        json_integer((json_int_t)hr__llm_mask_cache_bytes(m->llm)));
 }
 
 /* The default (first) model's numbers at the top (one model: the whole
@@ -108,13 +110,14 @@ static hr_reply route_stats(hr_server *s) {
     json_t *o = json_object(), *models = json_array();
     json_object_set_new(o, "model", json_string(hr__pool_id(s->pool, 0)));
     json_object_set_new(o, "uptime_s", json_real(hr_now() - s->t_start));
-    size_t weights = 0;
+    size_t weights = 0, gcache = 0;
     for (int i = 0; i < hr__pool_size(s->pool); i++) {
         hr_served *m = hr__pool_peek(s->pool, i);
         json_t *mo = json_pack("{s:s,s:b}", "model", hr__pool_id(s->pool, i), "loaded", m != NULL);
         if (m) {
             model_stats(mo, m);
             weights += m->model->weight_bytes;
+            gcache += (size_t)json_integer_value(json_object_get(mo, "grammar_cache_bytes"));
             if (i == 0)
                 model_stats(o, m);
             hr__pool_unpeek(s->pool, m);
@@ -135,9 +138,11 @@ static hr_reply route_stats(hr_server *s) {
     if (s->http) /* an engine child has no connections of its own */
         json_object_set_new(o, "connections", json_integer(hr__http_connections(s)));
     json_object_del(o, "weights_bytes");
+    json_object_del(o, "grammar_cache_bytes");
     json_object_set_new(o, "memory",
-                        json_pack("{s:I,s:I}", "rss_bytes", (json_int_t)hr__rss_bytes(),
-                                  "weights_bytes", (json_int_t)weights));
+                        json_pack("{s:I,s:I,s:I}", "rss_bytes", (json_int_t)hr__rss_bytes(),
+                                  "weights_bytes", (json_int_t)weights, "grammar_cache_bytes",
+                                  (json_int_t)gcache));
     json_object_set_new(o, "models", models);
     json_object_set_new(o, "pool", hr__pool_stats_json(s->pool));
     return hr__json_reply(200, o);
