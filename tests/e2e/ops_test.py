@@ -379,8 +379,11 @@ def compile_cancel(port, pid):
     used = seen - c1
     print(f"  compile cancel: {used:.2f} s of server CPU after the reset")
     assert used < 0.4, f"the compile went on after its client left: {used:.2f} s of CPU"
-    st, _, b = request(port, "POST", "/v1/completions", COMPLETION)
+    st, _, b = request(port, "POST", "/v1/completions", json.dumps(
+        {"prompt": "a", "max_tokens": 4, "guided_regex": "[a-z]{3}"}).encode())
     assert st == 200, b[:200]
+    mem = json.loads(request(port, "GET", "/stats")[2])["memory"]
+    assert 0 < mem["grammar_cache_bytes"] <= 256 << 20, mem  # the shared mask cache, counted
 
 
 def main():
