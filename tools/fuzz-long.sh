@@ -5,6 +5,9 @@
 # corpus (tests/fuzz/corpus/<target>/). The CPU each one really got
 # (user + sys, from /usr/bin/time) goes to OUT/cpu.tsv; crashes, leaks and
 # timeouts leave their input as OUT/<target>/crash-* (timeout-*, leak-*, oom-*).
+# libFuzzer's -timeout is wall time: at nice 19 on a loaded machine an input
+# can wait minutes for the CPU, so it is 900 s; slow inputs (over 20 s)
+# are kept as slow-unit-* to measure their CPU time one by one.
 #   tools/fuzz-long.sh BUILD SECONDS OUT [JOBS] [TARGET...]
 set -uo pipefail
 build=${1:?usage: fuzz-long.sh BUILD SECONDS OUT [JOBS] [TARGET...]}
@@ -27,12 +30,12 @@ one() {
     local t0 rc
     t0=$(date +%s)
     /usr/bin/time -f '%U %S' -o "$dir/time" nice -n 19 "$build/$name" -max_total_time="$secs" \
-        -max_len=65536 -rss_limit_mb=2048 -timeout=120 -print_final_stats=1 \
+        -max_len=65536 -rss_limit_mb=2048 -timeout=900 -report_slow_units=20 -print_final_stats=1 \
         -artifact_prefix="$dir/" "$dir/corpus" >"$dir/log" 2>&1
     rc=$?
     local runs
     runs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$dir/log" | tail -1)
-    read -r u s <"$dir/time" || { u=0; s=0; }
+    read -r u s < <(tail -1 "$dir/time") || { u=0; s=0; }
     printf '%s\t%s\t%s\t%s\t%s\t%s\n' "$name" "$(($(date +%s) - t0))" "$u" "$s" "$rc" "${runs:-?}" \
         >>"$out/cpu.tsv"
 }
