@@ -65,6 +65,9 @@ int hr__llm_tool_grammar(const hr_llm *m, const json_t *tools, const char *only,
 /* The vocabulary index of constrained decoding, built on first use (any
  * thread). NULL with err filled on failure. */
 const hr_grammar_vocab *hr__llm_gvocab(hr_llm *m, hr_error *err);
+/* Bytes of m's grammar mask cache shared across requests (0 before any
+ * constrained request). */
+size_t hr__llm_mask_cache_bytes(hr_llm *m);
 /* Make g ready for constrained decoding on m: *gv gets the vocabulary to
  * pair it with, and g's mask cache is filled (off the token loop). */
 int hr__llm_grammar_ready(hr_llm *m, const hr_grammar *g, const hr_grammar_vocab **gv,

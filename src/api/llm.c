@@ -235,6 +235,13 @@ const hr_grammar_vocab *hr__llm_gvocab(hr_llm *m, hr_error *err) {
     return m->gvocab;
 }
 
+size_t hr__llm_mask_cache_bytes(hr_llm *m) {
+    pthread_mutex_lock(&m->gvocab_mu);
+    size_t n = m->gvocab ? hr_grammar_vocab_cache_bytes(m->gvocab) : 0;
+    pthread_mutex_unlock(&m->gvocab_mu);
+    return n;
+}
+
 int hr__llm_grammar_ready(hr_llm *m, const hr_grammar *g, const hr_grammar_vocab **gv,
                           hr_error *err) {
     hr_error e = {0};

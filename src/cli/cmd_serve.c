@@ -9,6 +9,7 @@
 #include "model/kv.h"
 #include "server/server.h"
 
+#include <malloc.h>
 #include <pthread.h>
 #include <signal.h>
 #include <time.h>
@@ -258,6 +259,16 @@ int hr_cmd_serve(int argc, char **argv) {
         .media = {.max_bytes = (size_t)(media_mb * 1048576.0), .timeout_s = media_timeout,
                   .allow_private = allow_private_media, .allow_hosts = media_hosts},
     };
+#ifdef M_MMAP_THRESHOLD
+    /* A server runs for months: blocks of 4 MiB and more (a costly grammar's
+     * automaton, a long prompt's buffers) are mapped and go back to the
+     * system when freed. glibc's default raises this threshold after each
+     * such block is freed, up to 32 MiB, and then keeps them in its arenas:
+     * RSS grew from 35 MB to a plateau near 195 MB in the soak
+     * (docs/operations.md#soak). MALLOC_MMAP_THRESHOLD_ still overrides. */
+    if (!getenv("MALLOC_MMAP_THRESHOLD_"))
+        mallopt(M_MMAP_THRESHOLD, 4 << 20);
+#endif
     if (engine_fd >= 0) { /* --isolate's engine child: the parent's requests on the fd */
         signal(SIGPIPE, SIG_IGN);
         hr_server *s = NULL;

@@ -8,7 +8,10 @@ static _Thread_local struct {
     int set;           /* hr_grammar_budget_set was called on this thread */
     hr_grammar_budget b;
     double compile_end; /* thread CPU seconds */
-    int hit;            /* the last compile ran out of time */
+    int hit;            /* the last compile ran out of time (or was cancelled) */
+    int cancelled;      /* the last compile was cancelled */
+    int (*cancel_fn)(void *arg);
+    void *cancel_arg;
 } tb;
 
 static hr_grammar_budget current(void) {
@@ -31,12 +34,25 @@ void hr_grammar_budget_set(const hr_grammar_budget *b) {
         tb.b = *b;
 }
 
+void hr_grammar_cancel_set(int (*cancelled)(void *arg), void *arg) {
+    tb.cancel_fn = cancelled;
+    tb.cancel_arg = arg;
+}
+
 void hr__gbudget_start(void) {
     tb.compile_end = hr_thread_cpu() + current().compile_seconds;
-    tb.hit = 0;
+    tb.hit = tb.cancelled = 0;
+}
+
+int hr__gbudget_cancel_now(void) {
+    if (tb.cancel_fn && tb.cancel_fn(tb.cancel_arg))
+        tb.cancelled = tb.hit = 1;
+    return tb.cancelled;
 }
 
 int hr__gbudget_over(void) {
+    if (hr__gbudget_cancel_now())
+        return 1;
     if (hr_thread_cpu() <= tb.compile_end)
         return 0;
     tb.hit = 1;
@@ -44,6 +60,8 @@ int hr__gbudget_over(void) {
 }
 
 int hr__gbudget_hit(void) { return tb.hit; }
+
+int hr__gbudget_cancelled(void) { return tb.cancelled; }
 
 double hr__gbudget_compile_seconds(void) { return current().compile_seconds; }
 

@@ -527,6 +527,8 @@ done:
 /* ---- driver ------------------------------------------------------------------- */
 
 static int too_costly(hr_error *err) {
+    if (hr__gbudget_cancelled())
+        return hr_err(err, HR_ECANCELLED, "grammar compilation cancelled (the client went away)");
     return hr_err(err, HR_ERANGE, "grammar too costly: compiling it needs more than %g s of "
                   "CPU (the limit)", hr__gbudget_compile_seconds());
 }

@@ -71,6 +71,9 @@ int hr_grammar_vocab_new(hr_grammar_vocab **out, const hr_tokenizer *tok,
                          int n_vocab, const int32_t *eos_ids, int n_eos,
                          hr_error *err);
 void hr_grammar_vocab_free(hr_grammar_vocab *v);
+/* Bytes held by v's mask cache shared across grammars (keys and entries;
+ * at most hr_grammar_budget's cache_bytes). */
+size_t hr_grammar_vocab_cache_bytes(const hr_grammar_vocab *v);
 int hr_grammar_vocab_n(const hr_grammar_vocab *v); /* the model's n_vocab */
 
 /* Precompute the grammar's per-state mask cache for this vocabulary (what
@@ -98,6 +101,12 @@ typedef struct hr_grammar_budget {
  * Cache bounds are read when a grammar's cache or the shared cache grows,
  * on whichever thread that is. */
 void hr_grammar_budget_set(const hr_grammar_budget *b);
+/* A cancel check for the calling thread's compiles and mask warming from
+ * now on (NULL: none; the server's: "the client went away"). It is polled
+ * with the CPU budget (every few milliseconds of work); once it returns
+ * nonzero, compiling frees what it built and fails with HR_ECANCELLED,
+ * and hr_grammar_warm stops. */
+void hr_grammar_cancel_set(int (*cancelled)(void *arg), void *arg);
 
 /* ---- matcher ------------------------------------------------------------- */
 

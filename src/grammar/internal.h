@@ -152,10 +152,14 @@ struct hr_grammar {
 #define HR__G_MAX_SET 4096        /* parse configurations kept per step */
 
 /* The thread's compile budget (budget.c): start the clock; 1 when past it
- * (then hr__gbudget_hit says so until the next start). */
+ * or when the thread's cancel check (hr_grammar_cancel_set) says so (then
+ * hr__gbudget_hit, and hr__gbudget_cancelled for a cancel, say so until
+ * the next start). hr__gbudget_cancel_now: the cancel check alone. */
 void hr__gbudget_start(void);
 int hr__gbudget_over(void);
 int hr__gbudget_hit(void);
+int hr__gbudget_cancelled(void);
+int hr__gbudget_cancel_now(void);
 double hr__gbudget_compile_seconds(void);
 double hr__gbudget_warm_seconds(void);
 size_t hr__gbudget_cache_bytes(void);

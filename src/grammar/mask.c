@@ -583,12 +583,20 @@ int hr__mask_warm(const hr_grammar *g, const hr_grammar_vocab *v,
         for (uint32_t s = 0; s < g->n_st && !rc && !mr.once; s++) {
             const centry *e;
             rc = entry_get(&cr, &mr, v, s, &e);
-            if (!(s & 31) && hr_thread_cpu() > end)
+            if (!(s & 31) && (hr_thread_cpu() > end || hr__gbudget_cancel_now()))
                 break;
         }
     hr__run_deinit(&cr);
     hr__maskrun_deinit(&mr);
     return rc ? hr_err(err, rc, "out of memory computing grammar masks") : 0;
+}
+
+size_t hr_grammar_vocab_cache_bytes(const hr_grammar_vocab *v) {
+    hr_grammar_vocab *vm = (hr_grammar_vocab *)v;
+    pthread_mutex_lock(&vm->mu);
+    size_t n = vm->shared ? vm->shared->bytes : 0;
+    pthread_mutex_unlock(&vm->mu);
+    return n;
 }
 
 void hr__mask_cache_bytes(const hr_grammar *g, const hr_grammar_vocab *v, size_t *grammar,

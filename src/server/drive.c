@@ -59,7 +59,7 @@ void hr__make_id(char *buf, size_t n, const char *prefix) {
 /* A real hang-up: the connection closed, or the socket was reset. The end
  * of the client's input alone (a half-close after the request, which
  * HTTP/1.1 allows) is not one: the client still waits for its answer. */
-static bool client_gone(hr_client *c) {
+bool hr__client_gone(hr_client *c) {
     if (!c)
         return false;
     if (atomic_load(&c->gone))
@@ -103,7 +103,7 @@ int hr__drive_poll(hr_drive *r, hr_gen_event *ev, int wait_ms) {
     double now = hr_now();
     if (now - r->t_watch >= WAIT_MS * 1e-3) { /* a poll at most every WAIT_MS */
         r->t_watch = now;
-        if (client_gone(r->client)) {
+        if (hr__client_gone(r->client)) {
             hr_gen_cancel(r->gen);
             return -1;
         }

@@ -43,6 +43,10 @@ struct hr_drive {
  * c (the client, watched for a hang-up) may be NULL. On failure returns false with
  * *err: a 400 naming param when the engine refuses the prompt, a 500
  * otherwise. hr__drive_deinit in every case. */
+/* The client hung up (its connection closed or was reset; a half-close is
+ * not a hang-up). NULL: never. */
+bool hr__client_gone(hr_client *c);
+
 bool hr__drive_start(hr_drive *r, hr_client *c, const char *param, hr_reply *err);
 void hr__drive_deinit(hr_drive *r);
 

@@ -24,12 +24,15 @@ typedef struct framing {
     char length[32];
     const char *te;     /* Transfer-Encoding */
     int n_host;
+    bool bad_name;      /* whitespace in a field name ("Host : x") */
 } framing;
 
 static enum MHD_Result framing_cb(void *cls, enum MHD_ValueKind kind, const char *key,
                                   const char *value) {
     (void)kind;
     framing *f = cls;
+    if (strpbrk(key, " \t"))
+        f->bad_name = true;
     if (!strcasecmp(key, "Content-Length")) {
         if (f->n_length++ && strcmp(f->length, value ? value : ""))
             f->lengths_differ = true;
@@ -48,6 +51,13 @@ unsigned hr__check_framing(hr_server *s, struct MHD_Connection *c, const char *v
                               hr_reply *rep) {
     framing f = {0};
     MHD_get_connection_values(c, MHD_HEADER_KIND, framing_cb, &f);
+    /* libmicrohttpd runs lenient (MHD_OPTION_STRICT_FOR_CLIENT 0) so that
+     * these reach us and get the API's error shape, not its HTML page */
+    if (f.bad_name) {
+        *rep = hr__error_reply(400, "invalid_request_error", NULL,
+                               "whitespace between a header field's name and its colon");
+        return 400;
+    }
     if (!strcmp(version, MHD_HTTP_VERSION_1_1) && f.n_host != 1) {
         *rep = hr__error_reply(400, "invalid_request_error", NULL,
                                "an HTTP/1.1 request needs exactly one Host header");

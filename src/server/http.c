@@ -710,13 +710,16 @@ int hr__http_start(hr_server *s, hr_error *err) {
     pthread_cond_init(&h->cv, NULL);
     s->http = h;
     raise_fd_limit(s);
+    /* STRICT_FOR_CLIENT 0: a request without Host (or with whitespace
+     * before a field's colon) reaches hr__check_framing, which refuses it
+     * in the API's error shape; at 1 libmicrohttpd sent its own HTML 400 */
     h->daemon = MHD_start_daemon(
         MHD_USE_EPOLL_INTERNAL_THREAD | MHD_ALLOW_SUSPEND_RESUME | MHD_USE_ERROR_LOG | v6,
         (uint16_t)s->o.port, NULL, NULL, handler, s, MHD_OPTION_SOCK_ADDR, &addr,
         MHD_OPTION_THREAD_POOL_SIZE, (unsigned)HR_HTTP_THREADS, MHD_OPTION_CONNECTION_LIMIT,
         (unsigned)s->o.max_connections, MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)s->o.timeout,
         MHD_OPTION_NOTIFY_COMPLETED, completed, s, MHD_OPTION_NOTIFY_CONNECTION, notify_conn,
-        s, MHD_OPTION_UNESCAPE_CALLBACK, hr__unescape, NULL, MHD_OPTION_STRICT_FOR_CLIENT, 1,
+        s, MHD_OPTION_UNESCAPE_CALLBACK, hr__unescape, NULL, MHD_OPTION_STRICT_FOR_CLIENT, 0,
         MHD_OPTION_LISTEN_BACKLOG_SIZE, 1024u, MHD_OPTION_EXTERNAL_LOGGER, mhd_log, NULL,
         MHD_OPTION_END);
     if (!h->daemon) {

@@ -6,6 +6,7 @@
 #include "core/log.h"
 #include "core/timer.h"
 #include "model/kv.h"
+#include "server/drive.h"
 #include "server/embeddings.h"
 #include "server/internal.h"
 #include "server/isolate.h"
@@ -100,6 +101,8 @@ static void model_stats(json_t *o, const hr_served *m) {
                                            st.ssd_last_error, "paused", st.ssd_paused)
                                : json_null());
     json_object_set_new(o, "weights_bytes", json_integer((json_int_t)m->model->weight_bytes));
+    json_object_set_new(o, "grammar_cache_bytes",
+                        json_integer((json_int_t)hr__llm_mask_cache_bytes(m->llm)));
 }
 
 /* The default (first) model's numbers at the top (one model: the whole
@@ -110,13 +113,14 @@ static hr_reply route_stats(hr_server *s) {
     json_t *o = json_object(), *models = json_array();
     json_object_set_new(o, "model", json_string(hr__pool_id(s->pool, 0)));
     json_object_set_new(o, "uptime_s", json_real(hr_now() - s->t_start));
-    size_t weights = 0;
+    size_t weights = 0, gcache = 0;
     for (int i = 0; i < hr__pool_size(s->pool); i++) {
         hr_served *m = hr__pool_peek(s->pool, i);
         json_t *mo = json_pack("{s:s,s:b}", "model", hr__pool_id(s->pool, i), "loaded", m != NULL);
         if (m) {
             model_stats(mo, m);
             weights += m->model->weight_bytes;
+            gcache += (size_t)json_integer_value(json_object_get(mo, "grammar_cache_bytes"));
             if (i == 0)
                 model_stats(o, m);
             hr__pool_unpeek(s->pool, m);
@@ -137,9 +141,11 @@ static hr_reply route_stats(hr_server *s) {
     if (s->http) /* an engine child has no connections of its own */
         json_object_set_new(o, "connections", json_integer(hr__http_connections(s)));
     json_object_del(o, "weights_bytes");
+    json_object_del(o, "grammar_cache_bytes");
     json_object_set_new(o, "memory",
-                        json_pack("{s:I,s:I}", "rss_bytes", (json_int_t)hr__rss_bytes(),
-                                  "weights_bytes", (json_int_t)weights));
+                        json_pack("{s:I,s:I,s:I}", "rss_bytes", (json_int_t)hr__rss_bytes(),
+                                  "weights_bytes", (json_int_t)weights, "grammar_cache_bytes",
+                                  (json_int_t)gcache));
     json_object_set_new(o, "models", models);
     json_object_set_new(o, "pool", hr__pool_stats_json(s->pool));
     return hr__json_reply(200, o);
@@ -294,9 +300,18 @@ hr_reply hr__shaped(hr_server *s, const char *url, hr_reply r) {
     return strncmp(url, "/v1/messages", 12) ? r : hr__anthropic_error(r);
 }
 
+static int client_left(void *cl) { return hr__client_gone(cl); }
+
 hr_reply hr__route(hr_server *s, struct MHD_Connection *c, hr_client *cl, const char *method,
                    const char *url, const char *body, size_t len) {
-    return hr__shaped(s, url, route(s, c, cl, method, url, body, len));
+    /* a grammar or schema compiled for this request stops (and frees what
+     * it built) when its client goes away */
+    if (cl)
+        hr_grammar_cancel_set(client_left, cl);
+    hr_reply r = route(s, c, cl, method, url, body, len);
+    if (cl)
+        hr_grammar_cancel_set(NULL, NULL);
+    return hr__shaped(s, url, r);
 }
 
 /* ---- lifecycle ------------------------------------------------------------------------- */

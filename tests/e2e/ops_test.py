@@ -118,6 +118,13 @@ def framing(port):
         ("two different Content-Length", b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\n"
          b"Content-Length: 5\r\n\r\n" % len(COMPLETION) + COMPLETION, {400}),
         ("HTTP/1.1 without Host", b"GET /health HTTP/1.1\r\n\r\n", {400}),
+        ("HTTP/1.1 POST without Host", b"POST /v1/chat/completions HTTP/1.1\r\nContent-Length: 2\r\n\r\n{}",
+         {400}),
+        ("HTTP/1.1 without Host on /v1/messages", b"POST /v1/messages HTTP/1.1\r\nContent-Length: 2\r\n"
+         b"\r\n{}", {400}),
+        ("two Host headers", b"GET /health HTTP/1.1\r\nHost: a\r\nHost: b\r\n\r\n", {400}),
+        ("whitespace before a field's colon", b"POST /v1/completions HTTP/1.1\r\nHost: x\r\n"
+         b"Content-Length : %d\r\n\r\n" % len(COMPLETION) + COMPLETION, {400}),
         ("Transfer-Encoding: gzip, chunked", b"POST /v1/completions HTTP/1.1\r\nHost: x\r\n"
          b"Transfer-Encoding: gzip, chunked\r\n\r\n5\r\nhello\r\n0\r\n\r\n", {400, 501}),
         ("chunk size 0xffffffffffffffff", b"POST /v1/completions HTTP/1.1\r\nHost: x\r\n"
@@ -140,6 +147,9 @@ def framing(port):
         st = status_of(raw)
         assert st in want, f"{name}: status {st}, want {want}: {raw[:300]!r}"
         assert closed and dt < 2.0, f"{name}: connection held {dt:.1f} s (closed={closed})"
+        j = api_error(body_of(raw))  # JSON in the API's shape, never libmicrohttpd's HTML page
+        anthropic = b"/v1/messages" in data.split(b"\r\n", 1)[0]
+        assert (j.get("type") == "error") == anthropic, f"{name}: wrong error shape: {raw[-300:]!r}"
 
 
 def garbage_after_keepalive(port, timeout):
@@ -339,6 +349,43 @@ def drain(port, token):
     assert body_of(first + rest).rstrip().endswith(b"data: [DONE]"), "the running stream did not finish"
 
 
+def cpu_s(pid):
+    f = open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()
+    return (int(f[11]) + int(f[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def compile_cancel(port, pid):
+    """A client that resets its connection while its grammar compiles stops
+    the compile: the server's CPU goes quiet at once instead of running the
+    compile and its mask warming (1.3 s of CPU here) to their end, and the
+    next request is served."""
+    body = json.dumps({"prompt": "a", "max_tokens": 4, "guided_regex": "(a|b)*a(a|b){16}"}).encode()
+    c0 = cpu_s(pid)
+    s = conn(port)
+    s.sendall(b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\n\r\n" % len(body) + body)
+    t0 = time.time()
+    while cpu_s(pid) - c0 < 0.1 and time.time() - t0 < 5:  # it compiles
+        time.sleep(0.01)
+    s.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, b"\x01\x00\x00\x00\x00\x00\x00\x00")
+    s.close()  # an RST
+    c1 = cpu_s(pid)
+    t1 = last = time.time()
+    seen = c1
+    while time.time() - last < 0.5 and time.time() - t1 < 15:  # until the server is quiet for 0.5 s
+        time.sleep(0.05)
+        now = cpu_s(pid)
+        if now > seen:
+            seen, last = now, time.time()
+    used = seen - c1
+    print(f"  compile cancel: {used:.2f} s of server CPU after the reset")
+    assert used < 0.4, f"the compile went on after its client left: {used:.2f} s of CPU"
+    st, _, b = request(port, "POST", "/v1/completions", json.dumps(
+        {"prompt": "a", "max_tokens": 4, "guided_regex": "[a-z]{3}"}).encode())
+    assert st == 200, b[:200]
+    mem = json.loads(request(port, "GET", "/stats")[2])["memory"]
+    assert 0 < mem["grammar_cache_bytes"] <= 256 << 20, mem  # the shared mask cache, counted
+
+
 def main():
     mode, port = sys.argv[1], int(sys.argv[2])
     if mode == "hardening":
@@ -347,6 +394,7 @@ def main():
         check("garbage after a keep-alive request", lambda: garbage_after_keepalive(port, timeout))
         check("half-closed clients get their answer", lambda: half_close(port))
         check("a reset cancels a non-streaming generation", lambda: reset_frees(port))
+        check("a reset cancels a grammar compile", lambda: compile_cancel(port, pid))
         check("connection flood: /health < 100 ms, few threads", lambda: connection_flood(port, pid))
         check("slow clients: /health < 100 ms, cut at --timeout", lambda: slow_clients(port, timeout))
         check("still healthy", lambda: health_ms(port))

@@ -48,6 +48,59 @@ static void test_compile_budget(void **state) {
     hr_grammar_budget_set(NULL);
 }
 
+/* A cancel check that says "gone" from its nth call on. */
+static int calls, gone_at;
+static int gone_after(void *arg) {
+    (void)arg;
+    return ++calls >= gone_at;
+}
+
+/* A client that leaves stops its compile at the next budget check: the
+ * compile fails with HR_ECANCELLED long before its CPU budget, frees what
+ * it built (ASan's leak check in CI), and the thread's next compile with no
+ * cancel check set is unaffected. */
+static void test_compile_cancel(void **state) {
+    (void)state;
+    const char *re = "(a|b)*a(a|b){16}"; /* 0.7 s of CPU to compile here */
+    hr_grammar *g = NULL;
+    hr_error err = {0};
+    calls = 0;
+    gone_at = 3;
+    hr_grammar_cancel_set(gone_after, NULL);
+    double t0 = hr_thread_cpu();
+    assert_int_equal(hr_grammar_from_regex(&g, re, &err), HR_ECANCELLED);
+    double dt = hr_thread_cpu() - t0;
+    assert_null(g);
+    assert_non_null(strstr(err.msg, "cancelled"));
+    assert_int_equal(calls, 3); /* polled as it goes, and it stopped at once */
+    assert_true(dt < 0.3);
+    /* a schema's pattern too */
+    calls = 0;
+    json_t *s = json_pack("{s:s, s:s}", "type", "string", "pattern", "^(a|b)*a(a|b){16}$");
+    assert_int_equal(hr_grammar_from_json_schema(&g, s, &err), HR_ECANCELLED);
+    json_decref(s);
+    /* a check that never fires leaves a compile alone; so does none */
+    gone_at = 1 << 30;
+    assert_int_equal(hr_grammar_from_regex(&g, "(a|b)*a(a|b){6}", &err), 0);
+    hr_grammar_free(g);
+    hr_grammar_cancel_set(NULL, NULL);
+    assert_int_equal(hr_grammar_from_regex(&g, "(a|b)*a(a|b){6}", &err), 0);
+    hr_grammar_free(g);
+    /* warming stops too (the states left are computed when used) */
+    if (tok) {
+        assert_int_equal(hr_grammar_from_regex(&g, "a{100000}", NULL), 0);
+        calls = 0;
+        gone_at = 1;
+        hr_grammar_cancel_set(gone_after, NULL);
+        t0 = hr_thread_cpu();
+        assert_int_equal(hr_grammar_warm(g, voc, NULL), 0);
+        assert_true(hr_thread_cpu() - t0 < 0.3);
+        assert_true(calls >= 1);
+        hr_grammar_cancel_set(NULL, NULL);
+        hr_grammar_free(g);
+    }
+}
+
 /* The mask of g after bytes s, into m (words). */
 static void mask_after(const hr_grammar *g, const char *s, uint32_t *m) {
     hr_matcher *mt;
@@ -114,6 +167,7 @@ int main(void) {
     (void)next;
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_compile_budget),
+        cmocka_unit_test(test_compile_cancel),
         cmocka_unit_test(test_warm_budget_and_cache_bound),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
