@@ -400,7 +400,7 @@ static void test_quant_pool(void **state) {
     assert_non_null(mkdtemp(dir));
     hr_hparams hp = {.n_layers = LAYERS, .n_kv_heads = HEADS, .head_dim = 32};
     hr_kv kv;
-    hr_kv_fmt f = {HR_DTYPE_AFFINE, 4, 32};
+    hr_kv_fmt f = {.dtype = HR_DTYPE_AFFINE, .bits = 4, .group = 32};
     assert_int_equal(hr_kv_init_fmt(&kv, hr_backend_cpu(), &hp, &f, 4, NULL), 0);
     size_t rb = 32 * 4 / 8 + 8, sb = hr_kv_stride_bytes(&kv);
     assert_int_equal(kv.row_bytes, rb);
