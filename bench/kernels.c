@@ -9,7 +9,8 @@
  *       one query token's attention over CTX keys and values (a paged KV
  *       cache) of KV: f16 (default), f32, bf16, or aB / aBgG (quantized
  *       KV rows, mlx-lm's affine format: B bits, groups of G, default 64),
- *       through enough layers (below)
+ *       or q8_0 / q4_0 (llama.cpp's cache types), through enough layers
+ *       (below)
  * Prints the best of 5 passes as GB/s and as % of the plain read. The
  * weights and K/V are random: the kernels' speed does not depend on the
  * values. The copies span 256 MiB or four times the last-level cache,
@@ -55,7 +56,8 @@ static int dtype_named(const char *name) {
 
 static int usage(void) {
     fprintf(stderr, "usage: bench_kernels matvec TYPE M K [THREADS] | "
-                    "attn CTX [THREADS] [HEADS] [KV_HEADS] [HEAD_DIM] [f16|f32|bf16|aB[gG]]\n");
+                    "attn CTX [THREADS] [HEADS] [KV_HEADS] [HEAD_DIM] "
+                    "[f16|f32|bf16|aB[gG]|q8_0|q4_0]\n");
     return 2;
 }
 
@@ -157,16 +159,19 @@ static int attn(int argc, char **argv, hr_rng *rng) {
         group = g ? atoi(g + 1) : 64;
         if (!hr_kvq_bits_ok(bits) || !hr_kvq_group_ok(group) || hd % group)
             return usage();
+    } else if (!strcmp(kvname, "q8_0") || !strcmp(kvname, "q4_0")) { /* llama.cpp's */
+        dt = kvname[1] == '8' ? HR_DTYPE_Q8_0 : HR_DTYPE_Q4_0;
+        if (hd % 32)
+            return usage();
     } else if (strcmp(kvname, "f16"))
         return usage();
     if (ctx <= 0 || KVH <= 0 || H % KVH || hd % 16 || hd > HR_ATTN_MAX_HEAD_DIM)
         return usage();
     int nb = (ctx + HR_KV_BLOCK - 1) / HR_KV_BLOCK;
     /* bytes of a row; the block stride in elements (quantized: bytes) */
-    size_t row = dt == HR_DTYPE_AFFINE ? hr_kvq_row_bytes(hd, bits, group)
-                                       : (size_t)hd * (dt == HR_DTYPE_F32 ? 4 : 2);
+    size_t row = hr_kv_row_size(dt, hd, bits, group);
     size_t bstride = (size_t)KVH * HR_KV_BLOCK * row, layer = bstride * nb; /* bytes */
-    size_t stride = dt == HR_DTYPE_AFFINE ? bstride : bstride / (dt == HR_DTYPE_F32 ? 4 : 2);
+    size_t stride = hr_kv_is_rec(dt) ? bstride : bstride / (dt == HR_DTYPE_F32 ? 4 : 2);
     int layers = (int)(FOOTPRINT / (2 * layer)) + 1;
     uint8_t *k = hr_big_alloc(layer * layers), *v = hr_big_alloc(layer * layers);
     float *x = malloc((size_t)hd * sizeof *x);
@@ -174,11 +179,7 @@ static int attn(int argc, char **argv, hr_rng *rng) {
         for (int w = 0; w < 2; w++) {
             for (int i = 0; i < hd; i++)
                 x[i] = frand(rng);
-            uint8_t *dst = (w ? v : k) + r * row;
-            if (dt == HR_DTYPE_AFFINE)
-                hr_kvq_store(dst, x, hd, bits, group);
-            else
-                hr_store_row(dst, x, hd, dt);
+            hr_kv_row_store((w ? v : k) + r * row, x, hd, dt, bits, group);
         }
     free(x);
     for (int l = 1; l < layers; l++) { /* copies, as the matvec's */

@@ -122,14 +122,16 @@ int hr_llm_chat_render(const hr_llm *m, const char *messages_json, const char *t
 
 typedef struct hr_session hr_session;
 
-enum { HR_KV_AUTO, HR_KV_F32, HR_KV_F16, HR_KV_BF16 }; /* AUTO: f16 for GGUF, else f32 */
+/* AUTO: f16 for GGUF, else f32; Q8_0, Q4_0: llama.cpp's cache types (rows
+ * of ggml blocks; docs/kv-quant.md) */
+enum { HR_KV_AUTO, HR_KV_F32, HR_KV_F16, HR_KV_BF16, HR_KV_Q8_0, HR_KV_Q4_0 };
 
 typedef struct hr_session_opts {
     int n_threads;            /* 0 = the model's hr_llm_opts.n_threads */
     int max_batch;            /* concurrent requests; 0 = 8 */
     int n_ctx;                /* longest sequence; 0 = the model's, capped at 8192 */
     size_t kv_bytes;          /* KV pool budget; 0 = max_batch full contexts, at most 4 GiB */
-    int kv_dtype;             /* HR_KV_* */
+    int kv_dtype;             /* HR_KV_*: K's, and V's unless kv_dtype_v */
     int prefill_chunk;        /* prompt tokens per step; 0 = 512 */
     int prompt_cache;         /* 0 = on (the default), -1 = off */
     int prompt_cache_size;    /* bound: this many full contexts; 0 = the pool's free space */
@@ -152,6 +154,8 @@ typedef struct hr_session_opts {
                                * --adapter-path), loaded now; NULL = the base model */
     const char *adapters;     /* "name=DIR,name=DIR": adapters requests may name, each
                                * loaded on first use; NULL */
+    int kv_dtype_v;           /* V's HR_KV_* when it differs from K's (llama.cpp's
+                               * --cache-type-v); 0 = kv_dtype's */
 } hr_session_opts;
 
 /* Start the engine thread over m (which must outlive the session). opts may

@@ -143,5 +143,12 @@ int hr__session_engine_opts(const hr_llm *m, const hr_session_opts *o, hr_engine
                             hr_error *err);
 /* --kv-dtype's names (NULL, auto, f32, f16, bf16) -> HR_KV_*. */
 int hr__kv_type_from_name(const char *name, int *kv, hr_error *err);
+/* --kv-dtype (kvd), --cache-type-k (ctk) and --cache-type-v (ctv), each
+ * NULL when not given, -> hr_session_opts' kv_dtype (*k) and kv_dtype_v
+ * (*v). A cache type not given is --kv-dtype's, f16 (llama.cpp's default)
+ * when that is auto and the other cache type is given. Errors name the
+ * flag. */
+int hr__kv_types_from_names(const char *kvd, const char *ctk, const char *ctv, int *k, int *v,
+                            hr_error *err);
 
 #endif

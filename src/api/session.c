@@ -20,27 +20,64 @@ int hr__kv_type_from_name(const char *name, int *kv, hr_error *err) {
     return 0;
 }
 
+static const char *const kv_names[] = {"auto", "f32", "f16", "bf16", "q8_0", "q4_0"};
+
+static int cache_type(const char *name, const char *flag, int *kv, hr_error *err) {
+    hr_dtype t;
+    int rc = hr_kv_cache_type_pick(name, flag, &t, err);
+    for (int i = HR_KV_F32; !rc && i <= HR_KV_Q4_0; i++)
+        if (!strcasecmp(name, kv_names[i]))
+            *kv = i;
+    return rc;
+}
+
+int hr__kv_types_from_names(const char *kvd, const char *ctk, const char *ctv, int *k, int *v,
+                            hr_error *err) {
+    int rc = hr__kv_type_from_name(kvd, k, err), ck, cv;
+    *v = 0;
+    if (rc || (!ctk && !ctv))
+        return rc;
+    ck = cv = *k == HR_KV_AUTO ? HR_KV_F16 : *k;
+    if ((ctk && (rc = cache_type(ctk, "--cache-type-k", &ck, err))) ||
+        (ctv && (rc = cache_type(ctv, "--cache-type-v", &cv, err))))
+        return rc;
+    *k = ck;
+    *v = cv == ck ? 0 : cv;
+    return 0;
+}
+
+/* HR_KV_* kv -> the pool's dtype on a model loaded from GGUF (gguf) or not */
+static int kv_pick(int kv, bool gguf, hr_dtype *t, hr_error *err) {
+    if (kv < HR_KV_AUTO || kv > HR_KV_Q4_0)
+        return hr_err(err, HR_EINVAL, "kv_dtype must be one of HR_KV_AUTO, _F32, _F16, _BF16, "
+                      "_Q8_0, _Q4_0");
+    return kv <= HR_KV_BF16 ? hr_kv_dtype_pick(kv_names[kv], gguf, t, err)
+                            : hr_kv_cache_type_pick(kv_names[kv], "kv_dtype", t, err);
+}
+
 int hr__session_engine_opts(const hr_llm *m, const hr_session_opts *o, hr_engine_opts *eo,
                             hr_error *err) {
     static const hr_session_opts none = {0};
-    static const char *const names[] = {"auto", "f32", "f16", "bf16"};
     if (!o)
         o = &none;
     if (o->n_threads < 0 || o->max_batch < 0 || o->n_ctx < 0 || o->prefill_chunk < 0 ||
         o->prompt_cache_size < 0 || o->ssd_demote_idle < 0)
         return hr_err(err, HR_ERANGE, "a session option is negative");
-    if (o->kv_dtype < HR_KV_AUTO || o->kv_dtype > HR_KV_BF16)
-        return hr_err(err, HR_EINVAL, "kv_dtype must be one of HR_KV_AUTO, _F32, _F16, _BF16");
-    hr_dtype kvt;
-    int rc = hr_kv_dtype_pick(names[o->kv_dtype], m->model->gguf, &kvt, err);
-    if (rc)
+    hr_dtype kvt, kvv;
+    int rc;
+    if ((rc = kv_pick(o->kv_dtype, m->model->gguf, &kvt, err)) ||
+        (rc = kv_pick(o->kv_dtype_v ? o->kv_dtype_v : o->kv_dtype, m->model->gguf, &kvv, err)))
         return rc;
+    if (o->kv_bits && (kvv != kvt || kvt == HR_DTYPE_Q8_0 || kvt == HR_DTYPE_Q4_0))
+        return hr_err(err, HR_EINVAL, "--kv-bits and --cache-type-k/-v q8_0, q4_0 or K and V "
+                      "apart: pick one");
     /* the prompt cache bound in blocks: the tighter of size and bytes */
     int cache_blocks = o->prompt_cache < 0 ? -1 : 0;
     if (cache_blocks >= 0) {
         int ctx = o->n_ctx > 0 ? o->n_ctx : 8192;
-        hr_kv_fmt f = {o->kv_bits ? HR_DTYPE_AFFINE : kvt, o->kv_bits,
-                       o->kv_group ? o->kv_group : 64};
+        hr_kv_fmt f = {.dtype = o->kv_bits ? HR_DTYPE_AFFINE : kvt, .bits = o->kv_bits,
+                       .group = o->kv_group ? o->kv_group : 64, .vown = kvv != kvt,
+                       .vdtype = kvv};
         size_t bb = hr_kv_fmt_block_bytes(&m->model->hp, &f);
         if (o->prompt_cache_size > 0)
             cache_blocks = o->prompt_cache_size * ((ctx + HR_KV_BLOCK - 1) / HR_KV_BLOCK);
@@ -53,6 +90,7 @@ int hr__session_engine_opts(const hr_llm *m, const hr_session_opts *o, hr_engine
     *eo = (hr_engine_opts){.n_threads = o->n_threads ? o->n_threads : m->n_threads,
                            .max_batch = o->max_batch, .n_ctx = o->n_ctx,
                            .kv_bytes = o->kv_bytes, .kv_dtype = kvt,
+                           .kv_vown = kvv != kvt, .kv_dtype_v = kvv,
                            .kv_bits = o->kv_bits, .kv_group = o->kv_group ? o->kv_group : 64,
                            .prefill_chunk = o->prefill_chunk, .cache_blocks = cache_blocks,
                            .ssd_dir = o->ssd_dir, .ssd_max_bytes = o->ssd_max_bytes,

@@ -37,8 +37,8 @@ double hr_cli_median(double *v, int n) {
 
 static const char usage[] =
     "usage: hearth bench --model PATH [--prompt-len N] [--gen-len N] [--threads T] "
-    "[--repeats R] [--kv-dtype D] [--kv-bits B] [--kv-group-size G] "
-    "[--quantized-kv-start N] [--kv-budget GB] [--json]\n"
+    "[--repeats R] [--kv-dtype D] [--cache-type-k T] [--cache-type-v T] [--kv-bits B] "
+    "[--kv-group-size G] [--quantized-kv-start N] [--kv-budget GB] [--json]\n"
     "       hearth bench (--draft-model PATH | --spec ngram) ...: speculative decoding "
     "side by side (hearth bench --spec ngram --help)\n"
     "       hearth bench --adapter-rank R ...: LoRA adapters' decode cost, 1 and C clients "
@@ -83,7 +83,7 @@ int hr_cmd_bench(int argc, char **argv) {
     for (int i = 0; i < argc; i++) /* LoRA adapters: cmd_bench_lora.c */
         if (!strncmp(argv[i], "--adapter-rank", 14))
             return hr_cmd_bench_lora(argc, argv);
-    const char *model = NULL, *kv_dtype = NULL, *device = "auto";
+    const char *model = NULL, *kv_dtype = NULL, *device = "auto", *ctk = NULL, *ctv = NULL;
     long prompt_len = 512, gen_len = 128, threads = 0, repeats = 5, kv_bits = 0, kv_group = 64,
          kv_start = 5000;
     double kv_gb = 8;
@@ -96,6 +96,8 @@ int hr_cmd_bench(int argc, char **argv) {
         {"threads", HR_OPT_INT, &threads, "compute threads (default: all cores)"},
         {"repeats", HR_OPT_INT, &repeats, "runs; figures are medians (default 5)"},
         {"kv-dtype", HR_OPT_STR, &kv_dtype, "KV cache: auto (f16 for GGUF, else f32), f32, f16, bf16"},
+        {"cache-type-k", HR_OPT_STR, &ctk, "K cache type as llama.cpp: f32, f16, bf16, q8_0, q4_0 (default: --kv-dtype)"},
+        {"cache-type-v", HR_OPT_STR, &ctv, "V cache type as llama.cpp: f32, f16, bf16, q8_0, q4_0 (default: --kv-dtype)"},
         {"kv-bits", HR_OPT_INT, &kv_bits, "quantize the KV cache to 2, 3, 4, 6 or 8 bits (mlx-lm's affine KV; default off)"},
         {"kv-group-size", HR_OPT_INT, &kv_group, "group size of the quantized KV cache (default 64)"},
         {"quantized-kv-start", HR_OPT_INT, &kv_start, "0: quantize the KV from the first token; >= prompt + gen tokens: never (default 5000)"},
@@ -128,13 +130,14 @@ int hr_cmd_bench(int argc, char **argv) {
     hr_membw_buf *bwbuf = NULL; /* read for the roofline, allocated once */
     double *pre = calloc((size_t)repeats, sizeof *pre), *dec = calloc((size_t)repeats, sizeof *dec);
     double *bws = calloc((size_t)repeats, sizeof *bws), *pct = calloc((size_t)repeats, sizeof *pct);
-    int status = 1, kvt = HR_KV_AUTO;
+    int status = 1, kvt = HR_KV_AUTO, kvv = 0;
     hr_llm_opts lo = {.n_threads = (int)threads, .device = device};
-    if ((rc = hr__kv_type_from_name(kv_dtype, &kvt, &err)) ||
+    if ((rc = hr__kv_types_from_names(kv_dtype, ctk, ctv, &kvt, &kvv, &err)) ||
         (rc = hr_llm_load(&llm, model, &lo, &err)))
         goto done;
     hr_session_opts so = {.n_threads = (int)threads, .max_batch = 1,
                           .n_ctx = (int)(prompt_len + gen_len), .kv_dtype = kvt,
+                          .kv_dtype_v = kvv,
                           .prompt_cache = -1, .kv_bits = quant ? (int)kv_bits : 0,
                           .kv_group = (int)kv_group};
     if ((rc = hr_session_new(&s, llm, &so, &err)))
@@ -164,12 +167,9 @@ int hr_cmd_bench(int argc, char **argv) {
     /* bytes per decoded token: weights + the average KV read */
     const hr_hparams *hp = &m->hp;
     double avg_ctx = prompt_len + gen_len / 2.0;
-    hr_kv_fmt kvf = {HR_DTYPE_F32, 0, 0};
-    if ((rc = hr_kv_dtype_pick(kv_dtype, m->gguf, &kvf.dtype, &err)))
-        goto done;
-    if (quant)
-        kvf = (hr_kv_fmt){HR_DTYPE_AFFINE, (int)kv_bits, (int)kv_group};
-    double kv_tok = (double)hr_kv_fmt_block_bytes(hp, &kvf) / HR_KV_BLOCK;
+    const hr_kv *kvp = hr_engine_kv(s->engine); /* the format the decode reads */
+    double kv_tok = (double)hp->n_layers * (hr_kv_stride_bytes(kvp) + hr_kv_vstride_bytes(kvp)) /
+                    HR_KV_BLOCK;
     long seqs16k = (long)(kv_gb * 1e9 / (kv_tok * 16384)); /* whole sequences */
     double kv_bytes = kv_tok * avg_ctx;
     double bytes = (double)hr_model_decode_bytes(m) + kv_bytes;
@@ -226,11 +226,14 @@ int hr_cmd_bench(int argc, char **argv) {
         printf("roofline   %8.2f tokens/s  (%.1f GB/s read, %.1f MB/token)\n", roof, bw / 1e9,
                bytes / 1e6);
         printf("decode     %8.1f %% of roofline (median of the repeats' own)\n", dec_pct);
-        if (kvf.bits)
-            printf("kv cache   %8.0f bytes/token (%d-bit, group %d)\n", kv_tok, kvf.bits,
-                   kvf.group);
+        if (kvp->dtype == HR_DTYPE_AFFINE)
+            printf("kv cache   %8.0f bytes/token (%d-bit, group %d)\n", kv_tok, kvp->bits,
+                   kvp->group);
+        else if (kvp->vdtype != kvp->dtype)
+            printf("kv cache   %8.0f bytes/token (K %s, V %s)\n", kv_tok,
+                   hr_dtype_name(kvp->dtype), hr_dtype_name(kvp->vdtype));
         else
-            printf("kv cache   %8.0f bytes/token (%s)\n", kv_tok, hr_dtype_name(kvf.dtype));
+            printf("kv cache   %8.0f bytes/token (%s)\n", kv_tok, hr_dtype_name(kvp->dtype));
         printf("kv budget  %8ld sequences of 16384 tokens in %.1f GB\n", seqs16k, kv_gb);
     }
     status = 0;

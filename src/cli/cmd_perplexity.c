@@ -34,8 +34,8 @@
 
 static const char usage[] =
     "usage: hearth perplexity --model PATH --file TEXT [--context N] [--stride N] "
-    "[--threads T] [--max-windows N] [--kv-dtype D] [--kv-bits B] [--kv-group-size G] "
-    "[--quantized-kv-start N]";
+    "[--threads T] [--max-windows N] [--kv-dtype D] [--cache-type-k T] [--cache-type-v T] "
+    "[--kv-bits B] [--kv-group-size G] [--quantized-kv-start N]";
 
 typedef struct acc {
     double sum, sumsq;
@@ -79,7 +79,8 @@ static int collect(hr_gen *g, acc *a, hr_error *err) {
 }
 
 int hr_cmd_perplexity(int argc, char **argv) {
-    const char *model = NULL, *file = NULL, *kv_dtype = NULL, *device = "auto";
+    const char *model = NULL, *file = NULL, *kv_dtype = NULL, *device = "auto", *ctk = NULL,
+               *ctv = NULL;
     long ctx = 512, stride = 0, threads = 0, max_windows = 0, kv_bits = 0, kv_group = 64,
          kv_start = 5000;
     const hr_opt opts[] = {
@@ -91,6 +92,8 @@ int hr_cmd_perplexity(int argc, char **argv) {
         {"threads", HR_OPT_INT, &threads, "compute threads (default: all cores)"},
         {"max-windows", HR_OPT_INT, &max_windows, "stop after N windows (default: all)"},
         {"kv-dtype", HR_OPT_STR, &kv_dtype, "KV cache: auto (f16 for GGUF, else f32), f32, f16, bf16"},
+        {"cache-type-k", HR_OPT_STR, &ctk, "K cache type as llama.cpp: f32, f16, bf16, q8_0, q4_0 (default: --kv-dtype)"},
+        {"cache-type-v", HR_OPT_STR, &ctv, "V cache type as llama.cpp: f32, f16, bf16, q8_0, q4_0 (default: --kv-dtype)"},
         {"kv-bits", HR_OPT_INT, &kv_bits, "quantize the KV cache to 2, 3, 4, 6 or 8 bits (mlx-lm's affine KV; default off)"},
         {"kv-group-size", HR_OPT_INT, &kv_group, "group size of the quantized KV cache (default 64)"},
         {"quantized-kv-start", HR_OPT_INT, &kv_start, "0: quantize the windows' KV from the first token; >= --context: never (default 5000)"},
@@ -117,9 +120,9 @@ int hr_cmd_perplexity(int argc, char **argv) {
     char *text = NULL;
     int32_t *ids = NULL;
     size_t len, n_ids = 0;
-    int status = 1, kvt = HR_KV_AUTO;
+    int status = 1, kvt = HR_KV_AUTO, kvv = 0;
     hr_llm_opts lo = {.n_threads = (int)threads, .device = device};
-    if ((rc = hr__kv_type_from_name(kv_dtype, &kvt, &err)) ||
+    if ((rc = hr__kv_types_from_names(kv_dtype, ctk, ctv, &kvt, &kvv, &err)) ||
         (rc = hr_llm_load(&m, model, &lo, &err)) ||
         (rc = hr_file_read(file, &text, &len, &err)) ||
         (rc = hr_llm_tokenize(m, text, len, HR_TOKENIZE_ADD_SPECIAL, &ids, &n_ids, &err)))
@@ -138,7 +141,7 @@ int hr_cmd_perplexity(int argc, char **argv) {
     if (max_windows && windows > max_windows)
         windows = max_windows;
     hr_session_opts so = {.n_threads = (int)threads, .max_batch = IN_FLIGHT, .n_ctx = (int)ctx,
-                          .kv_dtype = kvt, .prompt_cache = -1,
+                          .kv_dtype = kvt, .kv_dtype_v = kvv, .prompt_cache = -1,
                           .kv_bits = kv_start == 0 ? (int)kv_bits : 0, .kv_group = (int)kv_group};
     if ((rc = hr_session_new(&s, m, &so, &err)))
         goto done;

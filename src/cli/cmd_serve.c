@@ -98,7 +98,8 @@ int hr_cmd_serve(int argc, char **argv) {
                *tmpl_args = NULL,
                *origins = "*", *adapter = NULL, *adapters = NULL, *log_level = NULL, *draft = NULL,
                *kv_dtype = NULL, *device = "auto", *spec = NULL, *models = NULL,
-               *model_dir = NULL, *served_names = NULL, *pool_size = NULL;
+               *model_dir = NULL, *served_names = NULL, *pool_size = NULL, *ctk = NULL,
+               *ctv = NULL;
     long port = 8080, top_k = -1, max_tokens = -1, prefill = 0, batch = 0, threads = 0,
          ctx = 0, max_body_mb = 16, pc_size = -1, pc_on = 1, kv_bits = 0, kv_group = 64,
          kv_start = 5000, n_draft = 3;
@@ -138,6 +139,8 @@ int hr_cmd_serve(int argc, char **argv) {
         {"batch", HR_OPT_INT, &batch, "concurrent sequences (default 8)"},
         {"kv-budget", HR_OPT_FLOAT, &kv_gb, "KV cache budget in GB (default: automatic)"},
         {"kv-dtype", HR_OPT_STR, &kv_dtype, "KV cache: auto (f16 for GGUF, else f32), f32, f16, bf16"},
+        {"cache-type-k", HR_OPT_STR, &ctk, "K cache type as llama.cpp: f32, f16, bf16, q8_0, q4_0 (default: --kv-dtype)"},
+        {"cache-type-v", HR_OPT_STR, &ctv, "V cache type as llama.cpp: f32, f16, bf16, q8_0, q4_0 (default: --kv-dtype)"},
         {"kv-bits", HR_OPT_INT, &kv_bits, "quantize the KV cache to 2, 3, 4, 6 or 8 bits (mlx-lm's affine KV; default off)"},
         {"kv-group-size", HR_OPT_INT, &kv_group, "group size of the quantized KV cache (default 64)"},
         {"quantized-kv-start", HR_OPT_INT, &kv_start, "tokens before a sequence's KV is quantized (default 5000; serve takes 0 only)"},
@@ -243,7 +246,8 @@ int hr_cmd_serve(int argc, char **argv) {
         .max_tokens = (int)max_tokens, .chat_template = tmpl, .chat_template_args = tmpl_args,
         .allowed_origins = origins, .max_body = (size_t)max_body_mb << 20,
         .prefill_step = (int)prefill, .batch = (int)batch,
-        .kv_bytes = (size_t)(kv_gb * 1e9), .kv_dtype = kv_dtype, .kv_bits = (int)kv_bits,
+        .kv_bytes = (size_t)(kv_gb * 1e9), .kv_dtype = kv_dtype, .cache_type_k = ctk,
+        .cache_type_v = ctv, .kv_bits = (int)kv_bits,
         .kv_group = (int)kv_group, .n_threads = (int)threads,
         .n_ctx = (int)ctx,
         .cache_blocks = pc_on ? 0 : -1, .cache_size = pc_size > 0 ? (int)pc_size : 0,

@@ -15,6 +15,7 @@
 #include <time.h>
 
 int hr_engine_ctx(const hr_engine *e) { return e->n_ctx; }
+const hr_kv *hr_engine_kv(const hr_engine *e) { return &e->kv; }
 int hr_engine_threads(const hr_engine *e) { return hr_pool_size(hr_fwd_pool(e->fwd)); }
 int hr_engine_max_batch(const hr_engine *e) { return e->max_batch; }
 hr_pool *hr_engine_pool(hr_engine *e) { return hr_fwd_pool(e->fwd); }
@@ -92,7 +93,8 @@ void hr_engine_stats_get(const hr_engine *e, hr_engine_stats *s) {
     s->images_cached = atomic_load(&m->st_img_cached);
     s->cache_misses = s->cache_lookups - s->cache_hits;
     s->cache_miss_tokens = atomic_load(&m->st_miss_tokens);
-    s->kv_bytes = (size_t)e->kv.n_blocks * hr_kv_stride_bytes(&e->kv) * 2 * e->kv.n_layers;
+    s->kv_bytes = (size_t)e->kv.n_blocks *
+                  (hr_kv_stride_bytes(&e->kv) + hr_kv_vstride_bytes(&e->kv)) * e->kv.n_layers;
 }
 
 /* ---- scheduling (engine thread) -------------------------------------------------- */
@@ -682,9 +684,10 @@ int hr_engine_new(hr_engine **out, const hr_model *m, const hr_engine_opts *o,
                                                                           : HR_SPEC_MAX_K;
     e->max_rows = e->max_batch * (1 + e->max_draft);
     e->max_tokens_step = e->chunk + e->max_rows;
-    hr_kv_fmt kvf = {o ? o->kv_dtype : HR_DTYPE_F32, 0, 0};
+    hr_kv_fmt kvf = {.dtype = o ? o->kv_dtype : HR_DTYPE_F32, .vown = o && o->kv_vown,
+                     .vdtype = o ? o->kv_dtype_v : HR_DTYPE_F32};
     if (o && o->kv_bits > 0)
-        kvf = (hr_kv_fmt){HR_DTYPE_AFFINE, o->kv_bits, o->kv_group};
+        kvf = (hr_kv_fmt){.dtype = HR_DTYPE_AFFINE, .bits = o->kv_bits, .group = o->kv_group};
     size_t bb = hr_kv_fmt_block_bytes(&m->hp, &kvf);
     size_t budget = o && o->kv_bytes ? o->kv_bytes : (size_t)e->max_batch * blocks_for(e->n_ctx) * bb;
     if (!(o && o->kv_bytes) && m->be->device_mem) {

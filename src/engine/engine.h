@@ -15,6 +15,7 @@
 #include "core/pool.h"
 #include "grammar/grammar.h"
 #include "model/adapter.h"
+#include "model/kv.h"
 #include "model/model.h"
 #include "sample/sampler.h"
 
@@ -41,8 +42,10 @@ typedef struct hr_engine_opts {
     int max_batch;      /* concurrent sequences; 0 = 8 */
     int n_ctx;          /* longest sequence; 0 = the model's, capped at 8192 */
     size_t kv_bytes;    /* KV pool budget; 0 = max_batch full contexts, at most 4 GiB */
-    hr_dtype kv_dtype;  /* KV cache: F32 (0: exact), F16, BF16; hr_kv_dtype_auto gives
-                         * the model's default */
+    hr_dtype kv_dtype;  /* KV cache: F32 (0: exact), F16, BF16, Q8_0, Q4_0 (llama.cpp's
+                         * cache types); hr_kv_dtype_pick gives the model's default */
+    bool kv_vown;       /* V is kv_dtype_v (--cache-type-v), else kv_dtype */
+    hr_dtype kv_dtype_v;
     int kv_bits;        /* > 0: the pool is quantized from the first token (mlx-lm's
                          * affine KV with --quantized-kv-start 0; docs/kv-quant.md) */
     int kv_group;       /* with kv_bits: the group size (32, 64, 128) */
@@ -72,6 +75,8 @@ int hr_engine_max_batch(const hr_engine *e);
 /* The compute threads, for other work while no request runs (bench's
  * bandwidth reads: no second set of threads spinning beside these). */
 hr_pool *hr_engine_pool(hr_engine *e);
+/* The engine's KV pool (its format: hr_kv's fields; read only) */
+const hr_kv *hr_engine_kv(const hr_engine *e);
 
 typedef enum hr_finish {
     HR_FINISH_NONE,      /* still running */

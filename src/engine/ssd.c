@@ -19,9 +19,30 @@
 #define MAGIC "HEARTHKV"
 #define VERSION 3u /* 2: the KV format's bits and group (quantized KV); 3: a
                     * recurrent state after the block (hybrid models) */
-/* the KV pool's format, in the header (blocks of another format are a miss) */
-static uint32_t kv_format(hr_dtype t) {
-    return t == HR_DTYPE_F16 ? 2u : t == HR_DTYPE_BF16 ? 3u : t == HR_DTYPE_AFFINE ? 4u : 1u;
+/* the KV pool's format, in the header (blocks of another format are a
+ * miss): K's code, and V's code << 8 when it is V's own (--cache-type-v) */
+static uint32_t dtype_code(hr_dtype t) {
+    switch (t) {
+    case HR_DTYPE_F16: return 2u;
+    case HR_DTYPE_BF16: return 3u;
+    case HR_DTYPE_AFFINE: return 4u;
+    case HR_DTYPE_Q8_0: return 5u;
+    case HR_DTYPE_Q4_0: return 6u;
+    default: return 1u;
+    }
+}
+static uint32_t kv_format(const hr_kv *kv) {
+    return dtype_code(kv->dtype) | (kv->vdtype != kv->dtype ? dtype_code(kv->vdtype) << 8 : 0u);
+}
+/* a format's name in the directory's: "" (f32), "-f16", "-q8_0", ... */
+static const char *dtype_suffix(hr_dtype t) {
+    switch (t) {
+    case HR_DTYPE_F16: return "-f16";
+    case HR_DTYPE_BF16: return "-bf16";
+    case HR_DTYPE_Q8_0: return "-q8_0";
+    case HR_DTYPE_Q4_0: return "-q4_0";
+    default: return "";
+    }
 }
 #define QUEUE 256
 
@@ -74,7 +95,7 @@ static unsigned char *put(unsigned char *p, const void *v, size_t n) {
 static void make_header(const hr_ssd *s, uint64_t key, const int32_t *tokens, uint64_t sum,
                         uint64_t state, unsigned char *h) {
     uint32_t u32[] = {VERSION, HDR_BYTES};
-    uint32_t shape[] = {kv_format(s->kv->dtype), (uint32_t)s->kv->bits,
+    uint32_t shape[] = {kv_format(s->kv), (uint32_t)s->kv->bits,
                         (uint32_t)s->kv->group, (uint32_t)s->kv->n_layers,
                         (uint32_t)s->kv->n_kv_heads, (uint32_t)s->kv->head_dim, HR_KV_BLOCK};
     uint64_t payload = s->payload;
@@ -421,9 +442,11 @@ int hr_ssd_open(hr_ssd **out, const char *dir, uint64_t model_fp, uint64_t salt,
     char fmt[32];
     if (kv->dtype == HR_DTYPE_AFFINE)
         snprintf(fmt, sizeof fmt, "-q%dg%d", kv->bits, kv->group);
+    else if (kv->vdtype != kv->dtype) /* e.g. "-q8_0-vf16", "-vq4_0" (K f32) */
+        snprintf(fmt, sizeof fmt, "%s-v%s", dtype_suffix(kv->dtype),
+                 kv->vdtype == HR_DTYPE_F32 ? "f32" : dtype_suffix(kv->vdtype) + 1);
     else
-        snprintf(fmt, sizeof fmt, "%s",
-                 kv->dtype == HR_DTYPE_F32 ? "" : kv->dtype == HR_DTYPE_F16 ? "-f16" : "-bf16");
+        snprintf(fmt, sizeof fmt, "%s", dtype_suffix(kv->dtype));
     snprintf(s->dir, sizeof s->dir, "%s/%016llx%s", dir, (unsigned long long)model_fp, fmt);
     snprintf(s->quarantine, sizeof s->quarantine, "%s/quarantine", dir);
     s->fp = model_fp;
@@ -431,7 +454,7 @@ int hr_ssd_open(hr_ssd **out, const char *dir, uint64_t model_fp, uint64_t salt,
     s->kv = kv;
     s->max_bytes = max_bytes;
     s->state_bytes = state_bytes;
-    s->payload = (size_t)kv->n_layers * hr_kv_stride_bytes(kv) * 2;
+    s->payload = (size_t)kv->n_layers * (hr_kv_stride_bytes(kv) + hr_kv_vstride_bytes(kv));
     hr_ssd_set_backoff(s, 1, 300);
     if (!(s->stage = malloc(s->payload)) || !(s->rbuf = malloc(HDR_BYTES + s->payload + state_bytes))) {
         free(s->stage);

@@ -67,8 +67,9 @@ enum { HR_BROUTER_SOFTMAX_TOPK, HR_BROUTER_TOPK_SOFTMAX, HR_BROUTER_SIGMOID_GROU
 
 /* A layer's q/k/v after their products: q/k norms, RoPE, and K/V stored in
  * the KV pool's layer (k_cache/v_cache: [block][kv_head][slot][head_dim] of
- * kv_dtype, block_stride elements a block; AFFINE: [block][kv_head][slot]
- * of kernels/cpu/kvquant.h's row records, block_stride bytes a block). */
+ * kv_dtype, block_stride elements a block; AFFINE, Q8_0, Q4_0:
+ * [block][kv_head][slot] of kernels/cpu/kvquant.h's row records,
+ * block_stride bytes a block). */
 typedef struct hr_qkv_args {
     float *q, *k;          /* [T][n_heads*hd], [T][n_kv_heads*hd], in place */
     const float *v;        /* [T][n_kv_heads*hd] */
@@ -78,10 +79,12 @@ typedef struct hr_qkv_args {
     float norm_offset, norm_eps;
     bool rope, rope_local, rope_interleaved;
     void *k_cache, *v_cache;
-    hr_dtype kv_dtype;     /* F32, F16, BF16, AFFINE (CPU only) */
+    hr_dtype kv_dtype;     /* F32, F16, BF16; AFFINE, Q8_0, Q4_0 (CPU only) */
     int kv_bits, kv_group; /* AFFINE */
     size_t block_stride;
     int block_size;
+    hr_dtype v_dtype;      /* V's when v_block_stride > 0 (CPU only; K and V */
+    size_t v_block_stride; /* differ: --cache-type-k/-v); 0: V is K's format */
 } hr_qkv_args;
 
 /* Attention of the step's tokens over the paged cache of one layer: token t
@@ -95,6 +98,8 @@ typedef struct hr_attn_in {
     int kv_bits, kv_group;
     size_t block_stride;
     int block_size;
+    hr_dtype v_dtype;      /* as hr_qkv_args */
+    size_t v_block_stride;
     float scale, softcap;
     int window;
     int max_ctx;           /* 1 + the step's largest position */

@@ -1,6 +1,5 @@
 #include "model/kv.h"
 #include "core/error.h"
-#include "kernels/cpu/kvquant.h"
 #include "kernels/cpu/ops.h"
 
 #include <stdlib.h>
@@ -8,18 +7,33 @@
 #include <string.h>
 
 size_t hr_kv_block_bytes(const hr_hparams *hp, hr_dtype t) {
-    return hr_kv_fmt_block_bytes(hp, &(hr_kv_fmt){t, 0, 0});
+    return hr_kv_fmt_block_bytes(hp, &(hr_kv_fmt){.dtype = t});
 }
 
-static size_t row_bytes(int hd, const hr_kv_fmt *f) {
-    if (f->dtype == HR_DTYPE_AFFINE && f->group <= 0) /* refused by init */
+/* Bytes of a K (v false) or V row in format f */
+static size_t row_bytes(int hd, const hr_kv_fmt *f, bool v) {
+    hr_dtype t = v && f->vown ? f->vdtype : f->dtype;
+    if (t == HR_DTYPE_AFFINE && f->group <= 0) /* refused by init */
         return (size_t)hd * (size_t)f->bits / 8;
-    return f->dtype == HR_DTYPE_AFFINE ? hr_kvq_row_bytes(hd, f->bits, f->group)
-                                       : (size_t)hd * hr_dtype_size(f->dtype);
+    return hr_kv_row_size(t, hd, f->bits, f->group);
 }
 
 size_t hr_kv_fmt_block_bytes(const hr_hparams *hp, const hr_kv_fmt *f) {
-    return 2 * (size_t)hp->n_layers * hp->n_kv_heads * HR_KV_BLOCK * row_bytes(hp->head_dim, f);
+    return (size_t)hp->n_layers * hp->n_kv_heads * HR_KV_BLOCK *
+           (row_bytes(hp->head_dim, f, false) + row_bytes(hp->head_dim, f, true));
+}
+
+int hr_kv_cache_type_pick(const char *name, const char *flag, hr_dtype *t, hr_error *err) {
+    static const struct { const char *name; hr_dtype t; } names[] = {
+        {"f32", HR_DTYPE_F32}, {"f16", HR_DTYPE_F16}, {"bf16", HR_DTYPE_BF16},
+        {"q8_0", HR_DTYPE_Q8_0}, {"q4_0", HR_DTYPE_Q4_0}};
+    for (size_t i = 0; name && i < sizeof names / sizeof names[0]; i++)
+        if (!strcasecmp(name, names[i].name)) {
+            *t = names[i].t;
+            return 0;
+        }
+    return hr_err(err, HR_EINVAL, "%s %s (f32, f16, bf16, q8_0, q4_0 are)", flag,
+                  name ? name : "(none)");
 }
 
 int hr_kv_quant_check(long bits, long group, long start, hr_error *err) {
@@ -46,42 +60,28 @@ int hr_kv_dtype_pick(const char *name, bool gguf, hr_dtype *t, hr_error *err) {
     return hr_err(err, HR_EINVAL, "--kv-dtype %s (auto, f32, f16, bf16 are)", name);
 }
 
-static size_t row_off(const hr_kv *kv, int32_t block, int h, int slot) {
-    return (size_t)block * hr_kv_stride_bytes(kv) +
-           ((size_t)h * HR_KV_BLOCK + slot) * kv->row_bytes;
-}
-
-static void store_row(const hr_kv *kv, void *dst, const float *x) {
-    if (kv->dtype == HR_DTYPE_AFFINE)
-        hr_kvq_store(dst, x, kv->head_dim, kv->bits, kv->group);
-    else
-        hr_store_row(dst, x, kv->head_dim, kv->dtype);
+/* Where head h's K (v false) or V row of slot `slot` of block `block` of
+ * layer `layer` is */
+static char *row_at(const hr_kv *kv, int layer, int32_t block, int h, int slot, bool v) {
+    size_t at = (size_t)h * HR_KV_BLOCK + (size_t)slot;
+    return v ? (char *)hr_kv_layer_v(kv, layer) + (size_t)block * hr_kv_vstride_bytes(kv) +
+                   at * kv->vrow_bytes
+             : (char *)hr_kv_layer_k(kv, layer) + (size_t)block * hr_kv_stride_bytes(kv) +
+                   at * kv->row_bytes;
 }
 
 void hr_kv_store(hr_kv *kv, int layer, int32_t block, int h, int slot, const float *k,
                  const float *v) {
-    size_t off = row_off(kv, block, h, slot);
-    store_row(kv, (char *)hr_kv_layer_k(kv, layer) + off, k);
-    store_row(kv, (char *)hr_kv_layer_v(kv, layer) + off, v);
+    hr_kv_row_store(row_at(kv, layer, block, h, slot, false), k, kv->head_dim, kv->dtype,
+                    kv->bits, kv->group);
+    hr_kv_row_store(row_at(kv, layer, block, h, slot, true), v, kv->head_dim, kv->vdtype,
+                    kv->bits, kv->group);
 }
 
 void hr_kv_load_row(const hr_kv *kv, int layer, int32_t block, int h, int slot, bool v,
                     float *out) {
-    const char *p = (const char *)(v ? hr_kv_layer_v(kv, layer) : hr_kv_layer_k(kv, layer)) +
-                    row_off(kv, block, h, slot);
-    int hd = kv->head_dim;
-    switch (kv->dtype) {
-    case HR_DTYPE_AFFINE: hr__kvq_load_scalar(out, p, hd, kv->bits, kv->group); break;
-    case HR_DTYPE_F16:
-        for (int i = 0; i < hd; i++)
-            out[i] = hr_f16_to_f32(((const uint16_t *)p)[i]);
-        break;
-    case HR_DTYPE_BF16:
-        for (int i = 0; i < hd; i++)
-            out[i] = hr_bf16_to_f32(((const uint16_t *)p)[i]);
-        break;
-    default: memcpy(out, p, (size_t)hd * sizeof *out); break;
-    }
+    hr_kv_row_load(out, row_at(kv, layer, block, h, slot, v), kv->head_dim,
+                   v ? kv->vdtype : kv->dtype, kv->bits, kv->group);
 }
 
 int hr_kv_convert(hr_kv *dst, hr_kv *src, const int32_t *from, const int *rows, int n,
@@ -97,13 +97,12 @@ int hr_kv_convert(hr_kv *dst, hr_kv *src, const int32_t *from, const int *rows, 
         int32_t sb = from[i], db = hr_kv_alloc(dst); /* to may be from */
         for (int l = 0; l < src->n_layers; l++)
             for (int h = 0; h < src->n_kv_heads; h++)
-                for (int s = 0; s < rows[i]; s++) {
-                    size_t off = row_off(dst, db, h, s);
-                    hr_kv_load_row(src, l, sb, h, s, false, row);
-                    store_row(dst, (char *)hr_kv_layer_k(dst, l) + off, row);
-                    hr_kv_load_row(src, l, sb, h, s, true, row);
-                    store_row(dst, (char *)hr_kv_layer_v(dst, l) + off, row);
-                }
+                for (int s = 0; s < rows[i]; s++)
+                    for (int v = 0; v < 2; v++) {
+                        hr_kv_load_row(src, l, sb, h, s, v, row);
+                        hr_kv_row_store(row_at(dst, l, db, h, s, v), row, dst->head_dim,
+                                        v ? dst->vdtype : dst->dtype, dst->bits, dst->group);
+                    }
         hr_kv_unref(src, sb);
         to[i] = db;
     }
@@ -116,7 +115,7 @@ int hr_kv_init(hr_kv *kv, const hr_hparams *hp, hr_dtype t, int n_blocks, hr_err
 
 int hr_kv_init_on(hr_kv *kv, hr_backend *be, const hr_hparams *hp, hr_dtype t, int n_blocks,
                   hr_error *err) {
-    return hr_kv_init_fmt(kv, be, hp, &(hr_kv_fmt){t, 0, 0}, n_blocks, err);
+    return hr_kv_init_fmt(kv, be, hp, &(hr_kv_fmt){.dtype = t}, n_blocks, err);
 }
 
 int hr_kv_init_fmt(hr_kv *kv, hr_backend *be, const hr_hparams *hp, const hr_kv_fmt *f,
@@ -126,7 +125,15 @@ int hr_kv_init_fmt(hr_kv *kv, hr_backend *be, const hr_hparams *hp, const hr_kv_
     kv->be = be;
     if (n_blocks <= 0)
         return hr_err(err, HR_EINVAL, "kv pool needs at least one block");
-    if (t == HR_DTYPE_AFFINE) {
+    hr_dtype vt = f->vown ? f->vdtype : t;
+    if (be->device_mem && (t == HR_DTYPE_Q8_0 || t == HR_DTYPE_Q4_0 || vt != t))
+        return hr_err(err, HR_EUNSUPPORTED, "not supported yet: KV cache types %s/%s "
+                      "(--cache-type-k/-v) on cuda; run it with --device cpu",
+                      hr_dtype_name(t), hr_dtype_name(vt));
+    if (t == HR_DTYPE_AFFINE || vt == HR_DTYPE_AFFINE) {
+        if (vt != t)
+            return hr_err(err, HR_EINVAL, "--kv-bits quantizes K and V alike "
+                          "(not with --cache-type-k/-v)");
         if (be->device_mem)
             return hr_err(err, HR_EUNSUPPORTED, "not supported yet on cuda: quantized KV "
                           "(--kv-bits); run it with --device cpu");
@@ -138,21 +145,35 @@ int hr_kv_init_fmt(hr_kv *kv, hr_backend *be, const hr_hparams *hp, const hr_kv_
                           "head_dim (%d) and be 32, 64 or 128", f->group, hp->head_dim);
         kv->bits = f->bits;
         kv->group = f->group;
-    } else if (t != HR_DTYPE_F32 && t != HR_DTYPE_F16 && t != HR_DTYPE_BF16) {
-        return hr_err(err, HR_EINVAL, "KV cache dtype %s (f32, f16, bf16 are)",
-                      hr_dtype_name(t));
+    } else {
+        for (int v = 0; v < 2; v++) {
+            hr_dtype x = v ? vt : t;
+            if (x != HR_DTYPE_F32 && x != HR_DTYPE_F16 && x != HR_DTYPE_BF16 &&
+                x != HR_DTYPE_Q8_0 && x != HR_DTYPE_Q4_0)
+                return hr_err(err, HR_EINVAL, "KV cache dtype %s (f32, f16, bf16, q8_0, q4_0 "
+                              "are)", hr_dtype_name(x));
+            if ((x == HR_DTYPE_Q8_0 || x == HR_DTYPE_Q4_0) &&
+                (hp->head_dim % 32 || hp->head_dim > HR_ATTN_MAX_HEAD_DIM))
+                return hr_err(err, HR_EINVAL, "--cache-type-%c %s: this model's head_dim (%d) "
+                              "is not a multiple of 32", v ? 'v' : 'k',
+                              x == HR_DTYPE_Q8_0 ? "q8_0" : "q4_0", hp->head_dim);
+        }
     }
     kv->dtype = t;
+    kv->vdtype = vt;
     kv->n_layers = hp->n_layers;
     kv->n_kv_heads = hp->n_kv_heads;
     kv->head_dim = hp->head_dim;
     kv->n_blocks = n_blocks;
-    kv->row_bytes = row_bytes(hp->head_dim, f);
+    kv->row_bytes = row_bytes(hp->head_dim, f, false);
+    kv->vrow_bytes = row_bytes(hp->head_dim, f, true);
     kv->block_stride = (size_t)hp->n_kv_heads * HR_KV_BLOCK *
-                       (t == HR_DTYPE_AFFINE ? kv->row_bytes : (size_t)hp->head_dim);
-    size_t bytes = (size_t)hp->n_layers * n_blocks * hr_kv_stride_bytes(kv);
-    kv->k = be->ops->alloc(be, bytes);
-    kv->v = be->ops->alloc(be, bytes);
+                       (hr_kv_is_rec(t) ? kv->row_bytes : (size_t)hp->head_dim);
+    kv->vblock_stride = (size_t)hp->n_kv_heads * HR_KV_BLOCK *
+                        (hr_kv_is_rec(vt) ? kv->vrow_bytes : (size_t)hp->head_dim);
+    size_t per = (size_t)hp->n_layers * n_blocks;
+    kv->k = be->ops->alloc(be, per * hr_kv_stride_bytes(kv));
+    kv->v = be->ops->alloc(be, per * hr_kv_vstride_bytes(kv));
     kv->refs = calloc((size_t)n_blocks, sizeof *kv->refs);
     kv->free_list = malloc((size_t)n_blocks * sizeof *kv->free_list);
     kv->gen = calloc((size_t)n_blocks, sizeof *kv->gen);
@@ -171,10 +192,10 @@ int hr_kv_init_fmt(hr_kv *kv, hr_backend *be, const hr_hparams *hp, const hr_kv_
 void hr_kv_deinit(hr_kv *kv) {
     if (!kv)
         return;
-    size_t bytes = (size_t)kv->n_layers * kv->n_blocks * hr_kv_stride_bytes(kv);
+    size_t per = (size_t)kv->n_layers * kv->n_blocks;
     if (kv->be) {
-        kv->be->ops->free(kv->be, kv->k, bytes);
-        kv->be->ops->free(kv->be, kv->v, bytes);
+        kv->be->ops->free(kv->be, kv->k, per * hr_kv_stride_bytes(kv));
+        kv->be->ops->free(kv->be, kv->v, per * hr_kv_vstride_bytes(kv));
     }
     free(kv->refs);
     free(kv->free_list);
@@ -205,33 +226,30 @@ void hr_kv_unref(hr_kv *kv, int32_t block) {
 void hr_kv_copy_rows(hr_kv *kv, int32_t dst, int32_t src, int n) {
     HR_ASSERT(dst != src && kv->refs[dst] > 0 && kv->refs[src] > 0);
     HR_ASSERT(n > 0 && n <= HR_KV_BLOCK);
-    size_t bytes = (size_t)n * kv->row_bytes, sb = hr_kv_stride_bytes(kv);
-    for (int l = 0; l < kv->n_layers; l++) {
-        char *k = hr_kv_layer_k(kv, l), *v = hr_kv_layer_v(kv, l);
-        for (int h = 0; h < kv->n_kv_heads; h++) { /* a head's slots are contiguous */
-            size_t off = (size_t)h * HR_KV_BLOCK * kv->row_bytes;
-            /* a backend copy fails only with a lost device, which the
-             * next step reports */
-            kv->be->ops->copy(kv->be, k + dst * sb + off, k + src * sb + off, bytes, NULL);
-            kv->be->ops->copy(kv->be, v + dst * sb + off, v + src * sb + off, bytes, NULL);
-        }
-    }
+    for (int l = 0; l < kv->n_layers; l++)
+        for (int h = 0; h < kv->n_kv_heads; h++) /* a head's slots are contiguous */
+            for (int v = 0; v < 2; v++) {
+                /* a backend copy fails only with a lost device, which the
+                 * next step reports */
+                kv->be->ops->copy(kv->be, row_at(kv, l, dst, h, 0, v), row_at(kv, l, src, h, 0, v),
+                                  (size_t)n * (v ? kv->vrow_bytes : kv->row_bytes), NULL);
+            }
 }
 
 static int block_io(const hr_kv *kv, int32_t block, void *buf, bool out, hr_error *err) {
     HR_ASSERT(block >= 0 && block < kv->n_blocks);
-    size_t sb = hr_kv_stride_bytes(kv);
+    size_t sb = hr_kv_stride_bytes(kv), vb = hr_kv_vstride_bytes(kv);
     char *b = buf;
     for (int l = 0; l < kv->n_layers; l++) {
         char *k = (char *)hr_kv_layer_k(kv, l) + (size_t)block * sb;
-        char *v = (char *)hr_kv_layer_v(kv, l) + (size_t)block * sb;
+        char *v = (char *)hr_kv_layer_v(kv, l) + (size_t)block * vb;
         int rc = out ? kv->be->ops->download(kv->be, b, k, sb, err) ||
-                           kv->be->ops->download(kv->be, b + sb, v, sb, err)
+                           kv->be->ops->download(kv->be, b + sb, v, vb, err)
                      : kv->be->ops->upload(kv->be, k, b, sb, err) ||
-                           kv->be->ops->upload(kv->be, v, b + sb, sb, err);
+                           kv->be->ops->upload(kv->be, v, b + sb, vb, err);
         if (rc)
             return HR_EIO;
-        b += 2 * sb;
+        b += sb + vb;
     }
     return 0;
 }

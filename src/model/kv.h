@@ -12,14 +12,17 @@
  * Or the pool is quantized (AFFINE, --kv-bits): every row is a record of
  * kernels/cpu/kvquant.h (mlx-lm's QuantizedKVCache, mx.quantize over the
  * head dimension), row_bytes apart, so a block of a layer is [kv_head][slot]
- * of records. The format is the pool's, fixed at init: docs/kv-quant.md
- * says how a sequence moves into a quantized pool. */
+ * of records; or llama.cpp's cache types (Q8_0, Q4_0: rows of ggml
+ * blocks, kvquant.h), K's and V's each their own. The format is the
+ * pool's, fixed at init: docs/kv-quant.md says how a sequence moves into a
+ * quantized pool. */
 #ifndef HR_MODEL_KV_H
 #define HR_MODEL_KV_H
 
 #include "hearth.h"
 #include "core/tensor.h"
 #include "kernels/backend.h"
+#include "kernels/cpu/kvquant.h"
 #include "model/config.h"
 
 #include <stdbool.h>
@@ -28,19 +31,26 @@
 
 #define HR_KV_BLOCK 32
 
-/* A pool's block format: dtype F32, F16, BF16, or AFFINE with bits
- * (2, 3, 4, 6, 8) and group (32, 64, 128; dividing head_dim). */
+/* A pool's block format: dtype F32, F16, BF16, Q8_0 or Q4_0 (llama.cpp's
+ * cache types: head_dim a multiple of 32), or AFFINE with bits (2, 3, 4,
+ * 6, 8) and group (32, 64, 128; dividing head_dim). V takes vdtype instead
+ * when vown (llama.cpp's --cache-type-v; not with AFFINE). */
 typedef struct hr_kv_fmt {
     hr_dtype dtype;
     int bits, group;       /* AFFINE only */
+    bool vown;
+    hr_dtype vdtype;
 } hr_kv_fmt;
 
 typedef struct hr_kv {
     int n_layers, n_kv_heads, head_dim, n_blocks;
-    hr_dtype dtype;        /* F32, F16, BF16 or AFFINE */
+    hr_dtype dtype;        /* K's: F32, F16, BF16, AFFINE, Q8_0 or Q4_0 */
     int bits, group;       /* AFFINE only */
-    size_t row_bytes;      /* one token's row of one head, K or V */
-    size_t block_stride;   /* per block per layer: elements (AFFINE: bytes) */
+    size_t row_bytes;      /* one token's row of one head of K */
+    size_t block_stride;   /* per block per layer of K: elements (records,
+                            * hr_kv_is_rec: bytes) */
+    hr_dtype vdtype;       /* V's, and its row and block (K's unless the */
+    size_t vrow_bytes, vblock_stride; /* format's vown) */
     void *k, *v;           /* [n_layers][n_blocks][block_stride] */
     int32_t *refs;         /* [n_blocks] */
     uint32_t *gen;         /* [n_blocks] times each block was allocated (a
@@ -59,6 +69,10 @@ size_t hr_kv_fmt_block_bytes(const hr_hparams *hp, const hr_kv_fmt *f);
  * format on a device backend ("not supported yet on cuda"). */
 int hr_kv_init_fmt(hr_kv *kv, hr_backend *be, const hr_hparams *hp, const hr_kv_fmt *f,
                    int n_blocks, hr_error *err);
+/* The format --cache-type-k / --cache-type-v `name` names (llama.cpp's:
+ * f32, f16, bf16, q8_0, q4_0; any case); HR_EINVAL naming `flag` and the
+ * choices for another. */
+int hr_kv_cache_type_pick(const char *name, const char *flag, hr_dtype *t, hr_error *err);
 /* Checks --kv-bits (0: off), --kv-group-size and --quantized-kv-start
  * (>= 0) as mlx-lm takes them; HR_EINVAL naming the flag. */
 int hr_kv_quant_check(long bits, long group, long start, hr_error *err);
@@ -76,7 +90,8 @@ int hr_kv_init_on(hr_kv *kv, hr_backend *be, const hr_hparams *hp, hr_dtype t, i
 int hr_kv_dtype_pick(const char *name, bool gguf, hr_dtype *t, hr_error *err);
 
 /* Block `block`'s contents as the SSD tier stores them: per layer, its K
- * then its V (2 * n_layers * hr_kv_stride_bytes bytes at buf), copied out
+ * then its V (n_layers * (hr_kv_stride_bytes + hr_kv_vstride_bytes)
+ * bytes at buf), copied out
  * of (read) or into (write) the pool, wherever the pool lives. A backend
  * failure is an error. */
 int hr_kv_block_read(const hr_kv *kv, int32_t block, void *buf, hr_error *err);
@@ -112,17 +127,22 @@ void hr_kv_unref(hr_kv *kv, int32_t block);
  * dst != src, both allocated. */
 void hr_kv_copy_rows(hr_kv *kv, int32_t dst, int32_t src, int n);
 
-/* Bytes of one block of one layer (K or V). */
+/* Bytes of one block of one layer of K (V). */
 static inline size_t hr_kv_stride_bytes(const hr_kv *kv) {
-    return kv->dtype == HR_DTYPE_AFFINE ? kv->block_stride
-                                        : kv->block_stride * hr_dtype_size(kv->dtype);
+    return hr_kv_is_rec(kv->dtype) ? kv->block_stride
+                                   : kv->block_stride * hr_dtype_size(kv->dtype);
 }
-/* Layer `layer`'s K (V): n_blocks blocks of hr_kv_stride_bytes each. */
+static inline size_t hr_kv_vstride_bytes(const hr_kv *kv) {
+    return hr_kv_is_rec(kv->vdtype) ? kv->vblock_stride
+                                    : kv->vblock_stride * hr_dtype_size(kv->vdtype);
+}
+/* Layer `layer`'s K (V): n_blocks blocks of hr_kv_stride_bytes
+ * (hr_kv_vstride_bytes) each. */
 static inline void *hr_kv_layer_k(const hr_kv *kv, int layer) {
     return (char *)kv->k + (size_t)layer * kv->n_blocks * hr_kv_stride_bytes(kv);
 }
 static inline void *hr_kv_layer_v(const hr_kv *kv, int layer) {
-    return (char *)kv->v + (size_t)layer * kv->n_blocks * hr_kv_stride_bytes(kv);
+    return (char *)kv->v + (size_t)layer * kv->n_blocks * hr_kv_vstride_bytes(kv);
 }
 
 #endif

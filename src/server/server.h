@@ -40,6 +40,8 @@ typedef struct hr_server_opts {
     int batch;                      /* concurrent sequences; 0 = 8 */
     size_t kv_bytes;                /* 0 = automatic */
     const char *kv_dtype;           /* --kv-dtype: auto (NULL), f32, f16, bf16 */
+    const char *cache_type_k;       /* --cache-type-k / -v (llama.cpp's): f32, f16, */
+    const char *cache_type_v;       /* bf16, q8_0, q4_0; NULL: --kv-dtype's */
     int kv_bits, kv_group;          /* --kv-bits (0: off), --kv-group-size */
     const char *device;             /* --device: auto (NULL), cpu, cuda, cuda:N */
     int n_threads;                  /* 0 = all cores */

@@ -4,6 +4,7 @@
  * output, cancel, usage, every parameter error, and prompt scoring
  * (score_from: teacher forcing through the engine, as perplexity uses it). */
 #include "hearth.h"
+#include "api/api.h" /* hr__kv_types_from_names: the CLI flags to the options */
 
 #include <setjmp.h>
 #include <stdarg.h>
@@ -507,6 +508,72 @@ static void test_score_prompt(void **state) {
 /* The 8-bit KV cache (mlx-lm's affine, from the first token) scores a text
  * within a small distance of the f32 cache (mean |dlogprob| per token);
  * 4 bits further. */
+/* llama.cpp's cache types (--cache-type-k / -v): the scores of a text move
+ * by little at q8_0, by more at q4_0, K and V may differ; the options'
+ * bad combinations are refused. */
+static void test_score_cache_types(void **state) {
+    (void)state;
+    enum { N = 160 };
+    int32_t *ids = NULL;
+    size_t n = 0;
+    hr_error err = {0};
+    const char *text = "The old lighthouse keeper climbed the stairs every evening. He lit the "
+                       "lamp, wound the clock and watched the ships pass the rocks below. One "
+                       "night a storm came in from the west, and the keeper saw a small boat "
+                       "struggling against the waves near the harbour wall. He ran down.";
+    assert_int_equal(hr_llm_tokenize(g_llm, text, strlen(text), HR_TOKENIZE_ADD_SPECIAL, &ids,
+                                     &n, &err), 0);
+    float ref[N], got[N];
+    int cached;
+    score(g_sess, ids, (int)n, 1, 0, ref, &cached);
+    const int kv[][2] = {{HR_KV_Q8_0, 0}, {HR_KV_Q4_0, 0}, {HR_KV_Q8_0, HR_KV_F16},
+                         {HR_KV_F32, HR_KV_Q4_0}};
+    double d[4];
+    for (int c = 0; c < 4; c++) {
+        hr_session *s = NULL;
+        int rc = hr_session_new(&s, g_llm, &(hr_session_opts){.max_batch = 1, .n_ctx = 256,
+                                                               .kv_dtype = kv[c][0],
+                                                               .kv_dtype_v = kv[c][1]}, &err);
+        if (rc == HR_EUNSUPPORTED) { /* a GPU's pool: CPU-only yet */
+            assert_non_null(strstr(err.msg, "not supported yet"));
+            printf("skipped: %s\n", err.msg);
+            hr_free(ids);
+            return;
+        }
+        assert_int_equal(rc, 0);
+        score(s, ids, (int)n, 1, 0, got, &cached);
+        hr_session_free(s);
+        d[c] = 0;
+        for (size_t i = 1; i < n; i++)
+            d[c] += fabs((double)got[i] - ref[i]);
+        d[c] /= (double)(n - 1);
+    }
+    printf("mean |dlogprob| q8_0 %g, q4_0 %g, q8_0/f16 %g, f32/q4_0 %g\n", d[0], d[1], d[2],
+           d[3]);
+    if (!(d[0] > 0 && d[0] < 0.03 && d[1] > d[0] && d[1] < 0.6 && d[2] > 0 && d[2] < 0.03 &&
+          d[3] > 0 && d[3] < 0.6))
+        fail_msg("mean |dlogprob|: q8_0 %g, q4_0 %g, q8_0/f16 %g, f32/q4_0 %g", d[0], d[1], d[2],
+                 d[3]);
+    hr_session *s = NULL;
+    assert_int_equal(hr_session_new(&s, g_llm, &(hr_session_opts){.kv_dtype_v = 9}, &err),
+                     HR_EINVAL);
+    assert_int_equal(hr_session_new(&s, g_llm, &(hr_session_opts){.kv_dtype = HR_KV_Q8_0,
+                                                                  .kv_bits = 4}, &err),
+                     HR_EINVAL);
+    assert_non_null(strstr(err.msg, "--kv-bits"));
+    /* the flags' names, and a cache type not given with --kv-dtype auto: f16 */
+    int k, v;
+    assert_int_equal(hr__kv_types_from_names(NULL, "q8_0", NULL, &k, &v, &err), 0);
+    assert_true(k == HR_KV_Q8_0 && v == HR_KV_F16);
+    assert_int_equal(hr__kv_types_from_names("bf16", NULL, "Q4_0", &k, &v, &err), 0);
+    assert_true(k == HR_KV_BF16 && v == HR_KV_Q4_0);
+    assert_int_equal(hr__kv_types_from_names(NULL, "q4_0", "q4_0", &k, &v, &err), 0);
+    assert_true(k == HR_KV_Q4_0 && v == 0);
+    assert_int_equal(hr__kv_types_from_names(NULL, NULL, "q5_1", &k, &v, &err), HR_EINVAL);
+    assert_non_null(strstr(err.msg, "--cache-type-v"));
+    hr_free(ids);
+}
+
 static void test_score_kv_bits(void **state) {
     (void)state;
     enum { N = 160 };
@@ -650,6 +717,7 @@ int main(void) {
         cmocka_unit_test(test_callback_and_cancel), cmocka_unit_test(test_stop_and_structured),
         cmocka_unit_test(test_param_errors),       cmocka_unit_test(test_score_prompt),
         cmocka_unit_test(test_score_kv_bits),      cmocka_unit_test(test_tool_calls),
+        cmocka_unit_test(test_score_cache_types),
         cmocka_unit_test(test_adapters),
     };
     return cmocka_run_group_tests(tests, setup, teardown);

@@ -400,7 +400,7 @@ static void test_quant_pool(void **state) {
     assert_non_null(mkdtemp(dir));
     hr_hparams hp = {.n_layers = LAYERS, .n_kv_heads = HEADS, .head_dim = 32};
     hr_kv kv;
-    hr_kv_fmt f = {HR_DTYPE_AFFINE, 4, 32};
+    hr_kv_fmt f = {.dtype = HR_DTYPE_AFFINE, .bits = 4, .group = 32};
     assert_int_equal(hr_kv_init_fmt(&kv, hr_backend_cpu(), &hp, &f, 4, NULL), 0);
     size_t rb = 32 * 4 / 8 + 8, sb = hr_kv_stride_bytes(&kv);
     assert_int_equal(kv.row_bytes, rb);
@@ -456,6 +456,70 @@ static void test_quant_pool(void **state) {
     assert_int_not_equal(access(path, F_OK), 0);
     hr_ssd_stop(ssd);
     hr_ssd_close(ssd);
+    hr_kv_deinit(&kv);
+    char cmd[128];
+    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+    assert_int_equal(system(cmd), 0);
+}
+
+/* A pool of llama.cpp's cache types with K and V apart (q8_0 / f16): a
+ * block goes to the SSD tier and comes back byte for byte, K's and V's
+ * strides each their own, in the directory of the pair (-q8_0-vf16); a
+ * tier of another pair (q8_0 alike) does not see it. */
+static void test_cache_type_pool(void **state) {
+    (void)state;
+    char dir[] = "/tmp/hearth_pcache_ct_XXXXXX";
+    assert_non_null(mkdtemp(dir));
+    hr_hparams hp = {.n_layers = LAYERS, .n_kv_heads = HEADS, .head_dim = 32};
+    hr_kv kv, kv2;
+    hr_kv_fmt f = {.dtype = HR_DTYPE_Q8_0, .vown = true, .vdtype = HR_DTYPE_F16};
+    assert_int_equal(hr_kv_init_fmt(&kv, hr_backend_cpu(), &hp, &f, 4, NULL), 0);
+    size_t sb = hr_kv_stride_bytes(&kv), vb = hr_kv_vstride_bytes(&kv);
+    assert_int_equal(sb, (size_t)HEADS * HR_KV_BLOCK * 34);
+    assert_int_equal(vb, (size_t)HEADS * HR_KV_BLOCK * 64);
+    int32_t b0 = hr_kv_alloc(&kv), b1 = hr_kv_alloc(&kv);
+    for (int l = 0; l < LAYERS; l++)
+        for (int h = 0; h < HEADS; h++)
+            for (int s = 0; s < HR_KV_BLOCK; s++) {
+                float k[32], v[32];
+                for (int i = 0; i < 32; i++) {
+                    k[i] = 0.1f * (float)(l * 100 + h * 10 + s) + 0.03f * (float)i;
+                    v[i] = -k[i] * (float)(i % 3);
+                }
+                hr_kv_store(&kv, l, b0, h, s, k, v);
+            }
+    hr_ssd *ssd;
+    int32_t toks[HR_KV_BLOCK];
+    seq(toks, HR_KV_BLOCK, 6);
+    assert_int_equal(hr_ssd_open(&ssd, dir, 42, 7, &kv, 0, (size_t)1 << 30, NULL), 0);
+    assert_int_equal(hr_ssd_queue(ssd, 77, toks, b0, NULL), 1);
+    long written = 0, hits, quarantined;
+    for (int i = 0; i < 100000 && written < 1; i++) {
+        hr_ssd_counts(ssd, &written, &hits, &quarantined);
+        usleep(100);
+    }
+    assert_int_equal(written, 1);
+    assert_int_equal(hr_ssd_read(ssd, 77, toks, &kv, b1, NULL, NULL), 1);
+    for (int l = 0; l < LAYERS; l++) {
+        assert_memory_equal((char *)hr_kv_layer_k(&kv, l) + b1 * sb,
+                            (char *)hr_kv_layer_k(&kv, l) + b0 * sb, sb);
+        assert_memory_equal((char *)hr_kv_layer_v(&kv, l) + b1 * vb,
+                            (char *)hr_kv_layer_v(&kv, l) + b0 * vb, vb);
+    }
+    char path[256];
+    snprintf(path, sizeof path, "%s/000000000000002a-q8_0-vf16/000000000000004d.kv", dir);
+    assert_int_equal(access(path, F_OK), 0);
+    hr_ssd_stop(ssd);
+    hr_ssd_close(ssd);
+    f.vown = false; /* q8_0 alike: another directory, nothing read */
+    assert_int_equal(hr_kv_init_fmt(&kv2, hr_backend_cpu(), &hp, &f, 2, NULL), 0);
+    assert_int_equal(hr_ssd_open(&ssd, dir, 42, 7, &kv2, 0, (size_t)1 << 30, NULL), 0);
+    assert_int_equal(hr_ssd_read(ssd, 77, toks, &kv2, hr_kv_alloc(&kv2), NULL, NULL), 0);
+    hr_ssd_counts(ssd, &written, &hits, &quarantined);
+    assert_int_equal(quarantined, 0);
+    hr_ssd_stop(ssd);
+    hr_ssd_close(ssd);
+    hr_kv_deinit(&kv2);
     hr_kv_deinit(&kv);
     char cmd[128];
     snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
@@ -712,6 +776,7 @@ static void test_state_bound(void **state) {
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_quant_pool),
+        cmocka_unit_test(test_cache_type_pool),
         cmocka_unit_test(test_states),
         cmocka_unit_test(test_state_bound),
         cmocka_unit_test(test_partial_copy),

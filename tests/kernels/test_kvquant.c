@@ -355,7 +355,7 @@ static void test_convert(void **state) {
     hr_kv src, dst;
     hr_error err = {0};
     assert_int_equal(hr_kv_init(&src, &hp, HR_DTYPE_F32, 4, &err), 0);
-    hr_kv_fmt qf = {HR_DTYPE_AFFINE, 4, 64};
+    hr_kv_fmt qf = {.dtype = HR_DTYPE_AFFINE, .bits = 4, .group = 64};
     assert_int_equal(hr_kv_init_fmt(&dst, hr_backend_cpu(), &hp, &qf, 4, &err), 0);
     assert_int_equal(dst.row_bytes, 32 + 8);
     assert_int_equal(hr_kv_fmt_block_bytes(&hp, &qf), 2 * 2 * 2 * 32 * 40);
@@ -423,12 +423,12 @@ static void test_bad_flags(void **state) {
     expect_err(hr_kv_quant_check(4, 64, -1, &err), &err, "--quantized-kv-start");
     hr_hparams hp = shape(64);
     hr_kv kv;
-    hr_kv_fmt f = {HR_DTYPE_AFFINE, 4, 128}; /* does not divide head_dim 64 */
+    hr_kv_fmt f = {.dtype = HR_DTYPE_AFFINE, .bits = 4, .group = 128}; /* does not divide head_dim 64 */
     expect_err(hr_kv_init_fmt(&kv, hr_backend_cpu(), &hp, &f, 2, &err), &err, "--kv-group-size");
-    f = (hr_kv_fmt){HR_DTYPE_AFFINE, 5, 64};
+    f = (hr_kv_fmt){.dtype = HR_DTYPE_AFFINE, .bits = 5, .group = 64};
     expect_err(hr_kv_init_fmt(&kv, hr_backend_cpu(), &hp, &f, 2, &err), &err, "--kv-bits");
     hp = shape(96); /* 96 % 64 */
-    f = (hr_kv_fmt){HR_DTYPE_AFFINE, 8, 64};
+    f = (hr_kv_fmt){.dtype = HR_DTYPE_AFFINE, .bits = 8, .group = 64};
     expect_err(hr_kv_init_fmt(&kv, hr_backend_cpu(), &hp, &f, 2, &err), &err, "--kv-group-size");
 }
 

@@ -276,10 +276,12 @@ static void qkv_worker(void *p, int ith, int nth) {
     const hr_qkv_args *a = qt->a;
     const hr_step_in *in = &qt->x->in;
     int hd = a->head_dim, qd = a->n_heads * hd, kvd = a->n_kv_heads * hd, rot = in->rot_dim;
-    bool quant = a->kv_dtype == HR_DTYPE_AFFINE;
-    size_t rb = quant ? hr_kvq_row_bytes(a->head_dim, a->kv_bits, a->kv_group)
-                  : (size_t)a->head_dim * hr_dtype_size(a->kv_dtype);
-    size_t stride = quant ? a->block_stride : a->block_stride * hr_dtype_size(a->kv_dtype);
+    hr_dtype kt = a->kv_dtype, vt = a->v_block_stride ? a->v_dtype : kt;
+    size_t krb = hr_kv_row_size(kt, hd, a->kv_bits, a->kv_group);
+    size_t vrb = hr_kv_row_size(vt, hd, a->kv_bits, a->kv_group);
+    size_t vbs = a->v_block_stride ? a->v_block_stride : a->block_stride;
+    size_t kstride = hr_kv_is_rec(kt) ? a->block_stride : a->block_stride * hr_dtype_size(kt);
+    size_t vstride = hr_kv_is_rec(vt) ? vbs : vbs * hr_dtype_size(vt);
     long lo, hi;
     hr_split(in->n_tokens, ith, nth, &lo, &hi);
     for (long t = lo; t < hi; t++) {
@@ -304,15 +306,11 @@ static void qkv_worker(void *p, int ith, int nth) {
         int32_t block = qt->x->tok_blocks[t][pos / a->block_size];
         int slot = pos % a->block_size;
         for (int h = 0; h < a->n_kv_heads; h++) {
-            size_t off = (size_t)block * stride + ((size_t)h * a->block_size + slot) * rb;
-            const float *kr = k + h * hd, *vr = a->v + (size_t)t * kvd + h * hd;
-            if (quant) {
-                hr_kvq_store((char *)a->k_cache + off, kr, hd, a->kv_bits, a->kv_group);
-                hr_kvq_store((char *)a->v_cache + off, vr, hd, a->kv_bits, a->kv_group);
-            } else {
-                hr_store_row((char *)a->k_cache + off, kr, hd, a->kv_dtype);
-                hr_store_row((char *)a->v_cache + off, vr, hd, a->kv_dtype);
-            }
+            size_t at = (size_t)h * a->block_size + slot;
+            hr_kv_row_store((char *)a->k_cache + (size_t)block * kstride + at * krb, k + h * hd,
+                            hd, kt, a->kv_bits, a->kv_group);
+            hr_kv_row_store((char *)a->v_cache + (size_t)block * vstride + at * vrb,
+                            a->v + (size_t)t * kvd + h * hd, hd, vt, a->kv_bits, a->kv_group);
         }
     }
 }
@@ -340,7 +338,8 @@ static void cpu_attention(hr_bctx *c, const hr_attn_in *a) {
         .k = a->k_cache, .v = a->v_cache, .kv_dtype = a->kv_dtype,
         .kv_bits = a->kv_bits, .kv_group = a->kv_group,
         .block_stride = a->block_stride, .block_size = a->block_size,
-        .pos = x->in.pos, .blocks = x->tok_blocks, .scale = a->scale,
+        .v_dtype = a->v_dtype, .v_block_stride = a->v_block_stride, .pos = x->in.pos,
+        .blocks = x->tok_blocks, .scale = a->scale,
         .softcap = a->softcap, .window = a->window, .scratch = x->scores,
         .max_ctx = a->max_ctx, .sinks = a->sinks,
         .end = a->bidirectional || x->in.attn_end ? x->tok_end : NULL,

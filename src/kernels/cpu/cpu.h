@@ -107,6 +107,12 @@ typedef struct hr_cpu_kernels {
                      int nk, int hd, int bits, int group, float scale);
     void (*kvq_axpys)(float *o, float *bias, const float *p, size_t ldp, int nr, const void *rec,
                       size_t rb, int nv, int hd, int bits, int group);
+    /* The same for llama.cpp's Q8_0 / Q4_0 cache rows: kvquant.h's
+     * hr__kvg_dots_scalar and hr__kvg_axpys_scalar, their bits on every ISA. */
+    void (*kvg_dots)(float *sc, size_t ldsc, const float *q, int nr, const void *rec, size_t rb,
+                     int nk, int hd, hr_dtype t, float scale);
+    void (*kvg_axpys)(float *o, const float *p, size_t ldp, int nr, const void *rec, size_t rb,
+                      int nv, int hd, hr_dtype t);
     /* hr_softmax (ops.h), in place */
     void (*softmax)(float *x, int n);
     /* hr_silu_mul (ops.h): g[i] = silu(g[i]) u[i] (u NULL: 1), within 5e-7

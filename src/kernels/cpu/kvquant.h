@@ -19,6 +19,8 @@
 #ifndef HR_KERNELS_KVQUANT_H
 #define HR_KERNELS_KVQUANT_H
 
+#include "core/tensor.h"
+
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -69,5 +71,48 @@ void hr__kvq_axpys_avx2(float *o, float *bias, const float *p, size_t ldp, int n
 void hr_kvq_finish(float *o, const float *bias, int hd, int bits, int group);
 /* The 8 lanes summed in the AVX2 order (u = t[l] + t[l + 4], ...). */
 float hr__kvq_hsum8(const float *t);
+
+/* ---- llama.cpp's cache types: rows of ggml blocks ---------------------------------
+ * A Q8_0 or Q4_0 row (--cache-type-k / --cache-type-v q8_0, q4_0) is hd / 32
+ * ggml blocks (quant_blocks.h: {f16 d; i8 q[32]}, 34 bytes; {f16 d; u8
+ * qs[16]}, 18 bytes, byte j holding element j in its low nibble and j + 16
+ * in its high one), written by ggml's reference quantizers
+ * (quantize_row_q8_0_ref, quantize_row_q4_0_ref: hr_quant_gguf_row) and
+ * read as ggml's dequantize_row_*: x = d * c, c = q (Q8_0) or nibble - 8
+ * (Q4_0). Attention reads the blocks in place (kvggml.c defines it):
+ *   score(q, row) = hsum8(T) * scale,  T[l] = fma chain over the blocks b:
+ *                   T[l] = fma(d_b, A_b[l], T[l]),  A_b[l] = fma chain over
+ *                   the block's elements e = l, l + 8, l + 16, l + 24:
+ *                   A_b[l] = fma(q[32 b + e], c_b[e], A_b[l])
+ *   out[i]       += fma(p_j * d_jb, c_j[i], out[i]), key j by key
+ * (hsum8: hr__kvq_hsum8's order), within 1e-5 of attention over the
+ * dequantized rows. hd is a multiple of 32. */
+static inline size_t hr_kvg_row_bytes(int hd, hr_dtype t) {
+    return (size_t)(hd / 32) * (t == HR_DTYPE_Q8_0 ? 34u : 18u);
+}
+void hr__kvg_dots_scalar(float *sc, size_t ldsc, const float *q, int nr, const void *rec,
+                         size_t rb, int nk, int hd, hr_dtype t, float scale);
+void hr__kvg_dots_avx2(float *sc, size_t ldsc, const float *q, int nr, const void *rec,
+                       size_t rb, int nk, int hd, hr_dtype t, float scale);
+/* For r < nr, records j = 0 .. nv - 1 in turn weighted p[r * ldp + j],
+ * added into o + r * hd (element order). */
+void hr__kvg_axpys_scalar(float *o, const float *p, size_t ldp, int nr, const void *rec,
+                          size_t rb, int nv, int hd, hr_dtype t);
+void hr__kvg_axpys_avx2(float *o, const float *p, size_t ldp, int nr, const void *rec,
+                        size_t rb, int nv, int hd, hr_dtype t);
+
+/* ---- a row of any KV format -------------------------------------------------------
+ * F32, F16, BF16: hd elements; AFFINE: the record above (bits, group);
+ * Q8_0, Q4_0: ggml blocks. Records (bytes, not elements): AFFINE, Q8_0,
+ * Q4_0. */
+static inline bool hr_kv_is_rec(hr_dtype t) {
+    return t == HR_DTYPE_AFFINE || t == HR_DTYPE_Q8_0 || t == HR_DTYPE_Q4_0;
+}
+size_t hr_kv_row_size(hr_dtype t, int hd, int bits, int group);
+/* x[0..hd) stored at dst in format t (rounded to half, quantized) */
+void hr_kv_row_store(void *dst, const float *x, int hd, hr_dtype t, int bits, int group);
+/* The row at src as f32 (exact for F32/F16/BF16; dequantized otherwise:
+ * the scalar definitions) */
+void hr_kv_row_load(float *y, const void *src, int hd, hr_dtype t, int bits, int group);
 
 #endif

@@ -407,27 +407,41 @@ void hr_gelu_mul(float *g, const float *u, int n) {
 
 /* ---- attention ------------------------------------------------------------ */
 
+/* One side (K or V) of the pool's layer: its format, its rows' bytes and
+ * a block's bytes */
+typedef struct kv_side {
+    const void *base;
+    hr_dtype t;
+    size_t rb, stride;
+} kv_side;
+
+static kv_side side_of(const hr_attn_args *a, bool v) {
+    hr_dtype t = v && a->v_block_stride ? a->v_dtype : a->kv_dtype;
+    size_t bs = v && a->v_block_stride ? a->v_block_stride : a->block_stride;
+    return (kv_side){v ? a->v : a->k, t, hr_kv_row_size(t, a->head_dim, a->kv_bits, a->kv_group),
+                     hr_kv_is_rec(t) ? bs : bs * hr_dtype_size(t)};
+}
+
 /* Rows [s, s + cnt) of one block (a block's slots of a KV head are
- * contiguous) of KV head kvh, as f32: the pool's own rows when it is F32,
- * else converted (half precision exactly, quantized records through the
- * ISA's kvq_load) into buf. */
-static const float *kv_rows(const hr_attn_args *a, const void *base, int32_t blk, int kvh,
+ * contiguous) of KV head kvh, as f32: the pool's own rows when they are
+ * F32, else converted (half precision exactly, quantized records through
+ * their loaders: the ISA's kvq_load) into buf. */
+static const float *kv_rows(const hr_attn_args *a, const kv_side *sd, int32_t blk, int kvh,
                             int s, int cnt, float *buf) {
-    int hd = a->head_dim, bs = a->block_size;
-    size_t slot = (size_t)kvh * bs + (size_t)s;
-    if (a->kv_dtype == HR_DTYPE_AFFINE) {
-        size_t rb = hr_kvq_row_bytes(hd, a->kv_bits, a->kv_group);
-        const char *r = (const char *)base + (size_t)blk * a->block_stride + slot * rb;
-        for (int j = 0; j < cnt; j++)
-            hr_cpu()->kvq_load(buf + (size_t)j * hd, r + (size_t)j * rb, hd, a->kv_bits,
+    int hd = a->head_dim;
+    const char *r = (const char *)sd->base + (size_t)blk * sd->stride +
+                    ((size_t)kvh * a->block_size + (size_t)s) * sd->rb;
+    if (sd->t == HR_DTYPE_F32)
+        return (const float *)r;
+    for (int j = 0; j < cnt && hr_kv_is_rec(sd->t); j++) {
+        if (sd->t == HR_DTYPE_AFFINE)
+            hr_cpu()->kvq_load(buf + (size_t)j * hd, r + (size_t)j * sd->rb, hd, a->kv_bits,
                                a->kv_group);
-        return buf;
+        else
+            hr_kv_row_load(buf + (size_t)j * hd, r + (size_t)j * sd->rb, hd, sd->t, 0, 0);
     }
-    size_t at = (size_t)blk * a->block_stride + slot * hd, m = (size_t)cnt * hd;
-    const uint16_t *h = (const uint16_t *)base + at;
-    if (a->kv_dtype == HR_DTYPE_F32)
-        return (const float *)base + at;
-    hr_cpu()->widen(buf, h, m, a->kv_dtype);
+    if (!hr_kv_is_rec(sd->t))
+        hr_cpu()->widen(buf, (const uint16_t *)r, (size_t)cnt * hd, sd->t);
     return buf;
 }
 
@@ -464,7 +478,9 @@ static void attn_axpys(const hr_cpu_kernels *cpu, float *o, const float *p, size
  * (start[i], n[i]: token i's positions) and the G query heads of KV head
  * kvh. Each key and value row is read once for the task's nq * G query
  * rows, a block run at a time. Quantized rows are read in place (the ISA's
- * kvq_dots and kvq_axpys: kvquant_attn.c); the other pools' rows (f16 and
+ * kvq_dots and kvq_axpys: kvquant_attn.c; Q8_0 / Q4_0: kvg_dots and
+ * kvg_axpys, kvggml.c), K's and V's each in their own format (llama.cpp's
+ * --cache-type-k / -v may differ); the other pools' rows (f16 and
  * bf16 widened once) go through attn_dots and attn_axpys: each score
  * dot(q, k) * scale, each output the axpy of the values in position order,
  * the operations of attention per head, so its bits on the same ISA. The
@@ -479,12 +495,16 @@ static void attn_group(const hr_attn_args *a, int t0, int nq, int kvh, const int
         hi = start[i] + n[i] > hi ? start[i] + n[i] : hi;
     }
     HR_ASSERT(hd <= ROWS_BUF);
-    int ng = a->kv_dtype == HR_DTYPE_AFFINE ? hd / a->kv_group : 0;
-    bool direct = ng > 0 && nq * G * ng <= BIAS_BUF;
-    size_t rb = direct ? hr_kvq_row_bytes(hd, a->kv_bits, a->kv_group) : 0;
+    kv_side sides[2] = {side_of(a, false), side_of(a, true)};
+    /* V's affine group bias sums (a task's rows' worth, else V is loaded) */
+    int ng = sides[1].t == HR_DTYPE_AFFINE ? hd / a->kv_group : 0;
+    bool vbias = ng > 0 && nq * G * ng <= BIAS_BUF;
     float buf[ROWS_BUF], bias[BIAS_BUF];
-    int run = direct ? bs : ROWS_BUF / hd;
     for (int w = 0; w < 2; w++) { /* 0: the scores, 1: the outputs */
+        const kv_side *sd = &sides[w];
+        bool ggml = sd->t == HR_DTYPE_Q8_0 || sd->t == HR_DTYPE_Q4_0;
+        bool direct = ggml || (sd->t == HR_DTYPE_AFFINE && nq * G * (hd / a->kv_group) <= BIAS_BUF);
+        int run = direct ? bs : ROWS_BUF / hd;
         if (w == 1)
             for (int i = 0; i < nq; i++)
                 for (int g = 0; g < G; g++) {
@@ -502,17 +522,16 @@ static void attn_group(const hr_attn_args *a, int t0, int nq, int kvh, const int
                     }
                     memset(a->out + ((size_t)(t0 + i) * a->n_heads + h) * hd, 0,
                            (size_t)hd * sizeof(float));
-                    if (direct)
+                    if (vbias)
                         memset(bias + (size_t)(i * G + g) * ng, 0, (size_t)ng * sizeof(float));
                 }
-        const void *base = w ? a->v : a->k;
         for (int p = lo; p < hi;) {
             int s = p % bs, cnt = bs - s < hi - p ? bs - s : hi - p;
             cnt = cnt < run ? cnt : run;
             int32_t blk = a->blocks[t0][p / bs];
-            const char *rec = (const char *)base + (size_t)blk * a->block_stride +
-                              ((size_t)kvh * bs + (size_t)s) * rb;
-            const float *rows = direct ? NULL : kv_rows(a, base, blk, kvh, s, cnt, buf);
+            const char *rec = (const char *)sd->base + (size_t)blk * sd->stride +
+                              ((size_t)kvh * bs + (size_t)s) * sd->rb;
+            const float *rows = direct ? NULL : kv_rows(a, sd, blk, kvh, s, cnt, buf);
             for (int i = 0; i < nq; i++) { /* token i's keys in [p, p + cnt) */
                 int j0 = start[i] > p ? start[i] - p : 0;
                 int j1 = start[i] + n[i] < p + cnt ? start[i] + n[i] - p : cnt;
@@ -520,13 +539,19 @@ static void attn_group(const hr_attn_args *a, int t0, int nq, int kvh, const int
                     continue;
                 size_t at = ((size_t)(t0 + i) * a->n_heads + (size_t)kvh * G) * hd;
                 float *sp = sc + (size_t)i * G * a->max_ctx + (p + j0 - start[i]);
-                if (direct && w == 0)
-                    cpu->kvq_dots(sp, a->max_ctx, a->q + at, G, rec + (size_t)j0 * rb, rb,
-                                  j1 - j0, hd, a->kv_bits, a->kv_group, a->scale);
+                const char *r0 = rec + (size_t)j0 * sd->rb;
+                if (ggml && w == 0)
+                    cpu->kvg_dots(sp, a->max_ctx, a->q + at, G, r0, sd->rb, j1 - j0, hd, sd->t,
+                                  a->scale);
+                else if (ggml)
+                    cpu->kvg_axpys(a->out + at, sp, a->max_ctx, G, r0, sd->rb, j1 - j0, hd,
+                                   sd->t);
+                else if (direct && w == 0)
+                    cpu->kvq_dots(sp, a->max_ctx, a->q + at, G, r0, sd->rb, j1 - j0, hd,
+                                  a->kv_bits, a->kv_group, a->scale);
                 else if (direct)
-                    cpu->kvq_axpys(a->out + at, bias + (size_t)i * G * ng, sp, a->max_ctx, G,
-                                   rec + (size_t)j0 * rb, rb, j1 - j0, hd, a->kv_bits,
-                                   a->kv_group);
+                    cpu->kvq_axpys(a->out + at, bias + (size_t)i * G * ng, sp, a->max_ctx, G, r0,
+                                   sd->rb, j1 - j0, hd, a->kv_bits, a->kv_group);
                 else if (w == 0)
                     attn_dots(cpu, sp, a->max_ctx, a->q + at, G, rows + (size_t)j0 * hd,
                               j1 - j0, hd, a->scale);
@@ -537,7 +562,7 @@ static void attn_group(const hr_attn_args *a, int t0, int nq, int kvh, const int
             p += cnt;
         }
     }
-    if (direct)
+    if (vbias)
         for (int i = 0; i < nq; i++)
             for (int g = 0; g < G; g++)
                 hr_kvq_finish(a->out + ((size_t)(t0 + i) * a->n_heads + (size_t)kvh * G + g) * hd,
@@ -563,8 +588,8 @@ static void attention_worker(void *p, int ith, int nth) {
     const hr_cpu_kernels *cpu = hr_cpu();
     int hd = a->head_dim, group = a->n_heads / a->n_kv_heads;
     float *sc = a->scratch + (size_t)ith * a->max_ctx * group * HR_ATTN_TILE;
-    bool tiled = cpu->attn_heads && hd % 16 == 0 && a->kv_dtype != HR_DTYPE_AFFINE && !a->sinks &&
-                 !a->end; /* encoders (end): attn_group */
+    bool tiled = cpu->attn_heads && hd % 16 == 0 && !hr_kv_is_rec(a->kv_dtype) &&
+                 !a->v_block_stride && !a->sinks && !a->end; /* encoders (end): attn_group */
     int start[HR_ATTN_TILE], n[HR_ATTN_TILE];
     /* with sinks a row's softmax borrows the float after its n scores (the
      * next row's first, put back after): the last row of the thread's

@@ -158,6 +158,13 @@ static void dequant_x16(const hr_tensor *w, int64_t row, int64_t c0, int64_t n, 
     }
 }
 
+void hr_dequant_gguf_row(hr_dtype t, const void *p, int64_t cols, float *out) {
+    int be, bb;
+    hr_dtype_block(t, &be, &bb);
+    for (int64_t i = 0; i < cols / be; i++)
+        dequant_block(t, (const uint8_t *)p + i * bb, out + i * be);
+}
+
 void hr_dequant_range(const hr_tensor *w, int64_t row, int64_t c0, int64_t n,
                       float *out) {
     if (w->layout == HR_LAYOUT_X16) {

@@ -36,6 +36,10 @@
 void hr_dequant_range(const hr_tensor *w, int64_t row, int64_t c0, int64_t n,
                       float *out);
 
+/* A row of cols values (a multiple of the block) of ggml blocks of type t
+ * (Q8_0 .. Q6_K) at p dequantized into out, ggml's dequantize_row_*. */
+void hr_dequant_gguf_row(hr_dtype t, const void *p, int64_t cols, float *out);
+
 /* Unpacked affine quants of one run: q[i] for elements [e0, e0 + n) of a
  * packed row (e0 a multiple of 8). */
 void hr_affine_unpack(const uint8_t *row, int bits, int64_t e0, int n, uint8_t *q);
