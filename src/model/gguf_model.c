@@ -421,9 +421,10 @@ int hr_gguf_config(const hr_gguf *g, json_t **out, bool *permuted_qk, hr_error *
     if (ai < 0)
         return hr_err(err, HR_EUNSUPPORTED, "not supported yet: %s: GGUF architecture '%s' "
                       "(llama, qwen2, qwen3, qwen2moe, qwen3moe, olmoe, gpt-oss, gemma, "
-                      "gemma2, gemma3 are)", hr_gguf_path(g), arch);
+                      "gemma2, gemma3, qwen3next, glm4moe, granitemoe, granitehybrid are)",
+                      hr_gguf_path(g), arch);
     family fam = ARCHS[ai].fam;
-    *permuted_qk = fam == FAM_LLAMA;
+    *permuted_qk = fam == FAM_LLAMA || fam == FAM_GRANITE || fam == FAM_GRANITEH;
     meta m = {g, arch, json_object(), err, 0};
     json_object_set_new(m.cfg, "model_type", json_string(ARCHS[ai].model_type));
     const hr_gguf_tensor *emb = hr_gguf_find_tensor(g, "token_embd.weight");
@@ -437,21 +438,31 @@ int hr_gguf_config(const hr_gguf *g, json_t **out, bool *permuted_qk, hr_error *
     set_int(&m, "block_count", "num_hidden_layers", true);
     set_int(&m, "feed_forward_length", "intermediate_size", true);
     set_int(&m, "attention.head_count", "num_attention_heads", true);
-    set_int(&m, "attention.head_count_kv", "num_key_value_heads", false);
+    char k[128];
+    snprintf(k, sizeof k, "%s.attention.head_count_kv", arch);
+    int64_t hkv = hr_gguf_find(g, k); /* granitehybrid: one per layer (gguf_hybrid.c) */
+    if (hkv < 0 || hr_gguf_kv_type(g, hkv) != HR_GGUF_ARRAY || fam != FAM_GRANITEH)
+        set_int(&m, "attention.head_count_kv", "num_key_value_heads", false);
     set_int(&m, "attention.key_length", "head_dim", false);
     double kl, vl;
     if (get_num(&m, "attention.value_length", &vl) && get_num(&m, "attention.key_length", &kl) &&
         vl != kl && !m.rc)
         m.rc = hr_err(err, HR_EUNSUPPORTED, "not supported yet: %s: value_length %g differs "
                       "from key_length %g", hr_gguf_path(g), vl, kl);
-    /* these families rotate whole heads; a file that says otherwise would
-     * load with the wrong RoPE */
+    /* these families rotate whole heads (qwen3next and glm4moe a part:
+     * rope.dimension_count of them); a file that says otherwise would load
+     * with the wrong RoPE */
     double rd, d_model, n_head, hd_k;
+    bool partial = fam == FAM_QNEXT || fam == FAM_GLM4MOE;
     if (get_num(&m, "rope.dimension_count", &rd) && get_num(&m, "embedding_length", &d_model) &&
-        get_num(&m, "attention.head_count", &n_head) && n_head > 0 && !m.rc &&
-        rd != (get_num(&m, "attention.key_length", &hd_k) ? hd_k : d_model / n_head))
-        m.rc = hr_err(err, HR_EUNSUPPORTED, "not supported yet: %s: rope.dimension_count %g "
-                      "is not the head dimension (partial rotary)", hr_gguf_path(g), rd);
+        get_num(&m, "attention.head_count", &n_head) && n_head > 0 && !m.rc) {
+        double hd = get_num(&m, "attention.key_length", &hd_k) ? hd_k : d_model / n_head;
+        if (partial && rd > 0 && rd <= hd) /* + 0.5: config.c truncates hd x factor */
+            json_object_set_new(m.cfg, "partial_rotary_factor", json_real((rd + 0.5) / hd));
+        else if (rd != hd)
+            m.rc = hr_err(err, HR_EUNSUPPORTED, "not supported yet: %s: rope.dimension_count "
+                          "%g is not the head dimension (partial rotary)", hr_gguf_path(g), rd);
+    }
     set_int(&m, "context_length", "max_position_embeddings", false);
     set_real(&m, "attention.layer_norm_rms_epsilon", "rms_norm_eps");
     set_real(&m, "rope.freq_base", "rope_theta");
@@ -467,7 +478,6 @@ int hr_gguf_config(const hr_gguf *g, json_t **out, bool *permuted_qk, hr_error *
         json_decref(eog);
     /* rope scaling: linear by metadata; llama3 as per-frequency divisors in
      * rope_freqs.weight (expressed as longrope factors, equal short/long) */
-    char k[128];
     snprintf(k, sizeof k, "%s.rope.scaling.type", arch);
     const char *st;
     size_t sl;
@@ -508,6 +518,8 @@ int hr_gguf_config(const hr_gguf *g, json_t **out, bool *permuted_qk, hr_error *
         m.rc = hr__gguf_moe_config(g, arch, m.cfg, err);
     if (!m.rc && fam == FAM_GPTOSS)
         m.rc = hr__gguf_gptoss_config(g, arch, m.cfg, err);
+    if (!m.rc && hr__gguf_hybrid_arch(arch))
+        m.rc = hr__gguf_hybrid_config(g, arch, m.cfg, err);
     if (m.rc) {
         json_decref(m.cfg);
         return m.rc;
@@ -684,11 +696,13 @@ int hr_gguf_export(const char *src, const json_t *cfg, const hr_weights *w, hr_d
         hr_hparams_deinit(&hp);
         return hr_err(err, HR_EUNSUPPORTED, "not supported yet: GGUF export of model_type "
                       "'%s' (llama, mistral, mixtral, qwen2, qwen3, qwen2_moe, qwen3_moe, gpt_oss, "
-                      "olmoe, gemma, gemma2, gemma3_text are)", mt);
+                      "olmoe, gemma, gemma2, gemma3_text, qwen3_next, glm4_moe, granitemoe, "
+                      "granitemoehybrid are)", mt);
     }
     const char *arch = ARCHS[ai].gguf;
     family fam = ARCHS[ai].fam;
-    bool permute = fam == FAM_LLAMA;
+    bool permute = fam == FAM_LLAMA || fam == FAM_GRANITE || fam == FAM_GRANITEH;
+    bool hybrid = hr__gguf_hybrid_arch(arch);
     /* a window shorter than the context changes the answers past it, and
      * only llama.cpp's gemma2/3 have one (gemma_export writes it) */
     for (int i = 0; !is_gemma(fam) && fam != FAM_GPTOSS && i < hp.n_layers; i++)
@@ -718,7 +732,8 @@ int hr_gguf_export(const char *src, const json_t *cfg, const hr_weights *w, hr_d
     hr_gguf_w_u32(g, KEY("block_count"), (uint32_t)hp.n_layers);
     hr_gguf_w_u32(g, KEY("feed_forward_length"), (uint32_t)hp.d_ff);
     hr_gguf_w_u32(g, KEY("attention.head_count"), (uint32_t)hp.n_heads);
-    hr_gguf_w_u32(g, KEY("attention.head_count_kv"), (uint32_t)hp.n_kv_heads);
+    if (fam != FAM_GRANITEH) /* granitehybrid's: one per layer */
+        hr_gguf_w_u32(g, KEY("attention.head_count_kv"), (uint32_t)hp.n_kv_heads);
     hr_gguf_w_u32(g, KEY("attention.key_length"), (uint32_t)hp.head_dim);
     hr_gguf_w_u32(g, KEY("attention.value_length"), (uint32_t)hp.head_dim);
     hr_gguf_w_u32(g, KEY("rope.dimension_count"), (uint32_t)hp.rot_dim);
@@ -731,7 +746,8 @@ int hr_gguf_export(const char *src, const json_t *cfg, const hr_weights *w, hr_d
 #undef KEY
     if ((is_gemma(fam) && (rc = gemma_export(g, arch, fam, &hp, cfg, w, err))) ||
         (fam == FAM_GPTOSS && (rc = hr__gguf_gptoss_keys(g, arch, &hp, err))) ||
-        (fam != FAM_GPTOSS && (rc = hr__gguf_moe_keys(g, arch, &hp, err)))) {
+        (hybrid && (rc = hr__gguf_hybrid_keys(g, arch, &hp, err))) ||
+        (fam != FAM_GPTOSS && !hybrid && (rc = hr__gguf_moe_keys(g, arch, &hp, err)))) {
         hr_gguf_w_free(g);
         hr_hparams_deinit(&hp);
         return rc;
@@ -768,6 +784,16 @@ int hr_gguf_export(const char *src, const json_t *cfg, const hr_weights *w, hr_d
         char gn[160], stacked[200];
         if (hp.tie_embeddings && !strcmp(t->name, "lm_head.weight"))
             continue; /* unused: the model computes with embed_tokens */
+        int layer;
+        if (sscanf(t->name, "model.layers.%d.", &layer) == 1 && layer >= hp.n_layers)
+            continue; /* multi-token prediction layers: not run, not written */
+        if (hybrid) { /* fused experts, recurrent layers' reshaped tensors */
+            int r = hr__gguf_hybrid_tensor(g, &hp, arch, t, type, &keepers, err);
+            if (r < 0)
+                rc = r;
+            if (r)
+                continue;
+        }
         if (fam == FAM_GPTOSS) { /* its experts: split, transposed, or MXFP4 */
             int r = hr__gguf_gptoss_tensor(g, w, &hp, t, type, &keepers, err);
             if (r < 0)
@@ -799,7 +825,10 @@ int hr_gguf_export(const char *src, const json_t *cfg, const hr_weights *w, hr_d
             break;
         }
         bool is_q = strstr(t->name, "q_proj") != NULL, is_k = strstr(t->name, "k_proj") != NULL;
-        bool shift = hp.norm_offset != 0 && t->ndim == 1 && ends_with(t->name, "norm.weight");
+        /* the (1 + w) norms with the 1 added; qwen3_next's gated DeltaNet
+         * norm is a plain w */
+        bool shift = hp.norm_offset != 0 && t->ndim == 1 && ends_with(t->name, "norm.weight") &&
+                     !strstr(t->name, "linear_attn.");
         int64_t rows = t->shape[0], cols = t->ndim == 2 ? t->shape[1] : 1;
         hr_tensor flat = *t;
         flat.ndim = 2;
