@@ -5,8 +5,9 @@
 # medians of the rounds. Then hearth alone on the MLX 4-bit version of the
 # same weights. The model: `hearth synth --shape SHAPE` (bf16), written as
 # a TYPE GGUF and an MLX 4-bit directory. llama.cpp: llama-bench when
-# bench/peers/llamacpp-build.sh has built it, else node-llama-cpp's
-# prebuilt libllama through bench/peers/llamacpp_pp_tg.c (the same tests).
+# bench/peers/llamacpp-build.sh has built it (this script does not start
+# that build), else node-llama-cpp's prebuilt libllama through
+# bench/peers/llamacpp_pp_tg.c (the same tests).
 # Prints the machine load (uptime) beside the figures.
 #   bench/moe.sh [build/hearth]
 #   env: SHAPE (qwen3-moe-mini) TYPE (Q4_K) THREADS (2) PROMPT_LEN (128)
@@ -23,8 +24,9 @@ src=$dir/$shape; gguf=$dir/$shape-$type.gguf; mlx=$dir/$shape-mlx4
 [ -f "$src/config.json" ] || "$bin" synth --shape "$shape" --out "$src" --dtype bf16 >/dev/null
 [ -f "$gguf" ] || "$bin" convert --model "$src" --out "$gguf" --gguf "$type" >/dev/null 2>&1
 [ -f "$mlx/config.json" ] || "$bin" convert --model "$src" --out "$mlx" -q --q-bits 4 >/dev/null 2>&1
-if out=$(bash "$root/bench/peers/llamacpp-build.sh" 2>/dev/null); then
-    ll() { "$(echo "$out" | tail -1)/llama-bench" -m "$gguf" -t "$threads" -p "$P" -n "$G" -r 1 -o jsonl; }
+lldir=${LLAMACPP_DIR:-$root/.deps/llama.cpp}
+if [ -x "$lldir/build/bin/llama-bench" ]; then
+    ll() { "$lldir/build/bin/llama-bench" -m "$gguf" -t "$threads" -p "$P" -n "$G" -r 1 -o jsonl; }
     peer="llama-bench"
 else
     out=$(bash "$root/bench/peers/llamacpp-prebuilt.sh")
