@@ -162,7 +162,7 @@ typedef struct hr_mamba2_args {
     int heads, head_dim, groups, n, conv_k;
     const float *conv_w;   /* [inner + 2 groups n][conv_k] */
     const float *conv_b;   /* [inner + 2 groups n] or NULL */
-    const float *a_log, *dt_bias, *d_skip; /* [heads] */
+    const float *a, *dt_bias, *d_skip; /* [heads]; a = -exp(A_log) */
     const float *norm_w;   /* [inner] */
     float norm_eps;
     float *conv_state;     /* [slots][inner + 2 groups n][conv_k - 1] this layer's */
@@ -178,7 +178,7 @@ typedef struct hr_mamba2_args {
  *   the channels [q (all heads) | k | v] through a causal depthwise conv of
  *   conv_k taps (the last conv_k - 1 inputs kept in conv_state), then silu;
  *   q, k L2-normalised (eps 1e-6), q / sqrt(dk); value head h reads key
- *   head h / r; beta = sigmoid(b), g = -exp(A_log) softplus(a + dt_bias);
+ *   head h / r; beta = sigmoid(b), g = A softplus(a + dt_bias) (A = -exp(A_log));
  *   S = S e^g; S += k (beta (v - S^T k))^T; o = S^T q (S: dk x dv per head);
  *   out = rmsnorm(o) * norm_w * silu(z) per value head.
  * A token at position 0 starts its sequence from zero state. */
@@ -189,7 +189,7 @@ typedef struct hr_deltanet_args {
     float *out;            /* [T][vd] */
     int n_k_heads, n_v_heads, dk, dv, conv_k;
     const float *conv_w;   /* [2 kd + vd][conv_k] */
-    const float *a_log, *dt_bias; /* [n_v_heads] */
+    const float *a, *dt_bias; /* [n_v_heads]; a = -exp(A_log) */
     const float *norm_w;   /* [dv] */
     float norm_eps;
     float *conv_state;     /* [slots][2 kd + vd][conv_k - 1] this layer's */

@@ -5,6 +5,7 @@
 #include "kernels/cpu/quant.h"
 #include "model/bind.h"
 
+#include <math.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -191,6 +192,14 @@ size_t hr__bind_converted_bytes(const hr_model *m) {
                 n += t ? (t->nbytes + 63) & ~(size_t)63 : 0;
             }
         }
+    for (int i = 0; i < hp->n_layers; i++) /* GGUF qwen3next: attn_qkv + attn_gate */
+        for (int k = 0; k < 2 && hp->layer_linear[i] && hp->arch->linear_deltanet; k++) {
+            char nm[96];
+            snprintf(nm, sizeof nm, "model.layers.%d.linear_attn.in_proj_%s.weight", i,
+                     k ? "z" : "qkv");
+            const hr_tensor *t = hr_weights_find(m->weights, nm);
+            n += t ? (t->nbytes + 63) & ~(size_t)63 : 0;
+        }
     return n;
 }
 
@@ -246,6 +255,58 @@ static const float *flat_vec(hr__binder *b, const char *name, int64_t n) {
     return v;
 }
 
+/* A = -exp(A_log) per head, from <pre>A_log (the hub's) or <pre>A (a
+ * GGUF's ssm_a, which llama.cpp's converter stores as -exp(A_log) in f32:
+ * the same floats as computed here). */
+static const float *neg_a(hr__binder *b, const char *pre, int64_t n) {
+    char nm[256];
+    snprintf(nm, sizeof nm, "%sA", pre);
+    if (hr_weights_find(b->m->weights, nm))
+        return flat_vec(b, nm, n);
+    snprintf(nm, sizeof nm, "%sA_log", pre);
+    float *v = (float *)flat_vec(b, nm, n);
+    for (int64_t i = 0; v && i < n; i++)
+        v[i] = -expf(v[i]);
+    return v;
+}
+
+/* qwen3_next's in_proj_qkvz from a GGUF's attn_qkv [q (all heads) | k | v]
+ * and attn_gate [z]: their rows copied, in the hub's order per key head g
+ * [q_g | k_g | v_g | z_g], to the converted space (the same rows: the same
+ * products). */
+static hr_tensor qkvz_from_split(hr__binder *b, const char *qkv_name, const char *z_name) {
+    const hr_hparams *hp = &b->m->hp;
+    int64_t d = hp->d_model, nk = hp->ln_k_heads, dk = hp->ln_k_dim,
+            rv = (int64_t)hp->ln_v_heads / nk * hp->ln_v_dim, kd = nk * dk,
+            vd = (int64_t)hp->ln_v_heads * hp->ln_v_dim;
+    hr_tensor qkv = hr__bind_matrix(b, qkv_name, 2 * kd + vd, d);
+    hr_tensor z = hr__bind_matrix(b, z_name, vd, d);
+    if (!qkv.data || !z.data)
+        return (hr_tensor){0};
+    size_t rb = hr_tensor_row_bytes(&qkv);
+    if (z.dtype != qkv.dtype || hr_tensor_row_bytes(&z) != rb || qkv.dtype == HR_DTYPE_AFFINE) {
+        b->rc = hr_err(b->err, HR_EUNSUPPORTED, "not supported yet: '%s' (%s) and '%s' (%s) "
+                       "of different types", qkv_name, hr_dtype_name(qkv.dtype), z_name,
+                       hr_dtype_name(z.dtype));
+        return (hr_tensor){0};
+    }
+    char *dst = b->conv_next, *o = dst;
+    const char *q = qkv.data, *zz = z.data;
+    for (int64_t g = 0; g < nk; g++) {
+        memcpy(o, q + (size_t)(g * dk) * rb, (size_t)dk * rb), o += (size_t)dk * rb;
+        memcpy(o, q + (size_t)(kd + g * dk) * rb, (size_t)dk * rb), o += (size_t)dk * rb;
+        memcpy(o, q + (size_t)(2 * kd + g * rv) * rb, (size_t)rv * rb), o += (size_t)rv * rb;
+        memcpy(o, zz + (size_t)(g * rv) * rb, (size_t)rv * rb), o += (size_t)rv * rb;
+    }
+    b->conv_next += ((size_t)(o - dst) + 63) & ~(size_t)63;
+    hr_tensor t = qkv;
+    t.name = "converted";
+    t.shape[0] = 2 * kd + 2 * vd;
+    t.data = dst;
+    t.nbytes = (size_t)(o - dst);
+    return t;
+}
+
 /* A gated DeltaNet layer's weights (linear_attn.*). */
 void hr__bind_deltanet(hr__binder *b, hr_layer *L, const char *pre) {
     const hr_hparams *hp = &b->m->hp;
@@ -253,11 +314,17 @@ void hr__bind_deltanet(hr__binder *b, hr_layer *L, const char *pre) {
             vd = (int64_t)hp->ln_v_heads * hp->ln_v_dim, nv = hp->ln_v_heads;
     char nm[256];
 #define LN(x) (snprintf(nm, sizeof nm, "%slinear_attn." x, pre), nm)
-    L->ln_qkvz = hr__bind_matrix(b, LN("in_proj_qkvz.weight"), 2 * kd + 2 * vd, d);
+    if (hr_weights_find(b->m->weights, LN("in_proj_qkv.weight"))) { /* GGUF */
+        char zn[256];
+        snprintf(zn, sizeof zn, "%slinear_attn.in_proj_z.weight", pre);
+        L->ln_qkvz = qkvz_from_split(b, LN("in_proj_qkv.weight"), zn);
+    } else {
+        L->ln_qkvz = hr__bind_matrix(b, LN("in_proj_qkvz.weight"), 2 * kd + 2 * vd, d);
+    }
     L->ln_ba = hr__bind_matrix(b, LN("in_proj_ba.weight"), 2 * nv, d);
     L->ln_out = hr__bind_matrix(b, LN("out_proj.weight"), d, vd);
     L->ln_conv = flat_vec(b, LN("conv1d.weight"), (2 * kd + vd) * hp->ln_conv);
-    L->ln_a_log = hr__bind_vec(b, LN("A_log"), nv, true);
+    L->ln_a = neg_a(b, LN(""), nv);
     L->ln_dt_bias = hr__bind_vec(b, LN("dt_bias"), nv, true);
     L->ln_norm = hr__bind_vec(b, LN("norm.weight"), hp->ln_v_dim, true);
 #undef LN
@@ -280,10 +347,10 @@ void hr__bind_mamba2(hr__binder *b, hr_layer *L, const char *pre) {
     L->mb_out = hr__bind_matrix(b, MB("out_proj.weight"), d, I);
     L->mb_conv = flat_vec(b, MB("conv1d.weight"), C * hp->mb_conv);
     L->mb_conv_b = hr__bind_vec(b, MB("conv1d.bias"), C, false);
-    L->mb_a_log = hr__bind_vec(b, MB("A_log"), H, true);
+    L->mb_a = neg_a(b, MB(""), H);
     L->mb_dt_bias = hr__bind_vec(b, MB("dt_bias"), H, true);
-    L->mb_d = hr__bind_vec(b, MB("D"), H, true);
-    L->mb_norm = hr__bind_vec(b, MB("norm.weight"), I, true);
+    L->mb_d = flat_vec(b, MB("D"), H); /* GGUF: [H, 1] */
+    L->mb_norm = flat_vec(b, MB("norm.weight"), I); /* GGUF: [groups, I / groups] */
 #undef MB
 }
 
@@ -318,7 +385,7 @@ void hr__bind_moe(hr__binder *b, int il) {
     }
     if (mo->layout == HR_EXPERTS_FUSED_T && !stacked) {
         bind_experts_fused_t(b, L, pre, E, d, ff);
-    } else if (mo->layout == HR_EXPERTS_GRANITE) {
+    } else if (mo->layout == HR_EXPERTS_GRANITE && !stacked) {
         /* input_linear [E, 2ff, d]: per expert its gate rows, then its up rows */
         snprintf(nm, sizeof nm, "%sinput_linear.weight", pre);
         hr_tensor in = hr__bind_matrix(b, nm, E * 2 * ff, d);
@@ -329,8 +396,9 @@ void hr__bind_moe(hr__binder *b, int il) {
             L->e_up[e] = hr_tensor_rows(&in, e * 2 * ff + ff, ff);
             L->e_down[e] = hr_tensor_rows(&out, e * d, d);
         }
-    } else if (!hr_weights_find(b->m->weights, (snprintf(nm, sizeof nm, "%sexperts.0.%s.weight",
-                                                             pre, mo->e_gate), nm))) {
+    } else if (stacked || mo->layout == HR_EXPERTS_GRANITE ||
+               !hr_weights_find(b->m->weights, (snprintf(nm, sizeof nm, "%sexperts.0.%s.weight",
+                                                         pre, mo->e_gate), nm))) {
         /* stacked [E, out, in]: mlx-lm's switch_mlp, GGUF's ffn_*_exps */
         const char *part[3] = {"gate_proj", "up_proj", "down_proj"};
         hr_tensor *dst[3] = {L->e_gate, L->e_up, L->e_down};
@@ -359,6 +427,15 @@ void hr__bind_moe(hr__binder *b, int il) {
             snprintf(nm, sizeof nm, "%sshared_experts.%s.weight", pre, part[k]);
             *dst[k] = hr__bind_matrix(b, nm, k == 2 ? d : sf, k == 2 ? sf : d);
         }
+    } else if (mo->shared == HR_SHARED_GRANITE &&
+               hr_weights_find(b->m->weights, (snprintf(nm, sizeof nm, "model.layers.%d."
+                                                        "shared_mlp.gate_proj.weight", il), nm))) {
+        /* GGUF: ffn_gate_shexp, ffn_up_shexp apart */
+        L->sh_gate = hr__bind_matrix(b, nm, sf, d);
+        snprintf(nm, sizeof nm, "model.layers.%d.shared_mlp.up_proj.weight", il);
+        L->sh_up = hr__bind_matrix(b, nm, sf, d);
+        snprintf(nm, sizeof nm, "model.layers.%d.shared_mlp.output_linear.weight", il);
+        L->sh_down = hr__bind_matrix(b, nm, d, sf);
     } else if (mo->shared == HR_SHARED_GRANITE) {
         snprintf(nm, sizeof nm, "model.layers.%d.shared_mlp.input_linear.weight", il);
         hr_tensor in = hr__bind_matrix(b, nm, 2 * sf, d);

@@ -337,7 +337,7 @@ static void linear_attention(hr_fwd *f, const hr_layer *L, int il, const float *
     ops->deltanet(f->c, &(hr_deltanet_args){
         .qkvz = qkvz, .ba = ba, .mixed = mixed, .out = o, .n_k_heads = hp->ln_k_heads,
         .n_v_heads = hp->ln_v_heads, .dk = hp->ln_k_dim, .dv = hp->ln_v_dim,
-        .conv_k = hp->ln_conv, .conv_w = L->ln_conv, .a_log = L->ln_a_log,
+        .conv_k = hp->ln_conv, .conv_w = L->ln_conv, .a = L->ln_a,
         .dt_bias = L->ln_dt_bias, .norm_w = L->ln_norm, .norm_eps = hp->norm_eps,
         .conv_state = f->rs.conv[il], .state = f->rs.state[il], .slot = f->rs.seq_slot});
     ops->matmul(f->c, o, vd, T, 1, &(hr_matmul_out){out, d, &L->ln_out, NULL});
@@ -355,7 +355,7 @@ static void mamba2_layer(hr_fwd *f, const hr_layer *L, int il, const float *x, f
         .zxbcdt = zxbcdt, .mixed = mixed, .out = y, .heads = hp->mb_heads,
         .head_dim = hp->mb_head_dim, .groups = hp->mb_groups, .n = hp->mb_state,
         .conv_k = hp->mb_conv, .conv_w = L->mb_conv, .conv_b = L->mb_conv_b,
-        .a_log = L->mb_a_log, .dt_bias = L->mb_dt_bias, .d_skip = L->mb_d,
+        .a = L->mb_a, .dt_bias = L->mb_dt_bias, .d_skip = L->mb_d,
         .norm_w = L->mb_norm, .norm_eps = hp->norm_eps, .conv_state = f->rs.conv[il],
         .state = f->rs.state[il], .slot = f->rs.seq_slot});
     ops->matmul(f->c, y, I, T, 1, &(hr_matmul_out){out, d, &L->mb_out, NULL});

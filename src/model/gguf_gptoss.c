@@ -111,8 +111,8 @@ static bool ends_with(const char *s, const char *suffix) {
 
 /* rows x cols floats as GGUF rows of type (F16 when cols is no whole block);
  * the bytes in a kept buffer, the type written to *tt */
-static void *rows_as(hr__gguf_bufs *kb, const float *x, int64_t rows, int64_t cols,
-                     hr_dtype type, hr_dtype *tt, size_t *bytes) {
+void *hr__gguf_rows_as(hr__gguf_bufs *kb, const float *x, int64_t rows, int64_t cols,
+                       hr_dtype type, hr_dtype *tt, size_t *bytes) {
     int be, bb;
     hr_dtype_block(type, &be, &bb);
     if (cols % be) {
@@ -185,7 +185,7 @@ static int fused(hr_gguf_w *g, const char *blk, const hr_tensor *t, bool down, b
         }
         hr_dtype tt;
         size_t bytes;
-        void *data = rows_as(kb, x, E * rows, cols, type, &tt, &bytes);
+        void *data = hr__gguf_rows_as(kb, x, E * rows, cols, type, &tt, &bytes);
         if (!data) {
             free(x);
             return hr_err(err, HR_ENOMEM, "out of memory");

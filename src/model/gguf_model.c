@@ -14,7 +14,10 @@
 
 /* ---- architectures and names --------------------------------------------- */
 
-typedef enum family { FAM_LLAMA, FAM_QWEN, FAM_GEMMA, FAM_GEMMA2, FAM_GEMMA3, FAM_GPTOSS } family;
+typedef enum family {
+    FAM_LLAMA, FAM_QWEN, FAM_GEMMA, FAM_GEMMA2, FAM_GEMMA3, FAM_GPTOSS,
+    FAM_QNEXT, FAM_GLM4MOE, FAM_GRANITE, FAM_GRANITEH, /* gguf_hybrid.c */
+} family;
 
 static const struct { const char *gguf, *model_type; family fam; } ARCHS[] = {
     {"llama", "llama", FAM_LLAMA},   {"qwen2", "qwen2", FAM_QWEN},
@@ -23,6 +26,9 @@ static const struct { const char *gguf, *model_type; family fam; } ARCHS[] = {
     /* mixture of experts (gguf_moe.c); mixtral is llama with experts */
     {"qwen3moe", "qwen3_moe", FAM_QWEN}, {"qwen2moe", "qwen2_moe", FAM_QWEN},
     {"olmoe", "olmoe", FAM_QWEN}, {"gpt-oss", "gpt_oss", FAM_GPTOSS}, /* gguf_gptoss.c */
+    /* gguf_hybrid.c */
+    {"qwen3next", "qwen3_next", FAM_QNEXT}, {"glm4moe", "glm4_moe", FAM_GLM4MOE},
+    {"granitemoe", "granitemoe", FAM_GRANITE}, {"granitehybrid", "granitemoehybrid", FAM_GRANITEH},
 };
 #define COUNT(a) (sizeof(a) / sizeof((a)[0]))
 
@@ -45,52 +51,87 @@ static bool is_gemma(family f) {
     return f == FAM_GEMMA || sandwich(f);
 }
 
-/* MOE_LLAMA: mixtral (GGUF arch llama) keeps its experts under
- * block_sparse_moe; the other MoE families under mlp. Stacked experts are
- * [E, out, in] tensors under switch_mlp (mlx-lm's name). */
-enum { ANY_LAYOUT, LLAMA_LAYOUT, SANDWICH_LAYOUT, MOE_LLAMA, MOE_MLP, GPTOSS_LAYOUT };
-static const struct { const char *gguf, *hf; int layout; } LAYER_NAMES[] = {
+/* Which families a LAYER_NAMES row is for (bits of family). Stacked
+ * experts are [E, out, in] tensors under switch_mlp (mlx-lm's name);
+ * mixtral (GGUF arch llama) keeps its experts under block_sparse_moe, the
+ * granite families theirs and their router there too; the other MoE
+ * families under mlp. Names that are not the hub's (qwen3next's
+ * in_proj_qkv / in_proj_z, the A of ssm_a, granite's stacked and shared
+ * experts split) are what the hub's tensors become on the way
+ * (gguf_hybrid.c), and what the binder takes from a GGUF. */
+#define F(f) (1u << (f))
+#define ALL (~0u)
+#define LLAMA_NORM (F(FAM_LLAMA) | F(FAM_QWEN) | F(FAM_GEMMA) | F(FAM_GRANITE) | F(FAM_GRANITEH))
+#define POST_NORM (F(FAM_GPTOSS) | F(FAM_QNEXT) | F(FAM_GLM4MOE))
+#define SANDWICH (F(FAM_GEMMA2) | F(FAM_GEMMA3))
+#define MOE_MLP (F(FAM_QWEN) | F(FAM_QNEXT) | F(FAM_GLM4MOE))
+#define GRANITES (F(FAM_GRANITE) | F(FAM_GRANITEH))
+static const struct { const char *gguf, *hf; unsigned fams; } LAYER_NAMES[] = {
     /* gpt-oss: its own names first (both ways, the first match wins) */
-    {"post_attention_norm.weight", "post_attention_layernorm.weight", GPTOSS_LAYOUT},
-    {"attn_sinks.weight", "self_attn.sinks", GPTOSS_LAYOUT},
-    {"ffn_gate_inp.weight", "mlp.router.weight", GPTOSS_LAYOUT},
-    {"ffn_gate_inp.bias", "mlp.router.bias", GPTOSS_LAYOUT},
-    {"ffn_gate_exps.weight", "mlp.switch_mlp.gate_proj.weight", GPTOSS_LAYOUT},
-    {"ffn_up_exps.weight", "mlp.switch_mlp.up_proj.weight", GPTOSS_LAYOUT},
-    {"ffn_down_exps.weight", "mlp.switch_mlp.down_proj.weight", GPTOSS_LAYOUT},
-    {"ffn_gate_exps.bias", "mlp.switch_mlp.gate_proj.bias", GPTOSS_LAYOUT},
-    {"ffn_up_exps.bias", "mlp.switch_mlp.up_proj.bias", GPTOSS_LAYOUT},
-    {"ffn_down_exps.bias", "mlp.switch_mlp.down_proj.bias", GPTOSS_LAYOUT},
-    {"attn_norm.weight", "input_layernorm.weight", ANY_LAYOUT},
-    {"ffn_norm.weight", "post_attention_layernorm.weight", LLAMA_LAYOUT},
-    {"post_attention_norm.weight", "post_attention_layernorm.weight", SANDWICH_LAYOUT},
-    {"ffn_norm.weight", "pre_feedforward_layernorm.weight", SANDWICH_LAYOUT},
-    {"post_ffw_norm.weight", "post_feedforward_layernorm.weight", SANDWICH_LAYOUT},
-    {"attn_q.weight", "self_attn.q_proj.weight", ANY_LAYOUT},
-    {"attn_k.weight", "self_attn.k_proj.weight", ANY_LAYOUT},
-    {"attn_v.weight", "self_attn.v_proj.weight", ANY_LAYOUT},
-    {"attn_output.weight", "self_attn.o_proj.weight", ANY_LAYOUT},
-    {"attn_q.bias", "self_attn.q_proj.bias", ANY_LAYOUT},
-    {"attn_k.bias", "self_attn.k_proj.bias", ANY_LAYOUT},
-    {"attn_v.bias", "self_attn.v_proj.bias", ANY_LAYOUT},
-    {"attn_output.bias", "self_attn.o_proj.bias", ANY_LAYOUT},
-    {"attn_q_norm.weight", "self_attn.q_norm.weight", ANY_LAYOUT},
-    {"attn_k_norm.weight", "self_attn.k_norm.weight", ANY_LAYOUT},
-    {"ffn_gate.weight", "mlp.gate_proj.weight", ANY_LAYOUT},
-    {"ffn_up.weight", "mlp.up_proj.weight", ANY_LAYOUT},
-    {"ffn_down.weight", "mlp.down_proj.weight", ANY_LAYOUT},
+    {"attn_sinks.weight", "self_attn.sinks", F(FAM_GPTOSS)},
+    {"ffn_gate_inp.weight", "mlp.router.weight", F(FAM_GPTOSS)},
+    {"ffn_gate_inp.bias", "mlp.router.bias", F(FAM_GPTOSS)},
+    {"ffn_gate_exps.bias", "mlp.switch_mlp.gate_proj.bias", F(FAM_GPTOSS)},
+    {"ffn_up_exps.bias", "mlp.switch_mlp.up_proj.bias", F(FAM_GPTOSS)},
+    {"ffn_down_exps.bias", "mlp.switch_mlp.down_proj.bias", F(FAM_GPTOSS)},
+    {"attn_norm.weight", "input_layernorm.weight", ALL},
+    {"ffn_norm.weight", "post_attention_layernorm.weight", LLAMA_NORM},
+    {"post_attention_norm.weight", "post_attention_layernorm.weight", POST_NORM | SANDWICH},
+    {"ffn_norm.weight", "pre_feedforward_layernorm.weight", SANDWICH},
+    {"post_ffw_norm.weight", "post_feedforward_layernorm.weight", SANDWICH},
+    {"attn_q.weight", "self_attn.q_proj.weight", ALL},
+    {"attn_k.weight", "self_attn.k_proj.weight", ALL},
+    {"attn_v.weight", "self_attn.v_proj.weight", ALL},
+    {"attn_output.weight", "self_attn.o_proj.weight", ALL},
+    {"attn_q.bias", "self_attn.q_proj.bias", ALL},
+    {"attn_k.bias", "self_attn.k_proj.bias", ALL},
+    {"attn_v.bias", "self_attn.v_proj.bias", ALL},
+    {"attn_output.bias", "self_attn.o_proj.bias", ALL},
+    {"attn_q_norm.weight", "self_attn.q_norm.weight", ALL},
+    {"attn_k_norm.weight", "self_attn.k_norm.weight", ALL},
+    {"ffn_gate.weight", "mlp.gate_proj.weight", ALL},
+    {"ffn_up.weight", "mlp.up_proj.weight", ALL},
+    {"ffn_down.weight", "mlp.down_proj.weight", ALL},
     {"ffn_gate_inp.weight", "mlp.gate.weight", MOE_MLP},
-    {"ffn_gate_exps.weight", "mlp.switch_mlp.gate_proj.weight", MOE_MLP},
-    {"ffn_up_exps.weight", "mlp.switch_mlp.up_proj.weight", MOE_MLP},
-    {"ffn_down_exps.weight", "mlp.switch_mlp.down_proj.weight", MOE_MLP},
-    {"ffn_gate_shexp.weight", "mlp.shared_expert.gate_proj.weight", MOE_MLP},
-    {"ffn_up_shexp.weight", "mlp.shared_expert.up_proj.weight", MOE_MLP},
-    {"ffn_down_shexp.weight", "mlp.shared_expert.down_proj.weight", MOE_MLP},
-    {"ffn_gate_inp_shexp.weight", "mlp.shared_expert_gate.weight", MOE_MLP},
-    {"ffn_gate_inp.weight", "block_sparse_moe.gate.weight", MOE_LLAMA},
-    {"ffn_gate_exps.weight", "block_sparse_moe.switch_mlp.gate_proj.weight", MOE_LLAMA},
-    {"ffn_up_exps.weight", "block_sparse_moe.switch_mlp.up_proj.weight", MOE_LLAMA},
-    {"ffn_down_exps.weight", "block_sparse_moe.switch_mlp.down_proj.weight", MOE_LLAMA},
+    {"ffn_gate_exps.weight", "mlp.switch_mlp.gate_proj.weight", MOE_MLP | F(FAM_GPTOSS)},
+    {"ffn_up_exps.weight", "mlp.switch_mlp.up_proj.weight", MOE_MLP | F(FAM_GPTOSS)},
+    {"ffn_down_exps.weight", "mlp.switch_mlp.down_proj.weight", MOE_MLP | F(FAM_GPTOSS)},
+    {"ffn_gate_shexp.weight", "mlp.shared_expert.gate_proj.weight", F(FAM_QWEN) | F(FAM_QNEXT)},
+    {"ffn_up_shexp.weight", "mlp.shared_expert.up_proj.weight", F(FAM_QWEN) | F(FAM_QNEXT)},
+    {"ffn_down_shexp.weight", "mlp.shared_expert.down_proj.weight", F(FAM_QWEN) | F(FAM_QNEXT)},
+    {"ffn_gate_inp_shexp.weight", "mlp.shared_expert_gate.weight", F(FAM_QWEN) | F(FAM_QNEXT)},
+    {"ffn_gate_inp.weight", "block_sparse_moe.gate.weight", F(FAM_LLAMA)},
+    {"ffn_gate_exps.weight", "block_sparse_moe.switch_mlp.gate_proj.weight", F(FAM_LLAMA) | GRANITES},
+    {"ffn_up_exps.weight", "block_sparse_moe.switch_mlp.up_proj.weight", F(FAM_LLAMA) | GRANITES},
+    {"ffn_down_exps.weight", "block_sparse_moe.switch_mlp.down_proj.weight", F(FAM_LLAMA) | GRANITES},
+    /* glm4moe: the router's score bias, plain shared experts */
+    {"exp_probs_b.bias", "mlp.gate.e_score_correction_bias", F(FAM_GLM4MOE)},
+    {"ffn_gate_shexp.weight", "mlp.shared_experts.gate_proj.weight", F(FAM_GLM4MOE)},
+    {"ffn_up_shexp.weight", "mlp.shared_experts.up_proj.weight", F(FAM_GLM4MOE)},
+    {"ffn_down_shexp.weight", "mlp.shared_experts.down_proj.weight", F(FAM_GLM4MOE)},
+    /* granitemoe, granitehybrid: router, shared_mlp split */
+    {"ffn_gate_inp.weight", "block_sparse_moe.router.layer.weight", GRANITES},
+    {"ffn_gate_shexp.weight", "shared_mlp.gate_proj.weight", GRANITES},
+    {"ffn_up_shexp.weight", "shared_mlp.up_proj.weight", GRANITES},
+    {"ffn_down_shexp.weight", "shared_mlp.output_linear.weight", GRANITES},
+    /* granitehybrid's Mamba-2 mixers */
+    {"ssm_in.weight", "mamba.in_proj.weight", F(FAM_GRANITEH)},
+    {"ssm_conv1d.weight", "mamba.conv1d.weight", F(FAM_GRANITEH)},
+    {"ssm_conv1d.bias", "mamba.conv1d.bias", F(FAM_GRANITEH)},
+    {"ssm_dt.bias", "mamba.dt_bias", F(FAM_GRANITEH)},
+    {"ssm_a", "mamba.A", F(FAM_GRANITEH)},
+    {"ssm_d", "mamba.D", F(FAM_GRANITEH)},
+    {"ssm_norm.weight", "mamba.norm.weight", F(FAM_GRANITEH)},
+    {"ssm_out.weight", "mamba.out_proj.weight", F(FAM_GRANITEH)},
+    /* qwen3next's gated DeltaNet layers */
+    {"attn_qkv.weight", "linear_attn.in_proj_qkv.weight", F(FAM_QNEXT)},
+    {"attn_gate.weight", "linear_attn.in_proj_z.weight", F(FAM_QNEXT)},
+    {"ssm_ba.weight", "linear_attn.in_proj_ba.weight", F(FAM_QNEXT)},
+    {"ssm_conv1d.weight", "linear_attn.conv1d.weight", F(FAM_QNEXT)},
+    {"ssm_dt.bias", "linear_attn.dt_bias", F(FAM_QNEXT)},
+    {"ssm_a", "linear_attn.A", F(FAM_QNEXT)},
+    {"ssm_norm.weight", "linear_attn.norm.weight", F(FAM_QNEXT)},
+    {"ssm_out.weight", "linear_attn.out_proj.weight", F(FAM_QNEXT)},
 };
 static const struct { const char *gguf, *hf; } TOP_NAMES[] = {
     {"token_embd.weight", "model.embed_tokens.weight"},
@@ -98,16 +139,6 @@ static const struct { const char *gguf, *hf; } TOP_NAMES[] = {
     {"output.weight", "lm_head.weight"},
     {"rope_freqs.weight", "rope_freqs.weight"},
 };
-
-static bool in_layout(int layout, family f) {
-    if ((layout == GPTOSS_LAYOUT) != (f == FAM_GPTOSS))
-        return layout == ANY_LAYOUT;
-    if (layout == GPTOSS_LAYOUT)
-        return true;
-    if (layout == MOE_LLAMA || layout == MOE_MLP)
-        return (layout == MOE_LLAMA) == (f == FAM_LLAMA);
-    return layout == ANY_LAYOUT || (layout == SANDWICH_LAYOUT) == sandwich(f);
-}
 
 /* from -> to between GGUF (to_hf) and Hugging Face names of family f. */
 static const char *map_name(const char *from, bool to_hf, family f, char *buf, size_t n) {
@@ -120,7 +151,7 @@ static const char *map_name(const char *from, bool to_hf, family f, char *buf, s
     if (sscanf(from, to_hf ? "blk.%d.%n" : "model.layers.%d.%n", &layer, &used) != 1 || !used)
         return NULL;
     for (size_t i = 0; i < COUNT(LAYER_NAMES); i++)
-        if (in_layout(LAYER_NAMES[i].layout, f) &&
+        if ((LAYER_NAMES[i].fams & F(f)) &&
             !strcmp(from + used, to_hf ? LAYER_NAMES[i].gguf : LAYER_NAMES[i].hf)) {
             snprintf(buf, n, to_hf ? "model.layers.%d.%s" : "blk.%d.%s", layer,
                      to_hf ? LAYER_NAMES[i].hf : LAYER_NAMES[i].gguf);
@@ -390,9 +421,10 @@ int hr_gguf_config(const hr_gguf *g, json_t **out, bool *permuted_qk, hr_error *
     if (ai < 0)
         return hr_err(err, HR_EUNSUPPORTED, "not supported yet: %s: GGUF architecture '%s' "
                       "(llama, qwen2, qwen3, qwen2moe, qwen3moe, olmoe, gpt-oss, gemma, "
-                      "gemma2, gemma3 are)", hr_gguf_path(g), arch);
+                      "gemma2, gemma3, qwen3next, glm4moe, granitemoe, granitehybrid are)",
+                      hr_gguf_path(g), arch);
     family fam = ARCHS[ai].fam;
-    *permuted_qk = fam == FAM_LLAMA;
+    *permuted_qk = fam == FAM_LLAMA || fam == FAM_GRANITE || fam == FAM_GRANITEH;
     meta m = {g, arch, json_object(), err, 0};
     json_object_set_new(m.cfg, "model_type", json_string(ARCHS[ai].model_type));
     const hr_gguf_tensor *emb = hr_gguf_find_tensor(g, "token_embd.weight");
@@ -406,21 +438,31 @@ int hr_gguf_config(const hr_gguf *g, json_t **out, bool *permuted_qk, hr_error *
     set_int(&m, "block_count", "num_hidden_layers", true);
     set_int(&m, "feed_forward_length", "intermediate_size", true);
     set_int(&m, "attention.head_count", "num_attention_heads", true);
-    set_int(&m, "attention.head_count_kv", "num_key_value_heads", false);
+    char k[128];
+    snprintf(k, sizeof k, "%s.attention.head_count_kv", arch);
+    int64_t hkv = hr_gguf_find(g, k); /* granitehybrid: one per layer (gguf_hybrid.c) */
+    if (hkv < 0 || hr_gguf_kv_type(g, hkv) != HR_GGUF_ARRAY || fam != FAM_GRANITEH)
+        set_int(&m, "attention.head_count_kv", "num_key_value_heads", false);
     set_int(&m, "attention.key_length", "head_dim", false);
     double kl, vl;
     if (get_num(&m, "attention.value_length", &vl) && get_num(&m, "attention.key_length", &kl) &&
         vl != kl && !m.rc)
         m.rc = hr_err(err, HR_EUNSUPPORTED, "not supported yet: %s: value_length %g differs "
                       "from key_length %g", hr_gguf_path(g), vl, kl);
-    /* these families rotate whole heads; a file that says otherwise would
-     * load with the wrong RoPE */
+    /* these families rotate whole heads (qwen3next and glm4moe a part:
+     * rope.dimension_count of them); a file that says otherwise would load
+     * with the wrong RoPE */
     double rd, d_model, n_head, hd_k;
+    bool partial = fam == FAM_QNEXT || fam == FAM_GLM4MOE;
     if (get_num(&m, "rope.dimension_count", &rd) && get_num(&m, "embedding_length", &d_model) &&
-        get_num(&m, "attention.head_count", &n_head) && n_head > 0 && !m.rc &&
-        rd != (get_num(&m, "attention.key_length", &hd_k) ? hd_k : d_model / n_head))
-        m.rc = hr_err(err, HR_EUNSUPPORTED, "not supported yet: %s: rope.dimension_count %g "
-                      "is not the head dimension (partial rotary)", hr_gguf_path(g), rd);
+        get_num(&m, "attention.head_count", &n_head) && n_head > 0 && !m.rc) {
+        double hd = get_num(&m, "attention.key_length", &hd_k) ? hd_k : d_model / n_head;
+        if (partial && rd > 0 && rd <= hd) /* + 0.5: config.c truncates hd x factor */
+            json_object_set_new(m.cfg, "partial_rotary_factor", json_real((rd + 0.5) / hd));
+        else if (rd != hd)
+            m.rc = hr_err(err, HR_EUNSUPPORTED, "not supported yet: %s: rope.dimension_count "
+                          "%g is not the head dimension (partial rotary)", hr_gguf_path(g), rd);
+    }
     set_int(&m, "context_length", "max_position_embeddings", false);
     set_real(&m, "attention.layer_norm_rms_epsilon", "rms_norm_eps");
     set_real(&m, "rope.freq_base", "rope_theta");
@@ -436,7 +478,6 @@ int hr_gguf_config(const hr_gguf *g, json_t **out, bool *permuted_qk, hr_error *
         json_decref(eog);
     /* rope scaling: linear by metadata; llama3 as per-frequency divisors in
      * rope_freqs.weight (expressed as longrope factors, equal short/long) */
-    char k[128];
     snprintf(k, sizeof k, "%s.rope.scaling.type", arch);
     const char *st;
     size_t sl;
@@ -477,6 +518,8 @@ int hr_gguf_config(const hr_gguf *g, json_t **out, bool *permuted_qk, hr_error *
         m.rc = hr__gguf_moe_config(g, arch, m.cfg, err);
     if (!m.rc && fam == FAM_GPTOSS)
         m.rc = hr__gguf_gptoss_config(g, arch, m.cfg, err);
+    if (!m.rc && hr__gguf_hybrid_arch(arch))
+        m.rc = hr__gguf_hybrid_config(g, arch, m.cfg, err);
     if (m.rc) {
         json_decref(m.cfg);
         return m.rc;
@@ -653,11 +696,13 @@ int hr_gguf_export(const char *src, const json_t *cfg, const hr_weights *w, hr_d
         hr_hparams_deinit(&hp);
         return hr_err(err, HR_EUNSUPPORTED, "not supported yet: GGUF export of model_type "
                       "'%s' (llama, mistral, mixtral, qwen2, qwen3, qwen2_moe, qwen3_moe, gpt_oss, "
-                      "olmoe, gemma, gemma2, gemma3_text are)", mt);
+                      "olmoe, gemma, gemma2, gemma3_text, qwen3_next, glm4_moe, granitemoe, "
+                      "granitemoehybrid are)", mt);
     }
     const char *arch = ARCHS[ai].gguf;
     family fam = ARCHS[ai].fam;
-    bool permute = fam == FAM_LLAMA;
+    bool permute = fam == FAM_LLAMA || fam == FAM_GRANITE || fam == FAM_GRANITEH;
+    bool hybrid = hr__gguf_hybrid_arch(arch);
     /* a window shorter than the context changes the answers past it, and
      * only llama.cpp's gemma2/3 have one (gemma_export writes it) */
     for (int i = 0; !is_gemma(fam) && fam != FAM_GPTOSS && i < hp.n_layers; i++)
@@ -687,7 +732,8 @@ int hr_gguf_export(const char *src, const json_t *cfg, const hr_weights *w, hr_d
     hr_gguf_w_u32(g, KEY("block_count"), (uint32_t)hp.n_layers);
     hr_gguf_w_u32(g, KEY("feed_forward_length"), (uint32_t)hp.d_ff);
     hr_gguf_w_u32(g, KEY("attention.head_count"), (uint32_t)hp.n_heads);
-    hr_gguf_w_u32(g, KEY("attention.head_count_kv"), (uint32_t)hp.n_kv_heads);
+    if (fam != FAM_GRANITEH) /* granitehybrid's: one per layer */
+        hr_gguf_w_u32(g, KEY("attention.head_count_kv"), (uint32_t)hp.n_kv_heads);
     hr_gguf_w_u32(g, KEY("attention.key_length"), (uint32_t)hp.head_dim);
     hr_gguf_w_u32(g, KEY("attention.value_length"), (uint32_t)hp.head_dim);
     hr_gguf_w_u32(g, KEY("rope.dimension_count"), (uint32_t)hp.rot_dim);
@@ -700,7 +746,8 @@ int hr_gguf_export(const char *src, const json_t *cfg, const hr_weights *w, hr_d
 #undef KEY
     if ((is_gemma(fam) && (rc = gemma_export(g, arch, fam, &hp, cfg, w, err))) ||
         (fam == FAM_GPTOSS && (rc = hr__gguf_gptoss_keys(g, arch, &hp, err))) ||
-        (fam != FAM_GPTOSS && (rc = hr__gguf_moe_keys(g, arch, &hp, err)))) {
+        (hybrid && (rc = hr__gguf_hybrid_keys(g, arch, &hp, err))) ||
+        (fam != FAM_GPTOSS && !hybrid && (rc = hr__gguf_moe_keys(g, arch, &hp, err)))) {
         hr_gguf_w_free(g);
         hr_hparams_deinit(&hp);
         return rc;
@@ -737,6 +784,16 @@ int hr_gguf_export(const char *src, const json_t *cfg, const hr_weights *w, hr_d
         char gn[160], stacked[200];
         if (hp.tie_embeddings && !strcmp(t->name, "lm_head.weight"))
             continue; /* unused: the model computes with embed_tokens */
+        int layer;
+        if (sscanf(t->name, "model.layers.%d.", &layer) == 1 && layer >= hp.n_layers)
+            continue; /* multi-token prediction layers: not run, not written */
+        if (hybrid) { /* fused experts, recurrent layers' reshaped tensors */
+            int r = hr__gguf_hybrid_tensor(g, &hp, arch, t, type, &keepers, err);
+            if (r < 0)
+                rc = r;
+            if (r)
+                continue;
+        }
         if (fam == FAM_GPTOSS) { /* its experts: split, transposed, or MXFP4 */
             int r = hr__gguf_gptoss_tensor(g, w, &hp, t, type, &keepers, err);
             if (r < 0)
@@ -768,7 +825,10 @@ int hr_gguf_export(const char *src, const json_t *cfg, const hr_weights *w, hr_d
             break;
         }
         bool is_q = strstr(t->name, "q_proj") != NULL, is_k = strstr(t->name, "k_proj") != NULL;
-        bool shift = hp.norm_offset != 0 && t->ndim == 1 && ends_with(t->name, "norm.weight");
+        /* the (1 + w) norms with the 1 added; qwen3_next's gated DeltaNet
+         * norm is a plain w */
+        bool shift = hp.norm_offset != 0 && t->ndim == 1 && ends_with(t->name, "norm.weight") &&
+                     !strstr(t->name, "linear_attn.");
         int64_t rows = t->shape[0], cols = t->ndim == 2 ? t->shape[1] : 1;
         hr_tensor flat = *t;
         flat.ndim = 2;

@@ -14,9 +14,11 @@
  *  - mixture of experts (gguf_moe.c): {arch}.expert_* keys, the router
  *    ffn_gate_inp, experts stacked [E, out, in] in ffn_{gate,up,down}_exps,
  *    the shared expert's ffn_*_shexp; layers without ffn_gate_inp are dense.
+ *  - gpt-oss (gguf_gptoss.c); qwen3next, glm4moe, granitemoe,
+ *    granitehybrid (gguf_hybrid.c: gated DeltaNet and Mamba-2 layers).
  * Architectures: llama (and mistral; with experts: mixtral), qwen2, qwen3,
  * qwen2moe, qwen3moe, olmoe, gemma, gemma2, gemma3 (model_type
- * gemma3_text). */
+ * gemma3_text), gpt-oss, qwen3next, glm4moe, granitemoe, granitehybrid. */
 #ifndef HR_MODEL_GGUF_MODEL_H
 #define HR_MODEL_GGUF_MODEL_H
 
@@ -67,6 +69,11 @@ typedef struct hr__gguf_bufs {
 void *hr__gguf_keep(hr__gguf_bufs *b, size_t size);
 /* The ggml type number of a dtype hearth writes. */
 uint32_t hr__gguf_ggml_type(hr_dtype t);
+/* rows x cols floats as GGUF rows of type (F16 when cols is no whole
+ * block): the bytes in a kept buffer, the type written to *tt (NULL: out of
+ * memory). */
+void *hr__gguf_rows_as(hr__gguf_bufs *kb, const float *x, int64_t rows, int64_t cols,
+                       hr_dtype type, hr_dtype *tt, size_t *bytes);
 
 /* gpt-oss (gguf_gptoss.c): the config fields of a "gpt-oss" GGUF beyond the
  * common and expert ones; the keys of a gpt_oss export (HR_EUNSUPPORTED for
@@ -83,6 +90,22 @@ int hr__gguf_gptoss_tensor(struct hr_gguf_w *g, const hr_weights *w,
                            const struct hr_hparams *hp, const hr_tensor *t, hr_dtype type,
                            hr__gguf_bufs *kb, hr_error *err);
 
+
+/* qwen3next, glm4moe, granitemoe, granitehybrid (gguf_hybrid.c): whether
+ * arch is one; the config fields of such a GGUF beyond the common and
+ * expert ones (after hr__gguf_moe_config); the keys of its export, expert
+ * ones included (HR_EUNSUPPORTED for what llama.cpp would run
+ * differently); one HF tensor that needs more than a name on the way
+ * (granite's fused experts, Mamba-2's A_log / D / conv / norm, qwen3next's
+ * in_proj_qkvz / A_log / conv) written as llama.cpp's (1), or 0 when t is
+ * none of them, or an error. */
+bool hr__gguf_hybrid_arch(const char *arch);
+int hr__gguf_hybrid_config(const hr_gguf *g, const char *arch, json_t *cfg, hr_error *err);
+int hr__gguf_hybrid_keys(struct hr_gguf_w *g, const char *arch, const struct hr_hparams *hp,
+                         hr_error *err);
+int hr__gguf_hybrid_tensor(struct hr_gguf_w *g, const struct hr_hparams *hp, const char *arch,
+                           const hr_tensor *t, hr_dtype type, hr__gguf_bufs *kb,
+                           hr_error *err);
 
 /* The config fields of a MoE GGUF of architecture arch (nothing for a dense
  * one): expert counts and widths, the routing's normalisation, the dense

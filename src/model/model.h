@@ -59,14 +59,14 @@ typedef struct hr_layer {
     hr_tensor ln_ba;           /* (2 n_v_heads, d_model) */
     hr_tensor ln_out;          /* (d_model, vd) */
     const float *ln_conv;      /* (2 kd + vd, conv_k) */
-    const float *ln_a_log, *ln_dt_bias; /* (n_v_heads) */
+    const float *ln_a, *ln_dt_bias; /* (n_v_heads); ln_a = -exp(A_log) */
     const float *ln_norm;      /* (v_dim) */
 
     /* Mamba-2 (hp.layer_linear[il] of an arch->mamba2 family) */
     hr_tensor mb_in;           /* (2 inner + 2 groups n + heads, d_model) */
     hr_tensor mb_out;          /* (d_model, inner) */
     const float *mb_conv, *mb_conv_b; /* (inner + 2 groups n, conv_k), (..) or NULL */
-    const float *mb_a_log, *mb_dt_bias, *mb_d; /* (heads) */
+    const float *mb_a, *mb_dt_bias, *mb_d; /* (heads); mb_a = -exp(A_log) */
     const float *mb_norm;      /* (inner) */
 } hr_layer;
 

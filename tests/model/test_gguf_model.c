@@ -179,7 +179,11 @@ static int hand_config(const char *arch, int n_layers, int d, int n_heads, int h
     hr_gguf_w_u32(w, K("block_count"), (uint32_t)n_layers);
     hr_gguf_w_u32(w, K("feed_forward_length"), (uint32_t)(2 * d));
     hr_gguf_w_u32(w, K("attention.head_count"), (uint32_t)n_heads);
-    hr_gguf_w_u32(w, K("attention.head_count_kv"), 1);
+    bool kv_given = false; /* granitehybrid's array, in extra */
+    for (size_t i = 0; i < n_extra; i++)
+        kv_given |= !strcmp(extra[i].key, "attention.head_count_kv");
+    if (!kv_given)
+        hr_gguf_w_u32(w, K("attention.head_count_kv"), 1);
     hr_gguf_w_u32(w, K("attention.key_length"), (uint32_t)head_dim);
     hr_gguf_w_u32(w, K("attention.value_length"), (uint32_t)head_dim);
     hr_gguf_w_f32(w, K("attention.layer_norm_rms_epsilon"), 1e-6f);
@@ -210,7 +214,7 @@ static int hand_config(const char *arch, int n_layers, int d, int n_heads, int h
     int rc = hr_gguf_config(g, &cfg, &permuted, err);
     if (!rc) {
         rc = hr_hparams_from_json(hp, cfg, NULL, err);
-        assert_int_equal(permuted, !strcmp(arch, "llama"));
+        assert_int_equal(permuted, !strcmp(arch, "llama") || !strncmp(arch, "granite", 7));
     }
     json_decref(cfg);
     hr_gguf_close(g);
@@ -394,6 +398,21 @@ static void test_names(void **state) {
         {"llama", "blk.1.ffn_norm.weight", "model.layers.1.post_attention_layernorm.weight"},
         {"llama", "blk.1.post_ffw_norm.weight", NULL},
         {"gemma", "blk.1.post_attention_norm.weight", NULL},
+        {"granitehybrid", "blk.0.ssm_a", "model.layers.0.mamba.A"},
+        {"granitehybrid", "blk.0.ssm_dt.bias", "model.layers.0.mamba.dt_bias"},
+        {"granitehybrid", "blk.2.ffn_gate_shexp.weight", "model.layers.2.shared_mlp.gate_proj.weight"},
+        {"granitehybrid", "blk.2.ffn_down_shexp.weight",
+         "model.layers.2.shared_mlp.output_linear.weight"},
+        {"granitemoe", "blk.1.ffn_norm.weight", "model.layers.1.post_attention_layernorm.weight"},
+        {"granitemoe", "blk.1.ffn_gate_inp.weight", "model.layers.1.block_sparse_moe.router.layer.weight"},
+        {"qwen3next", "blk.0.ssm_a", "model.layers.0.linear_attn.A"},
+        {"qwen3next", "blk.0.attn_gate.weight", "model.layers.0.linear_attn.in_proj_z.weight"},
+        {"qwen3next", "blk.2.post_attention_norm.weight",
+         "model.layers.2.post_attention_layernorm.weight"},
+        {"qwen3next", "blk.1.ffn_norm.weight", NULL},
+        {"glm4moe", "blk.1.exp_probs_b.bias", "model.layers.1.mlp.gate.e_score_correction_bias"},
+        {"glm4moe", "blk.1.ffn_up_shexp.weight", "model.layers.1.mlp.shared_experts.up_proj.weight"},
+        {"qwen3moe", "blk.1.exp_probs_b.bias", NULL},
     };
     char path[8300];
     snprintf(path, sizeof path, "%s/names.gguf", g_tmp);
@@ -414,6 +433,205 @@ static void test_names(void **state) {
         hr_gguf_close(g);
         unlink(path);
     }
+}
+
+/* ---- MoE and hybrid families in llama.cpp's layout ------------------------------ */
+
+/* Tensor name of g with dims ne (fastest first; trailing 0s: fewer dims),
+ * as f32 data. */
+static const float *dims(const hr_gguf *g, const char *name, uint64_t ne0, uint64_t ne1,
+                         uint64_t ne2) {
+    const hr_gguf_tensor *t = hr_gguf_find_tensor(g, name);
+    if (!t)
+        fail_msg("%s: missing", name);
+    uint64_t want[3] = {ne0, ne1, ne2};
+    uint32_t nd = ne2 ? 3 : ne1 ? 2 : 1;
+    if (t->n_dims != nd)
+        fail_msg("%s: %u dims, want %u", name, t->n_dims, nd);
+    for (uint32_t d = 0; d < nd; d++)
+        if (t->ne[d] != want[d])
+            fail_msg("%s: ne[%u] = %llu, want %llu", name, d, (unsigned long long)t->ne[d],
+                     (unsigned long long)want[d]);
+    return t->type == 0 ? t->data : NULL;
+}
+
+static double key_num(const hr_gguf *g, const char *key) {
+    int64_t i = hr_gguf_find(g, key), v;
+    double f;
+    int b;
+    if (i < 0)
+        fail_msg("key %s: missing", key);
+    if (!hr_gguf_get_int(g, i, &v))
+        return (double)v;
+    if (!hr_gguf_get_bool(g, i, &b))
+        return b;
+    assert_int_equal(hr_gguf_get_float(g, i, &f), 0);
+    return f;
+}
+
+/* Row r of an f32 GGUF matrix (cols wide) equals row s of HF tensor t. */
+static void same_row(const float *gd, int64_t r, const hr_tensor *t, int64_t s, int64_t cols,
+                     const char *what) {
+    assert_int_equal(t->dtype, HR_DTYPE_F32);
+    if (memcmp(gd + r * cols, (const float *)t->data + s * cols, (size_t)cols * 4))
+        fail_msg("%s: GGUF row %lld is not HF row %lld", what, (long long)r, (long long)s);
+}
+
+/* An exported fixture: its GGUF and its safetensors open. */
+static void export_open(const char *src, const char *out, hr_gguf **g, hr_weights **w) {
+    char path[8300];
+    snprintf(path, sizeof path, "%s/%s.gguf", g_tmp, out);
+    hr_error err = {0};
+    if (export_f32(src, path, &err) || hr_gguf_open(g, path, &err) ||
+        hr_weights_open(w, src, &err))
+        fail_msg("%s: %s", out, err.msg);
+    unlink(path); /* mapped */
+}
+
+static void test_hybrid_layout(void **state) {
+    (void)state;
+    char src[8300];
+    hr_gguf *g;
+    hr_weights *w;
+    /* qwen3next: in_proj_qkvz [q k v z] per key head -> attn_qkv + attn_gate;
+     * ssm_a = -exp(A_log); (1 + w) norms + 1, the DeltaNet norm as is */
+    snprintf(src, sizeof src, "%s/qwen3_next", g_root);
+    export_open(src, "qnext", &g, &w);
+    assert_true(key_num(g, "qwen3next.full_attention_interval") == 3);
+    assert_true(key_num(g, "qwen3next.ssm.state_size") == 16);
+    assert_true(key_num(g, "qwen3next.ssm.group_count") == 2);
+    assert_true(key_num(g, "qwen3next.ssm.time_step_rank") == 4);
+    assert_true(key_num(g, "qwen3next.ssm.inner_size") == 64);
+    assert_true(key_num(g, "qwen3next.ssm.conv_kernel") == 4);
+    assert_true(key_num(g, "qwen3next.rope.dimension_count") == 4);
+    assert_true(key_num(g, "qwen3next.expert_shared_feed_forward_length") == 32);
+    const float *qkv = dims(g, "blk.0.attn_qkv.weight", 64, 128, 0);
+    const float *z = dims(g, "blk.0.attn_gate.weight", 64, 64, 0);
+    const hr_tensor *hf = hr_weights_find(w, "model.layers.0.linear_attn.in_proj_qkvz.weight");
+    /* per key head (dk 16, rv 32): W = 96 rows [q 16 | k 16 | v 32 | z 32] */
+    same_row(qkv, 0, hf, 0, 64, "q of head 0");
+    same_row(qkv, 17, hf, 96 + 1, 64, "q of head 1");
+    same_row(qkv, 32, hf, 16, 64, "k of head 0");
+    same_row(qkv, 64 + 32, hf, 96 + 32, 64, "v of head 1");
+    same_row(z, 31, hf, 32 + 32 + 31, 64, "z of head 0");
+    same_row(z, 32, hf, 96 + 64, 64, "z of head 1");
+    dims(g, "blk.0.ssm_ba.weight", 64, 8, 0);
+    dims(g, "blk.0.ssm_conv1d.weight", 4, 128, 0);
+    dims(g, "blk.0.ssm_dt.bias", 4, 0, 0);
+    dims(g, "blk.0.ssm_out.weight", 64, 64, 0);
+    dims(g, "blk.0.ffn_gate_exps.weight", 64, 32, 8);
+    dims(g, "blk.0.ffn_gate_inp_shexp.weight", 64, 0, 0);
+    dims(g, "blk.2.attn_q.weight", 64, 128, 0);
+    const float *a = dims(g, "blk.0.ssm_a", 4, 0, 0);
+    const float *alog = hr_weights_find(w, "model.layers.0.linear_attn.A_log")->data;
+    for (int i = 0; i < 4; i++)
+        assert_true(a[i] == -expf(alog[i]));
+    const float *nw = dims(g, "blk.0.ssm_norm.weight", 16, 0, 0);
+    assert_memory_equal(nw, hr_weights_find(w, "model.layers.0.linear_attn.norm.weight")->data, 64);
+    check_shifted(g, w, "blk.2.post_attention_norm.weight",
+                  "model.layers.2.post_attention_layernorm.weight");
+    check_shifted(g, w, "blk.2.attn_q_norm.weight", "model.layers.2.self_attn.q_norm.weight");
+    hr_weights_close(w);
+    hr_gguf_close(g);
+
+    /* granitehybrid: head_count_kv per layer (0: Mamba-2), experts and the
+     * shared MLP split, q/k rows permuted as llama's, llama.cpp's shapes */
+    snprintf(src, sizeof src, "%s/granitemoehybrid", g_root);
+    export_open(src, "gh", &g, &w);
+    int64_t ki = hr_gguf_find(g, "granitehybrid.attention.head_count_kv"), kv;
+    hr_gguf_type et;
+    uint64_t n;
+    assert_int_equal(hr_gguf_get_arr(g, ki, &et, &n), 0);
+    assert_int_equal((int)n, 3);
+    for (uint64_t i = 0; i < 3; i++) {
+        assert_int_equal(hr_gguf_arr_int(g, ki, i, &kv), 0);
+        assert_int_equal(kv, i == 1 ? 2 : 0);
+    }
+    assert_true(key_num(g, "granitehybrid.rope.scaling.finetuned") == 0); /* nope */
+    assert_true(key_num(g, "granitehybrid.ssm.inner_size") == 128);
+    assert_true(key_num(g, "granitehybrid.ssm.time_step_rank") == 8);
+    assert_true(key_num(g, "granitehybrid.attention.scale") == 0.2f);
+    assert_true(key_num(g, "granitehybrid.logit_scale") == 0.8f);
+    assert_true(key_num(g, "granitehybrid.expert_shared_feed_forward_length") == 64);
+    dims(g, "blk.0.ssm_a", 1, 8, 0);
+    dims(g, "blk.0.ssm_d", 1, 8, 0);
+    dims(g, "blk.0.ssm_norm.weight", 128, 1, 0);
+    dims(g, "blk.0.ssm_conv1d.weight", 4, 160, 0);
+    dims(g, "blk.0.ssm_conv1d.bias", 160, 0, 0);
+    dims(g, "blk.0.ssm_in.weight", 64, 296, 0);
+    const float *ge = dims(g, "blk.0.ffn_gate_exps.weight", 64, 32, 4);
+    const float *ue = dims(g, "blk.0.ffn_up_exps.weight", 64, 32, 4);
+    dims(g, "blk.0.ffn_down_exps.weight", 32, 64, 4);
+    const float *gs = dims(g, "blk.0.ffn_gate_shexp.weight", 64, 64, 0);
+    const float *us = dims(g, "blk.0.ffn_up_shexp.weight", 64, 64, 0);
+    hf = hr_weights_find(w, "model.layers.0.block_sparse_moe.input_linear.weight");
+    same_row(ge, 32 + 5, hf, 64 + 5, 64, "expert 1's gate row 5");
+    same_row(ue, 32 + 5, hf, 64 + 32 + 5, 64, "expert 1's up row 5");
+    hf = hr_weights_find(w, "model.layers.0.shared_mlp.input_linear.weight");
+    same_row(gs, 3, hf, 3, 64, "shared gate row 3");
+    same_row(us, 3, hf, 64 + 3, 64, "shared up row 3");
+    const float *q = dims(g, "blk.1.attn_q.weight", 64, 64, 0);
+    hf = hr_weights_find(w, "model.layers.1.self_attn.q_proj.weight");
+    for (int r = 0; r < 16; r++)
+        same_row(q, r, hf, hr_gguf_unpermute_row(r, 16), 64, "permuted q");
+    hr_weights_close(w);
+    hr_gguf_close(g);
+
+    /* glm4moe (without expert groups): the first layer dense, sigmoid routing */
+    char dir[8300];
+    fixture_copy("glm4_moe", "glm", "{\"n_group\": 1, \"topk_group\": 1}", dir, sizeof dir);
+    export_open(dir, "glm", &g, &w);
+    assert_true(key_num(g, "glm4moe.leading_dense_block_count") == 1);
+    assert_true(key_num(g, "glm4moe.expert_gating_func") == 2);
+    assert_true(key_num(g, "glm4moe.expert_shared_count") == 1);
+    assert_true(key_num(g, "glm4moe.expert_weights_scale") == 2.5);
+    assert_true(key_num(g, "glm4moe.expert_weights_norm") == 1);
+    assert_true(key_num(g, "glm4moe.rope.dimension_count") == 8);
+    dims(g, "blk.0.ffn_gate.weight", 64, 128, 0);
+    dims(g, "blk.1.exp_probs_b.bias", 8, 0, 0);
+    dims(g, "blk.1.ffn_gate_shexp.weight", 64, 32, 0);
+    dims(g, "blk.1.post_attention_norm.weight", 64, 0, 0);
+    hr_weights_close(w);
+    hr_gguf_close(g);
+}
+
+/* What llama.cpp derives for them: glm4moe's multi-token prediction layers
+ * (counted in block_count) left out, qwen3next's full attention every 4th
+ * layer unless the file says, granitehybrid's layers from head_count_kv. */
+static void test_hybrid_derived(void **state) {
+    (void)state;
+    hr_hparams hp;
+    kv glm[] = {{"expert_count", 'u', 4, NULL}, {"expert_used_count", 'u', 2, NULL},
+                {"nextn_predict_layers", 'u', 1, NULL},
+                {"leading_dense_block_count", 'u', 1, NULL}, {"expert_shared_count", 'u', 1, NULL}};
+    derived("glm4moe", 3, 64, 4, 16, glm, 5, true, &hp);
+    assert_int_equal(hp.n_layers, 2);
+    assert_true(hp.layer_moe[0] == false);
+    hr_hparams_deinit(&hp);
+    kv qn[] = {{"expert_count", 'u', 4, NULL}, {"expert_used_count", 'u', 2, NULL},
+               {"ssm.conv_kernel", 'u', 4, NULL}, {"ssm.state_size", 'u', 16, NULL},
+               {"ssm.group_count", 'u', 2, NULL}, {"ssm.time_step_rank", 'u', 4, NULL},
+               {"ssm.inner_size", 'u', 64, NULL}, {"rope.dimension_count", 'u', 8, NULL},
+               {"expert_shared_feed_forward_length", 'u', 32, NULL}};
+    derived("qwen3next", 8, 64, 4, 32, qn, 9, true, &hp);
+    for (int i = 0; i < 8; i++)
+        assert_int_equal(hp.layer_linear[i], (i + 1) % 4 != 0);
+    assert_int_equal(hp.rot_dim, 8);
+    assert_true(hp.norm_topk && hp.ln_v_dim == 16 && hp.ln_v_heads == 4 && hp.ln_k_heads == 2);
+    hr_hparams_deinit(&hp);
+    kv gh[] = {{"expert_count", 'u', 4, NULL}, {"expert_used_count", 'u', 2, NULL},
+               {"ssm.conv_kernel", 'u', 4, NULL}, {"ssm.state_size", 'u', 16, NULL},
+               {"ssm.group_count", 'u', 1, NULL}, {"ssm.time_step_rank", 'u', 8, NULL},
+               {"ssm.inner_size", 'u', 128, NULL}, {"attention.head_count_kv", 'a', 0, NULL},
+               {"attention.scale", 'f', 0.25, NULL},
+               {"expert_shared_feed_forward_length", 'u', 64, NULL}};
+    derived("granitehybrid", 4, 64, 4, 16, gh, 10, true, &hp);
+    for (int i = 0; i < 4; i++) /* head_count_kv {1, 0, 1, 0} */
+        assert_int_equal(hp.layer_linear[i], i % 2 == 1);
+    assert_true(hp.mb_heads == 8 && hp.mb_head_dim == 16 && hp.mb_inner == 128);
+    assert_true(hp.attn_scale == 0.25f && hp.n_kv_heads == 1);
+    assert_true(hp.layer_rope[0]); /* no rope.scaling.finetuned: llama.cpp's default, on */
+    hr_hparams_deinit(&hp);
 }
 
 /* ---- configs a GGUF cannot express --------------------------------------------- */
@@ -460,6 +678,14 @@ static void test_export_errors(void **state) {
     export_fails("qwen2", "swa2", "{\"sliding_window\": 8, \"layer_types\": "
                  "[\"full_attention\", \"sliding_attention\", \"full_attention\"]}",
                  "not supported yet: GGUF export of qwen2 with a sliding window of 8 tokens");
+    /* what llama.cpp's glm4moe and qwen3next would run otherwise */
+    export_fails("glm4_moe", "groups", NULL, "not supported yet: GGUF export of glm4_moe with "
+                 "expert groups (n_group 2, topk_group 1");
+    export_fails("qwen3_next", "interval", "{\"layer_types\": [\"full_attention\", "
+                 "\"linear_attention\", \"linear_attention\"]}",
+                 "not supported yet: GGUF export of qwen3_next with these layer_types");
+    export_fails("qwen3_next", "renorm", "{\"norm_topk_prob\": false}",
+                 "not supported yet: GGUF export of qwen3_next with norm_topk_prob false");
     export_fails("gemma", "act", "{\"hidden_activation\": \"gelu\"}",
                  "not supported yet: GGUF export of gemma with an activation other than "
                  "gelu_pytorch_tanh");
@@ -477,6 +703,8 @@ int main(void) {
         cmocka_unit_test(test_names),
         cmocka_unit_test(test_eog),
         cmocka_unit_test(test_export_errors),
+        cmocka_unit_test(test_hybrid_layout),
+        cmocka_unit_test(test_hybrid_derived),
     };
     int rc = cmocka_run_group_tests(tests, NULL, NULL);
     char cmd[8300];

@@ -240,7 +240,29 @@ CASES = [
          mamba_n_heads=8, mamba_n_groups=1, mamba_d_state=16, mamba_d_head=16, mamba_d_conv=4,
          mamba_expand=2, mamba_chunk_size=16, mamba_conv_bias=True, mamba_proj_bias=False,
          rope_parameters=rope(theta=10000.0)),
+    # Gemma-4's MoE (issue 31): the text model of Gemma4ForConditionalGeneration as
+    # transformers 5.17 builds it alone.  Field names as llama.cpp's converter reads them
+    # (num_experts / num_local_experts, top_k_experts, expert_intermediate_size /
+    # moe_intermediate_size, enable_moe_block, global_head_dim, num_kv_shared_layers,
+    # hidden_size_per_layer_input); aliases given together so that whichever the config
+    # class takes is set.  REQUIRE_EXPERTS makes the case fail (listing the config's keys)
+    # if the built model has no expert parameters, rather than save a dense model.
+    case("gemma4_moe", "Gemma4TextConfig", "Gemma4ForCausalLM",
+         "Gemma-4 MoE: sliding/full layers (window 16), 4 experts top-2 (expert width 32) beside "
+         "the dense MLP, router scale / per-expert scale, global_head_dim 16, no KV sharing, no "
+         "per-layer inputs, tanh GELU, tied embeddings",
+         tie_word_embeddings=True, hidden_activation="gelu_pytorch_tanh",
+         enable_moe_block=True, num_experts=4, num_local_experts=4, top_k_experts=2,
+         num_experts_per_tok=2, expert_intermediate_size=32, moe_intermediate_size=32,
+         global_head_dim=16, num_global_key_value_heads=2, num_kv_shared_layers=0,
+         hidden_size_per_layer_input=0, sliding_window=16,
+         layer_types=["sliding_attention", "sliding_attention", "full_attention"],
+         rope_parameters={"full_attention": rope(theta=1000000.0),
+                          "sliding_attention": rope(theta=10000.0)}),
 ]
+
+# Cases that must build experts (see gemma4_moe above).
+REQUIRE_EXPERTS = {"gemma4_moe"}
 
 # Cases whose reference also records decoding with transformers' own cache (prefill of the
 # prompt, then one token per step): for recurrent layers that is the step recurrence, while
@@ -451,6 +473,9 @@ def run_case(torch, transformers, c, outdir, log):
     if type(model) is not mdl_cls:
         raise RuntimeError("built %s, expected %s" % (type(model).__name__, c["model_cls"]))
     model = model.to(torch.float32).eval()
+    if c["name"] in REQUIRE_EXPERTS and not any("expert" in n for n, _ in model.named_parameters()):
+        raise RuntimeError("no expert parameters built; config keys: %s" %
+                           sorted(config.to_dict().keys()))
     nparam = randomize(torch, model, config.model_type, seed)
     if c["bf16"]:
         with torch.no_grad():

@@ -78,7 +78,7 @@ static void head_seq(const dn_job *j, int s, int h) {
     int kd = nk * dk, vd = nv * dv, C = 2 * kd + vd, W = 2 * dk + 2 * r * dv;
     int g = h / r, hh = h % r;
     float *S = a->state + ((size_t)a->slot[s] * nv + h) * dk * dv;
-    float A = -expf(a->a_log[h]);
+    float A = a->a[h];
     float kv[1024], o[1024];
     for (int t = 0; t < j->T; t++) {
         if (j->seq[t] != s)

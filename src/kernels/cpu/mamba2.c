@@ -63,7 +63,7 @@ static void head_seq(const mb_job *j, int s, int h) {
     int I = inner_of(a), C = chans_of(a), W = row_of(a), P = a->head_dim, N = a->n;
     int g = h / (a->heads / a->groups);
     float *S = a->state + ((size_t)a->slot[s] * a->heads + h) * P * N;
-    float A = -expf(a->a_log[h]);
+    float A = a->a[h];
     for (int t = 0; t < j->T; t++) {
         if (j->seq[t] != s)
             continue;
