@@ -207,7 +207,7 @@ static void by_hand(const int32_t *prompt, int n, int start, const float *px, in
     assert_int_equal(hr_vision_encode(g_mm->mm->tower, pool, px, feat, NULL, &e), 0);
     assert_int_equal(vc->d_text, D);
     hr_kv kv;
-    hr_kv_fmt fmt = {HR_DTYPE_F32, 0, 0};
+    hr_kv_fmt fmt = {.dtype = HR_DTYPE_F32};
     assert_int_equal(hr_kv_init_fmt(&kv, g_mm->be, &g_mm->hp, &fmt, 8, &e), 0);
     hr_fwd *f;
     assert_int_equal(hr_fwd_new(&f, g_mm, 128, 1, 256, 2, &e), 0);
