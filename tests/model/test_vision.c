@@ -50,7 +50,7 @@ static void seq_open(seq *s, const hr_model *m, int n_ctx) {
     memset(s, 0, sizeof *s);
     s->m = m;
     hr_error e = {0};
-    hr_kv_fmt fmt = {HR_DTYPE_F32, 0, 0};
+    hr_kv_fmt fmt = {.dtype = HR_DTYPE_F32};
     assert_int_equal(hr_kv_init_fmt(&s->kv, m->be, &m->hp, &fmt, (n_ctx + HR_KV_BLOCK - 1) / HR_KV_BLOCK, &e), 0);
     assert_int_equal(hr_fwd_new(&s->f, m, n_ctx, 1, n_ctx, 2, &e), 0);
 }
