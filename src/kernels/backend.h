@@ -303,9 +303,11 @@ typedef struct hr_backend_ops {
      * x[t] += pos_emb[pos[t]] + type_row (pos_emb [max_pos][d], type_row [d]) */
     bool encoder;
     void (*embed_abs)(hr_bctx *c, float *x, const float *pos_emb, const float *type_row, int d);
-    /* hr_lora_args: the rows' adapter deltas after a product (grouped:
+    /* The products of out[0..count) (as matmul) with the rows' adapter
+     * deltas on out[0..a->count) (hr_lora_args of the same x; grouped:
      * each adapter's matrices are read once per step) */
-    void (*lora)(hr_bctx *c, const hr_lora_args *a);
+    void (*lora)(hr_bctx *c, const float *x, int ldx, int T, int count,
+                 const hr_matmul_out *out, const hr_lora_args *a);
     /* hr_mamba2_args: a Mamba-2 mixer */
     void (*mamba2)(hr_bctx *c, const hr_mamba2_args *a);
 } hr_backend_ops;

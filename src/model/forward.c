@@ -236,15 +236,14 @@ static int group_adapters(hr_fwd *f, const hr_batch *b, hr_error *err) {
     return 0;
 }
 
-/* After a product of x (k columns): each group's deltas on the outputs
- * (slots[i]: HR_LORA_* of out[i]). Nothing when no group adapts them. */
-static void lora(hr_fwd *f, const float *x, int k, int il, int count, const int *slots,
-                 const hr_matmul_out *out) {
-    if (!f->n_groups)
-        return;
+/* The products of x (k columns) into out[0..n_out), with each group's
+ * deltas on out[0..count) (slots[i]: HR_LORA_* of out[i]); the plain
+ * products when no group adapts them. */
+static void product(hr_fwd *f, const float *x, int k, int T, int il, int n_out, int count,
+                    const int *slots, const hr_matmul_out *out) {
     hr_lora_out lo[HR_LORA_MAX_OUT];
     bool any = false;
-    for (int o = 0; o < count; o++) {
+    for (int o = 0; o < count && f->n_groups; o++) {
         const hr_lora_mat **mat = f->g_mat + (size_t)o * f->max_seqs;
         for (int g = 0; g < f->n_groups; g++) {
             mat[g] = hr_adapter_mat(f->g_ad[g], il, slots[o]);
@@ -253,10 +252,14 @@ static void lora(hr_fwd *f, const float *x, int k, int il, int count, const int 
         lo[o] = (hr_lora_out){.y = out[o].y, .ldy = out[o].ldy, .n = out[o].ldy,
                               .bias = out[o].bias, .mat = mat};
     }
-    if (any)
-        f->be->ops->lora(f->c, &(hr_lora_args){.x = x, .ldx = k, .k = k,
-                                               .n_groups = f->n_groups, .rows = f->g_rows,
-                                               .off = f->g_off, .count = count, .out = lo});
+    if (!any) {
+        f->be->ops->matmul(f->c, x, k, T, n_out, out);
+        return;
+    }
+    f->be->ops->lora(f->c, x, k, T, n_out, out,
+                     &(hr_lora_args){.x = x, .ldx = k, .k = k, .n_groups = f->n_groups,
+                                     .rows = f->g_rows, .off = f->g_off, .count = count,
+                                     .out = lo});
 }
 
 /* ---- the forward pass -------------------------------------------------------- */
@@ -487,8 +490,8 @@ int hr_forward_out(hr_fwd *f, hr_kv *kv, const hr_batch *b, float *logits, float
         }
         hr_matmul_out qkv[4] = {{q, qd, &L->wq, L->bq}, {k, kvd, &L->wk, L->bk},
                                 {v, kvd, &L->wv, L->bv}, {qgate, qd, &L->w_qgate, NULL}};
-        ops->matmul(c, ain, d, T, qgate ? 4 : 3, qkv);
-        lora(f, ain, d, il, 3, (const int[]){HR_LORA_Q, HR_LORA_K, HR_LORA_V}, qkv);
+        product(f, ain, d, T, il, qgate ? 4 : 3, 3,
+                (const int[]){HR_LORA_Q, HR_LORA_K, HR_LORA_V}, qkv);
         void *kc = hr_kv_layer_k(kv, il), *vc = hr_kv_layer_v(kv, il);
         bool vsplit = kv->vdtype != kv->dtype; /* --cache-type-v of its own */
         ops->qkv(c, &(hr_qkv_args){
@@ -523,8 +526,7 @@ int hr_forward_out(hr_fwd *f, hr_kv *kv, const hr_batch *b, float *logits, float
             ao = qgate;
         }
         hr_matmul_out wo = {tmp, d, &L->wo, L->bo};
-        ops->matmul(c, ao, qd, T, 1, &wo);
-        lora(f, ao, qd, il, 1, (const int[]){HR_LORA_O}, &wo);
+        product(f, ao, qd, T, il, 1, 1, (const int[]){HR_LORA_O}, &wo);
     residual:
         if (arch->post_ln) { /* x = norm(x + attn) */
             ops->add(c, x, tmp, hp->residual_mult, (size_t)T * d);
@@ -547,14 +549,13 @@ int hr_forward_out(hr_fwd *f, hr_kv *kv, const hr_batch *b, float *logits, float
         } else {
             bool gated = L->w_gate.data != NULL;
             hr_matmul_out ug[2] = {{u, ff, &L->w_up, L->b_up}, {g, ff, &L->w_gate, NULL}};
-            ops->matmul(c, min, d, T, gated ? 2 : 1, ug);
-            lora(f, min, d, il, gated ? 2 : 1, (const int[]){HR_LORA_UP, HR_LORA_GATE}, ug);
+            product(f, min, d, T, il, gated ? 2 : 1, gated ? 2 : 1,
+                    (const int[]){HR_LORA_UP, HR_LORA_GATE}, ug);
             float *h = gated ? g : u;
             ops->act(c, act_of(hp->act), h, gated ? u : NULL, T, ff);
             prefetch_after_layer(ops, c, m, il);
             hr_matmul_out dn = {tmp, d, &L->w_down, L->b_down};
-            ops->matmul(c, h, ff, T, 1, &dn);
-            lora(f, h, ff, il, 1, (const int[]){HR_LORA_DOWN}, &dn);
+            product(f, h, ff, T, il, 1, 1, (const int[]){HR_LORA_DOWN}, &dn);
         }
         if (arch->post_ln) { /* x = norm(x + mlp) */
             ops->add(c, x, tmp, hp->residual_mult, (size_t)T * d);

@@ -373,9 +373,10 @@ static void cpu_moe(hr_bctx *c, const hr_moe_args *a) {
     hr_moe(x->pool, x->moe, a, x->in.n_tokens);
 }
 
-static void cpu_lora(hr_bctx *c, const hr_lora_args *a) {
-    cpu_ctx *x = ctx_of(c);
-    hr_lora(x->pool, x->lora_z, x->in.n_tokens, a);
+static void cpu_lora(hr_bctx *c, const float *x, int ldx, int T, int count,
+                     const hr_matmul_out *out, const hr_lora_args *a) {
+    cpu_ctx *cx = ctx_of(c);
+    hr_matmul_lora(cx->pool, x, ldx, T, count, out, a, cx->lora_z);
 }
 
 static void cpu_prefetch_next(hr_bctx *c, int count, const hr_tensor *const *w) {

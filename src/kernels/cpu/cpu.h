@@ -150,6 +150,12 @@ typedef struct hr_cpu_kernels {
                       int hd, float scale);
     void (*attn_axpys)(float *o, const float *p, size_t ldp, int nr, const float *v, int nv,
                        int hd);
+    /* y[j] += a[k] * x[k * ldx + j] for k = 0, 1, .. r - 1 in turn, j < n:
+     * a LoRA up product's columns (kernels/cpu/lora.c). Each y[j] is the
+     * same sequence of operations wherever it falls in [0, n) (vector ISAs:
+     * a fused multiply-add per k, in registers across the k loop), so the
+     * bits do not depend on how the columns are split. */
+    void (*axpys)(float *y, int n, const float *a, int r, const float *x, size_t ldx);
 } hr_cpu_kernels;
 
 /* The process's kernels: one table (the code is compiled per ISA), the best

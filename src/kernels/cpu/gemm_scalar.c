@@ -20,6 +20,11 @@ static void axpy_scalar(float *y, float a, const float *x, int n) {
         y[i] += a * x[i];
 }
 
+static void axpys_scalar(float *y, int n, const float *a, int r, const float *x, size_t ldx) {
+    for (int k = 0; k < r; k++)
+        axpy_scalar(y, a[k], x + (size_t)k * ldx, n);
+}
+
 #define GEMM_SCALAR(NAME, T, LOAD)                                          \
     static void NAME(float *y, int ldy, const float *x, int ldx, int n,    \
                      const hr_tensor *w, int m0, int m1) {                  \
@@ -176,4 +181,5 @@ const hr_cpu_kernels hr__cpu_scalar = {
     .exp_sum = hr__exp_sum_scalar,
     .dot = dot_scalar,
     .axpy = axpy_scalar,
+    .axpys = axpys_scalar,
 };

@@ -3,11 +3,13 @@
 #include "core/log.h"
 #include "kernels/cpu/cpu.h"
 #include "kernels/cpu/kvquant.h"
+#include "kernels/cpu/lora.h"
 #include "kernels/cpu/qdot.h"
 #include "kernels/cpu/quant.h"
 #include "kernels/cpu/x16.h"
 
 #include <math.h>
+#include <sched.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
@@ -53,6 +55,16 @@ typedef struct matmul_task {
     long groups, min_chunk; /* 16-row groups in all parts; the fewest per claim */
     int n_shares;
     share share[MAX_SHARES]; /* [i]: thread i's (i % MAX_SHARES) */
+    /* adapter deltas (hr_matmul_lora): part i is the lora's output
+     * lora_base + i; the job's threads first run the down items (claimed
+     * one at a time, any thread any item), wait until all are done, then
+     * each claimed column range gets its up right after its product */
+    const hr_lora_args *lora;
+    float *lz;
+    int lora_base;
+    long down_items;
+    _Alignas(64) _Atomic long down_next;
+    _Alignas(64) _Atomic long down_done;
 } matmul_task;
 
 /* thread i's share of a job's `groups` 16-row groups: [*f, *b) of ns */
@@ -105,10 +117,30 @@ static void matmul_range(const matmul_task *t, long lo, long hi) {
         if (lo < g) {
             int m0 = (int)lo * 16, m1 = hi < g ? (int)hi * 16 : p->m;
             matmul_part(t, p, m0, m1);
+            if (t->lora && t->lora_base + i < t->lora->count)
+                hr_lora_up(t->lora, t->lz, t->n, t->lora_base + i, m0, m1);
         }
         lo = lo > g ? lo - g : 0;
         hi -= g;
     }
+}
+
+/* the down items of the job's adapters, then the wait for all of them
+ * (a thread that lost its core mid-item is waited for, spinning a little,
+ * then yielding as the pool does) */
+static void lora_down_all(matmul_task *t) {
+    long it, n = t->down_items;
+    while ((it = atomic_fetch_add_explicit(&t->down_next, 1, memory_order_relaxed)) < n) {
+        hr_lora_down(t->lora, t->lz, t->n, it);
+        atomic_fetch_add_explicit(&t->down_done, 1, memory_order_release);
+    }
+    for (int spins = 0; atomic_load_explicit(&t->down_done, memory_order_acquire) < n;)
+        if (++spins < 2000) {
+#if defined(__x86_64__) || defined(__i386__)
+            __builtin_ia32_pause();
+#endif
+        } else
+            sched_yield();
 }
 
 static void matmul_worker(void *arg, int ith, int nth) {
@@ -116,6 +148,8 @@ static void matmul_worker(void *arg, int ith, int nth) {
     matmul_task *t = arg;
     int ns = t->n_shares;
     long lo, hi;
+    if (t->down_items)
+        lora_down_all(t);
     while (claim(&t->share[ith % ns], false, t->min_chunk, &lo, &hi))
         matmul_range(t, lo, hi);
     for (int j = 1; j < ns; j++)
@@ -317,10 +351,20 @@ void hr_matmul(hr_pool *pool, float *y, int ldy, const float *x, int ldx, int n,
 
 void hr_matmul_multi(hr_pool *pool, const float *x, int ldx, int n, int count,
                      const hr_matmul_out *out) {
+    hr_matmul_lora(pool, x, ldx, n, count, out, NULL, NULL);
+}
+
+void hr_matmul_lora(hr_pool *pool, const float *x, int ldx, int n, int count,
+                    const hr_matmul_out *out, const hr_lora_args *lora, float *z) {
+    long items = lora ? hr_lora_items(lora) : 0;
     for (int i = 0; i < count;) {
         const hr_tensor *w = out[i].w;
         HR_ASSERT(w->ndim == 2 && hr_matmul_supports(w->dtype));
-        matmul_task t = {.ldx = ldx, .n = n, .x = x, .w = w};
+        /* the first job runs the down items; every job its parts' ups */
+        matmul_task t = {.ldx = ldx, .n = n, .x = x, .w = w, .lora = items ? lora : NULL,
+                         .lz = z, .lora_base = i, .down_items = i == 0 ? items : 0};
+        atomic_init(&t.down_next, 0);
+        atomic_init(&t.down_done, 0);
         /* the next products with the same dtype, layout and k join this job */
         for (; i < count && t.n_parts < MAX_PARTS; i++) {
             const hr_tensor *v = out[i].w;

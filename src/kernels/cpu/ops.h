@@ -27,6 +27,13 @@ void hr_matmul(hr_pool *pool, float *y, int ldy, const float *x, int ldx, int n,
 /* (hr_matmul_out: kernels/backend.h) */
 void hr_matmul_multi(hr_pool *pool, const float *x, int ldx, int n, int count,
                      const hr_matmul_out *out);
+/* hr_matmul_multi's products with the rows' adapter deltas on
+ * out[0..lora->count) (kernels/cpu/lora.h; lora->x is x), in the same
+ * jobs: the down pass first, then each column range's up right after its
+ * base product. z: lora.h's scratch for n rows. Each output is the same as
+ * hr_matmul_multi's followed by hr_lora_ref. */
+void hr_matmul_lora(hr_pool *pool, const float *x, int ldx, int n, int count,
+                    const hr_matmul_out *out, const hr_lora_args *lora, float *z);
 /* Arm the next pool job (hr_pool_prefetch_next) with the first bytes of
  * each thread's share of a product with these `count` weights (as one
  * hr_matmul_multi), for the job after it: a hint. hr_matmul_prefetch_ranges
