@@ -300,8 +300,9 @@ static void test_wrong_draft_cost(void **state) {
     double best[2] = {1e9, 1e9};
     run base, s;
     /* on a shared machine time only errs upwards: the best of 5 rounds,
-     * and a second chance of 5 more when that is still over */
-    for (int rep = 0; rep < 10 && (rep < 5 || best[1] > 1.1 * best[0]); rep++) {
+     * and up to 15 more while that is still over (a quiet machine measured
+     * 1.00-1.08x in best-of-5 runs: the bound is near the noise) */
+    for (int rep = 0; rep < 20 && (rep < 5 || best[1] > 1.1 * best[0]); rep++) {
         for (int mode = 0; mode < 2; mode++) {
             req q = {p, 24, 120, mode ? HR_SPEC_DRAFT : HR_SPEC_OFF, 3, 0, 0, 0, 0, 0, 0};
             double t0 = hr_now();
