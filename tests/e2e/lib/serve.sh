@@ -3,6 +3,7 @@
 #                            template (fixtures/serve), <|im_end|> (370) as EOS
 #   start_server LOG ARGS... starts `hearth serve --port 0 ARGS...` in the
 #                            background; sets SERVER_PID and SERVER_PORT
+#   start_verb VERB LOG ARGS... the same for another verb (`hearth route`)
 #   stop_servers             kills every server started (for traps)
 SERVER_PIDS=()
 
@@ -15,10 +16,12 @@ tiny_chat_model() {
     sed -i 's/"eos_token_id": 2/"eos_token_id": 370/' "$1/config.json"
 }
 
-start_server() {
-    local log=$1; shift
+start_server() { start_verb serve "$@"; }
+
+start_verb() {
+    local verb=$1 log=$2; shift 2
     : >"$log"
-    "$HEARTH_BIN" serve --port 0 "$@" 2>"$log" &
+    "$HEARTH_BIN" "$verb" --port 0 "$@" 2>"$log" &
     SERVER_PID=$!
     SERVER_PIDS+=("$SERVER_PID")
     SERVER_PORT=
@@ -27,7 +30,7 @@ start_server() {
         [ -n "$SERVER_PORT" ] && return 0
         sleep 0.05
     done
-    echo "server did not start:"; cat "$log"
+    echo "hearth $verb did not start:"; cat "$log"
     return 1
 }
 
