@@ -28,6 +28,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/time.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -99,6 +100,12 @@ static pid_t spawn(hr_child *ch, int *fd_out) {
         close(sv[0]);
         return -1;
     }
+    /* a child stopped mid-frame (or too stopped to read) must not hold a
+     * read or a write of ours past --engine-timeout */
+    double t = ch->s->o.engine_timeout;
+    struct timeval tv = {.tv_sec = (time_t)t, .tv_usec = (suseconds_t)((t - (double)(time_t)t) * 1e6)};
+    setsockopt(sv[0], SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+    setsockopt(sv[0], SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
     *fd_out = sv[0];
     return pid;
 }
@@ -208,7 +215,13 @@ static void relay(hr_child *ch, int fd, pid_t pid, bool *reaped, char *why, size
         if (k > 0) {
             uint32_t type, id, len;
             char *p;
-            if (hr__frame_recv(fd, &type, &id, &p, &len)) {
+            int rc = hr__frame_recv(fd, &type, &id, &p, &len);
+            if (rc == -2) {
+                snprintf(why, n, "the engine process stopped answering mid-frame for %g s (--engine-timeout)",
+                         ch->s->o.engine_timeout);
+                return;
+            }
+            if (rc) {
                 int st = 0;
                 pid_t w = 0;
                 for (int i = 0; i < 50 && (w = waitpid(pid, &st, WNOHANG)) == 0; i++)

@@ -36,11 +36,14 @@ enum {
 };
 
 /* One frame of up to three pieces (a, b, c; NULL with 0 length when
- * unused), written whole under mu. 0, or -1 when the peer is gone. */
+ * unused), written whole under mu. 0, or -1 when the peer is gone or the
+ * socket's send timeout passed (the socket is then shut down: a frame cut
+ * short cannot be followed by another). */
 int hr__frame_send(int fd, pthread_mutex_t *mu, uint32_t type, uint32_t id, const void *a,
                    size_t na, const void *b, size_t nb, const void *c, size_t nc);
 /* The next frame: *payload malloc'd and NUL-terminated (len bytes before
- * the NUL). -1: the peer is gone or sent a length past 1 GiB. */
+ * the NUL). -1: the peer is gone or sent a length past 1 GiB; -2: the
+ * socket's receive timeout passed mid-frame (the peer stopped). */
 int hr__frame_recv(int fd, uint32_t *type, uint32_t *id, char **payload, uint32_t *len);
 
 #endif

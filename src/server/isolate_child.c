@@ -18,12 +18,16 @@
 
 /* ---- frames --------------------------------------------------------------------------------- */
 
+/* -1: the peer is gone; -2: the socket's SO_SNDTIMEO/SO_RCVTIMEO passed
+ * (the parent sets them: a stopped child must not hold it mid-frame). */
 static int write_all(int fd, const void *p, size_t n) {
     const char *c = p;
     while (n) {
         ssize_t k = send(fd, c, n, MSG_NOSIGNAL);
         if (k < 0 && errno == EINTR)
             continue;
+        if (k < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
+            return -2;
         if (k <= 0)
             return -1;
         c += k;
@@ -38,6 +42,8 @@ static int read_all(int fd, void *p, size_t n) {
         ssize_t k = read(fd, c, n);
         if (k < 0 && errno == EINTR)
             continue;
+        if (k < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
+            return -2;
         if (k <= 0)
             return -1;
         c += k;
@@ -53,6 +59,8 @@ int hr__frame_send(int fd, pthread_mutex_t *mu, uint32_t type, uint32_t id, cons
     pthread_mutex_lock(mu);
     int rc = write_all(fd, h, sizeof h) || (na && write_all(fd, a, na)) ||
              (nb && write_all(fd, b, nb)) || (nc && write_all(fd, c, nc));
+    if (rc) /* a frame cut short leaves the stream unreadable: end it for both sides */
+        shutdown(fd, SHUT_RDWR);
     pthread_mutex_unlock(mu);
     return rc ? -1 : 0;
 }
@@ -61,12 +69,15 @@ int hr__frame_send(int fd, pthread_mutex_t *mu, uint32_t type, uint32_t id, cons
  * or spoke nonsense. */
 int hr__frame_recv(int fd, uint32_t *type, uint32_t *id, char **payload, uint32_t *len) {
     uint32_t h[3];
-    if (read_all(fd, h, sizeof h) || h[2] > FRAME_MAX)
-        return -1;
+    int rc = read_all(fd, h, sizeof h);
+    if (rc || h[2] > FRAME_MAX)
+        return rc ? rc : -1;
     char *p = malloc((size_t)h[2] + 1);
-    if (!p || (h[2] && read_all(fd, p, h[2]))) {
-        free(p);
+    if (!p)
         return -1;
+    if (h[2] && (rc = read_all(fd, p, h[2]))) {
+        free(p);
+        return rc;
     }
     p[h[2]] = 0;
     *type = h[0];
