@@ -118,7 +118,7 @@ int hr_cmd_serve(int argc, char **argv) {
         {"models", HR_OPT_STR, &models, "a pool: models A,B,C (paths or names), loaded on first use; requests pick one by \"model\""},
         {"model-dir", HR_OPT_STR, &model_dir, "a pool: every model directory and .gguf file in DIR"},
         {"served-model-name", HR_OPT_STR, &served_names, "names the API uses: N[,N...] for --model (the first is reported), one per model for --models"},
-        {"pool-bytes", HR_OPT_STR, &pool_size, "a pool's memory budget (weights + KV) above which idle models are evicted, least recently used first (e.g. 8GB; default: no bound)"},
+        {"pool-bytes", HR_OPT_STR, &pool_size, "a pool's memory budget (weights + KV + grammar mask cache) above which idle models are evicted, least recently used first (e.g. 8GB; default: no bound)"},
         {"device", HR_OPT_STR, &device, "where the model runs: auto (a GPU when there is one), cpu, cuda, cuda:N"},
         {"host", HR_OPT_STR, &host, "address to listen on (default 127.0.0.1; 0.0.0.0 = LAN; ::1, :: = IPv6, :: with IPv4 too)"},
         {"port", HR_OPT_INT, &port, "port (default 8080)"},

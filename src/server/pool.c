@@ -29,7 +29,8 @@ typedef struct entry {
     int refs;               /* requests holding m */
     bool loading;
     double last_used;
-    size_t bytes;           /* weights + KV pool, once loaded (0: not yet known) */
+    size_t bytes;           /* weights + KV pool + grammar mask cache, as last counted
+                             * (0: not loaded yet) */
 } entry;
 
 struct hr_pool {
@@ -161,10 +162,20 @@ fail:
     return rc;
 }
 
+/* What a loaded model holds: its weights, its KV pool and its grammar mask
+ * cache (which grows with the structured requests it serves). */
 static size_t served_bytes(const hr_served *m) {
     hr_engine_stats st;
     hr_engine_stats_get(m->engine, &st);
-    return m->model->weight_bytes + st.kv_bytes;
+    return m->model->weight_bytes + st.kv_bytes + hr__llm_mask_cache_bytes(m->llm);
+}
+
+/* Count the loaded models again (mu held): their mask caches move. */
+static void recount(hr_pool *p) {
+    p->loaded_bytes = 0;
+    for (int i = 0; i < p->n; i++)
+        if (p->e[i].m)
+            p->loaded_bytes += p->e[i].bytes = served_bytes(p->e[i].m);
 }
 
 /* A model's size before it is loaded: its files (what the weights take). */
@@ -192,6 +203,8 @@ static size_t disk_bytes(const char *path) {
  * to victims (freed by the caller outside mu). */
 static int make_room(hr_pool *p, int keep, size_t incoming, hr_served **victims) {
     int nv = 0;
+    if (p->budget)
+        recount(p);
     while (p->budget && p->loaded_bytes + incoming > p->budget) {
         int lru = -1;
         for (int i = 0; i < p->n; i++) {
@@ -312,6 +325,7 @@ json_t *hr__pool_models_json(hr_pool *p, bool loaded_only) {
 
 json_t *hr__pool_stats_json(hr_pool *p) {
     pthread_mutex_lock(&p->mu);
+    recount(p);
     int loaded = 0;
     for (int i = 0; i < p->n; i++)
         loaded += p->e[i].m != NULL;

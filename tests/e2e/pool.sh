@@ -126,6 +126,28 @@ got=$(get "$p3" /v1/models | jq_py "','.join(m['id'] for m in o['data'] if m['lo
 [ "$got" = "tiny-llama,tiny-qwen2" ] || { echo "FAIL: LRU evicted the wrong model: loaded $got"; exit 1; }
 echo "pool: least recently used goes first"
 
+# a model's grammar mask cache counts in the budget: with room for exactly
+# tiny-llama and tiny-qwen, a structured answer from tiny-llama grows its
+# cache and tiny-qwen (idle) is evicted when it ends
+start_server "$tmp/g.log" --models "$A,$B" --pool-bytes $((bytes_a + bytes_b)) "${common[@]}"
+p4=$SERVER_PORT
+for m in tiny-qwen tiny-llama; do
+    curl -sf "http://127.0.0.1:$p4/v1/completions" -d "{\"model\": \"$m\", \"prompt\": \"a\", \"max_tokens\": 1}" >/dev/null
+done
+[ "$(get "$p4" /stats | jq_py "(o['pool']['loaded'], o['pool']['evictions'])")" = "(2, 0)" ] ||
+    { echo "FAIL: both should fit: $(get "$p4" /stats | jq_py "o['pool']")"; exit 1; }
+curl -sf "http://127.0.0.1:$p4/v1/chat/completions" -d '{"model": "tiny-llama", "max_tokens": 20,
+    "messages": [{"role": "user", "content": "hi"}], "response_format": {"type": "json_schema", "json_schema":
+    {"name": "x", "schema": {"type": "object", "properties": {"name": {"type": "string"}}, "required": ["name"]}}}}' >/dev/null
+get "$p4" /stats | python3 -c "
+import json, sys
+o, a = json.load(sys.stdin), $bytes_a
+g = {m['model']: m.get('grammar_cache_bytes', 0) for m in o['models']}['tiny-llama']
+assert g > 0 and o['pool']['loaded_bytes'] == a + g, (g, o['pool'])
+assert o['pool']['loaded'] == 1 and o['pool']['evictions'] == 1, o['pool']
+print(f'pool: a {g}-byte grammar mask cache counted in the budget: the idle model evicted')
+" || { echo "FAIL: the mask cache is not counted"; exit 1; }
+
 # never evicted while a request runs on it: a long stream on tiny-llama, then tiny-qwen
 # (4 choices of 4000 tokens: one alone, with the vector softmax, could end
 # on a loaded machine before tiny-qwen had loaded and answered)
