@@ -63,7 +63,16 @@ static const hr_arch archs[] = {
     {.model_type = "gemma3_text", .norms = SANDWICH_NORMS, .norm_offset = 1.0f,
      .embed_scale_sqrt = true, .gated_mlp = true, .qk_norm = HR_QK_NORM_HEAD,
      .mlp_up = "up_proj", .mlp_down = "down_proj", .mlp_gate = "gate_proj",
-     .default_act = "gelu_pytorch_tanh", .sliding_period = 6},
+     .default_act = "gelu_pytorch_tanh", .sliding_period = 6,
+     /* Gemma3TextConfig.__init__'s */
+     .config_defaults = "{\"vocab_size\": 262208, \"hidden_size\": 2304, "
+                        "\"intermediate_size\": 9216, \"num_hidden_layers\": 26, "
+                        "\"num_attention_heads\": 8, \"num_key_value_heads\": 4, "
+                        "\"head_dim\": 256, \"hidden_activation\": \"gelu_pytorch_tanh\", "
+                        "\"max_position_embeddings\": 131072, \"rms_norm_eps\": 1e-6, "
+                        "\"tie_word_embeddings\": true, \"rope_theta\": 1000000.0, "
+                        "\"query_pre_attn_scalar\": 256, \"sliding_window\": 4096, "
+                        "\"rope_local_base_freq\": 10000.0, \"sliding_window_pattern\": 6}"},
     {.model_type = "phi3", .norms = LLAMA_NORMS, .gated_mlp = true,
      .fused_qkv = true, .fused_gate_up = true, .mlp_up = "gate_up_proj",
      .mlp_down = "down_proj", .default_act = "silu", .sliding_period = 1},

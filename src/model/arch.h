@@ -128,6 +128,12 @@ typedef struct hr_arch {
     /* attention without positions unless config.json's
      * position_embedding_type is "rope" (granitemoehybrid) */
     bool nope_default;
+    /* the transformers config class's defaults (a JSON object) for what a
+     * composite model's nested text_config leaves out: to_diff_dict writes
+     * it without the values equal to them (Gemma-3 4B's holds six keys).
+     * A top-level config.json has every key of its class. NULL: none
+     * beyond config.c's own fallbacks */
+    const char *config_defaults;
 } hr_arch;
 
 /* NULL when the model_type is unknown. */

@@ -186,7 +186,10 @@ static void parse_layer_types(reader *r, hr_hparams *hp) {
             }
         }
     } else if (hp->sliding_window) {
-        int period = hp->arch->sliding_period;
+        /* gemma3 configs of transformers 4 give the period */
+        int period = hp->arch->sliding_period > 1
+                         ? integer(r, "sliding_window_pattern", hp->arch->sliding_period)
+                         : hp->arch->sliding_period;
         bool qwen_style = get(r, "use_sliding_window") != NULL;
         for (int i = 0; i < hp->n_layers; i++) {
             if (qwen_style)
@@ -393,30 +396,11 @@ static void parse_eos(hr_hparams *hp, const json_t *v) {
             parse_eos(hp, json_array_get(v, i));
 }
 
-int hr_hparams_from_json(hr_hparams *hp, const json_t *cfg, const json_t *gen,
-                         hr_error *err) {
-    memset(hp, 0, sizeof *hp);
-    if (!json_is_object(cfg))
-        return hr_err(err, HR_EFORMAT, "config.json: not a JSON object");
-    reader r = {cfg, "config.json", err, 0};
-    const char *mt = string(&r, "model_type");
-    if (r.rc)
-        return r.rc;
-    /* Gemma3ForConditionalGeneration: the text model's numbers are in
-     * text_config (the vision tower's: model/vision.h) */
-    const json_t *tc = json_object_get(cfg, "text_config");
-    if (mt && !strcmp(mt, "gemma3") && json_is_object(tc)) {
-        cfg = tc;
-        r = (reader){cfg, "config.json text_config", err, 0};
-        mt = json_string_value(json_object_get(tc, "model_type"));
-        if (!mt)
-            mt = "gemma3_text";
-    }
-    hp->arch = hr_arch_find(mt);
-    if (!hp->arch)
-        return hr_err(err, HR_EUNSUPPORTED,
-                      "not supported yet: model_type '%s' (supported: %s)",
-                      mt ? mt : "(missing)", hr_arch_list());
+/* The hyperparameters of cfg (the text model's object, its arch's config
+ * defaults filled in) for arch; outer is config.json itself (bos/eos). */
+static int parse(hr_hparams *hp, const json_t *cfg, const json_t *outer, const json_t *gen,
+                 const char *where, hr_error *err) {
+    reader r = {cfg, where, err, 0};
 
     hp->norm_offset = hp->arch->norm_offset;
     hp->rope_interleaved = hp->arch->rope_interleaved;
@@ -541,13 +525,55 @@ int hr_hparams_from_json(hr_hparams *hp, const json_t *cfg, const json_t *gen,
     if (gen && json_is_object(gen))
         parse_eos(hp, json_object_get(gen, "eos_token_id"));
     if (!hp->n_eos)
+        parse_eos(hp, json_object_get(outer, "eos_token_id"));
+    if (!hp->n_eos)
         parse_eos(hp, json_object_get(cfg, "eos_token_id"));
     const json_t *bos = gen ? json_object_get(gen, "bos_token_id") : NULL;
+    if (!json_is_integer(bos))
+        bos = json_object_get(outer, "bos_token_id");
     if (!json_is_integer(bos))
         bos = json_object_get(cfg, "bos_token_id");
     if (json_is_integer(bos))
         hp->bos_id = (int)json_integer_value(bos);
     return 0;
+}
+
+int hr_hparams_from_json(hr_hparams *hp, const json_t *cfg, const json_t *gen,
+                         hr_error *err) {
+    memset(hp, 0, sizeof *hp);
+    if (!json_is_object(cfg))
+        return hr_err(err, HR_EFORMAT, "config.json: not a JSON object");
+    reader r = {cfg, "config.json", err, 0};
+    const char *mt = string(&r, "model_type"), *where = "config.json";
+    if (r.rc)
+        return r.rc;
+    /* Gemma3ForConditionalGeneration: the text model's numbers are in
+     * text_config (the vision tower's: model/vision.h) */
+    const json_t *text = cfg, *tc = json_object_get(cfg, "text_config");
+    if (mt && !strcmp(mt, "gemma3") && json_is_object(tc)) {
+        text = tc;
+        where = "config.json text_config";
+        mt = json_string_value(json_object_get(tc, "model_type"));
+        if (!mt)
+            mt = "gemma3_text";
+    }
+    hp->arch = hr_arch_find(mt);
+    if (!hp->arch)
+        return hr_err(err, HR_EUNSUPPORTED,
+                      "not supported yet: model_type '%s' (supported: %s)",
+                      mt ? mt : "(missing)", hr_arch_list());
+    /* a top-level config.json has every key of its class (to_diff_dict
+     * keeps them); a nested one lacks those equal to the class defaults */
+    if (!hp->arch->config_defaults || text == cfg)
+        return parse(hp, text, cfg, gen, where, err);
+    json_t *merged = json_loads(hp->arch->config_defaults, 0, NULL);
+    if (!merged || json_object_update(merged, (json_t *)text)) {
+        json_decref(merged);
+        return hr_err(err, HR_ENOMEM, "out of memory");
+    }
+    int rc = parse(hp, merged, cfg, gen, where, err);
+    json_decref(merged);
+    return rc;
 }
 
 void hr_hparams_deinit(hr_hparams *hp) {

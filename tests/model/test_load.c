@@ -62,6 +62,50 @@ static void test_config_4x_and_5x(void **state) {
     hr_hparams_deinit(&g);
 }
 
+/* Gemma-3 4B's config.json as the hub has it (Gemma3ForConditionalGeneration,
+ * written by transformers 4.50): its text_config holds only what differs
+ * from Gemma3TextConfig's defaults, which the arch row supplies. */
+static void test_config_nested_defaults(void **state) {
+    (void)state;
+    hr_hparams g;
+    hr_error err = {0};
+    assert_int_equal(parse(&g, "{\"architectures\": [\"Gemma3ForConditionalGeneration\"], "
+                               "\"boi_token_index\": 255999, \"eoi_token_index\": 256000, "
+                               "\"eos_token_id\": [1, 106], \"image_token_index\": 262144, "
+                               "\"mm_tokens_per_image\": 256, \"model_type\": \"gemma3\", "
+                               "\"text_config\": {\"hidden_size\": 2560, \"intermediate_size\": 10240, "
+                               "\"model_type\": \"gemma3_text\", \"num_hidden_layers\": 34, "
+                               "\"rope_scaling\": {\"factor\": 8.0, \"rope_type\": \"linear\"}, "
+                               "\"sliding_window\": 1024}, \"vision_config\": {\"hidden_size\": 1152, "
+                               "\"image_size\": 896, \"intermediate_size\": 4304, "
+                               "\"model_type\": \"siglip_vision_model\", \"num_attention_heads\": 16, "
+                               "\"num_hidden_layers\": 27, \"patch_size\": 14, \"vision_use_head\": false}}",
+                           &err), 0);
+    assert_int_equal(g.n_vocab, 262208);
+    assert_int_equal(g.d_model, 2560);
+    assert_int_equal(g.n_heads, 8);
+    assert_int_equal(g.n_kv_heads, 4);
+    assert_int_equal(g.head_dim, 256);
+    assert_int_equal(g.max_pos, 131072);
+    assert_true(g.norm_eps == 1e-6f && g.tie_embeddings && g.act == HR_ACT_GELU_TANH);
+    assert_true(g.attn_scale == 1.0f / 16.0f); /* query_pre_attn_scalar 256 */
+    assert_true(g.rope.type == HR_ROPE_LINEAR && g.rope.factor == 8.0 && g.rope.theta == 1e6);
+    assert_true(g.has_rope_local && g.rope_local.type == HR_ROPE_DEFAULT &&
+                g.rope_local.theta == 10000.0);
+    assert_int_equal(g.sliding_window, 1024);
+    for (int i = 0; i < g.n_layers; i++) /* sliding_window_pattern 6: every sixth is global */
+        assert_int_equal(g.layer_sliding[i], (i + 1) % 6 != 0);
+    assert_true(g.n_eos == 2 && g.eos_ids[0] == 1 && g.eos_ids[1] == 106);
+    hr_hparams_deinit(&g);
+    /* what the config gives wins over the defaults */
+    assert_int_equal(parse(&g, "{\"model_type\": \"gemma3\", \"text_config\": {" BASE ", "
+                               "\"rope_theta\": 5.0, \"tie_word_embeddings\": false, "
+                               "\"sliding_window_pattern\": 2}}", &err), 0);
+    assert_true(g.n_vocab == 100 && g.rope.theta == 5.0 && !g.tie_embeddings);
+    assert_true(g.layer_sliding[0] && !g.layer_sliding[1]);
+    hr_hparams_deinit(&g);
+}
+
 static void expect_config_error(const char *text, int code, const char *needle) {
     hr_hparams hp;
     hr_error err = {0};
@@ -234,6 +278,7 @@ int main(void) {
     snprintf(fixture, sizeof fixture, "%s/tests/fixtures/models/llama", root ? root : ".");
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_config_4x_and_5x),
+        cmocka_unit_test(test_config_nested_defaults),
         cmocka_unit_test(test_config_errors),
         cmocka_unit_test(test_model_errors),
         cmocka_unit_test(test_sharded),
