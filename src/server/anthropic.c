@@ -100,9 +100,41 @@ static void add_message(json_t *msgs, const char *role, char *text) {
     free(text);
 }
 
+/* An image block's source as the URL of a chat image_url part: base64
+ * data as a data: URL, a url source as it is; NULL (and a 400) for any
+ * other. The chat route decodes, fetches and checks it. Caller frees. */
+static char *image_url(tr *t, const json_t *b, size_t k, size_t i) {
+    const json_t *src = json_object_get(b, "source");
+    const char *type = json_string_value(json_object_get(src, "type"));
+    if (type && !strcmp(type, "base64")) {
+        const char *mt = json_string_value(json_object_get(src, "media_type"));
+        const char *data = json_string_value(json_object_get(src, "data"));
+        if (!mt || !data || strncmp(mt, "image/", 6) || strpbrk(mt, ";,")) {
+            bad(t, "messages.%zu.content.%zu: an image's base64 source needs media_type "
+                "(image/...) and data", k, i);
+            return NULL;
+        }
+        size_t n = strlen(mt) + strlen(data) + 16;
+        char *url = malloc(n);
+        if (url)
+            snprintf(url, n, "data:%s;base64,%s", mt, data);
+        return url;
+    }
+    if (type && !strcmp(type, "url")) {
+        const char *url = json_string_value(json_object_get(src, "url"));
+        if (!url)
+            bad(t, "messages.%zu.content.%zu: an image's url source needs \"url\"", k, i);
+        return url ? strdup(url) : NULL;
+    }
+    bad(t, "messages.%zu.content.%zu: not supported yet: image sources of type %s (base64 and "
+        "url are)", k, i, type ? type : "untyped");
+    return NULL;
+}
+
 /* One Anthropic message: a user turn becomes its tool results (one tool
- * message each, in order) then its text; an assistant turn one message
- * with content and tool_calls. */
+ * message each, in order) then its text and images (a list of text and
+ * image_url parts when it has an image, else one string); an assistant
+ * turn one message with content and tool_calls. */
 static void add_turn(tr *t, json_t *msgs, const json_t *m, size_t k) {
     const char *role = json_string_value(json_object_get(m, "role"));
     bool user = role && !strcmp(role, "user"), assistant = role && !strcmp(role, "assistant");
@@ -121,7 +153,8 @@ static void add_turn(tr *t, json_t *msgs, const json_t *m, size_t k) {
     }
     char *text = NULL;
     size_t len = 0, cap = 0;
-    json_t *calls = json_array();
+    json_t *calls = json_array(), *parts = json_array();
+    bool images = false;
     size_t i;
     json_t *b;
     json_array_foreach(c, i, b) {
@@ -132,8 +165,15 @@ static void add_turn(tr *t, json_t *msgs, const json_t *m, size_t k) {
             const char *s = json_string_value(json_object_get(b, "text"));
             if (!s)
                 bad(t, "messages.%zu.content.%zu: a text block needs \"text\"", k, i);
-            else
-                hr__buf_append(&text, &len, &cap, s, strlen(s));
+            else if (!hr__buf_append(&text, &len, &cap, s, strlen(s)))
+                json_array_append_new(parts, json_pack("{s:s,s:s}", "type", "text", "text", s));
+        } else if (!strcmp(type, "image") && user) {
+            char *url = image_url(t, b, k, i);
+            if (url)
+                json_array_append_new(parts, json_pack("{s:s,s:{s:s}}", "type", "image_url",
+                                                       "image_url", "url", url));
+            images = images || url;
+            free(url);
         } else if (!strcmp(type, "tool_use") && assistant) {
             const char *id = json_string_value(json_object_get(b, "id"));
             const char *name = json_string_value(json_object_get(b, "name"));
@@ -167,14 +207,16 @@ static void add_turn(tr *t, json_t *msgs, const json_t *m, size_t k) {
             break;
     }
     /* a user turn of tool results only adds no user message */
-    if (!t->bad && (assistant || text || json_array_size(c) == 0)) {
-        json_t *msg = json_pack("{s:s,s:s}", "role", role, "content", text ? text : "");
+    if (!t->bad && (assistant || text || images || json_array_size(c) == 0)) {
+        json_t *msg = images ? json_pack("{s:s,s:O}", "role", role, "content", parts)
+                             : json_pack("{s:s,s:s}", "role", role, "content", text ? text : "");
         if (json_array_size(calls))
             json_object_set(msg, "tool_calls", calls);
         json_array_append_new(msgs, msg);
     }
     free(text);
     json_decref(calls);
+    json_decref(parts);
 }
 
 static void add_tools(tr *t, json_t *chat, const json_t *req) {

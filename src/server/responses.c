@@ -39,6 +39,44 @@ __attribute__((format(printf, 3, 4))) static void bad(tr *t, const char *param,
 
 static bool given(const json_t *v) { return v && !json_is_null(v); }
 
+/* A user message's content with input_image parts: the chat route's list
+ * of text and image_url parts (an image_url string as the part's url: a
+ * data: URL or http(s), decoded, fetched and checked there); NULL with a
+ * 400 for another part. */
+static json_t *parts_with_images(tr *t, const json_t *v, const char *where) {
+    json_t *out = json_array();
+    size_t i;
+    json_t *p;
+    json_array_foreach(v, i, p) {
+        const char *type = json_string_value(json_object_get(p, "type"));
+        const char *text = json_string_value(json_object_get(p, "text"));
+        const char *url = json_string_value(json_object_get(p, "image_url"));
+        if (type && !strcmp(type, "input_text") && text) {
+            json_array_append_new(out, json_pack("{s:s,s:s}", "type", "text", "text", text));
+        } else if (type && !strcmp(type, "input_image") && url) {
+            json_array_append_new(out, json_pack("{s:s,s:{s:s}}", "type", "image_url",
+                                                 "image_url", "url", url));
+        } else {
+            bad(t, "input", "%s: not supported yet: %s parts in a message with images (input_text "
+                "and input_image with an image_url are)", where, type ? type : "untyped");
+            json_decref(out);
+            return NULL;
+        }
+    }
+    return out;
+}
+
+static bool has_image(const json_t *v) {
+    size_t i;
+    json_t *p;
+    json_array_foreach(v, i, p) {
+        const char *type = json_string_value(json_object_get(p, "type"));
+        if (type && !strcmp(type, "input_image"))
+            return true;
+    }
+    return false;
+}
+
 /* Text of a string or of a list of text parts (input_text, output_text),
  * joined; NULL with a 400 otherwise. Caller frees. */
 static char *parts_text(tr *t, const json_t *v, const char *where) {
@@ -108,7 +146,16 @@ static void add_item(tr *t, json_t *msgs, const json_t *it, size_t k) {
             bad(t, "input", "%s: role must be user, assistant, system or developer", where);
             return;
         }
-        char *text = parts_text(t, json_object_get(it, "content"), where);
+        const json_t *c = json_object_get(it, "content");
+        if (json_is_array(c) && has_image(c)) {
+            json_t *parts = NULL;
+            if (strcmp(as, "user"))
+                bad(t, "input", "%s: input_image parts belong in user messages", where);
+            else if ((parts = parts_with_images(t, c, where)))
+                json_array_append_new(msgs, json_pack("{s:s,s:o}", "role", as, "content", parts));
+            return;
+        }
+        char *text = parts_text(t, c, where);
         if (text)
             json_array_append_new(msgs, json_pack("{s:s,s:s}", "role", as, "content", text));
         free(text);

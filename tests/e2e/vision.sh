@@ -119,3 +119,37 @@ code=$(chat "$tmp/stray"); [ "$code" = 400 ] || fail "image token text without a
 printf '{"messages": [{"role": "user", "content": "plain text still works"}], "max_tokens": 2}' > "$tmp/plain"
 code=$(chat "$tmp/plain"); [ "$code" = 200 ] || fail "a text request: HTTP $code $(cat "$tmp/out")"
 echo "vision: image requests answered, cached, and refused cleanly"
+
+# the same image through /v1/messages (a base64 source) and /v1/responses
+# (input_image): the chat route's answer, and each route's error shape
+python3 - "$api" "$tmp/img0.url" "$tmp/first" <<'PY' || fail "images on /v1/messages and /v1/responses"
+import json, sys, urllib.request, urllib.error
+api, url, first = sys.argv[1], open(sys.argv[2]).read(), json.load(open(sys.argv[3]))
+want = first["choices"][0]["message"]["content"]
+def post(path, body):
+    req = urllib.request.Request(api + path, json.dumps(body).encode(), {"Content-Type": "application/json"})
+    try:
+        with urllib.request.urlopen(req) as r:
+            return r.status, json.load(r)
+    except urllib.error.HTTPError as e:
+        return e.code, json.load(e)
+data = url.split(",", 1)[1]
+st, o = post("/v1/messages", {"model": "gemma3-vision", "max_tokens": 6, "temperature": 0, "messages": [{"role": "user", "content": [
+    {"type": "text", "text": "what is this"},
+    {"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": data}}]}]})
+assert st == 200 and o["content"][0]["text"] == want, (st, o, want)
+st, o = post("/v1/responses", {"max_output_tokens": 6, "temperature": 0, "input": [{"role": "user", "content": [
+    {"type": "input_text", "text": "what is this"}, {"type": "input_image", "image_url": url}]}]})
+assert st == 200 and o["output"][0]["content"][0]["text"] == want, (st, o, want)
+st, o = post("/v1/messages", {"model": "gemma3-vision", "max_tokens": 6, "messages": [{"role": "user", "content": [
+    {"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": data[:40]}}]}]})
+assert st == 400 and o["type"] == "error" and "bad PNG" in o["error"]["message"], (st, o)
+st, o = post("/v1/messages", {"model": "gemma3-vision", "max_tokens": 6, "messages": [{"role": "user", "content": [
+    {"type": "image", "source": {"type": "file", "file_id": "f"}}]}]})
+assert st == 400 and "image sources of type file" in o["error"]["message"], (st, o)
+st, o = post("/v1/responses", {"input": [{"role": "assistant", "content": [{"type": "input_image", "image_url": url}]}]})
+assert st == 400 and "belong in user messages" in o["error"]["message"] and o["error"]["param"] == "input", (st, o)
+st, o = post("/v1/responses", {"input": [{"role": "user", "content": [{"type": "input_image", "file_id": "f"}]}]})
+assert st == 400 and "input_image" in o["error"]["message"], (st, o)
+print("vision: the image through /v1/messages and /v1/responses answers as on the chat route")
+PY
