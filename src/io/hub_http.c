@@ -1,6 +1,7 @@
 /* hearth get's HTTP exchanges over libcurl (io/hub_http.h). */
 #include "io/hub_http.h"
 #include "core/error.h"
+#include "core/header_line.h"
 #include "core/timer.h"
 
 #include <ctype.h>
@@ -48,36 +49,29 @@ static size_t on_header(char *p, size_t size, size_t nmemb, void *u) {
         r->status = sp ? strtol(sp + 1, NULL, 10) : 0;
         return n;
     }
-    const char *colon = memchr(p, ':', len);
-    if (!colon)
+    hr_header_line l;
+    if (!hr_header_line_split(p, len, &l))
         return n;
-    size_t kl = (size_t)(colon - p);
-    const char *v = colon + 1;
-    while (v < p + len && (*v == ' ' || *v == '\t'))
-        v++;
-    size_t vl = (size_t)(p + len - v);
-    while (vl && (v[vl - 1] == ' ' || v[vl - 1] == '\t'))
-        vl--;
-#define IS(name) (kl == sizeof(name) - 1 && !strncasecmp(p, name, kl))
-    if (IS("ETag"))
+    const char *v = l.value;
+    size_t vl = l.value_len;
+    if (hr_header_line_is(&l, "ETag"))
         header_value(r->etag, sizeof r->etag, v, vl);
-    else if (IS("X-Linked-Etag"))
+    else if (hr_header_line_is(&l, "X-Linked-Etag"))
         header_value(r->linked_etag, sizeof r->linked_etag, v, vl);
-    else if (IS("X-Repo-Commit"))
+    else if (hr_header_line_is(&l, "X-Repo-Commit"))
         header_value(r->commit, sizeof r->commit, v, vl);
-    else if (IS("Location"))
+    else if (hr_header_line_is(&l, "Location"))
         header_value(r->location, sizeof r->location, v, vl);
-    else if (IS("X-Error-Code"))
+    else if (hr_header_line_is(&l, "X-Error-Code"))
         header_value(r->error_code, sizeof r->error_code, v, vl);
-    else if (IS("X-Error-Message"))
+    else if (hr_header_line_is(&l, "X-Error-Message"))
         header_value(r->error_msg, sizeof r->error_msg, v, vl);
-    else if (IS("Content-Range"))
+    else if (hr_header_line_is(&l, "Content-Range"))
         header_value(r->content_range, sizeof r->content_range, v, vl);
-    else if (IS("X-Linked-Size"))
+    else if (hr_header_line_is(&l, "X-Linked-Size"))
         r->linked_size = header_int(v, vl);
-    else if (IS("Content-Length"))
+    else if (hr_header_line_is(&l, "Content-Length"))
         r->content_length = header_int(v, vl);
-#undef IS
     return n;
 }
 

@@ -2,6 +2,7 @@
 #include "media/fetch.h"
 #include "media/netaddr.h"
 #include "core/error.h"
+#include "core/header_line.h"
 #include "core/timer.h"
 
 #include <arpa/inet.h>
@@ -126,21 +127,14 @@ static void header_copy(char *dst, size_t cap, const char *v, size_t len, bool *
 
 static size_t on_header(char *p, size_t size, size_t nmemb, void *u) {
     hop *h = u;
-    size_t n = size * nmemb, len = n;
-    while (len && (p[len - 1] == '\r' || p[len - 1] == '\n'))
-        len--;
-    const char *colon = memchr(p, ':', len);
-    if (!colon)
+    size_t n = size * nmemb;
+    hr_header_line l;
+    if (!hr_header_line_split(p, n, &l))
         return n;
-    size_t kl = (size_t)(colon - p);
-    const char *v = colon + 1;
-    while (v < p + len && (*v == ' ' || *v == '\t'))
-        v++;
-    size_t vl = (size_t)(p + len - v);
-    if (kl == 12 && !strncasecmp(p, "Content-Type", 12))
-        header_copy(h->ctype, sizeof h->ctype, v, vl, NULL);
-    else if (kl == 8 && !strncasecmp(p, "Location", 8))
-        header_copy(h->location, sizeof h->location, v, vl, &h->loc_too_long);
+    if (hr_header_line_is(&l, "Content-Type"))
+        header_copy(h->ctype, sizeof h->ctype, l.value, l.value_len, NULL);
+    else if (hr_header_line_is(&l, "Location"))
+        header_copy(h->location, sizeof h->location, l.value, l.value_len, &h->loc_too_long);
     return n;
 }
 

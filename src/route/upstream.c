@@ -1,5 +1,6 @@
 /* Forwarding to a replica with libcurl (upstream.h). */
 #include "route/upstream.h"
+#include "core/header_line.h"
 #include "core/log.h"
 
 #include <curl/curl.h>
@@ -169,8 +170,9 @@ static size_t on_body(char *p, size_t sz, size_t nm, void *ud) {
 static size_t on_header(char *p, size_t sz, size_t nm, void *ud) {
     xfer *x = ud;
     size_t n = sz * nm;
-    if (n > 12 && !strncasecmp(p, "Retry-After:", 12))
-        x->retry_after = (unsigned)strtoul(p + 12, NULL, 10);
+    hr_header_line l;
+    if (hr_header_line_split(p, n, &l) && hr_header_line_is(&l, "Retry-After"))
+        x->retry_after = (unsigned)strtoul(l.value, NULL, 10);
     return n;
 }
 
