@@ -49,7 +49,7 @@ bool hr__media_load_parts(hr_server *s, const hr_served *m, const json_t *msgs,
                 return refuse(err, "messages.%zu.content.%zu: the model '%s' does not accept "
                               "images (%s parts); its input is text only", i, k, m->id, type);
             }
-            if (out->n_images == HR_MEDIA_MAX_IMAGES) {
+            if (out->n == HR_IMAGES_MAX) {
                 hr__job_media_free(out);
                 return refuse(err, "messages.%zu.content.%zu: at most 8 images a request%s%s", i,
                               k, "", "");
@@ -60,7 +60,7 @@ bool hr__media_load_parts(hr_server *s, const hr_served *m, const json_t *msgs,
                 return refuse(err, "messages.%zu.content.%zu: an image_url part needs "
                               "image_url.url, a string%s%s", i, k, "", "");
             }
-            hr_image *g = realloc(out->images, sizeof *g * (size_t)(out->n_images + 1));
+            hr_image *g = realloc(out->images, sizeof *g * (size_t)(out->n + 1));
             if (!g) {
                 hr__job_media_free(out);
                 *err = hr__error_reply(500, "server_error", NULL, "out of memory");
@@ -68,7 +68,7 @@ bool hr__media_load_parts(hr_server *s, const hr_served *m, const json_t *msgs,
             }
             out->images = g;
             hr_error e = {0};
-            int rc = hr_media_load_image(url, &s->o.media, &g[out->n_images], &e);
+            int rc = hr_media_load_image(url, &s->o.media, &g[out->n], &e);
             if (rc) {
                 hr__job_media_free(out);
                 if (rc == HR_ENOMEM) {
@@ -77,25 +77,13 @@ bool hr__media_load_parts(hr_server *s, const hr_served *m, const json_t *msgs,
                 }
                 return refuse(err, "messages.%zu.content.%zu: image_url: %s%s", i, k, e.msg, "");
             }
-            out->n_images++;
+            out->n++;
         }
     }
     return true;
 }
 
-void hr__job_media_free(hr_job_media *jm) {
-    if (!jm)
-        return;
-    free(jm->pixels);
-    free(jm->req);
-    jm->pixels = NULL;
-    jm->req = NULL;
-    for (int i = 0; i < jm->n_images; i++)
-        hr_image_deinit(&jm->images[i]);
-    free(jm->images);
-    jm->images = NULL;
-    jm->n_images = 0;
-}
+void hr__job_media_free(hr_job_media *jm) { hr__images_free(jm); }
 
 json_t *hr__modalities_json(unsigned mask) {
     json_t *a = json_array();
@@ -127,96 +115,22 @@ unsigned hr__modalities_of_path(const char *path) {
 
 /* ---- placing images in the prompt ---------------------------------------------------------- */
 
-static bool bad_prompt(hr_reply *err, const char *msg) {
-    *err = hr__error_reply(400, "invalid_request_error", "messages", "%s", msg);
+static bool as_reply(hr_reply *err, int rc, const hr_error *e) {
+    *err = rc == HR_EINVAL ? hr__error_reply(400, "invalid_request_error", "messages", "%s", e->msg)
+                           : hr__error_reply(500, "server_error", NULL, "%s", e->msg);
     return false;
 }
 
 bool hr__media_expand(const hr_served *m, const char *text, int n_images, char **out,
                       hr_reply *err) {
-    *out = NULL;
-    const hr_model_vision *mm = m->model->mm;
-    size_t bl = 0, il = 0, el = 0;
-    const char *boi = hr_tokenizer_token_to_piece(m->tok, mm->boi, &bl);
-    const char *img = hr_tokenizer_token_to_piece(m->tok, mm->image_token, &il);
-    const char *eoi = hr_tokenizer_token_to_piece(m->tok, mm->eoi, &el);
-    if (!boi || !img || !eoi || !bl)
-        return bad_prompt(err, "the model's tokenizer lacks its image tokens");
-    int found = 0;
-    size_t tl = strlen(text);
-    /* the pieces are not NUL-terminated: memmem */
-    for (const char *p = text; (p = memmem(p, tl - (size_t)(p - text), boi, bl)) != NULL; p += bl)
-        found++;
-    if (found != n_images) {
-        char msg[200];
-        snprintf(msg, sizeof msg, "the chat template placed %d image%s, the messages hold %d",
-                 found, found == 1 ? "" : "s", n_images);
-        return bad_prompt(err, msg);
-    }
-    size_t span = 4 + bl + (size_t)mm->mm_tokens * il + el;
-    char *o = malloc(tl + (size_t)found * span + 1), *w = o;
-    if (!o) {
-        *err = hr__error_reply(500, "server_error", NULL, "out of memory");
-        return false;
-    }
-    for (const char *p = text;;) {
-        const char *q = memmem(p, tl - (size_t)(p - text), boi, bl);
-        size_t n = q ? (size_t)(q - p) : strlen(p);
-        memcpy(w, p, n);
-        w += n;
-        if (!q)
-            break;
-        memcpy(w, "\n\n", 2);
-        memcpy(w + 2, boi, bl);
-        w += 2 + bl;
-        for (int k = 0; k < mm->mm_tokens; k++, w += il)
-            memcpy(w, img, il);
-        memcpy(w, eoi, el);
-        memcpy(w + el, "\n\n", 2);
-        w += el + 2;
-        p = q + bl;
-    }
-    *w = 0;
-    *out = o;
-    return true;
+    hr_error e = {0};
+    int rc = hr__images_expand(m->llm, text, n_images, out, &e);
+    return rc ? as_reply(err, rc, &e) : true;
 }
 
 bool hr__media_attach(const hr_served *m, const hr_tokens *prompt, hr_job_media *jm,
                       hr_reply *err) {
-    const hr_model_vision *mm = m->model->mm;
-    size_t px = (size_t)3 * mm->proc.height * mm->proc.width;
-    jm->req = calloc((size_t)jm->n_images, sizeof *jm->req);
-    jm->pixels = malloc((size_t)jm->n_images * px * sizeof(float));
-    if (!jm->req || !jm->pixels) {
-        *err = hr__error_reply(500, "server_error", NULL, "out of memory");
-        return false;
-    }
-    int k = 0;
-    for (size_t t = 0; t < prompt->n;) {
-        if (prompt->ids[t] != mm->image_token) {
-            t++;
-            continue;
-        }
-        size_t s = t;
-        while (t < prompt->n && prompt->ids[t] == mm->image_token)
-            t++;
-        if (t - s != (size_t)mm->mm_tokens || k == jm->n_images)
-            return bad_prompt(err, "the prompt's image tokens do not match its images (image "
-                              "token text in a message?)");
-        jm->req[k].start = (int)s;
-        k++;
-    }
-    if (k != jm->n_images)
-        return bad_prompt(err, "the prompt's image tokens do not match its images");
-    for (int i = 0; i < jm->n_images; i++) {
-        hr_error e = {0};
-        float *dst = jm->pixels + (size_t)i * px;
-        if (hr_image_preprocess(&jm->images[i], &mm->proc, dst, &e)) {
-            *err = hr__error_reply(500, "server_error", NULL, "%s", e.msg);
-            return false;
-        }
-        jm->req[i].pixels = dst;
-        memcpy(jm->req[i].hash, jm->images[i].hash, 16);
-    }
-    return true;
+    hr_error e = {0};
+    int rc = hr__images_attach(m->llm, prompt->ids, prompt->n, jm, &e);
+    return rc ? as_reply(err, rc, &e) : true;
 }

@@ -4,8 +4,7 @@
 #ifndef HR_SERVER_MEDIA_H
 #define HR_SERVER_MEDIA_H
 
-#include "engine/engine.h"
-#include "media/image.h"
+#include "api/images.h"
 #include "tokenizer/tokenizer.h"
 
 #include <jansson.h>
@@ -15,8 +14,6 @@ struct hr_server;
 struct hr_served;
 struct hr_reply;
 
-/* Images one request may carry (each is fetched, decoded and encoded). */
-#define HR_MEDIA_MAX_IMAGES 8
 
 /* What a served model accepts (/v1/models "modalities"). */
 enum {
@@ -25,13 +22,8 @@ enum {
     HR_MODALITY_AUDIO = 4,
 };
 
-/* The request's images, in the order their parts appear. */
-typedef struct hr_job_media {
-    hr_image *images;
-    int n_images;
-    float *pixels;      /* [n_images][3][S][S] the model's image processor's output */
-    hr_req_image *req;  /* [n_images] for the engine (hr_req_params.images) */
-} hr_job_media;
+/* The request's images, in the order their parts appear (api/images.h). */
+typedef hr_images hr_job_media;
 
 /* Walks msgs (the request's raw "messages"): every image_url part is
  * refused with a 400 naming the part and the modality when the model does
@@ -44,15 +36,10 @@ bool hr__media_load_parts(struct hr_server *s, const struct hr_served *m, const 
                           hr_job_media *out, struct hr_reply *err);
 void hr__job_media_free(hr_job_media *jm);
 
-/* The rendered chat prompt with each image placed as the model's processor
- * places it (Gemma-3: every boi the template wrote becomes "\n\n" boi,
- * image_token x mm_tokens, eoi "\n\n"); *out malloc'd. The template must
- * have written one boi per image (a 400 otherwise). */
+/* hr__images_expand and hr__images_attach (api/images.h) with their
+ * errors as replies (a 400 naming "messages", or a 500). */
 bool hr__media_expand(const struct hr_served *m, const char *text, int n_images, char **out,
                       struct hr_reply *err);
-/* After tokenizing the expanded prompt: each image's span and its pixels
- * (the model's image processor) into jm->req. A 400 when the spans are not
- * one run of mm_tokens image tokens per image. */
 bool hr__media_attach(const struct hr_served *m, const hr_tokens *prompt, hr_job_media *jm,
                       struct hr_reply *err);
 

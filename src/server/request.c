@@ -115,7 +115,7 @@ static bool build_prompt(hr_server *s, fields *f, bool chat, hr_job *j) {
             f->bad = true;
             return false;
         }
-        int nrc = hr_chat_messages_normalize_images(raw, j->media.n_images > 0, &msgs, &e);
+        int nrc = hr_chat_messages_normalize_images(raw, j->media.n > 0, &msgs, &e);
         if (nrc)
             return fail_rc(f, nrc, "messages", e.msg);
         const json_t *tools = field(f, "tools");
@@ -152,7 +152,7 @@ static bool build_prompt(hr_server *s, fields *f, bool chat, hr_job *j) {
         }
         json_decref(msgs);
         char *placed = NULL;
-        if (j->media.n_images && !hr__media_expand(j->m, text, j->media.n_images, &placed,
+        if (j->media.n && !hr__media_expand(j->m, text, j->media.n, &placed,
                                                    f->err)) {
             free(text);
             f->bad = true;
@@ -180,7 +180,7 @@ static bool build_prompt(hr_server *s, fields *f, bool chat, hr_job *j) {
         return fail_rc(f, rc, chat ? "messages" : "prompt", e.msg);
     if (j->prompt.n == 0)
         return fail(f, chat ? "messages" : "prompt", "%s", "the prompt is empty");
-    if (j->media.n_images && !hr__media_attach(j->m, &j->prompt, &j->media, f->err)) {
+    if (j->media.n && !hr__media_attach(j->m, &j->prompt, &j->media, f->err)) {
         f->bad = true;
         return false;
     }
@@ -633,7 +633,7 @@ bool hr__job_from_json(hr_server *s, bool chat, const json_t *root, hr_job *j,
     j->rp.stop_ids = j->m->stop_ids;
     j->rp.n_stop_ids = j->m->n_stop_ids;
     j->rp.images = j->media.req;
-    j->rp.n_images = j->media.n_images;
+    j->rp.n_images = j->media.n;
     return true;
 }
 

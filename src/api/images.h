@@ -1,0 +1,31 @@
+/* A request's images in its chat prompt, as the model's processor places
+ * them (Gemma-3: every boi the template wrote becomes "\n\n" boi,
+ * image_token x mm_tokens, eoi "\n\n"), and their pixels for the engine.
+ * hr_gen_submit (images in hr_gen_params) and the server (image parts of
+ * a request, fetched and decoded there) both go through here. */
+#ifndef HR_API_IMAGES_H
+#define HR_API_IMAGES_H
+
+#include "api/api.h"
+#include "media/image.h"
+
+/* Images one request may carry. */
+#define HR_IMAGES_MAX 8
+
+typedef struct hr_images {
+    hr_image *images;   /* [n] decoded, in the order their parts appear */
+    int n;
+    float *pixels;      /* [n][3][S][S] the model's image processor's output */
+    hr_req_image *req;  /* [n] for the engine (hr_req_params.images) */
+} hr_images;
+
+/* The rendered prompt text with each image placed; *out malloc'd.
+ * HR_EINVAL when the template did not write one boi per image. */
+int hr__images_expand(const hr_llm *m, const char *text, int n_images, char **out, hr_error *err);
+/* After tokenizing the expanded prompt: each image's span and pixels into
+ * im->req. HR_EINVAL when the spans are not one run of mm_tokens image
+ * tokens per image (image token text in a message). */
+int hr__images_attach(const hr_llm *m, const int32_t *ids, size_t n, hr_images *im, hr_error *err);
+void hr__images_free(hr_images *im);
+
+#endif
