@@ -193,6 +193,13 @@ char *hr_session_adapters_json(hr_session *s);
 
 typedef struct hr_gen hr_gen;
 
+/* An image for a request's messages: an encoded file (JPEG, PNG or WebP)
+ * in memory, read during hr_gen_submit only. */
+typedef struct hr_gen_image {
+    const void *data;
+    size_t size;
+} hr_gen_image;
+
 /* A request: the prompt (exactly one of prompt_tokens, prompt_text,
  * messages_json) and every sampling and output field of the server's
  * /v1/completions and /v1/chat/completions (docs/server-api.md). Start from
@@ -256,6 +263,11 @@ typedef struct hr_gen_params {
      * default (hr_session_opts.adapter_path, else the base model); "" or
      * "base": the base model */
     const char *adapter;
+    /* images (docs/images.md), with messages_json on a model that takes
+     * them: one for each image part of the messages ({"type": "image"}, or
+     * an image_url part whose url is not read), in order; at most 8 */
+    const hr_gen_image *images;
+    int n_images;
 } hr_gen_params;
 
 void hr_gen_params_default(hr_gen_params *p);

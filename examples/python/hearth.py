@@ -62,7 +62,11 @@ class _Params(C.Structure):  # hr_gen_params, field for field
                 ("choices", C.POINTER(C.c_char_p)), ("n_choices", C.c_int),
                 ("score_from", C.c_int), ("tool_choice", C.c_char_p),
                 ("spec", C.c_char_p), ("num_draft_tokens", C.c_int),
-                ("adapter", C.c_char_p)]
+                ("adapter", C.c_char_p), ("images", C.c_void_p), ("n_images", C.c_int)]
+
+
+class _Image(C.Structure):  # hr_gen_image
+    _fields_ = [("data", C.c_char_p), ("size", C.c_size_t)]
 
 
 class _Event(C.Structure):
@@ -189,8 +193,10 @@ class Session:
 
     __del__ = close
 
-    def generate(self, prompt=None, messages=None, tokens=None, stop=(), seed=None, **fields):
+    def generate(self, prompt=None, messages=None, tokens=None, stop=(), seed=None, images=(),
+                 **fields):
         """Yields an Event per token, then the last one (finish and usage).
+        images: encoded files (bytes), one per image part of messages, in order.
         fields: any hr_gen_params field (max_tokens, temperature, json_schema, ...)."""
         p, err, g = _Params(), _Error(), _P()
         _defaults(C.byref(p))
@@ -207,6 +213,10 @@ class Session:
             p.stop, p.n_stop = arr, len(stop)
         if seed is not None:
             p.has_seed, p.seed = 1, seed
+        if images:
+            arr = (_Image * len(images))(*[_Image(b, len(b)) for b in images])
+            keep.append(arr)
+            p.images, p.n_images = C.cast(arr, C.c_void_p), len(images)
         for k, v in fields.items():
             setattr(p, k, json.dumps(v).encode() if k == "json_schema" and not isinstance(v, str)
                     else v.encode() if isinstance(v, str) else v)

@@ -49,6 +49,12 @@ struct hr_llm {
     hr_embed_cfg emb;                /* how it embeds (embed_cfg.h) */
 };
 
+/* hr_llm_chat_render; images: the messages' image parts become the
+ * template's {"type": "image"} (hr_chat_messages_normalize_images) */
+int hr__llm_chat_render(const hr_llm *m, const char *messages_json, const char *tools_json,
+                        const char *kwargs_json, int add_generation_prompt, bool images,
+                        char **prompt, hr_error *err);
+
 /* Render normalized messages (hr_chat_messages_normalize) with m's
  * template, or mlx-lm's plain format when it has none. tools and kwargs may
  * be NULL. *prompt: malloc'd. */

@@ -4,6 +4,7 @@
  * text (hr_textout: the same detokenizer and stop strings as the server)
  * and, with tools, tool calls (hr_tool_parser over that text). */
 #include "api/api.h"
+#include "api/images.h"
 #include "api/textout.h"
 #include "chat/messages.h"
 #include "core/error.h"
@@ -32,6 +33,7 @@ struct hr_gen {
     size_t clen, ccap;
     hr_gen_tool_event *calls;   /* its call pieces, public */
     size_t n_calls, calls_cap;
+    hr_images images;   /* decoded for the submit (the engine copies the pixels) */
     int n_steps;        /* steps handed out */
     bool stopped;       /* a stop string ended the text */
     bool done;          /* the last event was handed out */
@@ -49,12 +51,41 @@ void hr_gen_params_default(hr_gen_params *p) {
 
 /* ---- submit ------------------------------------------------------------------ */
 
+/* p's images, decoded into g->images (with messages_json only). */
+static int load_images(hr_gen *g, const hr_llm *m, const hr_gen_params *p, hr_error *err) {
+    if (p->n_images < 0 || (p->n_images && !p->images))
+        return hr_err(err, HR_EINVAL, "images: n_images %d without images", p->n_images);
+    if (!p->n_images)
+        return 0;
+    if (!m->model->mm)
+        return hr_err(err, HR_EUNSUPPORTED, "the model does not accept images; its input is "
+                      "text only");
+    if (p->n_images > HR_IMAGES_MAX)
+        return hr_err(err, HR_ERANGE, "images: at most %d a request", HR_IMAGES_MAX);
+    if (!(g->images.images = calloc((size_t)p->n_images, sizeof *g->images.images)))
+        return hr_err(err, HR_ENOMEM, "out of memory");
+    for (int i = 0; i < p->n_images; i++) {
+        const hr_gen_image *im = &p->images[i];
+        int rc = !im->data || !im->size
+                     ? hr_err(err, HR_EINVAL, "no bytes")
+                     : hr_image_decode(im->data, im->size, &g->images.images[i], err);
+        if (rc) {
+            hr_err_wrap(err, "images[%d]", i);
+            return rc;
+        }
+        g->images.n++;
+    }
+    return 0;
+}
+
 static int build_prompt(hr_gen *g, const hr_llm *m, const hr_gen_params *p, hr_error *err) {
     int given = (p->prompt_tokens != NULL) + (p->prompt_text != NULL) +
                 (p->messages_json != NULL);
     if (given != 1)
         return hr_err(err, HR_EINVAL, "give exactly one of prompt_tokens, prompt_text, "
                       "messages_json");
+    if (p->n_images && !p->messages_json)
+        return hr_err(err, HR_EINVAL, "images go with messages_json");
     if (p->prompt_tokens) {
         if (p->n_prompt_tokens <= 0)
             return hr_err(err, HR_EINVAL, "the prompt is empty");
@@ -68,9 +99,19 @@ static int build_prompt(hr_gen *g, const hr_llm *m, const hr_gen_params *p, hr_e
     unsigned flags = HR_TOKENIZE_ADD_SPECIAL;
     int rc;
     if (p->messages_json) {
-        if ((rc = hr_llm_chat_render(m, p->messages_json, p->tools_json,
-                                     p->template_kwargs_json, 1, &text, err)))
+        if ((rc = load_images(g, m, p, err)) ||
+            (rc = hr__llm_chat_render(m, p->messages_json, p->tools_json,
+                                      p->template_kwargs_json, 1, g->images.n > 0, &text, err)))
             return rc;
+        char *placed = NULL;
+        if (g->images.n && (rc = hr__images_expand(m, text, g->images.n, &placed, err))) {
+            free(text);
+            return rc;
+        }
+        if (placed) {
+            free(text);
+            text = placed;
+        }
         flags = 0; /* the template writes the special tokens */
     }
     size_t n = 0;
@@ -80,7 +121,9 @@ static int build_prompt(hr_gen *g, const hr_llm *m, const hr_gen_params *p, hr_e
     if (rc)
         return rc;
     g->n_prompt = (int)n;
-    return n ? 0 : hr_err(err, HR_EINVAL, "the prompt is empty");
+    if (!n)
+        return hr_err(err, HR_EINVAL, "the prompt is empty");
+    return g->images.n ? hr__images_attach(m, g->prompt, n, &g->images, err) : 0;
 }
 
 /* The one structured-output field given, compiled. */
@@ -282,8 +325,11 @@ int hr_gen_submit(hr_gen **out, hr_session *s, const hr_gen_params *p, hr_error 
     }
     rp.prompt = g->prompt;
     rp.n_prompt = g->n_prompt;
+    rp.images = g->images.req;
+    rp.n_images = g->images.n;
     if ((rc = start(g, &rp, p->stop, p->n_stop, tools, err)))
         goto fail;
+    hr__images_free(&g->images);
     json_decref(tools);
     hr_adapter_unref(rp.adapter); /* the request holds its own */
     *out = g;
@@ -484,6 +530,7 @@ void hr_gen_free(hr_gen *g) {
     free(g->content);
     free(g->calls);
     hr_grammar_free(g->grammar);
+    hr__images_free(&g->images);
     free(g->prompt);
     free(g);
 }

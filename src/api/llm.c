@@ -307,6 +307,13 @@ static json_t *parse_json(const char *what, const char *text, hr_error *err) {
 int hr_llm_chat_render(const hr_llm *m, const char *messages_json, const char *tools_json,
                        const char *kwargs_json, int add_generation_prompt, char **prompt,
                        hr_error *err) {
+    return hr__llm_chat_render(m, messages_json, tools_json, kwargs_json, add_generation_prompt,
+                               false, prompt, err);
+}
+
+int hr__llm_chat_render(const hr_llm *m, const char *messages_json, const char *tools_json,
+                        const char *kwargs_json, int add_generation_prompt, bool images,
+                        char **prompt, hr_error *err) {
     if (!m || !messages_json || !prompt)
         return hr_err(err, HR_EINVAL, "hr_llm_chat_render: NULL argument");
     *prompt = NULL;
@@ -324,7 +331,7 @@ int hr_llm_chat_render(const hr_llm *m, const char *messages_json, const char *t
         rc = hr_err(err, HR_EINVAL, "template kwargs must be a JSON object");
         goto done;
     }
-    if ((rc = hr_chat_messages_normalize(raw, &msgs, err)))
+    if ((rc = hr_chat_messages_normalize_images(raw, images, &msgs, err)))
         goto done;
     rc = hr__llm_render(m, msgs, tools && json_array_size(tools) ? tools : NULL, kw,
                         add_generation_prompt, prompt, err);

@@ -43,6 +43,13 @@ static int set_value(const hr_opt *o, const char *v, hr_error *err) {
         return 0;
     case HR_OPT_MODEL:
         return hr_cli_model_path(v, (const char **)o->dst, err);
+    case HR_OPT_LIST: {
+        hr_opt_list *l = o->dst;
+        if (l->n == HR_OPT_LIST_MAX)
+            return hr_err(err, HR_ERANGE, "--%s: at most %d times", o->name, HR_OPT_LIST_MAX);
+        l->v[l->n++] = v;
+        return 0;
+    }
     }
     return hr_err(err, HR_EINVAL, "--%s: bad option kind", o->name);
 }

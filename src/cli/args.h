@@ -12,7 +12,15 @@ typedef enum hr_opt_kind {
     HR_OPT_FLOAT, /* double * */
     HR_OPT_FLAG,  /* int *, set to 1 */
     HR_OPT_MODEL, /* const char **: a model path, after hr_cli_model_path */
+    HR_OPT_LIST,  /* hr_opt_list *: every value of a flag that may repeat */
 } hr_opt_kind;
+
+#define HR_OPT_LIST_MAX 64
+
+typedef struct hr_opt_list {
+    const char *v[HR_OPT_LIST_MAX];
+    int n;
+} hr_opt_list;
 
 typedef struct hr_opt {
     const char *name; /* without the leading "--" */

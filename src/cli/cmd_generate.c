@@ -5,8 +5,9 @@
 #include "cli/args.h"
 #include "cli/cli.h"
 #include "cli/tokens.h"
-#include "core/fault.h"
 #include "core/error.h"
+#include "core/fault.h"
+#include "core/file.h"
 #include "core/timer.h"
 
 #include <jansson.h>
@@ -111,6 +112,7 @@ int hr_cmd_generate(int argc, char **argv) {
          pc_on = 1, n_draft = 3;
     double temp = -1, top_p = -1, min_p = -1, rep = -1, presence = 0, frequency = 0;
     int json = 0, ignore_eos = 0, json_obj = 0;
+    hr_opt_list image = {0};
     const hr_opt opts[] = {
         {"model", HR_OPT_MODEL, &model, "model directory or .gguf file, or ORG/NAME[@REV] (default: the demo model)"},
         {"device", HR_OPT_STR, &device, "where the model runs: auto (a GPU when there is one), cpu, cuda, cuda:N"},
@@ -118,6 +120,7 @@ int hr_cmd_generate(int argc, char **argv) {
         {"prompt-tokens", HR_OPT_STR, &prompt_tokens, "prompt as token ids, e.g. 1,2,3"},
         {"chat", HR_OPT_STR, &chat, "one user message through the chat template"},
         {"messages", HR_OPT_STR, &messages, "chat messages as a JSON array (as /v1/chat/completions)"},
+        {"image", HR_OPT_LIST, &image, "an image file (JPEG, PNG, WebP) for a model that takes images: before --chat's text, or for --messages' image parts in order (may repeat)"},
         {"max-tokens", HR_OPT_INT, &max_tokens, "tokens to generate (default 100)"},
         {"temp", HR_OPT_FLOAT, &temp, "temperature; 0 = greedy (default: the model's, else 0)"},
         {"top-p", HR_OPT_FLOAT, &top_p, "nucleus sampling mass (default 1 = off)"},
@@ -155,6 +158,8 @@ int hr_cmd_generate(int argc, char **argv) {
     if ((prompt != NULL) + (prompt_tokens != NULL) + (chat != NULL) + (messages != NULL) != 1)
         return hr_cli_fail(&(hr_error){.msg = "give exactly one of --prompt, --prompt-tokens, "
                                               "--chat, --messages"});
+    if (image.n && !chat && !messages)
+        return hr_cli_fail(&(hr_error){.msg = "--image goes with --chat or --messages"});
     if (n_draft < 1 || n_draft > HR_SPEC_MAX_K)
         return hr_cli_fail(&(hr_error){.msg = "--num-draft-tokens must be in [1, 16]"});
     if (max_tokens < 0 || top_lp < 0 || top_lp > 20 || threads < 0 || ctx < 0 || rep_ctx < 0)
@@ -167,7 +172,14 @@ int hr_cmd_generate(int argc, char **argv) {
     json_t *stops_json = NULL, *msgs = NULL;
     run r = {.json = json, .tokens = json_array(), .tops = top_lp ? json_array() : NULL};
     const char *stops[16];
+    hr_gen_image images[HR_OPT_LIST_MAX] = {{0}};
     int n_stops = 0, n_prompt = 0, status = 1;
+    for (int i = 0; i < image.n; i++) {
+        char *data = NULL;
+        if ((rc = hr_file_read(image.v[i], &data, &images[i].size, &err)))
+            goto done;
+        images[i].data = data;
+    }
     if (prompt_tokens && (rc = hr_parse_token_list(prompt_tokens, &ptoks, &n_prompt, &err)))
         goto done;
     if ((rc = parse_stops(stop, &stops_json, stops, &n_stops, &err)))
@@ -182,9 +194,19 @@ int hr_cmd_generate(int argc, char **argv) {
         (rc = hr_session_new(&s, llm, &so, &err)))
         goto done;
     hr_fault_arm_env(); /* HEARTH_FAULT: counted from here, the load excepted */
-    if (chat && !(msgs = json_pack("[{s:s,s:s}]", "role", "user", "content", chat))) {
-        rc = hr_err(&err, HR_ENOMEM, "out of memory");
-        goto done;
+    if (chat) { /* with images: the images, then the text (as mlx-vlm's prompt) */
+        json_t *content = json_string(chat);
+        if (image.n) {
+            json_decref(content);
+            content = json_array();
+            for (int i = 0; i < image.n; i++)
+                json_array_append_new(content, json_pack("{s:s}", "type", "image"));
+            json_array_append_new(content, json_pack("{s:s,s:s}", "type", "text", "text", chat));
+        }
+        if (!(msgs = json_pack("[{s:s,s:o}]", "role", "user", "content", content))) {
+            rc = hr_err(&err, HR_ENOMEM, "out of memory");
+            goto done;
+        }
     }
     char *msgs_text = msgs ? json_dumps(msgs, 0) : NULL;
     hr_gen_params p;
@@ -212,6 +234,8 @@ int hr_cmd_generate(int argc, char **argv) {
     p.json_object = json_obj;
     p.regex = regex;
     p.grammar = grammar;
+    p.images = images;
+    p.n_images = image.n;
     r.ids_only = !llm->tok;
     r.t_submit = hr_now();
     rc = hr_gen_submit(&g, s, &p, &err);
@@ -269,5 +293,7 @@ done:
     json_decref(msgs);
     free(r.text);
     free(ptoks);
+    for (int i = 0; i < image.n; i++)
+        free((void *)images[i].data);
     return status;
 }

@@ -6,6 +6,7 @@
 #include "io/hub.h"
 
 #include <signal.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -17,31 +18,27 @@ static const char usage[] =
     "with $HF_TOKEN when set";
 
 int hr_cmd_get(int argc, char **argv) {
-    const char *revision = NULL, *include_help = NULL;
+    const char *revision = NULL;
+    hr_opt_list include = {0};
     int quiet = 0;
     const hr_opt opts[] = {
         {"revision", HR_OPT_STR, &revision, "branch, tag or commit (default main)"},
-        {"include", HR_OPT_STR, &include_help,
+        {"include", HR_OPT_LIST, &include,
          "only files matching this glob ('*' crosses '/'; may repeat)"},
         {"quiet", HR_OPT_FLAG, &quiet, "no progress, even on a terminal"},
     };
-    /* the repo is the word that is no flag's value; every --include is kept
-     * (the parser keeps one) */
+    /* the repo is the word that is no flag's value */
     const char *repo = NULL;
     char **rest = calloc((size_t)argc + 1, sizeof *rest);
-    const char **inc = calloc((size_t)argc + 1, sizeof *inc);
-    int n_rest = 0, n_inc = 0, rc;
+    int n_rest = 0, rc;
     hr_error err = {0};
-    if (!rest || !inc) {
+    if (!rest) {
         rc = hr_cli_fail(&(hr_error){.msg = "out of memory"});
         goto done;
     }
     for (int i = 0; i < argc; i++) {
-        if (!strcmp(argv[i], "--include") && i + 1 < argc)
-            inc[n_inc++] = argv[++i];
-        else if (!strncmp(argv[i], "--include=", 10))
-            inc[n_inc++] = argv[i] + 10;
-        else if (!repo && argv[i][0] != '-' && (!i || strcmp(argv[i - 1], "--revision")))
+        bool value = i && (!strcmp(argv[i - 1], "--revision") || !strcmp(argv[i - 1], "--include"));
+        if (!repo && argv[i][0] != '-' && !value)
             repo = argv[i];
         else
             rest[n_rest++] = argv[i];
@@ -66,8 +63,8 @@ int hr_cmd_get(int argc, char **argv) {
     signal(SIGXFSZ, SIG_IGN); /* a file size limit is a failed write, like a full disk */
     hr_hub_opts o = {
         .revision = revision ? revision : ref.revision,
-        .include = inc,
-        .n_include = n_inc,
+        .include = include.v,
+        .n_include = include.n,
         .progress = !quiet && isatty(STDERR_FILENO) ? stderr : NULL,
     };
     hr_hub_result res;
@@ -82,6 +79,5 @@ int hr_cmd_get(int argc, char **argv) {
     rc = 0;
 done:
     free(rest);
-    free(inc);
     return rc;
 }

@@ -153,3 +153,27 @@ st, o = post("/v1/responses", {"input": [{"role": "user", "content": [{"type": "
 assert st == 400 and "input_image" in o["error"]["message"], (st, o)
 print("vision: the image through /v1/messages and /v1/responses answers as on the chat route")
 PY
+
+# the library (hr_gen_params.images) through hearth generate: the same answer
+python3 -c "import base64,sys; sys.stdout.buffer.write(base64.b64decode(open('$tmp/img0.url').read().split(',',1)[1]))" >"$tmp/img0.png"
+gen_msgs='[{"role": "user", "content": [{"type": "text", "text": "what is this"}, {"type": "image_url", "image_url": {"url": "not read"}}]}]'
+"$bin" generate --model "$m" --messages "$gen_msgs" --image "$tmp/img0.png" --max-tokens 6 --temp 0 --json \
+    --threads 2 >"$tmp/gen.json" 2>"$tmp/gen.err" || fail "generate --image: $(cat "$tmp/gen.err")"
+python3 - "$tmp/gen.json" "$tmp/first" <<'PY' || fail "generate --image answers otherwise than the server"
+import json, sys
+g, s = (json.load(open(p)) for p in sys.argv[1:])
+assert g["text"] == s["choices"][0]["message"]["content"], (g["text"], s)
+assert len(g["prompt_tokens"]) == s["usage"]["prompt_tokens"], (g, s["usage"])
+PY
+"$bin" generate --model "$m" --chat "what is this" --image "$tmp/img0.png" --max-tokens 2 --threads 2 >/dev/null 2>&1 ||
+    fail "generate --chat --image"
+gen_bad() { # expected error text, then the flags
+    local want=$1; shift
+    if "$bin" generate --max-tokens 2 --threads 2 "$@" >/dev/null 2>"$tmp/gen.err"; then fail "accepted: $*"; fi
+    [ "$(wc -l <"$tmp/gen.err")" = 1 ] && grep -qF -- "$want" "$tmp/gen.err" || fail "$*: $(cat "$tmp/gen.err")"
+}
+gen_bad "does not accept images" --model "$root/tests/fixtures/models/gemma3_text" --chat hi --image "$tmp/img0.png"
+gen_bad "images[0]" --model "$m" --chat hi --image "$tmp/img0.url"
+gen_bad "placed 1 image, the messages hold 2" --model "$m" --messages "$gen_msgs" --image "$tmp/img0.png" --image "$tmp/img0.png"
+gen_bad "--image goes with --chat or --messages" --model "$m" --prompt hi --image "$tmp/img0.png"
+echo "vision: hearth generate --image (the library's images) answers as the server does"
