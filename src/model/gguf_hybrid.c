@@ -5,7 +5,7 @@
  *    embedding_scale, residual_scale, logit_scale; the experts' input_linear
  *    [E, 2ff, d] split into ffn_gate_exps / ffn_up_exps (output_linear is
  *    ffn_down_exps), the shared_mlp's input_linear into ffn_gate_shexp /
- *    ffn_up_shexp; q/k rows permuted as llama's (gguf_model.c);
+ *    ffn_up_shexp; q/k rows permuted as llama's (gguf_export.c);
  *  - granitehybrid: Mamba-2 layers are those whose attention.head_count_kv
  *    (an array, one per layer) is 0; ssm.{conv_kernel, state_size,
  *    group_count, inner_size, time_step_rank (the heads)}; ssm_a =

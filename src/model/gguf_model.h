@@ -58,7 +58,7 @@ int hr_gguf_dtype(uint32_t ggml_type);
 int hr_gguf_export(const char *src, const json_t *cfg, const hr_weights *w, hr_dtype type,
                    const char *out, FILE *report, hr_error *err);
 
-/* ---- internal (gguf_model.c, gguf_moe.c, gguf_gptoss.c) ---- */
+/* ---- internal (gguf_export.c, gguf_moe.c, gguf_gptoss.c) ---- */
 
 /* Buffers a GGUF export keeps until the file is written. */
 typedef struct hr__gguf_bufs {
