@@ -116,7 +116,9 @@ static char *image_url(tr *t, const json_t *b, size_t k, size_t i) {
         }
         size_t n = strlen(mt) + strlen(data) + 16;
         char *url = malloc(n);
-        if (url)
+        if (!url)
+            bad(t, "out of memory");
+        else
             snprintf(url, n, "data:%s;base64,%s", mt, data);
         return url;
     }
