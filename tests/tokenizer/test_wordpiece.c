@@ -348,6 +348,15 @@ static void test_bert_model_dir(void **state) {
     assert_int_equal(c.ids, c.n);
     assert_int_equal(c.ids0, c.n);
     assert_int_equal(c.stream, c.n);
+    /* The committed run's tokenizer lost its vocabulary (5 entries, every
+     * word [UNK]; tools/refgen/embed.py is fixed since): say so, and once
+     * the fixture is made again, hold it to a real vocabulary. */
+    if (hr_tokenizer_n_vocab(tok) <= 5)
+        print_message("bert-cls: the fixture's tokenizer has %d ids (made before embed.py's "
+                      "vocabulary fix): WordPiece matching is not exercised here\n",
+                      hr_tokenizer_n_vocab(tok));
+    else
+        assert_true(hr_tokenizer_n_vocab(tok) > 400);
     hr_tokenizer_free(tok);
     free(line);
     free(buf);
