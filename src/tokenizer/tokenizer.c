@@ -281,8 +281,14 @@ static int load_model(hr_tokenizer *t, json_t *m, hr_error *err) {
     return rc;
 }
 
-/* HF assigns IDs itself (the "id" in the file is only checked): an existing
- * token keeps its ID, a new one gets the next free ID after the model's. */
+/* HF assigns IDs itself; the "id" in the file is only compared (Rust
+ * tokenizers warns, transformers too). A token already in the model's
+ * vocabulary keeps that ID; any other gets the next ID after the
+ * vocabulary's entry count (then one more per new token, in list order),
+ * whatever it declares: added tokens declared as 500..502 over a 371-entry
+ * vocabulary are 371..373 in HF, so they are here. A content listed twice
+ * keeps its first entry's flags and is special when any entry says so (HF's
+ * special-token set). */
 static int load_added(hr_tokenizer *t, json_t *a, hr_error *err) {
     if (!a || json_is_null(a))
         return 0;
@@ -300,9 +306,11 @@ static int load_added(hr_tokenizer *t, json_t *a, hr_error *err) {
         if (!len)
             continue;
         int32_t k = hr__strmap_get(&t->added.by_content, s, len), id;
-        if (k >= 0)
-            id = t->added.v[k].id;
-        else if ((id = hr__strmap_get(&t->bpe.vocab, s, len)) < 0) {
+        if (k >= 0) {
+            t->added.v[k].special |= (uint8_t)hr__json_bool(x, "special", 0);
+            continue;
+        }
+        if ((id = hr__strmap_get(&t->bpe.vocab, s, len)) < 0) {
             if (next >= INT32_MAX / 2)
                 return hr_err(err, HR_EFORMAT, "too many added tokens");
             id = (int32_t)next++;

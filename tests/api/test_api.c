@@ -11,6 +11,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <cmocka.h>
+#include <limits.h>
 #include <math.h>
 #include <regex.h>
 #include <stdio.h>
@@ -106,6 +107,58 @@ static void test_load_errors(void **state) {
     hr_gen_free(NULL);
     assert_string_equal(hr_version(), "0.1.0");
     assert_string_equal(hr_strerror(HR_ENOTFOUND), "not found");
+}
+
+/* A tokenizer whose added tokens reach past the model's embedding rows
+ * (8192): a load error naming the first such token, not a failure at the
+ * first request that has it. The directory links the demo model's files. */
+static void test_load_rows(void **state) {
+    (void)state;
+    char dir[] = "/tmp/hearth-rows-XXXXXX", p[4096], q[4096], model[PATH_MAX];
+    assert_non_null(mkdtemp(dir));
+    assert_non_null(realpath(g_model, model));
+    const char *files[] = {"config.json", "generation_config.json", "tokenizer_config.json",
+                           "model.safetensors.index.json", "model-00001-of-00003.safetensors",
+                           "model-00002-of-00003.safetensors", "model-00003-of-00003.safetensors"};
+    for (size_t i = 0; i < sizeof files / sizeof *files; i++) {
+        snprintf(p, sizeof p, "%s/%s", model, files[i]);
+        snprintf(q, sizeof q, "%s/%s", dir, files[i]);
+        assert_int_equal(symlink(p, q), 0);
+    }
+    snprintf(p, sizeof p, "%s/tokenizer.json", g_model);
+    FILE *f = fopen(p, "rb");
+    assert_non_null(f);
+    static char buf[1 << 21];
+    size_t n = fread(buf, 1, sizeof buf - 1, f);
+    fclose(f);
+    buf[n] = 0;
+    char *at = strstr(buf, "\"added_tokens\"");
+    assert_non_null(at);
+    at = strchr(at, '[') + 1;
+    snprintf(q, sizeof q, "%s/tokenizer.json", dir);
+    f = fopen(q, "wb");
+    assert_non_null(f);
+    fwrite(buf, 1, (size_t)(at - buf), f);
+    /* declared 9000: HF (and hearth) give it the next id, 8192 */
+    fputs("{\"id\":9000,\"content\":\"<extra>\",\"single_word\":false,\"lstrip\":false,"
+          "\"rstrip\":false,\"normalized\":false,\"special\":true},", f);
+    fwrite(at, 1, n - (size_t)(at - buf), f);
+    fclose(f);
+    hr_llm *m = (hr_llm *)1;
+    hr_error err = {0};
+    int rc = hr_llm_load(&m, dir, &(hr_llm_opts){.n_threads = 1}, &err);
+    if (rc != HR_EFORMAT)
+        fail_msg("load: %d %s", rc, err.msg);
+    assert_null(m);
+    assert_non_null(strstr(err.msg, "8192 embedding rows"));
+    assert_non_null(strstr(err.msg, "the first 8192 ('<extra>')"));
+    for (size_t i = 0; i < sizeof files / sizeof *files; i++) {
+        snprintf(q, sizeof q, "%s/%s", dir, files[i]);
+        unlink(q);
+    }
+    snprintf(q, sizeof q, "%s/tokenizer.json", dir);
+    unlink(q);
+    rmdir(dir);
 }
 
 static void test_text(void **state) {
@@ -719,6 +772,7 @@ int main(void) {
         cmocka_unit_test(test_score_kv_bits),      cmocka_unit_test(test_tool_calls),
         cmocka_unit_test(test_score_cache_types),
         cmocka_unit_test(test_adapters),
+        cmocka_unit_test(test_load_rows),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

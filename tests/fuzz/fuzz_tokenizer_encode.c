@@ -1,6 +1,7 @@
 /* libFuzzer: arbitrary bytes through a real tokenizer (Qwen3's, from
  * .deps/npm when present, else a small byte-level one) and a BERT one
- * (WordPiece, BertNormalizer, BertPreTokenizer, TemplateProcessing): encode
+ * (tests/fixtures/tokenizer/bert-uncased when present, else a tiny one:
+ * WordPiece, BertNormalizer, BertPreTokenizer, TemplateProcessing): encode
  * with every flag combination, decode, and check that the stream equals the
  * decode. */
 #include "tokenizer/tokenizer.h"
@@ -43,7 +44,9 @@ int LLVMFuzzerInitialize(int *argc, char ***argv) {
     if (hr_tokenizer_load(&toks[0], p, &err) &&
         hr_tokenizer_load_json(&toks[0], SMALL, sizeof SMALL - 1, NULL, 0, &err))
         abort();
-    if (hr_tokenizer_load_json(&toks[1], BERT, sizeof BERT - 1, NULL, 0, &err))
+    snprintf(p, sizeof p, "%s/tests/fixtures/tokenizer/bert-uncased", root ? root : ".");
+    if (hr_tokenizer_load(&toks[1], p, &err) &&
+        hr_tokenizer_load_json(&toks[1], BERT, sizeof BERT - 1, NULL, 0, &err))
         abort();
     return 0;
 }

@@ -162,6 +162,161 @@ static void test_variants(void **state) {
     fclose(f);
 }
 
+/* decode(ids, skip_special) == want, or, when want is NULL, dec less a leading
+ * "[CLS]" and a trailing "[SEP]" with the space beside each */
+static int skip_special_ok(const hr_tokenizer *tok, const hr_tokens *ids, json_t *want,
+                           const char *dec) {
+    char *got;
+    size_t gl, dl = strlen(dec);
+    hr_error err;
+    assert_int_equal(hr_tokenizer_decode(tok, ids->ids, ids->n, HR_DETOK_SKIP_SPECIAL, &got, &gl,
+                                         &err), 0);
+    const char *w = want ? json_string_value(want) : dec;
+    size_t wl = want ? json_string_length(want) : dl;
+    if (!want) {
+        if (wl >= 5 && !memcmp(w, "[CLS]", 5))
+            w += 5, wl -= 5;
+        if (wl && *w == ' ')
+            w++, wl--;
+        if (wl >= 5 && !memcmp(w + wl - 5, "[SEP]", 5))
+            wl -= 5;
+        if (wl && w[wl - 1] == ' ')
+            wl--;
+    }
+    int ok = gl == wl && !memcmp(got, w, wl);
+    if (!ok)
+        print_message("skip-special DECODE '%s'\n  want '%.*s'\n", got, (int)wl, w);
+    free(got);
+    return ok;
+}
+
+/* tests/fixtures/tokenizer/bert.jsonl (tools/tokref/bert.js): the whole corpus
+ * through the bert-base-uncased / -cased style tokenizer.json files and
+ * BertNormalizer variants of them, against HF tokenizers: IDs with and
+ * without special tokens, decode with and without special tokens, stream. */
+static void test_bert_corpus(void **state) {
+    (void)state;
+    char p[1024];
+    path_of(p, sizeof p, "tests/fixtures/tokenizer/bert.jsonl");
+    FILE *f = fopen(p, "rb");
+    assert_non_null(f);
+    char *line = NULL, *buf = malloc(1 << 16);
+    size_t cap = 0;
+    json_error_t je;
+    ssize_t n = getline(&line, &cap, f);
+    json_t *head = json_loadb(line, (size_t)n, 0, &je);
+    json_t *specs = json_object_get(head, "variants");
+    size_t nv = json_array_size(specs);
+    assert_int_equal(nv, 5);
+    hr_tokenizer *tok[8] = {0};
+    for (size_t v = 0; v < nv; v++) {
+        json_t *spec = json_array_get(specs, v);
+        char d[1024], *text;
+        size_t len;
+        hr_error err = {0};
+        snprintf(d, sizeof d, "tests/fixtures/tokenizer/%s/tokenizer.json",
+                 json_string_value(json_object_get(spec, "dir")));
+        path_of(p, sizeof p, d);
+        assert_int_equal(hr_file_read(p, &text, &len, &err), 0);
+        json_t *tj = json_loadb(text, len, 0, &je);
+        assert_non_null(tj);
+        json_object_set(tj, "normalizer", json_object_get(spec, "normalizer"));
+        free(text);
+        text = json_dumps(tj, JSON_COMPACT);
+        if (hr_tokenizer_load_json(&tok[v], text, strlen(text), NULL, 0, &err))
+            fail_msg("variant %zu: %s", v, err.msg);
+        free(text);
+        json_decref(tj);
+    }
+    tally c = {0};
+    long skip = 0, unk = 0, all = 0;
+    while ((n = getline(&line, &cap, f)) > 0) {
+        json_t *o = json_loadb(line, (size_t)n, JSON_ALLOW_NUL, &je);
+        assert_non_null(o);
+        json_t *r = json_object_get(o, "r"), *ids = NULL, *dec = NULL;
+        assert_int_equal(json_array_size(r), nv);
+        for (size_t v = 0; v < nv; v++) {
+            json_t *e = json_array_get(r, v);
+            /* the line check_line reads: text, ids, ids0, dec */
+            json_t *x = json_deep_copy(o);
+            json_object_del(x, "r");
+            if (json_object_get(e, "ids"))
+                ids = json_object_get(e, "ids");
+            if (json_object_get(e, "dec"))
+                dec = json_object_get(e, "dec");
+            assert_non_null(ids);
+            assert_non_null(dec);
+            json_object_set(x, "ids", ids);
+            json_object_set(x, "dec", dec);
+            if (json_object_get(e, "ids0"))
+                json_object_set(x, "ids0", json_object_get(e, "ids0"));
+            char what[32];
+            snprintf(what, sizeof what, "bert variant %zu", v);
+            check_line(tok[v], x, buf, &c, what);
+            /* skip_special decode of the oracle's ids */
+            hr_tokens t = {0};
+            for (size_t i = 0; i < json_array_size(ids); i++) {
+                int32_t id = (int32_t)json_integer_value(json_array_get(ids, i));
+                assert_int_equal(hr_tokens_push(&t, id), 0);
+                unk += id == 100;
+                all++;
+            }
+            skip += skip_special_ok(tok[v], &t, json_object_get(e, "dec1"), json_string_value(dec));
+            hr_tokens_free(&t);
+            json_decref(x);
+        }
+        json_decref(o);
+    }
+    print_message("bert: %ld strings x variants: ids %ld, ids(no special) %ld, decode %ld, "
+                  "skip-special decode %ld, stream %ld; %ld ids, %ld [UNK]\n",
+                  c.n, c.ids, c.ids0, c.dec, skip, c.stream, all, unk);
+    assert_int_equal(c.n, 5 * 2140);
+    assert_int_equal(c.ids, c.n);
+    assert_int_equal(c.ids0, c.n);
+    assert_int_equal(c.dec, c.n);
+    assert_int_equal(skip, c.n);
+    assert_int_equal(c.stream, c.n);
+    assert_true(unk * 5 < all); /* the vocabulary covers most of the corpus */
+    for (size_t v = 0; v < nv; v++)
+        hr_tokenizer_free(tok[v]);
+    json_decref(head);
+    free(line);
+    free(buf);
+    fclose(f);
+}
+
+/* The directory layout: tokenizer.json + tokenizer_config.json as
+ * BertTokenizerFast saves them load through hr_tokenizer_load; [UNK],
+ * [CLS], [SEP] at bert-base's ids (100..102), special, and the
+ * post-processor adds [CLS] ... [SEP]. */
+static void test_bert_dir(void **state) {
+    (void)state;
+    const char *dirs[] = {"tests/fixtures/tokenizer/bert-uncased",
+                          "tests/fixtures/tokenizer/bert-cased"};
+    for (int i = 0; i < 2; i++) {
+        char d[1024];
+        path_of(d, sizeof d, dirs[i]);
+        hr_tokenizer *t = NULL;
+        hr_error err = {0};
+        if (hr_tokenizer_load(&t, d, &err))
+            fail_msg("%s: %s", dirs[i], err.msg);
+        assert_int_equal(hr_tokenizer_find(t, "[UNK]"), 100);
+        assert_int_equal(hr_tokenizer_find(t, "[CLS]"), 101);
+        assert_int_equal(hr_tokenizer_find(t, "[SEP]"), 102);
+        assert_int_equal(hr_tokenizer_unk(t), 100);
+        assert_true(hr_tokenizer_is_special(t, 101));
+        assert_false(hr_tokenizer_is_special(t, 1)); /* [unused0]: vocabulary, not added */
+        const int32_t *pre, *post;
+        int np, nq;
+        hr_tokenizer_post_ids(t, &pre, &np, &post, &nq);
+        assert_int_equal(np, 1);
+        assert_int_equal(nq, 1);
+        assert_int_equal(pre[0], 101);
+        assert_int_equal(post[0], 102);
+        hr_tokenizer_free(t);
+    }
+}
+
 /* The tokenizer BertTokenizerFast saved into the bert-cls model dir, against
  * the IDs Python's BertTokenizerFast gave. */
 static void test_bert_model_dir(void **state) {
@@ -193,6 +348,15 @@ static void test_bert_model_dir(void **state) {
     assert_int_equal(c.ids, c.n);
     assert_int_equal(c.ids0, c.n);
     assert_int_equal(c.stream, c.n);
+    /* The committed run's tokenizer lost its vocabulary (5 entries, every
+     * word [UNK]; tools/refgen/embed.py is fixed since): say so, and once
+     * the fixture is made again, hold it to a real vocabulary. */
+    if (hr_tokenizer_n_vocab(tok) <= 5)
+        print_message("bert-cls: the fixture's tokenizer has %d ids (made before embed.py's "
+                      "vocabulary fix): WordPiece matching is not exercised here\n",
+                      hr_tokenizer_n_vocab(tok));
+    else
+        assert_true(hr_tokenizer_n_vocab(tok) > 400);
     hr_tokenizer_free(tok);
     free(line);
     free(buf);
@@ -262,6 +426,8 @@ static void test_final_sigma(void **state) {
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_variants),
+        cmocka_unit_test(test_bert_corpus),
+        cmocka_unit_test(test_bert_dir),
         cmocka_unit_test(test_bert_model_dir),
         cmocka_unit_test(test_errors),
         cmocka_unit_test(test_final_sigma),

@@ -36,12 +36,14 @@ The committed fixtures were made with torch 2.11.0, transformers 5.17.0 and
 sentence-transformers 6.0.1 (which writes its 6.x layout: "pooling_mode":
 "cls", max_seq_length as the tokenizer's model_max_length, modules under
 sentence_transformers.base.modules). Known flaw of that run: transformers
-5.17's BertTokenizer(vocab_file=...) ignored vocab.txt, so the saved BERT
-tokenizer.json has the five special tokens only and every word is [UNK]:
-the BERT ids exercise BertNormalizer + BertPreTokenizer word splitting, not
-WordPiece matching (tools/tokref/wordpiece.js covers that with the full
-vocabulary). A rerun should build the tokenizer from the vocabulary
-explicitly (tokenizers.models.WordPiece(vocab dict)).
+5's BertTokenizer takes the vocabulary as `vocab` (a dict, or None for the
+five special tokens) and drops an unknown `vocab_file=` keyword silently, so
+the saved BERT tokenizer.json had the five special tokens only and every
+word was [UNK]: those ids exercise BertNormalizer + BertPreTokenizer word
+splitting, not WordPiece matching (tools/tokref/bert.js covers that).
+bert_tokenizer() now passes the vocabulary as a dict (transformers 5), falls
+back to vocab_file= (transformers 4), and stops if the tokenizer does not
+have the whole vocabulary; wordpiece_corpus() stops if most words are [UNK].
 Usage: python3 tools/refgen/embed.py --out tests/fixtures/embed [--log FILE]
        python3 tools/refgen/embed.py --vocab-only DIR   (no torch: vocab.txt)
 """
@@ -131,6 +133,26 @@ def write_vocab(d):
     return p
 
 
+def bert_tokenizer(transformers, vocab_path):
+    """BertTokenizerFast over wordpiece_vocab(), lower case, accents stripped."""
+    words = wordpiece_vocab()
+    vocab = {t: i for i, t in enumerate(words)}
+    kw = dict(do_lower_case=True, tokenize_chinese_chars=True, strip_accents=None)
+    cls = getattr(transformers, "BertTokenizerFast", None) or transformers.BertTokenizer
+    tok = None
+    try:  # transformers 5: the vocabulary is `vocab`; `vocab_file=` is ignored
+        tok = cls(vocab=dict(vocab), **kw)
+    except (TypeError, ValueError):
+        pass
+    if tok is None or len(tok.get_vocab()) != len(words):  # transformers 4
+        tok = cls(vocab_file=vocab_path, **kw)
+    got = tok.get_vocab()
+    if len(got) != len(words) or any(got.get(t) != i for t, i in vocab.items()):
+        raise SystemExit("BERT tokenizer: %d of %d vocabulary entries at their ids"
+                         % (sum(got.get(t) == i for t, i in vocab.items()), len(words)))
+    return tok
+
+
 def corpus_texts():
     texts = []
     with open(os.path.join(ROOT, "tests/fixtures/tokenizer/qwen3.jsonl"), encoding="utf-8") as f:
@@ -202,10 +224,7 @@ def build_backbone(torch, transformers, name, outdir, log):
         tok_dir = outdir
         qwen_tokenizer(tok_dir)
     else:
-        vocab = write_vocab(outdir)
-        cls = getattr(transformers, "BertTokenizerFast", None) or transformers.BertTokenizer
-        tok = cls(vocab_file=vocab, do_lower_case=True, tokenize_chinese_chars=True,
-                  strip_accents=None)
+        tok = bert_tokenizer(transformers, write_vocab(outdir))
         tok.model_max_length = 64
         tok.save_pretrained(outdir)
         cfg = transformers.BertConfig(
@@ -309,6 +328,12 @@ def wordpiece_corpus(transformers, outdir, log):
         if ids0 != ids[1:-1]:
             o["ids0"] = ids0
         lines.append(json.dumps(o, ensure_ascii=False))
+    unk = tok.convert_tokens_to_ids("[UNK]")
+    n = sum(len(json.loads(x)["ids"]) - 2 for x in lines)
+    n_unk = sum(json.loads(x)["ids"].count(unk) for x in lines)
+    if 2 * n_unk > n:
+        raise SystemExit("wordpiece corpus: %d of %d ids are [UNK]" % (n_unk, n))
+    log.write("wordpiece corpus: %d ids, %d [UNK]\n" % (n, n_unk))
     p = os.path.join(outdir, "wordpiece-bert.jsonl")
     with open(p, "w", encoding="utf-8") as f:
         f.write("\n".join(lines) + "\n")
