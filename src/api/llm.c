@@ -71,16 +71,17 @@ static int load_tokenizer(hr_llm *m, hr_error *err) {
     return 0;
 }
 
-/* Every ID the tokenizer can give needs an embedding row: an ID past them
- * (added tokens beyond config.json's vocab_size) is a load error naming
- * the first such token, not a failure at the first request that has it. */
-static int check_rows(const hr_llm *m, hr_error *err) {
+/* Every ID the tokenizer can give should have an embedding row. An ID past
+ * them (added tokens beyond config.json's vocab_size) is a warning naming
+ * the first such token: the model still serves every text without one (as
+ * in transformers), and a prompt that has one fails with its own error. */
+static void check_rows(const hr_llm *m) {
     int32_t n = hr_tokenizer_n_vocab(m->tok), rows = m->model->hp.n_vocab, id = rows, past = 0;
     for (int32_t i = rows; i < n; i++)
         if (hr_tokenizer_token_to_piece(m->tok, i, NULL) && !past++)
             id = i;
     if (!past)
-        return 0;
+        return;
     size_t len = 0;
     const char *p = hr_tokenizer_token_to_piece(m->tok, id, &len);
     char shown[48];
@@ -88,9 +89,9 @@ static int check_rows(const hr_llm *m, hr_error *err) {
     for (size_t i = 0; i < len && k + 1 < sizeof shown; i++) /* one line */
         shown[k++] = (unsigned char)p[i] < 0x20 ? '?' : p[i];
     shown[k] = 0;
-    return hr_err(err, HR_EFORMAT, "%s: the tokenizer has %d id%s past the model's %d "
-                  "embedding rows (config.json vocab_size), the first %d ('%s%s')", m->path,
-                  past, past > 1 ? "s" : "", rows, id, shown, k < len ? "..." : "");
+    hr_log(HR_LOG_WARN, "%s: the tokenizer has %d id%s past the model's %d embedding rows "
+           "(config.json vocab_size), the first %d ('%s%s'): a prompt with one is refused",
+           m->path, past, past > 1 ? "s" : "", rows, id, shown, k < len ? "..." : "");
 }
 
 /* bos_token / eos_token for a template when the model's files name none:
@@ -174,8 +175,8 @@ int hr_llm_load(hr_llm **out, const char *path, const hr_llm_opts *opts, hr_erro
     if ((rc = hr_model_open_with(&m->model, path, &mo, err)) ||
         (rc = load_tokenizer(m, err)))
         goto fail;
-    if (m->tok && (rc = check_rows(m, err)))
-        goto fail;
+    if (m->tok)
+        check_rows(m);
     if (m->tok && (rc = load_template(m, opts ? opts->chat_template : NULL, err)))
         goto fail;
     stop_ids(m);
