@@ -11,10 +11,15 @@
  *     gradient checkpointing;
  *   - the Adam / AdamW update against a hand computation;
  *   - resume-file errors.
- * tests/fixtures/train/<case>/ (tools/refgen/train.py: torch autograd
- * through peft on the GPU machine): the loss, every LoRA gradient and the
- * parameters after 3 AdamW steps within 1e-4 of the largest; skipped with
- * a note when the fixtures are absent. */
+ * tests/fixtures/train/<case>/ (tools/refgen/train_torch.py: torch
+ * autograd, float64, over a plain-torch forward checked there against
+ * transformers' log-probs; tools/refgen/train.py writes the same files
+ * through transformers + peft): the loss within 1e-5 relative (the torch
+ * model is the same function), every LoRA gradient within 1e-4 of the
+ * largest, the parameters after 3 AdamW steps within 3e-4 of the largest
+ * (Adam's first steps move a parameter by ~lr sign(g) whatever |g|, so
+ * the gradients' f32 rounding on the smallest ones, ~1e-6, shows there
+ * magnified). */
 #include "core/error.h"
 #include "model/adapter.h"
 #include "model/model.h"
@@ -432,7 +437,7 @@ static void torch_case(const char *dir, const char *name) {
     double wd = rel_diff(ls->w, want->w, ls->n);
     printf("%s: after %zu AdamW steps the parameters are within %.2e of the largest\n", name,
            json_array_size(losses), wd);
-    assert_true(wd <= 1e-4);
+    assert_true(wd <= 3e-4);
     hr_bp_free(b);
     hr_lora_set_free(ls);
     hr_lora_set_free(want);
@@ -459,11 +464,8 @@ static void test_torch_fixture(void **st) {
     }
     if (dh)
         closedir(dh);
-    if (n == 0) {
-        printf("SKIP torch gradient parity: no fixtures in %s (tools/refgen/train.py makes "
-               "them on the GPU machine)\n", d);
-        skip();
-    }
+    if (n == 0) /* committed: their absence is a broken checkout */
+        fail_msg("no torch fixtures in %s (tools/refgen/train_torch.py makes them)", d);
 }
 
 int main(void) {
