@@ -25,7 +25,8 @@ Losses (each a case's "loss" field):
   sft   the mean cross-entropy over the batch's targets, target j of
         sequence s counting when max(offset, 1) <= j < len(s) (hearth's
         definition, docs/training.md).
-  dpo / orpo: see preference_loss below.
+  dpo   TRL's DPOTrainer (sigmoid), the reference the frozen base;
+  orpo  TRL's ORPOTrainer: see preference_loss below.
 
 Per case, OUT/<case>/:
   adapters.safetensors  the adapter the gradients are taken at (float32);
@@ -69,6 +70,9 @@ CASES = [
     ("qwen3", "qwen3", 4, 2.0, 2, 102, "sft", None),
     ("qwen2", "qwen2", 2, 4.0, 1, 103, "sft", None),
     ("llama-tied", "llama-tied", 4, 2.0, 2, 104, "sft", None),
+    ("llama-dpo", "llama", 2, 2.0, 2, 105, "dpo", 0.1),
+    ("qwen3-orpo", "qwen3", 2, 2.0, 2, 106, "orpo", 0.1),
+    ("qwen2-dpo", "qwen2", 2, 4.0, 1, 107, "dpo", 0.1),
 ]
 
 
@@ -216,10 +220,44 @@ def sft_loss(model, batch):
     return tot / n
 
 
+def preference_loss(model, kind, param, batch):
+    """Sequences 2i, 2i+1: pair i's prompt + chosen, prompt + rejected; the
+    prompt (offset tokens) is no target.
+
+    dpo (TRL DPOTrainer, loss_type "sigmoid", label_smoothing 0): with pi,
+      ref the summed completion log-probs under the adapted model and the
+      frozen base (the adapter off), z = beta ((pi_c - pi_r) - (ref_c - ref_r)),
+      loss = mean over pairs of -log sigmoid(z).
+    orpo (TRL ORPOTrainer.odds_ratio_loss, lambda = its beta): p the mean
+      completion log-prob, log_odds = (p_c - p_r) - (log1p(-e^p_c) -
+      log1p(-e^p_r)), loss = NLL - lambda mean log sigmoid(log_odds), NLL the
+      mean cross-entropy over every chosen completion token of the batch.
+    """
+    toks, offs = batch["tokens"], batch["offsets"]
+    pol = [seq_logps(model, t, o) for t, o in zip(toks, offs)]
+    np_ = len(toks) // 2
+    if kind == "dpo":
+        model.enabled = False
+        with torch.no_grad():
+            ref = [seq_logps(model, t, o)[0] for t, o in zip(toks, offs)]
+        model.enabled = True
+        z = [param * ((pol[2 * i][0] - pol[2 * i + 1][0]) - (ref[2 * i] - ref[2 * i + 1]))
+             for i in range(np_)]
+        return sum(-torch.nn.functional.logsigmoid(x) for x in z) / np_
+    nll = -sum(pol[2 * i][0] for i in range(np_)) / sum(pol[2 * i][1] for i in range(np_))
+    ratio = 0.0
+    for i in range(np_):
+        pc = pol[2 * i][0] / pol[2 * i][1]
+        pr = pol[2 * i + 1][0] / pol[2 * i + 1][1]
+        lo = (pc - pr) - (torch.log1p(-torch.exp(pc)) - torch.log1p(-torch.exp(pr)))
+        ratio = ratio + torch.nn.functional.logsigmoid(lo)
+    return nll - param * ratio / np_
+
+
 def loss_of(model, kind, param, batch):
     if kind == "sft":
         return sft_loss(model, batch)
-    raise ValueError(kind)
+    return preference_loss(model, kind, param, batch)
 
 
 # ---- a case ------------------------------------------------------------------------------------
@@ -228,6 +266,18 @@ def sft_batch(vocab, seed):
     rng = random.Random(seed)
     return {"tokens": [[rng.randrange(vocab) for _ in range(n)] for n in (9, 7)],
             "offsets": [0, 3]}
+
+
+def pref_batch(vocab, seed):
+    """Two pairs: a prompt of 3 or 4 tokens, completions of 2..6."""
+    rng = random.Random(seed)
+    toks, offs = [], []
+    for plen, clen, rlen in ((3, 5, 3), (4, 2, 6)):
+        prompt = [rng.randrange(vocab) for _ in range(plen)]
+        for n in (clen, rlen):
+            toks.append(prompt + [rng.randrange(vocab) for _ in range(n)])
+            offs.append(plen)
+    return {"tokens": toks, "offsets": offs}
 
 
 def run_case(name, base, rank, scale, num_layers, seed, kind, param, out):
@@ -250,7 +300,7 @@ def run_case(name, base, rank, scale, num_layers, seed, kind, param, out):
             model.lora[key] = (a, b)
             params += [(key + ".lora_a", a), (key + ".lora_b", b)]
     model.scale = scale
-    batch = sft_batch(model.vocab, seed) if kind == "sft" else None
+    batch = sft_batch(model.vocab, seed) if kind == "sft" else pref_batch(model.vocab, seed)
     cd = os.path.join(out, name)
     os.makedirs(cd, exist_ok=True)
     st_write(os.path.join(cd, "adapters.safetensors"), {k: p for k, p in params})
