@@ -1,7 +1,8 @@
 /* hearth train: LoRA fine-tuning with mlx_lm.lora's data, flags and
  * adapter files (docs/training.md). The loop is mlx-lm's `train`: batches
  * from iterate_batches' order (train/data.h), one optimizer step per
- * batch on the mean cross-entropy of its targets, validation at the first
+ * batch on its loss (train/loss.h: SFT's mean cross-entropy, DPO, ORPO
+ * on preference pairs), validation at the first
  * step, every --steps-per-eval and the last, checkpoints every
  * --save-every, the adapter written at the end. */
 #include "api/api.h"
@@ -16,6 +17,7 @@
 #include "train/config.h"
 #include "train/data.h"
 #include "train/lora_params.h"
+#include "train/loss.h"
 
 #include <jansson.h>
 #include <math.h>
@@ -31,7 +33,8 @@ static const char usage[] =
     "[--batch-size N] [--learning-rate LR] [--num-layers N] [--lora-rank R] [--lora-scale S] "
     "[--max-seq-length N] [--mask-prompt] [--val-batches N] [--steps-per-report N] "
     "[--steps-per-eval N] [--save-every N] [--resume-adapter-file FILE] [--seed N] "
-    "[--optimizer adam|adamw] [--grad-checkpoint] [--threads T]";
+    "[--optimizer adam|adamw] [--loss sft|dpo|orpo] [--beta B] [--grad-checkpoint] "
+    "[--threads T]";
 
 /* ---- text through the model's template and tokenizer ------------------------------- */
 
@@ -58,11 +61,16 @@ typedef struct run {
     hr_bp *bp;
     int32_t *btok;  /* a batch's tokens, end to end */
     int *bstart, *boff;
+    double *t_ref, *v_ref; /* DPO: each example's log-prob under the base (NAN: not yet) */
+    double *bref;
 } run;
 
-/* batch k of order (examples order[k*bs ..]), each cut to max_seq_length */
+/* sequences a batch: batch_size examples or pairs */
+static int width(const run *r) { return (int)r->c.batch_size * (r->train.pairs ? 2 : 1); }
+
+/* batch k of order (examples order[k*w ..]), each cut to max_seq_length */
 static hr_bp_batch make_batch(run *r, const hr_train_data *d, const int *order, int k) {
-    int bs = (int)r->c.batch_size, n = 0;
+    int bs = width(r), n = 0;
     for (int i = 0; i < bs; i++) {
         int e = order[(size_t)k * bs + i];
         size_t len = d->start[e + 1] - d->start[e];
@@ -79,7 +87,7 @@ static hr_bp_batch make_batch(run *r, const hr_train_data *d, const int *order, 
 
 /* the most input tokens of any batch */
 static int max_batch_tokens(const run *r, const hr_train_data *d, const int *order, int nb) {
-    int best = 0, bs = (int)r->c.batch_size;
+    int best = 0, bs = width(r);
     for (int k = 0; k < nb; k++) {
         int n = 0;
         for (int i = 0; i < bs; i++) {
@@ -90,6 +98,32 @@ static int max_batch_tokens(const run *r, const hr_train_data *d, const int *ord
         best = n > best ? n : best;
     }
     return best;
+}
+
+/* one step of the run's loss on batch k of d (grad: into the set's g);
+ * DPO's reference log-probs computed once per example and kept in ref */
+static int loss_step(run *r, const hr_train_data *d, const int *order, double *ref, int k,
+                     bool grad, double *loss, int *nt, hr_error *err) {
+    hr_bp_batch b = make_batch(r, d, order, k);
+    const double *rp = NULL;
+    if (hr_loss_needs_ref(r->c.loss)) {
+        const int *e = order + (size_t)k * b.n_seqs;
+        bool known = true;
+        for (int i = 0; i < b.n_seqs; i++)
+            known &= !isnan(ref[e[i]]);
+        if (!known) {
+            int *cnt = (int *)r->boff + b.n_seqs; /* boff has room for 2 widths */
+            int rc = hr_bp_forward(r->bp, &b, false, r->bref, cnt, err);
+            if (rc)
+                return rc;
+            for (int i = 0; i < b.n_seqs; i++)
+                ref[e[i]] = r->bref[i];
+        }
+        for (int i = 0; i < b.n_seqs; i++)
+            r->bref[i] = ref[e[i]];
+        rp = r->bref;
+    }
+    return hr_loss_step(r->bp, &b, r->c.loss, r->c.beta, rp, grad, loss, nt, err);
 }
 
 static void shuffle(int *v, int n, hr_rng *rng) {
@@ -119,12 +153,14 @@ static int evaluate(run *r, double *out, hr_error *err) {
     long n = 0;
     int rc = 0;
     for (int k = 0; k < nb && !rc; k++) {
-        hr_bp_batch b = make_batch(r, &r->valid, r->v_order, perm[k]);
         double loss;
         int nt;
-        if (!(rc = hr_bp_step(r->bp, &b, false, &loss, &nt, err))) {
-            sum += loss * nt;
-            n += nt;
+        if (!(rc = loss_step(r, &r->valid, r->v_order, r->v_ref, perm[k], false, &loss, &nt,
+                             err))) {
+            /* SFT: the mean over every target; pairs: over the batches */
+            int wgt = r->c.loss == HR_LOSS_SFT ? nt : 1;
+            sum += loss * wgt;
+            n += wgt;
         }
     }
     free(perm);
@@ -184,11 +220,11 @@ static int train(run *r, hr_error *err) {
             pi = 0;
         }
         double st = hr_now();
-        hr_bp_batch b = make_batch(r, &r->train, r->t_order, perm[pi++]);
         double loss;
         int nt;
         hr_lora_set_zero_grad(r->ls);
-        if ((rc = hr_bp_step(r->bp, &b, true, &loss, &nt, err)))
+        if ((rc = loss_step(r, &r->train, r->t_order, r->t_ref, perm[pi++], true, &loss, &nt,
+                            err)))
             break;
         if (nt > 0)
             hr_lora_set_adam(r->ls, &opt);
@@ -234,10 +270,10 @@ static int train(run *r, hr_error *err) {
 
 static int cfg_args(hr_train_cfg *c, int argc, char **argv, hr_error *err) {
     const char *model = NULL, *data = NULL, *out = NULL, *resume = NULL, *config = NULL,
-               *optimizer = NULL;
+               *optimizer = NULL, *loss = NULL;
     long iters = UNSET_L, bs = UNSET_L, nl = UNSET_L, rank = UNSET_L, msl = UNSET_L,
          vb = UNSET_L, spr = UNSET_L, spe = UNSET_L, se = UNSET_L, seed = UNSET_L, threads = 0;
-    double lr = NAN, scale = NAN;
+    double lr = NAN, scale = NAN, beta = NAN;
     int mask = 0, ckpt = 0;
     const hr_opt opts[] = {
         {"model", HR_OPT_MODEL, &model, "base model directory or .gguf file; or ORG/NAME[@REV]"},
@@ -260,6 +296,8 @@ static int cfg_args(hr_train_cfg *c, int argc, char **argv, hr_error *err) {
         {"resume-adapter-file", HR_OPT_STR, &resume, "start from these adapters.safetensors weights"},
         {"seed", HR_OPT_INT, &seed, "the seed of the LoRA init and the batch order (default 0)"},
         {"optimizer", HR_OPT_STR, &optimizer, "adam (default, mlx-lm's) or adamw (weight decay 0.01)"},
+        {"loss", HR_OPT_STR, &loss, "sft (default), dpo or orpo (preference data)"},
+        {"beta", HR_OPT_FLOAT, &beta, "DPO's beta, ORPO's lambda (default 0.1)"},
         {"grad-checkpoint", HR_OPT_FLAG, &ckpt, "keep only each layer's input; recompute in the backward"},
         {"threads", HR_OPT_INT, &threads, "compute threads (default: all cores)"},
     };
@@ -298,6 +336,14 @@ static int cfg_args(hr_train_cfg *c, int argc, char **argv, hr_error *err) {
         return hr_err(err, HR_EINVAL, "--optimizer %s: adam or adamw", optimizer);
     if (optimizer)
         c->adamw = !strcmp(optimizer, "adamw");
+    if (loss && hr_loss_parse(loss) < 0)
+        return hr_err(err, HR_EINVAL, "--loss %s: sft, dpo or orpo", loss);
+    if (loss)
+        c->loss = hr_loss_parse(loss);
+    if (!isnan(beta))
+        c->beta = beta;
+    if (!(c->beta > 0) || !isfinite(c->beta))
+        return hr_err(err, HR_EINVAL, "--beta %g: a positive number", c->beta);
     if (!c->model || !c->data)
         return hr_err(err, HR_EINVAL, "--model and --data are required (see --help)");
     if (c->iters < 1 || c->batch_size < 1 || c->max_seq_length < 2 || c->steps_per_report < 1 ||
@@ -341,6 +387,12 @@ static int setup(run *r, hr_error *err) {
         (rc = hr_train_batches(&r->valid, (int)c->batch_size, &r->v_order, &r->v_batches,
                                err)))
         return hr_err_wrap(err, "valid.jsonl");
+    bool pairs = hr_loss_pairs(c->loss);
+    if (r->train.pairs != pairs || r->valid.pairs != pairs)
+        return hr_err(err, HR_EINVAL, pairs ? "--loss %s needs preference data: lines of "
+                      "{\"prompt\", \"chosen\", \"rejected\"} in train.jsonl and valid.jsonl"
+                      : "preference data ({\"prompt\", \"chosen\", \"rejected\"}) needs "
+                      "--loss dpo or orpo (--loss %s)", hr_loss_name(c->loss));
     hr_lora_cfg lc = {.rank = (int)c->rank, .scale = (float)c->scale,
                       .num_layers = (int)c->num_layers};
     memcpy(lc.keys, c->keys, sizeof lc.keys);
@@ -351,11 +403,19 @@ static int setup(run *r, hr_error *err) {
     int mt = max_batch_tokens(r, &r->train, r->t_order, r->t_batches);
     int mv = max_batch_tokens(r, &r->valid, r->v_order, r->v_batches);
     mt = mv > mt ? mv : mt;
+    size_t w = (size_t)width(r);
     r->btok = malloc((size_t)mt * sizeof *r->btok);
-    r->bstart = malloc(((size_t)c->batch_size + 1) * sizeof *r->bstart);
-    r->boff = malloc((size_t)c->batch_size * sizeof *r->boff);
-    if (!r->btok || !r->bstart || !r->boff)
+    r->bstart = malloc((w + 1) * sizeof *r->bstart);
+    r->boff = malloc(2 * w * sizeof *r->boff);
+    r->bref = malloc(w * sizeof *r->bref);
+    r->t_ref = malloc((r->train.n + 1) * sizeof *r->t_ref);
+    r->v_ref = malloc((r->valid.n + 1) * sizeof *r->v_ref);
+    if (!r->btok || !r->bstart || !r->boff || !r->bref || !r->t_ref || !r->v_ref)
         return hr_err(err, HR_ENOMEM, "out of memory");
+    for (size_t i = 0; i < r->train.n; i++)
+        r->t_ref[i] = NAN;
+    for (size_t i = 0; i < r->valid.n; i++)
+        r->v_ref[i] = NAN;
     if ((rc = hr_bp_new(&r->bp, r->ls, mt, (int)c->max_seq_length, (int)c->threads,
                         c->grad_checkpoint, err)))
         return rc;
@@ -371,7 +431,8 @@ static int setup(run *r, hr_error *err) {
     if (rc)
         return rc;
     printf("Trainable parameters: %.3fM; %zu training and %zu validation examples; "
-           "activations %.1f MiB\n", r->ls->n / 1e6, r->train.n, r->valid.n,
+           "activations %.1f MiB\n", r->ls->n / 1e6, r->train.n / (r->train.pairs ? 2 : 1),
+           r->valid.n / (r->valid.pairs ? 2 : 1),
            hr_bp_bytes(r->bp) / 1048576.0);
     return 0;
 }
@@ -404,6 +465,9 @@ int hr_cmd_train(int argc, char **argv) {
     free(r.btok);
     free(r.bstart);
     free(r.boff);
+    free(r.bref);
+    free(r.t_ref);
+    free(r.v_ref);
     hr_llm_free(r.llm);
     hr_train_cfg_deinit(&r.c);
     return rc ? hr_cli_fail(&err) : 0;

@@ -15,6 +15,8 @@ typedef struct hr_train_cfg {
     long iters, batch_size, num_layers, rank, max_seq_length, val_batches;
     long steps_per_report, steps_per_eval, save_every, seed, threads;
     double learning_rate, scale, weight_decay;
+    int loss;         /* hr_loss_kind: --loss / loss / train_mode (sft) */
+    double beta;      /* DPO's beta, ORPO's lambda: --beta / beta (0.1) */
     bool mask_prompt, grad_checkpoint, adamw;
     bool keys[HR_LORA_SLOTS]; /* lora_parameters.keys (all when not given) */
     json_t *file;             /* the config file's fields (owned; strings above may

@@ -1,7 +1,8 @@
 /* libFuzzer: `hearth train`'s inputs of untrusted bytes: the JSON-lines
  * data (train/data.h) and the -c config file (train/config.h).
  * Input: one byte (bit 0: a config file, else data; bit 1: --mask-prompt),
- * then the file's text. The data's template and tokenizer are stand-ins
+ * then the file's text (data: every format, the preference pairs too).
+ * The data's template and tokenizer are stand-ins
  * (the messages' JSON, one token per byte): the parser's own paths are
  * what is under test. Whatever parses must hold its invariants; errors
  * are fine. */
@@ -53,10 +54,17 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         for (size_t i = 0; i < d.n; i++)
             if (d.start[i + 1] < d.start[i] || d.offset[i] < 0)
                 __builtin_trap();
-        int *order, nb;
+        /* pairs: chosen and rejected share the prompt's offset */
+        if (d.pairs && (d.n % 2 || d.n < 2))
+            __builtin_trap();
+        for (size_t i = 0; d.pairs && i < d.n; i += 2)
+            if (d.offset[i] != d.offset[i + 1])
+                __builtin_trap();
+        int *order, nb, g = d.pairs ? 2 : 1;
         if (hr_train_batches(&d, 2, &order, &nb, &err) == 0) {
-            for (int i = 0; i < 2 * nb; i++)
-                if (order[i] < 0 || (size_t)order[i] >= d.n)
+            for (int i = 0; i < 2 * g * nb; i++)
+                if (order[i] < 0 || (size_t)order[i] >= d.n ||
+                    (d.pairs && order[i] % 2 != i % 2))
                     __builtin_trap();
             free(order);
         }
