@@ -18,6 +18,7 @@
 #include "train/data.h"
 #include "train/lora_params.h"
 #include "train/loss.h"
+#include "train/state.h"
 
 #include <jansson.h>
 #include <math.h>
@@ -33,8 +34,8 @@ static const char usage[] =
     "[--batch-size N] [--learning-rate LR] [--num-layers N] [--lora-rank R] [--lora-scale S] "
     "[--max-seq-length N] [--mask-prompt] [--val-batches N] [--steps-per-report N] "
     "[--steps-per-eval N] [--save-every N] [--resume-adapter-file FILE] [--seed N] "
-    "[--optimizer adam|adamw] [--loss sft|dpo|orpo] [--beta B] [--grad-checkpoint] "
-    "[--threads T]";
+    "[--optimizer adam|adamw] [--loss sft|dpo|orpo] [--beta B] [--grad-accumulation-steps N] "
+    "[--grad-checkpoint] [--threads T]";
 
 /* ---- text through the model's template and tokenizer ------------------------------- */
 
@@ -63,6 +64,7 @@ typedef struct run {
     int *bstart, *boff;
     double *t_ref, *v_ref; /* DPO: each example's log-prob under the base (NAN: not yet) */
     double *bref;
+    hr_train_state st; /* iterations, updates, the batch order (train/state.h) */
 } run;
 
 /* sequences a batch: batch_size examples or pairs */
@@ -174,11 +176,15 @@ static double peak_gb(void) {
     return ru.ru_maxrss / 1048576.0; /* KiB -> GB (GiB) */
 }
 
+/* the adapter as out/name, and the training state beside it */
 static int save(run *r, const char *name, hr_error *err) {
-    char p[4096];
+    char p[4096], sp[4200];
     if (hr_path_join(p, sizeof p, r->c.out, name))
         return hr_err(err, HR_EINVAL, "--out path too long");
-    return hr_lora_set_save(r->ls, p, err);
+    int rc = hr_lora_set_save(r->ls, p, err);
+    if (!rc && !hr_train_state_path(sp, sizeof sp, p))
+        rc = hr_train_state_save(sp, r->ls, &r->st, err);
+    return rc;
 }
 
 /* Ctrl-C (SIGINT) or SIGTERM: the step in progress finishes, the adapter
@@ -194,40 +200,46 @@ static void on_signal(int sig) {
 
 static int train(run *r, hr_error *err) {
     const hr_train_cfg *c = &r->c;
-    hr_rng rng;
-    hr_rng_seed(&rng, (uint64_t)c->seed);
-    int *perm = malloc((size_t)r->t_batches * sizeof *perm);
-    if (!perm)
-        return hr_err(err, HR_ENOMEM, "out of memory");
-    hr_adam opt = {.lr = (float)c->learning_rate, .b1 = 0.9f, .b2 = 0.999f, .eps = 1e-8f,
+    hr_train_state *S = &r->st;
+    hr_adam opt = {.b1 = 0.9f, .b2 = 0.999f, .eps = 1e-8f,
                    .wd = c->adamw ? (float)c->weight_decay : 0.0f};
+    opt.lr = hr_sched_lr(&c->sched, S->updates > 0 ? S->updates - 1 : 0);
     double losses = 0, t0 = hr_now(), train_time = 0;
-    long tokens = 0, trained = 0;
-    int steps = 0, pi = r->t_batches, rc = 0;
+    long tokens = 0, trained = 0, first = S->iter + 1;
+    int steps = 0, rc = 0;
     long it;
-    for (it = 1; it <= c->iters && !rc && !g_stop; it++) {
-        if (r->v_batches && (it == 1 || it % c->steps_per_eval == 0 || it == c->iters)) {
+    for (it = first; it <= c->iters && !rc && !g_stop; it++) {
+        if (r->v_batches &&
+            (it == first || it % c->steps_per_eval == 0 || it == c->iters)) {
             double vt = hr_now(), vl = NAN;
             if ((rc = evaluate(r, &vl, err)))
                 break;
             printf("Iter %ld: Val loss %.3f, Val took %.3fs\n", it, vl, hr_now() - vt);
             fflush(stdout);
         }
-        if (pi == r->t_batches) { /* a new pass over the batches */
+        if (S->pos == r->t_batches) { /* a new pass over the batches */
             for (int i = 0; i < r->t_batches; i++)
-                perm[i] = i;
-            shuffle(perm, r->t_batches, &rng);
-            pi = 0;
+                S->perm[i] = i;
+            shuffle(S->perm, r->t_batches, &S->rng);
+            S->pos = 0;
         }
         double st = hr_now();
         double loss;
         int nt;
-        hr_lora_set_zero_grad(r->ls);
-        if ((rc = loss_step(r, &r->train, r->t_order, r->t_ref, perm[pi++], true, &loss, &nt,
-                            err)))
+        /* gradients add up over grad_accum iterations (mlx-lm's trainer:
+         * their sum / grad_accum, then one update) */
+        if ((rc = loss_step(r, &r->train, r->t_order, r->t_ref, S->perm[S->pos++], true,
+                            &loss, &nt, err)))
             break;
-        if (nt > 0)
+        S->iter = it;
+        if (it % c->grad_accum == 0) {
+            if (c->grad_accum > 1)
+                hr_lora_set_div_grad(r->ls, (float)c->grad_accum);
+            opt.lr = hr_sched_lr(&c->sched, S->updates);
             hr_lora_set_adam(r->ls, &opt);
+            S->updates++;
+            hr_lora_set_zero_grad(r->ls);
+        }
         train_time += hr_now() - st;
         losses += loss;
         tokens += nt;
@@ -236,8 +248,7 @@ static int train(run *r, hr_error *err) {
             trained += tokens;
             printf("Iter %ld: Train loss %.3f, Learning Rate %.3e, It/sec %.3f, Tokens/sec "
                    "%.3f, Trained Tokens %ld, Peak mem %.3f GB\n", it, losses / steps,
-                   c->learning_rate, steps / train_time, tokens / train_time, trained,
-                   peak_gb());
+                   opt.lr, steps / train_time, tokens / train_time, trained, peak_gb());
             fflush(stdout);
             losses = 0;
             tokens = 0;
@@ -253,14 +264,13 @@ static int train(run *r, hr_error *err) {
                    it, c->out, c->out, name);
         }
     }
-    free(perm);
     if (!rc && !(rc = save(r, "adapters.safetensors", err)))
         printf("Saved %s weights to %s/adapters.safetensors (%.1f s).\n",
                g_stop ? "the interrupted run's" : "final", c->out, hr_now() - t0);
     if (!rc && g_stop)
         rc = hr_err(err, HR_ECANCELLED, "interrupted after step %ld; the adapter is saved "
                     "(--resume-adapter-file %s/adapters.safetensors continues from it)",
-                    it - 1, c->out);
+                    S->iter, c->out);
     return rc;
 }
 
@@ -272,7 +282,8 @@ static int cfg_args(hr_train_cfg *c, int argc, char **argv, hr_error *err) {
     const char *model = NULL, *data = NULL, *out = NULL, *resume = NULL, *config = NULL,
                *optimizer = NULL, *loss = NULL;
     long iters = UNSET_L, bs = UNSET_L, nl = UNSET_L, rank = UNSET_L, msl = UNSET_L,
-         vb = UNSET_L, spr = UNSET_L, spe = UNSET_L, se = UNSET_L, seed = UNSET_L, threads = 0;
+         vb = UNSET_L, spr = UNSET_L, spe = UNSET_L, se = UNSET_L, seed = UNSET_L, threads = 0,
+         ga = UNSET_L;
     double lr = NAN, scale = NAN, beta = NAN;
     int mask = 0, ckpt = 0;
     const hr_opt opts[] = {
@@ -296,6 +307,7 @@ static int cfg_args(hr_train_cfg *c, int argc, char **argv, hr_error *err) {
         {"resume-adapter-file", HR_OPT_STR, &resume, "start from these adapters.safetensors weights"},
         {"seed", HR_OPT_INT, &seed, "the seed of the LoRA init and the batch order (default 0)"},
         {"optimizer", HR_OPT_STR, &optimizer, "adam (default, mlx-lm's) or adamw (weight decay 0.01)"},
+        {"grad-accumulation-steps", HR_OPT_INT, &ga, "batches per optimizer update (default 1)"},
         {"loss", HR_OPT_STR, &loss, "sft (default), dpo or orpo (preference data)"},
         {"beta", HR_OPT_FLOAT, &beta, "DPO's beta, ORPO's lambda (default 0.1)"},
         {"grad-checkpoint", HR_OPT_FLAG, &ckpt, "keep only each layer's input; recompute in the backward"},
@@ -320,8 +332,8 @@ static int cfg_args(hr_train_cfg *c, int argc, char **argv, hr_error *err) {
     c->resume = resume ? resume : c->resume;
     long *dst[] = {&c->iters, &c->batch_size, &c->num_layers, &c->rank, &c->max_seq_length,
                    &c->val_batches, &c->steps_per_report, &c->steps_per_eval, &c->save_every,
-                   &c->seed};
-    long src[] = {iters, bs, nl, rank, msl, vb, spr, spe, se, seed};
+                   &c->seed, &c->grad_accum};
+    long src[] = {iters, bs, nl, rank, msl, vb, spr, spe, se, seed, ga};
     for (size_t i = 0; i < sizeof src / sizeof *src; i++)
         if (src[i] != UNSET_L)
             *dst[i] = src[i];
@@ -348,10 +360,12 @@ static int cfg_args(hr_train_cfg *c, int argc, char **argv, hr_error *err) {
         return hr_err(err, HR_EINVAL, "--model and --data are required (see --help)");
     if (c->iters < 1 || c->batch_size < 1 || c->max_seq_length < 2 || c->steps_per_report < 1 ||
         c->steps_per_eval < 1 || c->save_every < 1 || c->val_batches < -1 || threads < 0 ||
-        !(c->learning_rate >= 0))
+        !(c->learning_rate >= 0) || c->grad_accum < 1)
         return hr_err(err, HR_EINVAL, "need --iters, --batch-size, --steps-per-report, "
-                      "--steps-per-eval, --save-every >= 1, --max-seq-length >= 2, "
-                      "--val-batches >= -1, --learning-rate >= 0");
+                      "--steps-per-eval, --save-every, --grad-accumulation-steps >= 1, "
+                      "--max-seq-length >= 2, --val-batches >= -1, --learning-rate >= 0");
+    if (!c->has_sched) /* mlx-lm: lr_schedule, when given, replaces learning_rate */
+        hr_sched_constant(&c->sched, c->learning_rate);
     return 0;
 }
 
@@ -400,6 +414,18 @@ static int setup(run *r, hr_error *err) {
         return rc;
     if (c->resume && (rc = hr_lora_set_load(r->ls, c->resume, err)))
         return rc;
+    r->st = (hr_train_state){.n_batches = r->t_batches, .pos = r->t_batches,
+                             .perm = malloc((size_t)r->t_batches * sizeof(int))};
+    if (!r->st.perm)
+        return hr_err(err, HR_ENOMEM, "out of memory");
+    hr_rng_seed(&r->st.rng, (uint64_t)c->seed);
+    char sp[4200];
+    if (c->resume && !hr_train_state_path(sp, sizeof sp, c->resume) && hr_file_exists(sp)) {
+        if ((rc = hr_train_state_load(sp, r->ls, &r->st, err)))
+            return rc;
+        printf("Resuming after iteration %ld (%ld optimizer updates) from %s\n", r->st.iter,
+               r->st.updates, sp);
+    }
     int mt = max_batch_tokens(r, &r->train, r->t_order, r->t_batches);
     int mv = max_batch_tokens(r, &r->valid, r->v_order, r->v_batches);
     mt = mv > mt ? mv : mt;
@@ -468,6 +494,7 @@ int hr_cmd_train(int argc, char **argv) {
     free(r.bref);
     free(r.t_ref);
     free(r.v_ref);
+    free(r.st.perm);
     hr_llm_free(r.llm);
     hr_train_cfg_deinit(&r.c);
     return rc ? hr_cli_fail(&err) : 0;

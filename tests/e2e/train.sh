@@ -78,10 +78,39 @@ cmp -s "$tmp/a1/adapters.safetensors" "$tmp/a2/adapters.safetensors" && ok || ba
 train --data "$tmp/d" --out "$tmp/a3" --iters 4 --learning-rate 1e-2 --threads 1 --seed 6 >/dev/null
 cmp -s "$tmp/a1/adapters.safetensors" "$tmp/a3/adapters.safetensors" && bad "the seed changes nothing" || ok
 
-# ---- resume: learning rate 0 keeps the file's weights exactly
+# ---- resume without a training state (mlx-lm's semantics: a fresh optimizer):
+# learning rate 0 keeps the file's weights exactly
+cp "$tmp/ad/adapters.safetensors" "$tmp/plain_adapters.safetensors"
 train --data "$tmp/d" --out "$tmp/r" --iters 1 --learning-rate 0 --threads 1 \
-    --resume-adapter-file "$tmp/ad/adapters.safetensors" >/dev/null
+    --resume-adapter-file "$tmp/plain_adapters.safetensors" >/dev/null
 cmp -s "$tmp/r/adapters.safetensors" "$tmp/ad/adapters.safetensors" && ok || bad "resume"
+
+# ---- resume with the training state: the bits of an uninterrupted run, with a
+# warmup + cosine schedule and gradient accumulation (the checkpoint at step 5
+# falls inside an accumulation and the resumed run crosses a pass), SFT and DPO
+cat >"$tmp/sched.yaml" <<EOF
+lr_schedule:
+  name: cosine_decay
+  warmup: 2
+  warmup_init: 1e-4
+  arguments: [1e-2, 6, 1e-3]
+EOF
+for L in sft dpo; do
+    data=$tmp/d; [ $L = dpo ] && data=$tmp/pref
+    rt() { train --data "$data" --loss $L -c "$tmp/sched.yaml" --grad-accumulation-steps 2 \
+        --batch-size 2 --iters 11 --steps-per-eval 100 --threads 2 "$@" >/dev/null; }
+    rt --out "$tmp/full-$L" --save-every 5
+    rt --out "$tmp/res-$L" --resume-adapter-file "$tmp/full-$L/0000005_adapters.safetensors"
+    cmp -s "$tmp/full-$L/adapters.safetensors" "$tmp/res-$L/adapters.safetensors" \
+        && cmp -s "$tmp/full-$L/optimizer_state.safetensors" "$tmp/res-$L/optimizer_state.safetensors" \
+        && ok || bad "$L: the resumed run differs from the uninterrupted one"
+done
+grep -q '"grad_accumulation_steps": 2' "$tmp/full-sft/adapter_config.json" \
+    && grep -q '"name": "cosine_decay"' "$tmp/full-sft/adapter_config.json" && ok \
+    || bad "adapter_config.json: $(cat "$tmp/full-sft/adapter_config.json")"
+out=$(train --data "$tmp/pref" --loss dpo --batch-size 4 --iters 1 --out "$tmp/x" \
+    --resume-adapter-file "$tmp/full-dpo/0000005_adapters.safetensors" 2>&1) \
+    && bad "a state of another batch count" || { echo "$out" | grep -q "not this run's" && ok || bad "$out"; }
 out=$(train --data "$tmp/d" --out "$tmp/r2" --iters 1 --lora-rank 2 --threads 1 \
     --resume-adapter-file "$tmp/ad/adapters.safetensors" 2>&1) && bad "resume with another rank" \
     || { echo "$out" | grep -q "wrong shape" && ok || bad "resume error: $out"; }
