@@ -193,7 +193,8 @@ static void gradcheck_pref(const char *model, hr_loss_kind k, double param, doub
     double l0 = pref_loss(b, &bt, k, param, ref, true);
     double worst = 0, gmax = 0;
     size_t bad = 0;
-    for (size_t i = 0; i < ls->n; i++) {
+    /* every third parameter (the torch fixtures check them all): seconds */
+    for (size_t i = 0; i < ls->n; i += 3) {
         float w = ls->w[i];
         double dh[2];
         for (int j = 0; j < 2; j++) {
@@ -212,9 +213,9 @@ static void gradcheck_pref(const char *model, hr_loss_kind k, double param, doub
                         hr_loss_name(k), i, ls->g[i], fd);
         worst = d > worst ? d : worst;
     }
-    printf("%s %s (loss %.6f): %zu LoRA parameters, largest |gradient| %.4g, worst "
-           "|analytic - finite difference| %.3g\n", model, hr_loss_name(k), l0, ls->n, gmax,
-           worst);
+    printf("%s %s (loss %.6f): %zu of %zu LoRA parameters, largest |gradient| %.4g, worst "
+           "|analytic - finite difference| %.3g\n", model, hr_loss_name(k), l0,
+           (ls->n + 2) / 3, ls->n, gmax, worst);
     assert_int_equal(bad, 0);
     assert_true(gmax > 1e-2);
     hr_bp_free(b);
