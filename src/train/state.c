@@ -53,36 +53,52 @@ static int get(hr_st_file *f, const char *name, hr_dtype dt, size_t count, size_
     return 0;
 }
 
-int hr_train_state_load(const char *path, hr_lora_set *s, hr_train_state *st, hr_error *err) {
-    hr_st_file *f;
-    int rc = hr_st_open(&f, path, err);
-    if (rc)
-        return rc;
+/* the state in f into m[3] (m1, m2, g: n floats each) and st */
+static int read_state(hr_st_file *f, float *const m[3], size_t n, hr_train_state *st,
+                      hr_error *err) {
     int64_t iter, updates, pos, rng[4];
-    if ((rc = get(f, "m1", HR_DTYPE_F32, s->n, 4, s->m1, err)) ||
-        (rc = get(f, "m2", HR_DTYPE_F32, s->n, 4, s->m2, err)) ||
-        (rc = get(f, "g", HR_DTYPE_F32, s->n, 4, s->g, err)) ||
+    const char *path = hr_st_path(f);
+    int rc;
+    if ((rc = get(f, "m1", HR_DTYPE_F32, n, 4, m[0], err)) ||
+        (rc = get(f, "m2", HR_DTYPE_F32, n, 4, m[1], err)) ||
+        (rc = get(f, "g", HR_DTYPE_F32, n, 4, m[2], err)) ||
         (rc = get(f, "iter", HR_DTYPE_I64, 1, 8, &iter, err)) ||
         (rc = get(f, "updates", HR_DTYPE_I64, 1, 8, &updates, err)) ||
         (rc = get(f, "pos", HR_DTYPE_I64, 1, 8, &pos, err)) ||
         (rc = get(f, "rng", HR_DTYPE_I64, 4, 8, rng, err)) ||
         (rc = get(f, "perm", HR_DTYPE_I32, (size_t)st->n_batches, 4, st->perm, err)))
-        goto done;
-    if (iter < 0 || updates < 0 || updates > iter || pos < 0 || pos > st->n_batches) {
-        rc = hr_err(err, HR_EFORMAT, "%s: a malformed training state", path);
-        goto done;
-    }
+        return rc;
+    if (iter < 0 || updates < 0 || updates > iter || pos < 0 || pos > st->n_batches)
+        return hr_err(err, HR_EFORMAT, "%s: a malformed training state", path);
     for (int i = 0; i < st->n_batches; i++)
-        if (st->perm[i] < 0 || st->perm[i] >= st->n_batches) {
-            rc = hr_err(err, HR_EFORMAT, "%s: a malformed training state", path);
-            goto done;
-        }
+        if (st->perm[i] < 0 || st->perm[i] >= st->n_batches)
+            return hr_err(err, HR_EFORMAT, "%s: a malformed training state", path);
     st->iter = (long)iter;
     st->updates = (long)updates;
     st->pos = (int)pos;
     for (int i = 0; i < 4; i++)
         memcpy(&st->rng.s[i], &rng[i], sizeof rng[i]);
-done:
+    return 0;
+}
+
+int hr_train_state_load(const char *path, hr_lora_set *s, hr_train_state *st, hr_error *err) {
+    hr_st_file *f;
+    int rc = hr_st_open(&f, path, err);
+    if (rc)
+        return rc;
+    float *const m[3] = {s->m1, s->m2, s->g};
+    rc = read_state(f, m, s->n, st, err);
+    hr_st_close(f);
+    return rc;
+}
+
+int hr_train_state_parse(const void *data, size_t size, const char *name, float *const m[3],
+                         size_t n, hr_train_state *st, hr_error *err) {
+    hr_st_file *f;
+    int rc = hr_st_parse(&f, data, size, name, err);
+    if (rc)
+        return rc;
+    rc = read_state(f, m, n, st, err);
     hr_st_close(f);
     return rc;
 }

@@ -39,4 +39,10 @@ int hr_train_state_save(const char *path, const hr_lora_set *s, const hr_train_s
  * a state of another set size or batch count ("not this run's"). */
 int hr_train_state_load(const char *path, hr_lora_set *s, hr_train_state *st, hr_error *err);
 
+/* The same from an image in memory into m[0..2] (m1, m2, g: n floats
+ * each); name for messages. The fuzzed entry point. On error the outputs
+ * may be partly written. */
+int hr_train_state_parse(const void *data, size_t size, const char *name, float *const m[3],
+                         size_t n, hr_train_state *st, hr_error *err);
+
 #endif

@@ -3,6 +3,7 @@
  * build_schedule with warmup), their config errors, and the training
  * state file (train/state.h): a round trip and its refusals. */
 #include "core/error.h"
+#include "core/file.h"
 #include "model/model.h"
 #include "train/config.h"
 #include "train/lora_params.h"
@@ -150,6 +151,27 @@ static void test_state(void **st) {
     assert_memory_equal(perm, perm2, sizeof perm);
     assert_memory_equal(&s.rng, &t.rng, sizeof s.rng);
     assert_true(t.iter == 17 && t.updates == 8 && t.pos == 2);
+    /* the in-memory entry point (the fuzzed one), on the same bytes, and
+     * on the committed fuzz seed (tests/fuzz/corpus/fuzz_train_data/state) */
+    char *img;
+    size_t img_n;
+    assert_int_equal(hr_file_read(path, &img, &img_n, &err), 0);
+    float *xs = malloc(3 * a->n * sizeof *xs);
+    float *const xm[3] = {xs, xs + a->n, xs + 2 * a->n};
+    hr_train_state v = {.n_batches = 5, .perm = perm2};
+    assert_int_equal(hr_train_state_parse(img, img_n, "mem", xm, a->n, &v, &err), 0);
+    assert_true(v.iter == 17);
+    assert_memory_equal(xm[1], a->m2, a->n * sizeof(float));
+    free(img);
+    snprintf(d, sizeof d, "%s/tests/fuzz/corpus/fuzz_train_data/state", root ? root : ".");
+    assert_int_equal(hr_file_read(d, &img, &img_n, &err), 0);
+    int sp[3];
+    v = (hr_train_state){.n_batches = 3, .perm = sp};
+    if (hr_train_state_parse(img + 1, img_n - 1, "seed", xm, 8, &v, &err))
+        fail_msg("the fuzz seed: %s", err.msg);
+    assert_true(v.iter == 5 && v.updates == 2 && v.pos == 1 && sp[0] == 2 && xs[0] == 0.5f);
+    free(img);
+    free(xs);
     /* another batch count, another set size: refused by name */
     hr_train_state u = {.n_batches = 4, .perm = perm2};
     assert_int_equal(hr_train_state_load(path, b, &u, &err), HR_EINVAL);
