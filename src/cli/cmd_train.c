@@ -1,7 +1,8 @@
 /* hearth train: LoRA fine-tuning with mlx_lm.lora's data, flags and
  * adapter files (docs/training.md). The loop is mlx-lm's `train`: batches
  * from iterate_batches' order (train/data.h), one optimizer step per
- * batch on the mean cross-entropy of its targets, validation at the first
+ * batch on its loss (train/loss.h: SFT's mean cross-entropy, DPO, ORPO
+ * on preference pairs), validation at the first
  * step, every --steps-per-eval and the last, checkpoints every
  * --save-every, the adapter written at the end. */
 #include "api/api.h"
@@ -16,6 +17,8 @@
 #include "train/config.h"
 #include "train/data.h"
 #include "train/lora_params.h"
+#include "train/loss.h"
+#include "train/state.h"
 
 #include <jansson.h>
 #include <math.h>
@@ -31,7 +34,8 @@ static const char usage[] =
     "[--batch-size N] [--learning-rate LR] [--num-layers N] [--lora-rank R] [--lora-scale S] "
     "[--max-seq-length N] [--mask-prompt] [--val-batches N] [--steps-per-report N] "
     "[--steps-per-eval N] [--save-every N] [--resume-adapter-file FILE] [--seed N] "
-    "[--optimizer adam|adamw] [--grad-checkpoint] [--threads T]";
+    "[--optimizer adam|adamw] [--loss sft|dpo|orpo] [--beta B] [--grad-accumulation-steps N] "
+    "[--grad-checkpoint] [--threads T]";
 
 /* ---- text through the model's template and tokenizer ------------------------------- */
 
@@ -58,11 +62,17 @@ typedef struct run {
     hr_bp *bp;
     int32_t *btok;  /* a batch's tokens, end to end */
     int *bstart, *boff;
+    double *t_ref, *v_ref; /* DPO: each example's log-prob under the base (NAN: not yet) */
+    double *bref;
+    hr_train_state st; /* iterations, updates, the batch order (train/state.h) */
 } run;
 
-/* batch k of order (examples order[k*bs ..]), each cut to max_seq_length */
+/* sequences a batch: batch_size examples or pairs */
+static int width(const run *r) { return (int)r->c.batch_size * (r->train.pairs ? 2 : 1); }
+
+/* batch k of order (examples order[k*w ..]), each cut to max_seq_length */
 static hr_bp_batch make_batch(run *r, const hr_train_data *d, const int *order, int k) {
-    int bs = (int)r->c.batch_size, n = 0;
+    int bs = width(r), n = 0;
     for (int i = 0; i < bs; i++) {
         int e = order[(size_t)k * bs + i];
         size_t len = d->start[e + 1] - d->start[e];
@@ -79,7 +89,7 @@ static hr_bp_batch make_batch(run *r, const hr_train_data *d, const int *order, 
 
 /* the most input tokens of any batch */
 static int max_batch_tokens(const run *r, const hr_train_data *d, const int *order, int nb) {
-    int best = 0, bs = (int)r->c.batch_size;
+    int best = 0, bs = width(r);
     for (int k = 0; k < nb; k++) {
         int n = 0;
         for (int i = 0; i < bs; i++) {
@@ -90,6 +100,32 @@ static int max_batch_tokens(const run *r, const hr_train_data *d, const int *ord
         best = n > best ? n : best;
     }
     return best;
+}
+
+/* one step of the run's loss on batch k of d (grad: into the set's g);
+ * DPO's reference log-probs computed once per example and kept in ref */
+static int loss_step(run *r, const hr_train_data *d, const int *order, double *ref, int k,
+                     bool grad, double *loss, int *nt, hr_error *err) {
+    hr_bp_batch b = make_batch(r, d, order, k);
+    const double *rp = NULL;
+    if (hr_loss_needs_ref(r->c.loss)) {
+        const int *e = order + (size_t)k * b.n_seqs;
+        bool known = true;
+        for (int i = 0; i < b.n_seqs; i++)
+            known &= !isnan(ref[e[i]]);
+        if (!known) {
+            int *cnt = (int *)r->boff + b.n_seqs; /* boff has room for 2 widths */
+            int rc = hr_bp_forward(r->bp, &b, false, r->bref, cnt, err);
+            if (rc)
+                return rc;
+            for (int i = 0; i < b.n_seqs; i++)
+                ref[e[i]] = r->bref[i];
+        }
+        for (int i = 0; i < b.n_seqs; i++)
+            r->bref[i] = ref[e[i]];
+        rp = r->bref;
+    }
+    return hr_loss_step(r->bp, &b, r->c.loss, r->c.beta, rp, grad, loss, nt, err);
 }
 
 static void shuffle(int *v, int n, hr_rng *rng) {
@@ -119,12 +155,14 @@ static int evaluate(run *r, double *out, hr_error *err) {
     long n = 0;
     int rc = 0;
     for (int k = 0; k < nb && !rc; k++) {
-        hr_bp_batch b = make_batch(r, &r->valid, r->v_order, perm[k]);
         double loss;
         int nt;
-        if (!(rc = hr_bp_step(r->bp, &b, false, &loss, &nt, err))) {
-            sum += loss * nt;
-            n += nt;
+        if (!(rc = loss_step(r, &r->valid, r->v_order, r->v_ref, perm[k], false, &loss, &nt,
+                             err))) {
+            /* SFT: the mean over every target; pairs: over the batches */
+            int wgt = r->c.loss == HR_LOSS_SFT ? nt : 1;
+            sum += loss * wgt;
+            n += wgt;
         }
     }
     free(perm);
@@ -138,11 +176,15 @@ static double peak_gb(void) {
     return ru.ru_maxrss / 1048576.0; /* KiB -> GB (GiB) */
 }
 
+/* the adapter as out/name, and the training state beside it */
 static int save(run *r, const char *name, hr_error *err) {
-    char p[4096];
+    char p[4096], sp[4200];
     if (hr_path_join(p, sizeof p, r->c.out, name))
         return hr_err(err, HR_EINVAL, "--out path too long");
-    return hr_lora_set_save(r->ls, p, err);
+    int rc = hr_lora_set_save(r->ls, p, err);
+    if (!rc && !hr_train_state_path(sp, sizeof sp, p))
+        rc = hr_train_state_save(sp, r->ls, &r->st, err);
+    return rc;
 }
 
 /* Ctrl-C (SIGINT) or SIGTERM: the step in progress finishes, the adapter
@@ -158,40 +200,46 @@ static void on_signal(int sig) {
 
 static int train(run *r, hr_error *err) {
     const hr_train_cfg *c = &r->c;
-    hr_rng rng;
-    hr_rng_seed(&rng, (uint64_t)c->seed);
-    int *perm = malloc((size_t)r->t_batches * sizeof *perm);
-    if (!perm)
-        return hr_err(err, HR_ENOMEM, "out of memory");
-    hr_adam opt = {.lr = (float)c->learning_rate, .b1 = 0.9f, .b2 = 0.999f, .eps = 1e-8f,
+    hr_train_state *S = &r->st;
+    hr_adam opt = {.b1 = 0.9f, .b2 = 0.999f, .eps = 1e-8f,
                    .wd = c->adamw ? (float)c->weight_decay : 0.0f};
+    opt.lr = hr_sched_lr(&c->sched, S->updates > 0 ? S->updates - 1 : 0);
     double losses = 0, t0 = hr_now(), train_time = 0;
-    long tokens = 0, trained = 0;
-    int steps = 0, pi = r->t_batches, rc = 0;
+    long tokens = 0, trained = 0, first = S->iter + 1;
+    int steps = 0, rc = 0;
     long it;
-    for (it = 1; it <= c->iters && !rc && !g_stop; it++) {
-        if (r->v_batches && (it == 1 || it % c->steps_per_eval == 0 || it == c->iters)) {
+    for (it = first; it <= c->iters && !rc && !g_stop; it++) {
+        if (r->v_batches &&
+            (it == first || it % c->steps_per_eval == 0 || it == c->iters)) {
             double vt = hr_now(), vl = NAN;
             if ((rc = evaluate(r, &vl, err)))
                 break;
             printf("Iter %ld: Val loss %.3f, Val took %.3fs\n", it, vl, hr_now() - vt);
             fflush(stdout);
         }
-        if (pi == r->t_batches) { /* a new pass over the batches */
+        if (S->pos == r->t_batches) { /* a new pass over the batches */
             for (int i = 0; i < r->t_batches; i++)
-                perm[i] = i;
-            shuffle(perm, r->t_batches, &rng);
-            pi = 0;
+                S->perm[i] = i;
+            shuffle(S->perm, r->t_batches, &S->rng);
+            S->pos = 0;
         }
         double st = hr_now();
-        hr_bp_batch b = make_batch(r, &r->train, r->t_order, perm[pi++]);
         double loss;
         int nt;
-        hr_lora_set_zero_grad(r->ls);
-        if ((rc = hr_bp_step(r->bp, &b, true, &loss, &nt, err)))
+        /* gradients add up over grad_accum iterations (mlx-lm's trainer:
+         * their sum / grad_accum, then one update) */
+        if ((rc = loss_step(r, &r->train, r->t_order, r->t_ref, S->perm[S->pos++], true,
+                            &loss, &nt, err)))
             break;
-        if (nt > 0)
+        S->iter = it;
+        if (it % c->grad_accum == 0) {
+            if (c->grad_accum > 1)
+                hr_lora_set_div_grad(r->ls, (float)c->grad_accum);
+            opt.lr = hr_sched_lr(&c->sched, S->updates);
             hr_lora_set_adam(r->ls, &opt);
+            S->updates++;
+            hr_lora_set_zero_grad(r->ls);
+        }
         train_time += hr_now() - st;
         losses += loss;
         tokens += nt;
@@ -200,8 +248,7 @@ static int train(run *r, hr_error *err) {
             trained += tokens;
             printf("Iter %ld: Train loss %.3f, Learning Rate %.3e, It/sec %.3f, Tokens/sec "
                    "%.3f, Trained Tokens %ld, Peak mem %.3f GB\n", it, losses / steps,
-                   c->learning_rate, steps / train_time, tokens / train_time, trained,
-                   peak_gb());
+                   opt.lr, steps / train_time, tokens / train_time, trained, peak_gb());
             fflush(stdout);
             losses = 0;
             tokens = 0;
@@ -217,14 +264,13 @@ static int train(run *r, hr_error *err) {
                    it, c->out, c->out, name);
         }
     }
-    free(perm);
     if (!rc && !(rc = save(r, "adapters.safetensors", err)))
         printf("Saved %s weights to %s/adapters.safetensors (%.1f s).\n",
                g_stop ? "the interrupted run's" : "final", c->out, hr_now() - t0);
     if (!rc && g_stop)
         rc = hr_err(err, HR_ECANCELLED, "interrupted after step %ld; the adapter is saved "
                     "(--resume-adapter-file %s/adapters.safetensors continues from it)",
-                    it - 1, c->out);
+                    S->iter, c->out);
     return rc;
 }
 
@@ -234,10 +280,11 @@ static int train(run *r, hr_error *err) {
 
 static int cfg_args(hr_train_cfg *c, int argc, char **argv, hr_error *err) {
     const char *model = NULL, *data = NULL, *out = NULL, *resume = NULL, *config = NULL,
-               *optimizer = NULL;
+               *optimizer = NULL, *loss = NULL;
     long iters = UNSET_L, bs = UNSET_L, nl = UNSET_L, rank = UNSET_L, msl = UNSET_L,
-         vb = UNSET_L, spr = UNSET_L, spe = UNSET_L, se = UNSET_L, seed = UNSET_L, threads = 0;
-    double lr = NAN, scale = NAN;
+         vb = UNSET_L, spr = UNSET_L, spe = UNSET_L, se = UNSET_L, seed = UNSET_L, threads = 0,
+         ga = UNSET_L;
+    double lr = NAN, scale = NAN, beta = NAN;
     int mask = 0, ckpt = 0;
     const hr_opt opts[] = {
         {"model", HR_OPT_MODEL, &model, "base model directory or .gguf file; or ORG/NAME[@REV]"},
@@ -260,6 +307,9 @@ static int cfg_args(hr_train_cfg *c, int argc, char **argv, hr_error *err) {
         {"resume-adapter-file", HR_OPT_STR, &resume, "start from these adapters.safetensors weights"},
         {"seed", HR_OPT_INT, &seed, "the seed of the LoRA init and the batch order (default 0)"},
         {"optimizer", HR_OPT_STR, &optimizer, "adam (default, mlx-lm's) or adamw (weight decay 0.01)"},
+        {"grad-accumulation-steps", HR_OPT_INT, &ga, "batches per optimizer update (default 1)"},
+        {"loss", HR_OPT_STR, &loss, "sft (default), dpo or orpo (preference data)"},
+        {"beta", HR_OPT_FLOAT, &beta, "DPO's beta, ORPO's lambda (default 0.1)"},
         {"grad-checkpoint", HR_OPT_FLAG, &ckpt, "keep only each layer's input; recompute in the backward"},
         {"threads", HR_OPT_INT, &threads, "compute threads (default: all cores)"},
     };
@@ -282,8 +332,8 @@ static int cfg_args(hr_train_cfg *c, int argc, char **argv, hr_error *err) {
     c->resume = resume ? resume : c->resume;
     long *dst[] = {&c->iters, &c->batch_size, &c->num_layers, &c->rank, &c->max_seq_length,
                    &c->val_batches, &c->steps_per_report, &c->steps_per_eval, &c->save_every,
-                   &c->seed};
-    long src[] = {iters, bs, nl, rank, msl, vb, spr, spe, se, seed};
+                   &c->seed, &c->grad_accum};
+    long src[] = {iters, bs, nl, rank, msl, vb, spr, spe, se, seed, ga};
     for (size_t i = 0; i < sizeof src / sizeof *src; i++)
         if (src[i] != UNSET_L)
             *dst[i] = src[i];
@@ -298,14 +348,24 @@ static int cfg_args(hr_train_cfg *c, int argc, char **argv, hr_error *err) {
         return hr_err(err, HR_EINVAL, "--optimizer %s: adam or adamw", optimizer);
     if (optimizer)
         c->adamw = !strcmp(optimizer, "adamw");
+    if (loss && hr_loss_parse(loss) < 0)
+        return hr_err(err, HR_EINVAL, "--loss %s: sft, dpo or orpo", loss);
+    if (loss)
+        c->loss = hr_loss_parse(loss);
+    if (!isnan(beta))
+        c->beta = beta;
+    if (!(c->beta > 0) || !isfinite(c->beta))
+        return hr_err(err, HR_EINVAL, "--beta %g: a positive number", c->beta);
     if (!c->model || !c->data)
         return hr_err(err, HR_EINVAL, "--model and --data are required (see --help)");
     if (c->iters < 1 || c->batch_size < 1 || c->max_seq_length < 2 || c->steps_per_report < 1 ||
         c->steps_per_eval < 1 || c->save_every < 1 || c->val_batches < -1 || threads < 0 ||
-        !(c->learning_rate >= 0))
+        !(c->learning_rate >= 0) || c->grad_accum < 1)
         return hr_err(err, HR_EINVAL, "need --iters, --batch-size, --steps-per-report, "
-                      "--steps-per-eval, --save-every >= 1, --max-seq-length >= 2, "
-                      "--val-batches >= -1, --learning-rate >= 0");
+                      "--steps-per-eval, --save-every, --grad-accumulation-steps >= 1, "
+                      "--max-seq-length >= 2, --val-batches >= -1, --learning-rate >= 0");
+    if (!c->has_sched) /* mlx-lm: lr_schedule, when given, replaces learning_rate */
+        hr_sched_constant(&c->sched, c->learning_rate);
     return 0;
 }
 
@@ -341,6 +401,12 @@ static int setup(run *r, hr_error *err) {
         (rc = hr_train_batches(&r->valid, (int)c->batch_size, &r->v_order, &r->v_batches,
                                err)))
         return hr_err_wrap(err, "valid.jsonl");
+    bool pairs = hr_loss_pairs(c->loss);
+    if (r->train.pairs != pairs || r->valid.pairs != pairs)
+        return hr_err(err, HR_EINVAL, pairs ? "--loss %s needs preference data: lines of "
+                      "{\"prompt\", \"chosen\", \"rejected\"} in train.jsonl and valid.jsonl"
+                      : "preference data ({\"prompt\", \"chosen\", \"rejected\"}) needs "
+                      "--loss dpo or orpo (--loss %s)", hr_loss_name(c->loss));
     hr_lora_cfg lc = {.rank = (int)c->rank, .scale = (float)c->scale,
                       .num_layers = (int)c->num_layers};
     memcpy(lc.keys, c->keys, sizeof lc.keys);
@@ -348,14 +414,34 @@ static int setup(run *r, hr_error *err) {
         return rc;
     if (c->resume && (rc = hr_lora_set_load(r->ls, c->resume, err)))
         return rc;
+    r->st = (hr_train_state){.n_batches = r->t_batches, .pos = r->t_batches,
+                             .perm = malloc((size_t)r->t_batches * sizeof(int))};
+    if (!r->st.perm)
+        return hr_err(err, HR_ENOMEM, "out of memory");
+    hr_rng_seed(&r->st.rng, (uint64_t)c->seed);
+    char sp[4200];
+    if (c->resume && !hr_train_state_path(sp, sizeof sp, c->resume) && hr_file_exists(sp)) {
+        if ((rc = hr_train_state_load(sp, r->ls, &r->st, err)))
+            return rc;
+        printf("Resuming after iteration %ld (%ld optimizer updates) from %s\n", r->st.iter,
+               r->st.updates, sp);
+    }
     int mt = max_batch_tokens(r, &r->train, r->t_order, r->t_batches);
     int mv = max_batch_tokens(r, &r->valid, r->v_order, r->v_batches);
     mt = mv > mt ? mv : mt;
+    size_t w = (size_t)width(r);
     r->btok = malloc((size_t)mt * sizeof *r->btok);
-    r->bstart = malloc(((size_t)c->batch_size + 1) * sizeof *r->bstart);
-    r->boff = malloc((size_t)c->batch_size * sizeof *r->boff);
-    if (!r->btok || !r->bstart || !r->boff)
+    r->bstart = malloc((w + 1) * sizeof *r->bstart);
+    r->boff = malloc(2 * w * sizeof *r->boff);
+    r->bref = malloc(w * sizeof *r->bref);
+    r->t_ref = malloc((r->train.n + 1) * sizeof *r->t_ref);
+    r->v_ref = malloc((r->valid.n + 1) * sizeof *r->v_ref);
+    if (!r->btok || !r->bstart || !r->boff || !r->bref || !r->t_ref || !r->v_ref)
         return hr_err(err, HR_ENOMEM, "out of memory");
+    for (size_t i = 0; i < r->train.n; i++)
+        r->t_ref[i] = NAN;
+    for (size_t i = 0; i < r->valid.n; i++)
+        r->v_ref[i] = NAN;
     if ((rc = hr_bp_new(&r->bp, r->ls, mt, (int)c->max_seq_length, (int)c->threads,
                         c->grad_checkpoint, err)))
         return rc;
@@ -371,7 +457,8 @@ static int setup(run *r, hr_error *err) {
     if (rc)
         return rc;
     printf("Trainable parameters: %.3fM; %zu training and %zu validation examples; "
-           "activations %.1f MiB\n", r->ls->n / 1e6, r->train.n, r->valid.n,
+           "activations %.1f MiB\n", r->ls->n / 1e6, r->train.n / (r->train.pairs ? 2 : 1),
+           r->valid.n / (r->valid.pairs ? 2 : 1),
            hr_bp_bytes(r->bp) / 1048576.0);
     return 0;
 }
@@ -404,6 +491,10 @@ int hr_cmd_train(int argc, char **argv) {
     free(r.btok);
     free(r.bstart);
     free(r.boff);
+    free(r.bref);
+    free(r.t_ref);
+    free(r.v_ref);
+    free(r.st.perm);
     hr_llm_free(r.llm);
     hr_train_cfg_deinit(&r.c);
     return rc ? hr_cli_fail(&err) : 0;

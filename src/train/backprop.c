@@ -41,7 +41,13 @@ struct hr_bp {
     double *ce_m, *ce_s;
     float *ce_t;
     int32_t *tok, *tgt;
-    int *pos, *row, *seq_start;
+    int *pos, *row, *tseq, *seq_start;
+    float *ce_w;         /* [n] the gradient pass's factor per target row */
+    double *s_lp, *s_w;  /* hr_bp_step's per-sequence log-probs and weights */
+    int *s_n;
+    /* the last forward's state, for hr_bp_backward */
+    int T, n, n_seqs;
+    bool fwd_ready, adapters;
     float *mem;
     size_t n_floats;
 };
@@ -168,6 +174,11 @@ static size_t layout(hr_bp *b, float *mem) {
     b->tgt = (int32_t *)take(&p, T);
     b->pos = (int *)take(&p, T);
     b->row = (int *)take(&p, T);
+    b->tseq = (int *)take(&p, T);
+    b->ce_w = take(&p, T);
+    b->s_lp = (double *)take(&p, 2 * T);
+    b->s_w = (double *)take(&p, 2 * T);
+    b->s_n = (int *)take(&p, T);
     b->seq_start = (int *)take(&p, T + 1);
     return (size_t)(p - p0);
 }
@@ -235,6 +246,8 @@ size_t hr_bp_bytes(const hr_bp *b) { return b->n_floats * sizeof(float); }
 /* ---- LoRA factors --------------------------------------------------------------------- */
 
 static const hr_lora_param *lp(const hr_bp *b, int il, int slot) {
+    if (!b->adapters)
+        return NULL;
     const hr_lora_param *p = &b->ls->p[(size_t)il * HR_LORA_SLOTS + slot];
     return p->r ? p : NULL;
 }
@@ -435,11 +448,10 @@ static void layer_bwd(hr_bp *b, int il, const act *A, const float *x, int T, int
 typedef struct ce_job {
     hr_bp *b;
     int n, v0, cv, pass;
-    float gscale;
 } ce_job;
 
 /* pass 0: running max and sum of e^(l - max) per row, the target's logit;
- * pass 1: the logits' gradient (softmax - one-hot) * gscale, in place */
+ * pass 1: the logits' gradient (softmax - one-hot) * ce_w[row], in place */
 static void ce_worker(void *p, int ith, int nth) {
     const ce_job *j = p;
     hr_bp *b = j->b;
@@ -465,36 +477,45 @@ static void ce_worker(void *p, int ith, int nth) {
                 b->ce_t[i] = l[tg];
         } else {
             double lse = b->ce_m[i] + log(b->ce_s[i]);
+            float gs = b->ce_w[i];
             for (int c = 0; c < j->cv; c++)
-                l[c] = (float)(exp((double)l[c] - lse)) * j->gscale;
+                l[c] = (float)(exp((double)l[c] - lse)) * gs;
             if (tg >= 0 && tg < j->cv)
-                l[tg] -= j->gscale;
+                l[tg] -= gs;
         }
     }
 }
 
-/* xf (n, d) -> loss sum; with grad, dxf = d(loss sum * gscale)/dxf */
-static double cross_entropy(hr_bp *b, int n, bool grad, float gscale) {
+/* pass 0 over xf (n, d): each row's log-normalizer parts and target logit */
+static void ce_forward(hr_bp *b, int n) {
     const hr_model *m = b->m;
     int d = m->hp.d_model, V = m->hp.n_vocab;
     for (int i = 0; i < n; i++) {
         b->ce_m[i] = -INFINITY;
         b->ce_s[i] = 0;
     }
-    for (int pass = 0; pass < (grad ? 2 : 1); pass++)
-        for (int v0 = 0; v0 < V; v0 += b->chunk) {
-            int cv = V - v0 < b->chunk ? V - v0 : b->chunk;
-            hr_tensor w = hr_tensor_rows(m->lm_head, v0, cv);
-            hr_matmul(b->pool, b->logits, cv, b->xf, d, n, &w, NULL);
-            ce_job j = {b, n, v0, cv, pass, gscale};
-            hr_pool_run(b->pool, ce_worker, &j);
-            if (pass == 1)
-                hr_matmul_t(b->pool, b->dxf, d, b->logits, cv, n, &w);
-        }
-    double sum = 0;
-    for (int i = 0; i < n; i++)
-        sum += b->ce_m[i] + log(b->ce_s[i]) - b->ce_t[i];
-    return sum;
+    for (int v0 = 0; v0 < V; v0 += b->chunk) {
+        int cv = V - v0 < b->chunk ? V - v0 : b->chunk;
+        hr_tensor w = hr_tensor_rows(m->lm_head, v0, cv);
+        hr_matmul(b->pool, b->logits, cv, b->xf, d, n, &w, NULL);
+        ce_job j = {b, n, v0, cv, 0};
+        hr_pool_run(b->pool, ce_worker, &j);
+    }
+}
+
+/* pass 1: dxf = d(sum_i ce_w[i] * (-log p(target i)))/dxf */
+static void ce_backward(hr_bp *b, int n) {
+    const hr_model *m = b->m;
+    int d = m->hp.d_model, V = m->hp.n_vocab;
+    memset(b->dxf, 0, (size_t)n * d * sizeof(float));
+    for (int v0 = 0; v0 < V; v0 += b->chunk) {
+        int cv = V - v0 < b->chunk ? V - v0 : b->chunk;
+        hr_tensor w = hr_tensor_rows(m->lm_head, v0, cv);
+        hr_matmul(b->pool, b->logits, cv, b->xf, d, n, &w, NULL);
+        ce_job j = {b, n, v0, cv, 1};
+        hr_pool_run(b->pool, ce_worker, &j);
+        hr_matmul_t(b->pool, b->dxf, d, b->logits, cv, n, &w);
+    }
 }
 
 /* ---- the step ---------------------------------------------------------------------------------- */
@@ -533,6 +554,7 @@ static int stage(hr_bp *b, const hr_bp_batch *bt, int *T_out, hr_error *err) {
             }
             if (j + 1 >= off) {
                 b->row[n] = T;
+                b->tseq[n] = s;
                 b->tgt[n++] = nx;
             }
             T++;
@@ -543,20 +565,29 @@ static int stage(hr_bp *b, const hr_bp_batch *bt, int *T_out, hr_error *err) {
     return n;
 }
 
-int hr_bp_step(hr_bp *b, const hr_bp_batch *bt, bool grad, double *loss, int *n_targets,
-               hr_error *err) {
-    *loss = 0;
-    *n_targets = 0;
+int hr_bp_forward(hr_bp *b, const hr_bp_batch *bt, bool adapters, double *seq_logp,
+                  int *seq_n, hr_error *err) {
     const hr_model *m = b->m;
     const hr_hparams *hp = &m->hp;
     int T, d = hp->d_model, first = b->ls->first;
+    b->fwd_ready = false;
     if (bt->n_seqs < 0 || bt->n_seqs > b->max_T)
         return hr_err(err, HR_EINVAL, "a training batch of %d sequences", bt->n_seqs);
     int n = stage(b, bt, &T, err);
     if (n < 0)
         return n;
+    for (int s = 0; s < bt->n_seqs; s++) {
+        seq_logp[s] = 0;
+        seq_n[s] = 0;
+    }
+    b->adapters = adapters;
+    b->T = T;
+    b->n = n;
+    b->n_seqs = bt->n_seqs;
+    b->fwd_ready = true;
     if (n == 0)
         return 0;
+    b->fwd_ready = false;
     /* embeddings, then the layers below the adapted ones (nothing kept) */
     float *x = b->resid[0];
     for (int t = 0; t < T; t++)
@@ -566,20 +597,33 @@ int hr_bp_step(hr_bp *b, const hr_bp_batch *bt, bool grad, double *loss, int *n_
     for (int i = 0; i < b->n_ad; i++)
         layer_fwd(b, first + i, &b->acts[b->ckpt ? 0 : i], b->resid[i], b->resid[i + 1], T,
                   bt->n_seqs);
-    /* the target rows: final norm, cross-entropy */
+    /* the target rows: final norm, the log-normalizers */
     const float *xl = b->resid[b->n_ad];
     for (int i = 0; i < n; i++) {
         memcpy(b->xg + (size_t)i * d, xl + (size_t)b->row[i] * d, (size_t)d * sizeof(float));
         hr_rmsnorm(b->xf + (size_t)i * d, b->xg + (size_t)i * d, m->final_norm.w,
                    hp->norm_offset, d, hp->norm_eps);
     }
-    if (grad)
-        memset(b->dxf, 0, (size_t)n * d * sizeof(float));
-    double sum = cross_entropy(b, n, grad, 1.0f / n);
-    *loss = sum / n;
-    *n_targets = n;
-    if (!grad)
-        return 0;
+    ce_forward(b, n);
+    for (int i = 0; i < n; i++) {
+        seq_logp[b->tseq[i]] -= b->ce_m[i] + log(b->ce_s[i]) - b->ce_t[i];
+        seq_n[b->tseq[i]]++;
+    }
+    b->fwd_ready = true;
+    return 0;
+}
+
+void hr_bp_backward(hr_bp *b, const double *seq_w) {
+    HR_ASSERT(b->fwd_ready && b->adapters);
+    const hr_model *m = b->m;
+    const hr_hparams *hp = &m->hp;
+    int T = b->T, n = b->n, d = hp->d_model, first = b->ls->first;
+    b->fwd_ready = false;
+    if (n == 0)
+        return;
+    for (int i = 0; i < n; i++)
+        b->ce_w[i] = (float)-seq_w[b->tseq[i]];
+    ce_backward(b, n);
     memset(b->dx, 0, (size_t)T * d * sizeof(float));
     for (int i = 0; i < n; i++)
         hr_rmsnorm_bwd(b->dx + (size_t)b->row[i] * d, b->dxf + (size_t)i * d,
@@ -588,8 +632,29 @@ int hr_bp_step(hr_bp *b, const hr_bp_batch *bt, bool grad, double *loss, int *n_
     for (int i = b->n_ad - 1; i >= 0; i--) {
         act *A = &b->acts[b->ckpt ? 0 : i];
         if (b->ckpt) /* recompute the layer's values from its kept input */
-            layer_fwd(b, first + i, A, b->resid[i], b->xs, T, bt->n_seqs);
-        layer_bwd(b, first + i, A, b->resid[i], T, bt->n_seqs);
+            layer_fwd(b, first + i, A, b->resid[i], b->xs, T, b->n_seqs);
+        layer_bwd(b, first + i, A, b->resid[i], T, b->n_seqs);
     }
-    return 0;
+}
+
+int hr_bp_step(hr_bp *b, const hr_bp_batch *bt, bool grad, double *loss, int *n_targets,
+               hr_error *err) {
+    *loss = 0;
+    *n_targets = 0;
+    double *lp = b->s_lp;
+    int *cnt = b->s_n;
+    int rc = hr_bp_forward(b, bt, true, lp, cnt, err);
+    if (!rc && b->n > 0) {
+        double sum = 0;
+        for (int s = 0; s < bt->n_seqs; s++)
+            sum -= lp[s];
+        *loss = sum / b->n;
+        *n_targets = b->n;
+        if (grad) {
+            for (int s = 0; s < bt->n_seqs; s++)
+                b->s_w[s] = -1.0 / b->n;
+            hr_bp_backward(b, b->s_w);
+        }
+    }
+    return rc;
 }

@@ -55,6 +55,17 @@ void hr_bp_free(hr_bp *b);
 int hr_bp_step(hr_bp *b, const hr_bp_batch *batch, bool grad, double *loss, int *n_targets,
                hr_error *err);
 
+/* The two halves of a step, for losses over whole sequences (DPO, ORPO:
+ * train/loss.h). hr_bp_forward runs the batch with the adapters
+ * (adapters false: the frozen base alone, DPO's reference) and gives
+ * each sequence's summed log-probability of its targets, seq_logp
+ * [n_seqs], and their count, seq_n [n_seqs]. hr_bp_backward, right after
+ * a forward with adapters, adds to the set's g the gradient of
+ * sum_s seq_w[s] * seq_logp[s]. Errors of the forward: hr_bp_step's. */
+int hr_bp_forward(hr_bp *b, const hr_bp_batch *batch, bool adapters, double *seq_logp,
+                  int *seq_n, hr_error *err);
+void hr_bp_backward(hr_bp *b, const double *seq_w);
+
 /* Bytes of activations and scratch held. */
 size_t hr_bp_bytes(const hr_bp *b);
 

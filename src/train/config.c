@@ -1,6 +1,7 @@
 #include "train/config.h"
 #include "core/error.h"
 #include "train/lora_params.h"
+#include "train/loss.h"
 
 #include <ctype.h>
 #include <math.h>
@@ -12,7 +13,8 @@ void hr_train_cfg_default(hr_train_cfg *c) {
     *c = (hr_train_cfg){.iters = 1000, .batch_size = 4, .num_layers = 16, .rank = 8,
                         .max_seq_length = 2048, .val_batches = 25, .steps_per_report = 10,
                         .steps_per_eval = 200, .save_every = 100, .seed = 0,
-                        .learning_rate = 1e-5, .scale = 20.0, .weight_decay = 0.01};
+                        .learning_rate = 1e-5, .scale = 20.0, .weight_decay = 0.01,
+                        .loss = HR_LOSS_SFT, .beta = 0.1, .grad_accum = 1};
     for (int s = 0; s < HR_LORA_SLOTS; s++)
         c->keys[s] = true;
 }
@@ -227,6 +229,16 @@ static int apply(hr_train_cfg *c, const char *name, const json_t *o, hr_error *e
             if ((rc = num(v, name, k, &d, err)))
                 return rc;
             c->learning_rate = d;
+        } else if (!strcmp(k, "beta")) {
+            if ((rc = num(v, name, k, &d, err)))
+                return rc;
+            c->beta = d;
+        } else if ((!strcmp(k, "loss") || !strcmp(k, "train_mode")) && json_is_string(v)) {
+            int kind = hr_loss_parse(json_string_value(v));
+            if (kind < 0)
+                return hr_err(err, HR_EUNSUPPORTED, "%s: not supported yet: %s '%s' (sft, "
+                              "dpo, orpo)", name, k, json_string_value(v));
+            c->loss = kind;
         } else if (!strcmp(k, "model") && json_is_string(v)) {
             c->model = json_string_value(v);
         } else if (!strcmp(k, "data") && json_is_string(v)) {
@@ -256,11 +268,13 @@ static int apply(hr_train_cfg *c, const char *name, const json_t *o, hr_error *e
             rc = hr_err(err, HR_EUNSUPPORTED, "%s: not supported yet: fine_tune_type '%s' "
                         "(lora)", name, json_string_value(v));
         } else if (!strcmp(k, "lr_schedule") && !json_is_null(v)) {
-            rc = hr_err(err, HR_EUNSUPPORTED, "%s: not supported yet: lr_schedule", name);
-        } else if (!strcmp(k, "grad_accumulation_steps") && json_is_number(v) &&
-                   json_number_value(v) != 1) {
-            rc = hr_err(err, HR_EUNSUPPORTED, "%s: not supported yet: grad_accumulation_steps "
-                        "other than 1", name);
+            if (!(rc = hr_sched_parse(&c->sched, v, name, err)))
+                c->has_sched = true;
+        } else if (!strcmp(k, "grad_accumulation_steps") && !json_is_null(v)) {
+            if (!(rc = num(v, name, k, &d, err)) && !(d >= 1 && d <= 1e9))
+                rc = hr_err(err, HR_EINVAL, "%s: grad_accumulation_steps must be >= 1", name);
+            if (!rc)
+                c->grad_accum = (long)d;
         }
         if (rc)
             return rc;
@@ -294,15 +308,17 @@ int hr_train_cfg_parse(hr_train_cfg *c, const char *name, const char *text, size
 json_t *hr_train_cfg_json(const hr_train_cfg *c) {
     json_t *o = json_pack(
         "{s:s?, s:s?, s:s?, s:s?, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:f, s:b, s:b, "
-        "s:s, s:b}",
+        "s:s, s:b, s:s, s:f}",
         "model", c->model, "data", c->data, "adapter_path", c->out, "resume_adapter_file",
         c->resume, "iters", (json_int_t)c->iters, "batch_size", (json_int_t)c->batch_size,
         "max_seq_length", (json_int_t)c->max_seq_length, "val_batches",
         (json_int_t)c->val_batches, "steps_per_report", (json_int_t)c->steps_per_report,
         "steps_per_eval", (json_int_t)c->steps_per_eval, "save_every",
         (json_int_t)c->save_every, "seed", (json_int_t)c->seed, "grad_accumulation_steps",
-        (json_int_t)1, "learning_rate", c->learning_rate, "mask_prompt", c->mask_prompt,
+        (json_int_t)c->grad_accum, "learning_rate", c->learning_rate, "mask_prompt", c->mask_prompt,
         "grad_checkpoint", c->grad_checkpoint, "optimizer", c->adamw ? "adamw" : "adam",
-        "train", 1);
+        "train", 1, "loss", hr_loss_name(c->loss), "beta", c->beta);
+    if (o && c->has_sched)
+        json_object_set_new(o, "lr_schedule", hr_sched_json(&c->sched));
     return o;
 }

@@ -6,6 +6,7 @@
 
 #include "hearth.h"
 #include "model/adapter.h"
+#include "train/schedule.h"
 
 #include <jansson.h>
 #include <stdbool.h>
@@ -15,6 +16,11 @@ typedef struct hr_train_cfg {
     long iters, batch_size, num_layers, rank, max_seq_length, val_batches;
     long steps_per_report, steps_per_eval, save_every, seed, threads;
     double learning_rate, scale, weight_decay;
+    int loss;         /* hr_loss_kind: --loss / loss / train_mode (sft) */
+    double beta;      /* DPO's beta, ORPO's lambda: --beta / beta (0.1) */
+    long grad_accum;  /* --grad-accumulation-steps / grad_accumulation_steps (1) */
+    bool has_sched;   /* lr_schedule given: sched replaces learning_rate */
+    hr_sched sched;
     bool mask_prompt, grad_checkpoint, adamw;
     bool keys[HR_LORA_SLOTS]; /* lora_parameters.keys (all when not given) */
     json_t *file;             /* the config file's fields (owned; strings above may
@@ -31,9 +37,9 @@ void hr_train_cfg_deinit(hr_train_cfg *c);
  * key: value lines with one nested block (lora_parameters: rank, scale,
  * dropout, keys as [a, b] or "- a" lines) and # comments. Unknown keys
  * of mlx-lm's that change nothing here (wandb, test, ...) are ignored;
- * ones that would change the result and are not supported (lr_schedule,
- * fine_tune_type other than lora, grad_accumulation_steps > 1, an
- * optimizer other than adam / adamw) are errors "NAME:LINE: ...". */
+ * ones that would change the result and are not supported (an
+ * lr_schedule other than train/schedule.h's, fine_tune_type other than
+ * lora, an optimizer other than adam / adamw) are errors "NAME: ...". */
 int hr_train_cfg_parse(hr_train_cfg *c, const char *name, const char *text, size_t len,
                        hr_error *err);
 

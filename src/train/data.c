@@ -6,7 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-enum { FMT_NONE, FMT_COMPLETIONS, FMT_CHAT, FMT_TEXT };
+enum { FMT_NONE, FMT_COMPLETIONS, FMT_CHAT, FMT_TEXT, FMT_PREF };
 
 /* ---- one example ------------------------------------------------------------------ */
 
@@ -63,7 +63,46 @@ static int text_example(const hr_text_fns *f, const char *text, hr_tokens *out,
     return rc;
 }
 
+/* a preference pair: the prompt as the user's message (after an optional
+ * system message), each completion as the assistant's; the prompt's
+ * tokens (rendered with the generation prompt) are no target */
+static int pref_example(const hr_text_fns *f, const json_t *o, hr_tokens *out, size_t *mid,
+                        int *offset, hr_error *err) {
+    const json_t *p = json_object_get(o, "prompt"), *sys = json_object_get(o, "system");
+    const json_t *c[2] = {json_object_get(o, "chosen"), json_object_get(o, "rejected")};
+    if (!json_is_string(p) || !json_is_string(c[0]) || !json_is_string(c[1]))
+        return hr_err(err, HR_EINVAL, "'prompt', 'chosen' and 'rejected' must be strings (the "
+                      "file's first line has them)");
+    if (sys && !json_is_null(sys) && !json_is_string(sys))
+        return hr_err(err, HR_EINVAL, "'system' must be a string");
+    size_t n0 = out->n;
+    int rc = 0;
+    for (int k = 0; k < 2 && !rc; k++) {
+        json_t *msgs = json_array();
+        if (msgs && json_is_string(sys))
+            json_array_append_new(msgs, json_pack("{s:s, s:O}", "role", "system", "content", sys));
+        if (msgs)
+            json_array_append_new(msgs, json_pack("{s:s, s:O}", "role", "user", "content", p));
+        if (msgs)
+            json_array_append_new(msgs, json_pack("{s:s, s:O}", "role", "assistant", "content",
+                                                  c[k]));
+        if (!msgs || json_array_size(msgs) != (json_is_string(sys) ? 3u : 2u))
+            rc = hr_err(err, HR_ENOMEM, "out of memory");
+        if (!rc) {
+            rc = chat_example(f, msgs, NULL, true, out, offset, err);
+            if (!k)
+                *mid = out->n;
+        }
+        json_decref(msgs);
+    }
+    if (rc)
+        out->n = n0;
+    return rc;
+}
+
 static int detect(const json_t *o) {
+    if (json_object_get(o, "chosen") && json_object_get(o, "rejected"))
+        return FMT_PREF;
     if (json_object_get(o, "prompt") && json_object_get(o, "completion"))
         return FMT_COMPLETIONS;
     if (json_object_get(o, "messages"))
@@ -147,13 +186,13 @@ int hr_train_data_parse(hr_train_data *out, const char *name, const char *text, 
             fmt = detect(o);
             if (fmt == FMT_NONE)
                 rc = hr_err(err, HR_EINVAL, "%s:%d: unsupported data format: the first line "
-                            "needs 'prompt' and 'completion', 'messages', or 'text'", name,
-                            line);
+                            "needs 'prompt' and 'completion', 'messages', 'text', or "
+                            "'prompt', 'chosen' and 'rejected'", name, line);
             else if (fmt == FMT_TEXT && mask_prompt)
                 rc = hr_err(err, HR_EINVAL, "%s:%d: --mask-prompt needs prompts: not "
                             "supported for the 'text' format", name, line);
         }
-        if (!rc && out->n + 1 >= cap) {
+        if (!rc && out->n + 2 >= cap) {
             cap = cap ? 2 * cap : 64;
             size_t *ns = realloc(out->start, (cap + 1) * sizeof *ns);
             if (ns)
@@ -165,13 +204,19 @@ int hr_train_data_parse(hr_train_data *out, const char *name, const char *text, 
                 rc = hr_err(err, HR_ENOMEM, "out of memory");
         }
         int off = 0;
+        size_t mid = 0;
         if (!rc) {
             out->start[out->n] = toks.n;
-            rc = example(fns, fmt, o, mask_prompt, &toks, &off, err);
+            rc = fmt == FMT_PREF ? pref_example(fns, o, &toks, &mid, &off, err)
+                                 : example(fns, fmt, o, mask_prompt, &toks, &off, err);
             if (rc)
                 hr_err_wrap(err, "%s:%d", name, line);
         }
         json_decref(o);
+        if (!rc && fmt == FMT_PREF) { /* chosen, then rejected; one prompt */
+            out->offset[out->n++] = off;
+            out->start[out->n] = mid;
+        }
         if (!rc)
             out->offset[out->n++] = off;
     }
@@ -184,6 +229,7 @@ int hr_train_data_parse(hr_train_data *out, const char *name, const char *text, 
     }
     out->start[out->n] = toks.n;
     out->tok = toks.ids;
+    out->pairs = fmt == FMT_PREF;
     return 0;
 }
 
@@ -213,8 +259,11 @@ void hr_train_data_free(hr_train_data *d) {
 
 static const hr_train_data *g_sort_d; /* qsort has no context; one caller at a time */
 
+/* by the length of example i * g_sort_step (a pair's chosen) */
+static int g_sort_step;
+
 static int by_len(const void *a, const void *b) {
-    int i = *(const int *)a, j = *(const int *)b;
+    int i = *(const int *)a * g_sort_step, j = *(const int *)b * g_sort_step;
     size_t li = g_sort_d->start[i + 1] - g_sort_d->start[i];
     size_t lj = g_sort_d->start[j + 1] - g_sort_d->start[j];
     return li < lj ? -1 : li > lj ? 1 : (i > j) - (i < j); /* stable: ties by index */
@@ -224,17 +273,27 @@ int hr_train_batches(const hr_train_data *d, int batch_size, int **order, int *n
                      hr_error *err) {
     *order = NULL;
     *n_batches = 0;
-    if (batch_size < 1 || d->n < (size_t)batch_size)
-        return hr_err(err, HR_EINVAL, "the dataset must have at least batch_size=%d examples "
-                      "but only has %zu", batch_size, d->n);
-    int *idx = malloc(d->n * sizeof *idx);
-    if (!idx)
+    int g = d->pairs ? 2 : 1;
+    size_t units = d->n / (size_t)g;
+    if (batch_size < 1 || units < (size_t)batch_size)
+        return hr_err(err, HR_EINVAL, "the dataset must have at least batch_size=%d %s "
+                      "but only has %zu", batch_size, g == 2 ? "pairs" : "examples", units);
+    int *idx = malloc(units * sizeof *idx), *ord = malloc(d->n * sizeof *ord);
+    if (!idx || !ord) {
+        free(idx);
+        free(ord);
         return hr_err(err, HR_ENOMEM, "out of memory");
-    for (size_t i = 0; i < d->n; i++)
+    }
+    for (size_t i = 0; i < units; i++)
         idx[i] = (int)i;
     g_sort_d = d;
-    qsort(idx, d->n, sizeof *idx, by_len);
-    *order = idx;
-    *n_batches = (int)(d->n / (size_t)batch_size);
+    g_sort_step = g;
+    qsort(idx, units, sizeof *idx, by_len);
+    for (size_t i = 0; i < units; i++)
+        for (int k = 0; k < g; k++)
+            ord[i * g + k] = idx[i] * g + k;
+    free(idx);
+    *order = ord;
+    *n_batches = (int)(units / (size_t)batch_size);
     return 0;
 }

@@ -5,6 +5,11 @@
  *   {"messages": [..], "tools": ..}   the chat template (tools optional)
  *   {"text": ..}                      the tokenizer with its special
  *                                     tokens, EOS appended when missing
+ *   {"prompt", "chosen", "rejected"}  a preference pair (DPO, ORPO): two
+ *    (and optional "system")          examples, the prompt as the user's
+ *                                     message and each completion as the
+ *                                     assistant's, the prompt always
+ *                                     masked (as --mask-prompt does)
  * With mask_prompt the loss skips the prompt: the tokens of the messages
  * but the last, rendered with the generation prompt (the text format
  * refuses it, as mlx-lm does). Blank lines are skipped; any other bad line
@@ -43,6 +48,7 @@ typedef struct hr_train_data {
     int32_t *tok;    /* every example's tokens, end to end */
     size_t *start;   /* [n + 1] example i is tok[start[i] .. start[i + 1]) */
     int *offset;     /* [n] the first token the loss counts (0: all) */
+    bool pairs;      /* preference pairs: example 2i chosen, 2i + 1 rejected */
 } hr_train_data;
 
 /* Parse JSON-lines text (name: the file, for messages). */
@@ -55,7 +61,10 @@ void hr_train_data_free(hr_train_data *d);
 
 /* The batches of d: *order gets n_batches * batch_size example indices
  * (sorted by length, cut into batches, remainder dropped); malloc'd.
- * Error: fewer examples than batch_size. */
+ * Pairs: batch_size pairs a batch, *order 2 * batch_size indices each
+ * (chosen, rejected, ...), sorted by the chosen's length as
+ * mlx-lm-lora's iterate_dpo_batches does. Error: fewer examples (pairs)
+ * than batch_size. */
 int hr_train_batches(const hr_train_data *d, int batch_size, int **order, int *n_batches,
                      hr_error *err);
 

@@ -110,6 +110,11 @@ void hr_lora_set_zero_grad(hr_lora_set *s) { memset(s->g, 0, s->n * sizeof *s->g
 
 /* ---- optimizer ----------------------------------------------------------------- */
 
+void hr_lora_set_div_grad(hr_lora_set *s, float d) {
+    for (size_t i = 0; i < s->n; i++)
+        s->g[i] /= d;
+}
+
 void hr_lora_set_adam(hr_lora_set *s, const hr_adam *o) {
     for (size_t i = 0; i < s->n; i++) {
         float w = s->w[i], g = s->g[i];

@@ -53,6 +53,9 @@ void hr_lora_set_free(hr_lora_set *s);
 /* Zero the gradients. */
 void hr_lora_set_zero_grad(hr_lora_set *s);
 
+/* g /= d (gradient accumulation: mlx-lm divides the sum by its steps). */
+void hr_lora_set_div_grad(hr_lora_set *s, float d);
+
 /* mlx.optimizers Adam / AdamW (no bias correction, their default):
  * w *= 1 - lr * wd (AdamW only, wd > 0), m1 = b1 m1 + (1 - b1) g,
  * m2 = b2 m2 + (1 - b2) g^2, w -= lr m1 / (sqrt(m2) + eps). */

@@ -4,7 +4,7 @@
 # the served logits, runs are deterministic across thread counts,
 # --resume-adapter-file starts from the file's weights, -c config files
 # (YAML and JSON), the three data formats, and one-line errors naming
-# FILE:LINE for bad data.
+# FILE:LINE for bad data; DPO and ORPO on preference pairs.
 set -euo pipefail
 bin=${HEARTH_BIN:?}; root=${HEARTH_ROOT:?}
 . "$root/tests/e2e/lib/serve.sh"
@@ -15,7 +15,7 @@ pass=0; fail=0
 ok() { pass=$((pass+1)); }
 bad() { fail=$((fail+1)); echo "FAIL $*"; }
 
-mkdir -p "$tmp/d" "$tmp/chat" "$tmp/text"
+mkdir -p "$tmp/d" "$tmp/chat" "$tmp/text" "$tmp/pref"
 python3 - "$tmp" <<'EOF'
 import json, sys
 t = sys.argv[1]
@@ -35,6 +35,10 @@ write(f"{t}/chat/train.jsonl", [chat(ex(i)) for i in range(8)])
 write(f"{t}/chat/valid.jsonl", [chat(ex(i)) for i in range(8, 12)])
 write(f"{t}/text/train.jsonl", [{"text": ex(i)["completion"]} for i in range(8)])
 write(f"{t}/text/valid.jsonl", [{"text": ex(i)["completion"]} for i in range(8, 12)])
+pref = lambda i: {"prompt": ex(i)["prompt"], "chosen": ex(i)["completion"],
+                  "rejected": f"I will not tell you the word {i}."}
+write(f"{t}/pref/train.jsonl", [pref(i) for i in range(16)])
+write(f"{t}/pref/valid.jsonl", [dict(pref(i), system="Be brief.") for i in range(16, 24)])
 EOF
 
 train() { "$bin" train --model "$tmp/m" --lora-rank 4 --num-layers -1 --steps-per-report 5 "$@"; }
@@ -74,10 +78,39 @@ cmp -s "$tmp/a1/adapters.safetensors" "$tmp/a2/adapters.safetensors" && ok || ba
 train --data "$tmp/d" --out "$tmp/a3" --iters 4 --learning-rate 1e-2 --threads 1 --seed 6 >/dev/null
 cmp -s "$tmp/a1/adapters.safetensors" "$tmp/a3/adapters.safetensors" && bad "the seed changes nothing" || ok
 
-# ---- resume: learning rate 0 keeps the file's weights exactly
+# ---- resume without a training state (mlx-lm's semantics: a fresh optimizer):
+# learning rate 0 keeps the file's weights exactly
+cp "$tmp/ad/adapters.safetensors" "$tmp/plain_adapters.safetensors"
 train --data "$tmp/d" --out "$tmp/r" --iters 1 --learning-rate 0 --threads 1 \
-    --resume-adapter-file "$tmp/ad/adapters.safetensors" >/dev/null
+    --resume-adapter-file "$tmp/plain_adapters.safetensors" >/dev/null
 cmp -s "$tmp/r/adapters.safetensors" "$tmp/ad/adapters.safetensors" && ok || bad "resume"
+
+# ---- resume with the training state: the bits of an uninterrupted run, with a
+# warmup + cosine schedule and gradient accumulation (the checkpoint at step 5
+# falls inside an accumulation and the resumed run crosses a pass), SFT and DPO
+cat >"$tmp/sched.yaml" <<EOF
+lr_schedule:
+  name: cosine_decay
+  warmup: 2
+  warmup_init: 1e-4
+  arguments: [1e-2, 6, 1e-3]
+EOF
+for L in sft dpo; do
+    data=$tmp/d; [ $L = dpo ] && data=$tmp/pref
+    rt() { train --data "$data" --loss $L -c "$tmp/sched.yaml" --grad-accumulation-steps 2 \
+        --batch-size 2 --iters 11 --steps-per-eval 100 --threads 2 "$@" >/dev/null; }
+    rt --out "$tmp/full-$L" --save-every 5
+    rt --out "$tmp/res-$L" --resume-adapter-file "$tmp/full-$L/0000005_adapters.safetensors"
+    cmp -s "$tmp/full-$L/adapters.safetensors" "$tmp/res-$L/adapters.safetensors" \
+        && cmp -s "$tmp/full-$L/optimizer_state.safetensors" "$tmp/res-$L/optimizer_state.safetensors" \
+        && ok || bad "$L: the resumed run differs from the uninterrupted one"
+done
+grep -q '"grad_accumulation_steps": 2' "$tmp/full-sft/adapter_config.json" \
+    && grep -q '"name": "cosine_decay"' "$tmp/full-sft/adapter_config.json" && ok \
+    || bad "adapter_config.json: $(cat "$tmp/full-sft/adapter_config.json")"
+out=$(train --data "$tmp/pref" --loss dpo --batch-size 4 --iters 1 --out "$tmp/x" \
+    --resume-adapter-file "$tmp/full-dpo/0000005_adapters.safetensors" 2>&1) \
+    && bad "a state of another batch count" || { echo "$out" | grep -q "not this run's" && ok || bad "$out"; }
 out=$(train --data "$tmp/d" --out "$tmp/r2" --iters 1 --lora-rank 2 --threads 1 \
     --resume-adapter-file "$tmp/ad/adapters.safetensors" 2>&1) && bad "resume with another rank" \
     || { echo "$out" | grep -q "wrong shape" && ok || bad "resume error: $out"; }
@@ -124,6 +157,27 @@ echo "{\"model\": \"$tmp/m\", \"data\": \"$tmp/text\", \"iters\": 2, \"batch_siz
 "$bin" train --model "$tmp/m" --data "$tmp/text" --out "$tmp/x" --mask-prompt --iters 1 2>"$tmp/e" \
     && bad "--mask-prompt on text data" || { grep -q "train.jsonl:1: --mask-prompt" "$tmp/e" && ok || bad "$(cat "$tmp/e")"; }
 
+# ---- DPO (the adapter starts as the base: log 2 at step 1) and ORPO: the loss drops
+for L in dpo orpo; do
+    train --data "$tmp/pref" --out "$tmp/$L" --loss $L --iters 20 --batch-size 2 \
+        --learning-rate 1e-2 --steps-per-eval 10 --threads 2 >"$tmp/$L.txt"
+    python3 - "$tmp/$L.txt" $L <<'EOF' && ok || bad "$L: $(grep Val "$tmp/$L.txt")"
+import math, re, sys
+v = [float(x) for x in re.findall(r"Val loss ([0-9.]+)", open(sys.argv[1]).read())]
+assert len(v) == 3, v
+if sys.argv[2] == "dpo":
+    assert abs(v[0] - round(math.log(2), 3)) < 1e-9 and v[-1] < 0.1, v
+else:
+    assert v[-1] < v[0] - 1.0, v
+EOF
+done
+"$bin" train --model "$tmp/m" --data "$tmp/d" --out "$tmp/x" --loss dpo --iters 1 --num-layers 1 \
+    2>"$tmp/e" && bad "dpo on sft data" || { grep -q "needs preference data" "$tmp/e" && ok || bad "$(cat "$tmp/e")"; }
+"$bin" train --model "$tmp/m" --data "$tmp/pref" --out "$tmp/x" --iters 1 --num-layers 1 \
+    2>"$tmp/e" && bad "sft on pairs" || { grep -q "needs --loss dpo or orpo" "$tmp/e" && ok || bad "$(cat "$tmp/e")"; }
+"$bin" train --model "$tmp/m" --data "$tmp/pref" --loss ppo --iters 1 2>"$tmp/e" && bad "--loss ppo" \
+    || { grep -q "sft, dpo or orpo" "$tmp/e" && ok || bad "$(cat "$tmp/e")"; }
+
 # ---- bad data: one line naming FILE:LINE
 mkdir -p "$tmp/bad"
 cp "$tmp/d/valid.jsonl" "$tmp/bad/"
@@ -146,6 +200,8 @@ err "train.jsonl:2: not a JSON object" "$good
 err "train.jsonl:2: .*messages" "{\"messages\": [{\"role\": \"user\", \"content\": \"hi\"}]}
 {\"messages\": 3}"
 err "at least batch_size=4" "$good"
+err "train.jsonl:2: 'prompt', 'chosen' and 'rejected' must be strings" '{"prompt": "a", "chosen": "b", "rejected": "c"}
+{"prompt": "a", "chosen": ["b"], "rejected": "c"}'
 err "no examples" ""
 out=$("$bin" train --model "$tmp/m" --data "$tmp/nonexistent" --iters 1 2>&1) && bad "no data dir" \
     || { echo "$out" | grep -q "train.jsonl: not found" && ok || bad "no data dir: $out"; }

@@ -1,12 +1,16 @@
 /* libFuzzer: `hearth train`'s inputs of untrusted bytes: the JSON-lines
  * data (train/data.h) and the -c config file (train/config.h).
- * Input: one byte (bit 0: a config file, else data; bit 1: --mask-prompt),
- * then the file's text. The data's template and tokenizer are stand-ins
+ * Input: one byte (bit 0: a config file, else data; bit 1: --mask-prompt;
+ * bit 2: a training state file, train/state.h, of 8 floats a moment and
+ * 3 batches), then the file's bytes (data: every format, the preference
+ * pairs too).
+ * The data's template and tokenizer are stand-ins
  * (the messages' JSON, one token per byte): the parser's own paths are
  * what is under test. Whatever parses must hold its invariants; errors
  * are fine. */
 #include "train/config.h"
 #include "train/data.h"
+#include "train/state.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -35,6 +39,16 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     const char *text = (const char *)data + 1;
     size_t len = size - 1;
     hr_error err;
+    if (data[0] & 4) {
+        float m1[8], m2[8], g[8];
+        float *const m[3] = {m1, m2, g};
+        int perm[3];
+        hr_train_state st = {.n_batches = 3, .perm = perm};
+        if (hr_train_state_parse(text, len, "fuzz.safetensors", m, 8, &st, &err) == 0)
+            if (st.pos < 0 || st.pos > 3 || st.updates > st.iter || perm[0] < 0 || perm[0] > 2)
+                __builtin_trap();
+        return 0;
+    }
     if (data[0] & 1) {
         hr_train_cfg c;
         hr_train_cfg_default(&c);
@@ -53,10 +67,17 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         for (size_t i = 0; i < d.n; i++)
             if (d.start[i + 1] < d.start[i] || d.offset[i] < 0)
                 __builtin_trap();
-        int *order, nb;
+        /* pairs: chosen and rejected share the prompt's offset */
+        if (d.pairs && (d.n % 2 || d.n < 2))
+            __builtin_trap();
+        for (size_t i = 0; d.pairs && i < d.n; i += 2)
+            if (d.offset[i] != d.offset[i + 1])
+                __builtin_trap();
+        int *order, nb, g = d.pairs ? 2 : 1;
         if (hr_train_batches(&d, 2, &order, &nb, &err) == 0) {
-            for (int i = 0; i < 2 * nb; i++)
-                if (order[i] < 0 || (size_t)order[i] >= d.n)
+            for (int i = 0; i < 2 * g * nb; i++)
+                if (order[i] < 0 || (size_t)order[i] >= d.n ||
+                    (d.pairs && order[i] % 2 != i % 2))
                     __builtin_trap();
             free(order);
         }

@@ -11,10 +11,15 @@
  *     gradient checkpointing;
  *   - the Adam / AdamW update against a hand computation;
  *   - resume-file errors.
- * tests/fixtures/train/<case>/ (tools/refgen/train.py: torch autograd
- * through peft on the GPU machine): the loss, every LoRA gradient and the
- * parameters after 3 AdamW steps within 1e-4 of the largest; skipped with
- * a note when the fixtures are absent. */
+ * tests/fixtures/train/<case>/ (tools/refgen/train_torch.py: torch
+ * autograd, float64, over a plain-torch forward checked there against
+ * transformers' log-probs; tools/refgen/train.py writes the same files
+ * through transformers + peft): the loss within 1e-5 relative (the torch
+ * model is the same function), every LoRA gradient within 1e-4 of the
+ * largest, the parameters after 3 AdamW steps within 3e-4 of the largest
+ * (Adam's first steps move a parameter by ~lr sign(g) whatever |g|, so
+ * the gradients' f32 rounding on the smallest ones, ~1e-6, shows there
+ * magnified). */
 #include "core/error.h"
 #include "model/adapter.h"
 #include "model/model.h"
@@ -22,6 +27,7 @@
 #include "support/runner.h"
 #include "support/tree.h"
 #include "train/backprop.h"
+#include "train/loss.h"
 #include "train/lora_params.h"
 
 #include <setjmp.h>
@@ -139,6 +145,113 @@ static void gradcheck(const char *model, int num_layers) {
     hr_bp_free(b);
     hr_lora_set_free(ls);
     hr_model_free(m);
+}
+
+/* the same for DPO and ORPO on two pairs (prompts of 3 and 2 tokens,
+ * completions of 4/2 and 3/5), DPO's reference from the base */
+static int32_t g_ptok[26];
+static const int g_pstart[5] = {0, 7, 12, 17, 24};
+static const int g_poff[4] = {3, 3, 2, 2};
+
+static hr_bp_batch pair_batch(int V) {
+    hr_rng rng;
+    hr_rng_seed(&rng, 5);
+    for (int i = 0; i < 24; i++)
+        g_ptok[i] = (int32_t)(hr_rng_next(&rng) % (uint64_t)V);
+    for (int i = 0; i < 3; i++) /* each pair's sequences share the prompt */
+        g_ptok[7 + i] = g_ptok[i];
+    for (int i = 0; i < 2; i++)
+        g_ptok[17 + i] = g_ptok[12 + i];
+    return (hr_bp_batch){.n_seqs = 4, .tok = g_ptok, .start = g_pstart, .offset = g_poff};
+}
+
+static double pref_loss(hr_bp *b, const hr_bp_batch *bt, hr_loss_kind k, double param,
+                        const double *ref, bool grad) {
+    double loss;
+    int n;
+    hr_error err = {0};
+    if (hr_loss_step(b, bt, k, param, ref, grad, &loss, &n, &err))
+        fail_msg("%s", err.msg);
+    assert_int_equal(n, 4 + 2 + 3 + 5);
+    return loss;
+}
+
+/* tol: the absolute part of the tolerance (the f32 loss's rounding over
+ * 2h: ORPO's loss carries the NLL, about 8.6 here, DPO's is near 1) */
+static void gradcheck_pref(const char *model, hr_loss_kind k, double param, double tol) {
+    hr_model *m = open_model(model);
+    hr_lora_set *ls = new_set(m, 2, 1, 0.3f);
+    hr_bp *b;
+    hr_error err = {0};
+    if (hr_bp_new(&b, ls, 24, 8, 1, false, &err))
+        fail_msg("%s", err.msg);
+    hr_bp_batch bt = pair_batch(m->hp.n_vocab);
+    double ref[4];
+    int cnt[4];
+    assert_int_equal(hr_bp_forward(b, &bt, false, ref, cnt, &err), 0);
+    hr_lora_set_zero_grad(ls);
+    double l0 = pref_loss(b, &bt, k, param, ref, true);
+    double worst = 0, gmax = 0;
+    size_t bad = 0;
+    /* every third parameter (the torch fixtures check them all): seconds */
+    for (size_t i = 0; i < ls->n; i += 3) {
+        float w = ls->w[i];
+        double dh[2];
+        for (int j = 0; j < 2; j++) {
+            float h = j ? 2e-2f : 1e-2f;
+            ls->w[i] = w + h;
+            double lp = pref_loss(b, &bt, k, param, ref, false);
+            ls->w[i] = w - h;
+            double lm = pref_loss(b, &bt, k, param, ref, false);
+            dh[j] = (lp - lm) / ((double)(w + h) - (double)(w - h));
+        }
+        ls->w[i] = w;
+        double fd = (4 * dh[0] - dh[1]) / 3, d = fabs(fd - ls->g[i]);
+        gmax = fabs(fd) > gmax ? fabs(fd) : gmax;
+        if (d > tol + 1e-3 * fabs(fd) && bad++ < 5)
+            print_error("%s %s param %zu: analytic %.7g, finite difference %.7g\n", model,
+                        hr_loss_name(k), i, ls->g[i], fd);
+        worst = d > worst ? d : worst;
+    }
+    printf("%s %s (loss %.6f): %zu of %zu LoRA parameters, largest |gradient| %.4g, worst "
+           "|analytic - finite difference| %.3g\n", model, hr_loss_name(k), l0,
+           (ls->n + 2) / 3, ls->n, gmax, worst);
+    assert_int_equal(bad, 0);
+    assert_true(gmax > 1e-2);
+    hr_bp_free(b);
+    hr_lora_set_free(ls);
+    hr_model_free(m);
+}
+
+static void test_grad_dpo(void **st) { (void)st; gradcheck_pref("llama", HR_LOSS_DPO, 0.5, 5e-5); }
+static void test_grad_orpo(void **st) { (void)st; gradcheck_pref("qwen3", HR_LOSS_ORPO, 0.5, 1e-4); }
+
+/* the loss functions' weights against differences of the scalar losses */
+static void test_loss_weights(void **st) {
+    (void)st;
+    const double lp[4] = {-9.5, -14.25, -4.0, -11.0}, ref[4] = {-10.0, -13.0, -5.5, -10.0};
+    const int cnt[4] = {4, 6, 2, 5};
+    for (int k = 0; k < 3; k++) {
+        double w[4], x[4];
+        double l0 = hr_loss_eval(k, 0.3, 4, lp, cnt, ref, w);
+        assert_true(isfinite(l0) && l0 > 0);
+        for (int s = 0; s < 4; s++) {
+            memcpy(x, lp, sizeof x);
+            x[s] = lp[s] + 1e-5;
+            double a = hr_loss_eval(k, 0.3, 4, x, cnt, ref, NULL);
+            x[s] = lp[s] - 1e-5;
+            double c = hr_loss_eval(k, 0.3, 4, x, cnt, ref, NULL);
+            double fd = (a - c) / 2e-5;
+            if (fabs(fd - w[s]) > 1e-7 + 1e-6 * fabs(fd))
+                fail_msg("%s: d loss / d lp[%d] %.9g, difference %.9g", hr_loss_name(k), s,
+                         w[s], fd);
+        }
+    }
+    /* DPO at the reference: log 2 whatever beta; SFT: the mean NLL */
+    assert_true(fabs(hr_loss_eval(HR_LOSS_DPO, 0.1, 4, ref, cnt, ref, NULL) - log(2)) < 1e-12);
+    assert_true(fabs(hr_loss_eval(HR_LOSS_SFT, 0, 4, lp, cnt, NULL, NULL) - 38.75 / 17) < 1e-12);
+    assert_int_equal(hr_loss_parse("orpo"), HR_LOSS_ORPO);
+    assert_int_equal(hr_loss_parse("ppo"), -1);
 }
 
 static void test_grad_llama(void **st) { (void)st; gradcheck("llama", -1); }
@@ -396,19 +509,24 @@ static void torch_case(const char *dir, const char *name) {
         off[s] = (int)json_integer_value(json_array_get(offs, (size_t)s));
     }
     hr_bp_batch bt = {.n_seqs = ns, .tok = tok, .start = start, .offset = off};
+    json_t *jk = json_object_get(ref, "loss_kind");
+    int kind = jk ? hr_loss_parse(json_string_value(jk)) : HR_LOSS_SFT;
+    assert_true(kind >= 0);
+    double param = json_number_value(json_object_get(ref, kind == HR_LOSS_DPO ? "beta"
+                                                                              : "lambda"));
     hr_bp *b;
     assert_int_equal(hr_bp_new(&b, ls, n, 64, 2, false, &err), 0);
     double loss;
     int nt;
     hr_lora_set_zero_grad(ls);
-    assert_int_equal(hr_bp_step(b, &bt, true, &loss, &nt, &err), 0);
+    assert_int_equal(hr_loss_step(b, &bt, kind, param, NULL, true, &loss, &nt, &err), 0);
     double want_loss = json_number_value(json_object_get(ref, "loss"));
     snprintf(p, sizeof p, "%s/grads.safetensors", dir);
     if (hr_lora_set_load(want, p, &err))
         fail_msg("%s", err.msg);
     double gd = rel_diff(ls->g, want->w, ls->n);
-    printf("%s: loss %.7f (torch %.7f), gradients within %.2e of the largest\n", name, loss,
-           want_loss, gd);
+    printf("%s (%s): loss %.7f (torch %.7f), gradients within %.2e of the largest\n", name,
+           hr_loss_name(kind), loss, want_loss, gd);
     assert_true(fabs(loss - want_loss) <= 1e-5 * fabs(want_loss));
     assert_true(gd <= 1e-4);
     /* AdamW steps on the same batch */
@@ -420,7 +538,7 @@ static void torch_case(const char *dir, const char *name) {
                  .wd = (float)json_number_value(json_object_get(ad, "wd"))};
     for (size_t k = 0; k < json_array_size(losses); k++) {
         hr_lora_set_zero_grad(ls);
-        assert_int_equal(hr_bp_step(b, &bt, true, &loss, &nt, &err), 0);
+        assert_int_equal(hr_loss_step(b, &bt, kind, param, NULL, true, &loss, &nt, &err), 0);
         double wl = json_number_value(json_array_get(losses, k));
         if (fabs(loss - wl) > 1e-4 * fabs(wl))
             fail_msg("%s: step %zu loss %.7f, torch %.7f", name, k, loss, wl);
@@ -432,7 +550,7 @@ static void torch_case(const char *dir, const char *name) {
     double wd = rel_diff(ls->w, want->w, ls->n);
     printf("%s: after %zu AdamW steps the parameters are within %.2e of the largest\n", name,
            json_array_size(losses), wd);
-    assert_true(wd <= 1e-4);
+    assert_true(wd <= 3e-4);
     hr_bp_free(b);
     hr_lora_set_free(ls);
     hr_lora_set_free(want);
@@ -459,11 +577,8 @@ static void test_torch_fixture(void **st) {
     }
     if (dh)
         closedir(dh);
-    if (n == 0) {
-        printf("SKIP torch gradient parity: no fixtures in %s (tools/refgen/train.py makes "
-               "them on the GPU machine)\n", d);
-        skip();
-    }
+    if (n == 0) /* committed: their absence is a broken checkout */
+        fail_msg("no torch fixtures in %s (tools/refgen/train_torch.py makes them)", d);
 }
 
 int main(void) {
@@ -473,6 +588,8 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_grad_llama),      cmocka_unit_test(test_grad_qwen3),
         cmocka_unit_test(test_grad_qwen2),      cmocka_unit_test(test_grad_tied),
+        cmocka_unit_test(test_grad_dpo),        cmocka_unit_test(test_grad_orpo),
+        cmocka_unit_test(test_loss_weights),
         cmocka_unit_test(test_deterministic),   cmocka_unit_test(test_serving_forward),
         cmocka_unit_test(test_adam),            cmocka_unit_test(test_errors),
         cmocka_unit_test(test_torch_fixture),
