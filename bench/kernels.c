@@ -17,6 +17,10 @@
  *       vector table this CPU runs, one thread, the tables alternating pass
  *       by pass (the same load for each), through enough copies (below);
  *       the median of the passes' thread CPU time per product
+ *   bench_kernels rows D
+ *       the row kernels (rmsnorm, softmax, silu_mul, argmax, exp_sum, dot,
+ *       axpy) over D floats in L1, each vector table alternating, one
+ *       thread: the median thread CPU time per call
  * Prints the best of 5 passes as GB/s and as % of the plain read. The
  * weights and K/V are random: the kernels' speed does not depend on the
  * values. The copies span 256 MiB or four times the last-level cache,
@@ -64,7 +68,7 @@ static int dtype_named(const char *name) {
 static int usage(void) {
     fprintf(stderr, "usage: bench_kernels matvec TYPE M K [THREADS] | "
                     "attn CTX [THREADS] [HEADS] [KV_HEADS] [HEAD_DIM] "
-                    "[f16|f32|bf16|aB[gG]|q8_0|q4_0] | gemm TYPE M K N\n");
+                    "[f16|f32|bf16|aB[gG]|q8_0|q4_0] | gemm TYPE M K N | rows D\n");
     return 2;
 }
 
@@ -306,6 +310,64 @@ static int gemm(int argc, char **argv, hr_rng *rng) {
     return 0;
 }
 
+/* ---- rows: the row kernels of the vector tables side by side -------------- */
+
+enum { R_NORM, R_SOFTMAX, R_SILU, R_ARGMAX, R_EXPSUM, R_DOT, R_AXPY, R_N };
+static const char *const r_name[R_N] = {"rmsnorm", "softmax", "silu_mul", "argmax",
+                                        "exp_sum", "dot", "axpy"};
+
+static double row_call(const hr_cpu_kernels *K, int op, float *y, float *x, const float *w,
+                       int d) {
+    switch (op) {
+    case R_NORM: K->rmsnorm(y, x, w, 0.0f, d, 1e-6f); return y[0];
+    case R_SOFTMAX: memcpy(y, x, (size_t)d * sizeof *y); K->softmax(y, d); return y[0];
+    case R_SILU: memcpy(y, x, (size_t)d * sizeof *y); K->silu_mul(y, w, d); return y[0];
+    case R_ARGMAX: return K->argmax(x, d);
+    case R_EXPSUM: return K->exp_sum(y, w, d, 1.0f, 1.0f);
+    case R_DOT: return K->dot(x, w, d);
+    default: K->axpy(y, 1e-3f, x, d); return y[0];
+    }
+}
+
+static int rows(int argc, char **argv, hr_rng *rng) {
+    int d = argc > 2 ? atoi(argv[2]) : 0;
+    if (d <= 0 || d > 1 << 20)
+        return usage();
+    size_t nb = ((size_t)d * sizeof(float) + 63) & ~(size_t)63; /* rows 64-byte aligned, */
+    float *x = aligned_alloc(64, nb), *y = aligned_alloc(64, nb), /* as the arena's are */
+        *w = aligned_alloc(64, nb);
+    for (int i = 0; i < d; i++) {
+        x[i] = frand(rng);
+        y[i] = 0;
+        w[i] = frand(rng) - 1; /* <= 1 = exp_sum's max */
+    }
+    enum { CALLS = 64, NP = 101 };
+    double dt[NP], sink = 0;
+    printf("row kernels over %d floats, 1 thread, median of %d passes of %d calls (ns a call):\n",
+           d, NP, CALLS);
+    for (int op = 0; op < R_N; op++) {
+        printf("  %-9s", r_name[op]);
+        for (int isa = HR_ISA_AVX2; isa < HR_ISA_COUNT; isa++) {
+            const hr_cpu_kernels *K = hr_cpu_isa((hr_isa)isa);
+            if (!K)
+                continue;
+            for (int r = 0; r < NP; r++) {
+                double t0 = hr_thread_cpu();
+                for (int c = 0; c < CALLS; c++)
+                    sink += row_call(K, op, y, x, w, d);
+                dt[r] = (hr_thread_cpu() - t0) / CALLS;
+            }
+            qsort(dt, NP, sizeof *dt, cmp_double);
+            printf("  %s %8.1f", K->name, dt[NP / 2] * 1e9);
+        }
+        printf("\n");
+    }
+    free(x);
+    free(y);
+    free(w);
+    return sink == 12345.678; /* keeps the calls */
+}
+
 int main(int argc, char **argv) {
     hr_rng rng;
     hr_rng_seed(&rng, 1);
@@ -333,5 +395,7 @@ int main(int argc, char **argv) {
         return attn(argc, argv, &rng);
     if (argc > 1 && !strcmp(argv[1], "gemm"))
         return gemm(argc, argv, &rng);
+    if (argc > 1 && !strcmp(argv[1], "rows"))
+        return rows(argc, argv, &rng);
     return usage();
 }
