@@ -10,7 +10,8 @@ Workloads: the demo model (`hearth bench --threads THREADS --repeats 3`:
 prefill of 512 tokens, decode of 128); the speculative verify rows
 (`bench_forward models/hearth-demo 1 256 ROUNDS 1,4,8`: one thread, so the
 figure is the calling thread's CPU time, which a loaded machine's stalls
-do not add to); and each GGUF file (`hearth bench --prompt-len 128
+do not add to); a 256-token prefill the same way (`bench_forward
+models/hearth-demo 1 1 5 256`); and each GGUF file (`hearth bench --prompt-len 128
 --gen-len 32 --repeats 1`).
 env: ISAS ("avx2 avx512") REPEATS (3) THREADS (2) ROUNDS (50)"""
 import json
@@ -42,18 +43,19 @@ def bench(isa, model, extra):
     return {"prefill tok/s": j["prefill_tokens_per_s"], "decode tok/s": j["decode_tokens_per_s"]}
 
 
-def verify(isa):
-    out = run(isa, [os.path.join(build, "bench_forward"), demo, "1", "256", rounds, "1,4,8"])
+def forward(isa, ctx, reps, shapes, what):
+    out = run(isa, [os.path.join(build, "bench_forward"), demo, "1", ctx, reps, shapes])
     r = {}
     for line in out.splitlines():
         f = line.split()
         if f and f[0].startswith("T=") and "cpu" in f:
-            r[f"verify {f[0]} cpu ms"] = float(f[f.index("cpu") + 1])
+            r[f"{what} {f[0]} cpu ms"] = float(f[f.index("cpu") + 1])
     return r
 
 
 workloads = [("demo bf16", lambda isa: bench(isa, demo, ["--repeats", "3"])),
-             ("demo verify", verify)]
+             ("demo verify", lambda isa: forward(isa, "256", rounds, "1,4,8", "verify")),
+             ("demo prefill", lambda isa: forward(isa, "1", "5", "256", "prefill"))]
 for g in ggufs:
     workloads.append((os.path.basename(g),
                       lambda isa, g=g: bench(isa, g, ["--prompt-len", "128", "--gen-len", "32",
