@@ -12,8 +12,8 @@
 /* cpuid + xgetbv: the CPU has the instructions and the OS saves the
  * registers. (Not __builtin_cpu_supports: older compilers lack names.) */
 typedef struct cpu_feat {
-    bool avx2, fma, f16c, avx512; /* avx512 = F+BW+VL+DQ+VNNI (Ice Lake on;
-                                     * no BF16 instructions are used) */
+    bool avx2, fma, f16c, avx512; /* avx512 = F+BW+VL+DQ+VNNI (Cascade Lake,
+                                     * Ice Lake on): no kernel uses BF16's */
 } cpu_feat;
 
 static cpu_feat detect(void) {

@@ -1,5 +1,5 @@
 /* AVX-512 kernels (compiled with -mavx512f/bw/vl/dq/vnni: no BF16
- * instructions, bf16 is widened by a shift). Weights are
+ * instructions, bf16 is widened by a word permute). Weights are
  * widened to f32 in registers; activations and accumulation stay f32, so
  * this path agrees with the scalar reference to rounding. */
 #include "kernels/cpu/cpu.h"
