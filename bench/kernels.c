@@ -11,6 +11,16 @@
  *       KV rows, mlx-lm's affine format: B bits, groups of G, default 64),
  *       or q8_0 / q4_0 (llama.cpp's cache types), through enough layers
  *       (below)
+ *   bench_kernels gemm TYPE M K N
+ *       the float-activation product (hr_cpu_kernels.gemm) of N rows with
+ *       M x K weights of TYPE (f32, bf16, f16 or a GGUF type) in every
+ *       vector table this CPU runs, one thread, the tables alternating pass
+ *       by pass (the same load for each), through enough copies (below);
+ *       the median of the passes' thread CPU time per product
+ *   bench_kernels rows D
+ *       the row kernels (rmsnorm, softmax, silu_mul, argmax, exp_sum, dot,
+ *       axpy) over D floats in L1, each vector table alternating, one
+ *       thread: the median thread CPU time per call
  * Prints the best of 5 passes as GB/s and as % of the plain read. The
  * weights and K/V are random: the kernels' speed does not depend on the
  * values. The copies span 256 MiB or four times the last-level cache,
@@ -23,6 +33,7 @@
 #include "core/pool.h"
 #include "core/tensor.h"
 #include "core/timer.h"
+#include "kernels/cpu/cpu.h"
 #include "kernels/cpu/kvquant.h"
 #include "kernels/cpu/membw.h"
 #include "kernels/cpu/ops.h"
@@ -57,7 +68,7 @@ static int dtype_named(const char *name) {
 static int usage(void) {
     fprintf(stderr, "usage: bench_kernels matvec TYPE M K [THREADS] | "
                     "attn CTX [THREADS] [HEADS] [KV_HEADS] [HEAD_DIM] "
-                    "[f16|f32|bf16|aB[gG]|q8_0|q4_0]\n");
+                    "[f16|f32|bf16|aB[gG]|q8_0|q4_0] | gemm TYPE M K N | rows D\n");
     return 2;
 }
 
@@ -225,6 +236,138 @@ static int attn(int argc, char **argv, hr_rng *rng) {
     return 0;
 }
 
+/* ---- gemm: the vector tables side by side --------------------------------- */
+
+static int cmp_double(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+static int gemm(int argc, char **argv, hr_rng *rng) {
+    if (argc < 6)
+        return usage();
+    int t = dtype_named(argv[2]), m = atoi(argv[3]), k = atoi(argv[4]), n = atoi(argv[5]);
+    if (t < 0 || m <= 0 || k <= 0 || n <= 0 || !hr_cpu_isa(HR_ISA_AVX2) ||
+        !hr_cpu_isa(HR_ISA_AVX2)->gemm[t]) {
+        fprintf(stderr, "bench_kernels: no gemm here for %s %d x %d\n", argv[2], m, k);
+        return 1;
+    }
+    hr_tensor w = {.name = "w", .dtype = (hr_dtype)t, .ndim = 2, .shape = {m, k}};
+    size_t rb = hr_tensor_row_bytes(&w), bytes = (size_t)m * rb;
+    if (!rb) {
+        fprintf(stderr, "bench_kernels: %s rows of %d\n", argv[2], k);
+        return 1;
+    }
+    float *x = malloc((size_t)n * k * sizeof *x), *y = malloc((size_t)n * m * sizeof *y);
+    uint8_t *rows = malloc(bytes);
+    for (size_t i = 0; i < (size_t)n * k; i++)
+        x[i] = frand(rng);
+    float *wr = malloc((size_t)k * sizeof *wr);
+    for (int i = 0; i < m; i++) {
+        uint8_t *r = rows + (size_t)i * rb;
+        for (int j = 0; j < k; j++)
+            wr[j] = frand(rng);
+        for (int j = 0; j < k && (t == HR_DTYPE_BF16 || t == HR_DTYPE_F16); j++)
+            ((uint16_t *)r)[j] = t == HR_DTYPE_BF16 ? hr_f32_to_bf16(wr[j]) : hr_f32_to_f16(wr[j]);
+        if (t == HR_DTYPE_F32)
+            memcpy(r, wr, rb);
+        else if (t != HR_DTYPE_BF16 && t != HR_DTYPE_F16)
+            hr_quant_gguf_row(w.dtype, wr, k, r);
+    }
+    free(wr);
+    size_t stride = (bytes + 63) & ~(size_t)63;
+    int copies = (int)(FOOTPRINT / stride) + 1;
+    uint8_t *w_all = hr_big_alloc(stride * copies);
+    for (int c = 0; c < copies; c++)
+        memcpy(w_all + c * stride, rows, bytes);
+    const hr_cpu_kernels *tab[HR_ISA_COUNT];
+    int nt = 0;
+    for (int isa = HR_ISA_AVX2; isa < HR_ISA_COUNT; isa++)
+        if (hr_cpu_isa((hr_isa)isa) && hr_cpu_isa((hr_isa)isa)->gemm[t])
+            tab[nt++] = hr_cpu_isa((hr_isa)isa);
+    double *dt = malloc(sizeof *dt * nt * PASSES);
+    for (int r = 0; r < PASSES; r++)
+        for (int i = 0; i < nt; i++) {
+            double t0 = hr_thread_cpu();
+            for (int c = 0; c < copies; c++) {
+                w.data = w_all + c * stride;
+                tab[i]->gemm[t](y, m, x, k, n, &w, 0, m);
+            }
+            dt[i * PASSES + r] = (hr_thread_cpu() - t0) / copies;
+        }
+    printf("gemm %s %d x %d, %d rows (%.2f MB), 1 thread, median of %d passes:", argv[2], m, k,
+           n, bytes / 1e6, PASSES);
+    for (int i = 0; i < nt; i++) {
+        qsort(dt + i * PASSES, PASSES, sizeof *dt, cmp_double);
+        printf("  %s %.1f us", tab[i]->name, dt[i * PASSES + PASSES / 2] * 1e6);
+    }
+    printf("\n");
+    hr_big_free(w_all, stride * copies);
+    free(dt);
+    free(rows);
+    free(x);
+    free(y);
+    return 0;
+}
+
+/* ---- rows: the row kernels of the vector tables side by side -------------- */
+
+enum { R_NORM, R_SOFTMAX, R_SILU, R_ARGMAX, R_EXPSUM, R_DOT, R_AXPY, R_N };
+static const char *const r_name[R_N] = {"rmsnorm", "softmax", "silu_mul", "argmax",
+                                        "exp_sum", "dot", "axpy"};
+
+static double row_call(const hr_cpu_kernels *K, int op, float *y, float *x, const float *w,
+                       int d) {
+    switch (op) {
+    case R_NORM: K->rmsnorm(y, x, w, 0.0f, d, 1e-6f); return y[0];
+    case R_SOFTMAX: memcpy(y, x, (size_t)d * sizeof *y); K->softmax(y, d); return y[0];
+    case R_SILU: memcpy(y, x, (size_t)d * sizeof *y); K->silu_mul(y, w, d); return y[0];
+    case R_ARGMAX: return K->argmax(x, d);
+    case R_EXPSUM: return K->exp_sum(y, w, d, 1.0f, 1.0f);
+    case R_DOT: return K->dot(x, w, d);
+    default: K->axpy(y, 1e-3f, x, d); return y[0];
+    }
+}
+
+static int rows(int argc, char **argv, hr_rng *rng) {
+    int d = argc > 2 ? atoi(argv[2]) : 0;
+    if (d <= 0 || d > 1 << 20)
+        return usage();
+    size_t nb = ((size_t)d * sizeof(float) + 63) & ~(size_t)63; /* rows 64-byte aligned, */
+    float *x = aligned_alloc(64, nb), *y = aligned_alloc(64, nb), /* as the arena's are */
+        *w = aligned_alloc(64, nb);
+    for (int i = 0; i < d; i++) {
+        x[i] = frand(rng);
+        y[i] = 0;
+        w[i] = frand(rng) - 1; /* <= 1 = exp_sum's max */
+    }
+    enum { CALLS = 64, NP = 101 };
+    double dt[NP], sink = 0;
+    printf("row kernels over %d floats, 1 thread, median of %d passes of %d calls (ns a call):\n",
+           d, NP, CALLS);
+    for (int op = 0; op < R_N; op++) {
+        printf("  %-9s", r_name[op]);
+        for (int isa = HR_ISA_AVX2; isa < HR_ISA_COUNT; isa++) {
+            const hr_cpu_kernels *K = hr_cpu_isa((hr_isa)isa);
+            if (!K)
+                continue;
+            for (int r = 0; r < NP; r++) {
+                double t0 = hr_thread_cpu();
+                for (int c = 0; c < CALLS; c++)
+                    sink += row_call(K, op, y, x, w, d);
+                dt[r] = (hr_thread_cpu() - t0) / CALLS;
+            }
+            qsort(dt, NP, sizeof *dt, cmp_double);
+            printf("  %s %8.1f", K->name, dt[NP / 2] * 1e9);
+        }
+        printf("\n");
+    }
+    free(x);
+    free(y);
+    free(w);
+    return sink == 12345.678; /* keeps the calls */
+}
+
 int main(int argc, char **argv) {
     hr_rng rng;
     hr_rng_seed(&rng, 1);
@@ -250,5 +393,9 @@ int main(int argc, char **argv) {
         return matvec(argc, argv, &rng);
     if (argc > 1 && !strcmp(argv[1], "attn"))
         return attn(argc, argv, &rng);
+    if (argc > 1 && !strcmp(argv[1], "gemm"))
+        return gemm(argc, argv, &rng);
+    if (argc > 1 && !strcmp(argv[1], "rows"))
+        return rows(argc, argv, &rng);
     return usage();
 }

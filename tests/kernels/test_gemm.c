@@ -329,9 +329,51 @@ static void test_membw(void **state) {
     }
 }
 
+/* Does /proc/cpuinfo's first flags line have each of the space-separated
+ * names? -1: no flags line (not Linux on x86) */
+static int cpu_has(const char *names) {
+    FILE *f = fopen("/proc/cpuinfo", "r");
+    static char line[8192];
+    int found = 0;
+    while (f && fgets(line, sizeof line, f))
+        if (!strncmp(line, "flags", 5)) {
+            found = 1;
+            break;
+        }
+    if (f)
+        fclose(f);
+    if (!found)
+        return -1;
+    char want[128];
+    snprintf(want, sizeof want, "%s", names);
+    line[strcspn(line, "\n")] = ' ';
+    for (char *sv, *w = strtok_r(want, " ", &sv); w; w = strtok_r(NULL, " ", &sv)) {
+        char pat[40];
+        snprintf(pat, sizeof pat, " %s ", w);
+        if (!strstr(line, pat))
+            return 0;
+    }
+    return 1;
+}
+
+/* The tables cpuid picks agree with the kernel's view of the CPU: avx512
+ * needs F/BW/VL/DQ/VNNI and no AVX512_BF16 (an Ice Lake ran avx2 while the
+ * table asked for it, though no kernel uses it) */
+static void test_isa_detect(void **state) {
+    (void)state;
+    int avx2 = cpu_has("avx2 fma f16c");
+    if (avx2 < 0)
+        skip();
+    int avx512 = avx2 && cpu_has("avx512f avx512bw avx512vl avx512dq avx512_vnni");
+    assert_int_equal(!!hr_cpu_isa(HR_ISA_AVX2), avx2);
+    assert_int_equal(!!hr_cpu_isa(HR_ISA_AVX512), avx512);
+    assert_non_null(hr_cpu_isa(HR_ISA_SCALAR));
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_gemm_isas),
+        cmocka_unit_test(test_isa_detect),
         cmocka_unit_test(test_matmul_threads_bias),
         cmocka_unit_test(test_matmul_prefetch_ranges),
         cmocka_unit_test(test_row_ops),

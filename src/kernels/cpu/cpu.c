@@ -12,7 +12,8 @@
 /* cpuid + xgetbv: the CPU has the instructions and the OS saves the
  * registers. (Not __builtin_cpu_supports: older compilers lack names.) */
 typedef struct cpu_feat {
-    bool avx2, fma, f16c, avx512; /* avx512 = F+BW+VL+DQ+BF16+VNNI */
+    bool avx2, fma, f16c, avx512; /* avx512 = F+BW+VL+DQ+VNNI (Cascade Lake,
+                                     * Ice Lake on): no kernel uses BF16's */
 } cpu_feat;
 
 static cpu_feat detect(void) {
@@ -33,10 +34,8 @@ static cpu_feat detect(void) {
         return f;
     __cpuid_count(7, 0, a, b, c, d);
     f.avx2 = b & (1u << 5);
-    bool base512 = (b & (1u << 16)) && (b & (1u << 17)) && (b & (1u << 30)) &&
-                   (b & (1u << 31)) && (c & (1u << 11));
-    __cpuid_count(7, 1, a, b, c, d);
-    f.avx512 = zmm && base512 && (a & (1u << 5));
+    f.avx512 = zmm && (b & (1u << 16)) && (b & (1u << 17)) && (b & (1u << 30)) &&
+               (b & (1u << 31)) && (c & (1u << 11));
 #endif
     return f;
 }

@@ -1,4 +1,5 @@
-/* AVX-512 kernels (compiled with -mavx512f/bw/vl/dq/bf16/vnni). Weights are
+/* AVX-512 kernels (compiled with -mavx512f/bw/vl/dq/vnni: no BF16
+ * instructions, bf16 is widened by a word permute). Weights are
  * widened to f32 in registers; activations and accumulation stay f32, so
  * this path agrees with the scalar reference to rounding. */
 #include "kernels/cpu/cpu.h"
@@ -15,9 +16,14 @@ static inline __mmask16 tail_mask(int left) {
 static inline __m512 load_f32(const void *p, size_t off, __mmask16 m) {
     return _mm512_maskz_loadu_ps(m, (const float *)p + off);
 }
+/* bf16 widened by one word permute (port 5) that puts value i in the high
+ * half of lane i and zeroes the low halves, rather than a widen (port 5)
+ * and a shift (port 0, the FMAs'): the same floats */
 static inline __m512 load_bf16(const void *p, size_t off, __mmask16 m) {
-    __m256i h = _mm256_maskz_loadu_epi16(m, (const uint16_t *)p + off);
-    return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
+    const __m512i idx = _mm512_set_epi16(15, 0, 14, 0, 13, 0, 12, 0, 11, 0, 10, 0, 9, 0, 8, 0,
+                                         7, 0, 6, 0, 5, 0, 4, 0, 3, 0, 2, 0, 1, 0, 0, 0);
+    __m512i h = _mm512_castsi256_si512(_mm256_maskz_loadu_epi16(m, (const uint16_t *)p + off));
+    return _mm512_castsi512_ps(_mm512_maskz_permutexvar_epi16(0xaaaaaaaau, idx, h));
 }
 static inline __m512 load_f16(const void *p, size_t off, __mmask16 m) {
     return _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(m, (const uint16_t *)p + off));
