@@ -18,7 +18,7 @@ runs Lloyd's iteration on g_d (composite Simpson's rule, 200001 points over
 [-sqrt(d), sqrt(d)], from the uniform-quantile start, until no centroid
 moves by more than 1e-12) and writes the centroids and the distortion
 E[(z - c(z))^2] (the MSE per coordinate of z; the paper's D_mse of a unit
-vector is this value: d coordinates of variance 1/d) for d in 64, 128, 256
+vector is this value: d coordinates of variance 1/d) for d in 32, 64, 128, 256
 and b in 1..4 as a C header.
 
 python3 stdlib only:
@@ -27,7 +27,7 @@ python3 stdlib only:
 import argparse
 import math
 
-DIMS = (64, 128, 256)
+DIMS = (32, 64, 128, 256)
 BITS = (1, 2, 3, 4)
 N = 200001  # grid points (odd, for Simpson)
 
@@ -105,8 +105,8 @@ def main():
         "#ifndef HR_KERNELS_TURBO_CODEBOOKS_H",
         "#define HR_KERNELS_TURBO_CODEBOOKS_H",
         "",
-        "/* [dim: 64, 128, 256][bits - 1][code], 2^bits codes, ascending */",
-        "static const float hr_turbo_centroids[3][4][16] = {",
+        "/* [dim: 32, 64, 128, 256][bits - 1][code], 2^bits codes, ascending */",
+        "static const float hr_turbo_centroids[4][4][16] = {",
     ]
     mses = []
     for d in DIMS:
@@ -121,7 +121,7 @@ def main():
     lines.append("};")
     lines.append("")
     lines.append("/* [dim][bits - 1]: E[(z - c(z))^2], the MSE per coordinate of z */")
-    lines.append("static const double hr_turbo_mse[3][4] = {")
+    lines.append("static const double hr_turbo_mse[4][4] = {")
     for row in mses:
         lines.append("    {" + ", ".join("%.9g" % x for x in row) + "},")
     lines.append("};")
