@@ -11,6 +11,10 @@ static int dim_index(int hd) {
 
 bool hr_turbo_ok(int hd, int bits) { return dim_index(hd) >= 0 && bits >= 1 && bits <= 4; }
 
+const float *hr_turbo_codebook(int hd, int bits) {
+    return hr_turbo_centroids[dim_index(hd)][bits - 1];
+}
+
 double hr_turbo_codebook_mse(int hd, int bits) { return hr_turbo_mse[dim_index(hd)][bits - 1]; }
 
 void hr_turbo_signs(float *signs, int hd, uint64_t seed) {

@@ -43,6 +43,8 @@ void hr_turbo_store(void *dst, const float *x, int hd, int bits, const float *si
 void hr_turbo_load_rotated(float *y, const void *src, int hd, int bits);
 /* The record's row: the rotated row rotated back */
 void hr_turbo_load(float *x, const void *src, int hd, int bits, const float *signs);
+/* The codebook: 2^bits centroids of z, ascending (hr_turbo_ok's shapes) */
+const float *hr_turbo_codebook(int hd, int bits);
 /* The codebook's MSE per coordinate of z (hr_turbo_ok's shapes) */
 double hr_turbo_codebook_mse(int hd, int bits);
 
