@@ -36,8 +36,15 @@ AI cbook cbook_of(const float *cb, const int bits) {
 
 /* chunk ch (positions 8 ch ..) of a segment's codes c as their centroids */
 AI __m256 chunk(const uint8_t *c, int ch, const int bits, cbook k) {
-    uint32_t u = 0;
-    memcpy(&u, c + (size_t)ch * bits, (size_t)bits);
+    const uint8_t *b = c + (size_t)ch * bits;
+    uint32_t u; /* whole loads (a partial copy into u would stall its store forwarding) */
+    uint16_t w16;
+    if (bits == 4) {
+        memcpy(&u, b, 4);
+    } else {
+        memcpy(&w16, b, 2);
+        u = bits == 3 ? (uint32_t)w16 | (uint32_t)b[2] << 16 : w16;
+    }
     __m256i sh = _mm256_mullo_epi32(_mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7),
                                     _mm256_set1_epi32(bits));
     __m256i idx = _mm256_and_si256(_mm256_srlv_epi32(_mm256_set1_epi32((int)u), sh),
