@@ -529,8 +529,8 @@ static void attn_axpys(const hr_cpu_kernels *cpu, float *o, const float *p, size
  * kvg_axpys, kvggml.c), K's and V's each in their own format (llama.cpp's
  * --cache-type-k / -v may differ; TurboQuant: turbo_dots and turbo_axpys,
  * turbo_attn.c, in the rotated basis: the task's query rows rotated once
- * into buf, its outputs rotated back once at the end); the other pools' rows (f16 and
- * bf16 widened once) go through attn_dots and attn_axpys: each score
+ * into buf, its outputs rotated back once at the end); the other pools'
+ * rows (f16 and bf16 widened once) go through attn_dots and attn_axpys: each score
  * dot(q, k) * scale, each output the axpy of the values in position order,
  * the operations of attention per head, so its bits on the same ISA. The
  * softmax is hr_softmax. sc: nq * G rows of max_ctx floats. */
@@ -560,10 +560,10 @@ static void attn_group(const hr_attn_args *a, int t0, int nq, int kvh, const int
         HR_ASSERT(nq * G * hd <= ROWS_BUF);
         hr_turbo_kv_signs(tsigns, &TL[0], a->layer, kvh, false);
         for (int i = 0; i < nq; i++)
-            for (int g = 0; g < G; g++)
-                hr_turbo_kv_rotate(buf + (size_t)(i * G + g) * hd,
-                                   a->q + ((size_t)(t0 + i) * a->n_heads + (size_t)kvh * G + g) * hd,
-                                   &TL[0], tsigns);
+            for (int g = 0; g < G; g++) {
+                size_t at = ((size_t)(t0 + i) * a->n_heads + (size_t)kvh * G + g) * hd;
+                hr_turbo_kv_rotate(buf + (size_t)(i * G + g) * hd, a->q + at, &TL[0], tsigns);
+            }
     }
     for (int w = 0; w < 2; w++) { /* 0: the scores, 1: the outputs */
         const kv_side *sd = &sides[w];
