@@ -9,7 +9,8 @@
  *       one query token's attention over CTX keys and values (a paged KV
  *       cache) of KV: f16 (default), f32, bf16, or aB / aBgG (quantized
  *       KV rows, mlx-lm's affine format: B bits, groups of G, default 64),
- *       or q8_0 / q4_0 (llama.cpp's cache types), through enough layers
+ *       or q8_0 / q4_0 (llama.cpp's cache types), or tB (TurboQuant rows at
+ *       B bits a channel: t4, t3.5, t2.5, ...), through enough layers
  *       (below)
  *   bench_kernels gemm TYPE M K N
  *       the float-activation product (hr_cpu_kernels.gemm) of N rows with
@@ -35,6 +36,7 @@
 #include "core/timer.h"
 #include "kernels/cpu/cpu.h"
 #include "kernels/cpu/kvquant.h"
+#include "kernels/cpu/turbo.h"
 #include "kernels/cpu/membw.h"
 #include "kernels/cpu/ops.h"
 #include "kernels/cpu/quant.h"
@@ -68,7 +70,7 @@ static int dtype_named(const char *name) {
 static int usage(void) {
     fprintf(stderr, "usage: bench_kernels matvec TYPE M K [THREADS] | "
                     "attn CTX [THREADS] [HEADS] [KV_HEADS] [HEAD_DIM] "
-                    "[f16|f32|bf16|aB[gG]|q8_0|q4_0] | gemm TYPE M K N | rows D\n");
+                    "[f16|f32|bf16|aB[gG]|q8_0|q4_0|tB] | gemm TYPE M K N | rows D\n");
     return 2;
 }
 
@@ -173,6 +175,12 @@ static int attn(int argc, char **argv, hr_rng *rng) {
     } else if (!strcmp(kvname, "q8_0") || !strcmp(kvname, "q4_0")) { /* llama.cpp's */
         dt = kvname[1] == '8' ? HR_DTYPE_Q8_0 : HR_DTYPE_Q4_0;
         if (hd % 32)
+            return usage();
+    } else if (kvname[0] == 't') { /* TurboQuant: t3.5 (bits a channel) */
+        dt = HR_DTYPE_TURBO;
+        bits = (int)(atof(kvname + 1) * 2 + 0.5);
+        group = 0; /* every row under one rotation: the speed does not depend on it */
+        if (!hr_turbo_kv_ok(hd, bits))
             return usage();
     } else if (strcmp(kvname, "f16"))
         return usage();

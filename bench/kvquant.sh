@@ -9,7 +9,8 @@
 # PROMPT_LEN + GEN_LEN, the weights linked): speed, not quality.
 #   bench/kvquant.sh [build/hearth]
 #   env: THREADS (2) PROMPT_LEN (4096) GEN_LEN (32) REPEATS (3)
-#        KVS ("f32 f16 8 4") (f32/f16/bf16: --kv-dtype; B: --kv-bits B)
+#        KVS ("f32 f16 8 4") (f32/f16/bf16: --kv-dtype; B: --kv-bits B;
+#        turbo, turbo:B, turbo:K,V: --kv-quant)
 #        MODEL (models/hearth-demo)
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -32,6 +33,7 @@ for r in $(seq "$R"); do
     for kv in $kvs; do
         case $kv in
         f32 | f16 | bf16) flags=(--kv-dtype "$kv") ;;
+        turbo*) flags=(--kv-quant "$kv") ;;
         *) flags=(--kv-bits "$kv" --quantized-kv-start 0) ;;
         esac
         j=$("$bin" bench --model "$model" --prompt-len "$P" --gen-len "$G" --repeats 1 \

@@ -156,6 +156,8 @@ typedef struct hr_session_opts {
                                * loaded on first use; NULL */
     int kv_dtype_v;           /* V's HR_KV_* when it differs from K's (llama.cpp's
                                * --cache-type-v); 0 = kv_dtype's */
+    const char *kv_quant;     /* "turbo", "turbo:B" or "turbo:K_BITS,V_BITS" (B: 2, 2.5,
+                               * 3, 3.5, 4): TurboQuant KV (docs/kv-quant.md); NULL = off */
 } hr_session_opts;
 
 /* Start the engine thread over m (which must outlive the session). opts may

@@ -41,7 +41,8 @@ class _SessionOpts(C.Structure):
                 ("kv_bits", C.c_int), ("kv_group", C.c_int),
                 ("draft_model", C.c_char_p), ("spec", C.c_char_p),
                 ("num_draft_tokens", C.c_int), ("adapter_path", C.c_char_p),
-                ("adapters", C.c_char_p), ("kv_dtype_v", C.c_int)]
+                ("adapters", C.c_char_p), ("kv_dtype_v", C.c_int),
+                ("kv_quant", C.c_char_p)]
 
 
 class _Params(C.Structure):  # hr_gen_params, field for field

@@ -71,6 +71,12 @@ int hr__session_engine_opts(const hr_llm *m, const hr_session_opts *o, hr_engine
     if (o->kv_bits && (kvv != kvt || kvt == HR_DTYPE_Q8_0 || kvt == HR_DTYPE_Q4_0))
         return hr_err(err, HR_EINVAL, "--kv-bits and --cache-type-k/-v q8_0, q4_0 or K and V "
                       "apart: pick one");
+    int tk, tv;
+    if ((rc = hr_kv_quant_parse(o->kv_quant, &tk, &tv, err)))
+        return rc;
+    if (tk && (o->kv_bits || o->kv_dtype_v || o->kv_dtype > HR_KV_BF16))
+        return hr_err(err, HR_EINVAL, "--kv-quant and --kv-bits or --cache-type-k/-v: "
+                      "pick one");
     /* the prompt cache bound in blocks: the tighter of size and bytes */
     int cache_blocks = o->prompt_cache < 0 ? -1 : 0;
     if (cache_blocks >= 0) {
@@ -78,6 +84,8 @@ int hr__session_engine_opts(const hr_llm *m, const hr_session_opts *o, hr_engine
         hr_kv_fmt f = {.dtype = o->kv_bits ? HR_DTYPE_AFFINE : kvt, .bits = o->kv_bits,
                        .group = o->kv_group ? o->kv_group : 64, .vown = kvv != kvt,
                        .vdtype = kvv};
+        if (tk)
+            f = (hr_kv_fmt){.dtype = HR_DTYPE_TURBO, .bits = tk, .vbits = tv};
         size_t bb = hr_kv_fmt_block_bytes(&m->model->hp, &f);
         if (o->prompt_cache_size > 0)
             cache_blocks = o->prompt_cache_size * ((ctx + HR_KV_BLOCK - 1) / HR_KV_BLOCK);
@@ -92,6 +100,7 @@ int hr__session_engine_opts(const hr_llm *m, const hr_session_opts *o, hr_engine
                            .kv_bytes = o->kv_bytes, .kv_dtype = kvt,
                            .kv_vown = kvv != kvt, .kv_dtype_v = kvv,
                            .kv_bits = o->kv_bits, .kv_group = o->kv_group ? o->kv_group : 64,
+                           .kv_turbo_k = tk, .kv_turbo_v = tv,
                            .prefill_chunk = o->prefill_chunk, .cache_blocks = cache_blocks,
                            .ssd_dir = o->ssd_dir, .ssd_max_bytes = o->ssd_max_bytes,
                            .ssd_demote_idle = o->ssd_demote_idle, .cache_salt = m->tok_hash};

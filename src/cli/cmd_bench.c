@@ -38,7 +38,8 @@ double hr_cli_median(double *v, int n) {
 static const char usage[] =
     "usage: hearth bench --model PATH [--prompt-len N] [--gen-len N] [--threads T] "
     "[--repeats R] [--kv-dtype D] [--cache-type-k T] [--cache-type-v T] [--kv-bits B] "
-    "[--kv-group-size G] [--quantized-kv-start N] [--kv-budget GB] [--json]\n"
+    "[--kv-group-size G] [--quantized-kv-start N] [--kv-quant turbo[:K,V]] [--kv-budget GB] "
+    "[--json]\n"
     "       hearth bench (--draft-model PATH | --spec ngram) ...: speculative decoding "
     "side by side (hearth bench --spec ngram --help)\n"
     "       hearth bench --adapter-rank R ...: LoRA adapters' decode cost, 1 and C clients "
@@ -83,7 +84,8 @@ int hr_cmd_bench(int argc, char **argv) {
     for (int i = 0; i < argc; i++) /* LoRA adapters: cmd_bench_lora.c */
         if (!strncmp(argv[i], "--adapter-rank", 14))
             return hr_cmd_bench_lora(argc, argv);
-    const char *model = NULL, *kv_dtype = NULL, *device = "auto", *ctk = NULL, *ctv = NULL;
+    const char *model = NULL, *kv_dtype = NULL, *device = "auto", *ctk = NULL, *ctv = NULL,
+               *kvq = NULL;
     long prompt_len = 512, gen_len = 128, threads = 0, repeats = 5, kv_bits = 0, kv_group = 64,
          kv_start = 5000;
     double kv_gb = 8;
@@ -98,6 +100,7 @@ int hr_cmd_bench(int argc, char **argv) {
         {"kv-dtype", HR_OPT_STR, &kv_dtype, "KV cache: auto (f16 for GGUF, else f32), f32, f16, bf16"},
         {"cache-type-k", HR_OPT_STR, &ctk, "K cache type as llama.cpp: f32, f16, bf16, q8_0, q4_0 (default: --kv-dtype)"},
         {"cache-type-v", HR_OPT_STR, &ctv, "V cache type as llama.cpp: f32, f16, bf16, q8_0, q4_0 (default: --kv-dtype)"},
+        {"kv-quant", HR_OPT_STR, &kvq, "TurboQuant KV cache: turbo, turbo:B or turbo:K_BITS,V_BITS (bits 2, 2.5, 3, 3.5, 4; default off)"},
         {"kv-bits", HR_OPT_INT, &kv_bits, "quantize the KV cache to 2, 3, 4, 6 or 8 bits (mlx-lm's affine KV; default off)"},
         {"kv-group-size", HR_OPT_INT, &kv_group, "group size of the quantized KV cache (default 64)"},
         {"quantized-kv-start", HR_OPT_INT, &kv_start, "0: quantize the KV from the first token; >= prompt + gen tokens: never (default 5000)"},
@@ -139,7 +142,7 @@ int hr_cmd_bench(int argc, char **argv) {
                           .n_ctx = (int)(prompt_len + gen_len), .kv_dtype = kvt,
                           .kv_dtype_v = kvv,
                           .prompt_cache = -1, .kv_bits = quant ? (int)kv_bits : 0,
-                          .kv_group = (int)kv_group};
+                          .kv_group = (int)kv_group, .kv_quant = kvq};
     if ((rc = hr_session_new(&s, llm, &so, &err)))
         goto done;
     const hr_model *m = llm->model;
@@ -229,6 +232,9 @@ int hr_cmd_bench(int argc, char **argv) {
         if (kvp->dtype == HR_DTYPE_AFFINE)
             printf("kv cache   %8.0f bytes/token (%d-bit, group %d)\n", kv_tok, kvp->bits,
                    kvp->group);
+        else if (kvp->dtype == HR_DTYPE_TURBO)
+            printf("kv cache   %8.0f bytes/token (TurboQuant K %g bits, V %g bits)\n", kv_tok,
+                   kvp->bits / 2.0, kvp->vbits / 2.0);
         else if (kvp->vdtype != kvp->dtype)
             printf("kv cache   %8.0f bytes/token (K %s, V %s)\n", kv_tok,
                    hr_dtype_name(kvp->dtype), hr_dtype_name(kvp->vdtype));

@@ -107,7 +107,7 @@ int hr_cmd_generate(int argc, char **argv) {
     const char *model = NULL, *prompt = NULL, *prompt_tokens = NULL, *kv_dtype = NULL,
                *chat = NULL, *messages = NULL, *stop = NULL, *schema = NULL, *regex = NULL,
                *grammar = NULL, *ssd = NULL, *device = "auto", *draft = NULL, *spec = NULL,
-               *adapter = NULL, *ctk = NULL, *ctv = NULL;
+               *adapter = NULL, *ctk = NULL, *ctv = NULL, *kvq = NULL;
     long max_tokens = 100, top_k = -1, seed = 0, top_lp = 0, threads = 0, ctx = 0, rep_ctx = 20,
          pc_on = 1, n_draft = 3;
     double temp = -1, top_p = -1, min_p = -1, rep = -1, presence = 0, frequency = 0;
@@ -142,6 +142,7 @@ int hr_cmd_generate(int argc, char **argv) {
         {"kv-dtype", HR_OPT_STR, &kv_dtype, "KV cache: auto (f16 for GGUF, else f32), f32, f16, bf16"},
         {"cache-type-k", HR_OPT_STR, &ctk, "K cache type as llama.cpp: f32, f16, bf16, q8_0, q4_0 (default: --kv-dtype)"},
         {"cache-type-v", HR_OPT_STR, &ctv, "V cache type as llama.cpp: f32, f16, bf16, q8_0, q4_0 (default: --kv-dtype)"},
+        {"kv-quant", HR_OPT_STR, &kvq, "TurboQuant KV cache: turbo, turbo:B or turbo:K_BITS,V_BITS (bits 2, 2.5, 3, 3.5, 4; default off)"},
         {"prompt-cache", HR_OPT_INT, &pc_on, "0 turns the prompt cache off (default 1)"},
         {"ssd-cache", HR_OPT_STR, &ssd, "prompt cache directory shared across runs (and with serve)"},
         {"ignore-eos", HR_OPT_FLAG, &ignore_eos, "do not stop at end-of-sequence tokens"},
@@ -187,7 +188,7 @@ int hr_cmd_generate(int argc, char **argv) {
     hr_session_opts so = {.n_threads = (int)threads, .max_batch = 1, .n_ctx = (int)ctx,
                           .prompt_cache = pc_on ? 0 : -1, .ssd_dir = ssd,
                           .draft_model = draft, .spec = spec, .num_draft_tokens = (int)n_draft,
-                          .adapter_path = adapter};
+                          .adapter_path = adapter, .kv_quant = kvq};
     if ((rc = hr__kv_types_from_names(kv_dtype, ctk, ctv, &so.kv_dtype, &so.kv_dtype_v, &err)) ||
         (rc = hr_llm_load(&llm, model ? model : hr_cli_default_model(),
                           &(hr_llm_opts){.device = device}, &err)) ||

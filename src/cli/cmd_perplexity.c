@@ -35,7 +35,7 @@
 static const char usage[] =
     "usage: hearth perplexity --model PATH --file TEXT [--context N] [--stride N] "
     "[--threads T] [--max-windows N] [--kv-dtype D] [--cache-type-k T] [--cache-type-v T] "
-    "[--kv-bits B] [--kv-group-size G] [--quantized-kv-start N]";
+    "[--kv-bits B] [--kv-group-size G] [--quantized-kv-start N] [--kv-quant turbo[:K,V]]";
 
 typedef struct acc {
     double sum, sumsq;
@@ -80,7 +80,7 @@ static int collect(hr_gen *g, acc *a, hr_error *err) {
 
 int hr_cmd_perplexity(int argc, char **argv) {
     const char *model = NULL, *file = NULL, *kv_dtype = NULL, *device = "auto", *ctk = NULL,
-               *ctv = NULL;
+               *ctv = NULL, *kvq = NULL;
     long ctx = 512, stride = 0, threads = 0, max_windows = 0, kv_bits = 0, kv_group = 64,
          kv_start = 5000;
     const hr_opt opts[] = {
@@ -94,6 +94,7 @@ int hr_cmd_perplexity(int argc, char **argv) {
         {"kv-dtype", HR_OPT_STR, &kv_dtype, "KV cache: auto (f16 for GGUF, else f32), f32, f16, bf16"},
         {"cache-type-k", HR_OPT_STR, &ctk, "K cache type as llama.cpp: f32, f16, bf16, q8_0, q4_0 (default: --kv-dtype)"},
         {"cache-type-v", HR_OPT_STR, &ctv, "V cache type as llama.cpp: f32, f16, bf16, q8_0, q4_0 (default: --kv-dtype)"},
+        {"kv-quant", HR_OPT_STR, &kvq, "TurboQuant KV cache: turbo, turbo:B or turbo:K_BITS,V_BITS (bits 2, 2.5, 3, 3.5, 4; default off)"},
         {"kv-bits", HR_OPT_INT, &kv_bits, "quantize the KV cache to 2, 3, 4, 6 or 8 bits (mlx-lm's affine KV; default off)"},
         {"kv-group-size", HR_OPT_INT, &kv_group, "group size of the quantized KV cache (default 64)"},
         {"quantized-kv-start", HR_OPT_INT, &kv_start, "0: quantize the windows' KV from the first token; >= --context: never (default 5000)"},
@@ -142,7 +143,8 @@ int hr_cmd_perplexity(int argc, char **argv) {
         windows = max_windows;
     hr_session_opts so = {.n_threads = (int)threads, .max_batch = IN_FLIGHT, .n_ctx = (int)ctx,
                           .kv_dtype = kvt, .kv_dtype_v = kvv, .prompt_cache = -1,
-                          .kv_bits = kv_start == 0 ? (int)kv_bits : 0, .kv_group = (int)kv_group};
+                          .kv_bits = kv_start == 0 ? (int)kv_bits : 0, .kv_group = (int)kv_group,
+                          .kv_quant = kvq};
     if ((rc = hr_session_new(&s, m, &so, &err)))
         goto done;
     acc a = {0};

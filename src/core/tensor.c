@@ -17,7 +17,7 @@ static const struct {
     [HR_DTYPE_Q8_0] = {"Q8_0", 0, 32, 34}, [HR_DTYPE_Q4_0] = {"Q4_0", 0, 32, 18},
     [HR_DTYPE_Q4_1] = {"Q4_1", 0, 32, 20}, [HR_DTYPE_Q4_K] = {"Q4_K", 0, 256, 144},
     [HR_DTYPE_Q5_K] = {"Q5_K", 0, 256, 176}, [HR_DTYPE_Q6_K] = {"Q6_K", 0, 256, 210},
-    [HR_DTYPE_MXFP4] = {"MXFP4", 0, 32, 17},
+    [HR_DTYPE_MXFP4] = {"MXFP4", 0, 32, 17}, [HR_DTYPE_TURBO] = {"TURBO", 0, 0, 0},
 };
 
 size_t hr_dtype_size(hr_dtype t) {

@@ -45,6 +45,7 @@ typedef enum hr_dtype {
                       * then 16 bytes of E2M1 codes (element j the low nibble
                       * of byte j, element j + 16 its high nibble);
                       * w = fp4(code) * 2^(e - 127) */
+    HR_DTYPE_TURBO,  /* KV rows only: TurboQuant records (kernels/cpu/turbo.h) */
     HR_DTYPE_COUNT
 } hr_dtype;
 

@@ -688,6 +688,9 @@ int hr_engine_new(hr_engine **out, const hr_model *m, const hr_engine_opts *o,
                      .vdtype = o ? o->kv_dtype_v : HR_DTYPE_F32};
     if (o && o->kv_bits > 0)
         kvf = (hr_kv_fmt){.dtype = HR_DTYPE_AFFINE, .bits = o->kv_bits, .group = o->kv_group};
+    if (o && o->kv_turbo_k > 0)
+        kvf = (hr_kv_fmt){.dtype = HR_DTYPE_TURBO, .bits = o->kv_turbo_k,
+                          .vbits = o->kv_turbo_v ? o->kv_turbo_v : o->kv_turbo_k};
     size_t bb = hr_kv_fmt_block_bytes(&m->hp, &kvf);
     size_t budget = o && o->kv_bytes ? o->kv_bytes : (size_t)e->max_batch * blocks_for(e->n_ctx) * bb;
     if (!(o && o->kv_bytes) && m->be->device_mem) {

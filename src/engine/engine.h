@@ -49,6 +49,8 @@ typedef struct hr_engine_opts {
     int kv_bits;        /* > 0: the pool is quantized from the first token (mlx-lm's
                          * affine KV with --quantized-kv-start 0; docs/kv-quant.md) */
     int kv_group;       /* with kv_bits: the group size (32, 64, 128) */
+    int kv_turbo_k, kv_turbo_v; /* > 0: TurboQuant KV (--kv-quant turbo), K's and V's
+                                 * rates r2 (bits x 2: kernels/cpu/turbo.h) */
     int prefill_chunk;  /* tokens per step across prefills; 0 = 512 */
     int cache_blocks;   /* prompt cache bound in KV blocks; 0 = the pool's
                          * free space; -1 = no prompt cache */

@@ -28,6 +28,7 @@ static uint32_t dtype_code(hr_dtype t) {
     case HR_DTYPE_AFFINE: return 4u;
     case HR_DTYPE_Q8_0: return 5u;
     case HR_DTYPE_Q4_0: return 6u;
+    case HR_DTYPE_TURBO: return 7u; /* bits: K's rate, group: V's (turbo.h) */
     default: return 1u;
     }
 }
@@ -96,7 +97,8 @@ static void make_header(const hr_ssd *s, uint64_t key, const int32_t *tokens, ui
                         uint64_t state, unsigned char *h) {
     uint32_t u32[] = {VERSION, HDR_BYTES};
     uint32_t shape[] = {kv_format(s->kv), (uint32_t)s->kv->bits,
-                        (uint32_t)s->kv->group, (uint32_t)s->kv->n_layers,
+                        (uint32_t)(s->kv->dtype == HR_DTYPE_TURBO ? s->kv->vbits : s->kv->group),
+                        (uint32_t)s->kv->n_layers,
                         (uint32_t)s->kv->n_kv_heads, (uint32_t)s->kv->head_dim, HR_KV_BLOCK};
     uint64_t payload = s->payload;
     unsigned char *p = put(h, MAGIC, 8);
@@ -442,6 +444,8 @@ int hr_ssd_open(hr_ssd **out, const char *dir, uint64_t model_fp, uint64_t salt,
     char fmt[32];
     if (kv->dtype == HR_DTYPE_AFFINE)
         snprintf(fmt, sizeof fmt, "-q%dg%d", kv->bits, kv->group);
+    else if (kv->dtype == HR_DTYPE_TURBO) /* rates x 2: "-turbo7-5" for 3.5 / 2.5 bits */
+        snprintf(fmt, sizeof fmt, "-turbo%d-%d", kv->bits, kv->vbits);
     else if (kv->vdtype != kv->dtype) /* e.g. "-q8_0-vf16", "-vq4_0" (K f32) */
         snprintf(fmt, sizeof fmt, "%s-v%s", dtype_suffix(kv->dtype),
                  kv->vdtype == HR_DTYPE_F32 ? "f32" : dtype_suffix(kv->vdtype) + 1);

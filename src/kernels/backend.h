@@ -85,6 +85,8 @@ typedef struct hr_qkv_args {
     int block_size;
     hr_dtype v_dtype;      /* V's when v_block_stride > 0 (CPU only; K and V */
     size_t v_block_stride; /* differ: --cache-type-k/-v); 0: V is K's format */
+    int v_bits;            /* TURBO (CPU only): V's rate, kv_bits K's; 0: kv_bits */
+    int layer;             /* the layer's index (TURBO: its rows' rotations) */
 } hr_qkv_args;
 
 /* Attention of the step's tokens over the paged cache of one layer: token t
@@ -100,6 +102,7 @@ typedef struct hr_attn_in {
     int block_size;
     hr_dtype v_dtype;      /* as hr_qkv_args */
     size_t v_block_stride;
+    int v_bits, layer;     /* as hr_qkv_args */
     float scale, softcap;
     int window;
     int max_ctx;           /* 1 + the step's largest position */

@@ -493,7 +493,8 @@ int hr_forward_out(hr_fwd *f, hr_kv *kv, const hr_batch *b, float *logits, float
         product(f, ain, d, T, il, qgate ? 4 : 3, 3,
                 (const int[]){HR_LORA_Q, HR_LORA_K, HR_LORA_V}, qkv);
         void *kc = hr_kv_layer_k(kv, il), *vc = hr_kv_layer_v(kv, il);
-        bool vsplit = kv->vdtype != kv->dtype; /* --cache-type-v of its own */
+        /* --cache-type-v of its own, or TurboQuant's V at its own rate */
+        bool vsplit = kv->vdtype != kv->dtype || kv->vrow_bytes != kv->row_bytes;
         ops->qkv(c, &(hr_qkv_args){
             .q = q, .k = k, .v = v, .n_heads = hp->n_heads, .n_kv_heads = hp->n_kv_heads,
             .head_dim = hd,
@@ -506,7 +507,8 @@ int hr_forward_out(hr_fwd *f, hr_kv *kv, const hr_batch *b, float *logits, float
             .rope_interleaved = hp->rope_interleaved, .k_cache = kc, .v_cache = vc,
             .kv_dtype = kv->dtype, .kv_bits = kv->bits, .kv_group = kv->group,
             .block_stride = kv->block_stride, .block_size = HR_KV_BLOCK,
-            .v_dtype = kv->vdtype, .v_block_stride = vsplit ? kv->vblock_stride : 0});
+            .v_dtype = kv->vdtype, .v_block_stride = vsplit ? kv->vblock_stride : 0,
+            .v_bits = kv->vbits, .layer = il});
         /* each job's waiting threads prefetch their share of the next
          * product's weights (CPU: hr_matmul_prefetch_next) */
         prefetch(ops, c, 1, (const hr_tensor *[]){&L->wo});
@@ -516,9 +518,9 @@ int hr_forward_out(hr_fwd *f, hr_kv *kv, const hr_batch *b, float *logits, float
             .kv_bits = kv->bits, .kv_group = kv->group,
             .block_stride = kv->block_stride, .block_size = HR_KV_BLOCK,
             .v_dtype = kv->vdtype, .v_block_stride = vsplit ? kv->vblock_stride : 0,
-            .scale = hp->attn_scale, .softcap = hp->attn_softcap,
-            .window = sliding ? hp->sliding_window : 0, .max_ctx = max_ctx,
-            .sinks = L->sinks, .bidirectional = arch->encoder});
+            .v_bits = kv->vbits, .layer = il, .scale = hp->attn_scale,
+            .softcap = hp->attn_softcap, .window = sliding ? hp->sliding_window : 0,
+            .max_ctx = max_ctx, .sinks = L->sinks, .bidirectional = arch->encoder});
         prefetch(ops, c, L->w_gate.data ? 2 : 1, (const hr_tensor *[]){&L->w_up, &L->w_gate});
         const float *ao = att;
         if (qgate) { /* attn * sigmoid(gate), into qgate */

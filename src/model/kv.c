@@ -1,6 +1,7 @@
 #include "model/kv.h"
 #include "core/error.h"
 #include "kernels/cpu/ops.h"
+#include "kernels/cpu/turbo.h"
 
 #include <stdlib.h>
 #include <strings.h>
@@ -13,6 +14,8 @@ size_t hr_kv_block_bytes(const hr_hparams *hp, hr_dtype t) {
 /* Bytes of a K (v false) or V row in format f */
 static size_t row_bytes(int hd, const hr_kv_fmt *f, bool v) {
     hr_dtype t = v && f->vown ? f->vdtype : f->dtype;
+    if (t == HR_DTYPE_TURBO)
+        return hr_turbo_kv_bytes(hd, v ? f->vbits : f->bits);
     if (t == HR_DTYPE_AFFINE && f->group <= 0) /* refused by init */
         return (size_t)hd * (size_t)f->bits / 8;
     return hr_kv_row_size(t, hd, f->bits, f->group);
@@ -34,6 +37,45 @@ int hr_kv_cache_type_pick(const char *name, const char *flag, hr_dtype *t, hr_er
         }
     return hr_err(err, HR_EINVAL, "%s %s (f32, f16, bf16, q8_0, q4_0 are)", flag,
                   name ? name : "(none)");
+}
+
+/* One rate of --kv-quant at s (2, 2.5, 3, 3.5, 4): its r2, the end at *end */
+static int rate(const char *s, const char **end) {
+    static const char *const names[] = {"2.5", "3.5", "2", "3", "4"};
+    static const int r2[] = {5, 7, 4, 6, 8};
+    for (int i = 0; i < 5; i++) {
+        size_t n = strlen(names[i]);
+        if (!strncmp(s, names[i], n)) {
+            *end = s + n;
+            return r2[i];
+        }
+    }
+    return 0;
+}
+
+int hr_kv_quant_parse(const char *spec, int *k2, int *v2, hr_error *err) {
+    *k2 = *v2 = 0;
+    if (!spec || !*spec)
+        return 0;
+    const char *p = spec;
+    if (strncasecmp(p, "turbo", 5))
+        goto bad;
+    p += 5;
+    if (!*p) {
+        *k2 = *v2 = 7;
+        return 0;
+    }
+    if (*p++ != ':' || !(*k2 = rate(p, &p)))
+        goto bad;
+    *v2 = *k2;
+    if (*p == ',' && !(*v2 = rate(p + 1, &p)))
+        goto bad;
+    if (!*p)
+        return 0;
+bad:
+    *k2 = *v2 = 0;
+    return hr_err(err, HR_EINVAL, "--kv-quant %s (turbo, turbo:B or turbo:K_BITS,V_BITS; "
+                  "bits 2, 2.5, 3, 3.5, 4)", spec);
 }
 
 int hr_kv_quant_check(long bits, long group, long start, hr_error *err) {
@@ -70,18 +112,27 @@ static char *row_at(const hr_kv *kv, int layer, int32_t block, int h, int slot, 
                    at * kv->row_bytes;
 }
 
+/* hr_kv_row_store's bits and group for K (v false) or V of head h of layer
+ * `layer` (TURBO: the rate and the rotation) */
+static int bits_of(const hr_kv *kv, bool v) {
+    return v && kv->dtype == HR_DTYPE_TURBO ? kv->vbits : kv->bits;
+}
+static int group_of(const hr_kv *kv, int layer, int h, bool v) {
+    return kv->dtype == HR_DTYPE_TURBO ? hr_turbo_kv_rot(layer, h, v) : kv->group;
+}
+
 void hr_kv_store(hr_kv *kv, int layer, int32_t block, int h, int slot, const float *k,
                  const float *v) {
     hr_kv_row_store(row_at(kv, layer, block, h, slot, false), k, kv->head_dim, kv->dtype,
-                    kv->bits, kv->group);
+                    kv->bits, group_of(kv, layer, h, false));
     hr_kv_row_store(row_at(kv, layer, block, h, slot, true), v, kv->head_dim, kv->vdtype,
-                    kv->bits, kv->group);
+                    bits_of(kv, true), group_of(kv, layer, h, true));
 }
 
 void hr_kv_load_row(const hr_kv *kv, int layer, int32_t block, int h, int slot, bool v,
                     float *out) {
     hr_kv_row_load(out, row_at(kv, layer, block, h, slot, v), kv->head_dim,
-                   v ? kv->vdtype : kv->dtype, kv->bits, kv->group);
+                   v ? kv->vdtype : kv->dtype, bits_of(kv, v), group_of(kv, layer, h, v));
 }
 
 int hr_kv_convert(hr_kv *dst, hr_kv *src, const int32_t *from, const int *rows, int n,
@@ -101,7 +152,8 @@ int hr_kv_convert(hr_kv *dst, hr_kv *src, const int32_t *from, const int *rows, 
                     for (int v = 0; v < 2; v++) {
                         hr_kv_load_row(src, l, sb, h, s, v, row);
                         hr_kv_row_store(row_at(dst, l, db, h, s, v), row, dst->head_dim,
-                                        v ? dst->vdtype : dst->dtype, dst->bits, dst->group);
+                                        v ? dst->vdtype : dst->dtype, bits_of(dst, v),
+                                        group_of(dst, l, h, v));
                     }
         hr_kv_unref(src, sb);
         to[i] = db;
@@ -130,7 +182,24 @@ int hr_kv_init_fmt(hr_kv *kv, hr_backend *be, const hr_hparams *hp, const hr_kv_
         return hr_err(err, HR_EUNSUPPORTED, "not supported yet: KV cache types %s/%s "
                       "(--cache-type-k/-v) on cuda; run it with --device cpu",
                       hr_dtype_name(t), hr_dtype_name(vt));
-    if (t == HR_DTYPE_AFFINE || vt == HR_DTYPE_AFFINE) {
+    if (t == HR_DTYPE_TURBO || vt == HR_DTYPE_TURBO) {
+        if (be->device_mem)
+            return hr_err(err, HR_EUNSUPPORTED, "not supported yet: --kv-quant turbo on cuda; "
+                          "run it with --device cpu");
+        if (vt != t)
+            return hr_err(err, HR_EINVAL, "--kv-quant turbo quantizes K and V "
+                          "(not with --cache-type-k/-v)");
+        if (!hr_turbo_kv_ok(hp->head_dim, f->bits) || !hr_turbo_kv_ok(hp->head_dim, f->vbits))
+            return hr_err(err, HR_EINVAL, "--kv-quant turbo: this model's head_dim (%d) is "
+                          "not 64, 128 or 256, or a rate is not 2, 2.5, 3, 3.5, 4 bits",
+                          hp->head_dim);
+        if ((long)hp->n_heads / hp->n_kv_heads * hp->head_dim > 4096)
+            return hr_err(err, HR_EUNSUPPORTED, "not supported yet: --kv-quant turbo with "
+                          "more than 4096 query values per KV head (%d heads of %d over %d)",
+                          hp->n_heads, hp->head_dim, hp->n_kv_heads);
+        kv->bits = f->bits;
+        kv->vbits = f->vbits;
+    } else if (t == HR_DTYPE_AFFINE || vt == HR_DTYPE_AFFINE) {
         if (vt != t)
             return hr_err(err, HR_EINVAL, "--kv-bits quantizes K and V alike "
                           "(not with --cache-type-k/-v)");

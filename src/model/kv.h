@@ -13,7 +13,9 @@
  * kernels/cpu/kvquant.h (mlx-lm's QuantizedKVCache, mx.quantize over the
  * head dimension), row_bytes apart, so a block of a layer is [kv_head][slot]
  * of records; or llama.cpp's cache types (Q8_0, Q4_0: rows of ggml
- * blocks, kvquant.h), K's and V's each their own. The format is the
+ * blocks, kvquant.h), K's and V's each their own; or TurboQuant (TURBO,
+ * --kv-quant turbo: kernels/cpu/turbo.h's records, K and V each at its
+ * own rate, every (layer, head) its own rotation). The format is the
  * pool's, fixed at init: docs/kv-quant.md says how a sequence moves into a
  * quantized pool. */
 #ifndef HR_MODEL_KV_H
@@ -37,15 +39,17 @@
  * when vown (llama.cpp's --cache-type-v; not with AFFINE). */
 typedef struct hr_kv_fmt {
     hr_dtype dtype;
-    int bits, group;       /* AFFINE only */
+    int bits, group;       /* AFFINE only; TURBO: bits is K's rate r2 (bits x 2) */
     bool vown;
     hr_dtype vdtype;
+    int vbits;             /* TURBO: V's rate r2 (kernels/cpu/turbo.h) */
 } hr_kv_fmt;
 
 typedef struct hr_kv {
     int n_layers, n_kv_heads, head_dim, n_blocks;
-    hr_dtype dtype;        /* K's: F32, F16, BF16, AFFINE, Q8_0 or Q4_0 */
-    int bits, group;       /* AFFINE only */
+    hr_dtype dtype;        /* K's: F32, F16, BF16, AFFINE, Q8_0, Q4_0 or TURBO */
+    int bits, group;       /* AFFINE only; TURBO: bits is K's rate r2 */
+    int vbits;             /* TURBO: V's rate r2 */
     size_t row_bytes;      /* one token's row of one head of K */
     size_t block_stride;   /* per block per layer of K: elements (records,
                             * hr_kv_is_rec: bytes) */
@@ -73,6 +77,10 @@ int hr_kv_init_fmt(hr_kv *kv, hr_backend *be, const hr_hparams *hp, const hr_kv_
  * f32, f16, bf16, q8_0, q4_0; any case); HR_EINVAL naming `flag` and the
  * choices for another. */
 int hr_kv_cache_type_pick(const char *name, const char *flag, hr_dtype *t, hr_error *err);
+/* --kv-quant `spec`: "turbo" (3.5 bits K and V), "turbo:B" (K and V) or
+ * "turbo:K,V", each B one of 2, 2.5, 3, 3.5, 4, into rates r2 (bits x 2);
+ * NULL or "" gives 0, 0 (off). HR_EINVAL naming the flag otherwise. */
+int hr_kv_quant_parse(const char *spec, int *k2, int *v2, hr_error *err);
 /* Checks --kv-bits (0: off), --kv-group-size and --quantized-kv-start
  * (>= 0) as mlx-lm takes them; HR_EINVAL naming the flag. */
 int hr_kv_quant_check(long bits, long group, long start, hr_error *err);

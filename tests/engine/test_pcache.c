@@ -526,6 +526,76 @@ static void test_cache_type_pool(void **state) {
     assert_int_equal(system(cmd), 0);
 }
 
+/* A TurboQuant pool (K 3.5 bits, V 2.5: rows of their own sizes): a block
+ * goes to the SSD tier and comes back byte for byte, in the directory of
+ * the rates (-turbo7-5); a tier at other rates does not see it, and the
+ * file copied into that tier's directory is quarantined (its header names
+ * format 7 with other rates), never read as that tier's blocks. */
+static void test_turbo_pool(void **state) {
+    (void)state;
+    char dir[] = "/tmp/hearth_pcache_tq_XXXXXX";
+    assert_non_null(mkdtemp(dir));
+    hr_hparams hp = {.n_layers = LAYERS, .n_kv_heads = HEADS, .n_heads = HEADS, .head_dim = 64};
+    hr_kv kv, kv2;
+    hr_kv_fmt f = {.dtype = HR_DTYPE_TURBO, .bits = 7, .vbits = 5};
+    assert_int_equal(hr_kv_init_fmt(&kv, hr_backend_cpu(), &hp, &f, 4, NULL), 0);
+    size_t sb = hr_kv_stride_bytes(&kv), vb = hr_kv_vstride_bytes(&kv);
+    assert_int_equal(sb, (size_t)HEADS * HR_KV_BLOCK * 36);
+    assert_int_equal(vb, (size_t)HEADS * HR_KV_BLOCK * 28);
+    int32_t b0 = hr_kv_alloc(&kv), b1 = hr_kv_alloc(&kv);
+    for (int l = 0; l < LAYERS; l++)
+        for (int h = 0; h < HEADS; h++)
+            for (int s = 0; s < HR_KV_BLOCK; s++) {
+                float k[64], v[64];
+                for (int i = 0; i < 64; i++) {
+                    k[i] = 0.1f * (float)(l * 100 + h * 10 + s) + 0.03f * (float)i;
+                    v[i] = -k[i] * (float)(i % 3);
+                }
+                hr_kv_store(&kv, l, b0, h, s, k, v);
+            }
+    hr_ssd *ssd;
+    int32_t toks[HR_KV_BLOCK];
+    seq(toks, HR_KV_BLOCK, 8);
+    assert_int_equal(hr_ssd_open(&ssd, dir, 42, 7, &kv, 0, (size_t)1 << 30, NULL), 0);
+    assert_int_equal(hr_ssd_queue(ssd, 88, toks, b0, NULL), 1);
+    long written = 0, hits, quarantined;
+    for (int i = 0; i < 100000 && written < 1; i++) {
+        hr_ssd_counts(ssd, &written, &hits, &quarantined);
+        usleep(100);
+    }
+    assert_int_equal(written, 1);
+    assert_int_equal(hr_ssd_read(ssd, 88, toks, &kv, b1, NULL, NULL), 1);
+    for (int l = 0; l < LAYERS; l++) {
+        assert_memory_equal((char *)hr_kv_layer_k(&kv, l) + b1 * sb,
+                            (char *)hr_kv_layer_k(&kv, l) + b0 * sb, sb);
+        assert_memory_equal((char *)hr_kv_layer_v(&kv, l) + b1 * vb,
+                            (char *)hr_kv_layer_v(&kv, l) + b0 * vb, vb);
+    }
+    char path[256], other[256], cmd[700];
+    snprintf(path, sizeof path, "%s/000000000000002a-turbo7-5/0000000000000058.kv", dir);
+    assert_int_equal(access(path, F_OK), 0);
+    hr_ssd_stop(ssd);
+    hr_ssd_close(ssd);
+    f.vbits = 7; /* 3.5 bits alike: another directory, nothing read */
+    assert_int_equal(hr_kv_init_fmt(&kv2, hr_backend_cpu(), &hp, &f, 2, NULL), 0);
+    assert_int_equal(hr_ssd_open(&ssd, dir, 42, 7, &kv2, 0, (size_t)1 << 30, NULL), 0);
+    assert_int_equal(hr_ssd_read(ssd, 88, toks, &kv2, hr_kv_alloc(&kv2), NULL, NULL), 0);
+    hr_ssd_counts(ssd, &written, &hits, &quarantined);
+    assert_int_equal(quarantined, 0);
+    snprintf(other, sizeof other, "%s/000000000000002a-turbo7-7/0000000000000058.kv", dir);
+    snprintf(cmd, sizeof cmd, "cp %s %s", path, other);
+    assert_int_equal(system(cmd), 0);
+    assert_int_equal(hr_ssd_read(ssd, 88, toks, &kv2, hr_kv_alloc(&kv2), NULL, NULL), 0);
+    hr_ssd_counts(ssd, &written, &hits, &quarantined);
+    assert_int_equal(quarantined, 1);
+    hr_ssd_stop(ssd);
+    hr_ssd_close(ssd);
+    hr_kv_deinit(&kv2);
+    hr_kv_deinit(&kv);
+    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+    assert_int_equal(system(cmd), 0);
+}
+
 /* ---- SSD tier faults ----------------------------------------------------------------- */
 
 static hr_ssd_state wait_ssd(hr_ssd *ssd, long written, long errors) {
@@ -777,6 +847,7 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_quant_pool),
         cmocka_unit_test(test_cache_type_pool),
+        cmocka_unit_test(test_turbo_pool),
         cmocka_unit_test(test_states),
         cmocka_unit_test(test_state_bound),
         cmocka_unit_test(test_partial_copy),

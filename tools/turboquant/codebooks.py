@@ -14,11 +14,12 @@ variance) with the b-bit Lloyd-Max quantizer of z's density
 g_d(z) = f_d(z / sqrt(d)) / sqrt(d): the 2^b centroids c_k minimise
 E[(z - c(z))^2] and satisfy Lloyd's conditions (each threshold the midpoint
 of its neighbours, each centroid the mean of z over its cell). This script
-runs Lloyd's iteration on g_d (composite Simpson's rule, 200001 points over
-[-sqrt(d), sqrt(d)], from the uniform-quantile start, until no centroid
-moves by more than 1e-12) and writes the centroids and the distortion
+runs Lloyd's iteration on g_d (the trapezoid rule's cumulative integrals on
+200001 points over [-sqrt(d), sqrt(d)], read between the points by linear
+interpolation, from the uniform-quantile start, until no centroid moves by
+more than 1e-14) and writes the centroids and the distortion
 E[(z - c(z))^2] (the MSE per coordinate of z; the paper's D_mse of a unit
-vector is this value: d coordinates of variance 1/d) for d in 64, 128, 256
+vector is this value: d coordinates of variance 1/d) for d in 32, 64, 128, 256
 and b in 1..4 as a C header.
 
 python3 stdlib only:
@@ -27,9 +28,9 @@ python3 stdlib only:
 import argparse
 import math
 
-DIMS = (64, 128, 256)
+DIMS = (32, 64, 128, 256)
 BITS = (1, 2, 3, 4)
-N = 200001  # grid points (odd, for Simpson)
+N = 200001  # grid points
 
 
 def density(d):
@@ -49,19 +50,25 @@ def lloyd(d, b):
     g, s = density(d)
     h = 2 * s / (N - 1)
     zs = [-s + i * h for i in range(N)]
-    w = [g(z) * h / 3 * (1 if i in (0, N - 1) else 4 if i % 2 else 2) for i, z in enumerate(zs)]
-    # cumulative sums of w, w z, w z^2 over the grid for cell integrals
+    gs = [g(z) for z in zs]
+    # cumulative integrals of g, z g, z^2 g (trapezoid rule) at the grid
+    # points, read between them by linear interpolation: a cell's edges need
+    # not sit on the grid (edges snapped to it stall Lloyd's iteration short
+    # of its fixed point)
     P, M, Q = [0.0], [0.0], [0.0]
-    for z, wi in zip(zs, w):
-        P.append(P[-1] + wi)
-        M.append(M[-1] + wi * z)
-        Q.append(Q[-1] + wi * z * z)
+    for i in range(1, N):
+        a, e = zs[i - 1], zs[i]
+        P.append(P[-1] + (gs[i - 1] + gs[i]) * h / 2)
+        M.append(M[-1] + (a * gs[i - 1] + e * gs[i]) * h / 2)
+        Q.append(Q[-1] + (a * a * gs[i - 1] + e * e * gs[i]) * h / 2)
     total = P[-1]
     k = 1 << b
 
-    def idx(t):  # first grid index with z >= t
-        i = int(math.ceil((t + s) / h))
-        return min(max(i, 0), N)
+    def at(F, t):  # F at t, linearly between grid points
+        x = (t + s) / h
+        i = min(max(int(math.floor(x)), 0), N - 2)
+        f = min(max(x - i, 0.0), 1.0)
+        return F[i] + (F[i + 1] - F[i]) * f
 
     # start: centroids at the cells' mid-quantiles
     c = []
@@ -71,24 +78,21 @@ def lloyd(d, b):
         while P[lo + 1] < target:
             lo += 1
         c.append(zs[lo])
-    for _ in range(100000):
-        t = [(c[j] + c[j + 1]) / 2 for j in range(k - 1)]
-        edges = [0] + [idx(x) for x in t] + [N]
-        nc = []
-        for j in range(k):
-            a, e = edges[j], edges[j + 1]
-            m = P[e] - P[a]
-            nc.append((M[e] - M[a]) / m if m > 0 else c[j])
+    for _ in range(1000000):
+        edges = [-s] + [(c[j] + c[j + 1]) / 2 for j in range(k - 1)] + [s]
+        pe = [at(P, e) for e in edges]
+        me = [at(M, e) for e in edges]
+        nc = [(me[j + 1] - me[j]) / (pe[j + 1] - pe[j]) for j in range(k)]
         moved = max(abs(x - y) for x, y in zip(c, nc))
         c = nc
-        if moved < 1e-12:
+        if moved < 1e-14:
             break
-    t = [(c[j] + c[j + 1]) / 2 for j in range(k - 1)]
-    edges = [0] + [idx(x) for x in t] + [N]
+    edges = [-s] + [(c[j] + c[j + 1]) / 2 for j in range(k - 1)] + [s]
     mse = 0.0
     for j in range(k):
         a, e = edges[j], edges[j + 1]
-        mse += (Q[e] - Q[a]) - 2 * c[j] * (M[e] - M[a]) + c[j] ** 2 * (P[e] - P[a])
+        dp, dm, dq = at(P, e) - at(P, a), at(M, e) - at(M, a), at(Q, e) - at(Q, a)
+        mse += dq - 2 * c[j] * dm + c[j] ** 2 * dp
     # symmetric density: make the table exactly symmetric
     c = [(c[j] - c[k - 1 - j]) / 2 for j in range(k)]
     return c, mse / total
@@ -105,8 +109,8 @@ def main():
         "#ifndef HR_KERNELS_TURBO_CODEBOOKS_H",
         "#define HR_KERNELS_TURBO_CODEBOOKS_H",
         "",
-        "/* [dim: 64, 128, 256][bits - 1][code], 2^bits codes, ascending */",
-        "static const float hr_turbo_centroids[3][4][16] = {",
+        "/* [dim: 32, 64, 128, 256][bits - 1][code], 2^bits codes, ascending */",
+        "static const float hr_turbo_centroids[4][4][16] = {",
     ]
     mses = []
     for d in DIMS:
@@ -121,7 +125,7 @@ def main():
     lines.append("};")
     lines.append("")
     lines.append("/* [dim][bits - 1]: E[(z - c(z))^2], the MSE per coordinate of z */")
-    lines.append("static const double hr_turbo_mse[3][4] = {")
+    lines.append("static const double hr_turbo_mse[4][4] = {")
     for row in mses:
         lines.append("    {" + ", ".join("%.9g" % x for x in row) + "},")
     lines.append("};")

@@ -9,6 +9,7 @@
 #include "core/error.h"
 #include "kernels/cpu/cpu.h"
 #include "kernels/cpu/kvquant.h"
+#include "kernels/cpu/turbo.h"
 #include "kernels/cpu/lora.h"
 #include "kernels/cpu/deltanet.h"
 #include "kernels/cpu/mamba2.h"
@@ -277,8 +278,9 @@ static void qkv_worker(void *p, int ith, int nth) {
     const hr_step_in *in = &qt->x->in;
     int hd = a->head_dim, qd = a->n_heads * hd, kvd = a->n_kv_heads * hd, rot = in->rot_dim;
     hr_dtype kt = a->kv_dtype, vt = a->v_block_stride ? a->v_dtype : kt;
+    int vbits = a->v_bits ? a->v_bits : a->kv_bits;
     size_t krb = hr_kv_row_size(kt, hd, a->kv_bits, a->kv_group);
-    size_t vrb = hr_kv_row_size(vt, hd, a->kv_bits, a->kv_group);
+    size_t vrb = hr_kv_row_size(vt, hd, vbits, a->kv_group);
     size_t vbs = a->v_block_stride ? a->v_block_stride : a->block_stride;
     size_t kstride = hr_kv_is_rec(kt) ? a->block_stride : a->block_stride * hr_dtype_size(kt);
     size_t vstride = hr_kv_is_rec(vt) ? vbs : vbs * hr_dtype_size(vt);
@@ -307,10 +309,13 @@ static void qkv_worker(void *p, int ith, int nth) {
         int slot = pos % a->block_size;
         for (int h = 0; h < a->n_kv_heads; h++) {
             size_t at = (size_t)h * a->block_size + slot;
+            bool turbo = kt == HR_DTYPE_TURBO; /* group: the row's rotation */
             hr_kv_row_store((char *)a->k_cache + (size_t)block * kstride + at * krb, k + h * hd,
-                            hd, kt, a->kv_bits, a->kv_group);
+                            hd, kt, a->kv_bits,
+                            turbo ? hr_turbo_kv_rot(a->layer, h, false) : a->kv_group);
             hr_kv_row_store((char *)a->v_cache + (size_t)block * vstride + at * vrb,
-                            a->v + (size_t)t * kvd + h * hd, hd, vt, a->kv_bits, a->kv_group);
+                            a->v + (size_t)t * kvd + h * hd, hd, vt, vbits,
+                            turbo ? hr_turbo_kv_rot(a->layer, h, true) : a->kv_group);
         }
     }
 }
@@ -338,8 +343,8 @@ static void cpu_attention(hr_bctx *c, const hr_attn_in *a) {
         .k = a->k_cache, .v = a->v_cache, .kv_dtype = a->kv_dtype,
         .kv_bits = a->kv_bits, .kv_group = a->kv_group,
         .block_stride = a->block_stride, .block_size = a->block_size,
-        .v_dtype = a->v_dtype, .v_block_stride = a->v_block_stride, .pos = x->in.pos,
-        .blocks = x->tok_blocks, .scale = a->scale,
+        .v_dtype = a->v_dtype, .v_block_stride = a->v_block_stride, .v_bits = a->v_bits,
+        .layer = a->layer, .pos = x->in.pos, .blocks = x->tok_blocks, .scale = a->scale,
         .softcap = a->softcap, .window = a->window, .scratch = x->scores,
         .max_ctx = a->max_ctx, .sinks = a->sinks,
         .end = a->bidirectional || x->in.attn_end ? x->tok_end : NULL,

@@ -9,6 +9,8 @@
 
 #include <stdint.h>
 
+struct hr_turbo_kv; /* kernels/cpu/turbo.h */
+
 typedef enum hr_isa { HR_ISA_SCALAR, HR_ISA_AVX2, HR_ISA_AVX512, HR_ISA_COUNT } hr_isa;
 
 /* y[i*ldy + j] = dot(x[i*ldx .. +k], w row j) for i < n, m0 <= j < m1,
@@ -113,6 +115,12 @@ typedef struct hr_cpu_kernels {
                      int nk, int hd, hr_dtype t, float scale);
     void (*kvg_axpys)(float *o, const float *p, size_t ldp, int nr, const void *rec, size_t rb,
                       int nv, int hd, hr_dtype t);
+    /* The same for TurboQuant rows, in the rotated basis: turbo.h's
+     * hr__turbo_dots_scalar and hr__turbo_axpys_scalar, their bits on every ISA. */
+    void (*turbo_dots)(float *sc, size_t ldsc, const float *q, int nr, const void *rec,
+                       size_t rb, int nk, const struct hr_turbo_kv *L, float scale);
+    void (*turbo_axpys)(float *o, const float *p, size_t ldp, int nr, const void *rec,
+                        size_t rb, int nv, const struct hr_turbo_kv *L);
     /* hr_softmax (ops.h), in place */
     void (*softmax)(float *x, int n);
     /* hr_silu_mul (ops.h): g[i] = silu(g[i]) u[i] (u NULL: 1), within 5e-7

@@ -5,6 +5,7 @@
 #include "kernels/cpu/exp_neg.h"
 #include "kernels/cpu/gemm_q.h"
 #include "kernels/cpu/kvquant.h"
+#include "kernels/cpu/turbo.h"
 
 #include <immintrin.h>
 #include <math.h>
@@ -495,6 +496,8 @@ const hr_cpu_kernels hr__cpu_avx2 = {
     .kvq_axpys = hr__kvq_axpys_avx2,
     .kvg_dots = hr__kvg_dots_avx2,
     .kvg_axpys = hr__kvg_axpys_avx2,
+    .turbo_dots = hr__turbo_dots_avx2,
+    .turbo_axpys = hr__turbo_axpys_avx2,
     .softmax = softmax_avx2,
     .silu_mul = silu_mul_avx2,
     .max = max_avx2,

@@ -5,6 +5,7 @@
 #include "kernels/cpu/cpu.h"
 #include "kernels/cpu/gemm_q.h"
 #include "kernels/cpu/kvquant.h"
+#include "kernels/cpu/turbo.h"
 #include "kernels/cpu/hsum_avx512.h"
 
 #include <immintrin.h>
@@ -168,6 +169,8 @@ const hr_cpu_kernels hr__cpu_avx512 = {
     .kvq_axpys = hr__kvq_axpys_avx2,
     .kvg_dots = hr__kvg_dots_avx2,
     .kvg_axpys = hr__kvg_axpys_avx2,
+    .turbo_dots = hr__turbo_dots_avx2,
+    .turbo_axpys = hr__turbo_axpys_avx2,
     .softmax = hr__softmax_avx512,
     .silu_mul = hr__silu_mul_avx512,
     .max = hr__max_avx512,

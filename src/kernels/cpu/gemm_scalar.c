@@ -3,6 +3,7 @@
 #include "kernels/cpu/cpu.h"
 #include "kernels/cpu/gemm_q.h"
 #include "kernels/cpu/kvquant.h"
+#include "kernels/cpu/turbo.h"
 #include "kernels/cpu/qdot.h"
 #include "kernels/cpu/quant.h"
 
@@ -173,6 +174,8 @@ const hr_cpu_kernels hr__cpu_scalar = {
     .kvq_axpys = hr__kvq_axpys_scalar,
     .kvg_dots = hr__kvg_dots_scalar,
     .kvg_axpys = hr__kvg_axpys_scalar,
+    .turbo_dots = hr__turbo_dots_scalar,
+    .turbo_axpys = hr__turbo_axpys_scalar,
     .softmax = hr__softmax_scalar,
     .silu_mul = hr__silu_mul_scalar,
     .max = hr__max_scalar,

@@ -6,6 +6,7 @@
 #include "kernels/cpu/ops.h"
 #include "kernels/cpu/quant.h"
 #include "kernels/cpu/quant_blocks.h"
+#include "kernels/cpu/turbo.h"
 
 #include <math.h>
 #include <string.h>
@@ -71,6 +72,7 @@ size_t hr_kv_row_size(hr_dtype t, int hd, int bits, int group) {
     case HR_DTYPE_AFFINE: return hr_kvq_row_bytes(hd, bits, group);
     case HR_DTYPE_Q8_0:
     case HR_DTYPE_Q4_0: return hr_kvg_row_bytes(hd, t);
+    case HR_DTYPE_TURBO: return hr_turbo_kv_bytes(hd, bits);
     default: return (size_t)hd * hr_dtype_size(t);
     }
 }
@@ -80,6 +82,14 @@ void hr_kv_row_store(void *dst, const float *x, int hd, hr_dtype t, int bits, in
     case HR_DTYPE_AFFINE: hr_kvq_store(dst, x, hd, bits, group); break;
     case HR_DTYPE_Q8_0:
     case HR_DTYPE_Q4_0: hr_quant_gguf_row(t, x, hd, dst); break;
+    case HR_DTYPE_TURBO: {
+        hr_turbo_kv L;
+        float signs[256];
+        hr_turbo_kv_layout(&L, hd, bits);
+        hr_turbo_kv_signs(signs, &L, group >> 16, (group >> 1) & 0x7fff, group & 1);
+        hr_turbo_kv_store(dst, x, &L, signs);
+        break;
+    }
     default: hr_store_row(dst, x, hd, t); break;
     }
 }
@@ -90,6 +100,15 @@ void hr_kv_row_load(float *y, const void *src, int hd, hr_dtype t, int bits, int
     case HR_DTYPE_AFFINE: hr__kvq_load_scalar(y, src, hd, bits, group); break;
     case HR_DTYPE_Q8_0:
     case HR_DTYPE_Q4_0: hr_dequant_gguf_row(t, src, hd, y); break;
+    case HR_DTYPE_TURBO: {
+        hr_turbo_kv L;
+        float signs[256], r[256];
+        hr_turbo_kv_layout(&L, hd, bits);
+        hr_turbo_kv_signs(signs, &L, group >> 16, (group >> 1) & 0x7fff, group & 1);
+        hr_turbo_kv_load_rotated(r, src, &L);
+        hr_turbo_kv_unrotate(y, r, &L, signs);
+        break;
+    }
     case HR_DTYPE_F16:
         for (int i = 0; i < hd; i++)
             y[i] = hr_f16_to_f32(h[i]);

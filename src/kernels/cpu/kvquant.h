@@ -103,10 +103,12 @@ void hr__kvg_axpys_avx2(float *o, const float *p, size_t ldp, int nr, const void
 
 /* ---- a row of any KV format -------------------------------------------------------
  * F32, F16, BF16: hd elements; AFFINE: the record above (bits, group);
- * Q8_0, Q4_0: ggml blocks. Records (bytes, not elements): AFFINE, Q8_0,
- * Q4_0. */
+ * Q8_0, Q4_0: ggml blocks; TURBO: turbo.h's record (bits: the rate r2,
+ * group: the row's rotation, hr_turbo_kv_rot). Records (bytes, not
+ * elements): AFFINE, Q8_0, Q4_0, TURBO. */
 static inline bool hr_kv_is_rec(hr_dtype t) {
-    return t == HR_DTYPE_AFFINE || t == HR_DTYPE_Q8_0 || t == HR_DTYPE_Q4_0;
+    return t == HR_DTYPE_AFFINE || t == HR_DTYPE_Q8_0 || t == HR_DTYPE_Q4_0 ||
+           t == HR_DTYPE_TURBO;
 }
 size_t hr_kv_row_size(hr_dtype t, int hd, int bits, int group);
 /* x[0..hd) stored at dst in format t (rounded to half, quantized) */

@@ -3,6 +3,7 @@
 #include "core/log.h"
 #include "kernels/cpu/cpu.h"
 #include "kernels/cpu/kvquant.h"
+#include "kernels/cpu/turbo.h"
 #include "kernels/cpu/lora.h"
 #include "kernels/cpu/qdot.h"
 #include "kernels/cpu/quant.h"
@@ -457,13 +458,15 @@ typedef struct kv_side {
     const void *base;
     hr_dtype t;
     size_t rb, stride;
+    int bits;          /* AFFINE: bits; TURBO: the rate */
 } kv_side;
 
 static kv_side side_of(const hr_attn_args *a, bool v) {
     hr_dtype t = v && a->v_block_stride ? a->v_dtype : a->kv_dtype;
     size_t bs = v && a->v_block_stride ? a->v_block_stride : a->block_stride;
-    return (kv_side){v ? a->v : a->k, t, hr_kv_row_size(t, a->head_dim, a->kv_bits, a->kv_group),
-                     hr_kv_is_rec(t) ? bs : bs * hr_dtype_size(t)};
+    int bits = v && a->v_bits ? a->v_bits : a->kv_bits;
+    return (kv_side){v ? a->v : a->k, t, hr_kv_row_size(t, a->head_dim, bits, a->kv_group),
+                     hr_kv_is_rec(t) ? bs : bs * hr_dtype_size(t), bits};
 }
 
 /* Rows [s, s + cnt) of one block (a block's slots of a KV head are
@@ -524,8 +527,10 @@ static void attn_axpys(const hr_cpu_kernels *cpu, float *o, const float *p, size
  * rows, a block run at a time. Quantized rows are read in place (the ISA's
  * kvq_dots and kvq_axpys: kvquant_attn.c; Q8_0 / Q4_0: kvg_dots and
  * kvg_axpys, kvggml.c), K's and V's each in their own format (llama.cpp's
- * --cache-type-k / -v may differ); the other pools' rows (f16 and
- * bf16 widened once) go through attn_dots and attn_axpys: each score
+ * --cache-type-k / -v may differ; TurboQuant: turbo_dots and turbo_axpys,
+ * turbo_attn.c, in the rotated basis: the task's query rows rotated once
+ * into buf, its outputs rotated back once at the end); the other pools'
+ * rows (f16 and bf16 widened once) go through attn_dots and attn_axpys: each score
  * dot(q, k) * scale, each output the axpy of the values in position order,
  * the operations of attention per head, so its bits on the same ISA. The
  * softmax is hr_softmax. sc: nq * G rows of max_ctx floats. */
@@ -544,10 +549,28 @@ static void attn_group(const hr_attn_args *a, int t0, int nq, int kvh, const int
     int ng = sides[1].t == HR_DTYPE_AFFINE ? hd / a->kv_group : 0;
     bool vbias = ng > 0 && nq * G * ng <= BIAS_BUF;
     float buf[ROWS_BUF], bias[BIAS_BUF];
+    /* TurboQuant (K and V alike): the rows' layouts, and the query rows
+     * rotated into buf (attention_worker caps nq * G * hd at ROWS_BUF) */
+    hr_turbo_kv TL[2];
+    float tsigns[256];
+    for (int w = 0; w < 2; w++)
+        if (sides[w].t == HR_DTYPE_TURBO)
+            hr_turbo_kv_layout(&TL[w], hd, sides[w].bits);
+    if (sides[0].t == HR_DTYPE_TURBO) {
+        HR_ASSERT(nq * G * hd <= ROWS_BUF);
+        hr_turbo_kv_signs(tsigns, &TL[0], a->layer, kvh, false);
+        for (int i = 0; i < nq; i++)
+            for (int g = 0; g < G; g++) {
+                size_t at = ((size_t)(t0 + i) * a->n_heads + (size_t)kvh * G + g) * hd;
+                hr_turbo_kv_rotate(buf + (size_t)(i * G + g) * hd, a->q + at, &TL[0], tsigns);
+            }
+    }
     for (int w = 0; w < 2; w++) { /* 0: the scores, 1: the outputs */
         const kv_side *sd = &sides[w];
         bool ggml = sd->t == HR_DTYPE_Q8_0 || sd->t == HR_DTYPE_Q4_0;
-        bool direct = ggml || (sd->t == HR_DTYPE_AFFINE && nq * G * (hd / a->kv_group) <= BIAS_BUF);
+        bool turbo = sd->t == HR_DTYPE_TURBO;
+        bool direct = ggml || turbo ||
+                      (sd->t == HR_DTYPE_AFFINE && nq * G * (hd / a->kv_group) <= BIAS_BUF);
         int run = direct ? bs : ROWS_BUF / hd;
         if (w == 1)
             for (int i = 0; i < nq; i++)
@@ -584,7 +607,12 @@ static void attn_group(const hr_attn_args *a, int t0, int nq, int kvh, const int
                 size_t at = ((size_t)(t0 + i) * a->n_heads + (size_t)kvh * G) * hd;
                 float *sp = sc + (size_t)i * G * a->max_ctx + (p + j0 - start[i]);
                 const char *r0 = rec + (size_t)j0 * sd->rb;
-                if (ggml && w == 0)
+                if (turbo && w == 0)
+                    cpu->turbo_dots(sp, a->max_ctx, buf + (size_t)i * G * hd, G, r0, sd->rb,
+                                    j1 - j0, &TL[0], a->scale);
+                else if (turbo)
+                    cpu->turbo_axpys(a->out + at, sp, a->max_ctx, G, r0, sd->rb, j1 - j0, &TL[1]);
+                else if (ggml && w == 0)
                     cpu->kvg_dots(sp, a->max_ctx, a->q + at, G, r0, sd->rb, j1 - j0, hd, sd->t,
                                   a->scale);
                 else if (ggml)
@@ -605,6 +633,16 @@ static void attn_group(const hr_attn_args *a, int t0, int nq, int kvh, const int
             }
             p += cnt;
         }
+    }
+    if (sides[1].t == HR_DTYPE_TURBO) { /* the outputs rotated back */
+        float row[256];
+        hr_turbo_kv_signs(tsigns, &TL[1], a->layer, kvh, true);
+        for (int i = 0; i < nq; i++)
+            for (int g = 0; g < G; g++) {
+                float *o = a->out + ((size_t)(t0 + i) * a->n_heads + (size_t)kvh * G + g) * hd;
+                hr_turbo_kv_unrotate(row, o, &TL[1], tsigns);
+                memcpy(o, row, (size_t)hd * sizeof *o);
+            }
     }
     if (vbias)
         for (int i = 0; i < nq; i++)
@@ -639,6 +677,8 @@ static void attention_worker(void *p, int ith, int nth) {
      * next row's first, put back after): the last row of the thread's
      * scratch stays unused, so that float is never another thread's */
     int tile = a->sinks ? HR_ATTN_TILE - 1 : HR_ATTN_TILE;
+    if (a->kv_dtype == HR_DTYPE_TURBO && tile > ROWS_BUF / (group * hd)) /* rotated queries */
+        tile = ROWS_BUF / (group * hd);
     hr_attn_tile T = {.ldq = a->n_heads * hd, .G = group, .hd = hd, .k = a->k, .v = a->v,
                       .kv_dtype = a->kv_dtype, .stride = a->block_stride,
                       .bs = a->block_size, .start = start, .n = n, .scale = a->scale,

@@ -126,12 +126,14 @@ typedef struct hr_attn_args {
     const float *q;          /* [n_tok][n_heads*head_dim] */
     float *out;              /* [n_tok][n_heads*head_dim] */
     int n_tok, n_heads, n_kv_heads, head_dim;
-    const void *k, *v;       /* the KV pool's layer: F32, F16, BF16, AFFINE, Q8_0, Q4_0 */
+    const void *k, *v;       /* the KV pool's layer: F32, F16, BF16, AFFINE, Q8_0, Q4_0, TURBO */
     hr_dtype kv_dtype;       /* K's (and V's unless v_block_stride) */
     int kv_bits, kv_group;   /* AFFINE: kvquant.h's row records */
     size_t block_stride;     /* elements per block (records, hr_kv_is_rec: bytes) */
     hr_dtype v_dtype;        /* V's format when v_block_stride > 0 (llama.cpp's */
     size_t v_block_stride;   /* --cache-type-v); 0: V is K's format */
+    int v_bits;              /* TURBO: V's rate (kv_bits: K's); 0: kv_bits */
+    int layer;               /* TURBO: the rows' rotations (turbo.h) */
     int block_size;
     const int32_t *pos;              /* [n_tok] */
     const int32_t *const *blocks;    /* [n_tok] block tables */

@@ -5,9 +5,15 @@
 #include <math.h>
 #include <string.h>
 
-static int dim_index(int hd) { return hd == 64 ? 0 : hd == 128 ? 1 : hd == 256 ? 2 : -1; }
+static int dim_index(int hd) {
+    return hd == 32 ? 0 : hd == 64 ? 1 : hd == 128 ? 2 : hd == 256 ? 3 : -1;
+}
 
 bool hr_turbo_ok(int hd, int bits) { return dim_index(hd) >= 0 && bits >= 1 && bits <= 4; }
+
+const float *hr_turbo_codebook(int hd, int bits) {
+    return hr_turbo_centroids[dim_index(hd)][bits - 1];
+}
 
 double hr_turbo_codebook_mse(int hd, int bits) { return hr_turbo_mse[dim_index(hd)][bits - 1]; }
 
@@ -53,19 +59,14 @@ void hr_turbo_unrotate(float *x, const float *y, const float *signs, int hd) {
         x[i] *= r * signs[i];
 }
 
-void hr_turbo_store(void *dst, const float *x, int hd, int bits, const float *signs) {
-    const float *c = hr_turbo_centroids[dim_index(hd)][bits - 1];
+/* The codes of x (dim floats, norm n) at q, under signs */
+static void encode(uint8_t *q, const float *x, float n, int dim, int bits, const float *signs) {
+    const float *c = hr_turbo_centroids[dim_index(dim)][bits - 1];
     int k = 1 << bits;
-    float y[256];
-    double n2 = 0;
-    for (int i = 0; i < hd; i++)
-        n2 += (double)x[i] * x[i];
-    float n = (float)sqrt(n2), s = n > 0 ? sqrtf((float)hd) / n : 0.0f;
-    hr_turbo_rotate(y, x, signs, hd);
-    uint8_t *q = (uint8_t *)dst + 4;
-    memcpy(dst, &n, 4);
-    memset(q, 0, (size_t)hd * (size_t)bits / 8);
-    for (int i = 0; i < hd; i++) {
+    float y[256], s = n > 0 ? sqrtf((float)dim) / n : 0.0f;
+    hr_turbo_rotate(y, x, signs, dim);
+    memset(q, 0, (size_t)dim * (size_t)bits / 8);
+    for (int i = 0; i < dim; i++) {
         float z = y[i] * s;
         int code = 0; /* the nearest centroid: the cells' thresholds are midpoints */
         while (code + 1 < k && z > 0.5f * (c[code] + c[code + 1]))
@@ -77,22 +78,98 @@ void hr_turbo_store(void *dst, const float *x, int hd, int bits, const float *si
     }
 }
 
+static float norm_of(const float *x, int n) {
+    double n2 = 0;
+    for (int i = 0; i < n; i++)
+        n2 += (double)x[i] * x[i];
+    return (float)sqrt(n2);
+}
+
+void hr_turbo_store(void *dst, const float *x, int hd, int bits, const float *signs) {
+    float n = norm_of(x, hd);
+    memcpy(dst, &n, 4);
+    encode((uint8_t *)dst + 4, x, n, hd, bits, signs);
+}
+
 void hr_turbo_load_rotated(float *y, const void *src, int hd, int bits) {
     const float *c = hr_turbo_centroids[dim_index(hd)][bits - 1];
     const uint8_t *q = (const uint8_t *)src + 4;
     float n;
     memcpy(&n, src, 4);
     float s = n / sqrtf((float)hd);
-    for (int i = 0; i < hd; i++) {
-        size_t bit = (size_t)i * (size_t)bits;
-        unsigned v = q[bit >> 3];
-        if ((bit & 7) + (unsigned)bits > 8)
-            v |= (unsigned)q[(bit >> 3) + 1] << 8;
-        y[i] = c[(v >> (bit & 7)) & ((1u << bits) - 1)] * s;
-    }
+    for (int i = 0; i < hd; i++)
+        y[i] = c[hr_turbo_code(q, i, bits)] * s;
 }
 
 void hr_turbo_load(float *x, const void *src, int hd, int bits, const float *signs) {
     hr_turbo_load_rotated(x, src, hd, bits);
     hr_turbo_unrotate(x, x, signs, hd);
+}
+
+/* ---- the KV pool's rows ------------------------------------------------------------ */
+
+bool hr_turbo_kv_ok(int hd, int r2) {
+    return (hd == 64 || hd == 128 || hd == 256) && r2 >= 4 && r2 <= 8;
+}
+
+void hr_turbo_kv_layout(hr_turbo_kv *L, int hd, int r2) {
+    memset(L, 0, sizeof *L);
+    L->hd = hd;
+    L->r2 = r2;
+    L->nseg = r2 % 2 ? 2 : 1;
+    L->dim = hd / L->nseg;
+    L->bits[0] = (r2 + 1) / 2;
+    L->bits[1] = r2 / 2;
+    L->code_off[0] = 4 * (size_t)L->nseg;
+    L->code_off[1] = L->code_off[0] + (size_t)L->dim * (size_t)L->bits[0] / 8;
+    L->bytes = hr_turbo_kv_bytes(hd, r2);
+    L->rinv = 1.0f / sqrtf((float)L->dim);
+    for (int s = 0; s < L->nseg; s++)
+        L->cb[s] = hr_turbo_centroids[dim_index(L->dim)][L->bits[s] - 1];
+}
+
+void hr_turbo_kv_signs(float *signs, const hr_turbo_kv *L, int layer, int head, bool v) {
+    for (int s = 0; s < L->nseg; s++)
+        hr_turbo_signs(signs + (size_t)s * L->dim, L->dim, hr_turbo_kv_seed(layer, head, s, v));
+}
+
+void hr_turbo_kv_rotate(float *y, const float *x, const hr_turbo_kv *L, const float *signs) {
+    float g[256];
+    for (int s = 0; s < L->nseg; s++) {
+        for (int e = 0; e < L->dim; e++)
+            g[e] = x[hr_turbo_kv_chan(L, s, e)];
+        hr_turbo_rotate(y + (size_t)s * L->dim, g, signs + (size_t)s * L->dim, L->dim);
+    }
+}
+
+void hr_turbo_kv_unrotate(float *x, const float *y, const hr_turbo_kv *L, const float *signs) {
+    float g[256];
+    for (int s = 0; s < L->nseg; s++) {
+        hr_turbo_unrotate(g, y + (size_t)s * L->dim, signs + (size_t)s * L->dim, L->dim);
+        for (int e = 0; e < L->dim; e++)
+            x[hr_turbo_kv_chan(L, s, e)] = g[e];
+    }
+}
+
+void hr_turbo_kv_store(void *dst, const float *x, const hr_turbo_kv *L, const float *signs) {
+    float g[256];
+    for (int s = 0; s < L->nseg; s++) {
+        for (int e = 0; e < L->dim; e++)
+            g[e] = x[hr_turbo_kv_chan(L, s, e)];
+        float n = norm_of(g, L->dim);
+        memcpy((char *)dst + 4 * s, &n, 4);
+        encode((uint8_t *)dst + L->code_off[s], g, n, L->dim, L->bits[s],
+               signs + (size_t)s * L->dim);
+    }
+}
+
+void hr_turbo_kv_load_rotated(float *y, const void *src, const hr_turbo_kv *L) {
+    for (int s = 0; s < L->nseg; s++) {
+        float n;
+        memcpy(&n, (const char *)src + 4 * s, 4);
+        float w = n * L->rinv;
+        const uint8_t *q = (const uint8_t *)src + L->code_off[s];
+        for (int e = 0; e < L->dim; e++)
+            y[(size_t)s * L->dim + e] = L->cb[s][hr_turbo_code(q, e, L->bits[s])] * w;
+    }
 }

@@ -17,9 +17,8 @@
  * error of z is hr_turbo_mse[dim][bits - 1] per coordinate (the paper's
  * D_mse of a unit vector, within its bound sqrt(3) pi / 2 * 4^-bits).
  *
- * Not yet: the QJL residual bit for keys (TurboQuant_prod), the fractional
- * rates by outlier channels, attention over these records and the pool
- * format (`--kv-quant turbo`): docs/kv-quant.md. */
+ * The KV pool's format (`--kv-quant turbo`) and attention over it: below.
+ * Not yet: the QJL residual bit for keys (TurboQuant_prod): docs/kv-quant.md. */
 #ifndef HR_KERNELS_TURBO_H
 #define HR_KERNELS_TURBO_H
 
@@ -27,7 +26,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-/* Whether hd (64, 128, 256) and bits (1-4) have a codebook */
+/* Whether hd (32, 64, 128, 256) and bits (1-4) have a codebook */
 bool hr_turbo_ok(int hd, int bits);
 static inline size_t hr_turbo_row_bytes(int hd, int bits) {
     return 4 + (size_t)hd * (size_t)bits / 8;
@@ -44,7 +43,93 @@ void hr_turbo_store(void *dst, const float *x, int hd, int bits, const float *si
 void hr_turbo_load_rotated(float *y, const void *src, int hd, int bits);
 /* The record's row: the rotated row rotated back */
 void hr_turbo_load(float *x, const void *src, int hd, int bits, const float *signs);
+/* The codebook: 2^bits centroids of z, ascending (hr_turbo_ok's shapes) */
+const float *hr_turbo_codebook(int hd, int bits);
 /* The codebook's MSE per coordinate of z (hr_turbo_ok's shapes) */
 double hr_turbo_codebook_mse(int hd, int bits);
+
+/* ---- the KV pool's rows (--kv-quant turbo[:K_BITS,V_BITS]) -------------------------
+ * A rate r2 is bits x 2: 4, 6, 8 (2, 3, 4 bits a channel) are one segment
+ * of hd channels at r2 / 2 bits; 5 and 7 (2.5, 3.5) split the channels as
+ * the paper's fractional rates do, into an outlier segment at one bit more
+ * and the rest, each its own TurboQuant instance (norm, rotation,
+ * codebook). hearth's segments are halves (hd / 2 channels each, so both
+ * rotations stay Walsh-Hadamard transforms; the paper splits a quarter,
+ * 32 of 128, which would need a rotation of 96): the outlier half is the
+ * channels of RoPE's low-frequency pairs, [hd/4, hd/2) and [3hd/4, hd)
+ * (hr_turbo_kv_chan), where keys carry their large, slowly rotating values.
+ * Record: [f32 norm per segment][segment 0's codes][segment 1's codes],
+ * each an LSB-first bit stream (a chunk of 8 codes is `bits` whole bytes).
+ * Segment s of the head `head` of layer `layer`, K (v false) or V, rotates
+ * with the signs of hr_turbo_kv_seed. Attention works in the rotated
+ * basis: a row's rotated vector is its segments' rotated vectors end to
+ * end (segment s at [s * dim, (s + 1) * dim)). */
+typedef struct hr_turbo_kv {
+    int hd, r2, nseg, dim; /* segments of dim channels each */
+    int bits[2];
+    size_t code_off[2];    /* bytes into the record of each segment's codes */
+    size_t bytes;          /* the record */
+    float rinv;            /* 1 / sqrt(dim) */
+    const float *cb[2];    /* each segment's centroids (2^bits, ascending) */
+} hr_turbo_kv;
+
+/* Whether hd (64, 128, 256) and r2 (4 .. 8) make a KV row format */
+bool hr_turbo_kv_ok(int hd, int r2);
+void hr_turbo_kv_layout(hr_turbo_kv *L, int hd, int r2);
+static inline size_t hr_turbo_kv_bytes(int hd, int r2) {
+    return (r2 % 2 ? 8u : 4u) + (size_t)hd * (size_t)r2 / 16;
+}
+/* The channel of position e of segment s */
+static inline int hr_turbo_kv_chan(const hr_turbo_kv *L, int s, int e) {
+    if (L->nseg == 1)
+        return e;
+    int q = L->hd / 4;
+    return e + (e >= q ? q : 0) + (s == 0 ? q : 0);
+}
+/* The rotation of one segment: splitmix64's seed */
+static inline uint64_t hr_turbo_kv_seed(int layer, int head, int seg, bool v) {
+    return 0x7475726271756174ull ^ ((uint64_t)layer << 24 | (uint64_t)head << 4 |
+                                     (uint64_t)seg << 1 | (uint64_t)v);
+}
+/* A row's rotation as one int (hr_kv_row_store's `group` for TURBO) */
+static inline int hr_turbo_kv_rot(int layer, int head, bool v) {
+    return layer << 16 | head << 1 | (int)v;
+}
+/* hd signs: segment s's at [s * dim, (s + 1) * dim) */
+void hr_turbo_kv_signs(float *signs, const hr_turbo_kv *L, int layer, int head, bool v);
+/* y (hd) = x's segments rotated, end to end; x = the inverse (x != y) */
+void hr_turbo_kv_rotate(float *y, const float *x, const hr_turbo_kv *L, const float *signs);
+void hr_turbo_kv_unrotate(float *x, const float *y, const hr_turbo_kv *L, const float *signs);
+/* The record of x (hd floats) at dst (L->bytes) */
+void hr_turbo_kv_store(void *dst, const float *x, const hr_turbo_kv *L, const float *signs);
+/* The record's rotated vector: y[s dim + e] = c_s(code) * (n_s * rinv) */
+void hr_turbo_kv_load_rotated(float *y, const void *src, const hr_turbo_kv *L);
+/* Code e of a segment's bit stream q */
+static inline unsigned hr_turbo_code(const uint8_t *q, int e, int bits) {
+    size_t bit = (size_t)e * (size_t)bits;
+    unsigned v = q[bit >> 3];
+    if ((bit & 7) + (unsigned)bits > 8)
+        v |= (unsigned)q[(bit >> 3) + 1] << 8;
+    return (v >> (bit & 7)) & ((1u << bits) - 1);
+}
+
+/* Attention over records in place, in the rotated basis (turbo_attn.c is
+ * the definition; cpu.h's turbo_dots and turbo_axpys give its bits on
+ * every ISA): with c the codes' centroids, n_s a segment's norm,
+ *   score(q, row) = hsum8(T) * scale,  T[l] = fma chain over the segments s
+ *                   of fma(n_s * rinv, A_s[l], T[l]),  A_s[l] = fma chain
+ *                   over the segment's positions e = l, l + 8, ... of
+ *                   fma(q[s dim + e], c_s[e], A_s[l])
+ *   out[s dim + e] = fma(p_j * (n_js * rinv), c_js[e], out[s dim + e]), key j by key
+ * q and out rows are hd apart, in the rotated basis (hsum8:
+ * hr__kvq_hsum8's order). */
+void hr__turbo_dots_scalar(float *sc, size_t ldsc, const float *q, int nr, const void *rec,
+                           size_t rb, int nk, const hr_turbo_kv *L, float scale);
+void hr__turbo_dots_avx2(float *sc, size_t ldsc, const float *q, int nr, const void *rec,
+                         size_t rb, int nk, const hr_turbo_kv *L, float scale);
+void hr__turbo_axpys_scalar(float *o, const float *p, size_t ldp, int nr, const void *rec,
+                            size_t rb, int nv, const hr_turbo_kv *L);
+void hr__turbo_axpys_avx2(float *o, const float *p, size_t ldp, int nr, const void *rec,
+                          size_t rb, int nv, const hr_turbo_kv *L);
 
 #endif

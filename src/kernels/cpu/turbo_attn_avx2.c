@@ -1,0 +1,180 @@
+/* turbo_dots and turbo_axpys (turbo_attn.c defines them) with AVX2, in
+ * kvggml_attn_avx2.c's loop shape (a segment here is a block there, its
+ * weight n * rinv the block's scale): a chunk of 8 codes is `bits` whole
+ * bytes, widened to 8 indices by one variable shift and a mask, then to
+ * their centroids by a permute (bits 2, 3: one register of the codebook;
+ * 4: two, blended on the index's bit 3), once for up to 4 query rows (a GQA
+ * group). Every lane runs the reference's fma chain, so the bits are the
+ * scalar's; the AVX-512 table uses these too. */
+#include "kernels/cpu/turbo.h"
+
+#include <immintrin.h>
+#include <string.h>
+
+#define AI static inline __attribute__((always_inline))
+#define RB 4    /* query rows a pass */
+#define VRUN 32 /* records whose weights a pass of turbo_axpys holds */
+
+static inline float hsum8(__m256 v) { /* hr__kvq_hsum8's order */
+    __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+    s = _mm_add_ss(s, _mm_movehdup_ps(s));
+    return _mm_cvtss_f32(s);
+}
+
+/* A segment's codebook in registers */
+typedef struct cbook {
+    __m256 lo, hi;
+} cbook;
+
+AI cbook cbook_of(const float *cb, const int bits) {
+    cbook k = {_mm256_loadu_ps(cb), _mm256_setzero_ps()};
+    if (bits == 4)
+        k.hi = _mm256_loadu_ps(cb + 8);
+    return k;
+}
+
+/* chunk ch (positions 8 ch ..) of a segment's codes c as their centroids */
+AI __m256 chunk(const uint8_t *c, int ch, const int bits, cbook k) {
+    const uint8_t *b = c + (size_t)ch * bits;
+    uint32_t u; /* whole loads (a partial copy into u would stall its store forwarding) */
+    uint16_t w16;
+    if (bits == 4) {
+        memcpy(&u, b, 4);
+    } else {
+        memcpy(&w16, b, 2);
+        u = bits == 3 ? (uint32_t)w16 | (uint32_t)b[2] << 16 : w16;
+    }
+    __m256i sh = _mm256_mullo_epi32(_mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7),
+                                    _mm256_set1_epi32(bits));
+    __m256i idx = _mm256_and_si256(_mm256_srlv_epi32(_mm256_set1_epi32((int)u), sh),
+                                   _mm256_set1_epi32((1 << bits) - 1));
+    __m256 lo = _mm256_permutevar8x32_ps(k.lo, idx);
+    if (bits < 4)
+        return lo;
+    __m256 hi = _mm256_permutevar8x32_ps(k.hi, idx);
+    return _mm256_blendv_ps(lo, hi, _mm256_castsi256_ps(_mm256_slli_epi32(idx, 28)));
+}
+
+AI float norm_of(const uint8_t *row, int s) {
+    float n;
+    memcpy(&n, row + 4 * s, 4);
+    return n;
+}
+
+/* M (1-4) query rows over nk records; NSEG segments of B0 and B1 bits */
+AI void dots_m(float *sc, size_t ldsc, const float *q, const int M, const uint8_t *rec,
+               size_t rb, int nk, const hr_turbo_kv *L, float scale, const int NSEG,
+               const int B0, const int B1) {
+    int hd = L->hd, dim = L->dim;
+    cbook k[2] = {cbook_of(L->cb[0], B0), cbook_of(L->cb[NSEG - 1], B1)};
+    for (int j = 0; j < nk; j++) {
+        const uint8_t *row = rec + (size_t)j * rb;
+        __m256 T[RB];
+        for (int rr = 0; rr < M; rr++)
+            T[rr] = _mm256_setzero_ps();
+        for (int s = 0; s < NSEG; s++) {
+            const uint8_t *c = row + L->code_off[s];
+            const int bits = s ? B1 : B0;
+            __m256 A[RB];
+            for (int rr = 0; rr < M; rr++)
+                A[rr] = _mm256_setzero_ps();
+            for (int ch = 0; ch < dim / 8; ch++) {
+                __m256 v = chunk(c, ch, bits, k[s]);
+                for (int rr = 0; rr < M; rr++)
+                    A[rr] = _mm256_fmadd_ps(
+                        _mm256_loadu_ps(q + (size_t)rr * hd + (size_t)s * dim + 8 * ch), v, A[rr]);
+            }
+            __m256 w = _mm256_set1_ps(norm_of(row, s) * L->rinv);
+            for (int rr = 0; rr < M; rr++)
+                T[rr] = _mm256_fmadd_ps(w, A[rr], T[rr]);
+        }
+        for (int rr = 0; rr < M; rr++)
+            sc[(size_t)rr * ldsc + j] = hsum8(T[rr]) * scale;
+    }
+}
+
+AI void dots(float *sc, size_t ldsc, const float *q, int nr, const uint8_t *rec, size_t rb,
+             int nk, const hr_turbo_kv *L, float scale, const int NSEG, const int B0,
+             const int B1) {
+    for (int r0 = 0; r0 < nr; r0 += RB) {
+        float *s = sc + (size_t)r0 * ldsc;
+        const float *qr = q + (size_t)r0 * L->hd;
+        switch (nr - r0 < RB ? nr - r0 : RB) { /* rows a pass, constant in each body */
+        case 1: dots_m(s, ldsc, qr, 1, rec, rb, nk, L, scale, NSEG, B0, B1); break;
+        case 2: dots_m(s, ldsc, qr, 2, rec, rb, nk, L, scale, NSEG, B0, B1); break;
+        case 3: dots_m(s, ldsc, qr, 3, rec, rb, nk, L, scale, NSEG, B0, B1); break;
+        default: dots_m(s, ldsc, qr, 4, rec, rb, nk, L, scale, NSEG, B0, B1); break;
+        }
+    }
+}
+
+/* M (1-4) output rows over nv records */
+AI void axpys_m(float *o, const float *p, size_t ldp, const int M, const uint8_t *rec,
+                size_t rb, int nv, const hr_turbo_kv *L, const int NSEG, const int B0,
+                const int B1) {
+    int hd = L->hd, dim = L->dim;
+    cbook k[2] = {cbook_of(L->cb[0], B0), cbook_of(L->cb[NSEG - 1], B1)};
+    float W[RB][VRUN];
+    for (int j0 = 0; j0 < nv; j0 += VRUN) {
+        int n = nv - j0 < VRUN ? nv - j0 : VRUN;
+        const uint8_t *r0 = rec + (size_t)j0 * rb;
+        for (int s = 0; s < NSEG; s++) {
+            const int bits = s ? B1 : B0;
+            for (int j = 0; j < n; j++) {
+                float w = norm_of(r0 + (size_t)j * rb, s) * L->rinv;
+                for (int rr = 0; rr < M; rr++)
+                    W[rr][j] = p[(size_t)rr * ldp + j0 + j] * w;
+            }
+            for (int ch = 0; ch < dim / 8; ch++) {
+                __m256 O[RB];
+                for (int rr = 0; rr < M; rr++)
+                    O[rr] = _mm256_loadu_ps(o + (size_t)rr * hd + (size_t)s * dim + 8 * ch);
+                for (int j = 0; j < n; j++) {
+                    __m256 v = chunk(r0 + (size_t)j * rb + L->code_off[s], ch, bits, k[s]);
+                    for (int rr = 0; rr < M; rr++)
+                        O[rr] = _mm256_fmadd_ps(_mm256_broadcast_ss(&W[rr][j]), v, O[rr]);
+                }
+                for (int rr = 0; rr < M; rr++)
+                    _mm256_storeu_ps(o + (size_t)rr * hd + (size_t)s * dim + 8 * ch, O[rr]);
+            }
+        }
+    }
+}
+
+AI void axpys(float *o, const float *p, size_t ldp, int nr, const uint8_t *rec, size_t rb,
+              int nv, const hr_turbo_kv *L, const int NSEG, const int B0, const int B1) {
+    for (int r0 = 0; r0 < nr; r0 += RB) {
+        float *orow = o + (size_t)r0 * L->hd;
+        const float *pr = p + (size_t)r0 * ldp;
+        switch (nr - r0 < RB ? nr - r0 : RB) {
+        case 1: axpys_m(orow, pr, ldp, 1, rec, rb, nv, L, NSEG, B0, B1); break;
+        case 2: axpys_m(orow, pr, ldp, 2, rec, rb, nv, L, NSEG, B0, B1); break;
+        case 3: axpys_m(orow, pr, ldp, 3, rec, rb, nv, L, NSEG, B0, B1); break;
+        default: axpys_m(orow, pr, ldp, 4, rec, rb, nv, L, NSEG, B0, B1); break;
+        }
+    }
+}
+
+/* one body per rate: the unpacking's branches fold away */
+void hr__turbo_dots_avx2(float *sc, size_t ldsc, const float *q, int nr, const void *rec,
+                         size_t rb, int nk, const hr_turbo_kv *L, float scale) {
+    switch (L->r2) {
+    case 4: dots(sc, ldsc, q, nr, rec, rb, nk, L, scale, 1, 2, 2); break;
+    case 5: dots(sc, ldsc, q, nr, rec, rb, nk, L, scale, 2, 3, 2); break;
+    case 6: dots(sc, ldsc, q, nr, rec, rb, nk, L, scale, 1, 3, 3); break;
+    case 7: dots(sc, ldsc, q, nr, rec, rb, nk, L, scale, 2, 4, 3); break;
+    default: dots(sc, ldsc, q, nr, rec, rb, nk, L, scale, 1, 4, 4); break;
+    }
+}
+
+void hr__turbo_axpys_avx2(float *o, const float *p, size_t ldp, int nr, const void *rec,
+                          size_t rb, int nv, const hr_turbo_kv *L) {
+    switch (L->r2) {
+    case 4: axpys(o, p, ldp, nr, rec, rb, nv, L, 1, 2, 2); break;
+    case 5: axpys(o, p, ldp, nr, rec, rb, nv, L, 2, 3, 2); break;
+    case 6: axpys(o, p, ldp, nr, rec, rb, nv, L, 1, 3, 3); break;
+    case 7: axpys(o, p, ldp, nr, rec, rb, nv, L, 2, 4, 3); break;
+    default: axpys(o, p, ldp, nr, rec, rb, nv, L, 1, 4, 4); break;
+    }
+}
