@@ -575,18 +575,10 @@ static void test_score_prompt(void **state) {
     hr_session_free(small);
 }
 
-/* The 8-bit KV cache (mlx-lm's affine, from the first token) scores a text
- * within a small distance of the f32 cache (mean |dlogprob| per token);
- * 4 bits further. */
-/* llama.cpp's cache types (--cache-type-k / -v): the scores of a text move
- * by little at q8_0, by more at q4_0, K and V may differ; the options'
- * bad combinations are refused. */
-/* TurboQuant KV (--kv-quant turbo): the scores of a text move by a bounded
- * amount per token from f32 KV, more at fewer bits (measured: 4-bit 0.29,
- * 3.5-bit 0.48, 2.5-bit 0.73, K 4 / V 2 0.73); the options refuse a bad
- * rate and other quantized caches beside it. */
-static void test_score_kv_quant(void **state) {
-    (void)state;
+/* The mean |dlogprob| per token of a short text scored on a session made
+ * with o, against g_sess's f32 KV; -1 when such a session is refused as
+ * not supported yet (a GPU's pool: the quantized formats are CPU-only yet). */
+static double kv_drift(hr_session_opts o) {
     enum { N = 160 };
     int32_t *ids = NULL;
     size_t n = 0;
@@ -597,29 +589,42 @@ static void test_score_kv_quant(void **state) {
                        "struggling against the waves near the harbour wall. He ran down.";
     assert_int_equal(hr_llm_tokenize(g_llm, text, strlen(text), HR_TOKENIZE_ADD_SPECIAL, &ids,
                                      &n, &err), 0);
+    assert_true(n > 40 && n < N);
     float ref[N], got[N];
     int cached;
     score(g_sess, ids, (int)n, 1, 0, ref, &cached);
+    o.max_batch = 1;
+    o.n_ctx = 256;
+    hr_session *s = NULL;
+    int rc = hr_session_new(&s, g_llm, &o, &err);
+    if (rc == HR_EUNSUPPORTED) {
+        assert_non_null(strstr(err.msg, "not supported yet"));
+        printf("skipped: %s\n", err.msg);
+        hr_free(ids);
+        return -1;
+    }
+    assert_int_equal(rc, 0);
+    score(s, ids, (int)n, 1, 0, got, &cached);
+    hr_session_free(s);
+    double d = 0;
+    for (size_t i = 1; i < n; i++)
+        d += fabs((double)got[i] - ref[i]);
+    hr_free(ids);
+    return d / (double)(n - 1);
+}
+
+/* TurboQuant KV (--kv-quant turbo): the scores of a text move by a bounded
+ * amount per token from f32 KV, more at fewer bits (measured: 4-bit 0.29,
+ * 3.5-bit 0.48, 2.5-bit 0.73, K 4 / V 2 0.73); the options refuse a bad
+ * rate and other quantized caches beside it. */
+static void test_score_kv_quant(void **state) {
+    (void)state;
+    hr_error err = {0};
     const char *specs[] = {"turbo:4", "turbo", "turbo:2.5", "turbo:4,2"};
     double d[4];
-    for (int c = 0; c < 4; c++) {
-        hr_session *s = NULL;
-        int rc = hr_session_new(&s, g_llm, &(hr_session_opts){.max_batch = 1, .n_ctx = 256,
-                                                               .kv_quant = specs[c]}, &err);
-        if (rc == HR_EUNSUPPORTED) { /* a GPU's pool: CPU-only yet */
-            assert_non_null(strstr(err.msg, "not supported yet"));
-            printf("skipped: %s\n", err.msg);
-            hr_free(ids);
+    for (int c = 0; c < 4; c++)
+        if ((d[c] = kv_drift((hr_session_opts){.kv_quant = specs[c]})) < 0)
             return;
-        }
-        assert_int_equal(rc, 0);
-        score(s, ids, (int)n, 1, 0, got, &cached);
-        hr_session_free(s);
-        d[c] = 0;
-        for (size_t i = 1; i < n; i++)
-            d[c] += fabs((double)got[i] - ref[i]);
-        d[c] /= (double)(n - 1);
-    }
     printf("mean |dlogprob| turbo 4-bit %g, 3.5-bit %g, 2.5-bit %g, K 4 / V 2 %g\n", d[0], d[1],
            d[2], d[3]);
     if (!(d[0] > 0 && d[0] < 0.45 && d[1] > d[0] && d[1] < 0.8 && d[2] > d[1] && d[2] < 1.2 &&
@@ -636,46 +641,21 @@ static void test_score_kv_quant(void **state) {
                                                                   .kv_dtype = HR_KV_Q8_0}, &err),
                      HR_EINVAL);
     assert_non_null(strstr(err.msg, "pick one"));
-    hr_free(ids);
 }
 
+/* llama.cpp's cache types (--cache-type-k / -v): the scores of a text move
+ * by little at q8_0, by more at q4_0, K and V may differ; the options' bad
+ * combinations are refused. */
 static void test_score_cache_types(void **state) {
     (void)state;
-    enum { N = 160 };
-    int32_t *ids = NULL;
-    size_t n = 0;
     hr_error err = {0};
-    const char *text = "The old lighthouse keeper climbed the stairs every evening. He lit the "
-                       "lamp, wound the clock and watched the ships pass the rocks below. One "
-                       "night a storm came in from the west, and the keeper saw a small boat "
-                       "struggling against the waves near the harbour wall. He ran down.";
-    assert_int_equal(hr_llm_tokenize(g_llm, text, strlen(text), HR_TOKENIZE_ADD_SPECIAL, &ids,
-                                     &n, &err), 0);
-    float ref[N], got[N];
-    int cached;
-    score(g_sess, ids, (int)n, 1, 0, ref, &cached);
     const int kv[][2] = {{HR_KV_Q8_0, 0}, {HR_KV_Q4_0, 0}, {HR_KV_Q8_0, HR_KV_F16},
                          {HR_KV_F32, HR_KV_Q4_0}};
     double d[4];
-    for (int c = 0; c < 4; c++) {
-        hr_session *s = NULL;
-        int rc = hr_session_new(&s, g_llm, &(hr_session_opts){.max_batch = 1, .n_ctx = 256,
-                                                               .kv_dtype = kv[c][0],
-                                                               .kv_dtype_v = kv[c][1]}, &err);
-        if (rc == HR_EUNSUPPORTED) { /* a GPU's pool: CPU-only yet */
-            assert_non_null(strstr(err.msg, "not supported yet"));
-            printf("skipped: %s\n", err.msg);
-            hr_free(ids);
+    for (int c = 0; c < 4; c++)
+        if ((d[c] = kv_drift((hr_session_opts){.kv_dtype = kv[c][0],
+                                               .kv_dtype_v = kv[c][1]})) < 0)
             return;
-        }
-        assert_int_equal(rc, 0);
-        score(s, ids, (int)n, 1, 0, got, &cached);
-        hr_session_free(s);
-        d[c] = 0;
-        for (size_t i = 1; i < n; i++)
-            d[c] += fabs((double)got[i] - ref[i]);
-        d[c] /= (double)(n - 1);
-    }
     printf("mean |dlogprob| q8_0 %g, q4_0 %g, q8_0/f16 %g, f32/q4_0 %g\n", d[0], d[1], d[2],
            d[3]);
     if (!(d[0] > 0 && d[0] < 0.03 && d[1] > d[0] && d[1] < 0.6 && d[2] > 0 && d[2] < 0.03 &&
@@ -699,48 +679,18 @@ static void test_score_cache_types(void **state) {
     assert_true(k == HR_KV_Q4_0 && v == 0);
     assert_int_equal(hr__kv_types_from_names(NULL, NULL, "q5_1", &k, &v, &err), HR_EINVAL);
     assert_non_null(strstr(err.msg, "--cache-type-v"));
-    hr_free(ids);
 }
 
+/* The 8-bit KV cache (mlx-lm's affine, from the first token) scores a text
+ * within a small distance of the f32 cache (mean |dlogprob| per token);
+ * 4 bits further. */
 static void test_score_kv_bits(void **state) {
     (void)state;
-    enum { N = 160 };
-    int32_t *ids = NULL;
-    size_t n = 0;
-    hr_error err = {0};
-    const char *text = "The old lighthouse keeper climbed the stairs every evening. He lit the "
-                       "lamp, wound the clock and watched the ships pass the rocks below. One "
-                       "night a storm came in from the west, and the keeper saw a small boat "
-                       "struggling against the waves near the harbour wall. He ran down.";
-    assert_int_equal(hr_llm_tokenize(g_llm, text, strlen(text), HR_TOKENIZE_ADD_SPECIAL, &ids,
-                                     &n, &err), 0);
-    assert_true(n > 40 && n < N);
-    float ref[N], q8[N], q4[N];
-    int cached;
-    score(g_sess, ids, (int)n, 1, 0, ref, &cached);
-    double d8 = 0, d4 = 0;
-    for (int bits = 8; bits >= 4; bits -= 4) {
-        hr_session *s = NULL;
-        int rc = hr_session_new(&s, g_llm, &(hr_session_opts){.max_batch = 1, .n_ctx = 256,
-                                                               .kv_bits = bits}, &err);
-        if (rc == HR_EUNSUPPORTED) { /* a GPU's pool: the quantized format is CPU-only yet */
-            printf("skipped: %s\n", err.msg);
-            hr_free(ids);
-            return;
-        }
-        assert_int_equal(rc, 0);
-        score(s, ids, (int)n, 1, 0, bits == 8 ? q8 : q4, &cached);
-        hr_session_free(s);
-    }
-    for (size_t i = 1; i < n; i++) {
-        d8 += fabs((double)q8[i] - ref[i]);
-        d4 += fabs((double)q4[i] - ref[i]);
-    }
-    d8 /= (double)(n - 1);
-    d4 /= (double)(n - 1);
+    double d8 = kv_drift((hr_session_opts){.kv_bits = 8}), d4;
+    if (d8 < 0 || (d4 = kv_drift((hr_session_opts){.kv_bits = 4})) < 0)
+        return;
     if (!(d8 > 0 && d8 < 0.03 && d4 > d8 && d4 < 0.6)) /* 0.014, 0.35 measured */
         fail_msg("mean |dlogprob|: 8-bit %g, 4-bit %g", d8, d4);
-    hr_free(ids);
 }
 
 /* Tool calls through the API: a forced call (tool_choice "required" or a
