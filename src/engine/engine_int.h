@@ -142,7 +142,7 @@ struct hr_engine {
 };
 #define HR_FEAT_CACHE 16 /* images whose features the engine keeps */
 
-/* ---- shared by engine.c and spec.c (engine thread) ---- */
+/* ---- shared by engine.c, rows.c and spec.c (engine thread) ---- */
 
 /* Token k of a sequence: the prompt, then what was sampled. */
 static inline int32_t hr__token_at(const hr_request *r, int k) {
@@ -158,6 +158,9 @@ hr_row_outcome hr__commit_row(hr_engine *e, int k);
 /* Mask row k to the grammar's allowed tokens (constrained requests), run
  * the request's sampler on it and fill b_step[k]. */
 void hr__sample_row(hr_engine *e, int k);
+/* Mask the first rows of constrained requests, then sample every first row
+ * into b_step (and score the scoring rows) (rows.c). */
+void hr__sample_rows(hr_engine *e);
 
 /* ---- images (images.c) ---- */
 typedef struct hr__req_img {
