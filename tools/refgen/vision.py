@@ -134,10 +134,19 @@ def main():
             im.load()
             pv = proc(images=[im], return_tensors="pt")["pixel_values"].to(torch.float32)
             vm = model.model.vision_tower(pixel_values=pv).last_hidden_state
-            ft = model.model.get_image_features(pv)
-            if not torch.is_tensor(ft):  # some versions return an output object
-                ft = getattr(ft, "pooler_output", None) or ft[0]
+            # the projector over the tower's output is what get_image_features
+            # computes (5.17 returns an output object, older versions a tensor):
+            # taken directly, and compared with it where the shapes agree
+            ft = model.model.multi_modal_projector(vm)
             ft = ft.reshape(-1, ft.shape[-1])
+            g = model.model.get_image_features(pv)
+            if not torch.is_tensor(g):
+                po = getattr(g, "pooler_output", None)
+                g = po if po is not None else g[0]
+            if torch.is_tensor(g) and g.numel() == ft.numel():
+                ref.setdefault("get_image_features_max_diff", 0.0)
+                ref["get_image_features_max_diff"] = max(
+                    ref["get_image_features_max_diff"], float((g.reshape(ft.shape) - ft).abs().max()))
             feats.append(ft)
             ref["images"].append({
                 "file": "images/" + fname,
