@@ -220,6 +220,7 @@ static void run_oracle_cases(hr_engine *e, json_t *ref, const char *name, int ca
 static void test_engine_oracle_archs(void **state) {
     (void)state;
     static const char *cases[] = {"phi3-longrope", "gemma3_text", "qwen3", "gemma2",
+                                  "qwen3-bf16", "gemma3_text-bf16",
                                   "qwen3_moe", "qwen2_moe", "mixtral", "olmoe", "gpt_oss",
                                   "qwen3_next", "glm4_moe", "granitemoe", "granitemoehybrid"};
     const char *root = getenv("HEARTH_ROOT");
@@ -694,13 +695,11 @@ static void test_ssd_tier(void **state) {
 /* test_engine [--device NAME]: the whole engine (batching, prompt cache,
  * SSD tier) over the model on that backend; a GPU that is not there skips,
  * saying why. */
-int main(int argc, char **argv) {
+static int open_fixture(const char *name) {
     hr_error err = {0};
-    if (!hr_test_device(argc, argv, &g_device))
-        return 0;
     const char *root = getenv("HEARTH_ROOT");
     char dir[4096], ref[4200];
-    snprintf(dir, sizeof dir, "%s/tests/fixtures/models/llama", root ? root : ".");
+    snprintf(dir, sizeof dir, "%s/tests/fixtures/models/%s", root ? root : ".", name);
     snprintf(ref, sizeof ref, "%s/ref.json", dir);
     if (hr_model_open_on(&g_model, dir, g_device, &err)) {
         fprintf(stderr, "%s\n", err.msg);
@@ -708,6 +707,23 @@ int main(int argc, char **argv) {
     }
     json_error_t je;
     g_ref = json_load_file(ref, 0, &je);
+    return g_ref ? 0 : 1;
+}
+
+static void close_fixture(void) {
+    json_decref(g_ref);
+    hr_model_free(g_model);
+}
+
+/* test_engine [--device NAME]: the whole engine (batching, prompt cache,
+ * SSD tier) over the model on that backend; a GPU that is not there skips,
+ * saying why. Batched == alone again over bf16 weights (the GPU's
+ * tensor-core products). */
+int main(int argc, char **argv) {
+    if (!hr_test_device(argc, argv, &g_device))
+        return 0;
+    if (open_fixture("llama"))
+        return 1;
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_batched_equals_alone_equals_oracle),
         cmocka_unit_test(test_sampled_rows_batched_equal_alone),
@@ -719,8 +735,15 @@ int main(int argc, char **argv) {
         cmocka_unit_test(test_prompt_cache_tokens),
         cmocka_unit_test(test_ssd_tier),
     };
-    int rc = cmocka_run_group_tests(tests, NULL, NULL);
-    json_decref(g_ref);
-    hr_model_free(g_model);
+    int rc = cmocka_run_group_tests_name("llama", tests, NULL, NULL);
+    close_fixture();
+    if (open_fixture("llama-bf16"))
+        return 1;
+    const struct CMUnitTest bf16[] = {
+        cmocka_unit_test(test_batched_equals_alone_equals_oracle),
+        cmocka_unit_test(test_sampled_rows_batched_equal_alone),
+    };
+    rc |= cmocka_run_group_tests_name("llama-bf16", bf16, NULL, NULL);
+    close_fixture();
     return rc;
 }

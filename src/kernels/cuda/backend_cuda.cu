@@ -7,6 +7,7 @@ extern "C" {
 #include "kernels/cuda/cuda.h"
 }
 #include "kernels/cuda/attention.cuh"
+#include "kernels/cuda/mma.cuh"
 #include "kernels/cuda/mv_span.cuh"
 
 #include <cuda_runtime.h>
@@ -48,6 +49,10 @@ typedef struct cu_ctx {
      * tokens: the chunks' partials, [part_tokens][n_heads][n_chunks][hd + 2] */
     float *d_part;
     int part_tokens, n_chunks, n_sm;
+    /* bf16 products on the tensor cores (mma.cuh): a step's activation
+     * rows split into bf16 parts, [MMA_PARTS][max_tokens][max_k] */
+    uint16_t *d_xs;
+    int max_k;
 } cu_ctx;
 
 static cu_ctx *ctx_of(hr_bctx *c) { return (cu_ctx *)c; }
@@ -148,6 +153,7 @@ static void cu_ctx_free(hr_bctx *c) {
     cudaFreeHost(x->h_stage);
     cudaFree(x->d_stage);
     cudaFree(x->d_part);
+    cudaFree(x->d_xs);
     free(x);
 }
 
@@ -176,12 +182,15 @@ static int cu_ctx_new(hr_backend *be, hr_pool *pool, const hr_bctx_dims *dm, hr_
     x->n_chunks = (max_ctx + ATT_CHUNK - 1) / ATT_CHUNK + 1;
     size_t part_bytes = (size_t)x->part_tokens * dm->n_heads * x->n_chunks *
                         (dm->head_dim + 2) * sizeof(float);
+    x->max_k = dm->max_k;
+    size_t xs_bytes = (size_t)MMA_PARTS * max_tokens * dm->max_k * sizeof(uint16_t);
     if ((e = cudaDeviceGetAttribute(&x->n_sm, cudaDevAttrMultiProcessorCount, x->dev)) !=
             cudaSuccess ||
         (e = cudaStreamCreateWithFlags(&x->stream, cudaStreamNonBlocking)) != cudaSuccess ||
         (e = cudaMallocHost(&x->h_stage, x->stage_bytes)) != cudaSuccess ||
         (e = cudaMalloc(&x->d_stage, x->stage_bytes)) != cudaSuccess ||
-        (e = cudaMalloc((void **)&x->d_part, part_bytes)) != cudaSuccess) {
+        (e = cudaMalloc((void **)&x->d_part, part_bytes)) != cudaSuccess ||
+        (e = cudaMalloc((void **)&x->d_xs, xs_bytes ? xs_bytes : 16)) != cudaSuccess) {
         cudaGetLastError();
         cu_ctx_free((hr_bctx *)x);
         return cu_fail(err, e, "creating a forward context");
@@ -310,20 +319,55 @@ static void cu_norm(hr_bctx *c, float *y, const float *x, const float *w, const 
     k_norm<<<T, threads, 0, cx->stream>>>(y, x, w, b, kind, offset, eps, d);
 }
 
+/* bf16 weights on the tensor cores (mma.cuh): the tile by the number of
+ * rows, the sums the same for any tile */
+static void mma_launch(cu_ctx *cx, const uint16_t *xs, int T, const dw &w, float *y, int ldy,
+                       const float *bias) {
+    int64_t stride = (int64_t)T * w.cols;
+    cudaStream_t st = cx->stream;
+    unsigned jb16 = blocks_for((size_t)w.rows, 16);
+    if (T <= 8)
+        k_mma_bf16<1, 1, 4><<<dim3(1, jb16), MMA_WARPS * 32, 0, st>>>(xs, T, stride, w, y,
+                                                                          ldy, bias);
+    else if (T <= 16)
+        k_mma_bf16<1, 2, 2><<<dim3(1, jb16), MMA_WARPS * 32, 0, st>>>(xs, T, stride, w, y,
+                                                                          ldy, bias);
+    else if (T <= 32)
+        k_mma_bf16<2, 4, 1><<<dim3(1, blocks_for((size_t)w.rows, 32)), MMA_WARPS * 32, 0,
+                                  st>>>(xs, T, stride, w, y, ldy, bias);
+    else
+        k_mma_bf16<4, 4, 1><<<dim3(blocks_for((size_t)T, 32), blocks_for((size_t)w.rows, 64)),
+                                  MMA_WARPS * 32, 0, st>>>(xs, T, stride, w, y, ldy, bias);
+}
+
 /* One kernel per weight format, whatever the number of rows: a row's
  * products are summed in the same order alone or in any batch (the engine's
  * batched == alone), NR rows of x per block (1 for a single row, else 8: the
- * weights are read once per 8 rows; 32 gave the same prefill speed). */
+ * weights are read once per 8 rows; 32 gave the same prefill speed); bf16
+ * weights on the tensor cores (mma.cuh), in the same order for any number
+ * of rows too. */
 static void cu_matmul(hr_bctx *c, const float *x, int ldx, int T, int count,
                       const hr_matmul_out *out) {
     cu_ctx *cx = ctx_of(c);
     if (cx->replay >= 0)
         return;
+    int split_k = 0; /* the columns x was split at for the tensor cores */
     for (int i = 0; i < count; i++) {
         dw w = view(out[i].w);
         float *y = out[i].y;
         int ldy = out[i].ldy;
         const float *bias = out[i].bias;
+        if (mma_fits(w) && w.cols <= cx->max_k && T <= cx->max_tokens) {
+            int K = (int)w.cols;
+            if (split_k != K) {
+                int64_t n = (int64_t)T * K;
+                k_split_bf16<<<blocks_for((size_t)n, 256), 256, 0, cx->stream>>>(x, ldx, T, K,
+                                                                                 cx->d_xs, n);
+                split_k = K;
+            }
+            mma_launch(cx, cx->d_xs, T, w, y, ldy, bias);
+            continue;
+        }
         bool one = T == 1;
         dim3 grid(blocks_for((size_t)w.rows, 4), one ? 1 : blocks_for((size_t)T, 8));
         bool xal = ((uintptr_t)x & 15) == 0 && ldx % 4 == 0;
