@@ -320,24 +320,31 @@ static void cu_norm(hr_bctx *c, float *y, const float *x, const float *w, const 
 }
 
 /* bf16 weights on the tensor cores (mma.cuh): the tile by the number of
- * rows, the sums the same for any tile */
-static void mma_launch(cu_ctx *cx, const uint16_t *xs, int T, const dw &w, float *y, int ldy,
-                       const float *bias) {
-    int64_t stride = (int64_t)T * w.cols;
+ * rows, the sums the same for any tile; up to 16 rows split x in the
+ * kernel (no launch for the parts) */
+static void mma_launch(cu_ctx *cx, const mma_x &x, bool xf, int T, const dw &w, float *y,
+                       int ldy, const float *bias) {
     cudaStream_t st = cx->stream;
-    unsigned jb16 = blocks_for((size_t)w.rows, 16);
-    if (T <= 8)
-        k_mma_bf16<1, 1, 4><<<dim3(1, jb16), MMA_WARPS * 32, 0, st>>>(xs, T, stride, w, y,
-                                                                          ldy, bias);
+    unsigned th = MMA_WARPS * 32;
+    dim3 g16(1, blocks_for((size_t)w.rows, 16));
+    /* decode: x split in the kernel (xf; x not 16-byte aligned: its parts
+     * read), the next 4 chunks' loads in flight (the variants measured:
+     * docs/gpu.md) */
+    if (T <= 8 && xf)
+        k_mma_bf16<true, true, 1, 1, 4, 1><<<g16, th, 0, st>>>(x, w, y, ldy, bias);
+    else if (T <= 8)
+        k_mma_bf16<false, true, 1, 1, 4, 1><<<g16, th, 0, st>>>(x, w, y, ldy, bias);
+    else if (T <= 16 && xf)
+        k_mma_bf16<true, true, 1, 2, 2, 1><<<g16, th, 0, st>>>(x, w, y, ldy, bias);
     else if (T <= 16)
-        k_mma_bf16<1, 2, 2><<<dim3(1, jb16), MMA_WARPS * 32, 0, st>>>(xs, T, stride, w, y,
-                                                                          ldy, bias);
+        k_mma_bf16<false, true, 1, 2, 2, 1><<<g16, th, 0, st>>>(x, w, y, ldy, bias);
     else if (T <= 32)
-        k_mma_bf16<2, 4, 1><<<dim3(1, blocks_for((size_t)w.rows, 32)), MMA_WARPS * 32, 0,
-                                  st>>>(xs, T, stride, w, y, ldy, bias);
+        k_mma_bf16<false, false, 2, 4, 1, 2>
+            <<<dim3(1, blocks_for((size_t)w.rows, 32)), th, 0, st>>>(x, w, y, ldy, bias);
     else
-        k_mma_bf16<4, 4, 1><<<dim3(blocks_for((size_t)T, 32), blocks_for((size_t)w.rows, 64)),
-                                  MMA_WARPS * 32, 0, st>>>(xs, T, stride, w, y, ldy, bias);
+        k_mma_bf16<false, false, 4, 4, 1, 2>
+            <<<dim3(blocks_for((size_t)T, 32), blocks_for((size_t)w.rows, 64)), th, 0, st>>>(
+                x, w, y, ldy, bias);
 }
 
 /* One kernel per weight format, whatever the number of rows: a row's
@@ -352,6 +359,7 @@ static void cu_matmul(hr_bctx *c, const float *x, int ldx, int T, int count,
     if (cx->replay >= 0)
         return;
     int split_k = 0; /* the columns x was split at for the tensor cores */
+    bool xal = ((uintptr_t)x & 15) == 0 && ldx % 4 == 0;
     for (int i = 0; i < count; i++) {
         dw w = view(out[i].w);
         float *y = out[i].y;
@@ -359,18 +367,18 @@ static void cu_matmul(hr_bctx *c, const float *x, int ldx, int T, int count,
         const float *bias = out[i].bias;
         if (mma_fits(w) && w.cols <= cx->max_k && T <= cx->max_tokens) {
             int K = (int)w.cols;
-            if (split_k != K) {
-                int64_t n = (int64_t)T * K;
+            int64_t n = (int64_t)T * K;
+            bool xf = T <= 16 && xal;
+            if (!xf && split_k != K) {
                 k_split_bf16<<<blocks_for((size_t)n, 256), 256, 0, cx->stream>>>(x, ldx, T, K,
                                                                                  cx->d_xs, n);
                 split_k = K;
             }
-            mma_launch(cx, cx->d_xs, T, w, y, ldy, bias);
+            mma_launch(cx, mma_x{x, ldx, cx->d_xs, n, T}, xf, T, w, y, ldy, bias);
             continue;
         }
         bool one = T == 1;
         dim3 grid(blocks_for((size_t)w.rows, 4), one ? 1 : blocks_for((size_t)T, 8));
-        bool xal = ((uintptr_t)x & 15) == 0 && ldx % 4 == 0;
         bool q32 = w.dtype == HR_DTYPE_Q8_0 || w.dtype == HR_DTYPE_Q4_0 ||
                    w.dtype == HR_DTYPE_Q4_1;
         if (is_plain(w.dtype) && xal && ((uintptr_t)w.data & 15) == 0 && w.row_bytes % 16 == 0) {

@@ -18,7 +18,9 @@
  * weights and the activations, so a k-slot pairs the right values. An
  * output's sum is, whatever MT, NT and the number of rows: per chunk in
  * order, the first mma with each part in order, then the second; then the
- * four warps' sums folded in warp order, then the bias. So a row's result
+ * four warps' sums folded as a tree (q + 2 into q, then q + 1),
+ * then the bias. Steps of few rows split x in the kernel, steps of many
+ * read the parts k_split_bf16 wrote: the same parts. So a row's result
  * does not depend on the rows batched with it (the engine's batched ==
  * alone), only on its own values. */
 #ifndef HR_KERNELS_CUDA_MMA_CUH
@@ -39,6 +41,23 @@ static __host__ bool mma_fits(const dw &w) {
 
 static __device__ __forceinline__ uint16_t bf16_bits(float v) {
     return __bfloat16_as_ushort(__float2bfloat16_rn(v));
+}
+
+/* 8 consecutive values of x -> their MMA_PARTS parts, 8 bf16 each */
+static __device__ __forceinline__ void split8(float4 lo, float4 hi, uint4 *parts) {
+    float v[8] = {lo.x, lo.y, lo.z, lo.w, hi.x, hi.y, hi.z, hi.w};
+#pragma unroll
+    for (int s = 0; s < MMA_PARTS; s++) {
+        uint32_t u[4];
+#pragma unroll
+        for (int i = 0; i < 4; i++) {
+            uint16_t b0 = bf16_bits(v[2 * i]), b1 = bf16_bits(v[2 * i + 1]);
+            u[i] = (uint32_t)b0 | ((uint32_t)b1 << 16);
+            v[2 * i] -= __bfloat162float(__ushort_as_bfloat16(b0));
+            v[2 * i + 1] -= __bfloat162float(__ushort_as_bfloat16(b1));
+        }
+        parts[s] = make_uint4(u[0], u[1], u[2], u[3]);
+    }
 }
 
 /* x (T rows of K, stride ldx) -> parts [MMA_PARTS][T][K] (part s at xs + s *
@@ -75,19 +94,28 @@ static __device__ __forceinline__ uint4 ld_stream(const uint4 *p) {
     return v;
 }
 
+/* the activations: x itself (XF: split in the kernel) or its parts */
+struct mma_x {
+    const float *x;
+    int ldx;
+    const uint16_t *xs;
+    int64_t stride; /* between the parts */
+    int T;
+};
+
 /* the fragments of U chunks of a warp: its weight rows' and activation
  * rows' 8 columns of each */
 template <int MT, int NT, int U>
 struct mma_frags {
     uint4 a[U][MT][2];
-    uint4 b[U][NT][MMA_PARTS];
+    uint4 b[U][NT][MMA_PARTS]; /* the parts, read */
+    float4 xf[U][NT][2];       /* or x, split when used (XF) */
 };
 
-template <int MT, int NT, int U>
+template <bool XF, int MT, int NT, int U>
 static __device__ __forceinline__ void mma_load(mma_frags<MT, NT, U> &f, const dw &w,
-                                                const uint16_t *__restrict__ xs, int64_t stride,
-                                                int T, int64_t j0, int r0, int ch, int nch,
-                                                int g, int c) {
+                                                const mma_x &x, int64_t j0, int r0, int ch,
+                                                int nch, int g, int c) {
     const uint4 zero = make_uint4(0, 0, 0, 0);
     int K = (int)w.cols;
 #pragma unroll
@@ -106,23 +134,29 @@ static __device__ __forceinline__ void mma_load(mma_frags<MT, NT, U> &f, const d
 #pragma unroll
         for (int n = 0; n < NT; n++) {
             int row = r0 + n * 8 + g;
+            bool in = cu < nch && row < x.T;
+            if (XF) { /* split where used: the loads stay in flight together */
+                const float4 *p = (const float4 *)(x.x + (int64_t)row * x.ldx + cu * 32 + c * 8);
+                f.xf[u][n][0] = in ? __ldg(p) : make_float4(0, 0, 0, 0);
+                f.xf[u][n][1] = in ? __ldg(p + 1) : make_float4(0, 0, 0, 0);
+            } else {
 #pragma unroll
-            for (int s = 0; s < MMA_PARTS; s++)
-                f.b[u][n][s] =
-                    cu < nch && row < T
-                        ? __ldg((const uint4 *)(xs + s * stride + (int64_t)row * K) + cu * 4 + c)
-                        : zero;
+                for (int s = 0; s < MMA_PARTS; s++)
+                    f.b[u][n][s] = in ? __ldg((const uint4 *)(x.xs + s * x.stride +
+                                                              (int64_t)row * K) +
+                                              cu * 4 + c)
+                                      : zero;
+            }
         }
     }
 }
 
-/* U chunks' loads in flight per warp, and the next U's issued before this
+/* U chunks' loads in flight per warp; PF: the next U's issued before this
  * U's mmas (decode: the loads are what takes the time) */
-template <int MT, int NT, int U>
-__global__ void __launch_bounds__(MMA_WARPS * 32)
-    k_mma_bf16(const uint16_t *__restrict__ xs, int T, int64_t stride, dw w,
-               float *__restrict__ y, int ldy, const float *__restrict__ bias) {
-    __shared__ float red[MMA_WARPS - 1][MT * NT * 4][32];
+template <bool XF, bool PF, int MT, int NT, int U, int MINB>
+__global__ void __launch_bounds__(MMA_WARPS * 32, MINB)
+    k_mma_bf16(mma_x x, dw w, float *__restrict__ y, int ldy, const float *__restrict__ bias) {
+    __shared__ float red[MMA_WARPS / 2][MT * NT * 4][32];
     int lane = threadIdx.x & 31, q = threadIdx.x >> 5, g = lane >> 2, c = lane & 3;
     int r0 = blockIdx.x * NT * 8;                 /* activation rows */
     int64_t j0 = (int64_t)blockIdx.y * MT * 16;   /* weight rows */
@@ -136,42 +170,65 @@ __global__ void __launch_bounds__(MMA_WARPS * 32)
             for (int i = 0; i < 4; i++)
                 acc[m][n][i] = 0.0f;
     mma_frags<MT, NT, U> cur, nxt;
-    mma_load(cur, w, xs, stride, T, j0, r0, q, nch, g, c);
+    if (PF)
+        mma_load<XF>(cur, w, x, j0, r0, q, nch, g, c);
     for (int ch = q; ch < nch; ch += step) {
-        if (ch + step < nch) /* warp-uniform */
-            mma_load(nxt, w, xs, stride, T, j0, r0, ch + step, nch, g, c);
+        if (!PF)
+            mma_load<XF>(cur, w, x, j0, r0, ch, nch, g, c);
+        else if (ch + step < nch) /* warp-uniform */
+            mma_load<XF>(nxt, w, x, j0, r0, ch + step, nch, g, c);
 #pragma unroll
         for (int u = 0; u < U; u++) {
             if (ch + u * MMA_WARPS >= nch) /* warp-uniform */
                 break;
 #pragma unroll
-            for (int m = 0; m < MT; m++)
+            for (int n = 0; n < NT; n++) {
+                uint4 bp[MMA_PARTS];
+                if (XF)
+                    split8(cur.xf[u][n][0], cur.xf[u][n][1], bp);
+                else
 #pragma unroll
-                for (int n = 0; n < NT; n++) {
+                    for (int s = 0; s < MMA_PARTS; s++)
+                        bp[s] = cur.b[u][n][s];
+#pragma unroll
+                for (int m = 0; m < MT; m++) {
                     const uint4 &a0 = cur.a[u][m][0], &a1 = cur.a[u][m][1];
 #pragma unroll
                     for (int s = 0; s < MMA_PARTS; s++)
-                        mma_bf16(acc[m][n], a0.x, a1.x, a0.y, a1.y, cur.b[u][n][s].x,
-                                 cur.b[u][n][s].y);
+                        mma_bf16(acc[m][n], a0.x, a1.x, a0.y, a1.y, bp[s].x, bp[s].y);
 #pragma unroll
                     for (int s = 0; s < MMA_PARTS; s++)
-                        mma_bf16(acc[m][n], a0.z, a1.z, a0.w, a1.w, cur.b[u][n][s].z,
-                                 cur.b[u][n][s].w);
+                        mma_bf16(acc[m][n], a0.z, a1.z, a0.w, a1.w, bp[s].z, bp[s].w);
                 }
+            }
         }
-        cur = nxt;
+        if (PF)
+            cur = nxt;
     }
-    /* the warps' sums, folded in warp order by warp 0 */
-    if (q > 0) {
+    /* the warps' sums folded as a tree: warp q + h into warp q, h = 2, 1 */
 #pragma unroll
-        for (int m = 0; m < MT; m++)
+    for (int h = MMA_WARPS / 2; h > 0; h /= 2) {
+        if (q >= h && q < 2 * h) {
 #pragma unroll
-            for (int n = 0; n < NT; n++)
+            for (int m = 0; m < MT; m++)
 #pragma unroll
-                for (int i = 0; i < 4; i++)
-                    red[q - 1][(m * NT + n) * 4 + i][lane] = acc[m][n][i];
+                for (int n = 0; n < NT; n++)
+#pragma unroll
+                    for (int i = 0; i < 4; i++)
+                        red[q - h][(m * NT + n) * 4 + i][lane] = acc[m][n][i];
+        }
+        __syncthreads();
+        if (q < h) {
+#pragma unroll
+            for (int m = 0; m < MT; m++)
+#pragma unroll
+                for (int n = 0; n < NT; n++)
+#pragma unroll
+                    for (int i = 0; i < 4; i++)
+                        acc[m][n][i] += red[q][(m * NT + n) * 4 + i][lane];
+        }
+        __syncthreads();
     }
-    __syncthreads();
     if (q > 0)
         return;
 #pragma unroll
@@ -180,14 +237,10 @@ __global__ void __launch_bounds__(MMA_WARPS * 32)
         for (int n = 0; n < NT; n++)
 #pragma unroll
             for (int i = 0; i < 4; i++) {
-                float v = acc[m][n][i];
-#pragma unroll
-                for (int p = 0; p < MMA_WARPS - 1; p++)
-                    v += red[p][(m * NT + n) * 4 + i][lane];
                 int row = r0 + n * 8 + 2 * c + (i & 1);
                 int64_t j = j0 + m * 16 + g + 8 * (i >> 1);
-                if (row < T && j < w.rows)
-                    y[(int64_t)row * ldy + j] = v + (bias ? bias[j] : 0.0f);
+                if (row < x.T && j < w.rows)
+                    y[(int64_t)row * ldy + j] = acc[m][n][i] + (bias ? bias[j] : 0.0f);
             }
 }
 
