@@ -319,9 +319,9 @@ static void cu_norm(hr_bctx *c, float *y, const float *x, const float *w, const 
     k_norm<<<T, threads, 0, cx->stream>>>(y, x, w, b, kind, offset, eps, d);
 }
 
-/* bf16 weights on the tensor cores (mma.cuh): the tile by the number of
- * rows, the sums the same for any tile; up to 16 rows split x in the
- * kernel (no launch for the parts) */
+/* bf16, f16, Q8_0 and Q4_0 weights on the tensor cores (mma.cuh): the
+ * tile by the number of rows, the sums the same for any tile */
+template <int KIND>
 static void mma_launch(cu_ctx *cx, const mma_x &x, bool xf, int T, const dw &w, float *y,
                        int ldy, const float *bias) {
     cudaStream_t st = cx->stream;
@@ -331,18 +331,18 @@ static void mma_launch(cu_ctx *cx, const mma_x &x, bool xf, int T, const dw &w, 
      * read), the next 4 chunks' loads in flight (the variants measured:
      * docs/gpu.md) */
     if (T <= 8 && xf)
-        k_mma_bf16<true, true, 1, 1, 4, 1><<<g16, th, 0, st>>>(x, w, y, ldy, bias);
+        k_mma<KIND, true, true, 1, 1, 4, 1><<<g16, th, 0, st>>>(x, w, y, ldy, bias);
     else if (T <= 8)
-        k_mma_bf16<false, true, 1, 1, 4, 1><<<g16, th, 0, st>>>(x, w, y, ldy, bias);
+        k_mma<KIND, false, true, 1, 1, 4, 1><<<g16, th, 0, st>>>(x, w, y, ldy, bias);
     else if (T <= 16 && xf)
-        k_mma_bf16<true, true, 1, 2, 2, 1><<<g16, th, 0, st>>>(x, w, y, ldy, bias);
+        k_mma<KIND, true, true, 1, 2, 2, 1><<<g16, th, 0, st>>>(x, w, y, ldy, bias);
     else if (T <= 16)
-        k_mma_bf16<false, true, 1, 2, 2, 1><<<g16, th, 0, st>>>(x, w, y, ldy, bias);
+        k_mma<KIND, false, true, 1, 2, 2, 1><<<g16, th, 0, st>>>(x, w, y, ldy, bias);
     else if (T <= 32)
-        k_mma_bf16<false, false, 2, 4, 1, 2>
+        k_mma<KIND, false, false, 2, 4, 1, 2>
             <<<dim3(1, blocks_for((size_t)w.rows, 32)), th, 0, st>>>(x, w, y, ldy, bias);
     else
-        k_mma_bf16<false, false, 4, 4, 1, 2>
+        k_mma<KIND, false, false, 4, 4, 1, 2>
             <<<dim3(blocks_for((size_t)T, 32), blocks_for((size_t)w.rows, 64)), th, 0, st>>>(
                 x, w, y, ldy, bias);
 }
@@ -350,8 +350,8 @@ static void mma_launch(cu_ctx *cx, const mma_x &x, bool xf, int T, const dw &w, 
 /* One kernel per weight format, whatever the number of rows: a row's
  * products are summed in the same order alone or in any batch (the engine's
  * batched == alone), NR rows of x per block (1 for a single row, else 8: the
- * weights are read once per 8 rows; 32 gave the same prefill speed); bf16
- * weights on the tensor cores (mma.cuh), in the same order for any number
+ * weights are read once per 8 rows; 32 gave the same prefill speed); bf16,
+ * f16, Q8_0 and Q4_0 weights on the tensor cores (mma.cuh), in the same order for any number
  * of rows too. */
 static void cu_matmul(hr_bctx *c, const float *x, int ldx, int T, int count,
                       const hr_matmul_out *out) {
@@ -374,7 +374,13 @@ static void cu_matmul(hr_bctx *c, const float *x, int ldx, int T, int count,
                                                                                  cx->d_xs, n);
                 split_k = K;
             }
-            mma_launch(cx, mma_x{x, ldx, cx->d_xs, n, T}, xf, T, w, y, ldy, bias);
+            mma_x xa{x, ldx, cx->d_xs, n, T};
+            switch (mma_kind(w)) {
+            case MMA_F16: mma_launch<MMA_F16>(cx, xa, xf, T, w, y, ldy, bias); break;
+            case MMA_Q8_0: mma_launch<MMA_Q8_0>(cx, xa, xf, T, w, y, ldy, bias); break;
+            case MMA_Q4_0: mma_launch<MMA_Q4_0>(cx, xa, xf, T, w, y, ldy, bias); break;
+            default: mma_launch<MMA_BF16>(cx, xa, xf, T, w, y, ldy, bias); break;
+            }
             continue;
         }
         bool one = T == 1;

@@ -1,5 +1,10 @@
-/* Products of bf16 weights on the tensor cores (mma.sync m16n8k16, f32
- * accumulation), batch-invariant and f32-grade.
+/* Products of bf16, f16, Q8_0 and Q4_0 weights on the tensor cores
+ * (mma.sync m16n8k16, f32 accumulation), batch-invariant and f32-grade.
+ * An f16 weight is itself split into two bf16 parts (exactly:
+ * f16x2_parts), the WP = 2 weight parts' mmas after each other for every
+ * activation part. A Q8_0/Q4_0 block is one chunk: its integers (q, q - 8)
+ * are exact in bf16, the block's sum runs from 0 and is then added to the
+ * row's as fma(d, block, sum).
  *
  * The activations are f32; the tensor cores take bf16. Each activation row
  * is split once per product into MMA_PARTS = 3 bf16 parts, x = x_0 + x_1 +
@@ -9,7 +14,7 @@
  * 1e-4 logprob bound of test_parity's llama-bf16 fixture on the H200).
  * k_split_bf16 writes the parts, dense [MMA_PARTS][T][K].
  *
- * k_mma_bf16 computes y[t][j] = x[t] . w[j] (+ bias[j]): a block is 4 warps
+ * k_mma computes y[t][j] = x[t] . w[j] (+ bias[j]): a block is 4 warps
  * that split K (warp q takes the 32-column chunks q, q + 4, ...), each warp
  * a tile of MT x 16 output columns (rows of w, the mma's A operand) by NT x
  * 8 activation rows (its B operand). Within a chunk, lane (g, c) holds the
@@ -33,15 +38,74 @@
 #define MMA_WARPS 4
 #define MMA_PARTS 3
 
-/* true when k_mma_bf16 takes w: bf16, whole 32-column chunks, 16-byte rows */
-static __host__ bool mma_fits(const dw &w) {
-    return w.dtype == HR_DTYPE_BF16 && w.cols % 32 == 0 && ((uintptr_t)w.data & 15) == 0 &&
-           w.row_bytes % 16 == 0;
-}
-
 static __device__ __forceinline__ uint16_t bf16_bits(float v) {
     return __bfloat16_as_ushort(__float2bfloat16_rn(v));
 }
+
+/* the weight operand's kind: plain bf16 / f16, or a 32-column ggml block
+ * (the chunk is the block: its integers exact in bf16, the scale after) */
+enum { MMA_BF16, MMA_F16, MMA_Q8_0, MMA_Q4_0 };
+
+static __host__ int mma_kind(const dw &w) {
+    switch (w.dtype) {
+    case HR_DTYPE_BF16: return MMA_BF16;
+    case HR_DTYPE_F16: return MMA_F16;
+    case HR_DTYPE_Q8_0: return MMA_Q8_0;
+    case HR_DTYPE_Q4_0: return MMA_Q4_0;
+    default: return -1;
+    }
+}
+
+/* true when k_mma takes w: whole 32-column chunks; plain rows 16-byte
+ * aligned, blocks 2-byte aligned */
+static __host__ bool mma_fits(const dw &w) {
+    int k = mma_kind(w);
+    if (k < 0 || w.cols % 32 != 0)
+        return false;
+    if (k == MMA_BF16 || k == MMA_F16)
+        return ((uintptr_t)w.data & 15) == 0 && w.row_bytes % 16 == 0;
+    return ((uintptr_t)w.data & 1) == 0 && w.row_bytes % 2 == 0;
+}
+
+/* the raw chunk of a block row for lane c: the 8 bytes its 8 columns come
+ * from in .x/.y, the block's f16 scale in .z */
+static __device__ __forceinline__ uint4 ld_block(int kind, const uint8_t *row, int ch, int c) {
+    const uint16_t *b = (const uint16_t *)(row + (size_t)ch * (kind == MMA_Q8_0 ? 34 : 18));
+    const uint16_t *q = b + 1 + (kind == MMA_Q8_0 ? 4 * c : 4 * (c & 1));
+    return make_uint4((uint32_t)__ldg(q) | ((uint32_t)__ldg(q + 1) << 16),
+                      (uint32_t)__ldg(q + 2) | ((uint32_t)__ldg(q + 3) << 16), __ldg(b), 0);
+}
+
+static __device__ __forceinline__ uint32_t bf16x2_of(float a, float b) {
+    return (uint32_t)bf16_bits(a) | ((uint32_t)bf16_bits(b) << 16);
+}
+
+/* a raw chunk -> its 8 integers as bf16 (Q8_0: q; Q4_0: the low nibbles
+ * for lanes 0, 1, the high ones for 2, 3, minus 8) and the scale */
+static __device__ __forceinline__ uint4 block_vals(int kind, uint4 r, int c, float *d) {
+    *d = __half2float(__ushort_as_half((uint16_t)r.z));
+    float v[8];
+#pragma unroll
+    for (int i = 0; i < 8; i++) {
+        uint32_t byte = ((i < 4 ? r.x : r.y) >> (8 * (i & 3))) & 0xff;
+        v[i] = kind == MMA_Q8_0 ? (float)(int8_t)byte
+                                : (float)((int)((c >> 1) ? byte >> 4 : byte & 0xf) - 8);
+    }
+    return make_uint4(bf16x2_of(v[0], v[1]), bf16x2_of(v[2], v[3]), bf16x2_of(v[4], v[5]),
+                      bf16x2_of(v[6], v[7]));
+}
+
+/* two f16 -> their bf16 parts: hi = bf16(w), lo = w - hi, both exact (an
+ * f16's 11 significant bits fit 8 + 8, and bf16 has f16's range) */
+static __device__ __forceinline__ void f16x2_parts(uint32_t u, uint32_t *hi, uint32_t *lo) {
+    float2 f = __half22float2(*(const __half2 *)&u);
+    __nv_bfloat16 h0 = __float2bfloat16_rn(f.x), h1 = __float2bfloat16_rn(f.y);
+    __nv_bfloat16 l0 = __float2bfloat16_rn(f.x - __bfloat162float(h0));
+    __nv_bfloat16 l1 = __float2bfloat16_rn(f.y - __bfloat162float(h1));
+    *hi = (uint32_t)__bfloat16_as_ushort(h0) | ((uint32_t)__bfloat16_as_ushort(h1) << 16);
+    *lo = (uint32_t)__bfloat16_as_ushort(l0) | ((uint32_t)__bfloat16_as_ushort(l1) << 16);
+}
+
 
 /* 8 consecutive values of x -> their MMA_PARTS parts, 8 bf16 each */
 static __device__ __forceinline__ void split8(float4 lo, float4 hi, uint4 *parts) {
@@ -112,7 +176,7 @@ struct mma_frags {
     float4 xf[U][NT][2];       /* or x, split when used (XF) */
 };
 
-template <bool XF, int MT, int NT, int U>
+template <int KIND, bool XF, int MT, int NT, int U>
 static __device__ __forceinline__ void mma_load(mma_frags<MT, NT, U> &f, const dw &w,
                                                 const mma_x &x, int64_t j0, int r0, int ch,
                                                 int nch, int g, int c) {
@@ -126,10 +190,13 @@ static __device__ __forceinline__ void mma_load(mma_frags<MT, NT, U> &f, const d
 #pragma unroll
             for (int h = 0; h < 2; h++) {
                 int64_t row = j0 + m * 16 + g + 8 * h;
-                f.a[u][m][h] = cu < nch && row < w.rows
-                                   ? ld_stream((const uint4 *)(w.data + row * w.row_bytes) +
-                                               cu * 4 + c)
-                                   : zero;
+                bool in = cu < nch && row < w.rows;
+                if (KIND == MMA_BF16 || KIND == MMA_F16)
+                    f.a[u][m][h] =
+                        in ? ld_stream((const uint4 *)(w.data + row * w.row_bytes) + cu * 4 + c)
+                           : zero;
+                else
+                    f.a[u][m][h] = in ? ld_block(KIND, w.data + row * w.row_bytes, cu, c) : zero;
             }
 #pragma unroll
         for (int n = 0; n < NT; n++) {
@@ -153,9 +220,9 @@ static __device__ __forceinline__ void mma_load(mma_frags<MT, NT, U> &f, const d
 
 /* U chunks' loads in flight per warp; PF: the next U's issued before this
  * U's mmas (decode: the loads are what takes the time) */
-template <bool XF, bool PF, int MT, int NT, int U, int MINB>
+template <int KIND, bool XF, bool PF, int MT, int NT, int U, int MINB>
 __global__ void __launch_bounds__(MMA_WARPS * 32, MINB)
-    k_mma_bf16(mma_x x, dw w, float *__restrict__ y, int ldy, const float *__restrict__ bias) {
+    k_mma(mma_x x, dw w, float *__restrict__ y, int ldy, const float *__restrict__ bias) {
     __shared__ float red[MMA_WARPS / 2][MT * NT * 4][32];
     int lane = threadIdx.x & 31, q = threadIdx.x >> 5, g = lane >> 2, c = lane & 3;
     int r0 = blockIdx.x * NT * 8;                 /* activation rows */
@@ -171,16 +238,40 @@ __global__ void __launch_bounds__(MMA_WARPS * 32, MINB)
                 acc[m][n][i] = 0.0f;
     mma_frags<MT, NT, U> cur, nxt;
     if (PF)
-        mma_load<XF>(cur, w, x, j0, r0, q, nch, g, c);
+        mma_load<KIND, XF>(cur, w, x, j0, r0, q, nch, g, c);
     for (int ch = q; ch < nch; ch += step) {
         if (!PF)
-            mma_load<XF>(cur, w, x, j0, r0, ch, nch, g, c);
+            mma_load<KIND, XF>(cur, w, x, j0, r0, ch, nch, g, c);
         else if (ch + step < nch) /* warp-uniform */
-            mma_load<XF>(nxt, w, x, j0, r0, ch + step, nch, g, c);
+            mma_load<KIND, XF>(nxt, w, x, j0, r0, ch + step, nch, g, c);
 #pragma unroll
         for (int u = 0; u < U; u++) {
             if (ch + u * MMA_WARPS >= nch) /* warp-uniform */
                 break;
+            /* the weights' mma operands: [part][first/second mma][register];
+             * blocks: their integers, and the rows' scales */
+            constexpr int WP = KIND == MMA_F16 ? 2 : 1;
+            constexpr bool Q = KIND == MMA_Q8_0 || KIND == MMA_Q4_0;
+            uint32_t ap[MT][WP][2][4];
+            float dq[MT][2];
+#pragma unroll
+            for (int m = 0; m < MT; m++) {
+                uint4 a0 = cur.a[u][m][0], a1 = cur.a[u][m][1];
+                if (Q) {
+                    a0 = block_vals(KIND, a0, c, &dq[m][0]);
+                    a1 = block_vals(KIND, a1, c, &dq[m][1]);
+                }
+                uint32_t r[2][4] = {{a0.x, a1.x, a0.y, a1.y}, {a0.z, a1.z, a0.w, a1.w}};
+#pragma unroll
+                for (int h = 0; h < 2; h++)
+#pragma unroll
+                    for (int i = 0; i < 4; i++) {
+                        if (WP == 1)
+                            ap[m][0][h][i] = r[h][i];
+                        else
+                            f16x2_parts(r[h][i], &ap[m][0][h][i], &ap[m][WP - 1][h][i]);
+                    }
+            }
 #pragma unroll
             for (int n = 0; n < NT; n++) {
                 uint4 bp[MMA_PARTS];
@@ -192,13 +283,25 @@ __global__ void __launch_bounds__(MMA_WARPS * 32, MINB)
                         bp[s] = cur.b[u][n][s];
 #pragma unroll
                 for (int m = 0; m < MT; m++) {
-                    const uint4 &a0 = cur.a[u][m][0], &a1 = cur.a[u][m][1];
+                    /* a block's sum from 0, then scaled into the row's sum */
+                    float blk[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+                    float *d = Q ? blk : acc[m][n];
 #pragma unroll
                     for (int s = 0; s < MMA_PARTS; s++)
-                        mma_bf16(acc[m][n], a0.x, a1.x, a0.y, a1.y, bp[s].x, bp[s].y);
+#pragma unroll
+                        for (int p = 0; p < WP; p++)
+                            mma_bf16(d, ap[m][p][0][0], ap[m][p][0][1], ap[m][p][0][2],
+                                     ap[m][p][0][3], bp[s].x, bp[s].y);
 #pragma unroll
                     for (int s = 0; s < MMA_PARTS; s++)
-                        mma_bf16(acc[m][n], a0.z, a1.z, a0.w, a1.w, bp[s].z, bp[s].w);
+#pragma unroll
+                        for (int p = 0; p < WP; p++)
+                            mma_bf16(d, ap[m][p][1][0], ap[m][p][1][1], ap[m][p][1][2],
+                                     ap[m][p][1][3], bp[s].z, bp[s].w);
+                    if (Q)
+#pragma unroll
+                        for (int i = 0; i < 4; i++)
+                            acc[m][n][i] = fmaf(dq[m][i >> 1], blk[i], acc[m][n][i]);
                 }
             }
         }
