@@ -266,8 +266,9 @@ static void parse_moe(reader *r, hr_hparams *hp) {
         return;
     if (hp->n_experts <= 0 || hp->n_experts_used <= 0 || hp->n_experts_used > hp->n_experts ||
         hp->n_experts_used > HR_MAX_EXPERTS_USED || hp->d_ff_expert <= 0) {
-        r->rc = hr_err(r->err, HR_EFORMAT, "%s: 'num_experts_per_tok' (%d) must be 1..%d and "
-                       "at most the number of experts (%d)", r->where, hp->n_experts_used,
+        r->rc = hr_err(r->err, HR_EFORMAT, "%s: 'num_experts_per_tok' / 'top_k_experts' (%d) "
+                       "must be 1..%d and at most the number of experts (%d)", r->where,
+                       hp->n_experts_used,
                        HR_MAX_EXPERTS_USED, hp->n_experts);
         return;
     }

@@ -181,7 +181,8 @@ static void check_invariant(const char *name) {
 static void test_batch_invariance(void **state) {
     (void)state;
     static const char *cases[] = {"qwen3_moe", "qwen2_moe", "mixtral", "olmoe", "gpt_oss",
-                                  "qwen3_next", "glm4_moe", "granitemoe", "granitemoehybrid"};
+                                  "qwen3_next", "glm4_moe", "granitemoe", "granitemoehybrid",
+                                  "gemma4_moe"};
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
         check_invariant(cases[i]);
     /* quantized experts: groups of every size go through the row and the
@@ -652,6 +653,64 @@ static void test_config_errors(void **state) {
     json_decref(cfg);
 }
 
+/* Gemma-4: what the forward pass does not do is refused, naming the field;
+ * what it does is read as transformers reads it. */
+#define GEMMA4 "{\"model_type\": \"gemma4_text\", " BASE ", \"num_key_value_heads\": 1, " \
+               "\"head_dim\": 4, \"sliding_window\": 4, \"layer_types\": " \
+               "[\"sliding_attention\", \"full_attention\"]"
+
+static void test_gemma4_config(void **state) {
+    (void)state;
+    expect_config_error(GEMMA4 ", \"hidden_size_per_layer_input\": 256}", HR_EUNSUPPORTED,
+                        "not supported yet: gemma4_text hidden_size_per_layer_input 256");
+    expect_config_error(GEMMA4 ", \"hidden_size_per_layer_input\": 0, "
+                        "\"num_kv_shared_layers\": 1}", HR_EUNSUPPORTED,
+                        "gemma4_text num_kv_shared_layers 1");
+    expect_config_error(GEMMA4 ", \"hidden_size_per_layer_input\": 0, "
+                        "\"use_bidirectional_attention\": \"all\"}", HR_EUNSUPPORTED,
+                        "gemma4_text use_bidirectional_attention 'all'");
+    /* no per_layer_config: transformers takes global_head_dim, 512 when absent */
+    expect_config_error(GEMMA4 ", \"hidden_size_per_layer_input\": 0}", HR_EUNSUPPORTED,
+                        "gemma4_text global_head_dim 512");
+    expect_config_error(GEMMA4 ", \"hidden_size_per_layer_input\": 0, "
+                        "\"global_head_dim\": 8}", HR_EUNSUPPORTED, "global_head_dim 8");
+    expect_config_error(GEMMA4 ", \"hidden_size_per_layer_input\": 0, "
+                        "\"per_layer_config\": {\"1\": {\"head_dim\": 8}}}", HR_EUNSUPPORTED,
+                        "per_layer_config layer 1 head_dim 8");
+    expect_config_error(GEMMA4 ", \"hidden_size_per_layer_input\": 0, \"global_head_dim\": 4, "
+                        "\"attention_k_eq_v\": true, \"num_global_key_value_heads\": 2}",
+                        HR_EUNSUPPORTED, "num_global_key_value_heads 2");
+    expect_config_error(GEMMA4 ", \"hidden_size_per_layer_input\": 0, \"global_head_dim\": 4, "
+                        "\"rope_parameters\": {\"full_attention\": {\"rope_type\": "
+                        "\"proportional\", \"rope_theta\": 1e6}}}", HR_EUNSUPPORTED,
+                        "rope type 'proportional'");
+    expect_config_error(GEMMA4 ", \"hidden_size_per_layer_input\": 0, \"global_head_dim\": 4, "
+                        "\"enable_moe_block\": true, \"num_experts\": 4}", HR_EFORMAT,
+                        "'top_k_experts' (0)");
+    /* accepted: the last layer full whatever layer_types says, q.k unscaled, top_k_experts,
+     * K as V on the full layers; without enable_moe_block a dense model */
+    json_t *cfg = json_loads("{\"model_type\": \"gemma4_text\", " BASE ", "
+                             "\"num_key_value_heads\": 1, \"head_dim\": 4, "
+                             "\"sliding_window\": 4, \"hidden_size_per_layer_input\": 0, "
+                             "\"layer_types\": [\"sliding_attention\", \"sliding_attention\"], "
+                             "\"per_layer_config\": {\"1\": {\"head_dim\": 4}}, "
+                             "\"attention_k_eq_v\": true, \"num_global_key_value_heads\": 1, "
+                             "\"enable_moe_block\": true, \"num_experts\": 4, "
+                             "\"top_k_experts\": 2, \"moe_intermediate_size\": 4}", 0, NULL);
+    hr_hparams hp;
+    hr_error err = {0};
+    assert_int_equal(hr_hparams_from_json(&hp, cfg, NULL, &err), 0);
+    assert_true(hp.layer_sliding[0] && !hp.layer_sliding[1] && hp.k_eq_v);
+    assert_true(hp.attn_scale == 1.0f && hp.n_experts_used == 2 && hp.d_ff_expert == 4);
+    assert_true(hp.layer_moe[0] && hp.layer_moe[1]);
+    hr_hparams_deinit(&hp);
+    json_object_set_new(cfg, "enable_moe_block", json_false());
+    assert_int_equal(hr_hparams_from_json(&hp, cfg, NULL, &err), 0);
+    assert_true(hp.n_experts == 0 && !hp.layer_moe[0] && !hp.layer_moe[1]);
+    hr_hparams_deinit(&hp);
+    json_decref(cfg);
+}
+
 int main(void) {
     const char *root = getenv("HEARTH_ROOT");
     snprintf(g_root, sizeof g_root, "%s/tests/fixtures/models", root ? root : ".");
@@ -662,6 +721,7 @@ int main(void) {
         cmocka_unit_test(test_gpt_oss_mxfp4),
         cmocka_unit_test(test_switch_mlp),
         cmocka_unit_test(test_config_errors),
+        cmocka_unit_test(test_gemma4_config),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
