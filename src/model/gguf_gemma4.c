@@ -82,17 +82,24 @@ int hr__gguf_gemma4_config(const hr_gguf *g, const char *arch, json_t *cfg, hr_e
     if (nl <= 0 || nl > HR_MAX_LAYERS)
         return 0; /* config.c names the field */
     json_object_set_new(cfg, "hidden_activation", json_string("gelu_pytorch_tanh"));
-    /* head sizes: config head_dim is the sliding layers' */
-    double kl, kls, rds, v;
-    if (num(g, arch, "attention.key_length_swa", &kls)) {
-        if (num(g, arch, "attention.key_length", &kl))
-            json_object_set_new(cfg, "global_head_dim", json_integer((json_int_t)kl));
+    /* head sizes: config head_dim is the sliding layers' (key_length_swa),
+     * global_head_dim the full layers' (key_length, else the same) */
+    json_t *dj = json_object_get(cfg, "hidden_size"), *hj = json_object_get(cfg, "num_attention_heads");
+    double kl = json_is_integer(dj) && json_integer_value(hj) > 0
+                    ? (double)(json_integer_value(dj) / json_integer_value(hj))
+                    : 0,
+           kls, rds, v;
+    num(g, arch, "attention.key_length", &kl);
+    if (!num(g, arch, "attention.key_length_swa", &kls))
+        kls = kl;
+    if (kl > 0) {
+        json_object_set_new(cfg, "global_head_dim", json_integer((json_int_t)kl));
         json_object_set_new(cfg, "head_dim", json_integer((json_int_t)kls));
-        if (num(g, arch, "rope.dimension_count_swa", &rds) && rds != kls)
-            return hr_err(err, HR_EUNSUPPORTED, "not supported yet: %s: rope.dimension_count_swa "
-                          "%g is not the sliding layers' head dimension %g (partial rotary)",
-                          path, rds, kls);
     }
+    if (num(g, arch, "rope.dimension_count_swa", &rds) && rds != kls)
+        return hr_err(err, HR_EUNSUPPORTED, "not supported yet: %s: rope.dimension_count_swa "
+                      "%g is not the sliding layers' head dimension %g (partial rotary)",
+                      path, rds, kls);
     /* sliding layers */
     int64_t *swa = calloc((size_t)nl, sizeof *swa), *kv = calloc((size_t)nl, sizeof *kv);
     if (!swa || !kv) {
