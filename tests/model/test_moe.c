@@ -579,6 +579,88 @@ static void test_switch_mlp(void **state) {
     assert_int_equal(system(cmd), 0);
 }
 
+/* ---- gemma4's attention_k_eq_v ------------------------------------------------------- */
+
+/* dir/config.json: the fixture's with "attention_k_eq_v" set; dir/model.safetensors:
+ * n tensors */
+static void write_model(const char *dir, bool k_eq_v, const hr_tensor *t, size_t n) {
+    char p[4400], src[4400];
+    hr_error err = {0};
+    assert_int_equal(mkdir(dir, 0755), 0);
+    snprintf(src, sizeof src, "%s/gemma4_moe/config.json", g_root);
+    json_t *cfg = json_load_file(src, 0, NULL);
+    assert_non_null(cfg);
+    json_object_set_new(cfg, "attention_k_eq_v", json_boolean(k_eq_v));
+    json_object_set_new(cfg, "num_global_key_value_heads",
+                        json_deep_copy(json_object_get(cfg, "num_key_value_heads")));
+    snprintf(p, sizeof p, "%s/config.json", dir);
+    assert_int_equal(json_dump_file(cfg, p, 0), 0);
+    json_decref(cfg);
+    snprintf(p, sizeof p, "%s/model.safetensors", dir);
+    if (hr_st_write(p, t, n, NULL, 0, &err))
+        fail_msg("%s", err.msg);
+}
+
+static void last_logits(const char *dir, const int32_t *tok, int n, float *out) {
+    hr_error err = {0};
+    hr_model *m = NULL;
+    hr_runner *r = NULL;
+    hr_runner_opts ro = {.n_threads = 2, .n_ctx = 64};
+    if (hr_model_open(&m, dir, &err) || hr_runner_new(&r, m, &ro, &err) ||
+        hr_runner_eval(r, tok, n, out, &err))
+        fail_msg("%s: %s", dir, err.msg);
+    hr_runner_free(r);
+    hr_model_free(m);
+}
+
+/* attention_k_eq_v: a full-attention layer without v_proj takes its values
+ * from the key projection (before k_norm; V's own norm after). No oracle
+ * has run it: the model without the full layer's v_proj and the flag set
+ * gives the logits, bit for bit, of the model whose v_proj is a copy of
+ * its k_proj, and not the fixture's. */
+static void test_gemma4_k_eq_v(void **state) {
+    (void)state;
+    char tmp[] = "/tmp/hearth-keqv-XXXXXX", a[4300], b[4300], src[4300];
+    assert_non_null(mkdtemp(tmp));
+    snprintf(src, sizeof src, "%s/gemma4_moe/model.safetensors", g_root);
+    hr_error err = {0};
+    hr_st_file *f = NULL;
+    assert_int_equal(hr_st_open(&f, src, &err), 0);
+    size_t n = hr_st_count(f), na = 0;
+    hr_tensor *ta = calloc(n, sizeof *ta), *tb = calloc(n, sizeof *tb);
+    const hr_tensor *k2 = hr_st_find(f, "model.layers.2.self_attn.k_proj.weight");
+    assert_non_null(k2);
+    for (size_t i = 0; i < n; i++) {
+        const hr_tensor *t = hr_st_tensor(f, i);
+        bool v2 = !strcmp(t->name, "model.layers.2.self_attn.v_proj.weight"); /* full layer */
+        tb[i] = *t;
+        if (v2)
+            tb[i].data = k2->data; /* same shape: 2 KV heads on every layer */
+        else
+            ta[na++] = *t;
+    }
+    assert_int_equal(na, n - 1);
+    snprintf(a, sizeof a, "%s/a", tmp);
+    snprintf(b, sizeof b, "%s/b", tmp);
+    write_model(a, true, ta, na);
+    write_model(b, false, tb, n);
+    int32_t tok[7] = {3, 77, 12, 400, 9, 250, 31};
+    float la[512], lb[512], lf[512];
+    last_logits(a, tok, 7, la);
+    last_logits(b, tok, 7, lb);
+    snprintf(src, sizeof src, "%s/gemma4_moe", g_root);
+    last_logits(src, tok, 7, lf);
+    assert_memory_equal(la, lb, sizeof la);
+    assert_memory_not_equal(la, lf, sizeof la);
+    printf("gemma4 attention_k_eq_v: V from k_proj on the full layer, bit for bit\n");
+    free(ta);
+    free(tb);
+    hr_st_close(f);
+    char cmd[4400];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmp);
+    assert_int_equal(system(cmd), 0);
+}
+
 /* ---- config errors ------------------------------------------------------------------ */
 
 static void expect_config_error(const char *json, int code, const char *needle) {
@@ -722,6 +804,7 @@ int main(void) {
         cmocka_unit_test(test_switch_mlp),
         cmocka_unit_test(test_config_errors),
         cmocka_unit_test(test_gemma4_config),
+        cmocka_unit_test(test_gemma4_k_eq_v),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
