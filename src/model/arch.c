@@ -3,20 +3,20 @@
 #include <string.h>
 
 /* Norm layouts. */
-#define LLAMA_NORMS {"input_layernorm", NULL, "post_attention_layernorm", NULL}
-#define SANDWICH_NORMS                                                  \
-    {"input_layernorm", "post_attention_layernorm",                     \
-     "pre_feedforward_layernorm", "post_feedforward_layernorm"}
-#define OLMO2_NORMS {NULL, "post_attention_layernorm", NULL, "post_feedforward_layernorm"}
-#define GLM4_NORMS                                                      \
-    {"input_layernorm", "post_self_attn_layernorm",                     \
-     "post_attention_layernorm", "post_mlp_layernorm"}
+#define LLAMA_NORMS {.pre_attn = "input_layernorm", .pre_mlp = "post_attention_layernorm"}
+#define SANDWICH_NORMS                                                          \
+    {.pre_attn = "input_layernorm", .post_attn = "post_attention_layernorm",    \
+     .pre_mlp = "pre_feedforward_layernorm", .post_mlp = "post_feedforward_layernorm"}
+#define OLMO2_NORMS {.post_attn = "post_attention_layernorm", .post_mlp = "post_feedforward_layernorm"}
+#define GLM4_NORMS                                                              \
+    {.pre_attn = "input_layernorm", .post_attn = "post_self_attn_layernorm",    \
+     .pre_mlp = "post_attention_layernorm", .post_mlp = "post_mlp_layernorm"}
 /* Gemma-4: sandwich norms, and around the experts beside the dense MLP */
-#define GEMMA4_NORMS                                                    \
-    {"input_layernorm", "post_attention_layernorm",                     \
-     "pre_feedforward_layernorm", "post_feedforward_layernorm",         \
-     "post_feedforward_layernorm_1", "pre_feedforward_layernorm_2",     \
-     "post_feedforward_layernorm_2"}
+#define GEMMA4_NORMS                                                            \
+    {.pre_attn = "input_layernorm", .post_attn = "post_attention_layernorm",    \
+     .pre_mlp = "pre_feedforward_layernorm", .post_mlp = "post_feedforward_layernorm", \
+     .post_dense = "post_feedforward_layernorm_1", .pre_moe = "pre_feedforward_layernorm_2", \
+     .post_moe = "post_feedforward_layernorm_2"}
 
 /* MoE blocks */
 #define QWEN_MOE(norm, sh)                                                \
@@ -113,7 +113,7 @@ static const hr_arch archs[] = {
      .qk_norm = HR_QK_NORM_HEAD, .attn_out_gate = true, .linear_deltanet = true,
      .moe = QWEN_MOE(-2, true)},
     /* encoders */
-    {.model_type = "bert", .norm = HR_NORM_LAYER, .norms = {NULL, "attn_norm", NULL, "mlp_norm"},
+    {.model_type = "bert", .norm = HR_NORM_LAYER, .norms = {.post_attn = "attn_norm", .post_mlp = "mlp_norm"},
      .mlp_up = "up", .mlp_down = "down", .default_act = "gelu", .encoder = true,
      .abs_positions = true, .post_ln = true, .no_rope = true, .aliases = BERT_NAMES},
     {.model_type = "gpt_oss", .norms = LLAMA_NORMS, DENSE_MLP, .attn_sinks = true,
