@@ -1,9 +1,9 @@
 #!/usr/bin/env python3
 """Small GGUF seeds for tests/fuzz/corpus/fuzz_gguf_model: the metadata of
-llama.cpp's qwen3next, glm4moe, granitemoe and granitehybrid files (keys as
-convert_hf_to_gguf.py writes them) and a few tiny F32 tensors under their
-names, so the fuzzer starts inside the readers of those architectures
-(src/model/gguf_hybrid.c). Python 3 stdlib only.
+llama.cpp's qwen3next, glm4moe, granitemoe, granitehybrid and gemma4 files
+(keys as convert_hf_to_gguf.py writes them) and a few tiny F32 tensors under
+their names, so the fuzzer starts inside the readers of those architectures
+(src/model/gguf_hybrid.c, src/model/gguf_gemma4.c). Python 3 stdlib only.
 
 Usage: python3 tools/gguf_seeds.py [--out tests/fuzz/corpus/fuzz_gguf_model]
 """
@@ -87,6 +87,17 @@ SEEDS = {
                       [("token_embd.weight", (16, 8)), ("blk.0.ssm_a", (1, 4)), ("blk.0.ssm_d", (1, 4)),
                        ("blk.0.ssm_norm.weight", (32, 1)), ("blk.0.ssm_conv1d.weight", (4, 48)),
                        ("blk.0.ffn_gate_inp.weight", (16, 4)), ("blk.1.ffn_gate_inp.weight", (16, 4))]),
+    "gemma4": (COMMON + [("attention.head_count_kv", ARR, [1, 1]), ("attention.key_length_swa", U32, 8),
+                         ("attention.value_length_swa", U32, 8),
+                         ("attention.sliding_window_pattern", ARR, [1, 0]),
+                         ("attention.sliding_window", U32, 4), ("rope.freq_base_swa", F32, 1e4),
+                         ("attention.shared_kv_layers", U32, 0),
+                         ("embedding_length_per_layer_input", U32, 0),
+                         ("final_logit_softcapping", F32, 0.0)],
+               [("token_embd.weight", (16, 8)), ("blk.0.ffn_gate_inp.weight", (16, 4)),
+                ("blk.0.ffn_gate_inp.scale", (16,)), ("blk.0.ffn_gate_up_exps.weight", (16, 16, 4)),
+                ("blk.0.ffn_down_exps.scale", (4,)), ("blk.0.layer_output_scale.weight", (1,)),
+                ("blk.1.ffn_gate_inp.weight", (16, 4))]),
 }
 
 

@@ -114,7 +114,8 @@ typedef struct hr_attn_in {
 } hr_attn_in;
 
 /* A mixture-of-experts MLP over the step's T rows: the router's logits
- * r = x . router_w^T (+ router_b) pick k of n_experts per row
+ * r = rx . router_w^T (+ router_b) (rx: router_x, else x) pick k of
+ * n_experts per row
  *   SOFTMAX_TOPK: p = softmax(r); the k largest p (renormalised to sum 1
  *                 when norm_topk)
  *   TOPK_SOFTMAX: the k largest r; softmax over those k
@@ -123,6 +124,7 @@ typedef struct hr_attn_in {
  *                 experts of the topk_group best groups keep c, the others
  *                 0; the k largest of those; weights s (divided by their
  *                 sum + 1e-20 when norm_topk) times scale
+ * (then each chosen expert e's weight times expert_scale[e], when given)
  * and out[t] = sum over the k of weight * down_e(act(gate_e x) * up_e x)
  * (each product + its bias when the b_ arrays are given), plus, with a
  * shared expert, sigmoid(sh_inp . x) * sh_down(act(sh_gate x) * sh_up x)
@@ -130,6 +132,7 @@ typedef struct hr_attn_in {
  * A row's result depends on that row alone (batch-invariant). */
 typedef struct hr_moe_args {
     const float *x;        /* [T][d] */
+    const float *router_x; /* [T][d] the router's input; NULL: x */
     float *out;            /* [T][d], written */
     int d, n_experts, k, ff;
     int router;            /* HR_BROUTER_* */
@@ -146,6 +149,7 @@ typedef struct hr_moe_args {
     const float *score_bias; /* SIGMOID_GROUPED: [n_experts] */
     int n_group, topk_group; /* SIGMOID_GROUPED */
     float scale;             /* SIGMOID_GROUPED: routed_scaling_factor */
+    const float *expert_scale; /* [n_experts] or NULL (gemma4's per_expert_scale) */
 } hr_moe_args;
 
 /* One Mamba-2 mixer (granitemoehybrid's "mamba" layers) over the step's

@@ -3,14 +3,20 @@
 #include <string.h>
 
 /* Norm layouts. */
-#define LLAMA_NORMS {"input_layernorm", NULL, "post_attention_layernorm", NULL}
-#define SANDWICH_NORMS                                                  \
-    {"input_layernorm", "post_attention_layernorm",                     \
-     "pre_feedforward_layernorm", "post_feedforward_layernorm"}
-#define OLMO2_NORMS {NULL, "post_attention_layernorm", NULL, "post_feedforward_layernorm"}
-#define GLM4_NORMS                                                      \
-    {"input_layernorm", "post_self_attn_layernorm",                     \
-     "post_attention_layernorm", "post_mlp_layernorm"}
+#define LLAMA_NORMS {.pre_attn = "input_layernorm", .pre_mlp = "post_attention_layernorm"}
+#define SANDWICH_NORMS                                                          \
+    {.pre_attn = "input_layernorm", .post_attn = "post_attention_layernorm",    \
+     .pre_mlp = "pre_feedforward_layernorm", .post_mlp = "post_feedforward_layernorm"}
+#define OLMO2_NORMS {.post_attn = "post_attention_layernorm", .post_mlp = "post_feedforward_layernorm"}
+#define GLM4_NORMS                                                              \
+    {.pre_attn = "input_layernorm", .post_attn = "post_self_attn_layernorm",    \
+     .pre_mlp = "post_attention_layernorm", .post_mlp = "post_mlp_layernorm"}
+/* Gemma-4: sandwich norms, and around the experts beside the dense MLP */
+#define GEMMA4_NORMS                                                            \
+    {.pre_attn = "input_layernorm", .post_attn = "post_attention_layernorm",    \
+     .pre_mlp = "pre_feedforward_layernorm", .post_mlp = "post_feedforward_layernorm", \
+     .post_dense = "post_feedforward_layernorm_1", .pre_moe = "pre_feedforward_layernorm_2", \
+     .post_moe = "post_feedforward_layernorm_2"}
 
 /* MoE blocks */
 #define QWEN_MOE(norm, sh)                                                \
@@ -107,7 +113,7 @@ static const hr_arch archs[] = {
      .qk_norm = HR_QK_NORM_HEAD, .attn_out_gate = true, .linear_deltanet = true,
      .moe = QWEN_MOE(-2, true)},
     /* encoders */
-    {.model_type = "bert", .norm = HR_NORM_LAYER, .norms = {NULL, "attn_norm", NULL, "mlp_norm"},
+    {.model_type = "bert", .norm = HR_NORM_LAYER, .norms = {.post_attn = "attn_norm", .post_mlp = "mlp_norm"},
      .mlp_up = "up", .mlp_down = "down", .default_act = "gelu", .encoder = true,
      .abs_positions = true, .post_ln = true, .no_rope = true, .aliases = BERT_NAMES},
     {.model_type = "gpt_oss", .norms = LLAMA_NORMS, DENSE_MLP, .attn_sinks = true,
@@ -119,12 +125,31 @@ static const hr_arch archs[] = {
              .norm_topk = -2, .shared = HR_SHARED_PLAIN}},
     {.model_type = "granitemoe", .norms = LLAMA_NORMS, DENSE_MLP,
      .moe = {.router = HR_ROUTER_TOPK_SOFTMAX, .block = "block_sparse_moe",
-             .router_name = "router.layer", .layout = HR_EXPERTS_GRANITE, .norm_topk = 0}},
+             .router_name = "router.layer", .layout = HR_EXPERTS_GATE_UP,
+             .e_gate = "input_linear.weight", .e_down = "output_linear.weight",
+             .norm_topk = 0}},
     {.model_type = "granitemoehybrid", .norms = LLAMA_NORMS, DENSE_MLP, .mamba2 = true,
      .nope_default = true,
      .moe = {.router = HR_ROUTER_TOPK_SOFTMAX, .block = "block_sparse_moe",
-             .router_name = "router.layer", .layout = HR_EXPERTS_GRANITE, .norm_topk = 0,
-             .shared = HR_SHARED_GRANITE}},
+             .router_name = "router.layer", .layout = HR_EXPERTS_GATE_UP,
+             .e_gate = "input_linear.weight", .e_down = "output_linear.weight",
+             .norm_topk = 0, .shared = HR_SHARED_GRANITE}},
+    /* Gemma-4's text model (Gemma4ForCausalLM): weights multiply the norms
+     * as they are (no +1), q/k RMS-normed with weights and V without, q.k
+     * unscaled; with enable_moe_block every layer also routes top-k of the
+     * experts (softmax, renormalised, times per_expert_scale) beside its
+     * dense MLP. Per-layer inputs, KV sharing and other head sizes on the
+     * full-attention layers are refused in config.c (gemma4_config) */
+    {.model_type = "gemma4_text", .norms = GEMMA4_NORMS, .embed_scale_sqrt = true,
+     .gated_mlp = true, .qk_norm = HR_QK_NORM_HEAD, .mlp_up = "up_proj",
+     .mlp_down = "down_proj", .mlp_gate = "gate_proj", .default_act = "gelu_pytorch_tanh",
+     .sliding_period = 6, .attn_scale = 1.0f, .v_norm = true, .layer_scalar = true,
+     .last_layer_full = true, .gemma4_fields = true,
+     .moe = {.router = HR_ROUTER_SOFTMAX_TOPK, .block = "", .router_name = "router.proj",
+             .layout = HR_EXPERTS_GATE_UP, .e_gate = "experts.gate_up_proj",
+             .e_down = "experts.down_proj", .norm_topk = 1, .router_scale = "router.scale",
+             .expert_scale = "router.per_expert_scale", .beside_dense = true,
+             .enable_field = "enable_moe_block"}},
 };
 
 const hr_arch *hr_arch_find(const char *model_type) {
@@ -137,7 +162,7 @@ const hr_arch *hr_arch_find(const char *model_type) {
 }
 
 const char *hr_arch_list(void) {
-    static char list[512];
+    static char list[1024];
     if (!list[0])
         for (size_t i = 0; i < sizeof archs / sizeof archs[0]; i++) {
             if (i)

@@ -41,9 +41,11 @@ typedef enum hr_experts_layout {
     HR_EXPERTS_FUSED_T, /* gpt_oss: <block>.experts.gate_up_proj [E, d, 2ff]
                          * (x @ W, gate/up interleaved by column) and
                          * down_proj [E, ff, d], with _bias [E, 2ff] / [E, d] */
-    HR_EXPERTS_GRANITE, /* granitemoe: <block>.input_linear.weight [E, 2ff, d]
-                         * (per expert the gate rows, then the up rows) and
-                         * <block>.output_linear.weight [E, d, ff] */
+    HR_EXPERTS_GATE_UP, /* <block>.<e_gate> [E, 2ff, d] (per expert the gate
+                         * rows, then the up rows) and <block>.<e_down>
+                         * [E, d, ff], whole tensor names (granitemoe:
+                         * input_linear.weight / output_linear.weight;
+                         * gemma4: experts.gate_up_proj / experts.down_proj) */
 } hr_experts_layout;
 
 /* A shared expert beside the routed ones (every token goes through it). */
@@ -61,9 +63,11 @@ typedef enum hr_shared {
 /* The routed MLP of a mixture-of-experts family (router NONE: dense). */
 typedef struct hr_arch_moe {
     hr_router router;
-    const char *block;       /* module under the layer: "mlp", "block_sparse_moe" */
+    const char *block;       /* module under the layer: "mlp", "block_sparse_moe";
+                              * "": the layer itself (gemma4) */
     const char *router_name; /* the router's linear under block: "gate", "router" */
-    const char *e_gate, *e_up, *e_down; /* per-expert names (SPLIT) */
+    const char *e_gate, *e_up, *e_down; /* per-expert names (SPLIT), the
+                              * stacked tensors' (GATE_UP: e_gate, e_down) */
     hr_experts_layout layout;
     int norm_topk;           /* 0 / 1: fixed by the family; -1 / -2:
                               * config.json's norm_topk_prob, absent: false
@@ -71,11 +75,29 @@ typedef struct hr_arch_moe {
     hr_shared shared;        /* the shared expert, if any */
     bool swiglu_clamped;     /* gpt_oss: the clamped swiglu with alpha, limit
                               * and (up + 1) */
+    /* gemma4: the router reads rmsnorm(h) * <block>.<router_scale> / sqrt(d)
+     * of the residual stream h (no weight in the norm), not the MLP's
+     * normed input; NULL: the MLP's input */
+    const char *router_scale;
+    /* gemma4: a chosen expert's weight (after the renormalisation) times
+     * <block>.<expert_scale>[e]; NULL: none */
+    const char *expert_scale;
+    /* gemma4: the dense MLP runs on every layer and the experts beside it,
+     * from the residual stream h:
+     *   mlp = post_dense(mlp(pre_mlp(h))) + post_moe(moe(pre_moe(h)))
+     * then post_mlp and the residual add as usual (hr_arch_norms) */
+    bool beside_dense;
+    /* a config.json boolean that turns the experts off (gemma4's
+     * enable_moe_block, absent: off); NULL: always on */
+    const char *enable_field;
 } hr_arch_moe;
 
 /* Norm slots around the two sublayers. A NULL name: slot absent. */
 typedef struct hr_arch_norms {
     const char *pre_attn, *post_attn, *pre_mlp, *post_mlp;
+    /* moe.beside_dense: the dense MLP's output norm, the experts' input
+     * and output norms (on the layers with experts) */
+    const char *post_dense, *pre_moe, *post_moe;
 } hr_arch_norms;
 
 /* A module's name in the file when it is not the canonical (llama-style)
@@ -134,6 +156,18 @@ typedef struct hr_arch {
      * A top-level config.json has every key of its class. NULL: none
      * beyond config.c's own fallbacks */
     const char *config_defaults;
+    /* q.k scale when not derived from head_dim / query_pre_attn_scalar
+     * (gemma4: 1, its q and k are RMS-normed); 0: derived */
+    float attn_scale;
+    bool v_norm;             /* gemma4: V RMS-normed per head, no weight */
+    bool layer_scalar;       /* gemma4: <layer>.layer_scalar [1] multiplies
+                              * the layer's output (residual included) */
+    bool last_layer_full;    /* gemma4: the last layer is full attention
+                              * whatever layer_types says (as transformers
+                              * forces it) */
+    bool gemma4_fields;      /* config.c parse_gemma4: Gemma-4's refused
+                              * fields, its full-attention layers' head
+                              * sizes, attention_k_eq_v */
 } hr_arch;
 
 /* NULL when the model_type is unknown. */

@@ -361,11 +361,22 @@ void hr__bind_moe(hr__binder *b, int il) {
     hr_layer *L = &b->m->layers[il];
     int64_t E = hp->n_experts, d = hp->d_model, ff = hp->d_ff_expert;
     char pre[96], nm[256];
-    snprintf(pre, sizeof pre, "model.layers.%d.%s.", il, mo->block);
+    snprintf(pre, sizeof pre, "model.layers.%d.%s%s", il, mo->block, *mo->block ? "." : "");
     snprintf(nm, sizeof nm, "%s%s.weight", pre, mo->router_name);
     L->router = hr__bind_matrix(b, nm, E, d);
     snprintf(nm, sizeof nm, "%s%s.bias", pre, mo->router_name);
     L->router_b = hr__bind_vec(b, nm, E, false);
+    if (mo->router_scale) { /* gemma4: scale / sqrt(d), once here */
+        snprintf(nm, sizeof nm, "%s%s", pre, mo->router_scale);
+        float *v = (float *)flat_vec(b, nm, d);
+        for (int64_t i = 0; v && i < d; i++)
+            v[i] *= (float)(1.0 / sqrt((double)d));
+        L->router_scale = v;
+    }
+    if (mo->expert_scale) {
+        snprintf(nm, sizeof nm, "%s%s", pre, mo->expert_scale);
+        L->expert_scale = flat_vec(b, nm, E);
+    }
     if (mo->router == HR_ROUTER_SIGMOID_GROUPED) {
         snprintf(nm, sizeof nm, "%s%s.e_score_correction_bias", pre, mo->router_name);
         L->score_bias = hr__bind_vec(b, nm, E, true);
@@ -385,18 +396,18 @@ void hr__bind_moe(hr__binder *b, int il) {
     }
     if (mo->layout == HR_EXPERTS_FUSED_T && !stacked) {
         bind_experts_fused_t(b, L, pre, E, d, ff);
-    } else if (mo->layout == HR_EXPERTS_GRANITE && !stacked) {
-        /* input_linear [E, 2ff, d]: per expert its gate rows, then its up rows */
-        snprintf(nm, sizeof nm, "%sinput_linear.weight", pre);
+    } else if (mo->layout == HR_EXPERTS_GATE_UP && !stacked) {
+        /* [E, 2ff, d]: per expert its gate rows, then its up rows */
+        snprintf(nm, sizeof nm, "%s%s", pre, mo->e_gate);
         hr_tensor in = hr__bind_matrix(b, nm, E * 2 * ff, d);
-        snprintf(nm, sizeof nm, "%soutput_linear.weight", pre);
+        snprintf(nm, sizeof nm, "%s%s", pre, mo->e_down);
         hr_tensor out = hr__bind_matrix(b, nm, E * d, ff);
         for (int64_t e = 0; e < E && !b->rc; e++) {
             L->e_gate[e] = hr_tensor_rows(&in, e * 2 * ff, ff);
             L->e_up[e] = hr_tensor_rows(&in, e * 2 * ff + ff, ff);
             L->e_down[e] = hr_tensor_rows(&out, e * d, d);
         }
-    } else if (stacked || mo->layout == HR_EXPERTS_GRANITE ||
+    } else if (stacked || mo->layout == HR_EXPERTS_GATE_UP ||
                !hr_weights_find(b->m->weights, (snprintf(nm, sizeof nm, "%sexperts.0.%s.weight",
                                                          pre, mo->e_gate), nm))) {
         /* stacked [E, out, in]: mlx-lm's switch_mlp, GGUF's ffn_*_exps */

@@ -201,6 +201,8 @@ static void parse_layer_types(reader *r, hr_hparams *hp) {
                 hp->layer_sliding[i] = (i + 1) % period != 0;
         }
     }
+    if (hp->arch->last_layer_full && hp->n_layers > 0)
+        hp->layer_sliding[hp->n_layers - 1] = false;
     if (!hp->sliding_window)
         for (int i = 0; i < hp->n_layers; i++)
             if (hp->layer_sliding[i] && !r->rc)
@@ -233,11 +235,12 @@ static void parse_layer_types(reader *r, hr_hparams *hp) {
  * (i + 1) % decoder_sparse_step != 0. */
 static void parse_moe(reader *r, hr_hparams *hp) {
     const hr_arch_moe *moe = &hp->arch->moe;
-    if (moe->router == HR_ROUTER_NONE)
+    if (moe->router == HR_ROUTER_NONE || (moe->enable_field && !boolean(r, moe->enable_field, false)))
         return;
     hp->n_experts = integer(r, "num_experts", integer(r, "num_local_experts",
                                                       integer(r, "n_routed_experts", 0)));
-    hp->n_experts_used = integer(r, "num_experts_per_tok", 0);
+    /* gemma4's class reads top_k_experts */
+    hp->n_experts_used = integer(r, "top_k_experts", integer(r, "num_experts_per_tok", 0));
     if (!r->rc && hp->n_experts == 0 && hp->arch->mamba2) { /* granite-4.0-h-micro's shape */
         r->rc = hr_err(r->err, HR_EUNSUPPORTED, "not supported yet: %s without experts "
                        "('num_local_experts' 0)", hp->arch->model_type);
@@ -263,8 +266,9 @@ static void parse_moe(reader *r, hr_hparams *hp) {
         return;
     if (hp->n_experts <= 0 || hp->n_experts_used <= 0 || hp->n_experts_used > hp->n_experts ||
         hp->n_experts_used > HR_MAX_EXPERTS_USED || hp->d_ff_expert <= 0) {
-        r->rc = hr_err(r->err, HR_EFORMAT, "%s: 'num_experts_per_tok' (%d) must be 1..%d and "
-                       "at most the number of experts (%d)", r->where, hp->n_experts_used,
+        r->rc = hr_err(r->err, HR_EFORMAT, "%s: 'num_experts_per_tok' / 'top_k_experts' (%d) "
+                       "must be 1..%d and at most the number of experts (%d)", r->where,
+                       hp->n_experts_used,
                        HR_MAX_EXPERTS_USED, hp->n_experts);
         return;
     }
@@ -369,6 +373,77 @@ static void parse_linear(reader *r, hr_hparams *hp) {
                        "(%d) at most 16, value heads of up to 1024 and up to 16384 conv channels", r->where, hp->ln_v_heads, hp->ln_k_heads, hp->ln_conv);
 }
 
+/* ---- gemma4 -------------------------------------------------------------- */
+
+/* Gemma-4's text config: what the one forward pass does not do is refused,
+ * naming the field. Its full-attention layers may have a head size and KV
+ * heads of their own (global_head_dim; num_global_key_value_heads with
+ * attention_k_eq_v; transformers 5.15+ writes them as per_layer_config
+ * overrides, and without per_layer_config takes global_head_dim, default
+ * 512): only the layers' common values are supported. attention_k_eq_v
+ * (the full layers' values are their key projection) is hp->k_eq_v. */
+static void parse_gemma4(reader *r, hr_hparams *hp) {
+    static const struct {
+        const char *field, *what;
+    } off[] = {
+        {"hidden_size_per_layer_input", "per-layer inputs"},
+        {"num_kv_shared_layers", "layers sharing another layer's KV"},
+    };
+    const char *mt = hp->arch->model_type;
+    for (size_t i = 0; i < sizeof off / sizeof off[0] && !r->rc; i++)
+        if (integer(r, off[i].field, 0) != 0 && !r->rc)
+            r->rc = hr_err(r->err, HR_EUNSUPPORTED, "not supported yet: %s %s %d (%s)", mt,
+                           off[i].field, integer(r, off[i].field, 0), off[i].what);
+    const char *bidi = string(r, "use_bidirectional_attention");
+    if (!r->rc && bidi && strcmp(bidi, "vision")) /* "vision": image tokens only */
+        r->rc = hr_err(r->err, HR_EUNSUPPORTED, "not supported yet: %s "
+                       "use_bidirectional_attention '%s'", mt, bidi);
+    hp->k_eq_v = boolean(r, "attention_k_eq_v", false);
+    const json_t *plc = get(r, "per_layer_config");
+    int ghd = plc ? hp->head_dim : integer(r, "global_head_dim", 512);
+    int gkv = hp->k_eq_v ? integer(r, "num_global_key_value_heads", hp->n_kv_heads)
+                         : hp->n_kv_heads;
+    if (r->rc)
+        return;
+    if (ghd != hp->head_dim)
+        r->rc = hr_err(r->err, HR_EUNSUPPORTED, "not supported yet: %s global_head_dim %d "
+                       "(the full-attention layers' head size) other than head_dim %d", mt,
+                       ghd, hp->head_dim);
+    else if (gkv != hp->n_kv_heads)
+        r->rc = hr_err(r->err, HR_EUNSUPPORTED, "not supported yet: %s "
+                       "num_global_key_value_heads %d (attention_k_eq_v) other than "
+                       "num_key_value_heads %d", mt, gkv, hp->n_kv_heads);
+    if (r->rc || !plc)
+        return;
+    if (!json_is_object(plc)) {
+        r->rc = hr_err(r->err, HR_EFORMAT, "%s: 'per_layer_config' must be an object", r->where);
+        return;
+    }
+    const char *key;
+    const json_t *lc;
+    json_object_foreach((json_t *)plc, key, lc) {
+        const char *attr[] = {"head_dim", "num_key_value_heads", "num_attention_heads"};
+        int want[] = {hp->head_dim, hp->n_kv_heads, hp->n_heads};
+        reader lr = {lc, "config.json per_layer_config", r->err, 0};
+        if (!json_is_object(lc)) {
+            r->rc = hr_err(r->err, HR_EFORMAT, "%s: per_layer_config '%s' must be an object",
+                           r->where, key);
+            return;
+        }
+        for (int k = 0; k < 3; k++) {
+            int v = integer(&lr, attr[k], want[k]);
+            if ((r->rc = lr.rc))
+                return;
+            if (v != want[k]) {
+                r->rc = hr_err(r->err, HR_EUNSUPPORTED, "not supported yet: %s "
+                               "per_layer_config layer %s %s %d (the other layers' %d)", mt,
+                               key, attr[k], v, want[k]);
+                return;
+            }
+        }
+    }
+}
+
 static int parse_act(reader *r, hr_hparams *hp) {
     const char *a = string(r, "hidden_activation");
     if (!a)
@@ -437,7 +512,9 @@ static int parse(hr_hparams *hp, const json_t *cfg, const json_t *outer, const j
     /* attention */
     double qpas = num(&r, "query_pre_attn_scalar", 0.0);
     hp->attn_scale = (float)num(&r, "attention_multiplier",
-                                qpas > 0 ? 1.0 / sqrt(qpas) : 1.0 / sqrt(hp->head_dim));
+                                hp->arch->attn_scale > 0 ? hp->arch->attn_scale
+                                : qpas > 0               ? 1.0 / sqrt(qpas)
+                                                         : 1.0 / sqrt(hp->head_dim));
     hp->attn_softcap = (float)num(&r, "attn_logit_softcapping", 0.0);
     hp->final_softcap = (float)num(&r, "final_logit_softcapping", 0.0);
     hp->sliding_window = integer(&r, "sliding_window", 0);
@@ -447,6 +524,8 @@ static int parse(hr_hparams *hp, const json_t *cfg, const json_t *outer, const j
     if (r.rc)
         return r.rc;
     parse_layer_types(&r, hp);
+    if (hp->arch->gemma4_fields)
+        parse_gemma4(&r, hp);
     parse_moe(&r, hp);
     parse_linear(&r, hp);
     if (r.rc)

@@ -60,6 +60,9 @@ typedef struct hr_hparams {
     float attn_softcap;     /* 0 = none */
     float final_softcap;    /* 0 = none */
     int sliding_window;     /* 0 = none */
+    bool k_eq_v;            /* gemma4 attention_k_eq_v: a full-attention
+                             * layer's values are its key projection (no
+                             * v_proj) */
     bool layer_sliding[HR_MAX_LAYERS];
     bool layer_rope[HR_MAX_LAYERS];   /* false for smollm3's no-rope layers */
 

@@ -45,6 +45,8 @@ static size_t scratch_bytes(const hr_model *m, int T) {
     size_t mff = hp->d_ff_expert > hp->d_ff_shared ? hp->d_ff_expert : hp->d_ff_shared;
     ff = ff > mff ? ff : mff;
     size_t floats = (size_t)T * (3 * d + 2 * qd + 2 * kvd + 2 * ff);
+    if (hp->arch->moe.beside_dense) /* the router's input, the experts' output */
+        floats += (size_t)T * 2 * d;
     if (hp->arch->attn_out_gate)
         floats += (size_t)T * qd;
     if (hp->n_linear && hp->arch->mamba2) {
@@ -364,13 +366,14 @@ static void mamba2_layer(hr_fwd *f, const hr_layer *L, int il, const float *x, f
     ops->matmul(f->c, y, I, T, 1, &(hr_matmul_out){out, d, &L->mb_out, NULL});
 }
 
-/* a layer's routed MLP: tmp = moe(x) */
+/* a layer's routed MLP: out = moe(x), routed by rx (NULL: x) */
 static void moe(const hr_backend_ops *ops, hr_bctx *c, const hr_model *m, const hr_layer *L,
-                float *out, const float *x) {
+                float *out, const float *x, const float *rx) {
     const hr_hparams *hp = &m->hp;
     const hr_arch_moe *mo = &hp->arch->moe;
     ops->moe(c, &(hr_moe_args){
-        .x = x, .out = out, .d = hp->d_model, .n_experts = hp->n_experts,
+        .x = x, .router_x = rx, .expert_scale = L->expert_scale, .out = out,
+        .d = hp->d_model, .n_experts = hp->n_experts,
         .k = hp->n_experts_used, .ff = hp->d_ff_expert,
         .router = mo->router == HR_ROUTER_TOPK_SOFTMAX      ? HR_BROUTER_TOPK_SOFTMAX
                   : mo->router == HR_ROUTER_SIGMOID_GROUPED ? HR_BROUTER_SIGMOID_GROUPED
@@ -437,6 +440,11 @@ int hr_forward_out(hr_fwd *f, hr_kv *kv, const hr_batch *b, float *logits, float
     float *out = f->be->device_mem ? hr_arena_alloc(A, (size_t)T * hp->n_vocab * sizeof(float))
                                    : logits;
     float *qgate = arch->attn_out_gate ? hr_arena_alloc(A, (size_t)T * qd * sizeof(float)) : NULL;
+    float *rx = NULL, *ex = NULL; /* moe.beside_dense: the router's input, the experts' output */
+    if (arch->moe.beside_dense) {
+        rx = hr_arena_alloc(A, (size_t)T * d * sizeof(float));
+        ex = hr_arena_alloc(A, (size_t)T * d * sizeof(float));
+    }
     float *lq = NULL, *lba = NULL, *lmix = NULL, *lout = NULL;
     if (hp->n_linear && arch->mamba2) {
         size_t I = (size_t)hp->mb_inner, c = I + 2 * (size_t)hp->mb_groups * hp->mb_state;
@@ -492,6 +500,9 @@ int hr_forward_out(hr_fwd *f, hr_kv *kv, const hr_batch *b, float *logits, float
                                 {v, kvd, &L->wv, L->bv}, {qgate, qd, &L->w_qgate, NULL}};
         product(f, ain, d, T, il, qgate ? 4 : 3, 3,
                 (const int[]){HR_LORA_Q, HR_LORA_K, HR_LORA_V}, qkv);
+        if (L->v_norm) /* gemma4: V RMS-normed per head, no weight */
+            ops->norm(c, v, v, L->v_norm, NULL, HR_BNORM_RMS, 0.0f, hp->norm_eps,
+                      T * hp->n_kv_heads, hd);
         void *kc = hr_kv_layer_k(kv, il), *vc = hr_kv_layer_v(kv, il);
         /* --cache-type-v of its own, or TurboQuant's V at its own rate */
         bool vsplit = kv->vdtype != kv->dtype || kv->vrow_bytes != kv->row_bytes;
@@ -546,8 +557,9 @@ int hr_forward_out(hr_fwd *f, hr_kv *kv, const hr_batch *b, float *logits, float
             min = xn;
         }
         prefetch(ops, c, 1, (const hr_tensor *[]){&L->w_down});
-        if (hp->layer_moe[il]) {
-            moe(ops, c, m, L, tmp, min);
+        bool beside = hp->layer_moe[il] && arch->moe.beside_dense;
+        if (hp->layer_moe[il] && !beside) {
+            moe(ops, c, m, L, tmp, min, NULL);
         } else {
             bool gated = L->w_gate.data != NULL;
             hr_matmul_out ug[2] = {{u, ff, &L->w_up, L->b_up}, {g, ff, &L->w_gate, NULL}};
@@ -559,6 +571,16 @@ int hr_forward_out(hr_fwd *f, hr_kv *kv, const hr_batch *b, float *logits, float
             hr_matmul_out dn = {tmp, d, &L->w_down, L->b_down};
             product(f, h, ff, T, il, 1, 1, (const int[]){HR_LORA_DOWN}, &dn);
         }
+        if (beside) { /* + the experts, from the residual stream x */
+            norm_rows(ops, c, m, &L->norm[HR_NORM_POST_DENSE], tmp, tmp, T);
+            if (L->router_scale) /* rmsnorm(x) * scale / sqrt(d) */
+                ops->norm(c, rx, x, L->router_scale, NULL, HR_BNORM_RMS, 0.0f, hp->norm_eps,
+                          T, d);
+            norm_rows(ops, c, m, &L->norm[HR_NORM_PRE_MOE], xn, x, T);
+            moe(ops, c, m, L, ex, xn, L->router_scale ? rx : NULL);
+            norm_rows(ops, c, m, &L->norm[HR_NORM_POST_MOE], ex, ex, T);
+            ops->add(c, tmp, ex, 1.0f, (size_t)T * d);
+        }
         if (arch->post_ln) { /* x = norm(x + mlp) */
             ops->add(c, x, tmp, hp->residual_mult, (size_t)T * d);
             norm_rows(ops, c, m, &L->norm[HR_NORM_POST_MLP], x, x, T);
@@ -567,6 +589,8 @@ int hr_forward_out(hr_fwd *f, hr_kv *kv, const hr_batch *b, float *logits, float
                 norm_rows(ops, c, m, &L->norm[HR_NORM_POST_MLP], tmp, tmp, T);
             ops->add(c, x, tmp, hp->residual_mult, (size_t)T * d);
         }
+        if (L->out_scale != 0.0f && L->out_scale != 1.0f) /* gemma4's layer_scalar: x *= s */
+            ops->logit_scale(c, x, (size_t)T * d, 1.0f / L->out_scale, 0.0f);
     }
 
     /* final norm on the rows that want logits, gathered */

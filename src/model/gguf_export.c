@@ -182,8 +182,8 @@ int hr_gguf_export(const char *src, const json_t *cfg, const hr_weights *w, hr_d
         hr_hparams_deinit(&hp);
         return hr_err(err, HR_EUNSUPPORTED, "not supported yet: GGUF export of model_type "
                       "'%s' (llama, mistral, mixtral, qwen2, qwen3, qwen2_moe, qwen3_moe, gpt_oss, "
-                      "olmoe, gemma, gemma2, gemma3_text, qwen3_next, glm4_moe, granitemoe, "
-                      "granitemoehybrid are)", mt);
+                      "olmoe, gemma, gemma2, gemma3_text, gemma4_text, qwen3_next, glm4_moe, "
+                      "granitemoe, granitemoehybrid are)", mt);
     }
     const char *arch = hr__gguf_archs[ai].gguf;
     hr__gguf_family fam = hr__gguf_archs[ai].fam;
@@ -191,7 +191,8 @@ int hr_gguf_export(const char *src, const json_t *cfg, const hr_weights *w, hr_d
     bool hybrid = hr__gguf_hybrid_arch(arch);
     /* a window shorter than the context changes the answers past it, and
      * only llama.cpp's gemma2/3 have one (gemma_export writes it) */
-    for (int i = 0; !hr__gguf_is_gemma(fam) && fam != FAM_GPTOSS && i < hp.n_layers; i++)
+    for (int i = 0; !hr__gguf_is_gemma(fam) && fam != FAM_GPTOSS && fam != FAM_GEMMA4 &&
+                    i < hp.n_layers; i++)
         if (hp.layer_sliding[i] && hp.sliding_window < hp.max_pos) {
             rc = hr_err(err, HR_EUNSUPPORTED, "not supported yet: GGUF export of %s with a "
                         "sliding window of %d tokens (llama.cpp's %s attends to the whole "
@@ -233,7 +234,12 @@ int hr_gguf_export(const char *src, const json_t *cfg, const hr_weights *w, hr_d
     if ((hr__gguf_is_gemma(fam) && (rc = gemma_export(g, arch, fam, &hp, cfg, w, err))) ||
         (fam == FAM_GPTOSS && (rc = hr__gguf_gptoss_keys(g, arch, &hp, err))) ||
         (hybrid && (rc = hr__gguf_hybrid_keys(g, arch, &hp, err))) ||
-        (fam != FAM_GPTOSS && !hybrid && (rc = hr__gguf_moe_keys(g, arch, &hp, err)))) {
+        (fam == FAM_GEMMA4 && (rc = hr__gguf_gemma4_keys(g, arch, &hp, &keepers, err))) ||
+        (fam != FAM_GPTOSS && fam != FAM_GEMMA4 && !hybrid &&
+         (rc = hr__gguf_moe_keys(g, arch, &hp, err)))) {
+        for (size_t i = 0; i < keepers.n; i++)
+            free(keepers.p[i]);
+        free(keepers.p);
         hr_gguf_w_free(g);
         hr_hparams_deinit(&hp);
         return rc;
@@ -275,6 +281,13 @@ int hr_gguf_export(const char *src, const json_t *cfg, const hr_weights *w, hr_d
             continue; /* multi-token prediction layers: not run, not written */
         if (hybrid) { /* fused experts, recurrent layers' reshaped tensors */
             int r = hr__gguf_hybrid_tensor(g, &hp, arch, t, type, &keepers, err);
+            if (r < 0)
+                rc = r;
+            if (r)
+                continue;
+        }
+        if (fam == FAM_GEMMA4) { /* its experts: [E, out, in] as they are */
+            int r = hr__gguf_gemma4_tensor(g, &hp, t, type, &keepers, err);
             if (r < 0)
                 rc = r;
             if (r)

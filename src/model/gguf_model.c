@@ -222,7 +222,8 @@ int hr_gguf_config(const hr_gguf *g, json_t **out, bool *permuted_qk, hr_error *
     if (ai < 0)
         return hr_err(err, HR_EUNSUPPORTED, "not supported yet: %s: GGUF architecture '%s' "
                       "(llama, qwen2, qwen3, qwen2moe, qwen3moe, olmoe, gpt-oss, gemma, "
-                      "gemma2, gemma3, qwen3next, glm4moe, granitemoe, granitehybrid are)",
+                      "gemma2, gemma3, gemma4, qwen3next, glm4moe, granitemoe, granitehybrid "
+                      "are)",
                       hr_gguf_path(g), arch);
     hr__gguf_family fam = hr__gguf_archs[ai].fam;
     *permuted_qk = fam == FAM_LLAMA || fam == FAM_GRANITE || fam == FAM_GRANITEH;
@@ -242,7 +243,8 @@ int hr_gguf_config(const hr_gguf *g, json_t **out, bool *permuted_qk, hr_error *
     char k[128];
     snprintf(k, sizeof k, "%s.attention.head_count_kv", arch);
     int64_t hkv = hr_gguf_find(g, k); /* granitehybrid: one per layer (gguf_hybrid.c) */
-    if (hkv < 0 || hr_gguf_kv_type(g, hkv) != HR_GGUF_ARRAY || fam != FAM_GRANITEH)
+    if (hkv < 0 || hr_gguf_kv_type(g, hkv) != HR_GGUF_ARRAY ||
+        (fam != FAM_GRANITEH && fam != FAM_GEMMA4)) /* gemma4: gguf_gemma4.c */
         set_int(&m, "attention.head_count_kv", "num_key_value_heads", false);
     set_int(&m, "attention.key_length", "head_dim", false);
     double kl, vl;
@@ -293,7 +295,7 @@ int hr_gguf_config(const hr_gguf *g, json_t **out, bool *permuted_qk, hr_error *
                           hr_gguf_path(g), (int)sl, st);
     }
     const hr_gguf_tensor *rf = hr_gguf_find_tensor(g, "rope_freqs.weight");
-    if (!m.rc && rf) {
+    if (!m.rc && rf && fam != FAM_GEMMA4) { /* gemma4's: its full layers' (gguf_gemma4.c) */
         if (rf->type != 0 || rf->n_dims != 1) {
             m.rc = hr_err(err, HR_EFORMAT, "%s: 'rope_freqs.weight' must be 1-D F32",
                           hr_gguf_path(g));
@@ -317,6 +319,8 @@ int hr_gguf_config(const hr_gguf *g, json_t **out, bool *permuted_qk, hr_error *
         gemma_config(&m, fam);
     if (!m.rc)
         m.rc = hr__gguf_moe_config(g, arch, m.cfg, err);
+    if (!m.rc && fam == FAM_GEMMA4)
+        m.rc = hr__gguf_gemma4_config(g, arch, m.cfg, err);
     if (!m.rc && fam == FAM_GPTOSS)
         m.rc = hr__gguf_gptoss_config(g, arch, m.cfg, err);
     if (!m.rc && hr__gguf_hybrid_arch(arch))

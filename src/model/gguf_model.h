@@ -107,6 +107,19 @@ int hr__gguf_hybrid_tensor(struct hr_gguf_w *g, const struct hr_hparams *hp, con
                            const hr_tensor *t, hr_dtype type, hr__gguf_bufs *kb,
                            hr_error *err);
 
+/* gemma4 (gguf_gemma4.c): the config fields of a "gemma4" GGUF beyond the
+ * common and expert ones; the keys of a gemma4_text export and the
+ * rope_freqs tensor llama.cpp requires (HR_EUNSUPPORTED for what its
+ * gemma4 would run differently); one HF tensor of the experts
+ * ("model.layers.N.experts.gate_up_proj" / "down_proj", [E, out, in])
+ * written as ffn_gate_up_exps / ffn_down_exps (1), or 0 when t is none of
+ * them, or an error. */
+int hr__gguf_gemma4_config(const hr_gguf *g, const char *arch, json_t *cfg, hr_error *err);
+int hr__gguf_gemma4_keys(struct hr_gguf_w *g, const char *arch, const struct hr_hparams *hp,
+                         hr__gguf_bufs *kb, hr_error *err);
+int hr__gguf_gemma4_tensor(struct hr_gguf_w *g, const struct hr_hparams *hp, const hr_tensor *t,
+                           hr_dtype type, hr__gguf_bufs *kb, hr_error *err);
+
 /* The config fields of a MoE GGUF of architecture arch (nothing for a dense
  * one): expert counts and widths, the routing's normalisation, the dense
  * layers; a llama with experts becomes mixtral. */

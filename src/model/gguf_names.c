@@ -17,6 +17,7 @@ const hr__gguf_arch hr__gguf_archs[] = {
     /* gguf_hybrid.c */
     {"qwen3next", "qwen3_next", FAM_QNEXT}, {"glm4moe", "glm4_moe", FAM_GLM4MOE},
     {"granitemoe", "granitemoe", FAM_GRANITE}, {"granitehybrid", "granitemoehybrid", FAM_GRANITEH},
+    {"gemma4", "gemma4_text", FAM_GEMMA4}, /* gguf_gemma4.c */
 };
 const size_t hr__gguf_n_archs = COUNT(hr__gguf_archs);
 
@@ -39,10 +40,21 @@ int hr__gguf_arch_index(const char *a, size_t len) {
 #define ALL (~0u)
 #define LLAMA_NORM (F(FAM_LLAMA) | F(FAM_QWEN) | F(FAM_GEMMA) | F(FAM_GRANITE) | F(FAM_GRANITEH))
 #define POST_NORM (F(FAM_GPTOSS) | F(FAM_QNEXT) | F(FAM_GLM4MOE))
-#define SANDWICH (F(FAM_GEMMA2) | F(FAM_GEMMA3))
+#define SANDWICH (F(FAM_GEMMA2) | F(FAM_GEMMA3) | F(FAM_GEMMA4))
 #define MOE_MLP (F(FAM_QWEN) | F(FAM_QNEXT) | F(FAM_GLM4MOE))
 #define GRANITES (F(FAM_GRANITE) | F(FAM_GRANITEH))
 static const struct { const char *gguf, *hf; unsigned fams; } LAYER_NAMES[] = {
+    /* gemma4: the experts beside the dense MLP, their norms and router, the
+     * layer's output scale */
+    {"pre_ffw_norm_2.weight", "pre_feedforward_layernorm_2.weight", F(FAM_GEMMA4)},
+    {"post_ffw_norm_1.weight", "post_feedforward_layernorm_1.weight", F(FAM_GEMMA4)},
+    {"post_ffw_norm_2.weight", "post_feedforward_layernorm_2.weight", F(FAM_GEMMA4)},
+    {"layer_output_scale.weight", "layer_scalar", F(FAM_GEMMA4)},
+    {"ffn_gate_inp.weight", "router.proj.weight", F(FAM_GEMMA4)},
+    {"ffn_gate_inp.scale", "router.scale", F(FAM_GEMMA4)},
+    {"ffn_down_exps.scale", "router.per_expert_scale", F(FAM_GEMMA4)},
+    {"ffn_gate_up_exps.weight", "experts.gate_up_proj", F(FAM_GEMMA4)},
+    {"ffn_down_exps.weight", "experts.down_proj", F(FAM_GEMMA4)},
     /* gpt-oss: its own names first (both ways, the first match wins) */
     {"attn_sinks.weight", "self_attn.sinks", F(FAM_GPTOSS)},
     {"ffn_gate_inp.weight", "mlp.router.weight", F(FAM_GPTOSS)},

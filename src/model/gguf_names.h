@@ -13,6 +13,7 @@
 typedef enum hr__gguf_family {
     FAM_LLAMA, FAM_QWEN, FAM_GEMMA, FAM_GEMMA2, FAM_GEMMA3, FAM_GPTOSS,
     FAM_QNEXT, FAM_GLM4MOE, FAM_GRANITE, FAM_GRANITEH, /* gguf_hybrid.c */
+    FAM_GEMMA4, /* gguf_gemma4.c */
 } hr__gguf_family;
 
 typedef struct hr__gguf_arch {

@@ -226,6 +226,19 @@ const float *hr__bind_vec(hr__binder *b, const char *name, int64_t n, bool requi
     return vec(b, name, n, required);
 }
 
+/* n ones in the vector space (an unweighted norm's weight), or NULL */
+static const float *ones(binder *b, int64_t n) {
+    if (b->vec_next + n > b->vec_end) {
+        b->rc = hr_err(b->err, HR_EFORMAT, "%s: too many vector tensors", b->m->path);
+        return NULL;
+    }
+    float *out = b->vec_next;
+    for (int64_t i = 0; i < n; i++)
+        out[i] = 1.0f;
+    b->vec_next += n;
+    return out;
+}
+
 static hr_norm_w norm(binder *b, const char *prefix, const char *slot, int64_t d) {
     hr_norm_w n = {0};
     if (!slot)
@@ -265,7 +278,11 @@ static void bind_layer(binder *b, int il) {
     } else {
         L->wq = matrix(b, NAME("self_attn.q_proj.weight"), qd, d);
         L->wk = matrix(b, NAME("self_attn.k_proj.weight"), kvd, d);
-        L->wv = matrix(b, NAME("self_attn.v_proj.weight"), kvd, d);
+        /* gemma4 attention_k_eq_v: a full layer's values are its keys'
+         * projection (before k_norm), it has no v_proj */
+        L->wv = hp->k_eq_v && !hp->layer_sliding[il]
+                    ? L->wk
+                    : matrix(b, NAME("self_attn.v_proj.weight"), kvd, d);
         L->bq = vec(b, NAME("self_attn.q_proj.bias"), qd, false);
         L->bk = vec(b, NAME("self_attn.k_proj.bias"), kvd, false);
         L->bv = vec(b, NAME("self_attn.v_proj.bias"), kvd, false);
@@ -279,16 +296,27 @@ static void bind_layer(binder *b, int il) {
         L->q_norm = vec(b, NAME("self_attn.q_norm.weight"), full ? qd : hp->head_dim, true);
         L->k_norm = vec(b, NAME("self_attn.k_norm.weight"), full ? kvd : hp->head_dim, true);
     }
+    bool beside = hp->layer_moe[il] && a->moe.beside_dense;
     const char *slots[HR_NORM_SLOTS] = {a->norms.pre_attn, a->norms.post_attn,
-                                        a->norms.pre_mlp, a->norms.post_mlp};
+                                        a->norms.pre_mlp, a->norms.post_mlp,
+                                        beside ? a->norms.post_dense : NULL,
+                                        beside ? a->norms.pre_moe : NULL,
+                                        beside ? a->norms.post_moe : NULL};
     for (int s = 0; s < HR_NORM_SLOTS; s++)
         L->norm[s] = norm(b, pre, slots[s], d);
 
     if (a->attn_sinks)
         L->sinks = vec(b, NAME("self_attn.sinks"), hp->n_heads, true);
+    if (a->v_norm && !hp->layer_linear[il])
+        L->v_norm = ones(b, hp->head_dim);
+    if (a->layer_scalar) {
+        const float *s = vec(b, NAME("layer_scalar"), 1, true);
+        L->out_scale = s ? s[0] : 0;
+    }
     if (hp->layer_moe[il]) {
         hr__bind_moe(b, il);
-        return;
+        if (!beside)
+            return;
     }
     snprintf(nm, sizeof nm, "%smlp.%s.weight", pre, a->mlp_up);
     if (a->fused_gate_up) {
@@ -313,10 +341,12 @@ static void bind_layer(binder *b, int il) {
 /* Upper bound of f32 vector space: every norm, bias and q/k norm. */
 static size_t vec_floats(const hr_hparams *hp) {
     size_t qd = (size_t)hp->n_heads * hp->head_dim, kvd = (size_t)hp->n_kv_heads * hp->head_dim;
-    size_t per_layer = 10 * (size_t)hp->d_model + 3 * (qd + kvd) + (size_t)hp->d_ff +
-                       (size_t)hp->n_heads; /* sinks */
-    if (hp->n_experts) /* router bias, score bias, expert biases */
-        per_layer += (size_t)hp->n_experts * (2 + 2 * (size_t)hp->d_ff_expert + hp->d_model);
+    /* up to 7 norms with biases, a router scale; q/k norms and biases, V's
+     * ones, sinks, the layer scalar */
+    size_t per_layer = 16 * (size_t)hp->d_model + 3 * (qd + kvd) + (size_t)hp->d_ff +
+                       (size_t)hp->n_heads + (size_t)hp->head_dim + 1;
+    if (hp->n_experts) /* router bias, score bias, expert scale, expert biases */
+        per_layer += (size_t)hp->n_experts * (3 + 2 * (size_t)hp->d_ff_expert + hp->d_model);
     if (hp->n_linear && hp->arch->mamba2) { /* conv taps and bias, A_log, dt_bias, D, norm */
         size_t c = (size_t)hp->mb_inner + 2 * (size_t)hp->mb_groups * hp->mb_state;
         per_layer += c * ((size_t)hp->mb_conv + 1) + 3 * (size_t)hp->mb_heads + hp->mb_inner;
@@ -500,6 +530,8 @@ static int backend_can_run(const hr_hparams *hp, const hr_backend *be, hr_error 
                        : hp->n_linear && hp->arch->mamba2 && !be->ops->mamba2 ? "Mamba-2"
                        : hp->n_linear && !hp->arch->mamba2 && !be->ops->deltanet ? "gated DeltaNet"
                        : hp->arch->encoder && !be->ops->encoder            ? "encoder (bidirectional attention)"
+                       /* gemma4 without experts: the ops exist, no oracle has run them there */
+                       : hp->arch->gemma4_fields && be->device_mem         ? "Gemma-4, not checked there"
                                                                            : NULL;
     if (what)
         return hr_err(err, HR_EUNSUPPORTED, "not supported yet on %s: %s (%s)", be->name,

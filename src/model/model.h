@@ -21,7 +21,10 @@ typedef struct hr_model_vision {
     int mm_tokens;
 } hr_model_vision;
 
-enum { HR_NORM_PRE_ATTN, HR_NORM_POST_ATTN, HR_NORM_PRE_MLP, HR_NORM_POST_MLP, HR_NORM_SLOTS };
+/* the last three: hr_arch_norms' post_dense, pre_moe, post_moe (layers
+ * with experts of a moe.beside_dense family) */
+enum { HR_NORM_PRE_ATTN, HR_NORM_POST_ATTN, HR_NORM_PRE_MLP, HR_NORM_POST_MLP,
+       HR_NORM_POST_DENSE, HR_NORM_PRE_MOE, HR_NORM_POST_MOE, HR_NORM_SLOTS };
 
 typedef struct hr_norm_w {
     const float *w; /* [d] f32; NULL: slot absent */
@@ -39,11 +42,17 @@ typedef struct hr_layer {
     hr_tensor w_down;          /* (d_model, d_ff) */
     const float *b_up, *b_down;
     const float *sinks;        /* (n_heads) attention sinks or NULL */
+    const float *v_norm;       /* (head_dim) ones: arch->v_norm's unweighted
+                                * norm of V; NULL: none */
+    float out_scale;           /* arch->layer_scalar: the layer's output
+                                * times this (host value); 0: none */
 
     /* mixture of experts (hp.layer_moe[il]): the dense fields are unused */
     hr_tensor router;          /* (n_experts, d_model) */
     const float *router_b;     /* (n_experts) or NULL */
     const float *score_bias;   /* (n_experts) SIGMOID_GROUPED's choice bias */
+    const float *router_scale; /* (d_model) moe.router_scale / sqrt(d_model), or NULL */
+    const float *expert_scale; /* (n_experts) moe.expert_scale, or NULL */
     hr_tensor *e_gate, *e_up;  /* [n_experts] (d_ff_expert, d_model) */
     hr_tensor *e_down;         /* [n_experts] (d_model, d_ff_expert) */
     const float *eb_gate, *eb_up, *eb_down; /* [n_experts][ff | d] or NULL */

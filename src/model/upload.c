@@ -105,7 +105,7 @@ int hr_model_upload(hr_model *m, hr_backend *be, hr_error *err) {
     for (int i = 0; i < hp->n_layers; i++) {
         hr_layer *L = &m->layers[i];
         const float **v[] = {&L->bq, &L->bk, &L->bv, &L->bo, &L->q_norm, &L->k_norm,
-                             &L->b_up, &L->b_down};
+                             &L->b_up, &L->b_down, &L->v_norm};
         for (size_t k = 0; k < sizeof v / sizeof v[0]; k++)
             *v[k] = rebase(m, *v[k], dvecs);
         for (int s = 0; s < HR_NORM_SLOTS; s++)

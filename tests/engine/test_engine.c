@@ -222,7 +222,8 @@ static void test_engine_oracle_archs(void **state) {
     static const char *cases[] = {"phi3-longrope", "gemma3_text", "qwen3", "gemma2",
                                   "qwen3-bf16", "gemma3_text-bf16",
                                   "qwen3_moe", "qwen2_moe", "mixtral", "olmoe", "gpt_oss",
-                                  "qwen3_next", "glm4_moe", "granitemoe", "granitemoehybrid"};
+                                  "qwen3_next", "glm4_moe", "granitemoe", "granitemoehybrid",
+                                  "gemma4_moe"};
     const char *root = getenv("HEARTH_ROOT");
     for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
         char dir[4096], refp[4200];

@@ -386,6 +386,54 @@ static void test_derived(void **state) {
     hr_hparams_deinit(&hp);
 }
 
+/* gemma4: the sliding layers' head size is config head_dim, the flags per
+ * layer, q.k unscaled, a final softcap of 30 unless the file gives one (as
+ * llama.cpp reads it), V = K where the full layers have no attn_v; per-layer
+ * inputs, KV sharing and another head size on the full layers are refused
+ * naming the config field */
+static void test_gemma4_derived(void **state) {
+    (void)state;
+    hr_hparams hp;
+    kv g4[] = {{"attention.sliding_window_pattern", 'a', 0, NULL},
+               {"attention.key_length_swa", 'u', 32, NULL},
+               {"attention.sliding_window", 'u', 64, NULL}, {"rope.freq_base", 'f', 1e6, NULL},
+               {"rope.freq_base_swa", 'f', 1e4, NULL}};
+    derived("gemma4", 4, 256, 4, 32, g4, 5, false, &hp);
+    assert_sliding(&hp, "SFSF");
+    assert_true(hp.head_dim == 32 && hp.sliding_window == 64 && hp.attn_scale == 1.0f);
+    assert_true(hp.final_softcap == 30.0f && hp.tie_embeddings && hp.k_eq_v);
+    assert_true(hp.rope.theta == 1e6 && hp.has_rope_local && hp.rope_local.theta == 1e4);
+    assert_true(hp.n_experts == 0 && hp.act == HR_ACT_GELU_TANH);
+    hr_hparams_deinit(&hp);
+    kv nocap[] = {{"attention.sliding_window_pattern", 'a', 0, NULL},
+                  {"attention.sliding_window", 'u', 64, NULL},
+                  {"final_logit_softcapping", 'f', 0, NULL}};
+    derived("gemma4", 4, 256, 4, 32, nocap, 3, false, &hp);
+    assert_true(hp.final_softcap == 0);
+    hr_hparams_deinit(&hp);
+    static const struct {
+        kv k;
+        const char *msg;
+    } bad[] = {
+        {{"attention.key_length_swa", 'u', 16, NULL}, "global_head_dim 32"},
+        {{"attention.shared_kv_layers", 'u', 2, NULL}, "num_kv_shared_layers 2"},
+        {{"embedding_length_per_layer_input", 'u', 256, NULL}, "hidden_size_per_layer_input 256"},
+        {{"rope.dimension_count_swa", 'u', 16, NULL}, "rope.dimension_count_swa 16"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        kv x[3] = {{"attention.sliding_window_pattern", 'a', 0, NULL},
+                   {"attention.sliding_window", 'u', 64, NULL}, bad[i].k};
+        hr_error err = {0};
+        if (hand_config("gemma4", 4, 256, 4, 32, x, 3, false, &hp, &err) != HR_EUNSUPPORTED ||
+            !strstr(err.msg, "not supported yet") || !strstr(err.msg, bad[i].msg))
+            fail_msg("gemma4 %s: '%s', want '%s'", bad[i].k.key, err.msg, bad[i].msg);
+    }
+    hr_error err = {0};
+    assert_int_equal(hand_config("gemma4", 4, 256, 4, 32, NULL, 0, false, &hp, &err),
+                     HR_EFORMAT);
+    assert_non_null(strstr(err.msg, "sliding_window_pattern"));
+}
+
 static void test_names(void **state) {
     (void)state;
     static const struct { const char *arch, *gguf, *hf; } cases[] = {
@@ -413,6 +461,14 @@ static void test_names(void **state) {
         {"glm4moe", "blk.1.exp_probs_b.bias", "model.layers.1.mlp.gate.e_score_correction_bias"},
         {"glm4moe", "blk.1.ffn_up_shexp.weight", "model.layers.1.mlp.shared_experts.up_proj.weight"},
         {"qwen3moe", "blk.1.exp_probs_b.bias", NULL},
+        {"gemma4", "blk.1.ffn_norm.weight", "model.layers.1.pre_feedforward_layernorm.weight"},
+        {"gemma4", "blk.1.post_ffw_norm_1.weight",
+         "model.layers.1.post_feedforward_layernorm_1.weight"},
+        {"gemma4", "blk.1.ffn_gate_up_exps.weight", "model.layers.1.experts.gate_up_proj"},
+        {"gemma4", "blk.1.ffn_down_exps.scale", "model.layers.1.router.per_expert_scale"},
+        {"gemma4", "blk.1.ffn_gate_inp.scale", "model.layers.1.router.scale"},
+        {"gemma4", "blk.1.layer_output_scale.weight", "model.layers.1.layer_scalar"},
+        {"gemma3", "blk.1.layer_output_scale.weight", NULL},
     };
     char path[8300];
     snprintf(path, sizeof path, "%s/names.gguf", g_tmp);
@@ -658,6 +714,11 @@ static void test_export_errors(void **state) {
                  "query_pre_attn_scalar 8 (llama.cpp's gemma2 takes 16, head_dim");
     export_fails("gemma3_text", "qpas3", NULL, "not supported yet: GGUF export of gemma3_text "
                  "with query_pre_attn_scalar 8");
+    /* gemma4: llama.cpp's full layers take rope_freqs (written as ones), not a linear factor */
+    export_fails("gemma4_moe", "g4rope", "{\"rope_parameters\": {\"full_attention\": "
+                 "{\"rope_type\": \"linear\", \"factor\": 2.0, \"rope_theta\": 1e6}, "
+                 "\"sliding_attention\": {\"rope_type\": \"default\", \"rope_theta\": 1e4}}}",
+                 "not supported yet: GGUF export of gemma4_text with scaled RoPE");
     /* a layer pattern no period gives */
     export_fails("gemma3_text", "pattern", "{\"query_pre_attn_scalar\": 16, \"layer_types\": "
                  "[\"full_attention\", \"sliding_attention\", \"sliding_attention\"]}",
@@ -700,6 +761,7 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_norms_as_is),
         cmocka_unit_test(test_derived),
+        cmocka_unit_test(test_gemma4_derived),
         cmocka_unit_test(test_names),
         cmocka_unit_test(test_eog),
         cmocka_unit_test(test_export_errors),

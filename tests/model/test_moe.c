@@ -181,7 +181,8 @@ static void check_invariant(const char *name) {
 static void test_batch_invariance(void **state) {
     (void)state;
     static const char *cases[] = {"qwen3_moe", "qwen2_moe", "mixtral", "olmoe", "gpt_oss",
-                                  "qwen3_next", "glm4_moe", "granitemoe", "granitemoehybrid"};
+                                  "qwen3_next", "glm4_moe", "granitemoe", "granitemoehybrid",
+                                  "gemma4_moe"};
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
         check_invariant(cases[i]);
     /* quantized experts: groups of every size go through the row and the
@@ -578,6 +579,88 @@ static void test_switch_mlp(void **state) {
     assert_int_equal(system(cmd), 0);
 }
 
+/* ---- gemma4's attention_k_eq_v ------------------------------------------------------- */
+
+/* dir/config.json: the fixture's with "attention_k_eq_v" set; dir/model.safetensors:
+ * n tensors */
+static void write_model(const char *dir, bool k_eq_v, const hr_tensor *t, size_t n) {
+    char p[4400], src[4400];
+    hr_error err = {0};
+    assert_int_equal(mkdir(dir, 0755), 0);
+    snprintf(src, sizeof src, "%s/gemma4_moe/config.json", g_root);
+    json_t *cfg = json_load_file(src, 0, NULL);
+    assert_non_null(cfg);
+    json_object_set_new(cfg, "attention_k_eq_v", json_boolean(k_eq_v));
+    json_object_set_new(cfg, "num_global_key_value_heads",
+                        json_deep_copy(json_object_get(cfg, "num_key_value_heads")));
+    snprintf(p, sizeof p, "%s/config.json", dir);
+    assert_int_equal(json_dump_file(cfg, p, 0), 0);
+    json_decref(cfg);
+    snprintf(p, sizeof p, "%s/model.safetensors", dir);
+    if (hr_st_write(p, t, n, NULL, 0, &err))
+        fail_msg("%s", err.msg);
+}
+
+static void last_logits(const char *dir, const int32_t *tok, int n, float *out) {
+    hr_error err = {0};
+    hr_model *m = NULL;
+    hr_runner *r = NULL;
+    hr_runner_opts ro = {.n_threads = 2, .n_ctx = 64};
+    if (hr_model_open(&m, dir, &err) || hr_runner_new(&r, m, &ro, &err) ||
+        hr_runner_eval(r, tok, n, out, &err))
+        fail_msg("%s: %s", dir, err.msg);
+    hr_runner_free(r);
+    hr_model_free(m);
+}
+
+/* attention_k_eq_v: a full-attention layer without v_proj takes its values
+ * from the key projection (before k_norm; V's own norm after). No oracle
+ * has run it: the model without the full layer's v_proj and the flag set
+ * gives the logits, bit for bit, of the model whose v_proj is a copy of
+ * its k_proj, and not the fixture's. */
+static void test_gemma4_k_eq_v(void **state) {
+    (void)state;
+    char tmp[] = "/tmp/hearth-keqv-XXXXXX", a[4300], b[4300], src[4300];
+    assert_non_null(mkdtemp(tmp));
+    snprintf(src, sizeof src, "%s/gemma4_moe/model.safetensors", g_root);
+    hr_error err = {0};
+    hr_st_file *f = NULL;
+    assert_int_equal(hr_st_open(&f, src, &err), 0);
+    size_t n = hr_st_count(f), na = 0;
+    hr_tensor *ta = calloc(n, sizeof *ta), *tb = calloc(n, sizeof *tb);
+    const hr_tensor *k2 = hr_st_find(f, "model.layers.2.self_attn.k_proj.weight");
+    assert_non_null(k2);
+    for (size_t i = 0; i < n; i++) {
+        const hr_tensor *t = hr_st_tensor(f, i);
+        bool v2 = !strcmp(t->name, "model.layers.2.self_attn.v_proj.weight"); /* full layer */
+        tb[i] = *t;
+        if (v2)
+            tb[i].data = k2->data; /* same shape: 2 KV heads on every layer */
+        else
+            ta[na++] = *t;
+    }
+    assert_int_equal(na, n - 1);
+    snprintf(a, sizeof a, "%s/a", tmp);
+    snprintf(b, sizeof b, "%s/b", tmp);
+    write_model(a, true, ta, na);
+    write_model(b, false, tb, n);
+    int32_t tok[7] = {3, 77, 12, 400, 9, 250, 31};
+    float la[512], lb[512], lf[512];
+    last_logits(a, tok, 7, la);
+    last_logits(b, tok, 7, lb);
+    snprintf(src, sizeof src, "%s/gemma4_moe", g_root);
+    last_logits(src, tok, 7, lf);
+    assert_memory_equal(la, lb, sizeof la);
+    assert_memory_not_equal(la, lf, sizeof la);
+    printf("gemma4 attention_k_eq_v: V from k_proj on the full layer, bit for bit\n");
+    free(ta);
+    free(tb);
+    hr_st_close(f);
+    char cmd[4400];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmp);
+    assert_int_equal(system(cmd), 0);
+}
+
 /* ---- config errors ------------------------------------------------------------------ */
 
 static void expect_config_error(const char *json, int code, const char *needle) {
@@ -652,6 +735,64 @@ static void test_config_errors(void **state) {
     json_decref(cfg);
 }
 
+/* Gemma-4: what the forward pass does not do is refused, naming the field;
+ * what it does is read as transformers reads it. */
+#define GEMMA4 "{\"model_type\": \"gemma4_text\", " BASE ", \"num_key_value_heads\": 1, " \
+               "\"head_dim\": 4, \"sliding_window\": 4, \"layer_types\": " \
+               "[\"sliding_attention\", \"full_attention\"]"
+
+static void test_gemma4_config(void **state) {
+    (void)state;
+    expect_config_error(GEMMA4 ", \"hidden_size_per_layer_input\": 256}", HR_EUNSUPPORTED,
+                        "not supported yet: gemma4_text hidden_size_per_layer_input 256");
+    expect_config_error(GEMMA4 ", \"hidden_size_per_layer_input\": 0, "
+                        "\"num_kv_shared_layers\": 1}", HR_EUNSUPPORTED,
+                        "gemma4_text num_kv_shared_layers 1");
+    expect_config_error(GEMMA4 ", \"hidden_size_per_layer_input\": 0, "
+                        "\"use_bidirectional_attention\": \"all\"}", HR_EUNSUPPORTED,
+                        "gemma4_text use_bidirectional_attention 'all'");
+    /* no per_layer_config: transformers takes global_head_dim, 512 when absent */
+    expect_config_error(GEMMA4 ", \"hidden_size_per_layer_input\": 0}", HR_EUNSUPPORTED,
+                        "gemma4_text global_head_dim 512");
+    expect_config_error(GEMMA4 ", \"hidden_size_per_layer_input\": 0, "
+                        "\"global_head_dim\": 8}", HR_EUNSUPPORTED, "global_head_dim 8");
+    expect_config_error(GEMMA4 ", \"hidden_size_per_layer_input\": 0, "
+                        "\"per_layer_config\": {\"1\": {\"head_dim\": 8}}}", HR_EUNSUPPORTED,
+                        "per_layer_config layer 1 head_dim 8");
+    expect_config_error(GEMMA4 ", \"hidden_size_per_layer_input\": 0, \"global_head_dim\": 4, "
+                        "\"attention_k_eq_v\": true, \"num_global_key_value_heads\": 2}",
+                        HR_EUNSUPPORTED, "num_global_key_value_heads 2");
+    expect_config_error(GEMMA4 ", \"hidden_size_per_layer_input\": 0, \"global_head_dim\": 4, "
+                        "\"rope_parameters\": {\"full_attention\": {\"rope_type\": "
+                        "\"proportional\", \"rope_theta\": 1e6}}}", HR_EUNSUPPORTED,
+                        "rope type 'proportional'");
+    expect_config_error(GEMMA4 ", \"hidden_size_per_layer_input\": 0, \"global_head_dim\": 4, "
+                        "\"enable_moe_block\": true, \"num_experts\": 4}", HR_EFORMAT,
+                        "'top_k_experts' (0)");
+    /* accepted: the last layer full whatever layer_types says, q.k unscaled, top_k_experts,
+     * K as V on the full layers; without enable_moe_block a dense model */
+    json_t *cfg = json_loads("{\"model_type\": \"gemma4_text\", " BASE ", "
+                             "\"num_key_value_heads\": 1, \"head_dim\": 4, "
+                             "\"sliding_window\": 4, \"hidden_size_per_layer_input\": 0, "
+                             "\"layer_types\": [\"sliding_attention\", \"sliding_attention\"], "
+                             "\"per_layer_config\": {\"1\": {\"head_dim\": 4}}, "
+                             "\"attention_k_eq_v\": true, \"num_global_key_value_heads\": 1, "
+                             "\"enable_moe_block\": true, \"num_experts\": 4, "
+                             "\"top_k_experts\": 2, \"moe_intermediate_size\": 4}", 0, NULL);
+    hr_hparams hp;
+    hr_error err = {0};
+    assert_int_equal(hr_hparams_from_json(&hp, cfg, NULL, &err), 0);
+    assert_true(hp.layer_sliding[0] && !hp.layer_sliding[1] && hp.k_eq_v);
+    assert_true(hp.attn_scale == 1.0f && hp.n_experts_used == 2 && hp.d_ff_expert == 4);
+    assert_true(hp.layer_moe[0] && hp.layer_moe[1]);
+    hr_hparams_deinit(&hp);
+    json_object_set_new(cfg, "enable_moe_block", json_false());
+    assert_int_equal(hr_hparams_from_json(&hp, cfg, NULL, &err), 0);
+    assert_true(hp.n_experts == 0 && !hp.layer_moe[0] && !hp.layer_moe[1]);
+    hr_hparams_deinit(&hp);
+    json_decref(cfg);
+}
+
 int main(void) {
     const char *root = getenv("HEARTH_ROOT");
     snprintf(g_root, sizeof g_root, "%s/tests/fixtures/models", root ? root : ".");
@@ -662,6 +803,8 @@ int main(void) {
         cmocka_unit_test(test_gpt_oss_mxfp4),
         cmocka_unit_test(test_switch_mlp),
         cmocka_unit_test(test_config_errors),
+        cmocka_unit_test(test_gemma4_config),
+        cmocka_unit_test(test_gemma4_k_eq_v),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -715,12 +715,14 @@ int main(int argc, char **argv) {
     static const char *mlx_models[] = {"llama", "llama-tied", "qwen2", "qwen3", "gemma3_text",
                                        "phi3", "starcoder2", "glm4", "qwen3-bf16", "wide",
                                        "qwen3_moe", "qwen2_moe", "mixtral", "olmoe", "gpt_oss",
-                                       "qwen3_next", "glm4_moe", "granitemoe", "granitemoehybrid"};
+                                       "qwen3_next", "glm4_moe", "granitemoe", "granitemoehybrid",
+                                       "gemma4_moe"};
     static const char *gguf_models[] = {"llama", "llama-tied", "llama-rope-llama3", "qwen2",
                                         "qwen3", "llama-bf16", "gemma", "gemma2",
                                         "gemma3_text", "wide", "qwen3_moe", "qwen2_moe",
                                         "mixtral", "olmoe", "gpt_oss", "qwen3_next",
-                                        "glm4_moe", "granitemoe", "granitemoehybrid"};
+                                        "glm4_moe", "granitemoe", "granitemoehybrid",
+                                        "gemma4_moe"};
     static const char *int8_models[] = {"llama", "qwen3", "gemma3_text", "phi3", "wide"};
     struct CMUnitTest tests[48];
     size_t n = 0;

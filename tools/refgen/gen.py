@@ -53,6 +53,9 @@ BASE = dict(
 
 # Gemma-family RMSNorm computes x * (1 + w): neutral value of w is 0.
 ZERO_CENTERED_NORM = {"gemma", "gemma2", "gemma3_text", "qwen3_next"}
+# Small embeddings (see randomize) beyond the set above: Gemma-4 also scales them by
+# sqrt(hidden) and ties lm_head, but its norms multiply by w itself.
+SMALL_EMBED = {"gemma4_text"}
 
 
 def rope(rope_type="default", theta=10000.0, **kw):
@@ -389,7 +392,7 @@ def randomize(torch, model, model_type, seed):
                 # Gemma multiplies embeddings by sqrt(hidden) (=8) and ties lm_head to them:
                 # at 0.3 the scaled embedding dominates the residual stream and every
                 # prompt degenerates into repeating its last token.  0.07*8 ~ 0.56.
-                v = (0.07 if zero_centered else 0.3) * r
+                v = (0.07 if zero_centered or model_type in SMALL_EMBED else 0.3) * r
             elif "lm_head" in name:
                 v = 0.2 * r
             else:
@@ -401,6 +404,9 @@ def randomize(torch, model, model_type, seed):
         for name, b in model.named_buffers():
             if name.endswith("e_score_correction_bias"):
                 b.copy_(0.1 * torch.randn(b.shape, generator=g, dtype=torch.float32))
+                n += b.numel()
+            elif name.endswith("layer_scalar"):  # Gemma-4: multiplies each layer's output
+                b.copy_(1.0 + 0.2 * torch.randn(b.shape, generator=g, dtype=torch.float32))
                 n += b.numel()
     return n
 

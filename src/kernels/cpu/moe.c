@@ -163,7 +163,8 @@ static const float *row_of(const float *b, int e, int n) { return b ? b + (size_
 
 void hr_moe(hr_pool *pool, hr_moe_scratch *s, const hr_moe_args *a, int T) {
     int d = a->d, E = a->n_experts, k = a->k, ff = a->ff;
-    hr_matmul(pool, s->logits, E, a->x, d, T, a->router_w, a->router_b);
+    hr_matmul(pool, s->logits, E, a->router_x ? a->router_x : a->x, d, T, a->router_w,
+              a->router_b);
     memset(s->count, 0, (size_t)E * sizeof *s->count);
     for (int t = 0; t < T; t++) {
         if (a->router == HR_BROUTER_SIGMOID_GROUPED)
@@ -173,8 +174,12 @@ void hr_moe(hr_pool *pool, hr_moe_scratch *s, const hr_moe_args *a, int T) {
         else
             hr_moe_route(s->logits + (size_t)t * E, E, k, a->router, a->norm_topk,
                          s->sel + (size_t)t * k, s->w + (size_t)t * k);
-        for (int j = 0; j < k; j++)
-            s->count[s->sel[(size_t)t * k + j]]++;
+        for (int j = 0; j < k; j++) {
+            int e = s->sel[(size_t)t * k + j];
+            if (a->expert_scale)
+                s->w[(size_t)t * k + j] *= a->expert_scale[e];
+            s->count[e]++;
+        }
     }
     /* group the rows by expert, in token order within a group */
     s->off[0] = 0;
