@@ -319,7 +319,7 @@ static void cu_norm(hr_bctx *c, float *y, const float *x, const float *w, const 
     k_norm<<<T, threads, 0, cx->stream>>>(y, x, w, b, kind, offset, eps, d);
 }
 
-/* bf16, f16, Q8_0 and Q4_0 weights on the tensor cores (mma.cuh): the
+/* bf16, f16, Q8_0, Q4_0, Q4_K and Q5_K weights on the tensor cores (mma.cuh): the
  * tile by the number of rows, the sums the same for any tile */
 template <int KIND>
 static void mma_launch(cu_ctx *cx, const mma_x &x, bool xf, int T, const dw &w, float *y,
@@ -351,7 +351,7 @@ static void mma_launch(cu_ctx *cx, const mma_x &x, bool xf, int T, const dw &w, 
  * products are summed in the same order alone or in any batch (the engine's
  * batched == alone), NR rows of x per block (1 for a single row, else 8: the
  * weights are read once per 8 rows; 32 gave the same prefill speed); bf16,
- * f16, Q8_0 and Q4_0 weights on the tensor cores (mma.cuh), in the same order for any number
+ * f16, Q8_0, Q4_0, Q4_K and Q5_K weights on the tensor cores (mma.cuh), in the same order for any number
  * of rows too. */
 static void cu_matmul(hr_bctx *c, const float *x, int ldx, int T, int count,
                       const hr_matmul_out *out) {
@@ -379,6 +379,8 @@ static void cu_matmul(hr_bctx *c, const float *x, int ldx, int T, int count,
             case MMA_F16: mma_launch<MMA_F16>(cx, xa, xf, T, w, y, ldy, bias); break;
             case MMA_Q8_0: mma_launch<MMA_Q8_0>(cx, xa, xf, T, w, y, ldy, bias); break;
             case MMA_Q4_0: mma_launch<MMA_Q4_0>(cx, xa, xf, T, w, y, ldy, bias); break;
+            case MMA_Q4_K: mma_launch<MMA_Q4_K>(cx, xa, xf, T, w, y, ldy, bias); break;
+            case MMA_Q5_K: mma_launch<MMA_Q5_K>(cx, xa, xf, T, w, y, ldy, bias); break;
             default: mma_launch<MMA_BF16>(cx, xa, xf, T, w, y, ldy, bias); break;
             }
             continue;

@@ -1,10 +1,12 @@
-/* Products of bf16, f16, Q8_0 and Q4_0 weights on the tensor cores
+/* Products of bf16, f16, Q8_0, Q4_0, Q4_K and Q5_K weights on the tensor cores
  * (mma.sync m16n8k16, f32 accumulation), batch-invariant and f32-grade.
  * An f16 weight is itself split into two bf16 parts (exactly:
  * f16x2_parts), the WP = 2 weight parts' mmas after each other for every
  * activation part. A Q8_0/Q4_0 block is one chunk: its integers (q, q - 8)
  * are exact in bf16, the block's sum runs from 0 and is then added to the
- * row's as fma(d, block, sum).
+ * row's as fma(d, block, sum). A K-quant sub-block (32 columns) likewise,
+ * w = d*sc*q - dmin*m: fma(d*sc, block, sum), then fma(-dmin*m, sum of the
+ * chunk's x (an mma with a matrix of ones), sum).
  *
  * The activations are f32; the tensor cores take bf16. Each activation row
  * is split once per product into MMA_PARTS = 3 bf16 parts, x = x_0 + x_1 +
@@ -44,7 +46,13 @@ static __device__ __forceinline__ uint16_t bf16_bits(float v) {
 
 /* the weight operand's kind: plain bf16 / f16, or a 32-column ggml block
  * (the chunk is the block: its integers exact in bf16, the scale after) */
-enum { MMA_BF16, MMA_F16, MMA_Q8_0, MMA_Q4_0 };
+enum { MMA_BF16, MMA_F16, MMA_Q8_0, MMA_Q4_0, MMA_Q4_K, MMA_Q5_K };
+
+/* K-quants: a 32-column sub-block is one chunk, w = d*sc*q - dmin*m with q
+ * exact in bf16; the chunk's sum of x (an mma with ones) takes the mins */
+static __host__ __device__ __forceinline__ constexpr bool mma_kq(int kind) {
+    return kind == MMA_Q4_K || kind == MMA_Q5_K;
+}
 
 static __host__ int mma_kind(const dw &w) {
     switch (w.dtype) {
@@ -52,6 +60,8 @@ static __host__ int mma_kind(const dw &w) {
     case HR_DTYPE_F16: return MMA_F16;
     case HR_DTYPE_Q8_0: return MMA_Q8_0;
     case HR_DTYPE_Q4_0: return MMA_Q4_0;
+    case HR_DTYPE_Q4_K: return MMA_Q4_K;
+    case HR_DTYPE_Q5_K: return MMA_Q5_K;
     default: return -1;
     }
 }
@@ -62,7 +72,7 @@ static __host__ bool mma_fits(const dw &w) {
     int k = mma_kind(w);
     if (k < 0 || w.cols % 32 != 0)
         return false;
-    if (k == MMA_BF16 || k == MMA_F16)
+    if (k == MMA_BF16 || k == MMA_F16 || mma_kq(k))
         return ((uintptr_t)w.data & 15) == 0 && w.row_bytes % 16 == 0;
     return ((uintptr_t)w.data & 1) == 0 && w.row_bytes % 2 == 0;
 }
@@ -76,8 +86,53 @@ static __device__ __forceinline__ uint4 ld_block(int kind, const uint8_t *row, i
                       (uint32_t)__ldg(q + 2) | ((uint32_t)__ldg(q + 3) << 16), __ldg(b), 0);
 }
 
+/* a K-quant super-block's chunk for lane c: its 8 bytes of nibbles in
+ * .x/.y (Q5_K: its 8 bytes of high bits in .z/.w), the super-block's
+ * d, dmin and scales in *hdr */
+static __device__ __forceinline__ uint4 ld_kq(int kind, const uint8_t *row, int ch, int c,
+                                              uint4 *hdr) {
+    bool five = kind == MMA_Q5_K;
+    const uint8_t *b = row + (size_t)(ch / 8) * (five ? 176 : 144);
+    int s = ch % 8;
+    *hdr = __ldg((const uint4 *)b);
+    uint2 q = __ldg((const uint2 *)(b + (five ? 48 : 16) + 32 * (s / 2) + 8 * c));
+    uint2 h = five ? __ldg((const uint2 *)(b + 16 + 8 * c)) : make_uint2(0, 0);
+    return make_uint4(q.x, q.y, h.x, h.y);
+}
+
 static __device__ __forceinline__ uint32_t bf16x2_of(float a, float b) {
     return (uint32_t)bf16_bits(a) | ((uint32_t)bf16_bits(b) << 16);
+}
+
+/* a K-quant chunk (sub-block s) -> its 8 integers as bf16, d*sc and
+ * dmin*m */
+static __device__ __forceinline__ uint4 kq_vals(int kind, uint4 r, uint4 hdr, int s, float *ds,
+                                                float *dm) {
+    /* the 12 scale bytes are hdr's bytes 4..15 (kept in registers) */
+    int sb = s & 3;
+    int lo = (int)((hdr.y >> (8 * sb)) & 0xff), mid = (int)((hdr.z >> (8 * sb)) & 0xff);
+    int hi = (int)((hdr.w >> (8 * sb)) & 0xff);
+    int sc, m;
+    if (s < 4) {
+        sc = lo & 63;
+        m = mid & 63;
+    } else {
+        sc = (hi & 0xF) | ((lo >> 6) << 4);
+        m = (hi >> 4) | ((mid >> 6) << 4);
+    }
+    *ds = __half2float(__ushort_as_half((uint16_t)(hdr.x & 0xffff))) * (float)sc;
+    *dm = __half2float(__ushort_as_half((uint16_t)(hdr.x >> 16))) * (float)m;
+    float v[8];
+#pragma unroll
+    for (int i = 0; i < 8; i++) {
+        uint32_t byte = ((i < 4 ? r.x : r.y) >> (8 * (i & 3))) & 0xff;
+        int q = (s & 1) ? (int)(byte >> 4) : (int)(byte & 0xf);
+        if (kind == MMA_Q5_K)
+            q += (int)((((i < 4 ? r.z : r.w) >> (8 * (i & 3))) >> s) & 1) << 4;
+        v[i] = (float)q;
+    }
+    return make_uint4(bf16x2_of(v[0], v[1]), bf16x2_of(v[2], v[3]), bf16x2_of(v[4], v[5]),
+                      bf16x2_of(v[6], v[7]));
 }
 
 /* a raw chunk -> its 8 integers as bf16 (Q8_0: q; Q4_0: the low nibbles
@@ -172,6 +227,7 @@ struct mma_x {
 template <int MT, int NT, int U>
 struct mma_frags {
     uint4 a[U][MT][2];
+    uint4 hdr[U][MT][2];       /* K-quants: the super-block's scales */
     uint4 b[U][NT][MMA_PARTS]; /* the parts, read */
     float4 xf[U][NT][2];       /* or x, split when used (XF) */
 };
@@ -195,7 +251,13 @@ static __device__ __forceinline__ void mma_load(mma_frags<MT, NT, U> &f, const d
                     f.a[u][m][h] =
                         in ? ld_stream((const uint4 *)(w.data + row * w.row_bytes) + cu * 4 + c)
                            : zero;
-                else
+                else if (mma_kq(KIND)) {
+                    f.a[u][m][h] = zero;
+                    f.hdr[u][m][h] = zero;
+                    if (in)
+                        f.a[u][m][h] =
+                            ld_kq(KIND, w.data + row * w.row_bytes, cu, c, &f.hdr[u][m][h]);
+                } else
                     f.a[u][m][h] = in ? ld_block(KIND, w.data + row * w.row_bytes, cu, c) : zero;
             }
 #pragma unroll
@@ -251,13 +313,17 @@ __global__ void __launch_bounds__(MMA_WARPS * 32, MINB)
             /* the weights' mma operands: [part][first/second mma][register];
              * blocks: their integers, and the rows' scales */
             constexpr int WP = KIND == MMA_F16 ? 2 : 1;
-            constexpr bool Q = KIND == MMA_Q8_0 || KIND == MMA_Q4_0;
+            constexpr bool Q = KIND == MMA_Q8_0 || KIND == MMA_Q4_0 || mma_kq(KIND);
+            int sub = (ch + u * MMA_WARPS) % 8; /* K-quants: the chunk's sub-block */
             uint32_t ap[MT][WP][2][4];
-            float dq[MT][2];
+            float dq[MT][2], mq[MT][2];
 #pragma unroll
             for (int m = 0; m < MT; m++) {
                 uint4 a0 = cur.a[u][m][0], a1 = cur.a[u][m][1];
-                if (Q) {
+                if (mma_kq(KIND)) {
+                    a0 = kq_vals(KIND, a0, cur.hdr[u][m][0], sub, &dq[m][0], &mq[m][0]);
+                    a1 = kq_vals(KIND, a1, cur.hdr[u][m][1], sub, &dq[m][1], &mq[m][1]);
+                } else if (Q) {
                     a0 = block_vals(KIND, a0, c, &dq[m][0]);
                     a1 = block_vals(KIND, a1, c, &dq[m][1]);
                 }
@@ -281,6 +347,16 @@ __global__ void __launch_bounds__(MMA_WARPS * 32, MINB)
 #pragma unroll
                     for (int s = 0; s < MMA_PARTS; s++)
                         bp[s] = cur.b[u][n][s];
+                float sx[4] = {0.0f, 0.0f, 0.0f, 0.0f}; /* K-quants: the chunk's sum of x */
+                if (mma_kq(KIND)) {
+                    const uint32_t one = 0x3f803f80u; /* bf16 1.0, twice */
+#pragma unroll
+                    for (int s = 0; s < MMA_PARTS; s++)
+                        mma_bf16(sx, one, one, one, one, bp[s].x, bp[s].y);
+#pragma unroll
+                    for (int s = 0; s < MMA_PARTS; s++)
+                        mma_bf16(sx, one, one, one, one, bp[s].z, bp[s].w);
+                }
 #pragma unroll
                 for (int m = 0; m < MT; m++) {
                     /* a block's sum from 0, then scaled into the row's sum */
@@ -300,8 +376,11 @@ __global__ void __launch_bounds__(MMA_WARPS * 32, MINB)
                                      ap[m][p][1][3], bp[s].z, bp[s].w);
                     if (Q)
 #pragma unroll
-                        for (int i = 0; i < 4; i++)
+                        for (int i = 0; i < 4; i++) {
                             acc[m][n][i] = fmaf(dq[m][i >> 1], blk[i], acc[m][n][i]);
+                            if (mma_kq(KIND))
+                                acc[m][n][i] = fmaf(-mq[m][i >> 1], sx[i], acc[m][n][i]);
+                        }
                 }
             }
         }
