@@ -161,7 +161,6 @@ static __device__ __forceinline__ void f16x2_parts(uint32_t u, uint32_t *hi, uin
     *lo = (uint32_t)__bfloat16_as_ushort(l0) | ((uint32_t)__bfloat16_as_ushort(l1) << 16);
 }
 
-
 /* 8 consecutive values of x -> their MMA_PARTS parts, 8 bf16 each */
 static __device__ __forceinline__ void split8(float4 lo, float4 hi, uint4 *parts) {
     float v[8] = {lo.x, lo.y, lo.z, lo.w, hi.x, hi.y, hi.z, hi.w};
