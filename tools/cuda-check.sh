@@ -62,6 +62,36 @@ PY
     rc=$?; kill $pid; wait $pid 2>/dev/null; tail -3 "${TMPDIR:-/tmp}/serve.err"; return $rc
 }
 run served
+# a kernel that faults (HEARTH_FAULT=device:3, the third forward step):
+# the request fails naming the lost context, and the server exits 1 by itself
+lost_context() {
+    local port=18432 pid rc err=${TMPDIR:-/tmp}/lost.err
+    HEARTH_FAULT=device:3 "$dev/hearth" serve --model "$demo" --device cuda --port $port 2>"$err" & pid=$!
+    python3 - "$port" <<'PY'
+import json, sys, time, urllib.error, urllib.request
+u = "http://127.0.0.1:%s" % sys.argv[1]
+for _ in range(300):
+    try:
+        urllib.request.urlopen(u + "/health", timeout=1); break
+    except Exception:
+        time.sleep(0.1)
+req = urllib.request.Request(u + "/v1/completions", data=json.dumps(
+    {"prompt": "The lighthouse", "max_tokens": 16, "temperature": 0}).encode(),
+    headers={"Content-Type": "application/json"})
+try:
+    o = urllib.request.urlopen(req, timeout=60); body, code = o.read().decode(), o.status
+except urllib.error.HTTPError as e:
+    body, code = e.read().decode(), e.code
+print("lost context: HTTP", code, body[:200])
+assert code >= 500 and "lost" in body
+PY
+    rc=$?
+    for _ in $(seq 100); do kill -0 $pid 2>/dev/null || break; sleep 0.1; done
+    kill $pid 2>/dev/null; wait $pid; local code=$?
+    tail -2 "$err"; echo "serve exited $code"
+    [ $rc -eq 0 ] && [ $code -eq 1 ] && grep -q "lost" "$err"
+}
+run lost_context
 echo "cuda-check: $pass passed, $fail failed"
 if [ "${1:-}" = "--bench" ]; then
     tmp=${TMPDIR:-/tmp}/hearth-cuda-bench

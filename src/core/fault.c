@@ -21,7 +21,9 @@ void hr_fault_arm_env(void) {
     const char *v = getenv("HEARTH_FAULT");
     if (!v || !*v)
         return;
-    static const char *const names[HR_FAULT_N] = {"alloc:", "write:"};
+    static const char *const names[HR_FAULT_N] = {"alloc:", "write:", "device:"};
+    static const char *const what[HR_FAULT_N] = {"allocation", "file write",
+                                                 "forward step on a GPU"};
     for (int k = 0; k < HR_FAULT_N; k++) {
         size_t l = strlen(names[k]);
         if (strncmp(v, names[k], l))
@@ -33,11 +35,12 @@ void hr_fault_arm_env(void) {
         hr_log(HR_LOG_WARN, "HEARTH_FAULT: the %ld%s %s from now fails", n,
                n % 10 == 1 && n % 100 != 11 ? "st" : n % 10 == 2 && n % 100 != 12 ? "nd"
                : n % 10 == 3 && n % 100 != 13 ? "rd" : "th",
-               k == HR_FAULT_ALLOC ? "allocation" : "file write");
+               what[k]);
         hr_fault_set((hr_fault_kind)k, n);
         return;
     }
-    hr_log(HR_LOG_WARN, "HEARTH_FAULT=%s: expected alloc:N or write:N (N >= 1); ignored", v);
+    hr_log(HR_LOG_WARN, "HEARTH_FAULT=%s: expected alloc:N, write:N or device:N (N >= 1); ignored",
+           v);
 }
 
 bool hr_fault_hit(hr_fault_kind k) {

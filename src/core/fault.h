@@ -1,6 +1,7 @@
-/* Fault injection for tests: fail the Nth allocation or file write.
+/* Fault injection for tests: fail the Nth allocation or file write, or
+ * fault a kernel in the Nth forward step on a GPU (its context is lost).
  *
- * HEARTH_FAULT=alloc:N or write:N (read once, on the first hr_fault_arm_env
+ * HEARTH_FAULT=alloc:N, write:N or device:N (read once, on the first hr_fault_arm_env
  * call) arms the switch; so does hr_fault_set from a test. Once armed, the
  * Nth event counted from that moment fails, once; the ones after succeed.
  * Events count across threads. Loading is excepted by arming after it: the
@@ -12,7 +13,12 @@
 
 #include <stdbool.h>
 
-typedef enum hr_fault_kind { HR_FAULT_ALLOC, HR_FAULT_WRITE, HR_FAULT_N } hr_fault_kind;
+typedef enum hr_fault_kind {
+    HR_FAULT_ALLOC,
+    HR_FAULT_WRITE,
+    HR_FAULT_DEVICE,
+    HR_FAULT_N
+} hr_fault_kind;
 
 /* Arm kind: the nth event from now (1-based) fails; n <= 0 disarms it. */
 void hr_fault_set(hr_fault_kind k, long n);

@@ -4,6 +4,7 @@
  * step's error. The kernels are in ops.cuh. */
 extern "C" {
 #include "core/error.h"
+#include "core/fault.h"
 #include "kernels/cuda/cuda.h"
 }
 #include "kernels/cuda/attention.cuh"
@@ -273,6 +274,8 @@ static int cu_end(hr_bctx *c, hr_error *err) {
     }
     if (x->replay >= 0)
         e = cudaGraphLaunch(x->graphs[x->replay].exec, x->stream);
+    if (e == cudaSuccess && hr_fault_hit(HR_FAULT_DEVICE)) /* HEARTH_FAULT=device:N */
+        k_fault<<<1, 1, 0, x->stream>>>();
     if (e == cudaSuccess && (e = cudaStreamSynchronize(x->stream)) != cudaSuccess) {
         /* a fault while the step ran: CUDA's context is gone with it */
         x->be->lost = true;

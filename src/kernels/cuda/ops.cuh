@@ -39,6 +39,10 @@ static __device__ float block_sum(float v, float *red) {
     return warp_sum(s);
 }
 
+/* HEARTH_FAULT=device:N (core/fault.h): a write to an invalid address, so
+ * that the step faults as a broken kernel would */
+__global__ void k_fault(void) { *(volatile int *)(uintptr_t)16 = 1; }
+
 /* ---- products: y[n][m] = x[n][k] . w[m][k]^T (+ bias) -------------------------- */
 
 /* One warp per output column j = row of w, NR rows of x at a time. Plain
