@@ -28,6 +28,11 @@ int hr_cmd_route(int argc, char **argv);
 /* The median of v[0..n) (sorts v; the bench verbs, cmd_bench.c). */
 double hr_cli_median(double *v, int n);
 
+/* --gguf TYPE: the dtype named (F32 F16 BF16 Q8_0 ...; convert and synth,
+ * cmd_convert.c); HR_EINVAL with err set when there is none. */
+#include "hearth.h"
+int hr_cli_gguf_type(const char *name, int *out, hr_error *err);
+
 /* The model serve and generate use without --model (default_model.c). */
 const char *hr_cli_default_model(void);
 

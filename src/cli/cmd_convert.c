@@ -29,18 +29,22 @@ static int parse_dtype(const char *s, hr_dtype *out) {
     return 0;
 }
 
+int hr_cli_gguf_type(const char *name, int *out, hr_error *err) {
+    for (int i = 0; i < HR_DTYPE_COUNT; i++)
+        if (!strcmp(hr_dtype_name((hr_dtype)i), name)) {
+            *out = i;
+            return 0;
+        }
+    return hr_err(err, HR_EINVAL, "--gguf: unknown type '%s'", name);
+}
+
 /* o with --gguf TYPE (or none) applied, converted; the verb's exit status */
 static int run(hr_convert_opts *o, const char *gguf) {
     hr_error err = {0};
     if (gguf) {
-        int t = -1;
-        for (int i = 0; i < HR_DTYPE_COUNT; i++)
-            if (!strcmp(hr_dtype_name((hr_dtype)i), gguf))
-                t = i;
-        if (t < 0) {
-            hr_err(&err, HR_EINVAL, "--gguf: unknown type '%s'", gguf);
+        int t = 0;
+        if (hr_cli_gguf_type(gguf, &t, &err))
             return hr_cli_fail(&err);
-        }
         o->gguf = (hr_dtype)t;
     }
     if (hr_convert(o, &err))

@@ -5,6 +5,8 @@
 #include "core/error.h"
 #include "core/file.h"
 #include "io/safetensors.h"
+#include "model/convert.h"
+#include "model/weights.h"
 #include "sample/rng.h"
 
 #include <errno.h>
@@ -65,66 +67,91 @@ static const shape shapes[] = {
      "{\"tie_word_embeddings\": false, \"hidden_act\": \"silu\", \"eos_token_id\": 151645,"
      " \"num_experts\": 32, \"num_experts_per_tok\": 8, \"moe_intermediate_size\": 768,"
      " \"norm_topk_prob\": true, \"decoder_sparse_step\": 1, \"mlp_only_layers\": []}"},
+    /* for tests: rows of whole 256-wide blocks (Q4_K), 1.4M weights; and
+     * 54M weights (the bounded-memory check of writing one tensor at a time) */
+    {"tiny-qwen3-moe", "qwen3_moe", 512, 256, 2, 4, 2, 64, 512, 4096, 1000000, 1e-6,
+     "{\"tie_word_embeddings\": false, \"hidden_act\": \"silu\", \"eos_token_id\": 2,"
+     " \"num_experts\": 8, \"num_experts_per_tok\": 2, \"moe_intermediate_size\": 256,"
+     " \"norm_topk_prob\": true, \"decoder_sparse_step\": 1, \"mlp_only_layers\": []}"},
+    {"small-qwen3-moe", "qwen3_moe", 4096, 512, 4, 8, 2, 64, 1024, 4096, 1000000, 1e-6,
+     "{\"tie_word_embeddings\": false, \"hidden_act\": \"silu\", \"eos_token_id\": 2,"
+     " \"num_experts\": 16, \"num_experts_per_tok\": 4, \"moe_intermediate_size\": 512,"
+     " \"norm_topk_prob\": true, \"decoder_sparse_step\": 1, \"mlp_only_layers\": []}"},
 };
 
 /* ---- tensors --------------------------------------------------------------- */
 
+/* The tensors are declared first (name, dtype, shape) and their values made
+ * on demand, each from its own random stream (the seed and the tensor's
+ * name): any one can be made alone, in any order, so a model larger than
+ * memory or disk in bf16 is written tensor by tensor (lazy weights,
+ * model/weights.h) straight into its output format. */
+typedef struct spec {
+    float center, std;
+} spec;
+
 typedef struct tensor_list {
     hr_tensor *t;
+    spec *sp;
     size_t n, cap;
+    uint64_t seed;
 } tensor_list;
 
-static int add(tensor_list *l, hr_rng *rng, const char *name, hr_dtype dt,
-               int64_t d0, int64_t d1, float center, float std) {
+static int add(tensor_list *l, const char *name, hr_dtype dt, int64_t d0, int64_t d1,
+               float center, float std) {
     if (l->n == l->cap) {
         size_t cap = l->cap ? 2 * l->cap : 64;
         hr_tensor *g = realloc(l->t, cap * sizeof *g);
-        if (!g)
+        if (g)
+            l->t = g;
+        spec *sp = g ? realloc(l->sp, cap * sizeof *sp) : NULL;
+        if (!sp)
             return HR_ENOMEM;
-        l->t = g;
+        l->sp = sp;
         l->cap = cap;
     }
-    size_t numel = (size_t)d0 * (size_t)(d1 ? d1 : 1), esz = hr_dtype_size(dt);
-    void *data = malloc(numel * esz);
     char *nm = strdup(name);
-    if (!data || !nm) {
-        free(data);
-        free(nm);
+    if (!nm)
         return HR_ENOMEM;
-    }
-    /* uniform with the given std: cheap and deterministic */
-    float a = std * sqrtf(3.0f);
-    for (size_t i = 0; i < numel; i++) {
-        float u = (float)(hr_rng_next(rng) >> 40) * (1.0f / 16777216.0f);
-        float v = center + (2.0f * u - 1.0f) * a;
-        if (dt == HR_DTYPE_F32)
-            ((float *)data)[i] = v;
+    size_t numel = (size_t)d0 * (size_t)(d1 ? d1 : 1);
+    l->t[l->n] = (hr_tensor){.name = nm, .dtype = dt, .ndim = d1 ? 2 : 1, .shape = {d0, d1},
+                             .nbytes = numel * hr_dtype_size(dt)};
+    l->sp[l->n++] = (spec){center, std};
+    return 0;
+}
+
+/* tensor i's values into dst (hr_weights_gen_fn, hr_st_fill_fn): uniform
+ * with the spec's std, cheap and deterministic */
+static int gen(void *ctx, size_t i, void *dst, hr_error *err) {
+    (void)err;
+    const tensor_list *l = ctx;
+    const hr_tensor *t = &l->t[i];
+    uint64_t h = 1469598103934665603ull; /* FNV-1a of the name */
+    for (const char *c = t->name; *c; c++)
+        h = (h ^ (unsigned char)*c) * 1099511628211ull;
+    hr_rng rng;
+    hr_rng_seed(&rng, l->seed ^ h);
+    size_t numel = t->nbytes / hr_dtype_size(t->dtype);
+    float c = l->sp[i].center, a = l->sp[i].std * sqrtf(3.0f);
+    for (size_t k = 0; k < numel; k++) {
+        float u = (float)(hr_rng_next(&rng) >> 40) * (1.0f / 16777216.0f);
+        float v = c + (2.0f * u - 1.0f) * a;
+        if (t->dtype == HR_DTYPE_F32)
+            ((float *)dst)[k] = v;
         else
-            ((uint16_t *)data)[i] = hr_f32_to_bf16(v);
+            ((uint16_t *)dst)[k] = hr_f32_to_bf16(v);
     }
-    hr_tensor *t = &l->t[l->n++];
-    memset(t, 0, sizeof *t);
-    t->name = nm;
-    t->dtype = dt;
-    t->ndim = d1 ? 2 : 1;
-    t->shape[0] = d0;
-    t->shape[1] = d1;
-    t->data = data;
-    t->nbytes = numel * esz;
     return 0;
 }
 
 static void list_free(tensor_list *l) {
-    for (size_t i = 0; i < l->n; i++) {
+    for (size_t i = 0; i < l->n; i++)
         free((void *)l->t[i].name);
-        free((void *)l->t[i].data);
-    }
     free(l->t);
+    free(l->sp);
 }
 
-static int build(const shape *s, hr_dtype dt, uint64_t seed, tensor_list *l) {
-    hr_rng rng;
-    hr_rng_seed(&rng, seed);
+static int build(const shape *s, hr_dtype dt, tensor_list *l) {
     bool gemma = !strncmp(s->model_type, "gemma", 5);
     float nc = gemma ? 0.0f : 1.0f; /* gemma norms store w - 1 */
     int64_t d = s->hidden, qd = (int64_t)s->heads * s->head_dim,
@@ -136,12 +163,12 @@ static int build(const shape *s, hr_dtype dt, uint64_t seed, tensor_list *l) {
     int n_exp = (int)json_integer_value(json_object_get(ex, "num_experts"));
     int64_t moe_ff = json_integer_value(json_object_get(ex, "moe_intermediate_size"));
     json_decref(ex);
-    int rc = add(l, &rng, "model.embed_tokens.weight", dt, s->vocab, d, 0, 1.0f);
+    int rc = add(l, "model.embed_tokens.weight", dt, s->vocab, d, 0, 1.0f);
     for (int i = 0; !rc && i < s->layers; i++) {
 #define T(suffix, d0, d1, c, sd)                                                  \
     if (!rc) {                                                                    \
         snprintf(nm, sizeof nm, "model.layers.%d." suffix, i);                    \
-        rc = add(l, &rng, nm, dt, d0, d1, c, sd);                                 \
+        rc = add(l, nm, dt, d0, d1, c, sd);                                       \
     }
         T("input_layernorm.weight", d, 0, nc, 0.02f)
         T("post_attention_layernorm.weight", d, 0, nc, 0.02f)
@@ -165,7 +192,7 @@ static int build(const shape *s, hr_dtype dt, uint64_t seed, tensor_list *l) {
 #define E(part, d0, d1, sd)                                                       \
     if (!rc) {                                                                    \
         snprintf(en, sizeof en, "model.layers.%d.mlp.experts.%d." part, i, e);    \
-        rc = add(l, &rng, en, dt, d0, d1, 0, sd);                                 \
+        rc = add(l, en, dt, d0, d1, 0, sd);                                       \
     }
                 E("gate_proj.weight", moe_ff, d, ws)
                 E("up_proj.weight", moe_ff, d, ws)
@@ -180,24 +207,23 @@ static int build(const shape *s, hr_dtype dt, uint64_t seed, tensor_list *l) {
 #undef T
     }
     if (!rc)
-        rc = add(l, &rng, "model.norm.weight", dt, d, 0, nc, 0.02f);
+        rc = add(l, "model.norm.weight", dt, d, 0, nc, 0.02f);
     const char *tie = strstr(s->extra, "\"tie_word_embeddings\": false");
     if (!rc && tie)
-        rc = add(l, &rng, "lm_head.weight", dt, s->vocab, d, 0, ws);
+        rc = add(l, "lm_head.weight", dt, s->vocab, d, 0, ws);
     return rc;
 }
 
-static int write_config(const shape *s, const char *dir, hr_dtype dt, hr_error *err) {
-    json_error_t je;
-    json_t *c = json_loads(s->extra, 0, &je);
+/* config.json of shape s (caller json_decref's it), NULL when out of memory */
+static json_t *make_config(const shape *s, hr_dtype dt) {
+    json_t *c = json_loads(s->extra, 0, NULL);
     if (!c)
-        return hr_err(err, HR_EINVAL, "shape %s: bad built-in config: %s", s->name, je.text);
+        return NULL;
     json_t *arch = json_array();
-    char cls[64];
-    snprintf(cls, sizeof cls, "%s",
-             !strcmp(s->model_type, "qwen3") ? "Qwen3ForCausalLM"
-             : !strcmp(s->model_type, "gemma3_text") ? "Gemma3ForCausalLM"
-                                                     : "LlamaForCausalLM");
+    const char *cls = !strcmp(s->model_type, "qwen3")         ? "Qwen3ForCausalLM"
+                      : !strcmp(s->model_type, "qwen3_moe")   ? "Qwen3MoeForCausalLM"
+                      : !strcmp(s->model_type, "gemma3_text") ? "Gemma3ForCausalLM"
+                                                              : "LlamaForCausalLM";
     json_array_append_new(arch, json_string(cls));
     json_object_set_new(c, "architectures", arch);
     json_object_set_new(c, "model_type", json_string(s->model_type));
@@ -212,33 +238,80 @@ static int write_config(const shape *s, const char *dir, hr_dtype dt, hr_error *
     json_object_set_new(c, "rope_theta", json_real(s->rope_theta));
     json_object_set_new(c, "rms_norm_eps", json_real(s->eps));
     json_object_set_new(c, "torch_dtype", json_string(dt == HR_DTYPE_F32 ? "float32" : "bfloat16"));
-    char *text = json_dumps(c, JSON_INDENT(2) | JSON_SORT_KEYS);
-    json_decref(c);
-    if (!text)
-        return hr_err(err, HR_ENOMEM, "out of memory");
+    return c;
+}
+
+static int mkdir_p(const char *dir, hr_error *err) {
+    char buf[4096];
+    if (snprintf(buf, sizeof buf, "%s", dir) >= (int)sizeof buf)
+        return hr_err(err, HR_ERANGE, "%s: path too long", dir);
+    for (char *p = buf + 1; ; p++) {
+        bool end = *p == 0;
+        if (*p == '/' || end) {
+            *p = 0;
+            if (mkdir(buf, 0755) != 0 && errno != EEXIST)
+                return hr_err(err, HR_EIO, "%s: %s", buf, strerror(errno));
+            if (end)
+                return 0;
+            *p = '/';
+        }
+    }
+}
+
+/* shape s as an HF directory: model.safetensors and config.json */
+static int write_hf(const shape *s, hr_dtype dt, tensor_list *l, json_t *cfg, const char *out,
+                    hr_error *err) {
     char path[4096];
-    int rc = hr_path_join(path, sizeof path, dir, "config.json")
-                 ? hr_err(err, HR_ERANGE, "%s: path too long", dir)
-                 : hr_file_write_atomic(path, text, strlen(text), err);
+    const char *meta[] = {"format", "pt"};
+    int rc = mkdir_p(out, err);
+    if (!rc && hr_path_join(path, sizeof path, out, "model.safetensors"))
+        rc = hr_err(err, HR_ERANGE, "%s: path too long", out);
+    if (!rc)
+        rc = hr_st_write_fill(path, l->t, l->n, meta, 1, gen, l, err);
+    char *text = rc ? NULL : json_dumps(cfg, JSON_INDENT(2) | JSON_SORT_KEYS);
+    if (!rc && !text)
+        rc = hr_err(err, HR_ENOMEM, "out of memory");
+    if (!rc && hr_path_join(path, sizeof path, out, "config.json"))
+        rc = hr_err(err, HR_ERANGE, "%s: path too long", out);
+    if (!rc)
+        rc = hr_file_write_atomic(path, text, strlen(text), err);
     free(text);
+    if (!rc)
+        printf("wrote %s (%s, %s) to %s\n", s->name, s->model_type, hr_dtype_name(dt), out);
     return rc;
 }
 
 static const char usage[] =
     "usage: hearth synth --shape NAME --out DIR [--dtype bf16|f32] [--seed N]\n"
-    "       hearth synth --shape list";
+    "                    [--gguf TYPE | -q [--q-bits N] [--q-group-size N]]\n"
+    "       hearth synth --shape list\n"
+    "  --gguf TYPE      write one GGUF file (--out FILE) with matrices of this type,\n"
+    "                   as hearth convert --gguf would from the --dtype weights\n"
+    "  -q               an MLX affine quantized directory, as hearth convert -q would";
 
 int hr_cmd_synth(int argc, char **argv) {
-    const char *shape_name = NULL, *out = NULL, *dtype = "bf16";
-    long seed = 0;
+    const char *shape_name = NULL, *out = NULL, *dtype = "bf16", *gguf = NULL;
+    long seed = 0, bits = 0, group = 64;
+    int quantize = 0;
     const hr_opt opts[] = {
         {"shape", HR_OPT_STR, &shape_name, "model shape, or 'list'"},
-        {"out", HR_OPT_STR, &out, "output directory (created)"},
-        {"dtype", HR_OPT_STR, &dtype, "bf16 (default) or f32"},
+        {"out", HR_OPT_STR, &out, "output directory (created; a file with --gguf)"},
+        {"dtype", HR_OPT_STR, &dtype, "bf16 (default) or f32: the weights' values"},
         {"seed", HR_OPT_INT, &seed, "random seed (default 0)"},
+        {"gguf", HR_OPT_STR, &gguf, "write a GGUF file with matrices of this type"},
+        {"quantize", HR_OPT_FLAG, &quantize, "same as -q"},
+        {"q-bits", HR_OPT_INT, &bits, "bits per weight with -q: 2, 3, 4, 5, 6, 8 (default 4; "
+                                      "implies -q)"},
+        {"q-group-size", HR_OPT_INT, &group, "group size with -q: 32, 64, 128 (default 64)"},
     };
+    char **av = malloc((size_t)(argc + 1) * sizeof *av);
+    if (!av)
+        return hr_cli_fail(&(hr_error){.msg = "out of memory"});
+    for (int i = 0; i < argc; i++) /* the short flag */
+        av[i] = !strcmp(argv[i], "-q") ? "--quantize" : argv[i];
     hr_error err = {0};
-    int rc = hr_args_parse(argc, argv, opts, sizeof opts / sizeof opts[0], usage, &err);
+    int rc = hr_args_parse(argc, av, opts, sizeof opts / sizeof opts[0], usage, &err);
+    free(av);
     if (rc)
         return rc > 0 ? 0 : hr_cli_fail(&err);
     size_t n_shapes = sizeof shapes / sizeof shapes[0];
@@ -264,38 +337,33 @@ int hr_cmd_synth(int argc, char **argv) {
         dt = HR_DTYPE_F32;
     else
         return hr_cli_fail(&(hr_error){.msg = "--dtype must be bf16 or f32"});
-    char dirbuf[4096];
-    snprintf(dirbuf, sizeof dirbuf, "%s", out);
-    for (char *p = dirbuf + 1; ; p++) { /* mkdir -p */
-        bool end = *p == 0;
-        if (*p == '/' || end) {
-            *p = 0;
-            if (mkdir(dirbuf, 0755) != 0 && errno != EEXIST) {
-                hr_err(&err, HR_EIO, "%s: %s", dirbuf, strerror(errno));
-                return hr_cli_fail(&err);
-            }
-            if (end)
-                break;
-            *p = '/';
-        }
-    }
-    tensor_list l = {0};
-    if ((rc = build(s, dt, (uint64_t)seed, &l))) {
-        list_free(&l);
-        hr_err(&err, rc, "out of memory building %s", s->name);
+    quantize = quantize || bits;
+    int gt = HR_DTYPE_COUNT;
+    if (gguf && quantize)
+        return hr_cli_fail(&(hr_error){.msg = "-q writes MLX affine weights; --gguf takes its "
+                                              "own type"});
+    if (gguf && hr_cli_gguf_type(gguf, &gt, &err))
         return hr_cli_fail(&err);
+    tensor_list l = {.seed = (uint64_t)seed};
+    json_t *cfg = NULL;
+    hr_weights *w = NULL;
+    if ((rc = build(s, dt, &l)) || !(cfg = make_config(s, dt))) {
+        rc = hr_err(&err, HR_ENOMEM, "out of memory building %s", s->name);
+    } else if (!gguf && !quantize) {
+        rc = write_hf(s, dt, &l, cfg, out, &err);
+    } else if (!(rc = hr_weights_new_lazy(&w, l.t, l.n, gen, &l, &err))) {
+        /* straight into the format, as hearth convert would write it from
+         * the HF directory, one tensor made at a time */
+        hr_convert_opts o = {.out = out, .quantize = quantize, .bits = bits ? (int)bits : 4,
+                             .group = (int)group, .dtype = HR_DTYPE_COUNT,
+                             .gguf = (hr_dtype)gt, .report = stdout};
+        rc = hr_convert_weights(&o, cfg, w, &err);
+        if (!rc && quantize)
+            printf("wrote %s (%s, MLX %d-bit, group %d) to %s\n", s->name, s->model_type,
+                   o.bits, o.group, out);
     }
-    char path[4096];
-    const char *meta[] = {"format", "pt"};
-    if (hr_path_join(path, sizeof path, out, "model.safetensors"))
-        rc = hr_err(&err, HR_ERANGE, "%s: path too long", out);
-    else
-        rc = hr_st_write(path, l.t, l.n, meta, 1, &err);
+    hr_weights_close(w);
+    json_decref(cfg);
     list_free(&l);
-    if (!rc)
-        rc = write_config(s, out, dt, &err);
-    if (rc)
-        return hr_cli_fail(&err);
-    printf("wrote %s (%s, %s) to %s\n", s->name, s->model_type, hr_dtype_name(dt), out);
-    return 0;
+    return rc ? hr_cli_fail(&err) : 0;
 }

@@ -24,6 +24,8 @@ typedef struct wtensor {
     uint64_t ne[4];
     const void *data;
     size_t nbytes;
+    hr_gguf_fill_fn fill; /* or made at write time */
+    void *ctx;
 } wtensor;
 
 struct hr_gguf_w {
@@ -141,6 +143,16 @@ int hr_gguf_w_tensor(hr_gguf_w *w, const char *name, uint32_t type, int n_dims,
     return 0;
 }
 
+int hr_gguf_w_tensor_fill(hr_gguf_w *w, const char *name, uint32_t type, int n_dims,
+                          const uint64_t *ne, size_t nbytes, hr_gguf_fill_fn fill, void *ctx) {
+    int rc = hr_gguf_w_tensor(w, name, type, n_dims, ne, NULL, nbytes);
+    if (!rc) {
+        w->t[w->n_t - 1].fill = fill;
+        w->t[w->n_t - 1].ctx = ctx;
+    }
+    return rc;
+}
+
 static size_t pad(size_t n) { return (n + ALIGN - 1) / ALIGN * ALIGN; }
 
 int hr_gguf_w_write(hr_gguf_w *w, const char *path, hr_error *err) {
@@ -178,10 +190,25 @@ int hr_gguf_w_write(hr_gguf_w *w, const char *path, hr_error *err) {
     static const unsigned char zeros[ALIGN];
     if (ok)
         ok = fwrite(zeros, 1, pad(hdr) - hdr, f) == pad(hdr) - hdr;
+    int frc = 0; /* a fill's error */
     for (size_t i = 0; ok && i < w->n_t; i++) {
         const wtensor *t = &w->t[i];
-        ok = fwrite(t->data, 1, t->nbytes, f) == t->nbytes &&
+        void *made = NULL;
+        if (t->fill) {
+            if (!(made = malloc(t->nbytes ? t->nbytes : 1)))
+                frc = hr_err(err, HR_ENOMEM, "out of memory making tensor '%s'", t->name);
+            else
+                frc = t->fill(t->ctx, made, t->nbytes, err);
+            ok = !frc;
+        }
+        ok = ok && fwrite(made ? made : t->data, 1, t->nbytes, f) == t->nbytes &&
              fwrite(zeros, 1, pad(t->nbytes) - t->nbytes, f) == pad(t->nbytes) - t->nbytes;
+        free(made);
+    }
+    if (frc) {
+        fclose(f);
+        unlink(tmp);
+        return frc;
     }
     if (ok)
         ok = fflush(f) == 0 && fsync(fileno(f)) == 0;

@@ -242,6 +242,12 @@ static int write_all(FILE *fp, const void *p, size_t n) {
 
 int hr_st_write(const char *path, const hr_tensor *tensors, size_t n,
                 const char *const *metadata, size_t n_meta, hr_error *err) {
+    return hr_st_write_fill(path, tensors, n, metadata, n_meta, NULL, NULL, err);
+}
+
+int hr_st_write_fill(const char *path, const hr_tensor *tensors, size_t n,
+                     const char *const *metadata, size_t n_meta, hr_st_fill_fn fill, void *ctx,
+                     hr_error *err) {
     int rc = HR_ENOMEM;
     char *hdr = NULL, tmp[4096];
     FILE *fp = NULL;
@@ -285,8 +291,26 @@ int hr_st_write(const char *path, const hr_tensor *tensors, size_t n,
         len8[i] = (unsigned char)((uint64_t)padded >> (8 * i));
     int bad = write_all(fp, len8, 8) || write_all(fp, hdr, hlen) ||
               write_all(fp, "        ", padded - hlen);
-    for (size_t i = 0; !bad && i < n; i++)
-        bad = write_all(fp, tensors[i].data, tensors[i].nbytes);
+    for (size_t i = 0; !bad && i < n; i++) {
+        const hr_tensor *t = &tensors[i];
+        void *made = NULL;
+        if (!t->data && t->nbytes) {
+            if (!fill) {
+                rc = hr_err(err, HR_EINVAL, "%s: tensor '%s' has no data", path, t->name);
+                goto fail_unlink;
+            }
+            if (!(made = malloc(t->nbytes))) {
+                rc = hr_err(err, HR_ENOMEM, "out of memory making tensor '%s'", t->name);
+                goto fail_unlink;
+            }
+            if ((rc = fill(ctx, i, made, err))) {
+                free(made);
+                goto fail_unlink;
+            }
+        }
+        bad = write_all(fp, made ? made : t->data, t->nbytes);
+        free(made);
+    }
     if (bad || fflush(fp) || fsync(fileno(fp))) {
         rc = hr_err(err, HR_EIO, "%s: write failed: %s", tmp, strerror(errno));
         goto fail_unlink;

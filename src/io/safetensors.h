@@ -37,5 +37,13 @@ int hr_st_maps(const hr_st_file *f, const void *p, size_t n);
  * n_meta string pairs for "__metadata__". */
 int hr_st_write(const char *path, const hr_tensor *tensors, size_t n,
                 const char *const *metadata, size_t n_meta, hr_error *err);
+/* The same, with the bytes of each tensor whose data is NULL made while
+ * the file is written: fill(ctx, i, dst, err) writes tensors[i].nbytes
+ * into dst (0, or an error code with err set, which stops the write), one
+ * tensor at a time in a buffer freed after it, in the order of tensors. */
+typedef int (*hr_st_fill_fn)(void *ctx, size_t i, void *dst, hr_error *err);
+int hr_st_write_fill(const char *path, const hr_tensor *tensors, size_t n,
+                     const char *const *metadata, size_t n_meta, hr_st_fill_fn fill, void *ctx,
+                     hr_error *err);
 
 #endif

@@ -199,40 +199,55 @@ static void store(void *p, size_t i, float v, hr_dtype t) {
         memcpy((float *)p + i, &v, 4);
 }
 
+/* The output tensors, declared with their shapes and made while the file
+ * is written (make_out), one at a time: a model larger than memory streams
+ * through. A quantized weight is followed by its scales and biases, made
+ * with it and kept until they are written. */
+enum { OUT_COPY, OUT_QWEIGHT, OUT_SCALES, OUT_BIASES };
+
+typedef struct outjob {
+    const hr_tensor *src;
+    int kind, bits, group;
+    hr_dtype dt;  /* a copy's dtype; the scales' */
+    void *side;   /* OUT_SCALES/BIASES: made with the weight, not yet written */
+} outjob;
+
 typedef struct outlist {
     hr_tensor *t;
+    outjob *job;
     size_t n, cap;
+    const hr_weights *w;
 } outlist;
 
-static hr_tensor *out_add(outlist *l, const char *name, hr_dtype dt, int ndim, int64_t d0,
-                          int64_t d1, size_t nbytes) {
+static int out_add(outlist *l, const char *name, hr_dtype dt, int ndim, int64_t d0,
+                   int64_t d1, size_t nbytes, outjob job) {
     if (l->n == l->cap) {
         size_t cap = l->cap ? 2 * l->cap : 64;
         hr_tensor *g = realloc(l->t, cap * sizeof *g);
-        if (!g)
-            return NULL;
-        l->t = g;
+        if (g)
+            l->t = g;
+        outjob *j = g ? realloc(l->job, cap * sizeof *j) : NULL;
+        if (!j)
+            return HR_ENOMEM;
+        l->job = j;
         l->cap = cap;
     }
-    void *data = malloc(nbytes ? nbytes : 1);
     char *nm = strdup(name);
-    if (!data || !nm) {
-        free(data);
-        free(nm);
-        return NULL;
-    }
-    hr_tensor *t = &l->t[l->n++];
-    *t = (hr_tensor){.name = nm, .dtype = dt, .ndim = ndim, .shape = {d0, d1},
-                     .data = data, .nbytes = nbytes};
-    return t;
+    if (!nm)
+        return HR_ENOMEM;
+    l->t[l->n] = (hr_tensor){.name = nm, .dtype = dt, .ndim = ndim, .shape = {d0, d1},
+                             .nbytes = nbytes};
+    l->job[l->n++] = job;
+    return 0;
 }
 
 static void out_free(outlist *l) {
     for (size_t i = 0; i < l->n; i++) {
         free((void *)l->t[i].name);
-        free((void *)l->t[i].data);
+        free(l->job[i].side);
     }
     free(l->t);
+    free(l->job);
 }
 
 /* weight -> name.weight (U32), name.scales, name.biases */
@@ -240,65 +255,94 @@ static int quantize_one(outlist *l, const hr_tensor *t, int bits, int group, hr_
     int64_t rows = t->shape[0], cols = t->shape[1], ng = cols / group;
     char base[512], nm[600];
     snprintf(base, sizeof base, "%.*s", (int)(strlen(t->name) - 7), t->name);
+    outjob j = {.src = t, .kind = OUT_QWEIGHT, .bits = bits, .group = group, .dt = dt};
     snprintf(nm, sizeof nm, "%s.weight", base);
-    size_t at = l->n; /* out_add may move the list: take pointers after */
-    bool ok = out_add(l, nm, HR_DTYPE_U32, 2, rows, cols * bits / 32,
-                      (size_t)rows * (size_t)cols * bits / 8) != NULL;
+    int rc = out_add(l, nm, HR_DTYPE_U32, 2, rows, cols * bits / 32,
+                     (size_t)rows * (size_t)cols * bits / 8, j);
     snprintf(nm, sizeof nm, "%s.scales", base);
-    ok = ok && out_add(l, nm, dt, 2, rows, ng, (size_t)(rows * ng) * hr_dtype_size(dt));
+    j.kind = OUT_SCALES;
+    rc = rc ? rc : out_add(l, nm, dt, 2, rows, ng, (size_t)(rows * ng) * hr_dtype_size(dt), j);
     snprintf(nm, sizeof nm, "%s.biases", base);
-    ok = ok && out_add(l, nm, dt, 2, rows, ng, (size_t)(rows * ng) * hr_dtype_size(dt));
-    hr_tensor *w = ok ? &l->t[at] : NULL, *s = ok ? &l->t[at + 1] : NULL,
-              *b = ok ? &l->t[at + 2] : NULL;
-    float *x = malloc((size_t)cols * sizeof *x), *sc = malloc((size_t)ng * sizeof *sc),
-          *bi = malloc((size_t)ng * sizeof *bi);
-    int rc = (!b || !x || !sc || !bi) ? HR_ENOMEM : 0;
-    for (int64_t r = 0; !rc && r < rows; r++) {
-        hr_dequant_range(t, r, 0, cols, x);
-        for (int64_t c = 0; c < cols; c++)
-            x[c] = round_to(x[c], dt); /* mlx-lm casts to the dtype, then quantizes */
-        hr_quant_affine_row(x, cols, bits, group,
-                            (uint8_t *)w->data + (size_t)r * (size_t)cols * bits / 8, sc, bi);
-        for (int64_t g = 0; g < ng; g++) {
-            store((void *)s->data, (size_t)(r * ng + g), sc[g], dt);
-            store((void *)b->data, (size_t)(r * ng + g), bi[g], dt);
-        }
-    }
-    free(x);
-    free(sc);
-    free(bi);
-    return rc;
+    j.kind = OUT_BIASES;
+    return rc ? rc : out_add(l, nm, dt, 2, rows, ng, (size_t)(rows * ng) * hr_dtype_size(dt), j);
 }
 
 static int copy_one(outlist *l, const hr_tensor *t, hr_dtype dt) {
-    if (!is_float(t->dtype) || dt == t->dtype) {
-        hr_tensor *o = out_add(l, t->name, t->dtype, t->ndim, t->shape[0], t->shape[1], t->nbytes);
-        if (!o)
-            return HR_ENOMEM;
+    if (!is_float(t->dtype))
+        dt = t->dtype;
+    size_t nbytes = dt == t->dtype ? t->nbytes : (size_t)hr_tensor_numel(t) * hr_dtype_size(dt);
+    int rc = out_add(l, t->name, dt, t->ndim, t->shape[0], t->shape[1], nbytes,
+                     (outjob){.src = t, .kind = OUT_COPY, .dt = dt});
+    if (!rc)
         for (int d = 0; d < t->ndim; d++)
-            o->shape[d] = t->shape[d];
-        memcpy((void *)o->data, t->data, t->nbytes);
+            l->t[l->n - 1].shape[d] = t->shape[d];
+    return rc;
+}
+
+/* out tensor i's bytes into dst (hr_st_fill_fn) */
+static int make_out(void *ctx, size_t i, void *dst, hr_error *err) {
+    outlist *l = ctx;
+    outjob *j = &l->job[i];
+    if (j->kind == OUT_SCALES || j->kind == OUT_BIASES) {
+        if (!j->side)
+            return hr_err(err, HR_EINVAL, "'%s' made out of order", l->t[i].name);
+        memcpy(dst, j->side, l->t[i].nbytes);
+        free(j->side);
+        j->side = NULL;
         return 0;
     }
-    int64_t n = hr_tensor_numel(t);
-    hr_tensor *o = out_add(l, t->name, dt, t->ndim, t->shape[0], t->shape[1],
-                           (size_t)n * hr_dtype_size(dt));
-    if (!o)
-        return HR_ENOMEM;
-    for (int d = 0; d < t->ndim; d++)
-        o->shape[d] = t->shape[d];
-    hr_tensor flat = *t;
-    flat.ndim = 2;
-    flat.shape[0] = 1;
-    flat.shape[1] = n;
-    float buf[1024];
-    for (int64_t i = 0; i < n; i += 1024) {
-        int64_t len = n - i < 1024 ? n - i : 1024;
-        hr_dequant_range(&flat, 0, i, len, buf);
-        for (int64_t j = 0; j < len; j++)
-            store((void *)o->data, (size_t)(i + j), buf[j], dt);
+    const hr_tensor *t = j->src;
+    const void *data;
+    void *owned;
+    int rc = hr_weights_load(l->w, t, &data, &owned, err);
+    if (rc)
+        return rc;
+    hr_tensor src = *t;
+    src.data = data;
+    if (j->kind == OUT_COPY && (!is_float(t->dtype) || j->dt == t->dtype)) {
+        memcpy(dst, data, t->nbytes);
+    } else if (j->kind == OUT_COPY) {
+        int64_t n = hr_tensor_numel(t);
+        hr_tensor flat = src;
+        flat.ndim = 2;
+        flat.shape[0] = 1;
+        flat.shape[1] = n;
+        float buf[1024];
+        for (int64_t k = 0; k < n; k += 1024) {
+            int64_t len = n - k < 1024 ? n - k : 1024;
+            hr_dequant_range(&flat, 0, k, len, buf);
+            for (int64_t m = 0; m < len; m++)
+                store(dst, (size_t)(k + m), buf[m], j->dt);
+        }
+    } else { /* OUT_QWEIGHT, then its scales and biases */
+        int64_t rows = t->shape[0], cols = t->shape[1], ng = cols / j->group;
+        outjob *sj = &l->job[i + 1], *bj = &l->job[i + 2];
+        float *x = malloc((size_t)cols * sizeof *x), *sc = malloc((size_t)ng * sizeof *sc),
+              *bi = malloc((size_t)ng * sizeof *bi);
+        sj->side = malloc(l->t[i + 1].nbytes);
+        bj->side = malloc(l->t[i + 2].nbytes);
+        if (!x || !sc || !bi || !sj->side || !bj->side)
+            rc = hr_err(err, HR_ENOMEM, "out of memory converting '%s'", t->name);
+        for (int64_t r = 0; !rc && r < rows; r++) {
+            hr_dequant_range(&src, r, 0, cols, x);
+            for (int64_t c = 0; c < cols; c++)
+                x[c] = round_to(x[c], j->dt); /* mlx-lm casts to the dtype, then quantizes */
+            hr_quant_affine_row(x, cols, j->bits, j->group,
+                                (uint8_t *)dst + (size_t)r * (size_t)cols * j->bits / 8, sc, bi);
+            for (int64_t g = 0; g < ng; g++) {
+                store(sj->side, (size_t)(r * ng + g), sc[g], j->dt);
+                store(bj->side, (size_t)(r * ng + g), bi[g], j->dt);
+            }
+        }
+        free(x);
+        free(sc);
+        free(bi);
     }
-    return 0;
+    if (owned)
+        free(owned);
+    else /* read once: its pages may leave memory */
+        hr_weights_drop(l->w, data, t->nbytes);
+    return rc;
 }
 
 /* ---- a fused quantized base ------------------------------------------------- */
@@ -369,7 +413,7 @@ static int convert_mlx(const hr_convert_opts *o, hr_weights *w, json_t *cfg, hr_
                        const char *tmp, hr_error *err) {
     size_t n = hr_weights_count(w);
     item *it = calloc(n ? n : 1, sizeof *it);
-    outlist out = {0};
+    outlist out = {.w = w};
     int rc = 0, base_bits = o->bits;
     if (!it)
         return hr_err(err, HR_ENOMEM, "out of memory");
@@ -429,7 +473,7 @@ write:;
     if (!rc && hr_path_join(path, sizeof path, tmp, "model.safetensors"))
         rc = hr_err(err, HR_ERANGE, "%s: path too long", tmp);
     if (!rc)
-        rc = hr_st_write(path, out.t, out.n, meta, 1, err);
+        rc = hr_st_write_fill(path, out.t, out.n, meta, 1, make_out, &out, err);
     if (!rc) {
         char *text = json_dumps(cfg, JSON_INDENT(4) | JSON_SORT_KEYS);
         if (hr_path_join(path, sizeof path, tmp, "config.json") || !text)
@@ -438,7 +482,7 @@ write:;
             rc = hr_file_write_atomic(path, text, strlen(text), err);
         free(text);
     }
-    if (!rc)
+    if (!rc && o->src) /* hearth synth's weights: none */
         rc = copy_side_files(o->src, tmp, err);
 done:
     out_free(&out);
@@ -472,7 +516,7 @@ static int fuse_into(const hr_convert_opts *o, hr_weights *w, hr_model **m, hr_a
 
 /* ---- entry ------------------------------------------------------------------ */
 
-int hr_convert(const hr_convert_opts *o, hr_error *err) {
+static int check_opts(const hr_convert_opts *o, hr_error *err) {
     if (o->quantize && o->bits != 2 && o->bits != 3 && o->bits != 4 && o->bits != 5 &&
         o->bits != 6 && o->bits != 8)
         return hr_err(err, HR_EINVAL, "--q-bits must be 2, 3, 4, 5, 6 or 8 (got %d)", o->bits);
@@ -485,6 +529,42 @@ int hr_convert(const hr_convert_opts *o, hr_error *err) {
     struct stat st;
     if (!stat(o->out, &st))
         return hr_err(err, HR_EINVAL, "%s already exists", o->out);
+    return 0;
+}
+
+int hr_convert_weights(const hr_convert_opts *o, json_t *cfg, hr_weights *w, hr_error *err) {
+    int rc = check_opts(o, err);
+    if (rc)
+        return rc;
+    char tmp[4096];
+    if (snprintf(tmp, sizeof tmp, "%s.tmp-XXXXXX", o->out) >= (int)sizeof tmp)
+        return hr_err(err, HR_ERANGE, "%s: path too long", o->out);
+    hr_dtype dt = o->dtype;
+    if (dt == HR_DTYPE_COUNT) { /* keep: the dtype of the first float matrix */
+        for (size_t i = 0; i < hr_weights_count(w) && dt == HR_DTYPE_COUNT; i++)
+            if (is_float(hr_weights_at(w, i)->dtype) && hr_weights_at(w, i)->ndim == 2)
+                dt = hr_weights_at(w, i)->dtype;
+        if (dt == HR_DTYPE_COUNT)
+            dt = HR_DTYPE_F32;
+    }
+    if (o->gguf != HR_DTYPE_COUNT) /* one file: temp beside it, renamed by the writer */
+        return hr_gguf_export(o->src, cfg, w, o->gguf, o->out, o->report, err);
+    if (!mkdtemp(tmp))
+        return hr_err(err, HR_EIO, "%s: cannot create a temporary directory: %s", tmp,
+                      strerror(errno));
+    chmod(tmp, 0755); /* mkdtemp makes 0700 */
+    rc = convert_mlx(o, w, cfg, dt, tmp, err);
+    if (!rc && rename(tmp, o->out))
+        rc = hr_err(err, HR_EIO, "rename %s -> %s: %s", tmp, o->out, strerror(errno));
+    if (rc)
+        rm_tree(tmp);
+    return rc;
+}
+
+int hr_convert(const hr_convert_opts *o, hr_error *err) {
+    int rc = check_opts(o, err);
+    if (rc)
+        return rc;
     char cfg_path[4096];
     if (hr_path_join(cfg_path, sizeof cfg_path, o->src, "config.json"))
         return hr_err(err, HR_ERANGE, "%s: path too long", o->src);
@@ -498,39 +578,9 @@ int hr_convert(const hr_convert_opts *o, hr_error *err) {
     hr_model *fm = NULL;
     hr_adapter *fa = NULL;
     hr_fused fused = {0};
-    int rc = hr_weights_open(&w, o->src, err);
-    char tmp[4096];
-    if (!rc && snprintf(tmp, sizeof tmp, "%s.tmp-XXXXXX", o->out) >= (int)sizeof tmp)
-        rc = hr_err(err, HR_ERANGE, "%s: path too long", o->out);
-    if (rc)
-        goto done;
-    if (o->adapter && (rc = fuse_into(o, w, &fm, &fa, &fused, err)))
-        goto done;
-    hr_dtype dt = o->dtype;
-    if (dt == HR_DTYPE_COUNT) { /* keep: the dtype of the first float matrix */
-        for (size_t i = 0; i < hr_weights_count(w) && dt == HR_DTYPE_COUNT; i++)
-            if (is_float(hr_weights_at(w, i)->dtype) && hr_weights_at(w, i)->ndim == 2)
-                dt = hr_weights_at(w, i)->dtype;
-        if (dt == HR_DTYPE_COUNT)
-            dt = HR_DTYPE_F32;
-    }
-    if (o->gguf != HR_DTYPE_COUNT) {
-        /* one file: temp beside it, renamed by the writer */
-        rc = hr_gguf_export(o->src, cfg, w, o->gguf, o->out, o->report, err);
-        goto done;
-    }
-    if (!mkdtemp(tmp)) {
-        rc = hr_err(err, HR_EIO, "%s: cannot create a temporary directory: %s", tmp,
-                    strerror(errno));
-        goto done;
-    }
-    chmod(tmp, 0755); /* mkdtemp makes 0700 */
-    rc = convert_mlx(o, w, cfg, dt, tmp, err);
-    if (!rc && rename(tmp, o->out))
-        rc = hr_err(err, HR_EIO, "rename %s -> %s: %s", tmp, o->out, strerror(errno));
-    if (rc)
-        rm_tree(tmp);
-done:
+    if (!(rc = hr_weights_open(&w, o->src, err)) &&
+        !(o->adapter && (rc = fuse_into(o, w, &fm, &fa, &fused, err))))
+        rc = hr_convert_weights(o, cfg, w, err);
     hr_weights_close(w);
     hr_fused_free(&fused);
     hr_adapter_unref(fa);

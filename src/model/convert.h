@@ -11,6 +11,8 @@
 #include "core/tensor.h"
 #include "hearth.h"
 
+#include <jansson.h>
+
 #include <stdbool.h>
 #include <stdio.h>
 
@@ -32,6 +34,13 @@ typedef struct hr_convert_opts {
 } hr_convert_opts;
 
 int hr_convert(const hr_convert_opts *o, hr_error *err);
+
+/* The same from a config and weights already open (hearth synth: lazy
+ * weights, model/weights.h, made tensor by tensor as the output is written;
+ * o->src NULL: no tokenizer or other files to copy). No adapter. */
+struct hr_weights;
+int hr_convert_weights(const hr_convert_opts *o, json_t *cfg, struct hr_weights *w,
+                       hr_error *err);
 
 /* Bits per weight of an affine matrix with `bits` and `group` (scales and
  * biases of sbytes each included). */

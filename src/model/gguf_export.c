@@ -167,6 +167,72 @@ static int gemma_export(hr_gguf_w *g, const char *arch, hr__gguf_family f, const
     return 0;
 }
 
+/* One GGUF tensor of the export, made while the file is written (fill_job):
+ * its n_parts sources (the experts of a stacked tensor, or one) read, or
+ * made for lazy weights, one at a time and converted row by row. */
+typedef struct job {
+    const hr_weights *w;
+    hr_tensor t1;             /* the tensor (as written: a 1-D shared-expert gate) */
+    const hr_tensor **parts;  /* n_parts sources of t1's shape and dtype */
+    int n_parts;
+    hr_dtype tt;              /* the type written */
+    int64_t rows, cols;
+    size_t row_bytes;
+    bool unpermute, shift;    /* llama q/k rows; gemma norms' 1 added */
+    int head_dim;
+    float norm_offset;
+} job;
+
+static int fill_job(void *ctx, void *dst, size_t nbytes, hr_error *err) {
+    const job *j = ctx;
+    (void)nbytes;
+    int64_t rows = j->rows, cols = j->cols;
+    float *x = malloc((size_t)cols * sizeof *x);
+    if (!x)
+        return hr_err(err, HR_ENOMEM, "out of memory");
+    int rc = 0;
+    for (int p = 0; !rc && p < j->n_parts; p++) {
+        const hr_tensor *src = j->parts[p];
+        const void *data;
+        void *owned;
+        if ((rc = hr_weights_load(j->w, src, &data, &owned, err)))
+            break;
+        hr_tensor flat = *src;
+        flat.data = data;
+        flat.ndim = 2;
+        flat.shape[0] = rows;
+        flat.shape[1] = cols;
+        for (int64_t r = 0; r < rows; r++) {
+            int64_t sr = j->unpermute ? hr_gguf_unpermute_row(r, j->head_dim) : r;
+            if (j->t1.ndim == 1) {
+                hr_dequant_range(&(hr_tensor){.dtype = src->dtype, .ndim = 2, .shape = {1, rows},
+                                              .data = data},
+                                 0, r, 1, x);
+                if (j->shift)
+                    x[0] = shifted(x[0], j->norm_offset, src->dtype);
+            } else {
+                hr_dequant_range(&flat, sr, 0, cols, x);
+            }
+            unsigned char *d = (unsigned char *)dst + (size_t)(p * rows + r) * j->row_bytes;
+            if (j->tt == HR_DTYPE_F32)
+                memcpy(d, x, (size_t)cols * 4);
+            else if (j->tt == HR_DTYPE_F16 || j->tt == HR_DTYPE_BF16)
+                for (int64_t c = 0; c < cols; c++) {
+                    uint16_t h = j->tt == HR_DTYPE_F16 ? hr_f32_to_f16(x[c]) : hr_f32_to_bf16(x[c]);
+                    memcpy(d + 2 * c, &h, 2);
+                }
+            else
+                hr_quant_gguf_row(j->tt, x, cols, d);
+        }
+        if (owned)
+            free(owned);
+        else /* read once: its pages may leave memory */
+            hr_weights_drop(j->w, data, src->nbytes);
+    }
+    free(x);
+    return rc;
+}
+
 int hr_gguf_export(const char *src, const json_t *cfg, const hr_weights *w, hr_dtype type,
                    const char *out, FILE *report, hr_error *err) {
     if (hr_gguf_dtype(hr__gguf_ggml_type(type)) != (int)type || type == HR_DTYPE_MXFP4)
@@ -189,6 +255,11 @@ int hr_gguf_export(const char *src, const json_t *cfg, const hr_weights *w, hr_d
     hr__gguf_family fam = hr__gguf_archs[ai].fam;
     bool permute = fam == FAM_LLAMA || fam == FAM_GRANITE || fam == FAM_GRANITEH;
     bool hybrid = hr__gguf_hybrid_arch(arch);
+    if (hr_weights_is_lazy(w) && (hybrid || fam == FAM_GPTOSS)) {
+        hr_hparams_deinit(&hp);
+        return hr_err(err, HR_EUNSUPPORTED, "not supported yet: GGUF export of %s from weights "
+                      "made on demand (hearth synth)", mt);
+    }
     /* a window shorter than the context changes the answers past it, and
      * only llama.cpp's gemma2/3 have one (gemma_export writes it) */
     for (int i = 0; !hr__gguf_is_gemma(fam) && fam != FAM_GPTOSS && fam != FAM_GEMMA4 &&
@@ -211,7 +282,7 @@ int hr_gguf_export(const char *src, const json_t *cfg, const hr_weights *w, hr_d
     char k[160];
 #define KEY(s) (snprintf(k, sizeof k, "%s." s, arch), k)
     hr_gguf_w_str(g, "general.architecture", arch);
-    hr_gguf_w_str(g, "general.name", src);
+    hr_gguf_w_str(g, "general.name", src ? src : "hearth synth");
     hr_gguf_w_u32(g, "general.alignment", 32);
     hr_gguf_w_u32(g, KEY("vocab_size"), (uint32_t)hp.n_vocab);
     hr_gguf_w_u32(g, KEY("context_length"), (uint32_t)hp.max_pos);
@@ -246,12 +317,14 @@ int hr_gguf_export(const char *src, const json_t *cfg, const hr_weights *w, hr_d
     }
     const char *pre = NULL;
     hr_error terr = {0};
-    rc = hr_tokenizer_gguf_export(g, src, hp.n_vocab, hp.bos_id, hp.n_eos ? hp.eos_ids[0] : -1,
-                                  &pre, &terr);
+    rc = src ? hr_tokenizer_gguf_export(g, src, hp.n_vocab, hp.bos_id,
+                                        hp.n_eos ? hp.eos_ids[0] : -1, &pre, &terr)
+             : HR_ENOTFOUND; /* hearth synth: no tokenizer */
     if (rc == HR_EUNSUPPORTED || rc == HR_ENOTFOUND) {
-        hr_log(HR_LOG_WARN, "%s: tokenizer not exported (%s); the GGUF has tokenizer.ggml.model "
-               "'none': llama.cpp loads and benchmarks it but cannot tokenize text with it",
-               src, terr.msg);
+        if (src)
+            hr_log(HR_LOG_WARN, "%s: tokenizer not exported (%s); the GGUF has "
+                   "tokenizer.ggml.model 'none': llama.cpp loads and benchmarks it but cannot "
+                   "tokenize text with it", src, terr.msg);
         rc = 0;
         hr_gguf_w_str(g, "tokenizer.ggml.model", "none");
         if (hp.bos_id >= 0)
@@ -309,6 +382,7 @@ int hr_gguf_export(const char *src, const json_t *cfg, const hr_weights *w, hr_d
         if (expert == 0 && !(parts = hr__gguf_experts_of(w, t, hp.n_experts, &rc, err)))
             break;
         n_parts = expert == 0 ? hp.n_experts : 1;
+        const hr_tensor *orig = t; /* w's own (a lazy one is made by its address) */
         hr_tensor gate1; /* the shared expert's gate (1, d): llama.cpp's is 1-D */
         if (t->ndim == 2 && t->shape[0] == 1 && ends_with(t->name, "shared_expert_gate.weight")) {
             gate1 = *t;
@@ -324,15 +398,7 @@ int hr_gguf_export(const char *src, const json_t *cfg, const hr_weights *w, hr_d
             break;
         }
         bool is_q = strstr(t->name, "q_proj") != NULL, is_k = strstr(t->name, "k_proj") != NULL;
-        /* the (1 + w) norms with the 1 added; qwen3_next's gated DeltaNet
-         * norm is a plain w */
-        bool shift = hp.norm_offset != 0 && t->ndim == 1 && ends_with(t->name, "norm.weight") &&
-                     !strstr(t->name, "linear_attn.");
         int64_t rows = t->shape[0], cols = t->ndim == 2 ? t->shape[1] : 1;
-        hr_tensor flat = *t;
-        flat.ndim = 2;
-        flat.shape[0] = rows;
-        flat.shape[1] = cols;
         hr_dtype tt = t->ndim == 2 && !ends_with(gn, "ffn_gate_inp.weight") ? type : HR_DTYPE_F32;
         int be, bb;
         hr_dtype_block(tt, &be, &bb);
@@ -341,48 +407,32 @@ int hr_gguf_export(const char *src, const json_t *cfg, const hr_weights *w, hr_d
             hr_dtype_block(tt, &be, &bb);
             n_fallback++;
         }
-        size_t row_bytes = (size_t)(cols / be) * bb;
-        unsigned char *data = hr__gguf_keep(&keepers, (size_t)n_parts * rows * row_bytes);
-        float *x = malloc((size_t)cols * sizeof *x);
-        if (!data || !x) {
-            free(x);
-            if (parts != one)
-                free(parts);
+        /* made while the file is written, one tensor at a time */
+        job *j = hr__gguf_keep(&keepers, sizeof *j);
+        const hr_tensor **kp = j ? hr__gguf_keep(&keepers, (size_t)n_parts * sizeof *kp) : NULL;
+        if (kp)
+            memcpy(kp, parts, (size_t)n_parts * sizeof *kp);
+        if (parts != one)
+            free(parts);
+        if (!kp) {
             rc = hr_err(err, HR_ENOMEM, "out of memory");
             break;
         }
-        for (int64_t pr = 0; pr < n_parts * rows; pr++) {
-            int64_t r = pr % rows;
-            flat.data = parts[pr / rows]->data;
-            int64_t sr = permute && (is_q || is_k) ? hr_gguf_unpermute_row(r, hp.head_dim) : r;
-            if (t->ndim == 1) {
-                hr_dequant_range(&(hr_tensor){.dtype = t->dtype, .ndim = 2, .shape = {1, rows},
-                                              .data = t->data},
-                                 0, r, 1, x);
-                if (shift)
-                    x[0] = shifted(x[0], hp.norm_offset, t->dtype);
-            } else {
-                hr_dequant_range(&flat, sr, 0, cols, x);
-            }
-            unsigned char *dst = data + (size_t)pr * row_bytes;
-            if (tt == HR_DTYPE_F32)
-                memcpy(dst, x, (size_t)cols * 4);
-            else if (tt == HR_DTYPE_F16 || tt == HR_DTYPE_BF16)
-                for (int64_t c = 0; c < cols; c++) {
-                    uint16_t h = tt == HR_DTYPE_F16 ? hr_f32_to_f16(x[c]) : hr_f32_to_bf16(x[c]);
-                    memcpy(dst + 2 * c, &h, 2);
-                }
-            else
-                hr_quant_gguf_row(tt, x, cols, dst);
-        }
-        free(x);
-        if (parts != one)
-            free(parts);
+        *j = (job){.w = w, .t1 = *t, .parts = kp, .n_parts = n_parts, .tt = tt, .rows = rows,
+                   .cols = cols, .row_bytes = (size_t)(cols / be) * bb,
+                   .unpermute = permute && (is_q || is_k), .head_dim = hp.head_dim,
+                   .norm_offset = hp.norm_offset,
+                   /* the (1 + w) norms with the 1 added; qwen3_next's gated
+                    * DeltaNet norm is a plain w */
+                   .shift = hp.norm_offset != 0 && t->ndim == 1 &&
+                            ends_with(t->name, "norm.weight") && !strstr(t->name, "linear_attn.")};
+        if (n_parts == 1)
+            kp[0] = orig;
         uint64_t ne[3] = {(uint64_t)cols, (uint64_t)rows, (uint64_t)n_parts};
         if (t->ndim == 1)
             ne[0] = (uint64_t)rows;
-        hr_gguf_w_tensor(g, gn, hr__gguf_ggml_type(tt), n_parts > 1 ? 3 : t->ndim, ne, data,
-                         (size_t)n_parts * rows * row_bytes);
+        hr_gguf_w_tensor_fill(g, gn, hr__gguf_ggml_type(tt), n_parts > 1 ? 3 : t->ndim, ne,
+                              (size_t)n_parts * rows * j->row_bytes, fill_job, j);
     }
     if (!rc)
         rc = hr_gguf_w_write(g, out, err);

@@ -21,6 +21,8 @@ struct hr_weights {
     size_t n_gt;
     hr_tensor *ov;   /* hr_weights_override's replacements */
     size_t n_ov;
+    hr_weights_gen_fn gen; /* lazy: gt's bytes made on demand */
+    void *gen_ctx;
 };
 
 /* the replacement of a tensor named name, or NULL */
@@ -204,6 +206,52 @@ int hr_weights_open_gguf(hr_weights **out, hr_gguf *g, hr_error *err) {
         t->nbytes = (size_t)gt->size;
     }
     *out = w;
+    return 0;
+}
+
+int hr_weights_new_lazy(hr_weights **out, const hr_tensor *t, size_t n, hr_weights_gen_fn gen,
+                        void *ctx, hr_error *err) {
+    *out = NULL;
+    hr_weights *w = calloc(1, sizeof *w);
+    if (!w || !(w->gt = calloc(n ? n : 1, sizeof *w->gt))) {
+        free(w);
+        return hr_err(err, HR_ENOMEM, "out of memory");
+    }
+    w->gen = gen;
+    w->gen_ctx = ctx;
+    for (size_t i = 0; i < n; i++) {
+        w->gt[i] = t[i];
+        w->gt[i].data = NULL;
+        w->gt[i].name = strdup(t[i].name);
+        if (!w->gt[i].name) {
+            hr_weights_close(w);
+            return hr_err(err, HR_ENOMEM, "out of memory");
+        }
+        w->n_gt++;
+    }
+    *out = w;
+    return 0;
+}
+
+int hr_weights_is_lazy(const hr_weights *w) { return w->gen != NULL; }
+
+int hr_weights_load(const hr_weights *w, const hr_tensor *t, const void **data, void **owned,
+                    hr_error *err) {
+    *owned = NULL;
+    *data = t->data;
+    if (t->data || !t->nbytes)
+        return 0;
+    if (!w->gen || t < w->gt || t >= w->gt + w->n_gt)
+        return hr_err(err, HR_EINVAL, "tensor '%s' has no data", t->name);
+    void *p = malloc(t->nbytes);
+    if (!p)
+        return hr_err(err, HR_ENOMEM, "out of memory making tensor '%s'", t->name);
+    int rc = w->gen(w->gen_ctx, (size_t)(t - w->gt), p, err);
+    if (rc) {
+        free(p);
+        return rc;
+    }
+    *data = *owned = p;
     return 0;
 }
 

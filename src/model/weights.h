@@ -15,6 +15,20 @@ int hr_weights_open(hr_weights **out, const char *dir, hr_error *err);
  * tensor's type must be one hearth computes with. */
 struct hr_gguf;
 int hr_weights_open_gguf(hr_weights **out, struct hr_gguf *g, hr_error *err);
+/* Tensors whose bytes are made on demand (hearth synth writing a model
+ * larger than memory): n tensors (names, dtypes, shapes and nbytes copied,
+ * data NULL); gen(ctx, i, dst, err) makes tensor i's nbytes into dst (0 or
+ * an error code with err set). ctx must outlive the result. */
+typedef int (*hr_weights_gen_fn)(void *ctx, size_t i, void *dst, hr_error *err);
+int hr_weights_new_lazy(hr_weights **out, const hr_tensor *t, size_t n, hr_weights_gen_fn gen,
+                        void *ctx, hr_error *err);
+/* Whether w's tensors are made on demand (their data is NULL). */
+int hr_weights_is_lazy(const hr_weights *w);
+/* The bytes of tensor t of w into *data: t->data, or (a lazy tensor) made
+ * now into a malloc'd buffer also returned in *owned for the caller to free
+ * (*owned is NULL when t->data is returned). 0 or an error code. */
+int hr_weights_load(const hr_weights *w, const hr_tensor *t, const void **data, void **owned,
+                    hr_error *err);
 void hr_weights_close(hr_weights *w);
 /* NULL when absent. */
 const hr_tensor *hr_weights_find(const hr_weights *w, const char *name);
