@@ -2,6 +2,7 @@
 #include "model/vision.h"
 #include "core/error.h"
 #include "kernels/cpu/ops.h"
+#include "model/names.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -72,23 +73,32 @@ int hr_vision_cfg_from_json(hr_vision_cfg *c, const json_t *cfg, hr_error *err) 
 
 typedef struct binder {
     const hr_weights *w;
-    const char *prefix[4]; /* tried in order */
-    int n_prefix;
+    const char *prefix; /* the layout's (names.h), NULL: not found */
     hr_error *err;
     int rc;
 } binder;
+
+/* The layout of one component: the first of prefixes that holds probe;
+ * none is an error naming what was looked for. */
+static void layout(binder *b, const char *what, const char *const *prefixes, const char *probe) {
+    if (b->rc || (b->prefix = hr__weights_prefix(b->w, prefixes, probe)))
+        return;
+    char tried[256] = "";
+    size_t o = 0;
+    for (const char *const *p = prefixes; *p && o < sizeof tried; p++)
+        o += (size_t)snprintf(tried + o, sizeof tried - o, "%s%s", o ? ", " : "", *p);
+    b->rc = hr_err(b->err, HR_EFORMAT, "the weights have no %s: no %s under any of %s", what,
+                   probe, tried);
+}
 
 static const hr_tensor *find(binder *b, const char *name, int64_t d0, int64_t d1) {
     if (b->rc)
         return NULL;
     char full[320];
-    const hr_tensor *t = NULL;
-    for (int i = 0; i < b->n_prefix && !t; i++) {
-        snprintf(full, sizeof full, "%s%s", b->prefix[i], name);
-        t = hr_weights_find(b->w, full);
-    }
+    snprintf(full, sizeof full, "%s%s", b->prefix, name);
+    const hr_tensor *t = hr_weights_find(b->w, full);
     if (!t) {
-        b->rc = hr_err(b->err, HR_EFORMAT, "the weights have no %s%s", b->prefix[0], name);
+        b->rc = hr_err(b->err, HR_EFORMAT, "the weights have no %s", full);
         return NULL;
     }
     int64_t n = hr_tensor_numel(t);
@@ -155,8 +165,8 @@ int hr_vision_new(hr_vision **out, const hr_vision_cfg *c, const hr_weights *w, 
     v->c = *c;
     int64_t d = c->d, f = c->d_ff, pp = (int64_t)c->channels * c->patch_size * c->patch_size;
     int64_t np = (int64_t)(c->image_size / c->patch_size) * (c->image_size / c->patch_size);
-    binder b = {.w = w, .prefix = {"model.vision_tower.vision_model.", "vision_tower.vision_model."},
-                .n_prefix = 2, .err = err};
+    binder b = {.w = w, .err = err};
+    layout(&b, "vision tower", hr__vision_tower_prefixes, "embeddings.patch_embedding.weight");
     v->patch = mat(&b, "embeddings.patch_embedding.weight", d, pp);
     v->patch_b = vec(&b, "embeddings.patch_embedding.bias", d);
     v->pos = vec(&b, "embeddings.position_embedding.weight", np * d);
@@ -184,8 +194,8 @@ int hr_vision_new(hr_vision **out, const hr_vision_cfg *c, const hr_weights *w, 
     }
     v->post_w = vec(&b, "post_layernorm.weight", d);
     v->post_b = vec(&b, "post_layernorm.bias", d);
-    binder pb = {.w = w, .prefix = {"model.multi_modal_projector.", "multi_modal_projector."},
-                 .n_prefix = 2, .err = err, .rc = b.rc};
+    binder pb = {.w = w, .err = err, .rc = b.rc};
+    layout(&pb, "multi-modal projector", hr__mm_projector_prefixes, "mm_input_projection_weight");
     v->mm_norm = vec(&pb, "mm_soft_emb_norm.weight", d);
     float *proj = vec(&pb, "mm_input_projection_weight", d * c->d_text); /* (d, d_text) */
     if (!pb.rc) { /* x @ W as hr_matmul's x . W'^T: W' = W^T, (d_text, d) */
