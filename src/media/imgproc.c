@@ -255,6 +255,30 @@ done:
     return rc;
 }
 
+/* ---- Qwen2-VL's sizes ------------------------------------------------------------------- */
+
+int hr_image_smart_resize(int h, int w, int factor, long min_px, long max_px, int *oh, int *ow,
+                          hr_error *err) {
+    if (h < 1 || w < 1 || factor < 1)
+        return hr_err(err, HR_EINVAL, "a %dx%d image", w, h);
+    if ((double)(h > w ? h : w) / (h < w ? h : w) > 200)
+        return hr_err(err, HR_EINVAL, "a %dx%d image: aspect ratio above 200", w, h);
+    /* rint: round half to even, as Python's round() */
+    double hb = rint((double)h / factor) * factor, wb = rint((double)w / factor) * factor;
+    if (hb * wb > (double)max_px) {
+        double beta = sqrt((double)h * w / (double)max_px);
+        hb = fmax(factor, floor(h / beta / factor) * factor);
+        wb = fmax(factor, floor(w / beta / factor) * factor);
+    } else if (hb * wb < (double)min_px) {
+        double beta = sqrt((double)min_px / ((double)h * w));
+        hb = ceil(h * beta / factor) * factor;
+        wb = ceil(w * beta / factor) * factor;
+    }
+    *oh = (int)hb;
+    *ow = (int)wb;
+    return 0;
+}
+
 /* ---- the rest of the pipeline -------------------------------------------------------- */
 
 int hr_image_preprocess(const hr_image *img, const hr_image_proc *p, float *out, hr_error *err) {

@@ -57,6 +57,14 @@ int hr_image_proc_from_json(hr_image_proc *p, const json_t *cfg, hr_image_proc d
 int hr_image_resize_rgb(const uint8_t *src, int sw, int sh, uint8_t *dst, int dw, int dh,
                         hr_resample f, hr_image_backend be, hr_error *err);
 
+/* Qwen2-VL's smart_resize (Qwen2VLImageProcessor, also Qwen2.5-VL's): the
+ * size (*oh, *ow), multiples of factor, nearest to (h, w) (Python's round,
+ * half to even) with between min_px and max_px pixels, the aspect ratio
+ * kept as well as it can. HR_EINVAL for an aspect ratio above 200 (as
+ * transformers raises). */
+int hr_image_smart_resize(int h, int w, int factor, long min_px, long max_px, int *oh, int *ow,
+                          hr_error *err);
+
 /* pixel_values of one image: (3, height, width) floats at out. */
 int hr_image_preprocess(const hr_image *img, const hr_image_proc *p, float *out, hr_error *err);
 

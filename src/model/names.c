@@ -85,6 +85,9 @@ const hr_tensor *hr__weights_lookup(const hr_weights *w, const hr_arch *a, const
 const char *const hr__vision_tower_prefixes[] = {
     "vision_tower.vision_model.", "model.vision_tower.vision_model.", "vision_tower.",
     "model.vision_tower.", NULL};
+/* Qwen2.5-VL's ViT and merger: the Hub's visual.*; transformers 5.17's
+ * save_pretrained: model.visual.* */
+const char *const hr__qwen_visual_prefixes[] = {"visual.", "model.visual.", NULL};
 const char *const hr__mm_projector_prefixes[] = {
     "multi_modal_projector.", "model.multi_modal_projector.", NULL};
 

@@ -15,6 +15,7 @@ const hr_tensor *hr__weights_lookup(const hr_weights *w, const hr_arch *a, const
  * NULL-terminated, in the order tried. */
 extern const char *const hr__vision_tower_prefixes[];
 extern const char *const hr__mm_projector_prefixes[];
+extern const char *const hr__qwen_visual_prefixes[];
 
 /* The first of prefixes under which w has the tensor `probe` (prefix +
  * probe), NULL when none has it: a checkpoint's layout, decided once so

@@ -44,6 +44,12 @@ bool hr__media_load_parts(hr_server *s, const hr_served *m, const json_t *msgs,
             }
             if (strcmp(type, "image_url") && strcmp(type, "image"))
                 continue;
+            if (!(m->modalities & HR_MODALITY_IMAGE) && m->model && m->model->mm_qwen) {
+                hr__job_media_free(out);
+                return refuse(err, "messages.%zu.content.%zu: not supported yet: images for "
+                              "Qwen2.5-VL models (%s parts); the model '%s' takes text", i, k,
+                              type, m->id);
+            }
             if (!(m->modalities & HR_MODALITY_IMAGE)) {
                 hr__job_media_free(out);
                 return refuse(err, "messages.%zu.content.%zu: the model '%s' does not accept "
