@@ -25,9 +25,7 @@ typedef struct hr_model_vision {
 /* Qwen2.5-VL's image side (model/mm.c): the ViT and merger, the image
  * processor's settings (height and width per image: smart_resize between
  * min_pixels and max_pixels), the prompt's tokens (vision_start,
- * image_pad x n, vision_end). The model layer computes it (test_vision_qwen);
- * the engine does not place these images yet, so the model's requests are
- * text only. */
+ * image_pad x the image's merged patches, vision_end). */
 typedef struct hr_model_vision_qwen {
     struct hr_vision_qwen *tower;
     hr_image_proc proc;

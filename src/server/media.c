@@ -44,12 +44,6 @@ bool hr__media_load_parts(hr_server *s, const hr_served *m, const json_t *msgs,
             }
             if (strcmp(type, "image_url") && strcmp(type, "image"))
                 continue;
-            if (!(m->modalities & HR_MODALITY_IMAGE) && m->model && m->model->mm_qwen) {
-                hr__job_media_free(out);
-                return refuse(err, "messages.%zu.content.%zu: not supported yet: images for "
-                              "Qwen2.5-VL models (%s parts); the model '%s' takes text", i, k,
-                              type, m->id);
-            }
             if (!(m->modalities & HR_MODALITY_IMAGE)) {
                 hr__job_media_free(out);
                 return refuse(err, "messages.%zu.content.%zu: the model '%s' does not accept "
@@ -103,7 +97,7 @@ json_t *hr__modalities_json(unsigned mask) {
 }
 
 unsigned hr__modalities_of_model(const struct hr_model *m) {
-    return HR_MODALITY_TEXT | (m && m->mm ? HR_MODALITY_IMAGE : 0);
+    return HR_MODALITY_TEXT | (m && (m->mm || m->mm_qwen) ? HR_MODALITY_IMAGE : 0);
 }
 
 /* Without loading it: a model directory whose config.json describes a
@@ -114,7 +108,8 @@ unsigned hr__modalities_of_path(const char *path) {
         return HR_MODALITY_TEXT;
     json_t *c = json_load_file(cfg, 0, NULL);
     const char *mt = json_string_value(json_object_get(c, "model_type"));
-    bool img = mt && !strcmp(mt, "gemma3") && json_is_object(json_object_get(c, "vision_config"));
+    bool img = mt && (!strcmp(mt, "gemma3") || !strcmp(mt, "qwen2_5_vl")) &&
+               json_is_object(json_object_get(c, "vision_config"));
     json_decref(c);
     return HR_MODALITY_TEXT | (img ? HR_MODALITY_IMAGE : 0);
 }
@@ -127,10 +122,10 @@ static bool as_reply(hr_reply *err, int rc, const hr_error *e) {
     return false;
 }
 
-bool hr__media_expand(const hr_served *m, const char *text, int n_images, char **out,
+bool hr__media_expand(const hr_served *m, const char *text, const hr_job_media *jm, char **out,
                       hr_reply *err) {
     hr_error e = {0};
-    int rc = hr__images_expand(m->llm, text, n_images, out, &e);
+    int rc = hr__images_expand(m->llm, text, jm, out, &e);
     return rc ? as_reply(err, rc, &e) : true;
 }
 
