@@ -332,7 +332,7 @@ static int build_batch(hr_engine *e, int *n_prefill, int *n_decode) {
         int snap = snap_point(e, r); /* a step ends there: its state is kept */
         if (r->len < snap && r->len + c > snap)
             c = snap - r->len;
-        if (r->n_images && !(c = hr__image_chunk(r, c, room)))
+        if (r->n_images && !(c = hr__image_chunk(e, r, c, room)))
             continue; /* the next image does not fit in this step */
         int k = 0;
         for (; k < c; k++) {

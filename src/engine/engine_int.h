@@ -198,8 +198,9 @@ static inline void hr__rope3_at(const hr_request *r, int p, int32_t *out) {
 }
 /* c prefill tokens from r->len, shortened or lengthened so that no image
  * is split between steps (its tokens see each other: all in one step, or
- * in the cache); 0 when the next image does not fit in room. */
-int hr__image_chunk(const hr_request *r, int c, int room);
+ * in the cache); 0 when the next image does not fit in room. c as it is
+ * when the model's images are causal (Qwen2.5-VL). */
+int hr__image_chunk(const hr_engine *e, const hr_request *r, int c, int room);
 /* The prompt cache's token k of r (hr__token_at with image tokens keyed). */
 static inline int32_t hr__key_at(const hr_request *r, int k) {
     return r->key && k < r->n_prompt ? r->key[k] : hr__token_at(r, k);

@@ -215,7 +215,9 @@ int hr__image_end(const hr_engine *e, const hr_request *r, int p, int *row) {
     return p + 1;
 }
 
-int hr__image_chunk(const hr_request *r, int c, int room) {
+int hr__image_chunk(const hr_engine *e, const hr_request *r, int c, int room) {
+    if (!e->m->mm)
+        return c; /* causal images may be split */
     int lo = r->len, hi = r->len + c;
     for (int i = 0; i < r->n_images; i++) {
         int s = r->images[i].start, t = s + r->images[i].len;
