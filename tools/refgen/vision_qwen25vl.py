@@ -13,8 +13,10 @@ three PNG images, and what transformers computes from them:
                     un-permuted here with the window index), (n_patches, d)
   image_features    the merger's output as get_image_features gives it,
                     (n_patches / merge^2, text hidden)
-  position_ids      the M-RoPE positions (3, n) of the prompt
-                    (get_rope_index), when transformers exposes it
+  position_ids      the M-RoPE positions (3, n) of the prompt (get_rope_index
+                    with mm_token_type_ids, which 5.17's forward needs to
+                    compute them at all: without, it gives every token one
+                    position; the difference is recorded)
   logits            the full model's logits over a prompt with the two first
                     images placed as the processor places them
                     (<|vision_start|>, <|image_pad|> x tokens,
@@ -213,21 +215,27 @@ def main():
         pv = torch.cat([pvs[0], pvs[1]])
         grid = torch.cat([grids[0], grids[1]])
         ids = torch.tensor([prompt])
-        try:
-            pos, deltas = inner.get_rope_index(input_ids=ids, image_grid_thw=grid,
-                                               attention_mask=torch.ones_like(ids))
-            ref["position_ids"] = pos[:, 0, :].tolist()
-            ref["rope_deltas"] = int(deltas.reshape(-1)[0])
-        except Exception as e:  # recorded, the logits still hold the positions
-            ref["position_ids_error"] = repr(e)
+        # transformers 5.17 computes M-RoPE positions only with mm_token_type_ids
+        # (the processor's: 1 at image tokens); without them the forward falls
+        # back to one position per token
+        tt = (ids == IMG).int()
+        pos, deltas = inner.get_rope_index(input_ids=ids, mm_token_type_ids=tt, image_grid_thw=grid,
+                                           attention_mask=torch.ones_like(ids))
+        pos = pos[:, 0, :]
+        assert not torch.equal(pos, torch.arange(len(prompt)).expand(3, -1)), "M-RoPE positions are 1D"
+        ref["position_ids"] = pos.tolist()
+        ref["rope_deltas"] = int(deltas.reshape(-1)[0])
         ids = list(prompt)
         steps = []
         for _ in range(N_GEN):
             t = torch.tensor([ids])
-            logits = model(input_ids=t, pixel_values=pv, image_grid_thw=grid).logits[0].float()
+            logits = model(input_ids=t, pixel_values=pv, image_grid_thw=grid,
+                           mm_token_type_ids=(t == IMG).int()).logits[0].float()
             if not steps:
                 ref["prompt_logits"] = {"file": "prompt_logits.f32",
                                         "shape": write_f32(os.path.join(out, "prompt_logits.f32"), logits)}
+                plain = model(input_ids=t, pixel_values=pv, image_grid_thw=grid).logits[0].float()
+                ref["logits_without_mm_token_type_ids_max_diff"] = float((plain - logits).abs().max())
             last = logits[-1]
             lp = torch.log_softmax(last.double(), -1)
             top = torch.topk(last, 2)
