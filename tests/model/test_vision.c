@@ -472,10 +472,11 @@ static void test_qwen_parity(void **state) {
     assert_true(n <= 256);
     int32_t tok[256], er[256], pos3[256 * 3], st[2], glh[2], glw[2];
     float *rows = malloc(sizeof(float) * 256 * (size_t)D);
-    for (int t = 0; t < n; t++)
-        tok[t] = (int32_t)json_integer_value(json_array_get(pj, (size_t)t));
     for (int t = 0; t < n; t++) {
+        tok[t] = (int32_t)json_integer_value(json_array_get(pj, (size_t)t));
         er[t] = -1;
+    }
+    for (int t = 0; t < n; t++) {
         if (tok[t] == mq->image_token && (t == 0 || tok[t - 1] != mq->image_token)) {
             int which = (int)json_integer_value(json_array_get(json_object_get(ref, "prompt_images"),
                                                                (size_t)k));
