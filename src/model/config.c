@@ -119,7 +119,11 @@ static void parse_rope_dict(reader *r, hr_rope_params *rp, int rot_dim) {
     rp->factor = num(r, "factor", 1.0);
     rp->original_max_pos = integer(r, "original_max_position_embeddings",
                                    rp->original_max_pos);
-    if (!type || !strcmp(type, "default") || !strcmp(type, "mrope")) {
+    if (type && !strcmp(type, "mrope") && !get(r, "mrope_section")) {
+        if (!r->rc)
+            r->rc = hr_err(r->err, HR_EUNSUPPORTED, "not supported yet: rope type 'mrope' "
+                           "without mrope_section (%s)", r->where);
+    } else if (!type || !strcmp(type, "default") || !strcmp(type, "mrope")) {
         rp->type = HR_ROPE_DEFAULT; /* 4.x's "mrope": default frequencies, sections */
     } else if (!strcmp(type, "linear")) {
         rp->type = HR_ROPE_LINEAR;
