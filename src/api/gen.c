@@ -57,7 +57,7 @@ static int load_images(hr_gen *g, const hr_llm *m, const hr_gen_params *p, hr_er
         return hr_err(err, HR_EINVAL, "images: n_images %d without images", p->n_images);
     if (!p->n_images)
         return 0;
-    if (!m->model->mm)
+    if (!m->model->mm && !m->model->mm_qwen)
         return hr_err(err, HR_EUNSUPPORTED, "the model does not accept images; its input is "
                       "text only");
     if (p->n_images > HR_IMAGES_MAX)
@@ -104,7 +104,7 @@ static int build_prompt(hr_gen *g, const hr_llm *m, const hr_gen_params *p, hr_e
                                       p->template_kwargs_json, 1, g->images.n > 0, &text, err)))
             return rc;
         char *placed = NULL;
-        if (g->images.n && (rc = hr__images_expand(m, text, g->images.n, &placed, err))) {
+        if (g->images.n && (rc = hr__images_expand(m, text, &g->images, &placed, err))) {
             free(text);
             return rc;
         }

@@ -1,13 +1,132 @@
 /* A request's images in its prompt (api/images.h). */
 #include "api/images.h"
 #include "core/error.h"
+#include "model/vision_qwen.h"
 
 #include <stdlib.h>
 #include <string.h>
 
-int hr__images_expand(const hr_llm *m, const char *text, int n_images, char **out, hr_error *err) {
+/* ---- Qwen2.5-VL: <|image_pad|> x each image's merged patches -------------------------- */
+
+/* image i's size as the processor resizes it, and its token count */
+static int qwen_size(const hr_model_vision_qwen *mq, const hr_image *img, int *h, int *w,
+                     int *tokens, hr_error *err) {
+    const hr_vision_qwen_cfg *c = hr_vision_qwen_config(mq->tower);
+    int f = c->patch * c->merge;
+    int rc = hr_image_smart_resize(img->h, img->w, f, mq->min_pixels, mq->max_pixels, h, w, err);
+    *tokens = rc ? 0 : (*h / f) * (*w / f);
+    return rc;
+}
+
+static int qwen_expand(const hr_llm *m, const char *text, const hr_images *im, char **out,
+                       hr_error *err) {
+    const hr_model_vision_qwen *mq = m->model->mm_qwen;
+    size_t il = 0, tl = strlen(text);
+    const char *img = hr_tokenizer_token_to_piece(m->tok, mq->image_token, &il);
+    if (!img || !il)
+        return hr_err(err, HR_EINVAL, "the model's tokenizer lacks its image token");
+    int found = 0;
+    for (const char *p = text; (p = memmem(p, tl - (size_t)(p - text), img, il)) != NULL; p += il)
+        found++;
+    if (found != im->n)
+        return hr_err(err, HR_EINVAL, "the chat template placed %d image%s, the messages hold %d",
+                      found, found == 1 ? "" : "s", im->n);
+    size_t total = tl + 1;
+    int tokens[HR_IMAGES_MAX], h, w;
+    for (int i = 0; i < im->n; i++) {
+        int rc = qwen_size(mq, &im->images[i], &h, &w, &tokens[i], err);
+        if (rc) {
+            hr_err_wrap(err, "images[%d]", i);
+            return rc;
+        }
+        total += (size_t)tokens[i] * il;
+    }
+    char *o = malloc(total), *wp = o;
+    if (!o)
+        return hr_err(err, HR_ENOMEM, "out of memory");
+    int k = 0;
+    for (const char *p = text;;) {
+        const char *q = memmem(p, tl - (size_t)(p - text), img, il);
+        size_t n = q ? (size_t)(q - p) : strlen(p);
+        memcpy(wp, p, n);
+        wp += n;
+        if (!q)
+            break;
+        for (int t = 0; t < tokens[k]; t++, wp += il)
+            memcpy(wp, img, il);
+        k++;
+        p = q + il;
+    }
+    *wp = 0;
+    *out = o;
+    return 0;
+}
+
+/* each image's pixels as patch rows, its grid, its tokens' start */
+static int qwen_attach(const hr_llm *m, const int32_t *ids, size_t n, hr_images *im,
+                       hr_error *err) {
+    const hr_model_vision_qwen *mq = m->model->mm_qwen;
+    const hr_vision_qwen_cfg *c = hr_vision_qwen_config(mq->tower);
+    int hs[HR_IMAGES_MAX], ws[HR_IMAGES_MAX], tokens[HR_IMAGES_MAX];
+    size_t off[HR_IMAGES_MAX + 1] = {0};
+    size_t pp = (size_t)c->channels * c->tpatch * c->patch * c->patch;
+    for (int i = 0; i < im->n; i++) {
+        int rc = qwen_size(mq, &im->images[i], &hs[i], &ws[i], &tokens[i], err);
+        if (rc)
+            return rc;
+        off[i + 1] = off[i] + (size_t)(hs[i] / c->patch) * (ws[i] / c->patch) * pp;
+    }
+    free(im->req);
+    free(im->pixels);
+    im->req = calloc((size_t)im->n, sizeof *im->req);
+    im->pixels = malloc(off[im->n] * sizeof(float));
+    if (!im->req || !im->pixels)
+        return hr_err(err, HR_ENOMEM, "out of memory");
+    int k = 0;
+    for (size_t t = 0; t < n;) {
+        if (ids[t] != mq->image_token) {
+            t++;
+            continue;
+        }
+        size_t s = t;
+        while (t < n && ids[t] == mq->image_token)
+            t++;
+        if (k == im->n || t - s != (size_t)tokens[k])
+            return hr_err(err, HR_EINVAL, "the prompt's image tokens do not match its images "
+                          "(image token text in a message?)");
+        im->req[k++].start = (int)s;
+    }
+    if (k != im->n)
+        return hr_err(err, HR_EINVAL, "the prompt's image tokens do not match its images");
+    for (int i = 0; i < im->n; i++) {
+        hr_image_proc pr = mq->proc;
+        pr.height = hs[i];
+        pr.width = ws[i];
+        float *px = malloc(sizeof(float) * 3 * (size_t)hs[i] * ws[i]);
+        int rc = px ? hr_image_preprocess(&im->images[i], &pr, px, err)
+                    : hr_err(err, HR_ENOMEM, "out of memory");
+        if (!rc)
+            hr_vision_qwen_patchify(c, px, hs[i], ws[i], im->pixels + off[i]);
+        free(px);
+        if (rc)
+            return rc;
+        im->req[i].pixels = im->pixels + off[i];
+        im->req[i].gh = hs[i] / c->patch;
+        im->req[i].gw = ws[i] / c->patch;
+        memcpy(im->req[i].hash, im->images[i].hash, 16);
+    }
+    return 0;
+}
+
+/* ---- Gemma-3 (and the entry points) ----------------------------------------------------- */
+
+int hr__images_expand(const hr_llm *m, const char *text, const hr_images *im, char **out,
+                      hr_error *err) {
     *out = NULL;
     const hr_model_vision *mm = m->model->mm;
+    int n_images = im->n;
+    if (m->model->mm_qwen && m->tok)
+        return qwen_expand(m, text, im, out, err);
     if (!mm || !m->tok)
         return hr_err(err, HR_EUNSUPPORTED, "the model does not accept images");
     size_t bl = 0, il = 0, el = 0;
@@ -51,7 +170,11 @@ int hr__images_expand(const hr_llm *m, const char *text, int n_images, char **ou
 }
 
 int hr__images_attach(const hr_llm *m, const int32_t *ids, size_t n, hr_images *im, hr_error *err) {
+    if (m->model->mm_qwen)
+        return qwen_attach(m, ids, n, im, err);
     const hr_model_vision *mm = m->model->mm;
+    if (!mm)
+        return hr_err(err, HR_EUNSUPPORTED, "the model does not accept images");
     size_t px = (size_t)3 * mm->proc.height * mm->proc.width;
     free(im->req);
     free(im->pixels);

@@ -1,6 +1,8 @@
 /* A request's images in its chat prompt, as the model's processor places
  * them (Gemma-3: every boi the template wrote becomes "\n\n" boi,
- * image_token x mm_tokens, eoi "\n\n"), and their pixels for the engine.
+ * image_token x mm_tokens, eoi "\n\n"; Qwen2.5-VL: every <|image_pad|>
+ * becomes as many as the image has merged patches at its smart_resize
+ * size), and their pixels for the engine.
  * hr_gen_submit (images in hr_gen_params) and the server (image parts of
  * a request, fetched and decoded there) both go through here. */
 #ifndef HR_API_IMAGES_H
@@ -15,16 +17,19 @@
 typedef struct hr_images {
     hr_image *images;   /* [n] decoded, in the order their parts appear */
     int n;
-    float *pixels;      /* [n][3][S][S] the model's image processor's output */
+    float *pixels;      /* the model's image processor's output, image after image
+                         * (Gemma-3: [3][S][S]; Qwen2.5-VL: patch rows) */
     hr_req_image *req;  /* [n] for the engine (hr_req_params.images) */
 } hr_images;
 
-/* The rendered prompt text with each image placed; *out malloc'd.
- * HR_EINVAL when the template did not write one boi per image. */
-int hr__images_expand(const hr_llm *m, const char *text, int n_images, char **out, hr_error *err);
+/* The rendered prompt text with each of im's images placed; *out
+ * malloc'd. HR_EINVAL when the template did not write one image marker
+ * (Gemma-3: boi; Qwen2.5-VL: <|image_pad|>) per image. */
+int hr__images_expand(const hr_llm *m, const char *text, const hr_images *im, char **out,
+                      hr_error *err);
 /* After tokenizing the expanded prompt: each image's span and pixels into
- * im->req. HR_EINVAL when the spans are not one run of mm_tokens image
- * tokens per image (image token text in a message). */
+ * im->req. HR_EINVAL when the spans are not one run of image tokens per
+ * image, of its length (image token text in a message). */
 int hr__images_attach(const hr_llm *m, const int32_t *ids, size_t n, hr_images *im, hr_error *err);
 void hr__images_free(hr_images *im);
 

@@ -49,7 +49,7 @@ typedef enum hr_dtype {
     HR_DTYPE_COUNT
 } hr_dtype;
 
-#define HR_MAX_DIMS 4
+#define HR_MAX_DIMS 5 /* Qwen2.5-VL's patch embedding is a Conv3d: (out, c, t, p, p) */
 
 enum { HR_LAYOUT_ROWS, HR_LAYOUT_X16 };
 

@@ -286,7 +286,7 @@ static void take_snapshots(hr_engine *e) {
 static int build_batch(hr_engine *e, int *n_prefill, int *n_decode) {
     int T = 0, n_rows = 0;
     *n_prefill = *n_decode = 0;
-    e->b_has_img = false;
+    e->b_has_img = e->b_has_rope = false;
     for (int i = 0; i < e->n_running; i++) {
         hr_request *r = e->running[i];
         int known = r->n_prompt + r->n_steps;
@@ -302,6 +302,10 @@ static int build_batch(hr_engine *e, int *n_prefill, int *n_decode) {
         for (int j = 0; j <= r->spec.n_draft; j++) {
             e->b_tok[T] = j ? r->spec.draft[j - 1] : hr__token_at(r, r->len);
             e->b_pos[T] = r->len + j;
+            if (e->b_rope) {
+                hr__rope3_at(r, r->len + j, e->b_rope + 3 * (size_t)T);
+                e->b_has_rope |= r->rope_delta != 0;
+            }
             if (e->b_end) {
                 e->b_end[T] = r->len + j + 1;
                 e->b_embd_row[T] = -1;
@@ -328,7 +332,7 @@ static int build_batch(hr_engine *e, int *n_prefill, int *n_decode) {
         int snap = snap_point(e, r); /* a step ends there: its state is kept */
         if (r->len < snap && r->len + c > snap)
             c = snap - r->len;
-        if (r->n_images && !(c = hr__image_chunk(r, c, room)))
+        if (r->n_images && !(c = hr__image_chunk(e, r, c, room)))
             continue; /* the next image does not fit in this step */
         int k = 0;
         for (; k < c; k++) {
@@ -341,11 +345,15 @@ static int build_batch(hr_engine *e, int *n_prefill, int *n_decode) {
                 break; /* the rest of the chunk waits for the next step */
             e->b_tok[T] = hr__token_at(r, p);
             e->b_pos[T] = p;
+            if (e->b_rope) {
+                hr__rope3_at(r, p, e->b_rope + 3 * (size_t)T);
+                e->b_has_rope |= r->rope3 != NULL;
+            }
             e->b_seq[T] = i;
             e->b_want[T] = r->embed ? 2 : sample || score;
             if (e->b_end) { /* an image's token: its features, its span */
                 int row;
-                e->b_end[T] = hr__image_end(r, p, &row);
+                e->b_end[T] = hr__image_end(e, r, p, &row);
                 e->b_embd_row[T] = row < 0 ? -1 : T;
                 if (row >= 0) {
                     size_t d = (size_t)e->m->hp.d_model;
@@ -414,6 +422,8 @@ static void step(hr_engine *e) {
         b.embd_row = e->b_embd_row;
         b.attn_end = e->b_end;
     }
+    if (e->b_has_rope) /* M-RoPE rows with positions of their own (their images) */
+        b.rope_pos = e->b_rope;
     hr_error err = {0};
     double t0 = hr_now();
     int rc = hr_forward_out(e->fwd, &e->kv, &b, e->logits, e->hidden, &err);
@@ -596,7 +606,7 @@ int hr_engine_new(hr_engine **out, const hr_model *m, const hr_engine_opts *o,
     e->logits = malloc((size_t)e->rows_base * m->hp.n_vocab * sizeof *e->logits);
     e->hidden = malloc((size_t)T * m->hp.d_model * sizeof *e->hidden);
     e->tokbuf_spec = malloc((size_t)e->n_ctx * sizeof *e->tokbuf_spec);
-    if (m->mm) { /* image rows and spans of a step */
+    if (m->mm || m->mm_qwen) { /* image rows and spans of a step */
         e->b_embd = malloc((size_t)T * m->hp.d_model * sizeof *e->b_embd);
         e->b_embd_row = malloc((size_t)T * sizeof *e->b_embd_row);
         e->b_end = malloc((size_t)T * sizeof *e->b_end);
@@ -604,6 +614,10 @@ int hr_engine_new(hr_engine **out, const hr_model *m, const hr_engine_opts *o,
             rc = hr_err(err, HR_ENOMEM, "out of memory");
             goto fail;
         }
+    }
+    if (m->mm_qwen && !(e->b_rope = malloc((size_t)T * 3 * sizeof *e->b_rope))) {
+        rc = hr_err(err, HR_ENOMEM, "out of memory"); /* M-RoPE positions of a step */
+        goto fail;
     }
     if (!e->running || !e->b_tok || !e->b_pos || !e->b_seq || !e->b_want || !e->b_seqs ||
         !e->b_adapter ||
@@ -695,6 +709,7 @@ void hr_engine_free(hr_engine *e) {
     free(e->b_embd);
     free(e->b_embd_row);
     free(e->b_end);
+    free(e->b_rope);
     hr__feat_cache_free(e);
     hr_spec_draft_free(e->draft);
     pthread_mutex_destroy(&e->mu);

@@ -88,14 +88,20 @@ typedef enum hr_finish {
     HR_FINISH_ERROR,
 } hr_finish;
 
-/* An image of a request (a model with an image side: model.h's mm): its
- * pixels as the model's image processor gives them (media/imgproc.h:
- * 3 x S x S floats; copied by hr_request_new), its identity (hr_image.hash)
- * and where its mm_tokens image tokens start in the prompt. */
+/* An image of a request (a model with an image side: model.h's mm or
+ * mm_qwen): its pixels as the model's image processor gives them (copied
+ * by hr_request_new), its identity (hr_image.hash) and where its image
+ * tokens start in the prompt. Gemma-3: 3 x S x S floats (media/imgproc.h),
+ * mm_tokens tokens. Qwen2.5-VL: the patch rows of a gh x gw patch grid
+ * (model/vision_qwen.h hr_vision_qwen_patchify), (gh / merge) * (gw /
+ * merge) tokens. */
+#define HR_REQ_IMAGES_MAX 64 /* images a request may hold */
+
 typedef struct hr_req_image {
     const float *pixels;
     uint8_t hash[16];
     int start;
+    int gh, gw; /* Qwen2.5-VL's grid, in patches; unused for Gemma-3 */
 } hr_req_image;
 
 typedef struct hr_req_params {

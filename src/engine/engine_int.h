@@ -15,6 +15,7 @@
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdbool.h>
+#include <string.h>
 
 /* What a step's logits row does to its request. */
 typedef enum hr_row_outcome {
@@ -75,7 +76,10 @@ struct hr_request {
     struct hr__req_img *images; /* [n_images], by start */
     int32_t *key;               /* [n_prompt] the prompt cache's view of the prompt: image
                                  * tokens replaced by values of the image's identity; NULL: none */
-    float *feat;                /* [n_images][mm_tokens][d_model] once encoded, else NULL */
+    float *feat;                /* [image tokens][d_model] once encoded, else NULL */
+    int32_t *rope3;             /* [n_prompt][3] M-RoPE positions (Qwen2.5-VL with images),
+                                 * else NULL: a position is itself */
+    int rope_delta;             /* M-RoPE: what later tokens add to their position */
 };
 
 
@@ -135,6 +139,8 @@ struct hr_engine {
     /* images: the step's rows and spans (build_batch), the features cache */
     float *b_embd;                  /* [max_tokens_step][d_model], NULL until the first */
     int32_t *b_embd_row, *b_end;    /* [max_tokens_step] */
+    int32_t *b_rope;                /* [max_tokens_step][3] M-RoPE models, else NULL */
+    bool b_has_rope;                /* a row of the step has M-RoPE positions of its own */
     bool b_has_img;
     struct hr__feat_entry *feat_cache; /* [HR_FEAT_CACHE] */
     long feat_clock;
@@ -165,8 +171,11 @@ void hr__sample_rows(hr_engine *e);
 /* ---- images (images.c) ---- */
 typedef struct hr__req_img {
     float *pixels;              /* owned until encoded */
+    size_t n_pixels;
     uint8_t hash[16];
-    int start, len;
+    int start, len;             /* its tokens in the prompt */
+    int row0;                   /* its first row of r->feat */
+    int gh, gw;                 /* Qwen2.5-VL's patch grid */
 } hr__req_img;
 /* hr_request_new's part for p->images. */
 int hr__request_images(hr_request *r, const hr_engine *e, const hr_req_params *p, hr_error *err);
@@ -175,13 +184,23 @@ void hr__request_images_free(hr_request *r);
  * cache, else the vision tower on the forward's pool. */
 int hr__engine_encode_images(hr_engine *e, hr_request *r, hr_error *err);
 void hr__feat_cache_free(hr_engine *e);
-/* The end of the image span holding prompt position p (p + 1 when none),
- * and the row of r->feat for it (-1: none). */
-int hr__image_end(const hr_request *r, int p, int *row);
+/* The end of the image span holding prompt position p (p + 1 when none,
+ * or when the model's images are causal: Qwen2.5-VL), and the row of
+ * r->feat for it (-1: none). */
+int hr__image_end(const hr_engine *e, const hr_request *r, int p, int *row);
+/* Position p's three M-RoPE positions (p + the delta after the prompt). */
+static inline void hr__rope3_at(const hr_request *r, int p, int32_t *out) {
+    if (r->rope3 && p < r->n_prompt) {
+        memcpy(out, r->rope3 + 3 * (size_t)p, 3 * sizeof *out);
+        return;
+    }
+    out[0] = out[1] = out[2] = p + r->rope_delta;
+}
 /* c prefill tokens from r->len, shortened or lengthened so that no image
  * is split between steps (its tokens see each other: all in one step, or
- * in the cache); 0 when the next image does not fit in room. */
-int hr__image_chunk(const hr_request *r, int c, int room);
+ * in the cache); 0 when the next image does not fit in room. c as it is
+ * when the model's images are causal (Qwen2.5-VL). */
+int hr__image_chunk(const hr_engine *e, const hr_request *r, int c, int room);
 /* The prompt cache's token k of r (hr__token_at with image tokens keyed). */
 static inline int32_t hr__key_at(const hr_request *r, int k) {
     return r->key && k < r->n_prompt ? r->key[k] : hr__token_at(r, k);

@@ -55,6 +55,11 @@ typedef struct hr_step_in {
     const float *embd;
     const int32_t *embd_row;
     const int32_t *attn_end;
+    /* M-RoPE, host memory, or NULL: token t's frequency i < rot_dim/2 turns
+     * by mrope_pos[3t + k] for the section k that holds i (mrope_section
+     * counts, in order) instead of pos[t] */
+    const int32_t *mrope_pos;
+    int mrope_section[3];
 } hr_step_in;
 
 enum { HR_BNORM_RMS, HR_BNORM_LAYER };

@@ -1,7 +1,10 @@
 /* Image preprocessing (media/imgproc.h). The resampling follows Pillow's
- * libImaging/Resample.c: coefficients per output pixel from the filter
- * (support scaled by the shrink factor), normalized, rounded to 22-bit
- * fixed point; a horizontal pass into an 8-bit image, then a vertical one. */
+ * libImaging/Resample.c, which torch's uint8 antialiased interpolate
+ * (aten/src/ATen/native/cpu/UpSampleKernel.cpp, UpSampleKernelAVXAntialias.h)
+ * ports: coefficients per output pixel from the filter (support scaled by
+ * the shrink factor), normalized, rounded to fixed point (Pillow: 22 bits;
+ * torch: int16 at the most bits the largest coefficient allows); a
+ * horizontal pass into an 8-bit image, then a vertical one. */
 #include "media/imgproc.h"
 #include "core/error.h"
 
@@ -9,13 +12,13 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define PRECISION_BITS (32 - 8 - 2)
+#define PIL_PRECISION_BITS (32 - 8 - 2)
 
 /* ---- settings ------------------------------------------------------------------------ */
 
 hr_image_proc hr_image_proc_gemma3(void) {
     return (hr_image_proc){.height = 896, .width = 896, .resample = HR_RESAMPLE_BILINEAR,
-                           .do_convert_rgb = true, .do_rescale = true, .do_normalize = true,
+                           .backend = HR_IMAGE_TORCHVISION, .do_rescale = true, .do_normalize = true,
                            .rescale = 1.0 / 255.0, .mean = {0.5f, 0.5f, 0.5f},
                            .std = {0.5f, 0.5f, 0.5f}};
 }
@@ -70,7 +73,6 @@ int hr_image_proc_from_json(hr_image_proc *p, const json_t *cfg, hr_image_proc d
                           "and bicubic 3 are)", (long long)r);
         p->resample = (hr_resample)r;
     }
-    p->do_convert_rgb = get_bool(cfg, "do_convert_rgb", p->do_convert_rgb);
     p->do_rescale = get_bool(cfg, "do_rescale", p->do_rescale);
     p->do_normalize = get_bool(cfg, "do_normalize", p->do_normalize);
     const json_t *rf = json_object_get(cfg, "rescale_factor");
@@ -104,8 +106,12 @@ static double filter_bicubic(double x) {
 
 /* Pillow's precompute_coeffs + normalize_coeffs_8bpc: for each output
  * index, the first input index (bounds[2i]), the count (bounds[2i+1]) and
- * ksize fixed-point weights. NULL when out of memory. */
-static int32_t *coeffs(int in_size, int out_size, hr_resample f, int *ksize_out, int **bounds_out) {
+ * ksize fixed-point weights of *prec bits: Pillow's 22, or torch's
+ * (_compute_indices_int16_weights_aa): the most bits, at most 22, under
+ * which twice the largest weight still rounds below 2^15. NULL when out of
+ * memory. */
+static int32_t *coeffs(int in_size, int out_size, hr_resample f, hr_image_backend be,
+                       int *ksize_out, int **bounds_out, int *prec) {
     double (*filter)(double) = f == HR_RESAMPLE_BICUBIC ? filter_bicubic : filter_bilinear;
     double fsupport = f == HR_RESAMPLE_BICUBIC ? 2.0 : 1.0;
     double scale = (double)in_size / out_size, filterscale = scale < 1.0 ? 1.0 : scale;
@@ -144,23 +150,36 @@ static int32_t *coeffs(int in_size, int out_size, hr_resample f, int *ksize_out,
         bounds[xx * 2] = xmin;
         bounds[xx * 2 + 1] = xmax;
     }
-    for (size_t i = 0; i < (size_t)out_size * (size_t)ksize; i++)
-        kk[i] = pre[i] < 0 ? (int32_t)(-0.5 + pre[i] * (1 << PRECISION_BITS))
-                           : (int32_t)(0.5 + pre[i] * (1 << PRECISION_BITS));
+    size_t nk = (size_t)out_size * (size_t)ksize;
+    int bits = PIL_PRECISION_BITS;
+    if (be == HR_IMAGE_TORCHVISION) {
+        double wmax = pre[0];
+        for (size_t i = 1; i < nk; i++)
+            wmax = pre[i] > wmax ? pre[i] : wmax;
+        for (bits = 0; bits < 22; bits++)
+            if ((int)(0.5 + wmax * (1 << (bits + 1))) >= 1 << 15)
+                break;
+    }
+    for (size_t i = 0; i < nk; i++) {
+        int32_t v = pre[i] < 0 ? (int32_t)(-0.5 + pre[i] * (1 << bits))
+                               : (int32_t)(0.5 + pre[i] * (1 << bits));
+        kk[i] = be == HR_IMAGE_TORCHVISION ? (int16_t)v : v; /* torch stores int16 */
+    }
+    *prec = bits;
     free(pre);
     *ksize_out = ksize;
     *bounds_out = bounds;
     return kk;
 }
 
-static inline uint8_t clip8(int64_t ss) {
-    int64_t v = ss >> PRECISION_BITS; /* Pillow: an arithmetic shift, then a clamp */
+static inline uint8_t clip8(int64_t ss, int prec) {
+    int64_t v = ss >> prec; /* Pillow and torch: an arithmetic shift, then a clamp */
     return (uint8_t)(v < 0 ? 0 : v > 255 ? 255 : v);
 }
 
 int hr_image_resize_rgb(const uint8_t *src, int sw, int sh, uint8_t *dst, int dw, int dh,
-                        hr_resample f, hr_error *err) {
-    int kx = 0, ky = 0, *bx = NULL, *by = NULL;
+                        hr_resample f, hr_image_backend be, hr_error *err) {
+    int kx = 0, ky = 0, *bx = NULL, *by = NULL, px = 0, py = 0;
     int32_t *wx = NULL, *wy = NULL;
     uint8_t *tmp = NULL;
     int rc = 0;
@@ -169,8 +188,8 @@ int hr_image_resize_rgb(const uint8_t *src, int sw, int sh, uint8_t *dst, int dw
         memcpy(dst, src, (size_t)sw * sh * 3);
         return 0;
     }
-    wx = coeffs(sw, dw, f, &kx, &bx);
-    wy = coeffs(sh, dh, f, &ky, &by);
+    wx = coeffs(sw, dw, f, be, &kx, &bx, &px);
+    wy = coeffs(sh, dh, f, be, &ky, &by, &py);
     if (!wx || !wy) {
         rc = hr_err(err, HR_ENOMEM, "out of memory");
         goto done;
@@ -192,16 +211,16 @@ int hr_image_resize_rgb(const uint8_t *src, int sw, int sh, uint8_t *dst, int dw
             for (int xx = 0; xx < dw; xx++) {
                 int xmin = bx[xx * 2], xmax = bx[xx * 2 + 1];
                 const int32_t *k = wx + (size_t)xx * kx;
-                int64_t s0 = 1 << (PRECISION_BITS - 1), s1 = s0, s2 = s0;
+                int64_t s0 = (int64_t)1 << px >> 1, s1 = s0, s2 = s0;
                 for (int x = 0; x < xmax; x++) {
                     const uint8_t *p = row + (size_t)(x + xmin) * 3;
                     s0 += (int64_t)p[0] * k[x];
                     s1 += (int64_t)p[1] * k[x];
                     s2 += (int64_t)p[2] * k[x];
                 }
-                o[xx * 3] = clip8(s0);
-                o[xx * 3 + 1] = clip8(s1);
-                o[xx * 3 + 2] = clip8(s2);
+                o[xx * 3] = clip8(s0, px);
+                o[xx * 3 + 1] = clip8(s1, px);
+                o[xx * 3 + 2] = clip8(s2, px);
             }
         }
         vin = out;
@@ -214,16 +233,16 @@ int hr_image_resize_rgb(const uint8_t *src, int sw, int sh, uint8_t *dst, int dw
             const int32_t *k = wy + (size_t)yy * ky;
             uint8_t *o = dst + (size_t)yy * dw * 3;
             for (int xx = 0; xx < w; xx++) {
-                int64_t s0 = 1 << (PRECISION_BITS - 1), s1 = s0, s2 = s0;
+                int64_t s0 = (int64_t)1 << py >> 1, s1 = s0, s2 = s0;
                 for (int y = 0; y < ymax; y++) {
                     const uint8_t *p = vin + ((size_t)(y + ymin) * w + xx) * 3;
                     s0 += (int64_t)p[0] * k[y];
                     s1 += (int64_t)p[1] * k[y];
                     s2 += (int64_t)p[2] * k[y];
                 }
-                o[xx * 3] = clip8(s0);
-                o[xx * 3 + 1] = clip8(s1);
-                o[xx * 3 + 2] = clip8(s2);
+                o[xx * 3] = clip8(s0, py);
+                o[xx * 3 + 1] = clip8(s1, py);
+                o[xx * 3 + 2] = clip8(s2, py);
             }
         }
     }
@@ -236,31 +255,31 @@ done:
     return rc;
 }
 
-/* ---- the rest of the pipeline -------------------------------------------------------- */
+/* ---- Qwen2-VL's sizes ------------------------------------------------------------------- */
 
-/* Pillow's ImagingAlphaComposite (libImaging/AlphaComposite.c) with an
- * opaque white destination. */
-void hr_image_flatten_white(const uint8_t *rgba, int w, int h, uint8_t *rgb) {
-    enum { PB = 7 };
-#define SHIFTFORDIV255(a) ((((a) >> 8) + (a)) >> 8)
-    for (size_t i = 0; i < (size_t)w * h; i++) {
-        const uint8_t *s = rgba + 4 * i;
-        uint8_t *o = rgb + 3 * i;
-        uint32_t sa = s[3];
-        if (sa == 0) {
-            o[0] = o[1] = o[2] = 255;
-            continue;
-        }
-        uint32_t blend = 255 * (255 - sa), outa255 = sa * 255 + blend;
-        uint32_t coef1 = sa * 255 * 255 * (1u << PB) / outa255;
-        uint32_t coef2 = 255 * (1u << PB) - coef1;
-        for (int c = 0; c < 3; c++) {
-            uint32_t t = s[c] * coef1 + 255 * coef2;
-            o[c] = (uint8_t)(SHIFTFORDIV255(t + (0x80u << PB)) >> PB);
-        }
+int hr_image_smart_resize(int h, int w, int factor, long min_px, long max_px, int *oh, int *ow,
+                          hr_error *err) {
+    if (h < 1 || w < 1 || factor < 1)
+        return hr_err(err, HR_EINVAL, "a %dx%d image", w, h);
+    if ((double)(h > w ? h : w) / (h < w ? h : w) > 200)
+        return hr_err(err, HR_EINVAL, "a %dx%d image: aspect ratio above 200", w, h);
+    /* rint: round half to even, as Python's round() */
+    double hb = rint((double)h / factor) * factor, wb = rint((double)w / factor) * factor;
+    if (hb * wb > (double)max_px) {
+        double beta = sqrt((double)h * w / (double)max_px);
+        hb = fmax(factor, floor(h / beta / factor) * factor);
+        wb = fmax(factor, floor(w / beta / factor) * factor);
+    } else if (hb * wb < (double)min_px) {
+        double beta = sqrt((double)min_px / ((double)h * w));
+        hb = ceil(h * beta / factor) * factor;
+        wb = ceil(w * beta / factor) * factor;
     }
-#undef SHIFTFORDIV255
+    *oh = (int)hb;
+    *ow = (int)wb;
+    return 0;
 }
+
+/* ---- the rest of the pipeline -------------------------------------------------------- */
 
 int hr_image_preprocess(const hr_image *img, const hr_image_proc *p, float *out, hr_error *err) {
     size_t n = (size_t)img->w * img->h;
@@ -270,27 +289,33 @@ int hr_image_preprocess(const hr_image *img, const hr_image_proc *p, float *out,
         rc = hr_err(err, HR_ENOMEM, "out of memory");
         goto done;
     }
-    bool opaque = true;
-    for (size_t i = 0; i < n && opaque; i++)
-        opaque = img->rgba[4 * i + 3] == 255;
-    if (p->do_convert_rgb && !opaque) {
-        hr_image_flatten_white(img->rgba, img->w, img->h, rgb);
-    } else { /* an RGB image as it is (or the alpha dropped, as PIL's convert("RGB")) */
-        for (size_t i = 0; i < n; i++)
-            memcpy(rgb + 3 * i, img->rgba + 4 * i, 3);
-    }
+    /* transformers 5.17's convert_to_rgb is PIL's convert("RGB"): alpha dropped */
+    for (size_t i = 0; i < n; i++)
+        memcpy(rgb + 3 * i, img->rgba + 4 * i, 3);
     if ((rc = hr_image_resize_rgb(rgb, img->w, img->h, sized, p->width, p->height, p->resample,
-                                  err)))
+                                  p->backend, err)))
         goto done;
     size_t plane = (size_t)p->width * p->height;
+    /* torchvision: rescale fused into normalize, (x - mean / r) / (std / r),
+     * mean and std float32 tensors times 1 / r; a rescale alone: x * r, all
+     * float32. PIL: x * r in float64 rounded to float32, then float32
+     * (x - mean) / std. */
+    float tv_mean[3], tv_std[3], tv_r = (float)p->rescale;
+    for (int c = 0; c < 3; c++) {
+        bool fuse = p->do_rescale && p->do_normalize;
+        tv_mean[c] = fuse ? p->mean[c] * (float)(1.0 / p->rescale) : p->mean[c];
+        tv_std[c] = fuse ? p->std[c] * (float)(1.0 / p->rescale) : p->std[c];
+    }
     for (size_t i = 0; i < plane; i++)
         for (int c = 0; c < 3; c++) {
-            /* transformers: float64 product rounded to float32, then float32
-             * (x - mean) / std */
-            float v = p->do_rescale ? (float)((double)sized[3 * i + c] * p->rescale)
-                                    : (float)sized[3 * i + c];
-            if (p->do_normalize)
-                v = (v - p->mean[c]) / p->std[c];
+            float x = (float)sized[3 * i + c], v;
+            if (p->backend == HR_IMAGE_TORCHVISION) {
+                v = p->do_normalize ? (x - tv_mean[c]) / tv_std[c] : p->do_rescale ? x * tv_r : x;
+            } else {
+                v = p->do_rescale ? (float)((double)sized[3 * i + c] * p->rescale) : x;
+                if (p->do_normalize)
+                    v = (v - p->mean[c]) / p->std[c];
+            }
             out[(size_t)c * plane + i] = v;
         }
 done:

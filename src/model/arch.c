@@ -55,6 +55,10 @@ static const hr_arch archs[] = {
     {.model_type = "qwen2", .norms = LLAMA_NORMS, .gated_mlp = true,
      .mlp_up = "up_proj", .mlp_down = "down_proj", .mlp_gate = "gate_proj",
      .default_act = "silu"},
+    /* Qwen2.5-VL's text model: qwen2 with M-RoPE (config.h mrope_section) */
+    {.model_type = "qwen2_5_vl_text", .norms = LLAMA_NORMS, .gated_mlp = true,
+     .mlp_up = "up_proj", .mlp_down = "down_proj", .mlp_gate = "gate_proj",
+     .default_act = "silu"},
     {.model_type = "qwen3", .norms = LLAMA_NORMS, .gated_mlp = true,
      .qk_norm = HR_QK_NORM_HEAD, .mlp_up = "up_proj", .mlp_down = "down_proj",
      .mlp_gate = "gate_proj", .default_act = "silu"},

@@ -42,6 +42,10 @@ typedef struct hr_batch {
     const float *embd;        /* [rows][d_model], host memory */
     const int32_t *embd_row;  /* [n_tokens] */
     const int32_t *attn_end;  /* [n_tokens], or NULL: causal */
+    /* M-RoPE (hp.mrope_section, Qwen2.5-VL): token t's (temporal, height,
+     * width) rotary positions at rope_pos[3t..3t+2], or NULL: pos[t] for
+     * all three. Positions in the cache stay pos[t]. CPU only. */
+    const int32_t *rope_pos;
 } hr_batch;
 
 #endif

@@ -47,5 +47,6 @@ void hr__bind_gated_q(hr__binder *b, hr_layer *L, const char *name);
  * set. */
 int hr__model_open_vision(hr_model *m, const char *dir, const json_t *cfg, hr_error *err);
 void hr__model_vision_free(hr_model_vision *v); /* NULL allowed */
+void hr__model_vision_qwen_free(hr_model_vision_qwen *v); /* NULL allowed */
 
 #endif

@@ -119,8 +119,12 @@ static void parse_rope_dict(reader *r, hr_rope_params *rp, int rot_dim) {
     rp->factor = num(r, "factor", 1.0);
     rp->original_max_pos = integer(r, "original_max_position_embeddings",
                                    rp->original_max_pos);
-    if (!type || !strcmp(type, "default")) {
-        rp->type = HR_ROPE_DEFAULT;
+    if (type && !strcmp(type, "mrope") && !get(r, "mrope_section")) {
+        if (!r->rc)
+            r->rc = hr_err(r->err, HR_EUNSUPPORTED, "not supported yet: rope type 'mrope' "
+                           "without mrope_section (%s)", r->where);
+    } else if (!type || !strcmp(type, "default") || !strcmp(type, "mrope")) {
+        rp->type = HR_ROPE_DEFAULT; /* 4.x's "mrope": default frequencies, sections */
     } else if (!strcmp(type, "linear")) {
         rp->type = HR_ROPE_LINEAR;
     } else if (!strcmp(type, "dynamic")) {
@@ -562,6 +566,21 @@ static int parse(hr_hparams *hp, const json_t *cfg, const json_t *outer, const j
         parse_rope_dict(&rr, &hp->rope, hp->rot_dim);
         if (rr.rc)
             return rr.rc;
+        const json_t *ms = json_object_get(full, "mrope_section");
+        if (ms) {
+            int sum = 0;
+            bool ok = json_is_array(ms) && json_array_size(ms) == 3;
+            for (int i = 0; ok && i < 3; i++) {
+                const json_t *v = json_array_get(ms, (size_t)i);
+                ok = json_is_integer(v) && json_integer_value(v) >= 0 &&
+                     json_integer_value(v) <= 4096;
+                hp->mrope_section[i] = ok ? (int)json_integer_value(v) : 0;
+                sum += hp->mrope_section[i];
+            }
+            if (!ok || sum != hp->rot_dim / 2)
+                return hr_err(err, HR_EFORMAT, "%s: mrope_section must be 3 counts that add "
+                              "up to %d (half the rotated dims)", rr.where, hp->rot_dim / 2);
+        }
     }
     double local_theta = num(&r, "rope_local_base_freq", 0.0);
     if (local) {
@@ -626,8 +645,9 @@ int hr_hparams_from_json(hr_hparams *hp, const json_t *cfg, const json_t *gen,
     const char *mt = string(&r, "model_type"), *where = "config.json";
     if (r.rc)
         return r.rc;
-    /* Gemma3ForConditionalGeneration: the text model's numbers are in
-     * text_config (the vision tower's: model/vision.h) */
+    /* Gemma3ForConditionalGeneration, Qwen2_5_VLForConditionalGeneration:
+     * the text model's numbers are in text_config (the vision tower's:
+     * model/vision.h); the Hub's Qwen2.5-VL configs keep them at the top */
     const json_t *text = cfg, *tc = json_object_get(cfg, "text_config");
     if (mt && !strcmp(mt, "gemma3") && json_is_object(tc)) {
         text = tc;
@@ -635,6 +655,12 @@ int hr_hparams_from_json(hr_hparams *hp, const json_t *cfg, const json_t *gen,
         mt = json_string_value(json_object_get(tc, "model_type"));
         if (!mt)
             mt = "gemma3_text";
+    } else if (mt && !strcmp(mt, "qwen2_5_vl")) {
+        if (json_is_object(tc)) {
+            text = tc;
+            where = "config.json text_config";
+        }
+        mt = "qwen2_5_vl_text";
     }
     hp->arch = hr_arch_find(mt);
     if (!hp->arch)

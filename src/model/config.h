@@ -71,6 +71,9 @@ typedef struct hr_hparams {
     hr_rope_params rope;        /* full-attention layers */
     hr_rope_params rope_local;  /* sliding layers (gemma3: rope_local_base_freq) */
     bool has_rope_local;
+    int mrope_section[3];   /* M-RoPE (Qwen2.5-VL): how many of the rot_dim/2
+                             * frequencies take the t, h, w position; all 0:
+                             * one position (batch.h rope_pos) */
 
     /* scalings (granite; gemma's sqrt(d_model) comes from the arch) */
     float embed_mult, residual_mult, logit_div;

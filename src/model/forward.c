@@ -167,8 +167,10 @@ static int validate(const hr_fwd *f, const hr_kv *kv, const hr_batch *b, bool hi
         if (b->logits[t] > 2)
             return hr_err(err, HR_EINVAL, "token %d: output kind %d", t, b->logits[t]);
     }
-    if ((b->embd || b->attn_end) && f->be->device_mem)
+    if ((b->embd || b->attn_end || b->rope_pos) && f->be->device_mem)
         return hr_err(err, HR_EUNSUPPORTED, "not supported yet on %s: image input", f->be->name);
+    if (b->rope_pos && !hp->mrope_section[0] && !hp->mrope_section[1] && !hp->mrope_section[2])
+        return hr_err(err, HR_EINVAL, "M-RoPE positions for a model without M-RoPE");
     if (b->embd && !b->embd_row)
         return hr_err(err, HR_EINVAL, "image rows without embd_row");
     for (int t = 0; b->attn_end && t < b->n_tokens; t++)
@@ -293,7 +295,8 @@ static void stage(hr_fwd *f, const hr_batch *b, hr_step_in *in) {
         .logits = b->logits, .tables = f->tables, .tab_off = f->tab_off, .n_tables = n_tab,
         .freq = f->freq, .rot_dim = hp->rot_dim, .rope_local = hp->has_rope_local,
         .embd = b->embd, .embd_row = b->embd ? b->embd_row : NULL,
-        .attn_end = b->attn_end,
+        .attn_end = b->attn_end, .mrope_pos = b->rope_pos,
+        .mrope_section = {hp->mrope_section[0], hp->mrope_section[1], hp->mrope_section[2]},
     };
 }
 

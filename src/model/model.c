@@ -653,6 +653,7 @@ void hr_model_free(hr_model *m) {
         return;
     hr_hparams_deinit(&m->hp);
     hr__model_vision_free(m->mm);
+    hr__model_vision_qwen_free(m->mm_qwen);
     hr_weights_close(m->weights);
     hr_big_free(m->repacked, m->repacked_bytes);
     if (m->dev_mem)

@@ -10,6 +10,7 @@
 #include "media/imgproc.h"
 
 struct hr_vision;
+struct hr_vision_qwen;
 
 /* A multimodal model's image side (model/mm.c): the vision tower and
  * projector, the image processor's settings, and how images sit in the
@@ -20,6 +21,17 @@ typedef struct hr_model_vision {
     int32_t boi, eoi, image_token;
     int mm_tokens;
 } hr_model_vision;
+
+/* Qwen2.5-VL's image side (model/mm.c): the ViT and merger, the image
+ * processor's settings (height and width per image: smart_resize between
+ * min_pixels and max_pixels), the prompt's tokens (vision_start,
+ * image_pad x the image's merged patches, vision_end). */
+typedef struct hr_model_vision_qwen {
+    struct hr_vision_qwen *tower;
+    hr_image_proc proc;
+    long min_pixels, max_pixels;
+    int32_t vstart, vend, image_token;
+} hr_model_vision_qwen;
 
 /* the last three: hr_arch_norms' post_dense, pre_moe, post_moe (layers
  * with experts of a moe.beside_dense family) */
@@ -107,6 +119,7 @@ struct hr_model {
                                 * gguf_model.h), rotated as interleaved pairs */
     hr_backend *be;            /* where the weights live (cpu: the mmap) */
     hr_model_vision *mm;       /* images, or NULL: a text model (owned) */
+    hr_model_vision_qwen *mm_qwen; /* Qwen2.5-VL's, or NULL (owned) */
     void *dev_mem;             /* off the host: every weight, one allocation */
     size_t dev_bytes;
 };

@@ -73,3 +73,31 @@ const hr_tensor *hr__weights_lookup(const hr_weights *w, const hr_arch *a, const
     snprintf(full, sizeof full, "language_model.%s", name); /* lm_head.weight */
     return hr_weights_find(w, full);
 }
+
+/* ---- the image side of a multimodal checkpoint ---------------------------------------- */
+
+/* Where each layout keeps the vision tower (a SiglipVisionModel) and the
+ * projector. The Hub's google/gemma-3-*-it files and mlx-vlm's conversions:
+ * vision_tower.vision_model.*, multi_modal_projector.*; transformers 4.5x's
+ * save_pretrained: the same under model.; transformers 5.17's
+ * save_pretrained: vision_tower.* without the vision_model. level (and
+ * model.vision_tower.* where a save keeps the model. prefix). */
+const char *const hr__vision_tower_prefixes[] = {
+    "vision_tower.vision_model.", "model.vision_tower.vision_model.", "vision_tower.",
+    "model.vision_tower.", NULL};
+/* Qwen2.5-VL's ViT and merger: the Hub's visual.*; transformers 5.17's
+ * save_pretrained: model.visual.* */
+const char *const hr__qwen_visual_prefixes[] = {"visual.", "model.visual.", NULL};
+const char *const hr__mm_projector_prefixes[] = {
+    "multi_modal_projector.", "model.multi_modal_projector.", NULL};
+
+const char *hr__weights_prefix(const hr_weights *w, const char *const *prefixes,
+                               const char *probe) {
+    char full[320];
+    for (const char *const *p = prefixes; *p; p++) {
+        snprintf(full, sizeof full, "%s%s", *p, probe);
+        if (hr_weights_find(w, full))
+            return *p;
+    }
+    return NULL;
+}

@@ -2,6 +2,8 @@
 #include "model/vision.h"
 #include "core/error.h"
 #include "kernels/cpu/ops.h"
+#include "model/names.h"
+#include "model/vit.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -70,81 +72,6 @@ int hr_vision_cfg_from_json(hr_vision_cfg *c, const json_t *cfg, hr_error *err) 
 
 /* ---- binding ------------------------------------------------------------------------ */
 
-typedef struct binder {
-    const hr_weights *w;
-    const char *prefix[4]; /* tried in order */
-    int n_prefix;
-    hr_error *err;
-    int rc;
-} binder;
-
-static const hr_tensor *find(binder *b, const char *name, int64_t d0, int64_t d1) {
-    if (b->rc)
-        return NULL;
-    char full[320];
-    const hr_tensor *t = NULL;
-    for (int i = 0; i < b->n_prefix && !t; i++) {
-        snprintf(full, sizeof full, "%s%s", b->prefix[i], name);
-        t = hr_weights_find(b->w, full);
-    }
-    if (!t) {
-        b->rc = hr_err(b->err, HR_EFORMAT, "the weights have no %s%s", b->prefix[0], name);
-        return NULL;
-    }
-    int64_t n = hr_tensor_numel(t);
-    if (hr_dtype_is_quant(t->dtype) || (d1 ? n != d0 * d1 : n != d0)) {
-        b->rc = hr_err(b->err, HR_EFORMAT, "%s: unexpected shape or type for (%lld, %lld)", t->name,
-                       (long long)d0, (long long)d1);
-        return NULL;
-    }
-    return t;
-}
-
-static float *to_f32(binder *b, const hr_tensor *t) {
-    if (!t)
-        return NULL;
-    int64_t n = hr_tensor_numel(t);
-    float *o = malloc(sizeof(float) * (size_t)n);
-    if (!o) {
-        b->rc = hr_err(b->err, HR_ENOMEM, "out of memory");
-        return NULL;
-    }
-    for (int64_t i = 0; i < n; i++) {
-        switch (t->dtype) {
-        case HR_DTYPE_F32: o[i] = ((const float *)t->data)[i]; break;
-        case HR_DTYPE_BF16: o[i] = hr_bf16_to_f32(((const uint16_t *)t->data)[i]); break;
-        case HR_DTYPE_F16: o[i] = hr_f16_to_f32(((const uint16_t *)t->data)[i]); break;
-        default:
-            free(o);
-            b->rc = hr_err(b->err, HR_EFORMAT, "%s: dtype %s is not a float", t->name,
-                           hr_dtype_name(t->dtype));
-            return NULL;
-        }
-    }
-    return o;
-}
-
-static float *vec(binder *b, const char *name, int64_t d) {
-    return to_f32(b, find(b, name, d, 0));
-}
-
-static hr_tensor mat(binder *b, const char *name, int64_t rows, int64_t cols) {
-    hr_tensor m = {0};
-    const hr_tensor *t = find(b, name, rows, cols);
-    if (!t)
-        return m;
-    if (!hr_matmul_supports(t->dtype)) {
-        b->rc = hr_err(b->err, HR_EUNSUPPORTED, "not supported yet: %s in %s", t->name,
-                       hr_dtype_name(t->dtype));
-        return m;
-    }
-    m = *t; /* a 2-D view (the patch conv's 4-D weight flattened) */
-    m.ndim = 2;
-    m.shape[0] = rows;
-    m.shape[1] = cols;
-    return m;
-}
-
 int hr_vision_new(hr_vision **out, const hr_vision_cfg *c, const hr_weights *w, hr_error *err) {
     *out = NULL;
     hr_vision *v = calloc(1, sizeof *v);
@@ -155,39 +82,39 @@ int hr_vision_new(hr_vision **out, const hr_vision_cfg *c, const hr_weights *w, 
     v->c = *c;
     int64_t d = c->d, f = c->d_ff, pp = (int64_t)c->channels * c->patch_size * c->patch_size;
     int64_t np = (int64_t)(c->image_size / c->patch_size) * (c->image_size / c->patch_size);
-    binder b = {.w = w, .prefix = {"model.vision_tower.vision_model.", "vision_tower.vision_model."},
-                .n_prefix = 2, .err = err};
-    v->patch = mat(&b, "embeddings.patch_embedding.weight", d, pp);
-    v->patch_b = vec(&b, "embeddings.patch_embedding.bias", d);
-    v->pos = vec(&b, "embeddings.position_embedding.weight", np * d);
+    hr_vbind b = {.w = w, .err = err};
+    hr__vbind_layout(&b, "vision tower", hr__vision_tower_prefixes, "embeddings.patch_embedding.weight");
+    v->patch = hr__vbind_mat(&b, "embeddings.patch_embedding.weight", d, pp);
+    v->patch_b = hr__vbind_vec(&b, "embeddings.patch_embedding.bias", d, 0);
+    v->pos = hr__vbind_vec(&b, "embeddings.position_embedding.weight", np * d, 0);
     for (int l = 0; l < c->n_layers && !b.rc; l++) {
         vlayer *L = &v->layers[l];
         char n[160];
 #define NAME(s) (snprintf(n, sizeof n, "encoder.layers.%d.%s", l, s), n)
-        L->ln1_w = vec(&b, NAME("layer_norm1.weight"), d);
-        L->ln1_b = vec(&b, NAME("layer_norm1.bias"), d);
-        L->ln2_w = vec(&b, NAME("layer_norm2.weight"), d);
-        L->ln2_b = vec(&b, NAME("layer_norm2.bias"), d);
-        L->q = mat(&b, NAME("self_attn.q_proj.weight"), d, d);
-        L->k = mat(&b, NAME("self_attn.k_proj.weight"), d, d);
-        L->v = mat(&b, NAME("self_attn.v_proj.weight"), d, d);
-        L->o = mat(&b, NAME("self_attn.out_proj.weight"), d, d);
-        L->q_b = vec(&b, NAME("self_attn.q_proj.bias"), d);
-        L->k_b = vec(&b, NAME("self_attn.k_proj.bias"), d);
-        L->v_b = vec(&b, NAME("self_attn.v_proj.bias"), d);
-        L->o_b = vec(&b, NAME("self_attn.out_proj.bias"), d);
-        L->fc1 = mat(&b, NAME("mlp.fc1.weight"), f, d);
-        L->fc2 = mat(&b, NAME("mlp.fc2.weight"), d, f);
-        L->fc1_b = vec(&b, NAME("mlp.fc1.bias"), f);
-        L->fc2_b = vec(&b, NAME("mlp.fc2.bias"), d);
+        L->ln1_w = hr__vbind_vec(&b, NAME("layer_norm1.weight"), d, 0);
+        L->ln1_b = hr__vbind_vec(&b, NAME("layer_norm1.bias"), d, 0);
+        L->ln2_w = hr__vbind_vec(&b, NAME("layer_norm2.weight"), d, 0);
+        L->ln2_b = hr__vbind_vec(&b, NAME("layer_norm2.bias"), d, 0);
+        L->q = hr__vbind_mat(&b, NAME("self_attn.q_proj.weight"), d, d);
+        L->k = hr__vbind_mat(&b, NAME("self_attn.k_proj.weight"), d, d);
+        L->v = hr__vbind_mat(&b, NAME("self_attn.v_proj.weight"), d, d);
+        L->o = hr__vbind_mat(&b, NAME("self_attn.out_proj.weight"), d, d);
+        L->q_b = hr__vbind_vec(&b, NAME("self_attn.q_proj.bias"), d, 0);
+        L->k_b = hr__vbind_vec(&b, NAME("self_attn.k_proj.bias"), d, 0);
+        L->v_b = hr__vbind_vec(&b, NAME("self_attn.v_proj.bias"), d, 0);
+        L->o_b = hr__vbind_vec(&b, NAME("self_attn.out_proj.bias"), d, 0);
+        L->fc1 = hr__vbind_mat(&b, NAME("mlp.fc1.weight"), f, d);
+        L->fc2 = hr__vbind_mat(&b, NAME("mlp.fc2.weight"), d, f);
+        L->fc1_b = hr__vbind_vec(&b, NAME("mlp.fc1.bias"), f, 0);
+        L->fc2_b = hr__vbind_vec(&b, NAME("mlp.fc2.bias"), d, 0);
 #undef NAME
     }
-    v->post_w = vec(&b, "post_layernorm.weight", d);
-    v->post_b = vec(&b, "post_layernorm.bias", d);
-    binder pb = {.w = w, .prefix = {"model.multi_modal_projector.", "multi_modal_projector."},
-                 .n_prefix = 2, .err = err, .rc = b.rc};
-    v->mm_norm = vec(&pb, "mm_soft_emb_norm.weight", d);
-    float *proj = vec(&pb, "mm_input_projection_weight", d * c->d_text); /* (d, d_text) */
+    v->post_w = hr__vbind_vec(&b, "post_layernorm.weight", d, 0);
+    v->post_b = hr__vbind_vec(&b, "post_layernorm.bias", d, 0);
+    hr_vbind pb = {.w = w, .err = err, .rc = b.rc};
+    hr__vbind_layout(&pb, "multi-modal projector", hr__mm_projector_prefixes, "mm_input_projection_weight");
+    v->mm_norm = hr__vbind_vec(&pb, "mm_soft_emb_norm.weight", d, 0);
+    float *proj = hr__vbind_vec(&pb, "mm_input_projection_weight", d * c->d_text, 0); /* (d, d_text) */
     if (!pb.rc) { /* x @ W as hr_matmul's x . W'^T: W' = W^T, (d_text, d) */
         v->mm_proj_data = malloc(sizeof(float) * (size_t)(d * c->d_text));
         if (!v->mm_proj_data) {
@@ -235,57 +162,19 @@ const hr_vision_cfg *hr_vision_config(const hr_vision *v) { return &v->c; }
 
 /* ---- the forward pass ---------------------------------------------------------------- */
 
-/* Full (bidirectional) attention of n tokens, one task per (head, query
- * rows share). q, k, v, out: (n, d), head h at columns [h*hd, (h+1)*hd). */
-typedef struct attn_job {
-    const float *q, *k, *v;
-    float *out;
-    int n, d, n_heads;
-    float scale;
-    float *scratch; /* nth * n floats */
-} attn_job;
-
-static void attn_task(void *ctx, int ith, int nth) {
-    attn_job *a = ctx;
-    int hd = a->d / a->n_heads;
-    float *s = a->scratch + (size_t)ith * a->n;
-    long lo, hi;
-    hr_split((long)a->n * a->n_heads, ith, nth, &lo, &hi);
-    for (long r = lo; r < hi; r++) {
-        int h = (int)(r / a->n), i = (int)(r % a->n);
-        const float *qi = a->q + (size_t)i * a->d + (size_t)h * hd;
-        for (int j = 0; j < a->n; j++) {
-            const float *kj = a->k + (size_t)j * a->d + (size_t)h * hd;
-            float dot = 0;
-            for (int t = 0; t < hd; t++)
-                dot += qi[t] * kj[t];
-            s[j] = dot * a->scale;
-        }
-        hr_softmax(s, a->n);
-        float *o = a->out + (size_t)i * a->d + (size_t)h * hd;
-        memset(o, 0, sizeof(float) * (size_t)hd);
-        for (int j = 0; j < a->n; j++) {
-            const float *vj = a->v + (size_t)j * a->d + (size_t)h * hd;
-            for (int t = 0; t < hd; t++)
-                o[t] += s[j] * vj[t];
-        }
-    }
-}
-
 int hr_vision_encode(hr_vision *v, hr_pool *pool, const float *pixels, float *features,
                      float *hidden, hr_error *err) {
     const hr_vision_cfg *c = &v->c;
     int d = c->d, ps = c->patch_size, side = c->image_size / ps, n = side * side;
-    int pp = c->channels * ps * ps, nth = hr_pool_size(pool);
+    int pp = c->channels * ps * ps;
     size_t S = (size_t)c->image_size;
     float *x = malloc(sizeof(float) * (size_t)n * d), *h = malloc(sizeof(float) * (size_t)n * d);
     float *q = malloc(sizeof(float) * (size_t)n * d), *k = malloc(sizeof(float) * (size_t)n * d);
     float *vv = malloc(sizeof(float) * (size_t)n * d), *a = malloc(sizeof(float) * (size_t)n * d);
     float *ff = malloc(sizeof(float) * (size_t)n * c->d_ff);
     float *patches = malloc(sizeof(float) * (size_t)n * pp);
-    float *scratch = malloc(sizeof(float) * (size_t)n * (nth > 0 ? nth : 1));
     int rc = 0;
-    if (!x || !h || !q || !k || !vv || !a || !ff || !patches || !scratch) {
+    if (!x || !h || !q || !k || !vv || !a || !ff || !patches) {
         rc = hr_err(err, HR_ENOMEM, "out of memory");
         goto done;
     }
@@ -311,9 +200,9 @@ int hr_vision_encode(hr_vision *v, hr_pool *pool, const float *pixels, float *fe
         hr_matmul(pool, q, d, h, d, n, &L->q, L->q_b);
         hr_matmul(pool, k, d, h, d, n, &L->k, L->k_b);
         hr_matmul(pool, vv, d, h, d, n, &L->v, L->v_b);
-        attn_job job = {.q = q, .k = k, .v = vv, .out = a, .n = n, .d = d,
-                        .n_heads = c->n_heads, .scale = scale, .scratch = scratch};
-        hr_pool_run(pool, attn_task, &job);
+        if ((rc = hr__vit_attention(pool, q, k, vv, d, a, d, n, c->n_heads, d / c->n_heads,
+                                    scale, NULL, err)))
+            goto done;
         hr_matmul(pool, h, d, a, d, n, &L->o, L->o_b);
         for (size_t i = 0; i < (size_t)n * d; i++)
             x[i] += h[i];
@@ -356,6 +245,5 @@ done:
     free(a);
     free(ff);
     free(patches);
-    free(scratch);
     return rc;
 }

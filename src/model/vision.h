@@ -32,8 +32,8 @@ typedef struct hr_vision hr_vision;
  * grid the pool does not divide). */
 int hr_vision_cfg_from_json(hr_vision_cfg *c, const json_t *cfg, hr_error *err);
 
-/* Binds the tower and projector in w (names with or without the "model."
- * prefix, transformers 5's layout or the original checkpoints'). Norm
+/* Binds the tower and projector in w, under whichever layout w uses
+ * (model/names.h: the Hub's, transformers 4.5x's and 5.17's saves). Norm
  * weights, biases, the position table and the projection are copied to
  * float32 (owned); the matrices stay in w, which must outlive v. */
 int hr_vision_new(hr_vision **out, const hr_vision_cfg *c, const hr_weights *w, hr_error *err);

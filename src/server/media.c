@@ -97,7 +97,7 @@ json_t *hr__modalities_json(unsigned mask) {
 }
 
 unsigned hr__modalities_of_model(const struct hr_model *m) {
-    return HR_MODALITY_TEXT | (m && m->mm ? HR_MODALITY_IMAGE : 0);
+    return HR_MODALITY_TEXT | (m && (m->mm || m->mm_qwen) ? HR_MODALITY_IMAGE : 0);
 }
 
 /* Without loading it: a model directory whose config.json describes a
@@ -108,7 +108,8 @@ unsigned hr__modalities_of_path(const char *path) {
         return HR_MODALITY_TEXT;
     json_t *c = json_load_file(cfg, 0, NULL);
     const char *mt = json_string_value(json_object_get(c, "model_type"));
-    bool img = mt && !strcmp(mt, "gemma3") && json_is_object(json_object_get(c, "vision_config"));
+    bool img = mt && (!strcmp(mt, "gemma3") || !strcmp(mt, "qwen2_5_vl")) &&
+               json_is_object(json_object_get(c, "vision_config"));
     json_decref(c);
     return HR_MODALITY_TEXT | (img ? HR_MODALITY_IMAGE : 0);
 }
@@ -121,10 +122,10 @@ static bool as_reply(hr_reply *err, int rc, const hr_error *e) {
     return false;
 }
 
-bool hr__media_expand(const hr_served *m, const char *text, int n_images, char **out,
+bool hr__media_expand(const hr_served *m, const char *text, const hr_job_media *jm, char **out,
                       hr_reply *err) {
     hr_error e = {0};
-    int rc = hr__images_expand(m->llm, text, n_images, out, &e);
+    int rc = hr__images_expand(m->llm, text, jm, out, &e);
     return rc ? as_reply(err, rc, &e) : true;
 }
 

@@ -38,8 +38,8 @@ void hr__job_media_free(hr_job_media *jm);
 
 /* hr__images_expand and hr__images_attach (api/images.h) with their
  * errors as replies (a 400 naming "messages", or a 500). */
-bool hr__media_expand(const struct hr_served *m, const char *text, int n_images, char **out,
-                      struct hr_reply *err);
+bool hr__media_expand(const struct hr_served *m, const char *text, const hr_job_media *jm,
+                      char **out, struct hr_reply *err);
 bool hr__media_attach(const struct hr_served *m, const hr_tokens *prompt, hr_job_media *jm,
                       struct hr_reply *err);
 

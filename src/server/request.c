@@ -152,7 +152,7 @@ static bool build_prompt(hr_server *s, fields *f, bool chat, hr_job *j) {
         }
         json_decref(msgs);
         char *placed = NULL;
-        if (j->media.n && !hr__media_expand(j->m, text, j->media.n, &placed,
+        if (j->media.n && !hr__media_expand(j->m, text, &j->media, &placed,
                                                    f->err)) {
             free(text);
             f->bad = true;

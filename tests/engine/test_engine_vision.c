@@ -11,7 +11,13 @@
  *   (whole blocks holding image tokens) with the same output, and the
  *   features come from the engine's cache; the same prompt with another
  *   image reuses only what is before the image;
- * - errors: image tokens without an image, an image on a text model. */
+ * - errors: image tokens without an image, an image on a text model;
+ * - the oracles (tests/fixtures/vision/gemma3 and qwen2_5_vl, transformers
+ *   5.17; skipped while absent): the prompt with two images through the
+ *   engine, two requests batched together, the greedy tokens equal to
+ *   transformers' and their logprobs within 1e-4; the same again from the
+ *   prompt cache (blocks holding image tokens keyed by the image hash)
+ *   with the same tokens and logprobs. */
 #include "core/error.h"
 #include "core/file.h"
 #include "engine/engine.h"
@@ -20,6 +26,7 @@
 #include "model/model.h"
 #include "model/vision.h"
 
+#include <jansson.h>
 #include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -380,11 +387,124 @@ static void test_errors(void **state) {
     hr_engine_free(e);
 }
 
+static float *read_all(const char *path, size_t *n) {
+    char *buf = NULL;
+    size_t len = 0;
+    assert_int_equal(hr_file_read(path, &buf, &len, NULL), 0);
+    *n = len / sizeof(float);
+    return (float *)buf;
+}
+
+/* the fixture under tests/fixtures/vision/<name> through the engine */
+static void oracle(const char *name, int min_cached, int chunk) {
+    const char *root = getenv("HEARTH_ROOT");
+    char dir[1024], path[1200];
+    snprintf(dir, sizeof dir, "%s/tests/fixtures/vision/%s", root ? root : ".", name);
+    snprintf(path, sizeof path, "%s/ref.json", dir);
+    json_t *ref = json_load_file(path, 0, NULL);
+    if (!ref)
+        skip(); /* tools/refgen/vision*.py on the GPU machine */
+    if (!json_object_get(ref, "greedy")) {
+        printf("skip: the %s prompt references are %s\n", name,
+               json_string_value(json_object_get(ref, "text_references")));
+        json_decref(ref);
+        skip();
+    }
+    snprintf(path, sizeof path, "%s/model", dir);
+    hr_model *m = NULL;
+    hr_error err = {0};
+    if (hr_model_open(&m, path, &err))
+        fail_msg("%s", err.msg);
+    int32_t image_token = m->mm ? m->mm->image_token : m->mm_qwen->image_token;
+    const json_t *pj = json_object_get(ref, "prompt"), *greedy = json_object_get(ref, "greedy");
+    int n = (int)json_array_size(pj), n_gen = (int)json_array_size(greedy);
+    assert_true(n <= 256 && n_gen <= 16);
+    int32_t prompt[256];
+    for (int t = 0; t < n; t++)
+        prompt[t] = (int32_t)json_integer_value(json_array_get(pj, (size_t)t));
+    /* the images' pixel_values (bit for bit ours: test_vision) where their tokens start */
+    hr_req_image ims[2];
+    float *px[2];
+    int k = 0;
+    for (int t = 0; t < n && k < 2; t++) {
+        if (prompt[t] != image_token || (t && prompt[t - 1] == image_token))
+            continue;
+        const json_t *im = json_array_get(json_object_get(ref, "images"),
+                                          (size_t)json_integer_value(json_array_get(
+                                              json_object_get(ref, "prompt_images"), (size_t)k)));
+        snprintf(path, sizeof path, "%s/%s", dir,
+                 json_string_value(json_object_get(json_object_get(im, "pixel_values"), "file")));
+        size_t np;
+        px[k] = read_all(path, &np);
+        ims[k] = (hr_req_image){.pixels = px[k], .start = t};
+        const json_t *g = json_object_get(im, "grid_thw"); /* Qwen2.5-VL */
+        if (g) {
+            ims[k].gh = (int)json_integer_value(json_array_get(g, 1));
+            ims[k].gw = (int)json_integer_value(json_array_get(g, 2));
+        }
+        memset(ims[k].hash, 0x40 + k, 16);
+        k++;
+    }
+    assert_int_equal(k, 2);
+    hr_engine *e;
+    hr_engine_opts o = {.n_threads = 2, .max_batch = 2, .n_ctx = 256, .prefill_chunk = chunk};
+    assert_int_equal(hr_engine_new(&e, m, &o, &err), 0);
+    hr_req_params p = {.prompt = prompt, .n_prompt = n, .max_tokens = n_gen, .images = ims,
+                       .n_images = 2};
+    hr_sampler_params_default(&p.sampler);
+    for (int round = 0; round < 2; round++) {
+        hr_request *r[2];
+        for (int i = 0; i < 2; i++) /* two at once: one batch */
+            if (hr_request_new(&r[i], e, &p, &err) || hr_engine_submit(e, r[i], &err))
+                fail_msg("%s", err.msg);
+        double worst = 0;
+        for (int i = 0; i < 2; i++) {
+            for (int s = 0; s < n_gen; s++) {
+                hr_step st;
+                if (hr_request_wait(r[i], s, &st, 20000) != 1)
+                    fail_msg("%s round %d request %d step %d: no token", name, round, i, s);
+                const json_t *g = json_array_get(greedy, (size_t)s);
+                int want = (int)json_integer_value(json_object_get(g, "token"));
+                if (st.token != want)
+                    fail_msg("%s round %d request %d step %d: %d, transformers %d", name, round,
+                             i, s, st.token, want);
+                double d = fabs(st.logprob - json_real_value(json_object_get(g, "logprob")));
+                worst = fmax(worst, d);
+            }
+            if (round)
+                assert_true(hr_request_cached_tokens(r[i]) >= min_cached);
+            hr_request_release(r[i]);
+        }
+        printf("oracle %s, %s: %d tokens equal, logprobs max |diff| %g\n", name,
+               round ? "from the prompt cache" : "batched", n_gen, worst);
+        assert_true(worst <= 1e-4);
+    }
+    hr_engine_free(e);
+    free(px[0]);
+    free(px[1]);
+    hr_model_free(m);
+    json_decref(ref);
+}
+
+static void test_oracle(void **state) {
+    (void)state;
+    oracle("gemma3", 32, 64); /* past the first image */
+}
+
+static void test_oracle_qwen(void **state) {
+    (void)state;
+    /* past both images: the M-RoPE delta carries on; prefill steps of 16
+     * tokens split the images (causal: allowed) */
+    oracle("qwen2_5_vl", 64, 16);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_engine_equals_model),
         cmocka_unit_test(test_prompt_cache),
         cmocka_unit_test(test_errors),
+        cmocka_unit_test(test_oracle),
+        cmocka_unit_test(test_oracle_qwen),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -86,8 +86,8 @@ static void test_errors(void **state) {
                  HR_EUNSUPPORTED, "dtype Q9");
     expect_error("{\"t\": {\"dtype\": \"F32\", \"shape\": [-1], \"data_offsets\": [0, 4]}}", 4,
                  HR_EFORMAT, "bad dimension");
-    expect_error("{\"t\": {\"dtype\": \"F32\", \"shape\": [1,1,1,1,1], \"data_offsets\": [0, 4]}}",
-                 4, HR_EUNSUPPORTED, "5 dimensions");
+    expect_error("{\"t\": {\"dtype\": \"F32\", \"shape\": [1,1,1,1,1,1], \"data_offsets\": [0, 4]}}",
+                 4, HR_EUNSUPPORTED, "6 dimensions");
     expect_error("{\"t\": {\"dtype\": \"F32\", \"shape\": [2], \"data_offsets\": [0, 4]}}", 4,
                  HR_EFORMAT, "'t': F32 shape needs a different byte size");
     expect_error("{\"t\": {\"dtype\": \"F32\", \"shape\": [2], \"data_offsets\": [0, 8]}}", 4,

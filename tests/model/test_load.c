@@ -136,6 +136,9 @@ static void test_config_errors(void **state) {
                         HR_EUNSUPPORTED, "activation 'relu2'");
     expect_config_error("{\"model_type\": \"llama\", " BASE ", \"rope_scaling\": {\"type\": \"mrope\"}}",
                         HR_EUNSUPPORTED, "rope type 'mrope'");
+    /* M-RoPE's sections must split the rotated half (head_dim 16: 8) */
+    expect_config_error("{\"model_type\": \"qwen2_5_vl\", " BASE ", \"rope_scaling\": {\"type\": "
+                        "\"mrope\", \"mrope_section\": [2, 3, 2]}}", HR_EFORMAT, "mrope_section");
     expect_config_error("{\"model_type\": \"llama\", " BASE ", \"rope_scaling\": {\"type\": \"longrope\","
                         " \"short_factor\": [1.0]}}", HR_EFORMAT, "short_factor");
     expect_config_error("{\"model_type\": \"llama\", " BASE ", \"layer_types\": [\"full_attention\"]}",

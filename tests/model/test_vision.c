@@ -12,8 +12,18 @@
  * decoded here), the SigLIP tower's hidden states and the projector's
  * features within 1e-4, and the prompt's logits with two images placed
  * (boi, image tokens, eoi; bidirectional within an image) within 1e-4,
- * then the greedy tokens. Without it the parity part says so and the test
- * exits 77 (skipped) after the local checks. */
+ * then the greedy tokens (equal) and their logprobs (within 1e-4). The
+ * pixel_values are bit for bit those of transformers 5.17's
+ * Gemma3ImageProcessor (the torchvision backend). Without the fixture the
+ * parity part says so and the test exits 77 (skipped) after the local
+ * checks.
+ *
+ * Qwen2.5-VL: local checks (smart_resize against transformers' Python, the
+ * M-RoPE positions, the patch order, M-RoPE refused for a model without
+ * it), then with tests/fixtures/vision/qwen2_5_vl (tools/refgen/
+ * vision_qwen25vl.py): the processor's pixel_values, the ViT's output and
+ * the merged features; the prompt's positions, logits and greedy steps
+ * when the fixture has them (skipped, saying why, while they are pending). */
 #include "core/error.h"
 #include "core/file.h"
 #include "media/image.h"
@@ -22,6 +32,7 @@
 #include "model/kv.h"
 #include "model/model.h"
 #include "model/vision.h"
+#include "model/vision_qwen.h"
 
 #include <math.h>
 #include <setjmp.h>
@@ -61,8 +72,9 @@ static void seq_close(seq *s) {
 }
 
 /* n tokens appended; logits of every one to logits ([n][n_vocab]) */
-static int seq_eval(seq *s, const int32_t *tok, int n, const float *embd, const int32_t *embd_row,
-                    const int32_t *attn_end, float *logits, hr_error *e) {
+static int seq_eval3(seq *s, const int32_t *tok, int n, const float *embd,
+                     const int32_t *embd_row, const int32_t *attn_end, const int32_t *rope_pos,
+                     float *logits, hr_error *e) {
     while (s->n_blocks * HR_KV_BLOCK < s->len + n)
         s->blocks[s->n_blocks++] = hr_kv_alloc(&s->kv);
     int32_t pos[512], sq[512] = {0};
@@ -74,11 +86,16 @@ static int seq_eval(seq *s, const int32_t *tok, int n, const float *embd, const 
     hr_seq_blocks sb = {s->blocks, s->n_blocks, s->len + n, 0};
     hr_batch b = {.n_tokens = n, .token = tok, .pos = pos, .seq = sq, .logits = want,
                   .n_seqs = 1, .seqs = &sb, .embd = embd, .embd_row = embd_row,
-                  .attn_end = attn_end};
+                  .attn_end = attn_end, .rope_pos = rope_pos};
     int rc = hr_forward(s->f, &s->kv, &b, logits, e);
     if (!rc)
         s->len += n;
     return rc;
+}
+
+static int seq_eval(seq *s, const int32_t *tok, int n, const float *embd, const int32_t *embd_row,
+                    const int32_t *attn_end, float *logits, hr_error *e) {
+    return seq_eval3(s, tok, n, embd, embd_row, attn_end, NULL, logits, e);
 }
 
 static float max_abs_diff(const float *a, const float *b, size_t n, float *scale) {
@@ -230,7 +247,7 @@ static void test_parity(void **state) {
         assert_int_equal(n, 3 * (size_t)S * S);
         float d = max_abs_diff(px, want, n, NULL);
         printf("image %zu: pixel_values max |diff| %g\n", i, d);
-        assert_true(d <= 1e-6f);
+        assert_true(d == 0); /* the processor's resize and float steps, bit for bit */
         float *hid = malloc(sizeof(float) * (size_t)np * vc->d);
         feats[i] = malloc(sizeof(float) * (size_t)vc->mm_tokens * vc->d_text);
         assert_int_equal(hr_vision_encode(m->mm->tower, pool, want, feats[i], hid, &e), 0);
@@ -291,6 +308,7 @@ static void test_parity(void **state) {
     /* greedy steps */
     const float *last = logits + (size_t)(n - 1) * V;
     json_t *st;
+    double lp_diff = 0;
     json_array_foreach(json_object_get(ref, "greedy"), i, st) {
         int best = 0;
         for (int v = 1; v < V; v++)
@@ -300,11 +318,18 @@ static void test_parity(void **state) {
         if (best != wantt)
             fail_msg("greedy step %zu: %d, transformers %d (margin %g)", i, best, wantt,
                      json_real_value(json_object_get(st, "margin")));
+        double mx = last[best], sum = 0;
+        for (int v = 0; v < V; v++)
+            sum += exp((double)last[v] - mx);
+        double lp = -log(sum), dl = fabs(lp - json_real_value(json_object_get(st, "logprob")));
+        lp_diff = fmax(lp_diff, dl);
+        assert_true(dl <= 1e-4);
         int32_t t1 = best;
         assert_int_equal(seq_eval(&s, &t1, 1, NULL, NULL, NULL, logits, &e), 0);
         last = logits;
     }
-    printf("greedy: %zu tokens equal\n", json_array_size(json_object_get(ref, "greedy")));
+    printf("greedy: %zu tokens equal, logprobs max |diff| %g\n",
+           json_array_size(json_object_get(ref, "greedy")), lp_diff);
     seq_close(&s);
     for (int j = 0; j < 8; j++)
         free(feats[j]);
@@ -319,6 +344,247 @@ static void test_parity(void **state) {
     json_decref(ref);
 }
 
+/* ---- Qwen2.5-VL -------------------------------------------------------------------------- */
+
+static void test_qwen_local(void **state) {
+    (void)state;
+    /* smart_resize against transformers' Python (round half to even) */
+    const int cases[][7] = {{40, 50, 8, 256, 4096, 40, 48},     {61, 97, 8, 256, 4096, 48, 80},
+                            {12, 20, 8, 256, 4096, 16, 16},     {480, 640, 28, 3136, 1003520, 476, 644},
+                            {1080, 1920, 28, 3136, 1003520, 728, 1316},
+                            {20, 4000, 28, 3136, 1003520, 28, 4004},
+                            {3, 3, 28, 3136, 1003520, 56, 56},  {42, 70, 28, 3136, 1003520, 56, 56}};
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        const int *c = cases[i];
+        int oh = 0, ow = 0;
+        assert_int_equal(hr_image_smart_resize(c[0], c[1], c[2], c[3], c[4], &oh, &ow, NULL), 0);
+        if (oh != c[5] || ow != c[6])
+            fail_msg("smart_resize(%d, %d): %dx%d, transformers %dx%d", c[0], c[1], oh, ow, c[5],
+                     c[6]);
+    }
+    hr_error e = {0};
+    int oh, ow;
+    assert_int_equal(hr_image_smart_resize(1, 300, 28, 3136, 1003520, &oh, &ow, &e), HR_EINVAL);
+    /* positions: text, a 2 x 3 image, text: the text after it continues at base + 3 */
+    int32_t pos[12][3];
+    int st[1] = {2}, lh[1] = {2}, lw[1] = {3};
+    assert_int_equal(hr_vision_qwen_rope_pos(10, st, lh, lw, 1, &pos[0][0]), 7);
+    const int32_t want[10][3] = {{0, 0, 0}, {1, 1, 1}, {2, 2, 2}, {2, 2, 3}, {2, 2, 4},
+                                 {2, 3, 2}, {2, 3, 3}, {2, 3, 4}, {5, 5, 5}, {6, 6, 6}};
+    assert_memory_equal(pos, want, sizeof want);
+    /* patches: merge blocks row by row, each row channel, frame, y, x */
+    hr_vision_qwen_cfg c = {.channels = 3, .patch = 2, .merge = 2, .tpatch = 2};
+    float px[3 * 4 * 8], rows[8 * 24];
+    for (int i = 0; i < 3 * 4 * 8; i++)
+        px[i] = (float)i; /* (3, 4, 8): value = (ch * 4 + y) * 8 + x */
+    hr_vision_qwen_patchify(&c, px, 4, 8, rows);
+    /* row 5: block 1 (patches (0,2)..(1,3)), its patch 1: (py 0, px 3) */
+    const float *r5 = rows + 5 * 24;
+    assert_true(r5[0] == 6.0f && r5[1] == 7.0f && r5[2] == 14.0f && r5[3] == 15.0f);
+    assert_true(r5[4] == 6.0f);                 /* frame 2 repeats frame 1 */
+    assert_true(r5[8] == (float)(32 + 6));      /* channel 1 */
+    /* M-RoPE positions for a model without M-RoPE: an error */
+    char dir[1200];
+    snprintf(dir, sizeof dir, "%s/tests/fixtures/models/gemma3_text", root);
+    hr_model *m = NULL;
+    assert_int_equal(hr_model_open(&m, dir, &e), 0);
+    seq s;
+    seq_open(&s, m, 64);
+    int32_t tok[2] = {2, 40}, p3[6] = {0};
+    float *lg = malloc(sizeof(float) * 2 * (size_t)m->hp.n_vocab);
+    assert_int_equal(seq_eval3(&s, tok, 2, NULL, NULL, NULL, p3, lg, &e), HR_EINVAL);
+    assert_non_null(strstr(e.msg, "M-RoPE"));
+    seq_close(&s);
+    free(lg);
+    hr_model_free(m);
+}
+
+/* The fixture's images (always), then with text its prompt: M-RoPE
+ * positions, logits and greedy steps. */
+static void qwen_parity(bool text) {
+    char dir[1200], mdir[1300], path[1400];
+    snprintf(dir, sizeof dir, "%s/tests/fixtures/vision/qwen2_5_vl", root);
+    snprintf(path, sizeof path, "%s/ref.json", dir);
+    json_t *ref = json_load_file(path, 0, NULL);
+    if (!ref)
+        skip(); /* tools/refgen/vision_qwen25vl.py on the GPU machine */
+    if (text && !json_object_get(ref, "prompt_logits")) {
+        printf("skip: the Qwen2.5-VL prompt references are %s\n",
+               json_string_value(json_object_get(ref, "text_references")));
+        json_decref(ref);
+        skip();
+    }
+    snprintf(mdir, sizeof mdir, "%s/model", dir);
+    hr_model *m = NULL;
+    hr_error e = {0};
+    if (hr_model_open(&m, mdir, &e))
+        fail_msg("%s", e.msg);
+    assert_non_null(m->mm_qwen);
+    assert_null(m->mm);
+    const hr_model_vision_qwen *mq = m->mm_qwen;
+    const hr_vision_qwen_cfg *vc = hr_vision_qwen_config(mq->tower);
+    int P = vc->patch, M = vc->merge, pp = vc->channels * vc->tpatch * P * P, D = m->hp.d_model;
+    hr_pool *pool = hr_pool_new(2);
+    size_t i;
+    json_t *im;
+    float *feats[8] = {0};
+    int lh[8], lw[8];
+    json_array_foreach(json_object_get(ref, "images"), i, im) {
+        snprintf(path, sizeof path, "%s/%s", dir, json_string_value(json_object_get(im, "file")));
+        char *bytes = NULL;
+        size_t nb = 0;
+        assert_int_equal(hr_file_read(path, &bytes, &nb, NULL), 0);
+        hr_image img;
+        assert_int_equal(hr_image_decode((uint8_t *)bytes, nb, &img, &e), 0);
+        free(bytes);
+        int H, W;
+        assert_int_equal(hr_image_smart_resize(img.h, img.w, P * M, mq->min_pixels,
+                                               mq->max_pixels, &H, &W, &e), 0);
+        const json_t *rs = json_object_get(im, "resized");
+        assert_int_equal(H, json_integer_value(json_array_get(rs, 0)));
+        assert_int_equal(W, json_integer_value(json_array_get(rs, 1)));
+        hr_image_proc pr = mq->proc;
+        pr.height = H;
+        pr.width = W;
+        int gh = H / P, gw = W / P, n = gh * gw;
+        float *px = malloc(sizeof(float) * 3 * (size_t)H * W);
+        float *rows = malloc(sizeof(float) * (size_t)n * pp);
+        assert_int_equal(hr_image_preprocess(&img, &pr, px, &e), 0);
+        hr_vision_qwen_patchify(vc, px, H, W, rows);
+        size_t nw = 0;
+        float *want = read_f32(dir, json_object_get(im, "pixel_values"), &nw);
+        assert_int_equal(nw, (size_t)n * pp);
+        float d = max_abs_diff(rows, want, nw, NULL);
+        printf("qwen image %zu (%dx%d -> %dx%d): pixel_values max |diff| %g\n", i, img.w, img.h,
+               W, H, d);
+        assert_true(d <= 1e-6f);
+        float *hid = malloc(sizeof(float) * (size_t)n * vc->d), sc;
+        feats[i] = malloc(sizeof(float) * (size_t)(n / (M * M)) * D);
+        lh[i] = gh / M;
+        lw[i] = gw / M;
+        assert_int_equal(hr_vision_qwen_encode(mq->tower, pool, want, gh, gw, feats[i], hid, &e), 0);
+        float *wh = read_f32(dir, json_object_get(im, "vision_hidden"), &nw);
+        assert_int_equal(nw, (size_t)n * vc->d);
+        d = max_abs_diff(hid, wh, nw, &sc);
+        printf("qwen image %zu: vision hidden max |diff| %g (max |x| %g)\n", i, d, sc);
+        assert_true(d <= 1e-4f * fmaxf(1.0f, sc));
+        float *wf = read_f32(dir, json_object_get(im, "image_features"), &nw);
+        assert_int_equal(nw, (size_t)(n / (M * M)) * D);
+        d = max_abs_diff(feats[i], wf, nw, &sc);
+        printf("qwen image %zu: image features max |diff| %g (max |x| %g)\n", i, d, sc);
+        assert_true(d <= 1e-4f * fmaxf(1.0f, sc));
+        free(wh);
+        free(wf);
+        free(hid);
+        free(want);
+        free(rows);
+        free(px);
+        hr_image_deinit(&img);
+    }
+    if (!text) {
+        for (int j = 0; j < 8; j++)
+            free(feats[j]);
+        hr_pool_free(pool);
+        hr_model_free(m);
+        json_decref(ref);
+        return;
+    }
+    /* the prompt: the images' rows at their tokens, causal, M-RoPE positions */
+    const json_t *pj = json_object_get(ref, "prompt");
+    int n = (int)json_array_size(pj), V = m->hp.n_vocab, k = 0, row = 0;
+    assert_true(n <= 256);
+    int32_t tok[256], er[256], pos3[256 * 3], st[2], glh[2], glw[2];
+    float *rows = malloc(sizeof(float) * 256 * (size_t)D);
+    for (int t = 0; t < n; t++) {
+        tok[t] = (int32_t)json_integer_value(json_array_get(pj, (size_t)t));
+        er[t] = -1;
+    }
+    for (int t = 0; t < n; t++) {
+        if (tok[t] == mq->image_token && (t == 0 || tok[t - 1] != mq->image_token)) {
+            int which = (int)json_integer_value(json_array_get(json_object_get(ref, "prompt_images"),
+                                                               (size_t)k));
+            st[k] = t;
+            glh[k] = lh[which];
+            glw[k] = lw[which];
+            int cnt = lh[which] * lw[which];
+            memcpy(rows + (size_t)row * D, feats[which], sizeof(float) * (size_t)cnt * D);
+            for (int u = 0; u < cnt; u++)
+                er[t + u] = row + u;
+            row += cnt;
+            k++;
+        }
+    }
+    assert_int_equal(k, 2);
+    int next = hr_vision_qwen_rope_pos(n, st, glh, glw, 2, pos3);
+    const json_t *wp = json_object_get(ref, "position_ids");
+    if (wp) {
+        for (int t = 0; t < n; t++)
+            for (int a = 0; a < 3; a++) {
+                int w = (int)json_integer_value(json_array_get(json_array_get(wp, (size_t)a),
+                                                               (size_t)t));
+                if (pos3[3 * t + a] != w)
+                    fail_msg("token %d axis %d: position %d, transformers %d", t, a,
+                             pos3[3 * t + a], w);
+            }
+        printf("qwen M-RoPE positions of %d tokens equal transformers'\n", n);
+    }
+    float *logits = malloc(sizeof(float) * (size_t)n * V), sc;
+    size_t nl = 0;
+    float *want = read_f32(dir, json_object_get(ref, "prompt_logits"), &nl);
+    assert_int_equal(nl, (size_t)n * V);
+    seq s;
+    seq_open(&s, m, 256);
+    if (seq_eval3(&s, tok, n, rows, er, NULL, pos3, logits, &e))
+        fail_msg("%s", e.msg);
+    float d = max_abs_diff(logits, want, nl, &sc);
+    printf("qwen prompt logits (%d tokens, 2 images) max |diff| %g (max |x| %g)\n", n, d, sc);
+    assert_true(d <= 1e-4f * fmaxf(1.0f, sc));
+    const float *last = logits + (size_t)(n - 1) * V;
+    json_t *stp;
+    double lp_diff = 0;
+    json_array_foreach(json_object_get(ref, "greedy"), i, stp) {
+        int best = 0;
+        for (int v = 1; v < V; v++)
+            if (last[v] > last[best])
+                best = v;
+        int wantt = (int)json_integer_value(json_object_get(stp, "token"));
+        if (best != wantt)
+            fail_msg("qwen greedy step %zu: %d, transformers %d (margin %g)", i, best, wantt,
+                     json_real_value(json_object_get(stp, "margin")));
+        double mx = last[best], sum = 0;
+        for (int v = 0; v < V; v++)
+            sum += exp((double)last[v] - mx);
+        double dl = fabs(-log(sum) - json_real_value(json_object_get(stp, "logprob")));
+        lp_diff = fmax(lp_diff, dl);
+        assert_true(dl <= 1e-4);
+        int32_t t1 = best, p1[3] = {next, next, next}; /* the rope delta carries on */
+        next++;
+        assert_int_equal(seq_eval3(&s, &t1, 1, NULL, NULL, NULL, p1, logits, &e), 0);
+        last = logits;
+    }
+    printf("qwen greedy: %zu tokens equal, logprobs max |diff| %g\n",
+           json_array_size(json_object_get(ref, "greedy")), lp_diff);
+    seq_close(&s);
+    for (int j = 0; j < 8; j++)
+        free(feats[j]);
+    free(rows);
+    free(logits);
+    free(want);
+    hr_pool_free(pool);
+    hr_model_free(m);
+    json_decref(ref);
+}
+
+static void test_qwen_images(void **state) {
+    (void)state;
+    qwen_parity(false);
+}
+
+static void test_qwen_prompt(void **state) {
+    (void)state;
+    qwen_parity(true);
+}
+
 int main(void) {
     const char *r = getenv("HEARTH_ROOT");
     snprintf(root, sizeof root, "%s", r ? r : ".");
@@ -329,6 +595,9 @@ int main(void) {
         cmocka_unit_test(test_embd_rows),
         cmocka_unit_test(test_attn_end),
         cmocka_unit_test(test_parity),
+        cmocka_unit_test(test_qwen_local),
+        cmocka_unit_test(test_qwen_images),
+        cmocka_unit_test(test_qwen_prompt),
     };
     int rc = cmocka_run_group_tests(tests, NULL, NULL);
     if (!rc && !have_fixture) {

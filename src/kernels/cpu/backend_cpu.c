@@ -137,6 +137,10 @@ static void rope_worker(void *p, int ith, int nth) {
     for (long t = lo; t < hi; t++) {
         const float *fs = in->freq + (size_t)in->seq[t] * 2 * (half + 1);
         float *cs = x->cs + (size_t)t * 2 * rot;
+        if (in->mrope_pos) {
+            hr_rope_table_mrope(cs, rot, in->mrope_pos + 3 * t, in->mrope_section, fs, fs[half]);
+            continue; /* no local table: M-RoPE models have one */
+        }
         hr_rope_table(cs, rot, in->pos[t], fs, fs[half]);
         if (in->rope_local)
             hr_rope_table(cs + rot, rot, in->pos[t], fs + half + 1, fs[2 * half + 1]);

@@ -412,6 +412,18 @@ void hr_rope_table(float *cs, int rot_dim, int pos, const float *inv_freq,
     }
 }
 
+void hr_rope_table_mrope(float *cs, int rot_dim, const int32_t pos[3], const int section[3],
+                         const float *inv_freq, float attn_factor) {
+    int half = rot_dim / 2, k = 0, end = section[0];
+    for (int i = 0; i < half; i++) {
+        while (i >= end && k < 2)
+            end += section[++k];
+        float ang = (float)pos[k] * inv_freq[i];
+        cs[i] = cosf(ang) * attn_factor;
+        cs[half + i] = sinf(ang) * attn_factor;
+    }
+}
+
 void hr_rope(float *x, int n_heads, int head_dim, int rot_dim, const float *cs,
              bool interleaved) {
     int half = rot_dim / 2;

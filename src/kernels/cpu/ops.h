@@ -94,6 +94,10 @@ void hr_layernorm(float *y, const float *x, const float *w, const float *b,
  * Computed once per token and shared by every layer's q and k. */
 void hr_rope_table(float *cs, int rot_dim, int pos, const float *inv_freq,
                    float attn_factor);
+/* hr_rope_table with M-RoPE (Qwen2.5-VL): frequency i turns by pos[k], k the
+ * section (consecutive counts section[0..2]) that holds i. */
+void hr_rope_table_mrope(float *cs, int rot_dim, const int32_t pos[3], const int section[3],
+                         const float *inv_freq, float attn_factor);
 /* Rotate the first rot_dim dims of each of n_heads heads (stride head_dim)
  * by the table cs (hr_rope_table). Half-split pairs (i, i + rot_dim/2) as
  * transformers' rotate_half; interleaved pairs (2i, 2i+1) as GLM. */
