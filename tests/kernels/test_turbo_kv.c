@@ -7,7 +7,8 @@
  *    the inner product of a query with the row read back (attention's
  *    turbo_dots, the query rotated once) is numpy's <q, x^> within 1e-5;
  *  - the rotation of a row's segments is inverted by hr_turbo_kv_unrotate,
- *    and the round trip's distortion at the fractional rates lies between
+ *    and the round trip's distortion is the codebook's D / (1 - D) (the
+ *    unbiased scale's: turbo.h) within 5%, at the fractional rates between
  *    the segments' codebooks';
  *  - attention read from the records in place (turbo_dots, turbo_axpys)
  *    gives the scalar reference's bits on every ISA, within 1e-6 of the
@@ -168,14 +169,24 @@ static void test_round_trip(void **state) {
                 hr_turbo_kv_store(rec, x, &L, s);
                 hr_turbo_kv_load_rotated(rec_y, rec, &L);
                 hr_turbo_kv_unrotate(z, rec_y, &L, s);
-                for (int i = 0; i < hd; i++)
+                double xz = 0;
+                for (int i = 0; i < hd; i++) {
                     e2 += ((double)x[i] - z[i]) * ((double)x[i] - z[i]);
+                    xz += (double)x[i] * z[i];
+                }
+                if (fabs(xz - n2) > 1e-5 * n2) /* the scale's one job: <x^, x> = |x|^2 */
+                    fail_msg("hd %d rate %d row %d: <x^, x> %.9g, |x|^2 %.9g", hd, RATES[ri], r,
+                             xz, n2);
                 sum += e2 / n2;
             }
             sum /= ROWS;
+            /* the unbiased scale n d / <z, c> (turbo.h) adds the codebook's
+             * shrinkage back: D_mse / (1 - D_mse) a coordinate */
             double lo = hr_turbo_codebook_mse(L.dim, L.bits[L.nseg - 1]),
                    hi = hr_turbo_codebook_mse(L.dim, L.bits[0]);
-            printf("hd %d rate %.1f: |x - x^|^2 / |x|^2 = %.5f (codebooks %.5f .. %.5f)\n", hd,
+            lo /= 1 - lo;
+            hi /= 1 - hi;
+            printf("hd %d rate %.1f: |x - x^|^2 / |x|^2 = %.5f (codebooks' D / (1 - D) %.5f .. %.5f)\n", hd,
                    RATES[ri] / 2.0, sum, hi, lo);
             if (sum < 0.95 * hi || sum > 1.05 * lo)
                 fail_msg("hd %d rate %d: distortion %g outside [%g, %g]", hd, RATES[ri], sum, hi,

@@ -26,8 +26,12 @@ and the rest; even: one segment of all channels):
   n      = |x_s|,  z = sqrt(d) Pi x_s / n,  code_i = argmin_k |z_i - c_k|
            (c: the committed codebook src/kernels/cpu/turbo_codebooks.h, so
            the test compares codes; cb_* checks that table on its own)
-  x^_s   = Pi^T (n / sqrt(d)) c[code]
-The record: f32 n per segment, then each segment's codes as an LSB-first
+  w      = n d / <z, c[code]>: the scale that makes <x^_s, x_s> = |x_s|^2,
+           so x^ is unbiased (E over the rotation of x^_s is x_s, and of
+           <q, x^> is <q, x>) where the paper's n (x^ = the MSE-optimal
+           point) shrinks it by the codebook's 1 - D_mse
+  x^_s   = Pi^T (w / sqrt(d)) c[code]
+The record: f32 w per segment, then each segment's codes as an LSB-first
 bit stream.
 
     python3 tools/turboquant/ref.py --out tests/fixtures/turboquant
@@ -138,9 +142,11 @@ def row(x, q, hd, r2, cbs, layer=3, head=1):
         z = math.sqrt(d) * (pi @ xs) / n
         c = cbs[(d, bits)].astype(np.float64)
         code = np.abs(z[:, None] - c[None, :]).argmin(axis=1)
-        xhat = pi.T @ (n / math.sqrt(d) * c[code])
+        zc = float(z @ c[code])
+        w = float(np.float32(n * d / zc)) if zc > 0 else 0.0
+        xhat = pi.T @ (w / math.sqrt(d) * c[code])
         ip += float(q[ch].astype(np.float64) @ xhat)
-        norms.append(n)
+        norms.append(w)
         codes_b += pack(code, bits)
         zs.append(z)
     rec = list(np.array(norms, dtype=f32).tobytes()) + codes_b

@@ -59,11 +59,13 @@ void hr_turbo_unrotate(float *x, const float *y, const float *signs, int hd) {
         x[i] *= r * signs[i];
 }
 
-/* The codes of x (dim floats, norm n) at q, under signs */
-static void encode(uint8_t *q, const float *x, float n, int dim, int bits, const float *signs) {
+/* The codes of x (dim floats, norm n) at q, under signs; returns
+ * sum_i z_i c[code_i] (double), <z, the centroids> */
+static double encode(uint8_t *q, const float *x, float n, int dim, int bits, const float *signs) {
     const float *c = hr_turbo_centroids[dim_index(dim)][bits - 1];
     int k = 1 << bits;
     float y[256], s = n > 0 ? sqrtf((float)dim) / n : 0.0f;
+    double zc = 0;
     hr_turbo_rotate(y, x, signs, dim);
     memset(q, 0, (size_t)dim * (size_t)bits / 8);
     for (int i = 0; i < dim; i++) {
@@ -71,11 +73,13 @@ static void encode(uint8_t *q, const float *x, float n, int dim, int bits, const
         int code = 0; /* the nearest centroid: the cells' thresholds are midpoints */
         while (code + 1 < k && z > 0.5f * (c[code] + c[code + 1]))
             code++;
+        zc += (double)z * c[code];
         size_t bit = (size_t)i * (size_t)bits;
         q[bit >> 3] |= (uint8_t)(code << (bit & 7));
         if ((bit & 7) + (unsigned)bits > 8)
             q[(bit >> 3) + 1] |= (uint8_t)(code >> (8 - (bit & 7)));
     }
+    return zc;
 }
 
 static float norm_of(const float *x, int n) {
@@ -157,9 +161,12 @@ void hr_turbo_kv_store(void *dst, const float *x, const hr_turbo_kv *L, const fl
         for (int e = 0; e < L->dim; e++)
             g[e] = x[hr_turbo_kv_chan(L, s, e)];
         float n = norm_of(g, L->dim);
-        memcpy((char *)dst + 4 * s, &n, 4);
-        encode((uint8_t *)dst + L->code_off[s], g, n, L->dim, L->bits[s],
-               signs + (size_t)s * L->dim);
+        double zc = encode((uint8_t *)dst + L->code_off[s], g, n, L->dim, L->bits[s],
+                           signs + (size_t)s * L->dim);
+        /* the scale that makes <x^, x> = |x|^2 (turbo.h): n d / <z, c>
+         * (z c(z) >= 0 term by term, and > 0 somewhere when n > 0) */
+        float w = zc > 0 ? (float)((double)n * L->dim / zc) : 0.0f;
+        memcpy((char *)dst + 4 * s, &w, 4);
     }
 }
 

@@ -18,7 +18,8 @@
  * D_mse of a unit vector, within its bound sqrt(3) pi / 2 * 4^-bits).
  *
  * The KV pool's format (`--kv-quant turbo`) and attention over it: below.
- * Not yet: the QJL residual bit for keys (TurboQuant_prod): docs/kv-quant.md. */
+ * The KV rows below store an unbiased scale instead of n. No QJL residual
+ * bit for keys (TurboQuant_prod): measured worse, docs/kv-quant.md. */
 #ifndef HR_KERNELS_TURBO_H
 #define HR_KERNELS_TURBO_H
 
@@ -58,8 +59,18 @@ double hr_turbo_codebook_mse(int hd, int bits);
  * 32 of 128, which would need a rotation of 96): the outlier half is the
  * channels of RoPE's low-frequency pairs, [hd/4, hd/2) and [3hd/4, hd)
  * (hr_turbo_kv_chan), where keys carry their large, slowly rotating values.
- * Record: [f32 norm per segment][segment 0's codes][segment 1's codes],
+ * Record: [f32 scale per segment][segment 0's codes][segment 1's codes],
  * each an LSB-first bit stream (a chunk of 8 codes is `bits` whole bytes).
+ * A segment's scale is not its norm n but w = n d / <z, c> (z its rotated,
+ * normalized coordinates, c their centroids): the row read back, x^ =
+ * Pi^T (w / sqrt(d)) c, then has <x^, x> = |x|^2, so x^ and every inner
+ * product <q, x^> are unbiased over the random rotation. With n (the
+ * paper's MSE-optimal point, hr_turbo_store) x^ is shrunk by the
+ * codebook's 1 - D_mse on average, which scales every attention score
+ * down (a softmax at a higher temperature) and every attention output
+ * (docs/kv-quant.md measures both). The unbiased scale is the paper's
+ * TurboQuant_prod objective met without its 1-bit QJL residual, whose
+ * variance cost more than the bias on the demo model (docs/kv-quant.md).
  * Segment s of the head `head` of layer `layer`, K (v false) or V, rotates
  * with the signs of hr_turbo_kv_seed. Attention works in the rotated
  * basis: a row's rotated vector is its segments' rotated vectors end to
@@ -100,9 +111,9 @@ void hr_turbo_kv_signs(float *signs, const hr_turbo_kv *L, int layer, int head, 
 /* y (hd) = x's segments rotated, end to end; x = the inverse (x != y) */
 void hr_turbo_kv_rotate(float *y, const float *x, const hr_turbo_kv *L, const float *signs);
 void hr_turbo_kv_unrotate(float *x, const float *y, const hr_turbo_kv *L, const float *signs);
-/* The record of x (hd floats) at dst (L->bytes) */
+/* The record of x (hd floats) at dst (L->bytes): codes, and the unbiased scales */
 void hr_turbo_kv_store(void *dst, const float *x, const hr_turbo_kv *L, const float *signs);
-/* The record's rotated vector: y[s dim + e] = c_s(code) * (n_s * rinv) */
+/* The record's rotated vector: y[s dim + e] = c_s(code) * (w_s * rinv) */
 void hr_turbo_kv_load_rotated(float *y, const void *src, const hr_turbo_kv *L);
 /* Code e of a segment's bit stream q */
 static inline unsigned hr_turbo_code(const uint8_t *q, int e, int bits) {
@@ -115,7 +126,7 @@ static inline unsigned hr_turbo_code(const uint8_t *q, int e, int bits) {
 
 /* Attention over records in place, in the rotated basis (turbo_attn.c is
  * the definition; cpu.h's turbo_dots and turbo_axpys give its bits on
- * every ISA): with c the codes' centroids, n_s a segment's norm,
+ * every ISA): with c the codes' centroids, n_s a segment's scale (w),
  *   score(q, row) = hsum8(T) * scale,  T[l] = fma chain over the segments s
  *                   of fma(n_s * rinv, A_s[l], T[l]),  A_s[l] = fma chain
  *                   over the segment's positions e = l, l + 8, ... of
