@@ -615,7 +615,7 @@ static double kv_drift(hr_session_opts o) {
 
 /* TurboQuant KV (--kv-quant turbo): the scores of a text move by a bounded
  * amount per token from f32 KV, more at fewer bits (measured: 4-bit 0.25,
- * 3.5-bit 0.44, 2.5-bit 0.77, K 4 / V 2 0.70; 0.29, 0.48, 0.73, 0.73 with
+ * 3.5-bit 0.45, 2.5-bit 0.76, K 4 / V 2 0.68; 0.29, 0.48, 0.73, 0.73 with
  * the paper's biased norm before the unbiased scale); the options refuse a bad
  * rate and other quantized caches beside it. */
 static void test_score_kv_quant(void **state) {

@@ -2,7 +2,7 @@
  *  - against tools/turboquant/ref.py's numpy reference of the paper's
  *    quantizer (tests/fixtures/turboquant/turbo_ref.safetensors): the
  *    committed codebooks equal numpy's own Lloyd-Max codebooks within 1e-6,
- *    a row's record is numpy's (norms within 1 ulp-ish, codes equal except
+ *    a row's record is numpy's (f16 scales equal or one step apart, codes equal except
  *    where numpy's rotated coordinate lies within 1e-4 of a cell edge), and
  *    the inner product of a query with the row read back (attention's
  *    turbo_dots, the query rotated once) is numpy's <q, x^> within 1e-5;
@@ -76,7 +76,7 @@ static void test_numpy_reference(void **state) {
                     fail_msg("dim %d %d-bit centroid %d: %.9g, numpy %.9g", dims[di], b, k,
                              mine[k], ((const float *)cb->data)[k]);
         }
-    int rows = 0, near = 0;
+    int rows = 0, near = 0, scale_steps = 0;
     for (int hd = 64; hd <= 128; hd *= 2) {
         const hr_tensor *X = need(f, "x_hd%d", hd), *Q = need(f, "q_hd%d", hd);
         int R = (int)X->shape[0];
@@ -99,12 +99,15 @@ static void test_numpy_reference(void **state) {
                 hr_kv_row_store(mine, x, hd, HR_DTYPE_TURBO, r2, hr_turbo_kv_rot(3, 1, false));
                 bool same = true;
                 for (int s = 0; s < L.nseg; s++) {
-                    float a, b;
-                    memcpy(&a, mine + 4 * s, 4);
-                    memcpy(&b, want + 4 * s, 4);
-                    if (fabsf(a - b) > 2e-7f * b)
-                        fail_msg("hd %d rate %d row %d segment %d: norm %.9g, numpy %.9g", hd,
-                                 r2, r, s, a, b);
+                    uint16_t a, b; /* the f16 scales: equal, or one f16 step apart where
+                                    * the f32 quotient sat on a rounding edge */
+                    memcpy(&a, mine + 2 * s, 2);
+                    memcpy(&b, want + 2 * s, 2);
+                    if (a != b)
+                        scale_steps++;
+                    if ((a > b ? a - b : b - a) > 1)
+                        fail_msg("hd %d rate %d row %d segment %d: scale %.9g, numpy %.9g", hd,
+                                 r2, r, s, hr_f16_to_f32(a), hr_f16_to_f32(b));
                     for (int e = 0; e < L.dim; e++) {
                         const uint8_t *cm = mine + L.code_off[s], *cw = want + L.code_off[s];
                         unsigned c0 = hr_turbo_code(cm, e, L.bits[s]),
@@ -137,7 +140,7 @@ static void test_numpy_reference(void **state) {
     }
     hr_st_close(f);
     printf("numpy reference: codebooks within 1e-6, %d rows' records and inner products "
-           "(%d codes at a cell edge)\n", rows, near);
+           "(%d codes at a cell edge, %d scales a step apart)\n", rows, near, scale_steps);
 }
 
 /* ---- rotation and round trips ----------------------------------------------- */
@@ -152,7 +155,7 @@ static void test_round_trip(void **state) {
         for (int ri = 0; ri < 5; ri++) {
             hr_turbo_kv L;
             hr_turbo_kv_layout(&L, hd, RATES[ri]);
-            assert_int_equal(L.bytes, (RATES[ri] % 2 ? 8 : 4) + hd * RATES[ri] / 16);
+            assert_int_equal(L.bytes, (RATES[ri] % 2 ? 4 : 2) + hd * RATES[ri] / 16);
             double sum = 0;
             enum { ROWS = 300 };
             for (int r = 0; r < ROWS; r++) {
@@ -174,7 +177,7 @@ static void test_round_trip(void **state) {
                     e2 += ((double)x[i] - z[i]) * ((double)x[i] - z[i]);
                     xz += (double)x[i] * z[i];
                 }
-                if (fabs(xz - n2) > 1e-5 * n2) /* the scale's one job: <x^, x> = |x|^2 */
+                if (fabs(xz - n2) > 1e-3 * n2) /* the scale's one job: <x^, x> = |x|^2 (f16: 2^-11) */
                     fail_msg("hd %d rate %d row %d: <x^, x> %.9g, |x|^2 %.9g", hd, RATES[ri], r,
                              xz, n2);
                 sum += e2 / n2;
@@ -362,12 +365,12 @@ static void test_pool(void **state) {
     hr_error err = {0};
     hr_kv kv;
     hr_kv_fmt f = {.dtype = HR_DTYPE_TURBO, .bits = 7, .vbits = 5};
-    assert_int_equal(hr_kv_fmt_block_bytes(&hp, &f), 2 * 2 * 32 * ((8 + 28) + (8 + 20)));
+    assert_int_equal(hr_kv_fmt_block_bytes(&hp, &f), 2 * 2 * 32 * ((4 + 28) + (4 + 20)));
     assert_int_equal(hr_kv_init_fmt(&kv, hr_backend_cpu(), &hp, &f, 3, &err), 0);
-    assert_int_equal(kv.row_bytes, 36);
-    assert_int_equal(kv.vrow_bytes, 28);
-    assert_int_equal(hr_kv_stride_bytes(&kv), 2 * 32 * 36);
-    assert_int_equal(hr_kv_vstride_bytes(&kv), 2 * 32 * 28);
+    assert_int_equal(kv.row_bytes, 32);
+    assert_int_equal(kv.vrow_bytes, 24);
+    assert_int_equal(hr_kv_stride_bytes(&kv), 2 * 32 * 32);
+    assert_int_equal(hr_kv_vstride_bytes(&kv), 2 * 32 * 24);
     /* rows stored and read back through the pool: each (layer, head, K/V) its rotation */
     hr_rng rng;
     hr_rng_seed(&rng, 3);

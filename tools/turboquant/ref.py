@@ -31,8 +31,8 @@ and the rest; even: one segment of all channels):
            <q, x^> is <q, x>) where the paper's n (x^ = the MSE-optimal
            point) shrinks it by the codebook's 1 - D_mse
   x^_s   = Pi^T (w / sqrt(d)) c[code]
-The record: f32 w per segment, then each segment's codes as an LSB-first
-bit stream.
+The record: f16 w per segment (w rounded to f32, then to f16, as hearth's
+C), then each segment's codes as an LSB-first bit stream.
 
     python3 tools/turboquant/ref.py --out tests/fixtures/turboquant
 """
@@ -143,13 +143,13 @@ def row(x, q, hd, r2, cbs, layer=3, head=1):
         c = cbs[(d, bits)].astype(np.float64)
         code = np.abs(z[:, None] - c[None, :]).argmin(axis=1)
         zc = float(z @ c[code])
-        w = float(np.float32(n * d / zc)) if zc > 0 else 0.0
+        w = float(np.float16(np.float32(n * d / zc))) if zc > 0 else 0.0
         xhat = pi.T @ (w / math.sqrt(d) * c[code])
         ip += float(q[ch].astype(np.float64) @ xhat)
         norms.append(w)
         codes_b += pack(code, bits)
         zs.append(z)
-    rec = list(np.array(norms, dtype=f32).tobytes()) + codes_b
+    rec = list(np.array(norms, dtype=np.float16).tobytes()) + codes_b
     return np.array(rec, dtype=np.uint8), np.concatenate(zs).astype(f32), ip
 
 

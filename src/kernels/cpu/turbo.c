@@ -1,5 +1,6 @@
 /* TurboQuant's MSE quantizer of one row (turbo.h). */
 #include "kernels/cpu/turbo.h"
+#include "core/tensor.h"
 #include "kernels/cpu/turbo_codebooks.h"
 
 #include <math.h>
@@ -124,7 +125,7 @@ void hr_turbo_kv_layout(hr_turbo_kv *L, int hd, int r2) {
     L->dim = hd / L->nseg;
     L->bits[0] = (r2 + 1) / 2;
     L->bits[1] = r2 / 2;
-    L->code_off[0] = 4 * (size_t)L->nseg;
+    L->code_off[0] = 2 * (size_t)L->nseg;
     L->code_off[1] = L->code_off[0] + (size_t)L->dim * (size_t)L->bits[0] / 8;
     L->bytes = hr_turbo_kv_bytes(hd, r2);
     L->rinv = 1.0f / sqrtf((float)L->dim);
@@ -166,15 +167,16 @@ void hr_turbo_kv_store(void *dst, const float *x, const hr_turbo_kv *L, const fl
         /* the scale that makes <x^, x> = |x|^2 (turbo.h): n d / <z, c>
          * (z c(z) >= 0 term by term, and > 0 somewhere when n > 0) */
         float w = zc > 0 ? (float)((double)n * L->dim / zc) : 0.0f;
-        memcpy((char *)dst + 4 * s, &w, 4);
+        uint16_t h = hr_f32_to_f16(fminf(w, 65504.0f));
+        memcpy((char *)dst + 2 * s, &h, 2);
     }
 }
 
 void hr_turbo_kv_load_rotated(float *y, const void *src, const hr_turbo_kv *L) {
     for (int s = 0; s < L->nseg; s++) {
-        float n;
-        memcpy(&n, (const char *)src + 4 * s, 4);
-        float w = n * L->rinv;
+        uint16_t h;
+        memcpy(&h, (const char *)src + 2 * s, 2);
+        float w = hr_f16_to_f32(h) * L->rinv;
         const uint8_t *q = (const uint8_t *)src + L->code_off[s];
         for (int e = 0; e < L->dim; e++)
             y[(size_t)s * L->dim + e] = L->cb[s][hr_turbo_code(q, e, L->bits[s])] * w;

@@ -59,7 +59,7 @@ double hr_turbo_codebook_mse(int hd, int bits);
  * 32 of 128, which would need a rotation of 96): the outlier half is the
  * channels of RoPE's low-frequency pairs, [hd/4, hd/2) and [3hd/4, hd)
  * (hr_turbo_kv_chan), where keys carry their large, slowly rotating values.
- * Record: [f32 scale per segment][segment 0's codes][segment 1's codes],
+ * Record: [f16 scale per segment][segment 0's codes][segment 1's codes],
  * each an LSB-first bit stream (a chunk of 8 codes is `bits` whole bytes).
  * A segment's scale is not its norm n but w = n d / <z, c> (z its rotated,
  * normalized coordinates, c their centroids): the row read back, x^ =
@@ -71,6 +71,11 @@ double hr_turbo_codebook_mse(int hd, int bits);
  * (docs/kv-quant.md measures both). The unbiased scale is the paper's
  * TurboQuant_prod objective met without its 1-bit QJL residual, whose
  * variance cost more than the bias on the demo model (docs/kv-quant.md).
+ * The scale is an f16, as q8_0's and q4_0's scales (an f16 KV cache's
+ * range: a row of norm past 65504 saturates there): its rounding, 2^-11
+ * relative, is far below a row's quantization error (9.6% at 4 bits), and
+ * it keeps 2 bytes a segment, so a fractional rate costs fewer bytes than
+ * the next integer one at head_dim 64 too.
  * Segment s of the head `head` of layer `layer`, K (v false) or V, rotates
  * with the signs of hr_turbo_kv_seed. Attention works in the rotated
  * basis: a row's rotated vector is its segments' rotated vectors end to
@@ -88,7 +93,7 @@ typedef struct hr_turbo_kv {
 bool hr_turbo_kv_ok(int hd, int r2);
 void hr_turbo_kv_layout(hr_turbo_kv *L, int hd, int r2);
 static inline size_t hr_turbo_kv_bytes(int hd, int r2) {
-    return (r2 % 2 ? 8u : 4u) + (size_t)hd * (size_t)r2 / 16;
+    return (r2 % 2 ? 4u : 2u) + (size_t)hd * (size_t)r2 / 16;
 }
 /* The channel of position e of segment s */
 static inline int hr_turbo_kv_chan(const hr_turbo_kv *L, int s, int e) {
