@@ -77,7 +77,12 @@ double hr_turbo_codebook_mse(int hd, int bits);
  * it keeps 2 bytes a segment, so a fractional rate costs fewer bytes than
  * the next integer one at head_dim 64 too.
  * Segment s of the head `head` of layer `layer`, K (v false) or V, rotates
- * with the signs of hr_turbo_kv_seed. Attention works in the rotated
+ * by two rounds of the randomized Walsh-Hadamard transform, y = H D2 H D1
+ * g / dim, D1 and D2 the signs of hr_turbo_kv_seed's rounds 0 and 1: one
+ * round maps a row dominated by a few channels (RoPE's slow pairs in keys)
+ * to coordinates of a few magnitudes only, far from the density the
+ * codebooks are made for; two mix them (docs/kv-quant.md measures it; the
+ * paper's rotation is a uniformly random one). Attention works in the rotated
  * basis: a row's rotated vector is its segments' rotated vectors end to
  * end (segment s at [s * dim, (s + 1) * dim)). */
 typedef struct hr_turbo_kv {
@@ -102,16 +107,18 @@ static inline int hr_turbo_kv_chan(const hr_turbo_kv *L, int s, int e) {
     int q = L->hd / 4;
     return e + (e >= q ? q : 0) + (s == 0 ? q : 0);
 }
-/* The rotation of one segment: splitmix64's seed */
-static inline uint64_t hr_turbo_kv_seed(int layer, int head, int seg, bool v) {
+/* The signs of round `round` (0, 1) of one segment's rotation: splitmix64's seed */
+static inline uint64_t hr_turbo_kv_seed(int layer, int head, int seg, bool v, int round) {
     return 0x7475726271756174ull ^ ((uint64_t)layer << 24 | (uint64_t)head << 4 |
-                                     (uint64_t)seg << 1 | (uint64_t)v);
+                                     (uint64_t)round << 2 | (uint64_t)seg << 1 | (uint64_t)v);
 }
 /* A row's rotation as one int (hr_kv_row_store's `group` for TURBO) */
 static inline int hr_turbo_kv_rot(int layer, int head, bool v) {
     return layer << 16 | head << 1 | (int)v;
 }
-/* hd signs: segment s's at [s * dim, (s + 1) * dim) */
+/* The rotations' 2 hd signs (HR_TURBO_KV_SIGNS floats at most): round r's
+ * of segment s at [r hd + s dim, r hd + (s + 1) dim) */
+#define HR_TURBO_KV_SIGNS 512
 void hr_turbo_kv_signs(float *signs, const hr_turbo_kv *L, int layer, int head, bool v);
 /* y (hd) = x's segments rotated, end to end; x = the inverse (x != y) */
 void hr_turbo_kv_rotate(float *y, const float *x, const hr_turbo_kv *L, const float *signs);
