@@ -28,7 +28,9 @@ static uint32_t dtype_code(hr_dtype t) {
     case HR_DTYPE_AFFINE: return 4u;
     case HR_DTYPE_Q8_0: return 5u;
     case HR_DTYPE_Q4_0: return 6u;
-    case HR_DTYPE_TURBO: return 7u; /* bits: K's rate, group: V's (turbo.h) */
+    case HR_DTYPE_TURBO: /* bits: K's rate, group: V's (turbo.h); 7 was the
+                          * records of the paper's norm, 8 the unbiased scale's */
+        return 8u;
     default: return 1u;
     }
 }

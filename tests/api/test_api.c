@@ -614,8 +614,9 @@ static double kv_drift(hr_session_opts o) {
 }
 
 /* TurboQuant KV (--kv-quant turbo): the scores of a text move by a bounded
- * amount per token from f32 KV, more at fewer bits (measured: 4-bit 0.29,
- * 3.5-bit 0.48, 2.5-bit 0.73, K 4 / V 2 0.73); the options refuse a bad
+ * amount per token from f32 KV, more at fewer bits (measured: 4-bit 0.26,
+ * 3.5-bit 0.38, 2.5-bit 0.62, K 4 / V 2 0.54; 0.29, 0.48, 0.73, 0.73 with
+ * the first format's norm and one rotation round); the options refuse a bad
  * rate and other quantized caches beside it. */
 static void test_score_kv_quant(void **state) {
     (void)state;

@@ -530,7 +530,7 @@ static void test_cache_type_pool(void **state) {
  * goes to the SSD tier and comes back byte for byte, in the directory of
  * the rates (-turbo7-5); a tier at other rates does not see it, and the
  * file copied into that tier's directory is quarantined (its header names
- * format 7 with other rates), never read as that tier's blocks. */
+ * format 8 with other rates), never read as that tier's blocks. */
 static void test_turbo_pool(void **state) {
     (void)state;
     char dir[] = "/tmp/hearth_pcache_tq_XXXXXX";
@@ -540,8 +540,8 @@ static void test_turbo_pool(void **state) {
     hr_kv_fmt f = {.dtype = HR_DTYPE_TURBO, .bits = 7, .vbits = 5};
     assert_int_equal(hr_kv_init_fmt(&kv, hr_backend_cpu(), &hp, &f, 4, NULL), 0);
     size_t sb = hr_kv_stride_bytes(&kv), vb = hr_kv_vstride_bytes(&kv);
-    assert_int_equal(sb, (size_t)HEADS * HR_KV_BLOCK * 36);
-    assert_int_equal(vb, (size_t)HEADS * HR_KV_BLOCK * 28);
+    assert_int_equal(sb, (size_t)HEADS * HR_KV_BLOCK * 32);
+    assert_int_equal(vb, (size_t)HEADS * HR_KV_BLOCK * 24);
     int32_t b0 = hr_kv_alloc(&kv), b1 = hr_kv_alloc(&kv);
     for (int l = 0; l < LAYERS; l++)
         for (int h = 0; h < HEADS; h++)

@@ -21,14 +21,20 @@ Every row is head 1 of layer 3's K (hr_turbo_kv_rot(3, 1, false)). The
 algorithm, per segment s of the row (turbo.h: rate R2 odd splits the head
 into the outlier half, channels [H/4, H/2) and [3H/4, H), at one bit more,
 and the rest; even: one segment of all channels):
-  D      = diag(signs): splitmix64 of hr_turbo_kv_seed(layer, head, s, v)
-  Pi     = H_d D / sqrt(d), H_d the Sylvester Walsh-Hadamard matrix
+  D1, D2 = diag(signs): splitmix64 of hr_turbo_kv_seed(layer, head, s, v, round)
+           for rounds 0 and 1
+  Pi     = H_d D2 H_d D1 / d, H_d the Sylvester Walsh-Hadamard matrix: two
+           rounds of the randomized Hadamard transform
   n      = |x_s|,  z = sqrt(d) Pi x_s / n,  code_i = argmin_k |z_i - c_k|
            (c: the committed codebook src/kernels/cpu/turbo_codebooks.h, so
            the test compares codes; cb_* checks that table on its own)
-  x^_s   = Pi^T (n / sqrt(d)) c[code]
-The record: f32 n per segment, then each segment's codes as an LSB-first
-bit stream.
+  w      = n d / <z, c[code]>: the scale that makes <x^_s, x_s> = |x_s|^2,
+           so x^ is unbiased (E over the rotation of x^_s is x_s, and of
+           <q, x^> is <q, x>) where the paper's n (x^ = the MSE-optimal
+           point) shrinks it by the codebook's 1 - D_mse
+  x^_s   = Pi^T (w / sqrt(d)) c[code]
+The record: f16 w per segment (w rounded to f32, then to f16, as hearth's
+C), then each segment's codes as an LSB-first bit stream.
 
     python3 tools/turboquant/ref.py --out tests/fixtures/turboquant
 """
@@ -62,8 +68,8 @@ def signs(d, seed):
     return np.array(out)
 
 
-def seed_of(layer, head, seg, v):
-    return 0x7475726271756174 ^ (layer << 24 | head << 4 | seg << 1 | int(v))
+def seed_of(layer, head, seg, v, rnd):
+    return 0x7475726271756174 ^ (layer << 24 | head << 4 | rnd << 2 | seg << 1 | int(v))
 
 
 def hadamard(d):
@@ -132,18 +138,22 @@ def row(x, q, hd, r2, cbs, layer=3, head=1):
     norms, codes_b, zs, ip = [], [], [], 0.0
     for s, (ch, bits) in enumerate(segs):
         d = len(ch)
-        pi = hadamard(d) * signs(d, seed_of(layer, head, s, False))[None, :] / math.sqrt(d)
+        h = hadamard(d)
+        pi = ((h * signs(d, seed_of(layer, head, s, False, 1))[None, :])
+              @ (h * signs(d, seed_of(layer, head, s, False, 0))[None, :])) / d
         xs = x[ch].astype(np.float64)
         n = float(np.float32(np.sqrt((xs * xs).sum())))
         z = math.sqrt(d) * (pi @ xs) / n
         c = cbs[(d, bits)].astype(np.float64)
         code = np.abs(z[:, None] - c[None, :]).argmin(axis=1)
-        xhat = pi.T @ (n / math.sqrt(d) * c[code])
+        zc = float(z @ c[code])
+        w = float(np.float16(np.float32(n * d / zc))) if zc > 0 else 0.0
+        xhat = pi.T @ (w / math.sqrt(d) * c[code])
         ip += float(q[ch].astype(np.float64) @ xhat)
-        norms.append(n)
+        norms.append(w)
         codes_b += pack(code, bits)
         zs.append(z)
-    rec = list(np.array(norms, dtype=f32).tobytes()) + codes_b
+    rec = list(np.array(norms, dtype=np.float16).tobytes()) + codes_b
     return np.array(rec, dtype=np.uint8), np.concatenate(zs).astype(f32), ip
 
 

@@ -84,7 +84,7 @@ void hr_kv_row_store(void *dst, const float *x, int hd, hr_dtype t, int bits, in
     case HR_DTYPE_Q4_0: hr_quant_gguf_row(t, x, hd, dst); break;
     case HR_DTYPE_TURBO: {
         hr_turbo_kv L;
-        float signs[256];
+        float signs[HR_TURBO_KV_SIGNS];
         hr_turbo_kv_layout(&L, hd, bits);
         hr_turbo_kv_signs(signs, &L, group >> 16, (group >> 1) & 0x7fff, group & 1);
         hr_turbo_kv_store(dst, x, &L, signs);
@@ -102,7 +102,7 @@ void hr_kv_row_load(float *y, const void *src, int hd, hr_dtype t, int bits, int
     case HR_DTYPE_Q4_0: hr_dequant_gguf_row(t, src, hd, y); break;
     case HR_DTYPE_TURBO: {
         hr_turbo_kv L;
-        float signs[256], r[256];
+        float signs[HR_TURBO_KV_SIGNS], r[256];
         hr_turbo_kv_layout(&L, hd, bits);
         hr_turbo_kv_signs(signs, &L, group >> 16, (group >> 1) & 0x7fff, group & 1);
         hr_turbo_kv_load_rotated(r, src, &L);

@@ -564,7 +564,7 @@ static void attn_group(const hr_attn_args *a, int t0, int nq, int kvh, const int
     /* TurboQuant (K and V alike): the rows' layouts, and the query rows
      * rotated into buf (attention_worker caps nq * G * hd at ROWS_BUF) */
     hr_turbo_kv TL[2];
-    float tsigns[256];
+    float tsigns[HR_TURBO_KV_SIGNS];
     for (int w = 0; w < 2; w++)
         if (sides[w].t == HR_DTYPE_TURBO)
             hr_turbo_kv_layout(&TL[w], hd, sides[w].bits);

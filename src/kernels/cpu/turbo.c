@@ -1,5 +1,6 @@
 /* TurboQuant's MSE quantizer of one row (turbo.h). */
 #include "kernels/cpu/turbo.h"
+#include "core/tensor.h"
 #include "kernels/cpu/turbo_codebooks.h"
 
 #include <math.h>
@@ -59,23 +60,26 @@ void hr_turbo_unrotate(float *x, const float *y, const float *signs, int hd) {
         x[i] *= r * signs[i];
 }
 
-/* The codes of x (dim floats, norm n) at q, under signs */
-static void encode(uint8_t *q, const float *x, float n, int dim, int bits, const float *signs) {
+/* The codes of y (dim floats: x rotated, x of norm n) at q; returns
+ * sum_i z_i c[code_i] (double), <z, the centroids> */
+static double encode(uint8_t *q, const float *y, float n, int dim, int bits) {
     const float *c = hr_turbo_centroids[dim_index(dim)][bits - 1];
     int k = 1 << bits;
-    float y[256], s = n > 0 ? sqrtf((float)dim) / n : 0.0f;
-    hr_turbo_rotate(y, x, signs, dim);
+    float s = n > 0 ? sqrtf((float)dim) / n : 0.0f;
+    double zc = 0;
     memset(q, 0, (size_t)dim * (size_t)bits / 8);
     for (int i = 0; i < dim; i++) {
         float z = y[i] * s;
         int code = 0; /* the nearest centroid: the cells' thresholds are midpoints */
         while (code + 1 < k && z > 0.5f * (c[code] + c[code + 1]))
             code++;
+        zc += (double)z * c[code];
         size_t bit = (size_t)i * (size_t)bits;
         q[bit >> 3] |= (uint8_t)(code << (bit & 7));
         if ((bit & 7) + (unsigned)bits > 8)
             q[(bit >> 3) + 1] |= (uint8_t)(code >> (8 - (bit & 7)));
     }
+    return zc;
 }
 
 static float norm_of(const float *x, int n) {
@@ -86,9 +90,10 @@ static float norm_of(const float *x, int n) {
 }
 
 void hr_turbo_store(void *dst, const float *x, int hd, int bits, const float *signs) {
-    float n = norm_of(x, hd);
+    float n = norm_of(x, hd), y[256];
     memcpy(dst, &n, 4);
-    encode((uint8_t *)dst + 4, x, n, hd, bits, signs);
+    hr_turbo_rotate(y, x, signs, hd);
+    encode((uint8_t *)dst + 4, y, n, hd, bits);
 }
 
 void hr_turbo_load_rotated(float *y, const void *src, int hd, int bits) {
@@ -120,7 +125,7 @@ void hr_turbo_kv_layout(hr_turbo_kv *L, int hd, int r2) {
     L->dim = hd / L->nseg;
     L->bits[0] = (r2 + 1) / 2;
     L->bits[1] = r2 / 2;
-    L->code_off[0] = 4 * (size_t)L->nseg;
+    L->code_off[0] = 2 * (size_t)L->nseg;
     L->code_off[1] = L->code_off[0] + (size_t)L->dim * (size_t)L->bits[0] / 8;
     L->bytes = hr_turbo_kv_bytes(hd, r2);
     L->rinv = 1.0f / sqrtf((float)L->dim);
@@ -129,8 +134,17 @@ void hr_turbo_kv_layout(hr_turbo_kv *L, int hd, int r2) {
 }
 
 void hr_turbo_kv_signs(float *signs, const hr_turbo_kv *L, int layer, int head, bool v) {
-    for (int s = 0; s < L->nseg; s++)
-        hr_turbo_signs(signs + (size_t)s * L->dim, L->dim, hr_turbo_kv_seed(layer, head, s, v));
+    for (int r = 0; r < 2; r++)
+        for (int s = 0; s < L->nseg; s++)
+            hr_turbo_signs(signs + (size_t)r * L->hd + (size_t)s * L->dim, L->dim,
+                           hr_turbo_kv_seed(layer, head, s, v, r));
+}
+
+/* Segment s's channels g (dim floats) rotated into y: H D2 H D1 g / dim */
+static void seg_rotate(float *y, const float *g, const hr_turbo_kv *L, const float *signs,
+                       int s) {
+    hr_turbo_rotate(y, g, signs + (size_t)s * L->dim, L->dim);
+    hr_turbo_rotate(y, y, signs + (size_t)L->hd + (size_t)s * L->dim, L->dim);
 }
 
 void hr_turbo_kv_rotate(float *y, const float *x, const hr_turbo_kv *L, const float *signs) {
@@ -138,36 +152,42 @@ void hr_turbo_kv_rotate(float *y, const float *x, const hr_turbo_kv *L, const fl
     for (int s = 0; s < L->nseg; s++) {
         for (int e = 0; e < L->dim; e++)
             g[e] = x[hr_turbo_kv_chan(L, s, e)];
-        hr_turbo_rotate(y + (size_t)s * L->dim, g, signs + (size_t)s * L->dim, L->dim);
+        seg_rotate(y + (size_t)s * L->dim, g, L, signs, s);
     }
 }
 
 void hr_turbo_kv_unrotate(float *x, const float *y, const hr_turbo_kv *L, const float *signs) {
     float g[256];
     for (int s = 0; s < L->nseg; s++) {
-        hr_turbo_unrotate(g, y + (size_t)s * L->dim, signs + (size_t)s * L->dim, L->dim);
+        hr_turbo_unrotate(g, y + (size_t)s * L->dim, signs + (size_t)L->hd + (size_t)s * L->dim,
+                          L->dim);
+        hr_turbo_unrotate(g, g, signs + (size_t)s * L->dim, L->dim);
         for (int e = 0; e < L->dim; e++)
             x[hr_turbo_kv_chan(L, s, e)] = g[e];
     }
 }
 
 void hr_turbo_kv_store(void *dst, const float *x, const hr_turbo_kv *L, const float *signs) {
-    float g[256];
+    float g[256], y[256];
     for (int s = 0; s < L->nseg; s++) {
         for (int e = 0; e < L->dim; e++)
             g[e] = x[hr_turbo_kv_chan(L, s, e)];
         float n = norm_of(g, L->dim);
-        memcpy((char *)dst + 4 * s, &n, 4);
-        encode((uint8_t *)dst + L->code_off[s], g, n, L->dim, L->bits[s],
-               signs + (size_t)s * L->dim);
+        seg_rotate(y, g, L, signs, s);
+        double zc = encode((uint8_t *)dst + L->code_off[s], y, n, L->dim, L->bits[s]);
+        /* the scale that makes <x^, x> = |x|^2 (turbo.h): n d / <z, c>
+         * (z c(z) >= 0 term by term, and > 0 somewhere when n > 0) */
+        float w = zc > 0 ? (float)((double)n * L->dim / zc) : 0.0f;
+        uint16_t h = hr_f32_to_f16(fminf(w, 65504.0f));
+        memcpy((char *)dst + 2 * s, &h, 2);
     }
 }
 
 void hr_turbo_kv_load_rotated(float *y, const void *src, const hr_turbo_kv *L) {
     for (int s = 0; s < L->nseg; s++) {
-        float n;
-        memcpy(&n, (const char *)src + 4 * s, 4);
-        float w = n * L->rinv;
+        uint16_t h;
+        memcpy(&h, (const char *)src + 2 * s, 2);
+        float w = hr_f16_to_f32(h) * L->rinv;
         const uint8_t *q = (const uint8_t *)src + L->code_off[s];
         for (int e = 0; e < L->dim; e++)
             y[(size_t)s * L->dim + e] = L->cb[s][hr_turbo_code(q, e, L->bits[s])] * w;

@@ -18,7 +18,8 @@
  * D_mse of a unit vector, within its bound sqrt(3) pi / 2 * 4^-bits).
  *
  * The KV pool's format (`--kv-quant turbo`) and attention over it: below.
- * Not yet: the QJL residual bit for keys (TurboQuant_prod): docs/kv-quant.md. */
+ * The KV rows below store an unbiased scale instead of n. No QJL residual
+ * bit for keys (TurboQuant_prod): measured worse, docs/kv-quant.md. */
 #ifndef HR_KERNELS_TURBO_H
 #define HR_KERNELS_TURBO_H
 
@@ -58,10 +59,30 @@ double hr_turbo_codebook_mse(int hd, int bits);
  * 32 of 128, which would need a rotation of 96): the outlier half is the
  * channels of RoPE's low-frequency pairs, [hd/4, hd/2) and [3hd/4, hd)
  * (hr_turbo_kv_chan), where keys carry their large, slowly rotating values.
- * Record: [f32 norm per segment][segment 0's codes][segment 1's codes],
+ * Record: [f16 scale per segment][segment 0's codes][segment 1's codes],
  * each an LSB-first bit stream (a chunk of 8 codes is `bits` whole bytes).
+ * A segment's scale is not its norm n but w = n d / <z, c> (z its rotated,
+ * normalized coordinates, c their centroids): the row read back, x^ =
+ * Pi^T (w / sqrt(d)) c, then has <x^, x> = |x|^2, so x^ and every inner
+ * product <q, x^> are unbiased over the random rotation. With n (the
+ * paper's MSE-optimal point, hr_turbo_store) x^ is shrunk by the
+ * codebook's 1 - D_mse on average, which scales every attention score
+ * down (a softmax at a higher temperature) and every attention output
+ * (docs/kv-quant.md measures both). The unbiased scale is the paper's
+ * TurboQuant_prod objective met without its 1-bit QJL residual, whose
+ * variance cost more than the bias on the demo model (docs/kv-quant.md).
+ * The scale is an f16, as q8_0's and q4_0's scales (an f16 KV cache's
+ * range: a row of norm past 65504 saturates there): its rounding, 2^-11
+ * relative, is far below a row's quantization error (9.6% at 4 bits), and
+ * it keeps 2 bytes a segment, so a fractional rate costs fewer bytes than
+ * the next integer one at head_dim 64 too.
  * Segment s of the head `head` of layer `layer`, K (v false) or V, rotates
- * with the signs of hr_turbo_kv_seed. Attention works in the rotated
+ * by two rounds of the randomized Walsh-Hadamard transform, y = H D2 H D1
+ * g / dim, D1 and D2 the signs of hr_turbo_kv_seed's rounds 0 and 1: one
+ * round maps a row dominated by a few channels (RoPE's slow pairs in keys)
+ * to coordinates of a few magnitudes only, far from the density the
+ * codebooks are made for; two mix them (docs/kv-quant.md measures it; the
+ * paper's rotation is a uniformly random one). Attention works in the rotated
  * basis: a row's rotated vector is its segments' rotated vectors end to
  * end (segment s at [s * dim, (s + 1) * dim)). */
 typedef struct hr_turbo_kv {
@@ -77,7 +98,7 @@ typedef struct hr_turbo_kv {
 bool hr_turbo_kv_ok(int hd, int r2);
 void hr_turbo_kv_layout(hr_turbo_kv *L, int hd, int r2);
 static inline size_t hr_turbo_kv_bytes(int hd, int r2) {
-    return (r2 % 2 ? 8u : 4u) + (size_t)hd * (size_t)r2 / 16;
+    return (r2 % 2 ? 4u : 2u) + (size_t)hd * (size_t)r2 / 16;
 }
 /* The channel of position e of segment s */
 static inline int hr_turbo_kv_chan(const hr_turbo_kv *L, int s, int e) {
@@ -86,23 +107,25 @@ static inline int hr_turbo_kv_chan(const hr_turbo_kv *L, int s, int e) {
     int q = L->hd / 4;
     return e + (e >= q ? q : 0) + (s == 0 ? q : 0);
 }
-/* The rotation of one segment: splitmix64's seed */
-static inline uint64_t hr_turbo_kv_seed(int layer, int head, int seg, bool v) {
+/* The signs of round `round` (0, 1) of one segment's rotation: splitmix64's seed */
+static inline uint64_t hr_turbo_kv_seed(int layer, int head, int seg, bool v, int round) {
     return 0x7475726271756174ull ^ ((uint64_t)layer << 24 | (uint64_t)head << 4 |
-                                     (uint64_t)seg << 1 | (uint64_t)v);
+                                     (uint64_t)round << 2 | (uint64_t)seg << 1 | (uint64_t)v);
 }
 /* A row's rotation as one int (hr_kv_row_store's `group` for TURBO) */
 static inline int hr_turbo_kv_rot(int layer, int head, bool v) {
     return layer << 16 | head << 1 | (int)v;
 }
-/* hd signs: segment s's at [s * dim, (s + 1) * dim) */
+/* The rotations' 2 hd signs (HR_TURBO_KV_SIGNS floats at most): round r's
+ * of segment s at [r hd + s dim, r hd + (s + 1) dim) */
+#define HR_TURBO_KV_SIGNS 512
 void hr_turbo_kv_signs(float *signs, const hr_turbo_kv *L, int layer, int head, bool v);
 /* y (hd) = x's segments rotated, end to end; x = the inverse (x != y) */
 void hr_turbo_kv_rotate(float *y, const float *x, const hr_turbo_kv *L, const float *signs);
 void hr_turbo_kv_unrotate(float *x, const float *y, const hr_turbo_kv *L, const float *signs);
-/* The record of x (hd floats) at dst (L->bytes) */
+/* The record of x (hd floats) at dst (L->bytes): codes, and the unbiased scales */
 void hr_turbo_kv_store(void *dst, const float *x, const hr_turbo_kv *L, const float *signs);
-/* The record's rotated vector: y[s dim + e] = c_s(code) * (n_s * rinv) */
+/* The record's rotated vector: y[s dim + e] = c_s(code) * (w_s * rinv) */
 void hr_turbo_kv_load_rotated(float *y, const void *src, const hr_turbo_kv *L);
 /* Code e of a segment's bit stream q */
 static inline unsigned hr_turbo_code(const uint8_t *q, int e, int bits) {
@@ -115,7 +138,7 @@ static inline unsigned hr_turbo_code(const uint8_t *q, int e, int bits) {
 
 /* Attention over records in place, in the rotated basis (turbo_attn.c is
  * the definition; cpu.h's turbo_dots and turbo_axpys give its bits on
- * every ISA): with c the codes' centroids, n_s a segment's norm,
+ * every ISA): with c the codes' centroids, n_s a segment's scale (w),
  *   score(q, row) = hsum8(T) * scale,  T[l] = fma chain over the segments s
  *                   of fma(n_s * rinv, A_s[l], T[l]),  A_s[l] = fma chain
  *                   over the segment's positions e = l, l + 8, ... of

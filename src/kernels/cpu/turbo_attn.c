@@ -1,16 +1,17 @@
 /* Attention read from TurboQuant KV records in place, in the rotated basis:
  * the scalar reference (turbo.h states the order of every operation; cpu.h's
  * turbo_dots and turbo_axpys give its bits on every ISA). */
+#include "core/tensor.h"
 #include "kernels/cpu/kvquant.h"
 #include "kernels/cpu/turbo.h"
 
 #include <math.h>
 #include <string.h>
 
-static inline float norm_of(const uint8_t *row, int s) {
-    float n;
-    memcpy(&n, row + 4 * s, 4);
-    return n;
+static inline float norm_of(const uint8_t *row, int s) { /* the f16 scale */
+    uint16_t h;
+    memcpy(&h, row + 2 * s, 2);
+    return hr_f16_to_f32(h);
 }
 
 void hr__turbo_dots_scalar(float *sc, size_t ldsc, const float *q, int nr, const void *rec,

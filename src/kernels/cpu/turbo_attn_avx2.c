@@ -56,10 +56,10 @@ AI __m256 chunk(const uint8_t *c, int ch, const int bits, cbook k) {
     return _mm256_blendv_ps(lo, hi, _mm256_castsi256_ps(_mm256_slli_epi32(idx, 28)));
 }
 
-AI float norm_of(const uint8_t *row, int s) {
-    float n;
-    memcpy(&n, row + 4 * s, 4);
-    return n;
+AI float norm_of(const uint8_t *row, int s) { /* the f16 scale (F16C: hr_f16_to_f32's value) */
+    uint16_t h;
+    memcpy(&h, row + 2 * s, 2);
+    return _mm_cvtss_f32(_mm_cvtph_ps(_mm_cvtsi32_si128(h)));
 }
 
 /* M (1-4) query rows over nk records; NSEG segments of B0 and B1 bits */
