@@ -62,6 +62,36 @@ static int qwen_expand(const hr_llm *m, const char *text, const hr_images *im, c
     return 0;
 }
 
+/* im's request rows and npix floats of pixels (the old ones freed), and
+ * each image's start: the prompt's runs of image_token, run k of tokens[k]
+ * tokens (tokens NULL: of `each`) */
+static int place_images(hr_images *im, size_t npix, const int32_t *ids, size_t n,
+                        int32_t image_token, const int *tokens, int each, hr_error *err) {
+    free(im->req);
+    free(im->pixels);
+    im->req = calloc((size_t)im->n, sizeof *im->req);
+    im->pixels = malloc(npix * sizeof(float));
+    if (!im->req || !im->pixels)
+        return hr_err(err, HR_ENOMEM, "out of memory");
+    int k = 0;
+    for (size_t t = 0; t < n;) {
+        if (ids[t] != image_token) {
+            t++;
+            continue;
+        }
+        size_t s = t;
+        while (t < n && ids[t] == image_token)
+            t++;
+        if (k == im->n || t - s != (size_t)(tokens ? tokens[k] : each))
+            return hr_err(err, HR_EINVAL, "the prompt's image tokens do not match its images "
+                          "(image token text in a message?)");
+        im->req[k++].start = (int)s;
+    }
+    if (k != im->n)
+        return hr_err(err, HR_EINVAL, "the prompt's image tokens do not match its images");
+    return 0;
+}
+
 /* each image's pixels as patch rows, its grid, its tokens' start */
 static int qwen_attach(const hr_llm *m, const int32_t *ids, size_t n, hr_images *im,
                        hr_error *err) {
@@ -76,35 +106,16 @@ static int qwen_attach(const hr_llm *m, const int32_t *ids, size_t n, hr_images 
             return rc;
         off[i + 1] = off[i] + (size_t)(hs[i] / c->patch) * (ws[i] / c->patch) * pp;
     }
-    free(im->req);
-    free(im->pixels);
-    im->req = calloc((size_t)im->n, sizeof *im->req);
-    im->pixels = malloc(off[im->n] * sizeof(float));
-    if (!im->req || !im->pixels)
-        return hr_err(err, HR_ENOMEM, "out of memory");
-    int k = 0;
-    for (size_t t = 0; t < n;) {
-        if (ids[t] != mq->image_token) {
-            t++;
-            continue;
-        }
-        size_t s = t;
-        while (t < n && ids[t] == mq->image_token)
-            t++;
-        if (k == im->n || t - s != (size_t)tokens[k])
-            return hr_err(err, HR_EINVAL, "the prompt's image tokens do not match its images "
-                          "(image token text in a message?)");
-        im->req[k++].start = (int)s;
-    }
-    if (k != im->n)
-        return hr_err(err, HR_EINVAL, "the prompt's image tokens do not match its images");
+    int rc = place_images(im, off[im->n], ids, n, mq->image_token, tokens, 0, err);
+    if (rc)
+        return rc;
     for (int i = 0; i < im->n; i++) {
         hr_image_proc pr = mq->proc;
         pr.height = hs[i];
         pr.width = ws[i];
         float *px = malloc(sizeof(float) * 3 * (size_t)hs[i] * ws[i]);
-        int rc = px ? hr_image_preprocess(&im->images[i], &pr, px, err)
-                    : hr_err(err, HR_ENOMEM, "out of memory");
+        rc = px ? hr_image_preprocess(&im->images[i], &pr, px, err)
+                : hr_err(err, HR_ENOMEM, "out of memory");
         if (!rc)
             hr_vision_qwen_patchify(c, px, hs[i], ws[i], im->pixels + off[i]);
         free(px);
@@ -176,31 +187,13 @@ int hr__images_attach(const hr_llm *m, const int32_t *ids, size_t n, hr_images *
     if (!mm)
         return hr_err(err, HR_EUNSUPPORTED, "the model does not accept images");
     size_t px = (size_t)3 * mm->proc.height * mm->proc.width;
-    free(im->req);
-    free(im->pixels);
-    im->req = calloc((size_t)im->n, sizeof *im->req);
-    im->pixels = malloc((size_t)im->n * px * sizeof(float));
-    if (!im->req || !im->pixels)
-        return hr_err(err, HR_ENOMEM, "out of memory");
-    int k = 0;
-    for (size_t t = 0; t < n;) {
-        if (ids[t] != mm->image_token) {
-            t++;
-            continue;
-        }
-        size_t s = t;
-        while (t < n && ids[t] == mm->image_token)
-            t++;
-        if (t - s != (size_t)mm->mm_tokens || k == im->n)
-            return hr_err(err, HR_EINVAL, "the prompt's image tokens do not match its images "
-                          "(image token text in a message?)");
-        im->req[k++].start = (int)s;
-    }
-    if (k != im->n)
-        return hr_err(err, HR_EINVAL, "the prompt's image tokens do not match its images");
+    int rc = place_images(im, (size_t)im->n * px, ids, n, mm->image_token, NULL, mm->mm_tokens,
+                          err);
+    if (rc)
+        return rc;
     for (int i = 0; i < im->n; i++) {
         float *dst = im->pixels + (size_t)i * px;
-        int rc = hr_image_preprocess(&im->images[i], &mm->proc, dst, err);
+        rc = hr_image_preprocess(&im->images[i], &mm->proc, dst, err);
         if (rc)
             return rc;
         im->req[i].pixels = dst;
