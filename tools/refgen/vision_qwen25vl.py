@@ -51,22 +51,13 @@ import torch  # noqa: E402
 import transformers  # noqa: E402
 from PIL import Image  # noqa: E402
 
+from vision import pattern, write_f32  # noqa: E402  (tools/refgen/vision.py)
+
 VOCAB = 256
 VSTART, VEND, IMG, VID = 250, 251, 252, 253
 PATCH, MERGE, TPATCH, WINDOW = 4, 2, 2, 24
 MIN_PIXELS, MAX_PIXELS = 256, 4096
 N_GEN = 8
-
-
-def pattern(w, h, alpha, salt):
-    px = bytearray()
-    for y in range(h):
-        for x in range(w):
-            for c in range(3):
-                px.append((x * 31 + y * 17 + c * 89 + (x * y) % 7 * 13 + salt) % 256)
-            if alpha:
-                px.append((x * 11 + y * 5) % 256)
-    return Image.frombytes('RGBA' if alpha else 'RGB', (w, h), bytes(px))
 
 
 # file, width, height, alpha, salt
@@ -88,12 +79,6 @@ def reinit(model, seed):
                 fan_in = int(np.prod(p.shape[1:])) if p.ndim > 1 else p.shape[0]
                 v = n * (0.9 / fan_in ** 0.5)
             p.copy_(v)
-
-
-def write_f32(path, t):
-    a = np.ascontiguousarray(t.detach().to(torch.float32).cpu().numpy(), dtype="<f4")
-    a.tofile(path)
-    return list(a.shape)
 
 
 def window_index(grid_thw):
