@@ -127,6 +127,9 @@ static int granite_layers(const hr_gguf *g, const char *arch, json_t *cfg, int64
 int hr__gguf_hybrid_config(const hr_gguf *g, const char *arch, json_t *cfg, hr_error *err) {
     int64_t nl = 0, nextn = 0, v;
     count(g, arch, "block_count", &nl);
+    if (nl <= 0 || nl > HR_MAX_LAYERS)
+        return hr_err(err, HR_EFORMAT, "%s: %s.block_count %lld is not 1..%d", hr_gguf_path(g),
+                      arch, (long long)nl, HR_MAX_LAYERS);
     if (count(g, arch, "nextn_predict_layers", &nextn) && nextn > 0) {
         if (nextn >= nl)
             return hr_err(err, HR_EFORMAT, "%s: nextn_predict_layers %lld of %lld blocks",

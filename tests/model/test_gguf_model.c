@@ -688,6 +688,17 @@ static void test_hybrid_derived(void **state) {
     assert_true(hp.attn_scale == 0.25f && hp.n_kv_heads == 1);
     assert_true(hp.layer_rope[0]); /* no rope.scaling.finetuned: llama.cpp's default, on */
     hr_hparams_deinit(&hp);
+    /* a block_count past HR_MAX_LAYERS is refused before anything is built
+     * per layer (fuzz_gguf_model: 2^31 layers made 14M JSON strings) */
+    struct { const char *arch; const kv *extra; size_t n; } big[] = {
+        {"qwen3next", qn, 9}, {"granitehybrid", gh, 10}, {"glm4moe", glm, 5}};
+    for (size_t a = 0; a < 3; a++) {
+        hr_error err = {0};
+        int rc = hand_config(big[a].arch, 1 << 30, 64, 4, 16, big[a].extra, big[a].n, true, &hp,
+                             &err);
+        if (rc != HR_EFORMAT || !strstr(err.msg, "block_count 1073741824 is not 1..512"))
+            fail_msg("%s: %s", big[a].arch, err.msg);
+    }
 }
 
 /* ---- configs a GGUF cannot express --------------------------------------------- */
