@@ -222,18 +222,33 @@ static int32_t copy_partial(hr_pcache *pc, uint64_t parent, const int32_t *token
     return blk;
 }
 
+/* Blocks whose SSD files are asked for ahead of the one being read back
+ * (hr_ssd_prefetch): enough to keep the disk's queue full. */
+#define SSD_AHEAD 32
+
 /* The chain of whole cached blocks of tokens[0..n), at most max_blocks,
  * a reference each into blocks[]; *last: the last one's entry. */
 static int whole_blocks(hr_pcache *pc, uint64_t seed, const int32_t *tokens, int n,
                         int max_blocks, int32_t *blocks, uint64_t *key_out, entry **last) {
-    uint64_t key = seed;
-    int got = 0;
+    uint64_t key = seed, akey = seed; /* akey: the key after block `ahead` - 1 */
+    int got = 0, ahead = 0;           /* blocks [got, ahead) are being prefetched */
     for (; got < max_blocks && (got + 1) * HR_KV_BLOCK <= n; got++) {
         const int32_t *t = tokens + (size_t)got * HR_KV_BLOCK;
         uint64_t next = block_key(key, t);
         entry *e = find_full(pc, key, t);
-        if (!e && pc->ssd)
+        if (!e && pc->ssd) {
+            if (ahead <= got) {
+                ahead = got;
+                akey = key;
+            }
+            uint64_t keys[SSD_AHEAD];
+            int k = 0;
+            for (; ahead < got + SSD_AHEAD && ahead < max_blocks &&
+                   (ahead + 1) * HR_KV_BLOCK <= n; ahead++)
+                keys[k++] = akey = block_key(akey, tokens + (size_t)ahead * HR_KV_BLOCK);
+            hr_ssd_prefetch(pc->ssd, keys, k);
             e = from_ssd(pc, key, next, t);
+        }
         if (!e)
             break;
         touch(pc, e);

@@ -54,6 +54,11 @@ int hr_ssd_done(hr_ssd *s, int32_t *blocks, int max);
  * did not verify). */
 int hr_ssd_read(hr_ssd *s, uint64_t key, const int32_t *tokens, hr_kv *kv, int32_t block,
                 void *state, bool *has_state);
+/* Engine thread: ask the kernel to start reading the files stored under
+ * keys[0..n) (those there) into the page cache, without waiting, so that
+ * the hr_ssd_read calls that follow find them there and the disk works on
+ * many files at once instead of one after another. */
+void hr_ssd_prefetch(hr_ssd *s, const uint64_t *keys, int n);
 /* Files written and read, and quarantined, since open. */
 void hr_ssd_counts(const hr_ssd *s, long *written, long *hits, long *quarantined);
 /* Bytes of the files written, and of those read back (hits), since open. */

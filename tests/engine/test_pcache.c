@@ -698,6 +698,8 @@ static void test_ssd_faults(void **state) {
     snprintf(path, sizeof path, "%s/0000000000000004.kv", sub);
     assert_int_equal(mkfifo(path, 0644), 0);
     alarm(10); /* a hang fails the test instead of stalling CI */
+    uint64_t ahead[] = {4, 99, 1}; /* the FIFO, an absent file, a quarantined one */
+    hr_ssd_prefetch(ssd, ahead, 3);
     assert_int_equal(hr_ssd_read(ssd, 4, toks, &kv, b1, NULL, NULL), 0);
     alarm(0);
     hr_ssd_counts(ssd, &w, &h, &q);
