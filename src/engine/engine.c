@@ -363,6 +363,10 @@ static void prefill_rows(hr_engine *e, bool side, int keep, int *T, int *n_rows,
         int snap = snap_point(e, r); /* a step ends there: its state is kept */
         if (r->len < snap && r->len + c > snap)
             c = snap - r->len;
+        /* and at kv_start: the sequence converts holding exactly kv_start
+         * tokens, whatever the step's other rows (convert) */
+        if (e->kvq.n_blocks && !r->conv && r->len < e->kv_start && r->len + c > e->kv_start)
+            c = e->kv_start - r->len;
         if (r->n_images && !(c = hr__image_chunk(e, r, c, room)))
             continue; /* the next image does not fit in this step */
         int k = 0;
@@ -471,7 +475,7 @@ static void cache_prompt(hr_engine *e, const hr_request *r) {
 }
 
 /* Convert r's KV into the quantized pool (mlx-lm's maybe_quantize_kv_cache:
- * after the step that took it to kv_start tokens or more): every row of
+ * once it holds kv_start tokens or more, before its next step): every row of
  * its blocks read and stored again by hr_kv_row_store in kvq's format
  * (hr_kv_convert), its e->kv blocks unreferenced, and the rest of its
  * reservation taken from what was promised to it. The prompt cache keeps
@@ -500,6 +504,11 @@ static void convert(hr_engine *e, hr_request *r) {
 }
 
 static void step(hr_engine *e) {
+    /* sequences that hold kv_start tokens or more (the last step, or a
+     * prompt cache hit) convert before the step's batch is built */
+    for (int s = 0; e->kvq.n_blocks && s < e->n_running; s++)
+        if (!e->running[s]->conv && e->running[s]->len >= e->kv_start)
+            convert(e, e->running[s]);
     hr__spec_propose(e);
     int n_prefill, n_decode, T = build_batch(e, &n_prefill, &n_decode);
     if (T == 0)
@@ -552,9 +561,7 @@ static void step(hr_engine *e) {
         if (++r->len == r->n_prompt && !r->hidden) /* embeddings never use the cache */
             cache_prompt(e, r);
     }
-    for (int s = 0; e->kvq.n_blocks && s < e->n_running; s++)
-        if (!e->running[s]->conv && e->running[s]->len >= e->kv_start)
-            convert(e, e->running[s]);
+
     take_snapshots(e);
     for (int s = 0; s < e->n_running; s++)
         atomic_store(&e->running[s]->progress, e->running[s]->len);
