@@ -292,10 +292,18 @@ static void test_prompt_cache_converted_and_not(void **state) {
 }
 
 /* Requests that do not fit either pool are refused; a start past the
- * context makes no second pool (nothing ever converts); the CUDA refusal of
- * a quantized pool is the pool's own (hr_kv_init_fmt, test_kvquant). */
+ * context makes no second pool (nothing ever converts); a quantized pool in
+ * device memory (the engine's second pool on CUDA) is refused, as at
+ * start 0. */
 static void test_options(void **state) {
     (void)state;
+    hr_backend dev = *hr_backend_cpu();
+    dev.device_mem = true;
+    hr_kv qk;
+    hr_error qerr = {0};
+    hr_kv_fmt qf = {.dtype = HR_DTYPE_AFFINE, .bits = BITS, .group = GROUP};
+    assert_int_equal(hr_kv_init_fmt(&qk, &dev, &g_model->hp, &qf, 4, &qerr), HR_EUNSUPPORTED);
+    assert_non_null(strstr(qerr.msg, "not supported yet on cuda: quantized KV"));
     hr_engine *e = engine(BITS, 300, -1, 1); /* n_ctx 256 */
     assert_null(hr_engine_kvq(e));
     assert_int_equal(hr_engine_kv(e)->dtype, HR_DTYPE_F32);
