@@ -109,9 +109,11 @@ void hr_engine_stats_get(const hr_engine *e, hr_engine_stats *s) {
     s->cache_miss_tokens = atomic_load(&m->st_miss_tokens);
     s->kv_bytes = (size_t)e->kv.n_blocks *
                   (hr_kv_stride_bytes(&e->kv) + hr_kv_vstride_bytes(&e->kv)) * e->kv.n_layers;
-    if (e->kvq.n_blocks)
-        s->kv_bytes += (size_t)e->kvq.n_blocks *
-                       (hr_kv_stride_bytes(&e->kvq) + hr_kv_vstride_bytes(&e->kvq)) * e->kvq.n_layers;
+    s->kvq_blocks_total = e->kvq.n_blocks;
+    s->kvq_blocks_free = atomic_load(&m->st_kvq_free);
+    s->kvq_bytes = (size_t)e->kvq.n_blocks *
+                   (hr_kv_stride_bytes(&e->kvq) + hr_kv_vstride_bytes(&e->kvq)) * e->kvq.n_layers;
+    s->kv_bytes += s->kvq_bytes;
 }
 
 /* ---- scheduling (engine thread) -------------------------------------------------- */
@@ -625,6 +627,7 @@ static void *engine_main(void *arg) {
         for (int i = 0; i < e->n_running; i++)
             held += e->running[i]->n_blocks;
         atomic_store(&e->st_kv_free, e->kv.n_free);
+        atomic_store(&e->st_kvq_free, e->kvq.n_free);
         atomic_store(&e->st_kv_requests, held);
         atomic_store(&e->st_kv_cached, e->pcache ? hr_pcache_blocks(e->pcache) : 0);
     }
@@ -786,6 +789,7 @@ int hr_engine_new(hr_engine **out, const hr_model *m, const hr_engine_opts *o,
         hr_log(HR_LOG_INFO, "prompt cache off: this model's RoPE depends on the sequence length");
     }
     atomic_store(&e->st_kv_free, e->kv.n_free);
+    atomic_store(&e->st_kvq_free, e->kvq.n_free);
     if (pthread_create(&e->thread, NULL, engine_main, e) != 0) {
         rc = hr_err(err, HR_ENOMEM, "cannot start the engine thread");
         goto fail;

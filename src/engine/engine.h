@@ -230,7 +230,10 @@ typedef struct hr_engine_stats {
     long ssd_write_errors, ssd_read_errors; /* disk faults the tier survived */
     const char *ssd_last_error; /* strerror of the last one; NULL none */
     bool ssd_paused;            /* writes paused after an error (retried later) */
-    size_t kv_bytes;
+    size_t kv_bytes;         /* both pools */
+    /* the quantized pool sequences convert into (kv_start; 0 / 0 / 0: none) */
+    int kvq_blocks_total, kvq_blocks_free;
+    size_t kvq_bytes;
 } hr_engine_stats;
 
 /* Lock-free snapshot of the counters. */

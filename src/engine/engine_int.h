@@ -140,7 +140,7 @@ struct hr_engine {
     _Atomic bool dead;              /* the model's device is lost (hr_backend.lost) */
     char dead_msg[256];             /* why; written once, before dead is set */
     _Atomic double st_prefill_s, st_decode_s;
-    _Atomic int st_kv_free, st_kv_requests, st_kv_cached;
+    _Atomic int st_kv_free, st_kv_requests, st_kv_cached, st_kvq_free;
     _Atomic long st_cached_tokens;
     _Atomic long st_lookups, st_lookup_hits, st_miss_tokens;
     _Atomic long st_drafted, st_accepted;

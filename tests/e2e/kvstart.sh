@@ -2,7 +2,8 @@
 # --quantized-kv-start with --kv-bits on serve, bench and perplexity (the
 # demo model: head_dim 64): serve with mlx-lm's default start (5000) starts
 # and answers; serve at start 40 answers a request that crosses the start,
-# and one that stays below it exactly as a server without --kv-bits; bench
+# and one that stays below it exactly as a server without --kv-bits, and
+# /stats shows both pools; bench
 # and perplexity take a start inside the sequence; bad values get one line.
 set -euo pipefail
 bin=${HEARTH_BIN:?}; root=${HEARTH_ROOT:?}
@@ -32,6 +33,12 @@ a=$(complete "$plain" "$short" 8); b=$(complete "$conv" "$short" 8)
 [ -n "$a" ] && [ "$a" = "$b" ] && ok || bad "below the start: '$b', without --kv-bits '$a'"
 b=$(complete "$conv" "$long" 40) && [ -n "$b" ] && ok || bad "crossing the start: no answer"
 curl -sf "http://127.0.0.1:$conv/health" >/dev/null && ok || bad "server gone after a conversion"
+# /stats: the pool sequences start in (f32) and the quantized one, all of it free again
+curl -sf "http://127.0.0.1:$conv/stats" | python3 -c '
+import json, sys
+k = json.load(sys.stdin)["kv_cache"]; q = k["quantized"]
+assert k["bytes_per_token"] == 10240 and q["bytes_per_token"] == 1600, k
+assert q["blocks_free"] == q["blocks_total"] > 0, q' && ok || bad "/stats kv_cache: $(curl -s "http://127.0.0.1:$conv/stats")"
 
 out=$("$bin" bench --model "$demo" --threads 1 --prompt-len 48 --gen-len 8 --repeats 1 \
       --kv-bits 4 --quantized-kv-start 32)
