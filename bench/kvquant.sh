@@ -10,6 +10,7 @@
 #   bench/kvquant.sh [build/hearth]
 #   env: THREADS (2) PROMPT_LEN (4096) GEN_LEN (32) REPEATS (3)
 #        KVS ("f32 f16 8 4") (f32/f16/bf16: --kv-dtype; B: --kv-bits B;
+#        B@N: --kv-bits B --quantized-kv-start N (f32 until N tokens);
 #        turbo, turbo:B, turbo:K,V: --kv-quant)
 #        MODEL (models/hearth-demo)
 set -euo pipefail
@@ -34,6 +35,7 @@ for r in $(seq "$R"); do
         case $kv in
         f32 | f16 | bf16) flags=(--kv-dtype "$kv") ;;
         turbo*) flags=(--kv-quant "$kv") ;;
+        *@*) flags=(--kv-bits "${kv%@*}" --quantized-kv-start "${kv#*@}") ;;
         *) flags=(--kv-bits "$kv" --quantized-kv-start 0) ;;
         esac
         j=$("$bin" bench --model "$model" --prompt-len "$P" --gen-len "$G" --repeats 1 \

@@ -158,6 +158,9 @@ typedef struct hr_session_opts {
                                * --cache-type-v); 0 = kv_dtype's */
     const char *kv_quant;     /* "turbo", "turbo:B" or "turbo:K_BITS,V_BITS" (B: 2, 2.5,
                                * 3, 3.5, 4): TurboQuant KV (docs/kv-quant.md); NULL = off */
+    int quantized_kv_start;   /* with kv_bits: mlx-lm's --quantized-kv-start, the tokens a
+                               * sequence holds (kv_dtype) before its KV converts to
+                               * kv_bits; 0 = quantized from the first token */
 } hr_session_opts;
 
 /* Start the engine thread over m (which must outlive the session). opts may

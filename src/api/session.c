@@ -61,7 +61,7 @@ int hr__session_engine_opts(const hr_llm *m, const hr_session_opts *o, hr_engine
     if (!o)
         o = &none;
     if (o->n_threads < 0 || o->max_batch < 0 || o->n_ctx < 0 || o->prefill_chunk < 0 ||
-        o->prompt_cache_size < 0 || o->ssd_demote_idle < 0)
+        o->prompt_cache_size < 0 || o->ssd_demote_idle < 0 || o->quantized_kv_start < 0)
         return hr_err(err, HR_ERANGE, "a session option is negative");
     hr_dtype kvt, kvv;
     int rc;
@@ -81,7 +81,9 @@ int hr__session_engine_opts(const hr_llm *m, const hr_session_opts *o, hr_engine
     int cache_blocks = o->prompt_cache < 0 ? -1 : 0;
     if (cache_blocks >= 0) {
         int ctx = o->n_ctx > 0 ? o->n_ctx : 8192;
-        hr_kv_fmt f = {.dtype = o->kv_bits ? HR_DTYPE_AFFINE : kvt, .bits = o->kv_bits,
+        /* the prompt cache's pool: the quantized one from the first token,
+         * else the one sequences start in (docs/kv-quant.md) */
+        hr_kv_fmt f = {.dtype = o->kv_bits && !o->quantized_kv_start ? HR_DTYPE_AFFINE : kvt, .bits = o->kv_bits,
                        .group = o->kv_group ? o->kv_group : 64, .vown = kvv != kvt,
                        .vdtype = kvv};
         if (tk)
@@ -100,6 +102,7 @@ int hr__session_engine_opts(const hr_llm *m, const hr_session_opts *o, hr_engine
                            .kv_bytes = o->kv_bytes, .kv_dtype = kvt,
                            .kv_vown = kvv != kvt, .kv_dtype_v = kvv,
                            .kv_bits = o->kv_bits, .kv_group = o->kv_group ? o->kv_group : 64,
+                           .kv_start = o->quantized_kv_start,
                            .kv_turbo_k = tk, .kv_turbo_v = tv,
                            .prefill_chunk = o->prefill_chunk, .cache_blocks = cache_blocks,
                            .ssd_dir = o->ssd_dir, .ssd_max_bytes = o->ssd_max_bytes,

@@ -103,7 +103,7 @@ int hr_cmd_bench(int argc, char **argv) {
         {"kv-quant", HR_OPT_STR, &kvq, "TurboQuant KV cache: turbo, turbo:B or turbo:K_BITS,V_BITS (bits 2, 2.5, 3, 3.5, 4; default off)"},
         {"kv-bits", HR_OPT_INT, &kv_bits, "quantize the KV cache to 2, 3, 4, 6 or 8 bits (mlx-lm's affine KV; default off)"},
         {"kv-group-size", HR_OPT_INT, &kv_group, "group size of the quantized KV cache (default 64)"},
-        {"quantized-kv-start", HR_OPT_INT, &kv_start, "0: quantize the KV from the first token; >= prompt + gen tokens: never (default 5000)"},
+        {"quantized-kv-start", HR_OPT_INT, &kv_start, "with --kv-bits: the run's KV converts to it after the step that passes this many tokens (0: quantized from the first token; default 5000)"},
         {"kv-budget", HR_OPT_FLOAT, &kv_gb, "print how many 16384-token sequences' KV fit this many GB (default 8)"},
         {"json", HR_OPT_FLAG, &json, "print one JSON object"},
     };
@@ -120,11 +120,6 @@ int hr_cmd_bench(int argc, char **argv) {
                                               "--gen-len >= 2"});
     if ((rc = hr_kv_quant_check(kv_bits, kv_group, kv_start, &err)))
         return hr_cli_fail(&err);
-    if (kv_bits && kv_start > 0 && kv_start < prompt_len + gen_len)
-        return hr_cli_fail(&(hr_error){.msg = "not supported yet: --quantized-kv-start inside "
-                                              "the sequence (0 quantizes from the first token; "
-                                              "at or past --prompt-len + --gen-len never)"});
-    bool quant = kv_bits && kv_start == 0;
 
     hr_llm *llm = NULL;
     hr_session *s = NULL;
@@ -141,8 +136,9 @@ int hr_cmd_bench(int argc, char **argv) {
     hr_session_opts so = {.n_threads = (int)threads, .max_batch = 1,
                           .n_ctx = (int)(prompt_len + gen_len), .kv_dtype = kvt,
                           .kv_dtype_v = kvv,
-                          .prompt_cache = -1, .kv_bits = quant ? (int)kv_bits : 0,
-                          .kv_group = (int)kv_group, .kv_quant = kvq};
+                          .prompt_cache = -1, .kv_bits = (int)kv_bits,
+                          .kv_group = (int)kv_group, .kv_quant = kvq,
+                          .quantized_kv_start = (int)kv_start};
     if ((rc = hr_session_new(&s, llm, &so, &err)))
         goto done;
     const hr_model *m = llm->model;
@@ -169,12 +165,19 @@ int hr_cmd_bench(int argc, char **argv) {
         goto done;
     /* bytes per decoded token: weights + the average KV read */
     const hr_hparams *hp = &m->hp;
-    double avg_ctx = prompt_len + gen_len / 2.0;
-    const hr_kv *kvp = hr_engine_kv(s->engine); /* the format the decode reads */
+    /* the format the decode reads: the quantized pool's once the sequence
+     * converted (the decode step at position c reads c + 1 rows, converted
+     * when c >= --quantized-kv-start), else the one it starts in */
+    const hr_kv *kv0 = hr_engine_kv(s->engine), *kvc = hr_engine_kvq(s->engine);
+    const hr_kv *kvp = kvc ? kvc : kv0;
     double kv_tok = (double)hp->n_layers * (hr_kv_stride_bytes(kvp) + hr_kv_vstride_bytes(kvp)) /
                     HR_KV_BLOCK;
+    double kv0_tok = (double)hp->n_layers * (hr_kv_stride_bytes(kv0) + hr_kv_vstride_bytes(kv0)) /
+                     HR_KV_BLOCK;
     long seqs16k = (long)(kv_gb * 1e9 / (kv_tok * 16384)); /* whole sequences */
-    double kv_bytes = kv_tok * avg_ctx;
+    double kv_bytes = 0;
+    for (long c = prompt_len; c < prompt_len + gen_len; c++)
+        kv_bytes += (double)(c + 1) * (kvc && c >= kv_start ? kv_tok : kv0_tok) / gen_len;
     double bytes = (double)hr_model_decode_bytes(m) + kv_bytes;
     if (!(runs = json_array())) {
         rc = hr_err(&err, HR_ENOMEM, "out of memory");
@@ -229,7 +232,11 @@ int hr_cmd_bench(int argc, char **argv) {
         printf("roofline   %8.2f tokens/s  (%.1f GB/s read, %.1f MB/token)\n", roof, bw / 1e9,
                bytes / 1e6);
         printf("decode     %8.1f %% of roofline (median of the repeats' own)\n", dec_pct);
-        if (kvp->dtype == HR_DTYPE_AFFINE)
+        if (kvc)
+            printf("kv cache   %8.0f bytes/token (%d-bit, group %d; %s, %.0f bytes/token, "
+                   "until the step that passes %ld tokens)\n", kv_tok, kvp->bits, kvp->group,
+                   hr_dtype_name(kv0->dtype), kv0_tok, kv_start);
+        else if (kvp->dtype == HR_DTYPE_AFFINE)
             printf("kv cache   %8.0f bytes/token (%d-bit, group %d)\n", kv_tok, kvp->bits,
                    kvp->group);
         else if (kvp->dtype == HR_DTYPE_TURBO)

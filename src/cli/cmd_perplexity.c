@@ -13,10 +13,9 @@
  *   max_tokens 0, the prompt cache off), several in flight at once; the
  *   losses are summed in window order, so the figure does not depend on
  *   the batching (the forward pass is batch-invariant).
- *   --kv-bits B: the windows' cache is quantized from the first token
- *   (--quantized-kv-start 0; a start at or past --context never quantizes;
- *   one in between is refused: the engine's pool has one format,
- *   docs/kv-quant.md). */
+ *   --kv-bits B: a window's cache converts to B bits after the step that
+ *   takes it to --quantized-kv-start tokens or more (0: quantized from the
+ *   first token; docs/kv-quant.md). */
 #include "api/api.h"
 #include "cli/args.h"
 #include "cli/cli.h"
@@ -97,7 +96,7 @@ int hr_cmd_perplexity(int argc, char **argv) {
         {"kv-quant", HR_OPT_STR, &kvq, "TurboQuant KV cache: turbo, turbo:B or turbo:K_BITS,V_BITS (bits 2, 2.5, 3, 3.5, 4; default off)"},
         {"kv-bits", HR_OPT_INT, &kv_bits, "quantize the KV cache to 2, 3, 4, 6 or 8 bits (mlx-lm's affine KV; default off)"},
         {"kv-group-size", HR_OPT_INT, &kv_group, "group size of the quantized KV cache (default 64)"},
-        {"quantized-kv-start", HR_OPT_INT, &kv_start, "0: quantize the windows' KV from the first token; >= --context: never (default 5000)"},
+        {"quantized-kv-start", HR_OPT_INT, &kv_start, "with --kv-bits: a window's KV converts to it after the step that passes this many tokens (0: quantized from the first token; default 5000)"},
     };
     hr_error err = {0};
     int rc = hr_args_parse(argc, argv, opts, sizeof opts / sizeof opts[0], usage, &err);
@@ -111,10 +110,6 @@ int hr_cmd_perplexity(int argc, char **argv) {
         return hr_cli_fail(&(hr_error){.msg = "need --context >= 2 and 1 <= --stride <= --context"});
     if ((rc = hr_kv_quant_check(kv_bits, kv_group, kv_start, &err)))
         return hr_cli_fail(&err);
-    if (kv_bits && kv_start > 0 && kv_start < ctx)
-        return hr_cli_fail(&(hr_error){.msg = "not supported yet: --quantized-kv-start inside "
-                                              "a window (0 quantizes from the first token; at "
-                                              "or past --context never)"});
     hr_llm *m = NULL;
     hr_session *s = NULL;
     hr_gen *q[IN_FLIGHT] = {0};
@@ -143,8 +138,8 @@ int hr_cmd_perplexity(int argc, char **argv) {
         windows = max_windows;
     hr_session_opts so = {.n_threads = (int)threads, .max_batch = IN_FLIGHT, .n_ctx = (int)ctx,
                           .kv_dtype = kvt, .kv_dtype_v = kvv, .prompt_cache = -1,
-                          .kv_bits = kv_start == 0 ? (int)kv_bits : 0, .kv_group = (int)kv_group,
-                          .kv_quant = kvq};
+                          .kv_bits = (int)kv_bits, .kv_group = (int)kv_group,
+                          .kv_quant = kvq, .quantized_kv_start = (int)kv_start};
     if ((rc = hr_session_new(&s, m, &so, &err)))
         goto done;
     acc a = {0};

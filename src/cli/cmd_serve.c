@@ -144,7 +144,7 @@ int hr_cmd_serve(int argc, char **argv) {
         {"kv-quant", HR_OPT_STR, &kvq, "TurboQuant KV cache: turbo, turbo:B or turbo:K_BITS,V_BITS (bits 2, 2.5, 3, 3.5, 4; default off)"},
         {"kv-bits", HR_OPT_INT, &kv_bits, "quantize the KV cache to 2, 3, 4, 6 or 8 bits (mlx-lm's affine KV; default off)"},
         {"kv-group-size", HR_OPT_INT, &kv_group, "group size of the quantized KV cache (default 64)"},
-        {"quantized-kv-start", HR_OPT_INT, &kv_start, "tokens before a sequence's KV is quantized (default 5000; serve takes 0 only)"},
+        {"quantized-kv-start", HR_OPT_INT, &kv_start, "with --kv-bits: a sequence's KV converts to it after the step that passes this many tokens (0: quantized from the first token; default 5000)"},
         {"threads", HR_OPT_INT, &threads, "compute threads (default: all cores)"},
         {"ctx", HR_OPT_INT, &ctx, "longest sequence in tokens (default: model's, capped at 8192)"},
         {"max-body-mb", HR_OPT_INT, &max_body_mb, "largest request body in MiB (default 16)"},
@@ -196,10 +196,6 @@ int hr_cmd_serve(int argc, char **argv) {
         return hr_cli_fail(&(hr_error){.msg = "a numeric flag is out of range (see --help)"});
     if ((rc = hr_kv_quant_check(kv_bits, kv_group, kv_start, &err)))
         return hr_cli_fail(&err);
-    if (kv_bits && kv_start != 0) /* docs/kv-quant.md: one pool, one format */
-        return hr_cli_fail(&(hr_error){.msg = "--quantized-kv-start: serve quantizes its KV "
-                                              "pool from the first token; pass "
-                                              "--quantized-kv-start 0 with --kv-bits"});
     /* prompt cache bound, in KV blocks (resolved against the model by the server) */
     double pc_b = 0, pool_b = 0;
     if (pc_bytes && !parse_size(pc_bytes, &pc_b))
@@ -249,6 +245,7 @@ int hr_cmd_serve(int argc, char **argv) {
         .prefill_step = (int)prefill, .batch = (int)batch,
         .kv_bytes = (size_t)(kv_gb * 1e9), .kv_dtype = kv_dtype, .cache_type_k = ctk,
         .cache_type_v = ctv, .kv_bits = (int)kv_bits, .kv_quant = kvq,
+        .kv_start = (int)kv_start,
         .kv_group = (int)kv_group, .n_threads = (int)threads,
         .n_ctx = (int)ctx,
         .cache_blocks = pc_on ? 0 : -1, .cache_size = pc_size > 0 ? (int)pc_size : 0,

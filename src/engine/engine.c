@@ -15,11 +15,25 @@
 
 int hr_engine_ctx(const hr_engine *e) { return e->n_ctx; }
 const hr_kv *hr_engine_kv(const hr_engine *e) { return &e->kv; }
+const hr_kv *hr_engine_kvq(const hr_engine *e) { return e->kvq.n_blocks ? &e->kvq : NULL; }
 int hr_engine_threads(const hr_engine *e) { return hr_pool_size(hr_fwd_pool(e->fwd)); }
 int hr_engine_max_batch(const hr_engine *e) { return e->max_batch; }
 hr_pool *hr_engine_pool(hr_engine *e) { return hr_fwd_pool(e->fwd); }
 
 static int blocks_for(int tokens) { return (tokens + HR_KV_BLOCK - 1) / HR_KV_BLOCK; }
+
+/* Blocks of e->kv a sequence of `tokens` tokens holds at most: all of them,
+ * or with a quantized pool to convert into, those it can hold before the
+ * step after which it converts (it holds at most kv_start - 1 tokens before
+ * a step of at most max_tokens_step). */
+static int kv_blocks_for(const hr_engine *e, int tokens) {
+    int u = e->kvq.n_blocks ? e->kv_start - 1 + e->max_tokens_step : tokens;
+    return blocks_for(tokens < u ? tokens : u);
+}
+/* Blocks of e->kvq promised to it: all of them when it may reach kv_start */
+static int kvq_blocks_for(const hr_engine *e, int tokens) {
+    return e->kvq.n_blocks && tokens >= e->kv_start ? blocks_for(tokens) : 0;
+}
 
 int hr_engine_submit(hr_engine *e, hr_request *r, hr_error *err) {
     if (atomic_load(&e->dead))
@@ -31,11 +45,12 @@ int hr_engine_submit(hr_engine *e, hr_request *r, hr_error *err) {
         return hr_err(err, HR_ERANGE, "the prompt has %d tokens; this model's context "
                       "limit is %d tokens, including at least one generated token",
                       r->n_prompt, e->n_ctx);
-    int need = blocks_for(r->n_prompt + r->limit);
-    if (need > e->kv.n_blocks)
+    int tokens = r->n_prompt + r->limit;
+    if (kv_blocks_for(e, tokens) > e->kv.n_blocks || kvq_blocks_for(e, tokens) > e->kvq.n_blocks)
         return hr_err(err, HR_EFULL, "the request needs %d tokens of KV cache; the "
-                      "cache holds %d (raise --kv-budget)", r->n_prompt + r->limit,
-                      e->kv.n_blocks * HR_KV_BLOCK);
+                      "cache holds %d (raise --kv-budget)", tokens,
+                      (kv_blocks_for(e, tokens) > e->kv.n_blocks ? e->kv.n_blocks
+                                                                 : e->kvq.n_blocks) * HR_KV_BLOCK);
     atomic_fetch_add(&r->refs, 1);
     pthread_mutex_lock(&e->mu);
     r->next = NULL;
@@ -94,13 +109,20 @@ void hr_engine_stats_get(const hr_engine *e, hr_engine_stats *s) {
     s->cache_miss_tokens = atomic_load(&m->st_miss_tokens);
     s->kv_bytes = (size_t)e->kv.n_blocks *
                   (hr_kv_stride_bytes(&e->kv) + hr_kv_vstride_bytes(&e->kv)) * e->kv.n_layers;
+    s->kvq_blocks_total = e->kvq.n_blocks;
+    s->kvq_blocks_free = atomic_load(&m->st_kvq_free);
+    s->kvq_bytes = (size_t)e->kvq.n_blocks *
+                   (hr_kv_stride_bytes(&e->kvq) + hr_kv_vstride_bytes(&e->kvq)) * e->kvq.n_layers;
+    s->kv_bytes += s->kvq_bytes;
 }
 
 /* ---- scheduling (engine thread) -------------------------------------------------- */
 
 static void retire(hr_engine *e, int i, hr_finish why, const char *msg) {
     hr_request *r = e->running[i];
-    if (e->pcache && why != HR_FINISH_ERROR && r->len > 0 && !r->embed) {
+    /* a converted sequence's blocks are quantized: the prompt cache has its
+     * unquantized prefix from the conversion (convert) */
+    if (e->pcache && why != HR_FINISH_ERROR && r->len > 0 && !r->embed && !r->conv) {
         /* index the sequence's blocks, its tail too: prompt, then generated tokens */
         int n = r->len;
         for (int k = 0; k < n; k++)
@@ -112,8 +134,10 @@ static void retire(hr_engine *e, int i, hr_finish why, const char *msg) {
         r->snap[k].data = NULL;
     }
     for (int b = 0; b < r->n_blocks; b++)
-        hr_kv_unref(&e->kv, r->blocks[b]);
+        hr_kv_unref(r->conv ? &e->kvq : &e->kv, r->blocks[b]);
     r->n_blocks = 0;
+    e->kvq_promised -= r->q_need;
+    r->q_need = 0;
     hr_fwd_state_drop(e->fwd, r->seq_id);
     for (int b = 0; b < r->spec.n_dblocks; b++)
         hr_kv_unref(hr_spec_draft_kv(e->draft), r->spec.dblocks[b]);
@@ -177,7 +201,8 @@ static void admit(hr_engine *e) {
             hr_request_release(r);
             continue;
         }
-        int total = blocks_for(r->n_prompt + r->limit), hit = 0, len = 0;
+        int total = kv_blocks_for(e, r->n_prompt + r->limit), hit = 0, len = 0;
+        int q_need = kvq_blocks_for(e, r->n_prompt + r->limit);
         /* reuse the longest cached prefix, leaving at least the last
          * prompt token to compute (its logits start the generation) and
          * every token whose logits score the prompt; a prefix ending inside
@@ -202,7 +227,8 @@ static void admit(hr_engine *e) {
         int need = total - hit;
         if (e->kv.n_free < need && e->pcache)
             hr_pcache_evict(e->pcache, need - e->kv.n_free);
-        if (e->kv.n_free < need) { /* FIFO: the head waits for space */
+        if (e->kv.n_free < need || e->kvq.n_free - e->kvq_promised < q_need) {
+            /* FIFO: the head waits for space */
             for (int b = 0; b < hit; b++)
                 hr_kv_unref(&e->kv, r->blocks[b]);
             hr_fwd_state_drop(e->fwd, r->seq_id);
@@ -211,9 +237,12 @@ static void admit(hr_engine *e) {
         r->n_blocks = hit;
         for (int b = 0; b < need; b++)
             r->blocks[r->n_blocks++] = hr_kv_alloc(&e->kv);
+        r->q_need = q_need;
+        e->kvq_promised += q_need;
         r->len = len;
         if (r->spec.mode == HR_SPEC_DRAFT) { /* the draft's KV: all its own (no cache) */
             hr_kv *dkv = hr_spec_draft_kv(e->draft);
+            total = blocks_for(r->n_prompt + r->limit);
             if (dkv->n_free >= total)
                 for (int b = 0; b < total; b++)
                     r->spec.dblocks[r->spec.n_dblocks++] = hr_kv_alloc(dkv);
@@ -277,14 +306,119 @@ static void take_snapshots(hr_engine *e) {
     }
 }
 
+/* Decode rows (side: the requests of e->kv, false, or of e->kvq, true): the
+ * last token of every sequence one token behind, then its drafts (spec.h),
+ * one logits row each. */
+static void decode_rows(hr_engine *e, bool side, int *T, int *n_rows, int *n_decode) {
+    for (int i = 0; i < e->n_running; i++) {
+        hr_request *r = e->running[i];
+        int known = r->n_prompt + r->n_steps;
+        if (r->conv != side || known - r->len != 1 || r->embed) /* embed: all prompt */
+            continue;
+        for (int j = 0; j <= r->spec.n_draft; j++) {
+            int t = (*T)++;
+            e->b_tok[t] = j ? r->spec.draft[j - 1] : hr__token_at(r, r->len);
+            e->b_pos[t] = r->len + j;
+            if (e->b_rope) {
+                hr__rope3_at(r, r->len + j, e->b_rope + 3 * (size_t)t);
+                e->b_has_rope |= r->rope_delta != 0;
+            }
+            if (e->b_end) {
+                e->b_end[t] = r->len + j + 1;
+                e->b_embd_row[t] = -1;
+            }
+            e->b_seq[t] = i;
+            e->b_want[t] = 1;
+            e->b_first[*n_rows] = j == 0;
+            e->b_row_score[*n_rows] = -1;
+            e->b_row_req[(*n_rows)++] = r;
+        }
+        (*n_decode)++;
+    }
+}
+
+/* The tokens and rows decode_rows(side) will take */
+static void decode_need(const hr_engine *e, bool side, int *tokens) {
+    *tokens = 0;
+    for (int i = 0; i < e->n_running; i++) {
+        const hr_request *r = e->running[i];
+        if (r->conv == side && r->n_prompt + r->n_steps - r->len == 1 && !r->embed)
+            *tokens += 1 + r->spec.n_draft;
+    }
+}
+
+/* Prefill chunks of side's requests up to the step's token budget, less
+ * `keep` tokens and rows (the other side's decode rows, after these). */
+static void prefill_rows(hr_engine *e, bool side, int keep, int *T, int *n_rows,
+                         int *n_prefill) {
+    int max_tokens = e->max_tokens_step - keep, max_rows = e->max_rows - keep;
+    for (int i = 0; i < e->n_running && *T < max_tokens; i++) {
+        hr_request *r = e->running[i];
+        int known = r->n_prompt + r->n_steps;
+        if (r->conv != side || known - r->len <= (r->embed ? 0 : 1))
+            continue;
+        int c = known - r->len, room = max_tokens - *T;
+        if (c > room && e->m->hp.arch->encoder)
+            continue; /* an encoder's input goes in one step: the next one */
+        if (c > room)
+            c = room;
+        int snap = snap_point(e, r); /* a step ends there: its state is kept */
+        if (r->len < snap && r->len + c > snap)
+            c = snap - r->len;
+        /* and at kv_start: the sequence converts holding exactly kv_start
+         * tokens, whatever the step's other rows (convert) */
+        if (e->kvq.n_blocks && !r->conv && r->len < e->kv_start && r->len + c > e->kv_start)
+            c = e->kv_start - r->len;
+        if (r->n_images && !(c = hr__image_chunk(e, r, c, room)))
+            continue; /* the next image does not fit in this step */
+        int k = 0;
+        for (; k < c; k++) {
+            int p = r->len + k, t = *T;
+            /* the logits of position p predict token p + 1 */
+            bool sample = p == known - 1 && r->limit > 0;
+            bool score = r->score_from && r->n_steps == 0 && p + 1 >= r->score_from &&
+                         p + 1 < r->n_prompt;
+            if ((sample || score) && *n_rows == max_rows)
+                break; /* the rest of the chunk waits for the next step */
+            e->b_tok[t] = hr__token_at(r, p);
+            e->b_pos[t] = p;
+            if (e->b_rope) {
+                hr__rope3_at(r, p, e->b_rope + 3 * (size_t)t);
+                e->b_has_rope |= r->rope3 != NULL;
+            }
+            e->b_seq[t] = i;
+            e->b_want[t] = r->embed ? 2 : sample || score;
+            if (e->b_end) { /* an image's token: its features, its span */
+                int row;
+                e->b_end[t] = hr__image_end(e, r, p, &row);
+                e->b_embd_row[t] = row < 0 ? -1 : t;
+                if (row >= 0) {
+                    size_t d = (size_t)e->m->hp.d_model;
+                    memcpy(e->b_embd + (size_t)t * d, r->feat + (size_t)row * d, d * sizeof(float));
+                    e->b_has_img = true;
+                }
+            }
+            if (e->b_want[t] == 1) {
+                e->b_first[*n_rows] = 1; /* a scoring row stands alone too */
+                e->b_row_score[*n_rows] = score ? p + 1 : -1;
+                e->b_row_req[(*n_rows)++] = r;
+            }
+            (*T)++;
+        }
+        *n_prefill += k;
+    }
+}
+
 /* The batch: a decode row for every sequence one token behind, then prefill
- * chunks up to the step's token budget. A sequence's tokens [len, known)
- * are not in the KV yet: one is a decode row, more are a prefill (a new
- * prompt, or a sequence recomputed because its RoPE changed: longrope past
- * its original length). Fills the b_* arrays and b_row_req (the request of
- * each logits row, e->n_rows of them); returns the number of tokens. */
+ * chunks up to the step's token budget; the sequences of e->kv first, then
+ * those converted into e->kvq (from e->b_kv2_from on: hr_batch.kv2). A
+ * sequence's tokens [len, known) are not in the KV yet: one is a decode
+ * row, more are a prefill (a new prompt, or a sequence recomputed because
+ * its RoPE changed: longrope past its original length). Fills the b_*
+ * arrays and b_row_req (the request of each logits row, e->n_rows of
+ * them); returns the number of tokens. */
 static int build_batch(hr_engine *e, int *n_prefill, int *n_decode) {
-    int T = 0, n_rows = 0;
+    int T = 0, n_rows = 0, keep;
     *n_prefill = *n_decode = 0;
     e->b_has_img = e->b_has_rope = false;
     for (int i = 0; i < e->n_running; i++) {
@@ -296,80 +430,13 @@ static int build_batch(hr_engine *e, int *n_prefill, int *n_decode) {
         r->outcome = HR_ROW_NONE;
         e->b_seqs[i] = (hr_seq_blocks){r->blocks, r->n_blocks, known, r->seq_id};
         e->b_adapter[i] = r->adapter;
-        if (known - r->len != 1 || r->embed) /* embed: all prompt, below */
-            continue;
-        /* the last token, then the drafts (spec.h): one logits row each */
-        for (int j = 0; j <= r->spec.n_draft; j++) {
-            e->b_tok[T] = j ? r->spec.draft[j - 1] : hr__token_at(r, r->len);
-            e->b_pos[T] = r->len + j;
-            if (e->b_rope) {
-                hr__rope3_at(r, r->len + j, e->b_rope + 3 * (size_t)T);
-                e->b_has_rope |= r->rope_delta != 0;
-            }
-            if (e->b_end) {
-                e->b_end[T] = r->len + j + 1;
-                e->b_embd_row[T] = -1;
-            }
-            e->b_seq[T] = i;
-            e->b_want[T] = 1;
-            e->b_first[n_rows] = j == 0;
-            e->b_row_score[n_rows] = -1;
-            e->b_row_req[n_rows++] = r;
-            T++;
-        }
-        (*n_decode)++;
     }
-    for (int i = 0; i < e->n_running && T < e->max_tokens_step; i++) {
-        hr_request *r = e->running[i];
-        int known = r->n_prompt + r->n_steps;
-        if (known - r->len <= (r->embed ? 0 : 1))
-            continue;
-        int c = known - r->len, room = e->max_tokens_step - T;
-        if (c > room && e->m->hp.arch->encoder)
-            continue; /* an encoder's input goes in one step: the next one */
-        if (c > room)
-            c = room;
-        int snap = snap_point(e, r); /* a step ends there: its state is kept */
-        if (r->len < snap && r->len + c > snap)
-            c = snap - r->len;
-        if (r->n_images && !(c = hr__image_chunk(e, r, c, room)))
-            continue; /* the next image does not fit in this step */
-        int k = 0;
-        for (; k < c; k++) {
-            int p = r->len + k;
-            /* the logits of position p predict token p + 1 */
-            bool sample = p == known - 1 && r->limit > 0;
-            bool score = r->score_from && r->n_steps == 0 && p + 1 >= r->score_from &&
-                         p + 1 < r->n_prompt;
-            if ((sample || score) && n_rows == e->max_rows)
-                break; /* the rest of the chunk waits for the next step */
-            e->b_tok[T] = hr__token_at(r, p);
-            e->b_pos[T] = p;
-            if (e->b_rope) {
-                hr__rope3_at(r, p, e->b_rope + 3 * (size_t)T);
-                e->b_has_rope |= r->rope3 != NULL;
-            }
-            e->b_seq[T] = i;
-            e->b_want[T] = r->embed ? 2 : sample || score;
-            if (e->b_end) { /* an image's token: its features, its span */
-                int row;
-                e->b_end[T] = hr__image_end(e, r, p, &row);
-                e->b_embd_row[T] = row < 0 ? -1 : T;
-                if (row >= 0) {
-                    size_t d = (size_t)e->m->hp.d_model;
-                    memcpy(e->b_embd + (size_t)T * d, r->feat + (size_t)row * d, d * sizeof(float));
-                    e->b_has_img = true;
-                }
-            }
-            if (e->b_want[T] == 1) {
-                e->b_first[n_rows] = 1; /* a scoring row stands alone too */
-                e->b_row_score[n_rows] = score ? p + 1 : -1;
-                e->b_row_req[n_rows++] = r;
-            }
-            T++;
-        }
-        *n_prefill += k;
-    }
+    decode_need(e, true, &keep);
+    decode_rows(e, false, &T, &n_rows, n_decode);
+    prefill_rows(e, false, keep, &T, &n_rows, n_prefill);
+    e->b_kv2_from = T;
+    decode_rows(e, true, &T, &n_rows, n_decode);
+    prefill_rows(e, true, 0, &T, &n_rows, n_prefill);
     e->n_rows = n_rows;
     return T;
 }
@@ -403,13 +470,47 @@ static void retire_finished(hr_engine *e) {
  * RoPE may change on the way (longrope: rewritten in place). */
 static void cache_prompt(hr_engine *e, const hr_request *r) {
     int n = r->n_prompt / HR_KV_BLOCK * HR_KV_BLOCK;
-    if (!e->pcache || n == 0 ||
+    if (!e->pcache || n == 0 || r->conv ||
         hr_rope_needs_recompute(&e->m->hp, r->n_prompt, r->n_prompt + r->limit))
         return;
     hr_pcache_insert(e->pcache, r->cache_seed, r->key ? r->key : r->prompt, n, r->blocks);
 }
 
+/* Convert r's KV into the quantized pool (mlx-lm's maybe_quantize_kv_cache:
+ * once it holds kv_start tokens or more, before its next step): every row of
+ * its blocks read and stored again by hr_kv_row_store in kvq's format
+ * (hr_kv_convert), its e->kv blocks unreferenced, and the rest of its
+ * reservation taken from what was promised to it. The prompt cache keeps
+ * its unquantized prefix first (every later request starts unquantized). */
+static void convert(hr_engine *e, hr_request *r) {
+    HR_ASSERT(!r->conv && r->q_need >= blocks_for(r->len) && r->len > 0);
+    if (e->pcache && !r->embed && !e->state_bytes) {
+        for (int k = 0; k < r->len; k++)
+            e->tokbuf[k] = hr__key_at(r, k);
+        hr_pcache_insert(e->pcache, r->cache_seed, e->tokbuf, r->len, r->blocks);
+    }
+    int n = blocks_for(r->len);
+    for (int i = 0; i < n; i++)
+        e->conv_rows[i] = i < n - 1 ? HR_KV_BLOCK : r->len - (n - 1) * HR_KV_BLOCK;
+    hr_error err = {0};
+    int rc = hr_kv_convert(&e->kvq, &e->kv, r->blocks, e->conv_rows, n, r->blocks, &err);
+    HR_ASSERT(rc == 0); /* q_need blocks were promised to r */
+    for (int b = n; b < r->n_blocks; b++)
+        hr_kv_unref(&e->kv, r->blocks[b]);
+    for (int b = n; b < r->q_need; b++)
+        r->blocks[b] = hr_kv_alloc(&e->kvq);
+    r->n_blocks = r->q_need;
+    e->kvq_promised -= r->q_need;
+    r->q_need = 0;
+    r->conv = true;
+}
+
 static void step(hr_engine *e) {
+    /* sequences that hold kv_start tokens or more (the last step, or a
+     * prompt cache hit) convert before the step's batch is built */
+    for (int s = 0; e->kvq.n_blocks && s < e->n_running; s++)
+        if (!e->running[s]->conv && e->running[s]->len >= e->kv_start)
+            convert(e, e->running[s]);
     hr__spec_propose(e);
     int n_prefill, n_decode, T = build_batch(e, &n_prefill, &n_decode);
     if (T == 0)
@@ -417,6 +518,10 @@ static void step(hr_engine *e) {
     hr_batch b = {.n_tokens = T, .token = e->b_tok, .pos = e->b_pos, .seq = e->b_seq,
                   .logits = e->b_want, .n_seqs = e->n_running, .seqs = e->b_seqs,
                   .adapter = e->b_adapter};
+    if (e->kvq.n_blocks) { /* sequences converted into the quantized pool */
+        b.kv2 = &e->kvq;
+        b.kv2_from = e->b_kv2_from;
+    }
     if (e->b_has_img) { /* image rows and spans (CPU only: the request was refused elsewhere) */
         b.embd = e->b_embd;
         b.embd_row = e->b_embd_row;
@@ -458,6 +563,7 @@ static void step(hr_engine *e) {
         if (++r->len == r->n_prompt && !r->hidden) /* embeddings never use the cache */
             cache_prompt(e, r);
     }
+
     take_snapshots(e);
     for (int s = 0; s < e->n_running; s++)
         atomic_store(&e->running[s]->progress, e->running[s]->len);
@@ -521,6 +627,7 @@ static void *engine_main(void *arg) {
         for (int i = 0; i < e->n_running; i++)
             held += e->running[i]->n_blocks;
         atomic_store(&e->st_kv_free, e->kv.n_free);
+        atomic_store(&e->st_kvq_free, e->kvq.n_free);
         atomic_store(&e->st_kv_requests, held);
         atomic_store(&e->st_kv_cached, e->pcache ? hr_pcache_blocks(e->pcache) : 0);
     }
@@ -554,13 +661,28 @@ int hr_engine_new(hr_engine **out, const hr_model *m, const hr_engine_opts *o,
     e->max_tokens_step = e->chunk + e->max_rows;
     hr_kv_fmt kvf = {.dtype = o ? o->kv_dtype : HR_DTYPE_F32, .vown = o && o->kv_vown,
                      .vdtype = o ? o->kv_dtype_v : HR_DTYPE_F32};
-    if (o && o->kv_bits > 0)
-        kvf = (hr_kv_fmt){.dtype = HR_DTYPE_AFFINE, .bits = o->kv_bits, .group = o->kv_group};
+    hr_kv_fmt qf = {.dtype = HR_DTYPE_AFFINE, .bits = o ? o->kv_bits : 0,
+                    .group = o ? o->kv_group : 0};
+    /* a second pool to convert into: a start a sequence can reach (a
+     * scored prompt may fill the context) */
+    bool two = o && o->kv_bits > 0 && o->kv_start > 0 && o->kv_start <= e->n_ctx;
+    if (o && o->kv_bits > 0 && o->kv_start == 0)
+        kvf = qf;
     if (o && o->kv_turbo_k > 0)
         kvf = (hr_kv_fmt){.dtype = HR_DTYPE_TURBO, .bits = o->kv_turbo_k,
                           .vbits = o->kv_turbo_v ? o->kv_turbo_v : o->kv_turbo_k};
     size_t bb = hr_kv_fmt_block_bytes(&m->hp, &kvf);
-    size_t budget = o && o->kv_bytes ? o->kv_bytes : (size_t)e->max_batch * blocks_for(e->n_ctx) * bb;
+    /* two pools: the budget split as max_batch full-context sequences need
+     * it (kv_blocks_for, kvq_blocks_for), bb the bytes of one block of each */
+    int nu = blocks_for(e->n_ctx), nq = 0;
+    if (two) {
+        int u = o->kv_start - 1 + e->max_tokens_step;
+        nu = blocks_for(e->n_ctx < u ? e->n_ctx : u);
+        nq = blocks_for(e->n_ctx);
+    }
+    size_t bq = two ? hr_kv_fmt_block_bytes(&m->hp, &qf) : 0;
+    size_t per = nu * bb + nq * bq; /* one sequence's bytes */
+    size_t budget = o && o->kv_bytes ? o->kv_bytes : (size_t)e->max_batch * per;
     if (!(o && o->kv_bytes) && m->be->device_mem) {
         /* a GPU's pool takes 90% of what the weights left, less 2 GiB for
          * the forward scratch and the runtime (as vLLM's memory fraction) */
@@ -570,7 +692,10 @@ int hr_engine_new(hr_engine **out, const hr_model *m, const hr_engine_opts *o,
     } else if (!(o && o->kv_bytes) && budget > ((size_t)4 << 30)) {
         budget = (size_t)4 << 30;
     }
-    int n_blocks = (int)(budget / bb);
+    /* budget * nu / per blocks of e->kv (one pool: budget / bb) and budget *
+     * nq / per of e->kvq */
+    int n_blocks = (int)(budget / per * nu + budget % per * nu / per);
+    int q_blocks = (int)(budget / per * nq + budget % per * nq / per);
     /* the prompt cache, unless RoPE depends on the sequence length (a block's
      * KV would then differ between requests of different lengths) */
     e->len_rope = m->hp.rope.type == HR_ROPE_DYNAMIC || m->hp.rope.type == HR_ROPE_LONGROPE ||
@@ -579,12 +704,14 @@ int hr_engine_new(hr_engine **out, const hr_model *m, const hr_engine_opts *o,
     pthread_mutex_init(&e->mu, NULL);
     pthread_cond_init(&e->cv, NULL);
     int rc;
-    if (n_blocks < 1) {
+    if (n_blocks < 1 || (two && q_blocks < 1)) {
         rc = hr_err(err, HR_EINVAL, "the KV budget holds no block (a block is %zu KiB)",
                     bb >> 10);
         goto fail;
     }
+    e->kv_start = two ? o->kv_start : 0;
     if ((rc = hr_kv_init_fmt(&e->kv, m->be, &m->hp, &kvf, n_blocks, err)) ||
+        (two && (rc = hr_kv_init_fmt(&e->kvq, m->be, &m->hp, &qf, q_blocks, err))) ||
         (rc = hr_fwd_new(&e->fwd, m, e->max_tokens_step, e->max_batch, e->n_ctx,
                          o ? o->n_threads : 0, err)))
         goto fail;
@@ -606,6 +733,7 @@ int hr_engine_new(hr_engine **out, const hr_model *m, const hr_engine_opts *o,
     e->logits = malloc((size_t)e->rows_base * m->hp.n_vocab * sizeof *e->logits);
     e->hidden = malloc((size_t)T * m->hp.d_model * sizeof *e->hidden);
     e->tokbuf_spec = malloc((size_t)e->n_ctx * sizeof *e->tokbuf_spec);
+    e->conv_rows = malloc(((size_t)e->n_ctx / HR_KV_BLOCK + 1) * sizeof *e->conv_rows);
     if (m->mm || m->mm_qwen) { /* image rows and spans of a step */
         e->b_embd = malloc((size_t)T * m->hp.d_model * sizeof *e->b_embd);
         e->b_embd_row = malloc((size_t)T * sizeof *e->b_embd_row);
@@ -622,7 +750,7 @@ int hr_engine_new(hr_engine **out, const hr_model *m, const hr_engine_opts *o,
     if (!e->running || !e->b_tok || !e->b_pos || !e->b_seq || !e->b_want || !e->b_seqs ||
         !e->b_adapter ||
         !e->b_row_req || !e->b_row_score || !e->b_step || !e->b_first || !e->logits || !e->hidden ||
-        !e->tokbuf_spec) {
+        !e->tokbuf_spec || !e->conv_rows) {
         rc = hr_err(err, HR_ENOMEM, "out of memory");
         goto fail;
     }
@@ -661,6 +789,7 @@ int hr_engine_new(hr_engine **out, const hr_model *m, const hr_engine_opts *o,
         hr_log(HR_LOG_INFO, "prompt cache off: this model's RoPE depends on the sequence length");
     }
     atomic_store(&e->st_kv_free, e->kv.n_free);
+    atomic_store(&e->st_kvq_free, e->kvq.n_free);
     if (pthread_create(&e->thread, NULL, engine_main, e) != 0) {
         rc = hr_err(err, HR_ENOMEM, "cannot start the engine thread");
         goto fail;
@@ -692,6 +821,8 @@ void hr_engine_free(hr_engine *e) {
     free(e->tokbuf);
     hr_fwd_free(e->fwd);
     hr_kv_deinit(&e->kv);
+    hr_kv_deinit(&e->kvq);
+    free(e->conv_rows);
     free(e->running);
     free(e->b_tok);
     free(e->b_pos);

@@ -46,9 +46,13 @@ typedef struct hr_engine_opts {
                          * cache types); hr_kv_dtype_pick gives the model's default */
     bool kv_vown;       /* V is kv_dtype_v (--cache-type-v), else kv_dtype */
     hr_dtype kv_dtype_v;
-    int kv_bits;        /* > 0: the pool is quantized from the first token (mlx-lm's
-                         * affine KV with --quantized-kv-start 0; docs/kv-quant.md) */
+    int kv_bits;        /* > 0: mlx-lm's affine KV (--kv-bits; docs/kv-quant.md) */
     int kv_group;       /* with kv_bits: the group size (32, 64, 128) */
+    int kv_start;       /* with kv_bits: mlx-lm's --quantized-kv-start. 0: the pool is
+                         * quantized from the first token; > 0: a sequence starts in
+                         * kv_dtype's pool and, after the step that takes it to kv_start
+                         * tokens or more, its whole KV converts into a second, quantized
+                         * pool (the budget split between the two: docs/kv-quant.md) */
     int kv_turbo_k, kv_turbo_v; /* > 0: TurboQuant KV (--kv-quant turbo), K's and V's
                                  * rates r2 (bits x 2: kernels/cpu/turbo.h) */
     int prefill_chunk;  /* tokens per step across prefills; 0 = 512 */
@@ -79,6 +83,9 @@ int hr_engine_max_batch(const hr_engine *e);
 hr_pool *hr_engine_pool(hr_engine *e);
 /* The engine's KV pool (its format: hr_kv's fields; read only) */
 const hr_kv *hr_engine_kv(const hr_engine *e);
+/* The quantized pool sequences convert into (hr_engine_opts.kv_start), or
+ * NULL: none */
+const hr_kv *hr_engine_kvq(const hr_engine *e);
 
 typedef enum hr_finish {
     HR_FINISH_NONE,      /* still running */
@@ -223,7 +230,10 @@ typedef struct hr_engine_stats {
     long ssd_write_errors, ssd_read_errors; /* disk faults the tier survived */
     const char *ssd_last_error; /* strerror of the last one; NULL none */
     bool ssd_paused;            /* writes paused after an error (retried later) */
-    size_t kv_bytes;
+    size_t kv_bytes;         /* both pools */
+    /* the quantized pool sequences convert into (kv_start; 0 / 0 / 0: none) */
+    int kvq_blocks_total, kvq_blocks_free;
+    size_t kvq_bytes;
 } hr_engine_stats;
 
 /* Lock-free snapshot of the counters. */

@@ -60,8 +60,10 @@ struct hr_request {
     hr_pcache_state snap[2]; /* hybrid models with the prompt cache: the state after
                               * the last block boundary inside the prompt, and the
                               * latest one a step ended on after it (data NULL: none) */
-    int32_t *blocks;
+    int32_t *blocks;      /* in e->kv, or in e->kvq once converted */
     int n_blocks;
+    bool conv;            /* its KV converted into e->kvq (hr_engine_opts.kv_start) */
+    int q_need;           /* e->kvq blocks promised to it until it converts (0: none) */
     int len;              /* tokens whose K/V are in the cache */
     int cached;           /* of which came from the prompt cache */
     int rope_len;         /* the sequence length the cached K/V were roped for */
@@ -87,7 +89,11 @@ struct hr_request {
 struct hr_engine {
     const hr_model *m;
     hr_fwd *fwd;
-    hr_kv kv;
+    hr_kv kv;                       /* where sequences start */
+    hr_kv kvq;                      /* with kv_start: the quantized pool sequences convert
+                                     * into (n_blocks 0: none) */
+    int kv_start;                   /* convert once a sequence holds this many tokens */
+    int kvq_promised;               /* kvq blocks promised to unconverted requests */
     hr_pcache *pcache;              /* NULL: no prompt cache */
     hr_ssd *ssd;                    /* NULL: no SSD tier */
     int32_t *tokbuf;                /* [n_ctx] a sequence's tokens, for the cache */
@@ -110,6 +116,8 @@ struct hr_engine {
     hr_request **b_row_req;         /* [max_rows]: request of each logits row */
     hr_step *b_step;                /* [max_rows]: what each row sampled */
     int n_rows;
+    int b_kv2_from;                 /* the step's first token of a sequence in kvq */
+    int *conv_rows;                 /* [n_ctx / HR_KV_BLOCK + 1] convert's scratch */
     uint8_t *b_first;               /* [max_rows]: the row is its request's first */
     int32_t *b_row_score;           /* [max_rows]: the prompt index a scoring row
                                      * predicts; -1: a row to sample */
@@ -132,7 +140,7 @@ struct hr_engine {
     _Atomic bool dead;              /* the model's device is lost (hr_backend.lost) */
     char dead_msg[256];             /* why; written once, before dead is set */
     _Atomic double st_prefill_s, st_decode_s;
-    _Atomic int st_kv_free, st_kv_requests, st_kv_cached;
+    _Atomic int st_kv_free, st_kv_requests, st_kv_cached, st_kvq_free;
     _Atomic long st_cached_tokens;
     _Atomic long st_lookups, st_lookup_hits, st_miss_tokens;
     _Atomic long st_drafted, st_accepted;

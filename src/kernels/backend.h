@@ -92,6 +92,8 @@ typedef struct hr_qkv_args {
     size_t v_block_stride; /* differ: --cache-type-k/-v); 0: V is K's format */
     int v_bits;            /* TURBO (CPU only): V's rate, kv_bits K's; 0: kv_bits */
     int layer;             /* the layer's index (TURBO: its rows' rotations) */
+    int t0, nt;            /* the step's tokens [t0, t0 + nt) only (nt 0: all of them;
+                            * CPU only: a step over two KV pools, model/batch.h) */
 } hr_qkv_args;
 
 /* Attention of the step's tokens over the paged cache of one layer: token t
@@ -116,6 +118,7 @@ typedef struct hr_attn_in {
     bool bidirectional;    /* encoders: token t attends to every position of
                             * its sequence in this step, [0, 1 + the largest
                             * pos of its sequence] (window 0 only) */
+    int t0, nt;            /* as hr_qkv_args: q and out are still the whole step's */
 } hr_attn_in;
 
 /* A mixture-of-experts MLP over the step's T rows: the router's logits

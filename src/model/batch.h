@@ -46,6 +46,13 @@ typedef struct hr_batch {
      * width) rotary positions at rope_pos[3t..3t+2], or NULL: pos[t] for
      * all three. Positions in the cache stay pos[t]. CPU only. */
     const int32_t *rope_pos;
+    /* A second KV pool (another format: sequences whose KV was converted
+     * past --quantized-kv-start, docs/kv-quant.md), or NULL: every
+     * sequence's blocks are in the forward's kv. Tokens [kv2_from,
+     * n_tokens) belong to sequences whose block tables name blocks of kv2;
+     * no sequence has tokens on both sides. CPU only. */
+    struct hr_kv *kv2;
+    int kv2_from;
 } hr_batch;
 
 #endif

@@ -24,6 +24,7 @@ struct hr_fwd {
     hr_arena arena; /* reset every hr_forward */
     float *freq;    /* [max_seqs][2 * (rot_dim/2 + 1)] host staging */
     int32_t *tables, *tab_off; /* [max_seqs * max_blocks], [max_seqs] */
+    uint8_t *seq_kv2;          /* [max_seqs] validate: the sequence's tokens use b->kv2 */
 
     int n_tokens;                    /* this step's */
     /* this step's LoRA groups: the distinct adapters of the batch and the
@@ -97,11 +98,12 @@ int hr_fwd_new(hr_fwd **out, const hr_model *m, int max_tokens, int max_seqs, in
     f->freq = malloc((size_t)max_seqs * 2 * (hp->rot_dim / 2 + 1) * sizeof *f->freq);
     f->tables = malloc((size_t)max_seqs * f->max_blocks * sizeof *f->tables);
     f->tab_off = malloc((size_t)max_seqs * sizeof *f->tab_off);
+    f->seq_kv2 = malloc((size_t)max_seqs);
     f->g_ad = malloc((size_t)max_seqs * sizeof *f->g_ad);
     f->g_rows = malloc((size_t)max_tokens * sizeof *f->g_rows);
     f->g_off = malloc(((size_t)max_seqs + 1) * sizeof *f->g_off);
     f->g_mat = malloc((size_t)HR_LORA_MAX_OUT * max_seqs * sizeof *f->g_mat);
-    if (!f->pool || !f->freq || !f->tables || !f->tab_off || !f->g_ad || !f->g_rows ||
+    if (!f->pool || !f->freq || !f->tables || !f->tab_off || !f->seq_kv2 || !f->g_ad || !f->g_rows ||
         !f->g_off || !f->g_mat ||
         !(f->mem = f->be->ops->alloc(f->be, f->mem_bytes))) {
         rc = hr_err(err, HR_ENOMEM, "cannot allocate forward scratch for %d tokens (%zu MiB "
@@ -130,6 +132,7 @@ void hr_fwd_free(hr_fwd *f) {
     free(f->freq);
     free(f->tables);
     free(f->tab_off);
+    free(f->seq_kv2);
     free(f->g_ad);
     free(f->g_rows);
     free(f->g_off);
@@ -152,7 +155,7 @@ int hr_fwd_state_put(hr_fwd *f, uint64_t id, int pos, const void *src, hr_error 
 
 void hr_fwd_state_drop(hr_fwd *f, uint64_t id) { hr__rstate_drop(&f->rs, id); }
 
-static int validate(const hr_fwd *f, const hr_kv *kv, const hr_batch *b, bool hidden,
+static int validate(hr_fwd *f, const hr_kv *kv, const hr_batch *b, bool hidden,
                     hr_error *err) {
     const hr_hparams *hp = &f->m->hp;
     for (int t = 0; t < b->n_tokens && b->n_tokens > 0; t++) {
@@ -183,8 +186,14 @@ static int validate(const hr_fwd *f, const hr_kv *kv, const hr_batch *b, bool hi
     if (b->n_seqs <= 0 || b->n_seqs > f->max_seqs)
         return hr_err(err, HR_EINVAL, "batch of %d sequences (max %d)", b->n_seqs,
                       f->max_seqs);
+    if (b->kv2 && (f->be->device_mem || b->kv2_from < 0 || b->kv2_from > b->n_tokens ||
+                   b->kv2->n_layers != kv->n_layers || b->kv2->n_kv_heads != kv->n_kv_heads ||
+                   b->kv2->head_dim != kv->head_dim))
+        return hr_err(err, HR_EINVAL, "a second KV pool that does not fit this step");
     for (int t = 0; t < b->n_tokens; t++) {
         int s = b->seq[t], p = b->pos[t];
+        bool two = b->kv2 && t >= b->kv2_from;
+        const hr_kv *pool = two ? b->kv2 : kv;
         if (b->token[t] < 0 || b->token[t] >= hp->n_vocab)
             return hr_err(err, HR_ERANGE, "token id %d is outside the vocabulary "
                           "(0..%d)", b->token[t], hp->n_vocab - 1);
@@ -198,8 +207,15 @@ static int validate(const hr_fwd *f, const hr_kv *kv, const hr_batch *b, bool hi
             return hr_err(err, HR_EINVAL, "position %d is not covered by sequence "
                           "%d's %d KV blocks", p, s, b->seqs[s].n);
         for (int i = 0; i <= p / HR_KV_BLOCK; i++)
-            if (b->seqs[s].table[i] < 0 || b->seqs[s].table[i] >= kv->n_blocks)
+            if (b->seqs[s].table[i] < 0 || b->seqs[s].table[i] >= pool->n_blocks)
                 return hr_err(err, HR_EINVAL, "sequence %d has a bad KV block id", s);
+        if (b->kv2) { /* seq_kv2[s]: s has tokens before kv2_from */
+            if (t == 0)
+                memset(f->seq_kv2, 0, (size_t)b->n_seqs);
+            if (two && f->seq_kv2[s])
+                return hr_err(err, HR_EINVAL, "sequence %d has tokens in both KV pools", s);
+            f->seq_kv2[s] = !two;
+        }
         if (t > 0 && b->seq[t - 1] == s && b->pos[t - 1] >= p)
             return hr_err(err, HR_EINVAL, "positions of sequence %d must increase", s);
     }
@@ -506,35 +522,43 @@ int hr_forward_out(hr_fwd *f, hr_kv *kv, const hr_batch *b, float *logits, float
         if (L->v_norm) /* gemma4: V RMS-normed per head, no weight */
             ops->norm(c, v, v, L->v_norm, NULL, HR_BNORM_RMS, 0.0f, hp->norm_eps,
                       T * hp->n_kv_heads, hd);
-        void *kc = hr_kv_layer_k(kv, il), *vc = hr_kv_layer_v(kv, il);
-        /* --cache-type-v of its own, or TurboQuant's V at its own rate */
-        bool vsplit = kv->vdtype != kv->dtype || kv->vrow_bytes != kv->row_bytes;
-        ops->qkv(c, &(hr_qkv_args){
-            .q = q, .k = k, .v = v, .n_heads = hp->n_heads, .n_kv_heads = hp->n_kv_heads,
-            .head_dim = hd,
-            .qk_norm = arch->qk_norm == HR_QK_NORM_HEAD   ? HR_BQK_HEAD
-                       : arch->qk_norm == HR_QK_NORM_FULL ? HR_BQK_FULL
-                                                          : HR_BQK_NONE,
-            .q_norm = L->q_norm, .k_norm = L->k_norm, .norm_offset = hp->norm_offset,
-            .norm_eps = hp->norm_eps, .rope = hp->layer_rope[il],
-            .rope_local = sliding && hp->has_rope_local,
-            .rope_interleaved = hp->rope_interleaved, .k_cache = kc, .v_cache = vc,
-            .kv_dtype = kv->dtype, .kv_bits = kv->bits, .kv_group = kv->group,
-            .block_stride = kv->block_stride, .block_size = HR_KV_BLOCK,
-            .v_dtype = kv->vdtype, .v_block_stride = vsplit ? kv->vblock_stride : 0,
-            .v_bits = kv->vbits, .layer = il});
-        /* each job's waiting threads prefetch their share of the next
-         * product's weights (CPU: hr_matmul_prefetch_next) */
-        prefetch(ops, c, 1, (const hr_tensor *[]){&L->wo});
-        ops->attention(c, &(hr_attn_in){
-            .q = q, .out = att, .n_heads = hp->n_heads, .n_kv_heads = hp->n_kv_heads,
-            .head_dim = hd, .k_cache = kc, .v_cache = vc, .kv_dtype = kv->dtype,
-            .kv_bits = kv->bits, .kv_group = kv->group,
-            .block_stride = kv->block_stride, .block_size = HR_KV_BLOCK,
-            .v_dtype = kv->vdtype, .v_block_stride = vsplit ? kv->vblock_stride : 0,
-            .v_bits = kv->vbits, .layer = il, .scale = hp->attn_scale,
-            .softcap = hp->attn_softcap, .window = sliding ? hp->sliding_window : 0,
-            .max_ctx = max_ctx, .sinks = L->sinks, .bidirectional = arch->encoder});
+        /* the step's tokens by pool: [0, kv2_from) in kv, the rest in kv2 */
+        int n_parts = b->kv2 && b->kv2_from > 0 && b->kv2_from < T ? 2 : 1;
+        for (int part = 0; part < n_parts; part++) {
+            const hr_kv *pk = b->kv2 && (n_parts == 2 ? part : b->kv2_from == 0) ? b->kv2 : kv;
+            int t0 = part ? b->kv2_from : 0, nt = n_parts == 1 ? 0 : part ? T - t0 : b->kv2_from;
+            /* --cache-type-v of its own, or TurboQuant's V at its own rate */
+            bool vsplit = pk->vdtype != pk->dtype || pk->vrow_bytes != pk->row_bytes;
+            ops->qkv(c, &(hr_qkv_args){
+                .q = q, .k = k, .v = v, .n_heads = hp->n_heads, .n_kv_heads = hp->n_kv_heads,
+                .head_dim = hd,
+                .qk_norm = arch->qk_norm == HR_QK_NORM_HEAD   ? HR_BQK_HEAD
+                           : arch->qk_norm == HR_QK_NORM_FULL ? HR_BQK_FULL
+                                                              : HR_BQK_NONE,
+                .q_norm = L->q_norm, .k_norm = L->k_norm, .norm_offset = hp->norm_offset,
+                .norm_eps = hp->norm_eps, .rope = hp->layer_rope[il],
+                .rope_local = sliding && hp->has_rope_local,
+                .rope_interleaved = hp->rope_interleaved, .k_cache = hr_kv_layer_k(pk, il),
+                .v_cache = hr_kv_layer_v(pk, il), .kv_dtype = pk->dtype, .kv_bits = pk->bits,
+                .kv_group = pk->group, .block_stride = pk->block_stride,
+                .block_size = HR_KV_BLOCK, .v_dtype = pk->vdtype,
+                .v_block_stride = vsplit ? pk->vblock_stride : 0, .v_bits = pk->vbits,
+                .layer = il, .t0 = t0, .nt = nt});
+            /* each job's waiting threads prefetch their share of the next
+             * product's weights (CPU: hr_matmul_prefetch_next) */
+            if (part == n_parts - 1)
+                prefetch(ops, c, 1, (const hr_tensor *[]){&L->wo});
+            ops->attention(c, &(hr_attn_in){
+                .q = q, .out = att, .n_heads = hp->n_heads, .n_kv_heads = hp->n_kv_heads,
+                .head_dim = hd, .k_cache = hr_kv_layer_k(pk, il), .v_cache = hr_kv_layer_v(pk, il),
+                .kv_dtype = pk->dtype, .kv_bits = pk->bits, .kv_group = pk->group,
+                .block_stride = pk->block_stride, .block_size = HR_KV_BLOCK,
+                .v_dtype = pk->vdtype, .v_block_stride = vsplit ? pk->vblock_stride : 0,
+                .v_bits = pk->vbits, .layer = il, .scale = hp->attn_scale,
+                .softcap = hp->attn_softcap, .window = sliding ? hp->sliding_window : 0,
+                .max_ctx = max_ctx, .sinks = L->sinks, .bidirectional = arch->encoder,
+                .t0 = t0, .nt = nt});
+        }
         prefetch(ops, c, L->w_gate.data ? 2 : 1, (const hr_tensor *[]){&L->w_up, &L->w_gate});
         const float *ao = att;
         if (qgate) { /* attn * sigmoid(gate), into qgate */

@@ -82,15 +82,24 @@ static void model_stats(json_t *o, const hr_served *m) {
     json_object_set_new(o, "throughput",
                         json_pack("{s:f,s:f}", "prefill_tokens_per_s", st.prefill_tps,
                                   "decode_tokens_per_s", st.decode_tps));
-    json_object_set_new(o, "kv_cache",
-                        json_pack("{s:i,s:i,s:i,s:i,s:I,s:I}", "blocks_total", st.kv_blocks_total,
-                                  "blocks_used", st.kv_blocks_requests, "blocks_cached",
-                                  st.kv_blocks_cached, "blocks_free", st.kv_blocks_free, "bytes",
-                                  (json_int_t)st.kv_bytes, "bytes_per_token",
-                                  (json_int_t)(st.kv_blocks_total
-                                                   ? st.kv_bytes / ((size_t)st.kv_blocks_total *
-                                                                    HR_KV_BLOCK)
-                                                   : 0)));
+    /* the pool sequences start in; with --quantized-kv-start, the one they
+     * convert into beside it (docs/kv-quant.md) */
+    size_t kvb = st.kv_bytes - st.kvq_bytes;
+    json_t *kvc = json_pack("{s:i,s:i,s:i,s:i,s:I,s:I}", "blocks_total", st.kv_blocks_total,
+                            "blocks_used", st.kv_blocks_requests, "blocks_cached",
+                            st.kv_blocks_cached, "blocks_free", st.kv_blocks_free, "bytes",
+                            (json_int_t)kvb, "bytes_per_token",
+                            (json_int_t)(st.kv_blocks_total
+                                             ? kvb / ((size_t)st.kv_blocks_total * HR_KV_BLOCK)
+                                             : 0));
+    if (kvc && st.kvq_blocks_total)
+        json_object_set_new(kvc, "quantized",
+                            json_pack("{s:i,s:i,s:I,s:I}", "blocks_total", st.kvq_blocks_total,
+                                      "blocks_free", st.kvq_blocks_free, "bytes",
+                                      (json_int_t)st.kvq_bytes, "bytes_per_token",
+                                      (json_int_t)(st.kvq_bytes / ((size_t)st.kvq_blocks_total *
+                                                                   HR_KV_BLOCK))));
+    json_object_set_new(o, "kv_cache", kvc);
     json_object_set_new(o, "ssd_cache",
                         st.ssd ? json_pack("{s:I,s:I,s:I,s:I,s:I,s:s?,s:b}", "blocks_written",
                                            (json_int_t)st.ssd_written, "blocks_read",

@@ -43,6 +43,7 @@ typedef struct hr_server_opts {
     const char *cache_type_k;       /* --cache-type-k / -v (llama.cpp's): f32, f16, */
     const char *cache_type_v;       /* bf16, q8_0, q4_0; NULL: --kv-dtype's */
     int kv_bits, kv_group;          /* --kv-bits (0: off), --kv-group-size */
+    int kv_start;                   /* --quantized-kv-start (with kv_bits) */
     const char *kv_quant;           /* --kv-quant turbo[:K,V]; NULL: off */
     const char *device;             /* --device: auto (NULL), cpu, cuda, cuda:N */
     int n_threads;                  /* 0 = all cores */

@@ -289,8 +289,8 @@ static void qkv_worker(void *p, int ith, int nth) {
     size_t kstride = hr_kv_is_rec(kt) ? a->block_stride : a->block_stride * hr_dtype_size(kt);
     size_t vstride = hr_kv_is_rec(vt) ? vbs : vbs * hr_dtype_size(vt);
     long lo, hi;
-    hr_split(in->n_tokens, ith, nth, &lo, &hi);
-    for (long t = lo; t < hi; t++) {
+    hr_split(a->nt ? a->nt : in->n_tokens, ith, nth, &lo, &hi);
+    for (long t = a->t0 + lo; t < a->t0 + hi; t++) {
         float *q = a->q + (size_t)t * qd, *k = a->k + (size_t)t * kvd;
         if (a->qk_norm == HR_BQK_HEAD) {
             for (int h = 0; h < a->n_heads; h++)
@@ -327,8 +327,8 @@ static void qkv_worker(void *p, int ith, int nth) {
 static void cpu_qkv(hr_bctx *c, const hr_qkv_args *a) {
     cpu_ctx *x = ctx_of(c);
     qkv_task t = {x, a};
-    run_rows(x->pool, x->in.n_tokens,
-             (size_t)x->in.n_tokens * (a->n_heads + 2 * a->n_kv_heads) * a->head_dim, qkv_worker,
+    int n = a->nt ? a->nt : x->in.n_tokens;
+    run_rows(x->pool, n, (size_t)n * (a->n_heads + 2 * a->n_kv_heads) * a->head_dim, qkv_worker,
              &t);
 }
 
@@ -341,17 +341,20 @@ static void cpu_matmul(hr_bctx *c, const float *x, int ldx, int T, int count,
 
 static void cpu_attention(hr_bctx *c, const hr_attn_in *a) {
     cpu_ctx *x = ctx_of(c);
+    size_t t0 = (size_t)a->t0, qd = (size_t)a->n_heads * a->head_dim; /* tokens [t0, t0 + nt) */
+    const int32_t *end = a->bidirectional || x->in.attn_end ? x->tok_end + t0 : NULL;
     hr_attn_args aa = {
-        .q = a->q, .out = a->out, .n_tok = x->in.n_tokens, .n_heads = a->n_heads,
+        .q = a->q + t0 * qd, .out = a->out + t0 * qd,
+        .n_tok = a->nt ? a->nt : x->in.n_tokens, .n_heads = a->n_heads,
         .n_kv_heads = a->n_kv_heads, .head_dim = a->head_dim,
         .k = a->k_cache, .v = a->v_cache, .kv_dtype = a->kv_dtype,
         .kv_bits = a->kv_bits, .kv_group = a->kv_group,
         .block_stride = a->block_stride, .block_size = a->block_size,
         .v_dtype = a->v_dtype, .v_block_stride = a->v_block_stride, .v_bits = a->v_bits,
-        .layer = a->layer, .pos = x->in.pos, .blocks = x->tok_blocks, .scale = a->scale,
+        .layer = a->layer, .pos = x->in.pos + t0, .blocks = x->tok_blocks + t0, .scale = a->scale,
         .softcap = a->softcap, .window = a->window, .scratch = x->scores,
         .max_ctx = a->max_ctx, .sinks = a->sinks,
-        .end = a->bidirectional || x->in.attn_end ? x->tok_end : NULL,
+        .end = end,
     };
     hr_attention(x->pool, &aa);
 }

@@ -1,0 +1,64 @@
+#!/usr/bin/env bash
+# --quantized-kv-start with --kv-bits on serve, bench and perplexity (the
+# demo model: head_dim 64): serve with mlx-lm's default start (5000) starts
+# and answers; serve at start 40 answers a request that crosses the start,
+# and one that stays below it exactly as a server without --kv-bits, and
+# /stats shows both pools; bench
+# and perplexity take a start inside the sequence; bad values get one line.
+set -euo pipefail
+bin=${HEARTH_BIN:?}; root=${HEARTH_ROOT:?}
+. "$root/tests/e2e/lib/serve.sh"
+tmp=$(mktemp -d)
+trap 'stop_servers; rm -rf "$tmp"' EXIT
+demo=$root/models/hearth-demo
+pass=0; fail=0
+ok()  { pass=$((pass+1)); }
+bad() { echo "FAIL: $*"; fail=$((fail+1)); }
+
+complete() { # PORT PROMPT MAX_TOKENS -> the completion's text
+    curl -sf "http://127.0.0.1:$1/v1/completions" -H 'Content-Type: application/json' \
+        -d "{\"prompt\": \"$2\", \"max_tokens\": $3, \"temperature\": 0}" |
+        python3 -c 'import json,sys; print(json.load(sys.stdin)["choices"][0]["text"])'
+}
+short="Once upon a time"
+long="The little dog ran to the park and saw a big red ball. He wanted to play with it, so he ran"
+
+start_server "$tmp/default.log" --model "$demo" --threads 1 --kv-bits 4
+t=$(complete "$SERVER_PORT" "$short" 8) && [ -n "$t" ] && ok || bad "--kv-bits 4 (start 5000): no answer"
+start_server "$tmp/plain.log" --model "$demo" --threads 1
+plain=$SERVER_PORT
+start_server "$tmp/start.log" --model "$demo" --threads 1 --kv-bits 4 --quantized-kv-start 40
+conv=$SERVER_PORT
+a=$(complete "$plain" "$short" 8); b=$(complete "$conv" "$short" 8)
+[ -n "$a" ] && [ "$a" = "$b" ] && ok || bad "below the start: '$b', without --kv-bits '$a'"
+b=$(complete "$conv" "$long" 40) && [ -n "$b" ] && ok || bad "crossing the start: no answer"
+curl -sf "http://127.0.0.1:$conv/health" >/dev/null && ok || bad "server gone after a conversion"
+# /stats: the pool sequences start in (f32) and the quantized one, all of it free again
+curl -sf "http://127.0.0.1:$conv/stats" | python3 -c '
+import json, sys
+k = json.load(sys.stdin)["kv_cache"]; q = k["quantized"]
+assert k["bytes_per_token"] == 10240 and q["bytes_per_token"] == 1600, k
+assert q["blocks_free"] == q["blocks_total"] > 0, q' && ok || bad "/stats kv_cache: $(curl -s "http://127.0.0.1:$conv/stats")"
+
+out=$("$bin" bench --model "$demo" --threads 1 --prompt-len 48 --gen-len 8 --repeats 1 \
+      --kv-bits 4 --quantized-kv-start 32)
+grep -q "kv cache .* bytes/token (4-bit, group 64; F32, 10240 bytes/token, until the step that passes 32 tokens)" <<<"$out" &&
+    ok || bad "bench: $out"
+p=$("$bin" perplexity --model "$demo" --file "$root/tests/fixtures/demo/valid.txt" --context 128 \
+    --max-windows 2 --threads 1 --kv-bits 4 --quantized-kv-start 64 | awk '/^perplexity/{print $2}')
+python3 -c "import math; v=float('$p'); assert 1 < v < 1e4 and math.isfinite(v)" && ok || bad "perplexity: $p"
+
+expect_err() { local want=$1; shift
+    if "$bin" "$@" >"$tmp/out" 2>"$tmp/err"; then bad "$* succeeded"; return; fi
+    if [ "$(wc -l < "$tmp/err")" -ne 1 ] || ! grep -q "^hearth: .*$want" "$tmp/err"; then
+        bad "$*: stderr was: $(cat "$tmp/err")"; return; fi
+    ok; }
+expect_err "quantized-kv-start -1" serve --model "$demo" --kv-bits 4 --quantized-kv-start -1
+expect_err "kv-bits 5" serve --model "$demo" --kv-bits 5
+expect_err "kv-group-size 48" serve --model "$demo" --kv-bits 4 --kv-group-size 48
+expect_err "quantized-kv-start -3" bench --model "$demo" --kv-bits 4 --quantized-kv-start -3
+expect_err "quantized-kv-start -2" perplexity --model "$demo" --file "$root/tests/fixtures/demo/valid.txt" \
+    --kv-bits 4 --quantized-kv-start -2
+
+echo "kvstart: $pass passed, $fail failed"
+[ "$fail" -eq 0 ]

@@ -1,0 +1,357 @@
+/* --quantized-kv-start N > 0 (mlx-lm's maybe_quantize_kv_cache) in the
+ * engine, on the demo model (head_dim 64: the affine groups divide it):
+ * - a sequence crossing the start scores its tokens exactly as a reference
+ *   driven here through hr_forward: tokens [0, N) into an f32 pool, that
+ *   pool's rows read back and stored by hr_kv_store into a 4-bit pool
+ *   (today's from-the-first-token store), tokens [N, n) into the 4-bit
+ *   pool. Before N the scores equal the never-quantized run's, after it
+ *   they differ from both the never-quantized and the start-0 runs. Starts
+ *   on a block boundary, one past it and inside a block;
+ * - rows of one batch in both pools (converted and not) give what each
+ *   gives alone;
+ * - the prompt cache: a sequence that converted leaves its unquantized
+ *   prefix to one that shares it and stays unquantized, and to a repeat of
+ *   itself; every block of both pools comes back;
+ * - bad options are refused. */
+#include "core/error.h"
+#include "engine/engine.h"
+#include "model/forward.h"
+#include "model/kv.h"
+#include "model/model.h"
+
+#include <math.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+static hr_model *g_model;
+
+#define N_TOK 80 /* the scored sequence's tokens */
+#define BITS 4
+#define GROUP 64
+
+static void tokens_of(int32_t *p, int n, int seed) {
+    for (int i = 0; i < n; i++)
+        p[i] = (int32_t)((i * 37 + seed * 101 + 11) % 2000) + 5;
+}
+
+/* log softmax(row)[tok] in double: the engine's scoring (rows.c) */
+static float row_logprob(const float *row, int V, int32_t tok) {
+    double mx = -INFINITY, s = 0;
+    for (int v = 0; v < V; v++)
+        mx = row[v] > mx ? row[v] : mx;
+    for (int v = 0; v < V; v++)
+        s += exp(row[v] - mx);
+    return (float)(row[tok] - mx - log(s));
+}
+
+/* The engine's scores of p[1..n) (lp[0] unused) */
+static void engine_scores(hr_engine *e, const int32_t *p, int n, float *lp) {
+    hr_req_params rp = {.prompt = p, .n_prompt = n, .score_from = 1};
+    hr_sampler_params_default(&rp.sampler);
+    hr_request *r;
+    hr_error err = {0};
+    if (hr_request_new(&r, e, &rp, &err) || hr_engine_submit(e, r, &err))
+        fail_msg("%s", err.msg);
+    hr_step st;
+    assert_int_equal(hr_request_wait(r, 0, &st, 20000), 0);
+    assert_int_not_equal(hr_request_finish(r, NULL), HR_FINISH_ERROR);
+    memcpy(lp, hr_request_prompt_logprobs(r), (size_t)n * sizeof *lp);
+    hr_request_release(r);
+}
+
+static hr_engine *engine(int bits, int start, int cache_blocks, int max_batch) {
+    hr_engine_opts o = {.n_threads = 2, .max_batch = max_batch, .n_ctx = 256,
+                        .kv_bits = bits, .kv_group = GROUP, .kv_start = start,
+                        .cache_blocks = cache_blocks};
+    hr_engine *e;
+    hr_error err = {0};
+    if (hr_engine_new(&e, g_model, &o, &err))
+        fail_msg("%s", err.msg);
+    return e;
+}
+
+/* The reference: one forward of tokens [0, start) into an f32 pool; its
+ * rows stored again into a BITS-bit pool by hr_kv_store (from the f32 rows:
+ * the quantizer of the start-0 path); one forward of [start, n) there.
+ * start 0: all in the quantized pool; start n: all in f32. */
+static void ref_scores(const int32_t *p, int n, int start, float *lp) {
+    const hr_hparams *hp = &g_model->hp;
+    hr_error err = {0};
+    hr_fwd *f;
+    hr_kv u, q;
+    int nb = (n + HR_KV_BLOCK - 1) / HR_KV_BLOCK, V = hp->n_vocab;
+    assert_int_equal(hr_fwd_new(&f, g_model, n, 1, 256, 2, &err), 0);
+    assert_int_equal(hr_kv_init(&u, hp, HR_DTYPE_F32, nb, &err), 0);
+    hr_kv_fmt qf = {.dtype = HR_DTYPE_AFFINE, .bits = BITS, .group = GROUP};
+    assert_int_equal(hr_kv_init_fmt(&q, hr_backend_cpu(), hp, &qf, nb, &err), 0);
+    int32_t tu[16], tq[16], pos[N_TOK], seq[N_TOK] = {0};
+    uint8_t want[N_TOK];
+    for (int i = 0; i < nb; i++) {
+        tu[i] = hr_kv_alloc(&u);
+        tq[i] = hr_kv_alloc(&q);
+    }
+    for (int i = 0; i < n; i++) {
+        pos[i] = i;
+        want[i] = 1;
+    }
+    float *logits = malloc((size_t)n * V * sizeof *logits);
+    assert_non_null(logits);
+    if (start > 0) {
+        hr_seq_blocks sb = {tu, nb, n, 1};
+        hr_batch b = {.n_tokens = start, .token = p, .pos = pos, .seq = seq, .logits = want,
+                      .n_seqs = 1, .seqs = &sb};
+        assert_int_equal(hr_forward(f, &u, &b, logits, &err), 0);
+        float k[256], v[256];
+        for (int t = 0; t < start; t++)
+            for (int l = 0; l < hp->n_layers; l++)
+                for (int h = 0; h < hp->n_kv_heads; h++) {
+                    hr_kv_load_row(&u, l, tu[t / HR_KV_BLOCK], h, t % HR_KV_BLOCK, false, k);
+                    hr_kv_load_row(&u, l, tu[t / HR_KV_BLOCK], h, t % HR_KV_BLOCK, true, v);
+                    hr_kv_store(&q, l, tq[t / HR_KV_BLOCK], h, t % HR_KV_BLOCK, k, v);
+                }
+    }
+    if (start < n) {
+        hr_seq_blocks sb = {tq, nb, n, 1};
+        hr_batch b = {.n_tokens = n - start, .token = p + start, .pos = pos + start,
+                      .seq = seq, .logits = want, .n_seqs = 1, .seqs = &sb};
+        assert_int_equal(hr_forward(f, &q, &b, logits + (size_t)start * V, &err), 0);
+    }
+    for (int t = 0; t + 1 < n; t++)
+        lp[t + 1] = row_logprob(logits + (size_t)t * V, V, p[t + 1]);
+    free(logits);
+    hr_kv_deinit(&u);
+    hr_kv_deinit(&q);
+    hr_fwd_free(f);
+}
+
+static void test_crossing_equals_reference(void **state) {
+    (void)state;
+    int32_t p[N_TOK];
+    tokens_of(p, N_TOK, 1);
+    float never[N_TOK], first[N_TOK], got[N_TOK], ref[N_TOK];
+    hr_engine *e = engine(0, 0, -1, 1);
+    engine_scores(e, p, N_TOK, never);
+    hr_engine_free(e);
+    e = engine(BITS, 0, -1, 1);
+    engine_scores(e, p, N_TOK, first);
+    hr_engine_free(e);
+    /* the reference itself: all f32 is the never-quantized engine, all
+     * quantized the start-0 engine's first forward (one chunk, bit for bit) */
+    ref_scores(p, N_TOK, N_TOK, ref);
+    assert_memory_equal(ref + 1, never + 1, (N_TOK - 1) * sizeof(float));
+    ref_scores(p, N_TOK, 0, ref);
+    assert_memory_equal(ref + 1, first + 1, (N_TOK - 1) * sizeof(float));
+    const int starts[] = {32, 33, 45};
+    for (int c = 0; c < 3; c++) {
+        int s = starts[c];
+        e = engine(BITS, s, -1, 1);
+        engine_scores(e, p, N_TOK, got);
+        hr_engine_free(e);
+        ref_scores(p, N_TOK, s, ref);
+        for (int t = 1; t < N_TOK; t++)
+            if (got[t] != ref[t])
+                fail_msg("start %d: token %d scores %.9g, the reference %.9g", s, t, got[t],
+                         ref[t]);
+        /* before the start: the never-quantized run's; after: neither */
+        assert_memory_equal(got + 1, never + 1, (size_t)s * sizeof(float));
+        double dn = 0, df = 0;
+        for (int t = s + 1; t < N_TOK; t++) {
+            dn += fabs(got[t] - never[t]);
+            df += fabs(got[t] - first[t]);
+        }
+        printf("start %d: mean |dlogprob| after it: vs never quantized %.3g, vs start 0 %.3g\n",
+               s, dn / (N_TOK - 1 - s), df / (N_TOK - 1 - s));
+        if (!(dn > 0 && df > 0))
+            fail_msg("start %d: the scores after it equal a run that %s", s,
+                     dn == 0 ? "never quantized" : "quantized from the first token");
+    }
+}
+
+static void wait_idle(hr_engine *e) {
+    hr_engine_stats st;
+    const hr_kv *kq = hr_engine_kvq(e);
+    for (int i = 0; i < 5000; i++) {
+        hr_engine_stats_get(e, &st);
+        if (st.kv_blocks_requests == 0 &&
+            st.kv_blocks_free + st.kv_blocks_cached == st.kv_blocks_total &&
+            (!kq || kq->n_free == kq->n_blocks))
+            return;
+        usleep(1000);
+    }
+    fail_msg("%d KV blocks held by requests, %d free, %d cached of %d; quantized pool %d of %d "
+             "free", st.kv_blocks_requests, st.kv_blocks_free, st.kv_blocks_cached,
+             st.kv_blocks_total, kq ? kq->n_free : 0, kq ? kq->n_blocks : 0);
+}
+
+#define GEN 24
+typedef struct run { int n; int32_t tok[GEN]; float lp[GEN]; int cached; } run;
+
+static hr_request *submit_gen(hr_engine *e, const int32_t *p, int n, int max_tokens) {
+    hr_req_params rp = {.prompt = p, .n_prompt = n, .max_tokens = max_tokens, .top_logprobs = 2};
+    hr_sampler_params_default(&rp.sampler);
+    hr_request *r;
+    hr_error err = {0};
+    if (hr_request_new(&r, e, &rp, &err) || hr_engine_submit(e, r, &err))
+        fail_msg("%s", err.msg);
+    return r;
+}
+
+static void collect(hr_request *r, run *out) {
+    hr_step st;
+    int rc;
+    out->n = 0;
+    while (out->n < GEN && (rc = hr_request_wait(r, out->n, &st, 20000)) == 1) {
+        out->tok[out->n] = st.token;
+        out->lp[out->n++] = st.logprob;
+    }
+    assert_int_not_equal(hr_request_finish(r, NULL), HR_FINISH_ERROR);
+    out->cached = hr_request_cached_tokens(r);
+    hr_request_release(r);
+}
+
+static void same_run(const run *a, const run *b, const char *what) {
+    if (a->n != b->n || memcmp(a->tok, b->tok, (size_t)a->n * sizeof a->tok[0]) ||
+        memcmp(a->lp, b->lp, (size_t)a->n * sizeof a->lp[0]))
+        fail_msg("%s: %d tokens against %d, or other tokens / log-probabilities", what, a->n,
+                 b->n);
+}
+
+/* Four requests at start 40: one crossing it in its decode (20 + 24), one
+ * inside its prompt (50), one past it at once (70), one never (10 + 24 =
+ * 34): batched, their steps mix rows of both pools; each equals itself
+ * alone. */
+static void test_mixed_rows_equal_alone(void **state) {
+    (void)state;
+    const int np[4] = {20, 50, 70, 10};
+    int32_t p[4][70];
+    run alone[4], batched[4];
+    hr_engine *e = engine(BITS, 40, -1, 4);
+    for (int i = 0; i < 4; i++) {
+        tokens_of(p[i], np[i], 10 + i);
+        collect(submit_gen(e, p[i], np[i], GEN), &alone[i]);
+        assert_int_equal(alone[i].n, GEN);
+    }
+    hr_request *rs[4];
+    for (int i = 0; i < 4; i++)
+        rs[i] = submit_gen(e, p[i], np[i], GEN);
+    for (int i = 0; i < 4; i++)
+        collect(rs[i], &batched[i]);
+    for (int i = 0; i < 4; i++)
+        same_run(&batched[i], &alone[i], "batched against alone");
+    wait_idle(e);
+    hr_engine_free(e);
+    /* the one that never reaches the start is the never-quantized run */
+    e = engine(0, 0, -1, 1);
+    run plain;
+    collect(submit_gen(e, p[3], np[3], GEN), &plain);
+    same_run(&plain, &alone[3], "below the start against no --kv-bits");
+    collect(submit_gen(e, p[0], np[0], GEN), &plain);
+    hr_engine_free(e);
+    bool differ = false;
+    for (int k = 40 - np[0]; k < GEN; k++)
+        differ |= plain.lp[k] != alone[0].lp[k];
+    assert_true(differ); /* after its conversion it is not the f32 run */
+}
+
+/* The prompt cache at start 40: A (60 tokens) converts; its 40-token
+ * unquantized prefix goes to the cache. B shares A's first 36 tokens and
+ * stays below the start: it reuses them and answers as without the cache.
+ * A again reuses 40 and answers as the first time. */
+static void test_prompt_cache_converted_and_not(void **state) {
+    (void)state;
+    int32_t a[60], b[38];
+    tokens_of(a, 60, 3);
+    memcpy(b, a, 36 * sizeof *a);
+    b[36] = 7;
+    b[37] = 9;
+    hr_engine *off = engine(BITS, 40, -1, 2), *on = engine(BITS, 40, 0, 2);
+    run ra, rb, ra2, ref_b;
+    collect(submit_gen(off, b, 38, 1), &ref_b);
+    collect(submit_gen(on, a, 60, 4), &ra);
+    assert_int_equal(ra.cached, 0);
+    collect(submit_gen(on, b, 38, 1), &rb);
+    assert_int_equal(rb.cached, 36);
+    same_run(&rb, &ref_b, "B from A's unquantized prefix against B without the cache");
+    collect(submit_gen(on, a, 60, 4), &ra2);
+    assert_int_equal(ra2.cached, 40);
+    same_run(&ra2, &ra, "A again against A");
+    run plain_a;
+    collect(submit_gen(off, a, 60, 4), &plain_a);
+    same_run(&plain_a, &ra, "A without the cache against A");
+    wait_idle(on);
+    wait_idle(off);
+    hr_engine_free(on);
+    hr_engine_free(off);
+}
+
+/* Requests that do not fit either pool are refused; a start past the
+ * context makes no second pool (nothing ever converts); a quantized pool in
+ * device memory (the engine's second pool on CUDA) is refused, as at
+ * start 0. */
+static void test_options(void **state) {
+    (void)state;
+    hr_backend dev = *hr_backend_cpu();
+    dev.device_mem = true;
+    hr_kv qk;
+    hr_error qerr = {0};
+    hr_kv_fmt qf = {.dtype = HR_DTYPE_AFFINE, .bits = BITS, .group = GROUP};
+    assert_int_equal(hr_kv_init_fmt(&qk, &dev, &g_model->hp, &qf, 4, &qerr), HR_EUNSUPPORTED);
+    assert_non_null(strstr(qerr.msg, "not supported yet on cuda: quantized KV"));
+    hr_engine *e = engine(BITS, 300, -1, 1); /* n_ctx 256 */
+    assert_null(hr_engine_kvq(e));
+    assert_int_equal(hr_engine_kv(e)->dtype, HR_DTYPE_F32);
+    hr_engine_free(e);
+    e = engine(BITS, 40, -1, 1);
+    assert_non_null(hr_engine_kvq(e));
+    assert_int_equal(hr_engine_kvq(e)->dtype, HR_DTYPE_AFFINE);
+    assert_int_equal(hr_engine_kv(e)->dtype, HR_DTYPE_F32);
+    hr_engine_free(e);
+    /* a budget of less than one sequence's share: a request of 200 tokens
+     * does not fit, one of 20 does */
+    size_t bb = hr_kv_block_bytes(&g_model->hp, HR_DTYPE_F32);
+    hr_engine_opts o = {.n_threads = 1, .max_batch = 1, .n_ctx = 256, .kv_bits = BITS,
+                        .kv_group = GROUP, .kv_start = 40, .kv_bytes = 4 * bb,
+                        .cache_blocks = -1};
+    hr_error err = {0};
+    assert_int_equal(hr_engine_new(&e, g_model, &o, &err), 0);
+    int32_t p[200];
+    tokens_of(p, 200, 5);
+    hr_req_params rp = {.prompt = p, .n_prompt = 199, .max_tokens = 1};
+    hr_sampler_params_default(&rp.sampler);
+    hr_request *r;
+    assert_int_equal(hr_request_new(&r, e, &rp, &err), 0);
+    assert_int_equal(hr_engine_submit(e, r, &err), HR_EFULL);
+    assert_non_null(strstr(err.msg, "--kv-budget"));
+    hr_request_release(r);
+    run ok;
+    collect(submit_gen(e, p, 20, 4), &ok);
+    assert_int_equal(ok.n, 4);
+    hr_engine_free(e);
+}
+
+int main(void) {
+    const char *root = getenv("HEARTH_ROOT");
+    char dir[4096];
+    snprintf(dir, sizeof dir, "%s/models/hearth-demo", root ? root : ".");
+    hr_error err = {0};
+    if (hr_model_open(&g_model, dir, &err)) {
+        fprintf(stderr, "%s\n", err.msg);
+        return 1;
+    }
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_crossing_equals_reference),
+        cmocka_unit_test(test_mixed_rows_equal_alone),
+        cmocka_unit_test(test_prompt_cache_converted_and_not),
+        cmocka_unit_test(test_options),
+    };
+    int rc = cmocka_run_group_tests_name("kvstart", tests, NULL, NULL);
+    hr_model_free(g_model);
+    return rc;
+}
