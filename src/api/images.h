@@ -10,19 +10,34 @@
 
 #include "api/api.h"
 #include "media/image.h"
+#include "media/wav.h"
 
 /* Images one request may carry. */
 #define HR_IMAGES_MAX 8
 
+/* A model takes images or audio, never both: n counts images, or clips
+ * when audio is set. */
 typedef struct hr_images {
     hr_image *images;   /* [n] decoded, in the order their parts appear */
+    hr_audio *audio;    /* [n] decoded clips instead (an audio model's) */
     int n;
     float *pixels;      /* the model's image processor's output, image after image
-                         * (Gemma-3: [3][S][S]; Qwen2.5-VL: patch rows) */
+                         * (Gemma-3: [3][S][S]; Qwen2.5-VL: patch rows;
+                         * Qwen2-Audio: each clip's mel window) */
     hr_req_image *req;  /* [n] for the engine (hr_req_params.images) */
 } hr_images;
 
-/* The rendered prompt text with each of im's images placed; *out
+/* A WAV file's bytes as a clip the model takes (*a: caller frees with
+ * hr_audio_deinit): HR_EUNSUPPORTED when the model takes no audio, else
+ * hr_wav_decode's errors with the model's window (30 s) as the limit, and
+ * HR_EUNSUPPORTED for a sample rate other than the feature extractor's
+ * (16000 Hz: hearth does not resample). */
+int hr__audio_load(const hr_llm *m, const void *data, size_t n, hr_audio *a, hr_error *err);
+
+/* The rendered prompt text with each of im's images placed (audio: every
+ * <|AUDIO|> becomes as many as the clip's encoder rows, wrapped in
+ * <|audio_bos|> <|audio_eos|> unless either is beside it, as
+ * Qwen2AudioProcessor expands it); *out
  * malloc'd. HR_EINVAL when the template did not write one image marker
  * (Gemma-3: boi; Qwen2.5-VL: <|image_pad|>) per image. */
 int hr__images_expand(const hr_llm *m, const char *text, const hr_images *im, char **out,

@@ -606,7 +606,7 @@ int hr_engine_new(hr_engine **out, const hr_model *m, const hr_engine_opts *o,
     e->logits = malloc((size_t)e->rows_base * m->hp.n_vocab * sizeof *e->logits);
     e->hidden = malloc((size_t)T * m->hp.d_model * sizeof *e->hidden);
     e->tokbuf_spec = malloc((size_t)e->n_ctx * sizeof *e->tokbuf_spec);
-    if (m->mm || m->mm_qwen) { /* image rows and spans of a step */
+    if (m->mm || m->mm_qwen || m->mm_audio) { /* image (audio) rows and spans of a step */
         e->b_embd = malloc((size_t)T * m->hp.d_model * sizeof *e->b_embd);
         e->b_embd_row = malloc((size_t)T * sizeof *e->b_embd_row);
         e->b_end = malloc((size_t)T * sizeof *e->b_end);
