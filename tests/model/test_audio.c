@@ -263,6 +263,11 @@ static void test_hf_greedy(void **state) {
     json_t *ref = hf_ref(dir, sizeof dir);
     if (!ref)
         skip();
+    if (!json_is_array(json_object_get(ref, "greedy"))) {
+        printf("skip: %s/ref.json has no greedy tokens\n", dir);
+        json_decref(ref);
+        skip();
+    }
     snprintf(path, sizeof path, "%s/model", dir);
     hr_model *m = NULL;
     hr_error err = {0};

@@ -52,26 +52,9 @@ def read_safetensors(path):
     return out
 
 
-def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--out", required=True)
-    a = ap.parse_args()
-    root = os.path.join(here, "../..")
-    tmp = tempfile.mkdtemp()
-    qwen2_audio.model(root, tmp)
-    os.makedirs(a.out, exist_ok=True)
-    for f in ("config.json", "audio.safetensors"):
-        shutil.copy(os.path.join(tmp, f), os.path.join(a.out, f))
-    cfg = json.load(open(os.path.join(a.out, "config.json")))
-    ac = cfg["audio_config"]
-    M, D, H = ac["num_mel_bins"], ac["d_model"], ac["encoder_attention_heads"]
-    W = read_safetensors(os.path.join(a.out, "audio.safetensors"))
-    x = np.array([v[0] for v in qwen2_audio.clip(0.77, 16000, 1, 12)], np.float32)
-    padded = np.zeros(480000, np.float32)
-    padded[:len(x)] = x
-    mel = np_path(padded, mel_filter_bank(M))  # (M, 3000)
-    frames = -(-len(x) // 160)
-    mel.astype("<f4").tofile(os.path.join(a.out, "mel.f32"))
+def encode(W, ac, mel, frames):
+    """(last_hidden_state rows, projector rows, tokens) of mel (n_mels, 3000) with `frames` valid"""
+    D, H = ac["d_model"], ac["encoder_attention_heads"]
     T = "audio_tower."
     with torch.no_grad():
         f = torch.from_numpy(mel)[None]
@@ -102,9 +85,33 @@ def main():
         h = torch.nn.functional.layer_norm(h, (D,), W[T + "layer_norm.weight"], W[T + "layer_norm.bias"])
         p = torch.nn.functional.linear(h, W["multi_modal_projector.linear.weight"], W["multi_modal_projector.linear.bias"])
     tokens = (feat_len - 2) // 2 + 1
+    return h, p, tokens
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--out", required=True)
+    a = ap.parse_args()
+    root = os.path.join(here, "../..")
+    tmp = tempfile.mkdtemp()
+    qwen2_audio.model(root, tmp)
+    os.makedirs(a.out, exist_ok=True)
+    for f in ("config.json", "audio.safetensors"):
+        shutil.copy(os.path.join(tmp, f), os.path.join(a.out, f))
+    cfg = json.load(open(os.path.join(a.out, "config.json")))
+    ac = cfg["audio_config"]
+    M = ac["num_mel_bins"]
+    W = read_safetensors(os.path.join(a.out, "audio.safetensors"))
+    x = np.array([v[0] for v in qwen2_audio.clip(0.77, 16000, 1, 12)], np.float32)
+    padded = np.zeros(480000, np.float32)
+    padded[:len(x)] = x
+    mel = np_path(padded, mel_filter_bank(M))  # (M, 3000)
+    frames = -(-len(x) // 160)
+    mel.astype("<f4").tofile(os.path.join(a.out, "mel.f32"))
+    h, p, tokens = encode(W, ac, mel, frames)
     h[0, :tokens].numpy().astype("<f4").tofile(os.path.join(a.out, "hidden.f32"))
     p[0, :tokens].numpy().astype("<f4").tofile(os.path.join(a.out, "features.f32"))
-    json.dump({"torch": torch.__version__, "frames": frames, "tokens": tokens, "d": D, "d_text": p.shape[-1],
+    json.dump({"torch": torch.__version__, "frames": frames, "tokens": tokens, "d": ac["d_model"], "d_text": p.shape[-1],
                "n_mels": M}, open(os.path.join(a.out, "ref.json"), "w"), indent=1)
     shutil.rmtree(tmp)
     print("frames", frames, "tokens", tokens)
