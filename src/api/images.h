@@ -2,9 +2,12 @@
  * them (Gemma-3: every boi the template wrote becomes "\n\n" boi,
  * image_token x mm_tokens, eoi "\n\n"; Qwen2.5-VL: every <|image_pad|>
  * becomes as many as the image has merged patches at its smart_resize
- * size), and their pixels for the engine.
- * hr_gen_submit (images in hr_gen_params) and the server (image parts of
- * a request, fetched and decoded there) both go through here. */
+ * size), and their pixels for the engine; a Qwen2-Audio model's clips
+ * the same way (docs/audio.md: <|AUDIO|> x each clip's encoder rows, its
+ * mel features for the engine).
+ * hr_gen_submit (images and audio in hr_gen_params) and the server (image
+ * and input_audio parts of a request, decoded there) both go through
+ * here. */
 #ifndef HR_API_IMAGES_H
 #define HR_API_IMAGES_H
 
@@ -37,13 +40,14 @@ int hr__audio_load(const hr_llm *m, const void *data, size_t n, hr_audio *a, hr_
 /* The rendered prompt text with each of im's images placed (audio: every
  * <|AUDIO|> becomes as many as the clip's encoder rows, wrapped in
  * <|audio_bos|> <|audio_eos|> unless either is beside it, as
- * Qwen2AudioProcessor expands it); *out
- * malloc'd. HR_EINVAL when the template did not write one image marker
- * (Gemma-3: boi; Qwen2.5-VL: <|image_pad|>) per image. */
+ * Qwen2AudioProcessor expands it); *out malloc'd. HR_EINVAL when the
+ * template did not write one image marker (Gemma-3: boi; Qwen2.5-VL:
+ * <|image_pad|>; Qwen2-Audio: <|AUDIO|>) per image, or a clip is too short
+ * for one audio token. */
 int hr__images_expand(const hr_llm *m, const char *text, const hr_images *im, char **out,
                       hr_error *err);
-/* After tokenizing the expanded prompt: each image's span and pixels into
- * im->req. HR_EINVAL when the spans are not one run of image tokens per
+/* After tokenizing the expanded prompt: each image's span and pixels (a
+ * clip's: its mel features, computed here) into im->req. HR_EINVAL when the spans are not one run of image tokens per
  * image, of its length (image token text in a message). */
 int hr__images_attach(const hr_llm *m, const int32_t *ids, size_t n, hr_images *im, hr_error *err);
 void hr__images_free(hr_images *im);
