@@ -176,7 +176,8 @@ static void test_too_long(void **state) {
     size_t n = 16000 * 31; /* 31 s of 8-bit mono at 16 kHz */
     uint8_t *p = malloc(44 + n);
     buf *h = malloc(sizeof *h);
-    make(h, 1, 1, 16000, 8, 0, (uint32_t)n, p, 0);
+    static const uint8_t none[1];
+    make(h, 1, 1, 16000, 8, 0, (uint32_t)n, none, 0);
     memcpy(p, h->p, h->n);
     memset(p + h->n, 128, n);
     hr_audio a;
