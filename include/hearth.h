@@ -273,6 +273,11 @@ typedef struct hr_gen_params {
      * an image_url part whose url is not read), in order; at most 8 */
     const hr_gen_image *images;
     int n_images;
+    /* audio (docs/audio.md), with messages_json on a model that takes it:
+     * one WAV file (hr_gen_image's data and size) for each input_audio part
+     * of the messages (whose data is not read), in order; at most 8 */
+    const hr_gen_image *audio;
+    int n_audio;
 } hr_gen_params;
 
 void hr_gen_params_default(hr_gen_params *p);

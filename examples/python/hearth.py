@@ -63,7 +63,8 @@ class _Params(C.Structure):  # hr_gen_params, field for field
                 ("choices", C.POINTER(C.c_char_p)), ("n_choices", C.c_int),
                 ("score_from", C.c_int), ("tool_choice", C.c_char_p),
                 ("spec", C.c_char_p), ("num_draft_tokens", C.c_int),
-                ("adapter", C.c_char_p), ("images", C.c_void_p), ("n_images", C.c_int)]
+                ("adapter", C.c_char_p), ("images", C.c_void_p), ("n_images", C.c_int),
+                ("audio", C.c_void_p), ("n_audio", C.c_int)]
 
 
 class _Image(C.Structure):  # hr_gen_image
@@ -195,9 +196,10 @@ class Session:
     __del__ = close
 
     def generate(self, prompt=None, messages=None, tokens=None, stop=(), seed=None, images=(),
-                 **fields):
+                 audio=(), **fields):
         """Yields an Event per token, then the last one (finish and usage).
         images: encoded files (bytes), one per image part of messages, in order.
+        audio: WAV files (bytes), one per input_audio part of messages, in order.
         fields: any hr_gen_params field (max_tokens, temperature, json_schema, ...)."""
         p, err, g = _Params(), _Error(), _P()
         _defaults(C.byref(p))
@@ -218,6 +220,10 @@ class Session:
             arr = (_Image * len(images))(*[_Image(b, len(b)) for b in images])
             keep.append(arr)
             p.images, p.n_images = C.cast(arr, C.c_void_p), len(images)
+        if audio:
+            arr = (_Image * len(audio))(*[_Image(b, len(b)) for b in audio])
+            keep.append(arr)
+            p.audio, p.n_audio = C.cast(arr, C.c_void_p), len(audio)
         for k, v in fields.items():
             setattr(p, k, json.dumps(v).encode() if k == "json_schema" and not isinstance(v, str)
                     else v.encode() if isinstance(v, str) else v)

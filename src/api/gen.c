@@ -52,9 +52,35 @@ void hr_gen_params_default(hr_gen_params *p) {
 /* ---- submit ------------------------------------------------------------------ */
 
 /* p's images, decoded into g->images (with messages_json only). */
+/* p's audio clips, decoded into g->images.audio (with messages_json only). */
+static int load_audio(hr_gen *g, const hr_llm *m, const hr_gen_params *p, hr_error *err) {
+    if (p->n_audio < 0 || (p->n_audio && !p->audio))
+        return hr_err(err, HR_EINVAL, "audio: n_audio %d without audio", p->n_audio);
+    if (p->n_images)
+        return hr_err(err, HR_EUNSUPPORTED, "not supported yet: images and audio in one request");
+    if (!m->model->mm_audio)
+        return hr_err(err, HR_EUNSUPPORTED, "the model does not accept audio; its input is %s",
+                      m->model->mm || m->model->mm_qwen ? "text and images" : "text only");
+    if (p->n_audio > HR_IMAGES_MAX)
+        return hr_err(err, HR_ERANGE, "audio: at most %d clips a request", HR_IMAGES_MAX);
+    if (!(g->images.audio = calloc((size_t)p->n_audio, sizeof *g->images.audio)))
+        return hr_err(err, HR_ENOMEM, "out of memory");
+    for (int i = 0; i < p->n_audio; i++) {
+        int rc = hr__audio_load(m, p->audio[i].data, p->audio[i].size, &g->images.audio[i], err);
+        if (rc) {
+            hr_err_wrap(err, "audio[%d]", i);
+            return rc;
+        }
+        g->images.n++;
+    }
+    return 0;
+}
+
 static int load_images(hr_gen *g, const hr_llm *m, const hr_gen_params *p, hr_error *err) {
     if (p->n_images < 0 || (p->n_images && !p->images))
         return hr_err(err, HR_EINVAL, "images: n_images %d without images", p->n_images);
+    if (p->n_audio)
+        return load_audio(g, m, p, err);
     if (!p->n_images)
         return 0;
     if (!m->model->mm && !m->model->mm_qwen)
@@ -84,8 +110,8 @@ static int build_prompt(hr_gen *g, const hr_llm *m, const hr_gen_params *p, hr_e
     if (given != 1)
         return hr_err(err, HR_EINVAL, "give exactly one of prompt_tokens, prompt_text, "
                       "messages_json");
-    if (p->n_images && !p->messages_json)
-        return hr_err(err, HR_EINVAL, "images go with messages_json");
+    if ((p->n_images || p->n_audio) && !p->messages_json)
+        return hr_err(err, HR_EINVAL, "images and audio go with messages_json");
     if (p->prompt_tokens) {
         if (p->n_prompt_tokens <= 0)
             return hr_err(err, HR_EINVAL, "the prompt is empty");

@@ -1,6 +1,7 @@
 /* A request's images in its prompt (api/images.h). */
 #include "api/images.h"
 #include "core/error.h"
+#include "model/audio.h"
 #include "model/vision_qwen.h"
 
 #include <stdlib.h>
@@ -129,6 +130,108 @@ static int qwen_attach(const hr_llm *m, const int32_t *ids, size_t n, hr_images 
     return 0;
 }
 
+/* ---- Qwen2-Audio: <|AUDIO|> x each clip's encoder rows ------------------------------------ */
+
+#define AUDIO_BOS "<|audio_bos|>"
+#define AUDIO_EOS "<|audio_eos|>"
+
+int hr__audio_load(const hr_llm *m, const void *data, size_t n, hr_audio *a, hr_error *err) {
+    memset(a, 0, sizeof *a);
+    const hr_model_audio *ma = m->model->mm_audio;
+    if (!ma)
+        return hr_err(err, HR_EUNSUPPORTED, "the model does not accept audio; its input is "
+                      "text only");
+    if (!data || !n)
+        return hr_err(err, HR_EINVAL, "no bytes");
+    int rc = hr_wav_decode(data, n, (double)ma->mel.chunk, a, err);
+    if (!rc && a->rate != ma->mel.rate) {
+        rc = hr_err(err, HR_EUNSUPPORTED, "not supported yet: audio sampled at %d Hz (the "
+                    "model takes %d Hz; resample it first)", a->rate, ma->mel.rate);
+        hr_audio_deinit(a);
+    }
+    return rc;
+}
+
+/* clip i's valid mel frames (the attention mask's count) and audio tokens */
+static int clip_tokens(const hr_model_audio *ma, const hr_audio *a, int *frames) {
+    *frames = (int)((a->n + (size_t)ma->mel.hop - 1) / (size_t)ma->mel.hop);
+    return hr_audio_enc_tokens(*frames);
+}
+
+static int audio_expand(const hr_llm *m, const char *text, const hr_images *im, char **out,
+                        hr_error *err) {
+    const hr_model_audio *ma = m->model->mm_audio;
+    size_t al = 0, tl = strlen(text), bl = strlen(AUDIO_BOS), el = strlen(AUDIO_EOS);
+    const char *tok = hr_tokenizer_token_to_piece(m->tok, ma->audio_token, &al);
+    if (!tok || !al)
+        return hr_err(err, HR_EINVAL, "the model's tokenizer lacks its audio token");
+    int found = 0;
+    for (const char *p = text; (p = memmem(p, tl - (size_t)(p - text), tok, al)) != NULL; p += al)
+        found++;
+    if (found != im->n)
+        return hr_err(err, HR_EINVAL, "the chat template placed %d audio clip%s, the messages "
+                      "hold %d", found, found == 1 ? "" : "s", im->n);
+    int tokens[HR_IMAGES_MAX], frames;
+    size_t total = tl + 1;
+    for (int i = 0; i < im->n; i++) {
+        if ((tokens[i] = clip_tokens(ma, &im->audio[i], &frames)) < 1)
+            return hr_err(err, HR_EINVAL, "audio[%d]: %zu samples are too short for one audio "
+                          "token (at least %d are needed)", i, im->audio[i].n, 2 * ma->mel.hop + 1);
+        total += (size_t)tokens[i] * al + bl + el;
+    }
+    char *o = malloc(total), *w = o;
+    if (!o)
+        return hr_err(err, HR_ENOMEM, "out of memory");
+    int k = 0;
+    for (const char *p = text;;) {
+        const char *q = memmem(p, tl - (size_t)(p - text), tok, al);
+        size_t n = q ? (size_t)(q - p) : strlen(p);
+        memcpy(w, p, n);
+        w += n;
+        if (!q)
+            break;
+        /* Qwen2AudioProcessor: bos and eos around the run unless either is already there */
+        bool has_bos = (size_t)(q - text) >= bl && !memcmp(q - bl, AUDIO_BOS, bl);
+        bool has_eos = (size_t)(text + tl - (q + al)) >= el && !memcmp(q + al, AUDIO_EOS, el);
+        bool wrap = !has_bos && !has_eos;
+        if (wrap) {
+            memcpy(w, AUDIO_BOS, bl);
+            w += bl;
+        }
+        for (int t = 0; t < tokens[k]; t++, w += al)
+            memcpy(w, tok, al);
+        if (wrap) {
+            memcpy(w, AUDIO_EOS, el);
+            w += el;
+        }
+        k++;
+        p = q + al;
+    }
+    *w = 0;
+    *out = o;
+    return 0;
+}
+
+/* each clip's mel window, its valid frames, its tokens' start */
+static int audio_attach(const hr_llm *m, const int32_t *ids, size_t n, hr_images *im,
+                        hr_error *err) {
+    const hr_model_audio *ma = m->model->mm_audio;
+    size_t win = (size_t)ma->mel.n_mels * hr_mel_frames(&ma->mel);
+    int tokens[HR_IMAGES_MAX], frames[HR_IMAGES_MAX];
+    for (int i = 0; i < im->n; i++)
+        tokens[i] = clip_tokens(ma, &im->audio[i], &frames[i]);
+    int rc = place_images(im, (size_t)im->n * win, ids, n, ma->audio_token, tokens, 0, err);
+    for (int i = 0; !rc && i < im->n; i++) {
+        int valid = 0;
+        float *dst = im->pixels + (size_t)i * win;
+        rc = hr_mel_compute(&ma->mel, im->audio[i].pcm, im->audio[i].n, dst, &valid, err);
+        im->req[i].pixels = dst;
+        im->req[i].gh = valid;
+        memcpy(im->req[i].hash, im->audio[i].hash, 16);
+    }
+    return rc;
+}
+
 /* ---- Gemma-3 (and the entry points) ----------------------------------------------------- */
 
 int hr__images_expand(const hr_llm *m, const char *text, const hr_images *im, char **out,
@@ -136,9 +239,11 @@ int hr__images_expand(const hr_llm *m, const char *text, const hr_images *im, ch
     *out = NULL;
     const hr_model_vision *mm = m->model->mm;
     int n_images = im->n;
-    if (m->model->mm_qwen && m->tok)
+    if (m->model->mm_qwen && m->tok && im->images)
         return qwen_expand(m, text, im, out, err);
-    if (!mm || !m->tok)
+    if (m->model->mm_audio && m->tok && im->audio)
+        return audio_expand(m, text, im, out, err);
+    if (!mm || !m->tok || !im->images)
         return hr_err(err, HR_EUNSUPPORTED, "the model does not accept images");
     size_t bl = 0, il = 0, el = 0;
     const char *boi = hr_tokenizer_token_to_piece(m->tok, mm->boi, &bl);
@@ -181,10 +286,12 @@ int hr__images_expand(const hr_llm *m, const char *text, const hr_images *im, ch
 }
 
 int hr__images_attach(const hr_llm *m, const int32_t *ids, size_t n, hr_images *im, hr_error *err) {
-    if (m->model->mm_qwen)
+    if (m->model->mm_qwen && im->images)
         return qwen_attach(m, ids, n, im, err);
+    if (m->model->mm_audio && im->audio)
+        return audio_attach(m, ids, n, im, err);
     const hr_model_vision *mm = m->model->mm;
-    if (!mm)
+    if (!mm || !im->images)
         return hr_err(err, HR_EUNSUPPORTED, "the model does not accept images");
     size_t px = (size_t)3 * mm->proc.height * mm->proc.width;
     int rc = place_images(im, (size_t)im->n * px, ids, n, mm->image_token, NULL, mm->mm_tokens,
@@ -207,8 +314,13 @@ void hr__images_free(hr_images *im) {
         return;
     free(im->pixels);
     free(im->req);
-    for (int i = 0; i < im->n; i++)
-        hr_image_deinit(&im->images[i]);
+    for (int i = 0; i < im->n; i++) {
+        if (im->images)
+            hr_image_deinit(&im->images[i]);
+        if (im->audio)
+            hr_audio_deinit(&im->audio[i]);
+    }
     free(im->images);
+    free(im->audio);
     *im = (hr_images){0};
 }

@@ -5,9 +5,15 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* content with images, for a model that takes them: the list as the HF
- * chat templates read it, {"type": "text", "text"} and {"type": "image"}
- * (an OpenAI image_url part). */
+static bool is_audio(const char *type) {
+    return type && (!strcmp(type, "input_audio") || !strcmp(type, "audio"));
+}
+
+/* content with images or audio, for a model that takes them: the list as
+ * the HF chat templates read it, {"type": "text", "text"}, {"type":
+ * "image"} (an OpenAI image_url part) and {"type": "audio", "audio":
+ * "input_audio"} (an input_audio part; Qwen2-Audio's template tests for
+ * the "audio" key). */
 static int image_parts(json_t *m, const json_t *c, hr_error *err) {
     json_t *list = json_array();
     size_t k;
@@ -20,11 +26,13 @@ static int image_parts(json_t *m, const json_t *c, hr_error *err) {
             p = json_pack("{s:s,s:s}", "type", "text", "text", text);
         else if (type && (!strcmp(type, "image_url") || !strcmp(type, "image")))
             p = json_pack("{s:s}", "type", "image");
+        else if (is_audio(type))
+            p = json_pack("{s:s,s:s}", "type", "audio", "audio", "input_audio");
         if (!p || json_array_append_new(list, p)) {
             json_decref(list);
             return p ? hr_err(err, HR_ENOMEM, "out of memory")
-                     : hr_err(err, HR_EINVAL, "messages: only 'text' and 'image_url' content "
-                              "parts are supported");
+                     : hr_err(err, HR_EINVAL, "messages: only 'text', 'image_url' and "
+                              "'input_audio' content parts are supported");
         }
     }
     json_object_set_new(m, "content", list);
@@ -36,7 +44,7 @@ static bool has_image(const json_t *c) {
     json_t *part;
     json_array_foreach(c, k, part) {
         const char *type = json_string_value(json_object_get(part, "type"));
-        if (type && (!strcmp(type, "image_url") || !strcmp(type, "image")))
+        if (type && (!strcmp(type, "image_url") || !strcmp(type, "image") || is_audio(type)))
             return true;
     }
     return false;

@@ -14,9 +14,11 @@
  * new array (caller decrefs). HR_EINVAL with a message starting with
  * "messages" on a bad shape. */
 int hr_chat_messages_normalize(const json_t *msgs, json_t **out, hr_error *err);
-/* The same; with images, a content list that holds image_url parts stays
- * a list of {"type": "text", "text"} and {"type": "image"} parts, the shape
- * the chat templates of image models (Gemma-3) read. */
+/* The same; with images (media: images or audio), a content list that
+ * holds image_url or input_audio parts stays a list of {"type": "text",
+ * "text"}, {"type": "image"} and {"type": "audio", "audio": "input_audio"}
+ * parts, the shape the chat templates of image models (Gemma-3) and audio
+ * models (Qwen2-Audio) read. */
 int hr_chat_messages_normalize_images(const json_t *msgs, bool images, json_t **out,
                                       hr_error *err);
 

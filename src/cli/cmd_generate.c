@@ -112,7 +112,7 @@ int hr_cmd_generate(int argc, char **argv) {
          pc_on = 1, n_draft = 3;
     double temp = -1, top_p = -1, min_p = -1, rep = -1, presence = 0, frequency = 0;
     int json = 0, ignore_eos = 0, json_obj = 0;
-    hr_opt_list image = {0};
+    hr_opt_list image = {0}, audio = {0};
     const hr_opt opts[] = {
         {"model", HR_OPT_MODEL, &model, "model directory or .gguf file, or ORG/NAME[@REV] (default: the demo model)"},
         {"device", HR_OPT_STR, &device, "where the model runs: auto (a GPU when there is one), cpu, cuda, cuda:N"},
@@ -121,6 +121,7 @@ int hr_cmd_generate(int argc, char **argv) {
         {"chat", HR_OPT_STR, &chat, "one user message through the chat template"},
         {"messages", HR_OPT_STR, &messages, "chat messages as a JSON array (as /v1/chat/completions)"},
         {"image", HR_OPT_LIST, &image, "an image file (JPEG, PNG, WebP) for a model that takes images: before --chat's text, or for --messages' image parts in order (may repeat)"},
+        {"audio", HR_OPT_LIST, &audio, "a WAV file (16 kHz, at most 30 s) for a model that takes audio: before --chat's text, or for --messages' input_audio parts in order (may repeat)"},
         {"max-tokens", HR_OPT_INT, &max_tokens, "tokens to generate (default 100)"},
         {"temp", HR_OPT_FLOAT, &temp, "temperature; 0 = greedy (default: the model's, else 0)"},
         {"top-p", HR_OPT_FLOAT, &top_p, "nucleus sampling mass (default 1 = off)"},
@@ -161,6 +162,8 @@ int hr_cmd_generate(int argc, char **argv) {
                                               "--chat, --messages"});
     if (image.n && !chat && !messages)
         return hr_cli_fail(&(hr_error){.msg = "--image goes with --chat or --messages"});
+    if (audio.n && !chat && !messages)
+        return hr_cli_fail(&(hr_error){.msg = "--audio goes with --chat or --messages"});
     if (n_draft < 1 || n_draft > HR_SPEC_MAX_K)
         return hr_cli_fail(&(hr_error){.msg = "--num-draft-tokens must be in [1, 16]"});
     if (max_tokens < 0 || top_lp < 0 || top_lp > 20 || threads < 0 || ctx < 0 || rep_ctx < 0)
@@ -173,13 +176,19 @@ int hr_cmd_generate(int argc, char **argv) {
     json_t *stops_json = NULL, *msgs = NULL;
     run r = {.json = json, .tokens = json_array(), .tops = top_lp ? json_array() : NULL};
     const char *stops[16];
-    hr_gen_image images[HR_OPT_LIST_MAX] = {{0}};
+    hr_gen_image images[HR_OPT_LIST_MAX] = {{0}}, clips[HR_OPT_LIST_MAX] = {{0}};
     int n_stops = 0, n_prompt = 0, status = 1;
     for (int i = 0; i < image.n; i++) {
         char *data = NULL;
         if ((rc = hr_file_read(image.v[i], &data, &images[i].size, &err)))
             goto done;
         images[i].data = data;
+    }
+    for (int i = 0; i < audio.n; i++) {
+        char *data = NULL;
+        if ((rc = hr_file_read(audio.v[i], &data, &clips[i].size, &err)))
+            goto done;
+        clips[i].data = data;
     }
     if (prompt_tokens && (rc = hr_parse_token_list(prompt_tokens, &ptoks, &n_prompt, &err)))
         goto done;
@@ -195,13 +204,15 @@ int hr_cmd_generate(int argc, char **argv) {
         (rc = hr_session_new(&s, llm, &so, &err)))
         goto done;
     hr_fault_arm_env(); /* HEARTH_FAULT: counted from here, the load excepted */
-    if (chat) { /* with images: the images, then the text (as mlx-vlm's prompt) */
+    if (chat) { /* with images (audio): them, then the text (as mlx-vlm's prompt) */
         json_t *content = json_string(chat);
-        if (image.n) {
+        if (image.n || audio.n) {
             json_decref(content);
             content = json_array();
             for (int i = 0; i < image.n; i++)
                 json_array_append_new(content, json_pack("{s:s}", "type", "image"));
+            for (int i = 0; i < audio.n; i++)
+                json_array_append_new(content, json_pack("{s:s}", "type", "input_audio"));
             json_array_append_new(content, json_pack("{s:s,s:s}", "type", "text", "text", chat));
         }
         if (!(msgs = json_pack("[{s:s,s:o}]", "role", "user", "content", content))) {
@@ -237,6 +248,8 @@ int hr_cmd_generate(int argc, char **argv) {
     p.grammar = grammar;
     p.images = images;
     p.n_images = image.n;
+    p.audio = clips;
+    p.n_audio = audio.n;
     r.ids_only = !llm->tok;
     r.t_submit = hr_now();
     rc = hr_gen_submit(&g, s, &p, &err);
@@ -296,5 +309,7 @@ done:
     free(ptoks);
     for (int i = 0; i < image.n; i++)
         free((void *)images[i].data);
+    for (int i = 0; i < audio.n; i++)
+        free((void *)clips[i].data);
     return status;
 }

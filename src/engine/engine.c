@@ -734,7 +734,7 @@ int hr_engine_new(hr_engine **out, const hr_model *m, const hr_engine_opts *o,
     e->hidden = malloc((size_t)T * m->hp.d_model * sizeof *e->hidden);
     e->tokbuf_spec = malloc((size_t)e->n_ctx * sizeof *e->tokbuf_spec);
     e->conv_rows = malloc(((size_t)e->n_ctx / HR_KV_BLOCK + 1) * sizeof *e->conv_rows);
-    if (m->mm || m->mm_qwen) { /* image rows and spans of a step */
+    if (m->mm || m->mm_qwen || m->mm_audio) { /* image (audio) rows and spans of a step */
         e->b_embd = malloc((size_t)T * m->hp.d_model * sizeof *e->b_embd);
         e->b_embd_row = malloc((size_t)T * sizeof *e->b_embd_row);
         e->b_end = malloc((size_t)T * sizeof *e->b_end);

@@ -101,14 +101,17 @@ typedef enum hr_finish {
  * tokens start in the prompt. Gemma-3: 3 x S x S floats (media/imgproc.h),
  * mm_tokens tokens. Qwen2.5-VL: the patch rows of a gh x gw patch grid
  * (model/vision_qwen.h hr_vision_qwen_patchify), (gh / merge) * (gw /
- * merge) tokens. */
+ * merge) tokens. A Qwen2-Audio model (model.h's mm_audio) takes its
+ * audio clips here too: pixels the clip's mel features (n_mels x the
+ * window's frames, media/mel.h), gh its valid frames, its audio tokens
+ * hr_audio_enc_tokens(gh), causal like Qwen2.5-VL's. */
 #define HR_REQ_IMAGES_MAX 64 /* images a request may hold */
 
 typedef struct hr_req_image {
     const float *pixels;
     uint8_t hash[16];
     int start;
-    int gh, gw; /* Qwen2.5-VL's grid, in patches; unused for Gemma-3 */
+    int gh, gw; /* Qwen2.5-VL's grid, in patches; unused for Gemma-3; gh: an audio clip's frames */
 } hr_req_image;
 
 typedef struct hr_req_params {

@@ -1,9 +1,11 @@
-/* A request's images in the engine (engine_int.h): their spans of the
- * prompt, their features (the vision tower's, computed once per image
+/* A request's images in the engine (engine_int.h), and a Qwen2-Audio
+ * model's audio clips the same way (hr_req_image: a clip's mel features
+ * and its frame count): their spans of the prompt, their features (the vision tower's, computed once per image
  * identity and kept in a small LRU cache), the prompt cache's keys for
  * image tokens, and prefill chunks that keep an image in one step. */
 #include "engine/engine_int.h"
 #include "core/error.h"
+#include "model/audio.h"
 #include "model/vision.h"
 #include "model/vision_qwen.h"
 
@@ -24,6 +26,15 @@ typedef struct hr__feat_entry {
  * HR_EINVAL for a Qwen2.5-VL grid the merge does not divide */
 static int image_shape(const hr_model *m, const hr_req_image *im, int i, int *len, size_t *npx,
                        hr_error *err) {
+    if (m->mm_audio) { /* a clip: its mel window, gh its valid frames */
+        size_t frames = hr_mel_frames(&m->mm_audio->mel);
+        *len = im->gh >= 1 && (size_t)im->gh <= frames ? hr_audio_enc_tokens(im->gh) : 0;
+        *npx = (size_t)m->mm_audio->mel.n_mels * frames;
+        if (*len < 1)
+            return hr_err(err, HR_EINVAL, "audio %d: %d mel frames give no audio tokens (3 to "
+                          "%zu do)", i, im->gh, frames);
+        return 0;
+    }
     if (m->mm) {
         *len = m->mm->mm_tokens;
         *npx = (size_t)3 * m->mm->proc.height * m->mm->proc.width;
@@ -43,7 +54,7 @@ static int image_shape(const hr_model *m, const hr_req_image *im, int i, int *le
 int hr__request_images(hr_request *r, const hr_engine *e, const hr_req_params *p,
                        hr_error *err) {
     const hr_model *m = e->m;
-    if (!m->mm && !m->mm_qwen)
+    if (!m->mm && !m->mm_qwen && !m->mm_audio)
         return p->n_images ? hr_err(err, HR_EINVAL, "the model does not take images") : 0;
     if (p->n_images < 0 || (p->n_images && !p->images))
         return hr_err(err, HR_EINVAL, "images: bad count");
@@ -51,8 +62,11 @@ int hr__request_images(hr_request *r, const hr_engine *e, const hr_req_params *p
         return hr_err(err, HR_EUNSUPPORTED, "not supported yet: images in embedding or "
                       "prompt-scoring requests");
     if (p->n_images && m->be->device_mem)
-        return hr_err(err, HR_EUNSUPPORTED, "not supported yet on %s: image input", m->be->name);
-    int32_t image_token = m->mm ? m->mm->image_token : m->mm_qwen->image_token;
+        return hr_err(err, HR_EUNSUPPORTED, "not supported yet on %s: %s input", m->be->name,
+                      m->mm_audio ? "audio" : "image");
+    int32_t image_token = m->mm         ? m->mm->image_token
+                          : m->mm_qwen ? m->mm_qwen->image_token
+                                       : m->mm_audio->audio_token;
     int prev = 0, rc;
     int lens[HR_REQ_IMAGES_MAX];
     size_t npx[HR_REQ_IMAGES_MAX];
@@ -170,9 +184,11 @@ int hr__engine_encode_images(hr_engine *e, hr_request *r, hr_error *err) {
             atomic_fetch_add(&e->st_img_cached, 1);
         } else {
             hr_pool *pool = hr_fwd_pool(e->fwd);
-            int rc = m->mm ? hr_vision_encode(m->mm->tower, pool, im->pixels, dst, NULL, err)
-                           : hr_vision_qwen_encode(m->mm_qwen->tower, pool, im->pixels, im->gh,
-                                                   im->gw, dst, NULL, err);
+            int rc = m->mm         ? hr_vision_encode(m->mm->tower, pool, im->pixels, dst, NULL, err)
+                     : m->mm_audio ? hr_audio_enc_encode(m->mm_audio->tower, pool, im->pixels,
+                                                         im->gh, dst, NULL, err)
+                                   : hr_vision_qwen_encode(m->mm_qwen->tower, pool, im->pixels,
+                                                           im->gh, im->gw, dst, NULL, err);
             if (rc)
                 return rc;
             atomic_fetch_add(&e->st_img_encoded, 1);

@@ -54,7 +54,14 @@ static const hr_arch archs[] = {
      .default_act = "silu", .sliding_period = 1},
     {.model_type = "qwen2", .norms = LLAMA_NORMS, .gated_mlp = true,
      .mlp_up = "up_proj", .mlp_down = "down_proj", .mlp_gate = "gate_proj",
-     .default_act = "silu"},
+     .default_act = "silu",
+     /* Qwen2Config.__init__'s (Qwen2-Audio's nested text_config) */
+     .config_defaults = "{\"vocab_size\": 151936, \"hidden_size\": 4096, "
+                        "\"intermediate_size\": 22016, \"num_hidden_layers\": 32, "
+                        "\"num_attention_heads\": 32, \"num_key_value_heads\": 32, "
+                        "\"hidden_act\": \"silu\", \"max_position_embeddings\": 32768, "
+                        "\"rms_norm_eps\": 1e-6, \"tie_word_embeddings\": false, "
+                        "\"rope_theta\": 10000.0}"},
     /* Qwen2.5-VL's text model: qwen2 with M-RoPE (config.h mrope_section) */
     {.model_type = "qwen2_5_vl_text", .norms = LLAMA_NORMS, .gated_mlp = true,
      .mlp_up = "up_proj", .mlp_down = "down_proj", .mlp_gate = "gate_proj",

@@ -48,5 +48,10 @@ void hr__bind_gated_q(hr__binder *b, hr_layer *L, const char *name);
 int hr__model_open_vision(hr_model *m, const char *dir, const json_t *cfg, hr_error *err);
 void hr__model_vision_free(hr_model_vision *v); /* NULL allowed */
 void hr__model_vision_qwen_free(hr_model_vision_qwen *v); /* NULL allowed */
+/* A config.json's audio side (model/mm_audio.c, Qwen2-Audio): the encoder
+ * and projector in m->weights, preprocessor_config.json in dir, the audio
+ * token ids; m->mm_audio set. */
+int hr__model_open_audio(hr_model *m, const char *dir, const json_t *cfg, hr_error *err);
+void hr__model_audio_free(hr_model_audio *a); /* NULL allowed */
 
 #endif

@@ -661,6 +661,12 @@ int hr_hparams_from_json(hr_hparams *hp, const json_t *cfg, const json_t *gen,
             where = "config.json text_config";
         }
         mt = "qwen2_5_vl_text";
+    } else if (mt && !strcmp(mt, "qwen2_audio") && json_is_object(tc)) {
+        text = tc; /* Qwen2AudioForConditionalGeneration: a qwen2 text model */
+        where = "config.json text_config";
+        mt = json_string_value(json_object_get(tc, "model_type"));
+        if (!mt)
+            mt = "qwen2";
     }
     hp->arch = hr_arch_find(mt);
     if (!hp->arch)

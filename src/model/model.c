@@ -609,6 +609,8 @@ static int model_open(hr_model **out, const char *dir, hr_backend *be, hr_quant_
         goto fail;
     if (!m->gguf && json_object_get(cfg, "vision_config") && (rc = hr__model_open_vision(m, dir, cfg, err)))
         goto fail;
+    if (!m->gguf && json_object_get(cfg, "audio_config") && (rc = hr__model_open_audio(m, dir, cfg, err)))
+        goto fail;
     if ((rc = backend_can_run(hp, be, err)))
         goto fail;
     m->weight_bytes = hr_weights_bytes(m->weights);
@@ -654,6 +656,7 @@ void hr_model_free(hr_model *m) {
     hr_hparams_deinit(&m->hp);
     hr__model_vision_free(m->mm);
     hr__model_vision_qwen_free(m->mm_qwen);
+    hr__model_audio_free(m->mm_audio);
     hr_weights_close(m->weights);
     hr_big_free(m->repacked, m->repacked_bytes);
     if (m->dev_mem)

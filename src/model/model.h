@@ -8,6 +8,7 @@
 #include "model/config.h"
 #include "model/weights.h"
 #include "media/imgproc.h"
+#include "media/mel.h"
 
 struct hr_vision;
 struct hr_vision_qwen;
@@ -32,6 +33,16 @@ typedef struct hr_model_vision_qwen {
     long min_pixels, max_pixels;
     int32_t vstart, vend, image_token;
 } hr_model_vision_qwen;
+
+/* Qwen2-Audio's audio side (model/mm_audio.c): the encoder and projector,
+ * the feature extractor's settings (preprocessor_config.json), the audio
+ * token (audio_token_index: <|AUDIO|>, repeated once per encoder row of a
+ * clip between the tokenizer's <|audio_bos|> and <|audio_eos|>). */
+typedef struct hr_model_audio {
+    struct hr_audio_enc *tower;
+    hr_mel_cfg mel;
+    int32_t audio_token;
+} hr_model_audio;
 
 /* the last three: hr_arch_norms' post_dense, pre_moe, post_moe (layers
  * with experts of a moe.beside_dense family) */
@@ -120,6 +131,7 @@ struct hr_model {
     hr_backend *be;            /* where the weights live (cpu: the mmap) */
     hr_model_vision *mm;       /* images, or NULL: a text model (owned) */
     hr_model_vision_qwen *mm_qwen; /* Qwen2.5-VL's, or NULL (owned) */
+    hr_model_audio *mm_audio;  /* audio (Qwen2-Audio), or NULL (owned) */
     void *dev_mem;             /* off the host: every weight, one allocation */
     size_t dev_bytes;
 };

@@ -1,16 +1,22 @@
 /* A chat request's media parts (server/media.h). */
 #include "server/media.h"
 #include "server/internal.h"
+#include "media/dataurl.h"
 #include "media/media.h"
 #include "core/file.h"
 
+#include <stdarg.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-static bool refuse(hr_reply *err, const char *fmt, size_t i, size_t k, const char *a,
-                   const char *b) {
+static bool refuse(hr_reply *err, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static bool refuse(hr_reply *err, const char *fmt, ...) {
     char msg[512];
-    snprintf(msg, sizeof msg, fmt, i, k, a, b);
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
     *err = hr__error_reply(400, "invalid_request_error", "messages", "%s", msg);
     return false;
 }
@@ -22,6 +28,52 @@ static const char *part_url(const json_t *part) {
     if (json_is_string(iu))
         return json_string_value(iu);
     return json_string_value(json_object_get(iu, "url"));
+}
+
+/* An input_audio part ({"input_audio": {"data": base64, "format": "wav"}})
+ * as clip n of out: false with *err set (a 400 naming the part, or a 500
+ * when out of memory). */
+static bool load_audio(hr_server *s, const hr_served *m, const json_t *part, size_t i, size_t k,
+                       hr_job_media *out, hr_reply *err) {
+    const json_t *ia = json_object_get(part, "input_audio");
+    const char *data = json_string_value(json_object_get(ia, "data"));
+    const char *format = json_string_value(json_object_get(ia, "format"));
+    if (!data || !format)
+        return refuse(err, "messages.%zu.content.%zu: an input_audio part needs input_audio.data "
+                      "(base64) and input_audio.format, strings", i, k);
+    if (strcmp(format, "wav"))
+        return refuse(err, "messages.%zu.content.%zu: input_audio: not supported yet: format "
+                      "'%.40s' (wav is)", i, k, format);
+    size_t max = s->o.media.max_bytes ? s->o.media.max_bytes : HR_MEDIA_DEFAULT_MAX_BYTES;
+    size_t len = strlen(data), n = 0;
+    if (len / 4 * 3 > max + 3)
+        return refuse(err, "messages.%zu.content.%zu: input_audio: the data holds more than %zu "
+                      "bytes (--media-max-mb)", i, k, max);
+    uint8_t *buf = malloc(len / 4 * 3 + 3);
+    hr_audio *a = buf ? realloc(out->audio, sizeof *a * (size_t)(out->n + 1)) : NULL;
+    if (!a) {
+        free(buf);
+        *err = hr__error_reply(500, "server_error", NULL, "out of memory");
+        return false;
+    }
+    out->audio = a;
+    long bad = hr_base64_decode(data, len, buf, &n);
+    if (bad >= 0) {
+        free(buf);
+        return refuse(err, "messages.%zu.content.%zu: input_audio: data has bad base64 at byte "
+                      "%ld", i, k, bad);
+    }
+    hr_error e = {0};
+    int rc = hr__audio_load(m->llm, buf, n, &a[out->n], &e);
+    free(buf);
+    if (rc == HR_ENOMEM) {
+        *err = hr__error_reply(500, "server_error", NULL, "out of memory");
+        return false;
+    }
+    if (rc)
+        return refuse(err, "messages.%zu.content.%zu: input_audio: %s", i, k, e.msg);
+    out->n++;
+    return true;
 }
 
 bool hr__media_load_parts(hr_server *s, const hr_served *m, const json_t *msgs,
@@ -37,28 +89,46 @@ bool hr__media_load_parts(hr_server *s, const hr_served *m, const json_t *msgs,
             const char *type = json_string_value(json_object_get(part, "type"));
             if (!type)
                 continue; /* hr_chat_messages_normalize says what is wrong */
-            if (!strcmp(type, "input_audio") || !strcmp(type, "audio_url")) {
+            if (!strcmp(type, "audio_url")) {
                 hr__job_media_free(out);
-                return refuse(err, "messages.%zu.content.%zu: not supported yet: audio input "
-                              "(%s%s parts)", i, k, type, "");
+                return refuse(err, "messages.%zu.content.%zu: not supported yet: audio_url parts "
+                              "(send the bytes as an input_audio part)", i, k);
+            }
+            if (!strcmp(type, "input_audio")) {
+                const char *other = m->modalities & HR_MODALITY_IMAGE ? "text and images" : "text only";
+                if (!(m->modalities & HR_MODALITY_AUDIO)) {
+                    hr__job_media_free(out);
+                    return refuse(err, "messages.%zu.content.%zu: the model '%s' does not accept "
+                                  "audio (input_audio parts); its input is %s", i, k, m->id, other);
+                }
+                if (out->n == HR_IMAGES_MAX) {
+                    hr__job_media_free(out);
+                    return refuse(err, "messages.%zu.content.%zu: at most 8 audio clips a "
+                                  "request", i, k);
+                }
+                if (!load_audio(s, m, part, i, k, out, err)) {
+                    hr__job_media_free(out);
+                    return false;
+                }
+                continue;
             }
             if (strcmp(type, "image_url") && strcmp(type, "image"))
                 continue;
             if (!(m->modalities & HR_MODALITY_IMAGE)) {
                 hr__job_media_free(out);
                 return refuse(err, "messages.%zu.content.%zu: the model '%s' does not accept "
-                              "images (%s parts); its input is text only", i, k, m->id, type);
+                              "images (%s parts); its input is %s", i, k, m->id, type,
+                              m->modalities & HR_MODALITY_AUDIO ? "text and audio" : "text only");
             }
             if (out->n == HR_IMAGES_MAX) {
                 hr__job_media_free(out);
-                return refuse(err, "messages.%zu.content.%zu: at most 8 images a request%s%s", i,
-                              k, "", "");
+                return refuse(err, "messages.%zu.content.%zu: at most 8 images a request", i, k);
             }
             const char *url = part_url(part);
             if (!url) {
                 hr__job_media_free(out);
                 return refuse(err, "messages.%zu.content.%zu: an image_url part needs "
-                              "image_url.url, a string%s%s", i, k, "", "");
+                              "image_url.url, a string", i, k);
             }
             hr_image *g = realloc(out->images, sizeof *g * (size_t)(out->n + 1));
             if (!g) {
@@ -75,7 +145,7 @@ bool hr__media_load_parts(hr_server *s, const hr_served *m, const json_t *msgs,
                     *err = hr__error_reply(500, "server_error", NULL, "out of memory");
                     return false;
                 }
-                return refuse(err, "messages.%zu.content.%zu: image_url: %s%s", i, k, e.msg, "");
+                return refuse(err, "messages.%zu.content.%zu: image_url: %s", i, k, e.msg);
             }
             out->n++;
         }
@@ -97,7 +167,8 @@ json_t *hr__modalities_json(unsigned mask) {
 }
 
 unsigned hr__modalities_of_model(const struct hr_model *m) {
-    return HR_MODALITY_TEXT | (m && (m->mm || m->mm_qwen) ? HR_MODALITY_IMAGE : 0);
+    return HR_MODALITY_TEXT | (m && (m->mm || m->mm_qwen) ? HR_MODALITY_IMAGE : 0) |
+           (m && m->mm_audio ? HR_MODALITY_AUDIO : 0);
 }
 
 /* Without loading it: a model directory whose config.json describes a
@@ -110,8 +181,10 @@ unsigned hr__modalities_of_path(const char *path) {
     const char *mt = json_string_value(json_object_get(c, "model_type"));
     bool img = mt && (!strcmp(mt, "gemma3") || !strcmp(mt, "qwen2_5_vl")) &&
                json_is_object(json_object_get(c, "vision_config"));
+    bool audio = mt && !strcmp(mt, "qwen2_audio") &&
+                 json_is_object(json_object_get(c, "audio_config"));
     json_decref(c);
-    return HR_MODALITY_TEXT | (img ? HR_MODALITY_IMAGE : 0);
+    return HR_MODALITY_TEXT | (img ? HR_MODALITY_IMAGE : 0) | (audio ? HR_MODALITY_AUDIO : 0);
 }
 
 /* ---- placing images in the prompt ---------------------------------------------------------- */

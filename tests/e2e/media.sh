@@ -81,7 +81,7 @@ refused "bad base64" --url "data:image/png;base64,iVBO!"
 refused "not an image hearth reads" --url "data:image/png;base64,aGVsbG8="
 echo "media: size (with and without Content-Length) and time limits, replies checked"
 
-# the server: a model without vision names the modality; audio is not supported yet
+# the server: a model without vision or audio names the modality
 start_server "$tmp/serve.log" --threads 1 || fail "server did not start"
 api=http://127.0.0.1:$SERVER_PORT
 curl -sf "$api/v1/models" | python3 -c '
@@ -97,7 +97,8 @@ grep -qF "messages.0.content.1: the model 'hearth-demo' does not accept images" 
 code=$(chat '{"messages": [{"role": "user", "content": [{"type": "input_audio",
        "input_audio": {"data": "UklGRg==", "format": "wav"}}]}]}')
 [ "$code" = 400 ] || fail "input_audio: HTTP $code"
-grep -qF "not supported yet: audio input (input_audio parts)" "$tmp/body" || fail "audio: $(cat "$tmp/body")"
+grep -qF "messages.0.content.0: the model 'hearth-demo' does not accept audio (input_audio parts); its input is text only" \
+    "$tmp/body" || fail "audio: $(cat "$tmp/body")"
 code=$(chat '{"messages": [{"role": "user", "content": "still serving?"}], "max_tokens": 2}')
 [ "$code" = 200 ] || fail "a text request after the refusals: HTTP $code"
-echo "media: a text-only model refuses image_url naming the modality; input_audio not supported yet"
+echo "media: a text-only model refuses image_url and input_audio naming the modality"
