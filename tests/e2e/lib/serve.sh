@@ -2,7 +2,8 @@
 #   tiny_chat_model DIR      the llama fixture + the tiny tokenizer and ChatML
 #                            template (fixtures/serve), <|im_end|> (370) as EOS
 #   start_server LOG ARGS... starts `hearth serve --port 0 ARGS...` in the
-#                            background; sets SERVER_PID and SERVER_PORT
+#                            background; sets SERVER_PID and SERVER_PORT (waits
+#                            SERVER_WAIT_S seconds, default 10, for it to listen)
 #   start_verb VERB LOG ARGS... the same for another verb (`hearth route`)
 #   stop_servers             kills every server started (for traps)
 SERVER_PIDS=()
@@ -25,7 +26,7 @@ start_verb() {
     SERVER_PID=$!
     SERVER_PIDS+=("$SERVER_PID")
     SERVER_PORT=
-    for _ in $(seq 200); do
+    for _ in $(seq $((${SERVER_WAIT_S:-10} * 20))); do
         SERVER_PORT=$(sed -n 's/.*listening on http:\/\/127.0.0.1:\([0-9]*\).*/\1/p' "$log")
         [ -n "$SERVER_PORT" ] && return 0
         sleep 0.05
