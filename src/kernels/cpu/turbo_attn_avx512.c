@@ -24,7 +24,8 @@
 #include <string.h>
 
 #define AI static inline __attribute__((always_inline))
-#define RB 4    /* query rows a pass */
+#define RB 4    /* query rows a pass of four keys (decode: a GQA group) */
+#define RW 8    /* query rows a pass of two keys (prefill: a tile's tokens x the group) */
 #define VRUN 32 /* records whose weights a pass of turbo_axpys holds */
 
 /* the 8 codes of chunk ch at b (`bits` whole bytes) as one word; whole
@@ -153,17 +154,80 @@ AI void dots_m(float *sc, size_t ldsc, const float *q, const int M, const uint8_
         hr__turbo_dots_avx2(sc + j, ldsc, q, M, rec + (size_t)j * rb, rb, nk - j, L, scale);
 }
 
+/* segment s (of BITS bits) of two keys' records r0, r1 for M (up to RW)
+ * rows: T += w * A, as dots_seg's */
+AI void dots2_seg(__m512 *T, const float *q, const int M, const uint8_t *r0, const uint8_t *r1,
+                  const hr_turbo_kv *L, int s, __m512 k, const int BITS) {
+    int hd = L->hd, dim = L->dim;
+    size_t off = L->code_off[s];
+    int safe = (int)(((long)L->bytes - (long)off - 4) / BITS) + 1;
+    const __m512i sh = _mm512_mullo_epi32(
+        _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 0, 1, 2, 3, 4, 5, 6, 7), _mm512_set1_epi32(BITS));
+    const __m512i mask = _mm512_set1_epi32((1 << BITS) - 1);
+    __m512 A[RW];
+    for (int rr = 0; rr < M; rr++)
+        A[rr] = _mm512_setzero_ps();
+    for (int ch = 0; ch < dim / 8; ch++) {
+        size_t at = off + (size_t)ch * BITS;
+        bool ok = ch < safe;
+        __m512i w = bword(_mm512_setzero_si512(), 0x00ff, r0 + at, ok, BITS);
+        w = bword(w, 0xff00, r1 + at, ok, BITS);
+        __m512 v = _mm512_permutexvar_ps(_mm512_and_si512(_mm512_srlv_epi32(w, sh), mask), k);
+        for (int rr = 0; rr < M; rr++)
+            A[rr] = _mm512_fmadd_ps(
+                _mm512_broadcast_f32x8(
+                    _mm256_loadu_ps(q + (size_t)rr * hd + (size_t)s * dim + 8 * ch)),
+                v, A[rr]);
+    }
+    __m512 w = _mm512_mask_broadcastss_ps(_mm512_set1_ps(norm_of(r0, s) * L->rinv), 0xff00,
+                                          _mm_set_ss(norm_of(r1, s) * L->rinv));
+    for (int rr = 0; rr < M; rr++)
+        T[rr] = _mm512_fmadd_ps(w, A[rr], T[rr]);
+}
+
+/* M (5 to RW) query rows over nk records, two keys a pass: each record's
+ * codes widened once for up to RW rows (a prefill tile's 8 tokens x a
+ * group of 3 are 24 rows: 3 passes over the records, not 6) */
+AI void dots2_m(float *sc, size_t ldsc, const float *q, const int M, const uint8_t *rec,
+                size_t rb, int nk, const hr_turbo_kv *L, float scale, const int NSEG,
+                const int B0, const int B1) {
+    __m512 k[2] = {cbook_of(L->cb[0], B0), cbook_of(L->cb[NSEG - 1], B1)};
+    int j = 0;
+    for (; j + 2 <= nk; j += 2) {
+        const uint8_t *r0 = rec + (size_t)j * rb, *r1 = r0 + rb;
+        __m512 T[RW];
+        for (int rr = 0; rr < M; rr++)
+            T[rr] = _mm512_setzero_ps();
+        dots2_seg(T, q, M, r0, r1, L, 0, k[0], B0);
+        if (NSEG > 1)
+            dots2_seg(T, q, M, r0, r1, L, 1, k[1], B1);
+        for (int rr = 0; rr < M; rr++) {
+            float s0, s1;
+            hsum8x2(T[rr], &s0, &s1);
+            sc[(size_t)rr * ldsc + j] = s0 * scale;
+            sc[(size_t)rr * ldsc + j + 1] = s1 * scale;
+        }
+    }
+    if (j < nk) /* the odd key: the AVX2 body, the same bits */
+        hr__turbo_dots_avx2(sc + j, ldsc, q, M, rec + (size_t)j * rb, rb, nk - j, L, scale);
+}
+
 AI void dots(float *sc, size_t ldsc, const float *q, int nr, const uint8_t *rec, size_t rb,
              int nk, const hr_turbo_kv *L, float scale, const int NSEG, const int B0,
              const int B1) {
-    for (int r0 = 0; r0 < nr; r0 += RB) {
+    for (int r0 = 0, m; r0 < nr; r0 += m) {
         float *s = sc + (size_t)r0 * ldsc;
         const float *qr = q + (size_t)r0 * L->hd;
-        switch (nr - r0 < RB ? nr - r0 : RB) { /* rows a pass, constant in each body */
+        m = nr - r0 < RW ? nr - r0 : RW;
+        switch (m) { /* rows a pass, constant in each body */
         case 1: dots_m(s, ldsc, qr, 1, rec, rb, nk, L, scale, NSEG, B0, B1); break;
         case 2: dots_m(s, ldsc, qr, 2, rec, rb, nk, L, scale, NSEG, B0, B1); break;
         case 3: dots_m(s, ldsc, qr, 3, rec, rb, nk, L, scale, NSEG, B0, B1); break;
-        default: dots_m(s, ldsc, qr, 4, rec, rb, nk, L, scale, NSEG, B0, B1); break;
+        case 4: dots_m(s, ldsc, qr, 4, rec, rb, nk, L, scale, NSEG, B0, B1); break;
+        case 5: dots2_m(s, ldsc, qr, 5, rec, rb, nk, L, scale, NSEG, B0, B1); break;
+        case 6: dots2_m(s, ldsc, qr, 6, rec, rb, nk, L, scale, NSEG, B0, B1); break;
+        case 7: dots2_m(s, ldsc, qr, 7, rec, rb, nk, L, scale, NSEG, B0, B1); break;
+        default: dots2_m(s, ldsc, qr, 8, rec, rb, nk, L, scale, NSEG, B0, B1); break;
         }
     }
 }
@@ -180,7 +244,7 @@ AI void axpys_seg(float *o, float (*W)[VRUN], const int M, const uint8_t *r0, si
         _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 0, 1, 2, 3, 4, 5, 6, 7), _mm512_set1_epi32(BITS));
     const __m512i mask = _mm512_set1_epi32((1 << BITS) - 1);
     for (int ch = 0; ch < dim / 8; ch += 4) {
-        __m512 O[RB][2];
+        __m512 O[RW][2];
         for (int rr = 0; rr < M; rr++)
             for (int h = 0; h < 2; h++)
                 O[rr][h] = _mm512_loadu_ps(o + (size_t)rr * hd + (size_t)s * dim + 8 * (ch + 2 * h));
@@ -206,12 +270,12 @@ AI void axpys_seg(float *o, float (*W)[VRUN], const int M, const uint8_t *r0, si
     }
 }
 
-/* M (1-4) output rows over nv records, VRUN at a time */
+/* M (1 to RW) output rows over nv records, VRUN at a time */
 AI void axpys_m(float *o, const float *p, size_t ldp, const int M, const uint8_t *rec,
                 size_t rb, int nv, const hr_turbo_kv *L, const int NSEG, const int B0,
                 const int B1) {
     __m512 k[2] = {cbook_of(L->cb[0], B0), cbook_of(L->cb[NSEG - 1], B1)};
-    float W[RB][VRUN];
+    float W[RW][VRUN];
     for (int j0 = 0; j0 < nv; j0 += VRUN) {
         int n = nv - j0 < VRUN ? nv - j0 : VRUN;
         const uint8_t *r0 = rec + (size_t)j0 * rb;
@@ -231,14 +295,18 @@ AI void axpys_m(float *o, const float *p, size_t ldp, const int M, const uint8_t
 
 AI void axpys(float *o, const float *p, size_t ldp, int nr, const uint8_t *rec, size_t rb,
               int nv, const hr_turbo_kv *L, const int NSEG, const int B0, const int B1) {
-    for (int r0 = 0; r0 < nr; r0 += RB) {
+    for (int r0 = 0; r0 < nr; r0 += RW) {
         float *orow = o + (size_t)r0 * L->hd;
         const float *pr = p + (size_t)r0 * ldp;
-        switch (nr - r0 < RB ? nr - r0 : RB) {
+        switch (nr - r0 < RW ? nr - r0 : RW) {
         case 1: axpys_m(orow, pr, ldp, 1, rec, rb, nv, L, NSEG, B0, B1); break;
         case 2: axpys_m(orow, pr, ldp, 2, rec, rb, nv, L, NSEG, B0, B1); break;
         case 3: axpys_m(orow, pr, ldp, 3, rec, rb, nv, L, NSEG, B0, B1); break;
-        default: axpys_m(orow, pr, ldp, 4, rec, rb, nv, L, NSEG, B0, B1); break;
+        case 4: axpys_m(orow, pr, ldp, 4, rec, rb, nv, L, NSEG, B0, B1); break;
+        case 5: axpys_m(orow, pr, ldp, 5, rec, rb, nv, L, NSEG, B0, B1); break;
+        case 6: axpys_m(orow, pr, ldp, 6, rec, rb, nv, L, NSEG, B0, B1); break;
+        case 7: axpys_m(orow, pr, ldp, 7, rec, rb, nv, L, NSEG, B0, B1); break;
+        default: axpys_m(orow, pr, ldp, 8, rec, rb, nv, L, NSEG, B0, B1); break;
         }
     }
 }
