@@ -23,7 +23,7 @@
 # model hearth and llama.cpp both read as the same llama GGUF.
 #   bench/long.sh [build/hearth]
 #   env: THREADS (2) PROMPT_LEN (16384) GEN_LEN (32) REPEATS (3) BUDGET (8)
-#        HEARTH_ROWS ("f16 q8_0 a4 turbo3.5") LLAMA_ROWS ("f16 q8_0")
+#        HEARTH_ROWS ("f16 q8_0 a4 turbo3.5") LLAMA_ROWS ("f16 q8_0"; "" for none)
 #        MODEL (models/hearth-demo) HEARTH_BENCH_DIR (/tmp/hearth-bench)
 #        LLAMACPP_DIR (.deps/llama.cpp)
 set -euo pipefail
@@ -31,7 +31,7 @@ root=$(cd "$(dirname "$0")/.." && pwd)
 bin=${1:-$root/build/hearth}
 threads=${THREADS:-2}; P=${PROMPT_LEN:-16384}; G=${GEN_LEN:-32}; R=${REPEATS:-3}
 budget=${BUDGET:-8}
-hrows=${HEARTH_ROWS:-"f16 q8_0 a4 turbo3.5"}; lrows=${LLAMA_ROWS:-"f16 q8_0"}
+hrows=${HEARTH_ROWS-"f16 q8_0 a4 turbo3.5"}; lrows=${LLAMA_ROWS-"f16 q8_0"}
 src=${MODEL:-$root/models/hearth-demo}
 dir=${HEARTH_BENCH_DIR:-/tmp/hearth-bench}
 ctx=$((P + G))
