@@ -18,6 +18,13 @@
  *       vector table this CPU runs, one thread, the tables alternating pass
  *       by pass (the same load for each), through enough copies (below);
  *       the median of the passes' thread CPU time per product
+ *   bench_kernels kvattn KV [KEYS] [ROWS] [HEAD_DIM]
+ *       the quantized KV pools' attention kernels alone (kvq_ / kvg_ /
+ *       turbo_ dots and axpys, what attention runs a block run at a time)
+ *       of KV (aB[gG], q8_0, q4_0, tB) over KEYS records (default 1024: in
+ *       L2) for ROWS query rows (default 3: a GQA group of 3, one token) in
+ *       every vector table this CPU runs, one thread, the tables
+ *       alternating pass by pass; the median thread CPU time per key
  *   bench_kernels rows D
  *       the row kernels (rmsnorm, softmax, silu_mul, argmax, exp_sum, dot,
  *       axpy) over D floats in L1, each vector table alternating, one
@@ -70,7 +77,8 @@ static int dtype_named(const char *name) {
 static int usage(void) {
     fprintf(stderr, "usage: bench_kernels matvec TYPE M K [THREADS] | "
                     "attn CTX [THREADS] [HEADS] [KV_HEADS] [HEAD_DIM] "
-                    "[f16|f32|bf16|aB[gG]|q8_0|q4_0|tB] | gemm TYPE M K N | rows D\n");
+                    "[f16|f32|bf16|aB[gG]|q8_0|q4_0|tB] | gemm TYPE M K N | rows D | "
+                    "kvattn KV [KEYS] [ROWS] [HEAD_DIM]\n");
     return 2;
 }
 
@@ -376,6 +384,101 @@ static int rows(int argc, char **argv, hr_rng *rng) {
     return sink == 12345.678; /* keeps the calls */
 }
 
+/* ---- kvattn: the quantized pools' dots and axpys, the tables side by side --- */
+
+static int kvattn(int argc, char **argv, hr_rng *rng) {
+    if (argc < 3)
+        return usage();
+    const char *kv = argv[2];
+    int nk = argc > 3 ? atoi(argv[3]) : 1024, nr = argc > 4 ? atoi(argv[4]) : 3;
+    int hd = argc > 5 ? atoi(argv[5]) : 64, bits = 0, group = 64;
+    hr_dtype dt;
+    if (kv[0] == 'a') {
+        dt = HR_DTYPE_AFFINE;
+        bits = atoi(kv + 1);
+        const char *g = strchr(kv, 'g');
+        group = g ? atoi(g + 1) : 64;
+        if (!hr_kvq_bits_ok(bits) || !hr_kvq_group_ok(group) || hd % group)
+            return usage();
+    } else if (!strcmp(kv, "q8_0") || !strcmp(kv, "q4_0")) {
+        dt = kv[1] == '8' ? HR_DTYPE_Q8_0 : HR_DTYPE_Q4_0;
+        if (hd % 32)
+            return usage();
+    } else if (kv[0] == 't') {
+        dt = HR_DTYPE_TURBO;
+        bits = (int)(atof(kv + 1) * 2 + 0.5);
+        group = 0;
+        if (!hr_turbo_kv_ok(hd, bits))
+            return usage();
+    } else {
+        return usage();
+    }
+    if (nk < 1 || nr < 1 || nr > 64 || hd < 16 || hd > 256)
+        return usage();
+    size_t rb = hr_kv_row_size(dt, hd, bits, group);
+    uint8_t *rec = malloc((size_t)nk * rb);
+    float *x = malloc((size_t)hd * sizeof *x), *q = malloc((size_t)nr * hd * sizeof *q);
+    float *sc = malloc((size_t)nr * nk * sizeof *sc), *o = calloc((size_t)nr * hd, sizeof *o);
+    float *bias = calloc((size_t)nr * hd, sizeof *bias);
+    for (int j = 0; j < nk; j++) {
+        for (int i = 0; i < hd; i++)
+            x[i] = frand(rng);
+        hr_kv_row_store(rec + (size_t)j * rb, x, hd, dt, bits, group);
+    }
+    for (int i = 0; i < nr * hd; i++)
+        q[i] = frand(rng);
+    for (int i = 0; i < nr * nk; i++)
+        sc[i] = (float)hr_rng_uniform(rng) / (float)nk;
+    hr_turbo_kv L;
+    if (dt == HR_DTYPE_TURBO)
+        hr_turbo_kv_layout(&L, hd, bits);
+    enum { NP = 101 };
+    double dt_[2][HR_ISA_COUNT][NP];
+    const hr_cpu_kernels *tabs[HR_ISA_COUNT];
+    int nt = 0;
+    for (int isa = HR_ISA_AVX2; isa < HR_ISA_COUNT; isa++)
+        if (hr_cpu_isa((hr_isa)isa))
+            tabs[nt++] = hr_cpu_isa((hr_isa)isa);
+    for (int r = 0; r < NP; r++)
+        for (int t = 0; t < nt; t++) {
+            const hr_cpu_kernels *K = tabs[t];
+            double t0 = hr_thread_cpu();
+            if (dt == HR_DTYPE_TURBO)
+                K->turbo_dots(sc, (size_t)nk, q, nr, rec, rb, nk, &L, 0.125f);
+            else if (dt == HR_DTYPE_AFFINE)
+                K->kvq_dots(sc, (size_t)nk, q, nr, rec, rb, nk, hd, bits, group, 0.125f);
+            else
+                K->kvg_dots(sc, (size_t)nk, q, nr, rec, rb, nk, hd, dt, 0.125f);
+            double t1 = hr_thread_cpu();
+            for (int i = 0; i < nr * nk; i++) /* back to weights (the scores are ~N(0, .)) */
+                sc[i] = 1.0f / (float)nk;
+            double t2 = hr_thread_cpu();
+            if (dt == HR_DTYPE_TURBO)
+                K->turbo_axpys(o, sc, (size_t)nk, nr, rec, rb, nk, &L);
+            else if (dt == HR_DTYPE_AFFINE)
+                K->kvq_axpys(o, bias, sc, (size_t)nk, nr, rec, rb, nk, hd, bits, group);
+            else
+                K->kvg_axpys(o, sc, (size_t)nk, nr, rec, rb, nk, hd, dt);
+            dt_[0][t][r] = (t1 - t0) / nk;
+            dt_[1][t][r] = (hr_thread_cpu() - t2) / nk;
+        }
+    printf("%s attention kernels over %d keys, %d query rows of %d, 1 thread, median of %d "
+           "passes (ns a key):\n", kv, nk, nr, hd, NP);
+    for (int t = 0; t < nt; t++) {
+        qsort(dt_[0][t], NP, sizeof(double), cmp_double);
+        qsort(dt_[1][t], NP, sizeof(double), cmp_double);
+        printf("  %-7s dots %7.2f  axpys %7.2f\n", tabs[t]->name, dt_[0][t][NP / 2] * 1e9,
+               dt_[1][t][NP / 2] * 1e9);
+    }
+    free(rec);
+    free(x);
+    free(q);
+    free(sc);
+    free(o);
+    free(bias);
+    return 0;
+}
+
 int main(int argc, char **argv) {
     hr_rng rng;
     hr_rng_seed(&rng, 1);
@@ -405,5 +508,7 @@ int main(int argc, char **argv) {
         return gemm(argc, argv, &rng);
     if (argc > 1 && !strcmp(argv[1], "rows"))
         return rows(argc, argv, &rng);
+    if (argc > 1 && !strcmp(argv[1], "kvattn"))
+        return kvattn(argc, argv, &rng);
     return usage();
 }

@@ -154,5 +154,9 @@ void hr__turbo_axpys_scalar(float *o, const float *p, size_t ldp, int nr, const 
                             size_t rb, int nv, const hr_turbo_kv *L);
 void hr__turbo_axpys_avx2(float *o, const float *p, size_t ldp, int nr, const void *rec,
                           size_t rb, int nv, const hr_turbo_kv *L);
+void hr__turbo_dots_avx512(float *sc, size_t ldsc, const float *q, int nr, const void *rec,
+                           size_t rb, int nk, const hr_turbo_kv *L, float scale);
+void hr__turbo_axpys_avx512(float *o, const float *p, size_t ldp, int nr, const void *rec,
+                            size_t rb, int nv, const hr_turbo_kv *L);
 
 #endif

@@ -1,0 +1,335 @@
+/* turbo_dots and turbo_axpys (turbo_attn.c defines them) with AVX-512: the
+ * AVX2 bodies' lanes (turbo_attn_avx2.c), two of them in one register, so
+ * that a 4-bit codebook is one permute (the 16 centroids in one register;
+ * AVX2 needs two and a blend) and every widening, permute and FMA serves
+ * two chunks of 8 codes:
+ *   dots:  lanes 0-7 key j's chunk, lanes 8-15 key j + 1's (the same query
+ *          chunk in both halves), each half the reference's 8 fma chains of
+ *          its key; four keys a pass (two registers a row), reduced by
+ *          hsum8's additions all four at once, their scores one store;
+ *   axpys: lanes 0-7 chunk ch of a key, 8-15 chunk ch + 1 (16 consecutive
+ *          outputs), each lane the reference's chain over the keys; two such
+ *          pairs a key (32 outputs in 2 M registers) so that 2 M chains hide
+ *          the FMA's latency.
+ * Every lane runs the reference's operations in its order, so the bits are
+ * the scalar's (test_turbo_kv test_attn_isas). The odd key at a run's end
+ * goes through the AVX2 body (the same bits). A chunk's codes are one
+ * 4-byte load broadcast from memory (a load port, where a word assembled
+ * in a register costs a shuffle port's move) wherever 4 bytes lie inside
+ * the record; the record's last chunk at 3 bits reads its 3 bytes. */
+#include "kernels/cpu/turbo.h"
+
+#include <immintrin.h>
+#include <stdbool.h>
+#include <string.h>
+
+#define AI static inline __attribute__((always_inline))
+#define RB 4    /* query rows a pass of four keys (decode: a GQA group) */
+#define RW 8    /* query rows a pass of two keys (prefill: a tile's tokens x the group) */
+#define VRUN 32 /* records whose weights a pass of turbo_axpys holds */
+
+/* the 8 codes of chunk ch at b (`bits` whole bytes) as one word; whole
+ * loads as the AVX2 body's */
+AI uint32_t word_of(const uint8_t *b, const int bits) {
+    uint32_t u;
+    uint16_t w16;
+    if (bits == 4) {
+        memcpy(&u, b, 4);
+        return u;
+    }
+    memcpy(&w16, b, 2);
+    return bits == 3 ? (uint32_t)w16 | (uint32_t)b[2] << 16 : w16;
+}
+
+/* A segment's codebook: its 2^bits centroids in lanes 0 .. 2^bits - 1 */
+AI __m512 cbook_of(const float *cb, const int bits) {
+    return _mm512_maskz_loadu_ps((__mmask16)((1u << (1 << bits)) - 1), cb);
+}
+
+AI float norm_of(const uint8_t *row, int s) { /* the f16 scale (F16C: hr_f16_to_f32's value) */
+    uint16_t h;
+    memcpy(&h, row + 2 * s, 2);
+    return _mm_cvtss_f32(_mm_cvtph_ps(_mm_cvtsi32_si128(h)));
+}
+
+/* hsum8 (hr__kvq_hsum8's order) of lanes 0-7 and of lanes 8-15 at once:
+ * l + (l + 4), then lanes 0 + 2 and 1 + 3, then 0 + 1, within each half */
+AI void hsum8x2(__m512 t, float *s0, float *s1) {
+    __m512 s = _mm512_add_ps(t, _mm512_shuffle_f32x4(t, t, _MM_SHUFFLE(3, 3, 1, 1)));
+    s = _mm512_add_ps(s, _mm512_permute_ps(s, _MM_SHUFFLE(3, 2, 3, 2)));
+    s = _mm512_add_ps(s, _mm512_permute_ps(s, _MM_SHUFFLE(1, 1, 1, 1)));
+    *s0 = _mm512_cvtss_f32(s);
+    *s1 = _mm_cvtss_f32(_mm512_extractf32x4_ps(s, 2));
+}
+
+/* word of the 8 codes at b as a 32-bit load broadcast to lanes MASK of
+ * src: a whole 4-byte load (the compiler folds it into vpbroadcastd from
+ * memory: no shuffle port) where 4 bytes lie in the record (`safe`), else
+ * word_of's exact bytes */
+AI __m512i bword(__m512i src, __mmask16 m, const uint8_t *b, bool safe, const int BITS) {
+    uint32_t u;
+    if (safe || BITS == 4)
+        memcpy(&u, b, 4);
+    else
+        u = word_of(b, BITS);
+    return _mm512_mask_set1_epi32(src, m, (int)u);
+}
+
+/* segment s (of BITS bits) of four keys' records r[0..4) for M rows: T[h]
+ * (keys 2h, 2h + 1) += w * A, A the codes' chains. One function a segment,
+ * so that BITS is a constant in each. */
+AI void dots_seg(__m512 (*T)[2], const float *q, const int M, const uint8_t *const *r,
+                 const hr_turbo_kv *L, int s, __m512 k, const int BITS) {
+    int hd = L->hd, dim = L->dim, nch = dim / 8;
+    size_t off = L->code_off[s];
+    /* chunks whose 4-byte load stays inside the record */
+    int safe = (int)(((long)L->bytes - (long)off - 4) / BITS) + 1;
+    const __m512i sh = _mm512_mullo_epi32(
+        _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 0, 1, 2, 3, 4, 5, 6, 7), _mm512_set1_epi32(BITS));
+    const __m512i mask = _mm512_set1_epi32((1 << BITS) - 1);
+    __m512 A[RB][2];
+    for (int rr = 0; rr < M; rr++)
+        A[rr][0] = A[rr][1] = _mm512_setzero_ps();
+    for (int ch = 0; ch < nch; ch++) {
+        size_t at = off + (size_t)ch * BITS;
+        bool ok = ch < safe;
+        __m512 v[2];
+        for (int h = 0; h < 2; h++) {
+            __m512i w = bword(_mm512_setzero_si512(), 0x00ff, r[2 * h] + at, ok, BITS);
+            w = bword(w, 0xff00, r[2 * h + 1] + at, ok, BITS);
+            v[h] = _mm512_permutexvar_ps(_mm512_and_si512(_mm512_srlv_epi32(w, sh), mask), k);
+        }
+        for (int rr = 0; rr < M; rr++) {
+            __m512 x = _mm512_broadcast_f32x8(
+                _mm256_loadu_ps(q + (size_t)rr * hd + (size_t)s * dim + 8 * ch));
+            A[rr][0] = _mm512_fmadd_ps(x, v[0], A[rr][0]);
+            A[rr][1] = _mm512_fmadd_ps(x, v[1], A[rr][1]);
+        }
+    }
+    for (int h = 0; h < 2; h++) {
+        __m512 w = _mm512_mask_broadcastss_ps(_mm512_set1_ps(norm_of(r[2 * h], s) * L->rinv),
+                                              0xff00,
+                                              _mm_set_ss(norm_of(r[2 * h + 1], s) * L->rinv));
+        for (int rr = 0; rr < M; rr++)
+            T[rr][h] = _mm512_fmadd_ps(w, A[rr][h], T[rr][h]);
+    }
+}
+
+/* hsum8 (hr__kvq_hsum8's order) of the four keys' halves of a and b (keys
+ * 0, 1 in a, 2, 3 in b), times scale, to dst[0..4): l + (l + 4) by 128-bit
+ * lane shuffles of both at once, then lanes 0 + 2 and 1 + 3, then 0 + 1,
+ * each key's sum in lane 4 key */
+AI void hsum8x4(float *dst, __m512 a, __m512 b, __m512 scale) {
+    __m512 s = _mm512_add_ps(_mm512_shuffle_f32x4(a, b, _MM_SHUFFLE(2, 0, 2, 0)),
+                             _mm512_shuffle_f32x4(a, b, _MM_SHUFFLE(3, 1, 3, 1)));
+    s = _mm512_add_ps(s, _mm512_permute_ps(s, _MM_SHUFFLE(3, 2, 3, 2)));
+    s = _mm512_add_ps(s, _mm512_permute_ps(s, _MM_SHUFFLE(1, 1, 1, 1)));
+    s = _mm512_mul_ps(s, scale);
+    const __m512i lanes = _mm512_setr_epi32(0, 4, 8, 12, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0);
+    _mm_storeu_ps(dst, _mm512_castps512_ps128(_mm512_permutexvar_ps(lanes, s)));
+}
+
+/* M (1-4) query rows over nk records, four keys a pass (two a register);
+ * NSEG segments of B0 and B1 bits */
+AI void dots_m(float *sc, size_t ldsc, const float *q, const int M, const uint8_t *rec,
+               size_t rb, int nk, const hr_turbo_kv *L, float scale, const int NSEG,
+               const int B0, const int B1) {
+    __m512 k[2] = {cbook_of(L->cb[0], B0), cbook_of(L->cb[NSEG - 1], B1)};
+    __m512 sv = _mm512_set1_ps(scale);
+    int j = 0;
+    for (; j + 4 <= nk; j += 4) {
+        const uint8_t *r[4];
+        for (int i = 0; i < 4; i++)
+            r[i] = rec + (size_t)(j + i) * rb;
+        __m512 T[RB][2];
+        for (int rr = 0; rr < M; rr++)
+            T[rr][0] = T[rr][1] = _mm512_setzero_ps();
+        dots_seg(T, q, M, r, L, 0, k[0], B0);
+        if (NSEG > 1)
+            dots_seg(T, q, M, r, L, 1, k[1], B1);
+        for (int rr = 0; rr < M; rr++)
+            hsum8x4(sc + (size_t)rr * ldsc + j, T[rr][0], T[rr][1], sv);
+    }
+    if (j < nk) /* the last keys: the AVX2 body, the same bits */
+        hr__turbo_dots_avx2(sc + j, ldsc, q, M, rec + (size_t)j * rb, rb, nk - j, L, scale);
+}
+
+/* segment s (of BITS bits) of two keys' records r0, r1 for M (up to RW)
+ * rows: T += w * A, as dots_seg's */
+AI void dots2_seg(__m512 *T, const float *q, const int M, const uint8_t *r0, const uint8_t *r1,
+                  const hr_turbo_kv *L, int s, __m512 k, const int BITS) {
+    int hd = L->hd, dim = L->dim;
+    size_t off = L->code_off[s];
+    int safe = (int)(((long)L->bytes - (long)off - 4) / BITS) + 1;
+    const __m512i sh = _mm512_mullo_epi32(
+        _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 0, 1, 2, 3, 4, 5, 6, 7), _mm512_set1_epi32(BITS));
+    const __m512i mask = _mm512_set1_epi32((1 << BITS) - 1);
+    __m512 A[RW];
+    for (int rr = 0; rr < M; rr++)
+        A[rr] = _mm512_setzero_ps();
+    for (int ch = 0; ch < dim / 8; ch++) {
+        size_t at = off + (size_t)ch * BITS;
+        bool ok = ch < safe;
+        __m512i w = bword(_mm512_setzero_si512(), 0x00ff, r0 + at, ok, BITS);
+        w = bword(w, 0xff00, r1 + at, ok, BITS);
+        __m512 v = _mm512_permutexvar_ps(_mm512_and_si512(_mm512_srlv_epi32(w, sh), mask), k);
+        for (int rr = 0; rr < M; rr++)
+            A[rr] = _mm512_fmadd_ps(
+                _mm512_broadcast_f32x8(
+                    _mm256_loadu_ps(q + (size_t)rr * hd + (size_t)s * dim + 8 * ch)),
+                v, A[rr]);
+    }
+    __m512 w = _mm512_mask_broadcastss_ps(_mm512_set1_ps(norm_of(r0, s) * L->rinv), 0xff00,
+                                          _mm_set_ss(norm_of(r1, s) * L->rinv));
+    for (int rr = 0; rr < M; rr++)
+        T[rr] = _mm512_fmadd_ps(w, A[rr], T[rr]);
+}
+
+/* M (5 to RW) query rows over nk records, two keys a pass: each record's
+ * codes widened once for up to RW rows (a prefill tile's 8 tokens x a
+ * group of 3 are 24 rows: 3 passes over the records, not 6) */
+AI void dots2_m(float *sc, size_t ldsc, const float *q, const int M, const uint8_t *rec,
+                size_t rb, int nk, const hr_turbo_kv *L, float scale, const int NSEG,
+                const int B0, const int B1) {
+    __m512 k[2] = {cbook_of(L->cb[0], B0), cbook_of(L->cb[NSEG - 1], B1)};
+    int j = 0;
+    for (; j + 2 <= nk; j += 2) {
+        const uint8_t *r0 = rec + (size_t)j * rb, *r1 = r0 + rb;
+        __m512 T[RW];
+        for (int rr = 0; rr < M; rr++)
+            T[rr] = _mm512_setzero_ps();
+        dots2_seg(T, q, M, r0, r1, L, 0, k[0], B0);
+        if (NSEG > 1)
+            dots2_seg(T, q, M, r0, r1, L, 1, k[1], B1);
+        for (int rr = 0; rr < M; rr++) {
+            float s0, s1;
+            hsum8x2(T[rr], &s0, &s1);
+            sc[(size_t)rr * ldsc + j] = s0 * scale;
+            sc[(size_t)rr * ldsc + j + 1] = s1 * scale;
+        }
+    }
+    if (j < nk) /* the odd key: the AVX2 body, the same bits */
+        hr__turbo_dots_avx2(sc + j, ldsc, q, M, rec + (size_t)j * rb, rb, nk - j, L, scale);
+}
+
+AI void dots(float *sc, size_t ldsc, const float *q, int nr, const uint8_t *rec, size_t rb,
+             int nk, const hr_turbo_kv *L, float scale, const int NSEG, const int B0,
+             const int B1) {
+    for (int r0 = 0, m; r0 < nr; r0 += m) {
+        float *s = sc + (size_t)r0 * ldsc;
+        const float *qr = q + (size_t)r0 * L->hd;
+        m = nr - r0 < RW ? nr - r0 : RW;
+        switch (m) { /* rows a pass, constant in each body */
+        case 1: dots_m(s, ldsc, qr, 1, rec, rb, nk, L, scale, NSEG, B0, B1); break;
+        case 2: dots_m(s, ldsc, qr, 2, rec, rb, nk, L, scale, NSEG, B0, B1); break;
+        case 3: dots_m(s, ldsc, qr, 3, rec, rb, nk, L, scale, NSEG, B0, B1); break;
+        case 4: dots_m(s, ldsc, qr, 4, rec, rb, nk, L, scale, NSEG, B0, B1); break;
+        case 5: dots2_m(s, ldsc, qr, 5, rec, rb, nk, L, scale, NSEG, B0, B1); break;
+        case 6: dots2_m(s, ldsc, qr, 6, rec, rb, nk, L, scale, NSEG, B0, B1); break;
+        case 7: dots2_m(s, ldsc, qr, 7, rec, rb, nk, L, scale, NSEG, B0, B1); break;
+        default: dots2_m(s, ldsc, qr, 8, rec, rb, nk, L, scale, NSEG, B0, B1); break;
+        }
+    }
+}
+
+/* segment s (of BITS bits) of n records from r0 for M rows, weights W:
+ * 32 outputs (chunks ch .. ch + 3) in 2 registers a row, key by key (a
+ * segment's dim is a multiple of 32: head_dim 64-256, whole or halved) */
+AI void axpys_seg(float *o, float (*W)[VRUN], const int M, const uint8_t *r0, size_t rb, int n,
+                  const hr_turbo_kv *L, int s, __m512 k, const int BITS) {
+    int hd = L->hd, dim = L->dim;
+    size_t off = L->code_off[s];
+    int safe = (int)(((long)L->bytes - (long)off - 4) / BITS) + 1; /* as dots_seg's */
+    const __m512i sh = _mm512_mullo_epi32(
+        _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 0, 1, 2, 3, 4, 5, 6, 7), _mm512_set1_epi32(BITS));
+    const __m512i mask = _mm512_set1_epi32((1 << BITS) - 1);
+    for (int ch = 0; ch < dim / 8; ch += 4) {
+        __m512 O[RW][2];
+        for (int rr = 0; rr < M; rr++)
+            for (int h = 0; h < 2; h++)
+                O[rr][h] = _mm512_loadu_ps(o + (size_t)rr * hd + (size_t)s * dim + 8 * (ch + 2 * h));
+        const uint8_t *c = r0 + off + (size_t)ch * BITS;
+        bool ok = ch + 3 < safe; /* chunks ch .. ch + 3 */
+        for (int j = 0; j < n; j++, c += rb) {
+            __m512 v[2];
+            for (int h = 0; h < 2; h++) {
+                const uint8_t *b = c + (size_t)(2 * h) * BITS;
+                __m512i w = bword(_mm512_setzero_si512(), 0x00ff, b, ok, BITS);
+                w = bword(w, 0xff00, b + BITS, ok, BITS);
+                v[h] = _mm512_permutexvar_ps(_mm512_and_si512(_mm512_srlv_epi32(w, sh), mask), k);
+            }
+            for (int rr = 0; rr < M; rr++) {
+                __m512 w = _mm512_set1_ps(W[rr][j]);
+                O[rr][0] = _mm512_fmadd_ps(w, v[0], O[rr][0]);
+                O[rr][1] = _mm512_fmadd_ps(w, v[1], O[rr][1]);
+            }
+        }
+        for (int rr = 0; rr < M; rr++)
+            for (int h = 0; h < 2; h++)
+                _mm512_storeu_ps(o + (size_t)rr * hd + (size_t)s * dim + 8 * (ch + 2 * h), O[rr][h]);
+    }
+}
+
+/* M (1 to RW) output rows over nv records, VRUN at a time */
+AI void axpys_m(float *o, const float *p, size_t ldp, const int M, const uint8_t *rec,
+                size_t rb, int nv, const hr_turbo_kv *L, const int NSEG, const int B0,
+                const int B1) {
+    __m512 k[2] = {cbook_of(L->cb[0], B0), cbook_of(L->cb[NSEG - 1], B1)};
+    float W[RW][VRUN];
+    for (int j0 = 0; j0 < nv; j0 += VRUN) {
+        int n = nv - j0 < VRUN ? nv - j0 : VRUN;
+        const uint8_t *r0 = rec + (size_t)j0 * rb;
+        for (int s = 0; s < NSEG; s++) {
+            for (int j = 0; j < n; j++) {
+                float w = norm_of(r0 + (size_t)j * rb, s) * L->rinv;
+                for (int rr = 0; rr < M; rr++)
+                    W[rr][j] = p[(size_t)rr * ldp + j0 + j] * w;
+            }
+            if (s == 0)
+                axpys_seg(o, W, M, r0, rb, n, L, 0, k[0], B0);
+            else
+                axpys_seg(o, W, M, r0, rb, n, L, 1, k[1], B1);
+        }
+    }
+}
+
+AI void axpys(float *o, const float *p, size_t ldp, int nr, const uint8_t *rec, size_t rb,
+              int nv, const hr_turbo_kv *L, const int NSEG, const int B0, const int B1) {
+    for (int r0 = 0; r0 < nr; r0 += RW) {
+        float *orow = o + (size_t)r0 * L->hd;
+        const float *pr = p + (size_t)r0 * ldp;
+        switch (nr - r0 < RW ? nr - r0 : RW) {
+        case 1: axpys_m(orow, pr, ldp, 1, rec, rb, nv, L, NSEG, B0, B1); break;
+        case 2: axpys_m(orow, pr, ldp, 2, rec, rb, nv, L, NSEG, B0, B1); break;
+        case 3: axpys_m(orow, pr, ldp, 3, rec, rb, nv, L, NSEG, B0, B1); break;
+        case 4: axpys_m(orow, pr, ldp, 4, rec, rb, nv, L, NSEG, B0, B1); break;
+        case 5: axpys_m(orow, pr, ldp, 5, rec, rb, nv, L, NSEG, B0, B1); break;
+        case 6: axpys_m(orow, pr, ldp, 6, rec, rb, nv, L, NSEG, B0, B1); break;
+        case 7: axpys_m(orow, pr, ldp, 7, rec, rb, nv, L, NSEG, B0, B1); break;
+        default: axpys_m(orow, pr, ldp, 8, rec, rb, nv, L, NSEG, B0, B1); break;
+        }
+    }
+}
+
+/* one body per rate: the unpacking's branches fold away */
+void hr__turbo_dots_avx512(float *sc, size_t ldsc, const float *q, int nr, const void *rec,
+                           size_t rb, int nk, const hr_turbo_kv *L, float scale) {
+    switch (L->r2) {
+    case 4: dots(sc, ldsc, q, nr, rec, rb, nk, L, scale, 1, 2, 2); break;
+    case 5: dots(sc, ldsc, q, nr, rec, rb, nk, L, scale, 2, 3, 2); break;
+    case 6: dots(sc, ldsc, q, nr, rec, rb, nk, L, scale, 1, 3, 3); break;
+    case 7: dots(sc, ldsc, q, nr, rec, rb, nk, L, scale, 2, 4, 3); break;
+    default: dots(sc, ldsc, q, nr, rec, rb, nk, L, scale, 1, 4, 4); break;
+    }
+}
+
+void hr__turbo_axpys_avx512(float *o, const float *p, size_t ldp, int nr, const void *rec,
+                            size_t rb, int nv, const hr_turbo_kv *L) {
+    switch (L->r2) {
+    case 4: axpys(o, p, ldp, nr, rec, rb, nv, L, 1, 2, 2); break;
+    case 5: axpys(o, p, ldp, nr, rec, rb, nv, L, 2, 3, 2); break;
+    case 6: axpys(o, p, ldp, nr, rec, rb, nv, L, 1, 3, 3); break;
+    case 7: axpys(o, p, ldp, nr, rec, rb, nv, L, 2, 4, 3); break;
+    default: axpys(o, p, ldp, nr, rec, rb, nv, L, 1, 4, 4); break;
+    }
+}
