@@ -209,6 +209,13 @@ static inline void hr__rope3_at(const hr_request *r, int p, int32_t *out) {
  * in the cache); 0 when the next image does not fit in room. c as it is
  * when the model's images are causal (Qwen2.5-VL). */
 int hr__image_chunk(const hr_engine *e, const hr_request *r, int c, int room);
+/* The step's batch (batch.c): decode rows, then prefill chunks up to the
+ * step's budgets, the sequences of e->kv before those converted into
+ * e->kvq; the number of tokens. */
+int hr__build_batch(hr_engine *e, int *n_prefill, int *n_decode);
+/* Hybrid models with the prompt cache: the block boundary inside r's
+ * prompt whose state is kept; 0: none. */
+int hr__snap_point(const hr_engine *e, const hr_request *r);
 /* The prompt cache's token k of r (hr__token_at with image tokens keyed). */
 static inline int32_t hr__key_at(const hr_request *r, int k) {
     return r->key && k < r->n_prompt ? r->key[k] : hr__token_at(r, k);
