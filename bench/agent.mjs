@@ -1,29 +1,15 @@
 // Agent-style prompt-cache benchmark body: see bench/agent.sh.
 //   node bench/agent.mjs BIN MODEL PREFIX_TOKENS TURNS OFF_TURNS
-import { spawn, execFileSync } from 'node:child_process';
-import http from 'node:http';
+import { execFileSync } from 'node:child_process';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { start as serve, stop, post } from './lib/server.mjs';
 
 const [bin, model, prefixStr, turnsStr, offStr] = process.argv.slice(2);
 const prefixTokens = Number(prefixStr), turns = Number(turnsStr);
 const offTurns = Math.min(Number(offStr), turns);
 const ctx = 1024 * Math.ceil((prefixTokens + turns * 64 + 256) / 1024);
-
-async function start(args) {
-  const p = spawn(bin, ['serve', '--model', model, '--port', '0', '--threads', '2',
-    '--ctx', String(ctx), ...args]);
-  let err = '';
-  const port = await new Promise((res, rej) => {
-    p.stderr.on('data', (d) => {
-      err += d;
-      const m = err.match(/listening on http:\/\/127\.0\.0\.1:(\d+)/);
-      if (m) res(Number(m[1]));
-    });
-    p.on('exit', () => rej(new Error(err)));
-  });
-  return { p, base: `http://127.0.0.1:${port}` };
-}
-const stop = (s) => new Promise((res) => { s.p.on('exit', res); s.p.kill('SIGTERM'); });
+const start = (args) => serve(bin, ['--model', model, '--threads', '2', '--ctx', String(ctx),
+  ...args]);
 
 // the shared prefix: a system prompt and tool definitions, as many as make
 // the first turn's prompt about prefixTokens tokens (measured with the
@@ -41,23 +27,6 @@ function promptTokens(nTools) {
 }
 const base0 = promptTokens(0), per = (promptTokens(100) - base0) / 100;
 const tools = [...Array(Math.max(0, Math.round((prefixTokens - base0) / per))).keys()].map(tool);
-
-// node's fetch gives up on a body silent for 5 minutes: a long prefill is;
-// plain http has no such timeout
-function post(url, body, onData) {
-  return new Promise((res, rej) => {
-    const u = new URL(url);
-    const req = http.request({ hostname: u.hostname, port: u.port, path: u.pathname, method: 'POST',
-      headers: { 'Content-Type': 'application/json' } }, (resp) => {
-      resp.setEncoding('utf8');
-      resp.on('data', onData);
-      resp.on('end', res);
-      resp.on('error', rej);
-    });
-    req.on('error', rej);
-    req.end(JSON.stringify(body));
-  });
-}
 
 async function turn(base, messages, maxTokens = 16) {
   const t0 = performance.now();

@@ -4,16 +4,18 @@
 // the same SSD files, in turn, each run of one right after the others'.
 // KV: "f16" (--kv-dtype f16), "B" (--kv-bits B --quantized-kv-start 0),
 // "turbo[:..]" (--kv-quant), "q8_0" / "q4_0" (--cache-type-k/v).
-import { spawn, execFileSync } from 'node:child_process';
-import http from 'node:http';
+import { execFileSync } from 'node:child_process';
 import { mkdtempSync, readdirSync, rmSync, statSync } from 'node:fs';
 import { join } from 'node:path';
+import { start as serve, stop, post } from './lib/server.mjs';
 
 const [binList, model, tokStr, repStr, ...kvs] = process.argv.slice(2);
 const bins = binList.split(','), bin = bins[0];
 const want = Number(tokStr), repeats = Number(repStr);
 const ctx = 1024 * Math.ceil((want + 512) / 1024);
 const here = new URL('.', import.meta.url).pathname;
+const start = (args, exe = bin) => serve(exe, ['--model', model, '--threads', '2',
+  '--ctx', String(ctx), '--log-level', 'warn', ...args]);
 
 function kvArgs(kv) {
   if (kv === 'f16' || kv === 'f32' || kv === 'bf16') return ['--kv-dtype', kv];
@@ -22,37 +24,6 @@ function kvArgs(kv) {
   return ['--cache-type-k', kv, '--cache-type-v', kv];
 }
 
-async function start(args, exe = bin) {
-  const p = spawn(exe, ['serve', '--model', model, '--port', '0', '--threads', '2',
-    '--ctx', String(ctx), '--log-level', 'warn', ...args]);
-  let err = '';
-  const port = await new Promise((res, rej) => {
-    p.stderr.on('data', (d) => {
-      err += d;
-      const m = err.match(/listening on http:\/\/127\.0\.0\.1:(\d+)/);
-      if (m) res(Number(m[1]));
-    });
-    p.on('exit', () => rej(new Error(err)));
-  });
-  return { p, base: `http://127.0.0.1:${port}` };
-}
-const stop = (s) => new Promise((res) => { s.p.on('exit', res); s.p.kill('SIGTERM'); });
-
-// plain http: a long prefill is silent for longer than fetch waits
-function post(url, body, onData) {
-  return new Promise((res, rej) => {
-    const u = new URL(url);
-    const req = http.request({ hostname: u.hostname, port: u.port, path: u.pathname,
-      method: 'POST', headers: { 'Content-Type': 'application/json' } }, (resp) => {
-      resp.setEncoding('utf8');
-      resp.on('data', onData);
-      resp.on('end', res);
-      resp.on('error', rej);
-    });
-    req.on('error', rej);
-    req.end(JSON.stringify(body));
-  });
-}
 async function metric(base, name) {
   const text = await (await fetch(`${base}/metrics`)).text();
   const m = text.match(new RegExp(`^hearth_${name}(?:\\{[^}]*\\})? (\\S+)$`, 'm'));
