@@ -10,18 +10,13 @@
 #include <stdlib.h>
 #include <string.h>
 
-typedef struct alayer {
-    float *ln1_w, *ln1_b, *ln2_w, *ln2_b;  /* (d): self_attn_layer_norm, final_layer_norm */
-    hr_tensor q, k, v, o, fc1, fc2;        /* (out, in) */
-    float *q_b, *v_b, *o_b, *fc1_b, *fc2_b; /* (out); k_proj has no bias */
-} alayer;
 
 struct hr_audio_enc {
     hr_audio_enc_cfg c;
     hr_tensor conv1, conv2;   /* (d, n_mels * 3), (d, d * 3): the convs as products */
     float *conv1_b, *conv2_b; /* (d) */
     float *pos;               /* (max_pos, d) */
-    alayer *layers;           /* [n_layers] */
+    hr_enc_layer *layers;           /* [n_layers] */
     float *ln_w, *ln_b;       /* (d): the final layer_norm */
     hr_tensor proj;           /* (d_text, d) */
     float *proj_b;            /* (d_text) */
@@ -66,7 +61,7 @@ int hr_audio_enc_new(hr_audio_enc **out, const hr_audio_enc_cfg *c, const hr_wei
                      hr_error *err) {
     *out = NULL;
     hr_audio_enc *a = calloc(1, sizeof *a);
-    if (!a || !(a->layers = calloc((size_t)(c->n_layers ? c->n_layers : 1), sizeof(alayer)))) {
+    if (!a || !(a->layers = calloc((size_t)(c->n_layers ? c->n_layers : 1), sizeof(hr_enc_layer)))) {
         free(a);
         return hr_err(err, HR_ENOMEM, "out of memory");
     }
@@ -79,27 +74,12 @@ int hr_audio_enc_new(hr_audio_enc **out, const hr_audio_enc_cfg *c, const hr_wei
     a->conv2 = hr__vbind_mat(&b, "conv2.weight", d, d * 3);
     a->conv2_b = hr__vbind_vec(&b, "conv2.bias", d, 0);
     a->pos = hr__vbind_vec(&b, "embed_positions.weight", c->max_pos, d);
-    for (int l = 0; l < c->n_layers && !b.rc; l++) {
-        alayer *L = &a->layers[l];
-        char n[160];
-#define NAME(s) (snprintf(n, sizeof n, "layers.%d.%s", l, s), n)
-        L->ln1_w = hr__vbind_vec(&b, NAME("self_attn_layer_norm.weight"), d, 0);
-        L->ln1_b = hr__vbind_vec(&b, NAME("self_attn_layer_norm.bias"), d, 0);
-        L->ln2_w = hr__vbind_vec(&b, NAME("final_layer_norm.weight"), d, 0);
-        L->ln2_b = hr__vbind_vec(&b, NAME("final_layer_norm.bias"), d, 0);
-        L->q = hr__vbind_mat(&b, NAME("self_attn.q_proj.weight"), d, d);
-        L->k = hr__vbind_mat(&b, NAME("self_attn.k_proj.weight"), d, d);
-        L->v = hr__vbind_mat(&b, NAME("self_attn.v_proj.weight"), d, d);
-        L->o = hr__vbind_mat(&b, NAME("self_attn.out_proj.weight"), d, d);
-        L->q_b = hr__vbind_vec(&b, NAME("self_attn.q_proj.bias"), d, 0);
-        L->v_b = hr__vbind_vec(&b, NAME("self_attn.v_proj.bias"), d, 0);
-        L->o_b = hr__vbind_vec(&b, NAME("self_attn.out_proj.bias"), d, 0);
-        L->fc1 = hr__vbind_mat(&b, NAME("fc1.weight"), f, d);
-        L->fc2 = hr__vbind_mat(&b, NAME("fc2.weight"), d, f);
-        L->fc1_b = hr__vbind_vec(&b, NAME("fc1.bias"), f, 0);
-        L->fc2_b = hr__vbind_vec(&b, NAME("fc2.bias"), d, 0);
-#undef NAME
-    }
+    static const hr_enc_names names = {"self_attn_layer_norm", "final_layer_norm",
+                                       "self_attn.q_proj", "self_attn.k_proj",
+                                       "self_attn.v_proj", "self_attn.out_proj", "fc1", "fc2",
+                                       false}; /* Whisper's k_proj has no bias */
+    for (int l = 0; l < c->n_layers && !b.rc; l++)
+        hr__enc_layer_bind(&b, &a->layers[l], "layers", l, &names, d, f);
     a->ln_w = hr__vbind_vec(&b, "layer_norm.weight", d, 0);
     a->ln_b = hr__vbind_vec(&b, "layer_norm.bias", d, 0);
     hr_vbind pb = {.w = w, .err = err, .rc = b.rc};
@@ -117,13 +97,8 @@ int hr_audio_enc_new(hr_audio_enc **out, const hr_audio_enc_cfg *c, const hr_wei
 void hr_audio_enc_free(hr_audio_enc *a) {
     if (!a)
         return;
-    for (int l = 0; l < a->c.n_layers; l++) {
-        alayer *L = &a->layers[l];
-        float *own[] = {L->ln1_w, L->ln1_b, L->ln2_w, L->ln2_b, L->q_b,
-                        L->v_b,   L->o_b,   L->fc1_b, L->fc2_b};
-        for (size_t i = 0; i < sizeof own / sizeof own[0]; i++)
-            free(own[i]);
-    }
+    for (int l = 0; l < a->c.n_layers; l++)
+        hr__enc_layer_free(&a->layers[l]);
     free(a->layers);
     free(a->conv1_b);
     free(a->conv2_b);
@@ -193,28 +168,12 @@ int hr_audio_enc_encode(hr_audio_enc *a, hr_pool *pool, const float *mel, int fr
     for (size_t i = 0; i < (size_t)n * d; i++)
         x[i] += a->pos[i];
     /* the encoder layers: pre-LN attention and MLP, residuals */
-    float scale = 1.0f / sqrtf((float)(d / c->n_heads));
-    for (int l = 0; l < c->n_layers; l++) {
-        const alayer *L = &a->layers[l];
-        for (int i = 0; i < n; i++)
-            hr_layernorm(h + (size_t)i * d, x + (size_t)i * d, L->ln1_w, L->ln1_b, d, c->ln_eps);
-        hr_matmul(pool, q, d, h, d, n, &L->q, L->q_b);
-        hr_matmul(pool, k, d, h, d, n, &L->k, NULL);
-        hr_matmul(pool, vv, d, h, d, n, &L->v, L->v_b);
-        if ((rc = hr__vit_attention(pool, q, k, vv, d, att, d, n, c->n_heads, d / c->n_heads,
-                                    scale, NULL, err)))
-            goto done;
-        hr_matmul(pool, h, d, att, d, n, &L->o, L->o_b);
-        for (size_t i = 0; i < (size_t)n * d; i++)
-            x[i] += h[i];
-        for (int i = 0; i < n; i++)
-            hr_layernorm(h + (size_t)i * d, x + (size_t)i * d, L->ln2_w, L->ln2_b, d, c->ln_eps);
-        hr_matmul(pool, ff, c->d_ff, h, d, n, &L->fc1, L->fc1_b);
-        hr_gelu_mul(ff, NULL, n * c->d_ff);
-        hr_matmul(pool, h, d, ff, c->d_ff, n, &L->fc2, L->fc2_b);
-        for (size_t i = 0; i < (size_t)n * d; i++)
-            x[i] += h[i];
-    }
+    hr_enc_scratch sc = {h, q, k, vv, att, ff};
+    for (int l = 0; l < c->n_layers && !rc; l++)
+        rc = hr__enc_layer_forward(pool, &a->layers[l], x, n, d, c->d_ff, c->n_heads, c->ln_eps,
+                                   false, &sc, err);
+    if (rc)
+        goto done;
     /* average pool by 2, layer norm, projector */
     for (int t = 0; t < tokens; t++) {
         float *o = h + (size_t)t * d;

@@ -10,18 +10,13 @@
 #include <stdlib.h>
 #include <string.h>
 
-typedef struct vlayer {
-    float *ln1_w, *ln1_b, *ln2_w, *ln2_b;          /* (d) */
-    hr_tensor q, k, v, o, fc1, fc2;                /* (out, in) */
-    float *q_b, *k_b, *v_b, *o_b, *fc1_b, *fc2_b;  /* (out) */
-} vlayer;
 
 struct hr_vision {
     hr_vision_cfg c;
     hr_tensor patch;        /* (d, channels * patch * patch): the conv as a product */
     float *patch_b;         /* (d) */
     float *pos;             /* (n_patches, d) */
-    vlayer *layers;         /* [n_layers] */
+    hr_enc_layer *layers;         /* [n_layers] */
     float *post_w, *post_b; /* (d) */
     float *mm_norm;         /* (d): Gemma RMSNorm weight (applied as 1 + w) */
     hr_tensor mm_proj;      /* (d_text, d): mm_input_projection_weight transposed, f32 */
@@ -75,7 +70,7 @@ int hr_vision_cfg_from_json(hr_vision_cfg *c, const json_t *cfg, hr_error *err) 
 int hr_vision_new(hr_vision **out, const hr_vision_cfg *c, const hr_weights *w, hr_error *err) {
     *out = NULL;
     hr_vision *v = calloc(1, sizeof *v);
-    if (!v || !(v->layers = calloc((size_t)(c->n_layers ? c->n_layers : 1), sizeof(vlayer)))) {
+    if (!v || !(v->layers = calloc((size_t)(c->n_layers ? c->n_layers : 1), sizeof(hr_enc_layer)))) {
         free(v);
         return hr_err(err, HR_ENOMEM, "out of memory");
     }
@@ -87,28 +82,11 @@ int hr_vision_new(hr_vision **out, const hr_vision_cfg *c, const hr_weights *w, 
     v->patch = hr__vbind_mat(&b, "embeddings.patch_embedding.weight", d, pp);
     v->patch_b = hr__vbind_vec(&b, "embeddings.patch_embedding.bias", d, 0);
     v->pos = hr__vbind_vec(&b, "embeddings.position_embedding.weight", np * d, 0);
-    for (int l = 0; l < c->n_layers && !b.rc; l++) {
-        vlayer *L = &v->layers[l];
-        char n[160];
-#define NAME(s) (snprintf(n, sizeof n, "encoder.layers.%d.%s", l, s), n)
-        L->ln1_w = hr__vbind_vec(&b, NAME("layer_norm1.weight"), d, 0);
-        L->ln1_b = hr__vbind_vec(&b, NAME("layer_norm1.bias"), d, 0);
-        L->ln2_w = hr__vbind_vec(&b, NAME("layer_norm2.weight"), d, 0);
-        L->ln2_b = hr__vbind_vec(&b, NAME("layer_norm2.bias"), d, 0);
-        L->q = hr__vbind_mat(&b, NAME("self_attn.q_proj.weight"), d, d);
-        L->k = hr__vbind_mat(&b, NAME("self_attn.k_proj.weight"), d, d);
-        L->v = hr__vbind_mat(&b, NAME("self_attn.v_proj.weight"), d, d);
-        L->o = hr__vbind_mat(&b, NAME("self_attn.out_proj.weight"), d, d);
-        L->q_b = hr__vbind_vec(&b, NAME("self_attn.q_proj.bias"), d, 0);
-        L->k_b = hr__vbind_vec(&b, NAME("self_attn.k_proj.bias"), d, 0);
-        L->v_b = hr__vbind_vec(&b, NAME("self_attn.v_proj.bias"), d, 0);
-        L->o_b = hr__vbind_vec(&b, NAME("self_attn.out_proj.bias"), d, 0);
-        L->fc1 = hr__vbind_mat(&b, NAME("mlp.fc1.weight"), f, d);
-        L->fc2 = hr__vbind_mat(&b, NAME("mlp.fc2.weight"), d, f);
-        L->fc1_b = hr__vbind_vec(&b, NAME("mlp.fc1.bias"), f, 0);
-        L->fc2_b = hr__vbind_vec(&b, NAME("mlp.fc2.bias"), d, 0);
-#undef NAME
-    }
+    static const hr_enc_names names = {"layer_norm1", "layer_norm2", "self_attn.q_proj",
+                                       "self_attn.k_proj", "self_attn.v_proj",
+                                       "self_attn.out_proj", "mlp.fc1", "mlp.fc2", true};
+    for (int l = 0; l < c->n_layers && !b.rc; l++)
+        hr__enc_layer_bind(&b, &v->layers[l], "encoder.layers", l, &names, d, f);
     v->post_w = hr__vbind_vec(&b, "post_layernorm.weight", d, 0);
     v->post_b = hr__vbind_vec(&b, "post_layernorm.bias", d, 0);
     hr_vbind pb = {.w = w, .err = err, .rc = b.rc};
@@ -141,13 +119,8 @@ int hr_vision_new(hr_vision **out, const hr_vision_cfg *c, const hr_weights *w, 
 void hr_vision_free(hr_vision *v) {
     if (!v)
         return;
-    for (int l = 0; l < v->c.n_layers; l++) {
-        vlayer *L = &v->layers[l];
-        float *own[] = {L->ln1_w, L->ln1_b, L->ln2_w, L->ln2_b, L->q_b,  L->k_b,
-                        L->v_b,   L->o_b,   L->fc1_b, L->fc2_b};
-        for (size_t i = 0; i < sizeof own / sizeof own[0]; i++)
-            free(own[i]);
-    }
+    for (int l = 0; l < v->c.n_layers; l++)
+        hr__enc_layer_free(&v->layers[l]);
     free(v->layers);
     free(v->patch_b);
     free(v->pos);
@@ -192,28 +165,12 @@ int hr_vision_encode(hr_vision *v, hr_pool *pool, const float *pixels, float *fe
     for (size_t i = 0; i < (size_t)n * d; i++)
         x[i] += v->pos[i];
     /* the encoder: pre-norm attention and MLP, residuals */
-    float scale = 1.0f / sqrtf((float)(d / c->n_heads));
-    for (int l = 0; l < c->n_layers; l++) {
-        const vlayer *L = &v->layers[l];
-        for (int i = 0; i < n; i++)
-            hr_layernorm(h + (size_t)i * d, x + (size_t)i * d, L->ln1_w, L->ln1_b, d, c->ln_eps);
-        hr_matmul(pool, q, d, h, d, n, &L->q, L->q_b);
-        hr_matmul(pool, k, d, h, d, n, &L->k, L->k_b);
-        hr_matmul(pool, vv, d, h, d, n, &L->v, L->v_b);
-        if ((rc = hr__vit_attention(pool, q, k, vv, d, a, d, n, c->n_heads, d / c->n_heads,
-                                    scale, NULL, err)))
-            goto done;
-        hr_matmul(pool, h, d, a, d, n, &L->o, L->o_b);
-        for (size_t i = 0; i < (size_t)n * d; i++)
-            x[i] += h[i];
-        for (int i = 0; i < n; i++)
-            hr_layernorm(h + (size_t)i * d, x + (size_t)i * d, L->ln2_w, L->ln2_b, d, c->ln_eps);
-        hr_matmul(pool, ff, c->d_ff, h, d, n, &L->fc1, L->fc1_b);
-        hr_gelu_tanh_mul(ff, NULL, n * c->d_ff);
-        hr_matmul(pool, h, d, ff, c->d_ff, n, &L->fc2, L->fc2_b);
-        for (size_t i = 0; i < (size_t)n * d; i++)
-            x[i] += h[i];
-    }
+    hr_enc_scratch sc = {h, q, k, vv, a, ff};
+    for (int l = 0; l < c->n_layers && !rc; l++)
+        rc = hr__enc_layer_forward(pool, &v->layers[l], x, n, d, c->d_ff, c->n_heads, c->ln_eps,
+                                   true, &sc, err);
+    if (rc)
+        goto done;
     for (int i = 0; i < n; i++)
         hr_layernorm(x + (size_t)i * d, x + (size_t)i * d, v->post_w, v->post_b, d, c->ln_eps);
     if (hidden)

@@ -1,9 +1,10 @@
-/* The vision towers' shared pieces (model/vit.h). */
+/* The encoders' shared pieces (model/vit.h). */
 #include "model/vit.h"
 #include "core/error.h"
 #include "kernels/cpu/ops.h"
 #include "model/names.h"
 
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -144,5 +145,66 @@ int hr__vit_attention(hr_pool *pool, const float *q, const float *k, const float
     hr_pool_run(pool, attn_task, &job);
     free(scratch);
     free(idx);
+    return 0;
+}
+
+/* ---- the pre-LN encoder layer --------------------------------------------------------- */
+
+void hr__enc_layer_bind(hr_vbind *b, hr_enc_layer *L, const char *layers, int layer,
+                        const hr_enc_names *nm, int d, int f) {
+    char n[200];
+#define NAME(s, suffix) (snprintf(n, sizeof n, "%s.%d.%s.%s", layers, layer, s, suffix), n)
+    L->ln1_w = hr__vbind_vec(b, NAME(nm->ln1, "weight"), d, 0);
+    L->ln1_b = hr__vbind_vec(b, NAME(nm->ln1, "bias"), d, 0);
+    L->ln2_w = hr__vbind_vec(b, NAME(nm->ln2, "weight"), d, 0);
+    L->ln2_b = hr__vbind_vec(b, NAME(nm->ln2, "bias"), d, 0);
+    L->q = hr__vbind_mat(b, NAME(nm->q, "weight"), d, d);
+    L->k = hr__vbind_mat(b, NAME(nm->k, "weight"), d, d);
+    L->v = hr__vbind_mat(b, NAME(nm->v, "weight"), d, d);
+    L->o = hr__vbind_mat(b, NAME(nm->o, "weight"), d, d);
+    L->q_b = hr__vbind_vec(b, NAME(nm->q, "bias"), d, 0);
+    L->k_b = nm->k_bias ? hr__vbind_vec(b, NAME(nm->k, "bias"), d, 0) : NULL;
+    L->v_b = hr__vbind_vec(b, NAME(nm->v, "bias"), d, 0);
+    L->o_b = hr__vbind_vec(b, NAME(nm->o, "bias"), d, 0);
+    L->fc1 = hr__vbind_mat(b, NAME(nm->fc1, "weight"), f, d);
+    L->fc2 = hr__vbind_mat(b, NAME(nm->fc2, "weight"), d, f);
+    L->fc1_b = hr__vbind_vec(b, NAME(nm->fc1, "bias"), f, 0);
+    L->fc2_b = hr__vbind_vec(b, NAME(nm->fc2, "bias"), d, 0);
+#undef NAME
+}
+
+void hr__enc_layer_free(hr_enc_layer *L) {
+    float *own[] = {L->ln1_w, L->ln1_b, L->ln2_w, L->ln2_b, L->q_b,
+                    L->k_b,   L->v_b,   L->o_b,   L->fc1_b, L->fc2_b};
+    for (size_t i = 0; i < sizeof own / sizeof own[0]; i++)
+        free(own[i]);
+}
+
+int hr__enc_layer_forward(hr_pool *pool, const hr_enc_layer *L, float *x, int n, int d, int f,
+                          int n_heads, float eps, bool gelu_tanh, const hr_enc_scratch *s,
+                          hr_error *err) {
+    float scale = 1.0f / sqrtf((float)(d / n_heads));
+    for (int i = 0; i < n; i++)
+        hr_layernorm(s->h + (size_t)i * d, x + (size_t)i * d, L->ln1_w, L->ln1_b, d, eps);
+    hr_matmul(pool, s->q, d, s->h, d, n, &L->q, L->q_b);
+    hr_matmul(pool, s->k, d, s->h, d, n, &L->k, L->k_b);
+    hr_matmul(pool, s->v, d, s->h, d, n, &L->v, L->v_b);
+    int rc = hr__vit_attention(pool, s->q, s->k, s->v, d, s->att, d, n, n_heads, d / n_heads,
+                               scale, NULL, err);
+    if (rc)
+        return rc;
+    hr_matmul(pool, s->h, d, s->att, d, n, &L->o, L->o_b);
+    for (size_t i = 0; i < (size_t)n * d; i++)
+        x[i] += s->h[i];
+    for (int i = 0; i < n; i++)
+        hr_layernorm(s->h + (size_t)i * d, x + (size_t)i * d, L->ln2_w, L->ln2_b, d, eps);
+    hr_matmul(pool, s->ff, f, s->h, d, n, &L->fc1, L->fc1_b);
+    if (gelu_tanh)
+        hr_gelu_tanh_mul(s->ff, NULL, n * f);
+    else
+        hr_gelu_mul(s->ff, NULL, n * f);
+    hr_matmul(pool, s->h, d, s->ff, f, n, &L->fc2, L->fc2_b);
+    for (size_t i = 0; i < (size_t)n * d; i++)
+        x[i] += s->h[i];
     return 0;
 }

@@ -1,13 +1,16 @@
-/* What the vision towers (model/vision.h: Gemma-3's SigLIP, model/
- * vision_qwen.h: Qwen2.5-VL's ViT) share: binding their tensors under a
- * checkpoint's layout, and bidirectional attention over an image's
- * patches. */
+/* What the encoders (model/vision.h: Gemma-3's SigLIP, model/
+ * vision_qwen.h: Qwen2.5-VL's ViT, model/audio.h: Qwen2-Audio's Whisper
+ * encoder) share: binding their tensors under a checkpoint's layout,
+ * bidirectional attention over an input's tokens, and the pre-LN
+ * transformer layer SigLIP and Whisper both use. */
 #ifndef HR_MODEL_VIT_H
 #define HR_MODEL_VIT_H
 
 #include "core/pool.h"
 #include "hearth.h"
 #include "model/weights.h"
+
+#include <stdbool.h>
 
 /* Binds one component's tensors; the first error sticks in rc (and later
  * calls do nothing), so a constructor binds everything, then checks rc. */
@@ -36,5 +39,40 @@ hr_tensor hr__vbind_mat(hr_vbind *b, const char *name, int64_t rows, int64_t col
 int hr__vit_attention(hr_pool *pool, const float *q, const float *k, const float *v, int ld,
                       float *out, int ldo, int n, int n_heads, int hd, float scale,
                       const int32_t *group, hr_error *err);
+
+/* A pre-LN encoder layer (SigLIP's, Whisper's): x += o(attn(LN1 x));
+ * x += fc2(gelu(fc1(LN2 x))), LayerNorms with biases, every product with
+ * a bias but k's where the checkpoint has none. */
+typedef struct hr_enc_layer {
+    float *ln1_w, *ln1_b, *ln2_w, *ln2_b; /* (d) */
+    hr_tensor q, k, v, o, fc1, fc2;       /* (out, in) */
+    float *q_b, *k_b, *v_b, *o_b, *fc1_b, *fc2_b; /* (out); k_b NULL: none */
+} hr_enc_layer;
+
+/* A layer's tensor names under the layer's prefix, without ".weight" /
+ * ".bias" (SigLIP: "layer_norm1", "mlp.fc1"; Whisper:
+ * "self_attn_layer_norm", "fc1") */
+typedef struct hr_enc_names {
+    const char *ln1, *ln2, *q, *k, *v, *o, *fc1, *fc2;
+    bool k_bias;
+} hr_enc_names;
+
+/* Binds layer `layer` ("<layers>.<layer>." under b's prefix) of width d,
+ * MLP width f. */
+void hr__enc_layer_bind(hr_vbind *b, hr_enc_layer *L, const char *layers, int layer,
+                        const hr_enc_names *names, int d, int f);
+void hr__enc_layer_free(hr_enc_layer *L);
+
+/* Scratch of an encoder's n tokens: h, q, k, v, att (n, d), ff (n, f) */
+typedef struct hr_enc_scratch {
+    float *h, *q, *k, *v, *att, *ff;
+} hr_enc_scratch;
+
+/* x (n, d) through layer L, n_heads heads; gelu_tanh: the MLP's GELU is
+ * the tanh approximation (SigLIP's), else the exact one (Whisper's).
+ * HR_ENOMEM. */
+int hr__enc_layer_forward(hr_pool *pool, const hr_enc_layer *L, float *x, int n, int d, int f,
+                          int n_heads, float eps, bool gelu_tanh, const hr_enc_scratch *s,
+                          hr_error *err);
 
 #endif
