@@ -594,7 +594,9 @@ static int model_open(hr_model **out, const char *dir, hr_backend *be, hr_quant_
     m->embed_t = any_matrix(&b, "model.embed_tokens.weight", hp->n_vocab, hp->d_model);
     m->embed = &m->embed_t;
     m->lm_head = m->embed;
-    if (!b.rc && !hp->tie_embeddings && hr_weights_find(m->weights, "lm_head.weight")) {
+    /* the head where the layout keeps it (language_model.lm_head.weight in a
+     * multimodal checkpoint), else the tied embeddings */
+    if (!b.rc && !hp->tie_embeddings && find(&b, "lm_head.weight", false)) {
         m->head_t = any_matrix(&b, "lm_head.weight", hp->n_vocab, hp->d_model);
         m->lm_head = &m->head_t;
     }

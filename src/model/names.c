@@ -60,7 +60,9 @@ const hr_tensor *hr__weights_lookup(const hr_weights *w, const hr_arch *a, const
     if (!strncmp(name, "model.", 6) && (t = hr_weights_find(w, name + 6)))
         return t;
     /* a text model inside a multimodal one (Gemma3ForConditionalGeneration):
-     * transformers 5's layout, then the original checkpoints' */
+     * transformers 5's layout, then the original checkpoints', then
+     * transformers 5.17's save_pretrained of Qwen2AudioForConditionalGeneration
+     * (language_model.model.model.*) */
     char full[320];
     const char *rest = !strncmp(name, "model.", 6) ? name + 6 : NULL;
     if (rest) {
@@ -68,6 +70,9 @@ const hr_tensor *hr__weights_lookup(const hr_weights *w, const hr_arch *a, const
         if ((t = hr_weights_find(w, full)))
             return t;
         snprintf(full, sizeof full, "language_model.model.%s", rest);
+        if ((t = hr_weights_find(w, full)))
+            return t;
+        snprintf(full, sizeof full, "language_model.model.model.%s", rest);
         return hr_weights_find(w, full);
     }
     snprintf(full, sizeof full, "language_model.%s", name); /* lm_head.weight */

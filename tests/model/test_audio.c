@@ -10,7 +10,7 @@
  *   encoder; all 3000 frames through the convs, padding masked as keys):
  *   hearth computes only the clip's frames, rows within 1e-4.
  * Against transformers 5.17 (tests/fixtures/audio/qwen2_audio, made by
- * tools/refgen/audio_qwen2.py on the GPU machine; until it exists this part
+ * tools/refgen/audio_qwen2.py on the GPU machine; without it this part
  * says so and the test exits 77 after the local checks pass):
  * - the clips' WAVs through hr_wav_decode and hr_mel_compute equal to
  *   WhisperFeatureExtractor's numpy path within 2e-6 and to its torch path
