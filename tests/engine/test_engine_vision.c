@@ -17,7 +17,10 @@
  *   engine, two requests batched together, the greedy tokens equal to
  *   transformers' and their logprobs within 1e-4; the same again from the
  *   prompt cache (blocks holding image tokens keyed by the image hash)
- *   with the same tokens and logprobs. */
+ *   with the same tokens and logprobs.
+ * With --device NAME (tests/device_arg.h) the text models run on that
+ * backend (test_engine_vision_cuda: the GPU; the vision towers stay on the
+ * host), against the same oracles and bounds. */
 #include "core/error.h"
 #include "core/file.h"
 #include "engine/engine.h"
@@ -25,6 +28,8 @@
 #include "model/kv.h"
 #include "model/model.h"
 #include "model/vision.h"
+
+#include "../device_arg.h"
 
 #include <jansson.h>
 #include <math.h>
@@ -46,6 +51,7 @@
 
 static char g_dir[256];
 static hr_model *g_mm, *g_text;
+static const char *g_device; /* --device NAME: the backend under test */
 
 /* ---- the model -------------------------------------------------------------------- */
 
@@ -168,10 +174,10 @@ static int setup(void **state) {
     snprintf(dst, sizeof dst, "%s/vision.safetensors", g_dir);
     write_safetensors(dst, all, n);
     hr_error e = {0};
-    if (hr_model_open(&g_mm, g_dir, &e))
+    if (hr_model_open_on(&g_mm, g_dir, g_device, &e))
         fail_msg("%s", e.msg);
     snprintf(src, sizeof src, "%s/tests/fixtures/models/gemma3_text", root);
-    assert_int_equal(hr_model_open(&g_text, src, &e), 0);
+    assert_int_equal(hr_model_open_on(&g_text, src, g_device, &e), 0);
     return 0;
 }
 
@@ -413,7 +419,7 @@ static void oracle(const char *name, int min_cached, int chunk) {
     snprintf(path, sizeof path, "%s/model", dir);
     hr_model *m = NULL;
     hr_error err = {0};
-    if (hr_model_open(&m, path, &err))
+    if (hr_model_open_on(&m, path, g_device, &err))
         fail_msg("%s", err.msg);
     int32_t image_token = m->mm ? m->mm->image_token : m->mm_qwen->image_token;
     const json_t *pj = json_object_get(ref, "prompt"), *greedy = json_object_get(ref, "greedy");
@@ -475,8 +481,8 @@ static void oracle(const char *name, int min_cached, int chunk) {
                 assert_true(hr_request_cached_tokens(r[i]) >= min_cached);
             hr_request_release(r[i]);
         }
-        printf("oracle %s, %s: %d tokens equal, logprobs max |diff| %g\n", name,
-               round ? "from the prompt cache" : "batched", n_gen, worst);
+        printf("oracle %s on %s, %s: %d tokens equal, logprobs max |diff| %g\n", name,
+               m->be->name, round ? "from the prompt cache" : "batched", n_gen, worst);
         assert_true(worst <= 1e-4);
     }
     hr_engine_free(e);
@@ -498,7 +504,10 @@ static void test_oracle_qwen(void **state) {
     oracle("qwen2_5_vl", 64, 16);
 }
 
-int main(void) {
+/* test_engine_vision [--device NAME] */
+int main(int argc, char **argv) {
+    if (!hr_test_device(argc, argv, &g_device))
+        return 0;
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_engine_equals_model),
         cmocka_unit_test(test_prompt_cache),
