@@ -1,7 +1,8 @@
 /* A model's weights onto a device backend: every matrix (with an affine
  * one's scales and biases), the f32 vectors and an encoder's position and
- * token type tables go into one allocation of the backend's memory, in the row layout they were loaded in (quantized
- * ones stay quantized), and the model's views are pointed there. The host
+ * token type tables go into one allocation of the backend's memory, in the
+ * row layout they were loaded in (quantized ones stay quantized), and the
+ * model's views are pointed there. The host
  * copy is the file's mmap: nothing else is copied on the host (the
  * runtime stages each matrix through its own pinned buffer). */
 #include "model/upload.h"
