@@ -20,6 +20,12 @@ run "$dev/test_parity" --device cuda
 run "$dev/test_engine" --device cuda
 run "$dev/test_quant_parity" --device cuda
 run "$dev/test_spec" --device cuda
+# the attention op against the CPU's: sinks, bidirectional, image spans, M-RoPE
+run "$dev/test_backend_attn" --device cuda
+# embeddings (BERT's bidirectional attention, hidden-state rows) and images
+# (Gemma-3's bidirectional spans, Qwen2.5-VL's M-RoPE) against their oracles
+run "$dev/test_embed_parity" --device cuda
+run "$dev/test_engine_vision" --device cuda
 # the public API on the device "auto" picks (the GPU here): sessions,
 # requests, prompt scoring, the quantized KV refused or served
 run "$dev/test_api"

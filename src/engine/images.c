@@ -61,9 +61,9 @@ int hr__request_images(hr_request *r, const hr_engine *e, const hr_req_params *p
     if (p->n_images && (p->embed || p->score_from))
         return hr_err(err, HR_EUNSUPPORTED, "not supported yet: images in embedding or "
                       "prompt-scoring requests");
-    if (p->n_images && m->be->device_mem)
-        return hr_err(err, HR_EUNSUPPORTED, "not supported yet on %s: %s input", m->be->name,
-                      m->mm_audio ? "audio" : "image");
+    if (p->n_images && m->mm_audio && m->be->device_mem) /* images: docs/gpu.md */
+        return hr_err(err, HR_EUNSUPPORTED, "not supported yet on %s: audio input (not "
+                      "checked there)", m->be->name);
     int32_t image_token = m->mm         ? m->mm->image_token
                           : m->mm_qwen ? m->mm_qwen->image_token
                                        : m->mm_audio->audio_token;

@@ -159,9 +159,6 @@ int hr_request_new(hr_request **out, const hr_engine *e, const hr_req_params *p,
     if (!p->embed && e->m->hp.arch->encoder)
         return hr_err(err, HR_EINVAL, "%s is an encoder model: it gives embeddings only",
                       e->m->hp.arch->model_type);
-    if (p->embed && e->m->be->device_mem)
-        return hr_err(err, HR_EUNSUPPORTED, "not supported yet on %s: embeddings",
-                      e->m->be->name);
     if (p->adapter && p->adapter->model != e->m)
         return hr_err(err, HR_EINVAL, "adapter %s was loaded for another model",
                       p->adapter->name);

@@ -258,6 +258,7 @@ typedef struct hr_bctx_dims {
     int d_model;
     int n_experts, n_experts_used, moe_ff; /* 0: no expert layers; moe_ff: the
                                             * widest expert (routed or shared) */
+    bool images;              /* steps may carry hr_step_in.embd rows (d_model wide) */
 } hr_bctx_dims;
 
 typedef struct hr_backend_ops {
@@ -296,7 +297,8 @@ typedef struct hr_backend_ops {
     void (*act)(hr_bctx *c, int act, float *g, const float *u, int T, int n);
     /* x += y * mult, n floats */
     void (*add)(hr_bctx *c, float *x, const float *y, float mult, size_t n);
-    /* the rows t with logits[t] set, in order, copied from x to y; their
+    /* the rows t with logits[t] set copied from x to y: those with 1 (logits)
+     * first, then those with 2 (hidden states), each in token order; their
      * count */
     int (*gather)(hr_bctx *c, float *y, const float *x, int d);
     /* logits = cap * tanh(logits / div / cap) (cap 0: logits / div) */

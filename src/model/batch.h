@@ -38,13 +38,13 @@ typedef struct hr_batch {
      * token's embedding; attn_end[t] > pos[t] + 1 lets it also see the later
      * positions of its sequence below attn_end[t] (the tokens of one image
      * see each other both ways, as Gemma-3's token_type_ids mask does; those
-     * positions must be in this batch or already in the cache). CPU only. */
+     * positions must be in this batch or already in the cache). */
     const float *embd;        /* [rows][d_model], host memory */
     const int32_t *embd_row;  /* [n_tokens] */
     const int32_t *attn_end;  /* [n_tokens], or NULL: causal */
     /* M-RoPE (hp.mrope_section, Qwen2.5-VL): token t's (temporal, height,
      * width) rotary positions at rope_pos[3t..3t+2], or NULL: pos[t] for
-     * all three. Positions in the cache stay pos[t]. CPU only. */
+     * all three. Positions in the cache stay pos[t]. */
     const int32_t *rope_pos;
     /* A second KV pool (another format: sequences whose KV was converted
      * past --quantized-kv-start, docs/kv-quant.md), or NULL: every

@@ -92,7 +92,8 @@ int hr_fwd_new(hr_fwd **out, const hr_model *m, int max_tokens, int max_seqs, in
                          .n_heads = hp->n_heads, .n_kv_heads = hp->n_kv_heads,
                          .head_dim = hp->head_dim, .rot_dim = hp->rot_dim, .max_k = k_max,
                          .d_model = hp->d_model, .n_experts = hp->n_experts,
-                         .n_experts_used = hp->n_experts_used, .moe_ff = moe_ff};
+                         .n_experts_used = hp->n_experts_used, .moe_ff = moe_ff,
+                         .images = m->mm || m->mm_qwen || m->mm_audio};
     int rc = HR_ENOMEM;
     f->mem_bytes = scratch_bytes(m, max_tokens);
     f->freq = malloc((size_t)max_seqs * 2 * (hp->rot_dim / 2 + 1) * sizeof *f->freq);
@@ -164,14 +165,9 @@ static int validate(hr_fwd *f, const hr_kv *kv, const hr_batch *b, bool hidden,
                           "logits", hp->arch->model_type);
         if (b->logits[t] == 2 && !hidden)
             return hr_err(err, HR_EINVAL, "a hidden-state row with nowhere to put it");
-        if (b->logits[t] == 2 && f->be->device_mem)
-            return hr_err(err, HR_EUNSUPPORTED, "not supported yet on %s: embeddings "
-                          "(hidden-state rows)", f->be->name);
         if (b->logits[t] > 2)
             return hr_err(err, HR_EINVAL, "token %d: output kind %d", t, b->logits[t]);
     }
-    if ((b->embd || b->attn_end || b->rope_pos) && f->be->device_mem)
-        return hr_err(err, HR_EUNSUPPORTED, "not supported yet on %s: image input", f->be->name);
     if (b->rope_pos && !hp->mrope_section[0] && !hp->mrope_section[1] && !hp->mrope_section[2])
         return hr_err(err, HR_EINVAL, "M-RoPE positions for a model without M-RoPE");
     if (b->embd && !b->embd_row)
@@ -413,25 +409,6 @@ int hr_forward(hr_fwd *f, hr_kv *kv, const hr_batch *b, float *logits,
     return hr_forward_out(f, kv, b, logits, NULL, err);
 }
 
-/* The gathered rows xn (n of them, in token order, those with logits[t]
- * set): the hidden rows (2) to hidden, the logits rows (1) moved up to the
- * front; their count. Host memory only (validate). */
-static int split_hidden(const hr_batch *b, float *xn, int d, float *hidden) {
-    int j = 0, nl = 0, nh = 0;
-    for (int t = 0; t < b->n_tokens; t++) {
-        if (!b->logits[t])
-            continue;
-        float *row = xn + (size_t)j++ * d;
-        if (b->logits[t] == 2)
-            memcpy(hidden + (size_t)nh++ * d, row, (size_t)d * sizeof *row);
-        else if (row != xn + (size_t)nl * d)
-            memmove(xn + (size_t)nl++ * d, row, (size_t)d * sizeof *row);
-        else
-            nl++;
-    }
-    return nl;
-}
-
 int hr_forward_out(hr_fwd *f, hr_kv *kv, const hr_batch *b, float *logits, float *hidden,
                    hr_error *err) {
     int rc = validate(f, kv, b, hidden != NULL, err);
@@ -620,14 +597,14 @@ int hr_forward_out(hr_fwd *f, hr_kv *kv, const hr_batch *b, float *logits, float
             ops->logit_scale(c, x, (size_t)T * d, 1.0f / L->out_scale, 0.0f);
     }
 
-    /* final norm on the rows that want logits, gathered */
-    int n_out = ops->gather(c, xn, x, d), V = hp->n_vocab;
-    if (n_out > 0) {
-        if (m->final_norm.w)
-            norm_rows(ops, c, m, &m->final_norm, xn, xn, n_out);
-        if (hidden)
-            n_out = split_hidden(b, xn, d, hidden);
-    }
+    /* final norm on the rows that want logits or hidden states, gathered:
+     * the n_out logits rows first, then the n_hid hidden ones */
+    int n_rows = ops->gather(c, xn, x, d), V = hp->n_vocab, n_hid = 0;
+    for (int t = 0; t < T; t++)
+        n_hid += b->logits[t] == 2;
+    int n_out = n_rows - n_hid;
+    if (n_rows > 0 && m->final_norm.w)
+        norm_rows(ops, c, m, &m->final_norm, xn, xn, n_rows);
     if (n_out > 0) {
         ops->matmul(c, xn, d, n_out, 1, &(hr_matmul_out){out, V, m->lm_head, NULL});
         if (hp->logit_div != 1.0f || hp->final_softcap > 0)
@@ -638,5 +615,8 @@ int hr_forward_out(hr_fwd *f, hr_kv *kv, const hr_batch *b, float *logits, float
     hr__rstate_commit(&f->rs, kv, b);
     if (n_out > 0 && out != logits)
         rc = f->be->ops->download(f->be, logits, out, (size_t)n_out * V * sizeof(float), err);
+    if (!rc && n_hid > 0) /* validate: hidden is set */
+        rc = f->be->ops->download(f->be, hidden, xn + (size_t)n_out * d,
+                                  (size_t)n_hid * d * sizeof(float), err);
     return rc;
 }

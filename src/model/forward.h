@@ -30,7 +30,8 @@ int hr_forward(hr_fwd *f, hr_kv *kv, const hr_batch *b, float *logits,
  * (after the final norm, when the model has one) instead of its logits:
  * those rows go in token order into hidden [n_hidden][d_model], the
  * others' logits into logits as above. An encoder (arch->encoder) has only
- * hidden rows. Hidden rows are not supported yet off the host (CUDA). */
+ * hidden rows. Off the host (CUDA) the hidden rows come back to the host
+ * after the step (kernels/backend.h gather: logits rows, then hidden ones). */
 int hr_forward_out(hr_fwd *f, hr_kv *kv, const hr_batch *b, float *logits, float *hidden,
                    hr_error *err);
 

@@ -665,8 +665,10 @@ void hr_model_free(hr_model *m) {
         m->be->ops->free(m->be, m->dev_mem, m->dev_bytes);
     free(m->layers);
     free(m->vecs);
-    free(m->pos_emb);
-    free(m->type_emb);
+    if (!m->dev_mem) { /* else they are in it (model/upload.c) */
+        free(m->pos_emb);
+        free(m->type_emb);
+    }
     free(m->experts);
     hr_big_free(m->converted, m->converted_bytes);
     free(m->path);

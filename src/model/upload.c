@@ -1,7 +1,8 @@
 /* A model's weights onto a device backend: every matrix (with an affine
- * one's scales and biases) and the f32 vectors go into one allocation of
- * the backend's memory, in the row layout they were loaded in (quantized
- * ones stay quantized), and the model's views are pointed there. The host
+ * one's scales and biases), the f32 vectors and an encoder's position and
+ * token type tables go into one allocation of the backend's memory, in the
+ * row layout they were loaded in (quantized ones stay quantized), and the
+ * model's views are pointed there. The host
  * copy is the file's mmap: nothing else is copied on the host (the
  * runtime stages each matrix through its own pinned buffer). */
 #include "model/upload.h"
@@ -57,7 +58,10 @@ int hr_model_upload(hr_model *m, hr_backend *be, hr_error *err) {
     if (!mats)
         return hr_err(err, HR_ENOMEM, "out of memory");
     int nm = matrices(m, mats);
-    size_t total = aligned(m->n_vecs * sizeof(float));
+    /* an encoder's tables (owned f32 copies: freed here once uploaded) */
+    size_t pos_bytes = m->pos_emb ? (size_t)hp->max_pos * hp->d_model * sizeof(float) : 0;
+    size_t type_bytes = m->type_emb ? (size_t)hp->n_types * hp->d_model * sizeof(float) : 0;
+    size_t total = aligned(m->n_vecs * sizeof(float)) + aligned(pos_bytes) + aligned(type_bytes);
     for (int i = 0; i < nm; i++) {
         if (mats[i]->layout != HR_LAYOUT_ROWS) {
             free(mats);
@@ -80,6 +84,12 @@ int hr_model_upload(hr_model *m, hr_backend *be, hr_error *err) {
     float *dvecs = (float *)at;
     rc = be->ops->upload(be, at, m->vecs, m->n_vecs * sizeof(float), err);
     at += aligned(m->n_vecs * sizeof(float));
+    float *dpos = (float *)at, *dtype = (float *)(at + aligned(pos_bytes));
+    if (!rc && pos_bytes)
+        rc = be->ops->upload(be, dpos, m->pos_emb, pos_bytes, err);
+    if (!rc && type_bytes)
+        rc = be->ops->upload(be, dtype, m->type_emb, type_bytes, err);
+    at += aligned(pos_bytes) + aligned(type_bytes);
     for (int i = 0; i < nm && !rc; i++) {
         hr_tensor *t = mats[i];
         if ((rc = be->ops->upload(be, at, t->data, t->nbytes, err)))
@@ -102,10 +112,19 @@ int hr_model_upload(hr_model *m, hr_backend *be, hr_error *err) {
         return rc;
     }
     rebase_norm(m, &m->final_norm, dvecs);
+    rebase_norm(m, &m->embed_norm, dvecs);
+    if (pos_bytes) {
+        free(m->pos_emb);
+        m->pos_emb = dpos;
+    }
+    if (type_bytes) {
+        free(m->type_emb);
+        m->type_emb = dtype;
+    }
     for (int i = 0; i < hp->n_layers; i++) {
         hr_layer *L = &m->layers[i];
         const float **v[] = {&L->bq, &L->bk, &L->bv, &L->bo, &L->q_norm, &L->k_norm,
-                             &L->b_up, &L->b_down, &L->v_norm};
+                             &L->b_up, &L->b_down, &L->v_norm, &L->sinks};
         for (size_t k = 0; k < sizeof v / sizeof v[0]; k++)
             *v[k] = rebase(m, *v[k], dvecs);
         for (int s = 0; s < HR_NORM_SLOTS; s++)

@@ -7,10 +7,13 @@
  * equal the ones sentence-transformers fed it, and the vector is within
  * 1e-4 of cosine of its vector; the same ids given as tokens give the same
  * vector; all inputs in one call (batched by the engine) give what each
- * gives alone. */
+ * gives alone. With --device NAME (tests/device_arg.h) the same on that
+ * backend (test_embed_parity_cuda: the GPU). */
 #include "api/api.h"
 #include "core/error.h"
 #include "core/file.h"
+
+#include "../device_arg.h"
 
 #include <math.h>
 #include <setjmp.h>
@@ -22,6 +25,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+static const char *g_device; /* --device NAME: the backend under test */
 
 static void path_of(char *out, size_t n, const char *rel) {
     const char *r = getenv("HEARTH_ROOT");
@@ -61,7 +66,7 @@ static void run_case(const char *name, int want_pooling) {
     hr_llm *m = NULL;
     hr_session *s = NULL;
     hr_error err = {0};
-    if (hr_llm_load(&m, dir, &(hr_llm_opts){.n_threads = 2, .device = "cpu"}, &err))
+    if (hr_llm_load(&m, dir, &(hr_llm_opts){.n_threads = 2, .device = g_device}, &err))
         fail_msg("%s: %s", name, err.msg);
     assert_string_equal(m->emb.err, "");
     assert_int_equal(m->emb.pooling, want_pooling);
@@ -137,9 +142,9 @@ static void run_case(const char *name, int want_pooling) {
     assert_int_equal(hr_embed(s, ins, (int)nc, NULL, batch, NULL, &err), 0);
     double bd = max_abs(batch, all, d * (int)nc);
     assert_true(bd < 1e-5);
-    print_message("%s: %zu inputs, ids equal; worst 1 - cosine %.2g (Matryoshka %.2g); tokens "
-                  "vs text %.2g, batched vs alone %.2g\n", name, nc, 1 - worst, 1 - worst_m,
-                  worst_ids, bd);
+    print_message("%s (%s): %zu inputs, ids equal; worst 1 - cosine %.2g (Matryoshka %.2g); "
+                  "tokens vs text %.2g, batched vs alone %.2g\n", name, g_device, nc, 1 - worst,
+                  1 - worst_m, worst_ids, bd);
     for (size_t i = 0; i < nc; i++)
         free((void *)ins[i].tokens);
     free(ins);
@@ -165,7 +170,10 @@ static void test_bert_mean(void **st) {
     run_case("bert-mean", HR_POOL_MEAN);
 }
 
-int main(void) {
+/* test_embed_parity [--device NAME] */
+int main(int argc, char **argv) {
+    if (!hr_test_device(argc, argv, &g_device))
+        return 0;
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_qwen3_last_token),
         cmocka_unit_test(test_bert_cls),

@@ -17,7 +17,13 @@
  *   engine, two requests batched together, the greedy tokens equal to
  *   transformers' and their logprobs within 1e-4; the same again from the
  *   prompt cache (blocks holding image tokens keyed by the image hash)
- *   with the same tokens and logprobs. */
+ *   with the same tokens and logprobs.
+ * With --device NAME (tests/device_arg.h) the text models run on that
+ * backend (test_engine_vision_cuda: the GPU; the vision towers stay on the
+ * host), against the same oracles and bounds, and the two fixtures' models
+ * (Qwen2.5-VL's too, whose transformers prompt references are pending:
+ * its M-RoPE) against the CPU: the same greedy tokens, logprobs within
+ * 1e-4. */
 #include "core/error.h"
 #include "core/file.h"
 #include "engine/engine.h"
@@ -25,6 +31,8 @@
 #include "model/kv.h"
 #include "model/model.h"
 #include "model/vision.h"
+
+#include "../device_arg.h"
 
 #include <jansson.h>
 #include <math.h>
@@ -46,6 +54,7 @@
 
 static char g_dir[256];
 static hr_model *g_mm, *g_text;
+static const char *g_device; /* --device NAME: the backend under test */
 
 /* ---- the model -------------------------------------------------------------------- */
 
@@ -168,10 +177,10 @@ static int setup(void **state) {
     snprintf(dst, sizeof dst, "%s/vision.safetensors", g_dir);
     write_safetensors(dst, all, n);
     hr_error e = {0};
-    if (hr_model_open(&g_mm, g_dir, &e))
+    if (hr_model_open_on(&g_mm, g_dir, g_device, &e))
         fail_msg("%s", e.msg);
     snprintf(src, sizeof src, "%s/tests/fixtures/models/gemma3_text", root);
-    assert_int_equal(hr_model_open(&g_text, src, &e), 0);
+    assert_int_equal(hr_model_open_on(&g_text, src, g_device, &e), 0);
     return 0;
 }
 
@@ -395,36 +404,17 @@ static float *read_all(const char *path, size_t *n) {
     return (float *)buf;
 }
 
-/* the fixture under tests/fixtures/vision/<name> through the engine */
-static void oracle(const char *name, int min_cached, int chunk) {
-    const char *root = getenv("HEARTH_ROOT");
-    char dir[1024], path[1200];
-    snprintf(dir, sizeof dir, "%s/tests/fixtures/vision/%s", root ? root : ".", name);
-    snprintf(path, sizeof path, "%s/ref.json", dir);
-    json_t *ref = json_load_file(path, 0, NULL);
-    if (!ref)
-        skip(); /* tools/refgen/vision*.py on the GPU machine */
-    if (!json_object_get(ref, "greedy")) {
-        printf("skip: the %s prompt references are %s\n", name,
-               json_string_value(json_object_get(ref, "text_references")));
-        json_decref(ref);
-        skip();
-    }
-    snprintf(path, sizeof path, "%s/model", dir);
-    hr_model *m = NULL;
-    hr_error err = {0};
-    if (hr_model_open(&m, path, &err))
-        fail_msg("%s", err.msg);
-    int32_t image_token = m->mm ? m->mm->image_token : m->mm_qwen->image_token;
-    const json_t *pj = json_object_get(ref, "prompt"), *greedy = json_object_get(ref, "greedy");
-    int n = (int)json_array_size(pj), n_gen = (int)json_array_size(greedy);
-    assert_true(n <= 256 && n_gen <= 16);
-    int32_t prompt[256];
+/* the fixture's prompt (n tokens, at most 256) and its two images'
+ * pixel_values where their tokens start (px: the caller frees them) */
+static int load_prompt(const char *dir, const json_t *ref, int32_t image_token, int32_t *prompt,
+                       hr_req_image *ims, float **px) {
+    char path[1200];
+    const json_t *pj = json_object_get(ref, "prompt");
+    int n = (int)json_array_size(pj);
+    assert_true(n <= 256);
     for (int t = 0; t < n; t++)
         prompt[t] = (int32_t)json_integer_value(json_array_get(pj, (size_t)t));
     /* the images' pixel_values (bit for bit ours: test_vision) where their tokens start */
-    hr_req_image ims[2];
-    float *px[2];
     int k = 0;
     for (int t = 0; t < n && k < 2; t++) {
         if (prompt[t] != image_token || (t && prompt[t - 1] == image_token))
@@ -446,6 +436,37 @@ static void oracle(const char *name, int min_cached, int chunk) {
         k++;
     }
     assert_int_equal(k, 2);
+    return n;
+}
+
+/* the fixture under tests/fixtures/vision/<name> through the engine */
+static void oracle(const char *name, int min_cached, int chunk) {
+    const char *root = getenv("HEARTH_ROOT");
+    char dir[1024], path[1200];
+    snprintf(dir, sizeof dir, "%s/tests/fixtures/vision/%s", root ? root : ".", name);
+    snprintf(path, sizeof path, "%s/ref.json", dir);
+    json_t *ref = json_load_file(path, 0, NULL);
+    if (!ref)
+        skip(); /* tools/refgen/vision*.py on the GPU machine */
+    if (!json_object_get(ref, "greedy")) {
+        printf("skip: the %s prompt references are %s\n", name,
+               json_string_value(json_object_get(ref, "text_references")));
+        json_decref(ref);
+        skip();
+    }
+    snprintf(path, sizeof path, "%s/model", dir);
+    hr_model *m = NULL;
+    hr_error err = {0};
+    if (hr_model_open_on(&m, path, g_device, &err))
+        fail_msg("%s", err.msg);
+    int32_t image_token = m->mm ? m->mm->image_token : m->mm_qwen->image_token;
+    const json_t *greedy = json_object_get(ref, "greedy");
+    int n_gen = (int)json_array_size(greedy);
+    assert_true(n_gen <= 16);
+    int32_t prompt[256];
+    hr_req_image ims[2];
+    float *px[2];
+    int n = load_prompt(dir, ref, image_token, prompt, ims, px);
     hr_engine *e;
     hr_engine_opts o = {.n_threads = 2, .max_batch = 2, .n_ctx = 256, .prefill_chunk = chunk};
     assert_int_equal(hr_engine_new(&e, m, &o, &err), 0);
@@ -475,8 +496,8 @@ static void oracle(const char *name, int min_cached, int chunk) {
                 assert_true(hr_request_cached_tokens(r[i]) >= min_cached);
             hr_request_release(r[i]);
         }
-        printf("oracle %s, %s: %d tokens equal, logprobs max |diff| %g\n", name,
-               round ? "from the prompt cache" : "batched", n_gen, worst);
+        printf("oracle %s on %s, %s: %d tokens equal, logprobs max |diff| %g\n", name,
+               m->be->name, round ? "from the prompt cache" : "batched", n_gen, worst);
         assert_true(worst <= 1e-4);
     }
     hr_engine_free(e);
@@ -491,6 +512,84 @@ static void test_oracle(void **state) {
     oracle("gemma3", 32, 64); /* past the first image */
 }
 
+/* n_gen greedy tokens and their logprobs of the fixture's prompt with its
+ * two images, one request through the engine on m */
+static void greedy_run(hr_model *m, const char *dir, const json_t *ref, int chunk, int n_gen,
+                       int32_t *tok, float *lp) {
+    int32_t image_token = m->mm ? m->mm->image_token : m->mm_qwen->image_token;
+    int32_t prompt[256];
+    hr_req_image ims[2];
+    float *px[2];
+    int n = load_prompt(dir, ref, image_token, prompt, ims, px);
+    hr_engine *e;
+    hr_error err = {0};
+    hr_engine_opts o = {.n_threads = 2, .max_batch = 2, .n_ctx = 256, .prefill_chunk = chunk};
+    assert_int_equal(hr_engine_new(&e, m, &o, &err), 0);
+    hr_req_params p = {.prompt = prompt, .n_prompt = n, .max_tokens = n_gen, .images = ims,
+                       .n_images = 2};
+    hr_sampler_params_default(&p.sampler);
+    hr_request *r;
+    if (hr_request_new(&r, e, &p, &err) || hr_engine_submit(e, r, &err))
+        fail_msg("%s", err.msg);
+    for (int s = 0; s < n_gen; s++) {
+        hr_step st;
+        if (hr_request_wait(r, s, &st, 20000) != 1)
+            fail_msg("%s on %s step %d: no token", dir, m->be->name, s);
+        tok[s] = st.token;
+        lp[s] = st.logprob;
+    }
+    hr_request_release(r);
+    hr_engine_free(e);
+    free(px[0]);
+    free(px[1]);
+}
+
+/* --device only: the fixture's model (its weights, whether or not its
+ * transformers prompt references are there) on the device against the
+ * CPU: the same greedy tokens, logprobs within 1e-4 */
+static void vs_cpu(const char *name, int chunk) {
+    if (!strcmp(g_device, "cpu"))
+        skip();
+    const char *root = getenv("HEARTH_ROOT");
+    char dir[1024], path[1200];
+    snprintf(dir, sizeof dir, "%s/tests/fixtures/vision/%s", root ? root : ".", name);
+    snprintf(path, sizeof path, "%s/ref.json", dir);
+    json_t *ref = json_load_file(path, 0, NULL);
+    if (!ref)
+        skip();
+    snprintf(path, sizeof path, "%s/model", dir);
+    hr_model *mc = NULL, *md = NULL;
+    hr_error err = {0};
+    if (hr_model_open(&mc, path, &err) || hr_model_open_on(&md, path, g_device, &err))
+        fail_msg("%s", err.msg);
+    int32_t tc[8], td[8];
+    float lc[8], ld[8];
+    greedy_run(mc, dir, ref, chunk, 8, tc, lc);
+    greedy_run(md, dir, ref, chunk, 8, td, ld);
+    double worst = 0;
+    for (int s = 0; s < 8; s++) {
+        if (td[s] != tc[s])
+            fail_msg("%s step %d: %d on %s, %d on the CPU", name, s, td[s], md->be->name, tc[s]);
+        worst = fmax(worst, fabs((double)ld[s] - lc[s]));
+    }
+    printf("%s on %s vs the CPU: 8 tokens equal, logprobs max |diff| %g\n", name, md->be->name,
+           worst);
+    assert_true(worst <= 1e-4);
+    hr_model_free(mc);
+    hr_model_free(md);
+    json_decref(ref);
+}
+
+static void test_vs_cpu(void **state) {
+    (void)state;
+    vs_cpu("gemma3", 64);
+}
+
+static void test_vs_cpu_qwen(void **state) {
+    (void)state;
+    vs_cpu("qwen2_5_vl", 16); /* M-RoPE; images split over prefill steps */
+}
+
 static void test_oracle_qwen(void **state) {
     (void)state;
     /* past both images: the M-RoPE delta carries on; prefill steps of 16
@@ -498,13 +597,18 @@ static void test_oracle_qwen(void **state) {
     oracle("qwen2_5_vl", 64, 16);
 }
 
-int main(void) {
+/* test_engine_vision [--device NAME] */
+int main(int argc, char **argv) {
+    if (!hr_test_device(argc, argv, &g_device))
+        return 0;
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_engine_equals_model),
         cmocka_unit_test(test_prompt_cache),
         cmocka_unit_test(test_errors),
         cmocka_unit_test(test_oracle),
         cmocka_unit_test(test_oracle_qwen),
+        cmocka_unit_test(test_vs_cpu),
+        cmocka_unit_test(test_vs_cpu_qwen),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -254,9 +254,10 @@ static void cpu_add(hr_bctx *c, float *x, const float *y, float mult, size_t n) 
 static int cpu_gather(hr_bctx *c, float *y, const float *x, int d) {
     const hr_step_in *in = &ctx_of(c)->in;
     int n = 0;
-    for (int t = 0; t < in->n_tokens; t++)
-        if (in->logits[t])
-            memcpy(y + (size_t)n++ * d, x + (size_t)t * d, (size_t)d * sizeof *y);
+    for (int kind = 1; kind <= 2; kind++) /* logits rows, then hidden-state rows */
+        for (int t = 0; t < in->n_tokens; t++)
+            if (in->logits[t] == kind)
+                memcpy(y + (size_t)n++ * d, x + (size_t)t * d, (size_t)d * sizeof *y);
     return n;
 }
 

@@ -1,5 +1,6 @@
 /* Attention over the paged KV cache (flash-decoding). A token's positions
- * [lo, p] are cut into chunks of ATT_CHUNK at fixed positions (multiples of
+ * [lo, hi] (att_range: causal, an image's span, or an encoder's whole
+ * sequence) are cut into chunks of ATT_CHUNK at fixed positions (multiples of
  * ATT_CHUNK), and each chunk gives a softmax partial (m: the max score, l:
  * the sum of exp(s - m), o: the sum of exp(s - m) v), computed the same way
  * wherever it runs; the partials are folded left to right in chunk order
@@ -8,7 +9,8 @@
  * enough), or many blocks compute them side by side into a scratch buffer
  * and one warp folds them (k_attention_split + k_attention_fold: decode).
  * Both give the same bits, so a token's attention does not depend on the
- * batch around it. */
+ * batch around it; both fold a head's sink (gpt_oss) last, the same way
+ * (att_sink). */
 #ifndef HR_KERNELS_CUDA_ATTENTION_CUH
 #define HR_KERNELS_CUDA_ATTENTION_CUH
 
@@ -137,15 +139,34 @@ static __device__ void att_chunk(const hr_attn_in &a, const int32_t *tab, int kv
     __syncthreads(); /* sh is reused by the next chunk */
 }
 
-/* token t's first position (a sliding window's start) and its query in sh */
-static __device__ int att_begin(const hr_attn_in &a, const dstep &st, int t, int h,
-                                att_shared *sh) {
+/* token t's positions [lo, hi]: from its sliding window's start (0: none)
+ * to its own position (causal), the end of its image's span (attn_end), or
+ * the last of its sequence in this step (bidirectional) */
+static __device__ __forceinline__ void att_range(const hr_attn_in &a, const dstep &st, int t,
+                                                 int &lo, int &hi) {
+    int p = st.pos[t];
+    lo = a.window > 0 ? max(0, p - a.window + 1) : 0;
+    hi = (a.bidirectional ? st.end_bidir[t] : st.end_causal[t]) - 1;
+}
+
+/* token t's query in sh */
+static __device__ void att_begin(const hr_attn_in &a, int t, int h, att_shared *sh) {
     const float *q = a.q + ((size_t)t * a.n_heads + h) * a.head_dim;
     for (int d = threadIdx.x; d < a.head_dim; d += blockDim.x)
         sh->q[d] = q[d];
     __syncthreads();
-    int p = st.pos[t];
-    return a.window > 0 ? max(0, p - a.window + 1) : 0;
+}
+
+/* head h's sink (a logit with no value, in the softmax's denominator only)
+ * folded into (M, L, O) after the chunks, as the partial (sink, 1, 0) */
+static __device__ __forceinline__ void att_sink(const hr_attn_in &a, int h, float &M, float &L,
+                                                float *O) {
+    if (!a.sinks)
+        return;
+    float z[ATT_PER];
+    for (int i = 0; i < ATT_PER; i++)
+        z[i] = 0.0f;
+    att_fold(M, L, O, a.sinks[h], 1.0f, z);
 }
 
 static __device__ void att_write(const hr_attn_in &a, int t, int h, float l, const float *o) {
@@ -162,20 +183,24 @@ static __device__ void att_write(const hr_attn_in &a, int t, int h, float l, con
 template <bool VEC>
 __global__ void __launch_bounds__(ATT_CHUNK) k_attention(hr_attn_in a, dstep st) {
     __shared__ att_shared sh;
-    int t = blockIdx.x, h = blockIdx.y, p = st.pos[t];
-    int kvh = h / (a.n_heads / a.n_kv_heads), lo = att_begin(a, st, t, h, &sh);
+    int t = blockIdx.x, h = blockIdx.y, lo, hi;
+    int kvh = h / (a.n_heads / a.n_kv_heads);
+    att_range(a, st, t, lo, hi);
+    att_begin(a, t, h, &sh);
     const int32_t *tab = st.tables + st.tab_off[st.seq[t]];
     float M = -INFINITY, L = 0.0f, O[ATT_PER];
     for (int i = 0; i < ATT_PER; i++)
         O[i] = 0.0f;
-    for (int c0 = lo / ATT_CHUNK * ATT_CHUNK; c0 <= p; c0 += ATT_CHUNK) {
+    for (int c0 = lo / ATT_CHUNK * ATT_CHUNK; c0 <= hi; c0 += ATT_CHUNK) {
         float m, l, o[ATT_PER];
-        att_chunk<VEC>(a, tab, kvh, lo, p, c0, &sh, m, l, o);
+        att_chunk<VEC>(a, tab, kvh, lo, hi, c0, &sh, m, l, o);
         if (threadIdx.x < 32)
             att_fold(M, L, O, m, l, o);
     }
-    if (threadIdx.x < 32)
+    if (threadIdx.x < 32) {
+        att_sink(a, h, M, L, O);
         att_write(a, t, h, L, O);
+    }
 }
 
 /* Block (t, h, g) computes chunks g, g + G, ... of (token t, head h) into
@@ -184,12 +209,14 @@ template <bool VEC>
 __global__ void __launch_bounds__(ATT_CHUNK) k_attention_split(hr_attn_in a, dstep st,
                                                                float *part, int n_chunks) {
     __shared__ att_shared sh;
-    int t = blockIdx.x, h = blockIdx.y, p = st.pos[t], hd = a.head_dim;
-    int kvh = h / (a.n_heads / a.n_kv_heads), lo = att_begin(a, st, t, h, &sh);
+    int t = blockIdx.x, h = blockIdx.y, hd = a.head_dim, lo, hi;
+    int kvh = h / (a.n_heads / a.n_kv_heads);
+    att_range(a, st, t, lo, hi);
+    att_begin(a, t, h, &sh);
     const int32_t *tab = st.tables + st.tab_off[st.seq[t]];
-    for (int ci = lo / ATT_CHUNK + blockIdx.z; ci <= p / ATT_CHUNK; ci += gridDim.z) {
+    for (int ci = lo / ATT_CHUNK + blockIdx.z; ci <= hi / ATT_CHUNK; ci += gridDim.z) {
         float m, l, o[ATT_PER];
-        att_chunk<VEC>(a, tab, kvh, lo, p, ci * ATT_CHUNK, &sh, m, l, o);
+        att_chunk<VEC>(a, tab, kvh, lo, hi, ci * ATT_CHUNK, &sh, m, l, o);
         if (threadIdx.x < 32) {
             float *dst = part + (((size_t)t * a.n_heads + h) * n_chunks + ci) * (hd + 2);
             int lane = threadIdx.x;
@@ -206,18 +233,19 @@ __global__ void __launch_bounds__(ATT_CHUNK) k_attention_split(hr_attn_in a, dst
 
 /* One warp per (token, head): the partials folded in chunk order. */
 __global__ void k_attention_fold(hr_attn_in a, dstep st, const float *part, int n_chunks) {
-    int t = blockIdx.x, h = blockIdx.y, p = st.pos[t], hd = a.head_dim, lane = threadIdx.x;
-    int lo = a.window > 0 ? max(0, p - a.window + 1) : 0;
+    int t = blockIdx.x, h = blockIdx.y, hd = a.head_dim, lane = threadIdx.x, lo, hi;
+    att_range(a, st, t, lo, hi);
     float M = -INFINITY, L = 0.0f, O[ATT_PER];
     for (int i = 0; i < ATT_PER; i++)
         O[i] = 0.0f;
-    for (int ci = lo / ATT_CHUNK; ci <= p / ATT_CHUNK; ci++) {
+    for (int ci = lo / ATT_CHUNK; ci <= hi / ATT_CHUNK; ci++) {
         const float *src = part + (((size_t)t * a.n_heads + h) * n_chunks + ci) * (hd + 2);
         float o2[ATT_PER];
         for (int i = 0; i < ATT_PER; i++)
             o2[i] = lane + 32 * i < hd ? src[2 + lane + 32 * i] : 0.0f;
         att_fold(M, L, O, src[0], src[1], o2);
     }
+    att_sink(a, h, M, L, O);
     att_write(a, t, h, L, O);
 }
 

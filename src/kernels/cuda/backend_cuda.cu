@@ -28,19 +28,28 @@ typedef struct cu_ctx {
     hr_backend *be;
     int dev;
     cudaStream_t stream;
-    int max_tokens, max_seqs, max_tab, freq_per_seq;
+    int max_tokens, max_seqs, max_tab, freq_per_seq, d_model;
     /* the step's batch: host (pinned) staging and its device copy, laid out
-     * token | pos | seq | out_rows | tab_off | tables | freq */
+     * token | pos | seq | out_rows | end_causal | end_bidir | embd_row |
+     * mrope_pos (3 a token) | tab_off | tables | freq (maxima apart) */
     void *h_stage, *d_stage;
     size_t stage_bytes;
+    /* images (dims.images): the step's image rows, token t's at row t,
+     * [max_tokens][d_model]; copied only by steps that have some */
+    float *h_embd, *d_embd;
+    int32_t *seq_end; /* [max_seqs] host scratch of begin() */
     dstep st;
-    int n_tokens, n_out;
-    /* Steps run as CUDA graphs, one per (tokens, logit rows): a step's ops
-     * are the same kernels on the same addresses whenever those are (the
-     * batch's data is read from the staging copy, which the graph holds),
-     * so the first such step is captured and later ones replay it. */
+    int n_tokens, n_out, n_hidden;
+    bool img;         /* this step has image rows */
+    /* Steps run as CUDA graphs, one per (tokens, logit rows, hidden rows,
+     * image rows or not): a step's ops are the same kernels on the same
+     * addresses whenever those are (the batch's data is read from the
+     * staging copies, which the graph holds: the image rows' copy only in
+     * the graphs of steps with images), so the first such step is captured
+     * and later ones replay it. */
     struct {
-        int T, n_out;
+        int T, n_out, n_hidden;
+        bool img;
         cudaGraphExec_t exec;
     } graphs[MAX_GRAPHS];
     int n_graphs;
@@ -153,6 +162,9 @@ static void cu_ctx_free(hr_bctx *c) {
         cudaStreamDestroy(x->stream);
     cudaFreeHost(x->h_stage);
     cudaFree(x->d_stage);
+    cudaFreeHost(x->h_embd);
+    cudaFree(x->d_embd);
+    free(x->seq_end);
     cudaFree(x->d_part);
     cudaFree(x->d_xs);
     free(x);
@@ -173,9 +185,16 @@ static int cu_ctx_new(hr_backend *be, hr_pool *pool, const hr_bctx_dims *dm, hr_
     x->max_seqs = max_seqs;
     x->max_tab = max_seqs * ((max_ctx + 31) / 32 + 1);
     x->freq_per_seq = 2 * (rot_dim / 2 + 1);
+    x->d_model = dm->d_model;
     x->replay = -1;
-    x->stage_bytes = ((size_t)4 * max_tokens + max_seqs + x->max_tab) * sizeof(int32_t) +
+    x->stage_bytes = ((size_t)10 * max_tokens + max_seqs + x->max_tab) * sizeof(int32_t) +
                      (size_t)max_seqs * x->freq_per_seq * sizeof(float);
+    size_t embd_bytes = dm->images ? (size_t)max_tokens * dm->d_model * sizeof(float) : 0;
+    x->seq_end = (int32_t *)malloc((size_t)max_seqs * sizeof(int32_t));
+    if (!x->seq_end) {
+        free(x);
+        return hr_err(err, HR_ENOMEM, "out of memory");
+    }
     cudaSetDevice(x->dev);
     cudaError_t e;
     /* decode steps (up to 16 tokens) split their attention over the chunks */
@@ -191,7 +210,9 @@ static int cu_ctx_new(hr_backend *be, hr_pool *pool, const hr_bctx_dims *dm, hr_
         (e = cudaMallocHost(&x->h_stage, x->stage_bytes)) != cudaSuccess ||
         (e = cudaMalloc(&x->d_stage, x->stage_bytes)) != cudaSuccess ||
         (e = cudaMalloc((void **)&x->d_part, part_bytes)) != cudaSuccess ||
-        (e = cudaMalloc((void **)&x->d_xs, xs_bytes ? xs_bytes : 16)) != cudaSuccess) {
+        (e = cudaMalloc((void **)&x->d_xs, xs_bytes ? xs_bytes : 16)) != cudaSuccess ||
+        (embd_bytes && (e = cudaMallocHost((void **)&x->h_embd, embd_bytes)) != cudaSuccess) ||
+        (embd_bytes && (e = cudaMalloc((void **)&x->d_embd, embd_bytes)) != cudaSuccess)) {
         cudaGetLastError();
         cu_ctx_free((hr_bctx *)x);
         return cu_fail(err, e, "creating a forward context");
@@ -209,28 +230,82 @@ static int cu_begin(hr_bctx *c, const hr_step_in *in, hr_error *err) {
     if (in->n_tables > x->max_tab)
         return hr_err(err, HR_EINVAL, "%d block-table entries (this context holds %d)",
                       in->n_tables, x->max_tab);
+    if (in->embd && !x->h_embd)
+        return hr_err(err, HR_EINVAL, "image rows for a context made without them");
     /* fixed offsets (by the maxima), so that a captured copy stays right */
     int T = in->n_tokens, S = in->n_seqs, MT = x->max_tokens, MS = x->max_seqs;
     int32_t *h = (int32_t *)x->h_stage, *d = (int32_t *)x->d_stage;
     memcpy(h, in->token, (size_t)T * 4);
     memcpy(h + MT, in->pos, (size_t)T * 4);
     memcpy(h + 2 * MT, in->seq, (size_t)T * 4);
+    /* the output rows: logits (1) first, then hidden states (2) */
     int n_out = 0;
+    for (int kind = 1; kind <= 2; kind++)
+        for (int t = 0; t < T; t++)
+            if (in->logits[t] == kind)
+                h[3 * MT + n_out++] = t;
+    int n_hidden = 0;
     for (int t = 0; t < T; t++)
-        if (in->logits[t])
-            h[3 * MT + n_out++] = t;
-    memcpy(h + 4 * MT, in->tab_off, (size_t)S * 4);
-    memcpy(h + 4 * MT + MS, in->tables, (size_t)in->n_tables * 4);
-    float *hf = (float *)(h + 4 * MT + MS + x->max_tab);
+        n_hidden += in->logits[t] == 2;
+    /* the attended ranges' ends (attention.cuh att_range) */
+    for (int s = 0; s < S; s++)
+        x->seq_end[s] = 0;
+    for (int t = 0; t < T; t++)
+        if (in->pos[t] + 1 > x->seq_end[in->seq[t]])
+            x->seq_end[in->seq[t]] = in->pos[t] + 1;
+    int32_t *end_c = h + 4 * MT, *end_b = h + 5 * MT, *erow = h + 6 * MT, *mp = h + 7 * MT;
+    for (int t = 0; t < T; t++) {
+        end_c[t] = in->attn_end ? in->attn_end[t] : in->pos[t] + 1;
+        end_b[t] = in->attn_end ? in->attn_end[t] : x->seq_end[in->seq[t]];
+    }
+    /* image rows, each at its token's row */
+    bool img = false;
+    for (int t = 0; t < T; t++) {
+        erow[t] = in->embd && in->embd_row[t] >= 0 ? in->embd_row[t] : -1;
+        if (erow[t] >= 0) {
+            memcpy(x->h_embd + (size_t)t * x->d_model, in->embd + (size_t)erow[t] * x->d_model,
+                   (size_t)x->d_model * sizeof(float));
+            img = true;
+        }
+    }
+    /* M-RoPE positions (pos[t] for all three when the batch has none) */
+    bool mrope = in->mrope_section[0] || in->mrope_section[1] || in->mrope_section[2];
+    for (int t = 0; mrope && t < T; t++)
+        for (int k = 0; k < 3; k++)
+            mp[3 * t + k] = in->mrope_pos ? in->mrope_pos[3 * t + k] : in->pos[t];
+    int32_t *tab_off = h + 10 * MT, *tables = tab_off + MS;
+    memcpy(tab_off, in->tab_off, (size_t)S * 4);
+    memcpy(tables, in->tables, (size_t)in->n_tables * 4);
+    float *hf = (float *)(tables + x->max_tab);
     memcpy(hf, in->freq, (size_t)S * x->freq_per_seq * sizeof(float));
-    x->st = dstep{d, d + MT, d + 2 * MT, d + 4 * MT + MS, d + 4 * MT, d + 3 * MT,
-                  (const float *)(d + 4 * MT + MS + x->max_tab), in->rot_dim};
+    dstep st;
+    memset(&st, 0, sizeof st);
+    st.token = d;
+    st.pos = d + MT;
+    st.seq = d + 2 * MT;
+    st.out_rows = d + 3 * MT;
+    st.end_causal = d + 4 * MT;
+    st.end_bidir = d + 5 * MT;
+    st.embd_row = d + 6 * MT;
+    st.mrope_pos = d + 7 * MT;
+    st.tab_off = d + 10 * MT;
+    st.tables = d + 10 * MT + MS;
+    st.freq = (const float *)(d + 10 * MT + MS + x->max_tab);
+    st.rot_dim = in->rot_dim;
+    st.embd = x->d_embd;
+    st.mrope = mrope;
+    for (int k = 0; k < 3; k++)
+        st.mrope_section[k] = in->mrope_section[k];
+    x->st = st;
     x->n_tokens = T;
     x->n_out = n_out;
+    x->n_hidden = n_hidden;
+    x->img = img;
     x->replay = -1;
     x->capturing = false;
     for (int i = 0; i < x->n_graphs; i++)
-        if (x->graphs[i].T == T && x->graphs[i].n_out == n_out) {
+        if (x->graphs[i].T == T && x->graphs[i].n_out == n_out &&
+            x->graphs[i].n_hidden == n_hidden && x->graphs[i].img == img) {
             x->replay = i;
             return 0;
         }
@@ -243,6 +318,9 @@ static int cu_begin(hr_bctx *c, const hr_step_in *in, hr_error *err) {
     if (e == cudaSuccess)
         e = cudaMemcpyAsync(x->d_stage, x->h_stage, x->stage_bytes, cudaMemcpyHostToDevice,
                             x->stream);
+    if (e == cudaSuccess && img) /* all T rows: the graph copies the same bytes each time */
+        e = cudaMemcpyAsync(x->d_embd, x->h_embd, (size_t)T * x->d_model * sizeof(float),
+                            cudaMemcpyHostToDevice, x->stream);
     if (e != cudaSuccess && x->capturing) { /* the step ends here: close the capture */
         cudaGraph_t g = NULL;
         cudaStreamEndCapture(x->stream, &g);
@@ -269,6 +347,8 @@ static int cu_end(hr_bctx *c, hr_error *err) {
             return cu_fail(err, e, "capturing a step");
         x->graphs[x->n_graphs].T = x->n_tokens;
         x->graphs[x->n_graphs].n_out = x->n_out;
+        x->graphs[x->n_graphs].n_hidden = x->n_hidden;
+        x->graphs[x->n_graphs].img = x->img;
         x->graphs[x->n_graphs].exec = exec;
         x->replay = x->n_graphs++;
     }
@@ -308,7 +388,15 @@ static void cu_embed(hr_bctx *c, float *x, const hr_tensor *emb, int d, float sc
     cu_ctx *cx = ctx_of(c);
     if (cx->replay >= 0)
         return;
-    k_embed<<<cx->n_tokens, 128, 0, cx->stream>>>(x, view(emb), cx->st.token, d, scale);
+    k_embed<<<cx->n_tokens, 128, 0, cx->stream>>>(x, view(emb), cx->st, d, scale);
+}
+
+static void cu_embed_abs(hr_bctx *c, float *x, const float *pos_emb, const float *type_row,
+                         int d) {
+    cu_ctx *cx = ctx_of(c);
+    if (cx->replay >= 0)
+        return;
+    k_embed_abs<<<cx->n_tokens, 128, 0, cx->stream>>>(x, pos_emb, type_row, cx->st.pos, d);
 }
 
 static void cu_norm(hr_bctx *c, float *y, const float *x, const float *w, const float *b,
@@ -492,8 +580,8 @@ static const hr_backend_ops cu_ops = {
     cu_ctx_new, cu_ctx_free,
     cu_begin, cu_embed, cu_norm, cu_matmul, cu_qkv, cu_attention, cu_act, cu_add,
     cu_gather, cu_logit_scale, NULL /* prefetch_next */, cu_end,
-    NULL /* moe: not yet */, false /* attn_sinks: not yet */, NULL /* deltanet: not yet */,
-    false /* encoder (bidirectional attention): not yet */, NULL /* embed_abs: not yet */,
+    NULL /* moe: not yet */, true /* attn_sinks */, NULL /* deltanet: not yet */,
+    true /* encoder (bidirectional attention) */, cu_embed_abs,
     NULL /* lora: not yet */,
     NULL /* mamba2: not yet */,
 };

@@ -226,12 +226,6 @@ __global__ void k_mv_q32(const float *__restrict__ x, int ldx, int n, dw w,
 
 /* ---- row ops ------------------------------------------------------------------ */
 
-__global__ void k_embed(float *x, dw emb, const int32_t *token, int d, float scale) {
-    int t = blockIdx.x;
-    for (int i = threadIdx.x; i < d; i += blockDim.x)
-        x[(size_t)t * d + i] = load1(emb, token[t], i) * scale;
-}
-
 /* one block a row: RMS norm y = x / rms(x) * (w + offset), or LayerNorm */
 __global__ void k_norm(float *y, const float *x, const float *w, const float *b, int kind,
                        float offset, float eps, int d) {
@@ -299,14 +293,56 @@ __global__ void k_logit_scale(float *l, size_t n, float div, float cap) {
     l[i] = v;
 }
 
-/* ---- q/k/v: norms, RoPE, the cache -------------------------------------------- */
+/* ---- the step's batch, embeddings ---------------------------------------------- */
 
-/* The step's batch in device memory (begin() uploads it). */
+/* The step's batch in device memory (begin() uploads it). Every field is
+ * the same for each step of a context (its arrays at fixed offsets), so
+ * that a captured step stays right when replayed. */
 struct dstep {
     const int32_t *token, *pos, *seq, *tables, *tab_off, *out_rows;
     const float *freq;
     int rot_dim;
+    /* [T] 1 + the last position token t attends to: causal (attn_end[t],
+     * else pos[t] + 1) and bidirectional (attn_end[t], else 1 + the
+     * largest pos of its sequence in the step) */
+    const int32_t *end_causal, *end_bidir;
+    /* [T] >= 0: token t's row is embd[t] (an image's, staged per token,
+     * [max_tokens][d_model]); -1: its token's embedding */
+    const int32_t *embd_row;
+    const float *embd;
+    /* M-RoPE (mrope true): token t's (temporal, height, width) positions at
+     * mrope_pos[3t..3t+2], the rotary frequencies cut in sections of these
+     * counts */
+    const int32_t *mrope_pos;
+    int mrope_section[3];
+    bool mrope;
 };
+
+/* x[t] = emb[token[t]] * scale, or an image's row as it is */
+__global__ void k_embed(float *x, dw emb, dstep st, int d, float scale) {
+    int t = blockIdx.x;
+    float *xt = x + (size_t)t * d;
+    if (st.embd_row[t] >= 0) {
+        const float *r = st.embd + (size_t)t * d;
+        for (int i = threadIdx.x; i < d; i += blockDim.x)
+            xt[i] = r[i];
+        return;
+    }
+    for (int i = threadIdx.x; i < d; i += blockDim.x)
+        xt[i] = load1(emb, st.token[t], i) * scale;
+}
+
+/* encoders: x[t] += type_row + pos_emb[pos[t]] (the CPU's order of the adds) */
+__global__ void k_embed_abs(float *x, const float *pos_emb, const float *type_row,
+                            const int32_t *pos, int d) {
+    int t = blockIdx.x;
+    float *xt = x + (size_t)t * d;
+    const float *pe = pos_emb + (size_t)pos[t] * d;
+    for (int i = threadIdx.x; i < d; i += blockDim.x)
+        xt[i] = xt[i] + type_row[i] + pe[i];
+}
+
+/* ---- q/k/v: norms, RoPE, the cache -------------------------------------------- */
 
 static __device__ __forceinline__ void store_kv(void *base, size_t at, float v, int t) {
     if (t == HR_DTYPE_F32) {
@@ -343,14 +379,25 @@ static __device__ void norm_runs(float *v, int n, int len, const float *w, float
     }
 }
 
-/* rotate the first rot dims of n heads of hd at v by position p */
-static __device__ void rope_heads(float *v, int n, int hd, int rot, const float *fs, int p,
-                                  bool interleaved) {
+/* token t's position for rotary frequency i: M-RoPE's (kernels/cpu/ops.c
+ * hr_rope_table_mrope: the section that holds i), else p */
+static __device__ __forceinline__ int rope_pos(const dstep &st, int t, int i, int p) {
+    if (!st.mrope)
+        return p;
+    int k = 0, end = st.mrope_section[0];
+    while (i >= end && k < 2)
+        end += st.mrope_section[++k];
+    return st.mrope_pos[3 * t + k];
+}
+
+/* rotate the first rot dims of n heads of hd at v, token t at position p */
+static __device__ void rope_heads(float *v, int n, int hd, int rot, const float *fs,
+                                  const dstep &st, int t, int p, bool interleaved) {
     int half = rot / 2;
     float factor = fs[half];
     for (int e = threadIdx.x; e < n * half; e += blockDim.x) {
         int h = e / half, i = e % half;
-        float ang = (float)p * fs[i];
+        float ang = (float)rope_pos(st, t, i, p) * fs[i];
         float c = cosf(ang) * factor, s = sinf(ang) * factor;
         float *r = v + (size_t)h * hd;
         int a = interleaved ? 2 * i : i, b = interleaved ? 2 * i + 1 : i + half;
@@ -390,8 +437,8 @@ __global__ void k_qkv(hr_qkv_args a, dstep st) {
         const float *fs = st.freq + (size_t)st.seq[t] * 2 * (rot / 2 + 1);
         if (a.rope_local)
             fs += rot / 2 + 1;
-        rope_heads(q, a.n_heads, hd, rot, fs, p, a.rope_interleaved);
-        rope_heads(k, a.n_kv_heads, hd, rot, fs, p, a.rope_interleaved);
+        rope_heads(q, a.n_heads, hd, rot, fs, st, t, p, a.rope_interleaved);
+        rope_heads(k, a.n_kv_heads, hd, rot, fs, st, t, p, a.rope_interleaved);
     }
     __syncthreads();
     int32_t block = st.tables[st.tab_off[st.seq[t]] + p / a.block_size];
