@@ -39,42 +39,101 @@ static __device__ __forceinline__ void att_fold(float &m, float &l, float *o, fl
     m = mx;
 }
 
-/* q . k over hd dims of one cached row, in dim order. */
+/* q . k over hd dims of one cached row, in dim order. A lane's row is read
+ * 64 values at a time, the loads issued before their FMAs: a decode token's
+ * attention is a chain of these loads, and one at a time it was bound by
+ * their latency (68 us a layer at 600 positions on the H200, for 5 MB). */
+#define ATT_DOT_BATCH 16 /* float4 / uint2 loads in flight per lane */
 template <bool VEC>
 static __device__ __forceinline__ float att_dot(const float *q, const void *k, size_t at, int hd,
                                                 int t) {
     float s = 0.0f;
     if (VEC && t == HR_DTYPE_F32) {
         const float4 *r = (const float4 *)((const float *)k + at);
-        for (int d = 0; d < hd; d += 4) {
-            float4 v = r[d / 4];
-            s = fmaf(q[d], v.x, s);
-            s = fmaf(q[d + 1], v.y, s);
-            s = fmaf(q[d + 2], v.z, s);
-            s = fmaf(q[d + 3], v.w, s);
+        for (int d0 = 0; d0 < hd; d0 += 4 * ATT_DOT_BATCH) {
+            float4 v[ATT_DOT_BATCH];
+#pragma unroll
+            for (int i = 0; i < ATT_DOT_BATCH; i++)
+                v[i] = d0 + 4 * i < hd ? r[d0 / 4 + i] : make_float4(0, 0, 0, 0);
+#pragma unroll
+            for (int i = 0; i < ATT_DOT_BATCH; i++) {
+                int d = d0 + 4 * i;
+                if (d < hd) {
+                    s = fmaf(q[d], v[i].x, s);
+                    s = fmaf(q[d + 1], v[i].y, s);
+                    s = fmaf(q[d + 2], v[i].z, s);
+                    s = fmaf(q[d + 3], v[i].w, s);
+                }
+            }
         }
     } else if (VEC) { /* f16 / bf16: four halves at a time */
         const uint2 *r = (const uint2 *)((const uint16_t *)k + at);
-        for (int d = 0; d < hd; d += 4) {
-            uint2 v = r[d / 4];
-            float f[4];
-            if (t == HR_DTYPE_F16) {
-                float2 a = __half22float2(*(const __half2 *)&v.x);
-                float2 b = __half22float2(*(const __half2 *)&v.y);
-                f[0] = a.x, f[1] = a.y, f[2] = b.x, f[3] = b.y;
-            } else {
-                float2 a = __bfloat1622float2(*(const __nv_bfloat162 *)&v.x);
-                float2 b = __bfloat1622float2(*(const __nv_bfloat162 *)&v.y);
-                f[0] = a.x, f[1] = a.y, f[2] = b.x, f[3] = b.y;
+        for (int d0 = 0; d0 < hd; d0 += 4 * ATT_DOT_BATCH) {
+            uint2 v[ATT_DOT_BATCH];
+#pragma unroll
+            for (int i = 0; i < ATT_DOT_BATCH; i++)
+                v[i] = d0 + 4 * i < hd ? r[d0 / 4 + i] : make_uint2(0, 0);
+#pragma unroll
+            for (int i = 0; i < ATT_DOT_BATCH; i++) {
+                int d = d0 + 4 * i;
+                if (d >= hd)
+                    continue;
+                float f[4];
+                if (t == HR_DTYPE_F16) {
+                    float2 a = __half22float2(*(const __half2 *)&v[i].x);
+                    float2 b = __half22float2(*(const __half2 *)&v[i].y);
+                    f[0] = a.x, f[1] = a.y, f[2] = b.x, f[3] = b.y;
+                } else {
+                    float2 a = __bfloat1622float2(*(const __nv_bfloat162 *)&v[i].x);
+                    float2 b = __bfloat1622float2(*(const __nv_bfloat162 *)&v[i].y);
+                    f[0] = a.x, f[1] = a.y, f[2] = b.x, f[3] = b.y;
+                }
+                for (int u = 0; u < 4; u++)
+                    s = fmaf(q[d + u], f[u], s);
             }
-            for (int i = 0; i < 4; i++)
-                s = fmaf(q[d + i], f[i], s);
         }
     } else {
         for (int d = 0; d < hd; d++)
             s = fmaf(q[d], load_kv(k, at + d, t), s);
     }
     return s;
+}
+
+/* o[i] += e_j v_j[lane + 32 i] over the warp's 32 positions in order
+ * (positions with e_j = 0 add nothing), 8 positions' loads of 4 dims in
+ * flight before their FMAs */
+static __device__ __forceinline__ void att_accum_v(const hr_attn_in &a, float e, size_t at,
+                                                   float *o) {
+    int lane = threadIdx.x & 31, hd = a.head_dim;
+#pragma unroll
+    for (int i0 = 0; i0 < ATT_PER; i0 += 4) {
+        if (32 * i0 >= hd)
+            break;
+        for (int j0 = 0; j0 < 32; j0 += 8) {
+            float ej[8], vv[8][4];
+            size_t aj[8];
+#pragma unroll
+            for (int u = 0; u < 8; u++) {
+                ej[u] = __shfl_sync(0xffffffffu, e, j0 + u);
+                aj[u] = (size_t)__shfl_sync(0xffffffffu, (unsigned long long)at, j0 + u);
+            }
+#pragma unroll
+            for (int u = 0; u < 8; u++)
+#pragma unroll
+                for (int ii = 0; ii < 4; ii++) {
+                    int d = lane + 32 * (i0 + ii);
+                    vv[u][ii] = ej[u] != 0.0f && d < hd ? load_kv(a.v_cache, aj[u] + d, a.kv_dtype)
+                                                        : 0.0f;
+                }
+#pragma unroll
+            for (int u = 0; u < 8; u++)
+                if (ej[u] != 0.0f) /* an invalid position, or underflow */
+#pragma unroll
+                    for (int ii = 0; ii < 4; ii++)
+                        if (lane + 32 * (i0 + ii) < hd)
+                            o[i0 + ii] = fmaf(ej[u], vv[u][ii], o[i0 + ii]);
+        }
+    }
 }
 
 /* The partial of chunk [c0, c0 + ATT_CHUNK) cut to [lo, p], in warp 0's m,
@@ -102,18 +161,7 @@ static __device__ void att_chunk(const hr_attn_in &a, const int32_t *tab, int kv
     if (m != -INFINITY) {
         float e = valid ? expf(s - m) : 0.0f;
         l = warp_sum(e);
-#pragma unroll 4
-        for (int jj = 0; jj < 32; jj++) {
-            float ej = __shfl_sync(0xffffffffu, e, jj);
-            size_t aj = (size_t)__shfl_sync(0xffffffffu, (unsigned long long)at, jj);
-            if (ej == 0.0f)
-                continue; /* adds nothing (an invalid position, or underflow) */
-            for (int i = 0; i < ATT_PER; i++) {
-                int d = lane + 32 * i;
-                if (d < hd)
-                    o[i] = fmaf(ej, load_kv(a.v_cache, aj + d, a.kv_dtype), o[i]);
-            }
-        }
+        att_accum_v(a, e, at, o);
     }
     /* the warps' partials, folded in warp order */
     if (lane == 0) {

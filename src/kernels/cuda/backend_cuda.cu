@@ -411,31 +411,33 @@ static void cu_norm(hr_bctx *c, float *y, const float *x, const float *w, const 
 }
 
 /* bf16, f16, Q8_0, Q4_0, Q4_K and Q5_K weights on the tensor cores (mma.cuh): the
- * tile by the number of rows, the sums the same for any tile */
+ * tile by the number of rows, the sums the same for any tile; the outputs of
+ * o (one kind, one x) side by side in one launch */
 template <int KIND>
-static void mma_launch(cu_ctx *cx, const mma_x &x, bool xf, int T, const dw &w, float *y,
-                       int ldy, const float *bias) {
+static void mma_launch(cu_ctx *cx, const mma_x &x, bool xf, int T, mma_outs o) {
     cudaStream_t st = cx->stream;
     unsigned th = MMA_WARPS * 32;
-    dim3 g16(1, blocks_for((size_t)w.rows, 16));
+    int rows = T <= 16 ? 16 : T <= 32 ? 32 : 64; /* a tile's weight rows (MT x 16) */
+    o.tile0[0] = 0;
+    for (int i = 0; i < o.n; i++)
+        o.tile0[i + 1] = o.tile0[i] + (int)blocks_for((size_t)o.w[i].rows, (unsigned)rows);
+    dim3 g(1, (unsigned)o.tile0[o.n]);
     /* decode: x split in the kernel (xf; x not 16-byte aligned: its parts
      * read), the next 4 chunks' loads in flight (the variants measured:
      * docs/gpu.md) */
     if (T <= 8 && xf)
-        k_mma<KIND, true, true, 1, 1, 4, 1><<<g16, th, 0, st>>>(x, w, y, ldy, bias);
+        k_mma<KIND, true, true, 1, 1, 4, 1><<<g, th, 0, st>>>(x, o);
     else if (T <= 8)
-        k_mma<KIND, false, true, 1, 1, 4, 1><<<g16, th, 0, st>>>(x, w, y, ldy, bias);
+        k_mma<KIND, false, true, 1, 1, 4, 1><<<g, th, 0, st>>>(x, o);
     else if (T <= 16 && xf)
-        k_mma<KIND, true, true, 1, 2, 2, 1><<<g16, th, 0, st>>>(x, w, y, ldy, bias);
+        k_mma<KIND, true, true, 1, 2, 2, 1><<<g, th, 0, st>>>(x, o);
     else if (T <= 16)
-        k_mma<KIND, false, true, 1, 2, 2, 1><<<g16, th, 0, st>>>(x, w, y, ldy, bias);
+        k_mma<KIND, false, true, 1, 2, 2, 1><<<g, th, 0, st>>>(x, o);
     else if (T <= 32)
-        k_mma<KIND, false, false, 2, 4, 1, 2>
-            <<<dim3(1, blocks_for((size_t)w.rows, 32)), th, 0, st>>>(x, w, y, ldy, bias);
+        k_mma<KIND, false, false, 2, 4, 1, 2><<<g, th, 0, st>>>(x, o);
     else
         k_mma<KIND, false, false, 4, 4, 1, 2>
-            <<<dim3(blocks_for((size_t)T, 32), blocks_for((size_t)w.rows, 64)), th, 0, st>>>(
-                x, w, y, ldy, bias);
+            <<<dim3(blocks_for((size_t)T, 32), g.y), th, 0, st>>>(x, o);
 }
 
 /* One kernel per weight format, whatever the number of rows: a row's
@@ -457,7 +459,7 @@ static void cu_matmul(hr_bctx *c, const float *x, int ldx, int T, int count,
         int ldy = out[i].ldy;
         const float *bias = out[i].bias;
         if (mma_fits(w) && w.cols <= cx->max_k && T <= cx->max_tokens) {
-            int K = (int)w.cols;
+            int K = (int)w.cols, kind = mma_kind(w);
             int64_t n = (int64_t)T * K;
             bool xf = T <= 16 && xal;
             if (!xf && split_k != K) {
@@ -465,14 +467,26 @@ static void cu_matmul(hr_bctx *c, const float *x, int ldx, int T, int count,
                                                                                  cx->d_xs, n);
                 split_k = K;
             }
+            /* this output and the next ones of its kind in one launch */
+            mma_outs o = {};
+            for (; o.n < MMA_MAX_OUT && i < count; i++, o.n++) {
+                dw wi = view(out[i].w);
+                if (o.n && (!mma_fits(wi) || mma_kind(wi) != kind || wi.cols != K))
+                    break;
+                o.w[o.n] = wi;
+                o.y[o.n] = out[i].y;
+                o.ldy[o.n] = out[i].ldy;
+                o.bias[o.n] = out[i].bias;
+            }
+            i--; /* the loop's i++ takes the next output */
             mma_x xa{x, ldx, cx->d_xs, n, T};
-            switch (mma_kind(w)) {
-            case MMA_F16: mma_launch<MMA_F16>(cx, xa, xf, T, w, y, ldy, bias); break;
-            case MMA_Q8_0: mma_launch<MMA_Q8_0>(cx, xa, xf, T, w, y, ldy, bias); break;
-            case MMA_Q4_0: mma_launch<MMA_Q4_0>(cx, xa, xf, T, w, y, ldy, bias); break;
-            case MMA_Q4_K: mma_launch<MMA_Q4_K>(cx, xa, xf, T, w, y, ldy, bias); break;
-            case MMA_Q5_K: mma_launch<MMA_Q5_K>(cx, xa, xf, T, w, y, ldy, bias); break;
-            default: mma_launch<MMA_BF16>(cx, xa, xf, T, w, y, ldy, bias); break;
+            switch (kind) {
+            case MMA_F16: mma_launch<MMA_F16>(cx, xa, xf, T, o); break;
+            case MMA_Q8_0: mma_launch<MMA_Q8_0>(cx, xa, xf, T, o); break;
+            case MMA_Q4_0: mma_launch<MMA_Q4_0>(cx, xa, xf, T, o); break;
+            case MMA_Q4_K: mma_launch<MMA_Q4_K>(cx, xa, xf, T, o); break;
+            case MMA_Q5_K: mma_launch<MMA_Q5_K>(cx, xa, xf, T, o); break;
+            default: mma_launch<MMA_BF16>(cx, xa, xf, T, o); break;
             }
             continue;
         }

@@ -279,15 +279,42 @@ static __device__ __forceinline__ void mma_load(mma_frags<MT, NT, U> &f, const d
     }
 }
 
+#define MMA_MAX_OUT 3
+
+/* The products of one launch: outputs of one weight kind that share x
+ * (q/k/v, gate/up), their tiles of weight rows side by side along the
+ * grid's y (output i: tiles [tile0[i], tile0[i + 1])). One launch instead
+ * of three fills the GPU at decode, where a 1024-row k or v alone is 64
+ * blocks on 132 SMs. */
+struct mma_outs {
+    dw w[MMA_MAX_OUT];
+    float *y[MMA_MAX_OUT];
+    int ldy[MMA_MAX_OUT];
+    const float *bias[MMA_MAX_OUT];
+    int tile0[MMA_MAX_OUT + 1];
+    int n;
+};
+
+/* block tile ty's output and its first tile (constant indices: the
+ * kernel's parameters stay in the constant bank) */
+static __device__ __forceinline__ int mma_out_of(const mma_outs &o, int ty) {
+    return o.n > 2 && ty >= o.tile0[2] ? 2 : o.n > 1 && ty >= o.tile0[1] ? 1 : 0;
+}
+
 /* U chunks' loads in flight per warp; PF: the next U's issued before this
  * U's mmas (decode: the loads are what takes the time) */
 template <int KIND, bool XF, bool PF, int MT, int NT, int U, int MINB>
-__global__ void __launch_bounds__(MMA_WARPS * 32, MINB)
-    k_mma(mma_x x, dw w, float *__restrict__ y, int ldy, const float *__restrict__ bias) {
+__global__ void __launch_bounds__(MMA_WARPS * 32, MINB) k_mma(mma_x x, mma_outs outs) {
     __shared__ float red[MMA_WARPS / 2][MT * NT * 4][32];
     int lane = threadIdx.x & 31, q = threadIdx.x >> 5, g = lane >> 2, c = lane & 3;
-    int r0 = blockIdx.x * NT * 8;                 /* activation rows */
-    int64_t j0 = (int64_t)blockIdx.y * MT * 16;   /* weight rows */
+    int oi = mma_out_of(outs, blockIdx.y);
+    const dw w = oi == 2 ? outs.w[2] : oi == 1 ? outs.w[1] : outs.w[0];
+    float *__restrict__ y = oi == 2 ? outs.y[2] : oi == 1 ? outs.y[1] : outs.y[0];
+    int ldy = oi == 2 ? outs.ldy[2] : oi == 1 ? outs.ldy[1] : outs.ldy[0];
+    const float *__restrict__ bias = oi == 2 ? outs.bias[2] : oi == 1 ? outs.bias[1] : outs.bias[0];
+    int tile = (int)blockIdx.y - (oi == 2 ? outs.tile0[2] : oi == 1 ? outs.tile0[1] : 0);
+    int r0 = blockIdx.x * NT * 8;               /* activation rows */
+    int64_t j0 = (int64_t)tile * MT * 16;       /* weight rows */
     int nch = (int)(w.cols / 32), step = MMA_WARPS * U;
     float acc[MT][NT][4];
 #pragma unroll

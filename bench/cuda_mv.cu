@@ -1,0 +1,198 @@
+/* The tensor-core product's memory speed at decode (one row of x), on the
+ * GPU: the products of a Llama-3.1-8B layer (q, k, v, o, gate, up, down;
+ * bf16 weights, 8 layers' worth, several times the L2) and its lm_head,
+ * each kernel variant's GB/s beside the device-to-device copy bandwidth
+ * measured in the same run, and a check that every variant gives the same
+ * bits as the kernel the engine used before (k_mma). Built with the CUDA
+ * backend (bench_cuda_mv); run on the GPU machine by tools/cuda-check.sh
+ * --bench. */
+#include "kernels/cuda/mma.cuh"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <vector>
+
+#define CK(e)                                                                                  \
+    do {                                                                                       \
+        cudaError_t r_ = (e);                                                                  \
+        if (r_ != cudaSuccess) {                                                               \
+            fprintf(stderr, "bench_cuda_mv: %s: %s\n", #e, cudaGetErrorString(r_));            \
+            exit(1);                                                                           \
+        }                                                                                      \
+    } while (0)
+
+struct shape {
+    const char *name;
+    int rows, cols;
+};
+
+static const shape k_layer[] = {{"q", 4096, 4096},     {"k", 1024, 4096},  {"v", 1024, 4096},
+                                {"o", 4096, 4096},     {"gate", 14336, 4096},
+                                {"up", 14336, 4096},   {"down", 4096, 14336}};
+#define N_SHAPES 7
+#define N_LAYERS 8
+
+/* one launch of up to 3 products of x */
+typedef void (*launch_fn)(const mma_x &x, mma_outs o, cudaStream_t st);
+
+template <int U, int MINB>
+static void run_reg(const mma_x &x, mma_outs o, cudaStream_t st) {
+    o.tile0[0] = 0;
+    for (int i = 0; i < o.n; i++)
+        o.tile0[i + 1] = o.tile0[i] + (int)((o.w[i].rows + 15) / 16);
+    k_mma<MMA_BF16, true, true, 1, 1, U, MINB>
+        <<<dim3(1, (unsigned)o.tile0[o.n]), MMA_WARPS * 32, 0, st>>>(x, o);
+}
+
+struct variant {
+    const char *name;
+    launch_fn fn;
+    bool fused; /* q/k/v and gate/up one launch each */
+};
+
+static const variant k_variants[] = {
+    {"U4, 7 launches", run_reg<4, 1>, false},
+    {"U4, 4 launches", run_reg<4, 1>, true},
+    {"U2 minb2, 4 launches", run_reg<2, 2>, true},
+    {"U8, 4 launches", run_reg<8, 1>, true},
+};
+#define N_VARIANTS (int)(sizeof k_variants / sizeof k_variants[0])
+
+static mma_outs outs_of(const dw *w, int n, float *y) {
+    mma_outs o = {};
+    for (int i = 0; i < n; i++) {
+        o.w[i] = w[i];
+        o.y[i] = y + 16384 * i;
+        o.ldy[i] = (int)w[i].rows;
+    }
+    o.n = n;
+    return o;
+}
+
+/* one layer's products as the engine launches them: q k v o gate up down,
+ * or (q k v) o (gate up) down */
+static void layer(const variant &va, const mma_x &x, const dw *w, float *y, cudaStream_t st) {
+    static const int sep[7][2] = {{0, 1}, {1, 1}, {2, 1}, {3, 1}, {4, 1}, {5, 1}, {6, 1}};
+    static const int fused[4][2] = {{0, 3}, {3, 1}, {4, 2}, {6, 1}};
+    int n = va.fused ? 4 : 7;
+    for (int i = 0; i < n; i++) {
+        const int *g = va.fused ? fused[i] : sep[i];
+        va.fn(x, outs_of(w + g[0], g[1], y), st);
+    }
+}
+
+static dw bf16_matrix(int rows, int cols, uint64_t seed) {
+    size_t n = (size_t)rows * cols;
+    std::vector<uint16_t> h(n);
+    uint64_t s = seed * 0x9E3779B97F4A7C15ull + 1;
+    for (size_t i = 0; i < n; i++) {
+        s ^= s << 13, s ^= s >> 7, s ^= s << 17;
+        float v = ((int)(s % 2001) - 1000) * 1e-4f;
+        uint32_t u;
+        memcpy(&u, &v, 4);
+        h[i] = (uint16_t)((u + 0x7fff + ((u >> 16) & 1)) >> 16);
+    }
+    void *d;
+    CK(cudaMalloc(&d, n * 2));
+    CK(cudaMemcpy(d, h.data(), n * 2, cudaMemcpyHostToDevice));
+    dw w = {};
+    w.dtype = HR_DTYPE_BF16;
+    w.rows = rows;
+    w.cols = cols;
+    w.data = (const uint8_t *)d;
+    w.row_bytes = (size_t)cols * 2;
+    return w;
+}
+
+static double copy_bw(void) {
+    size_t bytes = (size_t)2 << 30;
+    void *a, *b;
+    CK(cudaMalloc(&a, bytes));
+    CK(cudaMalloc(&b, bytes));
+    CK(cudaMemset(a, 1, bytes));
+    cudaEvent_t e0, e1;
+    CK(cudaEventCreate(&e0));
+    CK(cudaEventCreate(&e1));
+    float best = 1e30f;
+    for (int i = 0; i < 5; i++) {
+        CK(cudaEventRecord(e0));
+        CK(cudaMemcpy(b, a, bytes, cudaMemcpyDeviceToDevice));
+        CK(cudaEventRecord(e1));
+        CK(cudaEventSynchronize(e1));
+        float ms;
+        CK(cudaEventElapsedTime(&ms, e0, e1));
+        best = ms < best ? ms : best;
+    }
+    CK(cudaFree(a));
+    CK(cudaFree(b));
+    return 2.0 * bytes / (best * 1e-3) / 1e9;
+}
+
+int main(void) {
+    double bw = copy_bw();
+    printf("device-to-device copy: %.0f GB/s (read + written)\n", bw);
+    static dw w[N_LAYERS][N_SHAPES];
+    size_t layer_bytes = 0;
+    for (int l = 0; l < N_LAYERS; l++)
+        for (int i = 0; i < N_SHAPES; i++) {
+            w[l][i] = bf16_matrix(k_layer[i].rows, k_layer[i].cols, 100 * l + i);
+            if (l == 0)
+                layer_bytes += (size_t)k_layer[i].rows * k_layer[i].cols * 2;
+        }
+    dw head = bf16_matrix(128256, 4096, 7);
+    std::vector<float> hx(14336);
+    for (int i = 0; i < 14336; i++)
+        hx[i] = sinf(0.37f * i) * (1.0f + (i % 7) * 0.1f);
+    float *x, *y, *ref;
+    CK(cudaMalloc(&x, 14336 * 4));
+    CK(cudaMalloc(&y, 128256 * 4 + 3 * 16384 * 4));
+    CK(cudaMalloc(&ref, 128256 * 4));
+    CK(cudaMemcpy(x, hx.data(), 14336 * 4, cudaMemcpyHostToDevice));
+    mma_x xa{x, 14336, nullptr, 0, 1};
+    cudaStream_t st;
+    CK(cudaStreamCreate(&st));
+    cudaEvent_t e0, e1;
+    CK(cudaEventCreate(&e0));
+    CK(cudaEventCreate(&e1));
+    std::vector<float> hr(128256), hy(128256);
+    printf("%-22s %9s %9s %9s  (GB/s; %% of the copy's)\n", "variant", "layers", "lm_head",
+           "same bits");
+    for (int v = 0; v < N_VARIANTS; v++) {
+        const variant &va = k_variants[v];
+        /* the same bits as the first variant: k, v fused with q, and the head */
+        bool same = true;
+        for (int t = 0; t < 2; t++) {
+            k_variants[0].fn(xa, outs_of(t ? &head : &w[0][2], 1, ref), st);
+            va.fn(xa, t ? outs_of(&head, 1, y) : outs_of(&w[0][0], 3, y), st);
+            CK(cudaStreamSynchronize(st));
+            size_t n = t ? 128256 : 1024;
+            CK(cudaMemcpy(hr.data(), ref, n * 4, cudaMemcpyDeviceToHost));
+            CK(cudaMemcpy(hy.data(), t ? y : y + 2 * 16384, n * 4, cudaMemcpyDeviceToHost));
+            same = same && memcmp(hr.data(), hy.data(), n * 4) == 0;
+        }
+        float ms_l = 1e30f, ms_h = 1e30f;
+        for (int rep = 0; rep < 5; rep++) {
+            float ms;
+            CK(cudaEventRecord(e0, st));
+            for (int l = 0; l < N_LAYERS; l++)
+                layer(va, xa, w[l], y, st);
+            CK(cudaEventRecord(e1, st));
+            CK(cudaEventSynchronize(e1));
+            CK(cudaEventElapsedTime(&ms, e0, e1));
+            ms_l = ms < ms_l ? ms : ms_l;
+            CK(cudaEventRecord(e0, st));
+            va.fn(xa, outs_of(&head, 1, y), st);
+            CK(cudaEventRecord(e1, st));
+            CK(cudaEventSynchronize(e1));
+            CK(cudaEventElapsedTime(&ms, e0, e1));
+            ms_h = ms < ms_h ? ms : ms_h;
+        }
+        CK(cudaGetLastError());
+        double gl = (double)layer_bytes * N_LAYERS / (ms_l * 1e-3) / 1e9;
+        double gh = 128256.0 * 4096 * 2 / (ms_h * 1e-3) / 1e9;
+        printf("%-22s %9.0f %9.0f %9s  (%.0f%% / %.0f%%)\n", va.name, gl, gh, same ? "yes" : "NO",
+               100 * gl / bw, 100 * gh / bw);
+    }
+    return 0;
+}
