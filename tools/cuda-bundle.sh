@@ -12,7 +12,8 @@ build=${1:-$root/build}
 out=$root/.device
 rm -rf "$out"
 mkdir -p "$out/lib"
-bins=(hearth test_parity test_engine test_quant_parity test_spec test_api bench_kernels)
+bins=(hearth test_parity test_engine test_quant_parity test_spec test_backend_kv test_api
+      bench_kernels)
 for b in "${bins[@]}"; do
     [ -x "$build/$b" ] && cp "$build/$b" "$out/" && strip --strip-debug "$out/$b"
 done

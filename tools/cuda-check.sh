@@ -20,6 +20,9 @@ run "$dev/test_parity" --device cuda
 run "$dev/test_engine" --device cuda
 run "$dev/test_quant_parity" --device cuda
 run "$dev/test_spec" --device cuda
+# the KV cache's formats (q8_0, q4_0, K/V apart, affine): the records the
+# qkv op stores equal the CPU quantizer's bytes; attention over them
+run "$dev/test_backend_kv" --device cuda
 # the public API on the device "auto" picks (the GPU here): sessions,
 # requests, prompt scoring, the quantized KV refused or served
 run "$dev/test_api"

@@ -564,6 +564,13 @@ int hr_engine_new(hr_engine **out, const hr_model *m, const hr_engine_opts *o,
                     bb >> 10);
         goto fail;
     }
+    if (two && m->be->device_mem) { /* hr_kv_convert reads and writes host rows */
+        rc = hr_err(err, HR_EUNSUPPORTED, "not supported yet on %s: --quantized-kv-start %d "
+                    "(a second KV pool converted at %d tokens; mlx-lm's default is 5000); "
+                    "--quantized-kv-start 0 quantizes from the first token there, or run it "
+                    "with --device cpu", m->be->name, o->kv_start, o->kv_start);
+        goto fail;
+    }
     e->kv_start = two ? o->kv_start : 0;
     if ((rc = hr_kv_init_fmt(&e->kv, m->be, &m->hp, &kvf, n_blocks, err)) ||
         (two && (rc = hr_kv_init_fmt(&e->kvq, m->be, &m->hp, &qf, q_blocks, err))) ||

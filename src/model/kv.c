@@ -178,10 +178,6 @@ int hr_kv_init_fmt(hr_kv *kv, hr_backend *be, const hr_hparams *hp, const hr_kv_
     if (n_blocks <= 0)
         return hr_err(err, HR_EINVAL, "kv pool needs at least one block");
     hr_dtype vt = f->vown ? f->vdtype : t;
-    if (be->device_mem && (t == HR_DTYPE_Q8_0 || t == HR_DTYPE_Q4_0 || vt != t))
-        return hr_err(err, HR_EUNSUPPORTED, "not supported yet: KV cache types %s/%s "
-                      "(--cache-type-k/-v) on cuda; run it with --device cpu",
-                      hr_dtype_name(t), hr_dtype_name(vt));
     if (t == HR_DTYPE_TURBO || vt == HR_DTYPE_TURBO) {
         if (be->device_mem)
             return hr_err(err, HR_EUNSUPPORTED, "not supported yet: --kv-quant turbo on cuda; "
@@ -203,9 +199,6 @@ int hr_kv_init_fmt(hr_kv *kv, hr_backend *be, const hr_hparams *hp, const hr_kv_
         if (vt != t)
             return hr_err(err, HR_EINVAL, "--kv-bits quantizes K and V alike "
                           "(not with --cache-type-k/-v)");
-        if (be->device_mem)
-            return hr_err(err, HR_EUNSUPPORTED, "not supported yet on cuda: quantized KV "
-                          "(--kv-bits); run it with --device cpu");
         if (!hr_kvq_bits_ok(f->bits))
             return hr_err(err, HR_EINVAL, "--kv-bits %d (2, 3, 4, 6, 8 are)", f->bits);
         if (!hr_kvq_group_ok(f->group) || hp->head_dim % f->group ||

@@ -293,17 +293,27 @@ static void test_prompt_cache_converted_and_not(void **state) {
 
 /* Requests that do not fit either pool are refused; a start past the
  * context makes no second pool (nothing ever converts); a quantized pool in
- * device memory (the engine's second pool on CUDA) is refused, as at
- * start 0. */
+ * device memory is made (start 0 on CUDA), but a second pool there is
+ * refused (hr_kv_convert reads and writes host rows). */
 static void test_options(void **state) {
     (void)state;
     hr_backend dev = *hr_backend_cpu();
     dev.device_mem = true;
+    snprintf(dev.name, sizeof dev.name, "cuda:9");
     hr_kv qk;
     hr_error qerr = {0};
     hr_kv_fmt qf = {.dtype = HR_DTYPE_AFFINE, .bits = BITS, .group = GROUP};
-    assert_int_equal(hr_kv_init_fmt(&qk, &dev, &g_model->hp, &qf, 4, &qerr), HR_EUNSUPPORTED);
-    assert_non_null(strstr(qerr.msg, "not supported yet on cuda: quantized KV"));
+    assert_int_equal(hr_kv_init_fmt(&qk, &dev, &g_model->hp, &qf, 4, &qerr), 0);
+    hr_kv_deinit(&qk);
+    hr_backend *cpu = g_model->be; /* the model's backend said to be a GPU's */
+    g_model->be = &dev;
+    hr_engine *d;
+    hr_engine_opts od = {.n_threads = 1, .max_batch = 1, .n_ctx = 256, .kv_bits = BITS,
+                         .kv_group = GROUP, .kv_start = 40, .kv_bytes = (size_t)1 << 24};
+    int rc = hr_engine_new(&d, g_model, &od, &qerr);
+    g_model->be = cpu;
+    assert_int_equal(rc, HR_EUNSUPPORTED);
+    assert_non_null(strstr(qerr.msg, "not supported yet on cuda:9: --quantized-kv-start 40"));
     hr_engine *e = engine(BITS, 300, -1, 1); /* n_ctx 256 */
     assert_null(hr_engine_kvq(e));
     assert_int_equal(hr_engine_kv(e)->dtype, HR_DTYPE_F32);

@@ -37,10 +37,14 @@ static __device__ __forceinline__ void att_fold(float &m, float &l, float *o, fl
     m = mx;
 }
 
-/* q . k over hd dims of one cached row, in dim order. */
+/* q . k over hd dims of one cached row (kvq.cuh: its format f, at
+ * kv_at), in dim order; a record's as over its dequantized floats. */
 template <bool VEC>
-static __device__ __forceinline__ float att_dot(const float *q, const void *k, size_t at, int hd,
-                                                int t) {
+static __device__ __forceinline__ float att_dot(const float *q, const void *k, const kvf &f,
+                                                size_t at, int hd) {
+    int t = f.t;
+    if (kv_rec(t))
+        return kv_dot_rec(q, k, f, at);
     float s = 0.0f;
     if (VEC && t == HR_DTYPE_F32) {
         const float4 *r = (const float4 *)((const float *)k + at);
@@ -84,12 +88,14 @@ static __device__ void att_chunk(const hr_attn_in &a, const int32_t *tab, int kv
     int lane = threadIdx.x & 31, wid = threadIdx.x >> 5, hd = a.head_dim;
     int j = c0 + wid * 32 + lane;
     bool valid = j >= lo && j <= p;
-    size_t at = 0;
+    kvf kf = kv_fmt(a, false), vf = kv_fmt(a, true); /* the rows' formats (kvq.cuh) */
+    size_t at = 0; /* position j's V row */
     float s = -INFINITY;
     if (valid) {
-        at = (size_t)tab[j / a.block_size] * a.block_stride +
-             ((size_t)kvh * a.block_size + j % a.block_size) * hd;
-        s = att_dot<VEC>(sh->q, a.k_cache, at, hd, a.kv_dtype) * a.scale;
+        int32_t blk = tab[j / a.block_size];
+        int r = kvh * a.block_size + j % a.block_size;
+        at = kv_at(vf, blk, r);
+        s = att_dot<VEC>(sh->q, a.k_cache, kf, kv_at(kf, blk, r), hd) * a.scale;
         if (a.softcap > 0)
             s = tanhf(s / a.softcap) * a.softcap;
     }
@@ -109,7 +115,7 @@ static __device__ void att_chunk(const hr_attn_in &a, const int32_t *tab, int kv
             for (int i = 0; i < ATT_PER; i++) {
                 int d = lane + 32 * i;
                 if (d < hd)
-                    o[i] = fmaf(ej, load_kv(a.v_cache, aj + d, a.kv_dtype), o[i]);
+                    o[i] = fmaf(ej, kv_elem(a.v_cache, vf, aj, d), o[i]);
             }
         }
     }

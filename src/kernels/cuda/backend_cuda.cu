@@ -420,7 +420,7 @@ static void cu_qkv(hr_bctx *c, const hr_qkv_args *a) {
     cu_ctx *cx = ctx_of(c);
     if (cx->replay >= 0)
         return;
-    k_qkv<<<cx->n_tokens, 256, 0, cx->stream>>>(*a, cx->st);
+    k_qkv<<<cx->n_tokens, QKV_THREADS, 0, cx->stream>>>(*a, cx->st);
 }
 
 static void cu_attention(hr_bctx *c, const hr_attn_in *a) {
