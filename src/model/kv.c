@@ -179,9 +179,6 @@ int hr_kv_init_fmt(hr_kv *kv, hr_backend *be, const hr_hparams *hp, const hr_kv_
         return hr_err(err, HR_EINVAL, "kv pool needs at least one block");
     hr_dtype vt = f->vown ? f->vdtype : t;
     if (t == HR_DTYPE_TURBO || vt == HR_DTYPE_TURBO) {
-        if (be->device_mem)
-            return hr_err(err, HR_EUNSUPPORTED, "not supported yet: --kv-quant turbo on cuda; "
-                          "run it with --device cpu");
         if (vt != t)
             return hr_err(err, HR_EINVAL, "--kv-quant turbo quantizes K and V "
                           "(not with --cache-type-k/-v)");

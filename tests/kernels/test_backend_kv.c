@@ -16,6 +16,7 @@
 #include "core/pool.h"
 #include "kernels/backend.h"
 #include "kernels/cpu/kvquant.h"
+#include "kernels/cpu/turbo.h"
 #include "sample/rng.h"
 
 #include "../device_arg.h"
@@ -30,7 +31,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-enum { NH = 4, NKV = 2, BS = 32, NB = 2, T1 = 40, NPOS = T1 + 1, MAXHD = 128 };
+enum { NH = 4, NKV = 2, BS = 32, NB = 2, T1 = 40, NPOS = T1 + 1, MAXHD = 256 };
 static const int32_t TABLE[NB] = {1, 0}; /* positions 0..31 in block 1 */
 
 static const char *g_device;
@@ -40,7 +41,10 @@ static hr_pool *g_pool;
 typedef struct kv_case {
     hr_dtype k, v;
     int bits, group, hd;
+    int vbits; /* TURBO: V's rate (0: K's) */
 } kv_case;
+
+enum { LAYER = 5 }; /* TURBO: the rows' rotations are the layer's */
 
 typedef struct side {
     hr_dtype t;
@@ -49,8 +53,15 @@ typedef struct side {
     size_t block;  /* a block's bytes */
 } side;
 
-static side side_of(hr_dtype t, const kv_case *c) {
-    side s = {.t = t, .rb = hr_kv_row_size(t, c->hd, c->bits, c->group)};
+static int bits_of(const kv_case *c, bool v) { return v && c->vbits ? c->vbits : c->bits; }
+
+/* hr_kv_row_store's group: TURBO's rotation of head h */
+static int group_of(const kv_case *c, hr_dtype t, int h, bool v) {
+    return t == HR_DTYPE_TURBO ? hr_turbo_kv_rot(LAYER, h, v) : c->group;
+}
+
+static side side_of(hr_dtype t, const kv_case *c, bool v) {
+    side s = {.t = t, .rb = hr_kv_row_size(t, c->hd, bits_of(c, v), c->group)};
     s.block = (size_t)NKV * BS * s.rb;
     s.stride = hr_kv_is_rec(t) ? s.block : (size_t)NKV * BS * c->hd;
     return s;
@@ -77,19 +88,20 @@ static void step(hr_bctx *ctx, const kv_case *c, const side *ks, const side *vs,
     const hr_backend_ops *ops = g_be->ops;
     if (ops->begin(ctx, &in, &err))
         fail_msg("begin: %s", err.msg);
-    size_t vstride = ks->t != vs->t ? vs->stride : 0;
+    size_t vstride = ks->t != vs->t || ks->rb != vs->rb ? vs->stride : 0;
     if (qkv)
         ops->qkv(ctx, &(hr_qkv_args){
             .q = dq, .k = dk, .v = dv, .n_heads = NH, .n_kv_heads = NKV, .head_dim = c->hd,
             .qk_norm = HR_BQK_NONE, .rope = false, .k_cache = kc, .v_cache = vc,
             .kv_dtype = ks->t, .kv_bits = c->bits, .kv_group = c->group,
             .block_stride = ks->stride, .block_size = BS, .v_dtype = vs->t,
-            .v_block_stride = vstride});
+            .v_block_stride = vstride, .v_bits = c->vbits, .layer = LAYER});
     ops->attention(ctx, &(hr_attn_in){
         .q = dq, .out = dout, .n_heads = NH, .n_kv_heads = NKV, .head_dim = c->hd,
         .k_cache = kc, .v_cache = vc, .kv_dtype = ks->t, .kv_bits = c->bits,
         .kv_group = c->group, .block_stride = ks->stride, .block_size = BS, .v_dtype = vs->t,
-        .v_block_stride = vstride, .scale = 1.0f / sqrtf((float)c->hd),
+        .v_block_stride = vstride, .v_bits = c->vbits, .layer = LAYER,
+        .scale = 1.0f / sqrtf((float)c->hd),
         .max_ctx = p0 + n});
     if (ops->end(ctx, &err))
         fail_msg("end: %s", err.msg);
@@ -170,10 +182,10 @@ static void reference(const kv_case *c, const float *q, const float *kd, const f
 
 static void one_case(const kv_case *c, uint64_t seed) {
     int hd = c->hd, qd = NH * hd, kvd = NKV * hd;
-    side ks = side_of(c->k, c), vs = side_of(c->v, c);
+    side ks = side_of(c->k, c, false), vs = side_of(c->v, c, true);
     char name[96];
-    snprintf(name, sizeof name, "%s/%s bits %d group %d hd %d", hr_dtype_name(c->k),
-             hr_dtype_name(c->v), c->bits, c->group, hd);
+    snprintf(name, sizeof name, "%s/%s bits %d/%d group %d hd %d", hr_dtype_name(c->k),
+             hr_dtype_name(c->v), c->bits, bits_of(c, true), c->group, hd);
     hr_rng rng;
     hr_rng_seed(&rng, seed);
     float *q = malloc((size_t)NPOS * qd * 4), *k = malloc((size_t)NPOS * kvd * 4);
@@ -194,10 +206,12 @@ static void one_case(const kv_case *c, uint64_t seed) {
     for (int p = 0; p < NPOS; p++)
         for (int h = 0; h < NKV; h++) {
             size_t at = (size_t)p * kvd + (size_t)h * hd;
-            hr_kv_row_store(ke + row_off(&ks, p, h), k + at, hd, ks.t, c->bits, c->group);
-            hr_kv_row_store(ve + row_off(&vs, p, h), v + at, hd, vs.t, c->bits, c->group);
-            hr_kv_row_load(kd + at, ke + row_off(&ks, p, h), hd, ks.t, c->bits, c->group);
-            hr_kv_row_load(vd + at, ve + row_off(&vs, p, h), hd, vs.t, c->bits, c->group);
+            int kb = bits_of(c, false), vb = bits_of(c, true);
+            int kg = group_of(c, ks.t, h, false), vg = group_of(c, vs.t, h, true);
+            hr_kv_row_store(ke + row_off(&ks, p, h), k + at, hd, ks.t, kb, kg);
+            hr_kv_row_store(ve + row_off(&vs, p, h), v + at, hd, vs.t, vb, vg);
+            hr_kv_row_load(kd + at, ke + row_off(&ks, p, h), hd, ks.t, kb, kg);
+            hr_kv_row_load(vd + at, ve + row_off(&vs, p, h), hd, vs.t, vb, vg);
         }
     void *kc = dev_alloc(NB * ks.block), *vc = dev_alloc(NB * vs.block);
     float *out = malloc((size_t)NPOS * qd * 4);
@@ -223,9 +237,11 @@ static void one_case(const kv_case *c, uint64_t seed) {
         }
     if (!(worst <= 1e-5))
         fail_msg("%s: attention %g from the dequantized rows' (1e-5)", name, worst);
-    if (g_be->device_mem) { /* the same op over f32 rows of the dequantized floats */
+    /* the same op over f32 rows of the dequantized floats (TurboQuant's
+     * attention is in the rotated basis: another order) */
+    if (g_be->device_mem && c->k != HR_DTYPE_TURBO) {
         kv_case f = *c;
-        side fs = side_of(HR_DTYPE_F32, &f);
+        side fs = side_of(HR_DTYPE_F32, &f, false);
         float *kf = calloc(NB, fs.block), *vf = calloc(NB, fs.block);
         for (int p = 0; p < NPOS; p++)
             for (int h = 0; h < NKV; h++) {
@@ -268,10 +284,10 @@ static void one_case(const kv_case *c, uint64_t seed) {
 static void test_ggml_types(void **state) {
     (void)state;
     static const kv_case cases[] = {
-        {HR_DTYPE_Q8_0, HR_DTYPE_Q8_0, 0, 0, 64},  {HR_DTYPE_Q4_0, HR_DTYPE_Q4_0, 0, 0, 64},
-        {HR_DTYPE_Q8_0, HR_DTYPE_F16, 0, 0, 64},   {HR_DTYPE_F32, HR_DTYPE_Q4_0, 0, 0, 64},
-        {HR_DTYPE_Q4_0, HR_DTYPE_Q8_0, 0, 0, 128}, {HR_DTYPE_BF16, HR_DTYPE_Q8_0, 0, 0, 96},
-        {HR_DTYPE_F16, HR_DTYPE_F32, 0, 0, 64},    {HR_DTYPE_F16, HR_DTYPE_F16, 0, 0, 64},
+        {HR_DTYPE_Q8_0, HR_DTYPE_Q8_0, 0, 0, 64, 0},  {HR_DTYPE_Q4_0, HR_DTYPE_Q4_0, 0, 0, 64, 0},
+        {HR_DTYPE_Q8_0, HR_DTYPE_F16, 0, 0, 64, 0},   {HR_DTYPE_F32, HR_DTYPE_Q4_0, 0, 0, 64, 0},
+        {HR_DTYPE_Q4_0, HR_DTYPE_Q8_0, 0, 0, 128, 0}, {HR_DTYPE_BF16, HR_DTYPE_Q8_0, 0, 0, 96, 0},
+        {HR_DTYPE_F16, HR_DTYPE_F32, 0, 0, 64, 0},    {HR_DTYPE_F16, HR_DTYPE_F16, 0, 0, 64, 0},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
         one_case(&cases[i], 100 + i);
@@ -283,9 +299,23 @@ static void test_affine(void **state) {
     static const int bits[] = {2, 3, 4, 6, 8};
     for (int b = 0; b < 5; b++)
         for (int g = 32; g <= 128; g *= 2) {
-            kv_case c = {HR_DTYPE_AFFINE, HR_DTYPE_AFFINE, bits[b], g, g == 128 ? 128 : 64};
+            kv_case c = {HR_DTYPE_AFFINE, HR_DTYPE_AFFINE, bits[b], g, g == 128 ? 128 : 64, 0};
             one_case(&c, 200 + (uint64_t)(b * 8 + g / 32));
         }
+}
+
+/* TurboQuant's records (rates x 2: 8 = 4 bits, 7 = 3.5, 5 = 2.5 with an
+ * outlier half; K and V at rates of their own) */
+static void test_turbo(void **state) {
+    (void)state;
+    static const kv_case cases[] = {
+        {HR_DTYPE_TURBO, HR_DTYPE_TURBO, 8, 0, 64, 0},  {HR_DTYPE_TURBO, HR_DTYPE_TURBO, 7, 0, 64, 0},
+        {HR_DTYPE_TURBO, HR_DTYPE_TURBO, 5, 0, 64, 0},  {HR_DTYPE_TURBO, HR_DTYPE_TURBO, 6, 0, 128, 0},
+        {HR_DTYPE_TURBO, HR_DTYPE_TURBO, 8, 0, 128, 4}, {HR_DTYPE_TURBO, HR_DTYPE_TURBO, 7, 0, 128, 5},
+        {HR_DTYPE_TURBO, HR_DTYPE_TURBO, 4, 0, 256, 7},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
+        one_case(&cases[i], 300 + i);
 }
 
 int main(int argc, char **argv) {
@@ -300,6 +330,7 @@ int main(int argc, char **argv) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_ggml_types),
         cmocka_unit_test(test_affine),
+        cmocka_unit_test(test_turbo),
     };
     int rc = cmocka_run_group_tests(tests, NULL, NULL);
     hr_pool_free(g_pool);

@@ -150,6 +150,9 @@ static __device__ int att_begin(const hr_attn_in &a, const dstep &st, int t, int
     for (int d = threadIdx.x; d < a.head_dim; d += blockDim.x)
         sh->q[d] = q[d];
     __syncthreads();
+    kvf kf = kv_fmt(a, false);
+    if (kf.t == HR_DTYPE_TURBO) /* scores in K's rotated basis (kvturbo.cuh) */
+        kvt_rotate_q(kf, h / (a.n_heads / a.n_kv_heads), sh->q, sh->o[0]);
     int p = st.pos[t];
     return a.window > 0 ? max(0, p - a.window + 1) : 0;
 }
@@ -157,6 +160,18 @@ static __device__ int att_begin(const hr_attn_in &a, const dstep &st, int t, int
 static __device__ void att_write(const hr_attn_in &a, int t, int h, float l, const float *o) {
     float *out = a.out + ((size_t)t * a.n_heads + h) * a.head_dim;
     int lane = threadIdx.x & 31;
+    kvf vf = kv_fmt(a, true);
+    if (vf.t == HR_DTYPE_TURBO) { /* o is in V's rotated basis: rotated back */
+        __shared__ float ob[HR_CU_MAX_HD];
+        for (int i = 0; i < ATT_PER; i++) {
+            int d = lane + 32 * i;
+            if (d < a.head_dim)
+                ob[d] = o[i] / l;
+        }
+        __syncwarp();
+        kvt_unrotate_out(vf, h / (a.n_heads / a.n_kv_heads), ob, out);
+        return;
+    }
     for (int i = 0; i < ATT_PER; i++) {
         int d = lane + 32 * i;
         if (d < a.head_dim)

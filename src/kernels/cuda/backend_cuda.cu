@@ -10,6 +10,9 @@ extern "C" {
 #include "kernels/cuda/attention.cuh"
 #include "kernels/cuda/mma.cuh"
 #include "kernels/cuda/mv_span.cuh"
+extern "C" {
+#include "kernels/cpu/turbo_codebooks.h"
+}
 
 #include <cuda_runtime.h>
 #include <pthread.h>
@@ -530,6 +533,8 @@ extern "C" int hr__cuda_open(int dev, hr_backend **out, hr_error *err) {
         cudaError_t e = cudaSetDevice(dev);
         if (e == cudaSuccess)
             e = cudaFree(0); /* create the context now: its failure is this call's */
+        if (e == cudaSuccess) /* TurboQuant's KV codebooks (kvturbo.cuh) */
+            e = cudaMemcpyToSymbol(kvt_cb, hr_turbo_centroids, sizeof kvt_cb);
         if (e != cudaSuccess) {
             cudaGetLastError();
             rc = cu_fail(err, e, "opening the device");

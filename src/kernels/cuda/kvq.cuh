@@ -28,11 +28,13 @@ extern "C" {
  * the plain dtypes and in bytes for the records. */
 struct kvf {
     int t, bits, group, hd;
+    int layer, v; /* TURBO: the rows' rotations (hr_turbo_kv_seed) */
     size_t stride, row;
 };
 
 static __host__ __device__ __forceinline__ bool kv_rec(int t) {
-    return t == HR_DTYPE_Q8_0 || t == HR_DTYPE_Q4_0 || t == HR_DTYPE_AFFINE;
+    return t == HR_DTYPE_Q8_0 || t == HR_DTYPE_Q4_0 || t == HR_DTYPE_AFFINE ||
+           t == HR_DTYPE_TURBO;
 }
 
 /* a row's elements (plain) or bytes (records: hr_kv_row_size) */
@@ -41,6 +43,7 @@ static __host__ __device__ __forceinline__ size_t kv_row_len(int t, int hd, int 
     case HR_DTYPE_Q8_0: return (size_t)(hd / 32) * 34;
     case HR_DTYPE_Q4_0: return (size_t)(hd / 32) * 18;
     case HR_DTYPE_AFFINE: return (size_t)hd * (size_t)bits / 8 + 8 * (size_t)(hd / group);
+    case HR_DTYPE_TURBO: return (bits % 2 ? 4u : 2u) + (size_t)hd * (size_t)bits / 16;
     default: return (size_t)hd;
     }
 }
@@ -55,6 +58,8 @@ static __host__ __device__ __forceinline__ kvf kv_fmt(const A &a, bool v) {
     f.bits = v && a.v_bits ? a.v_bits : a.kv_bits;
     f.group = a.kv_group;
     f.hd = a.head_dim;
+    f.layer = a.layer;
+    f.v = v;
     f.stride = own ? a.v_block_stride : a.block_stride;
     f.row = kv_row_len(f.t, a.head_dim, f.bits, f.group);
     return f;
@@ -85,6 +90,52 @@ static __device__ __forceinline__ float load_kv(const void *base, size_t at, int
         return __half2float(((const __half *)base)[at]);
     return __bfloat162float(((const __nv_bfloat16 *)base)[at]);
 }
+
+/* ---- helpers ---------------------------------------------------------------------- */
+
+/* hr_f32_to_f16 (core/tensor.c), bit for bit: round to nearest even */
+static __device__ __forceinline__ uint16_t kv_f2h(float x) {
+    uint32_t u = __float_as_uint(x);
+    uint32_t sign = (u >> 16) & 0x8000;
+    int32_t exp = (int32_t)((u >> 23) & 0xff) - 127 + 15;
+    uint32_t man = u & 0x7fffff;
+    if (((u >> 23) & 0xff) == 0xff) /* inf / nan */
+        return (uint16_t)(sign | 0x7c00 | (man ? 0x200 : 0));
+    if (exp >= 31)
+        return (uint16_t)(sign | 0x7c00);
+    if (exp <= 0) {
+        if (exp < -10)
+            return (uint16_t)sign;
+        man |= 0x800000;
+        uint32_t shift = (uint32_t)(14 - exp);
+        uint32_t half = 1u << (shift - 1);
+        uint32_t r = man >> shift, rem = man & ((1u << shift) - 1);
+        if (rem > half || (rem == half && (r & 1)))
+            r++;
+        return (uint16_t)(sign | r);
+    }
+    uint32_t r = (uint32_t)exp << 10 | (man >> 13), rem = man & 0x1fff;
+    if (rem > 0x1000 || (rem == 0x1000 && (r & 1)))
+        r++;
+    return (uint16_t)(sign | r);
+}
+
+/* n quants q[0..n) of `bits` bits as an LSB-first bit stream at dst (n *
+ * bits / 8 whole bytes), a byte a lane at a time (a whole warp) */
+static __device__ void kv_pack(uint8_t *dst, const uint8_t *q, int n, int bits) {
+    int lane = threadIdx.x & 31;
+    for (int k = lane; k < n * bits / 8; k += 32) {
+        int b0 = 8 * k;
+        unsigned v = 0;
+        for (int i = b0 / bits; i <= (b0 + 7) / bits; i++) {
+            int sh = i * bits - b0;
+            v |= sh >= 0 ? (unsigned)q[i] << sh : (unsigned)q[i] >> -sh;
+        }
+        dst[k] = (uint8_t)v;
+    }
+}
+
+#include "kernels/cuda/kvturbo.cuh"
 
 /* ---- reading records --------------------------------------------------------------- */
 
@@ -123,6 +174,7 @@ static __device__ __forceinline__ float kv_elem(const void *base, const kvf &f, 
         int e = i % 32, x = b[2 + (e & 15)];
         return __fmul_rn(kvg_d(b), (float)((e < 16 ? x & 15 : x >> 4) - 8));
     }
+    case HR_DTYPE_TURBO: return kvt_elem(row, f, i);
     case HR_DTYPE_AFFINE: {
         const float *sc = kva_scales(row, f);
         int g = i / f.group;
@@ -138,7 +190,9 @@ static __device__ float kv_dot_rec(const float *q, const void *base, const kvf &
     const uint8_t *row = (const uint8_t *)base + at;
     int hd = f.hd;
     float s = 0.0f;
-    if (f.t == HR_DTYPE_Q8_0) {
+    if (f.t == HR_DTYPE_TURBO) {
+        return kvt_dot(q, row, f);
+    } else if (f.t == HR_DTYPE_Q8_0) {
         for (int b = 0; b < hd / 32; b++) {
             const uint8_t *blk = row + (size_t)b * 34;
             const uint16_t *qs = (const uint16_t *)(blk + 2);
@@ -182,33 +236,6 @@ static __device__ float kv_dot_rec(const float *q, const void *base, const kvf &
 }
 
 /* ---- storing records: one warp a row ----------------------------------------------- */
-
-/* hr_f32_to_f16 (core/tensor.c), bit for bit: round to nearest even */
-static __device__ __forceinline__ uint16_t kv_f2h(float x) {
-    uint32_t u = __float_as_uint(x);
-    uint32_t sign = (u >> 16) & 0x8000;
-    int32_t exp = (int32_t)((u >> 23) & 0xff) - 127 + 15;
-    uint32_t man = u & 0x7fffff;
-    if (((u >> 23) & 0xff) == 0xff) /* inf / nan */
-        return (uint16_t)(sign | 0x7c00 | (man ? 0x200 : 0));
-    if (exp >= 31)
-        return (uint16_t)(sign | 0x7c00);
-    if (exp <= 0) {
-        if (exp < -10)
-            return (uint16_t)sign;
-        man |= 0x800000;
-        uint32_t shift = (uint32_t)(14 - exp);
-        uint32_t half = 1u << (shift - 1);
-        uint32_t r = man >> shift, rem = man & ((1u << shift) - 1);
-        if (rem > half || (rem == half && (r & 1)))
-            r++;
-        return (uint16_t)(sign | r);
-    }
-    uint32_t r = (uint32_t)exp << 10 | (man >> 13), rem = man & 0x1fff;
-    if (rem > 0x1000 || (rem == 0x1000 && (r & 1)))
-        r++;
-    return (uint16_t)(sign | r);
-}
 
 /* ggml's quantize_row_q8_0_ref / quantize_row_q4_0_ref (hr_quant_gguf_row):
  * lane e holds element e of each block of 32 */
@@ -275,25 +302,19 @@ static __device__ void kva_store(uint8_t *row, const float *x, const kvf &f, uin
         }
     }
     __syncwarp();
-    /* the LSB-first bit stream, a byte per lane at a time */
-    int nbytes = hd * bits / 8;
-    for (int k = lane; k < nbytes; k += 32) {
-        int b0 = 8 * k;
-        unsigned v = 0;
-        for (int i = b0 / bits; i <= (b0 + 7) / bits; i++) {
-            int sh = i * bits - b0;
-            v |= sh >= 0 ? (unsigned)sq[i] << sh : (unsigned)sq[i] >> -sh;
-        }
-        row[k] = (uint8_t)v;
-    }
+    kv_pack(row, sq, hd, bits);
     __syncwarp(); /* sq is reused by the warp's next row */
 }
 
-/* x[0..hd) stored as the record at `at` of base (a whole warp calls it) */
-static __device__ void kv_store_rec(void *base, const kvf &f, size_t at, const float *x,
-                                    uint8_t *sq) {
+/* x[0..hd) (KV head `head`'s row) stored as the record at `at` of base (a
+ * whole warp calls it); sq, sf: hd bytes and hd floats of the warp's shared
+ * scratch */
+static __device__ void kv_store_rec(void *base, const kvf &f, size_t at, int head,
+                                    const float *x, uint8_t *sq, float *sf) {
     uint8_t *row = (uint8_t *)base + at;
-    if (f.t == HR_DTYPE_AFFINE)
+    if (f.t == HR_DTYPE_TURBO)
+        kvt_store(row, x, f, head, sq, sf);
+    else if (f.t == HR_DTYPE_AFFINE)
         kva_store(row, x, f, sq);
     else
         kvg_store(row, x, f.hd, f.t);

@@ -334,7 +334,9 @@ static __device__ void rope_heads(float *v, int n, int hd, int rot, const float 
 #define QKV_THREADS 256
 __global__ void __launch_bounds__(QKV_THREADS) k_qkv(hr_qkv_args a, dstep st) {
     __shared__ float red[32];
-    __shared__ uint8_t sq[QKV_THREADS / 32][HR_CU_MAX_HD]; /* records' quants, a warp's row */
+    /* a warp's row of a record: its quants, its floats (TurboQuant) */
+    __shared__ uint8_t sq[QKV_THREADS / 32][HR_CU_MAX_HD];
+    __shared__ float sf[QKV_THREADS / 32][HR_CU_MAX_HD];
     int t = blockIdx.x, hd = a.head_dim;
     int qd = a.n_heads * hd, kvd = a.n_kv_heads * hd;
     float *q = a.q + (size_t)t * qd, *k = a.k + (size_t)t * kvd;
@@ -383,8 +385,8 @@ __global__ void __launch_bounds__(QKV_THREADS) k_qkv(hr_qkv_args a, dstep st) {
         }
         int wid = threadIdx.x >> 5, nw = blockDim.x >> 5;
         for (int h = wid; h < a.n_kv_heads; h += nw)
-            kv_store_rec(base, f, kv_at(f, block, h * a.block_size + slot), x + (size_t)h * hd,
-                         sq[wid]);
+            kv_store_rec(base, f, kv_at(f, block, h * a.block_size + slot), h,
+                         x + (size_t)h * hd, sq[wid], sf[wid]);
     }
 }
 
