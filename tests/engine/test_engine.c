@@ -696,16 +696,18 @@ static void test_ssd_tier(void **state) {
 
 /* The quantized KV cache on the backend under test against the CPU under
  * the same cache type (q8_0, q4_0, K q8_0 / V f16, K f16 / V q4_0, mlx
- * affine 8 bits in groups of 64 and 4 bits in groups of 32, TurboQuant 3.5
- * bits and K 4 / V 2), over the demo
- * model (head_dim 64; the fixtures' heads are too short for these rows):
- * three prompts (5, 40 and 70 tokens: one block, two, three) and 24 greedy
- * tokens each, run together. The two backends' K/V rows differ by float
- * noise before they are quantized, so a value can land one quantization
- * step apart: a prompt's tokens are compared up to the first that differs,
- * which must be a near tie (the CPU's top-2 margin below 0.2), the chosen
- * tokens' logprobs within a mean of 0.01 (8-bit rows) or 0.05 (4 bits and
- * fewer) and a worst of 0.1 (0.5), over at least 24 steps. On the CPU itself: skipped. */
+ * affine 8 bits in groups of 64 and 4 bits in groups of 32, the latter also
+ * from 40 tokens on (--quantized-kv-start: a second pool that the prompts
+ * of 40 and 70 tokens convert into), TurboQuant 3.5 bits and K 4 / V 2),
+ * over the demo model (head_dim 64; the fixtures' heads are too short for
+ * these rows): three prompts (5, 40 and 70 tokens: one block, two, three)
+ * and 24 greedy tokens each, run together. The two backends' K/V rows
+ * differ by float noise before they are quantized, so a value can land one
+ * quantization step apart: a prompt's tokens are compared up to the first
+ * that differs, which must be a near tie (the CPU's top-2 margin below
+ * 0.2), the chosen tokens' logprobs within a mean of 0.01 (8-bit rows) or
+ * 0.05 (4 bits and fewer) and a worst of 0.1 (0.5), over at least 24
+ * steps. On the CPU itself: skipped. */
 static void test_kv_types_vs_cpu(void **state) {
     (void)state;
     if (!strcmp(g_device, "cpu")) {
@@ -715,17 +717,18 @@ static void test_kv_types_vs_cpu(void **state) {
     static const struct {
         const char *name;
         hr_dtype k, v;
-        int bits, group, turbo_k, turbo_v;
+        int bits, group, turbo_k, turbo_v, start;
         double mean, worst;
     } cases[] = {
-        {"q8_0", HR_DTYPE_Q8_0, HR_DTYPE_Q8_0, 0, 0, 0, 0, 0.01, 0.1},
-        {"q4_0", HR_DTYPE_Q4_0, HR_DTYPE_Q4_0, 0, 0, 0, 0, 0.05, 0.5},
-        {"q8_0/f16", HR_DTYPE_Q8_0, HR_DTYPE_F16, 0, 0, 0, 0, 0.01, 0.1},
-        {"f16/q4_0", HR_DTYPE_F16, HR_DTYPE_Q4_0, 0, 0, 0, 0, 0.05, 0.5},
-        {"affine 8/64", HR_DTYPE_F32, HR_DTYPE_F32, 8, 64, 0, 0, 0.01, 0.1},
-        {"affine 4/32", HR_DTYPE_F32, HR_DTYPE_F32, 4, 32, 0, 0, 0.05, 0.5},
-        {"turbo 3.5", HR_DTYPE_F32, HR_DTYPE_F32, 0, 0, 7, 7, 0.05, 0.5},
-        {"turbo 4/2", HR_DTYPE_F32, HR_DTYPE_F32, 0, 0, 8, 4, 0.05, 0.5},
+        {"q8_0", HR_DTYPE_Q8_0, HR_DTYPE_Q8_0, 0, 0, 0, 0, 0, 0.01, 0.1},
+        {"q4_0", HR_DTYPE_Q4_0, HR_DTYPE_Q4_0, 0, 0, 0, 0, 0, 0.05, 0.5},
+        {"q8_0/f16", HR_DTYPE_Q8_0, HR_DTYPE_F16, 0, 0, 0, 0, 0, 0.01, 0.1},
+        {"f16/q4_0", HR_DTYPE_F16, HR_DTYPE_Q4_0, 0, 0, 0, 0, 0, 0.05, 0.5},
+        {"affine 8/64", HR_DTYPE_F32, HR_DTYPE_F32, 8, 64, 0, 0, 0, 0.01, 0.1},
+        {"affine 4/32", HR_DTYPE_F32, HR_DTYPE_F32, 4, 32, 0, 0, 0, 0.05, 0.5},
+        {"turbo 3.5", HR_DTYPE_F32, HR_DTYPE_F32, 0, 0, 7, 7, 0, 0.05, 0.5},
+        {"turbo 4/2", HR_DTYPE_F32, HR_DTYPE_F32, 0, 0, 8, 4, 0, 0.05, 0.5},
+        {"affine 4/32 from 40", HR_DTYPE_F32, HR_DTYPE_F32, 4, 32, 0, 0, 40, 0.05, 0.5},
     };
     const char *root = getenv("HEARTH_ROOT");
     char dir[4096];
@@ -748,7 +751,7 @@ static void test_kv_types_vs_cpu(void **state) {
                                 .prefill_chunk = 32, .kv_dtype = cases[c].k,
                                 .kv_vown = cases[c].v != cases[c].k, .kv_dtype_v = cases[c].v,
                                 .kv_bits = cases[c].bits, .kv_group = cases[c].group,
-                                .kv_start = 0, .kv_turbo_k = cases[c].turbo_k,
+                                .kv_start = cases[c].start, .kv_turbo_k = cases[c].turbo_k,
                                 .kv_turbo_v = cases[c].turbo_v};
             hr_engine *e;
             if (hr_engine_new(&e, m[b], &o, &err))

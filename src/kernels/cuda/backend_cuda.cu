@@ -37,13 +37,13 @@ typedef struct cu_ctx {
     void *h_stage, *d_stage;
     size_t stage_bytes;
     dstep st;
-    int n_tokens, n_out;
+    int n_tokens, n_out, split;
     /* Steps run as CUDA graphs, one per (tokens, logit rows): a step's ops
      * are the same kernels on the same addresses whenever those are (the
      * batch's data is read from the staging copy, which the graph holds),
      * so the first such step is captured and later ones replay it. */
     struct {
-        int T, n_out;
+        int T, n_out, split; /* split: hr_step_in.kv_split */
         cudaGraphExec_t exec;
     } graphs[MAX_GRAPHS];
     int n_graphs;
@@ -230,10 +230,12 @@ static int cu_begin(hr_bctx *c, const hr_step_in *in, hr_error *err) {
                   (const float *)(d + 4 * MT + MS + x->max_tab), in->rot_dim};
     x->n_tokens = T;
     x->n_out = n_out;
+    x->split = in->kv_split;
     x->replay = -1;
     x->capturing = false;
     for (int i = 0; i < x->n_graphs; i++)
-        if (x->graphs[i].T == T && x->graphs[i].n_out == n_out) {
+        if (x->graphs[i].T == T && x->graphs[i].n_out == n_out &&
+            x->graphs[i].split == x->split) {
             x->replay = i;
             return 0;
         }
@@ -272,6 +274,7 @@ static int cu_end(hr_bctx *c, hr_error *err) {
             return cu_fail(err, e, "capturing a step");
         x->graphs[x->n_graphs].T = x->n_tokens;
         x->graphs[x->n_graphs].n_out = x->n_out;
+        x->graphs[x->n_graphs].split = x->split;
         x->graphs[x->n_graphs].exec = exec;
         x->replay = x->n_graphs++;
     }
@@ -419,20 +422,40 @@ static void cu_matmul(hr_bctx *c, const float *x, int ldx, int T, int count,
     }
 }
 
+/* The step's tokens [t0, t0 + nt) (nt 0: all): their rows of the batch and
+ * of the staged arrays a token indexes (a step over two KV pools) */
+static int tokens_of(const cu_ctx *cx, int t0, int nt, dstep *st) {
+    *st = cx->st;
+    st->token += t0;
+    st->pos += t0;
+    st->seq += t0;
+    return nt ? nt : cx->n_tokens;
+}
+
 static void cu_qkv(hr_bctx *c, const hr_qkv_args *a) {
     cu_ctx *cx = ctx_of(c);
     if (cx->replay >= 0)
         return;
-    k_qkv<<<cx->n_tokens, QKV_THREADS, 0, cx->stream>>>(*a, cx->st);
+    dstep st;
+    int n = tokens_of(cx, a->t0, a->nt, &st);
+    hr_qkv_args b = *a;
+    size_t t0 = (size_t)a->t0, hd = (size_t)a->head_dim;
+    b.q += t0 * a->n_heads * hd;
+    b.k += t0 * a->n_kv_heads * hd;
+    b.v += t0 * a->n_kv_heads * hd;
+    k_qkv<<<n, QKV_THREADS, 0, cx->stream>>>(b, st);
 }
 
 static void cu_attention(hr_bctx *c, const hr_attn_in *a) {
     cu_ctx *cx = ctx_of(c);
     if (cx->replay >= 0)
         return;
-    int T = cx->n_tokens;
+    dstep st;
+    int T = tokens_of(cx, a->t0, a->nt, &st);
     hr_attn_in in = *a;
     in.max_ctx = 0; /* unused by the kernels, and it changes every step */
+    in.q += (size_t)a->t0 * a->n_heads * a->head_dim;
+    in.out += (size_t)a->t0 * a->n_heads * a->head_dim;
     bool vec = a->head_dim % 4 == 0;
     if (T <= cx->part_tokens && T * a->n_heads < 2 * cx->n_sm) {
         /* too few (token, head) pairs to fill the GPU: their chunks side by side */
@@ -441,20 +464,20 @@ static void cu_attention(hr_bctx *c, const hr_attn_in *a) {
             g = cx->n_chunks;
         dim3 grid(T, a->n_heads, g);
         if (vec)
-            k_attention_split<true><<<grid, ATT_CHUNK, 0, cx->stream>>>(in, cx->st, cx->d_part,
+            k_attention_split<true><<<grid, ATT_CHUNK, 0, cx->stream>>>(in, st, cx->d_part,
                                                                          cx->n_chunks);
         else
-            k_attention_split<false><<<grid, ATT_CHUNK, 0, cx->stream>>>(in, cx->st, cx->d_part,
+            k_attention_split<false><<<grid, ATT_CHUNK, 0, cx->stream>>>(in, st, cx->d_part,
                                                                           cx->n_chunks);
-        k_attention_fold<<<dim3(T, a->n_heads), 32, 0, cx->stream>>>(in, cx->st, cx->d_part,
+        k_attention_fold<<<dim3(T, a->n_heads), 32, 0, cx->stream>>>(in, st, cx->d_part,
                                                                       cx->n_chunks);
         return;
     }
     dim3 grid(T, a->n_heads);
     if (vec)
-        k_attention<true><<<grid, ATT_CHUNK, 0, cx->stream>>>(in, cx->st);
+        k_attention<true><<<grid, ATT_CHUNK, 0, cx->stream>>>(in, st);
     else
-        k_attention<false><<<grid, ATT_CHUNK, 0, cx->stream>>>(in, cx->st);
+        k_attention<false><<<grid, ATT_CHUNK, 0, cx->stream>>>(in, st);
 }
 
 static void cu_act(hr_bctx *c, int act, float *g, const float *u, int T, int n) {
