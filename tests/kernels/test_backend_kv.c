@@ -83,7 +83,7 @@ static void step(hr_bctx *ctx, const kv_case *c, const side *ks, const side *vs,
         pos[t] = p0 + t;
     hr_step_in in = {.n_tokens = n, .n_seqs = 1, .token = tok, .pos = pos, .seq = seq,
                      .logits = logits, .tables = TABLE, .tab_off = tab_off, .n_tables = NB,
-                     .freq = freq, .rot_dim = 0};
+                     .freq = freq, .rot_dim = 0, .kv_split = -1};
     hr_error err = {0};
     const hr_backend_ops *ops = g_be->ops;
     if (ops->begin(ctx, &in, &err))

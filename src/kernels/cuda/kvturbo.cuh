@@ -31,7 +31,7 @@ static __device__ __forceinline__ kvt_lay kvt_layout(int hd, int r2) {
     L.bits[1] = r2 / 2;
     L.off[0] = 2 * L.nseg;
     L.off[1] = L.off[0] + L.dim * L.bits[0] / 8;
-    L.rinv = __fdiv_rn(1.0f, sqrtf((float)L.dim));
+    L.rinv = __fdiv_rn(1.0f, __fsqrt_rn((float)L.dim));
     return L;
 }
 
@@ -159,14 +159,14 @@ static __device__ void kvt_store(uint8_t *row, const float *x, const kvf &f, int
             double n2 = 0;
             for (int e = 0; e < L.dim; e++)
                 n2 = __dadd_rn(n2, __dmul_rn((double)sf[e], (double)sf[e]));
-            n = (float)sqrt(n2);
+            n = (float)__dsqrt_rn(n2);
         }
         n = __shfl_sync(0xffffffffu, n, 0);
         kvt_rotate(sf, L, f.layer, head, s, f.v);
         /* encode: z = y sqrt(dim) / n to its nearest centroid */
         const float *c = kvt_centroids(L.dim, L.bits[s]);
         int k = 1 << L.bits[s];
-        float sc = n > 0 ? __fdiv_rn(sqrtf((float)L.dim), n) : 0.0f;
+        float sc = n > 0 ? __fdiv_rn(__fsqrt_rn((float)L.dim), n) : 0.0f;
         for (int e = lane; e < L.dim; e += 32) {
             float z = __fmul_rn(sf[e], sc);
             int code = 0;
