@@ -1,6 +1,7 @@
 /* K/V rows of the cache on the GPU, in the formats of kernels/cpu/kvquant.h:
  * F32, F16, BF16 elements; Q8_0, Q4_0 rows of ggml blocks (--cache-type-k
- * / -v); AFFINE records (mlx-lm's mx.quantize, --kv-bits). A quantized row
+ * / -v); AFFINE records (mlx-lm's mx.quantize, --kv-bits); TURBO records
+ * (--kv-quant turbo: kvturbo.cuh, read in the rotated basis). A quantized row
  * is stored by one warp into the bytes the CPU's quantizers write for the
  * same floats (hr_kv_row_store: hr_quant_gguf_row, hr_quant_affine_row), so
  * the prompt cache and the SSD tier move blocks between the backends as
@@ -8,8 +9,7 @@
  * dequantization gives (hr_kv_row_load), so attention over a quantized row
  * is attention over its dequantized floats, summed in the order of an f32
  * row. Products and sums are rounded one by one (__fmul_rn, __fadd_rn,
- * __fdiv_rn): nvcc would otherwise fuse them where the CPU does not.
- * TurboQuant records are not here yet (model/kv.c refuses them on cuda). */
+ * __fdiv_rn): nvcc would otherwise fuse them where the CPU does not. */
 #ifndef HR_KERNELS_CUDA_KVQ_CUH
 #define HR_KERNELS_CUDA_KVQ_CUH
 
