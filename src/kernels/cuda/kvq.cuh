@@ -29,6 +29,7 @@ extern "C" {
 struct kvf {
     int t, bits, group, hd;
     int layer, v; /* TURBO: the rows' rotations (hr_turbo_kv_seed) */
+    float rinv;   /* TURBO: 1 / sqrt(a segment's channels) */
     size_t stride, row;
 };
 
@@ -51,7 +52,7 @@ static __host__ __device__ __forceinline__ size_t kv_row_len(int t, int hd, int 
 /* K's (v false) or V's format in a layer's arguments (hr_qkv_args,
  * hr_attn_in): V has K's format unless v_block_stride is set */
 template <class A>
-static __host__ __device__ __forceinline__ kvf kv_fmt(const A &a, bool v) {
+static __device__ __forceinline__ kvf kv_fmt(const A &a, bool v) {
     bool own = v && a.v_block_stride > 0;
     kvf f;
     f.t = own ? (int)a.v_dtype : (int)a.kv_dtype;
@@ -62,6 +63,8 @@ static __host__ __device__ __forceinline__ kvf kv_fmt(const A &a, bool v) {
     f.v = v;
     f.stride = own ? a.v_block_stride : a.block_stride;
     f.row = kv_row_len(f.t, a.head_dim, f.bits, f.group);
+    int dim = f.bits % 2 ? a.head_dim / 2 : a.head_dim; /* hr_turbo_kv_layout's rinv */
+    f.rinv = f.t == HR_DTYPE_TURBO ? __fdiv_rn(1.0f, __fsqrt_rn((float)dim)) : 0.0f;
     return f;
 }
 

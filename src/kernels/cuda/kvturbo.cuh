@@ -23,7 +23,8 @@ struct kvt_lay {
     float rinv;
 };
 
-static __device__ __forceinline__ kvt_lay kvt_layout(int hd, int r2) {
+static __device__ __forceinline__ kvt_lay kvt_layout(const kvf &f) {
+    int hd = f.hd, r2 = f.bits;
     kvt_lay L;
     L.nseg = r2 % 2 ? 2 : 1;
     L.dim = hd / L.nseg;
@@ -31,7 +32,7 @@ static __device__ __forceinline__ kvt_lay kvt_layout(int hd, int r2) {
     L.bits[1] = r2 / 2;
     L.off[0] = 2 * L.nseg;
     L.off[1] = L.off[0] + L.dim * L.bits[0] / 8;
-    L.rinv = __fdiv_rn(1.0f, __fsqrt_rn((float)L.dim));
+    L.rinv = f.rinv; /* kv_fmt's */
     return L;
 }
 
@@ -124,7 +125,7 @@ static __device__ __forceinline__ float kvt_w(const uint8_t *row, const kvt_lay 
 
 /* element i of the row's rotated vector */
 static __device__ __forceinline__ float kvt_elem(const uint8_t *row, const kvf &f, int i) {
-    kvt_lay L = kvt_layout(f.hd, f.bits);
+    kvt_lay L = kvt_layout(f);
     int s = i / L.dim, e = i % L.dim;
     const float *c = kvt_centroids(L.dim, L.bits[s]);
     return __fmul_rn(c[kvt_code(row + L.off[s], e, L.bits[s])], kvt_w(row, L, s));
@@ -132,7 +133,7 @@ static __device__ __forceinline__ float kvt_elem(const uint8_t *row, const kvf &
 
 /* q (rotated) . the row's rotated vector, in order */
 static __device__ float kvt_dot(const float *q, const uint8_t *row, const kvf &f) {
-    kvt_lay L = kvt_layout(f.hd, f.bits);
+    kvt_lay L = kvt_layout(f);
     float acc = 0.0f;
     for (int s = 0; s < L.nseg; s++) {
         const float *c = kvt_centroids(L.dim, L.bits[s]);
@@ -149,7 +150,7 @@ static __device__ float kvt_dot(const float *q, const uint8_t *row, const kvf &f
 static __device__ void kvt_store(uint8_t *row, const float *x, const kvf &f, int head,
                                  uint8_t *sq, float *sf) {
     int lane = threadIdx.x & 31;
-    kvt_lay L = kvt_layout(f.hd, f.bits);
+    kvt_lay L = kvt_layout(f);
     for (int s = 0; s < L.nseg; s++) {
         for (int e = lane; e < L.dim; e += 32)
             sf[e] = x[kvt_chan(f.hd, L.nseg, s, e)];
@@ -195,7 +196,7 @@ static __device__ void kvt_store(uint8_t *row, const float *x, const kvf &f, int
  * it; warp 0 works. */
 static __device__ void kvt_rotate_q(const kvf &kf, int kvh, float *q, float *tmp) {
     if (threadIdx.x < 32) {
-        kvt_lay L = kvt_layout(kf.hd, kf.bits);
+        kvt_lay L = kvt_layout(kf);
         for (int s = 0; s < L.nseg; s++)
             for (int e = threadIdx.x; e < L.dim; e += 32)
                 tmp[s * L.dim + e] = q[kvt_chan(kf.hd, L.nseg, s, e)];
@@ -211,7 +212,7 @@ static __device__ void kvt_rotate_q(const kvf &kf, int kvh, float *q, float *tmp
 /* An output row o (hd floats, shared, in V's rotated basis) rotated back by
  * KV head kvh's V rotation into out (a whole warp). */
 static __device__ void kvt_unrotate_out(const kvf &vf, int kvh, float *o, float *out) {
-    kvt_lay L = kvt_layout(vf.hd, vf.bits);
+    kvt_lay L = kvt_layout(vf);
     for (int s = 0; s < L.nseg; s++)
         kvt_unrotate(o + s * L.dim, L, vf.layer, kvh, s, 1);
     for (int s = 0; s < L.nseg; s++)
