@@ -1,5 +1,6 @@
-/* `--device NAME` for the tests that run a model (test_parity, test_engine,
- * test_quant_parity): the backend under test, "cpu" without the flag. A
+/* `--device NAME` for the tests that run a model or a backend's ops
+ * (test_parity, test_engine, test_quant_parity, test_spec, test_backend_kv):
+ * the backend under test, "cpu" without the flag. A
  * device that is not there (no GPU, no driver, a build without CUDA) skips
  * the whole program, saying why: the ctest *_cuda entries pass on CI that
  * way, and run for real on the GPU machine (tools/cuda-check.sh). */

@@ -26,6 +26,9 @@ run "$dev/test_backend_attn" --device cuda
 # (Gemma-3's bidirectional spans, Qwen2.5-VL's M-RoPE) against their oracles
 run "$dev/test_embed_parity" --device cuda
 run "$dev/test_engine_vision" --device cuda
+# the KV cache's formats (q8_0, q4_0, K/V apart, affine): the records the
+# qkv op stores equal the CPU quantizer's bytes; attention over them
+run "$dev/test_backend_kv" --device cuda
 # the public API on the device "auto" picks (the GPU here): sessions,
 # requests, prompt scoring, the quantized KV refused or served
 run "$dev/test_api"
@@ -47,6 +50,24 @@ close_ppl() {
     python3 -c "import sys; a,b=float(sys.argv[1]),float(sys.argv[2]); sys.exit(abs(a-b)>1e-3*b)" "$a" "$b"
 }
 run close_ppl
+# the quantized KV cache on the GPU: perplexity within 0.5% of the CPU's under
+# the same cache type (the rows differ by float noise before they are
+# quantized), a window's cache converted at 100 tokens too
+close_ppl_kv() {
+    local a b rc=0 kv
+    for kv in "--cache-type-k q8_0 --cache-type-v q8_0" "--cache-type-k q4_0 --cache-type-v f16" \
+              "--kv-bits 8 --quantized-kv-start 0" "--kv-bits 4 --kv-group-size 32 --quantized-kv-start 0" \
+              "--kv-bits 4 --quantized-kv-start 100" "--kv-quant turbo" "--kv-quant turbo:4,2"; do
+        # shellcheck disable=SC2086
+        a=$("$dev/hearth" perplexity --model "$demo" --device cuda $kv --file "$root/tests/fixtures/demo/valid.txt" --context 256 --max-windows 8 | awk '/^perplexity/{print $2}')
+        # shellcheck disable=SC2086
+        b=$("$dev/hearth" perplexity --model "$demo" --device cpu $kv --file "$root/tests/fixtures/demo/valid.txt" --context 256 --max-windows 8 | awk '/^perplexity/{print $2}')
+        echo "perplexity $kv: cuda $a cpu $b"
+        python3 -c "import sys; a,b=float(sys.argv[1]),float(sys.argv[2]); sys.exit(abs(a-b)>5e-3*b)" "$a" "$b" || rc=1
+    done
+    return $rc
+}
+run close_ppl_kv
 # one greedy completion of "The lighthouse" (16 tokens) from the server on
 # PORT once /health answers: prints the HTTP status, then the body
 complete() {

@@ -336,8 +336,10 @@ static void cache_prompt(hr_engine *e, const hr_request *r) {
  * its blocks read and stored again by hr_kv_row_store in kvq's format
  * (hr_kv_convert), its e->kv blocks unreferenced, and the rest of its
  * reservation taken from what was promised to it. The prompt cache keeps
- * its unquantized prefix first (every later request starts unquantized). */
-static void convert(hr_engine *e, hr_request *r) {
+ * its unquantized prefix first (every later request starts unquantized).
+ * A device pool's blocks go through the host: a failed copy (or no host
+ * memory) leaves r unconverted and is r's error (0 or the error's code). */
+static int convert(hr_engine *e, hr_request *r, hr_error *err) {
     HR_ASSERT(!r->conv && r->q_need >= blocks_for(r->len) && r->len > 0);
     if (e->pcache && !r->embed && !e->state_bytes) {
         for (int k = 0; k < r->len; k++)
@@ -347,9 +349,11 @@ static void convert(hr_engine *e, hr_request *r) {
     int n = blocks_for(r->len);
     for (int i = 0; i < n; i++)
         e->conv_rows[i] = i < n - 1 ? HR_KV_BLOCK : r->len - (n - 1) * HR_KV_BLOCK;
-    hr_error err = {0};
-    int rc = hr_kv_convert(&e->kvq, &e->kv, r->blocks, e->conv_rows, n, r->blocks, &err);
-    HR_ASSERT(rc == 0); /* q_need blocks were promised to r */
+    int rc = hr_kv_convert(&e->kvq, &e->kv, r->blocks, e->conv_rows, n, r->blocks, err);
+    if (rc) {
+        HR_ASSERT(rc != HR_ENOMEM || e->m->be->device_mem); /* q_need blocks were promised */
+        return rc;
+    }
     for (int b = n; b < r->n_blocks; b++)
         hr_kv_unref(&e->kv, r->blocks[b]);
     for (int b = n; b < r->q_need; b++)
@@ -358,14 +362,20 @@ static void convert(hr_engine *e, hr_request *r) {
     e->kvq_promised -= r->q_need;
     r->q_need = 0;
     r->conv = true;
+    return 0;
 }
 
 static void step(hr_engine *e) {
     /* sequences that hold kv_start tokens or more (the last step, or a
      * prompt cache hit) convert before the step's batch is built */
-    for (int s = 0; e->kvq.n_blocks && s < e->n_running; s++)
-        if (!e->running[s]->conv && e->running[s]->len >= e->kv_start)
-            convert(e, e->running[s]);
+    for (int s = 0; e->kvq.n_blocks && s < e->n_running; s++) {
+        hr_error err = {0};
+        if (!e->running[s]->conv && e->running[s]->len >= e->kv_start &&
+            convert(e, e->running[s], &err)) {
+            hr_log(HR_LOG_ERROR, "converting a sequence's KV failed: %s", err.msg);
+            retire(e, s--, HR_FINISH_ERROR, err.msg); /* the last one moved to s */
+        }
+    }
     hr__spec_propose(e);
     int n_prefill, n_decode, T = hr__build_batch(e, &n_prefill, &n_decode);
     if (T == 0)

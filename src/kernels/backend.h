@@ -60,6 +60,11 @@ typedef struct hr_step_in {
      * counts, in order) instead of pos[t] */
     const int32_t *mrope_pos;
     int mrope_section[3];
+    /* a step over two KV pools (model/batch.h's kv2): the first token whose
+     * rows are the second pool's (its qkv and attention ops come with t0,
+     * nt); -1: one pool. The ops' arguments differ with it (CUDA keys its
+     * step graphs by it). */
+    int kv_split;
 } hr_step_in;
 
 enum { HR_BNORM_RMS, HR_BNORM_LAYER };
@@ -93,7 +98,7 @@ typedef struct hr_qkv_args {
     int v_bits;            /* TURBO (CPU only): V's rate, kv_bits K's; 0: kv_bits */
     int layer;             /* the layer's index (TURBO: its rows' rotations) */
     int t0, nt;            /* the step's tokens [t0, t0 + nt) only (nt 0: all of them;
-                            * CPU only: a step over two KV pools, model/batch.h) */
+                            * a step over two KV pools, model/batch.h) */
 } hr_qkv_args;
 
 /* Attention of the step's tokens over the paged cache of one layer: token t

@@ -182,7 +182,7 @@ static int validate(hr_fwd *f, const hr_kv *kv, const hr_batch *b, bool hidden,
     if (b->n_seqs <= 0 || b->n_seqs > f->max_seqs)
         return hr_err(err, HR_EINVAL, "batch of %d sequences (max %d)", b->n_seqs,
                       f->max_seqs);
-    if (b->kv2 && (f->be->device_mem || b->kv2_from < 0 || b->kv2_from > b->n_tokens ||
+    if (b->kv2 && (b->kv2_from < 0 || b->kv2_from > b->n_tokens ||
                    b->kv2->n_layers != kv->n_layers || b->kv2->n_kv_heads != kv->n_kv_heads ||
                    b->kv2->head_dim != kv->head_dim))
         return hr_err(err, HR_EINVAL, "a second KV pool that does not fit this step");
@@ -308,6 +308,7 @@ static void stage(hr_fwd *f, const hr_batch *b, hr_step_in *in) {
         .freq = f->freq, .rot_dim = hp->rot_dim, .rope_local = hp->has_rope_local,
         .embd = b->embd, .embd_row = b->embd ? b->embd_row : NULL,
         .attn_end = b->attn_end, .mrope_pos = b->rope_pos,
+        .kv_split = b->kv2 ? b->kv2_from : -1,
         .mrope_section = {hp->mrope_section[0], hp->mrope_section[1], hp->mrope_section[2]},
     };
 }

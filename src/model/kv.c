@@ -135,14 +135,74 @@ void hr_kv_load_row(const hr_kv *kv, int layer, int32_t block, int h, int slot, 
                    v ? kv->vdtype : kv->dtype, bits_of(kv, v), group_of(kv, layer, h, v));
 }
 
+/* Head h's K (v false) or V row of slot `slot` in a block's bytes as
+ * hr_kv_block_read lays them out (per layer: K, then V) */
+static char *buf_row(const hr_kv *kv, char *buf, int layer, int h, int slot, bool v) {
+    size_t sb = hr_kv_stride_bytes(kv), vb = hr_kv_vstride_bytes(kv);
+    size_t at = (size_t)h * HR_KV_BLOCK + (size_t)slot;
+    return buf + (size_t)layer * (sb + vb) + (v ? sb + at * kv->vrow_bytes : at * kv->row_bytes);
+}
+
+/* hr_kv_convert of pools in device memory: each block's bytes come to the
+ * host (hr_kv_block_read), its rows are converted there by the same
+ * hr_kv_row_load / hr_kv_row_store (the GPU's records are the CPU's bytes:
+ * kernels/cuda/kvq.cuh) and go back (hr_kv_block_write). All or nothing: on
+ * a failed copy the new blocks are released and the sequence stays in src. */
+static int convert_device(hr_kv *dst, hr_kv *src, const int32_t *from, const int *rows, int n,
+                          int32_t *to, hr_error *err) {
+    size_t sbytes = (size_t)src->n_layers * (hr_kv_stride_bytes(src) + hr_kv_vstride_bytes(src));
+    size_t dbytes = (size_t)dst->n_layers * (hr_kv_stride_bytes(dst) + hr_kv_vstride_bytes(dst));
+    char *sbuf = malloc(sbytes), *dbuf = calloc(1, dbytes);
+    int32_t *nb = malloc((size_t)n * sizeof *nb);
+    int rc = 0;
+    if (!sbuf || !dbuf || !nb) {
+        rc = hr_err(err, HR_ENOMEM, "out of memory converting a sequence's KV");
+        goto out;
+    }
+    for (int i = 0; i < n; i++)
+        nb[i] = hr_kv_alloc(dst);
+    float row[HR_ATTN_MAX_HEAD_DIM];
+    for (int i = 0; i < n && !rc; i++) {
+        if ((rc = hr_kv_block_read(src, from[i], sbuf, err)))
+            break;
+        for (int l = 0; l < src->n_layers; l++)
+            for (int h = 0; h < src->n_kv_heads; h++)
+                for (int sl = 0; sl < rows[i]; sl++)
+                    for (int v = 0; v < 2; v++) {
+                        hr_kv_row_load(row, buf_row(src, sbuf, l, h, sl, v), src->head_dim,
+                                       v ? src->vdtype : src->dtype, bits_of(src, v),
+                                       group_of(src, l, h, v));
+                        hr_kv_row_store(buf_row(dst, dbuf, l, h, sl, v), row, dst->head_dim,
+                                        v ? dst->vdtype : dst->dtype, bits_of(dst, v),
+                                        group_of(dst, l, h, v));
+                    }
+        rc = hr_kv_block_write(dst, nb[i], dbuf, err);
+    }
+    for (int i = 0; i < n; i++) {
+        if (rc) {
+            hr_kv_unref(dst, nb[i]);
+        } else {
+            hr_kv_unref(src, from[i]);
+            to[i] = nb[i]; /* to may be from */
+        }
+    }
+out:
+    free(sbuf);
+    free(dbuf);
+    free(nb);
+    return rc;
+}
+
 int hr_kv_convert(hr_kv *dst, hr_kv *src, const int32_t *from, const int *rows, int n,
                   int32_t *to, hr_error *err) {
-    HR_ASSERT(!dst->be->device_mem && !src->be->device_mem && dst->head_dim == src->head_dim &&
+    HR_ASSERT(dst->be == src->be && dst->head_dim == src->head_dim &&
               dst->n_layers == src->n_layers && dst->n_kv_heads == src->n_kv_heads &&
               src->head_dim <= HR_ATTN_MAX_HEAD_DIM);
     if (dst->n_free < n)
         return hr_err(err, HR_ENOMEM, "KV pool: %d free blocks for a sequence of %d",
                       dst->n_free, n);
+    if (src->be->device_mem)
+        return convert_device(dst, src, from, rows, n, to, err);
     float row[HR_ATTN_MAX_HEAD_DIM];
     for (int i = 0; i < n; i++) {
         int32_t sb = from[i], db = hr_kv_alloc(dst); /* to may be from */
@@ -178,14 +238,7 @@ int hr_kv_init_fmt(hr_kv *kv, hr_backend *be, const hr_hparams *hp, const hr_kv_
     if (n_blocks <= 0)
         return hr_err(err, HR_EINVAL, "kv pool needs at least one block");
     hr_dtype vt = f->vown ? f->vdtype : t;
-    if (be->device_mem && (t == HR_DTYPE_Q8_0 || t == HR_DTYPE_Q4_0 || vt != t))
-        return hr_err(err, HR_EUNSUPPORTED, "not supported yet: KV cache types %s/%s "
-                      "(--cache-type-k/-v) on cuda; run it with --device cpu",
-                      hr_dtype_name(t), hr_dtype_name(vt));
     if (t == HR_DTYPE_TURBO || vt == HR_DTYPE_TURBO) {
-        if (be->device_mem)
-            return hr_err(err, HR_EUNSUPPORTED, "not supported yet: --kv-quant turbo on cuda; "
-                          "run it with --device cpu");
         if (vt != t)
             return hr_err(err, HR_EINVAL, "--kv-quant turbo quantizes K and V "
                           "(not with --cache-type-k/-v)");
@@ -203,9 +256,6 @@ int hr_kv_init_fmt(hr_kv *kv, hr_backend *be, const hr_hparams *hp, const hr_kv_
         if (vt != t)
             return hr_err(err, HR_EINVAL, "--kv-bits quantizes K and V alike "
                           "(not with --cache-type-k/-v)");
-        if (be->device_mem)
-            return hr_err(err, HR_EUNSUPPORTED, "not supported yet on cuda: quantized KV "
-                          "(--kv-bits); run it with --device cpu");
         if (!hr_kvq_bits_ok(f->bits))
             return hr_err(err, HR_EINVAL, "--kv-bits %d (2, 3, 4, 6, 8 are)", f->bits);
         if (!hr_kvq_group_ok(f->group) || hp->head_dim % f->group ||

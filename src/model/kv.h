@@ -116,12 +116,13 @@ void hr_kv_deinit(hr_kv *kv);
  * pools only. */
 void hr_kv_load_row(const hr_kv *kv, int layer, int32_t block, int h, int slot, bool v,
                     float *out);
-/* Move a sequence from pool src into pool dst (another format, host
- * pools): for i < n, a fresh block of dst gets the first rows[i] token
+/* Move a sequence from pool src into pool dst (another format, the same
+ * backend): for i < n, a fresh block of dst gets the first rows[i] token
  * slots of src block from[i] (K and V of every layer, read as f32 and
  * stored in dst's format) and to[i] names it (to may be from); from[i] is
- * unreferenced.
- * HR_ENOMEM (nothing changed) when dst has fewer than n free blocks. */
+ * unreferenced. Device pools: the blocks' bytes through the host.
+ * HR_ENOMEM (nothing changed) when dst has fewer than n free blocks; a
+ * failed device copy (HR_EIO) or no host memory changes nothing either. */
 int hr_kv_convert(hr_kv *dst, hr_kv *src, const int32_t *from, const int *rows, int n,
                   int32_t *to, hr_error *err);
 

@@ -577,7 +577,7 @@ static void test_score_prompt(void **state) {
 
 /* The mean |dlogprob| per token of a short text scored on a session made
  * with o, against g_sess's f32 KV; -1 when such a session is refused as
- * not supported yet (a GPU's pool: the quantized formats are CPU-only yet). */
+ * not supported yet (a GPU's pool: TurboQuant is CPU-only yet). */
 static double kv_drift(hr_session_opts o) {
     enum { N = 160 };
     int32_t *ids = NULL;

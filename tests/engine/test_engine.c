@@ -15,6 +15,7 @@
 #include <stdint.h>
 #include <cmocka.h>
 #include <jansson.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -693,6 +694,111 @@ static void test_ssd_tier(void **state) {
     assert_int_equal(system(cmd), 0);
 }
 
+/* The quantized KV cache on the backend under test against the CPU under
+ * the same cache type (q8_0, q4_0, K q8_0 / V f16, K f16 / V q4_0, mlx
+ * affine 8 bits in groups of 64 and 4 bits in groups of 32, the latter also
+ * from 40 tokens on (--quantized-kv-start: a second pool that the prompts
+ * of 40 and 70 tokens convert into), TurboQuant 3.5 bits and K 4 / V 2),
+ * over the demo model (head_dim 64; the fixtures' heads are too short for
+ * these rows): three prompts (5, 40 and 70 tokens: one block, two, three)
+ * and 24 greedy tokens each, run together. The two backends' K/V rows
+ * differ by float noise before they are quantized, so a value can land one
+ * quantization step apart: a prompt's tokens are compared up to the first
+ * that differs, which must be a near tie (the CPU's top-2 margin below
+ * 0.2), the chosen tokens' logprobs within a mean of 0.01 (8-bit rows) or
+ * 0.05 (4 bits and fewer) and a worst of 0.1 (0.5), over at least 24
+ * steps. On the CPU itself: skipped. */
+static void test_kv_types_vs_cpu(void **state) {
+    (void)state;
+    if (!strcmp(g_device, "cpu")) {
+        printf("kv types against the CPU: skipped on the CPU\n");
+        return;
+    }
+    static const struct {
+        const char *name;
+        hr_dtype k, v;
+        int bits, group, turbo_k, turbo_v, start;
+        double mean, worst;
+    } cases[] = {
+        {"q8_0", HR_DTYPE_Q8_0, HR_DTYPE_Q8_0, 0, 0, 0, 0, 0, 0.01, 0.1},
+        {"q4_0", HR_DTYPE_Q4_0, HR_DTYPE_Q4_0, 0, 0, 0, 0, 0, 0.05, 0.5},
+        {"q8_0/f16", HR_DTYPE_Q8_0, HR_DTYPE_F16, 0, 0, 0, 0, 0, 0.01, 0.1},
+        {"f16/q4_0", HR_DTYPE_F16, HR_DTYPE_Q4_0, 0, 0, 0, 0, 0, 0.05, 0.5},
+        {"affine 8/64", HR_DTYPE_F32, HR_DTYPE_F32, 8, 64, 0, 0, 0, 0.01, 0.1},
+        {"affine 4/32", HR_DTYPE_F32, HR_DTYPE_F32, 4, 32, 0, 0, 0, 0.05, 0.5},
+        {"turbo 3.5", HR_DTYPE_F32, HR_DTYPE_F32, 0, 0, 7, 7, 0, 0.05, 0.5},
+        {"turbo 4/2", HR_DTYPE_F32, HR_DTYPE_F32, 0, 0, 8, 4, 0, 0.05, 0.5},
+        {"affine 4/32 from 40", HR_DTYPE_F32, HR_DTYPE_F32, 4, 32, 0, 0, 40, 0.05, 0.5},
+    };
+    const char *root = getenv("HEARTH_ROOT");
+    char dir[4096];
+    snprintf(dir, sizeof dir, "%s/models/hearth-demo", root ? root : ".");
+    hr_model *m[2];
+    hr_error err = {0};
+    if (hr_model_open_on(&m[0], dir, g_device, &err) || hr_model_open_on(&m[1], dir, "cpu", &err))
+        fail_msg("%s", err.msg);
+    enum { NP = 3, GEN = 24 };
+    static const int np[NP] = {5, 40, 70};
+    int32_t prompts[NP][70];
+    for (int i = 0; i < NP; i++)
+        for (int k = 0; k < np[i]; k++) /* tokens spread over the vocabulary */
+            prompts[i][k] = (int32_t)((7919u * (unsigned)(k + 1) + 104729u * (unsigned)i) %
+                                      (unsigned)m[1]->hp.n_vocab);
+    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+        hr_step st[2][NP][GEN];
+        for (int b = 0; b < 2; b++) {
+            hr_engine_opts o = {.n_threads = 2, .max_batch = NP, .n_ctx = 128,
+                                .prefill_chunk = 32, .kv_dtype = cases[c].k,
+                                .kv_vown = cases[c].v != cases[c].k, .kv_dtype_v = cases[c].v,
+                                .kv_bits = cases[c].bits, .kv_group = cases[c].group,
+                                .kv_start = cases[c].start, .kv_turbo_k = cases[c].turbo_k,
+                                .kv_turbo_v = cases[c].turbo_v};
+            hr_engine *e;
+            if (hr_engine_new(&e, m[b], &o, &err))
+                fail_msg("%s on %s: %s", cases[c].name, b ? "cpu" : g_device, err.msg);
+            hr_request *r[NP];
+            for (int i = 0; i < NP; i++) {
+                hr_req_params p = {.prompt = prompts[i], .n_prompt = np[i], .max_tokens = GEN,
+                                   .top_logprobs = 2};
+                hr_sampler_params_default(&p.sampler);
+                if (hr_request_new(&r[i], e, &p, &err) || hr_engine_submit(e, r[i], &err))
+                    fail_msg("%s", err.msg);
+            }
+            for (int i = 0; i < NP; i++) {
+                for (int k = 0; k < GEN; k++)
+                    if (hr_request_wait(r[i], k, &st[b][i][k], 10000) != 1)
+                        fail_msg("%s: prompt %d ended at %d tokens", cases[c].name, i, k);
+                hr_request_release(r[i]);
+            }
+            hr_engine_free(e);
+        }
+        double sum = 0, worst = 0;
+        int n = 0;
+        for (int i = 0; i < NP; i++)
+            for (int k = 0; k < GEN; k++) {
+                const hr_step *g = &st[0][i][k], *w = &st[1][i][k];
+                double margin = w->top_lps[0] - w->top_lps[1];
+                if (g->token != w->token) {
+                    if (margin >= 0.2)
+                        fail_msg("%s prompt %d step %d: token %d, the CPU's %d (margin %.3f)",
+                                 cases[c].name, i, k, g->token, w->token, margin);
+                    break; /* a near tie went the other way: the rest is another text */
+                }
+                double d = fabs((double)g->logprob - w->logprob);
+                sum += d;
+                worst = fmax(worst, d);
+                n++;
+            }
+        printf("%s: %d steps compared, |dlogprob| mean %.2g worst %.2g\n", cases[c].name, n,
+               sum / n, worst);
+        if (!(n >= GEN && sum / n <= cases[c].mean && worst <= cases[c].worst))
+            fail_msg("%s: %d steps, |dlogprob| mean %g (%g), worst %g (%g)", cases[c].name, n,
+                     sum / n, cases[c].mean, worst, cases[c].worst);
+    }
+    hr_model_free(m[0]);
+    hr_model_free(m[1]);
+}
+
 /* test_engine [--device NAME]: the whole engine (batching, prompt cache,
  * SSD tier) over the model on that backend; a GPU that is not there skips,
  * saying why. */
@@ -735,6 +841,7 @@ int main(int argc, char **argv) {
         cmocka_unit_test(test_prompt_cache_while_running),
         cmocka_unit_test(test_prompt_cache_tokens),
         cmocka_unit_test(test_ssd_tier),
+        cmocka_unit_test(test_kv_types_vs_cpu),
     };
     int rc = cmocka_run_group_tests_name("llama", tests, NULL, NULL);
     close_fixture();

@@ -291,19 +291,68 @@ static void test_prompt_cache_converted_and_not(void **state) {
     hr_engine_free(off);
 }
 
-/* Requests that do not fit either pool are refused; a start past the
- * context makes no second pool (nothing ever converts); a quantized pool in
- * device memory (the engine's second pool on CUDA) is refused, as at
- * start 0. */
-static void test_options(void **state) {
-    (void)state;
+/* A pool "in device memory" (the CPU's ops, said to be a GPU's): a
+ * sequence converts through the host (hr_kv_convert's device path) into the
+ * same bytes as between host pools. */
+static void convert_through_host(void) {
     hr_backend dev = *hr_backend_cpu();
     dev.device_mem = true;
-    hr_kv qk;
-    hr_error qerr = {0};
+    const hr_hparams *hp = &g_model->hp;
     hr_kv_fmt qf = {.dtype = HR_DTYPE_AFFINE, .bits = BITS, .group = GROUP};
-    assert_int_equal(hr_kv_init_fmt(&qk, &dev, &g_model->hp, &qf, 4, &qerr), HR_EUNSUPPORTED);
-    assert_non_null(strstr(qerr.msg, "not supported yet on cuda: quantized KV"));
+    hr_kv u[2], q[2];
+    hr_error err = {0};
+    int32_t got[2][2];
+    const int rows[2] = {HR_KV_BLOCK, 7};
+    float k[256], v[256];
+    assert_true(hp->head_dim <= 256);
+    for (int d = 0; d < 2; d++) {
+        hr_backend *be = d ? &dev : hr_backend_cpu();
+        assert_int_equal(hr_kv_init_on(&u[d], be, hp, HR_DTYPE_F32, 3, &err), 0);
+        assert_int_equal(hr_kv_init_fmt(&q[d], be, hp, &qf, 4, &err), 0);
+        int32_t from[2] = {hr_kv_alloc(&u[d]), hr_kv_alloc(&u[d])};
+        for (int b = 0; b < 2; b++)
+            for (int l = 0; l < hp->n_layers; l++)
+                for (int h = 0; h < hp->n_kv_heads; h++)
+                    for (int sl = 0; sl < rows[b]; sl++) {
+                        for (int i = 0; i < hp->head_dim; i++) {
+                            k[i] = sinf((float)(b * 1000 + l * 100 + h * 10 + sl + i));
+                            v[i] = cosf((float)(b * 999 + l * 77 + h * 5 + sl * 3 + i));
+                        }
+                        hr_kv_store(&u[d], l, from[b], h, sl, k, v);
+                    }
+        hr_kv_alloc(&q[d]); /* the new blocks are not 0, 1 */
+        assert_int_equal(hr_kv_convert(&q[d], &u[d], from, rows, 2, got[d], &err), 0);
+        assert_int_equal(u[d].n_free, 3);
+    }
+    size_t bb = (size_t)hp->n_layers * (hr_kv_stride_bytes(&q[0]) + hr_kv_vstride_bytes(&q[0]));
+    char *a = malloc(bb), *b = malloc(bb);
+    for (int i = 0; i < 2; i++) {
+        assert_int_equal(hr_kv_block_read(&q[0], got[0][i], a, &err), 0);
+        assert_int_equal(hr_kv_block_read(&q[1], got[1][i], b, &err), 0);
+        for (int l = 0; l < hp->n_layers; l++) /* the rows written: slots [0, rows) */
+            for (int side = 0; side < 2; side++) {
+                size_t sb = hr_kv_stride_bytes(&q[0]), rb = side ? q[0].vrow_bytes : q[0].row_bytes;
+                for (int h = 0; h < hp->n_kv_heads; h++) {
+                    size_t at = (size_t)l * bb / hp->n_layers + (side ? sb : 0) +
+                                (size_t)h * HR_KV_BLOCK * rb;
+                    assert_memory_equal(a + at, b + at, (size_t)rows[i] * rb);
+                }
+            }
+    }
+    free(a);
+    free(b);
+    for (int d = 0; d < 2; d++) {
+        hr_kv_deinit(&u[d]);
+        hr_kv_deinit(&q[d]);
+    }
+}
+
+/* Requests that do not fit either pool are refused; a start past the
+ * context makes no second pool (nothing ever converts); a conversion of
+ * device pools goes through the host (convert_through_host). */
+static void test_options(void **state) {
+    (void)state;
+    convert_through_host();
     hr_engine *e = engine(BITS, 300, -1, 1); /* n_ctx 256 */
     assert_null(hr_engine_kvq(e));
     assert_int_equal(hr_engine_kv(e)->dtype, HR_DTYPE_F32);

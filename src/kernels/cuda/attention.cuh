@@ -39,14 +39,19 @@ static __device__ __forceinline__ void att_fold(float &m, float &l, float *o, fl
     m = mx;
 }
 
-/* q . k over hd dims of one cached row, in dim order. A lane's row is read
- * 64 values at a time, the loads issued before their FMAs: a decode token's
- * attention is a chain of these loads, and one at a time it was bound by
- * their latency (68 us a layer at 600 positions on the H200, for 5 MB). */
+/* q . k over hd dims of one cached row (kvq.cuh: its format f, at
+ * kv_at), in dim order; a record's as over its dequantized floats. A plain
+ * row is read 64 values at a time, the loads issued before their FMAs: a
+ * decode token's attention is a chain of these loads, and one at a time it
+ * was bound by their latency (68 us a layer at 600 positions on the H200,
+ * for 5 MB). */
 #define ATT_DOT_BATCH 16 /* float4 / uint2 loads in flight per lane */
 template <bool VEC>
-static __device__ __forceinline__ float att_dot(const float *q, const void *k, size_t at, int hd,
-                                                int t) {
+static __device__ __forceinline__ float att_dot(const float *q, const void *k, const kvf &f,
+                                                size_t at, int hd) {
+    int t = f.t;
+    if (kv_rec(t))
+        return kv_dot_rec(q, k, f, at);
     float s = 0.0f;
     if (VEC && t == HR_DTYPE_F32) {
         const float4 *r = (const float4 *)((const float *)k + at);
@@ -102,8 +107,8 @@ static __device__ __forceinline__ float att_dot(const float *q, const void *k, s
 /* o[i] += e_j v_j[lane + 32 i] over the warp's 32 positions in order
  * (positions with e_j = 0 add nothing), 8 positions' loads of 4 dims in
  * flight before their FMAs */
-static __device__ __forceinline__ void att_accum_v(const hr_attn_in &a, float e, size_t at,
-                                                   float *o) {
+static __device__ __forceinline__ void att_accum_v(const hr_attn_in &a, const kvf &vf, float e,
+                                                   size_t at, float *o) {
     int lane = threadIdx.x & 31, hd = a.head_dim;
 #pragma unroll
     for (int i0 = 0; i0 < ATT_PER; i0 += 4) {
@@ -122,8 +127,7 @@ static __device__ __forceinline__ void att_accum_v(const hr_attn_in &a, float e,
 #pragma unroll
                 for (int ii = 0; ii < 4; ii++) {
                     int d = lane + 32 * (i0 + ii);
-                    vv[u][ii] = ej[u] != 0.0f && d < hd ? load_kv(a.v_cache, aj[u] + d, a.kv_dtype)
-                                                        : 0.0f;
+                    vv[u][ii] = ej[u] != 0.0f && d < hd ? kv_elem(a.v_cache, vf, aj[u], d) : 0.0f;
                 }
 #pragma unroll
             for (int u = 0; u < 8; u++)
@@ -145,12 +149,14 @@ static __device__ void att_chunk(const hr_attn_in &a, const int32_t *tab, int kv
     int lane = threadIdx.x & 31, wid = threadIdx.x >> 5, hd = a.head_dim;
     int j = c0 + wid * 32 + lane;
     bool valid = j >= lo && j <= p;
-    size_t at = 0;
+    kvf kf = kv_fmt(a, false), vf = kv_fmt(a, true); /* the rows' formats (kvq.cuh) */
+    size_t at = 0; /* position j's V row */
     float s = -INFINITY;
     if (valid) {
-        at = (size_t)tab[j / a.block_size] * a.block_stride +
-             ((size_t)kvh * a.block_size + j % a.block_size) * hd;
-        s = att_dot<VEC>(sh->q, a.k_cache, at, hd, a.kv_dtype) * a.scale;
+        int32_t blk = tab[j / a.block_size];
+        int r = kvh * a.block_size + j % a.block_size;
+        at = kv_at(vf, blk, r);
+        s = att_dot<VEC>(sh->q, a.k_cache, kf, kv_at(kf, blk, r), hd) * a.scale;
         if (a.softcap > 0)
             s = tanhf(s / a.softcap) * a.softcap;
     }
@@ -161,7 +167,7 @@ static __device__ void att_chunk(const hr_attn_in &a, const int32_t *tab, int kv
     if (m != -INFINITY) {
         float e = valid ? expf(s - m) : 0.0f;
         l = warp_sum(e);
-        att_accum_v(a, e, at, o);
+        att_accum_v(a, vf, e, at, o);
     }
     /* the warps' partials, folded in warp order */
     if (lane == 0) {
@@ -203,6 +209,9 @@ static __device__ void att_begin(const hr_attn_in &a, int t, int h, att_shared *
     for (int d = threadIdx.x; d < a.head_dim; d += blockDim.x)
         sh->q[d] = q[d];
     __syncthreads();
+    kvf kf = kv_fmt(a, false);
+    if (kf.t == HR_DTYPE_TURBO) /* scores in K's rotated basis (kvturbo.cuh) */
+        kvt_rotate_q(kf, h / (a.n_heads / a.n_kv_heads), sh->q, sh->o[0]);
 }
 
 /* head h's sink (a logit with no value, in the softmax's denominator only)
@@ -220,6 +229,18 @@ static __device__ __forceinline__ void att_sink(const hr_attn_in &a, int h, floa
 static __device__ void att_write(const hr_attn_in &a, int t, int h, float l, const float *o) {
     float *out = a.out + ((size_t)t * a.n_heads + h) * a.head_dim;
     int lane = threadIdx.x & 31;
+    kvf vf = kv_fmt(a, true);
+    if (vf.t == HR_DTYPE_TURBO) { /* o is in V's rotated basis: rotated back */
+        __shared__ float ob[HR_CU_MAX_HD];
+        for (int i = 0; i < ATT_PER; i++) {
+            int d = lane + 32 * i;
+            if (d < a.head_dim)
+                ob[d] = o[i] / l;
+        }
+        __syncwarp();
+        kvt_unrotate_out(vf, h / (a.n_heads / a.n_kv_heads), ob, out);
+        return;
+    }
     for (int i = 0; i < ATT_PER; i++) {
         int d = lane + 32 * i;
         if (d < a.head_dim)

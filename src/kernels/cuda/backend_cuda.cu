@@ -10,6 +10,9 @@ extern "C" {
 #include "kernels/cuda/attention.cuh"
 #include "kernels/cuda/mma.cuh"
 #include "kernels/cuda/mv_span.cuh"
+extern "C" {
+#include "kernels/cpu/turbo_codebooks.h"
+}
 
 #include <cuda_runtime.h>
 #include <pthread.h>
@@ -39,16 +42,16 @@ typedef struct cu_ctx {
     float *h_embd, *d_embd;
     int32_t *seq_end; /* [max_seqs] host scratch of begin() */
     dstep st;
-    int n_tokens, n_out, n_hidden;
+    int n_tokens, n_out, n_hidden, split;
     bool img;         /* this step has image rows */
     /* Steps run as CUDA graphs, one per (tokens, logit rows, hidden rows,
-     * image rows or not): a step's ops are the same kernels on the same
-     * addresses whenever those are (the batch's data is read from the
-     * staging copies, which the graph holds: the image rows' copy only in
-     * the graphs of steps with images), so the first such step is captured
-     * and later ones replay it. */
+     * image rows or not, KV pool split): a step's ops are the same kernels
+     * on the same addresses whenever those are (the batch's data is read
+     * from the staging copies, which the graph holds: the image rows' copy
+     * only in the graphs of steps with images), so the first such step is
+     * captured and later ones replay it. */
     struct {
-        int T, n_out, n_hidden;
+        int T, n_out, n_hidden, split; /* split: hr_step_in.kv_split */
         bool img;
         cudaGraphExec_t exec;
     } graphs[MAX_GRAPHS];
@@ -301,11 +304,13 @@ static int cu_begin(hr_bctx *c, const hr_step_in *in, hr_error *err) {
     x->n_out = n_out;
     x->n_hidden = n_hidden;
     x->img = img;
+    x->split = in->kv_split;
     x->replay = -1;
     x->capturing = false;
     for (int i = 0; i < x->n_graphs; i++)
         if (x->graphs[i].T == T && x->graphs[i].n_out == n_out &&
-            x->graphs[i].n_hidden == n_hidden && x->graphs[i].img == img) {
+            x->graphs[i].n_hidden == n_hidden && x->graphs[i].img == img &&
+            x->graphs[i].split == x->split) {
             x->replay = i;
             return 0;
         }
@@ -349,6 +354,7 @@ static int cu_end(hr_bctx *c, hr_error *err) {
         x->graphs[x->n_graphs].n_out = x->n_out;
         x->graphs[x->n_graphs].n_hidden = x->n_hidden;
         x->graphs[x->n_graphs].img = x->img;
+        x->graphs[x->n_graphs].split = x->split;
         x->graphs[x->n_graphs].exec = exec;
         x->replay = x->n_graphs++;
     }
@@ -518,20 +524,44 @@ static void cu_matmul(hr_bctx *c, const float *x, int ldx, int T, int count,
     }
 }
 
+/* The step's tokens [t0, t0 + nt) (nt 0: all): their rows of the batch and
+ * of the staged arrays a token indexes (a step over two KV pools) */
+static int tokens_of(const cu_ctx *cx, int t0, int nt, dstep *st) {
+    *st = cx->st;
+    st->token += t0;
+    st->pos += t0;
+    st->seq += t0;
+    st->end_causal += t0;
+    st->end_bidir += t0;
+    st->embd_row += t0;
+    st->mrope_pos += 3 * t0; /* (embd and out_rows: read by ops that are never split) */
+    return nt ? nt : cx->n_tokens;
+}
+
 static void cu_qkv(hr_bctx *c, const hr_qkv_args *a) {
     cu_ctx *cx = ctx_of(c);
     if (cx->replay >= 0)
         return;
-    k_qkv<<<cx->n_tokens, 256, 0, cx->stream>>>(*a, cx->st);
+    dstep st;
+    int n = tokens_of(cx, a->t0, a->nt, &st);
+    hr_qkv_args b = *a;
+    size_t t0 = (size_t)a->t0, hd = (size_t)a->head_dim;
+    b.q += t0 * a->n_heads * hd;
+    b.k += t0 * a->n_kv_heads * hd;
+    b.v += t0 * a->n_kv_heads * hd;
+    k_qkv<<<n, QKV_THREADS, 0, cx->stream>>>(b, st);
 }
 
 static void cu_attention(hr_bctx *c, const hr_attn_in *a) {
     cu_ctx *cx = ctx_of(c);
     if (cx->replay >= 0)
         return;
-    int T = cx->n_tokens;
+    dstep st;
+    int T = tokens_of(cx, a->t0, a->nt, &st);
     hr_attn_in in = *a;
     in.max_ctx = 0; /* unused by the kernels, and it changes every step */
+    in.q += (size_t)a->t0 * a->n_heads * a->head_dim;
+    in.out += (size_t)a->t0 * a->n_heads * a->head_dim;
     bool vec = a->head_dim % 4 == 0;
     if (T <= cx->part_tokens && T * a->n_heads < 2 * cx->n_sm) {
         /* too few (token, head) pairs to fill the GPU: their chunks side by side */
@@ -540,20 +570,20 @@ static void cu_attention(hr_bctx *c, const hr_attn_in *a) {
             g = cx->n_chunks;
         dim3 grid(T, a->n_heads, g);
         if (vec)
-            k_attention_split<true><<<grid, ATT_CHUNK, 0, cx->stream>>>(in, cx->st, cx->d_part,
+            k_attention_split<true><<<grid, ATT_CHUNK, 0, cx->stream>>>(in, st, cx->d_part,
                                                                          cx->n_chunks);
         else
-            k_attention_split<false><<<grid, ATT_CHUNK, 0, cx->stream>>>(in, cx->st, cx->d_part,
+            k_attention_split<false><<<grid, ATT_CHUNK, 0, cx->stream>>>(in, st, cx->d_part,
                                                                           cx->n_chunks);
-        k_attention_fold<<<dim3(T, a->n_heads), 32, 0, cx->stream>>>(in, cx->st, cx->d_part,
+        k_attention_fold<<<dim3(T, a->n_heads), 32, 0, cx->stream>>>(in, st, cx->d_part,
                                                                       cx->n_chunks);
         return;
     }
     dim3 grid(T, a->n_heads);
     if (vec)
-        k_attention<true><<<grid, ATT_CHUNK, 0, cx->stream>>>(in, cx->st);
+        k_attention<true><<<grid, ATT_CHUNK, 0, cx->stream>>>(in, st);
     else
-        k_attention<false><<<grid, ATT_CHUNK, 0, cx->stream>>>(in, cx->st);
+        k_attention<false><<<grid, ATT_CHUNK, 0, cx->stream>>>(in, st);
 }
 
 static void cu_act(hr_bctx *c, int act, float *g, const float *u, int T, int n) {
@@ -632,6 +662,8 @@ extern "C" int hr__cuda_open(int dev, hr_backend **out, hr_error *err) {
         cudaError_t e = cudaSetDevice(dev);
         if (e == cudaSuccess)
             e = cudaFree(0); /* create the context now: its failure is this call's */
+        if (e == cudaSuccess) /* TurboQuant's KV codebooks (kvturbo.cuh) */
+            e = cudaMemcpyToSymbol(kvt_cb, hr_turbo_centroids, sizeof kvt_cb);
         if (e != cudaSuccess) {
             cudaGetLastError();
             rc = cu_fail(err, e, "opening the device");

@@ -9,22 +9,12 @@ extern "C" {
 #include "kernels/backend.h"
 }
 #include "kernels/cuda/dequant.cuh"
+#include "kernels/cuda/kvq.cuh"
+#include "kernels/cuda/warp.cuh"
 
 #include <math.h>
 
 #define HR_CU_MAX_HD 512 /* longest head the attention kernel takes */
-
-static __device__ __forceinline__ float warp_sum(float v) {
-    for (int o = 16; o > 0; o >>= 1)
-        v += __shfl_xor_sync(0xffffffffu, v, o);
-    return v;
-}
-
-static __device__ __forceinline__ float warp_max(float v) {
-    for (int o = 16; o > 0; o >>= 1)
-        v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
-    return v;
-}
 
 /* the sum of v over the block (blockDim.x a multiple of 32, <= 1024); every
  * thread gets it. red: 32 floats of shared memory. */
@@ -344,26 +334,6 @@ __global__ void k_embed_abs(float *x, const float *pos_emb, const float *type_ro
 
 /* ---- q/k/v: norms, RoPE, the cache -------------------------------------------- */
 
-static __device__ __forceinline__ void store_kv(void *base, size_t at, float v, int t) {
-    if (t == HR_DTYPE_F32) {
-        ((float *)base)[at] = v;
-    } else if (t == HR_DTYPE_F16) { /* saturate as the CPU: finite stays finite */
-        if (fabsf(v) > 65504.0f)
-            v = copysignf(65504.0f, v);
-        ((__half *)base)[at] = __float2half_rn(v);
-    } else {
-        ((__nv_bfloat16 *)base)[at] = __float2bfloat16_rn(v);
-    }
-}
-
-static __device__ __forceinline__ float load_kv(const void *base, size_t at, int t) {
-    if (t == HR_DTYPE_F32)
-        return ((const float *)base)[at];
-    if (t == HR_DTYPE_F16)
-        return __half2float(((const __half *)base)[at]);
-    return __bfloat162float(((const __nv_bfloat16 *)base)[at]);
-}
-
 /* rms-normalize each of n runs of len floats at v (one warp a run) */
 static __device__ void norm_runs(float *v, int n, int len, const float *w, float offset,
                                  float eps) {
@@ -407,9 +377,13 @@ static __device__ void rope_heads(float *v, int n, int hd, int rot, const float 
     }
 }
 
-/* one block a token */
-__global__ void k_qkv(hr_qkv_args a, dstep st) {
+/* one block a token (QKV_THREADS threads) */
+#define QKV_THREADS 256
+__global__ void __launch_bounds__(QKV_THREADS) k_qkv(hr_qkv_args a, dstep st) {
     __shared__ float red[32];
+    /* a warp's row of a record: its quants, its floats (TurboQuant) */
+    __shared__ uint8_t sq[QKV_THREADS / 32][HR_CU_MAX_HD];
+    __shared__ float sf[QKV_THREADS / 32][HR_CU_MAX_HD];
     int t = blockIdx.x, hd = a.head_dim;
     int qd = a.n_heads * hd, kvd = a.n_kv_heads * hd;
     float *q = a.q + (size_t)t * qd, *k = a.k + (size_t)t * kvd;
@@ -444,11 +418,22 @@ __global__ void k_qkv(hr_qkv_args a, dstep st) {
     int32_t block = st.tables[st.tab_off[st.seq[t]] + p / a.block_size];
     int slot = p % a.block_size;
     const float *v = a.v + (size_t)t * kvd;
-    for (int e = threadIdx.x; e < kvd; e += blockDim.x) {
-        int h = e / hd, i = e % hd;
-        size_t at = (size_t)block * a.block_stride + ((size_t)h * a.block_size + slot) * hd + i;
-        store_kv(a.k_cache, at, k[e], a.kv_dtype);
-        store_kv(a.v_cache, at, v[e], a.kv_dtype);
+    /* K, then V: plain rows a thread an element, records a warp a row */
+    for (int side = 0; side < 2; side++) {
+        kvf f = kv_fmt(a, side == 1);
+        void *base = side ? a.v_cache : a.k_cache;
+        const float *x = side ? v : k;
+        if (!kv_rec(f.t)) {
+            for (int e = threadIdx.x; e < kvd; e += blockDim.x) {
+                int h = e / hd, i = e % hd;
+                store_kv(base, kv_at(f, block, h * a.block_size + slot) + (size_t)i, x[e], f.t);
+            }
+            continue;
+        }
+        int wid = threadIdx.x >> 5, nw = blockDim.x >> 5;
+        for (int h = wid; h < a.n_kv_heads; h += nw)
+            kv_store_rec(base, f, kv_at(f, block, h * a.block_size + slot), h,
+                         x + (size_t)h * hd, sq[wid], sf[wid]);
     }
 }
 
