@@ -9,7 +9,9 @@ extern "C" {
 }
 #include "kernels/cuda/attention.cuh"
 #include "kernels/cuda/mma.cuh"
+#include "kernels/cuda/moe.cuh"
 #include "kernels/cuda/mv_span.cuh"
+#include "kernels/cuda/recurrent.cuh"
 
 #include <cuda_runtime.h>
 #include <pthread.h>
@@ -19,6 +21,7 @@ extern "C" {
 
 #define MAX_DEVICES 16
 #define MAX_GRAPHS 32 /* per context; steps of other shapes launch their ops */
+#define MAX_MOE_LAYERS 256 /* expert tables per context */
 
 typedef struct cu_dev {
     int id;
@@ -54,6 +57,25 @@ typedef struct cu_ctx {
      * rows split into bf16 parts, [MMA_PARTS][max_tokens][max_k] */
     uint16_t *d_xs;
     int max_k;
+    /* mixture of experts (moe.cuh), for up to max_tokens rows of moe_d:
+     * the router's logits [T][E], choices and weights [T][k], the experts'
+     * activations [T * k][ff] and outputs [T * k][d], the shared expert's
+     * gate and up [T][ff], output [T][d] and gate logits [T] */
+    int moe_E, moe_k, moe_ff, moe_d;
+    float *d_moe;
+    size_t moe_bytes;
+    /* each layer's experts' views on the device, made on first use */
+    struct {
+        const hr_tensor *gate;
+        moe_expert *tab;
+    } etab[MAX_MOE_LAYERS];
+    int n_etab;
+    /* recurrent layers (recurrent.cuh): the step's sequence slots, [max_seqs]
+     * pinned and on the device, staged by the first such layer of a step */
+    int32_t *h_slot, *d_slot;
+    bool slot_staged;
+    int n_seqs;
+    char fail[200]; /* an op this step could not run: end() reports it */
 } cu_ctx;
 
 static cu_ctx *ctx_of(hr_bctx *c) { return (cu_ctx *)c; }
@@ -155,6 +177,11 @@ static void cu_ctx_free(hr_bctx *c) {
     cudaFree(x->d_stage);
     cudaFree(x->d_part);
     cudaFree(x->d_xs);
+    cudaFree(x->d_moe);
+    for (int i = 0; i < x->n_etab; i++)
+        cudaFree(x->etab[i].tab);
+    cudaFreeHost(x->h_slot);
+    cudaFree(x->d_slot);
     free(x);
 }
 
@@ -185,13 +212,32 @@ static int cu_ctx_new(hr_backend *be, hr_pool *pool, const hr_bctx_dims *dm, hr_
                         (dm->head_dim + 2) * sizeof(float);
     x->max_k = dm->max_k;
     size_t xs_bytes = (size_t)MMA_PARTS * max_tokens * dm->max_k * sizeof(uint16_t);
+    if (dm->n_experts > MOE_MAX_EXPERTS) {
+        free(x);
+        return hr_err(err, HR_EUNSUPPORTED, "not supported yet on %s: %d experts (at most %d)",
+                      be->name, dm->n_experts, MOE_MAX_EXPERTS);
+    }
+    if (dm->n_experts > 0) {
+        x->moe_E = dm->n_experts;
+        x->moe_k = dm->n_experts_used;
+        x->moe_ff = dm->moe_ff;
+        x->moe_d = dm->d_model;
+        size_t T = (size_t)max_tokens, tk = T * x->moe_k, ff = x->moe_ff, d = x->moe_d;
+        x->moe_bytes = (T * x->moe_E + 2 * tk + tk * ff + tk * d + 2 * T * ff + T * d + T) *
+                       sizeof(float);
+    }
     if ((e = cudaDeviceGetAttribute(&x->n_sm, cudaDevAttrMultiProcessorCount, x->dev)) !=
             cudaSuccess ||
         (e = cudaStreamCreateWithFlags(&x->stream, cudaStreamNonBlocking)) != cudaSuccess ||
         (e = cudaMallocHost(&x->h_stage, x->stage_bytes)) != cudaSuccess ||
         (e = cudaMalloc(&x->d_stage, x->stage_bytes)) != cudaSuccess ||
         (e = cudaMalloc((void **)&x->d_part, part_bytes)) != cudaSuccess ||
-        (e = cudaMalloc((void **)&x->d_xs, xs_bytes ? xs_bytes : 16)) != cudaSuccess) {
+        (e = cudaMalloc((void **)&x->d_xs, xs_bytes ? xs_bytes : 16)) != cudaSuccess ||
+        (x->moe_bytes && (e = cudaMalloc((void **)&x->d_moe, x->moe_bytes)) != cudaSuccess) ||
+        (e = cudaMallocHost((void **)&x->h_slot, (size_t)max_seqs * sizeof(int32_t))) !=
+            cudaSuccess ||
+        (e = cudaMalloc((void **)&x->d_slot, (size_t)max_seqs * sizeof(int32_t))) !=
+            cudaSuccess) {
         cudaGetLastError();
         cu_ctx_free((hr_bctx *)x);
         return cu_fail(err, e, "creating a forward context");
@@ -227,6 +273,9 @@ static int cu_begin(hr_bctx *c, const hr_step_in *in, hr_error *err) {
                   (const float *)(d + 4 * MT + MS + x->max_tab), in->rot_dim};
     x->n_tokens = T;
     x->n_out = n_out;
+    x->n_seqs = S;
+    x->slot_staged = false;
+    x->fail[0] = 0;
     x->replay = -1;
     x->capturing = false;
     for (int i = 0; i < x->n_graphs; i++)
@@ -256,6 +305,18 @@ static int cu_begin(hr_bctx *c, const hr_step_in *in, hr_error *err) {
 static int cu_end(hr_bctx *c, hr_error *err) {
     cu_ctx *x = ctx_of(c);
     cudaError_t e = cudaSuccess;
+    if (x->fail[0]) { /* an op was left out: no graph of this step is kept */
+        if (x->capturing) {
+            cudaGraph_t g = NULL;
+            cudaStreamEndCapture(x->stream, &g);
+            if (g)
+                cudaGraphDestroy(g);
+            x->capturing = false;
+        }
+        cudaStreamSynchronize(x->stream);
+        cudaGetLastError();
+        return hr_err(err, HR_EUNSUPPORTED, "%s", x->fail);
+    }
     if (x->capturing) {
         cudaGraph_t g = NULL;
         cudaGraphExec_t exec = NULL;
@@ -485,6 +546,142 @@ static void cu_logit_scale(hr_bctx *c, float *logits, size_t n, float div, float
     k_logit_scale<<<blocks_for(n, 256), 256, 0, cx->stream>>>(logits, n, div, cap);
 }
 
+/* ---- mixture of experts and recurrent layers (moe.cuh, recurrent.cuh) ----------- */
+
+static void cu_unsupported(cu_ctx *cx, const char *what) {
+    if (!cx->fail[0])
+        snprintf(cx->fail, sizeof cx->fail, "not supported yet on %s: %s", cx->be->name, what);
+}
+
+/* The views of a layer's experts (gate, up, down of each) on the device:
+ * made, and copied there, the first time the layer runs (in the relaxed
+ * capture mode: a captured step's graph holds only the table's address). */
+static const moe_expert *expert_table(cu_ctx *cx, const hr_moe_args *a) {
+    for (int i = 0; i < cx->n_etab; i++)
+        if (cx->etab[i].gate == a->gate)
+            return cx->etab[i].tab;
+    if (cx->n_etab == MAX_MOE_LAYERS) {
+        cu_unsupported(cx, "more than 256 expert layers");
+        return NULL;
+    }
+    size_t n = (size_t)a->n_experts;
+    moe_expert *h = (moe_expert *)malloc(n * sizeof *h), *d = NULL;
+    if (!h) {
+        cu_unsupported(cx, "an expert table (out of host memory)");
+        return NULL;
+    }
+    for (size_t e = 0; e < n; e++)
+        h[e] = moe_expert{view(&a->gate[e]), view(&a->up[e]), view(&a->down[e])};
+    cudaStreamCaptureMode mode = cudaStreamCaptureModeRelaxed;
+    cudaThreadExchangeStreamCaptureMode(&mode);
+    cudaError_t e = cudaMalloc((void **)&d, n * sizeof *h);
+    if (e == cudaSuccess)
+        e = cudaMemcpy(d, h, n * sizeof *h, cudaMemcpyHostToDevice);
+    cudaThreadExchangeStreamCaptureMode(&mode);
+    free(h);
+    if (e != cudaSuccess) {
+        cudaGetLastError();
+        cudaFree(d);
+        snprintf(cx->fail, sizeof cx->fail, "CUDA error in an expert table: %s",
+                 cudaGetErrorString(e));
+        return NULL;
+    }
+    cx->etab[cx->n_etab].gate = a->gate;
+    cx->etab[cx->n_etab++].tab = d;
+    return d;
+}
+
+static void cu_moe(hr_bctx *c, const hr_moe_args *a) {
+    cu_ctx *cx = ctx_of(c);
+    if (cx->replay >= 0)
+        return;
+    int T = cx->n_tokens, E = a->n_experts, k = a->k, d = a->d, ff = a->ff, sf = a->sh_ff;
+    if (E > cx->moe_E || k > cx->moe_k || ff > cx->moe_ff || sf > cx->moe_ff ||
+        d > cx->moe_d) {
+        cu_unsupported(cx, "an expert layer wider than the context's");
+        return;
+    }
+    const moe_expert *tab = expert_table(cx, a);
+    if (!tab)
+        return;
+    size_t tk = (size_t)T * k, mt = (size_t)cx->max_tokens, mk = mt * cx->moe_k;
+    float *logits = cx->d_moe, *w = logits + mt * cx->moe_E;
+    int32_t *sel = (int32_t *)(w + mk);
+    float *h = (float *)(sel + mk), *y = h + mk * cx->moe_ff;
+    float *shg = y + mk * cx->moe_d, *shu = shg + mt * cx->moe_ff;
+    float *shy = shu + mt * cx->moe_ff, *shs = shy + mt * cx->moe_d;
+    hr_matmul_out ro = {logits, E, a->router_w, a->router_b};
+    cu_matmul(c, a->router_x ? a->router_x : a->x, d, T, 1, &ro);
+    cudaStream_t st = cx->stream;
+    k_moe_route<<<T, 32, moe_route_smem(E, k, a->n_group), st>>>(
+        logits, E, k, a->router, a->norm_topk, a->score_bias, a->n_group, a->topk_group,
+        a->scale, a->expert_scale, sel, w);
+    k_moe_up<<<dim3((unsigned)tk, blocks_for((size_t)ff, MOE_WARPS)), MOE_WARPS * 32, 0, st>>>(
+        a->x, d, k, ff, sel, tab, a->b_gate, a->b_up, a->act, a->alpha, a->limit, h);
+    k_moe_down<<<dim3((unsigned)tk, blocks_for((size_t)d, MOE_WARPS)), MOE_WARPS * 32, 0, st>>>(
+        h, d, ff, sel, tab, a->b_down, y);
+    bool gated = sf && a->sh_inp && a->sh_inp->data;
+    if (sf) { /* the shared expert, as a dense MLP (SWIGLU_CLAMPED: silu there) */
+        hr_matmul_out so[3] = {{shu, sf, a->sh_up, NULL}, {shg, sf, a->sh_gate, NULL},
+                               {shs, 1, a->sh_inp, NULL}};
+        cu_matmul(c, a->x, d, T, gated ? 3 : 2, so);
+        cu_act(c, a->act == HR_BACT_SWIGLU_CLAMPED ? HR_BACT_SILU : a->act, shg, shu, T, sf);
+        hr_matmul_out dn = {shy, d, a->sh_down, NULL};
+        cu_matmul(c, shg, sf, T, 1, &dn);
+    }
+    k_moe_combine<<<T, 256, 0, st>>>(a->out, y, w, k, d, sf ? shy : NULL, gated ? shs : NULL);
+}
+
+/* The step's slots to the device, once a step (replays too: their graph
+ * copies them from the pinned buffer); -1 past the step's sequences. */
+static void stage_slots(cu_ctx *cx, const int32_t *slot) {
+    if (cx->slot_staged)
+        return;
+    cx->slot_staged = true;
+    for (int s = 0; s < cx->max_seqs; s++)
+        cx->h_slot[s] = s < cx->n_seqs ? slot[s] : -1;
+    if (cx->replay < 0)
+        cudaMemcpyAsync(cx->d_slot, cx->h_slot, (size_t)cx->max_seqs * sizeof(int32_t),
+                        cudaMemcpyHostToDevice, cx->stream);
+}
+
+static void cu_deltanet(hr_bctx *c, const hr_deltanet_args *a) {
+    cu_ctx *cx = ctx_of(c);
+    stage_slots(cx, a->slot);
+    if (cx->replay >= 0)
+        return;
+    if (a->dk > REC_MAX_DIM || a->dv > 1024) {
+        cu_unsupported(cx, "gated DeltaNet heads wider than 256 (keys) or 1024 (values)");
+        return;
+    }
+    int T = cx->n_tokens, nv = a->n_v_heads;
+    int C = 2 * a->n_k_heads * a->dk + nv * a->dv;
+    cudaStream_t st = cx->stream;
+    k_dn_conv<<<dim3(T, blocks_for((size_t)C, 128)), 128, 0, st>>>(*a, cx->st, cx->d_slot, T);
+    k_dn_l2<<<T, 128, 0, st>>>(*a);
+    k_dn_head<<<dim3(T, nv, blocks_for((size_t)a->dv, 32)), 32, dn_head_smem(a->dk), st>>>(
+        *a, cx->st, cx->d_slot, T);
+    k_dn_norm<<<dim3(T, nv), 32, 0, st>>>(*a);
+}
+
+static void cu_mamba2(hr_bctx *c, const hr_mamba2_args *a) {
+    cu_ctx *cx = ctx_of(c);
+    stage_slots(cx, a->slot);
+    if (cx->replay >= 0)
+        return;
+    if (a->n > REC_MAX_DIM) {
+        cu_unsupported(cx, "a Mamba-2 state wider than 256");
+        return;
+    }
+    int T = cx->n_tokens;
+    int C = a->heads * a->head_dim + 2 * a->groups * a->n;
+    cudaStream_t st = cx->stream;
+    k_mb_conv<<<dim3(T, blocks_for((size_t)C, 128)), 128, 0, st>>>(*a, cx->st, cx->d_slot, T);
+    k_mb_head<<<dim3(T, a->heads, blocks_for((size_t)a->head_dim, 32)), 32, mb_head_smem(a->n),
+                st>>>(*a, cx->st, cx->d_slot, T);
+    k_mb_norm<<<T, 256, 0, st>>>(*a);
+}
+
 /* ---- the table and the devices --------------------------------------------------- */
 
 static const hr_backend_ops cu_ops = {
@@ -492,10 +689,10 @@ static const hr_backend_ops cu_ops = {
     cu_ctx_new, cu_ctx_free,
     cu_begin, cu_embed, cu_norm, cu_matmul, cu_qkv, cu_attention, cu_act, cu_add,
     cu_gather, cu_logit_scale, NULL /* prefetch_next */, cu_end,
-    NULL /* moe: not yet */, false /* attn_sinks: not yet */, NULL /* deltanet: not yet */,
+    cu_moe, false /* attn_sinks: not yet */, cu_deltanet,
     false /* encoder (bidirectional attention): not yet */, NULL /* embed_abs: not yet */,
     NULL /* lora: not yet */,
-    NULL /* mamba2: not yet */,
+    cu_mamba2,
 };
 
 static hr_backend g_backends[MAX_DEVICES];

@@ -1,0 +1,266 @@
+/* The mixture-of-experts MLP on the GPU (kernels/backend.h hr_moe_args),
+ * every part device-side so that the step stays one CUDA graph:
+ *   k_moe_route    a warp per row: the router's choice and weights
+ *                  (kernels/cpu/moe.c hr_moe_route, hr_moe_route_grouped)
+ *   k_moe_up       a warp per (row, chosen expert, ff column): gate and up
+ *                  products (+ biases), then the activation
+ *   k_moe_down     a warp per (row, chosen expert, d column): the down product
+ *   k_moe_combine  a block per row: the k results in routing order, then
+ *                  the shared expert (gated by sigmoid(sh_inp . x))
+ * A row's sums run in the same order alone or in any batch (batch-invariant):
+ * each output is one warp's dot product of one row, folded in lane order.
+ * The experts' weights are read once per (row, expert): right for decode,
+ * slow for long prefills (docs/gpu.md, "next"). */
+#ifndef HR_KERNELS_CUDA_MOE_CUH
+#define HR_KERNELS_CUDA_MOE_CUH
+
+#include "kernels/cuda/ops.cuh"
+
+/* One expert's three matrices (a device table of them per layer). */
+struct moe_expert {
+    dw gate, up, down;
+};
+
+#define MOE_MAX_EXPERTS 4096 /* the router's shared memory: 9 bytes an expert */
+
+/* the largest v[e] of e in [0, n) not taken, lower index on ties (as the
+ * CPU's top_k); every lane of the warp gets it. v, taken: shared memory. */
+static __device__ int warp_argmax(const float *v, const uint8_t *taken, int n) {
+    int lane = threadIdx.x & 31;
+    float bv = -INFINITY;
+    int bi = 0x7fffffff;
+    for (int e = lane; e < n; e += 32)
+        if (!taken[e] && (bi == 0x7fffffff || v[e] > bv)) {
+            bv = v[e];
+            bi = e;
+        }
+    for (int o = 16; o > 0; o >>= 1) {
+        float ov = __shfl_xor_sync(0xffffffffu, bv, o);
+        int oi = __shfl_xor_sync(0xffffffffu, bi, o);
+        if (oi != 0x7fffffff && (bi == 0x7fffffff || ov > bv || (ov == bv && oi < bi))) {
+            bv = ov;
+            bi = oi;
+        }
+    }
+    return bi;
+}
+
+/* the k largest of v[0..n), best first, into sel (shared); taken: n bytes */
+static __device__ void warp_top_k(const float *v, uint8_t *taken, int n, int k, int32_t *sel) {
+    for (int e = threadIdx.x; e < n; e += 32)
+        taken[e] = 0;
+    __syncwarp();
+    for (int j = 0; j < k; j++) {
+        int b = warp_argmax(v, taken, n);
+        __syncwarp();
+        if (threadIdx.x == 0) {
+            sel[j] = b;
+            taken[b] = 1;
+        }
+        __syncwarp();
+    }
+}
+
+/* One warp (one block of 32) per row t: sel[t][k] and w[t][k] from the
+ * logits [T][E]. Shared: E floats s, E floats c, E bytes, k ints. */
+__global__ void __launch_bounds__(32) k_moe_route(const float *__restrict__ logits, int E, int k,
+                                                  int router, bool norm_topk,
+                                                  const float *__restrict__ score_bias,
+                                                  int n_group, int topk_group, float scale,
+                                                  const float *__restrict__ expert_scale,
+                                                  int32_t *__restrict__ sel_out,
+                                                  float *__restrict__ w_out) {
+    extern __shared__ float sm[];
+    float *s = sm, *c = sm + E;
+    int32_t *sel = (int32_t *)(sm + 2 * E);
+    uint8_t *taken = (uint8_t *)(sel + k);
+    int t = blockIdx.x, lane = threadIdx.x;
+    const float *l = logits + (size_t)t * E;
+    int32_t *so = sel_out + (size_t)t * k;
+    float *wo = w_out + (size_t)t * k;
+    if (router != HR_BROUTER_SIGMOID_GROUPED) {
+        for (int e = lane; e < E; e += 32)
+            s[e] = l[e];
+        __syncwarp();
+        warp_top_k(s, taken, E, k, sel); /* softmax keeps the order */
+        float mx = s[sel[0]];
+        float sum = 0.0f;
+        if (router == HR_BROUTER_SOFTMAX_TOPK) {
+            for (int e = lane; e < E; e += 32)
+                sum += expf(s[e] - mx);
+            sum = warp_sum(sum);
+        }
+        if (lane == 0) {
+            if (router == HR_BROUTER_TOPK_SOFTMAX) {
+                float ks = 0.0f;
+                for (int j = 0; j < k; j++)
+                    ks += wo[j] = expf(s[sel[j]] - mx);
+                for (int j = 0; j < k; j++)
+                    wo[j] /= ks;
+            } else {
+                float ks = 0.0f;
+                for (int j = 0; j < k; j++)
+                    ks += wo[j] = expf(s[sel[j]] - mx) / sum;
+                if (norm_topk)
+                    for (int j = 0; j < k; j++)
+                        wo[j] /= ks;
+            }
+        }
+    } else {
+        int per = E / n_group;
+        for (int e = lane; e < E; e += 32) {
+            s[e] = 1.0f / (1.0f + expf(-l[e]));
+            c[e] = s[e] + score_bias[e];
+        }
+        __syncwarp();
+        /* a group's score: the sum of its 2 best (lane g, g + 32, ...); the
+         * group scores go to taken's space as floats after the flags */
+        float *gs = (float *)(taken + ((E + 15) & ~15));
+        for (int g = lane; g < n_group; g += 32) {
+            const float *cg = c + g * per;
+            int a = 0;
+            for (int e = 1; e < per; e++)
+                if (cg[e] > cg[a])
+                    a = e;
+            int b = a == 0 ? 1 : 0;
+            for (int e = 0; e < per; e++)
+                if (e != a && cg[e] > cg[b])
+                    b = e;
+            gs[g] = cg[a] + cg[b];
+        }
+        __syncwarp();
+        if (lane == 0) { /* the topk_group best groups keep their scores */
+            uint8_t *keep = taken; /* n_group flags, then reused below */
+            for (int g = 0; g < n_group; g++)
+                keep[g] = 0;
+            for (int j = 0; j < topk_group; j++) {
+                int b = -1;
+                for (int g = 0; g < n_group; g++)
+                    if (!keep[g] && (b < 0 || gs[g] > gs[b]))
+                        b = g;
+                keep[b] = 1;
+            }
+        }
+        __syncwarp();
+        for (int e = lane; e < E; e += 32)
+            if (!taken[e / per])
+                c[e] = 0.0f; /* as transformers' masked_fill(.., 0.0) */
+        __syncwarp();
+        warp_top_k(c, taken, E, k, sel);
+        if (lane == 0) {
+            float sum = 0.0f;
+            for (int j = 0; j < k; j++)
+                sum += wo[j] = s[sel[j]];
+            for (int j = 0; j < k; j++)
+                wo[j] = (norm_topk ? wo[j] / (sum + 1e-20f) : wo[j]) * scale;
+        }
+    }
+    if (lane == 0)
+        for (int j = 0; j < k; j++) {
+            so[j] = sel[j];
+            if (expert_scale)
+                wo[j] *= expert_scale[sel[j]];
+        }
+}
+
+/* bytes of k_moe_route's shared memory */
+static __host__ size_t moe_route_smem(int E, int k, int n_group) {
+    return (size_t)2 * E * sizeof(float) + (size_t)k * sizeof(int32_t) +
+           (size_t)((E + 15) & ~15) + (size_t)(n_group > 0 ? n_group : 1) * sizeof(float);
+}
+
+/* row j of w . x (w.cols floats at x), the warp's sum in lane order; every
+ * lane gets it. Plain dtypes: lane i takes the columns i, i + 32, ...;
+ * quantized ones: lane i the 32-column slices i, i + 32, ... */
+static __device__ float warp_dot(const dw &w, int64_t j, const float *__restrict__ x) {
+    int lane = threadIdx.x & 31;
+    int64_t k = w.cols;
+    float acc = 0.0f;
+    if (is_plain(w.dtype)) {
+        for (int64_t c = lane; c < k; c += 32)
+            acc += ld_plain(w.data, w.dtype, (size_t)j * k + c) * x[c];
+    } else {
+        for (int64_t c0 = (int64_t)lane * 32; c0 < k; c0 += 32 * 32) {
+            float wv[32];
+            load32(w, j, c0, wv);
+            float s = 0.0f;
+            for (int i = 0; i < 32; i++)
+                s += wv[i] * x[c0 + i];
+            acc += s;
+        }
+    }
+    return warp_sum(acc);
+}
+
+static __device__ __forceinline__ float moe_act(int act, float g, float u, float alpha,
+                                                float limit) {
+    switch (act) {
+    case HR_BACT_SWIGLU_CLAMPED:
+        g = g < limit ? g : limit;
+        u = u < -limit ? -limit : u > limit ? limit : u;
+        return (u + 1.0f) * (g / (1.0f + expf(-alpha * g)));
+    case HR_BACT_GELU_TANH:
+        return 0.5f * g * (1.0f + tanhf(0.7978845608028654f * (g + 0.044715f * g * g * g))) * u;
+    case HR_BACT_GELU: return 0.5f * g * (1.0f + erff(g * 0.7071067811865476f)) * u;
+    default: return g / (1.0f + expf(-g)) * u;
+    }
+}
+
+#define MOE_WARPS 8 /* output columns of a block (a warp each) */
+
+/* h[p][i] = act(gate_e x_t + b_gate, up_e x_t + b_up)[i] for the pair
+ * p = (t, j) = blockIdx.x (t = p / k, e = sel[p]), column i (blockIdx.y). */
+__global__ void __launch_bounds__(MOE_WARPS * 32)
+    k_moe_up(const float *__restrict__ x, int d, int k, int ff, const int32_t *__restrict__ sel,
+             const moe_expert *__restrict__ tab, const float *__restrict__ b_gate,
+             const float *__restrict__ b_up, int act, float alpha, float limit,
+             float *__restrict__ h) {
+    int p = blockIdx.x, e = sel[p];
+    int64_t i = (int64_t)blockIdx.y * MOE_WARPS + (threadIdx.x >> 5);
+    if (i >= ff)
+        return;
+    const float *xr = x + (size_t)(p / k) * d;
+    float g = warp_dot(tab[e].gate, i, xr), u = warp_dot(tab[e].up, i, xr);
+    if (b_gate)
+        g += b_gate[(size_t)e * ff + i];
+    if (b_up)
+        u += b_up[(size_t)e * ff + i];
+    if ((threadIdx.x & 31) == 0)
+        h[(size_t)p * ff + i] = moe_act(act, g, u, alpha, limit);
+}
+
+/* y[p][i] = down_e h[p] + b_down, column i of d */
+__global__ void __launch_bounds__(MOE_WARPS * 32)
+    k_moe_down(const float *__restrict__ h, int d, int ff, const int32_t *__restrict__ sel,
+               const moe_expert *__restrict__ tab, const float *__restrict__ b_down,
+               float *__restrict__ y) {
+    int p = blockIdx.x, e = sel[p];
+    int64_t i = (int64_t)blockIdx.y * MOE_WARPS + (threadIdx.x >> 5);
+    if (i >= d)
+        return;
+    float s = warp_dot(tab[e].down, i, h + (size_t)p * ff);
+    if (b_down)
+        s += b_down[(size_t)e * d + i];
+    if ((threadIdx.x & 31) == 0)
+        y[(size_t)p * d + i] = s;
+}
+
+/* out[t] = sum over j in order of w[t][j] y[(t, j)], then + the shared
+ * expert's sh[t] times sigmoid(sh_s[t]) (sh_s NULL: 1; sh NULL: none) */
+__global__ void k_moe_combine(float *__restrict__ out, const float *__restrict__ y,
+                              const float *__restrict__ w, int k, int d,
+                              const float *__restrict__ sh, const float *__restrict__ sh_s) {
+    int t = blockIdx.x;
+    const float *wt = w + (size_t)t * k;
+    float gate = sh_s ? 1.0f / (1.0f + expf(-sh_s[t])) : 1.0f;
+    for (int i = threadIdx.x; i < d; i += blockDim.x) {
+        float o = 0.0f;
+        for (int j = 0; j < k; j++)
+            o += wt[j] * y[((size_t)t * k + j) * d + i];
+        if (sh)
+            o += gate * sh[(size_t)t * d + i];
+        out[(size_t)t * d + i] = o;
+    }
+}
+
+#endif
