@@ -9,8 +9,10 @@
  *                  the shared expert (gated by sigmoid(sh_inp . x))
  * A row's sums run in the same order alone or in any batch (batch-invariant):
  * each output is one warp's dot product of one row, folded in lane order.
- * The experts' weights are read once per (row, expert): right for decode,
- * slow for long prefills (docs/gpu.md, "next"). */
+ * The experts' weights are read once per (row, expert), for a step of
+ * many rows mostly from the L2 cache (blockIdx.x, the pair, runs fastest:
+ * the blocks in flight share a few column blocks of the experts): right
+ * for decode, slow for long prefills (docs/gpu.md, "next"). */
 #ifndef HR_KERNELS_CUDA_MOE_CUH
 #define HR_KERNELS_CUDA_MOE_CUH
 
@@ -229,7 +231,8 @@ __global__ void __launch_bounds__(MOE_WARPS * 32)
         h[(size_t)p * ff + i] = moe_act(act, g, u, alpha, limit);
 }
 
-/* y[p][i] = down_e h[p] + b_down, column i of d */
+/* y[p][i] = down_e h[p] + b_down for the pair p = blockIdx.x, column i of d
+ * (blockIdx.y) */
 __global__ void __launch_bounds__(MOE_WARPS * 32)
     k_moe_down(const float *__restrict__ h, int d, int ff, const int32_t *__restrict__ sel,
                const moe_expert *__restrict__ tab, const float *__restrict__ b_down,
