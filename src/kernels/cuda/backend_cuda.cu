@@ -68,6 +68,7 @@ typedef struct cu_ctx {
     struct {
         const hr_tensor *gate;
         moe_expert *tab;
+        bool vec_up, vec_down; /* every expert's gate and up / down: moe_vec_fits */
     } etab[MAX_MOE_LAYERS];
     int n_etab;
     /* recurrent layers (recurrent.cuh): the step's sequence slots, [max_seqs]
@@ -223,8 +224,8 @@ static int cu_ctx_new(hr_backend *be, hr_pool *pool, const hr_bctx_dims *dm, hr_
         x->moe_ff = dm->moe_ff;
         x->moe_d = dm->d_model;
         size_t T = (size_t)max_tokens, tk = T * x->moe_k, ff = x->moe_ff, d = x->moe_d;
-        x->moe_bytes = (T * x->moe_E + 2 * tk + tk * ff + tk * d + 2 * T * ff + T * d + T) *
-                       sizeof(float);
+        x->moe_bytes = (T * x->moe_E + 2 * tk + tk * ff + tk * d + 2 * T * ff + T * d + T +
+                        9 * 16 /* each piece 64-byte aligned */) * sizeof(float);
     }
     if ((e = cudaDeviceGetAttribute(&x->n_sm, cudaDevAttrMultiProcessorCount, x->dev)) !=
             cudaSuccess ||
@@ -556,22 +557,26 @@ static void cu_unsupported(cu_ctx *cx, const char *what) {
 /* The views of a layer's experts (gate, up, down of each) on the device:
  * made, and copied there, the first time the layer runs (in the relaxed
  * capture mode: a captured step's graph holds only the table's address). */
-static const moe_expert *expert_table(cu_ctx *cx, const hr_moe_args *a) {
+static int expert_table(cu_ctx *cx, const hr_moe_args *a) {
     for (int i = 0; i < cx->n_etab; i++)
         if (cx->etab[i].gate == a->gate)
-            return cx->etab[i].tab;
+            return i;
     if (cx->n_etab == MAX_MOE_LAYERS) {
         cu_unsupported(cx, "more than 256 expert layers");
-        return NULL;
+        return -1;
     }
     size_t n = (size_t)a->n_experts;
     moe_expert *h = (moe_expert *)malloc(n * sizeof *h), *d = NULL;
     if (!h) {
         cu_unsupported(cx, "an expert table (out of host memory)");
-        return NULL;
+        return -1;
     }
-    for (size_t e = 0; e < n; e++)
+    bool vu = true, vd = true;
+    for (size_t e = 0; e < n; e++) {
         h[e] = moe_expert{view(&a->gate[e]), view(&a->up[e]), view(&a->down[e])};
+        vu = vu && moe_vec_fits(h[e].gate) && moe_vec_fits(h[e].up);
+        vd = vd && moe_vec_fits(h[e].down);
+    }
     cudaStreamCaptureMode mode = cudaStreamCaptureModeRelaxed;
     cudaThreadExchangeStreamCaptureMode(&mode);
     cudaError_t e = cudaMalloc((void **)&d, n * sizeof *h);
@@ -584,11 +589,20 @@ static const moe_expert *expert_table(cu_ctx *cx, const hr_moe_args *a) {
         cudaFree(d);
         snprintf(cx->fail, sizeof cx->fail, "CUDA error in an expert table: %s",
                  cudaGetErrorString(e));
-        return NULL;
+        return -1;
     }
     cx->etab[cx->n_etab].gate = a->gate;
-    cx->etab[cx->n_etab++].tab = d;
-    return d;
+    cx->etab[cx->n_etab].tab = d;
+    cx->etab[cx->n_etab].vec_up = vu;
+    cx->etab[cx->n_etab].vec_down = vd;
+    return cx->n_etab++;
+}
+
+/* the next n floats at *at, 64-byte aligned */
+static float *carve(float **at, size_t n) {
+    float *p = (float *)(((uintptr_t)*at + 63) & ~(uintptr_t)63);
+    *at = p + n;
+    return p;
 }
 
 static void cu_moe(hr_bctx *c, const hr_moe_args *a) {
@@ -601,15 +615,19 @@ static void cu_moe(hr_bctx *c, const hr_moe_args *a) {
         cu_unsupported(cx, "an expert layer wider than the context's");
         return;
     }
-    const moe_expert *tab = expert_table(cx, a);
-    if (!tab)
+    int ti = expert_table(cx, a);
+    if (ti < 0)
         return;
+    const moe_expert *tab = cx->etab[ti].tab;
     size_t tk = (size_t)T * k, mt = (size_t)cx->max_tokens, mk = mt * cx->moe_k;
-    float *logits = cx->d_moe, *w = logits + mt * cx->moe_E;
-    int32_t *sel = (int32_t *)(w + mk);
-    float *h = (float *)(sel + mk), *y = h + mk * cx->moe_ff;
-    float *shg = y + mk * cx->moe_d, *shu = shg + mt * cx->moe_ff;
-    float *shy = shu + mt * cx->moe_ff, *shs = shy + mt * cx->moe_d;
+    float *at = cx->d_moe, *logits = carve(&at, mt * cx->moe_E), *w = carve(&at, mk);
+    int32_t *sel = (int32_t *)carve(&at, mk);
+    float *h = carve(&at, mk * cx->moe_ff), *y = carve(&at, mk * cx->moe_d);
+    float *shg = carve(&at, mt * cx->moe_ff), *shu = carve(&at, mt * cx->moe_ff);
+    float *shy = carve(&at, mt * cx->moe_d), *shs = carve(&at, mt);
+    /* 16-byte loads where the layer's shapes allow them (the same for any batch) */
+    bool vu = cx->etab[ti].vec_up && d % 4 == 0 && ((uintptr_t)a->x & 15) == 0;
+    bool vd = cx->etab[ti].vec_down; /* h's rows: ff a multiple of 8, 64-byte aligned */
     hr_matmul_out ro = {logits, E, a->router_w, a->router_b};
     cu_matmul(c, a->router_x ? a->router_x : a->x, d, T, 1, &ro);
     cudaStream_t st = cx->stream;
@@ -617,9 +635,9 @@ static void cu_moe(hr_bctx *c, const hr_moe_args *a) {
         logits, E, k, a->router, a->norm_topk, a->score_bias, a->n_group, a->topk_group,
         a->scale, a->expert_scale, sel, w);
     k_moe_up<<<dim3((unsigned)tk, blocks_for((size_t)ff, MOE_WARPS)), MOE_WARPS * 32, 0, st>>>(
-        a->x, d, k, ff, sel, tab, a->b_gate, a->b_up, a->act, a->alpha, a->limit, h);
+        a->x, d, k, ff, vu, sel, tab, a->b_gate, a->b_up, a->act, a->alpha, a->limit, h);
     k_moe_down<<<dim3((unsigned)tk, blocks_for((size_t)d, MOE_WARPS)), MOE_WARPS * 32, 0, st>>>(
-        h, d, ff, sel, tab, a->b_down, y);
+        h, d, ff, vd, sel, tab, a->b_down, y);
     bool gated = sf && a->sh_inp && a->sh_inp->data;
     if (sf) { /* the shared expert, as a dense MLP (SWIGLU_CLAMPED: silu there) */
         hr_matmul_out so[3] = {{shu, sf, a->sh_up, NULL}, {shg, sf, a->sh_gate, NULL},

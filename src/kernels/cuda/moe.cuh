@@ -194,6 +194,45 @@ static __device__ float warp_dot(const dw &w, int64_t j, const float *__restrict
     return warp_sum(acc);
 }
 
+/* true when warp_dot16 takes w (every expert's matrix of the kind): plain
+ * dtype, whole 16-byte pieces of 8 columns, 16-byte aligned */
+static __host__ bool moe_vec_fits(const dw &w) {
+    return is_plain(w.dtype) && w.cols % 8 == 0 && ((uintptr_t)w.data & 15) == 0 &&
+           w.row_bytes % 16 == 0;
+}
+
+/* row j of w . x as warp_dot, plain weights with 16-byte loads (moe_vec_fits;
+ * x 16-byte aligned): lane i takes the pieces i, i + 32, ... of the row, 4
+ * (f32) or 8 (bf16, f16) columns each, summed in column order */
+static __device__ float warp_dot16(const dw &w, int64_t j, const float *__restrict__ x) {
+    int lane = threadIdx.x & 31;
+    int per = w.dtype == HR_DTYPE_F32 ? 4 : 8;
+    int64_t nv = w.cols / per;
+    const uint4 *wr = (const uint4 *)(w.data + (size_t)j * w.row_bytes);
+    float acc = 0.0f;
+    for (int64_t v = lane; v < nv; v += 32) {
+        uint4 q = __ldg(wr + v);
+        const float4 *xr = (const float4 *)(x + v * per);
+        float4 a = xr[0];
+        if (per == 4) {
+            acc += __uint_as_float(q.x) * a.x + __uint_as_float(q.y) * a.y +
+                   __uint_as_float(q.z) * a.z + __uint_as_float(q.w) * a.w;
+        } else {
+            float4 b = xr[1];
+            uint32_t u[4] = {q.x, q.y, q.z, q.w};
+            float wv[8];
+            for (int i = 0; i < 4; i++) {
+                uint16_t lo = (uint16_t)(u[i] & 0xffff), hi = (uint16_t)(u[i] >> 16);
+                wv[2 * i] = w.dtype == HR_DTYPE_BF16 ? bf2f(lo) : h2f(lo);
+                wv[2 * i + 1] = w.dtype == HR_DTYPE_BF16 ? bf2f(hi) : h2f(hi);
+            }
+            acc += wv[0] * a.x + wv[1] * a.y + wv[2] * a.z + wv[3] * a.w + wv[4] * b.x +
+                   wv[5] * b.y + wv[6] * b.z + wv[7] * b.w;
+        }
+    }
+    return warp_sum(acc);
+}
+
 static __device__ __forceinline__ float moe_act(int act, float g, float u, float alpha,
                                                 float limit) {
     switch (act) {
@@ -211,9 +250,11 @@ static __device__ __forceinline__ float moe_act(int act, float g, float u, float
 #define MOE_WARPS 8 /* output columns of a block (a warp each) */
 
 /* h[p][i] = act(gate_e x_t + b_gate, up_e x_t + b_up)[i] for the pair
- * p = (t, j) = blockIdx.x (t = p / k, e = sel[p]), column i (blockIdx.y). */
+ * p = (t, j) = blockIdx.x (t = p / k, e = sel[p]), column i (blockIdx.y);
+ * vec: warp_dot16 (the layer's shapes decide it, never the batch) */
 __global__ void __launch_bounds__(MOE_WARPS * 32)
-    k_moe_up(const float *__restrict__ x, int d, int k, int ff, const int32_t *__restrict__ sel,
+    k_moe_up(const float *__restrict__ x, int d, int k, int ff, bool vec,
+             const int32_t *__restrict__ sel,
              const moe_expert *__restrict__ tab, const float *__restrict__ b_gate,
              const float *__restrict__ b_up, int act, float alpha, float limit,
              float *__restrict__ h) {
@@ -222,7 +263,8 @@ __global__ void __launch_bounds__(MOE_WARPS * 32)
     if (i >= ff)
         return;
     const float *xr = x + (size_t)(p / k) * d;
-    float g = warp_dot(tab[e].gate, i, xr), u = warp_dot(tab[e].up, i, xr);
+    float g = vec ? warp_dot16(tab[e].gate, i, xr) : warp_dot(tab[e].gate, i, xr);
+    float u = vec ? warp_dot16(tab[e].up, i, xr) : warp_dot(tab[e].up, i, xr);
     if (b_gate)
         g += b_gate[(size_t)e * ff + i];
     if (b_up)
@@ -234,14 +276,16 @@ __global__ void __launch_bounds__(MOE_WARPS * 32)
 /* y[p][i] = down_e h[p] + b_down for the pair p = blockIdx.x, column i of d
  * (blockIdx.y) */
 __global__ void __launch_bounds__(MOE_WARPS * 32)
-    k_moe_down(const float *__restrict__ h, int d, int ff, const int32_t *__restrict__ sel,
+    k_moe_down(const float *__restrict__ h, int d, int ff, bool vec,
+               const int32_t *__restrict__ sel,
                const moe_expert *__restrict__ tab, const float *__restrict__ b_down,
                float *__restrict__ y) {
     int p = blockIdx.x, e = sel[p];
     int64_t i = (int64_t)blockIdx.y * MOE_WARPS + (threadIdx.x >> 5);
     if (i >= d)
         return;
-    float s = warp_dot(tab[e].down, i, h + (size_t)p * ff);
+    const float *hr = h + (size_t)p * ff;
+    float s = vec ? warp_dot16(tab[e].down, i, hr) : warp_dot(tab[e].down, i, hr);
     if (b_down)
         s += b_down[(size_t)e * d + i];
     if ((threadIdx.x & 31) == 0)
