@@ -68,7 +68,7 @@ typedef struct cu_ctx {
     struct {
         const hr_tensor *gate;
         moe_expert *tab;
-        bool vec_up, vec_down; /* every expert's gate and up / down: moe_vec_fits */
+        int dot_up, dot_down; /* MOE_DOT_*: every expert's gate and up / down */
     } etab[MAX_MOE_LAYERS];
     int n_etab;
     /* recurrent layers (recurrent.cuh): the step's sequence slots, [max_seqs]
@@ -571,11 +571,12 @@ static int expert_table(cu_ctx *cx, const hr_moe_args *a) {
         cu_unsupported(cx, "an expert table (out of host memory)");
         return -1;
     }
-    bool vu = true, vd = true;
+    int ku = -1, kd = -1; /* the kind every expert's matrices take, else MOE_DOT_ANY */
     for (size_t e = 0; e < n; e++) {
         h[e] = moe_expert{view(&a->gate[e]), view(&a->up[e]), view(&a->down[e])};
-        vu = vu && moe_vec_fits(h[e].gate) && moe_vec_fits(h[e].up);
-        vd = vd && moe_vec_fits(h[e].down);
+        int g = moe_dot_kind(h[e].gate), u = moe_dot_kind(h[e].up), dn = moe_dot_kind(h[e].down);
+        ku = g == u && (ku < 0 || ku == g) ? g : MOE_DOT_ANY;
+        kd = kd < 0 || kd == dn ? dn : MOE_DOT_ANY;
     }
     cudaStreamCaptureMode mode = cudaStreamCaptureModeRelaxed;
     cudaThreadExchangeStreamCaptureMode(&mode);
@@ -593,8 +594,8 @@ static int expert_table(cu_ctx *cx, const hr_moe_args *a) {
     }
     cx->etab[cx->n_etab].gate = a->gate;
     cx->etab[cx->n_etab].tab = d;
-    cx->etab[cx->n_etab].vec_up = vu;
-    cx->etab[cx->n_etab].vec_down = vd;
+    cx->etab[cx->n_etab].dot_up = ku < 0 ? MOE_DOT_ANY : ku;
+    cx->etab[cx->n_etab].dot_down = kd < 0 ? MOE_DOT_ANY : kd;
     return cx->n_etab++;
 }
 
@@ -625,9 +626,10 @@ static void cu_moe(hr_bctx *c, const hr_moe_args *a) {
     float *h = carve(&at, mk * cx->moe_ff), *y = carve(&at, mk * cx->moe_d);
     float *shg = carve(&at, mt * cx->moe_ff), *shu = carve(&at, mt * cx->moe_ff);
     float *shy = carve(&at, mt * cx->moe_d), *shs = carve(&at, mt);
-    /* 16-byte loads where the layer's shapes allow them (the same for any batch) */
-    bool vu = cx->etab[ti].vec_up && d % 4 == 0 && ((uintptr_t)a->x & 15) == 0;
-    bool vd = cx->etab[ti].vec_down; /* h's rows: ff a multiple of 8, 64-byte aligned */
+    /* 16-byte loads where the layer's weights allow them (the same for any
+     * batch; x: the arena's 64-byte aligned rows of d, a multiple of 8 there) */
+    int hu = ((uintptr_t)a->x & 15) == 0 ? cx->etab[ti].dot_up : MOE_DOT_ANY;
+    int hd = cx->etab[ti].dot_down; /* h's rows: ff a multiple of 8, 64-byte aligned */
     hr_matmul_out ro = {logits, E, a->router_w, a->router_b};
     cu_matmul(c, a->router_x ? a->router_x : a->x, d, T, 1, &ro);
     cudaStream_t st = cx->stream;
@@ -635,9 +637,9 @@ static void cu_moe(hr_bctx *c, const hr_moe_args *a) {
         logits, E, k, a->router, a->norm_topk, a->score_bias, a->n_group, a->topk_group,
         a->scale, a->expert_scale, sel, w);
     k_moe_up<<<dim3((unsigned)tk, blocks_for((size_t)ff, MOE_WARPS)), MOE_WARPS * 32, 0, st>>>(
-        a->x, d, k, ff, vu, sel, tab, a->b_gate, a->b_up, a->act, a->alpha, a->limit, h);
+        a->x, d, k, ff, hu, sel, tab, a->b_gate, a->b_up, a->act, a->alpha, a->limit, h);
     k_moe_down<<<dim3((unsigned)tk, blocks_for((size_t)d, MOE_WARPS)), MOE_WARPS * 32, 0, st>>>(
-        h, d, ff, vd, sel, tab, a->b_down, y);
+        h, d, ff, hd, sel, tab, a->b_down, y);
     bool gated = sf && a->sh_inp && a->sh_inp->data;
     if (sf) { /* the shared expert, as a dense MLP (SWIGLU_CLAMPED: silu there) */
         hr_matmul_out so[3] = {{shu, sf, a->sh_up, NULL}, {shg, sf, a->sh_gate, NULL},

@@ -16,6 +16,7 @@
 #ifndef HR_KERNELS_CUDA_MOE_CUH
 #define HR_KERNELS_CUDA_MOE_CUH
 
+#include "kernels/cuda/mv_span.cuh"
 #include "kernels/cuda/ops.cuh"
 
 /* One expert's three matrices (a device table of them per layer). */
@@ -194,11 +195,15 @@ static __device__ float warp_dot(const dw &w, int64_t j, const float *__restrict
     return warp_sum(acc);
 }
 
-/* true when warp_dot16 takes w (every expert's matrix of the kind): plain
- * dtype, whole 16-byte pieces of 8 columns, 16-byte aligned */
-static __host__ bool moe_vec_fits(const dw &w) {
-    return is_plain(w.dtype) && w.cols % 8 == 0 && ((uintptr_t)w.data & 15) == 0 &&
-           w.row_bytes % 16 == 0;
+/* How a layer's products read their weights (the same for every expert
+ * of the kind, x 16-byte aligned): warp_dot16, warp_dot_span, else warp_dot */
+enum { MOE_DOT_ANY, MOE_DOT_VEC, MOE_DOT_SPAN };
+
+static __host__ int moe_dot_kind(const dw &w) {
+    if (is_plain(w.dtype) && w.cols % 8 == 0 && ((uintptr_t)w.data & 15) == 0 &&
+        w.row_bytes % 16 == 0)
+        return MOE_DOT_VEC;
+    return mv_span_fits(w) ? MOE_DOT_SPAN : MOE_DOT_ANY;
 }
 
 /* row j of w . x as warp_dot, plain weights with 16-byte loads (moe_vec_fits;
@@ -233,6 +238,29 @@ static __device__ float warp_dot16(const dw &w, int64_t j, const float *__restri
     return warp_sum(acc);
 }
 
+/* row j of w . x as k_mv_span (mv_span_fits): lane i takes the 8 columns
+ * 8i .. 8i + 7 of each 256-column span, summed in column order */
+static __device__ float warp_dot_span(const dw &w, int64_t j, const float *__restrict__ x) {
+    int lane = threadIdx.x & 31;
+    float acc = 0.0f;
+    for (int64_t e0 = (int64_t)lane * 8; e0 < w.cols; e0 += 256) {
+        float v[8];
+        span8(w, j, e0, v);
+        const float4 *xr = (const float4 *)(x + e0);
+        float4 a = xr[0], b = xr[1];
+        acc += v[0] * a.x + v[1] * a.y + v[2] * a.z + v[3] * a.w + v[4] * b.x + v[5] * b.y +
+               v[6] * b.z + v[7] * b.w;
+    }
+    return warp_sum(acc);
+}
+
+static __device__ __forceinline__ float moe_dot(int how, const dw &w, int64_t j,
+                                                const float *__restrict__ x) {
+    return how == MOE_DOT_VEC    ? warp_dot16(w, j, x)
+           : how == MOE_DOT_SPAN ? warp_dot_span(w, j, x)
+                                 : warp_dot(w, j, x);
+}
+
 static __device__ __forceinline__ float moe_act(int act, float g, float u, float alpha,
                                                 float limit) {
     switch (act) {
@@ -251,9 +279,9 @@ static __device__ __forceinline__ float moe_act(int act, float g, float u, float
 
 /* h[p][i] = act(gate_e x_t + b_gate, up_e x_t + b_up)[i] for the pair
  * p = (t, j) = blockIdx.x (t = p / k, e = sel[p]), column i (blockIdx.y);
- * vec: warp_dot16 (the layer's shapes decide it, never the batch) */
+ * how: MOE_DOT_* (the layer's weights decide it, never the batch) */
 __global__ void __launch_bounds__(MOE_WARPS * 32)
-    k_moe_up(const float *__restrict__ x, int d, int k, int ff, bool vec,
+    k_moe_up(const float *__restrict__ x, int d, int k, int ff, int how,
              const int32_t *__restrict__ sel,
              const moe_expert *__restrict__ tab, const float *__restrict__ b_gate,
              const float *__restrict__ b_up, int act, float alpha, float limit,
@@ -263,8 +291,7 @@ __global__ void __launch_bounds__(MOE_WARPS * 32)
     if (i >= ff)
         return;
     const float *xr = x + (size_t)(p / k) * d;
-    float g = vec ? warp_dot16(tab[e].gate, i, xr) : warp_dot(tab[e].gate, i, xr);
-    float u = vec ? warp_dot16(tab[e].up, i, xr) : warp_dot(tab[e].up, i, xr);
+    float g = moe_dot(how, tab[e].gate, i, xr), u = moe_dot(how, tab[e].up, i, xr);
     if (b_gate)
         g += b_gate[(size_t)e * ff + i];
     if (b_up)
@@ -276,7 +303,7 @@ __global__ void __launch_bounds__(MOE_WARPS * 32)
 /* y[p][i] = down_e h[p] + b_down for the pair p = blockIdx.x, column i of d
  * (blockIdx.y) */
 __global__ void __launch_bounds__(MOE_WARPS * 32)
-    k_moe_down(const float *__restrict__ h, int d, int ff, bool vec,
+    k_moe_down(const float *__restrict__ h, int d, int ff, int how,
                const int32_t *__restrict__ sel,
                const moe_expert *__restrict__ tab, const float *__restrict__ b_down,
                float *__restrict__ y) {
@@ -285,7 +312,7 @@ __global__ void __launch_bounds__(MOE_WARPS * 32)
     if (i >= d)
         return;
     const float *hr = h + (size_t)p * ff;
-    float s = vec ? warp_dot16(tab[e].down, i, hr) : warp_dot(tab[e].down, i, hr);
+    float s = moe_dot(how, tab[e].down, i, hr);
     if (b_down)
         s += b_down[(size_t)e * d + i];
     if ((threadIdx.x & 31) == 0)
