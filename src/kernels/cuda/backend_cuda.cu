@@ -58,9 +58,10 @@ typedef struct cu_ctx {
     uint16_t *d_xs;
     int max_k;
     /* mixture of experts (moe.cuh), for up to max_tokens rows of moe_d:
-     * the router's logits [T][E], choices and weights [T][k], the experts'
-     * activations [T * k][ff] and outputs [T * k][d], the shared expert's
-     * gate and up [T][ff], output [T][d] and gate logits [T] */
+     * the router's logits [T][E], choices and weights [T][k], the pairs'
+     * order [T * k] and tiles [T * k][2], the experts' activations
+     * [T * k][ff] and outputs [T * k][d], the shared expert's gate and up
+     * [T][ff], output [T][d] and gate logits [T] */
     int moe_E, moe_k, moe_ff, moe_d;
     float *d_moe;
     size_t moe_bytes;
@@ -224,8 +225,8 @@ static int cu_ctx_new(hr_backend *be, hr_pool *pool, const hr_bctx_dims *dm, hr_
         x->moe_ff = dm->moe_ff;
         x->moe_d = dm->d_model;
         size_t T = (size_t)max_tokens, tk = T * x->moe_k, ff = x->moe_ff, d = x->moe_d;
-        x->moe_bytes = (T * x->moe_E + 2 * tk + tk * ff + tk * d + 2 * T * ff + T * d + T +
-                        9 * 16 /* each piece 64-byte aligned */) * sizeof(float);
+        x->moe_bytes = (T * x->moe_E + 5 * tk + tk * ff + tk * d + 2 * T * ff + T * d + T +
+                        11 * 16 /* each piece 64-byte aligned */) * sizeof(float);
     }
     if ((e = cudaDeviceGetAttribute(&x->n_sm, cudaDevAttrMultiProcessorCount, x->dev)) !=
             cudaSuccess ||
@@ -622,7 +623,8 @@ static void cu_moe(hr_bctx *c, const hr_moe_args *a) {
     const moe_expert *tab = cx->etab[ti].tab;
     size_t tk = (size_t)T * k, mt = (size_t)cx->max_tokens, mk = mt * cx->moe_k;
     float *at = cx->d_moe, *logits = carve(&at, mt * cx->moe_E), *w = carve(&at, mk);
-    int32_t *sel = (int32_t *)carve(&at, mk);
+    int32_t *sel = (int32_t *)carve(&at, mk), *order = (int32_t *)carve(&at, mk);
+    int2 *tiles = (int2 *)carve(&at, 2 * mk);
     float *h = carve(&at, mk * cx->moe_ff), *y = carve(&at, mk * cx->moe_d);
     float *shg = carve(&at, mt * cx->moe_ff), *shu = carve(&at, mt * cx->moe_ff);
     float *shy = carve(&at, mt * cx->moe_d), *shs = carve(&at, mt);
@@ -636,10 +638,17 @@ static void cu_moe(hr_bctx *c, const hr_moe_args *a) {
     k_moe_route<<<T, 32, moe_route_smem(E, k, a->n_group), st>>>(
         logits, E, k, a->router, a->norm_topk, a->score_bias, a->n_group, a->topk_group,
         a->scale, a->expert_scale, sel, w);
-    k_moe_up<<<dim3((unsigned)tk, blocks_for((size_t)ff, MOE_WARPS)), MOE_WARPS * 32, 0, st>>>(
-        a->x, d, k, ff, hu, sel, tab, a->b_gate, a->b_up, a->act, a->alpha, a->limit, h);
-    k_moe_down<<<dim3((unsigned)tk, blocks_for((size_t)d, MOE_WARPS)), MOE_WARPS * 32, 0, st>>>(
-        h, d, ff, hd, sel, tab, a->b_down, y);
+    const int2 *tl = NULL; /* one row: its k pairs apart (k different experts) */
+    if (T > 1) {
+        k_moe_order<<<1, 1024, (size_t)2 * E * sizeof(int), st>>>(sel, (int)tk, E, order, tiles);
+        tl = tiles;
+    }
+    unsigned th = MOE_WARPS * 32;
+    k_moe_up<<<dim3((unsigned)tk, blocks_for((size_t)ff, MOE_WARPS)), th, 0, st>>>(
+        a->x, d, k, ff, hu, tl, order, sel, tab, a->b_gate, a->b_up, a->act, a->alpha,
+        a->limit, h);
+    k_moe_down<<<dim3((unsigned)tk, blocks_for((size_t)d, MOE_WARPS)), th, 0, st>>>(
+        h, d, ff, hd, tl, order, sel, tab, a->b_down, y);
     bool gated = sf && a->sh_inp && a->sh_inp->data;
     if (sf) { /* the shared expert, as a dense MLP (SWIGLU_CLAMPED: silu there) */
         hr_matmul_out so[3] = {{shu, sf, a->sh_up, NULL}, {shg, sf, a->sh_gate, NULL},

@@ -2,17 +2,19 @@
  * every part device-side so that the step stays one CUDA graph:
  *   k_moe_route    a warp per row: the router's choice and weights
  *                  (kernels/cpu/moe.c hr_moe_route, hr_moe_route_grouped)
- *   k_moe_up       a warp per (row, chosen expert, ff column): gate and up
- *                  products (+ biases), then the activation
- *   k_moe_down     a warp per (row, chosen expert, d column): the down product
+ *   k_moe_order    steps of several rows: the (row, chosen expert) pairs
+ *                  grouped by expert, in tiles of up to 8 pairs of one expert
+ *   k_moe_up       a warp per (tile, ff column): gate and up products
+ *                  (+ biases) of the tile's pairs, then the activation
+ *   k_moe_down     a warp per (tile, d column): the down product
  *   k_moe_combine  a block per row: the k results in routing order, then
  *                  the shared expert (gated by sigmoid(sh_inp . x))
  * A row's sums run in the same order alone or in any batch (batch-invariant):
- * each output is one warp's dot product of one row, folded in lane order.
- * The experts' weights are read once per (row, expert), for a step of
- * many rows mostly from the L2 cache (blockIdx.x, the pair, runs fastest:
- * the blocks in flight share a few column blocks of the experts): right
- * for decode, slow for long prefills (docs/gpu.md, "next"). */
+ * each output is one warp's dot product of one vector, a lane's running sum
+ * over its columns then the warp's in lane order, whatever the tile holds
+ * (moe_dot). A tile reads its expert's rows once for its pairs: a step of
+ * many rows reads an expert about once per 8 rows routed to it, on the CUDA
+ * cores (docs/gpu.md, "next": the tensor cores). */
 #ifndef HR_KERNELS_CUDA_MOE_CUH
 #define HR_KERNELS_CUDA_MOE_CUH
 
@@ -172,31 +174,10 @@ static __host__ size_t moe_route_smem(int E, int k, int n_group) {
            (size_t)((E + 15) & ~15) + (size_t)(n_group > 0 ? n_group : 1) * sizeof(float);
 }
 
-/* row j of w . x (w.cols floats at x), the warp's sum in lane order; every
- * lane gets it. Plain dtypes: lane i takes the columns i, i + 32, ...;
- * quantized ones: lane i the 32-column slices i, i + 32, ... */
-static __device__ float warp_dot(const dw &w, int64_t j, const float *__restrict__ x) {
-    int lane = threadIdx.x & 31;
-    int64_t k = w.cols;
-    float acc = 0.0f;
-    if (is_plain(w.dtype)) {
-        for (int64_t c = lane; c < k; c += 32)
-            acc += ld_plain(w.data, w.dtype, (size_t)j * k + c) * x[c];
-    } else {
-        for (int64_t c0 = (int64_t)lane * 32; c0 < k; c0 += 32 * 32) {
-            float wv[32];
-            load32(w, j, c0, wv);
-            float s = 0.0f;
-            for (int i = 0; i < 32; i++)
-                s += wv[i] * x[c0 + i];
-            acc += s;
-        }
-    }
-    return warp_sum(acc);
-}
-
 /* How a layer's products read their weights (the same for every expert
- * of the kind, x 16-byte aligned): warp_dot16, warp_dot_span, else warp_dot */
+ * of the kind; x 16-byte aligned): MOE_DOT_VEC plain weights with 16-byte
+ * loads, MOE_DOT_SPAN as k_mv_span (mv_span_fits), MOE_DOT_ANY a column
+ * (plain) or 32-column slice (quantized) a lane at a time */
 enum { MOE_DOT_ANY, MOE_DOT_VEC, MOE_DOT_SPAN };
 
 static __host__ int moe_dot_kind(const dw &w) {
@@ -206,59 +187,140 @@ static __host__ int moe_dot_kind(const dw &w) {
     return mv_span_fits(w) ? MOE_DOT_SPAN : MOE_DOT_ANY;
 }
 
-/* row j of w . x as warp_dot, plain weights with 16-byte loads (moe_vec_fits;
- * x 16-byte aligned): lane i takes the pieces i, i + 32, ... of the row, 4
- * (f32) or 8 (bf16, f16) columns each, summed in column order */
-static __device__ float warp_dot16(const dw &w, int64_t j, const float *__restrict__ x) {
+#define MOE_NR 8 /* pairs of one expert a block takes together */
+
+/* out[r] = row j of w . xs[r] (w.cols floats each) for r < nr <= MOE_NR,
+ * every lane of the warp calling: the row's weights read once for the nr
+ * vectors, and each sum the same whatever nr and r (a lane's running sum
+ * over its columns in order, then the warp's in lane order): a pair's
+ * result never depends on the pairs it is computed with. */
+static __device__ void moe_dot(int how, const dw &w, int64_t j, const float *const *xs, int nr,
+                               float *out) {
     int lane = threadIdx.x & 31;
-    int per = w.dtype == HR_DTYPE_F32 ? 4 : 8;
-    int64_t nv = w.cols / per;
-    const uint4 *wr = (const uint4 *)(w.data + (size_t)j * w.row_bytes);
-    float acc = 0.0f;
-    for (int64_t v = lane; v < nv; v += 32) {
-        uint4 q = __ldg(wr + v);
-        const float4 *xr = (const float4 *)(x + v * per);
-        float4 a = xr[0];
-        if (per == 4) {
-            acc += __uint_as_float(q.x) * a.x + __uint_as_float(q.y) * a.y +
-                   __uint_as_float(q.z) * a.z + __uint_as_float(q.w) * a.w;
-        } else {
-            float4 b = xr[1];
-            uint32_t u[4] = {q.x, q.y, q.z, q.w};
+    float acc[MOE_NR];
+#pragma unroll
+    for (int r = 0; r < MOE_NR; r++)
+        acc[r] = 0.0f;
+    if (how == MOE_DOT_VEC) {
+        int per = w.dtype == HR_DTYPE_F32 ? 4 : 8;
+        int64_t nv = w.cols / per;
+        const uint4 *wr = (const uint4 *)(w.data + (size_t)j * w.row_bytes);
+        for (int64_t v = lane; v < nv; v += 32) {
+            uint4 q = __ldg(wr + v);
             float wv[8];
-            for (int i = 0; i < 4; i++) {
-                uint16_t lo = (uint16_t)(u[i] & 0xffff), hi = (uint16_t)(u[i] >> 16);
-                wv[2 * i] = w.dtype == HR_DTYPE_BF16 ? bf2f(lo) : h2f(lo);
-                wv[2 * i + 1] = w.dtype == HR_DTYPE_BF16 ? bf2f(hi) : h2f(hi);
+            if (per == 4) {
+                wv[0] = __uint_as_float(q.x);
+                wv[1] = __uint_as_float(q.y);
+                wv[2] = __uint_as_float(q.z);
+                wv[3] = __uint_as_float(q.w);
+            } else {
+                uint32_t u[4] = {q.x, q.y, q.z, q.w};
+                for (int i = 0; i < 4; i++) {
+                    uint16_t lo = (uint16_t)(u[i] & 0xffff), hi = (uint16_t)(u[i] >> 16);
+                    wv[2 * i] = w.dtype == HR_DTYPE_BF16 ? bf2f(lo) : h2f(lo);
+                    wv[2 * i + 1] = w.dtype == HR_DTYPE_BF16 ? bf2f(hi) : h2f(hi);
+                }
             }
-            acc += wv[0] * a.x + wv[1] * a.y + wv[2] * a.z + wv[3] * a.w + wv[4] * b.x +
-                   wv[5] * b.y + wv[6] * b.z + wv[7] * b.w;
+#pragma unroll
+            for (int r = 0; r < MOE_NR; r++)
+                if (r < nr) {
+                    const float4 *xr = (const float4 *)(xs[r] + v * per);
+                    float4 a = xr[0];
+                    float s = wv[0] * a.x + wv[1] * a.y + wv[2] * a.z + wv[3] * a.w;
+                    if (per == 8) {
+                        float4 b = xr[1];
+                        s += wv[4] * b.x + wv[5] * b.y + wv[6] * b.z + wv[7] * b.w;
+                    }
+                    acc[r] += s;
+                }
+        }
+    } else if (how == MOE_DOT_SPAN) {
+        for (int64_t e0 = (int64_t)lane * 8; e0 < w.cols; e0 += 256) {
+            float v[8];
+            span8(w, j, e0, v);
+#pragma unroll
+            for (int r = 0; r < MOE_NR; r++)
+                if (r < nr) {
+                    const float4 *xr = (const float4 *)(xs[r] + e0);
+                    float4 a = xr[0], b = xr[1];
+                    acc[r] += v[0] * a.x + v[1] * a.y + v[2] * a.z + v[3] * a.w + v[4] * b.x +
+                              v[5] * b.y + v[6] * b.z + v[7] * b.w;
+                }
+        }
+    } else if (is_plain(w.dtype)) {
+        for (int64_t c = lane; c < w.cols; c += 32) {
+            float wv = ld_plain(w.data, w.dtype, (size_t)j * w.cols + c);
+#pragma unroll
+            for (int r = 0; r < MOE_NR; r++)
+                if (r < nr)
+                    acc[r] += wv * xs[r][c];
+        }
+    } else {
+        for (int64_t c0 = (int64_t)lane * 32; c0 < w.cols; c0 += 32 * 32) {
+            float wv[32];
+            load32(w, j, c0, wv);
+#pragma unroll
+            for (int r = 0; r < MOE_NR; r++)
+                if (r < nr) {
+                    float s = 0.0f;
+                    for (int i = 0; i < 32; i++)
+                        s += wv[i] * xs[r][c0 + i];
+                    acc[r] += s;
+                }
         }
     }
-    return warp_sum(acc);
+#pragma unroll
+    for (int r = 0; r < MOE_NR; r++)
+        if (r < nr)
+            out[r] = warp_sum(acc[r]);
 }
 
-/* row j of w . x as k_mv_span (mv_span_fits): lane i takes the 8 columns
- * 8i .. 8i + 7 of each 256-column span, summed in column order */
-static __device__ float warp_dot_span(const dw &w, int64_t j, const float *__restrict__ x) {
-    int lane = threadIdx.x & 31;
-    float acc = 0.0f;
-    for (int64_t e0 = (int64_t)lane * 8; e0 < w.cols; e0 += 256) {
-        float v[8];
-        span8(w, j, e0, v);
-        const float4 *xr = (const float4 *)(x + e0);
-        float4 a = xr[0], b = xr[1];
-        acc += v[0] * a.x + v[1] * a.y + v[2] * a.z + v[3] * a.w + v[4] * b.x + v[5] * b.y +
-               v[6] * b.z + v[7] * b.w;
+/* The pairs 0 .. n - 1 (sel: each one's expert) grouped by expert into
+ * order, and tiles[0 .. n): {start in order, count} of up to MOE_NR pairs
+ * of one expert each, {0, 0} past the last. One block; within an expert
+ * the pairs come in any order (a pair's result does not depend on it).
+ * Shared: 2 E ints. */
+__global__ void k_moe_order(const int32_t *__restrict__ sel, int n, int E,
+                            int32_t *__restrict__ order, int2 *__restrict__ tiles) {
+    extern __shared__ int cnt[];
+    __shared__ int n_tiles;
+    int *at = cnt + E;
+    for (int e = threadIdx.x; e < E; e += blockDim.x)
+        cnt[e] = 0;
+    __syncthreads();
+    for (int p = threadIdx.x; p < n; p += blockDim.x)
+        atomicAdd(&cnt[sel[p]], 1);
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        int o = 0, nt = 0;
+        for (int e = 0; e < E; e++) {
+            at[e] = o;
+            for (int m = 0; m < cnt[e]; m += MOE_NR)
+                tiles[nt++] = make_int2(o + m, cnt[e] - m < MOE_NR ? cnt[e] - m : MOE_NR);
+            o += cnt[e];
+        }
+        n_tiles = nt;
     }
-    return warp_sum(acc);
+    __syncthreads();
+    for (int i = n_tiles + threadIdx.x; i < n; i += blockDim.x)
+        tiles[i] = make_int2(0, 0);
+    for (int p = threadIdx.x; p < n; p += blockDim.x)
+        order[atomicAdd(&at[sel[p]], 1)] = p;
 }
 
-static __device__ __forceinline__ float moe_dot(int how, const dw &w, int64_t j,
-                                                const float *__restrict__ x) {
-    return how == MOE_DOT_VEC    ? warp_dot16(w, j, x)
-           : how == MOE_DOT_SPAN ? warp_dot_span(w, j, x)
-                                 : warp_dot(w, j, x);
+/* block x's pairs into p[0 .. nr): tile x of tiles (NULL: the pair x alone);
+ * 0 when the tile is empty */
+static __device__ int tile_pairs(const int2 *tiles, const int32_t *order, int *p) {
+    if (!tiles) {
+        p[0] = blockIdx.x;
+        return 1;
+    }
+    int2 tl = tiles[blockIdx.x];
+#pragma unroll
+    for (int r = 0; r < MOE_NR; r++)
+        if (r < tl.y)
+            p[r] = order[tl.x + r];
+    return tl.y;
 }
 
 static __device__ __forceinline__ float moe_act(int act, float g, float u, float alpha,
@@ -277,46 +339,72 @@ static __device__ __forceinline__ float moe_act(int act, float g, float u, float
 
 #define MOE_WARPS 8 /* output columns of a block (a warp each) */
 
-/* h[p][i] = act(gate_e x_t + b_gate, up_e x_t + b_up)[i] for the pair
- * p = (t, j) = blockIdx.x (t = p / k, e = sel[p]), column i (blockIdx.y);
- * how: MOE_DOT_* (the layer's weights decide it, never the batch) */
+/* h[p][i] = act(gate_e x_t + b_gate, up_e x_t + b_up)[i] for the pairs
+ * p = (t, j) of block x's tile (t = p / k, e = sel[p], the same for the
+ * tile), column i (blockIdx.y); how: MOE_DOT_* (the layer's weights decide
+ * it, never the batch) */
 __global__ void __launch_bounds__(MOE_WARPS * 32)
     k_moe_up(const float *__restrict__ x, int d, int k, int ff, int how,
-             const int32_t *__restrict__ sel,
-             const moe_expert *__restrict__ tab, const float *__restrict__ b_gate,
-             const float *__restrict__ b_up, int act, float alpha, float limit,
-             float *__restrict__ h) {
-    int p = blockIdx.x, e = sel[p];
+             const int2 *__restrict__ tiles, const int32_t *__restrict__ order,
+             const int32_t *__restrict__ sel, const moe_expert *__restrict__ tab,
+             const float *__restrict__ b_gate, const float *__restrict__ b_up, int act,
+             float alpha, float limit, float *__restrict__ h) {
+    int p[MOE_NR];
+    int nr = tile_pairs(tiles, order, p);
     int64_t i = (int64_t)blockIdx.y * MOE_WARPS + (threadIdx.x >> 5);
-    if (i >= ff)
+    if (nr == 0 || i >= ff)
         return;
-    const float *xr = x + (size_t)(p / k) * d;
-    float g = moe_dot(how, tab[e].gate, i, xr), u = moe_dot(how, tab[e].up, i, xr);
-    if (b_gate)
-        g += b_gate[(size_t)e * ff + i];
-    if (b_up)
-        u += b_up[(size_t)e * ff + i];
+    int e = sel[p[0]];
+    const float *xs[MOE_NR];
+#pragma unroll
+    for (int r = 0; r < MOE_NR; r++)
+        xs[r] = r < nr ? x + (size_t)(p[r] / k) * d : x;
+    float g[MOE_NR], u[MOE_NR];
+    moe_dot(how, tab[e].gate, i, xs, nr, g);
+    moe_dot(how, tab[e].up, i, xs, nr, u);
     if ((threadIdx.x & 31) == 0)
-        h[(size_t)p * ff + i] = moe_act(act, g, u, alpha, limit);
+#pragma unroll
+        for (int r = 0; r < MOE_NR; r++) {
+            if (r >= nr)
+                break;
+            float gr = g[r], ur = u[r];
+            if (b_gate)
+                gr += b_gate[(size_t)e * ff + i];
+            if (b_up)
+                ur += b_up[(size_t)e * ff + i];
+            h[(size_t)p[r] * ff + i] = moe_act(act, gr, ur, alpha, limit);
+        }
 }
 
-/* y[p][i] = down_e h[p] + b_down for the pair p = blockIdx.x, column i of d
- * (blockIdx.y) */
+/* y[p][i] = down_e h[p] + b_down for the pairs of block x's tile (as
+ * k_moe_up's), column i of d (blockIdx.y) */
 __global__ void __launch_bounds__(MOE_WARPS * 32)
     k_moe_down(const float *__restrict__ h, int d, int ff, int how,
-               const int32_t *__restrict__ sel,
-               const moe_expert *__restrict__ tab, const float *__restrict__ b_down,
-               float *__restrict__ y) {
-    int p = blockIdx.x, e = sel[p];
+               const int2 *__restrict__ tiles, const int32_t *__restrict__ order,
+               const int32_t *__restrict__ sel, const moe_expert *__restrict__ tab,
+               const float *__restrict__ b_down, float *__restrict__ y) {
+    int p[MOE_NR];
+    int nr = tile_pairs(tiles, order, p);
     int64_t i = (int64_t)blockIdx.y * MOE_WARPS + (threadIdx.x >> 5);
-    if (i >= d)
+    if (nr == 0 || i >= d)
         return;
-    const float *hr = h + (size_t)p * ff;
-    float s = moe_dot(how, tab[e].down, i, hr);
-    if (b_down)
-        s += b_down[(size_t)e * d + i];
+    int e = sel[p[0]];
+    const float *xs[MOE_NR];
+#pragma unroll
+    for (int r = 0; r < MOE_NR; r++)
+        xs[r] = r < nr ? h + (size_t)p[r] * ff : h;
+    float s[MOE_NR];
+    moe_dot(how, tab[e].down, i, xs, nr, s);
     if ((threadIdx.x & 31) == 0)
-        y[(size_t)p * d + i] = s;
+#pragma unroll
+        for (int r = 0; r < MOE_NR; r++) {
+            if (r >= nr)
+                break;
+            float v = s[r];
+            if (b_down)
+                v += b_down[(size_t)e * d + i];
+            y[(size_t)p[r] * d + i] = v;
+        }
 }
 
 /* out[t] = sum over j in order of w[t][j] y[(t, j)], then + the shared
