@@ -21,7 +21,6 @@ extern "C" {
 
 #define MAX_DEVICES 16
 #define MAX_GRAPHS 32 /* per context; steps of other shapes launch their ops */
-#define MAX_MOE_LAYERS 256 /* expert tables per context */
 
 typedef struct cu_dev {
     int id;
@@ -57,25 +56,8 @@ typedef struct cu_ctx {
      * rows split into bf16 parts, [MMA_PARTS][max_tokens][max_k] */
     uint16_t *d_xs;
     int max_k;
-    /* mixture of experts (moe.cuh), for up to max_tokens rows of moe_d:
-     * the router's logits [T][E], choices and weights [T][k], the pairs'
-     * order [T * k] and tiles [T * k][2], the experts' activations
-     * [T * k][ff] and outputs [T * k][d], the shared expert's gate and up
-     * [T][ff], output [T][d] and gate logits [T] */
-    int moe_E, moe_k, moe_ff, moe_d;
-    float *d_moe;
-    size_t moe_bytes;
-    /* each layer's experts' views on the device, made on first use */
-    struct {
-        const hr_tensor *gate;
-        moe_expert *tab;
-        int dot_up, dot_down; /* MOE_DOT_*: every expert's gate and up / down */
-    } etab[MAX_MOE_LAYERS];
-    int n_etab;
-    /* recurrent layers (recurrent.cuh): the step's sequence slots, [max_seqs]
-     * pinned and on the device, staged by the first such layer of a step */
-    int32_t *h_slot, *d_slot;
-    bool slot_staged;
+    moe_ctx moe;     /* experts (moe.cuh) */
+    rec_slots slots; /* recurrent layers (recurrent.cuh) */
     int n_seqs;
     char fail[200]; /* an op this step could not run: end() reports it */
 } cu_ctx;
@@ -179,11 +161,8 @@ static void cu_ctx_free(hr_bctx *c) {
     cudaFree(x->d_stage);
     cudaFree(x->d_part);
     cudaFree(x->d_xs);
-    cudaFree(x->d_moe);
-    for (int i = 0; i < x->n_etab; i++)
-        cudaFree(x->etab[i].tab);
-    cudaFreeHost(x->h_slot);
-    cudaFree(x->d_slot);
+    moe_ctx_free(&x->moe);
+    rec_slots_free(&x->slots);
     free(x);
 }
 
@@ -219,15 +198,6 @@ static int cu_ctx_new(hr_backend *be, hr_pool *pool, const hr_bctx_dims *dm, hr_
         return hr_err(err, HR_EUNSUPPORTED, "not supported yet on %s: %d experts (at most %d)",
                       be->name, dm->n_experts, MOE_MAX_EXPERTS);
     }
-    if (dm->n_experts > 0) {
-        x->moe_E = dm->n_experts;
-        x->moe_k = dm->n_experts_used;
-        x->moe_ff = dm->moe_ff;
-        x->moe_d = dm->d_model;
-        size_t T = (size_t)max_tokens, tk = T * x->moe_k, ff = x->moe_ff, d = x->moe_d;
-        x->moe_bytes = (T * x->moe_E + 5 * tk + tk * ff + tk * d + 2 * T * ff + T * d + T +
-                        11 * 16 /* each piece 64-byte aligned */) * sizeof(float);
-    }
     if ((e = cudaDeviceGetAttribute(&x->n_sm, cudaDevAttrMultiProcessorCount, x->dev)) !=
             cudaSuccess ||
         (e = cudaStreamCreateWithFlags(&x->stream, cudaStreamNonBlocking)) != cudaSuccess ||
@@ -235,11 +205,8 @@ static int cu_ctx_new(hr_backend *be, hr_pool *pool, const hr_bctx_dims *dm, hr_
         (e = cudaMalloc(&x->d_stage, x->stage_bytes)) != cudaSuccess ||
         (e = cudaMalloc((void **)&x->d_part, part_bytes)) != cudaSuccess ||
         (e = cudaMalloc((void **)&x->d_xs, xs_bytes ? xs_bytes : 16)) != cudaSuccess ||
-        (x->moe_bytes && (e = cudaMalloc((void **)&x->d_moe, x->moe_bytes)) != cudaSuccess) ||
-        (e = cudaMallocHost((void **)&x->h_slot, (size_t)max_seqs * sizeof(int32_t))) !=
-            cudaSuccess ||
-        (e = cudaMalloc((void **)&x->d_slot, (size_t)max_seqs * sizeof(int32_t))) !=
-            cudaSuccess) {
+        (e = moe_ctx_init(&x->moe, dm)) != cudaSuccess ||
+        (e = rec_slots_init(&x->slots, max_seqs)) != cudaSuccess) {
         cudaGetLastError();
         cu_ctx_free((hr_bctx *)x);
         return cu_fail(err, e, "creating a forward context");
@@ -276,7 +243,7 @@ static int cu_begin(hr_bctx *c, const hr_step_in *in, hr_error *err) {
     x->n_tokens = T;
     x->n_out = n_out;
     x->n_seqs = S;
-    x->slot_staged = false;
+    x->slots.staged = false;
     x->fail[0] = 0;
     x->replay = -1;
     x->capturing = false;
@@ -555,128 +522,65 @@ static void cu_unsupported(cu_ctx *cx, const char *what) {
         snprintf(cx->fail, sizeof cx->fail, "not supported yet on %s: %s", cx->be->name, what);
 }
 
-/* The views of a layer's experts (gate, up, down of each) on the device:
- * made, and copied there, the first time the layer runs (in the relaxed
- * capture mode: a captured step's graph holds only the table's address). */
-static int expert_table(cu_ctx *cx, const hr_moe_args *a) {
-    for (int i = 0; i < cx->n_etab; i++)
-        if (cx->etab[i].gate == a->gate)
-            return i;
-    if (cx->n_etab == MAX_MOE_LAYERS) {
-        cu_unsupported(cx, "more than 256 expert layers");
-        return -1;
-    }
-    size_t n = (size_t)a->n_experts;
-    moe_expert *h = (moe_expert *)malloc(n * sizeof *h), *d = NULL;
-    if (!h) {
-        cu_unsupported(cx, "an expert table (out of host memory)");
-        return -1;
-    }
-    int ku = -1, kd = -1; /* the kind every expert's matrices take, else MOE_DOT_ANY */
-    for (size_t e = 0; e < n; e++) {
-        h[e] = moe_expert{view(&a->gate[e]), view(&a->up[e]), view(&a->down[e])};
-        int g = moe_dot_kind(h[e].gate), u = moe_dot_kind(h[e].up), dn = moe_dot_kind(h[e].down);
-        ku = g == u && (ku < 0 || ku == g) ? g : MOE_DOT_ANY;
-        kd = kd < 0 || kd == dn ? dn : MOE_DOT_ANY;
-    }
-    cudaStreamCaptureMode mode = cudaStreamCaptureModeRelaxed;
-    cudaThreadExchangeStreamCaptureMode(&mode);
-    cudaError_t e = cudaMalloc((void **)&d, n * sizeof *h);
-    if (e == cudaSuccess)
-        e = cudaMemcpy(d, h, n * sizeof *h, cudaMemcpyHostToDevice);
-    cudaThreadExchangeStreamCaptureMode(&mode);
-    free(h);
-    if (e != cudaSuccess) {
-        cudaGetLastError();
-        cudaFree(d);
-        snprintf(cx->fail, sizeof cx->fail, "CUDA error in an expert table: %s",
-                 cudaGetErrorString(e));
-        return -1;
-    }
-    cx->etab[cx->n_etab].gate = a->gate;
-    cx->etab[cx->n_etab].tab = d;
-    cx->etab[cx->n_etab].dot_up = ku < 0 ? MOE_DOT_ANY : ku;
-    cx->etab[cx->n_etab].dot_down = kd < 0 ? MOE_DOT_ANY : kd;
-    return cx->n_etab++;
-}
-
-/* the next n floats at *at, 64-byte aligned */
-static float *carve(float **at, size_t n) {
-    float *p = (float *)(((uintptr_t)*at + 63) & ~(uintptr_t)63);
-    *at = p + n;
-    return p;
-}
-
 static void cu_moe(hr_bctx *c, const hr_moe_args *a) {
     cu_ctx *cx = ctx_of(c);
     if (cx->replay >= 0)
         return;
     int T = cx->n_tokens, E = a->n_experts, k = a->k, d = a->d, ff = a->ff, sf = a->sh_ff;
-    if (E > cx->moe_E || k > cx->moe_k || ff > cx->moe_ff || sf > cx->moe_ff ||
-        d > cx->moe_d) {
+    moe_ctx *m = &cx->moe;
+    if (E > m->E || k > m->k || ff > m->ff || sf > m->ff || d > m->d) {
         cu_unsupported(cx, "an expert layer wider than the context's");
         return;
     }
-    int ti = expert_table(cx, a);
-    if (ti < 0)
+    char why[160];
+    int li = moe_table(m, a, view, why, sizeof why);
+    if (li < 0) {
+        cu_unsupported(cx, why);
         return;
-    const moe_expert *tab = cx->etab[ti].tab;
-    size_t tk = (size_t)T * k, mt = (size_t)cx->max_tokens, mk = mt * cx->moe_k;
-    float *at = cx->d_moe, *logits = carve(&at, mt * cx->moe_E), *w = carve(&at, mk);
-    int32_t *sel = (int32_t *)carve(&at, mk), *order = (int32_t *)carve(&at, mk);
-    int2 *tiles = (int2 *)carve(&at, 2 * mk);
-    float *h = carve(&at, mk * cx->moe_ff), *y = carve(&at, mk * cx->moe_d);
-    float *shg = carve(&at, mt * cx->moe_ff), *shu = carve(&at, mt * cx->moe_ff);
-    float *shy = carve(&at, mt * cx->moe_d), *shs = carve(&at, mt);
+    }
+    const moe_expert *tab = m->layer[li].tab;
+    size_t tk = (size_t)T * k;
+    moe_scratch sc;
+    moe_carve(m, m->mem, &sc);
     /* 16-byte loads where the layer's weights allow them (the same for any
      * batch; x: the arena's 64-byte aligned rows of d, a multiple of 8 there) */
-    int hu = ((uintptr_t)a->x & 15) == 0 ? cx->etab[ti].dot_up : MOE_DOT_ANY;
-    int hd = cx->etab[ti].dot_down; /* h's rows: ff a multiple of 8, 64-byte aligned */
-    hr_matmul_out ro = {logits, E, a->router_w, a->router_b};
+    int hu = ((uintptr_t)a->x & 15) == 0 ? m->layer[li].dot_up : MOE_DOT_ANY;
+    int hd = m->layer[li].dot_down; /* h's rows: ff a multiple of 8, 64-byte aligned */
+    hr_matmul_out ro = {sc.logits, E, a->router_w, a->router_b};
     cu_matmul(c, a->router_x ? a->router_x : a->x, d, T, 1, &ro);
     cudaStream_t st = cx->stream;
     k_moe_route<<<T, 32, moe_route_smem(E, k, a->n_group), st>>>(
-        logits, E, k, a->router, a->norm_topk, a->score_bias, a->n_group, a->topk_group,
-        a->scale, a->expert_scale, sel, w);
+        sc.logits, E, k, a->router, a->norm_topk, a->score_bias, a->n_group, a->topk_group,
+        a->scale, a->expert_scale, sc.sel, sc.w);
     const int2 *tl = NULL; /* one row: its k pairs apart (k different experts) */
     if (T > 1) {
-        k_moe_order<<<1, 1024, (size_t)2 * E * sizeof(int), st>>>(sel, (int)tk, E, order, tiles);
-        tl = tiles;
+        k_moe_order<<<1, 1024, (size_t)2 * E * sizeof(int), st>>>(sc.sel, (int)tk, E, sc.order,
+                                                                   sc.tiles);
+        tl = sc.tiles;
     }
     unsigned th = MOE_WARPS * 32;
     k_moe_up<<<dim3((unsigned)tk, blocks_for((size_t)ff, MOE_WARPS)), th, 0, st>>>(
-        a->x, d, k, ff, hu, tl, order, sel, tab, a->b_gate, a->b_up, a->act, a->alpha,
-        a->limit, h);
+        a->x, d, k, ff, hu, tl, sc.order, sc.sel, tab, a->b_gate, a->b_up, a->act, a->alpha,
+        a->limit, sc.h);
     k_moe_down<<<dim3((unsigned)tk, blocks_for((size_t)d, MOE_WARPS)), th, 0, st>>>(
-        h, d, ff, hd, tl, order, sel, tab, a->b_down, y);
+        sc.h, d, ff, hd, tl, sc.order, sc.sel, tab, a->b_down, sc.y);
     bool gated = sf && a->sh_inp && a->sh_inp->data;
     if (sf) { /* the shared expert, as a dense MLP (SWIGLU_CLAMPED: silu there) */
-        hr_matmul_out so[3] = {{shu, sf, a->sh_up, NULL}, {shg, sf, a->sh_gate, NULL},
-                               {shs, 1, a->sh_inp, NULL}};
+        hr_matmul_out so[3] = {{sc.shu, sf, a->sh_up, NULL}, {sc.shg, sf, a->sh_gate, NULL},
+                               {sc.shs, 1, a->sh_inp, NULL}};
         cu_matmul(c, a->x, d, T, gated ? 3 : 2, so);
-        cu_act(c, a->act == HR_BACT_SWIGLU_CLAMPED ? HR_BACT_SILU : a->act, shg, shu, T, sf);
-        hr_matmul_out dn = {shy, d, a->sh_down, NULL};
-        cu_matmul(c, shg, sf, T, 1, &dn);
+        cu_act(c, a->act == HR_BACT_SWIGLU_CLAMPED ? HR_BACT_SILU : a->act, sc.shg, sc.shu, T,
+               sf);
+        hr_matmul_out dn = {sc.shy, d, a->sh_down, NULL};
+        cu_matmul(c, sc.shg, sf, T, 1, &dn);
     }
-    k_moe_combine<<<T, 256, 0, st>>>(a->out, y, w, k, d, sf ? shy : NULL, gated ? shs : NULL);
-}
-
-/* The step's slots to the device, once a step (replays too: their graph
- * copies them from the pinned buffer); -1 past the step's sequences. */
-static void stage_slots(cu_ctx *cx, const int32_t *slot) {
-    if (cx->slot_staged)
-        return;
-    cx->slot_staged = true;
-    for (int s = 0; s < cx->max_seqs; s++)
-        cx->h_slot[s] = s < cx->n_seqs ? slot[s] : -1;
-    if (cx->replay < 0)
-        cudaMemcpyAsync(cx->d_slot, cx->h_slot, (size_t)cx->max_seqs * sizeof(int32_t),
-                        cudaMemcpyHostToDevice, cx->stream);
+    k_moe_combine<<<T, 256, 0, st>>>(a->out, sc.y, sc.w, k, d, sf ? sc.shy : NULL,
+                                     gated ? sc.shs : NULL);
 }
 
 static void cu_deltanet(hr_bctx *c, const hr_deltanet_args *a) {
     cu_ctx *cx = ctx_of(c);
-    stage_slots(cx, a->slot);
+    rec_slots_stage(&cx->slots, a->slot, cx->n_seqs, cx->replay < 0, cx->stream);
     if (cx->replay >= 0)
         return;
     if (a->dk > REC_MAX_DIM || a->dv > 1024) {
@@ -686,16 +590,16 @@ static void cu_deltanet(hr_bctx *c, const hr_deltanet_args *a) {
     int T = cx->n_tokens, nv = a->n_v_heads;
     int C = 2 * a->n_k_heads * a->dk + nv * a->dv;
     cudaStream_t st = cx->stream;
-    k_dn_conv<<<dim3(T, blocks_for((size_t)C, 128)), 128, 0, st>>>(*a, cx->st, cx->d_slot, T);
+    k_dn_conv<<<dim3(T, blocks_for((size_t)C, 128)), 128, 0, st>>>(*a, cx->st, cx->slots.d, T);
     k_dn_l2<<<T, 128, 0, st>>>(*a);
     k_dn_head<<<dim3(T, nv, blocks_for((size_t)a->dv, 32)), 32, dn_head_smem(a->dk), st>>>(
-        *a, cx->st, cx->d_slot, T);
+        *a, cx->st, cx->slots.d, T);
     k_dn_norm<<<dim3(T, nv), 32, 0, st>>>(*a);
 }
 
 static void cu_mamba2(hr_bctx *c, const hr_mamba2_args *a) {
     cu_ctx *cx = ctx_of(c);
-    stage_slots(cx, a->slot);
+    rec_slots_stage(&cx->slots, a->slot, cx->n_seqs, cx->replay < 0, cx->stream);
     if (cx->replay >= 0)
         return;
     if (a->n > REC_MAX_DIM) {
@@ -705,9 +609,9 @@ static void cu_mamba2(hr_bctx *c, const hr_mamba2_args *a) {
     int T = cx->n_tokens;
     int C = a->heads * a->head_dim + 2 * a->groups * a->n;
     cudaStream_t st = cx->stream;
-    k_mb_conv<<<dim3(T, blocks_for((size_t)C, 128)), 128, 0, st>>>(*a, cx->st, cx->d_slot, T);
+    k_mb_conv<<<dim3(T, blocks_for((size_t)C, 128)), 128, 0, st>>>(*a, cx->st, cx->slots.d, T);
     k_mb_head<<<dim3(T, a->heads, blocks_for((size_t)a->head_dim, 32)), 32, mb_head_smem(a->n),
-                st>>>(*a, cx->st, cx->d_slot, T);
+                st>>>(*a, cx->st, cx->slots.d, T);
     k_mb_norm<<<T, 256, 0, st>>>(*a);
 }
 

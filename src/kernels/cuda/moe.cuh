@@ -21,6 +21,10 @@
 #include "kernels/cuda/mv_span.cuh"
 #include "kernels/cuda/ops.cuh"
 
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
 /* One expert's three matrices (a device table of them per layer). */
 struct moe_expert {
     dw gate, up, down;
@@ -423,6 +427,128 @@ __global__ void k_moe_combine(float *__restrict__ out, const float *__restrict__
             o += gate * sh[(size_t)t * d + i];
         out[(size_t)t * d + i] = o;
     }
+}
+
+/* ---- a forward context's expert state (host side) ---------------------------- */
+
+#define MOE_MAX_LAYERS 256 /* expert tables per context */
+
+/* Scratch for up to max_tokens rows, and each layer's experts' views on the
+ * device, made the first time the layer runs (moe_table). */
+struct moe_ctx {
+    int E, k, ff, d, max_tokens; /* E 0: the model has no experts */
+    float *mem;                  /* moe_carve's pieces */
+    struct {
+        const hr_tensor *gate; /* the layer's (hr_moe_args.gate) */
+        moe_expert *tab;       /* [E] on the device */
+        int dot_up, dot_down;  /* MOE_DOT_*: every expert's gate and up / down */
+    } layer[MOE_MAX_LAYERS];
+    int n_layers;
+};
+
+/* The step's pieces of the scratch, each 64-byte aligned: the router's
+ * logits [T][E], choices and weights [T][k], the pairs' order [T * k] and
+ * tiles [T * k], the experts' activations [T * k][ff] and outputs
+ * [T * k][d], the shared expert's gate and up [T][ff], output [T][d] and
+ * gate logits [T] (T = max_tokens) */
+struct moe_scratch {
+    float *logits, *w;
+    int32_t *sel, *order;
+    int2 *tiles;
+    float *h, *y, *shg, *shu, *shy, *shs;
+};
+
+/* n floats at *at (an address), 64-byte aligned */
+static __host__ float *moe_piece(uintptr_t *at, size_t n) {
+    uintptr_t p = (*at + 63) & ~(uintptr_t)63;
+    *at = p + n * sizeof(float);
+    return (float *)p;
+}
+
+/* The pieces at base (NULL: their addresses are offsets); their bytes. */
+static __host__ size_t moe_carve(const moe_ctx *m, float *base, moe_scratch *s) {
+    size_t mt = (size_t)m->max_tokens, mk = mt * m->k;
+    uintptr_t at = (uintptr_t)base;
+    s->logits = moe_piece(&at, mt * m->E);
+    s->w = moe_piece(&at, mk);
+    s->sel = (int32_t *)moe_piece(&at, mk);
+    s->order = (int32_t *)moe_piece(&at, mk);
+    s->tiles = (int2 *)moe_piece(&at, 2 * mk);
+    s->h = moe_piece(&at, mk * m->ff);
+    s->y = moe_piece(&at, mk * m->d);
+    s->shg = moe_piece(&at, mt * m->ff);
+    s->shu = moe_piece(&at, mt * m->ff);
+    s->shy = moe_piece(&at, mt * m->d);
+    s->shs = moe_piece(&at, mt);
+    return (size_t)(at - (uintptr_t)base);
+}
+
+/* The scratch for dims' steps (none without experts); a CUDA error, or
+ * cudaErrorNotSupported past MOE_MAX_EXPERTS. */
+static __host__ cudaError_t moe_ctx_init(moe_ctx *m, const hr_bctx_dims *dm) {
+    memset(m, 0, sizeof *m);
+    if (dm->n_experts <= 0)
+        return cudaSuccess;
+    if (dm->n_experts > MOE_MAX_EXPERTS)
+        return cudaErrorNotSupported;
+    *m = moe_ctx{dm->n_experts, dm->n_experts_used, dm->moe_ff, dm->d_model, dm->max_tokens,
+                 NULL, {}, 0};
+    moe_scratch s;
+    return cudaMalloc((void **)&m->mem, moe_carve(m, NULL, &s));
+}
+
+static __host__ void moe_ctx_free(moe_ctx *m) {
+    cudaFree(m->mem);
+    for (int i = 0; i < m->n_layers; i++)
+        cudaFree(m->layer[i].tab);
+    memset(m, 0, sizeof *m);
+}
+
+/* The index of a's layer in m->layer, its table made (and copied to the
+ * device, in the relaxed capture mode: a captured step's graph holds only
+ * the table's address) on first use; -1 with *fail set on error. view: a
+ * tensor's device view. */
+static __host__ int moe_table(moe_ctx *m, const hr_moe_args *a, dw (*view)(const hr_tensor *),
+                              char *fail, size_t fail_n) {
+    for (int i = 0; i < m->n_layers; i++)
+        if (m->layer[i].gate == a->gate)
+            return i;
+    if (m->n_layers == MOE_MAX_LAYERS) {
+        snprintf(fail, fail_n, "more than %d expert layers", MOE_MAX_LAYERS);
+        return -1;
+    }
+    size_t n = (size_t)a->n_experts;
+    moe_expert *h = (moe_expert *)malloc(n * sizeof *h), *d = NULL;
+    if (!h) {
+        snprintf(fail, fail_n, "out of memory");
+        return -1;
+    }
+    int ku = -1, kd = -1; /* the kind every expert's matrices take, else MOE_DOT_ANY */
+    for (size_t e = 0; e < n; e++) {
+        h[e] = moe_expert{view(&a->gate[e]), view(&a->up[e]), view(&a->down[e])};
+        int g = moe_dot_kind(h[e].gate), u = moe_dot_kind(h[e].up);
+        int dn = moe_dot_kind(h[e].down);
+        ku = g == u && (ku < 0 || ku == g) ? g : MOE_DOT_ANY;
+        kd = kd < 0 || kd == dn ? dn : MOE_DOT_ANY;
+    }
+    cudaStreamCaptureMode mode = cudaStreamCaptureModeRelaxed;
+    cudaThreadExchangeStreamCaptureMode(&mode);
+    cudaError_t e = cudaMalloc((void **)&d, n * sizeof *h);
+    if (e == cudaSuccess)
+        e = cudaMemcpy(d, h, n * sizeof *h, cudaMemcpyHostToDevice);
+    cudaThreadExchangeStreamCaptureMode(&mode);
+    free(h);
+    if (e != cudaSuccess) {
+        cudaGetLastError();
+        cudaFree(d);
+        snprintf(fail, fail_n, "CUDA error in an expert table: %s", cudaGetErrorString(e));
+        return -1;
+    }
+    m->layer[m->n_layers].gate = a->gate;
+    m->layer[m->n_layers].tab = d;
+    m->layer[m->n_layers].dot_up = ku < 0 ? MOE_DOT_ANY : ku;
+    m->layer[m->n_layers].dot_down = kd < 0 ? MOE_DOT_ANY : kd;
+    return m->n_layers++;
 }
 
 #endif

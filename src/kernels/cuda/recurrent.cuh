@@ -252,4 +252,43 @@ __global__ void k_mb_norm(hr_mamba2_args a) {
         y[i] = a.norm_w[i] * (y[i] * inv);
 }
 
+/* ---- the step's slots (host side) ------------------------------------------------ */
+
+/* Each sequence's state slot, [max_seqs] pinned and on the device: staged
+ * by a step's first recurrent layer (replays too: their graph copies from
+ * the pinned buffer, so it is refilled), -1 past the step's sequences. */
+struct rec_slots {
+    int32_t *h, *d;
+    int max_seqs;
+    bool staged; /* this step's */
+};
+
+static __host__ cudaError_t rec_slots_init(rec_slots *r, int max_seqs) {
+    r->max_seqs = max_seqs;
+    r->staged = false;
+    r->h = r->d = NULL;
+    cudaError_t e = cudaMallocHost((void **)&r->h, (size_t)max_seqs * sizeof(int32_t));
+    return e == cudaSuccess ? cudaMalloc((void **)&r->d, (size_t)max_seqs * sizeof(int32_t)) : e;
+}
+
+static __host__ void rec_slots_free(rec_slots *r) {
+    cudaFreeHost(r->h);
+    cudaFree(r->d);
+    r->h = r->d = NULL;
+}
+
+/* slot: [n_seqs] host memory; copy: queue the copy (a step that launches
+ * its ops, or one being captured) */
+static __host__ void rec_slots_stage(rec_slots *r, const int32_t *slot, int n_seqs, bool copy,
+                                     cudaStream_t st) {
+    if (r->staged)
+        return;
+    r->staged = true;
+    for (int s = 0; s < r->max_seqs; s++)
+        r->h[s] = s < n_seqs ? slot[s] : -1;
+    if (copy)
+        cudaMemcpyAsync(r->d, r->h, (size_t)r->max_seqs * sizeof(int32_t),
+                        cudaMemcpyHostToDevice, st);
+}
+
 #endif
