@@ -366,18 +366,19 @@ __global__ void __launch_bounds__(MOE_WARPS * 32)
     float g[MOE_NR], u[MOE_NR];
     moe_dot(how, tab[e].gate, i, xs, nr, g);
     moe_dot(how, tab[e].up, i, xs, nr, u);
-    if ((threadIdx.x & 31) == 0)
+    if ((threadIdx.x & 31) != 0)
+        return;
 #pragma unroll
-        for (int r = 0; r < MOE_NR; r++) {
-            if (r >= nr)
-                break;
-            float gr = g[r], ur = u[r];
-            if (b_gate)
-                gr += b_gate[(size_t)e * ff + i];
-            if (b_up)
-                ur += b_up[(size_t)e * ff + i];
-            h[(size_t)p[r] * ff + i] = moe_act(act, gr, ur, alpha, limit);
-        }
+    for (int r = 0; r < MOE_NR; r++) {
+        if (r >= nr)
+            break;
+        float gr = g[r], ur = u[r];
+        if (b_gate)
+            gr += b_gate[(size_t)e * ff + i];
+        if (b_up)
+            ur += b_up[(size_t)e * ff + i];
+        h[(size_t)p[r] * ff + i] = moe_act(act, gr, ur, alpha, limit);
+    }
 }
 
 /* y[p][i] = down_e h[p] + b_down for the pairs of block x's tile (as
@@ -399,16 +400,17 @@ __global__ void __launch_bounds__(MOE_WARPS * 32)
         xs[r] = r < nr ? h + (size_t)p[r] * ff : h;
     float s[MOE_NR];
     moe_dot(how, tab[e].down, i, xs, nr, s);
-    if ((threadIdx.x & 31) == 0)
+    if ((threadIdx.x & 31) != 0)
+        return;
 #pragma unroll
-        for (int r = 0; r < MOE_NR; r++) {
-            if (r >= nr)
-                break;
-            float v = s[r];
-            if (b_down)
-                v += b_down[(size_t)e * d + i];
-            y[(size_t)p[r] * d + i] = v;
-        }
+    for (int r = 0; r < MOE_NR; r++) {
+        if (r >= nr)
+            break;
+        float v = s[r];
+        if (b_down)
+            v += b_down[(size_t)e * d + i];
+        y[(size_t)p[r] * d + i] = v;
+    }
 }
 
 /* out[t] = sum over j in order of w[t][j] y[(t, j)], then + the shared
