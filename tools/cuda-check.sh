@@ -4,7 +4,8 @@
 # here (docs/gpu.md). Prints each test's own lines and a closing summary;
 # exits non-zero when a test fails. With --bench, then the decode/prefill
 # benchmark on random weights at real shapes (hearth synth), bf16 and the
-# GGUF types, each printed with the HBM roofline measured in the same run.
+# GGUF types, each printed with the HBM roofline measured in the same run,
+# then a mixture-of-experts shape (BENCH_MOE_SHAPES).
 set -uo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 dev=$root/.device
@@ -130,6 +131,13 @@ if [ "${1:-}" = "--bench" ]; then
             echo "== bench $shape $q"
             "$dev/hearth" bench --model "$f" --device cuda --prompt-len 512 --gen-len 128 --repeats 3
         done
+    done
+    # experts (moe.cuh): Qwen3-30B-A3B's widths and k (8 of 32 experts), 8 layers
+    # (BENCH_MOE_SHAPES="" skips it)
+    for shape in ${BENCH_MOE_SHAPES-qwen3-moe-mini}; do
+        [ -d "$tmp/$shape" ] || "$dev/hearth" synth --shape "$shape" --out "$tmp/$shape" >/dev/null
+        echo "== bench $shape bf16"
+        "$dev/hearth" bench --model "$tmp/$shape" --device cuda --prompt-len 512 --gen-len 128 --repeats 3
     done
 fi
 [ "$fail" -eq 0 ]

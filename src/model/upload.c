@@ -11,7 +11,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* The matrices of the model, each once (a tied head is the embedding). */
+/* The matrices the forward pass reads, each view once (a tied head is the
+ * embedding): the dense ones, routers, experts and shared experts, the
+ * attention output gate and the recurrent layers' projections. Views of
+ * one tensor (an expert's rows of a stacked one) are copied apart. */
 static int matrices(hr_model *m, hr_tensor **out) {
     int n = 0;
     out[n++] = &m->embed_t;
@@ -19,12 +22,23 @@ static int matrices(hr_model *m, hr_tensor **out) {
         out[n++] = &m->head_t;
     for (int i = 0; i < m->hp.n_layers; i++) {
         hr_layer *L = &m->layers[i];
-        hr_tensor *l[] = {&L->wq, &L->wk, &L->wv, &L->wo, &L->w_gate, &L->w_up, &L->w_down};
+        hr_tensor *l[] = {&L->wq,      &L->wk,     &L->wv,      &L->wo,     &L->w_gate,
+                          &L->w_up,    &L->w_down, &L->router,  &L->sh_gate, &L->sh_up,
+                          &L->sh_down, &L->sh_inp, &L->w_qgate, &L->ln_qkvz, &L->ln_ba,
+                          &L->ln_out,  &L->mb_in,  &L->mb_out};
         for (size_t k = 0; k < sizeof l / sizeof l[0]; k++)
             if (l[k]->data)
                 out[n++] = l[k];
+        for (int e = 0; L->e_gate && e < 3 * m->hp.n_experts; e++) /* e_gate, e_up, e_down */
+            if (L->e_gate[e].data)
+                out[n++] = &L->e_gate[e];
     }
     return n;
+}
+
+/* The matrices' count bound for matrices() */
+static int matrices_max(const hr_model *m) {
+    return 2 + m->hp.n_layers * (18 + 3 * m->hp.n_experts);
 }
 
 static size_t aligned(size_t n) { return (n + 255) & ~(size_t)255; }
@@ -48,12 +62,23 @@ static void rebase_norm(const hr_model *m, hr_norm_w *n, float *dvecs) {
     n->b = rebase(m, n->b, dvecs);
 }
 
+/* the vectors of the expert and recurrent layers */
+static void rebase_moe_recurrent(const hr_model *m, hr_layer *L, float *dvecs) {
+    const float **v[] = {&L->router_b,   &L->score_bias, &L->router_scale, &L->expert_scale,
+                         &L->eb_gate,    &L->eb_up,      &L->eb_down,      &L->ln_conv,
+                         &L->ln_a,       &L->ln_dt_bias, &L->ln_norm,      &L->mb_conv,
+                         &L->mb_conv_b,  &L->mb_a,       &L->mb_dt_bias,   &L->mb_d,
+                         &L->mb_norm};
+    for (size_t k = 0; k < sizeof v / sizeof v[0]; k++)
+        *v[k] = rebase(m, *v[k], dvecs);
+}
+
 int hr_model_upload(hr_model *m, hr_backend *be, hr_error *err) {
     const hr_hparams *hp = &m->hp;
     if (hp->head_dim > 512)
         return hr_err(err, HR_EUNSUPPORTED, "not supported yet on %s: head_dim %d (at most "
                       "512)", be->name, hp->head_dim);
-    int nm_max = 2 + 7 * hp->n_layers;
+    int nm_max = matrices_max(m);
     hr_tensor **mats = malloc((size_t)nm_max * sizeof *mats);
     if (!mats)
         return hr_err(err, HR_ENOMEM, "out of memory");
@@ -67,6 +92,11 @@ int hr_model_upload(hr_model *m, hr_backend *be, hr_error *err) {
             free(mats);
             return hr_err(err, HR_EINVAL, "%s: a repacked matrix cannot go to %s",
                           mats[i]->name ? mats[i]->name : "?", be->name);
+        }
+        if (mats[i]->dtype == HR_DTYPE_MXFP4) { /* no device kernel reads it yet */
+            free(mats);
+            return hr_err(err, HR_EUNSUPPORTED, "not supported yet on %s: MXFP4 weights (%s)",
+                          be->name, hp->arch->model_type);
         }
         total += aligned(mats[i]->nbytes) + 2 * aligned(side_bytes(mats[i]));
     }
@@ -129,6 +159,7 @@ int hr_model_upload(hr_model *m, hr_backend *be, hr_error *err) {
             *v[k] = rebase(m, *v[k], dvecs);
         for (int s = 0; s < HR_NORM_SLOTS; s++)
             rebase_norm(m, &L->norm[s], dvecs);
+        rebase_moe_recurrent(m, L, dvecs);
     }
     m->dev_mem = base;
     m->dev_bytes = total;

@@ -9,10 +9,12 @@ extern "C" {
 }
 #include "kernels/cuda/attention.cuh"
 #include "kernels/cuda/mma.cuh"
+#include "kernels/cuda/moe.cuh"
 #include "kernels/cuda/mv_span.cuh"
 extern "C" {
 #include "kernels/cpu/turbo_codebooks.h"
 }
+#include "kernels/cuda/recurrent.cuh"
 
 #include <cuda_runtime.h>
 #include <pthread.h>
@@ -66,6 +68,10 @@ typedef struct cu_ctx {
      * rows split into bf16 parts, [MMA_PARTS][max_tokens][max_k] */
     uint16_t *d_xs;
     int max_k;
+    moe_ctx moe;     /* experts (moe.cuh) */
+    rec_slots slots; /* recurrent layers (recurrent.cuh) */
+    int n_seqs;
+    char fail[200]; /* an op this step could not run: end() reports it */
 } cu_ctx;
 
 static cu_ctx *ctx_of(hr_bctx *c) { return (cu_ctx *)c; }
@@ -170,6 +176,8 @@ static void cu_ctx_free(hr_bctx *c) {
     free(x->seq_end);
     cudaFree(x->d_part);
     cudaFree(x->d_xs);
+    moe_ctx_free(&x->moe);
+    rec_slots_free(&x->slots);
     free(x);
 }
 
@@ -207,6 +215,11 @@ static int cu_ctx_new(hr_backend *be, hr_pool *pool, const hr_bctx_dims *dm, hr_
                         (dm->head_dim + 2) * sizeof(float);
     x->max_k = dm->max_k;
     size_t xs_bytes = (size_t)MMA_PARTS * max_tokens * dm->max_k * sizeof(uint16_t);
+    if (dm->n_experts > MOE_MAX_EXPERTS) {
+        free(x);
+        return hr_err(err, HR_EUNSUPPORTED, "not supported yet on %s: %d experts (at most %d)",
+                      be->name, dm->n_experts, MOE_MAX_EXPERTS);
+    }
     if ((e = cudaDeviceGetAttribute(&x->n_sm, cudaDevAttrMultiProcessorCount, x->dev)) !=
             cudaSuccess ||
         (e = cudaStreamCreateWithFlags(&x->stream, cudaStreamNonBlocking)) != cudaSuccess ||
@@ -215,7 +228,9 @@ static int cu_ctx_new(hr_backend *be, hr_pool *pool, const hr_bctx_dims *dm, hr_
         (e = cudaMalloc((void **)&x->d_part, part_bytes)) != cudaSuccess ||
         (e = cudaMalloc((void **)&x->d_xs, xs_bytes ? xs_bytes : 16)) != cudaSuccess ||
         (embd_bytes && (e = cudaMallocHost((void **)&x->h_embd, embd_bytes)) != cudaSuccess) ||
-        (embd_bytes && (e = cudaMalloc((void **)&x->d_embd, embd_bytes)) != cudaSuccess)) {
+        (embd_bytes && (e = cudaMalloc((void **)&x->d_embd, embd_bytes)) != cudaSuccess) ||
+        (e = moe_ctx_init(&x->moe, dm)) != cudaSuccess ||
+        (e = rec_slots_init(&x->slots, max_seqs)) != cudaSuccess) {
         cudaGetLastError();
         cu_ctx_free((hr_bctx *)x);
         return cu_fail(err, e, "creating a forward context");
@@ -305,6 +320,9 @@ static int cu_begin(hr_bctx *c, const hr_step_in *in, hr_error *err) {
     x->n_hidden = n_hidden;
     x->img = img;
     x->split = in->kv_split;
+    x->n_seqs = S;
+    x->slots.staged = false;
+    x->fail[0] = 0;
     x->replay = -1;
     x->capturing = false;
     for (int i = 0; i < x->n_graphs; i++)
@@ -339,6 +357,18 @@ static int cu_begin(hr_bctx *c, const hr_step_in *in, hr_error *err) {
 static int cu_end(hr_bctx *c, hr_error *err) {
     cu_ctx *x = ctx_of(c);
     cudaError_t e = cudaSuccess;
+    if (x->fail[0]) { /* an op was left out: no graph of this step is kept */
+        if (x->capturing) {
+            cudaGraph_t g = NULL;
+            cudaStreamEndCapture(x->stream, &g);
+            if (g)
+                cudaGraphDestroy(g);
+            x->capturing = false;
+        }
+        cudaStreamSynchronize(x->stream);
+        cudaGetLastError();
+        return hr_err(err, HR_EUNSUPPORTED, "%s", x->fail);
+    }
     if (x->capturing) {
         cudaGraph_t g = NULL;
         cudaGraphExec_t exec = NULL;
@@ -617,6 +647,106 @@ static void cu_logit_scale(hr_bctx *c, float *logits, size_t n, float div, float
     k_logit_scale<<<blocks_for(n, 256), 256, 0, cx->stream>>>(logits, n, div, cap);
 }
 
+/* ---- mixture of experts and recurrent layers (moe.cuh, recurrent.cuh) ----------- */
+
+static void cu_unsupported(cu_ctx *cx, const char *what) {
+    if (!cx->fail[0])
+        snprintf(cx->fail, sizeof cx->fail, "not supported yet on %s: %s", cx->be->name, what);
+}
+
+static void cu_moe(hr_bctx *c, const hr_moe_args *a) {
+    cu_ctx *cx = ctx_of(c);
+    if (cx->replay >= 0)
+        return;
+    int T = cx->n_tokens, E = a->n_experts, k = a->k, d = a->d, ff = a->ff, sf = a->sh_ff;
+    moe_ctx *m = &cx->moe;
+    if (E > m->E || k > m->k || ff > m->ff || sf > m->ff || d > m->d) {
+        cu_unsupported(cx, "an expert layer wider than the context's");
+        return;
+    }
+    char why[160];
+    int li = moe_table(m, a, view, why, sizeof why);
+    if (li < 0) {
+        cu_unsupported(cx, why);
+        return;
+    }
+    const moe_expert *tab = m->layer[li].tab;
+    size_t tk = (size_t)T * k;
+    moe_scratch sc;
+    moe_carve(m, m->mem, &sc);
+    /* 16-byte loads where the layer's weights allow them (the same for any
+     * batch; x: the arena's 64-byte aligned rows of d, a multiple of 8 there) */
+    int hu = ((uintptr_t)a->x & 15) == 0 ? m->layer[li].dot_up : MOE_DOT_ANY;
+    int hd = m->layer[li].dot_down; /* h's rows: ff a multiple of 8, 64-byte aligned */
+    hr_matmul_out ro = {sc.logits, E, a->router_w, a->router_b};
+    cu_matmul(c, a->router_x ? a->router_x : a->x, d, T, 1, &ro);
+    cudaStream_t st = cx->stream;
+    k_moe_route<<<T, 32, moe_route_smem(E, k, a->n_group), st>>>(
+        sc.logits, E, k, a->router, a->norm_topk, a->score_bias, a->n_group, a->topk_group,
+        a->scale, a->expert_scale, sc.sel, sc.w);
+    const int2 *tl = NULL; /* one row: its k pairs apart (k different experts) */
+    if (T > 1) {
+        k_moe_order<<<1, 1024, (size_t)2 * E * sizeof(int), st>>>(sc.sel, (int)tk, E, sc.order,
+                                                                   sc.tiles);
+        tl = sc.tiles;
+    }
+    unsigned th = MOE_WARPS * 32;
+    k_moe_up<<<dim3((unsigned)tk, blocks_for((size_t)ff, MOE_WARPS)), th, 0, st>>>(
+        a->x, d, k, ff, hu, tl, sc.order, sc.sel, tab, a->b_gate, a->b_up, a->act, a->alpha,
+        a->limit, sc.h);
+    k_moe_down<<<dim3((unsigned)tk, blocks_for((size_t)d, MOE_WARPS)), th, 0, st>>>(
+        sc.h, d, ff, hd, tl, sc.order, sc.sel, tab, a->b_down, sc.y);
+    bool gated = sf && a->sh_inp && a->sh_inp->data;
+    if (sf) { /* the shared expert, as a dense MLP (SWIGLU_CLAMPED: silu there) */
+        hr_matmul_out so[3] = {{sc.shu, sf, a->sh_up, NULL}, {sc.shg, sf, a->sh_gate, NULL},
+                               {sc.shs, 1, a->sh_inp, NULL}};
+        cu_matmul(c, a->x, d, T, gated ? 3 : 2, so);
+        cu_act(c, a->act == HR_BACT_SWIGLU_CLAMPED ? HR_BACT_SILU : a->act, sc.shg, sc.shu, T,
+               sf);
+        hr_matmul_out dn = {sc.shy, d, a->sh_down, NULL};
+        cu_matmul(c, sc.shg, sf, T, 1, &dn);
+    }
+    k_moe_combine<<<T, 256, 0, st>>>(a->out, sc.y, sc.w, k, d, sf ? sc.shy : NULL,
+                                     gated ? sc.shs : NULL);
+}
+
+static void cu_deltanet(hr_bctx *c, const hr_deltanet_args *a) {
+    cu_ctx *cx = ctx_of(c);
+    rec_slots_stage(&cx->slots, a->slot, cx->n_seqs, cx->replay < 0, cx->stream);
+    if (cx->replay >= 0)
+        return;
+    if (a->dk > REC_MAX_DIM || a->dv > 1024) {
+        cu_unsupported(cx, "gated DeltaNet heads wider than 256 (keys) or 1024 (values)");
+        return;
+    }
+    int T = cx->n_tokens, nv = a->n_v_heads;
+    int C = 2 * a->n_k_heads * a->dk + nv * a->dv;
+    cudaStream_t st = cx->stream;
+    k_dn_conv<<<dim3(T, blocks_for((size_t)C, 128)), 128, 0, st>>>(*a, cx->st, cx->slots.d, T);
+    k_dn_l2<<<T, 128, 0, st>>>(*a);
+    k_dn_head<<<dim3(T, nv, blocks_for((size_t)a->dv, 32)), 32, dn_head_smem(a->dk), st>>>(
+        *a, cx->st, cx->slots.d, T);
+    k_dn_norm<<<dim3(T, nv), 32, 0, st>>>(*a);
+}
+
+static void cu_mamba2(hr_bctx *c, const hr_mamba2_args *a) {
+    cu_ctx *cx = ctx_of(c);
+    rec_slots_stage(&cx->slots, a->slot, cx->n_seqs, cx->replay < 0, cx->stream);
+    if (cx->replay >= 0)
+        return;
+    if (a->n > REC_MAX_DIM) {
+        cu_unsupported(cx, "a Mamba-2 state wider than 256");
+        return;
+    }
+    int T = cx->n_tokens;
+    int C = a->heads * a->head_dim + 2 * a->groups * a->n;
+    cudaStream_t st = cx->stream;
+    k_mb_conv<<<dim3(T, blocks_for((size_t)C, 128)), 128, 0, st>>>(*a, cx->st, cx->slots.d, T);
+    k_mb_head<<<dim3(T, a->heads, blocks_for((size_t)a->head_dim, 32)), 32, mb_head_smem(a->n),
+                st>>>(*a, cx->st, cx->slots.d, T);
+    k_mb_norm<<<T, 256, 0, st>>>(*a);
+}
+
 /* ---- the table and the devices --------------------------------------------------- */
 
 static const hr_backend_ops cu_ops = {
@@ -624,10 +754,10 @@ static const hr_backend_ops cu_ops = {
     cu_ctx_new, cu_ctx_free,
     cu_begin, cu_embed, cu_norm, cu_matmul, cu_qkv, cu_attention, cu_act, cu_add,
     cu_gather, cu_logit_scale, NULL /* prefetch_next */, cu_end,
-    NULL /* moe: not yet */, true /* attn_sinks */, NULL /* deltanet: not yet */,
+    cu_moe, true /* attn_sinks */, cu_deltanet,
     true /* encoder (bidirectional attention) */, cu_embed_abs,
     NULL /* lora: not yet */,
-    NULL /* mamba2: not yet */,
+    cu_mamba2,
 };
 
 static hr_backend g_backends[MAX_DEVICES];

@@ -256,6 +256,8 @@ __global__ void k_act(int act, float *g, const float *u, size_t n) {
         g[i] = x / (1.0f + expf(-x)) * m;
     else if (act == HR_BACT_GELU_TANH)
         g[i] = 0.5f * x * (1.0f + tanhf(0.7978845608028654f * (x + 0.044715f * x * x * x))) * m;
+    else if (act == HR_BACT_SIGMOID) /* qwen3_next's output gate */
+        g[i] = m / (1.0f + expf(-x));
     else
         g[i] = 0.5f * x * (1.0f + erff(x * 0.7071067811865476f)) * m;
 }
