@@ -30,6 +30,23 @@ static __device__ __forceinline__ float bf2f(uint16_t h) {
     return __uint_as_float((uint32_t)h << 16);
 }
 
+/* 16 bytes of a plain row -> its values: 4 f32 or 8 bf16 / f16 */
+static __device__ __forceinline__ void unpack16(uint4 q, int dtype, float *wv) {
+    if (dtype == HR_DTYPE_F32) {
+        wv[0] = __uint_as_float(q.x);
+        wv[1] = __uint_as_float(q.y);
+        wv[2] = __uint_as_float(q.z);
+        wv[3] = __uint_as_float(q.w);
+        return;
+    }
+    uint32_t u[4] = {q.x, q.y, q.z, q.w};
+    for (int i = 0; i < 4; i++) {
+        uint16_t lo = (uint16_t)(u[i] & 0xffff), hi = (uint16_t)(u[i] >> 16);
+        wv[2 * i] = dtype == HR_DTYPE_BF16 ? bf2f(lo) : h2f(lo);
+        wv[2 * i + 1] = dtype == HR_DTYPE_BF16 ? bf2f(hi) : h2f(hi);
+    }
+}
+
 static __device__ __forceinline__ float ld_plain(const void *p, int t, size_t i) {
     switch (t) {
     case HR_DTYPE_BF16: return bf2f(((const uint16_t *)p)[i]);

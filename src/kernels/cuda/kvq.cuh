@@ -16,6 +16,7 @@
 extern "C" {
 #include "kernels/backend.h"
 }
+#include "core/f16.h"
 #include "kernels/cuda/dequant.cuh"
 #include "kernels/cuda/warp.cuh"
 
@@ -96,32 +97,8 @@ static __device__ __forceinline__ float load_kv(const void *base, size_t at, int
 
 /* ---- helpers ---------------------------------------------------------------------- */
 
-/* hr_f32_to_f16 (core/tensor.c), bit for bit: round to nearest even */
-static __device__ __forceinline__ uint16_t kv_f2h(float x) {
-    uint32_t u = __float_as_uint(x);
-    uint32_t sign = (u >> 16) & 0x8000;
-    int32_t exp = (int32_t)((u >> 23) & 0xff) - 127 + 15;
-    uint32_t man = u & 0x7fffff;
-    if (((u >> 23) & 0xff) == 0xff) /* inf / nan */
-        return (uint16_t)(sign | 0x7c00 | (man ? 0x200 : 0));
-    if (exp >= 31)
-        return (uint16_t)(sign | 0x7c00);
-    if (exp <= 0) {
-        if (exp < -10)
-            return (uint16_t)sign;
-        man |= 0x800000;
-        uint32_t shift = (uint32_t)(14 - exp);
-        uint32_t half = 1u << (shift - 1);
-        uint32_t r = man >> shift, rem = man & ((1u << shift) - 1);
-        if (rem > half || (rem == half && (r & 1)))
-            r++;
-        return (uint16_t)(sign | r);
-    }
-    uint32_t r = (uint32_t)exp << 10 | (man >> 13), rem = man & 0x1fff;
-    if (rem > 0x1000 || (rem == 0x1000 && (r & 1)))
-        r++;
-    return (uint16_t)(sign | r);
-}
+/* hr_f32_to_f16 (core/f16.h), bit for bit: round to nearest even */
+static __device__ __forceinline__ uint16_t kv_f2h(float x) { return hr__f32_to_f16(x); }
 
 /* n quants q[0..n) of `bits` bits as an LSB-first bit stream at dst (n *
  * bits / 8 whole bytes), a byte a lane at a time (a whole warp) */

@@ -212,19 +212,7 @@ static __device__ void moe_dot(int how, const dw &w, int64_t j, const float *con
         for (int64_t v = lane; v < nv; v += 32) {
             uint4 q = __ldg(wr + v);
             float wv[8];
-            if (per == 4) {
-                wv[0] = __uint_as_float(q.x);
-                wv[1] = __uint_as_float(q.y);
-                wv[2] = __uint_as_float(q.z);
-                wv[3] = __uint_as_float(q.w);
-            } else {
-                uint32_t u[4] = {q.x, q.y, q.z, q.w};
-                for (int i = 0; i < 4; i++) {
-                    uint16_t lo = (uint16_t)(u[i] & 0xffff), hi = (uint16_t)(u[i] >> 16);
-                    wv[2 * i] = w.dtype == HR_DTYPE_BF16 ? bf2f(lo) : h2f(lo);
-                    wv[2 * i + 1] = w.dtype == HR_DTYPE_BF16 ? bf2f(hi) : h2f(hi);
-                }
-            }
+            unpack16(q, w.dtype, wv);
 #pragma unroll
             for (int r = 0; r < MOE_NR; r++)
                 if (r < nr) {
