@@ -37,7 +37,7 @@ int hr_runner_new(hr_runner **out, const hr_model *m, const hr_runner_opts *o,
         r->n_ctx = cap;
     r->chunk = o && o->prefill_chunk > 0 ? o->prefill_chunk : 512;
     int max_blocks = (r->n_ctx + HR_KV_BLOCK - 1) / HR_KV_BLOCK;
-    hr_kv_fmt f = {.dtype = o ? o->kv_dtype : HR_DTYPE_F32};
+    hr_kv_fmt f = o && o->kv_fmt ? *o->kv_fmt : (hr_kv_fmt){.dtype = o ? o->kv_dtype : HR_DTYPE_F32};
     int rc = hr_kv_init_fmt(&r->kv, m->be, &m->hp, &f, max_blocks, err);
     if (rc)
         goto fail;

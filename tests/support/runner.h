@@ -7,6 +7,7 @@
 #define HR_TESTS_RUNNER_H
 
 #include "hearth.h"
+#include "model/kv.h"
 #include "model/model.h"
 
 typedef struct hr_runner hr_runner;
@@ -16,6 +17,8 @@ typedef struct hr_runner_opts {
     int n_ctx;         /* max sequence length; 0: the model's max_position_embeddings, capped at 8192 */
     int prefill_chunk; /* tokens per forward during prefill; 0: 512 */
     hr_dtype kv_dtype; /* KV cache: F32 (0: exact), F16, BF16 (model/kv.h) */
+    const hr_kv_fmt *kv_fmt; /* or a whole format (quantized KV: Q8_0, AFFINE,
+                              * TURBO, K and V apart); NULL: kv_dtype's */
 } hr_runner_opts;
 
 int hr_runner_new(hr_runner **out, const hr_model *m, const hr_runner_opts *o,
