@@ -14,7 +14,9 @@
  *   blocks to a repeat of itself (or a longer prompt sharing at least the
  *   start's tokens), which starts converted and answers as the first time;
  *   the SSD tier keeps the quantized blocks across a restart, in a
- *   directory of their own; every block of both pools comes back;
+ *   directory of their own; in a full quantized pool the cache's blocks
+ *   are evicted for a conversion's promise; every block of both pools
+ *   comes back;
  * - bad options are refused. */
 #include "core/error.h"
 #include "engine/engine.h"
@@ -312,6 +314,32 @@ static void test_prompt_cache_converted_and_not(void **state) {
     hr_engine_free(off);
 }
 
+/* One sequence's budget (max_batch 1: 8 quantized blocks of n_ctx 256) and
+ * the cache on: each 100-token prompt (+ 24 tokens: 4 blocks) converts and
+ * leaves its 4 quantized blocks to the cache; the third finds the pool's
+ * spare blocks in the cache and evicts them for its promise; all answer as
+ * without the cache, and the last one, sent again, reuses its own. */
+static void test_quantized_cache_evicted(void **state) {
+    (void)state;
+    hr_engine *e = engine(BITS, 40, 0, 1), *off = engine(BITS, 40, -1, 1);
+    assert_int_equal(hr_engine_kvq(e)->n_blocks, 8);
+    int32_t p[4][100];
+    run got, want;
+    for (int i = 0; i < 4; i++) {
+        tokens_of(p[i], 100, 20 + i);
+        collect(submit_gen(e, p[i], 100, GEN), &got);
+        collect(submit_gen(off, p[i], 100, GEN), &want);
+        assert_int_equal(got.cached, 0);
+        same_run(&got, &want, "a converted prompt in a full quantized pool");
+    }
+    collect(submit_gen(e, p[3], 100, GEN), &got);
+    assert_int_equal(got.cached, 99);
+    same_run(&got, &want, "the last one again");
+    wait_idle(e);
+    hr_engine_free(e);
+    hr_engine_free(off);
+}
+
 static hr_engine *engine_ssd(int start, const char *dir) {
     hr_engine_opts o = {.n_threads = 2, .max_batch = 2, .n_ctx = 256, .kv_bits = BITS,
                         .kv_group = GROUP, .kv_start = start, .ssd_dir = dir};
@@ -499,6 +527,7 @@ int main(void) {
         cmocka_unit_test(test_crossing_equals_reference),
         cmocka_unit_test(test_mixed_rows_equal_alone),
         cmocka_unit_test(test_prompt_cache_converted_and_not),
+        cmocka_unit_test(test_quantized_cache_evicted),
         cmocka_unit_test(test_ssd_converted),
         cmocka_unit_test(test_options),
     };
