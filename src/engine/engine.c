@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <xxhash.h>
 
 int hr_engine_ctx(const hr_engine *e) { return e->n_ctx; }
 const hr_kv *hr_engine_kv(const hr_engine *e) { return &e->kv; }
@@ -34,6 +35,19 @@ static int kv_blocks_for(const hr_engine *e, int tokens) {
 static int kvq_blocks_for(const hr_engine *e, int tokens) {
     return e->kvq.n_blocks && tokens >= e->kv_start ? blocks_for(tokens) : 0;
 }
+
+/* The quantized prompt cache's seed for a request's seed: a converted
+ * block's rows depend on where its sequence converted and on the format it
+ * converted from (the rows before the start attended over that format), so
+ * both are part of its key, in RAM and in the SSD tier's file names. */
+static uint64_t qseed(const hr_engine *e, uint64_t seed) {
+    uint64_t tag[3] = {seed, (uint64_t)e->kv_start,
+                       (uint64_t)e->kv.dtype | (uint64_t)e->kv.vdtype << 8};
+    return XXH3_64bits(tag, sizeof tag);
+}
+
+/* kvq blocks free beyond those promised to unconverted requests */
+static int kvq_spare(const hr_engine *e) { return e->kvq.n_free - e->kvq_promised; }
 
 int hr_engine_submit(hr_engine *e, hr_request *r, hr_error *err) {
     if (atomic_load(&e->dead))
@@ -91,15 +105,26 @@ void hr_engine_stats_get(const hr_engine *e, hr_engine_stats *s) {
     s->ssd_write_errors = s->ssd_read_errors = 0;
     s->ssd_last_error = NULL;
     s->ssd_paused = false;
-    if (e->ssd) {
-        hr_ssd_counts(e->ssd, &s->ssd_written, &s->ssd_hits, &s->ssd_quarantined);
-        hr_ssd_bytes(e->ssd, &s->ssd_bytes_written, &s->ssd_bytes_read);
+    for (int t = 0; t < 2; t++) { /* the two pools' tiers, summed */
+        const hr_ssd *d = t ? e->ssdq : e->ssd;
+        if (!d)
+            continue;
+        long w, h, q;
+        long long bw, br;
+        hr_ssd_counts(d, &w, &h, &q);
+        hr_ssd_bytes(d, &bw, &br);
+        s->ssd_written += w;
+        s->ssd_hits += h;
+        s->ssd_quarantined += q;
+        s->ssd_bytes_written += bw;
+        s->ssd_bytes_read += br;
         hr_ssd_state ss;
-        hr_ssd_status(e->ssd, &ss);
-        s->ssd_write_errors = ss.write_errors;
-        s->ssd_read_errors = ss.read_errors;
-        s->ssd_last_error = ss.last_errno ? strerror(ss.last_errno) : NULL;
-        s->ssd_paused = ss.paused;
+        hr_ssd_status(d, &ss);
+        s->ssd_write_errors += ss.write_errors;
+        s->ssd_read_errors += ss.read_errors;
+        if (ss.last_errno)
+            s->ssd_last_error = strerror(ss.last_errno);
+        s->ssd_paused |= ss.paused;
     }
     s->cache_lookups = atomic_load(&m->st_lookups);
     s->cache_hits = atomic_load(&m->st_lookup_hits);
@@ -111,6 +136,7 @@ void hr_engine_stats_get(const hr_engine *e, hr_engine_stats *s) {
                   (hr_kv_stride_bytes(&e->kv) + hr_kv_vstride_bytes(&e->kv)) * e->kv.n_layers;
     s->kvq_blocks_total = e->kvq.n_blocks;
     s->kvq_blocks_free = atomic_load(&m->st_kvq_free);
+    s->kvq_blocks_cached = atomic_load(&m->st_kvq_cached);
     s->kvq_bytes = (size_t)e->kvq.n_blocks *
                    (hr_kv_stride_bytes(&e->kvq) + hr_kv_vstride_bytes(&e->kvq)) * e->kvq.n_layers;
     s->kv_bytes += s->kvq_bytes;
@@ -120,14 +146,21 @@ void hr_engine_stats_get(const hr_engine *e, hr_engine_stats *s) {
 
 static void retire(hr_engine *e, int i, hr_finish why, const char *msg) {
     hr_request *r = e->running[i];
-    /* a converted sequence's blocks are quantized: the prompt cache has its
-     * unquantized prefix from the conversion (convert) */
+    /* a converted sequence's blocks are quantized: they go to the quantized
+     * prompt cache (its unquantized prefix went to the other at the
+     * conversion, convert) */
     if (e->pcache && why != HR_FINISH_ERROR && r->len > 0 && !r->embed && !r->conv) {
-        /* index the sequence's blocks, its tail too: prompt, then generated tokens */
-        int n = r->len;
+        /* index the sequence's blocks, its tail too: prompt, then generated
+         * tokens; with a quantized pool, at most kv_start of them (a later
+         * request that reuses them converts holding exactly kv_start) */
+        int n = e->kvq.n_blocks && r->len > e->kv_start ? e->kv_start : r->len;
         for (int k = 0; k < n; k++)
             e->tokbuf[k] = hr__key_at(r, k);
         hr_pcache_insert_states(e->pcache, r->cache_seed, e->tokbuf, n, r->blocks, r->snap, 2);
+    } else if (e->pcq && why != HR_FINISH_ERROR && r->conv && r->conv_exact && !r->embed) {
+        for (int k = 0; k < r->len; k++)
+            e->tokbuf[k] = hr__key_at(r, k);
+        hr_pcache_insert(e->pcq, qseed(e, r->cache_seed), e->tokbuf, r->len, r->blocks);
     }
     for (int k = 0; k < 2; k++) { /* (those insert did not take) */
         free(r->snap[k].data);
@@ -209,7 +242,40 @@ static void admit(hr_engine *e) {
          * a block comes as a copy the request owns */
         int upto = r->score_from ? r->score_from - 1 : r->n_prompt - 1;
         r->seq_id = ++e->next_seq_id;
-        if (e->pcache && !r->embed && e->state_bytes) { /* hybrid: whole blocks, and the state after */
+        /* a prefix of kv_start tokens or more that a converted sequence
+         * left in the quantized prompt cache: the request starts converted
+         * on its blocks (a copy of the last one if the prefix ends inside
+         * it) and takes all its other blocks from e->kvq now, as convert */
+        bool conv = false;
+        if (e->pcq && !r->embed && upto >= e->kv_start) {
+            int qtotal = blocks_for(r->n_prompt + r->limit);
+            hit = hr_pcache_lookup(e->pcq, qseed(e, r->cache_seed), r->key ? r->key : r->prompt,
+                                   upto, qtotal, r->blocks, &len);
+            bool use = len >= e->kv_start;
+            if (use && kvq_spare(e) < qtotal - hit)
+                hr_pcache_evict(e->pcq, qtotal - hit - kvq_spare(e));
+            if (!use || kvq_spare(e) < qtotal - hit) {
+                /* (a copy the lookup made may have taken a promised block:
+                 * given back here) */
+                for (int b = 0; b < hit; b++)
+                    hr_kv_unref(&e->kvq, r->blocks[b]);
+                hit = len = 0;
+                if (use) { /* FIFO: the head waits for space (less than unconverted needs) */
+                    hr_fwd_state_drop(e->fwd, r->seq_id);
+                    break;
+                }
+            } else {
+                conv = true;
+                r->n_blocks = hit;
+                while (r->n_blocks < qtotal)
+                    r->blocks[r->n_blocks++] = hr_kv_alloc(&e->kvq);
+                r->conv = r->conv_exact = true;
+                r->len = len;
+            }
+        }
+        if (conv) {
+            /* admitted converted: no e->kv block, nothing promised */
+        } else if (e->pcache && !r->embed && e->state_bytes) { /* hybrid: whole blocks, and the state after */
             const void *st = NULL;
             hit = hr_pcache_lookup_state(e->pcache, r->cache_seed, r->key ? r->key : r->prompt, upto, total,
                                          r->blocks, &len, &st);
@@ -224,22 +290,26 @@ static void admit(hr_engine *e) {
             hit = hr_pcache_lookup(e->pcache, r->cache_seed, r->key ? r->key : r->prompt, upto, total, r->blocks,
                                    &len);
         }
-        int need = total - hit;
-        if (e->kv.n_free < need && e->pcache)
-            hr_pcache_evict(e->pcache, need - e->kv.n_free);
-        if (e->kv.n_free < need || e->kvq.n_free - e->kvq_promised < q_need) {
-            /* FIFO: the head waits for space */
-            for (int b = 0; b < hit; b++)
-                hr_kv_unref(&e->kv, r->blocks[b]);
-            hr_fwd_state_drop(e->fwd, r->seq_id);
-            break;
+        if (!conv) {
+            int need = total - hit;
+            if (e->kv.n_free < need && e->pcache)
+                hr_pcache_evict(e->pcache, need - e->kv.n_free);
+            if (kvq_spare(e) < q_need && e->pcq) /* converted sequences' cached blocks */
+                hr_pcache_evict(e->pcq, q_need - kvq_spare(e));
+            if (e->kv.n_free < need || kvq_spare(e) < q_need) {
+                /* FIFO: the head waits for space */
+                for (int b = 0; b < hit; b++)
+                    hr_kv_unref(&e->kv, r->blocks[b]);
+                hr_fwd_state_drop(e->fwd, r->seq_id);
+                break;
+            }
+            r->n_blocks = hit;
+            for (int b = 0; b < need; b++)
+                r->blocks[r->n_blocks++] = hr_kv_alloc(&e->kv);
+            r->q_need = q_need;
+            e->kvq_promised += q_need;
+            r->len = len;
         }
-        r->n_blocks = hit;
-        for (int b = 0; b < need; b++)
-            r->blocks[r->n_blocks++] = hr_kv_alloc(&e->kv);
-        r->q_need = q_need;
-        e->kvq_promised += q_need;
-        r->len = len;
         if (r->spec.mode == HR_SPEC_DRAFT) { /* the draft's KV: all its own (no cache) */
             hr_kv *dkv = hr_spec_draft_kv(e->draft);
             total = blocks_for(r->n_prompt + r->limit);
@@ -253,7 +323,7 @@ static void admit(hr_engine *e) {
         r->cached = r->len;
         pthread_mutex_unlock(&r->mu);
         atomic_fetch_add(&e->st_cached_tokens, r->len);
-        if (e->pcache && !r->embed) {
+        if ((e->pcache || e->pcq) && !r->embed) {
             atomic_fetch_add(&e->st_lookups, 1);
             atomic_fetch_add(&e->st_lookup_hits, r->len > 0);
             atomic_fetch_add(&e->st_miss_tokens, r->n_prompt - r->len);
@@ -325,10 +395,13 @@ static void retire_finished(hr_engine *e) {
  * RoPE may change on the way (longrope: rewritten in place). */
 static void cache_prompt(hr_engine *e, const hr_request *r) {
     int n = r->n_prompt / HR_KV_BLOCK * HR_KV_BLOCK;
-    if (!e->pcache || n == 0 || r->conv ||
-        hr_rope_needs_recompute(&e->m->hp, r->n_prompt, r->n_prompt + r->limit))
+    if (n == 0 || hr_rope_needs_recompute(&e->m->hp, r->n_prompt, r->n_prompt + r->limit))
         return;
-    hr_pcache_insert(e->pcache, r->cache_seed, r->key ? r->key : r->prompt, n, r->blocks);
+    const int32_t *key = r->key ? r->key : r->prompt;
+    if (r->conv && r->conv_exact && e->pcq) /* converted: its quantized blocks */
+        hr_pcache_insert(e->pcq, qseed(e, r->cache_seed), key, n, r->blocks);
+    else if (!r->conv && e->pcache)
+        hr_pcache_insert(e->pcache, r->cache_seed, key, n, r->blocks);
 }
 
 /* Convert r's KV into the quantized pool (mlx-lm's maybe_quantize_kv_cache:
@@ -336,15 +409,19 @@ static void cache_prompt(hr_engine *e, const hr_request *r) {
  * its blocks read and stored again by hr_kv_row_store in kvq's format
  * (hr_kv_convert), its e->kv blocks unreferenced, and the rest of its
  * reservation taken from what was promised to it. The prompt cache keeps
- * its unquantized prefix first (every later request starts unquantized).
+ * its unquantized prefix first (kv_start tokens at most: a later request
+ * that reuses them converts where this one did); a sequence that converts
+ * holding exactly kv_start tokens gives its quantized blocks to the
+ * quantized prompt cache later (cache_prompt, retire).
  * A device pool's blocks go through the host: a failed copy (or no host
  * memory) leaves r unconverted and is r's error (0 or the error's code). */
 static int convert(hr_engine *e, hr_request *r, hr_error *err) {
     HR_ASSERT(!r->conv && r->q_need >= blocks_for(r->len) && r->len > 0);
+    int keep = r->len < e->kv_start ? r->len : e->kv_start;
     if (e->pcache && !r->embed && !e->state_bytes) {
-        for (int k = 0; k < r->len; k++)
+        for (int k = 0; k < keep; k++)
             e->tokbuf[k] = hr__key_at(r, k);
-        hr_pcache_insert(e->pcache, r->cache_seed, e->tokbuf, r->len, r->blocks);
+        hr_pcache_insert(e->pcache, r->cache_seed, e->tokbuf, keep, r->blocks);
     }
     int n = blocks_for(r->len);
     for (int i = 0; i < n; i++)
@@ -362,6 +439,7 @@ static int convert(hr_engine *e, hr_request *r, hr_error *err) {
     e->kvq_promised -= r->q_need;
     r->q_need = 0;
     r->conv = true;
+    r->conv_exact = r->len == e->kv_start;
     return 0;
 }
 
@@ -459,7 +537,7 @@ static void *engine_main(void *arg) {
     hr_engine *e = arg;
     for (;;) {
         pthread_mutex_lock(&e->mu);
-        while (!e->stop && !e->inbox && !e->waiting && e->n_running == 0 && !e->ssd)
+        while (!e->stop && !e->inbox && !e->waiting && e->n_running == 0 && !e->ssd && !e->ssdq)
             pthread_cond_wait(&e->cv, &e->mu);
         if (e->inbox) {
             if (e->waiting_tail)
@@ -470,7 +548,7 @@ static void *engine_main(void *arg) {
             e->inbox = e->inbox_tail = NULL;
         }
         bool stop = e->stop;
-        if (!stop && !e->inbox && !e->waiting && e->n_running == 0 && e->ssd) {
+        if (!stop && !e->inbox && !e->waiting && e->n_running == 0 && (e->ssd || e->ssdq)) {
             /* idle: wake up now and then to demote idle cache entries */
             struct timespec ts;
             clock_gettime(CLOCK_REALTIME, &ts);
@@ -485,6 +563,8 @@ static void *engine_main(void *arg) {
                 retire(e, i, HR_FINISH_CANCELLED, NULL);
         if (e->pcache)
             hr_pcache_poll(e->pcache, hr_now());
+        if (e->pcq)
+            hr_pcache_poll(e->pcq, hr_now());
         admit(e);
         if (e->n_running)
             step(e);
@@ -495,6 +575,7 @@ static void *engine_main(void *arg) {
         atomic_store(&e->st_kvq_free, e->kvq.n_free);
         atomic_store(&e->st_kv_requests, held);
         atomic_store(&e->st_kv_cached, e->pcache ? hr_pcache_blocks(e->pcache) : 0);
+        atomic_store(&e->st_kvq_cached, e->pcq ? hr_pcache_blocks(e->pcq) : 0);
     }
     while (e->n_running)
         retire(e, 0, HR_FINISH_CANCELLED, "the server is shutting down");
@@ -645,6 +726,28 @@ int hr_engine_new(hr_engine **out, const hr_model *m, const hr_engine_opts *o,
                                   o ? o->ssd_demote_idle : 0);
         if (e->pcache) /* states: at most a GiB of RAM (docs/prompt-cache.md) */
             hr_pcache_keep_states(e->pcache, state_bytes, (size_t)1 << 30);
+        /* --quantized-kv-start: converted sequences' blocks in a cache of
+         * their own (not for hybrid models: no states are kept for them) */
+        if (e->pcache && e->kvq.n_blocks && !state_bytes) {
+            if (o->ssd_dir) {
+                char tag[64]; /* "-start5000-f16": where and from what they converted */
+                snprintf(tag, sizeof tag, "-start%d-%s%s", e->kv_start,
+                         hr_dtype_name(e->kv.dtype),
+                         e->kv.vdtype != e->kv.dtype ? "-mixed" : "");
+                for (char *c = tag; *c; c++)
+                    *c = (char)(*c >= 'A' && *c <= 'Z' ? *c - 'A' + 'a' : *c);
+                hr_error serr = {0};
+                if (hr_ssd_open_tag(&e->ssdq, o->ssd_dir, m->fingerprint, o->cache_salt,
+                                    &e->kvq, tag, 0,
+                                    o->ssd_max_bytes ? o->ssd_max_bytes : (size_t)32e9, &serr))
+                    hr_log(HR_LOG_WARN, "%s; the quantized blocks run without the SSD tier",
+                           serr.msg);
+            }
+            if (!(e->pcq = hr_pcache_new(&e->kvq, o->cache_blocks, e->ssdq, o->ssd_demote_idle))) {
+                rc = hr_err(err, HR_ENOMEM, "out of memory");
+                goto fail;
+            }
+        }
         e->tokbuf = malloc((size_t)e->n_ctx * sizeof *e->tokbuf);
         if (!e->pcache || !e->tokbuf) {
             rc = hr_err(err, HR_ENOMEM, "out of memory");
@@ -681,8 +784,14 @@ void hr_engine_free(hr_engine *e) {
         hr_ssd_stop(e->ssd);
         hr_pcache_poll(e->pcache, 0);
     }
+    if (e->ssdq) {
+        hr_ssd_stop(e->ssdq);
+        hr_pcache_poll(e->pcq, 0);
+    }
     hr_pcache_free(e->pcache);
+    hr_pcache_free(e->pcq);
     hr_ssd_close(e->ssd);
+    hr_ssd_close(e->ssdq);
     free(e->tokbuf);
     hr_fwd_free(e->fwd);
     hr_kv_deinit(&e->kv);

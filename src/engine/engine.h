@@ -236,6 +236,7 @@ typedef struct hr_engine_stats {
     size_t kv_bytes;         /* both pools */
     /* the quantized pool sequences convert into (kv_start; 0 / 0 / 0: none) */
     int kvq_blocks_total, kvq_blocks_free;
+    int kvq_blocks_cached; /* of them, indexed by the quantized prompt cache */
     size_t kvq_bytes;
 } hr_engine_stats;
 

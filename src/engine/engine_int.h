@@ -64,6 +64,9 @@ struct hr_request {
     int n_blocks;
     bool conv;            /* its KV converted into e->kvq (hr_engine_opts.kv_start) */
     int q_need;           /* e->kvq blocks promised to it until it converts (0: none) */
+    bool conv_exact;      /* converted holding exactly kv_start tokens (or started
+                           * from such a sequence's quantized blocks): its blocks
+                           * may go to the quantized prompt cache (e->pcq) */
     int len;              /* tokens whose K/V are in the cache */
     int cached;           /* of which came from the prompt cache */
     int rope_len;         /* the sequence length the cached K/V were roped for */
@@ -96,6 +99,9 @@ struct hr_engine {
     int kvq_promised;               /* kvq blocks promised to unconverted requests */
     hr_pcache *pcache;              /* NULL: no prompt cache */
     hr_ssd *ssd;                    /* NULL: no SSD tier */
+    hr_pcache *pcq;                 /* with kv_start: the prompt cache of e->kvq's blocks
+                                     * (converted sequences'); NULL: none */
+    hr_ssd *ssdq;                   /* its SSD tier; NULL: none */
     int32_t *tokbuf;                /* [n_ctx] a sequence's tokens, for the cache */
     int32_t *tokbuf_spec;           /* [n_ctx] a sequence's tokens, for prompt lookup */
     int max_batch, n_ctx, chunk, max_tokens_step;
@@ -140,7 +146,7 @@ struct hr_engine {
     _Atomic bool dead;              /* the model's device is lost (hr_backend.lost) */
     char dead_msg[256];             /* why; written once, before dead is set */
     _Atomic double st_prefill_s, st_decode_s;
-    _Atomic int st_kv_free, st_kv_requests, st_kv_cached, st_kvq_free;
+    _Atomic int st_kv_free, st_kv_requests, st_kv_cached, st_kvq_free, st_kvq_cached;
     _Atomic long st_cached_tokens;
     _Atomic long st_lookups, st_lookup_hits, st_miss_tokens;
     _Atomic long st_drafted, st_accepted;

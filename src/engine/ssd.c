@@ -451,13 +451,19 @@ static int mkdirs(const char *path) {
 
 int hr_ssd_open(hr_ssd **out, const char *dir, uint64_t model_fp, uint64_t salt,
                 const hr_kv *kv, size_t state_bytes, size_t max_bytes, hr_error *err) {
+    return hr_ssd_open_tag(out, dir, model_fp, salt, kv, "", state_bytes, max_bytes, err);
+}
+
+int hr_ssd_open_tag(hr_ssd **out, const char *dir, uint64_t model_fp, uint64_t salt,
+                    const hr_kv *kv, const char *tag, size_t state_bytes, size_t max_bytes,
+                    hr_error *err) {
     *out = NULL;
     hr_ssd *s = calloc(1, sizeof *s);
     if (!s)
         return hr_err(err, HR_ENOMEM, "out of memory");
     /* a directory per model and KV format (f32 keeps the plain name), so a
      * cache of another format is left alone rather than quarantined */
-    char fmt[32];
+    char fmt[96];
     if (kv->dtype == HR_DTYPE_AFFINE)
         snprintf(fmt, sizeof fmt, "-q%dg%d", kv->bits, kv->group);
     else if (kv->dtype == HR_DTYPE_TURBO) /* rates x 2: "-turbo7-5" for 3.5 / 2.5 bits */
@@ -467,6 +473,8 @@ int hr_ssd_open(hr_ssd **out, const char *dir, uint64_t model_fp, uint64_t salt,
                  kv->vdtype == HR_DTYPE_F32 ? "f32" : dtype_suffix(kv->vdtype) + 1);
     else
         snprintf(fmt, sizeof fmt, "%s", dtype_suffix(kv->dtype));
+    size_t fl = strlen(fmt);
+    snprintf(fmt + fl, sizeof fmt - fl, "%s", tag ? tag : "");
     snprintf(s->dir, sizeof s->dir, "%s/%016llx%s", dir, (unsigned long long)model_fp, fmt);
     snprintf(s->quarantine, sizeof s->quarantine, "%s/quarantine", dir);
     s->fp = model_fp;

@@ -32,6 +32,13 @@ typedef struct hr_ssd hr_ssd;
  * cannot be used is an error (the caller runs without the tier). */
 int hr_ssd_open(hr_ssd **out, const char *dir, uint64_t model_fp, uint64_t salt,
                 const hr_kv *kv, size_t state_bytes, size_t max_bytes, hr_error *err);
+/* hr_ssd_open with `tag` appended to the directory's name
+ * (DIR/<fingerprint><format><tag>/): blocks of one format made in another
+ * way (converted sequences' quantized blocks: "-start<N>-<format>" names
+ * where they converted and from what) keep a directory of their own. */
+int hr_ssd_open_tag(hr_ssd **out, const char *dir, uint64_t model_fp, uint64_t salt,
+                    const hr_kv *kv, const char *tag, size_t state_bytes, size_t max_bytes,
+                    hr_error *err);
 /* Finishes queued writes and stops the thread; hr_ssd_done still reports
  * the finished blocks. */
 void hr_ssd_stop(hr_ssd *s);

@@ -94,8 +94,9 @@ static void model_stats(json_t *o, const hr_served *m) {
                                              : 0));
     if (kvc && st.kvq_blocks_total)
         json_object_set_new(kvc, "quantized",
-                            json_pack("{s:i,s:i,s:I,s:I}", "blocks_total", st.kvq_blocks_total,
-                                      "blocks_free", st.kvq_blocks_free, "bytes",
+                            json_pack("{s:i,s:i,s:i,s:I,s:I}", "blocks_total", st.kvq_blocks_total,
+                                      "blocks_free", st.kvq_blocks_free, "blocks_cached",
+                                      st.kvq_blocks_cached, "bytes",
                                       (json_int_t)st.kvq_bytes, "bytes_per_token",
                                       (json_int_t)(st.kvq_bytes / ((size_t)st.kvq_blocks_total *
                                                                    HR_KV_BLOCK))));

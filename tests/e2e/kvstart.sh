@@ -2,8 +2,8 @@
 # --quantized-kv-start with --kv-bits on serve, bench and perplexity (the
 # demo model: head_dim 64): serve with mlx-lm's default start (5000) starts
 # and answers; serve at start 40 answers a request that crosses the start,
-# and one that stays below it exactly as a server without --kv-bits, and
-# /stats shows both pools; bench
+# and one that stays below it exactly as a server without --kv-bits, a long
+# prompt re-sent reuses its quantized blocks, and /stats shows both pools; bench
 # and perplexity take a start inside the sequence; bad values get one line.
 set -euo pipefail
 bin=${HEARTH_BIN:?}; root=${HEARTH_ROOT:?}
@@ -33,12 +33,24 @@ a=$(complete "$plain" "$short" 8); b=$(complete "$conv" "$short" 8)
 [ -n "$a" ] && [ "$a" = "$b" ] && ok || bad "below the start: '$b', without --kv-bits '$a'"
 b=$(complete "$conv" "$long" 40) && [ -n "$b" ] && ok || bad "crossing the start: no answer"
 curl -sf "http://127.0.0.1:$conv/health" >/dev/null && ok || bad "server gone after a conversion"
-# /stats: the pool sequences start in (f32) and the quantized one, all of it free again
+# the same long prompt again: it starts converted on the first one's quantized
+# blocks (cached_tokens past the start) and answers as the first time
+usage() { # PORT PROMPT MAX_TOKENS -> "cached_tokens text"
+    curl -sf "http://127.0.0.1:$1/v1/completions" -H 'Content-Type: application/json' \
+        -d "{\"prompt\": \"$2\", \"max_tokens\": $3, \"temperature\": 0}" |
+        python3 -c 'import json,sys; d=json.load(sys.stdin); print(d["usage"]["prompt_tokens_details"]["cached_tokens"], d["choices"][0]["text"])'
+}
+longer="$long $long"
+u1=$(usage "$conv" "$longer" 12); u2=$(usage "$conv" "$longer" 12)
+[ -n "$u1" ] && [ "${u2#* }" = "${u1#* }" ] && [ "${u2%% *}" -ge 40 ] && ok ||
+    bad "re-sent past the start: '$u2', the first time '$u1'"
+# /stats: the pool sequences start in (f32) and the quantized one, all of it
+# free again or held by the prompt cache (the converted sequences' blocks)
 curl -sf "http://127.0.0.1:$conv/stats" | python3 -c '
 import json, sys
 k = json.load(sys.stdin)["kv_cache"]; q = k["quantized"]
 assert k["bytes_per_token"] == 10240 and q["bytes_per_token"] == 1600, k
-assert q["blocks_free"] == q["blocks_total"] > 0, q' && ok || bad "/stats kv_cache: $(curl -s "http://127.0.0.1:$conv/stats")"
+assert q["blocks_cached"] > 0 and q["blocks_free"] + q["blocks_cached"] == q["blocks_total"] > 0, q' && ok || bad "/stats kv_cache: $(curl -s "http://127.0.0.1:$conv/stats")"
 
 out=$("$bin" bench --model "$demo" --threads 1 --prompt-len 48 --gen-len 8 --repeats 1 \
       --kv-bits 4 --quantized-kv-start 32)

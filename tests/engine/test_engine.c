@@ -694,6 +694,76 @@ static void test_ssd_tier(void **state) {
     assert_int_equal(system(cmd), 0);
 }
 
+/* --kv-bits 4 --quantized-kv-start 40 with the prompt cache and the SSD
+ * tier on the backend under test (the demo model: head_dim 64): a 70-token
+ * prompt converts at 40; sent again it starts converted on its quantized
+ * blocks (cached_tokens 69: two shared blocks and a copy of the third's
+ * rows through the backend's copy), and after a restart on the two whole
+ * blocks read back from the SSD tier (64); a 38-token prompt sharing 36
+ * reuses the unquantized prefix. Every answer's tokens equal an engine's
+ * without the cache, its logprobs within 1e-4 (bit for bit on the CPU:
+ * test_engine_kvstart). */
+static void test_kv_start_prompt_cache(void **state) {
+    (void)state;
+    const char *root = getenv("HEARTH_ROOT");
+    char mdir[4096], dir[] = "/tmp/hearth_kvq_XXXXXX";
+    snprintf(mdir, sizeof mdir, "%s/models/hearth-demo", root ? root : ".");
+    assert_non_null(mkdtemp(dir));
+    hr_model *m;
+    hr_error err = {0};
+    if (hr_model_open_on(&m, mdir, g_device, &err))
+        fail_msg("%s", err.msg);
+    hr_engine_opts o = {.n_threads = 2, .max_batch = 2, .n_ctx = 256, .kv_bits = 4,
+                        .kv_group = 64, .kv_start = 40, .ssd_dir = dir};
+    hr_engine_opts off = o;
+    off.cache_blocks = -1;
+    off.ssd_dir = NULL;
+    enum { GEN = 12, N = 4 };
+    static const int np[N] = {70, 70, 38, 70}, want[N] = {0, 69, 36, 64};
+    int32_t p[70], b[38];
+    for (int i = 0; i < 70; i++)
+        p[i] = (int32_t)((i * 7919 + 13) % 8000);
+    memcpy(b, p, 36 * sizeof *p);
+    b[36] = 5;
+    b[37] = 6;
+    hr_step ref[2][GEN], got[GEN];
+    hr_engine *e;
+    assert_int_equal(hr_engine_new(&e, m, &off, &err), 0);
+    for (int k = 0; k < 2; k++) {
+        hr_request *r = submit(e, k ? b : p, k ? 38 : 70, GEN, NULL, 0);
+        for (int t = 0; t < GEN; t++)
+            assert_int_equal(hr_request_wait(r, t, &ref[k][t], 10000), 1);
+        hr_request_release(r);
+    }
+    hr_engine_free(e);
+    assert_int_equal(hr_engine_new(&e, m, &o, &err), 0);
+    for (int i = 0; i < N; i++) {
+        if (i == 3) { /* a restart: the RAM cache is gone, the files stay */
+            hr_engine_free(e);
+            assert_int_equal(hr_engine_new(&e, m, &o, &err), 0);
+        }
+        hr_request *r = submit(e, np[i] == 38 ? b : p, np[i], GEN, NULL, 0);
+        for (int t = 0; t < GEN; t++)
+            assert_int_equal(hr_request_wait(r, t, &got[t], 10000), 1);
+        const hr_step *w = ref[np[i] == 38];
+        for (int t = 0; t < GEN; t++)
+            if (got[t].token != w[t].token || fabsf(got[t].logprob - w[t].logprob) > 1e-4f)
+                fail_msg("request %d step %d: token %d logprob %g, without the cache %d %g", i,
+                         t, got[t].token, (double)got[t].logprob, w[t].token,
+                         (double)w[t].logprob);
+        assert_int_equal(hr_request_cached_tokens(r), want[i]);
+        hr_request_release(r);
+    }
+    hr_engine_stats st;
+    hr_engine_stats_get(e, &st);
+    assert_true(st.ssd_hits >= 2 && st.kvq_blocks_cached >= 2);
+    hr_engine_free(e);
+    hr_model_free(m);
+    char cmd[4200];
+    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+    assert_int_equal(system(cmd), 0);
+}
+
 /* The quantized KV cache on the backend under test against the CPU under
  * the same cache type (q8_0, q4_0, K q8_0 / V f16, K f16 / V q4_0, mlx
  * affine 8 bits in groups of 64 and 4 bits in groups of 32, the latter also
@@ -848,6 +918,7 @@ int main(int argc, char **argv) {
         cmocka_unit_test(test_prompt_cache_tokens),
         cmocka_unit_test(test_ssd_tier),
         cmocka_unit_test(test_kv_types_vs_cpu),
+        cmocka_unit_test(test_kv_start_prompt_cache),
     };
     int rc = cmocka_run_group_tests_name("llama", tests, NULL, NULL);
     close_fixture();

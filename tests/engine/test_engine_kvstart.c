@@ -10,8 +10,13 @@
  * - rows of one batch in both pools (converted and not) give what each
  *   gives alone;
  * - the prompt cache: a sequence that converted leaves its unquantized
- *   prefix to one that shares it and stays unquantized, and to a repeat of
- *   itself; every block of both pools comes back;
+ *   prefix to one that shares it and stays unquantized, and its quantized
+ *   blocks to a repeat of itself (or a longer prompt sharing at least the
+ *   start's tokens), which starts converted and answers as the first time;
+ *   the SSD tier keeps the quantized blocks across a restart, in a
+ *   directory of their own; in a full quantized pool the cache's blocks
+ *   are evicted for a conversion's promise; every block of both pools
+ *   comes back;
  * - bad options are refused. */
 #include "core/error.h"
 #include "engine/engine.h"
@@ -181,7 +186,7 @@ static void wait_idle(hr_engine *e) {
         hr_engine_stats_get(e, &st);
         if (st.kv_blocks_requests == 0 &&
             st.kv_blocks_free + st.kv_blocks_cached == st.kv_blocks_total &&
-            (!kq || kq->n_free == kq->n_blocks))
+            (!kq || kq->n_free + st.kvq_blocks_cached == kq->n_blocks))
             return;
         usleep(1000);
     }
@@ -261,9 +266,12 @@ static void test_mixed_rows_equal_alone(void **state) {
 }
 
 /* The prompt cache at start 40: A (60 tokens) converts; its 40-token
- * unquantized prefix goes to the cache. B shares A's first 36 tokens and
- * stays below the start: it reuses them and answers as without the cache.
- * A again reuses 40 and answers as the first time. */
+ * unquantized prefix goes to the cache, its quantized blocks (prompt and
+ * answer) to the quantized one when it ends. B shares A's first 36 tokens
+ * and stays below the start: it reuses them from the unquantized cache and
+ * answers as without the cache. A again starts converted on its quantized
+ * blocks (all but its last prompt token) and answers as the first time;
+ * so does C, A's prompt and answer and more (the next turn of a chat). */
 static void test_prompt_cache_converted_and_not(void **state) {
     (void)state;
     int32_t a[60], b[38];
@@ -280,15 +288,136 @@ static void test_prompt_cache_converted_and_not(void **state) {
     assert_int_equal(rb.cached, 36);
     same_run(&rb, &ref_b, "B from A's unquantized prefix against B without the cache");
     collect(submit_gen(on, a, 60, 4), &ra2);
-    assert_int_equal(ra2.cached, 40);
-    same_run(&ra2, &ra, "A again against A");
+    assert_int_equal(ra2.cached, 59);
+    same_run(&ra2, &ra, "A again (its quantized blocks) against A");
+    hr_engine_stats st;
+    hr_engine_stats_get(on, &st);
+    assert_true(st.kvq_blocks_cached >= 2);
     run plain_a;
     collect(submit_gen(off, a, 60, 4), &plain_a);
     same_run(&plain_a, &ra, "A without the cache against A");
+    /* C: A's prompt, its answer but the last token, and 5 more */
+    int32_t c[70];
+    memcpy(c, a, 60 * sizeof *a);
+    for (int i = 0; i < 3; i++)
+        c[60 + i] = ra.tok[i];
+    for (int i = 63; i < 70; i++)
+        c[i] = 100 + i;
+    run rc, ref_c;
+    collect(submit_gen(on, c, 70, 6), &rc);
+    assert_true(rc.cached >= 62);
+    collect(submit_gen(off, c, 70, 6), &ref_c);
+    same_run(&rc, &ref_c, "C on A's quantized blocks against C without the cache");
     wait_idle(on);
     wait_idle(off);
     hr_engine_free(on);
     hr_engine_free(off);
+}
+
+/* One sequence's budget (max_batch 1: 8 quantized blocks of n_ctx 256) and
+ * the cache on: each 100-token prompt (+ 24 tokens: 4 blocks) converts and
+ * leaves its 4 quantized blocks to the cache; the third finds the pool's
+ * spare blocks in the cache and evicts them for its promise; all answer as
+ * without the cache, and the last one, sent again, reuses its own. */
+static void test_quantized_cache_evicted(void **state) {
+    (void)state;
+    hr_engine *e = engine(BITS, 40, 0, 1), *off = engine(BITS, 40, -1, 1);
+    assert_int_equal(hr_engine_kvq(e)->n_blocks, 8);
+    int32_t p[4][100];
+    run got, want;
+    for (int i = 0; i < 4; i++) {
+        tokens_of(p[i], 100, 20 + i);
+        collect(submit_gen(e, p[i], 100, GEN), &got);
+        collect(submit_gen(off, p[i], 100, GEN), &want);
+        assert_int_equal(got.cached, 0);
+        same_run(&got, &want, "a converted prompt in a full quantized pool");
+    }
+    collect(submit_gen(e, p[3], 100, GEN), &got);
+    assert_int_equal(got.cached, 99);
+    same_run(&got, &want, "the last one again");
+    wait_idle(e);
+    hr_engine_free(e);
+    hr_engine_free(off);
+}
+
+static hr_engine *engine_ssd(int start, const char *dir) {
+    hr_engine_opts o = {.n_threads = 2, .max_batch = 2, .n_ctx = 256, .kv_bits = BITS,
+                        .kv_group = GROUP, .kv_start = start, .ssd_dir = dir};
+    hr_engine *e;
+    hr_error err = {0};
+    if (hr_engine_new(&e, g_model, &o, &err))
+        fail_msg("%s", err.msg);
+    return e;
+}
+
+static int count_kv_files(const char *dir) {
+    char cmd[4200];
+    snprintf(cmd, sizeof cmd, "ls %s/*.kv 2>/dev/null | wc -l", dir);
+    FILE *f = popen(cmd, "r");
+    int n = -1;
+    if (f) {
+        if (fscanf(f, "%d", &n) != 1)
+            n = -1;
+        pclose(f);
+    }
+    return n;
+}
+
+/* The SSD tier at start 40: A (100 tokens) converts; its quantized blocks
+ * are written to a directory of their own (<fp>-q4g64-start40-f32), its
+ * unquantized prefix to the f32 pool's (<fp>). After a restart A again
+ * reads its converted whole blocks back (cached 96: three blocks, the
+ * partial fourth is RAM only), starts converted and answers as the first
+ * time. A server at start 48 shares neither: its converted blocks are keyed
+ * by the start (A computes all but the unquantized prefix it can reuse). A
+ * file of the quantized directory moved into the f32 one is quarantined,
+ * never read. */
+static void test_ssd_converted(void **state) {
+    (void)state;
+    char dir[] = "/tmp/hearth_kvstart_ssdXXXXXX";
+    assert_non_null(mkdtemp(dir));
+    int32_t a[100];
+    tokens_of(a, 100, 8);
+    run r1, r2, r3;
+    hr_engine *e = engine_ssd(40, dir);
+    collect(submit_gen(e, a, 100, 6), &r1);
+    assert_int_equal(r1.cached, 0);
+    wait_idle(e);
+    hr_engine_free(e); /* finishes the writes */
+    char qdir[4300], udir[4300], cmd[9000];
+    snprintf(qdir, sizeof qdir, "%s/%016llx-q4g64-start40-f32", dir,
+             (unsigned long long)g_model->fingerprint);
+    snprintf(udir, sizeof udir, "%s/%016llx", dir, (unsigned long long)g_model->fingerprint);
+    assert_true(count_kv_files(qdir) >= 3); /* 105 tokens: 3 whole blocks */
+    assert_int_equal(count_kv_files(udir), 1); /* the prefix: one whole block of 40 */
+    e = engine_ssd(40, dir);
+    collect(submit_gen(e, a, 100, 6), &r2);
+    hr_engine_stats st;
+    hr_engine_stats_get(e, &st);
+    assert_int_equal(r2.cached, 96);
+    assert_true(st.ssd_hits >= 3);
+    same_run(&r2, &r1, "A after a restart (quantized blocks from the SSD) against A");
+    wait_idle(e);
+    hr_engine_free(e);
+    e = engine_ssd(48, dir); /* another start: the f32 block of 32, nothing quantized */
+    collect(submit_gen(e, a, 100, 6), &r3);
+    assert_int_equal(r3.cached, 32);
+    wait_idle(e);
+    hr_engine_free(e);
+    /* a quantized record under an f32 block's name: quarantined, a miss */
+    snprintf(cmd, sizeof cmd, "f=$(ls %s/*.kv | head -1); q=$(ls %s/*.kv | head -1); "
+             "cp \"$q\" \"$f\"", udir, qdir);
+    assert_int_equal(system(cmd), 0);
+    hr_engine_opts o = {.n_threads = 2, .max_batch = 2, .n_ctx = 256, .ssd_dir = dir};
+    hr_error err = {0};
+    assert_int_equal(hr_engine_new(&e, g_model, &o, &err), 0); /* f32, no --kv-bits */
+    collect(submit_gen(e, a, 40, 1), &r3);
+    hr_engine_stats_get(e, &st);
+    assert_int_equal(r3.cached, 0);
+    assert_int_equal(st.ssd_quarantined, 1);
+    hr_engine_free(e);
+    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+    assert_int_equal(system(cmd), 0);
 }
 
 /* A pool "in device memory" (the CPU's ops, said to be a GPU's): a
@@ -398,6 +527,8 @@ int main(void) {
         cmocka_unit_test(test_crossing_equals_reference),
         cmocka_unit_test(test_mixed_rows_equal_alone),
         cmocka_unit_test(test_prompt_cache_converted_and_not),
+        cmocka_unit_test(test_quantized_cache_evicted),
+        cmocka_unit_test(test_ssd_converted),
         cmocka_unit_test(test_options),
     };
     int rc = cmocka_run_group_tests_name("kvstart", tests, NULL, NULL);
