@@ -1,0 +1,29 @@
+#!/usr/bin/env bash
+# For a GPU machine that receives the working tree as a copy of at most 64
+# MiB (the device tool of this project's workplace, docs/gpu.md): packs
+# .device/ (tools/cuda-bundle.sh's output) as .devpack/device.tar.xz and
+# takes out of the tree what that run does not need; `in` puts it back.
+#   tools/cuda-stage.sh out tests   the test fixtures stay; the demo model's weights go
+#   tools/cuda-stage.sh out demo    the demo model stays; the fixtures go (but llama's)
+#   tools/cuda-stage.sh in          the tracked files back (git checkout)
+# There: tar -xJf .devpack/device.tar.xz, then tools/cuda-check.sh.
+set -euo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+cd "$root"
+case "${1:-}" in
+out)
+    mkdir -p .devpack
+    grep -qx '/.devpack/' .git/info/exclude 2>/dev/null || echo '/.devpack/' >>.git/info/exclude
+    tar -cJf .devpack/device.tar.xz .device
+    git diff --quiet -- tests models || { echo "cuda-stage: uncommitted changes under tests/ or models/" >&2; exit 1; }
+    case "${2:-tests}" in
+    tests) rm -rf models/hearth-demo/*.safetensors tests/fixtures/tokenizer tests/fixtures/grammar \
+               tests/fixtures/chat tests/fixtures/lora tests/fixtures/train ;;
+    demo) find tests/fixtures -mindepth 1 -maxdepth 1 ! -name demo ! -name models -exec rm -rf {} +
+          find tests/fixtures/models -mindepth 1 -maxdepth 1 ! -name llama -exec rm -rf {} + ;;
+    *) echo "usage: tools/cuda-stage.sh out [tests|demo] | in" >&2; exit 2 ;;
+    esac
+    echo "cuda-stage: $(git ls-files | xargs du -cb 2>/dev/null | tail -1 | cut -f1) bytes tracked + $(du -sb .devpack | cut -f1) in .devpack" ;;
+in) git checkout -- tests models ;;
+*) echo "usage: tools/cuda-stage.sh out [tests|demo] | in" >&2; exit 2 ;;
+esac
