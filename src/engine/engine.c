@@ -12,7 +12,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
-#include <xxhash.h>
 
 int hr_engine_ctx(const hr_engine *e) { return e->n_ctx; }
 const hr_kv *hr_engine_kv(const hr_engine *e) { return &e->kv; }
@@ -21,7 +20,6 @@ int hr_engine_threads(const hr_engine *e) { return hr_pool_size(hr_fwd_pool(e->f
 int hr_engine_max_batch(const hr_engine *e) { return e->max_batch; }
 hr_pool *hr_engine_pool(hr_engine *e) { return hr_fwd_pool(e->fwd); }
 
-static int blocks_for(int tokens) { return (tokens + HR_KV_BLOCK - 1) / HR_KV_BLOCK; }
 
 /* Blocks of e->kv a sequence of `tokens` tokens holds at most: all of them,
  * or with a quantized pool to convert into, those it can hold before the
@@ -29,25 +27,13 @@ static int blocks_for(int tokens) { return (tokens + HR_KV_BLOCK - 1) / HR_KV_BL
  * a step of at most max_tokens_step). */
 static int kv_blocks_for(const hr_engine *e, int tokens) {
     int u = e->kvq.n_blocks ? e->kv_start - 1 + e->max_tokens_step : tokens;
-    return blocks_for(tokens < u ? tokens : u);
+    return hr__blocks_for(tokens < u ? tokens : u);
 }
 /* Blocks of e->kvq promised to it: all of them when it may reach kv_start */
 static int kvq_blocks_for(const hr_engine *e, int tokens) {
-    return e->kvq.n_blocks && tokens >= e->kv_start ? blocks_for(tokens) : 0;
+    return e->kvq.n_blocks && tokens >= e->kv_start ? hr__blocks_for(tokens) : 0;
 }
 
-/* The quantized prompt cache's seed for a request's seed: a converted
- * block's rows depend on where its sequence converted and on the format it
- * converted from (the rows before the start attended over that format), so
- * both are part of its key, in RAM and in the SSD tier's file names. */
-static uint64_t qseed(const hr_engine *e, uint64_t seed) {
-    uint64_t tag[3] = {seed, (uint64_t)e->kv_start,
-                       (uint64_t)e->kv.dtype | (uint64_t)e->kv.vdtype << 8};
-    return XXH3_64bits(tag, sizeof tag);
-}
-
-/* kvq blocks free beyond those promised to unconverted requests */
-static int kvq_spare(const hr_engine *e) { return e->kvq.n_free - e->kvq_promised; }
 
 int hr_engine_submit(hr_engine *e, hr_request *r, hr_error *err) {
     if (atomic_load(&e->dead))
@@ -160,7 +146,7 @@ static void retire(hr_engine *e, int i, hr_finish why, const char *msg) {
     } else if (e->pcq && why != HR_FINISH_ERROR && r->conv && r->conv_exact && !r->embed) {
         for (int k = 0; k < r->len; k++)
             e->tokbuf[k] = hr__key_at(r, k);
-        hr_pcache_insert(e->pcq, qseed(e, r->cache_seed), e->tokbuf, r->len, r->blocks);
+        hr_pcache_insert(e->pcq, hr__qseed(e, r->cache_seed), e->tokbuf, r->len, r->blocks);
     }
     for (int k = 0; k < 2; k++) { /* (those insert did not take) */
         free(r->snap[k].data);
@@ -242,36 +228,12 @@ static void admit(hr_engine *e) {
          * a block comes as a copy the request owns */
         int upto = r->score_from ? r->score_from - 1 : r->n_prompt - 1;
         r->seq_id = ++e->next_seq_id;
-        /* a prefix of kv_start tokens or more that a converted sequence
-         * left in the quantized prompt cache: the request starts converted
-         * on its blocks (a copy of the last one if the prefix ends inside
-         * it) and takes all its other blocks from e->kvq now, as convert */
-        bool conv = false;
-        if (e->pcq && !r->embed && upto >= e->kv_start) {
-            int qtotal = blocks_for(r->n_prompt + r->limit);
-            hit = hr_pcache_lookup(e->pcq, qseed(e, r->cache_seed), r->key ? r->key : r->prompt,
-                                   upto, qtotal, r->blocks, &len);
-            bool use = len >= e->kv_start;
-            if (use && kvq_spare(e) < qtotal - hit)
-                hr_pcache_evict(e->pcq, qtotal - hit - kvq_spare(e));
-            if (!use || kvq_spare(e) < qtotal - hit) {
-                /* (a copy the lookup made may have taken a promised block:
-                 * given back here) */
-                for (int b = 0; b < hit; b++)
-                    hr_kv_unref(&e->kvq, r->blocks[b]);
-                hit = len = 0;
-                if (use) { /* FIFO: the head waits for space (less than unconverted needs) */
-                    hr_fwd_state_drop(e->fwd, r->seq_id);
-                    break;
-                }
-            } else {
-                conv = true;
-                r->n_blocks = hit;
-                while (r->n_blocks < qtotal)
-                    r->blocks[r->n_blocks++] = hr_kv_alloc(&e->kvq);
-                r->conv = r->conv_exact = true;
-                r->len = len;
-            }
+        /* a prefix in the quantized prompt cache (kvstart.c): the request
+         * starts converted on its blocks */
+        int conv = hr__admit_converted(e, r, upto, &hit, &len);
+        if (conv < 0) { /* FIFO: the head waits for space */
+            hr_fwd_state_drop(e->fwd, r->seq_id);
+            break;
         }
         if (conv) {
             /* admitted converted: no e->kv block, nothing promised */
@@ -294,9 +256,9 @@ static void admit(hr_engine *e) {
             int need = total - hit;
             if (e->kv.n_free < need && e->pcache)
                 hr_pcache_evict(e->pcache, need - e->kv.n_free);
-            if (kvq_spare(e) < q_need && e->pcq) /* converted sequences' cached blocks */
-                hr_pcache_evict(e->pcq, q_need - kvq_spare(e));
-            if (e->kv.n_free < need || kvq_spare(e) < q_need) {
+            if (hr__kvq_spare(e) < q_need && e->pcq) /* converted sequences' cached blocks */
+                hr_pcache_evict(e->pcq, q_need - hr__kvq_spare(e));
+            if (e->kv.n_free < need || hr__kvq_spare(e) < q_need) {
                 /* FIFO: the head waits for space */
                 for (int b = 0; b < hit; b++)
                     hr_kv_unref(&e->kv, r->blocks[b]);
@@ -312,7 +274,7 @@ static void admit(hr_engine *e) {
         }
         if (r->spec.mode == HR_SPEC_DRAFT) { /* the draft's KV: all its own (no cache) */
             hr_kv *dkv = hr_spec_draft_kv(e->draft);
-            total = blocks_for(r->n_prompt + r->limit);
+            total = hr__blocks_for(r->n_prompt + r->limit);
             if (dkv->n_free >= total)
                 for (int b = 0; b < total; b++)
                     r->spec.dblocks[r->spec.n_dblocks++] = hr_kv_alloc(dkv);
@@ -399,48 +361,9 @@ static void cache_prompt(hr_engine *e, const hr_request *r) {
         return;
     const int32_t *key = r->key ? r->key : r->prompt;
     if (r->conv && r->conv_exact && e->pcq) /* converted: its quantized blocks */
-        hr_pcache_insert(e->pcq, qseed(e, r->cache_seed), key, n, r->blocks);
+        hr_pcache_insert(e->pcq, hr__qseed(e, r->cache_seed), key, n, r->blocks);
     else if (!r->conv && e->pcache)
         hr_pcache_insert(e->pcache, r->cache_seed, key, n, r->blocks);
-}
-
-/* Convert r's KV into the quantized pool (mlx-lm's maybe_quantize_kv_cache:
- * once it holds kv_start tokens or more, before its next step): every row of
- * its blocks read and stored again by hr_kv_row_store in kvq's format
- * (hr_kv_convert), its e->kv blocks unreferenced, and the rest of its
- * reservation taken from what was promised to it. The prompt cache keeps
- * its unquantized prefix first (kv_start tokens at most: a later request
- * that reuses them converts where this one did); a sequence that converts
- * holding exactly kv_start tokens gives its quantized blocks to the
- * quantized prompt cache later (cache_prompt, retire).
- * A device pool's blocks go through the host: a failed copy (or no host
- * memory) leaves r unconverted and is r's error (0 or the error's code). */
-static int convert(hr_engine *e, hr_request *r, hr_error *err) {
-    HR_ASSERT(!r->conv && r->q_need >= blocks_for(r->len) && r->len > 0);
-    int keep = r->len < e->kv_start ? r->len : e->kv_start;
-    if (e->pcache && !r->embed && !e->state_bytes) {
-        for (int k = 0; k < keep; k++)
-            e->tokbuf[k] = hr__key_at(r, k);
-        hr_pcache_insert(e->pcache, r->cache_seed, e->tokbuf, keep, r->blocks);
-    }
-    int n = blocks_for(r->len);
-    for (int i = 0; i < n; i++)
-        e->conv_rows[i] = i < n - 1 ? HR_KV_BLOCK : r->len - (n - 1) * HR_KV_BLOCK;
-    int rc = hr_kv_convert(&e->kvq, &e->kv, r->blocks, e->conv_rows, n, r->blocks, err);
-    if (rc) {
-        HR_ASSERT(rc != HR_ENOMEM || e->m->be->device_mem); /* q_need blocks were promised */
-        return rc;
-    }
-    for (int b = n; b < r->n_blocks; b++)
-        hr_kv_unref(&e->kv, r->blocks[b]);
-    for (int b = n; b < r->q_need; b++)
-        r->blocks[b] = hr_kv_alloc(&e->kvq);
-    r->n_blocks = r->q_need;
-    e->kvq_promised -= r->q_need;
-    r->q_need = 0;
-    r->conv = true;
-    r->conv_exact = r->len == e->kv_start;
-    return 0;
 }
 
 static void step(hr_engine *e) {
@@ -449,7 +372,7 @@ static void step(hr_engine *e) {
     for (int s = 0; e->kvq.n_blocks && s < e->n_running; s++) {
         hr_error err = {0};
         if (!e->running[s]->conv && e->running[s]->len >= e->kv_start &&
-            convert(e, e->running[s], &err)) {
+            hr__convert(e, e->running[s], &err)) {
             hr_log(HR_LOG_ERROR, "converting a sequence's KV failed: %s", err.msg);
             retire(e, s--, HR_FINISH_ERROR, err.msg); /* the last one moved to s */
         }
@@ -620,11 +543,11 @@ int hr_engine_new(hr_engine **out, const hr_model *m, const hr_engine_opts *o,
     size_t bb = hr_kv_fmt_block_bytes(&m->hp, &kvf);
     /* two pools: the budget split as max_batch full-context sequences need
      * it (kv_blocks_for, kvq_blocks_for), bb the bytes of one block of each */
-    int nu = blocks_for(e->n_ctx), nq = 0;
+    int nu = hr__blocks_for(e->n_ctx), nq = 0;
     if (two) {
         int u = o->kv_start - 1 + e->max_tokens_step;
-        nu = blocks_for(e->n_ctx < u ? e->n_ctx : u);
-        nq = blocks_for(e->n_ctx);
+        nu = hr__blocks_for(e->n_ctx < u ? e->n_ctx : u);
+        nq = hr__blocks_for(e->n_ctx);
     }
     size_t bq = two ? hr_kv_fmt_block_bytes(&m->hp, &qf) : 0;
     size_t per = nu * bb + nq * bq; /* one sequence's bytes */
@@ -702,7 +625,7 @@ int hr_engine_new(hr_engine **out, const hr_model *m, const hr_engine_opts *o,
     }
     /* the draft's pool: what the running requests can hold at most (a
      * GPU's target pool takes most of the device) */
-    int draft_blocks = B * blocks_for(e->n_ctx) < n_blocks ? B * blocks_for(e->n_ctx) : n_blocks;
+    int draft_blocks = B * hr__blocks_for(e->n_ctx) < n_blocks ? B * hr__blocks_for(e->n_ctx) : n_blocks;
     if (o && o->draft &&
         (rc = hr_spec_draft_new(&e->draft, o->draft, draft_blocks, B, e->chunk + B, e->n_ctx,
                                 err)))

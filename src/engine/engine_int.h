@@ -227,4 +227,35 @@ static inline int32_t hr__key_at(const hr_request *r, int k) {
     return r->key && k < r->n_prompt ? r->key[k] : hr__token_at(r, k);
 }
 
+/* the KV blocks that hold `tokens` tokens */
+static inline int hr__blocks_for(int tokens) { return (tokens + HR_KV_BLOCK - 1) / HR_KV_BLOCK; }
+
+/* ---- sequences converted into the quantized pool (kvstart.c) ---- */
+/* kvq blocks free beyond those promised to unconverted requests */
+static inline int hr__kvq_spare(const hr_engine *e) { return e->kvq.n_free - e->kvq_promised; }
+/* The quantized prompt cache's seed for a request's seed: a converted
+ * block's rows depend on where its sequence converted and on the format it
+ * converted from (the rows before the start attended over that format), so
+ * both are part of its key, in RAM and in the SSD tier's file names. */
+uint64_t hr__qseed(const hr_engine *e, uint64_t seed);
+/* A prefix of kv_start tokens or more (of r's first upto) that a converted
+ * sequence left in the quantized prompt cache: r starts converted on its
+ * blocks (a copy of the last one if the prefix ends inside it) and takes
+ * all its other blocks from e->kvq now, as hr__convert; *hit blocks and
+ * *len tokens reused. 1: admitted so; 0: not (nothing held); -1: a hit
+ * without room yet (r waits). */
+int hr__admit_converted(hr_engine *e, hr_request *r, int upto, int *hit, int *len);
+/* Convert r's KV into the quantized pool (mlx-lm's maybe_quantize_kv_cache:
+ * once it holds kv_start tokens or more, before its next step): every row of
+ * its blocks read and stored again by hr_kv_row_store in kvq's format
+ * (hr_kv_convert), its e->kv blocks unreferenced, and the rest of its
+ * reservation taken from what was promised to it. The prompt cache keeps
+ * its unquantized prefix first (kv_start tokens at most: a later request
+ * that reuses them converts where this one did); a sequence that converts
+ * holding exactly kv_start tokens gives its quantized blocks to the
+ * quantized prompt cache later (cache_prompt, retire).
+ * A device pool's blocks go through the host: a failed copy (or no host
+ * memory) leaves r unconverted and is r's error (0 or the error's code). */
+int hr__convert(hr_engine *e, hr_request *r, hr_error *err);
+
 #endif
