@@ -38,11 +38,8 @@ typedef void (*launch_fn)(const mma_x &x, mma_outs o, cudaStream_t st);
 
 template <int U, int MINB>
 static void run_reg(const mma_x &x, mma_outs o, cudaStream_t st) {
-    o.tile0[0] = 0;
-    for (int i = 0; i < o.n; i++)
-        o.tile0[i + 1] = o.tile0[i] + (int)((o.w[i].rows + 15) / 16);
     k_mma<MMA_BF16, true, true, 1, 1, U, MINB>
-        <<<dim3(1, (unsigned)o.tile0[o.n]), MMA_WARPS * 32, 0, st>>>(x, o);
+        <<<dim3(1, (unsigned)mma_tiles(o, 16)), MMA_WARPS * 32, 0, st>>>(x, o);
 }
 
 struct variant {

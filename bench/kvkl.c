@@ -14,6 +14,8 @@
 #include "sample/rng.h"
 #include "model/kv.h"
 #include "model/model.h"
+#include "sample/sampler.h"
+#include "support/kl.h"
 #include "support/runner.h"
 
 #include <math.h>
@@ -41,25 +43,6 @@ static const kv_case k_cases[] = {
     {"turbo 2.5", {.dtype = HR_DTYPE_TURBO, .bits = 5, .vbits = 5}},
 };
 #define N_CASES (int)(sizeof k_cases / sizeof k_cases[0])
-
-static void log_softmax(const float *l, double *out, int n) {
-    double mx = -INFINITY, s = 0;
-    for (int i = 0; i < n; i++)
-        mx = l[i] > mx ? l[i] : mx;
-    for (int i = 0; i < n; i++)
-        s += exp(l[i] - mx);
-    double lse = mx + log(s);
-    for (int i = 0; i < n; i++)
-        out[i] = l[i] - lse;
-}
-
-static int argmax(const float *l, int n) {
-    int b = 0;
-    for (int i = 1; i < n; i++)
-        if (l[i] > l[b])
-            b = i;
-    return b;
-}
 
 /* The logits of every step: PROMPT tokens, then one at a time. */
 static int run(const hr_model *m, const hr_kv_fmt *f, const int32_t *tok, int prompt,
@@ -106,8 +89,8 @@ int main(int argc, char **argv) {
     int V = m->hp.n_vocab, n = prompt + steps;
     int32_t *tok = malloc(sizeof *tok * (size_t)n);
     float *ref = malloc(sizeof *ref * (size_t)steps * V), *got = malloc(sizeof *got * (size_t)steps * V);
-    double *pr = malloc(sizeof *pr * (size_t)V), *pg = malloc(sizeof *pg * (size_t)V);
-    if (!tok || !ref || !got || !pr || !pg) {
+    double *work = malloc(2 * sizeof *work * (size_t)V);
+    if (!tok || !ref || !got || !work) {
         fprintf(stderr, "bench_kvkl: out of memory\n");
         return 1;
     }
@@ -138,13 +121,9 @@ int main(int argc, char **argv) {
         int agree = 0;
         for (int s = 0; s < steps; s++) {
             const float *a = ref + (size_t)s * V, *b = got + (size_t)s * V;
-            log_softmax(a, pr, V);
-            log_softmax(b, pg, V);
-            double kl = 0, mu = 0;
-            for (int i = 0; i < V; i++) {
-                kl += exp(pr[i]) * (pr[i] - pg[i]);
+            double kl = hr_kl_logits(a, b, V, work), mu = 0;
+            for (int i = 0; i < V; i++)
                 mu += a[i] / V;
-            }
             for (int i = 0; i < V; i++) {
                 d2 += ((double)b[i] - a[i]) * ((double)b[i] - a[i]);
                 v2 += (a[i] - mu) * (a[i] - mu);
@@ -152,7 +131,7 @@ int main(int argc, char **argv) {
             kl = kl > 0 ? kl : 0; /* rounding below an exact 0 */
             mean += kl / steps;
             mx = kl > mx ? kl : mx;
-            agree += argmax(a, V) == argmax(b, V);
+            agree += hr_argmax(a, V) == hr_argmax(b, V);
         }
         if (!(mean >= 0))
             status = 1; /* NaN: a broken format */
@@ -162,8 +141,7 @@ int main(int argc, char **argv) {
     free(tok);
     free(ref);
     free(got);
-    free(pr);
-    free(pg);
+    free(work);
     hr_model_free(m);
     return status;
 }

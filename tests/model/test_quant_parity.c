@@ -15,6 +15,7 @@
  *   distribution against the original (teacher-forced on the oracle's
  *   tokens), with a bound per type (KL_BOUND below). */
 #include "core/error.h"
+#include "support/kl.h"
 #include "support/runner.h"
 #include "io/safetensors.h"
 #include "sample/rng.h"
@@ -86,17 +87,6 @@ static void prompts_free(prompts *p) {
     }
 }
 
-static void log_softmax(const float *x, double *out, int n) {
-    double mx = -INFINITY, s = 0;
-    for (int i = 0; i < n; i++)
-        mx = x[i] > mx ? x[i] : mx;
-    for (int i = 0; i < n; i++)
-        s += exp(x[i] - mx);
-    double l = mx + log(s);
-    for (int i = 0; i < n; i++)
-        out[i] = x[i] - l;
-}
-
 /* Replace a view by an f32 copy of its dequantized values (owned list). */
 typedef struct owned {
     void *p[4096];
@@ -153,7 +143,7 @@ static kl_stats kl_against(hr_model *ref, hr_model *m, const prompts *ps, hr_dty
     assert_int_equal(hr_runner_new(&rm, m, &ro, &err), 0);
     int V = ref->hp.n_vocab;
     float *lr = malloc((size_t)V * sizeof *lr), *lm = malloc((size_t)V * sizeof *lm);
-    double *pr = malloc((size_t)V * sizeof *pr), *pm = malloc((size_t)V * sizeof *pm);
+    double *work = malloc(2 * (size_t)V * sizeof *work);
     kl_stats k = {0};
     for (int c = 0; c < ps->n; c++) {
         hr_runner_reset(rr);
@@ -161,11 +151,7 @@ static kl_stats kl_against(hr_model *ref, hr_model *m, const prompts *ps, hr_dty
         assert_int_equal(hr_runner_eval(rr, ps->tok[c], ps->len[c], lr, &err), 0);
         assert_int_equal(hr_runner_eval(rm, ps->tok[c], ps->len[c], lm, &err), 0);
         for (int s = 0; s < ps->glen[c]; s++) {
-            log_softmax(lr, pr, V);
-            log_softmax(lm, pm, V);
-            double kl = 0;
-            for (int i = 0; i < V; i++)
-                kl += exp(pr[i]) * (pr[i] - pm[i]);
+            double kl = hr_kl_logits(lr, lm, V, work);
             k.mean += kl;
             k.max = kl > k.max ? kl : k.max;
             k.agree += hr_argmax(lr, V) == hr_argmax(lm, V);
@@ -178,8 +164,7 @@ static kl_stats kl_against(hr_model *ref, hr_model *m, const prompts *ps, hr_dty
     k.mean /= k.steps;
     free(lr);
     free(lm);
-    free(pr);
-    free(pm);
+    free(work);
     hr_runner_free(rr);
     hr_runner_free(rm);
     return k;
@@ -261,8 +246,8 @@ static void run_mlx(const char *name, const mlx_case *mc, int *steps, double *wo
         assert_int_equal(hr_runner_eval(rr, ps.tok[c], ps.len[c], lr, &err), 0);
         int n_steps = ps.glen[c] < 12 ? ps.glen[c] : 12;
         for (int s = 0; s < n_steps; s++) {
-            log_softmax(lq, pq, V);
-            log_softmax(lr, pr, V);
+            hr_log_softmax(lq, pq, V);
+            hr_log_softmax(lr, pr, V);
             for (int i = 0; i < V; i++) {
                 double d = fabs(pq[i] - pr[i]);
                 *worst = d > *worst ? d : *worst;

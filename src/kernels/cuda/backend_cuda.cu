@@ -453,11 +453,7 @@ template <int KIND>
 static void mma_launch(cu_ctx *cx, const mma_x &x, bool xf, int T, mma_outs o) {
     cudaStream_t st = cx->stream;
     unsigned th = MMA_WARPS * 32;
-    int rows = T <= 16 ? 16 : T <= 32 ? 32 : 64; /* a tile's weight rows (MT x 16) */
-    o.tile0[0] = 0;
-    for (int i = 0; i < o.n; i++)
-        o.tile0[i + 1] = o.tile0[i] + (int)blocks_for((size_t)o.w[i].rows, (unsigned)rows);
-    dim3 g(1, (unsigned)o.tile0[o.n]);
+    dim3 g(1, (unsigned)mma_tiles(o, T <= 16 ? 16 : T <= 32 ? 32 : 64));
     /* decode: x split in the kernel (xf; x not 16-byte aligned: its parts
      * read), the next 4 chunks' loads in flight (the variants measured:
      * docs/gpu.md) */

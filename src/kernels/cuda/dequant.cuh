@@ -47,6 +47,17 @@ static __device__ __forceinline__ void unpack16(uint4 q, int dtype, float *wv) {
     }
 }
 
+/* unpack16's per values (4 or 8) . the x at xr, in column order */
+static __device__ __forceinline__ float dot_unpacked(const float *wv, const float4 *xr, int per) {
+    float4 a = xr[0];
+    float s = wv[0] * a.x + wv[1] * a.y + wv[2] * a.z + wv[3] * a.w;
+    if (per == 8) {
+        float4 b = xr[1];
+        s += wv[4] * b.x + wv[5] * b.y + wv[6] * b.z + wv[7] * b.w;
+    }
+    return s;
+}
+
 static __device__ __forceinline__ float ld_plain(const void *p, int t, size_t i) {
     switch (t) {
     case HR_DTYPE_BF16: return bf2f(((const uint16_t *)p)[i]);

@@ -295,6 +295,14 @@ struct mma_outs {
     int n;
 };
 
+/* o's tile0 for tiles of `rows` weight rows (MT x 16); the grid's y: tile0[n] */
+static __host__ int mma_tiles(mma_outs &o, int rows) {
+    o.tile0[0] = 0;
+    for (int i = 0; i < o.n; i++)
+        o.tile0[i + 1] = o.tile0[i] + (int)((o.w[i].rows + rows - 1) / rows);
+    return o.tile0[o.n];
+}
+
 /* block tile ty's output and its first tile (constant indices: the
  * kernel's parameters stay in the constant bank) */
 static __device__ __forceinline__ int mma_out_of(const mma_outs &o, int ty) {

@@ -215,16 +215,8 @@ static __device__ void moe_dot(int how, const dw &w, int64_t j, const float *con
             unpack16(q, w.dtype, wv);
 #pragma unroll
             for (int r = 0; r < MOE_NR; r++)
-                if (r < nr) {
-                    const float4 *xr = (const float4 *)(xs[r] + v * per);
-                    float4 a = xr[0];
-                    float s = wv[0] * a.x + wv[1] * a.y + wv[2] * a.z + wv[3] * a.w;
-                    if (per == 8) {
-                        float4 b = xr[1];
-                        s += wv[4] * b.x + wv[5] * b.y + wv[6] * b.z + wv[7] * b.w;
-                    }
-                    acc[r] += s;
-                }
+                if (r < nr)
+                    acc[r] += dot_unpacked(wv, (const float4 *)(xs[r] + v * per), per);
         }
     } else if (how == MOE_DOT_SPAN) {
         for (int64_t e0 = (int64_t)lane * 8; e0 < w.cols; e0 += 256) {

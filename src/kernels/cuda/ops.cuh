@@ -106,16 +106,8 @@ __global__ void __launch_bounds__(MV_THREADS) k_mv_plain(const float *__restrict
         unpack16(q, w.dtype, wv);
         int64_t c = v * per;
         for (int r = 0; r < NR; r++)
-            if (r0 + r < n) {
-                const float4 *xr = (const float4 *)(x + (size_t)(r0 + r) * ldx + c);
-                float4 a = xr[0];
-                float s = wv[0] * a.x + wv[1] * a.y + wv[2] * a.z + wv[3] * a.w;
-                if (per == 8) {
-                    float4 b = xr[1];
-                    s += wv[4] * b.x + wv[5] * b.y + wv[6] * b.z + wv[7] * b.w;
-                }
-                acc[r] += s;
-            }
+            if (r0 + r < n)
+                acc[r] += dot_unpacked(wv, (const float4 *)(x + (size_t)(r0 + r) * ldx + c), per);
     }
     for (int r = 0; r < NR; r++) {
         float s = warp_sum(acc[r]);
