@@ -19,7 +19,8 @@
 #        HEARTH_BENCH_DIR (/tmp/hearth-bench)
 #        LLAMACPP_DIR (.deps/llama.cpp; built by bench/peers/llamacpp-build.sh
 #        when missing) or LLAMA_SERVER=/path/to/llama-server; NO_PEER=1 runs
-#        hearth only.
+#        hearth only. Each client count's result is also printed to stderr as it
+#        ends (a run cut short keeps what it measured).
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 bin=$1; n=${2:-32}
@@ -60,7 +61,7 @@ PY
 
 start_server "$out/hearth.log" --model "$gguf" --threads "$threads" --batch "$batch" --device "$device"
 python3 "$root/bench/concurrency.py" "http://127.0.0.1:$SERVER_PORT" "$n" "$clients" "$bias" \
-    "$reps" >"$out/hearth.jsonl"
+    "$reps" | tee "$out/hearth.jsonl" >&2
 stop_servers
 
 if [ -n "$server" ]; then
@@ -71,12 +72,13 @@ if [ -n "$server" ]; then
             "${gpu[@]}" --jinja --host 127.0.0.1 --port "$port" >"$out/llama.log" 2>&1 &
         lpid=$!
         for _ in $(seq 6000); do
-            curl -sf "http://127.0.0.1:$port/health" >/dev/null 2>&1 && break
+            python3 -c "import sys, urllib.request; urllib.request.urlopen(sys.argv[1], timeout=1)" \
+                "http://127.0.0.1:$port/health" >/dev/null 2>&1 && break
             kill -0 "$lpid" 2>/dev/null || { tail -20 "$out/llama.log"; exit 1; }
             sleep 0.1
         done
-        python3 "$root/bench/concurrency.py" "http://127.0.0.1:$port" "$n" "$c" "$lbias" "$reps" \
-            >>"$out/llama.jsonl"
+        python3 "$root/bench/concurrency.py" "http://127.0.0.1:$port" "$n" "$c" "$lbias" "$reps" |
+            tee -a "$out/llama.jsonl" >&2
         kill "$lpid"; wait "$lpid" 2>/dev/null || true; lpid=
     done
 fi
