@@ -3,9 +3,12 @@
  * bf16 weights, 8 layers' worth, several times the L2) and its lm_head,
  * each kernel variant's GB/s beside the device-to-device copy bandwidth
  * measured in the same run, and a check that every variant gives the same
- * bits as the kernel the engine used before (k_mma). Built with the CUDA
- * backend (bench_cuda_mv); run on the GPU machine by tools/cuda-check.sh
- * --bench. */
+ * bits as the kernel the engine used before (k_mma). Then the block
+ * formats (Q8_0, Q4_0, Q4_K, Q5_K; random blocks): k_mma's lane loads
+ * against k_mma_staged (the rows through shared memory), the same bits for
+ * one row and for that row inside a batch of 24 (the prefill tiles), or the
+ * run exits 1. Built with the CUDA backend (bench_cuda_mv); run on the GPU
+ * machine by tools/cuda-check.sh --bench. */
 #include "kernels/cuda/mma.cuh"
 
 #include <stdio.h>
@@ -126,6 +129,142 @@ static double copy_bw(void) {
     return 2.0 * bytes / (best * 1e-3) / 1e9;
 }
 
+/* random blocks of a format at rows x cols, their f16 scales small and
+ * finite */
+static dw quant_matrix(int kind, int rows, int cols, uint64_t seed) {
+    size_t row_bytes = (size_t)cols / 32 * mma_chunk_bytes(kind), n = row_bytes * rows;
+    std::vector<uint8_t> h(n);
+    uint64_t s = seed * 0x9E3779B97F4A7C15ull + 1;
+    for (size_t i = 0; i < n; i++) {
+        s ^= s << 13, s ^= s >> 7, s ^= s << 17;
+        h[i] = (uint8_t)(s >> 24);
+    }
+    /* the scales: f16 in [1/256, 1/128) (K-quants: d and dmin) */
+    size_t blk = mma_kq(kind) ? (size_t)mma_chunk_bytes(kind) * 8 : (size_t)mma_chunk_bytes(kind);
+    for (size_t b = 0; b < n; b += blk)
+        for (int k = 0; k < (mma_kq(kind) ? 2 : 1); k++) {
+            uint16_t v = (uint16_t)(0x1C00 | ((h[b + 2 * k] | (h[b + 2 * k + 1] << 8)) & 0x3ff));
+            memcpy(&h[b + 2 * k], &v, 2);
+        }
+    void *d;
+    CK(cudaMalloc(&d, n));
+    CK(cudaMemcpy(d, h.data(), n, cudaMemcpyHostToDevice));
+    static const int dt[] = {HR_DTYPE_BF16, HR_DTYPE_F16, HR_DTYPE_Q8_0,
+                                  HR_DTYPE_Q4_0, HR_DTYPE_Q4_K, HR_DTYPE_Q5_K};
+    dw w = {};
+    w.dtype = dt[kind];
+    w.rows = rows;
+    w.cols = cols;
+    w.data = (const uint8_t *)d;
+    w.row_bytes = row_bytes;
+    return w;
+}
+
+/* x's parts for T rows of K (as the engine's k_split_bf16 writes them) */
+static void split(const float *x, int T, int K, uint16_t *xs, cudaStream_t st) {
+    int64_t n = (int64_t)T * K;
+    k_split_bf16<<<(unsigned)((n + 255) / 256), 256, 0, st>>>(x, K, T, K, xs, n);
+}
+
+template <int KIND>
+static void run_lanes(const mma_x &x, mma_outs o, cudaStream_t st) {
+    k_mma<KIND, true, true, 1, 1, 4, 1>
+        <<<dim3(1, (unsigned)mma_tiles(o, 16)), MMA_WARPS * 32, 0, st>>>(x, o);
+}
+
+/* as the engine: x split into its parts (one launch per input), then the
+ * product */
+template <int KIND, class P = mma_stage<KIND>, int MINB = 3>
+static void run_staged(const mma_x &x, mma_outs o, cudaStream_t st) {
+    mma_x xk = x;
+    xk.stride = (int64_t)x.T * o.w[0].cols;
+    static bool attr = false; /* stages past 48 KB of shared memory */
+    if (!attr)
+        CK(cudaFuncSetAttribute(k_mma_staged<KIND, P, MINB>,
+                                cudaFuncAttributeMaxDynamicSharedMemorySize, P::BYTES));
+    attr = true;
+    split(x.x, x.T, (int)o.w[0].cols, (uint16_t *)x.xs, st);
+    k_mma_staged<KIND, P, MINB>
+        <<<dim3(1, (unsigned)mma_tiles(o, 16)), MMA_WARPS * 32, P::BYTES, st>>>(xk, o);
+}
+
+/* one format: GB/s of its layers through both kernels, and the bits; false
+ * when they differ */
+template <int KIND>
+static bool quant_kind(const char *name, double bw, float *x, uint16_t *xs, float *y, float *ref,
+                       float *big, cudaStream_t st) {
+    const int NL = 4;
+    static dw w[NL][N_SHAPES];
+    size_t layer_bytes = 0;
+    for (int l = 0; l < NL; l++)
+        for (int i = 0; i < N_SHAPES; i++) {
+            w[l][i] = quant_matrix(KIND, k_layer[i].rows, k_layer[i].cols, 1000 * KIND + 10 * l + i);
+            if (l == 0)
+                layer_bytes += w[l][i].row_bytes * w[l][i].rows;
+        }
+    mma_x x1{x, 14336, xs, 14336, 1};
+    /* the bits: q/k/v fused and down, one row, lanes vs staged; then that
+     * row as row 0 of 24 through the prefill tiles (parts of 24 rows) */
+    bool same = true;
+    std::vector<float> a(16384 * 3), b(16384 * 3);
+    for (int t = 0; t < 2; t++) {
+        const dw *ws = t ? &w[0][6] : &w[0][0];
+        int n = t ? 1 : 3, K = (int)ws[0].cols;
+        mma_x xk{x, K, xs, K, 1};
+        run_lanes<KIND>(xk, outs_of(ws, n, ref), st);
+        run_staged<KIND>(xk, outs_of(ws, n, y), st);
+        CK(cudaStreamSynchronize(st));
+        CK(cudaMemcpy(a.data(), ref, sizeof(float) * 16384 * n, cudaMemcpyDeviceToHost));
+        CK(cudaMemcpy(b.data(), y, sizeof(float) * 16384 * n, cudaMemcpyDeviceToHost));
+        for (int i = 0; i < n; i++)
+            same = same && memcmp(&a[16384 * i], &b[16384 * i], ws[i].rows * 4) == 0;
+        /* 24 rows: x then 23 rows of other values (x's tail of the buffer) */
+        mma_x xb{x, K, xs, (int64_t)24 * K, 24};
+        split(x, 24, K, xs, st);
+        mma_outs o = outs_of(ws, n, big); /* row r of output i at big + 16384 (3r + i) */
+        for (int i = 0; i < n; i++)
+            o.ldy[i] = 3 * 16384;
+        k_mma<KIND, false, false, 4, 4, 1, 2>
+            <<<dim3(1, (unsigned)mma_tiles(o, 64)), MMA_WARPS * 32, 0, st>>>(xb, o);
+        CK(cudaStreamSynchronize(st));
+        CK(cudaMemcpy(a.data(), big, sizeof(float) * 16384 * n, cudaMemcpyDeviceToHost));
+        for (int i = 0; i < n; i++)
+            same = same && memcmp(&a[16384 * i], &b[16384 * i], ws[i].rows * 4) == 0;
+    }
+    cudaEvent_t e0, e1;
+    CK(cudaEventCreate(&e0));
+    CK(cudaEventCreate(&e1));
+    static const int fused[4][2] = {{0, 3}, {3, 1}, {4, 2}, {6, 1}};
+    /* k_mma's lanes, the engine's stages, and 4 chunks a warp in 6 stages */
+    launch_fn fn[3] = {run_lanes<KIND>, run_staged<KIND>,
+                       run_staged<KIND, mma_stage_t<KIND, 4, 6>, 4>};
+    float ms[3] = {1e30f, 1e30f, 1e30f};
+    for (int rep = 0; rep < 5; rep++)
+        for (int v = 0; v < 3; v++) {
+            CK(cudaEventRecord(e0, st));
+            for (int l = 0; l < NL; l++)
+                for (int i = 0; i < 4; i++)
+                    fn[v](x1, outs_of(w[l] + fused[i][0], fused[i][1], y), st);
+            CK(cudaEventRecord(e1, st));
+            CK(cudaEventSynchronize(e1));
+            float t;
+            CK(cudaEventElapsedTime(&t, e0, e1));
+            ms[v] = t < ms[v] ? t : ms[v];
+        }
+    CK(cudaGetLastError());
+    double g[3];
+    for (int v = 0; v < 3; v++)
+        g[v] = (double)layer_bytes * NL / (ms[v] * 1e-3) / 1e9;
+    printf("%-6s lanes %6.0f GB/s (%2.0f%%)  staged %6.0f (%2.0f%%)  U4 x 6 stages %6.0f (%2.0f%%)"
+           "  same bits %s\n",
+           name, g[0], 100 * g[0] / bw, g[1], 100 * g[1] / bw, g[2], 100 * g[2] / bw,
+           same ? "yes" : "NO");
+    for (int l = 0; l < NL; l++)
+        for (int i = 0; i < N_SHAPES; i++)
+            CK(cudaFree((void *)w[l][i].data));
+    return same;
+}
+
 int main(void) {
     double bw = copy_bw();
     printf("device-to-device copy: %.0f GB/s (read + written)\n", bw);
@@ -191,5 +330,19 @@ int main(void) {
         printf("%-22s %9.0f %9.0f %9s  (%.0f%% / %.0f%%)\n", va.name, gl, gh, same ? "yes" : "NO",
                100 * gl / bw, 100 * gh / bw);
     }
-    return 0;
+    /* the block formats: x's 24 rows (the first as above), their parts */
+    std::vector<float> hx24((size_t)24 * 14336);
+    for (size_t i = 0; i < hx24.size(); i++)
+        hx24[i] = i < 14336 ? hx[i] : cosf(0.11f * (float)i) * (1.0f + (float)(i % 5) * 0.3f);
+    float *x24, *big;
+    uint16_t *xs;
+    CK(cudaMalloc(&big, (size_t)24 * 3 * 16384 * 4));
+    CK(cudaMalloc(&x24, hx24.size() * 4));
+    CK(cudaMalloc(&xs, hx24.size() * 2 * MMA_PARTS));
+    CK(cudaMemcpy(x24, hx24.data(), hx24.size() * 4, cudaMemcpyHostToDevice));
+    bool ok = quant_kind<MMA_Q8_0>("Q8_0", bw, x24, xs, y, ref, big, st);
+    ok = quant_kind<MMA_Q4_0>("Q4_0", bw, x24, xs, y, ref, big, st) && ok;
+    ok = quant_kind<MMA_Q4_K>("Q4_K", bw, x24, xs, y, ref, big, st) && ok;
+    ok = quant_kind<MMA_Q5_K>("Q5_K", bw, x24, xs, y, ref, big, st) && ok;
+    return ok ? 0 : 1;
 }

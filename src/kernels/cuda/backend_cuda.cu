@@ -450,10 +450,16 @@ static void cu_norm(hr_bctx *c, float *y, const float *x, const float *w, const 
  * tile by the number of rows, the sums the same for any tile; the outputs of
  * o (one kind, one x) side by side in one launch */
 template <int KIND>
-static void mma_launch(cu_ctx *cx, const mma_x &x, bool xf, int T, mma_outs o) {
+static void mma_launch(cu_ctx *cx, const mma_x &x, bool xf, bool stg, int T, mma_outs o) {
     cudaStream_t st = cx->stream;
     unsigned th = MMA_WARPS * 32;
     dim3 g(1, (unsigned)mma_tiles(o, T <= 16 ? 16 : T <= 32 ? 32 : 64));
+    /* decode of block weights: the rows staged through shared memory */
+    if constexpr (mma_staged_kind(KIND))
+        if (stg) {
+            k_mma_staged<KIND><<<g, th, mma_stage<KIND>::BYTES, st>>>(x, o);
+            return;
+        }
     /* decode: x split in the kernel (xf; x not 16-byte aligned: its parts
      * read), the next 4 chunks' loads in flight (the variants measured:
      * docs/gpu.md) */
@@ -493,7 +499,8 @@ static void cu_matmul(hr_bctx *c, const float *x, int ldx, int T, int count,
         if (mma_fits(w) && w.cols <= cx->max_k && T <= cx->max_tokens) {
             int K = (int)w.cols, kind = mma_kind(w);
             int64_t n = (int64_t)T * K;
-            bool xf = T <= 16 && xal;
+            bool stg = T <= 8 && mma_staged_fits(w); /* k_mma_staged: reads the parts */
+            bool xf = T <= 16 && xal && !stg;
             if (!xf && split_k != K) {
                 k_split_bf16<<<blocks_for((size_t)n, 256), 256, 0, cx->stream>>>(x, ldx, T, K,
                                                                                  cx->d_xs, n);
@@ -503,7 +510,8 @@ static void cu_matmul(hr_bctx *c, const float *x, int ldx, int T, int count,
             mma_outs o = {};
             for (; o.n < MMA_MAX_OUT && i < count; i++, o.n++) {
                 dw wi = view(out[i].w);
-                if (o.n && (!mma_fits(wi) || mma_kind(wi) != kind || wi.cols != K))
+                if (o.n && (!mma_fits(wi) || mma_kind(wi) != kind || wi.cols != K ||
+                            (stg && !mma_staged_fits(wi))))
                     break;
                 o.w[o.n] = wi;
                 o.y[o.n] = out[i].y;
@@ -513,12 +521,12 @@ static void cu_matmul(hr_bctx *c, const float *x, int ldx, int T, int count,
             i--; /* the loop's i++ takes the next output */
             mma_x xa{x, ldx, cx->d_xs, n, T};
             switch (kind) {
-            case MMA_F16: mma_launch<MMA_F16>(cx, xa, xf, T, o); break;
-            case MMA_Q8_0: mma_launch<MMA_Q8_0>(cx, xa, xf, T, o); break;
-            case MMA_Q4_0: mma_launch<MMA_Q4_0>(cx, xa, xf, T, o); break;
-            case MMA_Q4_K: mma_launch<MMA_Q4_K>(cx, xa, xf, T, o); break;
-            case MMA_Q5_K: mma_launch<MMA_Q5_K>(cx, xa, xf, T, o); break;
-            default: mma_launch<MMA_BF16>(cx, xa, xf, T, o); break;
+            case MMA_F16: mma_launch<MMA_F16>(cx, xa, xf, stg, T, o); break;
+            case MMA_Q8_0: mma_launch<MMA_Q8_0>(cx, xa, xf, stg, T, o); break;
+            case MMA_Q4_0: mma_launch<MMA_Q4_0>(cx, xa, xf, stg, T, o); break;
+            case MMA_Q4_K: mma_launch<MMA_Q4_K>(cx, xa, xf, stg, T, o); break;
+            case MMA_Q5_K: mma_launch<MMA_Q5_K>(cx, xa, xf, stg, T, o); break;
+            default: mma_launch<MMA_BF16>(cx, xa, xf, stg, T, o); break;
             }
             continue;
         }

@@ -77,27 +77,64 @@ static __host__ bool mma_fits(const dw &w) {
     return ((uintptr_t)w.data & 1) == 0 && w.row_bytes % 2 == 0;
 }
 
-/* the raw chunk of a block row for lane c: the 8 bytes its 8 columns come
+/* a row's bytes: from global memory through the read-only path, or from
+ * shared memory (SM: the stage k_mma_staged copied) */
+template <bool SM>
+static __device__ __forceinline__ uint32_t ld_u16(const uint16_t *p) {
+    return SM ? (uint32_t)*p : (uint32_t)__ldg(p);
+}
+template <bool SM, class V>
+static __device__ __forceinline__ V ld_vec(const V *p) {
+    return SM ? *p : __ldg(p);
+}
+
+/* the raw chunk ch of a block row for lane c: the 8 bytes its 8 columns come
  * from in .x/.y, the block's f16 scale in .z */
+template <bool SM = false>
 static __device__ __forceinline__ uint4 ld_block(int kind, const uint8_t *row, int ch, int c) {
     const uint16_t *b = (const uint16_t *)(row + (size_t)ch * (kind == MMA_Q8_0 ? 34 : 18));
     const uint16_t *q = b + 1 + (kind == MMA_Q8_0 ? 4 * c : 4 * (c & 1));
-    return make_uint4((uint32_t)__ldg(q) | ((uint32_t)__ldg(q + 1) << 16),
-                      (uint32_t)__ldg(q + 2) | ((uint32_t)__ldg(q + 3) << 16), __ldg(b), 0);
+    return make_uint4(ld_u16<SM>(q) | (ld_u16<SM>(q + 1) << 16),
+                      ld_u16<SM>(q + 2) | (ld_u16<SM>(q + 3) << 16), ld_u16<SM>(b), 0);
 }
 
-/* a K-quant super-block's chunk for lane c: its 8 bytes of nibbles in
+/* a K-quant super-block's chunk ch for lane c: its 8 bytes of nibbles in
  * .x/.y (Q5_K: its 8 bytes of high bits in .z/.w), the super-block's
  * d, dmin and scales in *hdr */
+template <bool SM = false>
 static __device__ __forceinline__ uint4 ld_kq(int kind, const uint8_t *row, int ch, int c,
                                               uint4 *hdr) {
     bool five = kind == MMA_Q5_K;
     const uint8_t *b = row + (size_t)(ch / 8) * (five ? 176 : 144);
     int s = ch % 8;
-    *hdr = __ldg((const uint4 *)b);
-    uint2 q = __ldg((const uint2 *)(b + (five ? 48 : 16) + 32 * (s / 2) + 8 * c));
-    uint2 h = five ? __ldg((const uint2 *)(b + 16 + 8 * c)) : make_uint2(0, 0);
+    *hdr = ld_vec<SM>((const uint4 *)b);
+    uint2 q = ld_vec<SM>((const uint2 *)(b + (five ? 48 : 16) + 32 * (s / 2) + 8 * c));
+    uint2 h = five ? ld_vec<SM>((const uint2 *)(b + 16 + 8 * c)) : make_uint2(0, 0);
     return make_uint4(q.x, q.y, h.x, h.y);
+}
+
+/* the bytes of a 32-column chunk of a row (K-quants: an eighth of a
+ * super-block) */
+static __host__ __device__ __forceinline__ constexpr int mma_chunk_bytes(int kind) {
+    return kind == MMA_Q8_0   ? 34
+           : kind == MMA_Q4_0 ? 18
+           : kind == MMA_Q4_K ? 144 / 8
+           : kind == MMA_Q5_K ? 176 / 8
+                              : 64;
+}
+
+/* four small integers (bytes of u, each < 128) as two bf16x2: 128 + v
+ * is exact in bf16 (exponent 7, 7 mantissa bits), so (0x4300 | v) less
+ * `off` is v - off + 128 exactly; lo: bytes 0, 1, hi: bytes 2, 3 */
+static __device__ __forceinline__ void small_bf16x4(uint32_t u, float off, uint32_t *lo,
+                                                    uint32_t *hi) {
+    __nv_bfloat162 o = __float2bfloat162_rn(off);
+    uint32_t a = __byte_perm(u, 0, 0x4140) | 0x43004300u;
+    uint32_t b = __byte_perm(u, 0, 0x4342) | 0x43004300u;
+    __nv_bfloat162 va = __hsub2(*(const __nv_bfloat162 *)&a, o);
+    __nv_bfloat162 vb = __hsub2(*(const __nv_bfloat162 *)&b, o);
+    *lo = *(const uint32_t *)&va;
+    *hi = *(const uint32_t *)&vb;
 }
 
 static __device__ __forceinline__ uint32_t bf16x2_of(float a, float b) {
@@ -122,32 +159,40 @@ static __device__ __forceinline__ uint4 kq_vals(int kind, uint4 r, uint4 hdr, in
     }
     *ds = __half2float(__ushort_as_half((uint16_t)(hdr.x & 0xffff))) * (float)sc;
     *dm = __half2float(__ushort_as_half((uint16_t)(hdr.x >> 16))) * (float)m;
-    float v[8];
-#pragma unroll
-    for (int i = 0; i < 8; i++) {
-        uint32_t byte = ((i < 4 ? r.x : r.y) >> (8 * (i & 3))) & 0xff;
-        int q = (s & 1) ? (int)(byte >> 4) : (int)(byte & 0xf);
-        if (kind == MMA_Q5_K)
-            q += (int)((((i < 4 ? r.z : r.w) >> (8 * (i & 3))) >> s) & 1) << 4;
-        v[i] = (float)q;
+    /* q = the chunk's nibbles (+ 16 x its high bit, Q5_K), each < 32 */
+    uint32_t q0 = ((s & 1) ? r.x >> 4 : r.x) & 0x0f0f0f0fu;
+    uint32_t q1 = ((s & 1) ? r.y >> 4 : r.y) & 0x0f0f0f0fu;
+    if (kind == MMA_Q5_K) {
+        q0 |= ((r.z >> s) & 0x01010101u) << 4;
+        q1 |= ((r.w >> s) & 0x01010101u) << 4;
     }
-    return make_uint4(bf16x2_of(v[0], v[1]), bf16x2_of(v[2], v[3]), bf16x2_of(v[4], v[5]),
-                      bf16x2_of(v[6], v[7]));
+    uint4 v;
+    small_bf16x4(q0, 128.0f, &v.x, &v.y);
+    small_bf16x4(q1, 128.0f, &v.z, &v.w);
+    return v;
 }
 
 /* a raw chunk -> its 8 integers as bf16 (Q8_0: q; Q4_0: the low nibbles
  * for lanes 0, 1, the high ones for 2, 3, minus 8) and the scale */
 static __device__ __forceinline__ uint4 block_vals(int kind, uint4 r, int c, float *d) {
     *d = __half2float(__ushort_as_half((uint16_t)r.z));
-    float v[8];
+    uint4 v;
+    if (kind == MMA_Q8_0) {
+        uint32_t w[4];
 #pragma unroll
-    for (int i = 0; i < 8; i++) {
-        uint32_t byte = ((i < 4 ? r.x : r.y) >> (8 * (i & 3))) & 0xff;
-        v[i] = kind == MMA_Q8_0 ? (float)(int8_t)byte
-                                : (float)((int)((c >> 1) ? byte >> 4 : byte & 0xf) - 8);
+        for (int i = 0; i < 4; i++) {
+            uint32_t u = i < 2 ? r.x : r.y;
+            int sh = 16 * (i & 1);
+            __nv_bfloat162 p = __floats2bfloat162_rn((float)(int8_t)(u >> sh),
+                                                     (float)(int8_t)(u >> (sh + 8)));
+            w[i] = *(const uint32_t *)&p;
+        }
+        v = make_uint4(w[0], w[1], w[2], w[3]);
+    } else {
+        small_bf16x4(((c >> 1) ? r.x >> 4 : r.x) & 0x0f0f0f0fu, 136.0f, &v.x, &v.y);
+        small_bf16x4(((c >> 1) ? r.y >> 4 : r.y) & 0x0f0f0f0fu, 136.0f, &v.z, &v.w);
     }
-    return make_uint4(bf16x2_of(v[0], v[1]), bf16x2_of(v[2], v[3]), bf16x2_of(v[4], v[5]),
-                      bf16x2_of(v[6], v[7]));
+    return v;
 }
 
 /* two f16 -> their bf16 parts: hi = bf16(w), lo = w - hi, both exact (an
@@ -309,119 +354,122 @@ static __device__ __forceinline__ int mma_out_of(const mma_outs &o, int ty) {
     return o.n > 2 && ty >= o.tile0[2] ? 2 : o.n > 1 && ty >= o.tile0[1] ? 1 : 0;
 }
 
-/* U chunks' loads in flight per warp; PF: the next U's issued before this
- * U's mmas (decode: the loads are what takes the time) */
-template <int KIND, bool XF, bool PF, int MT, int NT, int U, int MINB>
-__global__ void __launch_bounds__(MMA_WARPS * 32, MINB) k_mma(mma_x x, mma_outs outs) {
-    __shared__ float red[MMA_WARPS / 2][MT * NT * 4][32];
-    int lane = threadIdx.x & 31, q = threadIdx.x >> 5, g = lane >> 2, c = lane & 3;
-    int oi = mma_out_of(outs, blockIdx.y);
-    const dw w = oi == 2 ? outs.w[2] : oi == 1 ? outs.w[1] : outs.w[0];
-    float *__restrict__ y = oi == 2 ? outs.y[2] : oi == 1 ? outs.y[1] : outs.y[0];
-    int ldy = oi == 2 ? outs.ldy[2] : oi == 1 ? outs.ldy[1] : outs.ldy[0];
-    const float *__restrict__ bias = oi == 2 ? outs.bias[2] : oi == 1 ? outs.bias[1] : outs.bias[0];
-    int tile = (int)blockIdx.y - (oi == 2 ? outs.tile0[2] : oi == 1 ? outs.tile0[1] : 0);
-    int r0 = blockIdx.x * NT * 8;               /* activation rows */
-    int64_t j0 = (int64_t)tile * MT * 16;       /* weight rows */
-    int nch = (int)(w.cols / 32), step = MMA_WARPS * U;
-    float acc[MT][NT][4];
+/* the output of block tile ty: its weights, y, ldy, bias and its first
+ * weight row */
+struct mma_out1 {
+    dw w;
+    float *y;
+    int ldy;
+    const float *bias;
+    int64_t j0;
+};
+
+static __device__ __forceinline__ mma_out1 mma_pick(const mma_outs &o, int ty, int rows) {
+    int oi = mma_out_of(o, ty);
+    mma_out1 r;
+    r.w = oi == 2 ? o.w[2] : oi == 1 ? o.w[1] : o.w[0];
+    r.y = oi == 2 ? o.y[2] : oi == 1 ? o.y[1] : o.y[0];
+    r.ldy = oi == 2 ? o.ldy[2] : oi == 1 ? o.ldy[1] : o.ldy[0];
+    r.bias = oi == 2 ? o.bias[2] : oi == 1 ? o.bias[1] : o.bias[0];
+    r.j0 = (int64_t)(ty - (oi == 2 ? o.tile0[2] : oi == 1 ? o.tile0[1] : 0)) * rows;
+    return r;
+}
+
+/* The mmas of a warp's chunks ch, ch + 4, ... (U of them, those < nch;
+ * FULL: all U, no branch between them, so their mma chains interleave) into
+ * acc: every chunk's sum in the order the file's head states, whatever
+ * kernel loaded the fragments. */
+template <int KIND, bool XF, int MT, int NT, int U, bool FULL = false>
+static __device__ __forceinline__ void mma_chunks(float (&acc)[MT][NT][4],
+                                                  const mma_frags<MT, NT, U> &cur, int ch,
+                                                  int nch, int c) {
 #pragma unroll
-    for (int m = 0; m < MT; m++)
+    for (int u = 0; u < U; u++) {
+        if (!FULL && ch + u * MMA_WARPS >= nch) /* warp-uniform */
+            break;
+        /* the weights' mma operands: [part][first/second mma][register];
+         * blocks: their integers, and the rows' scales */
+        constexpr int WP = KIND == MMA_F16 ? 2 : 1;
+        constexpr bool Q = KIND == MMA_Q8_0 || KIND == MMA_Q4_0 || mma_kq(KIND);
+        int sub = (ch + u * MMA_WARPS) % 8; /* K-quants: the chunk's sub-block */
+        uint32_t ap[MT][WP][2][4];
+        float dq[MT][2], mq[MT][2];
 #pragma unroll
-        for (int n = 0; n < NT; n++)
+        for (int m = 0; m < MT; m++) {
+            uint4 a0 = cur.a[u][m][0], a1 = cur.a[u][m][1];
+            if (mma_kq(KIND)) {
+                a0 = kq_vals(KIND, a0, cur.hdr[u][m][0], sub, &dq[m][0], &mq[m][0]);
+                a1 = kq_vals(KIND, a1, cur.hdr[u][m][1], sub, &dq[m][1], &mq[m][1]);
+            } else if (Q) {
+                a0 = block_vals(KIND, a0, c, &dq[m][0]);
+                a1 = block_vals(KIND, a1, c, &dq[m][1]);
+            }
+            uint32_t r[2][4] = {{a0.x, a1.x, a0.y, a1.y}, {a0.z, a1.z, a0.w, a1.w}};
 #pragma unroll
-            for (int i = 0; i < 4; i++)
-                acc[m][n][i] = 0.0f;
-    mma_frags<MT, NT, U> cur, nxt;
-    if (PF)
-        mma_load<KIND, XF>(cur, w, x, j0, r0, q, nch, g, c);
-    for (int ch = q; ch < nch; ch += step) {
-        if (!PF)
-            mma_load<KIND, XF>(cur, w, x, j0, r0, ch, nch, g, c);
-        else if (ch + step < nch) /* warp-uniform */
-            mma_load<KIND, XF>(nxt, w, x, j0, r0, ch + step, nch, g, c);
+            for (int h = 0; h < 2; h++)
 #pragma unroll
-        for (int u = 0; u < U; u++) {
-            if (ch + u * MMA_WARPS >= nch) /* warp-uniform */
-                break;
-            /* the weights' mma operands: [part][first/second mma][register];
-             * blocks: their integers, and the rows' scales */
-            constexpr int WP = KIND == MMA_F16 ? 2 : 1;
-            constexpr bool Q = KIND == MMA_Q8_0 || KIND == MMA_Q4_0 || mma_kq(KIND);
-            int sub = (ch + u * MMA_WARPS) % 8; /* K-quants: the chunk's sub-block */
-            uint32_t ap[MT][WP][2][4];
-            float dq[MT][2], mq[MT][2];
+                for (int i = 0; i < 4; i++) {
+                    if (WP == 1)
+                        ap[m][0][h][i] = r[h][i];
+                    else
+                        f16x2_parts(r[h][i], &ap[m][0][h][i], &ap[m][WP - 1][h][i]);
+                }
+        }
+#pragma unroll
+        for (int n = 0; n < NT; n++) {
+            uint4 bp[MMA_PARTS];
+            if (XF)
+                split8(cur.xf[u][n][0], cur.xf[u][n][1], bp);
+            else
+#pragma unroll
+                for (int s = 0; s < MMA_PARTS; s++)
+                    bp[s] = cur.b[u][n][s];
+            float sx[4] = {0.0f, 0.0f, 0.0f, 0.0f}; /* K-quants: the chunk's sum of x */
+            if (mma_kq(KIND)) {
+                const uint32_t one = 0x3f803f80u; /* bf16 1.0, twice */
+#pragma unroll
+                for (int s = 0; s < MMA_PARTS; s++)
+                    mma_bf16(sx, one, one, one, one, bp[s].x, bp[s].y);
+#pragma unroll
+                for (int s = 0; s < MMA_PARTS; s++)
+                    mma_bf16(sx, one, one, one, one, bp[s].z, bp[s].w);
+            }
 #pragma unroll
             for (int m = 0; m < MT; m++) {
-                uint4 a0 = cur.a[u][m][0], a1 = cur.a[u][m][1];
-                if (mma_kq(KIND)) {
-                    a0 = kq_vals(KIND, a0, cur.hdr[u][m][0], sub, &dq[m][0], &mq[m][0]);
-                    a1 = kq_vals(KIND, a1, cur.hdr[u][m][1], sub, &dq[m][1], &mq[m][1]);
-                } else if (Q) {
-                    a0 = block_vals(KIND, a0, c, &dq[m][0]);
-                    a1 = block_vals(KIND, a1, c, &dq[m][1]);
-                }
-                uint32_t r[2][4] = {{a0.x, a1.x, a0.y, a1.y}, {a0.z, a1.z, a0.w, a1.w}};
+                /* a block's sum from 0, then scaled into the row's sum */
+                float blk[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+                float *d = Q ? blk : acc[m][n];
 #pragma unroll
-                for (int h = 0; h < 2; h++)
+                for (int s = 0; s < MMA_PARTS; s++)
+#pragma unroll
+                    for (int p = 0; p < WP; p++)
+                        mma_bf16(d, ap[m][p][0][0], ap[m][p][0][1], ap[m][p][0][2],
+                                 ap[m][p][0][3], bp[s].x, bp[s].y);
+#pragma unroll
+                for (int s = 0; s < MMA_PARTS; s++)
+#pragma unroll
+                    for (int p = 0; p < WP; p++)
+                        mma_bf16(d, ap[m][p][1][0], ap[m][p][1][1], ap[m][p][1][2],
+                                 ap[m][p][1][3], bp[s].z, bp[s].w);
+                if (Q)
 #pragma unroll
                     for (int i = 0; i < 4; i++) {
-                        if (WP == 1)
-                            ap[m][0][h][i] = r[h][i];
-                        else
-                            f16x2_parts(r[h][i], &ap[m][0][h][i], &ap[m][WP - 1][h][i]);
+                        acc[m][n][i] = fmaf(dq[m][i >> 1], blk[i], acc[m][n][i]);
+                        if (mma_kq(KIND))
+                            acc[m][n][i] = fmaf(-mq[m][i >> 1], sx[i], acc[m][n][i]);
                     }
             }
-#pragma unroll
-            for (int n = 0; n < NT; n++) {
-                uint4 bp[MMA_PARTS];
-                if (XF)
-                    split8(cur.xf[u][n][0], cur.xf[u][n][1], bp);
-                else
-#pragma unroll
-                    for (int s = 0; s < MMA_PARTS; s++)
-                        bp[s] = cur.b[u][n][s];
-                float sx[4] = {0.0f, 0.0f, 0.0f, 0.0f}; /* K-quants: the chunk's sum of x */
-                if (mma_kq(KIND)) {
-                    const uint32_t one = 0x3f803f80u; /* bf16 1.0, twice */
-#pragma unroll
-                    for (int s = 0; s < MMA_PARTS; s++)
-                        mma_bf16(sx, one, one, one, one, bp[s].x, bp[s].y);
-#pragma unroll
-                    for (int s = 0; s < MMA_PARTS; s++)
-                        mma_bf16(sx, one, one, one, one, bp[s].z, bp[s].w);
-                }
-#pragma unroll
-                for (int m = 0; m < MT; m++) {
-                    /* a block's sum from 0, then scaled into the row's sum */
-                    float blk[4] = {0.0f, 0.0f, 0.0f, 0.0f};
-                    float *d = Q ? blk : acc[m][n];
-#pragma unroll
-                    for (int s = 0; s < MMA_PARTS; s++)
-#pragma unroll
-                        for (int p = 0; p < WP; p++)
-                            mma_bf16(d, ap[m][p][0][0], ap[m][p][0][1], ap[m][p][0][2],
-                                     ap[m][p][0][3], bp[s].x, bp[s].y);
-#pragma unroll
-                    for (int s = 0; s < MMA_PARTS; s++)
-#pragma unroll
-                        for (int p = 0; p < WP; p++)
-                            mma_bf16(d, ap[m][p][1][0], ap[m][p][1][1], ap[m][p][1][2],
-                                     ap[m][p][1][3], bp[s].z, bp[s].w);
-                    if (Q)
-#pragma unroll
-                        for (int i = 0; i < 4; i++) {
-                            acc[m][n][i] = fmaf(dq[m][i >> 1], blk[i], acc[m][n][i]);
-                            if (mma_kq(KIND))
-                                acc[m][n][i] = fmaf(-mq[m][i >> 1], sx[i], acc[m][n][i]);
-                        }
-                }
-            }
         }
-        if (PF)
-            cur = nxt;
     }
-    /* the warps' sums folded as a tree: warp q + h into warp q, h = 2, 1 */
+}
+
+/* the four warps' sums folded as a tree (warp q + h into warp q, h = 2,
+ * 1), then warp 0 writes y (+ bias) */
+template <int MT, int NT>
+static __device__ __forceinline__ void mma_store(float (&acc)[MT][NT][4], const mma_out1 &o,
+                                                 int r0, int T) {
+    __shared__ float red[MMA_WARPS / 2][MT * NT * 4][32];
+    int lane = threadIdx.x & 31, q = threadIdx.x >> 5, g = lane >> 2, c = lane & 3;
 #pragma unroll
     for (int h = MMA_WARPS / 2; h > 0; h /= 2) {
         if (q >= h && q < 2 * h) {
@@ -454,10 +502,154 @@ __global__ void __launch_bounds__(MMA_WARPS * 32, MINB) k_mma(mma_x x, mma_outs 
 #pragma unroll
             for (int i = 0; i < 4; i++) {
                 int row = r0 + n * 8 + 2 * c + (i & 1);
-                int64_t j = j0 + m * 16 + g + 8 * (i >> 1);
-                if (row < x.T && j < w.rows)
-                    y[(int64_t)row * ldy + j] = acc[m][n][i] + (bias ? bias[j] : 0.0f);
+                int64_t j = o.j0 + m * 16 + g + 8 * (i >> 1);
+                if (row < T && j < o.w.rows)
+                    o.y[(int64_t)row * o.ldy + j] = acc[m][n][i] + (o.bias ? o.bias[j] : 0.0f);
             }
+}
+
+/* U chunks' loads in flight per warp; PF: the next U's issued before this
+ * U's mmas (decode: the loads are what takes the time) */
+template <int KIND, bool XF, bool PF, int MT, int NT, int U, int MINB>
+__global__ void __launch_bounds__(MMA_WARPS * 32, MINB) k_mma(mma_x x, mma_outs outs) {
+    int lane = threadIdx.x & 31, q = threadIdx.x >> 5, g = lane >> 2, c = lane & 3;
+    const mma_out1 o = mma_pick(outs, blockIdx.y, MT * 16);
+    int r0 = blockIdx.x * NT * 8; /* activation rows */
+    int nch = (int)(o.w.cols / 32), step = MMA_WARPS * U;
+    float acc[MT][NT][4] = {};
+    mma_frags<MT, NT, U> cur, nxt;
+    if (PF)
+        mma_load<KIND, XF>(cur, o.w, x, o.j0, r0, q, nch, g, c);
+    for (int ch = q; ch < nch; ch += step) {
+        if (!PF)
+            mma_load<KIND, XF>(cur, o.w, x, o.j0, r0, ch, nch, g, c);
+        else if (ch + step < nch) /* warp-uniform */
+            mma_load<KIND, XF>(nxt, o.w, x, o.j0, r0, ch + step, nch, g, c);
+        mma_chunks<KIND, XF>(acc, cur, ch, nch, c);
+        if (PF)
+            cur = nxt;
+    }
+    mma_store(acc, o, r0, x.T);
+}
+
+/* Decode steps (up to 8 rows of x) of block weights: the rows' bytes
+ * stream into shared memory through cp.async, ST - 1 stages in flight,
+ * instead of each lane's 2-byte loads of 18- or 34-byte blocks (a load
+ * instruction for every 2 bytes kept the quantized products at a tenth of
+ * the memory's speed). A stage is 16 weight rows x MMA_WARPS * U chunks,
+ * whole blocks or super-blocks from a 16-byte boundary (mma_staged_fits);
+ * the warps then read their fragments from it and run the same mma_chunks
+ * on the same chunks as k_mma: the same bits, for any number of rows. The
+ * activations are the parts k_split_bf16 wrote. */
+template <int KIND, int U_, int ST_>
+struct mma_stage_t {
+    static constexpr int U = U_;                                    /* chunks a warp, a stage */
+    static constexpr int ST = ST_;                                  /* stages */
+    static constexpr int S = MMA_WARPS * U;                         /* chunks a stage */
+    static constexpr int SPAN = S * mma_chunk_bytes(KIND) / 16;     /* 16-byte pieces a row */
+    static constexpr int PITCH = SPAN + 1; /* a row in shared memory (no bank conflicts) */
+    static constexpr int BYTES = ST * 16 * PITCH * 16;              /* the stages */
+    static_assert(S * mma_chunk_bytes(KIND) % 16 == 0 && S % 8 == 0, "a stage: whole blocks");
+};
+
+/* the engine's (bench/cuda_mv.cu measured the others) */
+template <int KIND>
+struct mma_stage : mma_stage_t<KIND, KIND == MMA_Q8_0 ? 4 : 8, 4> {};
+
+static __host__ __device__ constexpr bool mma_staged_kind(int kind) {
+    return kind == MMA_Q8_0 || kind == MMA_Q4_0 || mma_kq(kind);
+}
+
+/* true when k_mma_staged takes w: every stage of every row starts 16-byte
+ * aligned */
+static __host__ bool mma_staged_fits(const dw &w) {
+    return mma_staged_kind(mma_kind(w)) && w.cols % 32 == 0 &&
+           ((uintptr_t)w.data & 15) == 0 && w.row_bytes % 16 == 0;
+}
+
+static __device__ __forceinline__ void cp_async16(void *dst, const void *src, int bytes) {
+    unsigned d = (unsigned)__cvta_generic_to_shared(dst);
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(d), "l"(src),
+                 "r"(bytes));
+}
+
+/* a stage's U chunks of a warp: the fragments from shared memory, then
+ * mma_chunks (FULL: every chunk of the stage is < nch) */
+template <int KIND, int U, int PITCH, bool FULL>
+static __device__ __forceinline__ void mma_stage_chunks(float (&acc)[1][1][4],
+                                                        const uint8_t *rows,
+                                                        const uint4 (&xb)[U][MMA_PARTS], int ch,
+                                                        int nch, int q, int g, int c) {
+    mma_frags<1, 1, U> f;
+#pragma unroll
+    for (int u = 0; u < U; u++) {
+        int l = q + u * MMA_WARPS; /* the chunk within the stage */
+#pragma unroll
+        for (int h = 0; h < 2; h++) {
+            const uint8_t *row = rows + (g + 8 * h) * PITCH * 16;
+            if (mma_kq(KIND))
+                f.a[u][0][h] = ld_kq<true>(KIND, row, l, c, &f.hdr[u][0][h]);
+            else
+                f.a[u][0][h] = ld_block<true>(KIND, row, l, c);
+        }
+#pragma unroll
+        for (int s = 0; s < MMA_PARTS; s++)
+            f.b[u][0][s] = xb[u][s];
+    }
+    mma_chunks<KIND, false, 1, 1, U, FULL>(acc, f, ch, nch, c);
+}
+
+template <int KIND, class P = mma_stage<KIND>, int MINB = 3>
+__global__ void __launch_bounds__(MMA_WARPS * 32, MINB) k_mma_staged(mma_x x, mma_outs outs) {
+    constexpr int U = P::U, ST = P::ST;
+    extern __shared__ uint4 stage[]; /* [ST][16][PITCH] */
+    int lane = threadIdx.x & 31, q = threadIdx.x >> 5, g = lane >> 2, c = lane & 3;
+    const mma_out1 o = mma_pick(outs, blockIdx.y, 16);
+    int nch = (int)(o.w.cols / 32), nst = (nch + P::S - 1) / P::S;
+    /* stage i: the 16-byte pieces [i * SPAN, (i + 1) * SPAN) of the tile's
+     * rows, zeros past a row's end or the last row */
+    auto issue = [&](int i) {
+        if (i < nst) {
+            uint4 *dst = stage + (i % ST) * 16 * P::PITCH;
+            for (int k = threadIdx.x; k < 16 * P::SPAN; k += MMA_WARPS * 32) {
+                int r = k / P::SPAN, pc = k % P::SPAN;
+                size_t off = ((size_t)i * P::SPAN + pc) * 16;
+                bool in = o.j0 + r < o.w.rows && off < o.w.row_bytes;
+                const uint8_t *src = in ? o.w.data + (o.j0 + r) * o.w.row_bytes + off : o.w.data;
+                cp_async16(dst + r * P::PITCH + pc, src, in ? 16 : 0);
+            }
+        }
+        asm volatile("cp.async.commit_group;\n" ::);
+    };
+#pragma unroll
+    for (int i = 0; i < ST - 1; i++)
+        issue(i);
+    float acc[1][1][4] = {};
+    for (int i = 0; i < nst; i++) {
+        int ch = i * P::S + q; /* this warp's first chunk of the stage */
+        /* the activations' parts: their loads in flight while the stage lands */
+        uint4 xb[U][MMA_PARTS];
+#pragma unroll
+        for (int u = 0; u < U; u++) {
+            int cu = ch + u * MMA_WARPS;
+            bool in = cu < nch && g < x.T;
+#pragma unroll
+            for (int s = 0; s < MMA_PARTS; s++)
+                xb[u][s] = in ? __ldg((const uint4 *)(x.xs + s * x.stride +
+                                                      (int64_t)g * o.w.cols) +
+                                      cu * 4 + c)
+                              : make_uint4(0, 0, 0, 0);
+        }
+        asm volatile("cp.async.wait_group %0;\n" ::"n"(ST - 2));
+        __syncthreads();
+        issue(i + ST - 1); /* into the stage every warp is done with */
+        const uint8_t *rows = (const uint8_t *)(stage + (i % ST) * 16 * P::PITCH);
+        if ((i + 1) * P::S <= nch)
+            mma_stage_chunks<KIND, U, P::PITCH, true>(acc, rows, xb, ch, nch, q, g, c);
+        else
+            mma_stage_chunks<KIND, U, P::PITCH, false>(acc, rows, xb, ch, nch, q, g, c);
+    }
+    mma_store(acc, o, 0, x.T);
 }
 
 #endif
