@@ -574,29 +574,37 @@ static __device__ __forceinline__ void cp_async16(void *dst, const void *src, in
 }
 
 /* a stage's U chunks of a warp: the fragments from shared memory, then
- * mma_chunks (FULL: every chunk of the stage is < nch) */
+ * mma_chunks. FULL (every chunk of the stage is < nch), Q8_0 and Q4_0: all
+ * U chunks' fragments first and no branch between their mma chains, which
+ * then interleave; K-quants (their scales take as many registers again) and
+ * the last stage: a chunk at a time (bench_cuda_mv measured both). */
 template <int KIND, int U, int PITCH, bool FULL>
 static __device__ __forceinline__ void mma_stage_chunks(float (&acc)[1][1][4],
                                                         const uint8_t *rows,
                                                         const uint4 (&xb)[U][MMA_PARTS], int ch,
                                                         int nch, int q, int g, int c) {
-    mma_frags<1, 1, U> f;
+    constexpr bool ALL = FULL && !mma_kq(KIND);
+    constexpr int UL = ALL ? U : 1; /* chunks a call of mma_chunks */
 #pragma unroll
-    for (int u = 0; u < U; u++) {
-        int l = q + u * MMA_WARPS; /* the chunk within the stage */
+    for (int u0 = 0; u0 < U; u0 += UL) {
+        mma_frags<1, 1, UL> f;
 #pragma unroll
-        for (int h = 0; h < 2; h++) {
-            const uint8_t *row = rows + (g + 8 * h) * PITCH * 16;
-            if (mma_kq(KIND))
-                f.a[u][0][h] = ld_kq<true>(KIND, row, l, c, &f.hdr[u][0][h]);
-            else
-                f.a[u][0][h] = ld_block<true>(KIND, row, l, c);
+        for (int u = 0; u < UL; u++) {
+            int l = q + (u0 + u) * MMA_WARPS; /* the chunk within the stage */
+#pragma unroll
+            for (int h = 0; h < 2; h++) {
+                const uint8_t *row = rows + (g + 8 * h) * PITCH * 16;
+                if (mma_kq(KIND))
+                    f.a[u][0][h] = ld_kq<true>(KIND, row, l, c, &f.hdr[u][0][h]);
+                else
+                    f.a[u][0][h] = ld_block<true>(KIND, row, l, c);
+            }
+#pragma unroll
+            for (int s = 0; s < MMA_PARTS; s++)
+                f.b[u][0][s] = xb[u0 + u][s];
         }
-#pragma unroll
-        for (int s = 0; s < MMA_PARTS; s++)
-            f.b[u][0][s] = xb[u][s];
+        mma_chunks<KIND, false, 1, 1, UL, ALL>(acc, f, ch + u0 * MMA_WARPS, nch, c);
     }
-    mma_chunks<KIND, false, 1, 1, U, FULL>(acc, f, ch, nch, c);
 }
 
 template <int KIND, class P = mma_stage<KIND>, int MINB = 3>
