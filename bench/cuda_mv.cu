@@ -174,17 +174,17 @@ static void run_lanes(const mma_x &x, mma_outs o, cudaStream_t st) {
 
 /* as the engine: x split into its parts (one launch per input), then the
  * product */
-template <int KIND, class P = mma_stage<KIND>, int MINB = 3>
+template <int KIND, class P = mma_stage<KIND>, int MINB = 3, int NP = MMA_PARTS>
 static void run_staged(const mma_x &x, mma_outs o, cudaStream_t st) {
     mma_x xk = x;
     xk.stride = (int64_t)x.T * o.w[0].cols;
     static bool attr = false; /* stages past 48 KB of shared memory */
     if (!attr)
-        CK(cudaFuncSetAttribute(k_mma_staged<KIND, P, MINB>,
+        CK(cudaFuncSetAttribute(k_mma_staged<KIND, P, MINB, NP>,
                                 cudaFuncAttributeMaxDynamicSharedMemorySize, P::BYTES));
     attr = true;
     split(x.x, x.T, (int)o.w[0].cols, (uint16_t *)x.xs, st);
-    k_mma_staged<KIND, P, MINB>
+    k_mma_staged<KIND, P, MINB, NP>
         <<<dim3(1, (unsigned)mma_tiles(o, 16)), MMA_WARPS * 32, P::BYTES, st>>>(xk, o);
 }
 
@@ -230,17 +230,30 @@ static bool quant_kind(const char *name, double bw, float *x, uint16_t *xs, floa
         CK(cudaMemcpy(a.data(), big, sizeof(float) * 16384 * n, cudaMemcpyDeviceToHost));
         for (int i = 0; i < n; i++)
             same = same && memcmp(&a[16384 * i], &b[16384 * i], ws[i].rows * 4) == 0;
+        /* x as one bf16 part (HEARTH_CUDA_QUANT_ACT=bf16): alone == batched */
+        run_staged<KIND, mma_stage<KIND>, 3, 1>(xk, outs_of(ws, n, y), st);
+        CK(cudaStreamSynchronize(st));
+        CK(cudaMemcpy(b.data(), y, sizeof(float) * 16384 * n, cudaMemcpyDeviceToHost));
+        split(x, 24, K, xs, st);
+        k_mma<KIND, false, false, 4, 4, 1, 2, 1>
+            <<<dim3(1, (unsigned)mma_tiles(o, 64)), MMA_WARPS * 32, 0, st>>>(xb, o);
+        CK(cudaStreamSynchronize(st));
+        CK(cudaMemcpy(a.data(), big, sizeof(float) * 16384 * n, cudaMemcpyDeviceToHost));
+        for (int i = 0; i < n; i++)
+            same = same && memcmp(&a[16384 * i], &b[16384 * i], ws[i].rows * 4) == 0;
     }
     cudaEvent_t e0, e1;
     CK(cudaEventCreate(&e0));
     CK(cudaEventCreate(&e1));
     static const int fused[4][2] = {{0, 3}, {3, 1}, {4, 2}, {6, 1}};
-    /* k_mma's lanes, the engine's stages, and 4 chunks a warp in 6 stages */
-    launch_fn fn[3] = {run_lanes<KIND>, run_staged<KIND>,
-                       run_staged<KIND, mma_stage_t<KIND, 4, 6>, 4>};
-    float ms[3] = {1e30f, 1e30f, 1e30f};
+    /* k_mma's lanes, the engine's stages, 4 chunks a warp in 6 stages, and
+     * the engine's stages with x as one bf16 part */
+    launch_fn fn[4] = {run_lanes<KIND>, run_staged<KIND>,
+                       run_staged<KIND, mma_stage_t<KIND, 4, 6>, 4>,
+                       run_staged<KIND, mma_stage<KIND>, 3, 1>};
+    float ms[4] = {1e30f, 1e30f, 1e30f, 1e30f};
     for (int rep = 0; rep < 5; rep++)
-        for (int v = 0; v < 3; v++) {
+        for (int v = 0; v < 4; v++) {
             CK(cudaEventRecord(e0, st));
             for (int l = 0; l < NL; l++)
                 for (int i = 0; i < 4; i++)
@@ -252,13 +265,13 @@ static bool quant_kind(const char *name, double bw, float *x, uint16_t *xs, floa
             ms[v] = t < ms[v] ? t : ms[v];
         }
     CK(cudaGetLastError());
-    double g[3];
-    for (int v = 0; v < 3; v++)
+    double g[4];
+    for (int v = 0; v < 4; v++)
         g[v] = (double)layer_bytes * NL / (ms[v] * 1e-3) / 1e9;
     printf("%-6s lanes %6.0f GB/s (%2.0f%%)  staged %6.0f (%2.0f%%)  U4 x 6 stages %6.0f (%2.0f%%)"
-           "  same bits %s\n",
-           name, g[0], 100 * g[0] / bw, g[1], 100 * g[1] / bw, g[2], 100 * g[2] / bw,
-           same ? "yes" : "NO");
+           "  x bf16 %6.0f (%2.0f%%)  same bits %s\n",
+           name, g[0], 100 * g[0] / bw, g[1], 100 * g[1] / bw, g[2], 100 * g[2] / bw, g[3],
+           100 * g[3] / bw, same ? "yes" : "NO");
     for (int l = 0; l < NL; l++)
         for (int i = 0; i < N_SHAPES; i++)
             CK(cudaFree((void *)w[l][i].data));

@@ -20,6 +20,9 @@ run() {
 run "$dev/test_parity" --device cuda
 run "$dev/test_engine" --device cuda
 run "$dev/test_quant_parity" --device cuda
+# the GGUF block products with x as one bf16 part (HEARTH_CUDA_QUANT_ACT=bf16):
+# within the CPU's bounds (whose int8 activations round more)
+run env HEARTH_CUDA_QUANT_ACT=bf16 "$dev/test_quant_parity" --device cuda
 run "$dev/test_spec" --device cuda
 # the attention op against the CPU's: sinks, bidirectional, image spans, M-RoPE
 run "$dev/test_backend_attn" --device cuda

@@ -68,6 +68,10 @@ typedef struct cu_ctx {
      * rows split into bf16 parts, [MMA_PARTS][max_tokens][max_k] */
     uint16_t *d_xs;
     int max_k;
+    /* the activation parts a GGUF block product (Q8_0, Q4_0, Q4_K, Q5_K)
+     * takes: MMA_PARTS (f32-grade, the default), or 1 (x rounded to bf16,
+     * HEARTH_CUDA_QUANT_ACT=bf16; docs/gpu.md) */
+    int quant_parts;
     moe_ctx moe;     /* experts (moe.cuh) */
     rec_slots slots; /* recurrent layers (recurrent.cuh) */
     int n_seqs;
@@ -214,6 +218,14 @@ static int cu_ctx_new(hr_backend *be, hr_pool *pool, const hr_bctx_dims *dm, hr_
     size_t part_bytes = (size_t)x->part_tokens * dm->n_heads * x->n_chunks *
                         (dm->head_dim + 2) * sizeof(float);
     x->max_k = dm->max_k;
+    const char *qa = getenv("HEARTH_CUDA_QUANT_ACT");
+    x->quant_parts = qa && !strcmp(qa, "bf16") ? 1 : MMA_PARTS;
+    if (qa && strcmp(qa, "bf16") && strcmp(qa, "f32")) {
+        free(x->seq_end);
+        free(x);
+        return hr_err(err, HR_EINVAL, "HEARTH_CUDA_QUANT_ACT: expected f32 or bf16, not '%.40s'",
+                      qa);
+    }
     size_t xs_bytes = (size_t)MMA_PARTS * max_tokens * dm->max_k * sizeof(uint16_t);
     if (dm->n_experts > MOE_MAX_EXPERTS) {
         free(x);
@@ -449,7 +461,7 @@ static void cu_norm(hr_bctx *c, float *y, const float *x, const float *w, const 
 /* bf16, f16, Q8_0, Q4_0, Q4_K and Q5_K weights on the tensor cores (mma.cuh): the
  * tile by the number of rows, the sums the same for any tile; the outputs of
  * o (one kind, one x) side by side in one launch */
-template <int KIND>
+template <int KIND, int NP = MMA_PARTS>
 static void mma_launch(cu_ctx *cx, const mma_x &x, bool xf, bool stg, int T, mma_outs o) {
     cudaStream_t st = cx->stream;
     unsigned th = MMA_WARPS * 32;
@@ -457,25 +469,34 @@ static void mma_launch(cu_ctx *cx, const mma_x &x, bool xf, bool stg, int T, mma
     /* decode of block weights: the rows staged through shared memory */
     if constexpr (mma_staged_kind(KIND))
         if (stg) {
-            k_mma_staged<KIND><<<g, th, mma_stage<KIND>::BYTES, st>>>(x, o);
+            k_mma_staged<KIND, mma_stage<KIND>, 3, NP><<<g, th, mma_stage<KIND>::BYTES, st>>>(x, o);
             return;
         }
     /* decode: x split in the kernel (xf; x not 16-byte aligned: its parts
      * read), the next 4 chunks' loads in flight (the variants measured:
      * docs/gpu.md) */
     if (T <= 8 && xf)
-        k_mma<KIND, true, true, 1, 1, 4, 1><<<g, th, 0, st>>>(x, o);
+        k_mma<KIND, true, true, 1, 1, 4, 1, NP><<<g, th, 0, st>>>(x, o);
     else if (T <= 8)
-        k_mma<KIND, false, true, 1, 1, 4, 1><<<g, th, 0, st>>>(x, o);
+        k_mma<KIND, false, true, 1, 1, 4, 1, NP><<<g, th, 0, st>>>(x, o);
     else if (T <= 16 && xf)
-        k_mma<KIND, true, true, 1, 2, 2, 1><<<g, th, 0, st>>>(x, o);
+        k_mma<KIND, true, true, 1, 2, 2, 1, NP><<<g, th, 0, st>>>(x, o);
     else if (T <= 16)
-        k_mma<KIND, false, true, 1, 2, 2, 1><<<g, th, 0, st>>>(x, o);
+        k_mma<KIND, false, true, 1, 2, 2, 1, NP><<<g, th, 0, st>>>(x, o);
     else if (T <= 32)
-        k_mma<KIND, false, false, 2, 4, 1, 2><<<g, th, 0, st>>>(x, o);
+        k_mma<KIND, false, false, 2, 4, 1, 2, NP><<<g, th, 0, st>>>(x, o);
     else
-        k_mma<KIND, false, false, 4, 4, 1, 2>
+        k_mma<KIND, false, false, 4, 4, 1, 2, NP>
             <<<dim3(blocks_for((size_t)T, 32), g.y), th, 0, st>>>(x, o);
+}
+
+/* a GGUF block kind with the context's activation parts */
+template <int KIND>
+static void mma_launch_q(cu_ctx *cx, const mma_x &x, bool xf, bool stg, int T, mma_outs o) {
+    if (cx->quant_parts == 1)
+        mma_launch<KIND, 1>(cx, x, xf, stg, T, o);
+    else
+        mma_launch<KIND>(cx, x, xf, stg, T, o);
 }
 
 /* One kernel per weight format, whatever the number of rows: a row's
@@ -522,10 +543,10 @@ static void cu_matmul(hr_bctx *c, const float *x, int ldx, int T, int count,
             mma_x xa{x, ldx, cx->d_xs, n, T};
             switch (kind) {
             case MMA_F16: mma_launch<MMA_F16>(cx, xa, xf, stg, T, o); break;
-            case MMA_Q8_0: mma_launch<MMA_Q8_0>(cx, xa, xf, stg, T, o); break;
-            case MMA_Q4_0: mma_launch<MMA_Q4_0>(cx, xa, xf, stg, T, o); break;
-            case MMA_Q4_K: mma_launch<MMA_Q4_K>(cx, xa, xf, stg, T, o); break;
-            case MMA_Q5_K: mma_launch<MMA_Q5_K>(cx, xa, xf, stg, T, o); break;
+            case MMA_Q8_0: mma_launch_q<MMA_Q8_0>(cx, xa, xf, stg, T, o); break;
+            case MMA_Q4_0: mma_launch_q<MMA_Q4_0>(cx, xa, xf, stg, T, o); break;
+            case MMA_Q4_K: mma_launch_q<MMA_Q4_K>(cx, xa, xf, stg, T, o); break;
+            case MMA_Q5_K: mma_launch_q<MMA_Q5_K>(cx, xa, xf, stg, T, o); break;
             default: mma_launch<MMA_BF16>(cx, xa, xf, stg, T, o); break;
             }
             continue;

@@ -276,7 +276,7 @@ struct mma_frags {
     float4 xf[U][NT][2];       /* or x, split when used (XF) */
 };
 
-template <int KIND, bool XF, int MT, int NT, int U>
+template <int KIND, bool XF, int MT, int NT, int U, int NP = MMA_PARTS>
 static __device__ __forceinline__ void mma_load(mma_frags<MT, NT, U> &f, const dw &w,
                                                 const mma_x &x, int64_t j0, int r0, int ch,
                                                 int nch, int g, int c) {
@@ -314,7 +314,7 @@ static __device__ __forceinline__ void mma_load(mma_frags<MT, NT, U> &f, const d
                 f.xf[u][n][1] = in ? __ldg(p + 1) : make_float4(0, 0, 0, 0);
             } else {
 #pragma unroll
-                for (int s = 0; s < MMA_PARTS; s++)
+                for (int s = 0; s < NP; s++)
                     f.b[u][n][s] = in ? __ldg((const uint4 *)(x.xs + s * x.stride +
                                                               (int64_t)row * K) +
                                               cu * 4 + c)
@@ -379,7 +379,7 @@ static __device__ __forceinline__ mma_out1 mma_pick(const mma_outs &o, int ty, i
  * FULL: all U, no branch between them, so their mma chains interleave) into
  * acc: every chunk's sum in the order the file's head states, whatever
  * kernel loaded the fragments. */
-template <int KIND, bool XF, int MT, int NT, int U, bool FULL = false>
+template <int KIND, bool XF, int MT, int NT, int U, bool FULL = false, int NP = MMA_PARTS>
 static __device__ __forceinline__ void mma_chunks(float (&acc)[MT][NT][4],
                                                   const mma_frags<MT, NT, U> &cur, int ch,
                                                   int nch, int c) {
@@ -422,16 +422,16 @@ static __device__ __forceinline__ void mma_chunks(float (&acc)[MT][NT][4],
                 split8(cur.xf[u][n][0], cur.xf[u][n][1], bp);
             else
 #pragma unroll
-                for (int s = 0; s < MMA_PARTS; s++)
+                for (int s = 0; s < NP; s++)
                     bp[s] = cur.b[u][n][s];
             float sx[4] = {0.0f, 0.0f, 0.0f, 0.0f}; /* K-quants: the chunk's sum of x */
             if (mma_kq(KIND)) {
                 const uint32_t one = 0x3f803f80u; /* bf16 1.0, twice */
 #pragma unroll
-                for (int s = 0; s < MMA_PARTS; s++)
+                for (int s = 0; s < NP; s++)
                     mma_bf16(sx, one, one, one, one, bp[s].x, bp[s].y);
 #pragma unroll
-                for (int s = 0; s < MMA_PARTS; s++)
+                for (int s = 0; s < NP; s++)
                     mma_bf16(sx, one, one, one, one, bp[s].z, bp[s].w);
             }
 #pragma unroll
@@ -440,13 +440,13 @@ static __device__ __forceinline__ void mma_chunks(float (&acc)[MT][NT][4],
                 float blk[4] = {0.0f, 0.0f, 0.0f, 0.0f};
                 float *d = Q ? blk : acc[m][n];
 #pragma unroll
-                for (int s = 0; s < MMA_PARTS; s++)
+                for (int s = 0; s < NP; s++)
 #pragma unroll
                     for (int p = 0; p < WP; p++)
                         mma_bf16(d, ap[m][p][0][0], ap[m][p][0][1], ap[m][p][0][2],
                                  ap[m][p][0][3], bp[s].x, bp[s].y);
 #pragma unroll
-                for (int s = 0; s < MMA_PARTS; s++)
+                for (int s = 0; s < NP; s++)
 #pragma unroll
                     for (int p = 0; p < WP; p++)
                         mma_bf16(d, ap[m][p][1][0], ap[m][p][1][1], ap[m][p][1][2],
@@ -510,7 +510,7 @@ static __device__ __forceinline__ void mma_store(float (&acc)[MT][NT][4], const 
 
 /* U chunks' loads in flight per warp; PF: the next U's issued before this
  * U's mmas (decode: the loads are what takes the time) */
-template <int KIND, bool XF, bool PF, int MT, int NT, int U, int MINB>
+template <int KIND, bool XF, bool PF, int MT, int NT, int U, int MINB, int NP = MMA_PARTS>
 __global__ void __launch_bounds__(MMA_WARPS * 32, MINB) k_mma(mma_x x, mma_outs outs) {
     int lane = threadIdx.x & 31, q = threadIdx.x >> 5, g = lane >> 2, c = lane & 3;
     const mma_out1 o = mma_pick(outs, blockIdx.y, MT * 16);
@@ -519,13 +519,13 @@ __global__ void __launch_bounds__(MMA_WARPS * 32, MINB) k_mma(mma_x x, mma_outs 
     float acc[MT][NT][4] = {};
     mma_frags<MT, NT, U> cur, nxt;
     if (PF)
-        mma_load<KIND, XF>(cur, o.w, x, o.j0, r0, q, nch, g, c);
+        mma_load<KIND, XF, MT, NT, U, NP>(cur, o.w, x, o.j0, r0, q, nch, g, c);
     for (int ch = q; ch < nch; ch += step) {
         if (!PF)
-            mma_load<KIND, XF>(cur, o.w, x, o.j0, r0, ch, nch, g, c);
+            mma_load<KIND, XF, MT, NT, U, NP>(cur, o.w, x, o.j0, r0, ch, nch, g, c);
         else if (ch + step < nch) /* warp-uniform */
-            mma_load<KIND, XF>(nxt, o.w, x, o.j0, r0, ch + step, nch, g, c);
-        mma_chunks<KIND, XF>(acc, cur, ch, nch, c);
+            mma_load<KIND, XF, MT, NT, U, NP>(nxt, o.w, x, o.j0, r0, ch + step, nch, g, c);
+        mma_chunks<KIND, XF, MT, NT, U, false, NP>(acc, cur, ch, nch, c);
         if (PF)
             cur = nxt;
     }
@@ -578,7 +578,7 @@ static __device__ __forceinline__ void cp_async16(void *dst, const void *src, in
  * U chunks' fragments first and no branch between their mma chains, which
  * then interleave; K-quants (their scales take as many registers again) and
  * the last stage: a chunk at a time (bench_cuda_mv measured both). */
-template <int KIND, int U, int PITCH, bool FULL>
+template <int KIND, int U, int PITCH, bool FULL, int NP>
 static __device__ __forceinline__ void mma_stage_chunks(float (&acc)[1][1][4],
                                                         const uint8_t *rows,
                                                         const uint4 (&xb)[U][MMA_PARTS], int ch,
@@ -600,14 +600,14 @@ static __device__ __forceinline__ void mma_stage_chunks(float (&acc)[1][1][4],
                     f.a[u][0][h] = ld_block<true>(KIND, row, l, c);
             }
 #pragma unroll
-            for (int s = 0; s < MMA_PARTS; s++)
+            for (int s = 0; s < NP; s++)
                 f.b[u][0][s] = xb[u0 + u][s];
         }
-        mma_chunks<KIND, false, 1, 1, UL, ALL>(acc, f, ch + u0 * MMA_WARPS, nch, c);
+        mma_chunks<KIND, false, 1, 1, UL, ALL, NP>(acc, f, ch + u0 * MMA_WARPS, nch, c);
     }
 }
 
-template <int KIND, class P = mma_stage<KIND>, int MINB = 3>
+template <int KIND, class P = mma_stage<KIND>, int MINB = 3, int NP = MMA_PARTS>
 __global__ void __launch_bounds__(MMA_WARPS * 32, MINB) k_mma_staged(mma_x x, mma_outs outs) {
     constexpr int U = P::U, ST = P::ST;
     extern __shared__ uint4 stage[]; /* [ST][16][PITCH] */
@@ -642,7 +642,7 @@ __global__ void __launch_bounds__(MMA_WARPS * 32, MINB) k_mma_staged(mma_x x, mm
             int cu = ch + u * MMA_WARPS;
             bool in = cu < nch && g < x.T;
 #pragma unroll
-            for (int s = 0; s < MMA_PARTS; s++)
+            for (int s = 0; s < NP; s++)
                 xb[u][s] = in ? __ldg((const uint4 *)(x.xs + s * x.stride +
                                                       (int64_t)g * o.w.cols) +
                                       cu * 4 + c)
@@ -653,9 +653,9 @@ __global__ void __launch_bounds__(MMA_WARPS * 32, MINB) k_mma_staged(mma_x x, mm
         issue(i + ST - 1); /* into the stage every warp is done with */
         const uint8_t *rows = (const uint8_t *)(stage + (i % ST) * 16 * P::PITCH);
         if ((i + 1) * P::S <= nch)
-            mma_stage_chunks<KIND, U, P::PITCH, true>(acc, rows, xb, ch, nch, q, g, c);
+            mma_stage_chunks<KIND, U, P::PITCH, true, NP>(acc, rows, xb, ch, nch, q, g, c);
         else
-            mma_stage_chunks<KIND, U, P::PITCH, false>(acc, rows, xb, ch, nch, q, g, c);
+            mma_stage_chunks<KIND, U, P::PITCH, false, NP>(acc, rows, xb, ch, nch, q, g, c);
     }
     mma_store(acc, o, 0, x.T);
 }
