@@ -14,7 +14,9 @@
  * are exact in f32 (bf16 x bf16) and the parts together carry all 24 bits
  * of x's mantissa: the f32 path's grade (two parts, 16 bits, missed the
  * 1e-4 logprob bound of test_parity's llama-bf16 fixture on the H200).
- * k_split_bf16 writes the parts, dense [MMA_PARTS][T][K].
+ * k_split_bf16 writes the parts, dense [MMA_PARTS][T][K]. The kernels take
+ * the first NP of them: MMA_PARTS, or 1 for GGUF block weights under
+ * HEARTH_CUDA_QUANT_ACT=bf16 (their CPU path rounds x to int8 anyway).
  *
  * k_mma computes y[t][j] = x[t] . w[j] (+ bias[j]): a block is 4 warps
  * that split K (warp q takes the 32-column chunks q, q + 4, ...), each warp
