@@ -6,6 +6,7 @@ extern "C" {
 #include "core/error.h"
 #include "core/fault.h"
 #include "kernels/cuda/cuda.h"
+#include "kernels/graphs.h"
 }
 #include "kernels/cuda/attention.cuh"
 #include "kernels/cuda/mma.cuh"
@@ -23,7 +24,6 @@ extern "C" {
 #include <string.h>
 
 #define MAX_DEVICES 16
-#define MAX_GRAPHS 32 /* per context; steps of other shapes launch their ops */
 
 typedef struct cu_dev {
     int id;
@@ -50,14 +50,12 @@ typedef struct cu_ctx {
      * image rows or not, KV pool split): a step's ops are the same kernels
      * on the same addresses whenever those are (the batch's data is read
      * from the staging copies, which the graph holds: the image rows' copy
-     * only in the graphs of steps with images), so the first such step is
-     * captured and later ones replay it. */
-    struct {
-        int T, n_out, n_hidden, split; /* split: hr_step_in.kv_split */
-        bool img;
-        cudaGraphExec_t exec;
-    } graphs[MAX_GRAPHS];
-    int n_graphs;
+     * only in the graphs of steps with images), so a shape's second step is
+     * captured and later ones replay it (kernels/graphs.h: which shapes keep
+     * a graph; the others launch their ops). */
+    hr_graph_cache gc;
+    cudaGraphExec_t exec[HR_GRAPH_SLOTS];
+    int cap_slot; /* the slot this step is captured into */
     int replay;     /* the graph this step replays; -1: its ops launch */
     bool capturing; /* ... into a capture that end() instantiates */
     /* split attention (attention.cuh) for steps of up to part_tokens
@@ -169,8 +167,9 @@ static void cu_ctx_free(hr_bctx *c) {
     if (!x)
         return;
     cudaSetDevice(x->dev);
-    for (int i = 0; i < x->n_graphs; i++)
-        cudaGraphExecDestroy(x->graphs[i].exec);
+    for (int i = 0; i < HR_GRAPH_SLOTS; i++)
+        if (x->exec[i])
+            cudaGraphExecDestroy(x->exec[i]);
     if (x->stream)
         cudaStreamDestroy(x->stream);
     cudaFreeHost(x->h_stage);
@@ -196,6 +195,7 @@ static int cu_ctx_new(hr_backend *be, hr_pool *pool, const hr_bctx_dims *dm, hr_
         return hr_err(err, HR_ENOMEM, "out of memory");
     x->be = be;
     x->dev = dev_of(be);
+    hr_graph_cache_init(&x->gc);
     x->max_tokens = max_tokens;
     x->max_seqs = max_seqs;
     x->max_tab = max_seqs * ((max_ctx + 31) / 32 + 1);
@@ -337,18 +337,26 @@ static int cu_begin(hr_bctx *c, const hr_step_in *in, hr_error *err) {
     x->fail[0] = 0;
     x->replay = -1;
     x->capturing = false;
-    for (int i = 0; i < x->n_graphs; i++)
-        if (x->graphs[i].T == T && x->graphs[i].n_out == n_out &&
-            x->graphs[i].n_hidden == n_hidden && x->graphs[i].img == img &&
-            x->graphs[i].split == x->split) {
-            x->replay = i;
-            return 0;
-        }
+    hr_graph_key key = {T, n_out, n_hidden, x->split, img};
+    int slot;
+    bool evict;
+    hr_graph_act act = hr_graph_cache_pick(&x->gc, &key, &slot, &evict);
+    if (act == HR_GRAPH_REPLAY) {
+        x->replay = slot;
+        return 0;
+    }
     cudaSetDevice(x->dev);
     cudaError_t e = cudaSuccess;
-    if (x->n_graphs < MAX_GRAPHS) {
+    if (act == HR_GRAPH_CAPTURE) {
+        if (evict) {
+            cudaGraphExecDestroy(x->exec[slot]);
+            x->exec[slot] = NULL;
+        }
         e = cudaStreamBeginCapture(x->stream, cudaStreamCaptureModeThreadLocal);
         x->capturing = e == cudaSuccess;
+        x->cap_slot = slot;
+        if (!x->capturing)
+            hr_graph_cache_drop(&x->gc, slot);
     }
     if (e == cudaSuccess)
         e = cudaMemcpyAsync(x->d_stage, x->h_stage, x->stage_bytes, cudaMemcpyHostToDevice,
@@ -362,6 +370,7 @@ static int cu_begin(hr_bctx *c, const hr_step_in *in, hr_error *err) {
         if (g)
             cudaGraphDestroy(g);
         x->capturing = false;
+        hr_graph_cache_drop(&x->gc, x->cap_slot);
     }
     return e == cudaSuccess ? 0 : cu_fail(err, e, "staging a step");
 }
@@ -376,6 +385,7 @@ static int cu_end(hr_bctx *c, hr_error *err) {
             if (g)
                 cudaGraphDestroy(g);
             x->capturing = false;
+            hr_graph_cache_drop(&x->gc, x->cap_slot);
         }
         cudaStreamSynchronize(x->stream);
         cudaGetLastError();
@@ -390,18 +400,15 @@ static int cu_end(hr_bctx *c, hr_error *err) {
             e = cudaGraphInstantiate(&exec, g, 0);
         if (g)
             cudaGraphDestroy(g);
-        if (e != cudaSuccess)
+        if (e != cudaSuccess) {
+            hr_graph_cache_drop(&x->gc, x->cap_slot);
             return cu_fail(err, e, "capturing a step");
-        x->graphs[x->n_graphs].T = x->n_tokens;
-        x->graphs[x->n_graphs].n_out = x->n_out;
-        x->graphs[x->n_graphs].n_hidden = x->n_hidden;
-        x->graphs[x->n_graphs].img = x->img;
-        x->graphs[x->n_graphs].split = x->split;
-        x->graphs[x->n_graphs].exec = exec;
-        x->replay = x->n_graphs++;
+        }
+        x->exec[x->cap_slot] = exec;
+        x->replay = x->cap_slot;
     }
     if (x->replay >= 0)
-        e = cudaGraphLaunch(x->graphs[x->replay].exec, x->stream);
+        e = cudaGraphLaunch(x->exec[x->replay], x->stream);
     if (e == cudaSuccess && hr_fault_hit(HR_FAULT_DEVICE)) /* HEARTH_FAULT=device:N */
         k_fault<<<1, 1, 0, x->stream>>>();
     if (e == cudaSuccess && (e = cudaStreamSynchronize(x->stream)) != cudaSuccess) {
