@@ -132,7 +132,7 @@ typedef struct hr_session_opts {
     int n_ctx;                /* longest sequence; 0 = the model's, capped at 8192 */
     size_t kv_bytes;          /* KV pool budget; 0 = max_batch full contexts, at most 4 GiB */
     int kv_dtype;             /* HR_KV_*: K's, and V's unless kv_dtype_v */
-    int prefill_chunk;        /* prompt tokens per step; 0 = 512 */
+    int prefill_chunk;        /* prompt tokens per step; 0 = 512 (a GPU: 2048) */
     int prompt_cache;         /* 0 = on (the default), -1 = off */
     int prompt_cache_size;    /* bound: this many full contexts; 0 = the pool's free space */
     size_t prompt_cache_bytes; /* bound in bytes (the tighter bound wins); 0 = none */

@@ -135,7 +135,7 @@ int hr_cmd_serve(int argc, char **argv) {
         {"media-allow-host", HR_OPT_STR, &media_hosts, "image_url fetches from these hosts (H[,H...]) skip the address check"},
         {"media-max-mb", HR_OPT_FLOAT, &media_mb, "largest image fetched or sent, in MiB (default 20)"},
         {"media-timeout", HR_OPT_FLOAT, &media_timeout, "seconds an image_url fetch may take, redirects included (default 10)"},
-        {"prefill-step-size", HR_OPT_INT, &prefill, "prompt tokens per step (default 512)"},
+        {"prefill-step-size", HR_OPT_INT, &prefill, "prompt tokens per step (default 512, 2048 on a GPU)"},
         {"batch", HR_OPT_INT, &batch, "concurrent sequences (default 8)"},
         {"kv-budget", HR_OPT_FLOAT, &kv_gb, "KV cache budget in GB (default: automatic)"},
         {"kv-dtype", HR_OPT_STR, &kv_dtype, "KV cache: auto (f16 for GGUF, else f32), f32, f16, bf16"},

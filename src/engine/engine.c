@@ -523,7 +523,9 @@ int hr_engine_new(hr_engine **out, const hr_model *m, const hr_engine_opts *o,
     e->n_ctx = o && o->n_ctx > 0 ? o->n_ctx : (cap < 8192 ? cap : 8192);
     if (e->n_ctx > cap)
         e->n_ctx = cap;
-    e->chunk = o && o->prefill_chunk > 0 ? o->prefill_chunk : 512;
+    /* a GPU takes mlx_lm.server's 2048 (a step of many prompts' tokens is
+     * cheap there; on 2 CPU cores it would hold the running rows' tokens) */
+    e->chunk = o && o->prefill_chunk > 0 ? o->prefill_chunk : m->be->device_mem ? 2048 : 512;
     e->max_draft = o && o->max_draft > 0 && o->max_draft < HR_SPEC_MAX_K ? o->max_draft
                                                                           : HR_SPEC_MAX_K;
     e->max_rows = e->max_batch * (1 + e->max_draft);

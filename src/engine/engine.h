@@ -55,7 +55,7 @@ typedef struct hr_engine_opts {
                          * pool (the budget split between the two: docs/kv-quant.md) */
     int kv_turbo_k, kv_turbo_v; /* > 0: TurboQuant KV (--kv-quant turbo), K's and V's
                                  * rates r2 (bits x 2: kernels/cpu/turbo.h) */
-    int prefill_chunk;  /* tokens per step across prefills; 0 = 512 */
+    int prefill_chunk;  /* tokens per step across prefills; 0 = 512 (a GPU: 2048) */
     int cache_blocks;   /* prompt cache bound in KV blocks; 0 = the pool's
                          * free space; -1 = no prompt cache */
     const char *ssd_dir;      /* SSD tier of the prompt cache; NULL = none */
