@@ -2,9 +2,11 @@
  * record's chunks of 8 layout positions are unpacked to floats once for up
  * to 4 query rows (a GQA group), 8 bits by zero extension, 4 bits as a
  * byte's low nibbles and its high nibbles (the layout's evens and odds),
- * the other widths through the byte shuffle of kvquant_avx2.c. Every lane
- * runs the reference's fma chain, so the bits are the scalar's; the
- * AVX-512 table uses these too. */
+ * the other widths through the byte shuffle of kvquant_avx2.c; for more
+ * output rows (a prefill tile's tokens x the group) a run of records is
+ * widened once for all of them (kvwide_avx2.c). Every lane runs the
+ * reference's fma chain, so the bits are the scalar's; the AVX-512 table
+ * uses these too. */
 #include "kernels/cpu/kvquant.h"
 
 #include <immintrin.h>
@@ -14,6 +16,7 @@
 #define AI static inline __attribute__((always_inline))
 #define RB 4 /* query rows a pass */
 #define VRUN 32 /* records whose weights a pass of kvq_axpys holds */
+#define WIDE 5  /* output rows from which a run of records is widened once */
 
 static inline float hsum8(__m256 v) { /* hr__kvq_hsum8's order */
     __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
@@ -135,6 +138,35 @@ AI void dots(float *sc, size_t ldsc, const float *q, int nr, const uint8_t *rec,
     }
 }
 
+/* nr output rows over nv records weighted p, runs of records widened once
+ * (kvquant.h hr__kvwide: the codes in layout order, the groups' s and b) */
+AI void wide(float *o, float *bias, const float *p, size_t ldp, int nr, const uint8_t *rec,
+             size_t rb, int nv, int hd, const int bits, int group) {
+    int ng = hd / group, cpg = group / 8, ld = hr__kvwide_ld(hd), run = HR_KVWIDE_FLOATS / ld;
+    size_t qb = (size_t)hd * (size_t)bits / 8;
+    unpack u = unpack_new(bits);
+    _Alignas(32) float v[HR_KVWIDE_FLOATS + 64]; /* + 64: s not 4 KiB from v's rows */
+    float s[HR_KVWIDE_MAX], b[HR_KVWIDE_MAX];
+    for (int j0 = 0; j0 < nv; j0 += run) {
+        int n = nv - j0 < run ? nv - j0 : run;
+        for (int j = 0; j < n; j++) {
+            const uint8_t *c = rec + (size_t)(j0 + j) * rb;
+            for (int g = 0; g < ng; g++) {
+                s[g * n + j] = rec_f32(c, qb + 4 * (size_t)g);
+                b[g * n + j] = rec_f32(c, qb + 4 * (size_t)(ng + g));
+                for (int ch = g * cpg; ch < (g + 1) * cpg; ch += 2) { /* cpg is even */
+                    __m256 v0, v1;
+                    chunk2(c, ch, bits, &u, &v0, &v1);
+                    _mm256_storeu_ps(v + (size_t)j * ld + 8 * ch, v0);
+                    _mm256_storeu_ps(v + (size_t)j * ld + 8 * ch + 8, v1);
+                }
+            }
+        }
+        hr__kvwide W = {v, s, b, n, hd, ng, ld};
+        hr__kvwide_axpys_avx2(o, bias, p + j0, ldp, nr, &W);
+    }
+}
+
 /* M (1-4) output rows over nv records */
 AI void axpys_m(float *o, float *bias, const float *p, size_t ldp, const int M,
                 const uint8_t *rec, size_t rb, int nv, int hd, const int bits, int group) {
@@ -186,6 +218,10 @@ AI void axpys_m(float *o, float *bias, const float *p, size_t ldp, const int M,
 AI void axpys(float *o, float *bias, const float *p, size_t ldp, int nr, const uint8_t *rec,
               size_t rb, int nv, int hd, const int bits, int group) {
     int ng = hd / group;
+    if (nr >= WIDE) {
+        wide(o, bias, p, ldp, nr, rec, rb, nv, hd, bits, group);
+        return;
+    }
     for (int r0 = 0; r0 < nr; r0 += RB) {
         float *orow = o + (size_t)r0 * hd, *b = bias + (size_t)r0 * ng;
         const float *pr = p + (size_t)r0 * ldp;
