@@ -82,17 +82,33 @@ AI void dots_m(float *sc, size_t ldsc, const float *q, const int M, const uint8_
     int ng = hd / group, cpg = group / 8;
     size_t qb = (size_t)hd * (size_t)bits / 8;
     unpack u = unpack_new(bits);
+    /* the rows in layout order (4 bits: each 16 as its evens, then its
+     * odds, by shuffles; else the rows themselves), and their group sums
+     * in index order, the rows' chains interleaved (a call is a block run
+     * of keys: one row's 64-add chain a call was most of a prefill's score
+     * pass) */
     float qp[RB][1024], Q[RB][32];
+    const float *qv[RB];
     for (int rr = 0; rr < M; rr++) {
         const float *qr = q + (size_t)rr * hd;
-        for (int P = 0; P < hd; P++)
-            qp[rr][P] = qr[hr_kvq_elem(P, bits)];
-        for (int g = 0; g < ng; g++) {
-            float s = 0;
-            for (int i = g * group; i < (g + 1) * group; i++)
-                s += qr[i];
-            Q[rr][g] = s;
+        qv[rr] = bits == 4 ? qp[rr] : qr;
+        for (int P = 0; P < hd && bits == 4; P += 16) {
+            __m256 a = _mm256_loadu_ps(qr + P), b = _mm256_loadu_ps(qr + P + 8);
+            __m256 ev = _mm256_shuffle_ps(a, b, _MM_SHUFFLE(2, 0, 2, 0)), /* a0 a2 b0 b2 | a4 a6 b4 b6 */
+                od = _mm256_shuffle_ps(a, b, _MM_SHUFFLE(3, 1, 3, 1));
+            _mm256_storeu_ps(qp[rr] + P, _mm256_castpd_ps(_mm256_permute4x64_pd(
+                                             _mm256_castps_pd(ev), _MM_SHUFFLE(3, 1, 2, 0))));
+            _mm256_storeu_ps(qp[rr] + P + 8, _mm256_castpd_ps(_mm256_permute4x64_pd(
+                                                 _mm256_castps_pd(od), _MM_SHUFFLE(3, 1, 2, 0))));
         }
+    }
+    for (int g = 0; g < ng; g++) {
+        float s[RB] = {0};
+        for (int i = g * group; i < (g + 1) * group; i++)
+            for (int rr = 0; rr < M; rr++)
+                s[rr] += q[(size_t)rr * hd + i];
+        for (int rr = 0; rr < M; rr++)
+            Q[rr][g] = s[rr];
     }
     for (int j = 0; j < nk; j++) {
         const uint8_t *c = rec + (size_t)j * rb;
@@ -107,8 +123,8 @@ AI void dots_m(float *sc, size_t ldsc, const float *q, const int M, const uint8_
                 __m256 v0, v1;
                 chunk2(c, ch, bits, &u, &v0, &v1);
                 for (int rr = 0; rr < M; rr++) {
-                    A[rr] = _mm256_fmadd_ps(_mm256_loadu_ps(qp[rr] + 8 * ch), v0, A[rr]);
-                    A[rr] = _mm256_fmadd_ps(_mm256_loadu_ps(qp[rr] + 8 * ch + 8), v1, A[rr]);
+                    A[rr] = _mm256_fmadd_ps(_mm256_loadu_ps(qv[rr] + 8 * ch), v0, A[rr]);
+                    A[rr] = _mm256_fmadd_ps(_mm256_loadu_ps(qv[rr] + 8 * ch + 8), v1, A[rr]);
                 }
             }
             __m256 s = _mm256_set1_ps(rec_f32(c, qb + 4 * (size_t)g));
