@@ -530,6 +530,19 @@ static void attn_axpys(const hr_cpu_kernels *cpu, float *o, const float *p, size
             cpu->axpy(o + (size_t)r * hd, p[r * ldp + j], v + (size_t)j * hd, hd);
 }
 
+/* The first n records of KV head kvh in block blk, into L2 (as attn_heads'
+ * pf: the next block of the same head is a block stride away, where the
+ * hardware prefetcher starts over): requested one block run ahead of the
+ * records read in place, so that a decode step over a long context does
+ * not wait for each block's records (1 KB of TurboQuant 3.5 at head_dim
+ * 64) as it reaches them. */
+static void prefetch_block(const kv_side *sd, int32_t blk, int kvh, int bs, int n) {
+    const char *r = (const char *)sd->base + (size_t)blk * sd->stride +
+                    (size_t)kvh * bs * sd->rb;
+    for (size_t o = 0; o < (size_t)n * sd->rb; o += 64)
+        __builtin_prefetch(r + o, 0, 2);
+}
+
 /* Bias sums a task of quantized rows holds (kvq_axpys) */
 #define BIAS_BUF 4096
 
@@ -640,6 +653,9 @@ static void attn_group(const hr_attn_args *a, int t0, int nq, int kvh, const int
             int32_t blk = a->blocks[t0][p / bs];
             const char *rec = (const char *)sd->base + (size_t)blk * sd->stride +
                               ((size_t)kvh * bs + (size_t)s) * sd->rb;
+            if (direct[w] && p + cnt < hi && (p + cnt) % bs == 0)
+                prefetch_block(sd, a->blocks[t0][(p + cnt) / bs], kvh, bs,
+                               hi - (p + cnt) < bs ? hi - (p + cnt) : bs);
             const float *rows = direct[w] ? NULL : kv_rows(a, sd, blk, kvh, s, cnt, buf);
             for (int i = 0, m; i < nq; i += m) { /* tokens i .. i + m - 1: keys [p + j0, p + j1) */
                 int j0 = start[i] > p ? start[i] - p : 0;
