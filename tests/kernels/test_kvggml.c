@@ -147,7 +147,7 @@ static void test_attn_isas(void **state) {
     (void)state;
     hr_rng rng;
     hr_rng_seed(&rng, 13);
-    enum { NR = 5, NK = 37 };
+    enum { NR = 7, NK = 37 }; /* rows 1-7: passes of 4 rows, and from 5 the runs widened once */
     const int hds[] = {32, 64, 128, 256};
     static uint8_t rec[NK * 8 * 34];
     static float q[NR * 256], deq[NK * 256], sc[NR * 40], ref[NR * 40], o[NR * 256],

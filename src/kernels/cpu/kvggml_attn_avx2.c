@@ -2,7 +2,10 @@
  * codes are widened to floats a chunk of 8 at a time (Q8_0: sign extension;
  * Q4_0: bytes 0-7 and 8-15, their low nibbles then their high nibbles, less
  * 8: elements 0-7, 8-15, 16-23, 24-31), once for up to 4 query rows (a GQA
- * group). Every lane runs the reference's fma chain, so the bits are the
+ * group). For more output rows (a prefill tile's tokens x the group) a
+ * run of records is widened once into floats for all of them
+ * (kvwide_avx2.c).
+ * Every lane runs the reference's fma chain, so the bits are the
  * scalar's; the AVX-512 table uses these too. */
 #include "kernels/cpu/kvquant.h"
 
@@ -12,6 +15,7 @@
 #define AI static inline __attribute__((always_inline))
 #define RB 4    /* query rows a pass */
 #define VRUN 32 /* records whose weights a pass of kvg_axpys holds */
+#define WIDE 5  /* output rows from which a run of records is widened once */
 
 static inline float hsum8(__m256 v) { /* hr__kvq_hsum8's order */
     __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
@@ -35,6 +39,34 @@ AI __m256 chunk(const uint8_t *b, int ch, const bool q8) {
     __m256i x = _mm256_cvtepu8_epi32(_mm_loadl_epi64((const void *)(b + 2 + 8 * (ch & 1))));
     x = ch < 2 ? _mm256_and_si256(x, _mm256_set1_epi32(15)) : _mm256_srli_epi32(x, 4);
     return _mm256_cvtepi32_ps(_mm256_sub_epi32(x, _mm256_set1_epi32(8)));
+}
+
+/* records [0, n) widened (kvquant.h hr__kvwide) into v and s */
+AI hr__kvwide widen(float *v, float *s, const uint8_t *rec, size_t rb, int n, int hd,
+                    const bool q8) {
+    size_t bb = q8 ? 34 : 18;
+    int nb = hd / 32, ld = hr__kvwide_ld(hd);
+    for (int j = 0; j < n; j++)
+        for (int b = 0; b < nb; b++) {
+            const uint8_t *blk = rec + (size_t)j * rb + (size_t)b * bb;
+            s[b * n + j] = scale_of(blk);
+            for (int ch = 0; ch < 4; ch++)
+                _mm256_storeu_ps(v + (size_t)j * ld + 32 * b + 8 * ch, chunk(blk, ch, q8));
+        }
+    return (hr__kvwide){v, s, NULL, n, hd, nb, ld};
+}
+
+/* nr output rows over nv records weighted p, runs of records widened once */
+AI void wide(float *o, const float *p, size_t ldp, int nr, const uint8_t *rec, size_t rb, int nv,
+             int hd, const bool q8) {
+    _Alignas(32) float v[HR_KVWIDE_FLOATS + 64]; /* + 64: s not 4 KiB from v's rows */
+    float s[HR_KVWIDE_MAX];
+    int run = HR_KVWIDE_FLOATS / hr__kvwide_ld(hd);
+    for (int j0 = 0; j0 < nv; j0 += run) {
+        int n = nv - j0 < run ? nv - j0 : run;
+        hr__kvwide W = widen(v, s, rec + (size_t)j0 * rb, rb, n, hd, q8);
+        hr__kvwide_axpys_avx2(o, NULL, p + j0, ldp, nr, &W);
+    }
 }
 
 /* M (1-4) query rows over nk records */
@@ -112,6 +144,10 @@ AI void axpys_m(float *o, const float *p, size_t ldp, const int M, const uint8_t
 
 AI void axpys(float *o, const float *p, size_t ldp, int nr, const uint8_t *rec, size_t rb,
               int nv, int hd, const bool q8) {
+    if (nr >= WIDE) {
+        wide(o, p, ldp, nr, rec, rb, nv, hd, q8);
+        return;
+    }
     for (int r0 = 0; r0 < nr; r0 += RB) {
         float *orow = o + (size_t)r0 * hd;
         const float *pr = p + (size_t)r0 * ldp;

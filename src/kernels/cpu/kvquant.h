@@ -101,6 +101,29 @@ void hr__kvg_axpys_scalar(float *o, const float *p, size_t ldp, int nr, const vo
 void hr__kvg_axpys_avx2(float *o, const float *p, size_t ldp, int nr, const void *rec,
                         size_t rb, int nv, int hd, hr_dtype t);
 
+/* ---- a run of records widened once (kvwide_avx2.c) ------------------------------
+ * For many query rows (prefill), the formats' AVX2 output passes widen a run of n
+ * records once: record j's hd codes as floats in the reference's chain
+ * order (v + j * ld: position P = 8 c + l is lane l of chunk c; affine:
+ * layout order; Q8_0 / Q4_0: elements; TurboQuant: centroids, segments
+ * concatenated), its ns scales (s + g * n + j: each of hd / ns consecutive
+ * positions, a multiple of 32: the affine group's s, the block's d,
+ * TurboQuant's segment norm * rinv) and, affine only, its ns biases (b + g
+ * * n + j; else NULL). n * ld <= HR_KVWIDE_FLOATS. */
+#define HR_KVWIDE_FLOATS 4096
+#define HR_KVWIDE_MAX (HR_KVWIDE_FLOATS / 32) /* n * ns */
+typedef struct hr__kvwide {
+    const float *v, *s, *b;
+    int n, hd, ns;
+    int ld; /* floats from a record's values to the next's: hr__kvwide_ld */
+} hr__kvwide;
+/* hd and 8 more: rows not a multiple of 256 bytes apart */
+static inline int hr__kvwide_ld(int hd) { return hd + 8; }
+/* o + r * hd (chain order) += the records weighted p[r * ldp + j] in turn,
+ * and (affine, else NULL) the group bias sums bias + r * ns, for r < nr. */
+void hr__kvwide_axpys_avx2(float *o, float *bias, const float *p, size_t ldp, int nr,
+                           const hr__kvwide *W);
+
 /* ---- a row of any KV format -------------------------------------------------------
  * F32, F16, BF16: hd elements; AFFINE: the record above (bits, group);
  * Q8_0, Q4_0: ggml blocks; TURBO: turbo.h's record (bits: the rate r2,

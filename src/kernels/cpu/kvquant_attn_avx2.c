@@ -2,9 +2,11 @@
  * record's chunks of 8 layout positions are unpacked to floats once for up
  * to 4 query rows (a GQA group), 8 bits by zero extension, 4 bits as a
  * byte's low nibbles and its high nibbles (the layout's evens and odds),
- * the other widths through the byte shuffle of kvquant_avx2.c. Every lane
- * runs the reference's fma chain, so the bits are the scalar's; the
- * AVX-512 table uses these too. */
+ * the other widths through the byte shuffle of kvquant_avx2.c; for more
+ * output rows (a prefill tile's tokens x the group) a run of records is
+ * widened once for all of them (kvwide_avx2.c). Every lane runs the
+ * reference's fma chain, so the bits are the scalar's; the AVX-512 table
+ * uses these too. */
 #include "kernels/cpu/kvquant.h"
 
 #include <immintrin.h>
@@ -14,6 +16,7 @@
 #define AI static inline __attribute__((always_inline))
 #define RB 4 /* query rows a pass */
 #define VRUN 32 /* records whose weights a pass of kvq_axpys holds */
+#define WIDE 5  /* output rows from which a run of records is widened once */
 
 static inline float hsum8(__m256 v) { /* hr__kvq_hsum8's order */
     __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
@@ -79,17 +82,33 @@ AI void dots_m(float *sc, size_t ldsc, const float *q, const int M, const uint8_
     int ng = hd / group, cpg = group / 8;
     size_t qb = (size_t)hd * (size_t)bits / 8;
     unpack u = unpack_new(bits);
+    /* the rows in layout order (4 bits: each 16 as its evens, then its
+     * odds, by shuffles; else the rows themselves), and their group sums
+     * in index order, the rows' chains interleaved (a call is a block run
+     * of keys: one row's 64-add chain a call was most of a prefill's score
+     * pass) */
     float qp[RB][1024], Q[RB][32];
+    const float *qv[RB];
     for (int rr = 0; rr < M; rr++) {
         const float *qr = q + (size_t)rr * hd;
-        for (int P = 0; P < hd; P++)
-            qp[rr][P] = qr[hr_kvq_elem(P, bits)];
-        for (int g = 0; g < ng; g++) {
-            float s = 0;
-            for (int i = g * group; i < (g + 1) * group; i++)
-                s += qr[i];
-            Q[rr][g] = s;
+        qv[rr] = bits == 4 ? qp[rr] : qr;
+        for (int P = 0; P < hd && bits == 4; P += 16) {
+            __m256 a = _mm256_loadu_ps(qr + P), b = _mm256_loadu_ps(qr + P + 8);
+            __m256 ev = _mm256_shuffle_ps(a, b, _MM_SHUFFLE(2, 0, 2, 0)), /* a0 a2 b0 b2 | a4 a6 b4 b6 */
+                od = _mm256_shuffle_ps(a, b, _MM_SHUFFLE(3, 1, 3, 1));
+            _mm256_storeu_ps(qp[rr] + P, _mm256_castpd_ps(_mm256_permute4x64_pd(
+                                             _mm256_castps_pd(ev), _MM_SHUFFLE(3, 1, 2, 0))));
+            _mm256_storeu_ps(qp[rr] + P + 8, _mm256_castpd_ps(_mm256_permute4x64_pd(
+                                                 _mm256_castps_pd(od), _MM_SHUFFLE(3, 1, 2, 0))));
         }
+    }
+    for (int g = 0; g < ng; g++) {
+        float s[RB] = {0};
+        for (int i = g * group; i < (g + 1) * group; i++)
+            for (int rr = 0; rr < M; rr++)
+                s[rr] += q[(size_t)rr * hd + i];
+        for (int rr = 0; rr < M; rr++)
+            Q[rr][g] = s[rr];
     }
     for (int j = 0; j < nk; j++) {
         const uint8_t *c = rec + (size_t)j * rb;
@@ -104,8 +123,8 @@ AI void dots_m(float *sc, size_t ldsc, const float *q, const int M, const uint8_
                 __m256 v0, v1;
                 chunk2(c, ch, bits, &u, &v0, &v1);
                 for (int rr = 0; rr < M; rr++) {
-                    A[rr] = _mm256_fmadd_ps(_mm256_loadu_ps(qp[rr] + 8 * ch), v0, A[rr]);
-                    A[rr] = _mm256_fmadd_ps(_mm256_loadu_ps(qp[rr] + 8 * ch + 8), v1, A[rr]);
+                    A[rr] = _mm256_fmadd_ps(_mm256_loadu_ps(qv[rr] + 8 * ch), v0, A[rr]);
+                    A[rr] = _mm256_fmadd_ps(_mm256_loadu_ps(qv[rr] + 8 * ch + 8), v1, A[rr]);
                 }
             }
             __m256 s = _mm256_set1_ps(rec_f32(c, qb + 4 * (size_t)g));
@@ -132,6 +151,35 @@ AI void dots(float *sc, size_t ldsc, const float *q, int nr, const uint8_t *rec,
         case 3: dots_m(s, ldsc, qr, 3, rec, rb, nk, hd, bits, group, scale); break;
         default: dots_m(s, ldsc, qr, 4, rec, rb, nk, hd, bits, group, scale); break;
         }
+    }
+}
+
+/* nr output rows over nv records weighted p, runs of records widened once
+ * (kvquant.h hr__kvwide: the codes in layout order, the groups' s and b) */
+AI void wide(float *o, float *bias, const float *p, size_t ldp, int nr, const uint8_t *rec,
+             size_t rb, int nv, int hd, const int bits, int group) {
+    int ng = hd / group, cpg = group / 8, ld = hr__kvwide_ld(hd), run = HR_KVWIDE_FLOATS / ld;
+    size_t qb = (size_t)hd * (size_t)bits / 8;
+    unpack u = unpack_new(bits);
+    _Alignas(32) float v[HR_KVWIDE_FLOATS + 64]; /* + 64: s not 4 KiB from v's rows */
+    float s[HR_KVWIDE_MAX], b[HR_KVWIDE_MAX];
+    for (int j0 = 0; j0 < nv; j0 += run) {
+        int n = nv - j0 < run ? nv - j0 : run;
+        for (int j = 0; j < n; j++) {
+            const uint8_t *c = rec + (size_t)(j0 + j) * rb;
+            for (int g = 0; g < ng; g++) {
+                s[g * n + j] = rec_f32(c, qb + 4 * (size_t)g);
+                b[g * n + j] = rec_f32(c, qb + 4 * (size_t)(ng + g));
+                for (int ch = g * cpg; ch < (g + 1) * cpg; ch += 2) { /* cpg is even */
+                    __m256 v0, v1;
+                    chunk2(c, ch, bits, &u, &v0, &v1);
+                    _mm256_storeu_ps(v + (size_t)j * ld + 8 * ch, v0);
+                    _mm256_storeu_ps(v + (size_t)j * ld + 8 * ch + 8, v1);
+                }
+            }
+        }
+        hr__kvwide W = {v, s, b, n, hd, ng, ld};
+        hr__kvwide_axpys_avx2(o, bias, p + j0, ldp, nr, &W);
     }
 }
 
@@ -186,6 +234,10 @@ AI void axpys_m(float *o, float *bias, const float *p, size_t ldp, const int M,
 AI void axpys(float *o, float *bias, const float *p, size_t ldp, int nr, const uint8_t *rec,
               size_t rb, int nv, int hd, const int bits, int group) {
     int ng = hd / group;
+    if (nr >= WIDE) {
+        wide(o, bias, p, ldp, nr, rec, rb, nv, hd, bits, group);
+        return;
+    }
     for (int r0 = 0; r0 < nr; r0 += RB) {
         float *orow = o + (size_t)r0 * hd, *b = bias + (size_t)r0 * ng;
         const float *pr = p + (size_t)r0 * ldp;

@@ -530,6 +530,19 @@ static void attn_axpys(const hr_cpu_kernels *cpu, float *o, const float *p, size
             cpu->axpy(o + (size_t)r * hd, p[r * ldp + j], v + (size_t)j * hd, hd);
 }
 
+/* The first n records of KV head kvh in block blk, into L2 (as attn_heads'
+ * pf: the next block of the same head is a block stride away, where the
+ * hardware prefetcher starts over): requested one block run ahead of the
+ * records read in place, so that a decode step over a long context does
+ * not wait for each block's records (1 KB of TurboQuant 3.5 at head_dim
+ * 64) as it reaches them. */
+static void prefetch_block(const kv_side *sd, int32_t blk, int kvh, int bs, int n) {
+    const char *r = (const char *)sd->base + (size_t)blk * sd->stride +
+                    (size_t)kvh * bs * sd->rb;
+    for (size_t o = 0; o < (size_t)n * sd->rb; o += 64)
+        __builtin_prefetch(r + o, 0, 2);
+}
+
 /* Bias sums a task of quantized rows holds (kvq_axpys) */
 #define BIAS_BUF 4096
 
@@ -545,7 +558,15 @@ static void attn_axpys(const hr_cpu_kernels *cpu, float *o, const float *p, size
  * rows (f16 and bf16 widened once) go through attn_dots and attn_axpys: each score
  * dot(q, k) * scale, each output the axpy of the values in position order,
  * the operations of attention per head, so its bits on the same ISA. The
- * softmax is hr_softmax. sc: nq * G rows of max_ctx floats. */
+ * softmax is hr_softmax. sc: nq * G rows of max_ctx floats.
+ *
+ * The quantized kernels take the rows of consecutive tokens that see the
+ * same keys of a run (every token of a prefill tile but at the run holding
+ * their own positions) in one call, so that a record's codes are widened
+ * once for all of them: their query rows (and output rows) are then
+ * consecutive, hd apart, in qrows (orows), copied there (or rotated there)
+ * at the start and back at the end. A row's bits do not depend on the rows
+ * called with it (cpu.h), so this is the per-token call's result. */
 static void attn_group(const hr_attn_args *a, int t0, int nq, int kvh, const int *start,
                        const int *n, float *sc) {
     const hr_cpu_kernels *cpu = hr_cpu();
@@ -560,7 +581,20 @@ static void attn_group(const hr_attn_args *a, int t0, int nq, int kvh, const int
     /* V's affine group bias sums (a task's rows' worth, else V is loaded) */
     int ng = sides[1].t == HR_DTYPE_AFFINE ? hd / a->kv_group : 0;
     bool vbias = ng > 0 && nq * G * ng <= BIAS_BUF;
-    float buf[ROWS_BUF], bias[BIAS_BUF];
+    bool direct[2];
+    for (int w = 0; w < 2; w++) {
+        hr_dtype t = sides[w].t;
+        direct[w] = t == HR_DTYPE_Q8_0 || t == HR_DTYPE_Q4_0 || t == HR_DTYPE_TURBO ||
+                    (t == HR_DTYPE_AFFINE && nq * G * (hd / a->kv_group) <= BIAS_BUF);
+    }
+    float buf[ROWS_BUF], bias[BIAS_BUF], obuf[ROWS_BUF];
+    /* token i's G query rows at qrows + i * ldr, its output rows at orows +
+     * i * ldo (hd apart within a token) */
+    size_t first = ((size_t)t0 * a->n_heads + (size_t)kvh * G) * hd, tok = (size_t)G * hd;
+    size_t ldr = (size_t)a->n_heads * hd, ldo = ldr;
+    const float *qrows = a->q + first;
+    float *orows = a->out + first;
+    bool packed = (size_t)nq * tok <= ROWS_BUF; /* the tile's rows fit buf and obuf */
     /* TurboQuant (K and V alike): the rows' layouts, and the query rows
      * rotated into buf (attention_worker caps nq * G * hd at ROWS_BUF) */
     hr_turbo_kv TL[2];
@@ -569,21 +603,31 @@ static void attn_group(const hr_attn_args *a, int t0, int nq, int kvh, const int
         if (sides[w].t == HR_DTYPE_TURBO)
             hr_turbo_kv_layout(&TL[w], hd, sides[w].bits);
     if (sides[0].t == HR_DTYPE_TURBO) {
-        HR_ASSERT(nq * G * hd <= ROWS_BUF);
+        HR_ASSERT(packed);
         hr_turbo_kv_signs(tsigns, &TL[0], a->layer, kvh, false);
         for (int i = 0; i < nq; i++)
-            for (int g = 0; g < G; g++) {
-                size_t at = ((size_t)(t0 + i) * a->n_heads + (size_t)kvh * G + g) * hd;
-                hr_turbo_kv_rotate(buf + (size_t)(i * G + g) * hd, a->q + at, &TL[0], tsigns);
-            }
+            for (int g = 0; g < G; g++)
+                hr_turbo_kv_rotate(buf + i * tok + (size_t)g * hd,
+                                   qrows + i * ldr + (size_t)g * hd, &TL[0], tsigns);
+        qrows = buf;
+        ldr = tok;
+    } else if (direct[0] && packed && ldr != tok) {
+        for (int i = 0; i < nq; i++)
+            memcpy(buf + i * tok, qrows + i * ldr, tok * sizeof *buf);
+        qrows = buf;
+        ldr = tok;
+    }
+    if (direct[1] && packed) {
+        orows = obuf;
+        ldo = tok;
     }
     for (int w = 0; w < 2; w++) { /* 0: the scores, 1: the outputs */
         const kv_side *sd = &sides[w];
         bool ggml = sd->t == HR_DTYPE_Q8_0 || sd->t == HR_DTYPE_Q4_0;
         bool turbo = sd->t == HR_DTYPE_TURBO;
-        bool direct = ggml || turbo ||
-                      (sd->t == HR_DTYPE_AFFINE && nq * G * (hd / a->kv_group) <= BIAS_BUF);
-        int run = direct ? bs : ROWS_BUF / hd;
+        int run = direct[w] ? bs : ROWS_BUF / hd;
+        /* rows whose tokens may share one call: hd apart across tokens */
+        bool join = direct[w] && (w == 0 ? ldr : ldo) == tok;
         if (w == 1)
             for (int i = 0; i < nq; i++)
                 for (int g = 0; g < G; g++) {
@@ -599,8 +643,7 @@ static void attn_group(const hr_attn_args *a, int t0, int nq, int kvh, const int
                     } else {
                         hr_softmax(s, n[i]);
                     }
-                    memset(a->out + ((size_t)(t0 + i) * a->n_heads + h) * hd, 0,
-                           (size_t)hd * sizeof(float));
+                    memset(orows + i * ldo + (size_t)g * hd, 0, (size_t)hd * sizeof(float));
                     if (vbias)
                         memset(bias + (size_t)(i * G + g) * ng, 0, (size_t)ng * sizeof(float));
                 }
@@ -610,57 +653,69 @@ static void attn_group(const hr_attn_args *a, int t0, int nq, int kvh, const int
             int32_t blk = a->blocks[t0][p / bs];
             const char *rec = (const char *)sd->base + (size_t)blk * sd->stride +
                               ((size_t)kvh * bs + (size_t)s) * sd->rb;
-            const float *rows = direct ? NULL : kv_rows(a, sd, blk, kvh, s, cnt, buf);
-            for (int i = 0; i < nq; i++) { /* token i's keys in [p, p + cnt) */
+            if (direct[w] && p + cnt < hi && (p + cnt) % bs == 0)
+                prefetch_block(sd, a->blocks[t0][(p + cnt) / bs], kvh, bs,
+                               hi - (p + cnt) < bs ? hi - (p + cnt) : bs);
+            const float *rows = direct[w] ? NULL : kv_rows(a, sd, blk, kvh, s, cnt, buf);
+            for (int i = 0, m; i < nq; i += m) { /* tokens i .. i + m - 1: keys [p + j0, p + j1) */
                 int j0 = start[i] > p ? start[i] - p : 0;
                 int j1 = start[i] + n[i] < p + cnt ? start[i] + n[i] - p : cnt;
+                for (m = 1; join && i + m < nq && start[i + m] == start[i]; m++) {
+                    int e = start[i + m] + n[i + m] < p + cnt ? start[i + m] + n[i + m] - p : cnt;
+                    if (e != j1)
+                        break;
+                }
                 if (j0 >= j1)
                     continue;
-                size_t at = ((size_t)(t0 + i) * a->n_heads + (size_t)kvh * G) * hd;
+                int nr = m * G;
+                const float *qr = qrows + i * ldr;
+                float *orow = orows + i * ldo;
                 float *sp = sc + (size_t)i * G * a->max_ctx + (p + j0 - start[i]);
                 const char *r0 = rec + (size_t)j0 * sd->rb;
                 if (turbo && w == 0)
-                    cpu->turbo_dots(sp, a->max_ctx, buf + (size_t)i * G * hd, G, r0, sd->rb,
-                                    j1 - j0, &TL[0], a->scale);
+                    cpu->turbo_dots(sp, a->max_ctx, qr, nr, r0, sd->rb, j1 - j0, &TL[0],
+                                    a->scale);
                 else if (turbo)
-                    cpu->turbo_axpys(a->out + at, sp, a->max_ctx, G, r0, sd->rb, j1 - j0, &TL[1]);
+                    cpu->turbo_axpys(orow, sp, a->max_ctx, nr, r0, sd->rb, j1 - j0, &TL[1]);
                 else if (ggml && w == 0)
-                    cpu->kvg_dots(sp, a->max_ctx, a->q + at, G, r0, sd->rb, j1 - j0, hd, sd->t,
+                    cpu->kvg_dots(sp, a->max_ctx, qr, nr, r0, sd->rb, j1 - j0, hd, sd->t,
                                   a->scale);
                 else if (ggml)
-                    cpu->kvg_axpys(a->out + at, sp, a->max_ctx, G, r0, sd->rb, j1 - j0, hd,
-                                   sd->t);
-                else if (direct && w == 0)
-                    cpu->kvq_dots(sp, a->max_ctx, a->q + at, G, r0, sd->rb, j1 - j0, hd,
-                                  a->kv_bits, a->kv_group, a->scale);
-                else if (direct)
-                    cpu->kvq_axpys(a->out + at, bias + (size_t)i * G * ng, sp, a->max_ctx, G, r0,
+                    cpu->kvg_axpys(orow, sp, a->max_ctx, nr, r0, sd->rb, j1 - j0, hd, sd->t);
+                else if (direct[w] && w == 0)
+                    cpu->kvq_dots(sp, a->max_ctx, qr, nr, r0, sd->rb, j1 - j0, hd, a->kv_bits,
+                                  a->kv_group, a->scale);
+                else if (direct[w])
+                    cpu->kvq_axpys(orow, bias + (size_t)i * G * ng, sp, a->max_ctx, nr, r0,
                                    sd->rb, j1 - j0, hd, a->kv_bits, a->kv_group);
                 else if (w == 0)
-                    attn_dots(cpu, sp, a->max_ctx, a->q + at, G, rows + (size_t)j0 * hd,
-                              j1 - j0, hd, a->scale);
+                    attn_dots(cpu, sp, a->max_ctx, qr, nr, rows + (size_t)j0 * hd, j1 - j0, hd,
+                              a->scale);
                 else
-                    attn_axpys(cpu, a->out + at, sp, a->max_ctx, G, rows + (size_t)j0 * hd,
-                               j1 - j0, hd);
+                    attn_axpys(cpu, orow, sp, a->max_ctx, nr, rows + (size_t)j0 * hd, j1 - j0,
+                               hd);
             }
             p += cnt;
         }
     }
-    if (sides[1].t == HR_DTYPE_TURBO) { /* the outputs rotated back */
-        float row[256];
-        hr_turbo_kv_signs(tsigns, &TL[1], a->layer, kvh, true);
-        for (int i = 0; i < nq; i++)
-            for (int g = 0; g < G; g++) {
-                float *o = a->out + ((size_t)(t0 + i) * a->n_heads + (size_t)kvh * G + g) * hd;
-                hr_turbo_kv_unrotate(row, o, &TL[1], tsigns);
+    /* the output rows back in place: rotated back (TurboQuant), their
+     * group biases added (affine) */
+    for (int i = 0; i < nq; i++)
+        for (int g = 0; g < G; g++) {
+            float *o = a->out + first + (size_t)i * a->n_heads * hd + (size_t)g * hd;
+            const float *from = orows + i * ldo + (size_t)g * hd;
+            if (sides[1].t == HR_DTYPE_TURBO) {
+                if (i == 0 && g == 0)
+                    hr_turbo_kv_signs(tsigns, &TL[1], a->layer, kvh, true);
+                float row[256];
+                hr_turbo_kv_unrotate(row, from, &TL[1], tsigns);
                 memcpy(o, row, (size_t)hd * sizeof *o);
+            } else if (from != o) {
+                memcpy(o, from, (size_t)hd * sizeof *o);
             }
-    }
-    if (vbias)
-        for (int i = 0; i < nq; i++)
-            for (int g = 0; g < G; g++)
-                hr_kvq_finish(a->out + ((size_t)(t0 + i) * a->n_heads + (size_t)kvh * G + g) * hd,
-                              bias + (size_t)(i * G + g) * ng, hd, a->kv_bits, a->kv_group);
+            if (vbias)
+                hr_kvq_finish(o, bias + (size_t)(i * G + g) * ng, hd, a->kv_bits, a->kv_group);
+        }
 }
 
 /* An attention job: its arguments and the first unclaimed task */

@@ -4,8 +4,11 @@
  * bytes, widened to 8 indices by one variable shift and a mask, then to
  * their centroids by a permute (bits 2, 3: one register of the codebook;
  * 4: two, blended on the index's bit 3), once for up to 4 query rows (a GQA
- * group). Every lane runs the reference's fma chain, so the bits are the
- * scalar's; the AVX-512 table uses these too. */
+ * group); for more output rows (a prefill tile's tokens x the group) a
+ * run of records is widened once for all of them (kvwide_avx2.c). Every
+ * lane runs the reference's fma chain, so the bits are the scalar's; the
+ * AVX-512 table uses these too. */
+#include "kernels/cpu/kvquant.h"
 #include "kernels/cpu/turbo.h"
 
 #include <immintrin.h>
@@ -14,6 +17,7 @@
 #define AI static inline __attribute__((always_inline))
 #define RB 4    /* query rows a pass */
 #define VRUN 32 /* records whose weights a pass of turbo_axpys holds */
+#define WIDE 5  /* output rows from which a run of records is widened once */
 
 static inline float hsum8(__m256 v) { /* hr__kvq_hsum8's order */
     __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
@@ -109,6 +113,31 @@ AI void dots(float *sc, size_t ldsc, const float *q, int nr, const uint8_t *rec,
     }
 }
 
+/* nr output rows over nv records weighted p, runs of records widened once
+ * (kvquant.h hr__kvwide: the centroids, the segments' norm * rinv) */
+AI void wide(float *o, const float *p, size_t ldp, int nr, const uint8_t *rec, size_t rb, int nv,
+             const hr_turbo_kv *L, const int NSEG, const int B0, const int B1) {
+    int dim = L->dim, ld = hr__kvwide_ld(L->hd), run = HR_KVWIDE_FLOATS / ld;
+    cbook k[2] = {cbook_of(L->cb[0], B0), cbook_of(L->cb[NSEG - 1], B1)};
+    _Alignas(32) float v[HR_KVWIDE_FLOATS + 64]; /* + 64: s not 4 KiB from v's rows */
+    float s[HR_KVWIDE_MAX];
+    for (int j0 = 0; j0 < nv; j0 += run) {
+        int n = nv - j0 < run ? nv - j0 : run;
+        for (int j = 0; j < n; j++) {
+            const uint8_t *row = rec + (size_t)(j0 + j) * rb;
+            for (int sg = 0; sg < NSEG; sg++) {
+                const uint8_t *c = row + L->code_off[sg];
+                s[sg * n + j] = norm_of(row, sg) * L->rinv;
+                for (int ch = 0; ch < dim / 8; ch++)
+                    _mm256_storeu_ps(v + (size_t)j * ld + (size_t)sg * dim + 8 * ch,
+                                     chunk(c, ch, sg ? B1 : B0, k[sg]));
+            }
+        }
+        hr__kvwide W = {v, s, NULL, n, L->hd, NSEG, ld};
+        hr__kvwide_axpys_avx2(o, NULL, p + j0, ldp, nr, &W);
+    }
+}
+
 /* M (1-4) output rows over nv records */
 AI void axpys_m(float *o, const float *p, size_t ldp, const int M, const uint8_t *rec,
                 size_t rb, int nv, const hr_turbo_kv *L, const int NSEG, const int B0,
@@ -144,6 +173,10 @@ AI void axpys_m(float *o, const float *p, size_t ldp, const int M, const uint8_t
 
 AI void axpys(float *o, const float *p, size_t ldp, int nr, const uint8_t *rec, size_t rb,
               int nv, const hr_turbo_kv *L, const int NSEG, const int B0, const int B1) {
+    if (nr >= WIDE) {
+        wide(o, p, ldp, nr, rec, rb, nv, L, NSEG, B0, B1);
+        return;
+    }
     for (int r0 = 0; r0 < nr; r0 += RB) {
         float *orow = o + (size_t)r0 * L->hd;
         const float *pr = p + (size_t)r0 * ldp;
