@@ -203,44 +203,52 @@ static bool quant_kind(const char *name, double bw, float *x, uint16_t *xs, floa
                 layer_bytes += w[l][i].row_bytes * w[l][i].rows;
         }
     mma_x x1{x, 14336, xs, 14336, 1};
-    /* the bits: q/k/v fused and down, one row, lanes vs staged; then that
-     * row as row 0 of 24 through the prefill tiles (parts of 24 rows) */
+    /* the bits: q/k/v fused and down, one row through k_mma_staged, against
+     * k_mma's lane loads and against that row in a batch of 24 (the prefill
+     * tiles); with x as one bf16 part, against the batch of 24 */
     bool same = true;
     std::vector<float> a(16384 * 3), b(16384 * 3);
+    /* the n outputs' first rows at dev (output i at dev + 16384 i) into a:
+     * the same as b's */
+    auto rows_equal = [&](const float *dev, const dw *ws, int n) {
+        CK(cudaStreamSynchronize(st));
+        CK(cudaMemcpy(a.data(), dev, sizeof(float) * 16384 * n, cudaMemcpyDeviceToHost));
+        bool eq = true;
+        for (int i = 0; i < n; i++)
+            eq = eq && memcmp(&a[16384 * i], &b[16384 * i], ws[i].rows * 4) == 0;
+        return eq;
+    };
     for (int t = 0; t < 2; t++) {
         const dw *ws = t ? &w[0][6] : &w[0][0];
         int n = t ? 1 : 3, K = (int)ws[0].cols;
         mma_x xk{x, K, xs, K, 1};
-        run_lanes<KIND>(xk, outs_of(ws, n, ref), st);
-        run_staged<KIND>(xk, outs_of(ws, n, y), st);
-        CK(cudaStreamSynchronize(st));
-        CK(cudaMemcpy(a.data(), ref, sizeof(float) * 16384 * n, cudaMemcpyDeviceToHost));
-        CK(cudaMemcpy(b.data(), y, sizeof(float) * 16384 * n, cudaMemcpyDeviceToHost));
-        for (int i = 0; i < n; i++)
-            same = same && memcmp(&a[16384 * i], &b[16384 * i], ws[i].rows * 4) == 0;
-        /* 24 rows: x then 23 rows of other values (x's tail of the buffer) */
+        /* 24 rows: x then 23 rows of other values (x's tail of the buffer);
+         * row r of output i at big + 16384 (3r + i) */
         mma_x xb{x, K, xs, (int64_t)24 * K, 24};
-        split(x, 24, K, xs, st);
-        mma_outs o = outs_of(ws, n, big); /* row r of output i at big + 16384 (3r + i) */
+        mma_outs o = outs_of(ws, n, big);
         for (int i = 0; i < n; i++)
             o.ldy[i] = 3 * 16384;
-        k_mma<KIND, false, false, 4, 4, 1, 2>
-            <<<dim3(1, (unsigned)mma_tiles(o, 64)), MMA_WARPS * 32, 0, st>>>(xb, o);
-        CK(cudaStreamSynchronize(st));
-        CK(cudaMemcpy(a.data(), big, sizeof(float) * 16384 * n, cudaMemcpyDeviceToHost));
-        for (int i = 0; i < n; i++)
-            same = same && memcmp(&a[16384 * i], &b[16384 * i], ws[i].rows * 4) == 0;
-        /* x as one bf16 part (HEARTH_CUDA_QUANT_ACT=bf16): alone == batched */
-        run_staged<KIND, mma_stage<KIND>, 3, 1>(xk, outs_of(ws, n, y), st);
-        CK(cudaStreamSynchronize(st));
-        CK(cudaMemcpy(b.data(), y, sizeof(float) * 16384 * n, cudaMemcpyDeviceToHost));
-        split(x, 24, K, xs, st);
-        k_mma<KIND, false, false, 4, 4, 1, 2, 1>
-            <<<dim3(1, (unsigned)mma_tiles(o, 64)), MMA_WARPS * 32, 0, st>>>(xb, o);
-        CK(cudaStreamSynchronize(st));
-        CK(cudaMemcpy(a.data(), big, sizeof(float) * 16384 * n, cudaMemcpyDeviceToHost));
-        for (int i = 0; i < n; i++)
-            same = same && memcmp(&a[16384 * i], &b[16384 * i], ws[i].rows * 4) == 0;
+        for (int np = 0; np < 2; np++) { /* MMA_PARTS parts, then one (bf16) */
+            if (np == 0)
+                run_staged<KIND>(xk, outs_of(ws, n, y), st);
+            else
+                run_staged<KIND, mma_stage<KIND>, 3, 1>(xk, outs_of(ws, n, y), st);
+            CK(cudaStreamSynchronize(st));
+            CK(cudaMemcpy(b.data(), y, sizeof(float) * 16384 * n, cudaMemcpyDeviceToHost));
+            if (np == 0) { /* k_mma's lane loads (the engine's kernel before) */
+                run_lanes<KIND>(xk, outs_of(ws, n, ref), st);
+                same = rows_equal(ref, ws, n) && same;
+            }
+            /* that row as row 0 of 24 through the prefill tiles */
+            split(x, 24, K, xs, st);
+            if (np == 0)
+                k_mma<KIND, false, false, 4, 4, 1, 2>
+                    <<<dim3(1, (unsigned)mma_tiles(o, 64)), MMA_WARPS * 32, 0, st>>>(xb, o);
+            else
+                k_mma<KIND, false, false, 4, 4, 1, 2, 1>
+                    <<<dim3(1, (unsigned)mma_tiles(o, 64)), MMA_WARPS * 32, 0, st>>>(xb, o);
+            same = rows_equal(big, ws, n) && same;
+        }
     }
     cudaEvent_t e0, e1;
     CK(cudaEventCreate(&e0));

@@ -79,6 +79,16 @@ static __host__ bool mma_fits(const dw &w) {
     return ((uintptr_t)w.data & 1) == 0 && w.row_bytes % 2 == 0;
 }
 
+/* the bytes of a 32-column chunk of a row (K-quants: an eighth of a
+ * super-block) */
+static __host__ __device__ __forceinline__ constexpr int mma_chunk_bytes(int kind) {
+    return kind == MMA_Q8_0   ? 34
+           : kind == MMA_Q4_0 ? 18
+           : kind == MMA_Q4_K ? 144 / 8
+           : kind == MMA_Q5_K ? 176 / 8
+                              : 64;
+}
+
 /* a row's bytes: from global memory through the read-only path, or from
  * shared memory (SM: the stage k_mma_staged copied) */
 template <bool SM>
@@ -94,7 +104,7 @@ static __device__ __forceinline__ V ld_vec(const V *p) {
  * from in .x/.y, the block's f16 scale in .z */
 template <bool SM = false>
 static __device__ __forceinline__ uint4 ld_block(int kind, const uint8_t *row, int ch, int c) {
-    const uint16_t *b = (const uint16_t *)(row + (size_t)ch * (kind == MMA_Q8_0 ? 34 : 18));
+    const uint16_t *b = (const uint16_t *)(row + (size_t)ch * mma_chunk_bytes(kind));
     const uint16_t *q = b + 1 + (kind == MMA_Q8_0 ? 4 * c : 4 * (c & 1));
     return make_uint4(ld_u16<SM>(q) | (ld_u16<SM>(q + 1) << 16),
                       ld_u16<SM>(q + 2) | (ld_u16<SM>(q + 3) << 16), ld_u16<SM>(b), 0);
@@ -107,22 +117,12 @@ template <bool SM = false>
 static __device__ __forceinline__ uint4 ld_kq(int kind, const uint8_t *row, int ch, int c,
                                               uint4 *hdr) {
     bool five = kind == MMA_Q5_K;
-    const uint8_t *b = row + (size_t)(ch / 8) * (five ? 176 : 144);
+    const uint8_t *b = row + (size_t)(ch / 8) * (8 * mma_chunk_bytes(kind));
     int s = ch % 8;
     *hdr = ld_vec<SM>((const uint4 *)b);
     uint2 q = ld_vec<SM>((const uint2 *)(b + (five ? 48 : 16) + 32 * (s / 2) + 8 * c));
     uint2 h = five ? ld_vec<SM>((const uint2 *)(b + 16 + 8 * c)) : make_uint2(0, 0);
     return make_uint4(q.x, q.y, h.x, h.y);
-}
-
-/* the bytes of a 32-column chunk of a row (K-quants: an eighth of a
- * super-block) */
-static __host__ __device__ __forceinline__ constexpr int mma_chunk_bytes(int kind) {
-    return kind == MMA_Q8_0   ? 34
-           : kind == MMA_Q4_0 ? 18
-           : kind == MMA_Q4_K ? 144 / 8
-           : kind == MMA_Q5_K ? 176 / 8
-                              : 64;
 }
 
 /* four small integers (bytes of u, each < 128) as two bf16x2: 128 + v
@@ -137,10 +137,6 @@ static __device__ __forceinline__ void small_bf16x4(uint32_t u, float off, uint3
     __nv_bfloat162 vb = __hsub2(*(const __nv_bfloat162 *)&b, o);
     *lo = *(const uint32_t *)&va;
     *hi = *(const uint32_t *)&vb;
-}
-
-static __device__ __forceinline__ uint32_t bf16x2_of(float a, float b) {
-    return (uint32_t)bf16_bits(a) | ((uint32_t)bf16_bits(b) << 16);
 }
 
 /* a K-quant chunk (sub-block s) -> its 8 integers as bf16, d*sc and
