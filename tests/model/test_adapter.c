@@ -18,6 +18,7 @@
 #include "model/kv.h"
 #include "model/model.h"
 #include "sample/sampler.h"
+#include "support/kl.h"
 #include "support/runner.h"
 #include "support/tree.h"
 
@@ -40,15 +41,6 @@
 
 static char g_root[4096];   /* tests/fixtures */
 static char g_tmp[4096];    /* scratch directory */
-
-static double lse(const float *x, int n) {
-    double mx = -INFINITY, s = 0;
-    for (int i = 0; i < n; i++)
-        mx = x[i] > mx ? x[i] : mx;
-    for (int i = 0; i < n; i++)
-        s += exp(x[i] - mx);
-    return mx + log(s);
-}
 
 static json_t *load_ref(const char *name) {
     char p[8300];
@@ -106,7 +98,7 @@ static double check_cases(const char *name, const char *what, hr_runner *r, int 
             if (got != want && margin >= NEAR_TIE)
                 fail_msg("%s %s prompt %zu step %zu: argmax %d, peft %d (margin %g)", name,
                          what, c, s, got, want, margin);
-            double l = lse(logits, V);
+            double l = hr_logsumexp_f64(logits, V);
             json_t *top = json_object_get(step, "top");
             for (size_t k = 0; k < json_array_size(top); k++) {
                 json_t *e = json_array_get(top, k);
@@ -251,7 +243,7 @@ static void test_quant_base(void **state) {
             int32_t want = (int32_t)json_integer_value(json_array_get(gt, s));
             steps++;
             agree += hr_argmax(logits, V) == want;
-            double l = lse(logits, V);
+            double l = hr_logsumexp_f64(logits, V);
             json_t *e = json_array_get(json_object_get(json_array_get(st, s), "top"), 0);
             double d = fabs(logits[json_integer_value(json_array_get(e, 0))] - l -
                             json_number_value(json_array_get(e, 1)));

@@ -6,6 +6,7 @@
  * both sides: 1e-4 absolute). */
 #include "chat/chat.h"
 #include "core/error.h"
+#include "support/kl.h"
 #include "support/runner.h"
 #include "model/forward.h"
 #include "model/model.h"
@@ -63,12 +64,7 @@ static void check_model(const char *dir, const char *key) {
             else if (margin >= NEAR_TIE)
                 fail_msg("%s %s step %zu: argmax %d, oracle %d (margin %g)", key,
                          json_string_value(json_object_get(p, "name")), s, got, want, margin);
-            double mx = -INFINITY, sum = 0;
-            for (int k = 0; k < V; k++)
-                mx = logits[k] > mx ? logits[k] : mx;
-            for (int k = 0; k < V; k++)
-                sum += exp(logits[k] - mx);
-            double lse = mx + log(sum);
+            double lse = hr_logsumexp_f64(logits, V);
             size_t t;
             json_t *e;
             json_array_foreach(json_object_get(st, "top5"), t, e) {

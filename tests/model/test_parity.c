@@ -21,6 +21,7 @@
  * ("not supported yet on cuda: ...": experts, sinks, DeltaNet) is skipped,
  * saying so. */
 #include "core/error.h"
+#include "support/kl.h"
 #include "support/runner.h"
 #include "model/model.h"
 #include "sample/sampler.h"
@@ -45,15 +46,6 @@
 
 static char g_root[4096];
 static const char *g_device; /* --device NAME: the backend under test */
-
-static double lse(const float *x, int n) {
-    double mx = -INFINITY, s = 0;
-    for (int i = 0; i < n; i++)
-        mx = x[i] > mx ? x[i] : mx;
-    for (int i = 0; i < n; i++)
-        s += exp(x[i] - mx);
-    return mx + log(s);
-}
 
 static void run_case(void **state) {
     const char *name = *state;
@@ -118,7 +110,7 @@ static void run_case(void **state) {
             else
                 fail_msg("%s prompt %zu step %zu: argmax %d, oracle %d (margin %g)",
                          name, c, s, got, want, margin);
-            double l = lse(logits, V);
+            double l = hr_logsumexp_f64(logits, V);
             json_t *top = json_object_get(step, "top");
             for (size_t k = 0; k < json_array_size(top); k++) {
                 json_t *e = json_array_get(top, k);

@@ -2,13 +2,17 @@
 
 #include <math.h>
 
-void hr_log_softmax(const float *x, double *out, int n) {
+double hr_logsumexp_f64(const float *x, int n) {
     double mx = -INFINITY, s = 0;
     for (int i = 0; i < n; i++)
         mx = x[i] > mx ? x[i] : mx;
     for (int i = 0; i < n; i++)
         s += exp(x[i] - mx);
-    double l = mx + log(s);
+    return mx + log(s);
+}
+
+void hr_log_softmax(const float *x, double *out, int n) {
+    double l = hr_logsumexp_f64(x, n);
     for (int i = 0; i < n; i++)
         out[i] = x[i] - l;
 }
