@@ -4,8 +4,10 @@
 // the same SSD files, in turn, each run of one right after the others'.
 // KV: "f16" (--kv-dtype f16), "B" (--kv-bits B --quantized-kv-start 0),
 // "turbo[:..]" (--kv-quant), "q8_0" / "q4_0" (--cache-type-k/v).
+// SSD_DIR (env): keep the SSD files there; a later run on the same
+// directory finds them, so its "first prefill" is a restore too.
 import { execFileSync } from 'node:child_process';
-import { mkdtempSync, readdirSync, rmSync, statSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, readdirSync, rmSync, statSync } from 'node:fs';
 import { join } from 'node:path';
 import { start as serve, stop, post } from './lib/server.mjs';
 
@@ -80,7 +82,9 @@ const median = (a) => [...a].sort((x, y) => x - y)[Math.floor(a.length / 2)];
 
 const rows = [];
 for (const kv of kvs) {
-  const ssd = mkdtempSync('/tmp/hearth-restore-ssd-');
+  const ssd = process.env.SSD_DIR ? join(process.env.SSD_DIR, kv)
+    : mkdtempSync('/tmp/hearth-restore-ssd-');
+  mkdirSync(ssd, { recursive: true });
   const a = await start(['--ssd-cache', ssd, ...kvArgs(kv)]);
   const t0 = performance.now();
   const first = await complete(a.base);
@@ -106,7 +110,7 @@ for (const kv of kvs) {
         `bound ${(bytes / bw * 1000).toFixed(0)} ms`);
     }
   }
-  rmSync(ssd, { recursive: true, force: true });
+  if (!process.env.SSD_DIR) rmSync(ssd, { recursive: true, force: true });
   bins.forEach((b, i) => rows.push({ kv: bins.length > 1 ? `${kv} ${b}` : kv, prefillMs,
     runs: runs[i] }));
 }

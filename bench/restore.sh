@@ -9,6 +9,7 @@
 # 2 threads, /v1/completions.
 #   bench/restore.sh [build/hearth[,OTHER_BINARY..]]  (several: side by side)
 #   env: PROMPT_TOKENS (12000) REPEATS (3) KVS ("f16 4 turbo") MODEL
+#        SSD_DIR (keep the SSD files there, per KV format, for the next run)
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 bin=${1:-$root/build/hearth}

@@ -1,7 +1,14 @@
 #include "core/bigmem.h"
 
+#include <pthread.h>
+#include <sched.h>
+#include <stdbool.h>
+#include <stdatomic.h>
 #include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
 #include <sys/mman.h>
+#include <unistd.h>
 
 #define HUGE_PAGE ((size_t)2 << 20)
 
@@ -29,4 +36,74 @@ void *hr_big_alloc(size_t bytes) {
 void hr_big_free(void *p, size_t bytes) {
     if (p)
         munmap(p, round_up(bytes));
+}
+
+struct hr_populator {
+    pthread_t thread;
+    _Atomic bool stop;
+    int n_arrays;
+    size_t n_units, step; /* units a range (about a huge page of the smallest unit) */
+    void **base;
+    size_t *unit;
+};
+
+static void *populate_main(void *arg) {
+    hr_populator *p = arg;
+#ifdef SCHED_IDLE /* only when nothing else wants the core: never slows a step */
+    struct sched_param sp = {0};
+    pthread_setschedparam(pthread_self(), SCHED_IDLE, &sp);
+#endif
+    uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE);
+    for (size_t u = 0; u < p->n_units && !atomic_load(&p->stop); u += p->step) {
+        size_t n = p->n_units - u < p->step ? p->n_units - u : p->step;
+        for (int i = 0; i < p->n_arrays; i++) {
+            uintptr_t a = (uintptr_t)p->base[i] + u * p->unit[i], b = a + n * p->unit[i];
+            a &= ~(page - 1);
+            b = (b + page - 1) & ~(page - 1);
+#ifdef MADV_POPULATE_WRITE
+            if (madvise((void *)a, b - a, MADV_POPULATE_WRITE) != 0)
+                return NULL; /* no such call here, or no memory: speed only */
+#else
+            return NULL;
+#endif
+        }
+    }
+    return NULL;
+}
+
+hr_populator *hr_populate_start(void *const *base, const size_t *unit, int n_arrays,
+                                size_t n_units) {
+    hr_populator *p = calloc(1, sizeof *p);
+    if (!p || n_arrays <= 0 || n_units == 0)
+        return free(p), NULL;
+    p->base = malloc((size_t)n_arrays * sizeof *p->base);
+    p->unit = malloc((size_t)n_arrays * sizeof *p->unit);
+    if (!p->base || !p->unit)
+        goto fail;
+    memcpy(p->base, base, (size_t)n_arrays * sizeof *p->base);
+    memcpy(p->unit, unit, (size_t)n_arrays * sizeof *p->unit);
+    p->n_arrays = n_arrays;
+    p->n_units = n_units;
+    size_t small = unit[0];
+    for (int i = 1; i < n_arrays; i++)
+        small = unit[i] < small ? unit[i] : small;
+    p->step = small && small < HUGE_PAGE ? HUGE_PAGE / small : 1;
+    atomic_init(&p->stop, false);
+    if (pthread_create(&p->thread, NULL, populate_main, p) == 0)
+        return p;
+fail:
+    free(p->base);
+    free(p->unit);
+    free(p);
+    return NULL;
+}
+
+void hr_populate_stop(hr_populator *p) {
+    if (!p)
+        return;
+    atomic_store(&p->stop, true);
+    pthread_join(p->thread, NULL);
+    free(p->base);
+    free(p->unit);
+    free(p);
 }

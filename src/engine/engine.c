@@ -249,8 +249,8 @@ static void admit(hr_engine *e) {
                 hit = len = 0;
             }
         } else if (e->pcache && !r->embed) {
-            hit = hr_pcache_lookup(e->pcache, r->cache_seed, r->key ? r->key : r->prompt, upto, total, r->blocks,
-                                   &len);
+            hit = hr_pcache_lookup(e->pcache, r->cache_seed, r->key ? r->key : r->prompt, upto,
+                                   r->n_prompt, total, r->blocks, &len);
         }
         if (!conv) {
             int need = total - hit;

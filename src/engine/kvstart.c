@@ -20,7 +20,7 @@ int hr__admit_converted(hr_engine *e, hr_request *r, int upto, int *hit, int *le
         return 0;
     int qtotal = hr__blocks_for(r->n_prompt + r->limit);
     *hit = hr_pcache_lookup(e->pcq, hr__qseed(e, r->cache_seed), r->key ? r->key : r->prompt,
-                            upto, qtotal, r->blocks, len);
+                            upto, r->n_prompt, qtotal, r->blocks, len);
     bool use = *len >= e->kv_start;
     if (use && hr__kvq_spare(e) < qtotal - *hit)
         hr_pcache_evict(e->pcq, qtotal - *hit - hr__kvq_spare(e));

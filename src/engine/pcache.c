@@ -12,7 +12,7 @@
  * children of a prefix (the candidates for the next block) share a bucket. */
 typedef struct entry {
     uint64_t parent;             /* key of the block before it; 0 for a first block */
-    uint64_t key;                /* its own key (full blocks; the SSD file name) */
+    uint64_t key;                /* its SSD file's name: block_key, or tail_key(parent) */
     int32_t block;
     int32_t n;                   /* tokens held: HR_KV_BLOCK, or fewer for a tail */
     int32_t tokens[HR_KV_BLOCK]; /* the content [0, n), checked on every hit */
@@ -107,7 +107,10 @@ void hr_pcache_free(hr_pcache *pc) {
  * comes back by itself). false when not queued. */
 static bool queue_write(hr_pcache *pc, entry *e) {
     hr_kv_ref(pc->kv, e->block);
-    int r = hr_ssd_queue(pc->ssd, e->key, e->tokens, e->block, e->state);
+    int32_t t[HR_KV_BLOCK]; /* a tail's tokens, padded with -1 (ssd.h) */
+    for (int i = 0; i < HR_KV_BLOCK; i++)
+        t[i] = i < e->n ? e->tokens[i] : -1;
+    int r = hr_ssd_queue(pc->ssd, e->key, t, e->block, e->state);
     if (r == 1) {
         e->pending = false;
         pc->n_pending--;
@@ -118,8 +121,9 @@ static bool queue_write(hr_pcache *pc, entry *e) {
 }
 
 /* Index block (n tokens) under parent (the cache takes over one reference
- * the caller holds); a full block's SSD write is queued when write is set.
- * NULL when out of memory. */
+ * the caller holds); its SSD write is queued when write is set (a tail's
+ * too, but for a hybrid model: under tail_key(parent), where the newest
+ * tail of a prefix stays for a restart). NULL when out of memory. */
 static entry *add(hr_pcache *pc, uint64_t parent, uint64_t key, const int32_t *tokens, int n,
                   int32_t block, bool write, void *state) {
     entry *e = malloc(sizeof *e);
@@ -139,7 +143,8 @@ static entry *add(hr_pcache *pc, uint64_t parent, uint64_t key, const int32_t *t
     e->used = hr_now();
     lru_front(pc, e);
     pc->n++;
-    e->pending = pc->ssd && write && n == HR_KV_BLOCK;
+    /* (hybrid models reuse whole blocks only: no tail written) */
+    e->pending = pc->ssd && write && (n == HR_KV_BLOCK || !pc->state_bytes);
     pc->n_pending += e->pending;
     if (e->pending)
         queue_write(pc, e);
@@ -148,6 +153,11 @@ static entry *add(hr_pcache *pc, uint64_t parent, uint64_t key, const int32_t *t
 
 static uint64_t block_key(uint64_t parent, const int32_t *tokens) {
     return XXH3_64bits_withSeed(tokens, HR_KV_BLOCK * sizeof *tokens, parent);
+}
+
+/* The SSD file name of the newest not-full block after parent. */
+static uint64_t tail_key(uint64_t parent) {
+    return XXH3_64bits_withSeed("tail", 4, parent);
 }
 
 /* Length of the common prefix of a[0..n) and b[0..n). */
@@ -191,22 +201,29 @@ static entry *from_ssd(hr_pcache *pc, uint64_t parent, uint64_t key, const int32
 }
 
 /* The child of parent (a full block or a tail) sharing the longest run of
- * first tokens with tokens[0..n): its rows [0, *len) are copied into a
- * fresh block, returned with refcount 1. -1 when no child shares a token
- * or no block is free. */
-static int32_t copy_partial(hr_pcache *pc, uint64_t parent, const int32_t *tokens, int n,
-                            int *len) {
+ * first tokens with tokens[0..n), *len of them; NULL when none shares one. */
+static entry *best_child(hr_pcache *pc, uint64_t parent, const int32_t *tokens, int n,
+                         int *len) {
     entry *best = NULL;
-    int l_best = 0;
+    *len = 0;
     for (entry *e = *bucket(pc, parent); e; e = e->hnext) {
         if (e->parent != parent)
             continue;
         int l = common(e->tokens, tokens, e->n < n ? e->n : n);
-        if (l > l_best) {
+        if (l > *len) {
             best = e;
-            l_best = l;
+            *len = l;
         }
     }
+    return best;
+}
+
+/* best_child's rows [0, *len) copied into a fresh block, returned with
+ * refcount 1. -1 when no child shares a token or no block is free. */
+static int32_t copy_partial(hr_pcache *pc, uint64_t parent, const int32_t *tokens, int n,
+                            int *len) {
+    int l_best;
+    entry *best = best_child(pc, parent, tokens, n, &l_best);
     if (!best)
         return -1;
     hr_kv_ref(pc->kv, best->block); /* not evicted to make room for its copy */
@@ -222,9 +239,63 @@ static int32_t copy_partial(hr_pcache *pc, uint64_t parent, const int32_t *token
     return blk;
 }
 
+/* The newest tail after parent on the SSD tier (tail_key), indexed. */
+static void tail_from_ssd(hr_pcache *pc, uint64_t parent) {
+    if (pc->kv->n_free == 0)
+        hr_pcache_evict(pc, 1);
+    int32_t blk = hr_kv_alloc(pc->kv), t[HR_KV_BLOCK];
+    if (blk < 0)
+        return;
+    int n = hr_ssd_read_tail(pc->ssd, tail_key(parent), pc->kv, blk, t);
+    if (n == 0 || !add(pc, parent, tail_key(parent), t, n, blk, false, NULL))
+        hr_kv_unref(pc->kv, blk);
+}
+
 /* Blocks whose SSD files are asked for ahead of the one being read back
- * (hr_ssd_prefetch): enough to keep the disk's queue full. */
+ * (hr_ssd_prefetch) on the one-by-one path: enough to keep the disk's queue
+ * full. */
 #define SSD_AHEAD 32
+
+/* The RAM misses from block `got` of tokens (key: the key before it) up to
+ * block end or the next block RAM holds, read back from the SSD tier at
+ * once (hr_ssd_read_run) and indexed. How many were (0: the first is not
+ * there, or no block is free). Models without recurrent state. */
+static int from_ssd_run(hr_pcache *pc, uint64_t key, const int32_t *tokens, int got, int end) {
+    int m = end - got;
+    uint64_t *keys = malloc((size_t)m * 2 * sizeof *keys);
+    int32_t *blks = malloc((size_t)m * sizeof *blks);
+    if (!keys || !blks) {
+        free(keys);
+        free(blks);
+        return 0;
+    }
+    uint64_t *parents = keys + m;
+    const int32_t *t0 = tokens + (size_t)got * HR_KV_BLOCK;
+    for (int i = 0; i < m; i++) {
+        if (i > 0 && find_full(pc, key, t0 + (size_t)i * HR_KV_BLOCK)) {
+            m = i;
+            break;
+        }
+        parents[i] = key;
+        keys[i] = key = block_key(key, t0 + (size_t)i * HR_KV_BLOCK);
+    }
+    if (pc->kv->n_free < m)
+        hr_pcache_evict(pc, m - pc->kv->n_free);
+    if (m > pc->kv->n_free)
+        m = pc->kv->n_free;
+    for (int i = 0; i < m; i++)
+        blks[i] = hr_kv_alloc(pc->kv);
+    int r = m ? hr_ssd_read_run(pc->ssd, keys, t0, pc->kv, blks, m) : 0;
+    for (int i = 0; i < m; i++)
+        if (i >= r || !add(pc, parents[i], keys[i], t0 + (size_t)i * HR_KV_BLOCK, HR_KV_BLOCK,
+                           blks[i], false, NULL)) {
+            hr_kv_unref(pc->kv, blks[i]);
+            r = r < i ? r : i;
+        }
+    free(keys);
+    free(blks);
+    return r;
+}
 
 /* The chain of whole cached blocks of tokens[0..n), at most max_blocks,
  * a reference each into blocks[]; *last: the last one's entry. */
@@ -232,19 +303,22 @@ static int whole_blocks(hr_pcache *pc, uint64_t seed, const int32_t *tokens, int
                         int max_blocks, int32_t *blocks, uint64_t *key_out, entry **last) {
     uint64_t key = seed, akey = seed; /* akey: the key after block `ahead` - 1 */
     int got = 0, ahead = 0;           /* blocks [got, ahead) are being prefetched */
-    for (; got < max_blocks && (got + 1) * HR_KV_BLOCK <= n; got++) {
+    int end = n / HR_KV_BLOCK < max_blocks ? n / HR_KV_BLOCK : max_blocks;
+    for (; got < end; got++) {
         const int32_t *t = tokens + (size_t)got * HR_KV_BLOCK;
         uint64_t next = block_key(key, t);
         entry *e = find_full(pc, key, t);
-        if (!e && pc->ssd) {
+        if (!e && pc->ssd && !pc->state_bytes) {
+            if (from_ssd_run(pc, key, tokens, got, end) > 0)
+                e = find_full(pc, key, t);
+        } else if (!e && pc->ssd) { /* one by one: each block's state comes with it */
             if (ahead <= got) {
                 ahead = got;
                 akey = key;
             }
             uint64_t keys[SSD_AHEAD];
             int k = 0;
-            for (; ahead < got + SSD_AHEAD && ahead < max_blocks &&
-                   (ahead + 1) * HR_KV_BLOCK <= n; ahead++)
+            for (; ahead < got + SSD_AHEAD && ahead < end; ahead++)
                 keys[k++] = akey = block_key(akey, tokens + (size_t)ahead * HR_KV_BLOCK);
             hr_ssd_prefetch(pc->ssd, keys, k);
             e = from_ssd(pc, key, next, t);
@@ -281,7 +355,7 @@ int hr_pcache_lookup_state(hr_pcache *pc, uint64_t seed, const int32_t *tokens, 
     return got;
 }
 
-int hr_pcache_lookup(hr_pcache *pc, uint64_t seed, const int32_t *tokens, int n,
+int hr_pcache_lookup(hr_pcache *pc, uint64_t seed, const int32_t *tokens, int n, int known,
                      int max_blocks, int32_t *blocks, int *n_tokens) {
     uint64_t key = seed;
     entry *lastbuf[64], **last = max_blocks <= 64 ? lastbuf : malloc((size_t)max_blocks *
@@ -293,8 +367,20 @@ int hr_pcache_lookup(hr_pcache *pc, uint64_t seed, const int32_t *tokens, int n,
         return *n_tokens = 0;
     *n_tokens = got * HR_KV_BLOCK;
     int len = 0, rest = n - got * HR_KV_BLOCK;
+    const int32_t *t = tokens + (size_t)got * HR_KV_BLOCK;
+    if (got < max_blocks && rest > 0 && pc->ssd && !pc->state_bytes &&
+        !best_child(pc, key, t, rest, &len)) {
+        /* after a restart RAM holds no next block: the SSD tier's, the
+         * full one when the tokens past n say which (whole_blocks asked for
+         * it when they were not needed), else the newest tail */
+        int next = (got + 1) * HR_KV_BLOCK;
+        if (next > n && next <= known)
+            from_ssd_run(pc, key, tokens, got, got + 1);
+        if (!best_child(pc, key, t, rest, &len))
+            tail_from_ssd(pc, key);
+    }
     if (got < max_blocks && rest > 0) {
-        int32_t blk = copy_partial(pc, key, tokens + (size_t)got * HR_KV_BLOCK, rest, &len);
+        int32_t blk = copy_partial(pc, key, t, rest, &len);
         if (blk >= 0) {
             blocks[got++] = blk;
             *n_tokens += len;
@@ -334,7 +420,7 @@ static bool index_block(hr_pcache *pc, uint64_t parent, const int32_t *tokens, i
     }
     if (pc->max_blocks && pc->n >= pc->max_blocks && hr_pcache_evict(pc, 1) == 0)
         return false; /* full of blocks in use */
-    uint64_t key = n == HR_KV_BLOCK ? block_key(parent, tokens) : 0;
+    uint64_t key = n == HR_KV_BLOCK ? block_key(parent, tokens) : tail_key(parent);
     hr_kv_ref(pc->kv, block);
     void *st = n == HR_KV_BLOCK ? *state : NULL;
     if (!add(pc, parent, key, tokens, n, block, true, st)) {

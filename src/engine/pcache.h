@@ -2,7 +2,8 @@
  * content (block i's key hashes block i's 32 tokens with block i-1's key),
  * so an equal prefix is found whatever request computed it. Besides full
  * blocks, the last, not-full block of every stored sequence is indexed
- * (RAM only) with the tokens it holds, so a prefix is found token by token:
+ * with the tokens it holds (the SSD tier keeps the newest one after each
+ * prefix), so a prefix is found token by token:
  * after the last whole cached block, the longest common prefix with any
  * cached next block (full or not) is reused by copying its rows into a
  * fresh block of the caller (copy-on-write: a cached block is never
@@ -38,8 +39,10 @@ void hr_pcache_free(hr_pcache *pc); /* drops the cache's references */
  * whole cached blocks are shared; when the prefix ends inside a block, that
  * last block is a fresh one of the caller's (refcount 1) holding a copy of
  * the common rows (none is made when the pool has no block to spare).
+ * tokens[n..known) (known >= n) are readable too: with them the SSD tier's
+ * full block past n can give that copy (a prompt resent after a restart).
  * *n_tokens gets the prefix length (0..n). Returns the number of blocks. */
-int hr_pcache_lookup(hr_pcache *pc, uint64_t seed, const int32_t *tokens, int n,
+int hr_pcache_lookup(hr_pcache *pc, uint64_t seed, const int32_t *tokens, int n, int known,
                      int max_blocks, int32_t *blocks, int *n_tokens);
 
 /* Index a sequence of n tokens whose KV is in blocks[] (blocks_for(n) of

@@ -7,13 +7,16 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/uio.h>
 #include <unistd.h>
+#define XXH_STATIC_LINKING_ONLY /* XXH64_state_t on the stack */
 #include <xxhash.h>
 
 #define MAGIC "HEARTHKV"
@@ -163,7 +166,8 @@ static int write_block(hr_ssd *s, const job *j) {
     path_of(s, j->key, path, sizeof path);
     struct stat fst;
     size_t state = j->state ? s->state_bytes : 0;
-    if (stat(path, &fst) == 0 && S_ISREG(fst.st_mode) &&
+    bool had = stat(path, &fst) == 0 && S_ISREG(fst.st_mode);
+    if (had && j->tokens[HR_KV_BLOCK - 1] >= 0 && /* (a tail is rewritten) */
         (size_t)fst.st_size >= HDR_BYTES + s->payload + state &&
         (size_t)fst.st_size <= HDR_BYTES + s->payload + s->state_bytes)
         return 0; /* already on disk (same key, same content, with a state if this has
@@ -209,6 +213,8 @@ static int write_block(hr_ssd *s, const job *j) {
         s->backoff = s->backoff_min;
     }
     atomic_fetch_add(&s->used, HDR_BYTES + s->payload + state);
+    if (had) /* replaced */
+        atomic_fetch_sub(&s->used, (size_t)fst.st_size);
     atomic_fetch_add(&s->n_written, 1);
     atomic_fetch_add(&s->bytes_written, (long long)(HDR_BYTES + s->payload + state));
     trim_to_budget(s);
@@ -302,12 +308,47 @@ static void quarantine(hr_ssd *s, const char *path, const char *why) {
     hr_log(HR_LOG_WARN, "SSD cache: %s %s; moved to %s", path, why, s->quarantine);
 }
 
-/* The file is read, not mapped: a file truncated or failing underneath
- * is a short read or an error (a mapping would be SIGBUS). It is opened
- * non-blocking and must be a regular file (a FIFO under a cache file's
- * name would block the engine thread in open or read). */
-int hr_ssd_read(hr_ssd *s, uint64_t key, const int32_t *tokens, hr_kv *kv, int32_t block,
-                void *state, bool *has_state) {
+/* Reads [off, ...) of fd into iov[0..cnt) (modified), retrying short
+ * reads and EINTR, until the vectors are full or the file ends. The bytes
+ * read, or -1 with errno. */
+static ssize_t preadv_all(int fd, struct iovec *iov, int cnt, off_t off) {
+    size_t got = 0;
+    while (cnt > 0) {
+        ssize_t r = preadv(fd, iov, cnt > IOV_MAX ? IOV_MAX : cnt, off + (off_t)got);
+        if (r < 0 && errno == EINTR)
+            continue;
+        if (r < 0)
+            return -1;
+        if (r == 0)
+            break;
+        got += (size_t)r;
+        size_t left = (size_t)r;
+        for (; cnt > 0 && left >= iov->iov_len; iov++, cnt--)
+            left -= iov->iov_len;
+        if (cnt > 0) { /* the vector read into last: the rest of it */
+            iov->iov_base = (char *)iov->iov_base + left;
+            iov->iov_len -= left;
+        }
+    }
+    return (ssize_t)got;
+}
+
+/* Where a file's payload goes: straight into the pool block's layer slices
+ * (a pool in host memory and no recurrent state: nothing is copied twice),
+ * or into buf, then into the pool through the backend (a device pool, or a
+ * state to separate). */
+static bool direct_io(const hr_ssd *s, const hr_kv *kv) {
+    return !kv->be->device_mem && s->state_bytes == 0 && 2 * kv->n_layers + 2 <= 1024;
+}
+
+/* Read the file stored under key into `block`. tokens: the block's content,
+ * checked against the file's; NULL: any content (a tail: its tokens go to
+ * got_tokens, -1 padded). buf: HDR_BYTES + payload + state_bytes bytes of
+ * the caller's (the calling thread's own), unused when direct_io. 1 hit, 0
+ * miss (absent, unreadable, or quarantined). Any thread: every reader has
+ * its own buf and block. */
+static int load(hr_ssd *s, uint64_t key, const int32_t *tokens, int32_t *got_tokens, hr_kv *kv,
+                int32_t block, unsigned char *buf, void *state, bool *has_state) {
     if (has_state)
         *has_state = false;
     char path[4200];
@@ -322,71 +363,185 @@ int hr_ssd_read(hr_ssd *s, uint64_t key, const int32_t *tokens, hr_kv *kv, int32
         }
         return 0;
     }
-    size_t want_bytes = HDR_BYTES + s->payload + s->state_bytes, got = 0; /* at most */
+    bool direct = direct_io(s, kv);
+    size_t sb_ = hr_kv_stride_bytes(kv), vb = hr_kv_vstride_bytes(kv);
+    unsigned char hdr[HDR_BYTES], extra;
+    struct iovec iov[1024];
+    int cnt = 0;
+    if (direct) {
+        iov[cnt++] = (struct iovec){hdr, HDR_BYTES};
+        for (int l = 0; l < kv->n_layers; l++) {
+            iov[cnt++] = (struct iovec){(char *)hr_kv_layer_k(kv, l) + (size_t)block * sb_, sb_};
+            iov[cnt++] = (struct iovec){(char *)hr_kv_layer_v(kv, l) + (size_t)block * vb, vb};
+        }
+    } else {
+        iov[cnt++] = (struct iovec){buf, HDR_BYTES + s->payload + s->state_bytes};
+    }
+    iov[cnt++] = (struct iovec){&extra, 1}; /* a longer file is a wrong one */
+    const unsigned char *h = direct ? hdr : buf;
     struct stat st;
     int hit = 0;
+    ssize_t r;
     if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
         quarantine(s, path, "is not a regular file");
         goto done;
     }
-    unsigned char *m = s->rbuf;
-    while (got < want_bytes) {
-        ssize_t r = pread(fd, m + got, want_bytes - got, (off_t)got);
-        if (r < 0 && errno == EINTR)
-            continue;
-        if (r < 0) {
-            atomic_fetch_add(&s->n_read_errors, 1);
-            atomic_store(&s->last_errno, errno);
-            hr_log(HR_LOG_WARN, "SSD cache: cannot read %s (%s); a miss", path, strerror(errno));
-            goto done;
-        }
-        if (r == 0)
-            break;
-        got += (size_t)r;
+    if ((r = preadv_all(fd, iov, cnt, 0)) < 0) {
+        atomic_fetch_add(&s->n_read_errors, 1);
+        atomic_store(&s->last_errno, errno);
+        hr_log(HR_LOG_WARN, "SSD cache: cannot read %s (%s); a miss", path, strerror(errno));
+        goto done;
     }
-    unsigned char want[HDR_BYTES], extra;
-    uint64_t sum = 0;
+    size_t got = (size_t)r;
+    unsigned char want[HDR_BYTES];
+    uint64_t sum = 0, sb = 0; /* sb: the state's bytes, as the file says */
     uint32_t version = 0;
-    if (got >= 12 && !memcmp(m, MAGIC, 8))
-        memcpy(&version, m + 8, 4);
-    if (version != VERSION && got >= 12 && !memcmp(m, MAGIC, 8)) {
+    if (got >= 12 && !memcmp(h, MAGIC, 8))
+        memcpy(&version, h + 8, 4);
+    if (version != VERSION && got >= 12 && !memcmp(h, MAGIC, 8)) {
         char why[96];
         snprintf(why, sizeof why, "is format version %u (this hearth reads %u)", version,
                  VERSION);
         quarantine(s, path, why);
         goto done;
     }
-    uint64_t sb = 0; /* the state's bytes, as the file says */
     if (got >= HDR_BYTES)
-        memcpy(&sb, m + HDR_BYTES - 24, 8);
-    if ((sb != 0 && sb != s->state_bytes) || got != HDR_BYTES + s->payload + sb ||
-        pread(fd, &extra, 1, (off_t)got) != 0) {
+        memcpy(&sb, h + HDR_BYTES - 24, 8);
+    if ((sb != 0 && sb != s->state_bytes) || got != HDR_BYTES + s->payload + sb) {
         quarantine(s, path, "has the wrong size (truncated?)");
         goto done;
     }
-    memcpy(&sum, m + HDR_BYTES - 16, 8);
-    make_header(s, key, tokens, sum, sb, want);
-    if (memcmp(m, want, HDR_BYTES) != 0) {
+    int32_t file_tokens[HR_KV_BLOCK];
+    memcpy(file_tokens, h + 8 + 4 + 4 + 8 + 8 + 4 * 7 + 8, sizeof file_tokens);
+    memcpy(&sum, h + HDR_BYTES - 16, 8);
+    make_header(s, key, tokens ? tokens : file_tokens, sum, sb, want);
+    if (memcmp(h, want, HDR_BYTES) != 0) {
         quarantine(s, path, "does not match this model, format or prompt");
         goto done;
     }
-    const unsigned char *payload = m + HDR_BYTES;
-    if (XXH64(payload, s->payload + sb, 0) != sum) {
+    uint64_t actual;
+    if (direct) {
+        XXH64_state_t xs;
+        XXH64_reset(&xs, 0);
+        for (int l = 0; l < kv->n_layers; l++) { /* the payload's order */
+            XXH64_update(&xs, (char *)hr_kv_layer_k(kv, l) + (size_t)block * sb_, sb_);
+            XXH64_update(&xs, (char *)hr_kv_layer_v(kv, l) + (size_t)block * vb, vb);
+        }
+        actual = XXH64_digest(&xs);
+    } else {
+        actual = XXH64(buf + HDR_BYTES, s->payload + sb, 0);
+    }
+    if (actual != sum) {
         quarantine(s, path, "fails its checksum");
         goto done;
     }
-    if (hr_kv_block_write(kv, block, payload, NULL))
+    if (!direct && hr_kv_block_write(kv, block, buf + HDR_BYTES, NULL))
         goto done;
     if (sb && state) {
-        memcpy(state, payload + s->payload, sb);
+        memcpy(state, buf + HDR_BYTES + s->payload, sb);
         *has_state = true;
     }
+    if (got_tokens)
+        memcpy(got_tokens, file_tokens, sizeof file_tokens);
     hit = 1;
     atomic_fetch_add(&s->n_hits, 1);
     atomic_fetch_add(&s->bytes_read, (long long)got);
 done:
     close(fd);
     return hit;
+}
+
+/* The file is read, not mapped: a file truncated or failing underneath
+ * is a short read or an error (a mapping would be SIGBUS). It is opened
+ * non-blocking and must be a regular file (a FIFO under a cache file's
+ * name would block the engine thread in open or read). */
+int hr_ssd_read(hr_ssd *s, uint64_t key, const int32_t *tokens, hr_kv *kv, int32_t block,
+                void *state, bool *has_state) {
+    return load(s, key, tokens, NULL, kv, block, s->rbuf, state, has_state);
+}
+
+int hr_ssd_read_tail(hr_ssd *s, uint64_t key, hr_kv *kv, int32_t block, int32_t *tokens) {
+    if (!load(s, key, NULL, tokens, kv, block, s->rbuf, NULL, NULL))
+        return 0;
+    int n = 0;
+    while (n < HR_KV_BLOCK && tokens[n] >= 0)
+        n++;
+    for (int i = n; i < HR_KV_BLOCK; i++)
+        if (tokens[i] != -1)
+            n = 0; /* not a tail's padding: written by something else */
+    return n < HR_KV_BLOCK ? n : 0;
+}
+
+/* ---- a run of blocks, several files at once ------------------------------------ */
+
+/* Readers at once: the disk serves many files in parallel (its queue),
+ * and the copies out of the page cache and the checksums spread over the
+ * cores. */
+#define RUN_READERS 4
+/* Files asked for ahead of the readers (hr_ssd_prefetch). */
+#define RUN_AHEAD 32
+
+typedef struct run {
+    hr_ssd *s;
+    const uint64_t *keys;
+    const int32_t *tokens;
+    hr_kv *kv;
+    const int32_t *blocks;
+    int n;
+    _Atomic int next;  /* the next block to read */
+    _Atomic int first_miss; /* n when none */
+} run;
+
+static void *run_reader(void *arg) {
+    run *c = arg;
+    for (;;) {
+        int i = atomic_fetch_add(&c->next, 1);
+        if (i >= c->n || i > atomic_load(&c->first_miss))
+            break;
+        if (i + RUN_AHEAD < c->n)
+            hr_ssd_prefetch(c->s, &c->keys[i + RUN_AHEAD], 1);
+        if (!load(c->s, c->keys[i], c->tokens + (size_t)i * HR_KV_BLOCK, NULL, c->kv,
+                  c->blocks[i], NULL, NULL, NULL)) {
+            int m = atomic_load(&c->first_miss);
+            while (i < m && !atomic_compare_exchange_weak(&c->first_miss, &m, i)) {
+            }
+        }
+    }
+    return NULL;
+}
+
+int hr_ssd_read_run(hr_ssd *s, const uint64_t *keys, const int32_t *tokens, hr_kv *kv,
+                    const int32_t *blocks, int n) {
+    if (!direct_io(s, kv)) { /* one by one, through the tier's buffer */
+        int i = 0;
+        for (; i < n; i++) {
+            if (i % RUN_AHEAD == 0)
+                hr_ssd_prefetch(s, keys + i, n - i < RUN_AHEAD ? n - i : RUN_AHEAD);
+            if (!load(s, keys[i], tokens + (size_t)i * HR_KV_BLOCK, NULL, kv, blocks[i],
+                      s->rbuf, NULL, NULL))
+                break;
+        }
+        return i;
+    }
+    double t0 = hr_now();
+    long long b0 = atomic_load(&s->bytes_read);
+    run c = {.s = s, .keys = keys, .tokens = tokens, .kv = kv, .blocks = blocks, .n = n};
+    atomic_init(&c.next, 0);
+    atomic_init(&c.first_miss, n);
+    hr_ssd_prefetch(s, keys, n < RUN_AHEAD ? n : RUN_AHEAD);
+    pthread_t th[RUN_READERS - 1];
+    int started = 0;
+    while (started < RUN_READERS - 1 && started + 1 < n &&
+           pthread_create(&th[started], NULL, run_reader, &c) == 0)
+        started++; /* (none started: this thread reads them all) */
+    run_reader(&c);
+    for (int i = 0; i < started; i++)
+        pthread_join(th[i], NULL);
+    double ms = (hr_now() - t0) * 1e3;
+    hr_log(HR_LOG_DEBUG, "SSD cache: %d of %d blocks read back in %.0f ms (%.0f MB/s, %d readers)",
+           atomic_load(&c.first_miss), n, ms,
+           (double)(atomic_load(&s->bytes_read) - b0) / 1e3 / (ms > 0 ? ms : 1), started + 1);
+    return atomic_load(&c.first_miss);
 }
 
 void hr_ssd_prefetch(hr_ssd *s, const uint64_t *keys, int n) {

@@ -47,7 +47,9 @@ void hr_ssd_close(hr_ssd *s);
 
 /* Engine thread: queue block `block` (whose content must not change while
  * queued: hold a reference) to be written under `key`, with the recurrent
- * state after it (state_bytes of hr_ssd_open, copied now) or NULL. 1
+ * state after it (state_bytes of hr_ssd_open, copied now) or NULL. tokens:
+ * HR_KV_BLOCK of them; a not-full block (a tail) pads them with -1, and its
+ * file is rewritten each time (the newest tail under a key wins). 1
  * queued; 0 the queue is full (try again later); -1 the tier is paused
  * after a disk error (try again later too). A file already there is
  * rewritten only to add a state. */
@@ -61,6 +63,18 @@ int hr_ssd_done(hr_ssd *s, int32_t *blocks, int max);
  * did not verify). */
 int hr_ssd_read(hr_ssd *s, uint64_t key, const int32_t *tokens, hr_kv *kv, int32_t block,
                 void *state, bool *has_state);
+/* Engine thread: read the not-full block (a tail) stored under key into
+ * `block`, whatever tokens it holds: they go to tokens[HR_KV_BLOCK] (-1
+ * after the last). The number of tokens on a hit, 0 on a miss. */
+int hr_ssd_read_tail(hr_ssd *s, uint64_t key, hr_kv *kv, int32_t block, int32_t *tokens);
+/* Engine thread: read the blocks stored under keys[0..n) (block i's tokens
+ * at tokens + i * HR_KV_BLOCK) into blocks[0..n), several files at once
+ * (reader threads; a pool in host memory gets the bytes straight into its
+ * blocks). The number of leading blocks read: the first miss ends the run,
+ * the blocks from it on hold nothing to use. For models without a
+ * recurrent state (hr_ssd_open's state_bytes 0). */
+int hr_ssd_read_run(hr_ssd *s, const uint64_t *keys, const int32_t *tokens, hr_kv *kv,
+                    const int32_t *blocks, int n);
 /* Engine thread: ask the kernel to start reading the files stored under
  * keys[0..n) (those there) into the page cache, without waiting, so that
  * the hr_ssd_read calls that follow find them there and the disk works on

@@ -1,4 +1,5 @@
 #include "model/kv.h"
+#include "core/bigmem.h"
 #include "core/error.h"
 #include "kernels/cpu/ops.h"
 #include "kernels/cpu/turbo.h"
@@ -230,6 +231,28 @@ int hr_kv_init_on(hr_kv *kv, hr_backend *be, const hr_hparams *hp, hr_dtype t, i
     return hr_kv_init_fmt(kv, be, hp, &(hr_kv_fmt){.dtype = t}, n_blocks, err);
 }
 
+/* Pools of host memory from POPULATE_MIN bytes have their pages made
+ * resident ahead, lowest blocks first: a prompt restored from the SSD tier
+ * right after a start would otherwise pay for committing them (most of its
+ * time on a virtual machine, docs/kv-quant.md). */
+#define POPULATE_MIN ((size_t)64 << 20)
+
+static void populate(hr_kv *kv) {
+    size_t sb = hr_kv_stride_bytes(kv), vb = hr_kv_vstride_bytes(kv);
+    if (kv->be->device_mem || (size_t)kv->n_blocks * kv->n_layers * (sb + vb) < POPULATE_MIN ||
+        kv->n_layers > 512)
+        return;
+    void *base[1024];
+    size_t unit[1024];
+    for (int l = 0; l < kv->n_layers; l++) {
+        base[2 * l] = hr_kv_layer_k(kv, l);
+        base[2 * l + 1] = hr_kv_layer_v(kv, l);
+        unit[2 * l] = sb;
+        unit[2 * l + 1] = vb;
+    }
+    kv->populate = hr_populate_start(base, unit, 2 * kv->n_layers, (size_t)kv->n_blocks);
+}
+
 int hr_kv_init_fmt(hr_kv *kv, hr_backend *be, const hr_hparams *hp, const hr_kv_fmt *f,
                    int n_blocks, hr_error *err) {
     hr_dtype t = f->dtype;
@@ -305,12 +328,14 @@ int hr_kv_init_fmt(hr_kv *kv, hr_backend *be, const hr_hparams *hp, const hr_kv_
     for (int i = 0; i < n_blocks; i++)
         kv->free_list[i] = n_blocks - 1 - i; /* pop gives 0, 1, 2, ... */
     kv->n_free = n_blocks;
+    populate(kv);
     return 0;
 }
 
 void hr_kv_deinit(hr_kv *kv) {
     if (!kv)
         return;
+    hr_populate_stop(kv->populate);
     size_t per = (size_t)kv->n_layers * kv->n_blocks;
     if (kv->be) {
         kv->be->ops->free(kv->be, kv->k, per * hr_kv_stride_bytes(kv));

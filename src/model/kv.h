@@ -62,6 +62,8 @@ typedef struct hr_kv {
     int32_t *free_list;    /* [n_blocks], stack of free block ids */
     int n_free;
     hr_backend *be;        /* where k and v live (hr_kv_init: the CPU) */
+    struct hr_populator *populate; /* a big pool in host memory: its pages made
+                                    * resident ahead (core/bigmem.h) */
 } hr_kv;
 
 /* Bytes one block takes across all layers (K and V) in dtype t. */

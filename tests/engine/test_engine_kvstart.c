@@ -366,11 +366,12 @@ static int count_kv_files(const char *dir) {
 /* The SSD tier at start 40: A (100 tokens) converts; its quantized blocks
  * are written to a directory of their own (<fp>-q4g64-start40-f32), its
  * unquantized prefix to the f32 pool's (<fp>). After a restart A again
- * reads its converted whole blocks back (cached 96: three blocks, the
- * partial fourth is RAM only), starts converted and answers as the first
+ * reads its converted blocks back (cached 99: three whole blocks and the
+ * tail's rows but the last token's), starts converted and answers as the first
  * time. A server at start 48 shares neither: its converted blocks are keyed
- * by the start (A computes all but the unquantized prefix it can reuse). A
- * file of the quantized directory moved into the f32 one is quarantined,
+ * by the start (A computes all but the unquantized prefix it can reuse: a
+ * whole block and its tail, both from the SSD). A file of the quantized
+ * directory moved over the f32 block's (the oldest file) is quarantined,
  * never read. */
 static void test_ssd_converted(void **state) {
     (void)state;
@@ -389,23 +390,23 @@ static void test_ssd_converted(void **state) {
              (unsigned long long)g_model->fingerprint);
     snprintf(udir, sizeof udir, "%s/%016llx", dir, (unsigned long long)g_model->fingerprint);
     assert_true(count_kv_files(qdir) >= 3); /* 105 tokens: 3 whole blocks */
-    assert_int_equal(count_kv_files(udir), 1); /* the prefix: one whole block of 40 */
+    assert_int_equal(count_kv_files(udir), 2); /* the prefix of 40: a whole block, its tail */
     e = engine_ssd(40, dir);
     collect(submit_gen(e, a, 100, 6), &r2);
     hr_engine_stats st;
     hr_engine_stats_get(e, &st);
-    assert_int_equal(r2.cached, 96);
+    assert_int_equal(r2.cached, 99);
     assert_true(st.ssd_hits >= 3);
     same_run(&r2, &r1, "A after a restart (quantized blocks from the SSD) against A");
     wait_idle(e);
     hr_engine_free(e);
-    e = engine_ssd(48, dir); /* another start: the f32 block of 32, nothing quantized */
+    e = engine_ssd(48, dir); /* another start: the f32 prefix of 40, nothing quantized */
     collect(submit_gen(e, a, 100, 6), &r3);
-    assert_int_equal(r3.cached, 32);
+    assert_int_equal(r3.cached, 40);
     wait_idle(e);
     hr_engine_free(e);
     /* a quantized record under an f32 block's name: quarantined, a miss */
-    snprintf(cmd, sizeof cmd, "f=$(ls %s/*.kv | head -1); q=$(ls %s/*.kv | head -1); "
+    snprintf(cmd, sizeof cmd, "f=$(ls -tr %s/*.kv | head -1); q=$(ls %s/*.kv | head -1); "
              "cp \"$q\" \"$f\"", udir, qdir);
     assert_int_equal(system(cmd), 0);
     hr_engine_opts o = {.n_threads = 2, .max_batch = 2, .n_ctx = 256, .ssd_dir = dir};

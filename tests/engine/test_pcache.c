@@ -8,6 +8,7 @@
 #include "engine/ssd.h"
 #include "core/fault.h"
 #include "model/kv.h"
+#include "kernels/backend.h"
 
 #include <setjmp.h>
 #include <stdarg.h>
@@ -23,6 +24,7 @@
 #include <sys/stat.h>
 #include <dirent.h>
 #include <unistd.h>
+#include <xxhash.h>
 
 #define LAYERS 2
 #define HEADS 2
@@ -95,11 +97,11 @@ static void test_seed(void **state) {
     for (int b = 0; b < nb; b++)
         hr_kv_unref(&kv, blocks[b]);
     int n = -1;
-    assert_int_equal(hr_pcache_lookup(pc, 0, a, 39, 4, got, &n), 0);
+    assert_int_equal(hr_pcache_lookup(pc, 0, a, 39, 39, 4, got, &n), 0);
     assert_int_equal(n, 0);
-    assert_int_equal(hr_pcache_lookup(pc, 99, a, 20, 4, got, &n), 0);
+    assert_int_equal(hr_pcache_lookup(pc, 99, a, 20, 20, 4, got, &n), 0);
     assert_int_equal(n, 0);
-    assert_int_equal(hr_pcache_lookup(pc, 0x1234567, a, 39, 4, got, &n), 2);
+    assert_int_equal(hr_pcache_lookup(pc, 0x1234567, a, 39, 39, 4, got, &n), 2);
     assert_int_equal(n, 39);
     for (int b = 0; b < 2; b++)
         hr_kv_unref(&kv, got[b]);
@@ -127,7 +129,7 @@ static void test_partial_copy(void **state) {
     memcpy(q, a, 37 * sizeof *q);
     seq(q + 37, 8, 900);
     int n = -1;
-    assert_int_equal(hr_pcache_lookup(pc, 0, q, 45, 4, got, &n), 2);
+    assert_int_equal(hr_pcache_lookup(pc, 0, q, 45, 45, 4, got, &n), 2);
     assert_int_equal(n, 37);
     assert_int_equal(got[0], cached[0]); /* shared */
     assert_int_equal(kv.refs[cached[0]], 2);
@@ -159,20 +161,20 @@ static void test_partial_copy(void **state) {
     release(&kv, got, 2);
 
     /* the same sequence again: all of it, shorter than its blocks too */
-    assert_int_equal(hr_pcache_lookup(pc, 0, a, 39, 4, got, &n), 2);
+    assert_int_equal(hr_pcache_lookup(pc, 0, a, 39, 39, 4, got, &n), 2);
     assert_int_equal(n, 39);
     release(&kv, got, 2);
-    assert_int_equal(hr_pcache_lookup(pc, 0, a, 20, 4, got, &n), 1);
+    assert_int_equal(hr_pcache_lookup(pc, 0, a, 20, 20, 4, got, &n), 1);
     assert_int_equal(n, 20);
     assert_true(same_rows(&kv, got[0], cached[0], 20));
     release(&kv, got, 1);
     /* no room for a block past max_blocks: whole blocks only */
-    assert_int_equal(hr_pcache_lookup(pc, 0, a, 39, 1, got, &n), 1);
+    assert_int_equal(hr_pcache_lookup(pc, 0, a, 39, 39, 1, got, &n), 1);
     assert_int_equal(n, 32);
     release(&kv, got, 1);
     /* nothing in common */
     seq(q, 45, 5000);
-    assert_int_equal(hr_pcache_lookup(pc, 0, q, 45, 4, got, &n), 0);
+    assert_int_equal(hr_pcache_lookup(pc, 0, q, 45, 45, 4, got, &n), 0);
     assert_int_equal(n, 0);
     assert_int_equal(kv.n_free, 6);
     hr_pcache_free(pc);
@@ -201,7 +203,7 @@ static void test_tails(void **state) {
     assert_int_equal(hr_pcache_blocks(pc), 2);
     assert_int_equal(kv.n_free, 6);
     int n;
-    assert_int_equal(hr_pcache_lookup(pc, 0, a, 39, 2, got, &n), 2);
+    assert_int_equal(hr_pcache_lookup(pc, 0, a, 39, 39, 2, got, &n), 2);
     assert_int_equal(n, 39);
     assert_int_equal(got[0], blk[0]);
     release(&kv, got, 2);
@@ -227,20 +229,20 @@ static void test_evict_tail(void **state) {
     /* the pool is full: a's tail, the least recent, is the copy's source
      * and stays; b's gives way */
     int n;
-    assert_int_equal(hr_pcache_lookup(pc, 0, a, 12, 1, got, &n), 1);
+    assert_int_equal(hr_pcache_lookup(pc, 0, a, 12, 12, 1, got, &n), 1);
     assert_int_equal(n, 12);
     assert_int_equal(got[0], blk[0]);
     assert_int_equal(hr_pcache_blocks(pc), 1);
     assert_true(same_rows(&kv, got[0], a_blk, 12));
     /* in use (got[0] is held): a's tail is the only entry and cannot go
      * while it is the source, nor is there a free block: no copy */
-    assert_int_equal(hr_pcache_lookup(pc, 0, a, 12, 1, blk, &n), 0);
+    assert_int_equal(hr_pcache_lookup(pc, 0, a, 12, 12, 1, blk, &n), 0);
     assert_int_equal(n, 0);
     release(&kv, got, 1);
     assert_int_equal(hr_pcache_evict(pc, 1), 1);
     assert_int_equal(hr_pcache_blocks(pc), 0);
     assert_int_equal(kv.n_free, 2);
-    assert_int_equal(hr_pcache_lookup(pc, 0, a, 12, 1, got, &n), 0);
+    assert_int_equal(hr_pcache_lookup(pc, 0, a, 12, 12, 1, got, &n), 0);
     assert_int_equal(n, 0);
     hr_pcache_free(pc);
     hr_kv_deinit(&kv);
@@ -296,7 +298,7 @@ static void test_ssd_backlog(void **state) {
     pc = hr_pcache_new(&kv, 0, ssd, 0);
     int32_t got[NB];
     int n_tok = 0;
-    int nb = hr_pcache_lookup(pc, 0, t, NB * HR_KV_BLOCK + 1, NB, got, &n_tok);
+    int nb = hr_pcache_lookup(pc, 0, t, NB * HR_KV_BLOCK + 1, NB * HR_KV_BLOCK + 1, NB, got, &n_tok);
     assert_int_equal(nb, NB);
     assert_int_equal(n_tok, NB * HR_KV_BLOCK);
     release(&kv, got, nb);
@@ -304,6 +306,180 @@ static void test_ssd_backlog(void **state) {
     hr_pcache_poll(pc, 0);
     hr_pcache_free(pc);
     hr_ssd_close(ssd);
+    hr_kv_deinit(&kv);
+    char cmd[128];
+    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+    assert_int_equal(system(cmd), 0);
+}
+
+/* Poll pc until the SSD tier has written `files` files. */
+static void drain(hr_pcache *pc, hr_ssd *ssd, long files) {
+    long written = 0, hits, quarantined;
+    for (int i = 0; i < 100000 && written < files; i++) {
+        hr_pcache_poll(pc, 0);
+        hr_ssd_counts(ssd, &written, &hits, &quarantined);
+        usleep(100);
+    }
+    assert_int_equal(written, files);
+}
+
+/* A restart (a new cache and tier over the same directory) re-attaches a
+ * sequence: its whole blocks, read back several at once, are the blocks
+ * that were written, bit for bit, in a pool in host memory (straight into
+ * the blocks) and in one "in device memory" (through the backend); a file
+ * corrupted in the middle ends the prefix there (quarantined), never a
+ * wrong block. */
+static void test_ssd_restart_run(void **state) {
+    (void)state;
+    enum { NB = 40, BAD = 23 };
+    hr_backend dev = *hr_backend_cpu();
+    dev.device_mem = true; /* the CPU's ops, said to be a GPU's */
+    for (int d = 0; d < 2; d++) {
+        char dir[] = "/tmp/hearth_pcache_run_XXXXXX";
+        assert_non_null(mkdtemp(dir));
+        hr_kv kv;
+        hr_hparams hp = {.n_layers = LAYERS, .n_kv_heads = HEADS, .head_dim = HD};
+        assert_int_equal(hr_kv_init_on(&kv, d ? &dev : hr_backend_cpu(), &hp, HR_DTYPE_F32,
+                                       2 * NB + 4, NULL), 0);
+        hr_ssd *ssd;
+        assert_int_equal(hr_ssd_open(&ssd, dir, 42, 7, &kv, 0, (size_t)1 << 30, NULL), 0);
+        hr_pcache *pc = hr_pcache_new(&kv, 0, ssd, 0);
+        static int32_t t[NB * HR_KV_BLOCK], blocks[NB], got[NB];
+        seq(t, NB * HR_KV_BLOCK, 11);
+        for (int b = 0; b < NB; b++) {
+            blocks[b] = hr_kv_alloc(&kv);
+            fill(&kv, blocks[b], (float)(b + 1) * 10000);
+        }
+        hr_pcache_insert(pc, 0, t, NB * HR_KV_BLOCK, blocks); /* (kept: the reference) */
+        drain(pc, ssd, NB);
+        hr_ssd_stop(ssd);
+        hr_pcache_poll(pc, 0);
+        hr_pcache_free(pc);
+        hr_ssd_close(ssd);
+
+        assert_int_equal(hr_ssd_open(&ssd, dir, 42, 7, &kv, 0, (size_t)1 << 30, NULL), 0);
+        pc = hr_pcache_new(&kv, 0, ssd, 0);
+        int n = 0;
+        assert_int_equal(hr_pcache_lookup(pc, 0, t, NB * HR_KV_BLOCK, NB * HR_KV_BLOCK, NB, got,
+                                          &n), NB);
+        assert_int_equal(n, NB * HR_KV_BLOCK);
+        for (int b = 0; b < NB; b++) {
+            assert_int_not_equal(got[b], blocks[b]);
+            assert_true(same_rows(&kv, got[b], blocks[b], HR_KV_BLOCK));
+        }
+        release(&kv, got, NB);
+        hr_pcache_free(pc); /* (drops the read blocks: the next lookup reads again) */
+
+        /* block BAD's payload changed by one bit: blocks [0, BAD) only */
+        pc = hr_pcache_new(&kv, 0, ssd, 0);
+        char cmd[512];
+        uint64_t key = 0;
+        for (int b = 0; b <= BAD; b++) /* the name of block BAD's file */
+            key = XXH3_64bits_withSeed(t + b * HR_KV_BLOCK, HR_KV_BLOCK * sizeof *t, key);
+        snprintf(cmd, sizeof cmd, "printf '\\001' | dd of=%s/000000000000002a/%016llx.kv bs=1 "
+                 "seek=1000 conv=notrunc 2>/dev/null", dir, (unsigned long long)key);
+        assert_int_equal(system(cmd), 0);
+        assert_int_equal(hr_pcache_lookup(pc, 0, t, NB * HR_KV_BLOCK, NB * HR_KV_BLOCK, NB, got,
+                                          &n), BAD);
+        assert_int_equal(n, BAD * HR_KV_BLOCK);
+        for (int b = 0; b < BAD; b++)
+            assert_true(same_rows(&kv, got[b], blocks[b], HR_KV_BLOCK));
+        long w, h, q;
+        hr_ssd_counts(ssd, &w, &h, &q);
+        assert_int_equal(q, 1);
+        release(&kv, got, BAD);
+        assert_int_equal(kv.n_free, NB + 4 - BAD); /* the cache holds BAD; nothing leaked */
+        hr_pcache_free(pc);
+        hr_ssd_stop(ssd);
+        hr_ssd_close(ssd);
+        release(&kv, blocks, NB);
+        assert_int_equal(kv.n_free, 2 * NB + 4);
+        hr_kv_deinit(&kv);
+        snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+        assert_int_equal(system(cmd), 0);
+    }
+}
+
+/* After a restart, the rows past the last whole block come from the SSD
+ * tier too: a sequence's tail (the newest after its prefix), or, when the
+ * prompt's tokens say which, the full block past the ones a lookup takes;
+ * copied rows equal the written ones. */
+static void test_ssd_restart_tail(void **state) {
+    (void)state;
+    char dir[] = "/tmp/hearth_pcache_tail_XXXXXX";
+    assert_non_null(mkdtemp(dir));
+    hr_kv kv;
+    pool(&kv, 16);
+    hr_ssd *ssd;
+    assert_int_equal(hr_ssd_open(&ssd, dir, 42, 7, &kv, 0, (size_t)1 << 30, NULL), 0);
+    hr_pcache *pc = hr_pcache_new(&kv, 0, ssd, 0);
+    int32_t a[80], b[128], ablk[3], bblk[4], got[4];
+    seq(a, 80, 5);     /* 2 whole blocks and a tail of 16 */
+    seq(b, 128, 1000); /* 4 whole blocks */
+    for (int i = 0; i < 3; i++) {
+        ablk[i] = hr_kv_alloc(&kv);
+        fill(&kv, ablk[i], (float)(i + 1) * 100);
+    }
+    for (int i = 0; i < 4; i++) {
+        bblk[i] = hr_kv_alloc(&kv);
+        fill(&kv, bblk[i], (float)(i + 7) * 100);
+    }
+    hr_pcache_insert(pc, 0, a, 80, ablk);
+    hr_pcache_insert(pc, 0, b, 128, bblk);
+    drain(pc, ssd, 3 + 4);
+    /* a longer tail after a's prefix replaces the file of the first */
+    int32_t a2[90], t2;
+    memcpy(a2, a, sizeof a);
+    seq(a2 + 80, 10, 777);
+    t2 = hr_kv_alloc(&kv);
+    fill(&kv, t2, 5555);
+    int32_t a2blk[3] = {ablk[0], ablk[1], t2};
+    hr_pcache_insert(pc, 0, a2, 90, a2blk);
+    drain(pc, ssd, 3 + 4 + 1);
+    hr_ssd_stop(ssd);
+    hr_pcache_poll(pc, 0);
+    hr_pcache_free(pc);
+    hr_ssd_close(ssd);
+
+    assert_int_equal(hr_ssd_open(&ssd, dir, 42, 7, &kv, 0, (size_t)1 << 30, NULL), 0);
+    pc = hr_pcache_new(&kv, 0, ssd, 0);
+    /* a prompt of a2's 90 tokens and more: 2 whole blocks and 26 rows of the tail */
+    int32_t p[100];
+    memcpy(p, a2, sizeof a2);
+    seq(p + 90, 10, 9999);
+    int n = 0;
+    assert_int_equal(hr_pcache_lookup(pc, 0, p, 99, 100, 4, got, &n), 3);
+    assert_int_equal(n, 90);
+    assert_true(same_rows(&kv, got[0], ablk[0], HR_KV_BLOCK));
+    assert_true(same_rows(&kv, got[2], t2, 26));
+    release(&kv, got, 3);
+    /* b resent (all but its last token to compute): 3 whole blocks and 31
+     * rows of the fourth, found by its tokens; without them (known = n), 3 */
+    hr_pcache_free(pc);
+    pc = hr_pcache_new(&kv, 0, ssd, 0);
+    assert_int_equal(hr_pcache_lookup(pc, 0, b, 127, 127, 4, got, &n), 3);
+    assert_int_equal(n, 96);
+    release(&kv, got, 3);
+    assert_int_equal(hr_pcache_lookup(pc, 0, b, 127, 128, 4, got, &n), 4);
+    assert_int_equal(n, 127);
+    assert_true(same_rows(&kv, got[3], bblk[3], 31));
+    assert_true(same_rows(&kv, got[1], bblk[1], HR_KV_BLOCK));
+    release(&kv, got, 4);
+    /* a tail's file is not a full block's: asked for as a tail, a full block
+     * misses */
+    int32_t tt[HR_KV_BLOCK], blk = hr_kv_alloc(&kv);
+    assert_int_equal(hr_ssd_read_tail(ssd, XXH3_64bits_withSeed(b, 128, 0), &kv, blk, tt), 0);
+    hr_kv_unref(&kv, blk);
+    long w, h, q;
+    hr_ssd_counts(ssd, &w, &h, &q);
+    assert_int_equal(q, 0);
+    hr_pcache_free(pc);
+    hr_ssd_stop(ssd);
+    hr_ssd_close(ssd);
+    release(&kv, ablk, 3);
+    release(&kv, bblk, 4);
+    hr_kv_unref(&kv, t2);
+    assert_int_equal(kv.n_free, 16);
     hr_kv_deinit(&kv);
     char cmd[128];
     snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
@@ -858,6 +1034,8 @@ int main(void) {
         cmocka_unit_test(test_evict_tail),
         cmocka_unit_test(test_bound),
         cmocka_unit_test(test_ssd_backlog),
+        cmocka_unit_test(test_ssd_restart_run),
+        cmocka_unit_test(test_ssd_restart_tail),
         cmocka_unit_test(test_half_dtypes),
         cmocka_unit_test(test_ssd_faults),
     };
