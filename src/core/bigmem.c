@@ -56,7 +56,7 @@ static void *populate_main(void *arg) {
     uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE);
     for (size_t u = 0; u < p->n_units && !atomic_load(&p->stop); u += p->step) {
         size_t n = p->n_units - u < p->step ? p->n_units - u : p->step;
-        for (int i = 0; i < p->n_arrays; i++) {
+        for (int i = 0; i < p->n_arrays && !atomic_load(&p->stop); i++) {
             uintptr_t a = (uintptr_t)p->base[i] + u * p->unit[i], b = a + n * p->unit[i];
             a &= ~(page - 1);
             b = (b + page - 1) & ~(page - 1);
