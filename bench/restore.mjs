@@ -85,12 +85,14 @@ for (const kv of kvs) {
   const ssd = process.env.SSD_DIR ? join(process.env.SSD_DIR, kv)
     : mkdtempSync('/tmp/hearth-restore-ssd-');
   mkdirSync(ssd, { recursive: true });
+  const had = files(ssd).length; // (SSD_DIR of an earlier run: nothing new to write)
   const a = await start(['--ssd-cache', ssd, ...kvArgs(kv)]);
   const t0 = performance.now();
   const first = await complete(a.base);
   const prefillMs = performance.now() - t0;
   // the SSD writer is done when its count of blocks stops moving
-  for (let n = -1, m; (m = await metric(a.base, 'ssd_cache_written_blocks_total')) !== n || !m;
+  for (let n = -1, m; (m = await metric(a.base, 'ssd_cache_written_blocks_total')) !== n ||
+    (!m && !had);
     n = m)
     await new Promise((r) => setTimeout(r, 2000));
   await stop(a);

@@ -92,6 +92,7 @@ struct hr_ssd {
 /* ---- header ----------------------------------------------------------------------- */
 
 #define HDR_BYTES (8 + 4 + 4 + 8 + 8 + 4 * 7 + 8 + 4 * HR_KV_BLOCK + 8 + 8 + 8 + 8)
+#define TOKENS_AT (8 + 4 + 4 + 8 + 8 + 4 * 7 + 8) /* the header's tokens[] */
 
 static unsigned char *put(unsigned char *p, const void *v, size_t n) {
     memcpy(p, v, n); /* x86-64 and arm64 are little-endian */
@@ -364,14 +365,14 @@ static int load(hr_ssd *s, uint64_t key, const int32_t *tokens, int32_t *got_tok
         return 0;
     }
     bool direct = direct_io(s, kv);
-    size_t sb_ = hr_kv_stride_bytes(kv), vb = hr_kv_vstride_bytes(kv);
+    size_t kb = hr_kv_stride_bytes(kv), vb = hr_kv_vstride_bytes(kv); /* a layer's K, V */
     unsigned char hdr[HDR_BYTES], extra;
     struct iovec iov[1024];
     int cnt = 0;
     if (direct) {
         iov[cnt++] = (struct iovec){hdr, HDR_BYTES};
         for (int l = 0; l < kv->n_layers; l++) {
-            iov[cnt++] = (struct iovec){(char *)hr_kv_layer_k(kv, l) + (size_t)block * sb_, sb_};
+            iov[cnt++] = (struct iovec){(char *)hr_kv_layer_k(kv, l) + (size_t)block * kb, kb};
             iov[cnt++] = (struct iovec){(char *)hr_kv_layer_v(kv, l) + (size_t)block * vb, vb};
         }
     } else {
@@ -412,7 +413,7 @@ static int load(hr_ssd *s, uint64_t key, const int32_t *tokens, int32_t *got_tok
         goto done;
     }
     int32_t file_tokens[HR_KV_BLOCK];
-    memcpy(file_tokens, h + 8 + 4 + 4 + 8 + 8 + 4 * 7 + 8, sizeof file_tokens);
+    memcpy(file_tokens, h + TOKENS_AT, sizeof file_tokens);
     memcpy(&sum, h + HDR_BYTES - 16, 8);
     make_header(s, key, tokens ? tokens : file_tokens, sum, sb, want);
     if (memcmp(h, want, HDR_BYTES) != 0) {
@@ -424,7 +425,7 @@ static int load(hr_ssd *s, uint64_t key, const int32_t *tokens, int32_t *got_tok
         XXH64_state_t xs;
         XXH64_reset(&xs, 0);
         for (int l = 0; l < kv->n_layers; l++) { /* the payload's order */
-            XXH64_update(&xs, (char *)hr_kv_layer_k(kv, l) + (size_t)block * sb_, sb_);
+            XXH64_update(&xs, (char *)hr_kv_layer_k(kv, l) + (size_t)block * kb, kb);
             XXH64_update(&xs, (char *)hr_kv_layer_v(kv, l) + (size_t)block * vb, vb);
         }
         actual = XXH64_digest(&xs);
