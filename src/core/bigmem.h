@@ -15,6 +15,10 @@ void *hr_big_alloc(size_t bytes);
 /* p from hr_big_alloc(bytes), or NULL */
 void hr_big_free(void *p, size_t bytes);
 
+/* Bytes the system can give without swapping (MemAvailable; free pages
+ * where /proc/meminfo does not say); 0 when unknown. */
+size_t hr_mem_available(void);
+
 /* Committing a page costs its zeroing, and in a virtual machine often a
  * fault of the host too (1.5 GB first touched in 2.1 s here, 0.23 s when
  * the host had backed it before): paid by whoever touches it first. A

@@ -234,13 +234,17 @@ int hr_kv_init_on(hr_kv *kv, hr_backend *be, const hr_hparams *hp, hr_dtype t, i
 /* Pools of host memory from POPULATE_MIN bytes have their pages made
  * resident ahead, lowest blocks first: a prompt restored from the SSD tier
  * right after a start would otherwise pay for committing them (most of its
- * time on a virtual machine, docs/kv-quant.md). */
+ * time on a virtual machine, docs/kv-quant.md). Not a pool that would take
+ * more than half of the memory the system has available: its pages are
+ * committed as they are first used, as before (a budget larger than the
+ * machine is not made resident for nothing). */
 #define POPULATE_MIN ((size_t)64 << 20)
 
 static void populate(hr_kv *kv) {
     size_t sb = hr_kv_stride_bytes(kv), vb = hr_kv_vstride_bytes(kv);
-    if (kv->be->device_mem || (size_t)kv->n_blocks * kv->n_layers * (sb + vb) < POPULATE_MIN ||
-        kv->n_layers > 512)
+    size_t bytes = (size_t)kv->n_blocks * kv->n_layers * (sb + vb);
+    if (kv->be->device_mem || bytes < POPULATE_MIN || kv->n_layers > 512 ||
+        bytes > hr_mem_available() / 2)
         return;
     void *base[1024];
     size_t unit[1024];

@@ -221,6 +221,10 @@ static void test_populate(void **state) {
     hr_big_free(big, (size_t)256 << 20);
     hr_populate_stop(NULL);
     assert_null(hr_populate_start(base, unit, 0, UNITS));
+    /* what the system has available: more than nothing, less than it has */
+    size_t avail = hr_mem_available();
+    assert_true(avail > 0);
+    assert_true(avail <= (size_t)sysconf(_SC_PHYS_PAGES) * (size_t)page);
 }
 
 int main(void) {
