@@ -6,6 +6,7 @@
 // "turbo[:..]" (--kv-quant), "q8_0" / "q4_0" (--cache-type-k/v).
 // SSD_DIR (env): keep the SSD files there; a later run on the same
 // directory finds them, so its "first prefill" is a restore too.
+// WAIT_MS (env): the request this long after the server listens (0: at once).
 import { execFileSync } from 'node:child_process';
 import { mkdirSync, mkdtempSync, readdirSync, rmSync, statSync } from 'node:fs';
 import { join } from 'node:path';
@@ -102,6 +103,7 @@ for (const kv of kvs) {
       const bw = coldBandwidth(ssd);
       evict(ssd);
       const b = await start(['--ssd-cache', ssd, ...kvArgs(kv)], bins[i]);
+      await new Promise((r) => setTimeout(r, Number(process.env.WAIT_MS || 0)));
       const re = await complete(b.base);
       const bytes = await metric(b.base, 'ssd_cache_read_bytes_total');
       await stop(b);

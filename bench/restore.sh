@@ -10,6 +10,7 @@
 #   bench/restore.sh [build/hearth[,OTHER_BINARY..]]  (several: side by side)
 #   env: PROMPT_TOKENS (12000) REPEATS (3) KVS ("f16 4 turbo") MODEL
 #        SSD_DIR (keep the SSD files there, per KV format, for the next run)
+#        WAIT_MS (send the request this long after the server listens; 0)
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 bin=${1:-$root/build/hearth}
