@@ -439,45 +439,84 @@ static int load_prompt(const char *dir, const json_t *ref, int32_t image_token, 
     return n;
 }
 
-/* the fixture under tests/fixtures/vision/<name> through the engine */
-static void oracle(const char *name, int min_cached, int chunk) {
+/* tests/fixtures/vision/<name> into dir (n bytes) and its ref.json;
+ * skipped while absent (tools/refgen/vision*.py on the GPU machine) */
+static json_t *fixture(const char *name, char *dir, size_t n) {
     const char *root = getenv("HEARTH_ROOT");
-    char dir[1024], path[1200];
-    snprintf(dir, sizeof dir, "%s/tests/fixtures/vision/%s", root ? root : ".", name);
+    char path[1200];
+    snprintf(dir, n, "%s/tests/fixtures/vision/%s", root ? root : ".", name);
     snprintf(path, sizeof path, "%s/ref.json", dir);
     json_t *ref = json_load_file(path, 0, NULL);
     if (!ref)
-        skip(); /* tools/refgen/vision*.py on the GPU machine */
+        skip();
+    return ref;
+}
+
+/* the fixture's model on `device` */
+static hr_model *fixture_model(const char *dir, const char *device) {
+    char path[1200];
+    snprintf(path, sizeof path, "%s/model", dir);
+    hr_model *m = NULL;
+    hr_error err = {0};
+    if (hr_model_open_on(&m, path, device, &err))
+        fail_msg("%s", err.msg);
+    return m;
+}
+
+/* An engine on m and the fixture's prompt with its two images, n_gen
+ * greedy tokens a request */
+typedef struct vrun {
+    hr_engine *e;
+    hr_req_params p;
+    int32_t prompt[256];
+    hr_req_image ims[2];
+    float *px[2];
+} vrun;
+
+static void vrun_start(vrun *v, hr_model *m, const char *dir, const json_t *ref, int chunk,
+                       int n_gen) {
+    int32_t image_token = m->mm ? m->mm->image_token : m->mm_qwen->image_token;
+    int n = load_prompt(dir, ref, image_token, v->prompt, v->ims, v->px);
+    hr_error err = {0};
+    hr_engine_opts o = {.n_threads = 2, .max_batch = 2, .n_ctx = 256, .prefill_chunk = chunk};
+    assert_int_equal(hr_engine_new(&v->e, m, &o, &err), 0);
+    v->p = (hr_req_params){.prompt = v->prompt, .n_prompt = n, .max_tokens = n_gen,
+                           .images = v->ims, .n_images = 2};
+    hr_sampler_params_default(&v->p.sampler);
+}
+
+static hr_request *vrun_submit(vrun *v) {
+    hr_request *r;
+    hr_error err = {0};
+    if (hr_request_new(&r, v->e, &v->p, &err) || hr_engine_submit(v->e, r, &err))
+        fail_msg("%s", err.msg);
+    return r;
+}
+
+static void vrun_end(vrun *v) {
+    hr_engine_free(v->e);
+    free(v->px[0]);
+    free(v->px[1]);
+}
+
+/* the fixture under tests/fixtures/vision/<name> through the engine */
+static void oracle(const char *name, int min_cached, int chunk) {
+    char dir[1024];
+    json_t *ref = fixture(name, dir, sizeof dir);
     if (!json_object_get(ref, "greedy")) {
         printf("skip: the %s prompt references are %s\n", name,
                json_string_value(json_object_get(ref, "text_references")));
         json_decref(ref);
         skip();
     }
-    snprintf(path, sizeof path, "%s/model", dir);
-    hr_model *m = NULL;
-    hr_error err = {0};
-    if (hr_model_open_on(&m, path, g_device, &err))
-        fail_msg("%s", err.msg);
-    int32_t image_token = m->mm ? m->mm->image_token : m->mm_qwen->image_token;
+    hr_model *m = fixture_model(dir, g_device);
     const json_t *greedy = json_object_get(ref, "greedy");
     int n_gen = (int)json_array_size(greedy);
     assert_true(n_gen <= 16);
-    int32_t prompt[256];
-    hr_req_image ims[2];
-    float *px[2];
-    int n = load_prompt(dir, ref, image_token, prompt, ims, px);
-    hr_engine *e;
-    hr_engine_opts o = {.n_threads = 2, .max_batch = 2, .n_ctx = 256, .prefill_chunk = chunk};
-    assert_int_equal(hr_engine_new(&e, m, &o, &err), 0);
-    hr_req_params p = {.prompt = prompt, .n_prompt = n, .max_tokens = n_gen, .images = ims,
-                       .n_images = 2};
-    hr_sampler_params_default(&p.sampler);
+    vrun v;
+    vrun_start(&v, m, dir, ref, chunk, n_gen);
     for (int round = 0; round < 2; round++) {
-        hr_request *r[2];
-        for (int i = 0; i < 2; i++) /* two at once: one batch */
-            if (hr_request_new(&r[i], e, &p, &err) || hr_engine_submit(e, r[i], &err))
-                fail_msg("%s", err.msg);
+        hr_request *r[2] = {vrun_submit(&v), vrun_submit(&v)}; /* two at once: one batch */
         double worst = 0;
         for (int i = 0; i < 2; i++) {
             for (int s = 0; s < n_gen; s++) {
@@ -500,9 +539,7 @@ static void oracle(const char *name, int min_cached, int chunk) {
                m->be->name, round ? "from the prompt cache" : "batched", n_gen, worst);
         assert_true(worst <= 1e-4);
     }
-    hr_engine_free(e);
-    free(px[0]);
-    free(px[1]);
+    vrun_end(&v);
     hr_model_free(m);
     json_decref(ref);
 }
@@ -516,21 +553,9 @@ static void test_oracle(void **state) {
  * two images, one request through the engine on m */
 static void greedy_run(hr_model *m, const char *dir, const json_t *ref, int chunk, int n_gen,
                        int32_t *tok, float *lp) {
-    int32_t image_token = m->mm ? m->mm->image_token : m->mm_qwen->image_token;
-    int32_t prompt[256];
-    hr_req_image ims[2];
-    float *px[2];
-    int n = load_prompt(dir, ref, image_token, prompt, ims, px);
-    hr_engine *e;
-    hr_error err = {0};
-    hr_engine_opts o = {.n_threads = 2, .max_batch = 2, .n_ctx = 256, .prefill_chunk = chunk};
-    assert_int_equal(hr_engine_new(&e, m, &o, &err), 0);
-    hr_req_params p = {.prompt = prompt, .n_prompt = n, .max_tokens = n_gen, .images = ims,
-                       .n_images = 2};
-    hr_sampler_params_default(&p.sampler);
-    hr_request *r;
-    if (hr_request_new(&r, e, &p, &err) || hr_engine_submit(e, r, &err))
-        fail_msg("%s", err.msg);
+    vrun v;
+    vrun_start(&v, m, dir, ref, chunk, n_gen);
+    hr_request *r = vrun_submit(&v);
     for (int s = 0; s < n_gen; s++) {
         hr_step st;
         if (hr_request_wait(r, s, &st, 20000) != 1)
@@ -539,9 +564,7 @@ static void greedy_run(hr_model *m, const char *dir, const json_t *ref, int chun
         lp[s] = st.logprob;
     }
     hr_request_release(r);
-    hr_engine_free(e);
-    free(px[0]);
-    free(px[1]);
+    vrun_end(&v);
 }
 
 /* --device only: the fixture's model (its weights, whether or not its
@@ -550,18 +573,9 @@ static void greedy_run(hr_model *m, const char *dir, const json_t *ref, int chun
 static void vs_cpu(const char *name, int chunk) {
     if (!strcmp(g_device, "cpu"))
         skip();
-    const char *root = getenv("HEARTH_ROOT");
-    char dir[1024], path[1200];
-    snprintf(dir, sizeof dir, "%s/tests/fixtures/vision/%s", root ? root : ".", name);
-    snprintf(path, sizeof path, "%s/ref.json", dir);
-    json_t *ref = json_load_file(path, 0, NULL);
-    if (!ref)
-        skip();
-    snprintf(path, sizeof path, "%s/model", dir);
-    hr_model *mc = NULL, *md = NULL;
-    hr_error err = {0};
-    if (hr_model_open(&mc, path, &err) || hr_model_open_on(&md, path, g_device, &err))
-        fail_msg("%s", err.msg);
+    char dir[1024];
+    json_t *ref = fixture(name, dir, sizeof dir);
+    hr_model *mc = fixture_model(dir, "cpu"), *md = fixture_model(dir, g_device);
     int32_t tc[8], td[8];
     float lc[8], ld[8];
     greedy_run(mc, dir, ref, chunk, 8, tc, lc);
