@@ -10,7 +10,11 @@
  *
  * (The score pass widened once the same way, 4 keys a row at a time or 6
  * rows a key, measured 150-170 ns a key against the formats' own bodies'
- * 110-130: the scores stay with those, 4 rows a pass.)
+ * 110-130. TurboQuant's own score pass now widens a run once for blocks
+ * of 2 rows x 4 keys, 8 chains at once (turbo_attn_avx2.c dots_rk: 82-85
+ * ns a key against 123-128, 24 rows of 64 at 3.5 bits); the same blocks
+ * over affine 4-bit records ran 134-140 against its own body's 127-131
+ * (its unpacking is cheap) and were not kept.)
  *
  * Every output is the formats' reference chain, operation for operation
  * (kvquant_attn.c, kvggml.c, turbo_attn.c), so the bits are the scalar's:
