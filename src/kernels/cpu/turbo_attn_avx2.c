@@ -117,15 +117,15 @@ AI void widen_run(float *v, float *s, const uint8_t *rec, size_t rb, int j0, int
     }
 }
 
-/* rows x keys a block of dots_rk: 2 x 4 (2 x 4, 3 x 2 and 3 x 4 ran alike,
- * 94-98 ns a key for 24 rows of 64 at 3.5 bits; 1 x 4 181; rows come in
- * GQA groups, mostly even) */
+/* rows x keys a block of dots_rk: 2 x 4 (2 x 4, 3 x 2 and 3 x 4 ran alike
+ * for 24 rows of 64 at 3.5 bits, 1 x 4 and 1 x 6 slower; rows come in GQA
+ * groups, mostly even) */
 #define WR 2
 #define WK 4
 
 /* The scores of WR query rows and WK widened keys at once: WR x WK chains,
  * each dots_m's for its row and key (the same fmas in the same order, so
- * the same bits), each value load serving R rows and each query load K
+ * the same bits), each value load serving WR rows and each query load WK
  * keys. Rows / keys past the last are computed on row 0 / key 0 and
  * dropped. */
 AI void dots_rk(float *sc, size_t ldsc, const float *q, int nrow, const float *v,
