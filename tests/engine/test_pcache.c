@@ -35,6 +35,13 @@ static void pool(hr_kv *kv, int n_blocks) {
     assert_int_equal(hr_kv_init(kv, &hp, HR_DTYPE_F32, n_blocks, NULL), 0);
 }
 
+/* rm -rf dir (a test's temporary directory) */
+static void remove_tree(const char *dir) {
+    char cmd[256];
+    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+    assert_int_equal(system(cmd), 0);
+}
+
 /* K and V of (block, layer, head, slot, d), as a request would store them */
 static float *row(const hr_kv *kv, bool v, int32_t b, int l, int h, int slot) {
     float *base = v ? (float *)hr_kv_layer_v(kv, l) : (float *)hr_kv_layer_k(kv, l);
@@ -307,9 +314,7 @@ static void test_ssd_backlog(void **state) {
     hr_pcache_free(pc);
     hr_ssd_close(ssd);
     hr_kv_deinit(&kv);
-    char cmd[128];
-    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
-    assert_int_equal(system(cmd), 0);
+    remove_tree(dir);
 }
 
 /* Poll pc until the SSD tier has written `files` files. */
@@ -395,8 +400,7 @@ static void test_ssd_restart_run(void **state) {
         release(&kv, blocks, NB);
         assert_int_equal(kv.n_free, 2 * NB + 4);
         hr_kv_deinit(&kv);
-        snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
-        assert_int_equal(system(cmd), 0);
+        remove_tree(dir);
     }
 }
 
@@ -481,9 +485,7 @@ static void test_ssd_restart_tail(void **state) {
     hr_kv_unref(&kv, t2);
     assert_int_equal(kv.n_free, 16);
     hr_kv_deinit(&kv);
-    char cmd[128];
-    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
-    assert_int_equal(system(cmd), 0);
+    remove_tree(dir);
 }
 
 /* A KV pool of F16 or BF16: hr_kv_store rounds to it (F16 saturates a
@@ -560,9 +562,7 @@ static void test_half_dtypes(void **state) {
         hr_ssd_close(ssd);
         hr_kv_deinit(&kv);
         hr_kv_deinit(&kv32);
-        char cmd[128];
-        snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
-        assert_int_equal(system(cmd), 0);
+        remove_tree(dir);
     }
 }
 
@@ -633,9 +633,7 @@ static void test_quant_pool(void **state) {
     hr_ssd_stop(ssd);
     hr_ssd_close(ssd);
     hr_kv_deinit(&kv);
-    char cmd[128];
-    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
-    assert_int_equal(system(cmd), 0);
+    remove_tree(dir);
 }
 
 /* A pool of llama.cpp's cache types with K and V apart (q8_0 / f16): a
@@ -697,9 +695,7 @@ static void test_cache_type_pool(void **state) {
     hr_ssd_close(ssd);
     hr_kv_deinit(&kv2);
     hr_kv_deinit(&kv);
-    char cmd[128];
-    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
-    assert_int_equal(system(cmd), 0);
+    remove_tree(dir);
 }
 
 /* A TurboQuant pool (K 3.5 bits, V 2.5: rows of their own sizes): a block
@@ -768,8 +764,7 @@ static void test_turbo_pool(void **state) {
     hr_ssd_close(ssd);
     hr_kv_deinit(&kv2);
     hr_kv_deinit(&kv);
-    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
-    assert_int_equal(system(cmd), 0);
+    remove_tree(dir);
 }
 
 /* ---- SSD tier faults ----------------------------------------------------------------- */
@@ -987,8 +982,7 @@ static void test_states(void **state) {
     hr_ssd_stop(ssd);
     hr_ssd_close(ssd);
     hr_kv_deinit(&kv);
-    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
-    assert_int_equal(system(cmd), 0);
+    remove_tree(dir);
 }
 
 /* The states' RAM bound: with room for two, a third sequence's state makes
