@@ -239,8 +239,14 @@ static int32_t copy_partial(hr_pcache *pc, uint64_t parent, const int32_t *token
     return blk;
 }
 
-/* The newest tail after parent on the SSD tier (tail_key), indexed. */
+/* The newest tail after parent on the SSD tier (tail_key), indexed; not
+ * read again while RAM holds a tail after parent (that one, or a newer one
+ * this process made: a prompt sharing none of its tokens would otherwise
+ * read the file, and index another copy of it, on every lookup). */
 static void tail_from_ssd(hr_pcache *pc, uint64_t parent) {
+    for (entry *e = *bucket(pc, parent); e; e = e->hnext)
+        if (e->parent == parent && e->n < HR_KV_BLOCK)
+            return;
     if (pc->kv->n_free == 0)
         hr_pcache_evict(pc, 1);
     int32_t blk = hr_kv_alloc(pc->kv), t[HR_KV_BLOCK];

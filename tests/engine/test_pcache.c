@@ -469,6 +469,22 @@ static void test_ssd_restart_tail(void **state) {
     assert_true(same_rows(&kv, got[3], bblk[3], 31));
     assert_true(same_rows(&kv, got[1], bblk[1], HR_KV_BLOCK));
     release(&kv, got, 4);
+    /* a prompt sharing a's two blocks and nothing of its tail: the tail's
+     * file is read once (RAM then holds it), not again on every lookup */
+    int32_t c[90];
+    memcpy(c, a2, 64 * sizeof *c);
+    seq(c + 64, 26, 55555);
+    long w0, h0, q0, w1, h1, q1;
+    hr_ssd_counts(ssd, &w0, &h0, &q0);
+    int cached = hr_pcache_blocks(pc);
+    for (int k = 0; k < 3; k++) {
+        assert_int_equal(hr_pcache_lookup(pc, 0, c, 89, 90, 4, got, &n), 2);
+        assert_int_equal(n, 64);
+        release(&kv, got, 2);
+    }
+    hr_ssd_counts(ssd, &w1, &h1, &q1);
+    assert_true(h1 - h0 <= 3); /* blocks 0, 1 and the tail, once */
+    assert_true(hr_pcache_blocks(pc) <= cached + 3);
     /* a tail's file is not a full block's: asked for as a tail, a full block
      * misses */
     int32_t tt[HR_KV_BLOCK], blk = hr_kv_alloc(&kv);
