@@ -395,7 +395,6 @@ static void test_ssd_restart_run(void **state) {
         release(&kv, got, BAD);
         assert_int_equal(kv.n_free, NB + 4 - BAD); /* the cache holds BAD; nothing leaked */
         hr_pcache_free(pc);
-        hr_ssd_stop(ssd);
         hr_ssd_close(ssd);
         release(&kv, blocks, NB);
         assert_int_equal(kv.n_free, 2 * NB + 4);
@@ -494,7 +493,6 @@ static void test_ssd_restart_tail(void **state) {
     hr_ssd_counts(ssd, &w, &h, &q);
     assert_int_equal(q, 0);
     hr_pcache_free(pc);
-    hr_ssd_stop(ssd);
     hr_ssd_close(ssd);
     release(&kv, ablk, 3);
     release(&kv, bblk, 4);
@@ -567,14 +565,12 @@ static void test_half_dtypes(void **state) {
             assert_memory_equal((char *)hr_kv_layer_v(&kv, l) + b1 * sb,
                                 (char *)hr_kv_layer_v(&kv, l) + b0 * sb, sb);
         }
-        hr_ssd_stop(ssd);
         hr_ssd_close(ssd);
         assert_int_equal(hr_ssd_open(&ssd, dir, 42, 7, &kv32, 0, (size_t)1 << 30, NULL), 0);
         int32_t f = hr_kv_alloc(&kv32);
         assert_int_equal(hr_ssd_read(ssd, 1234, toks, &kv32, f, NULL, NULL), 0);
         hr_ssd_counts(ssd, &written, &hits, &quarantined);
         assert_int_equal(quarantined, 0);
-        hr_ssd_stop(ssd);
         hr_ssd_close(ssd);
         hr_kv_deinit(&kv);
         hr_kv_deinit(&kv32);
@@ -646,7 +642,6 @@ static void test_quant_pool(void **state) {
     hr_ssd_counts(ssd, &written, &hits, &quarantined);
     assert_int_equal(quarantined, 1);
     assert_int_not_equal(access(path, F_OK), 0);
-    hr_ssd_stop(ssd);
     hr_ssd_close(ssd);
     hr_kv_deinit(&kv);
     remove_tree(dir);
@@ -699,7 +694,6 @@ static void test_cache_type_pool(void **state) {
     char path[256];
     snprintf(path, sizeof path, "%s/000000000000002a-q8_0-vf16/000000000000004d.kv", dir);
     assert_int_equal(access(path, F_OK), 0);
-    hr_ssd_stop(ssd);
     hr_ssd_close(ssd);
     f.vown = false; /* q8_0 alike: another directory, nothing read */
     assert_int_equal(hr_kv_init_fmt(&kv2, hr_backend_cpu(), &hp, &f, 2, NULL), 0);
@@ -707,7 +701,6 @@ static void test_cache_type_pool(void **state) {
     assert_int_equal(hr_ssd_read(ssd, 77, toks, &kv2, hr_kv_alloc(&kv2), NULL, NULL), 0);
     hr_ssd_counts(ssd, &written, &hits, &quarantined);
     assert_int_equal(quarantined, 0);
-    hr_ssd_stop(ssd);
     hr_ssd_close(ssd);
     hr_kv_deinit(&kv2);
     hr_kv_deinit(&kv);
@@ -762,7 +755,6 @@ static void test_turbo_pool(void **state) {
     char path[256], other[256], cmd[700];
     snprintf(path, sizeof path, "%s/000000000000002a-turbo7-5/0000000000000058.kv", dir);
     assert_int_equal(access(path, F_OK), 0);
-    hr_ssd_stop(ssd);
     hr_ssd_close(ssd);
     f.vbits = 7; /* 3.5 bits alike: another directory, nothing read */
     assert_int_equal(hr_kv_init_fmt(&kv2, hr_backend_cpu(), &hp, &f, 2, NULL), 0);
@@ -776,7 +768,6 @@ static void test_turbo_pool(void **state) {
     assert_int_equal(hr_ssd_read(ssd, 88, toks, &kv2, hr_kv_alloc(&kv2), NULL, NULL), 0);
     hr_ssd_counts(ssd, &written, &hits, &quarantined);
     assert_int_equal(quarantined, 1);
-    hr_ssd_stop(ssd);
     hr_ssd_close(ssd);
     hr_kv_deinit(&kv2);
     hr_kv_deinit(&kv);
@@ -894,7 +885,6 @@ static void test_ssd_faults(void **state) {
     hr_ssd_status(ssd, &st);
     assert_int_equal(st.write_errors, errs);
 
-    hr_ssd_stop(ssd);
     hr_ssd_close(ssd);
     hr_kv_deinit(&kv);
     char cmd[160];
@@ -960,7 +950,6 @@ static void test_states(void **state) {
     assert_int_equal(((const unsigned char *)sp)[5], 0x33);
     release(&kv, got, 2);
     hr_pcache_free(pc);
-    hr_ssd_stop(ssd);
     hr_ssd_close(ssd);
 
     /* from disk: blocks with their states */
@@ -983,7 +972,6 @@ static void test_states(void **state) {
     assert_int_equal(fscanf(ls, "%d", &files), 1);
     pclose(ls);
     assert_int_equal(files, 3);
-    hr_ssd_stop(ssd);
     hr_ssd_close(ssd);
     snprintf(cmd, sizeof cmd, "for f in %s/000000000000002a/*.kv; do "
              "printf '\\002' | dd of=$f bs=1 seek=8 conv=notrunc 2>/dev/null; done", dir);
@@ -995,7 +983,6 @@ static void test_states(void **state) {
     hr_ssd_counts(ssd, &written, &hits, &quarantined);
     assert_int_equal(quarantined, 1); /* the first block's file; the chain stops there */
     hr_pcache_free(pc);
-    hr_ssd_stop(ssd);
     hr_ssd_close(ssd);
     hr_kv_deinit(&kv);
     remove_tree(dir);
