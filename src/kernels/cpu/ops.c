@@ -578,15 +578,17 @@ static void attn_group(const hr_attn_args *a, int t0, int nq, int kvh, const int
     }
     HR_ASSERT(hd <= ROWS_BUF);
     kv_side sides[2] = {side_of(a, false), side_of(a, true)};
-    /* V's affine group bias sums (a task's rows' worth, else V is loaded) */
-    int ng = sides[1].t == HR_DTYPE_AFFINE ? hd / a->kv_group : 0;
-    bool vbias = ng > 0 && nq * G * ng <= BIAS_BUF;
+    /* records read in place (affine: while a task's rows' group bias sums
+     * fit bias[], else the rows are loaded) */
     bool direct[2];
     for (int w = 0; w < 2; w++) {
         hr_dtype t = sides[w].t;
         direct[w] = t == HR_DTYPE_Q8_0 || t == HR_DTYPE_Q4_0 || t == HR_DTYPE_TURBO ||
                     (t == HR_DTYPE_AFFINE && nq * G * (hd / a->kv_group) <= BIAS_BUF);
     }
+    /* V's affine group bias sums */
+    int ng = sides[1].t == HR_DTYPE_AFFINE ? hd / a->kv_group : 0;
+    bool vbias = ng > 0 && direct[1];
     float buf[ROWS_BUF], bias[BIAS_BUF], obuf[ROWS_BUF];
     /* token i's G query rows at qrows + i * ldr, its output rows at orows +
      * i * ldo (hd apart within a token) */
