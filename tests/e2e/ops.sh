@@ -10,6 +10,11 @@ tmp=$(mktemp -d)
 trap 'stop_servers; rm -rf "$tmp"' EXIT
 model=$tmp/tiny-chat
 tiny_chat_model "$model"
+# 8192 positions (the serve default's cap) instead of the fixture's 4096: the
+# tiny model writes 4096 tokens in ~0.3 s, as fast as the limits below, and a
+# generation meant to outlive --request-timeout/--drain-timeout 0.3 must not
+# finish first (it did in CI); 8000 tokens take ~1.8 s here
+sed -i 's/"max_position_embeddings": 4096/"max_position_embeddings": 8192/' "$model/config.json"
 ulimit -n "$(ulimit -Hn)" 2>/dev/null || true
 
 start_server "$tmp/a" --model "$model" --threads 1 --max-body-mb 1 --timeout 2

@@ -108,7 +108,7 @@ def api_error(body, status=None):
 
 
 COMPLETION = json.dumps({"prompt": "a", "max_tokens": 4}).encode()
-LONG = {"prompt": "a", "max_tokens": 3000, "logit_bias": {"370": -100}}
+LONG = {"prompt": "a", "max_tokens": 8000, "logit_bias": {"370": -100}}
 
 
 # ---- framing (RFC 9112) --------------------------------------------------------------------------
