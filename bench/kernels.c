@@ -18,13 +18,16 @@
  *       vector table this CPU runs, one thread, the tables alternating pass
  *       by pass (the same load for each), through enough copies (below);
  *       the median of the passes' thread CPU time per product
- *   bench_kernels kvattn KV [KEYS] [ROWS] [HEAD_DIM]
+ *   bench_kernels kvattn KV [KEYS] [ROWS] [HEAD_DIM] [RUN]
  *       the quantized KV pools' attention kernels alone (kvq_ / kvg_ /
  *       turbo_ dots and axpys, what attention runs a block run at a time)
- *       of KV (aB[gG], q8_0, q4_0, tB) over KEYS records (default 1024: in
- *       L2) for ROWS query rows (default 3: a GQA group of 3, one token) in
- *       every vector table this CPU runs, one thread, the tables
- *       alternating pass by pass; the median thread CPU time per key
+ *       of KV (aB[gG], q8_0, q4_0, tB; f32: attn_dots / attn_axpys over
+ *       float rows, what f16 and bf16 pools run once widened) over KEYS
+ *       records (default 1024: in L2) for ROWS query rows (default 3: a GQA
+ *       group of 3, one token), RUN keys a call (default all; attention's
+ *       calls are a block's, 32), in every vector table this CPU runs, one
+ *       thread, the tables alternating pass by pass; the median thread CPU
+ *       time per key
  *   bench_kernels rows D
  *       the row kernels (rmsnorm, softmax, silu_mul, argmax, exp_sum, dot,
  *       axpy) over D floats in L1, each vector table alternating, one
@@ -78,7 +81,7 @@ static int usage(void) {
     fprintf(stderr, "usage: bench_kernels matvec TYPE M K [THREADS] | "
                     "attn CTX [THREADS] [HEADS] [KV_HEADS] [HEAD_DIM] "
                     "[f16|f32|bf16|aB[gG]|q8_0|q4_0|tB] | gemm TYPE M K N | rows D | "
-                    "kvattn KV [KEYS] [ROWS] [HEAD_DIM]\n");
+                    "kvattn KV [KEYS] [ROWS] [HEAD_DIM] [RUN]\n");
     return 2;
 }
 
@@ -386,12 +389,39 @@ static int rows(int argc, char **argv, hr_rng *rng) {
 
 /* ---- kvattn: the quantized pools' dots and axpys, the tables side by side --- */
 
+static void kv_dots(const hr_cpu_kernels *K, hr_dtype dt, float *sc, size_t ldsc, const float *q,
+                    int nr, const uint8_t *rec, size_t rb, int nk, int hd, int bits, int group,
+                    const hr_turbo_kv *L) {
+    if (dt == HR_DTYPE_TURBO)
+        K->turbo_dots(sc, ldsc, q, nr, rec, rb, nk, L, 0.125f);
+    else if (dt == HR_DTYPE_F32)
+        K->attn_dots(sc, ldsc, q, nr, (const float *)rec, nk, hd, 0.125f);
+    else if (dt == HR_DTYPE_AFFINE) /* q: hr_kvq_prep's rows, their group sums after them */
+        K->kvq_dots(sc, ldsc, q, q + (size_t)nr * hd, nr, rec, rb, nk, hd, bits, group, 0.125f);
+    else
+        K->kvg_dots(sc, ldsc, q, nr, rec, rb, nk, hd, dt, 0.125f);
+}
+
+static void kv_axpys(const hr_cpu_kernels *K, hr_dtype dt, float *o, float *bias, const float *p,
+                     size_t ldp, int nr, const uint8_t *rec, size_t rb, int nv, int hd, int bits,
+                     int group, const hr_turbo_kv *L) {
+    if (dt == HR_DTYPE_TURBO)
+        K->turbo_axpys(o, p, ldp, nr, rec, rb, nv, L);
+    else if (dt == HR_DTYPE_F32)
+        K->attn_axpys(o, p, ldp, nr, (const float *)rec, nv, hd);
+    else if (dt == HR_DTYPE_AFFINE)
+        K->kvq_axpys(o, bias, p, ldp, nr, rec, rb, nv, hd, bits, group);
+    else
+        K->kvg_axpys(o, p, ldp, nr, rec, rb, nv, hd, dt);
+}
+
 static int kvattn(int argc, char **argv, hr_rng *rng) {
     if (argc < 3)
         return usage();
     const char *kv = argv[2];
     int nk = argc > 3 ? atoi(argv[3]) : 1024, nr = argc > 4 ? atoi(argv[4]) : 3;
     int hd = argc > 5 ? atoi(argv[5]) : 64, bits = 0, group = 64;
+    int run = argc > 6 ? atoi(argv[6]) : nk; /* keys a call (attention's: a block, 32) */
     hr_dtype dt;
     if (kv[0] == 'a') {
         dt = HR_DTYPE_AFFINE;
@@ -404,6 +434,8 @@ static int kvattn(int argc, char **argv, hr_rng *rng) {
         dt = kv[1] == '8' ? HR_DTYPE_Q8_0 : HR_DTYPE_Q4_0;
         if (hd % 32)
             return usage();
+    } else if (!strcmp(kv, "f32")) { /* what f16 and bf16 pools run, widened once */
+        dt = HR_DTYPE_F32;
     } else if (kv[0] == 't') {
         dt = HR_DTYPE_TURBO;
         bits = (int)(atof(kv + 1) * 2 + 0.5);
@@ -413,7 +445,7 @@ static int kvattn(int argc, char **argv, hr_rng *rng) {
     } else {
         return usage();
     }
-    if (nk < 1 || nr < 1 || nr > 64 || hd < 16 || hd > 256)
+    if (nk < 1 || nr < 1 || nr > 64 || hd < 16 || hd > 256 || run < 1)
         return usage();
     size_t rb = hr_kv_row_size(dt, hd, bits, group);
     uint8_t *rec = malloc((size_t)nk * rb);
@@ -427,6 +459,8 @@ static int kvattn(int argc, char **argv, hr_rng *rng) {
     }
     for (int i = 0; i < nr * hd; i++)
         q[i] = frand(rng);
+    float *qp = malloc((size_t)nr * (hd + 32) * sizeof *qp); /* affine: hr_kvq_prep's rows, */
+    hr_kvq_prep(qp, qp + (size_t)nr * hd, q, nr, hd, bits, group ? group : hd); /* then sums */
     for (int i = 0; i < nr * nk; i++)
         sc[i] = (float)hr_rng_uniform(rng) / (float)nk;
     hr_turbo_kv L;
@@ -443,27 +477,22 @@ static int kvattn(int argc, char **argv, hr_rng *rng) {
         for (int t = 0; t < nt; t++) {
             const hr_cpu_kernels *K = tabs[t];
             double t0 = hr_thread_cpu();
-            if (dt == HR_DTYPE_TURBO)
-                K->turbo_dots(sc, (size_t)nk, q, nr, rec, rb, nk, &L, 0.125f);
-            else if (dt == HR_DTYPE_AFFINE)
-                K->kvq_dots(sc, (size_t)nk, q, nr, rec, rb, nk, hd, bits, group, 0.125f);
-            else
-                K->kvg_dots(sc, (size_t)nk, q, nr, rec, rb, nk, hd, dt, 0.125f);
+            for (int j = 0; j < nk; j += run) /* a call a run of keys, as attention's blocks */
+                kv_dots(K, dt, sc + j, (size_t)nk, dt == HR_DTYPE_AFFINE ? qp : q, nr,
+                        rec + (size_t)j * rb, rb,
+                        nk - j < run ? nk - j : run, hd, bits, group, &L);
             double t1 = hr_thread_cpu();
             for (int i = 0; i < nr * nk; i++) /* back to weights (the scores are ~N(0, .)) */
                 sc[i] = 1.0f / (float)nk;
             double t2 = hr_thread_cpu();
-            if (dt == HR_DTYPE_TURBO)
-                K->turbo_axpys(o, sc, (size_t)nk, nr, rec, rb, nk, &L);
-            else if (dt == HR_DTYPE_AFFINE)
-                K->kvq_axpys(o, bias, sc, (size_t)nk, nr, rec, rb, nk, hd, bits, group);
-            else
-                K->kvg_axpys(o, sc, (size_t)nk, nr, rec, rb, nk, hd, dt);
+            for (int j = 0; j < nk; j += run)
+                kv_axpys(K, dt, o, bias, sc + j, (size_t)nk, nr, rec + (size_t)j * rb, rb,
+                         nk - j < run ? nk - j : run, hd, bits, group, &L);
             dt_[0][t][r] = (t1 - t0) / nk;
             dt_[1][t][r] = (hr_thread_cpu() - t2) / nk;
         }
-    printf("%s attention kernels over %d keys, %d query rows of %d, 1 thread, median of %d "
-           "passes (ns a key):\n", kv, nk, nr, hd, NP);
+    printf("%s attention kernels over %d keys (%d a call), %d query rows of %d, 1 thread, "
+           "median of %d passes (ns a key):\n", kv, nk, run < nk ? run : nk, nr, hd, NP);
     for (int t = 0; t < nt; t++) {
         qsort(dt_[0][t], NP, sizeof(double), cmp_double);
         qsort(dt_[1][t], NP, sizeof(double), cmp_double);
@@ -473,6 +502,7 @@ static int kvattn(int argc, char **argv, hr_rng *rng) {
     free(rec);
     free(x);
     free(q);
+    free(qp);
     free(sc);
     free(o);
     free(bias);

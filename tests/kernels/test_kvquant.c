@@ -162,7 +162,7 @@ static void test_attn_isas(void **state) {
     enum { NR = 7, NK = 37 }; /* rows 1-7: passes of 4 rows, and from 5 the runs widened once */
     const int hds[] = {64, 96, 128, 256};
     static uint8_t rec[NK * 2048];
-    static float q[NR * 256], deq[NK * 256], sc[NR * 40], ref[NR * 40], o[NR * 256],
+    static float q[NR * 256], qp[NR * 256], qsum[NR * 8], deq[NK * 256], sc[NR * 40], ref[NR * 40], o[NR * 256],
         oref[NR * 256], bias[NR * 8], bref[NR * 8], p[NR * 40];
     int cases = 0;
     for (int hi = 0; hi < 4; hi++)
@@ -185,7 +185,9 @@ static void test_attn_isas(void **state) {
                     p[i] = (float)hr_rng_uniform(&rng);
                 for (int nr = 1; nr <= NR; nr += 2) {
                     int nk = nr == 3 ? 7 : NK;
-                    hr__kvq_dots_scalar(ref, 40, q, nr, rec, rb, nk, hd, bits, group, 0.125f);
+                    hr_kvq_prep(qp, qsum, q, nr, hd, bits, group);
+                    hr__kvq_dots_scalar(ref, 40, qp, qsum, nr, rec, rb, nk, hd, bits, group,
+                                        0.125f);
                     for (int r = 0; r < nr; r++)
                         for (int j = 0; j < nk; j++) {
                             double d = 0, mag = 0;
@@ -218,7 +220,7 @@ static void test_attn_isas(void **state) {
                         if (!K)
                             continue;
                         memset(sc, 0, sizeof sc);
-                        K->kvq_dots(sc, 40, q, nr, rec, rb, nk, hd, bits, group, 0.125f);
+                        K->kvq_dots(sc, 40, qp, qsum, nr, rec, rb, nk, hd, bits, group, 0.125f);
                         for (int r = 0; r < nr; r++)
                             assert_memory_equal(sc + r * 40, ref + r * 40, (size_t)nk * 4);
                         memset(o, 0, sizeof o);

@@ -105,8 +105,9 @@ typedef struct hr_cpu_kernels {
     /* Attention read from quantized KV records in place: kvquant.h's
      * hr__kvq_dots_scalar and hr__kvq_axpys_scalar, their bits on every
      * ISA. */
-    void (*kvq_dots)(float *sc, size_t ldsc, const float *q, int nr, const void *rec, size_t rb,
-                     int nk, int hd, int bits, int group, float scale);
+    void (*kvq_dots)(float *sc, size_t ldsc, const float *qp, const float *qsum, int nr,
+                     const void *rec, size_t rb, int nk, int hd, int bits, int group,
+                     float scale);
     void (*kvq_axpys)(float *o, float *bias, const float *p, size_t ldp, int nr, const void *rec,
                       size_t rb, int nv, int hd, int bits, int group);
     /* The same for llama.cpp's Q8_0 / Q4_0 cache rows: kvquant.h's

@@ -2,8 +2,8 @@
  * codes are widened to floats a chunk of 8 at a time (Q8_0: sign extension;
  * Q4_0: bytes 0-7 and 8-15, their low nibbles then their high nibbles, less
  * 8: elements 0-7, 8-15, 16-23, 24-31), once for up to 4 query rows (a GQA
- * group). For more output rows (a prefill tile's tokens x the group) a
- * run of records is widened once into floats for all of them
+ * group). For more query and output rows (a prefill tile's tokens x the
+ * group) a run of records is widened once into floats for all of them
  * (kvwide_avx2.c).
  * Every lane runs the reference's fma chain, so the bits are the
  * scalar's; the AVX-512 table uses these too. */
@@ -15,7 +15,7 @@
 #define AI static inline __attribute__((always_inline))
 #define RB 4    /* query rows a pass */
 #define VRUN 32 /* records whose weights a pass of kvg_axpys holds */
-#define WIDE 5  /* output rows from which a run of records is widened once */
+#define WIDE 5  /* query or output rows from which a run of records is widened once */
 
 static inline float hsum8(__m256 v) { /* hr__kvq_hsum8's order */
     __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
@@ -98,8 +98,25 @@ AI void dots_m(float *sc, size_t ldsc, const float *q, const int M, const uint8_
     }
 }
 
+/* nr (>= WIDE) query rows over nk records, runs of records widened once */
+AI void dots_wide(float *sc, size_t ldsc, const float *q, int nr, const uint8_t *rec, size_t rb,
+                  int nk, int hd, const bool q8, float scale) {
+    _Alignas(32) float v[HR_KVWIDE_FLOATS + 64]; /* + 64: s not 4 KiB from v's rows */
+    float s[HR_KVWIDE_MAX];
+    int run = HR_KVWIDE_FLOATS / hr__kvwide_ld(hd);
+    for (int j0 = 0; j0 < nk; j0 += run) {
+        int n = nk - j0 < run ? nk - j0 : run;
+        hr__kvwide W = widen(v, s, rec + (size_t)j0 * rb, rb, n, hd, q8);
+        hr__kvwide_dots_avx2(sc + j0, ldsc, q, NULL, nr, &W, scale);
+    }
+}
+
 AI void dots(float *sc, size_t ldsc, const float *q, int nr, const uint8_t *rec, size_t rb,
              int nk, int hd, const bool q8, float scale) {
+    if (nr >= WIDE) {
+        dots_wide(sc, ldsc, q, nr, rec, rb, nk, hd, q8, scale);
+        return;
+    }
     for (int r0 = 0; r0 < nr; r0 += RB) {
         float *s = sc + (size_t)r0 * ldsc;
         const float *qr = q + (size_t)r0 * hd;

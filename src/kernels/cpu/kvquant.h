@@ -53,12 +53,19 @@ static inline int hr_kvq_elem(int P, int bits) {
     int w = P % 16;
     return P - w + (w < 8 ? 2 * w : 2 * (w - 8) + 1);
 }
-/* sc[r * ldsc + j] = the score of query row q + r * hd over record
- * rec + j * rb, times scale (r < nr, j < nk). */
-void hr__kvq_dots_scalar(float *sc, size_t ldsc, const float *q, int nr, const void *rec,
-                         size_t rb, int nk, int hd, int bits, int group, float scale);
-void hr__kvq_dots_avx2(float *sc, size_t ldsc, const float *q, int nr, const void *rec,
-                       size_t rb, int nk, int hd, int bits, int group, float scale);
+/* Query rows prepared once for kvq_dots (a task's rows see every block of
+ * keys with them): row r of q (hd floats) in layout order at qp + r * hd,
+ * its group sums Q_g (index order, plain float adds from 0) at qsum + r *
+ * (hd / group). */
+void hr_kvq_prep(float *qp, float *qsum, const float *q, int nr, int hd, int bits, int group);
+/* sc[r * ldsc + j] = the score of query row r (hr_kvq_prep's qp and qsum)
+ * over record rec + j * rb, times scale (r < nr, j < nk). */
+void hr__kvq_dots_scalar(float *sc, size_t ldsc, const float *qp, const float *qsum, int nr,
+                         const void *rec, size_t rb, int nk, int hd, int bits, int group,
+                         float scale);
+void hr__kvq_dots_avx2(float *sc, size_t ldsc, const float *qp, const float *qsum, int nr,
+                       const void *rec, size_t rb, int nk, int hd, int bits, int group,
+                       float scale);
 /* For r < nr, records j = 0 .. nv - 1 in turn weighted p[r * ldp + j]:
  * the layout-order accumulators o + r * hd and the group bias sums
  * bias + r * (hd / group) (zero them before the first record). */
@@ -123,6 +130,12 @@ static inline int hr__kvwide_ld(int hd) { return hd + 8; }
  * and (affine, else NULL) the group bias sums bias + r * ns, for r < nr. */
 void hr__kvwide_axpys_avx2(float *o, float *bias, const float *p, size_t ldp, int nr,
                            const hr__kvwide *W);
+/* sc[r * ldsc + j] = the score of query row q + r * hd (in the chain order
+ * of the records' values) over record j, times scale, for r < nr, j < n;
+ * affine (W->b): qsum + r * ns holds the row's group sums (kvquant_attn.c's
+ * Q_g), else unused. */
+void hr__kvwide_dots_avx2(float *sc, size_t ldsc, const float *q, const float *qsum, int nr,
+                          const hr__kvwide *W, float scale);
 
 /* ---- a row of any KV format -------------------------------------------------------
  * F32, F16, BF16: hd elements; AFFINE: the record above (bits, group);

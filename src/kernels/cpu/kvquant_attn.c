@@ -52,32 +52,42 @@ float hr__kvq_hsum8(const float *t) {
     return v[0] + v[1];
 }
 
-void hr__kvq_dots_scalar(float *sc, size_t ldsc, const float *q, int nr, const void *rec,
-                         size_t rb, int nk, int hd, int bits, int group, float scale) {
+void hr_kvq_prep(float *qp, float *qsum, const float *q, int nr, int hd, int bits, int group) {
+    int ng = hd / group;
+    for (int r = 0; r < nr; r++) {
+        const float *qr = q + (size_t)r * hd;
+        for (int P = 0; P < hd; P++)
+            qp[(size_t)r * hd + P] = qr[hr_kvq_elem(P, bits)];
+        for (int g = 0; g < ng; g++) {
+            float Q = 0;
+            for (int i = g * group; i < (g + 1) * group; i++)
+                Q += qr[i];
+            qsum[(size_t)r * ng + g] = Q;
+        }
+    }
+}
+
+void hr__kvq_dots_scalar(float *sc, size_t ldsc, const float *qp, const float *qsum, int nr,
+                         const void *rec, size_t rb, int nk, int hd, int bits, int group,
+                         float scale) {
     int ng = hd / group;
     size_t qb = (size_t)hd * (size_t)bits / 8;
     for (int r = 0; r < nr; r++) {
-        const float *qr = q + (size_t)r * hd;
+        const float *qr = qp + (size_t)r * hd;
         for (int j = 0; j < nk; j++) {
             const uint8_t *c = (const uint8_t *)rec + (size_t)j * rb;
             float T[8] = {0};
             for (int g = 0; g < ng; g++) {
                 float A[8] = {0};
-                for (int P = g * group; P < (g + 1) * group; P++) {
-                    int e = hr_kvq_elem(P, bits);
-                    A[P % 8] = fmaf(qr[e], code(c, e, bits), A[P % 8]);
-                }
+                for (int P = g * group; P < (g + 1) * group; P++)
+                    A[P % 8] = fmaf(qr[P], code(c, hr_kvq_elem(P, bits), bits), A[P % 8]);
                 float s = rec_f32(c, qb + 4 * (size_t)g);
                 for (int l = 0; l < 8; l++)
                     T[l] = fmaf(s, A[l], T[l]);
             }
             float d = hr__kvq_hsum8(T);
-            for (int g = 0; g < ng; g++) {
-                float Q = 0;
-                for (int i = g * group; i < (g + 1) * group; i++)
-                    Q += qr[i];
-                d = fmaf(rec_f32(c, qb + 4 * (size_t)(ng + g)), Q, d);
-            }
+            for (int g = 0; g < ng; g++)
+                d = fmaf(rec_f32(c, qb + 4 * (size_t)(ng + g)), qsum[(size_t)r * ng + g], d);
             sc[(size_t)r * ldsc + j] = d * scale;
         }
     }

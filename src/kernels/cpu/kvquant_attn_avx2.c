@@ -3,8 +3,9 @@
  * to 4 query rows (a GQA group), 8 bits by zero extension, 4 bits as a
  * byte's low nibbles and its high nibbles (the layout's evens and odds),
  * the other widths through the byte shuffle of kvquant_avx2.c; for more
- * output rows (a prefill tile's tokens x the group) a run of records is
- * widened once for all of them (kvwide_avx2.c). Every lane runs the
+ * query and output rows (a prefill tile's tokens x the group) a run of
+ * records is widened once for all of them (kvwide_avx2.c). The query rows
+ * come prepared (hr_kvq_prep: layout order, group sums), once a task. Every lane runs the
  * reference's fma chain, so the bits are the scalar's; the AVX-512 table
  * uses these too. */
 #include "kernels/cpu/kvquant.h"
@@ -16,7 +17,7 @@
 #define AI static inline __attribute__((always_inline))
 #define RB 4 /* query rows a pass */
 #define VRUN 32 /* records whose weights a pass of kvq_axpys holds */
-#define WIDE 5  /* output rows from which a run of records is widened once */
+#define WIDE 5  /* query or output rows from which a run of records is widened once */
 
 static inline float hsum8(__m256 v) { /* hr__kvq_hsum8's order */
     __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
@@ -76,40 +77,16 @@ AI float rec_f32(const uint8_t *q, size_t at) {
     return x;
 }
 
-/* M (1-4) query rows over nk records */
-AI void dots_m(float *sc, size_t ldsc, const float *q, const int M, const uint8_t *rec,
-               size_t rb, int nk, int hd, const int bits, int group, float scale) {
+/* M (1-4) query rows (hr_kvq_prep's) over nk records */
+AI void dots_m(float *sc, size_t ldsc, const float *qp, const float *Q, const int M,
+               const uint8_t *rec, size_t rb, int nk, int hd, const int bits, int group,
+               float scale) {
     int ng = hd / group, cpg = group / 8;
     size_t qb = (size_t)hd * (size_t)bits / 8;
     unpack u = unpack_new(bits);
-    /* the rows in layout order (4 bits: each 16 as its evens, then its
-     * odds, by shuffles; else the rows themselves), and their group sums
-     * in index order, the rows' chains interleaved (a call is a block run
-     * of keys: one row's 64-add chain a call was most of a prefill's score
-     * pass) */
-    float qp[RB][1024], Q[RB][32];
     const float *qv[RB];
-    for (int rr = 0; rr < M; rr++) {
-        const float *qr = q + (size_t)rr * hd;
-        qv[rr] = bits == 4 ? qp[rr] : qr;
-        for (int P = 0; P < hd && bits == 4; P += 16) {
-            __m256 a = _mm256_loadu_ps(qr + P), b = _mm256_loadu_ps(qr + P + 8);
-            __m256 ev = _mm256_shuffle_ps(a, b, _MM_SHUFFLE(2, 0, 2, 0)), /* a0 a2 b0 b2 | a4 a6 b4 b6 */
-                od = _mm256_shuffle_ps(a, b, _MM_SHUFFLE(3, 1, 3, 1));
-            _mm256_storeu_ps(qp[rr] + P, _mm256_castpd_ps(_mm256_permute4x64_pd(
-                                             _mm256_castps_pd(ev), _MM_SHUFFLE(3, 1, 2, 0))));
-            _mm256_storeu_ps(qp[rr] + P + 8, _mm256_castpd_ps(_mm256_permute4x64_pd(
-                                                 _mm256_castps_pd(od), _MM_SHUFFLE(3, 1, 2, 0))));
-        }
-    }
-    for (int g = 0; g < ng; g++) {
-        float s[RB] = {0};
-        for (int i = g * group; i < (g + 1) * group; i++)
-            for (int rr = 0; rr < M; rr++)
-                s[rr] += q[(size_t)rr * hd + i];
-        for (int rr = 0; rr < M; rr++)
-            Q[rr][g] = s[rr];
-    }
+    for (int rr = 0; rr < M; rr++)
+        qv[rr] = qp + (size_t)rr * hd;
     for (int j = 0; j < nk; j++) {
         const uint8_t *c = rec + (size_t)j * rb;
         __m256 T[RB];
@@ -134,51 +111,77 @@ AI void dots_m(float *sc, size_t ldsc, const float *q, const int M, const uint8_
         for (int rr = 0; rr < M; rr++) {
             float d = hsum8(T[rr]);
             for (int g = 0; g < ng; g++)
-                d = fmaf(rec_f32(c, qb + 4 * (size_t)(ng + g)), Q[rr][g], d);
+                d = fmaf(rec_f32(c, qb + 4 * (size_t)(ng + g)), Q[rr * ng + g], d);
             sc[(size_t)rr * ldsc + j] = d * scale;
         }
     }
 }
 
-AI void dots(float *sc, size_t ldsc, const float *q, int nr, const uint8_t *rec, size_t rb,
-             int nk, int hd, const int bits, int group, float scale) {
+/* Records [0, n) widened (kvquant.h hr__kvwide: the codes in layout order,
+ * the groups' s and b) into v, s, b */
+AI hr__kvwide widen(float *v, float *s, float *b, const uint8_t *rec, size_t rb, int n, int hd,
+                    const int bits, int group) {
+    int ng = hd / group, cpg = group / 8, ld = hr__kvwide_ld(hd);
+    size_t qb = (size_t)hd * (size_t)bits / 8;
+    unpack u = unpack_new(bits);
+    for (int j = 0; j < n; j++) {
+        const uint8_t *c = rec + (size_t)j * rb;
+        for (int g = 0; g < ng; g++) {
+            s[g * n + j] = rec_f32(c, qb + 4 * (size_t)g);
+            b[g * n + j] = rec_f32(c, qb + 4 * (size_t)(ng + g));
+            for (int ch = g * cpg; ch < (g + 1) * cpg; ch += 2) { /* cpg is even */
+                __m256 v0, v1;
+                chunk2(c, ch, bits, &u, &v0, &v1);
+                _mm256_storeu_ps(v + (size_t)j * ld + 8 * ch, v0);
+                _mm256_storeu_ps(v + (size_t)j * ld + 8 * ch + 8, v1);
+            }
+        }
+    }
+    return (hr__kvwide){v, s, b, n, hd, ng, ld};
+}
+
+/* nr (>= WIDE) query rows over nk records, runs of records widened once */
+AI void dots_wide(float *sc, size_t ldsc, const float *qp, const float *Q, int nr,
+                  const uint8_t *rec, size_t rb, int nk, int hd, const int bits, int group,
+                  float scale) {
+    int run = HR_KVWIDE_FLOATS / hr__kvwide_ld(hd);
+    _Alignas(32) float v[HR_KVWIDE_FLOATS + 64]; /* + 64: s not 4 KiB from v's rows */
+    float s[HR_KVWIDE_MAX], b[HR_KVWIDE_MAX];
+    for (int j0 = 0; j0 < nk; j0 += run) {
+        int n = nk - j0 < run ? nk - j0 : run;
+        hr__kvwide W = widen(v, s, b, rec + (size_t)j0 * rb, rb, n, hd, bits, group);
+        hr__kvwide_dots_avx2(sc + j0, ldsc, qp, Q, nr, &W, scale);
+    }
+}
+
+AI void dots(float *sc, size_t ldsc, const float *qp, const float *Q, int nr, const uint8_t *rec,
+             size_t rb, int nk, int hd, const int bits, int group, float scale) {
+    if (nr >= WIDE) {
+        dots_wide(sc, ldsc, qp, Q, nr, rec, rb, nk, hd, bits, group, scale);
+        return;
+    }
+    int ng = hd / group;
     for (int r0 = 0; r0 < nr; r0 += RB) {
         float *s = sc + (size_t)r0 * ldsc;
-        const float *qr = q + (size_t)r0 * hd;
+        const float *qr = qp + (size_t)r0 * hd, *Qr = Q + (size_t)r0 * ng;
         switch (nr - r0 < RB ? nr - r0 : RB) { /* rows a pass, constant in each body */
-        case 1: dots_m(s, ldsc, qr, 1, rec, rb, nk, hd, bits, group, scale); break;
-        case 2: dots_m(s, ldsc, qr, 2, rec, rb, nk, hd, bits, group, scale); break;
-        case 3: dots_m(s, ldsc, qr, 3, rec, rb, nk, hd, bits, group, scale); break;
-        default: dots_m(s, ldsc, qr, 4, rec, rb, nk, hd, bits, group, scale); break;
+        case 1: dots_m(s, ldsc, qr, Qr, 1, rec, rb, nk, hd, bits, group, scale); break;
+        case 2: dots_m(s, ldsc, qr, Qr, 2, rec, rb, nk, hd, bits, group, scale); break;
+        case 3: dots_m(s, ldsc, qr, Qr, 3, rec, rb, nk, hd, bits, group, scale); break;
+        default: dots_m(s, ldsc, qr, Qr, 4, rec, rb, nk, hd, bits, group, scale); break;
         }
     }
 }
 
-/* nr output rows over nv records weighted p, runs of records widened once
- * (kvquant.h hr__kvwide: the codes in layout order, the groups' s and b) */
+/* nr output rows over nv records weighted p, runs of records widened once */
 AI void wide(float *o, float *bias, const float *p, size_t ldp, int nr, const uint8_t *rec,
              size_t rb, int nv, int hd, const int bits, int group) {
-    int ng = hd / group, cpg = group / 8, ld = hr__kvwide_ld(hd), run = HR_KVWIDE_FLOATS / ld;
-    size_t qb = (size_t)hd * (size_t)bits / 8;
-    unpack u = unpack_new(bits);
+    int run = HR_KVWIDE_FLOATS / hr__kvwide_ld(hd);
     _Alignas(32) float v[HR_KVWIDE_FLOATS + 64]; /* + 64: s not 4 KiB from v's rows */
     float s[HR_KVWIDE_MAX], b[HR_KVWIDE_MAX];
     for (int j0 = 0; j0 < nv; j0 += run) {
         int n = nv - j0 < run ? nv - j0 : run;
-        for (int j = 0; j < n; j++) {
-            const uint8_t *c = rec + (size_t)(j0 + j) * rb;
-            for (int g = 0; g < ng; g++) {
-                s[g * n + j] = rec_f32(c, qb + 4 * (size_t)g);
-                b[g * n + j] = rec_f32(c, qb + 4 * (size_t)(ng + g));
-                for (int ch = g * cpg; ch < (g + 1) * cpg; ch += 2) { /* cpg is even */
-                    __m256 v0, v1;
-                    chunk2(c, ch, bits, &u, &v0, &v1);
-                    _mm256_storeu_ps(v + (size_t)j * ld + 8 * ch, v0);
-                    _mm256_storeu_ps(v + (size_t)j * ld + 8 * ch + 8, v1);
-                }
-            }
-        }
-        hr__kvwide W = {v, s, b, n, hd, ng, ld};
+        hr__kvwide W = widen(v, s, b, rec + (size_t)j0 * rb, rb, n, hd, bits, group);
         hr__kvwide_axpys_avx2(o, bias, p + j0, ldp, nr, &W);
     }
 }
@@ -250,14 +253,15 @@ AI void axpys(float *o, float *bias, const float *p, size_t ldp, int nr, const u
     }
 }
 
-void hr__kvq_dots_avx2(float *sc, size_t ldsc, const float *q, int nr, const void *rec,
-                       size_t rb, int nk, int hd, int bits, int group, float scale) {
+void hr__kvq_dots_avx2(float *sc, size_t ldsc, const float *qp, const float *qsum, int nr,
+                       const void *rec, size_t rb, int nk, int hd, int bits, int group,
+                       float scale) {
     switch (bits) { /* one body per width: the unpacking's branches fold away */
-    case 8: dots(sc, ldsc, q, nr, rec, rb, nk, hd, 8, group, scale); break;
-    case 4: dots(sc, ldsc, q, nr, rec, rb, nk, hd, 4, group, scale); break;
-    case 6: dots(sc, ldsc, q, nr, rec, rb, nk, hd, 6, group, scale); break;
-    case 3: dots(sc, ldsc, q, nr, rec, rb, nk, hd, 3, group, scale); break;
-    default: dots(sc, ldsc, q, nr, rec, rb, nk, hd, 2, group, scale); break;
+    case 8: dots(sc, ldsc, qp, qsum, nr, rec, rb, nk, hd, 8, group, scale); break;
+    case 4: dots(sc, ldsc, qp, qsum, nr, rec, rb, nk, hd, 4, group, scale); break;
+    case 6: dots(sc, ldsc, qp, qsum, nr, rec, rb, nk, hd, 6, group, scale); break;
+    case 3: dots(sc, ldsc, qp, qsum, nr, rec, rb, nk, hd, 3, group, scale); break;
+    default: dots(sc, ldsc, qp, qsum, nr, rec, rb, nk, hd, 2, group, scale); break;
     }
 }
 

@@ -1,28 +1,30 @@
-/* The output pass of attention over a run of quantized KV records widened
- * once (kvquant.h's hr__kvwide), for many query rows: a prefill tile's
- * tokens x a GQA group (8 x 3 = 24 rows) read each record's codes as
- * floats widened once, where the formats' own AVX2 bodies widen them again
- * for every 4 rows. The f16 path's shape on this ISA (gemm_avx2.c
+/* Attention over a run of quantized KV records widened once (kvquant.h's
+ * hr__kvwide), for many query rows: a prefill tile's tokens x a GQA group
+ * (8 x 3 = 24 rows) read each record's codes as floats widened once, where
+ * the formats' own AVX2 bodies widen them again for every 4 rows.
+ *
+ * The output pass: the f16 path's shape on this ISA (gemm_avx2.c
  * attn_axpys over rows widened once): 32 positions of 2 rows in 8
  * registers over the keys, each value load serving both rows (q8_0, 24
  * rows of 64, records in L2: 75-80 ns a key against 110-120 with the
  * format's own body, one thread, this AMD EPYC).
  *
- * (The score pass widened once the same way, 4 keys a row at a time or 6
- * rows a key, measured 150-170 ns a key against the formats' own bodies'
- * 110-130. TurboQuant's own score pass now widens a run once for blocks
- * of 2 rows x 4 keys, 8 chains at once (turbo_attn_avx2.c dots_rk: 82-85
- * ns a key against 123-128, 24 rows of 64 at 3.5 bits); the same blocks
- * over affine 4-bit records ran 134-140 against its own body's 127-131
- * (its unpacking is cheap) and were not kept.)
+ * The score pass: blocks of 2 rows x 4 keys, 8 chains at once, each value
+ * load serving 2 rows and each query load 4 keys, and the block's 8
+ * horizontal sums taken together (hsum_2x4: 14 shuffles and 7 adds where
+ * 8 hsum8 are 40 operations), then affine's bias terms and the scale lane
+ * by lane.
  *
- * Every output is the formats' reference chain, operation for operation
- * (kvquant_attn.c, kvggml.c, turbo_attn.c), so the bits are the scalar's:
- * o[P] = fma(p_j * s_jg, v_j[P], o[P]) key by key [affine: B_g = fma(p_j,
- * b_jg, B_g)]. */
+ * Every score and output is the formats' reference chain, operation for
+ * operation (kvquant_attn.c, kvggml.c, turbo_attn.c), so the bits are the
+ * scalar's: score = [fma(b_g, Q_g, ..)] (hsum8(T)) * scale, T[l] = fma(s_g,
+ * A_g[l], T[l]) over the groups, A_g[l] = fma(q[P], v[P], A_g[l]) over the
+ * group's chunks; o[P] = fma(p_j * s_jg, v_j[P], o[P]) key by key [affine:
+ * B_g = fma(p_j, b_jg, B_g)]. */
 #include "kernels/cpu/kvquant.h"
 
 #include <immintrin.h>
+#include <stdbool.h>
 #include <string.h>
 
 #define AI static inline __attribute__((always_inline))
@@ -80,4 +82,129 @@ void hr__kvwide_axpys_avx2(float *o, float *bias, const float *p, size_t ldp, in
     if (r < nr)
         axpys_m(o + (size_t)r * W->hd, bias ? bias + (size_t)r * W->ns : NULL,
                 p + (size_t)r * ldp, ldp, W, 1);
+}
+
+/* rows x keys a block of the score pass (2 x 4, 3 x 2 and 3 x 4 ran alike
+ * for TurboQuant's 24 rows of 64; rows come in GQA groups, mostly even) */
+#define WR 2
+#define WK 4
+
+/* hsum8 of T[r][k] for the block's 8 (row, key) in one vector (lanes 0-3:
+ * row 0's keys 0-3, lanes 4-7: row 1's), each in hr__kvq_hsum8's order:
+ * u[l] = t[l] + t[l + 4], v[l] = u[l] + u[l + 2], v[0] + v[1] */
+AI __m256 hsum_2x4(__m256 T[WR][WK]) {
+    __m256 U[WK]; /* u of (0, k) in lanes 0-3, of (1, k) in lanes 4-7 */
+    for (int k = 0; k < WK; k++)
+        U[k] = _mm256_add_ps(_mm256_permute2f128_ps(T[0][k], T[1][k], 0x20),
+                             _mm256_permute2f128_ps(T[0][k], T[1][k], 0x31));
+    /* v[0], v[1] of keys 0 and 1 (lanes 0-3 row 0, 4-7 row 1), of keys 2 and 3 */
+    __m256 V01 = _mm256_add_ps(_mm256_shuffle_ps(U[0], U[1], _MM_SHUFFLE(1, 0, 1, 0)),
+                               _mm256_shuffle_ps(U[0], U[1], _MM_SHUFFLE(3, 2, 3, 2)));
+    __m256 V23 = _mm256_add_ps(_mm256_shuffle_ps(U[2], U[3], _MM_SHUFFLE(1, 0, 1, 0)),
+                               _mm256_shuffle_ps(U[2], U[3], _MM_SHUFFLE(3, 2, 3, 2)));
+    return _mm256_add_ps(_mm256_shuffle_ps(V01, V23, _MM_SHUFFLE(2, 0, 2, 0)),
+                         _mm256_shuffle_ps(V01, V23, _MM_SHUFFLE(3, 1, 3, 1)));
+}
+
+/* The scores of rows q, q + hd (nrow of them: 1 or 2) over keys j .. j +
+ * nkey - 1 (nkey <= 4) of the run, into sc + r * ldsc + j. Rows / keys past
+ * the last are computed on row 0 / key 0 and dropped. Qb[g]: the rows'
+ * bias sums of group g (lanes 0-3 row 0's, 4-7 row 1's; BIAS only). NS:
+ * W->ns where a constant (1, 2), else 0. */
+AI void dots_block(float *sc, size_t ldsc, const float *q, int nrow, const hr__kvwide *W,
+                   const __m256 *Qb, int j, int nkey, float scale, const int NS,
+                   const bool BIAS) {
+    int hd = W->hd, ns = NS ? NS : W->ns, seg = hd / ns, n = W->n;
+    const float *qr[WR], *vk[WK];
+    int key[WK];
+    for (int rr = 0; rr < WR; rr++)
+        qr[rr] = q + (size_t)(rr < nrow ? rr : 0) * hd;
+    for (int kk = 0; kk < WK; kk++) {
+        key[kk] = j + (kk < nkey ? kk : 0);
+        vk[kk] = W->v + (size_t)key[kk] * W->ld;
+    }
+    __m256 T[WR][WK];
+    for (int rr = 0; rr < WR; rr++)
+        for (int kk = 0; kk < WK; kk++)
+            T[rr][kk] = _mm256_setzero_ps();
+#pragma GCC unroll 1
+    for (int g = 0; g < ns; g++) {
+        __m256 A[WR][WK];
+        for (int rr = 0; rr < WR; rr++)
+            for (int kk = 0; kk < WK; kk++)
+                A[rr][kk] = _mm256_setzero_ps();
+        for (int t = g * seg; t < (g + 1) * seg; t += 8) {
+            __m256 x[WR];
+            for (int rr = 0; rr < WR; rr++)
+                x[rr] = _mm256_loadu_ps(qr[rr] + t);
+            for (int kk = 0; kk < WK; kk++) {
+                __m256 y = _mm256_loadu_ps(vk[kk] + t);
+                for (int rr = 0; rr < WR; rr++)
+                    A[rr][kk] = _mm256_fmadd_ps(x[rr], y, A[rr][kk]);
+            }
+        }
+        for (int kk = 0; kk < WK; kk++) {
+            __m256 w = _mm256_broadcast_ss(W->s + (size_t)g * n + key[kk]);
+            for (int rr = 0; rr < WR; rr++)
+                T[rr][kk] = _mm256_fmadd_ps(w, A[rr][kk], T[rr][kk]);
+        }
+    }
+    __m256 d = hsum_2x4(T);
+    for (int g = 0; BIAS && g < W->ns; g++) {
+        const float *b = W->b + (size_t)g * n;
+        __m128 bk = nkey == WK ? _mm_loadu_ps(b + j)
+                               : _mm_setr_ps(b[key[0]], b[key[1]], b[key[2]], b[key[3]]);
+        d = _mm256_fmadd_ps(_mm256_set_m128(bk, bk), Qb[g], d);
+    }
+    d = _mm256_mul_ps(d, _mm256_set1_ps(scale));
+    if (nkey == WK) {
+        _mm_storeu_ps(sc + j, _mm256_castps256_ps128(d));
+        if (nrow > 1)
+            _mm_storeu_ps(sc + ldsc + j, _mm256_extractf128_ps(d, 1));
+        return;
+    }
+    float o[8];
+    _mm256_storeu_ps(o, d);
+    for (int rr = 0; rr < nrow; rr++)
+        for (int kk = 0; kk < nkey; kk++)
+            sc[(size_t)rr * ldsc + j + kk] = o[4 * rr + kk];
+}
+
+AI void dots_rows(float *sc, size_t ldsc, const float *q, const float *qsum, int nr,
+                  const hr__kvwide *W, float scale, const int NS, const bool BIAS) {
+    int ns = W->ns;
+    __m256 Qb[HR_KVWIDE_MAX / 4];
+    for (int r0 = 0; r0 < nr; r0 += WR) {
+        int nrow = nr - r0 < WR ? nr - r0 : WR;
+        for (int g = 0; BIAS && g < ns; g++)
+            Qb[g] = _mm256_set_m128(_mm_set1_ps(qsum[(size_t)(r0 + nrow - 1) * ns + g]),
+                                    _mm_set1_ps(qsum[(size_t)r0 * ns + g]));
+        for (int j = 0; j < W->n; j += WK)
+            dots_block(sc + (size_t)r0 * ldsc, ldsc, q + (size_t)r0 * W->hd, nrow, W, Qb, j,
+                       W->n - j < WK ? W->n - j : WK, scale, NS, BIAS);
+    }
+}
+
+void hr__kvwide_dots_avx2(float *sc, size_t ldsc, const float *q, const float *qsum, int nr,
+                          const hr__kvwide *W, float scale) {
+    bool bias = W->b != NULL;
+    switch (W->ns) { /* the common group counts as constants */
+    case 1:
+        if (bias)
+            dots_rows(sc, ldsc, q, qsum, nr, W, scale, 1, true);
+        else
+            dots_rows(sc, ldsc, q, qsum, nr, W, scale, 1, false);
+        break;
+    case 2:
+        if (bias)
+            dots_rows(sc, ldsc, q, qsum, nr, W, scale, 2, true);
+        else
+            dots_rows(sc, ldsc, q, qsum, nr, W, scale, 2, false);
+        break;
+    default:
+        if (bias)
+            dots_rows(sc, ldsc, q, qsum, nr, W, scale, 0, true);
+        else
+            dots_rows(sc, ldsc, q, qsum, nr, W, scale, 0, false);
+    }
 }

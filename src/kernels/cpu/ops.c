@@ -613,6 +613,15 @@ static void attn_group(const hr_attn_args *a, int t0, int nq, int kvh, const int
                                    qrows + i * ldr + (size_t)g * hd, &TL[0], tsigns);
         qrows = buf;
         ldr = tok;
+    } else if (sides[0].t == HR_DTYPE_AFFINE && direct[0]) {
+        /* affine: the query rows in layout order and their group sums, once
+         * (hr_kvq_prep); the sums in bias[], which V's pass zeroes after */
+        HR_ASSERT(packed);
+        for (int i = 0; i < nq; i++)
+            hr_kvq_prep(buf + i * tok, bias + (size_t)i * G * (hd / a->kv_group),
+                        qrows + i * ldr, G, hd, a->kv_bits, a->kv_group);
+        qrows = buf;
+        ldr = tok;
     } else if (direct[0] && packed && ldr != tok) {
         for (int i = 0; i < nq; i++)
             memcpy(buf + i * tok, qrows + i * ldr, tok * sizeof *buf);
@@ -685,8 +694,9 @@ static void attn_group(const hr_attn_args *a, int t0, int nq, int kvh, const int
                 else if (ggml)
                     cpu->kvg_axpys(orow, sp, a->max_ctx, nr, r0, sd->rb, j1 - j0, hd, sd->t);
                 else if (direct[w] && w == 0)
-                    cpu->kvq_dots(sp, a->max_ctx, qr, nr, r0, sd->rb, j1 - j0, hd, a->kv_bits,
-                                  a->kv_group, a->scale);
+                    cpu->kvq_dots(sp, a->max_ctx, qr, bias + (size_t)i * G * (hd / a->kv_group),
+                                  nr, r0, sd->rb, j1 - j0, hd, a->kv_bits, a->kv_group,
+                                  a->scale);
                 else if (direct[w])
                     cpu->kvq_axpys(orow, bias + (size_t)i * G * ng, sp, a->max_ctx, nr, r0,
                                    sd->rb, j1 - j0, hd, a->kv_bits, a->kv_group);
@@ -746,7 +756,8 @@ static void attention_worker(void *p, int ith, int nth) {
      * next row's first, put back after): the last row of the thread's
      * scratch stays unused, so that float is never another thread's */
     int tile = a->sinks ? HR_ATTN_TILE - 1 : HR_ATTN_TILE;
-    if (a->kv_dtype == HR_DTYPE_TURBO && tile > ROWS_BUF / (group * hd)) /* rotated queries */
+    if ((a->kv_dtype == HR_DTYPE_TURBO || a->kv_dtype == HR_DTYPE_AFFINE) &&
+        tile > ROWS_BUF / (group * hd)) /* rotated or prepared queries (attn_group's buf) */
         tile = ROWS_BUF / (group * hd);
     hr_attn_tile T = {.ldq = a->n_heads * hd, .G = group, .hd = hd, .k = a->k, .v = a->v,
                       .kv_dtype = a->kv_dtype, .stride = a->block_stride,

@@ -5,9 +5,8 @@
  * their centroids by a permute (bits 2, 3: one register of the codebook;
  * 4: two, blended on the index's bit 3), once for up to 4 query rows (a GQA
  * group); for more output rows (a prefill tile's tokens x the group) a
- * run of records is widened once for all of them (the scores: dots_rk; the
- * outputs: kvwide_avx2.c). Every
- * lane runs the reference's fma chain, so the bits are the scalar's; the
+ * run of records is widened once for all of them (kvwide_avx2.c's score
+ * and output passes). Every lane runs the reference's fma chain, so the bits are the scalar's; the
  * AVX-512 table uses these too. */
 #include "kernels/cpu/kvquant.h"
 #include "kernels/cpu/turbo.h"
@@ -18,7 +17,7 @@
 #define AI static inline __attribute__((always_inline))
 #define RB 4    /* query rows a pass */
 #define VRUN 32 /* records whose weights a pass of turbo_axpys holds */
-#define WIDE 5  /* output rows from which a run of records is widened once */
+#define WIDE 5  /* query or output rows from which a run of records is widened once */
 
 static inline float hsum8(__m256 v) { /* hr__kvq_hsum8's order */
     __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
@@ -117,57 +116,6 @@ AI void widen_run(float *v, float *s, const uint8_t *rec, size_t rb, int j0, int
     }
 }
 
-/* rows x keys a block of dots_rk: 2 x 4 (2 x 4, 3 x 2 and 3 x 4 ran alike
- * for 24 rows of 64 at 3.5 bits, 1 x 4 and 1 x 6 slower; rows come in GQA
- * groups, mostly even) */
-#define WR 2
-#define WK 4
-
-/* The scores of WR query rows and WK widened keys at once: WR x WK chains,
- * each dots_m's for its row and key (the same fmas in the same order, so
- * the same bits), each value load serving WR rows and each query load WK
- * keys. Rows / keys past the last are computed on row 0 / key 0 and
- * dropped. */
-AI void dots_rk(float *sc, size_t ldsc, const float *q, int nrow, const float *v,
-                const float *s, int n, int j, int nkey, int ld, const hr_turbo_kv *L,
-                float scale, const int NSEG) {
-    int hd = L->hd, dim = L->dim;
-    const float *qr[WR], *vk[WK];
-    for (int rr = 0; rr < WR; rr++)
-        qr[rr] = q + (size_t)(rr < nrow ? rr : 0) * hd;
-    for (int kk = 0; kk < WK; kk++)
-        vk[kk] = v + (size_t)(j + (kk < nkey ? kk : 0)) * ld;
-    __m256 T[WR][WK]; /* (zero: the first segment's fma gives dots_m's product) */
-    for (int rr = 0; rr < WR; rr++)
-        for (int kk = 0; kk < WK; kk++)
-            T[rr][kk] = _mm256_setzero_ps();
-    for (int sg = 0; sg < NSEG; sg++) {
-        __m256 A[WR][WK];
-        for (int rr = 0; rr < WR; rr++)
-            for (int kk = 0; kk < WK; kk++)
-                A[rr][kk] = _mm256_setzero_ps();
-        for (int ch = 0; ch < dim / 8; ch++) {
-            size_t at = (size_t)sg * dim + 8 * ch;
-            __m256 x[WR];
-            for (int rr = 0; rr < WR; rr++)
-                x[rr] = _mm256_loadu_ps(qr[rr] + at);
-            for (int kk = 0; kk < WK; kk++) {
-                __m256 y = _mm256_loadu_ps(vk[kk] + at);
-                for (int rr = 0; rr < WR; rr++)
-                    A[rr][kk] = _mm256_fmadd_ps(x[rr], y, A[rr][kk]);
-            }
-        }
-        for (int kk = 0; kk < WK; kk++) {
-            __m256 w = _mm256_set1_ps(s[sg * n + j + (kk < nkey ? kk : 0)]);
-            for (int rr = 0; rr < WR; rr++)
-                T[rr][kk] = _mm256_fmadd_ps(w, A[rr][kk], T[rr][kk]);
-        }
-    }
-    for (int rr = 0; rr < nrow; rr++)
-        for (int kk = 0; kk < nkey; kk++)
-            sc[(size_t)rr * ldsc + j + kk] = hsum8(T[rr][kk]) * scale;
-}
-
 /* nr (>= WIDE) query rows over nk records, runs of records widened once */
 AI void dots_wide(float *sc, size_t ldsc, const float *q, int nr, const uint8_t *rec, size_t rb,
                   int nk, const hr_turbo_kv *L, float scale, const int NSEG, const int B0,
@@ -179,11 +127,8 @@ AI void dots_wide(float *sc, size_t ldsc, const float *q, int nr, const uint8_t 
     for (int j0 = 0; j0 < nk; j0 += run) {
         int n = nk - j0 < run ? nk - j0 : run;
         widen_run(v, s, rec, rb, j0, n, ld, L, k, NSEG, B0, B1);
-        for (int r0 = 0; r0 < nr; r0 += WR)
-            for (int j = 0; j < n; j += WK)
-                dots_rk(sc + (size_t)r0 * ldsc + j0, ldsc, q + (size_t)r0 * L->hd,
-                        nr - r0 < WR ? nr - r0 : WR, v, s, n, j, n - j < WK ? n - j : WK, ld, L,
-                        scale, NSEG);
+        hr__kvwide W = {v, s, NULL, n, L->hd, NSEG, ld};
+        hr__kvwide_dots_avx2(sc + j0, ldsc, q, NULL, nr, &W, scale);
     }
 }
 
