@@ -4,18 +4,12 @@
 #include "kernels/cpu/cpu.h"
 #include "kernels/cpu/exp_neg.h"
 #include "kernels/cpu/gemm_q.h"
+#include "kernels/cpu/hsum_avx2.h"
 #include "kernels/cpu/kvquant.h"
 #include "kernels/cpu/turbo.h"
 
 #include <immintrin.h>
 #include <math.h>
-
-static inline float hsum8(__m256 v) {
-    __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
-    s = _mm_add_ss(s, _mm_movehdup_ps(s));
-    return _mm_cvtss_f32(s);
-}
 
 static inline __m256 load_f32(const void *p, size_t off) {
     return _mm256_loadu_ps((const float *)p + off);
@@ -89,7 +83,7 @@ static inline __attribute__((always_inline)) void tile_rx4(wkind kd, int R, floa
     for (int a = 0; a < R; a++)
         for (int b = 0; b < 4; b++) {
             const float *xi = x + (size_t)(i + a) * ldx;
-            float s = hsum8(acc[a][b]);
+            float s = hr_hsum8_avx2(acc[a][b]);
             for (int t = k8; t < k; t++)
                 s += xi[t] * scal_w(kd, w, w0 + (size_t)b * k + t);
             y[(size_t)(i + a) * ldy + j + b] = s;
@@ -107,7 +101,7 @@ static inline __attribute__((always_inline)) void col_1(wkind kd, float *y, int 
         for (int t = 0; t < k8; t += 8)
             acc = _mm256_fmadd_ps(_mm256_loadu_ps(xi + t), load_w(kd, 1, w, (size_t)j * k + t),
                                   acc);
-        float s = hsum8(acc);
+        float s = hr_hsum8_avx2(acc);
         for (int t = k8; t < k; t++)
             s += xi[t] * scal_w(kd, w, (size_t)j * k + t);
         y[(size_t)i * ldy + j] = s;
@@ -328,7 +322,7 @@ static void softmax_avx2(float *x, int n) {
         for (int j = 0; i + j < n; j++)
             x[i + j] = t[j];
     }
-    __m256 inv = _mm256_set1_ps(1.0f / hsum8(sum));
+    __m256 inv = _mm256_set1_ps(1.0f / hr_hsum8_avx2(sum));
     for (i = 0; i + 8 <= n; i += 8)
         _mm256_storeu_ps(x + i, _mm256_mul_ps(_mm256_loadu_ps(x + i), inv));
     for (; i < n; i++)
@@ -359,7 +353,7 @@ static float dot_avx2(const float *a, const float *b, int n) {
     int t = 0;
     for (; t + 8 <= n; t += 8)
         acc = _mm256_fmadd_ps(_mm256_loadu_ps(a + t), _mm256_loadu_ps(b + t), acc);
-    float s = hsum8(acc);
+    float s = hr_hsum8_avx2(acc);
     for (; t < n; t++)
         s += a[t] * b[t];
     return s;
@@ -375,15 +369,46 @@ static void axpy_avx2(float *y, float a, const float *x, int n) {
         y[t] += a * x[t];
 }
 
-/* attn_dots (cpu.h): 4 keys at a time, four independent chains of
- * dot_avx2's operations (fma over the 8-float chunks in order, then hsum8),
- * so each score has its bits. */
+/* 2 rows x 4 keys of attn_dots: 8 chains of dot_avx2's operations, each
+ * key load serving both rows and each query load 4 keys, the 8 sums taken
+ * together (hr_hsum_2x4_avx2: each in hsum8's order) */
+static inline void attn_dots_2x4(float *s, size_t ldsc, const float *q, const float *k, int hd,
+                                 float scale) {
+    __m256 a[2][4];
+    for (int r = 0; r < 2; r++)
+        for (int j = 0; j < 4; j++)
+            a[r][j] = _mm256_setzero_ps();
+    for (int t = 0; t < hd; t += 8) {
+        __m256 q0 = _mm256_loadu_ps(q + t), q1 = _mm256_loadu_ps(q + hd + t);
+        for (int j = 0; j < 4; j++) {
+            __m256 kv = _mm256_loadu_ps(k + (size_t)j * hd + t);
+            a[0][j] = _mm256_fmadd_ps(q0, kv, a[0][j]);
+            a[1][j] = _mm256_fmadd_ps(q1, kv, a[1][j]);
+        }
+    }
+    __m256 d = _mm256_mul_ps(hr_hsum_2x4_avx2(a), _mm256_set1_ps(scale));
+    _mm_storeu_ps(s, _mm256_castps256_ps128(d));
+    _mm_storeu_ps(s + ldsc, _mm256_extractf128_ps(d, 1));
+}
+
+/* attn_dots (cpu.h): pairs of rows 4 keys at a time (attn_dots_2x4), the
+ * rest 4 keys at a time, four independent chains of dot_avx2's operations
+ * (fma over the 8-float chunks in order, then hsum8), so each score has
+ * its bits whatever the rows and keys called with it. */
 static void attn_dots_avx2(float *sc, size_t ldsc, const float *q, int nr, const float *k,
                            int nk, int hd, float scale) {
-    for (int r = 0; r < nr; r++) {
-        const float *qr = q + (size_t)r * hd;
-        float *s = sc + (size_t)r * ldsc;
-        int j = 0;
+    int r = 0, jp = 0; /* rows [0, r) done for keys [0, jp) */
+    if (hd % 8 == 0) {
+        jp = nk - nk % 4;
+        for (; r + 2 <= nr; r += 2)
+            for (int j = 0; j < jp; j += 4)
+                attn_dots_2x4(sc + (size_t)r * ldsc + j, ldsc, q + (size_t)r * hd,
+                              k + (size_t)j * hd, hd, scale);
+    }
+    for (int rr = 0; rr < nr; rr++) {
+        const float *qr = q + (size_t)rr * hd;
+        float *s = sc + (size_t)rr * ldsc;
+        int j = rr < r ? jp : 0;
         if (hd % 8 == 0)
             for (; j + 4 <= nk; j += 4) {
                 const float *k0 = k + (size_t)j * hd, *k1 = k0 + hd, *k2 = k1 + hd,
@@ -396,10 +421,10 @@ static void attn_dots_avx2(float *sc, size_t ldsc, const float *q, int nr, const
                     a2 = _mm256_fmadd_ps(qv, _mm256_loadu_ps(k2 + t), a2);
                     a3 = _mm256_fmadd_ps(qv, _mm256_loadu_ps(k3 + t), a3);
                 }
-                s[j] = hsum8(a0) * scale;
-                s[j + 1] = hsum8(a1) * scale;
-                s[j + 2] = hsum8(a2) * scale;
-                s[j + 3] = hsum8(a3) * scale;
+                s[j] = hr_hsum8_avx2(a0) * scale;
+                s[j + 1] = hr_hsum8_avx2(a1) * scale;
+                s[j + 2] = hr_hsum8_avx2(a2) * scale;
+                s[j + 3] = hr_hsum8_avx2(a3) * scale;
             }
         for (; j < nk; j++)
             s[j] = dot_avx2(qr, k + (size_t)j * hd, hd) * scale;

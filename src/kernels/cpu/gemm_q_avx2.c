@@ -5,6 +5,7 @@
  * (hr_dequant_range), 32 columns at a time. */
 #include "kernels/cpu/cpu.h"
 #include "kernels/cpu/gemm_q.h"
+#include "kernels/cpu/hsum_avx2.h"
 #include "kernels/cpu/quant.h"
 #include "kernels/cpu/quant_blocks.h"
 
@@ -146,13 +147,6 @@ static inline void micro(float *y, int ldy, const float *x, int ldx, int i0, int
     }
 }
 
-static inline float hsum8(__m256 v) {
-    __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
-    s = _mm_add_ss(s, _mm_movehdup_ps(s));
-    return _mm_cvtss_f32(s);
-}
-
 #define GEMM_Q(NAME, DEC)                                                          \
     static void NAME##_panel(float *y, int ldy, const float *x, int ldx, int n,    \
                              const hr_tensor *w, int m0, int m1) {                 \
@@ -209,7 +203,7 @@ static inline float hsum8(__m256 v) {
                                                      v[q], acc[b]);                \
                     }                                                              \
                 for (int b = 0; b < 2; b++)                                        \
-                    y[(size_t)i * ldy + j + b] = hsum8(acc[b]);                    \
+                    y[(size_t)i * ldy + j + b] = hr_hsum8_avx2(acc[b]);                    \
             }                                                                      \
         }                                                                          \
         for (; j < m1; j++) {                                                      \
@@ -223,7 +217,7 @@ static inline float hsum8(__m256 v) {
                     for (int q = 0; q < 4; q++)                                    \
                         acc = _mm256_fmadd_ps(_mm256_loadu_ps(xi + t + 8 * q), v[q], acc); \
                 }                                                                  \
-                y[(size_t)i * ldy + j] = hsum8(acc);                               \
+                y[(size_t)i * ldy + j] = hr_hsum8_avx2(acc);                               \
             }                                                                      \
         }                                                                          \
     }

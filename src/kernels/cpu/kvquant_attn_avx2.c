@@ -8,6 +8,7 @@
  * come prepared (hr_kvq_prep: layout order, group sums), once a task. Every lane runs the
  * reference's fma chain, so the bits are the scalar's; the AVX-512 table
  * uses these too. */
+#include "kernels/cpu/hsum_avx2.h"
 #include "kernels/cpu/kvquant.h"
 
 #include <immintrin.h>
@@ -18,13 +19,6 @@
 #define RB 4 /* query rows a pass */
 #define VRUN 32 /* records whose weights a pass of kvq_axpys holds */
 #define WIDE 5  /* query or output rows from which a run of records is widened once */
-
-static inline float hsum8(__m256 v) { /* hr__kvq_hsum8's order */
-    __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
-    s = _mm_add_ss(s, _mm_movehdup_ps(s));
-    return _mm_cvtss_f32(s);
-}
 
 typedef struct unpack {
     __m256i ctl, shift, mask;
@@ -109,7 +103,7 @@ AI void dots_m(float *sc, size_t ldsc, const float *qp, const float *Q, const in
                 T[rr] = _mm256_fmadd_ps(s, A[rr], T[rr]);
         }
         for (int rr = 0; rr < M; rr++) {
-            float d = hsum8(T[rr]);
+            float d = hr_hsum8_avx2(T[rr]);
             for (int g = 0; g < ng; g++)
                 d = fmaf(rec_f32(c, qb + 4 * (size_t)(ng + g)), Q[rr * ng + g], d);
             sc[(size_t)rr * ldsc + j] = d * scale;

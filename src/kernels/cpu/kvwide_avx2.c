@@ -11,16 +11,16 @@
  *
  * The score pass: blocks of 2 rows x 4 keys, 8 chains at once, each value
  * load serving 2 rows and each query load 4 keys, and the block's 8
- * horizontal sums taken together (hsum_2x4: 14 shuffles and 7 adds where
- * 8 hsum8 are 40 operations), then affine's bias terms and the scale lane
- * by lane.
+ * horizontal sums taken together (hsum_avx2.h), then affine's bias
+ * terms and the scale lane by lane.
  *
  * Every score and output is the formats' reference chain, operation for
  * operation (kvquant_attn.c, kvggml.c, turbo_attn.c), so the bits are the
- * scalar's: score = [fma(b_g, Q_g, ..)] (hsum8(T)) * scale, T[l] = fma(s_g,
+ * scalar's: score = [fma(b_g, Q_g, ..)] (hr_hsum8_avx2(T)) * scale, T[l] = fma(s_g,
  * A_g[l], T[l]) over the groups, A_g[l] = fma(q[P], v[P], A_g[l]) over the
  * group's chunks; o[P] = fma(p_j * s_jg, v_j[P], o[P]) key by key [affine:
  * B_g = fma(p_j, b_jg, B_g)]. */
+#include "kernels/cpu/hsum_avx2.h"
 #include "kernels/cpu/kvquant.h"
 
 #include <immintrin.h>
@@ -89,23 +89,6 @@ void hr__kvwide_axpys_avx2(float *o, float *bias, const float *p, size_t ldp, in
 #define WR 2
 #define WK 4
 
-/* hsum8 of T[r][k] for the block's 8 (row, key) in one vector (lanes 0-3:
- * row 0's keys 0-3, lanes 4-7: row 1's), each in hr__kvq_hsum8's order:
- * u[l] = t[l] + t[l + 4], v[l] = u[l] + u[l + 2], v[0] + v[1] */
-AI __m256 hsum_2x4(__m256 T[WR][WK]) {
-    __m256 U[WK]; /* u of (0, k) in lanes 0-3, of (1, k) in lanes 4-7 */
-    for (int k = 0; k < WK; k++)
-        U[k] = _mm256_add_ps(_mm256_permute2f128_ps(T[0][k], T[1][k], 0x20),
-                             _mm256_permute2f128_ps(T[0][k], T[1][k], 0x31));
-    /* v[0], v[1] of keys 0 and 1 (lanes 0-3 row 0, 4-7 row 1), of keys 2 and 3 */
-    __m256 V01 = _mm256_add_ps(_mm256_shuffle_ps(U[0], U[1], _MM_SHUFFLE(1, 0, 1, 0)),
-                               _mm256_shuffle_ps(U[0], U[1], _MM_SHUFFLE(3, 2, 3, 2)));
-    __m256 V23 = _mm256_add_ps(_mm256_shuffle_ps(U[2], U[3], _MM_SHUFFLE(1, 0, 1, 0)),
-                               _mm256_shuffle_ps(U[2], U[3], _MM_SHUFFLE(3, 2, 3, 2)));
-    return _mm256_add_ps(_mm256_shuffle_ps(V01, V23, _MM_SHUFFLE(2, 0, 2, 0)),
-                         _mm256_shuffle_ps(V01, V23, _MM_SHUFFLE(3, 1, 3, 1)));
-}
-
 /* The scores of rows q, q + hd (nrow of them: 1 or 2) over keys j .. j +
  * nkey - 1 (nkey <= 4) of the run, into sc + r * ldsc + j. Rows / keys past
  * the last are computed on row 0 / key 0 and dropped. Qb[g]: the rows'
@@ -149,7 +132,7 @@ AI void dots_block(float *sc, size_t ldsc, const float *q, int nrow, const hr__k
                 T[rr][kk] = _mm256_fmadd_ps(w, A[rr][kk], T[rr][kk]);
         }
     }
-    __m256 d = hsum_2x4(T);
+    __m256 d = hr_hsum_2x4_avx2(T);
     for (int g = 0; BIAS && g < W->ns; g++) {
         const float *b = W->b + (size_t)g * n;
         __m128 bk = nkey == WK ? _mm_loadu_ps(b + j)

@@ -8,6 +8,7 @@
  * run of records is widened once for all of them (kvwide_avx2.c's score
  * and output passes). Every lane runs the reference's fma chain, so the bits are the scalar's; the
  * AVX-512 table uses these too. */
+#include "kernels/cpu/hsum_avx2.h"
 #include "kernels/cpu/kvquant.h"
 #include "kernels/cpu/turbo.h"
 
@@ -18,13 +19,6 @@
 #define RB 4    /* query rows a pass */
 #define VRUN 32 /* records whose weights a pass of turbo_axpys holds */
 #define WIDE 5  /* query or output rows from which a run of records is widened once */
-
-static inline float hsum8(__m256 v) { /* hr__kvq_hsum8's order */
-    __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
-    s = _mm_add_ss(s, _mm_movehdup_ps(s));
-    return _mm_cvtss_f32(s);
-}
 
 /* A segment's codebook in registers */
 typedef struct cbook {
@@ -94,7 +88,7 @@ AI void dots_m(float *sc, size_t ldsc, const float *q, const int M, const uint8_
                 T[rr] = _mm256_fmadd_ps(w, A[rr], T[rr]);
         }
         for (int rr = 0; rr < M; rr++)
-            sc[(size_t)rr * ldsc + j] = hsum8(T[rr]) * scale;
+            sc[(size_t)rr * ldsc + j] = hr_hsum8_avx2(T[rr]) * scale;
     }
 }
 
