@@ -1,5 +1,5 @@
 /* AVX-512 attention, one task (hr_attn_tile) at a time: up to
- * HR_ATTN_TILE consecutive query tokens of a sequence and the query heads
+ * HR_ATTN_TILE_HEADS consecutive query tokens of a sequence and the query heads
  * that share one KV head (GQA), so every key and value row is loaded once
  * for all of their rows (half-precision rows are widened to f32 once). The
  * score dot products run 4 keys at a time (independent FMA chains, one

@@ -431,11 +431,41 @@ static void attn_dots_avx2(float *sc, size_t ldsc, const float *q, int nr, const
     }
 }
 
+/* 2 output rows of attn_axpys, 32 positions at a time: 8 chains over the
+ * keys, each value load serving both rows */
+static inline void attn_axpys_2(float *o, const float *p, size_t ldp, const float *v, int nv,
+                                int hd) {
+    for (int t = 0; t < hd; t += 32) {
+        __m256 O[2][4];
+        for (int r = 0; r < 2; r++)
+            for (int c = 0; c < 4; c++)
+                O[r][c] = _mm256_loadu_ps(o + (size_t)r * hd + t + 8 * c);
+        for (int j = 0; j < nv; j++) {
+            const float *vr = v + (size_t)j * hd + t;
+            __m256 x[4];
+            for (int c = 0; c < 4; c++)
+                x[c] = _mm256_loadu_ps(vr + 8 * c);
+            for (int r = 0; r < 2; r++) {
+                __m256 pv = _mm256_broadcast_ss(p + (size_t)r * ldp + j);
+                for (int c = 0; c < 4; c++)
+                    O[r][c] = _mm256_fmadd_ps(pv, x[c], O[r][c]);
+            }
+        }
+        for (int r = 0; r < 2; r++)
+            for (int c = 0; c < 4; c++)
+                _mm256_storeu_ps(o + (size_t)r * hd + t + 8 * c, O[r][c]);
+    }
+}
+
 /* attn_axpys (cpu.h): each 8-float chunk of an output row stays in a
- * register over the keys, fma by fma in key order: axpy_avx2's bits. */
+ * register over the keys, fma by fma in key order (axpy_avx2's bits), rows
+ * in pairs where hd is a multiple of 32 (attn_axpys_2). */
 static void attn_axpys_avx2(float *o, const float *p, size_t ldp, int nr, const float *v,
                             int nv, int hd) {
-    for (int r = 0; r < nr; r++) {
+    int r = 0;
+    for (; hd % 32 == 0 && r + 2 <= nr; r += 2)
+        attn_axpys_2(o + (size_t)r * hd, p + (size_t)r * ldp, ldp, v, nv, hd);
+    for (; r < nr; r++) {
         float *orow = o + (size_t)r * hd;
         const float *pr = p + (size_t)r * ldp;
         if (hd % 8) {

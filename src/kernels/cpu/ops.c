@@ -554,16 +554,16 @@ static void prefetch_block(const kv_side *sd, int32_t blk, int kvh, int bs, int 
  * kvg_axpys, kvggml.c), K's and V's each in their own format (llama.cpp's
  * --cache-type-k / -v may differ; TurboQuant: turbo_dots and turbo_axpys,
  * turbo_attn.c, in the rotated basis: the task's query rows rotated once
- * into buf, its outputs rotated back once at the end); the other pools'
+ * into qbuf, its outputs rotated back once at the end); the other pools'
  * rows (f16 and bf16 widened once) go through attn_dots and attn_axpys: each score
  * dot(q, k) * scale, each output the axpy of the values in position order,
  * the operations of attention per head, so its bits on the same ISA. The
  * softmax is hr_softmax. sc: nq * G rows of max_ctx floats.
  *
- * The quantized kernels take the rows of consecutive tokens that see the
- * same keys of a run (every token of a prefill tile but at the run holding
- * their own positions) in one call, so that a record's codes are widened
- * once for all of them: their query rows (and output rows) are then
+ * The kernels take the rows of consecutive tokens that see the same keys
+ * of a run (every token of a prefill tile but at the run holding their own
+ * positions) in one call, so that a record's codes are widened once for all
+ * of them and a call has rows to pair: their query rows (and output rows) are then
  * consecutive, hd apart, in qrows (orows), copied there (or rotated there)
  * at the start and back at the end. A row's bits do not depend on the rows
  * called with it (cpu.h), so this is the per-token call's result. */
@@ -589,16 +589,19 @@ static void attn_group(const hr_attn_args *a, int t0, int nq, int kvh, const int
     /* V's affine group bias sums */
     int ng = sides[1].t == HR_DTYPE_AFFINE ? hd / a->kv_group : 0;
     bool vbias = ng > 0 && direct[1];
-    float buf[ROWS_BUF], bias[BIAS_BUF], obuf[ROWS_BUF];
+    /* qbuf: the tile's query rows (copied, rotated or prepared), rbuf: a
+     * run of K or V rows as f32 (pools not read in place), obuf: the tile's
+     * output rows */
+    float qbuf[ROWS_BUF], rbuf[ROWS_BUF], bias[BIAS_BUF], obuf[ROWS_BUF];
     /* token i's G query rows at qrows + i * ldr, its output rows at orows +
      * i * ldo (hd apart within a token) */
     size_t first = ((size_t)t0 * a->n_heads + (size_t)kvh * G) * hd, tok = (size_t)G * hd;
     size_t ldr = (size_t)a->n_heads * hd, ldo = ldr;
     const float *qrows = a->q + first;
     float *orows = a->out + first;
-    bool packed = (size_t)nq * tok <= ROWS_BUF; /* the tile's rows fit buf and obuf */
+    bool packed = (size_t)nq * tok <= ROWS_BUF; /* the tile's rows fit qbuf and obuf */
     /* TurboQuant (K and V alike): the rows' layouts, and the query rows
-     * rotated into buf (attention_worker caps nq * G * hd at ROWS_BUF) */
+     * rotated into qbuf (attention_worker caps nq * G * hd at ROWS_BUF) */
     hr_turbo_kv TL[2];
     float tsigns[HR_TURBO_KV_SIGNS];
     for (int w = 0; w < 2; w++)
@@ -609,26 +612,26 @@ static void attn_group(const hr_attn_args *a, int t0, int nq, int kvh, const int
         hr_turbo_kv_signs(tsigns, &TL[0], a->layer, kvh, false);
         for (int i = 0; i < nq; i++)
             for (int g = 0; g < G; g++)
-                hr_turbo_kv_rotate(buf + i * tok + (size_t)g * hd,
+                hr_turbo_kv_rotate(qbuf + i * tok + (size_t)g * hd,
                                    qrows + i * ldr + (size_t)g * hd, &TL[0], tsigns);
-        qrows = buf;
+        qrows = qbuf;
         ldr = tok;
     } else if (sides[0].t == HR_DTYPE_AFFINE && direct[0]) {
         /* affine: the query rows in layout order and their group sums, once
          * (hr_kvq_prep); the sums in bias[], which V's pass zeroes after */
         HR_ASSERT(packed);
         for (int i = 0; i < nq; i++)
-            hr_kvq_prep(buf + i * tok, bias + (size_t)i * G * (hd / a->kv_group),
+            hr_kvq_prep(qbuf + i * tok, bias + (size_t)i * G * (hd / a->kv_group),
                         qrows + i * ldr, G, hd, a->kv_bits, a->kv_group);
-        qrows = buf;
+        qrows = qbuf;
         ldr = tok;
-    } else if (direct[0] && packed && ldr != tok) {
+    } else if (packed && ldr != tok) {
         for (int i = 0; i < nq; i++)
-            memcpy(buf + i * tok, qrows + i * ldr, tok * sizeof *buf);
-        qrows = buf;
+            memcpy(qbuf + i * tok, qrows + i * ldr, tok * sizeof *qbuf);
+        qrows = qbuf;
         ldr = tok;
     }
-    if (direct[1] && packed) {
+    if (packed) {
         orows = obuf;
         ldo = tok;
     }
@@ -638,7 +641,7 @@ static void attn_group(const hr_attn_args *a, int t0, int nq, int kvh, const int
         bool turbo = sd->t == HR_DTYPE_TURBO;
         int run = direct[w] ? bs : ROWS_BUF / hd;
         /* rows whose tokens may share one call: hd apart across tokens */
-        bool join = direct[w] && (w == 0 ? ldr : ldo) == tok;
+        bool join = (w == 0 ? ldr : ldo) == tok;
         if (w == 1)
             for (int i = 0; i < nq; i++)
                 for (int g = 0; g < G; g++) {
@@ -667,7 +670,7 @@ static void attn_group(const hr_attn_args *a, int t0, int nq, int kvh, const int
             if (direct[w] && p + cnt < hi && (p + cnt) % bs == 0)
                 prefetch_block(sd, a->blocks[t0][(p + cnt) / bs], kvh, bs,
                                hi - (p + cnt) < bs ? hi - (p + cnt) : bs);
-            const float *rows = direct[w] ? NULL : kv_rows(a, sd, blk, kvh, s, cnt, buf);
+            const float *rows = direct[w] ? NULL : kv_rows(a, sd, blk, kvh, s, cnt, rbuf);
             for (int i = 0, m; i < nq; i += m) { /* tokens i .. i + m - 1: keys [p + j0, p + j1) */
                 int j0 = start[i] > p ? start[i] - p : 0;
                 int j1 = start[i] + n[i] < p + cnt ? start[i] + n[i] - p : cnt;
@@ -755,7 +758,7 @@ static void attention_worker(void *p, int ith, int nth) {
     /* with sinks a row's softmax borrows the float after its n scores (the
      * next row's first, put back after): the last row of the thread's
      * scratch stays unused, so that float is never another thread's */
-    int tile = a->sinks ? HR_ATTN_TILE - 1 : HR_ATTN_TILE;
+    int tile = tiled ? HR_ATTN_TILE_HEADS : a->sinks ? HR_ATTN_TILE - 1 : HR_ATTN_TILE;
     if ((a->kv_dtype == HR_DTYPE_TURBO || a->kv_dtype == HR_DTYPE_AFFINE) &&
         tile > ROWS_BUF / (group * hd)) /* rotated or prepared queries (attn_group's buf) */
         tile = ROWS_BUF / (group * hd);

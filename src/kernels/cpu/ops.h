@@ -117,8 +117,11 @@ void hr_gelu_mul(float *g, const float *u, int n);      /* exact erf gelu */
 /* Longest head the per-head path takes (the fused kernels: any). */
 #define HR_ATTN_MAX_HEAD_DIM 1024
 /* Query tokens of one sequence per attention task (they share the K/V
- * loads); the scratch holds this many tokens' scores per thread. */
-#define HR_ATTN_TILE 8 /* 4: 6k-token prefill 124.5 tokens/s, 8: 135.3 */
+ * loads and widenings); the scratch holds this many tokens' scores per
+ * thread. The ISA's attn_heads kernel (AVX-512) takes tiles of
+ * HR_ATTN_TILE_HEADS (docs/kv-quant.md has the figures). */
+#define HR_ATTN_TILE 16
+#define HR_ATTN_TILE_HEADS 8
 
 /* Attention of n_tok query tokens over a paged KV cache.
  * K/V of block b, kv head h, slot s live at element b*block_stride +
