@@ -145,8 +145,9 @@ static void test_load_isas(void **state) {
 
 /* kvq_dots / kvq_axpys of every ISA == the scalar reference (bits), and
  * that is within 1e-6 (relative to the sum of magnitudes) of the same
- * products over the dequantized rows in double: query rows 1-5 (passes of
- * 4 and their padding), runs of records past kvq_axpys' 32. The tolerance
+ * products over the dequantized rows in double: query rows 1-11 (passes of
+ * 4 and their padding; from 5 the widened runs, their row pairs and the
+ * bias sums' groups of 8 rows), runs of records past kvq_axpys' 32. The tolerance
  * is relative to the terms' magnitude before the bias cancels (a value
  * s q + b rounds once dequantized, in place never). */
 static double rec_bias(const uint8_t *r, int hd, int bits, int group, int i) {
@@ -159,11 +160,11 @@ static void test_attn_isas(void **state) {
     (void)state;
     hr_rng rng;
     hr_rng_seed(&rng, 11);
-    enum { NR = 7, NK = 37 }; /* rows 1-7: passes of 4 rows, and from 5 the runs widened once */
+    enum { NR = 11, NK = 37 }; /* rows 1-11: passes of 4 rows, and from 5 the runs widened once */
     const int hds[] = {64, 96, 128, 256};
     static uint8_t rec[NK * 2048];
-    static float q[NR * 256], qp[NR * 256], qsum[NR * 8], deq[NK * 256], sc[NR * 40], ref[NR * 40], o[NR * 256],
-        oref[NR * 256], bias[NR * 8], bref[NR * 8], p[NR * 40];
+    static float q[NR * 256], qp[NR * 256], qsum[NR * 8], deq[NK * 256], sc[NR * 40],
+        ref[NR * 40], o[NR * 256], oref[NR * 256], bias[NR * 8], bref[NR * 8], p[NR * 40];
     int cases = 0;
     for (int hi = 0; hi < 4; hi++)
         for (int bi = 0; bi < NB; bi++)
