@@ -139,6 +139,25 @@ void hr__kvwide_axpys_avx2(float *o, float *bias, const float *p, size_t ldp, in
 #define WR 2
 #define WK 4
 
+/* A[r][k] = the fma chains of rows qr[r] and keys vk[k] over positions
+ * [t0, t0 + len) */
+AI void seg_dots(__m256 A[WR][WK], const float *const qr[WR], const float *const vk[WK], int t0,
+                 int len) {
+    for (int rr = 0; rr < WR; rr++)
+        for (int kk = 0; kk < WK; kk++)
+            A[rr][kk] = _mm256_setzero_ps();
+    for (int t = t0; t < t0 + len; t += 8) {
+        __m256 x[WR];
+        for (int rr = 0; rr < WR; rr++)
+            x[rr] = _mm256_loadu_ps(qr[rr] + t);
+        for (int kk = 0; kk < WK; kk++) {
+            __m256 y = _mm256_loadu_ps(vk[kk] + t);
+            for (int rr = 0; rr < WR; rr++)
+                A[rr][kk] = _mm256_fmadd_ps(x[rr], y, A[rr][kk]);
+        }
+    }
+}
+
 /* The scores of rows q, q + hd (nrow of them: 1 or 2) over keys j .. j +
  * nkey - 1 (nkey <= 4) of the run, into sc + r * ldsc + j. Rows / keys past
  * the last are computed on row 0 / key 0 and dropped. Qb[g]: the rows'
@@ -156,31 +175,30 @@ AI void dots_block(float *sc, size_t ldsc, const float *q, int nrow, const hr__k
         key[kk] = j + (kk < nkey ? kk : 0);
         vk[kk] = W->v + (size_t)key[kk] * W->ld;
     }
-    __m256 T[WR][WK];
-    for (int rr = 0; rr < WR; rr++)
-        for (int kk = 0; kk < WK; kk++)
-            T[rr][kk] = _mm256_setzero_ps();
-#pragma GCC unroll 1
-    for (int g = 0; g < ns; g++) {
-        __m256 A[WR][WK];
+    __m256 A[WR][WK], T[WR][WK];
+    seg_dots(A, qr, vk, 0, seg);
+    for (int kk = 0; kk < WK; kk++) {
+        __m256 w = _mm256_broadcast_ss(W->s + key[kk]);
+        for (int rr = 0; rr < WR; rr++)
+            T[rr][kk] = _mm256_fmadd_ps(w, A[rr][kk], _mm256_setzero_ps());
+    }
+    if (NS != 1) { /* T between groups in memory (A's 8 chains take the registers) */
+        _Alignas(32) float Tm[WR][WK][8];
         for (int rr = 0; rr < WR; rr++)
             for (int kk = 0; kk < WK; kk++)
-                A[rr][kk] = _mm256_setzero_ps();
-        for (int t = g * seg; t < (g + 1) * seg; t += 8) {
-            __m256 x[WR];
-            for (int rr = 0; rr < WR; rr++)
-                x[rr] = _mm256_loadu_ps(qr[rr] + t);
+                _mm256_store_ps(Tm[rr][kk], T[rr][kk]);
+        for (int g = 1; g < ns; g++) {
+            seg_dots(A, qr, vk, g * seg, seg);
             for (int kk = 0; kk < WK; kk++) {
-                __m256 y = _mm256_loadu_ps(vk[kk] + t);
+                __m256 w = _mm256_broadcast_ss(W->s + (size_t)g * n + key[kk]);
                 for (int rr = 0; rr < WR; rr++)
-                    A[rr][kk] = _mm256_fmadd_ps(x[rr], y, A[rr][kk]);
+                    _mm256_store_ps(Tm[rr][kk], _mm256_fmadd_ps(w, A[rr][kk],
+                                                                 _mm256_load_ps(Tm[rr][kk])));
             }
         }
-        for (int kk = 0; kk < WK; kk++) {
-            __m256 w = _mm256_broadcast_ss(W->s + (size_t)g * n + key[kk]);
-            for (int rr = 0; rr < WR; rr++)
-                T[rr][kk] = _mm256_fmadd_ps(w, A[rr][kk], T[rr][kk]);
-        }
+        for (int rr = 0; rr < WR; rr++)
+            for (int kk = 0; kk < WK; kk++)
+                T[rr][kk] = _mm256_load_ps(Tm[rr][kk]);
     }
     __m256 d = hr_hsum_2x4_avx2(T);
     for (int g = 0; BIAS && g < W->ns; g++) {
