@@ -760,7 +760,7 @@ static void attention_worker(void *p, int ith, int nth) {
      * scratch stays unused, so that float is never another thread's */
     int tile = tiled ? HR_ATTN_TILE_HEADS : a->sinks ? HR_ATTN_TILE - 1 : HR_ATTN_TILE;
     if ((a->kv_dtype == HR_DTYPE_TURBO || a->kv_dtype == HR_DTYPE_AFFINE) &&
-        tile > ROWS_BUF / (group * hd)) /* rotated or prepared queries (attn_group's buf) */
+        tile > ROWS_BUF / (group * hd)) /* rotated or prepared queries (attn_group's qbuf) */
         tile = ROWS_BUF / (group * hd);
     hr_attn_tile T = {.ldq = a->n_heads * hd, .G = group, .hd = hd, .k = a->k, .v = a->v,
                       .kv_dtype = a->kv_dtype, .stride = a->block_stride,
