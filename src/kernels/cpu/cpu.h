@@ -103,8 +103,8 @@ typedef struct hr_cpu_kernels {
      * 32 or more); the scalar reference's bits on every ISA. */
     void (*kvq_load)(float *y, const void *src, int hd, int bits, int group);
     /* Attention read from quantized KV records in place: kvquant.h's
-     * hr__kvq_dots_scalar and hr__kvq_axpys_scalar, their bits on every
-     * ISA. */
+     * hr__kvq_dots_scalar (its query rows prepared by hr_kvq_prep) and
+     * hr__kvq_axpys_scalar, their bits on every ISA. */
     void (*kvq_dots)(float *sc, size_t ldsc, const float *qp, const float *qsum, int nr,
                      const void *rec, size_t rb, int nk, int hd, int bits, int group,
                      float scale);

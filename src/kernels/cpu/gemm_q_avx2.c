@@ -203,7 +203,7 @@ static inline void micro(float *y, int ldy, const float *x, int ldx, int i0, int
                                                      v[q], acc[b]);                \
                     }                                                              \
                 for (int b = 0; b < 2; b++)                                        \
-                    y[(size_t)i * ldy + j + b] = hr_hsum8_avx2(acc[b]);                    \
+                    y[(size_t)i * ldy + j + b] = hr_hsum8_avx2(acc[b]);            \
             }                                                                      \
         }                                                                          \
         for (; j < m1; j++) {                                                      \
@@ -217,7 +217,7 @@ static inline void micro(float *y, int ldy, const float *x, int ldx, int i0, int
                     for (int q = 0; q < 4; q++)                                    \
                         acc = _mm256_fmadd_ps(_mm256_loadu_ps(xi + t + 8 * q), v[q], acc); \
                 }                                                                  \
-                y[(size_t)i * ldy + j] = hr_hsum8_avx2(acc);                               \
+                y[(size_t)i * ldy + j] = hr_hsum8_avx2(acc);                       \
             }                                                                      \
         }                                                                          \
     }

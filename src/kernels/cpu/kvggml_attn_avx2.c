@@ -50,16 +50,16 @@ AI hr__kvwide widen(float *v, float *s, const uint8_t *rec, size_t rb, int n, in
     return (hr__kvwide){v, s, NULL, n, hd, nb, ld};
 }
 
-/* nr output rows over nv records weighted p, runs of records widened once */
-AI void wide(float *o, const float *p, size_t ldp, int nr, const uint8_t *rec, size_t rb, int nv,
-             int hd, const bool q8) {
+/* The pass J over nk records, runs of records widened once */
+AI void wide(const hr__kvwide_job *J, const uint8_t *rec, size_t rb, int nk, int hd,
+             const bool q8) {
     _Alignas(32) float v[HR_KVWIDE_FLOATS + 64]; /* + 64: s not 4 KiB from v's rows */
     float s[HR_KVWIDE_MAX];
     int run = HR_KVWIDE_FLOATS / hr__kvwide_ld(hd);
-    for (int j0 = 0; j0 < nv; j0 += run) {
-        int n = nv - j0 < run ? nv - j0 : run;
+    for (int j0 = 0; j0 < nk; j0 += run) {
+        int n = nk - j0 < run ? nk - j0 : run;
         hr__kvwide W = widen(v, s, rec + (size_t)j0 * rb, rb, n, hd, q8);
-        hr__kvwide_axpys_avx2(o, NULL, p + j0, ldp, nr, &W);
+        hr__kvwide_pass_avx2(J, j0, &W);
     }
 }
 
@@ -92,23 +92,11 @@ AI void dots_m(float *sc, size_t ldsc, const float *q, const int M, const uint8_
     }
 }
 
-/* nr (>= WIDE) query rows over nk records, runs of records widened once */
-AI void dots_wide(float *sc, size_t ldsc, const float *q, int nr, const uint8_t *rec, size_t rb,
-                  int nk, int hd, const bool q8, float scale) {
-    _Alignas(32) float v[HR_KVWIDE_FLOATS + 64]; /* + 64: s not 4 KiB from v's rows */
-    float s[HR_KVWIDE_MAX];
-    int run = HR_KVWIDE_FLOATS / hr__kvwide_ld(hd);
-    for (int j0 = 0; j0 < nk; j0 += run) {
-        int n = nk - j0 < run ? nk - j0 : run;
-        hr__kvwide W = widen(v, s, rec + (size_t)j0 * rb, rb, n, hd, q8);
-        hr__kvwide_dots_avx2(sc + j0, ldsc, q, NULL, nr, &W, scale);
-    }
-}
-
 AI void dots(float *sc, size_t ldsc, const float *q, int nr, const uint8_t *rec, size_t rb,
              int nk, int hd, const bool q8, float scale) {
     if (nr >= WIDE) {
-        dots_wide(sc, ldsc, q, nr, rec, rb, nk, hd, q8, scale);
+        wide(&(hr__kvwide_job){.sc = sc, .ldsc = ldsc, .q = q, .scale = scale, .nr = nr}, rec,
+             rb, nk, hd, q8);
         return;
     }
     for (int r0 = 0; r0 < nr; r0 += RB) {
@@ -156,7 +144,7 @@ AI void axpys_m(float *o, const float *p, size_t ldp, const int M, const uint8_t
 AI void axpys(float *o, const float *p, size_t ldp, int nr, const uint8_t *rec, size_t rb,
               int nv, int hd, const bool q8) {
     if (nr >= WIDE) {
-        wide(o, p, ldp, nr, rec, rb, nv, hd, q8);
+        wide(&(hr__kvwide_job){.o = o, .p = p, .ldp = ldp, .nr = nr}, rec, rb, nv, hd, q8);
         return;
     }
     for (int r0 = 0; r0 < nr; r0 += RB) {

@@ -136,6 +136,21 @@ void hr__kvwide_axpys_avx2(float *o, float *bias, const float *p, size_t ldp, in
  * Q_g), else unused. */
 void hr__kvwide_dots_avx2(float *sc, size_t ldsc, const float *q, const float *qsum, int nr,
                           const hr__kvwide *W, float scale);
+/* One of those two passes over the runs of a call, run after run: the
+ * scores (sc non-NULL: sc, ldsc, q, qsum, scale) or the outputs (o, bias,
+ * p, ldp), of nr rows; hr__kvwide_pass_avx2 runs it over the run W of the
+ * call's records j0 .. j0 + W->n - 1. */
+typedef struct hr__kvwide_job {
+    float *sc;
+    size_t ldsc;
+    const float *q, *qsum;
+    float scale;
+    float *o, *bias;
+    const float *p;
+    size_t ldp;
+    int nr;
+} hr__kvwide_job;
+void hr__kvwide_pass_avx2(const hr__kvwide_job *J, int j0, const hr__kvwide *W);
 
 /* ---- a row of any KV format -------------------------------------------------------
  * F32, F16, BF16: hd elements; AFFINE: the record above (bits, group);

@@ -5,9 +5,9 @@
  * the other widths through the byte shuffle of kvquant_avx2.c; for more
  * query and output rows (a prefill tile's tokens x the group) a run of
  * records is widened once for all of them (kvwide_avx2.c). The query rows
- * come prepared (hr_kvq_prep: layout order, group sums), once a task. Every lane runs the
- * reference's fma chain, so the bits are the scalar's; the AVX-512 table
- * uses these too. */
+ * come prepared (hr_kvq_prep: layout order, group sums), once a task.
+ * Every lane runs the reference's fma chain, so the bits are the scalar's;
+ * the AVX-512 table uses these too. */
 #include "kernels/cpu/hsum_avx2.h"
 #include "kernels/cpu/kvquant.h"
 
@@ -134,24 +134,25 @@ AI hr__kvwide widen(float *v, float *s, float *b, const uint8_t *rec, size_t rb,
     return (hr__kvwide){v, s, b, n, hd, ng, ld};
 }
 
-/* nr (>= WIDE) query rows over nk records, runs of records widened once */
-AI void dots_wide(float *sc, size_t ldsc, const float *qp, const float *Q, int nr,
-                  const uint8_t *rec, size_t rb, int nk, int hd, const int bits, int group,
-                  float scale) {
+/* The pass J over nk records, runs of records widened once */
+AI void wide(const hr__kvwide_job *J, const uint8_t *rec, size_t rb, int nk, int hd,
+             const int bits, int group) {
     int run = HR_KVWIDE_FLOATS / hr__kvwide_ld(hd);
     _Alignas(32) float v[HR_KVWIDE_FLOATS + 64]; /* + 64: s not 4 KiB from v's rows */
     float s[HR_KVWIDE_MAX], b[HR_KVWIDE_MAX];
     for (int j0 = 0; j0 < nk; j0 += run) {
         int n = nk - j0 < run ? nk - j0 : run;
         hr__kvwide W = widen(v, s, b, rec + (size_t)j0 * rb, rb, n, hd, bits, group);
-        hr__kvwide_dots_avx2(sc + j0, ldsc, qp, Q, nr, &W, scale);
+        hr__kvwide_pass_avx2(J, j0, &W);
     }
 }
 
 AI void dots(float *sc, size_t ldsc, const float *qp, const float *Q, int nr, const uint8_t *rec,
              size_t rb, int nk, int hd, const int bits, int group, float scale) {
     if (nr >= WIDE) {
-        dots_wide(sc, ldsc, qp, Q, nr, rec, rb, nk, hd, bits, group, scale);
+        wide(&(hr__kvwide_job){.sc = sc, .ldsc = ldsc, .q = qp, .qsum = Q, .scale = scale,
+                               .nr = nr},
+             rec, rb, nk, hd, bits, group);
         return;
     }
     int ng = hd / group;
@@ -164,19 +165,6 @@ AI void dots(float *sc, size_t ldsc, const float *qp, const float *Q, int nr, co
         case 3: dots_m(s, ldsc, qr, Qr, 3, rec, rb, nk, hd, bits, group, scale); break;
         default: dots_m(s, ldsc, qr, Qr, 4, rec, rb, nk, hd, bits, group, scale); break;
         }
-    }
-}
-
-/* nr output rows over nv records weighted p, runs of records widened once */
-AI void wide(float *o, float *bias, const float *p, size_t ldp, int nr, const uint8_t *rec,
-             size_t rb, int nv, int hd, const int bits, int group) {
-    int run = HR_KVWIDE_FLOATS / hr__kvwide_ld(hd);
-    _Alignas(32) float v[HR_KVWIDE_FLOATS + 64]; /* + 64: s not 4 KiB from v's rows */
-    float s[HR_KVWIDE_MAX], b[HR_KVWIDE_MAX];
-    for (int j0 = 0; j0 < nv; j0 += run) {
-        int n = nv - j0 < run ? nv - j0 : run;
-        hr__kvwide W = widen(v, s, b, rec + (size_t)j0 * rb, rb, n, hd, bits, group);
-        hr__kvwide_axpys_avx2(o, bias, p + j0, ldp, nr, &W);
     }
 }
 
@@ -232,7 +220,8 @@ AI void axpys(float *o, float *bias, const float *p, size_t ldp, int nr, const u
               size_t rb, int nv, int hd, const int bits, int group) {
     int ng = hd / group;
     if (nr >= WIDE) {
-        wide(o, bias, p, ldp, nr, rec, rb, nv, hd, bits, group);
+        wide(&(hr__kvwide_job){.o = o, .bias = bias, .p = p, .ldp = ldp, .nr = nr}, rec, rb, nv,
+             hd, bits, group);
         return;
     }
     for (int r0 = 0; r0 < nr; r0 += RB) {

@@ -1,6 +1,6 @@
 /* Attention over a run of quantized KV records widened once (kvquant.h's
  * hr__kvwide), for many query rows: a prefill tile's tokens x a GQA group
- * (8 x 3 = 24 rows) read each record's codes as floats widened once, where
+ * (16 x 3 = 48 rows) read each record's codes as floats widened once, where
  * the formats' own AVX2 bodies widen them again for every 4 rows.
  *
  * The output pass: the f16 path's shape on this ISA (gemm_avx2.c
@@ -16,9 +16,9 @@
  *
  * Every score and output is the formats' reference chain, operation for
  * operation (kvquant_attn.c, kvggml.c, turbo_attn.c), so the bits are the
- * scalar's: score = [fma(b_g, Q_g, ..)] (hr_hsum8_avx2(T)) * scale, T[l] = fma(s_g,
- * A_g[l], T[l]) over the groups, A_g[l] = fma(q[P], v[P], A_g[l]) over the
- * group's chunks; o[P] = fma(p_j * s_jg, v_j[P], o[P]) key by key [affine:
+ * scalar's: score = [fma(b_g, Q_g, ..)] (hsum8(T)) * scale, T[l] =
+ * fma(s_g, A_g[l], T[l]) over the groups, A_g[l] = fma(q[P], v[P], A_g[l])
+ * over the group's chunks; o[P] = fma(p_j * s_jg, v_j[P], o[P]) key by key [affine:
  * B_g = fma(p_j, b_jg, B_g)]. */
 #include "kernels/cpu/hsum_avx2.h"
 #include "kernels/cpu/kvquant.h"
@@ -33,7 +33,7 @@
  * (affine's bias sums: bias_rows) */
 AI void axpys_m(float *o, const float *p, size_t ldp, const hr__kvwide *W, const int M) {
     int hd = W->hd, ns = W->ns, seg = hd / ns, n = W->n;
-    _Alignas(32) float w[2][HR_KVWIDE_MAX + 8]; /* p_j * s_jg at g * n + j */
+    float w[2][HR_KVWIDE_MAX]; /* p_j * s_jg at g * n + j */
     for (int rr = 0; rr < M; rr++) {
         const float *pr = p + (size_t)rr * ldp;
         for (int g = 0; g < ns; g++) {
@@ -258,4 +258,11 @@ void hr__kvwide_dots_avx2(float *sc, size_t ldsc, const float *q, const float *q
         else
             dots_rows(sc, ldsc, q, qsum, nr, W, scale, 0, false);
     }
+}
+
+void hr__kvwide_pass_avx2(const hr__kvwide_job *J, int j0, const hr__kvwide *W) {
+    if (J->sc)
+        hr__kvwide_dots_avx2(J->sc + j0, J->ldsc, J->q, J->qsum, J->nr, W, J->scale);
+    else
+        hr__kvwide_axpys_avx2(J->o, J->bias, J->p + j0, J->ldp, J->nr, W);
 }

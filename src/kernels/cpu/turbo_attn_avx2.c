@@ -110,19 +110,19 @@ AI void widen_run(float *v, float *s, const uint8_t *rec, size_t rb, int j0, int
     }
 }
 
-/* nr (>= WIDE) query rows over nk records, runs of records widened once */
-AI void dots_wide(float *sc, size_t ldsc, const float *q, int nr, const uint8_t *rec, size_t rb,
-                  int nk, const hr_turbo_kv *L, float scale, const int NSEG, const int B0,
-                  const int B1) {
+/* The pass J over nk records, runs of records widened once (kvquant.h
+ * hr__kvwide: the centroids, the segments' norm * rinv) */
+AI void wide(const hr__kvwide_job *J, const uint8_t *rec, size_t rb, int nk,
+             const hr_turbo_kv *L, const int NSEG, const int B0, const int B1) {
     int ld = hr__kvwide_ld(L->hd), run = HR_KVWIDE_FLOATS / ld;
     cbook k[2] = {cbook_of(L->cb[0], B0), cbook_of(L->cb[NSEG - 1], B1)};
-    _Alignas(32) float v[HR_KVWIDE_FLOATS + 64];
+    _Alignas(32) float v[HR_KVWIDE_FLOATS + 64]; /* + 64: s not 4 KiB from v's rows */
     float s[HR_KVWIDE_MAX];
     for (int j0 = 0; j0 < nk; j0 += run) {
         int n = nk - j0 < run ? nk - j0 : run;
         widen_run(v, s, rec, rb, j0, n, ld, L, k, NSEG, B0, B1);
         hr__kvwide W = {v, s, NULL, n, L->hd, NSEG, ld};
-        hr__kvwide_dots_avx2(sc + j0, ldsc, q, NULL, nr, &W, scale);
+        hr__kvwide_pass_avx2(J, j0, &W);
     }
 }
 
@@ -130,7 +130,8 @@ AI void dots(float *sc, size_t ldsc, const float *q, int nr, const uint8_t *rec,
              int nk, const hr_turbo_kv *L, float scale, const int NSEG, const int B0,
              const int B1) {
     if (nr >= WIDE) {
-        dots_wide(sc, ldsc, q, nr, rec, rb, nk, L, scale, NSEG, B0, B1);
+        wide(&(hr__kvwide_job){.sc = sc, .ldsc = ldsc, .q = q, .scale = scale, .nr = nr}, rec,
+             rb, nk, L, NSEG, B0, B1);
         return;
     }
     for (int r0 = 0; r0 < nr; r0 += RB) {
@@ -142,22 +143,6 @@ AI void dots(float *sc, size_t ldsc, const float *q, int nr, const uint8_t *rec,
         case 3: dots_m(s, ldsc, qr, 3, rec, rb, nk, L, scale, NSEG, B0, B1); break;
         default: dots_m(s, ldsc, qr, 4, rec, rb, nk, L, scale, NSEG, B0, B1); break;
         }
-    }
-}
-
-/* nr output rows over nv records weighted p, runs of records widened once
- * (kvquant.h hr__kvwide: the centroids, the segments' norm * rinv) */
-AI void wide(float *o, const float *p, size_t ldp, int nr, const uint8_t *rec, size_t rb, int nv,
-             const hr_turbo_kv *L, const int NSEG, const int B0, const int B1) {
-    int ld = hr__kvwide_ld(L->hd), run = HR_KVWIDE_FLOATS / ld;
-    cbook k[2] = {cbook_of(L->cb[0], B0), cbook_of(L->cb[NSEG - 1], B1)};
-    _Alignas(32) float v[HR_KVWIDE_FLOATS + 64]; /* + 64: s not 4 KiB from v's rows */
-    float s[HR_KVWIDE_MAX];
-    for (int j0 = 0; j0 < nv; j0 += run) {
-        int n = nv - j0 < run ? nv - j0 : run;
-        widen_run(v, s, rec, rb, j0, n, ld, L, k, NSEG, B0, B1);
-        hr__kvwide W = {v, s, NULL, n, L->hd, NSEG, ld};
-        hr__kvwide_axpys_avx2(o, NULL, p + j0, ldp, nr, &W);
     }
 }
 
@@ -197,7 +182,8 @@ AI void axpys_m(float *o, const float *p, size_t ldp, const int M, const uint8_t
 AI void axpys(float *o, const float *p, size_t ldp, int nr, const uint8_t *rec, size_t rb,
               int nv, const hr_turbo_kv *L, const int NSEG, const int B0, const int B1) {
     if (nr >= WIDE) {
-        wide(o, p, ldp, nr, rec, rb, nv, L, NSEG, B0, B1);
+        wide(&(hr__kvwide_job){.o = o, .p = p, .ldp = ldp, .nr = nr}, rec, rb, nv, L, NSEG, B0,
+             B1);
         return;
     }
     for (int r0 = 0; r0 < nr; r0 += RB) {
