@@ -739,14 +739,26 @@ typedef struct attn_job {
     _Atomic long next;
 } attn_job;
 
+/* The tokens of the tile at t0 (up to tile consecutive positions of one
+ * sequence's block table) */
+static int tile_len(const hr_attn_args *a, int t0, int tile) {
+    int nq = 1;
+    while (t0 + nq < a->n_tok && nq < tile && a->blocks[t0 + nq] == a->blocks[t0] &&
+           a->pos[t0 + nq] == a->pos[t0] + nq)
+        nq++;
+    return nq;
+}
+
 /* A task: up to HR_ATTN_TILE consecutive tokens of one sequence (they
  * share every K/V load) and one KV head. Threads claim them in order as
  * they go (on shared cores a thread that loses its core for a while would
  * otherwise hold up the layer), each its next one ahead, whose first keys
  * the task before prefetches (the ISA's attn_heads; the other pools and
- * ISAs go through attn_group). */
+ * ISAs go through attn_group) - but where there are fewer than two tasks a
+ * thread (a decode step: a sequence's KV heads), one at a time, so that
+ * every thread gets one (claiming two at once, the first thread to come
+ * took both KV heads of a one-sequence step and the other waited). */
 static void attention_worker(void *p, int ith, int nth) {
-    (void)nth;
     attn_job *job = p;
     const hr_attn_args *a = job->a;
     const hr_cpu_kernels *cpu = hr_cpu();
@@ -766,13 +778,14 @@ static void attention_worker(void *p, int ith, int nth) {
                       .kv_dtype = a->kv_dtype, .stride = a->block_stride,
                       .bs = a->block_size, .start = start, .n = n, .scale = a->scale,
                       .softcap = a->softcap, .sc = sc};
+    long ntask = 0;
+    for (int t0 = 0; t0 < a->n_tok && ntask < 2L * nth; t0 += tile_len(a, t0, tile))
+        ntask += a->n_kv_heads;
+    bool ahead = ntask >= 2L * nth;
     long task = 0, mine = atomic_fetch_add_explicit(&job->next, 1, memory_order_relaxed),
-         after = atomic_fetch_add_explicit(&job->next, 1, memory_order_relaxed);
+         after = ahead ? atomic_fetch_add_explicit(&job->next, 1, memory_order_relaxed) : -1;
     for (int t0 = 0; t0 < a->n_tok; t0 += T.nq) {
-        T.nq = 1;
-        while (t0 + T.nq < a->n_tok && T.nq < tile &&
-               a->blocks[t0 + T.nq] == a->blocks[t0] && a->pos[t0 + T.nq] == a->pos[t0] + T.nq)
-            T.nq++;
+        T.nq = tile_len(a, t0, tile);
         for (int kvh = 0; kvh < a->n_kv_heads; kvh++, task++) {
             if (task != mine)
                 continue;
@@ -787,14 +800,18 @@ static void attention_worker(void *p, int ith, int nth) {
                 T.out = a->out + at;
                 T.kvh = kvh;
                 long next_kvh = after - (task - kvh); /* in this tile when < n_kv_heads */
-                T.next_kvh = next_kvh < a->n_kv_heads ? (int)next_kvh : -1;
+                T.next_kvh = after >= 0 && next_kvh < a->n_kv_heads ? (int)next_kvh : -1;
                 T.bt = a->blocks[t0];
                 cpu->attn_heads(&T);
             } else {
                 attn_group(a, t0, T.nq, kvh, start, n, sc);
             }
-            mine = after;
-            after = atomic_fetch_add_explicit(&job->next, 1, memory_order_relaxed);
+            if (ahead) {
+                mine = after;
+                after = atomic_fetch_add_explicit(&job->next, 1, memory_order_relaxed);
+            } else {
+                mine = atomic_fetch_add_explicit(&job->next, 1, memory_order_relaxed);
+            }
         }
     }
 }
