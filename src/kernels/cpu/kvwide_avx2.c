@@ -161,11 +161,10 @@ AI void seg_dots(__m256 A[WR][WK], const float *const qr[WR], const float *const
 /* The scores of rows q, q + hd (nrow of them: 1 or 2) over keys j .. j +
  * nkey - 1 (nkey <= 4) of the run, into sc + r * ldsc + j. Rows / keys past
  * the last are computed on row 0 / key 0 and dropped. Qb[g]: the rows'
- * bias sums of group g (lanes 0-3 row 0's, 4-7 row 1's; BIAS only). NS:
+ * bias sums of group g (lanes 0-3 row 0's, 4-7 row 1's; affine only). NS:
  * W->ns where a constant (1, 2), else 0. */
 AI void dots_block(float *sc, size_t ldsc, const float *q, int nrow, const hr__kvwide *W,
-                   const __m256 *Qb, int j, int nkey, float scale, const int NS,
-                   const bool BIAS) {
+                   const __m256 *Qb, int j, int nkey, float scale, const int NS, bool bias) {
     int hd = W->hd, ns = NS ? NS : W->ns, seg = hd / ns, n = W->n;
     const float *qr[WR], *vk[WK];
     int key[WK];
@@ -201,7 +200,7 @@ AI void dots_block(float *sc, size_t ldsc, const float *q, int nrow, const hr__k
                 T[rr][kk] = _mm256_load_ps(Tm[rr][kk]);
     }
     __m256 d = hr_hsum_2x4_avx2(T);
-    for (int g = 0; BIAS && g < W->ns; g++) {
+    for (int g = 0; bias && g < W->ns; g++) {
         const float *b = W->b + (size_t)g * n;
         __m128 bk = nkey == WK ? _mm_loadu_ps(b + j)
                                : _mm_setr_ps(b[key[0]], b[key[1]], b[key[2]], b[key[3]]);
@@ -222,17 +221,17 @@ AI void dots_block(float *sc, size_t ldsc, const float *q, int nrow, const hr__k
 }
 
 AI void dots_rows(float *sc, size_t ldsc, const float *q, const float *qsum, int nr,
-                  const hr__kvwide *W, float scale, const int NS, const bool BIAS) {
+                  const hr__kvwide *W, float scale, const int NS, bool bias) {
     int ns = W->ns;
     __m256 Qb[HR_KVWIDE_MAX / 4];
     for (int r0 = 0; r0 < nr; r0 += WR) {
         int nrow = nr - r0 < WR ? nr - r0 : WR;
-        for (int g = 0; BIAS && g < ns; g++)
+        for (int g = 0; bias && g < ns; g++)
             Qb[g] = _mm256_set_m128(_mm_set1_ps(qsum[(size_t)(r0 + nrow - 1) * ns + g]),
                                     _mm_set1_ps(qsum[(size_t)r0 * ns + g]));
         for (int j = 0; j < W->n; j += WK)
             dots_block(sc + (size_t)r0 * ldsc, ldsc, q + (size_t)r0 * W->hd, nrow, W, Qb, j,
-                       W->n - j < WK ? W->n - j : WK, scale, NS, BIAS);
+                       W->n - j < WK ? W->n - j : WK, scale, NS, bias);
     }
 }
 
@@ -240,23 +239,9 @@ void hr__kvwide_dots_avx2(float *sc, size_t ldsc, const float *q, const float *q
                           const hr__kvwide *W, float scale) {
     bool bias = W->b != NULL;
     switch (W->ns) { /* the common group counts as constants */
-    case 1:
-        if (bias)
-            dots_rows(sc, ldsc, q, qsum, nr, W, scale, 1, true);
-        else
-            dots_rows(sc, ldsc, q, qsum, nr, W, scale, 1, false);
-        break;
-    case 2:
-        if (bias)
-            dots_rows(sc, ldsc, q, qsum, nr, W, scale, 2, true);
-        else
-            dots_rows(sc, ldsc, q, qsum, nr, W, scale, 2, false);
-        break;
-    default:
-        if (bias)
-            dots_rows(sc, ldsc, q, qsum, nr, W, scale, 0, true);
-        else
-            dots_rows(sc, ldsc, q, qsum, nr, W, scale, 0, false);
+    case 1: dots_rows(sc, ldsc, q, qsum, nr, W, scale, 1, bias); break;
+    case 2: dots_rows(sc, ldsc, q, qsum, nr, W, scale, 2, bias); break;
+    default: dots_rows(sc, ldsc, q, qsum, nr, W, scale, 0, bias); break;
     }
 }
 
