@@ -90,7 +90,7 @@ typedef struct hr_cpu_kernels {
                      float *s4);
     /* One attention task (hr_attn_tile) over the paged KV cache,
      * bit-identical per query row to dot, softmax and axpy per head on the
-     * f32 values of K/V. NULL: ops.c runs the same task through attn_dots
+     * f32 values of K/V. NULL: attention.c runs the same task through attn_dots
      * and attn_axpys (the same bits). */
     void (*attn_heads)(const hr_attn_tile *t);
     /* n floats rounded to F16 (values beyond +-65504 saturate) or BF16,
@@ -150,7 +150,7 @@ typedef struct hr_cpu_kernels {
     float (*dot)(const float *a, const float *b, int n);
     void (*axpy)(float *y, float a, const float *x, int n); /* y += a*x */
     /* The attention of query rows over a run of K/V rows, for the pools and
-     * ISAs without attn_heads (kernels/cpu/ops.c), NULL: dot and axpy one
+     * ISAs without attn_heads (kernels/cpu/attention.c), NULL: dot and axpy one
      * row at a time, which these equal bit for bit.
      * attn_dots: sc[r * ldsc + j] = dot(q + r * hd, k + j * hd, hd) * scale
      * for r < nr, j < nk. attn_axpys: axpy(o + r * hd, p[r * ldp + j],

@@ -1,6 +1,7 @@
 /* CPU ops over f32 activations. Matmul and attention split their work over
  * the pool's threads; the row ops (norms, rope, activations) work on one
- * row and are driven by the caller. Shapes are given per argument. */
+ * row and are driven by the caller. Shapes are given per argument. ops.c
+ * has the products and row ops, attention.c the attention. */
 #ifndef HR_KERNELS_OPS_H
 #define HR_KERNELS_OPS_H
 
