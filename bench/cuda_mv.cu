@@ -7,9 +7,13 @@
  * formats (Q8_0, Q4_0, Q4_K, Q5_K; random blocks): k_mma's lane loads
  * against k_mma_staged (the rows through shared memory), the same bits for
  * one row and for that row inside a batch of 24 (the prefill tiles), or the
- * run exits 1. Built with the CUDA backend (bench_cuda_mv); run on the GPU
- * machine by tools/cuda-check.sh --bench. */
-#include "kernels/cuda/mma.cuh"
+ * run exits 1. `bench_cuda_mv prefill [T...]`: the prefill products
+ * instead (k_mma's tiles against k_mma_tiled, prefill_kind). Built with the
+ * CUDA backend (bench_cuda_mv); run on the GPU machine by
+ * tools/cuda-check.sh --bench. */
+#include "kernels/cuda/mma_tiled.cuh"
+
+#include <cuda_fp16.h>
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -51,11 +55,26 @@ struct variant {
     bool fused; /* q/k/v and gate/up one launch each */
 };
 
+static uint16_t *g_xs; /* x's parts, for the staged variants */
+
+/* as the engine stages block weights: x split by one more launch, the rows
+ * through shared memory (k_mma_staged), U chunks a warp a stage, 4 stages */
+template <int KIND, class P, int MINB, int NP>
+static void run_staged(const mma_x &x, mma_outs o, cudaStream_t st);
+template <int U>
+static void run_staged_bf16(const mma_x &x, mma_outs o, cudaStream_t st) {
+    mma_x xk = x;
+    xk.xs = g_xs;
+    run_staged<MMA_BF16, mma_stage_t<MMA_BF16, U, 4>, 3, MMA_PARTS>(xk, o, st);
+}
+
 static const variant k_variants[] = {
     {"U4, 7 launches", run_reg<4, 1>, false},
     {"U4, 4 launches", run_reg<4, 1>, true},
     {"U2 minb2, 4 launches", run_reg<2, 2>, true},
     {"U8, 4 launches", run_reg<8, 1>, true},
+    {"staged U2, 4 launches", run_staged_bf16<2>, true},
+    {"staged U4, 4 launches", run_staged_bf16<4>, true},
 };
 #define N_VARIANTS (int)(sizeof k_variants / sizeof k_variants[0])
 
@@ -286,7 +305,155 @@ static bool quant_kind(const char *name, double bw, float *x, uint16_t *xs, floa
     return same;
 }
 
-int main(void) {
+/* Prefill: T rows of x through an 8B layer's products (q/k/v and gate/up
+ * fused, as the engine launches them), k_mma's tiles of 64 x 32 (the
+ * engine's kernel before) against k_mma_tiled; TFLOP/s of the products
+ * (2 T rows cols a matrix, whatever the parts) and the same bits for every
+ * row, or the run exits 1. The parts are split once a run, outside the
+ * timing (both kernels read them). */
+static dw plain_matrix(int kind, int rows, int cols, uint64_t seed) {
+    dw w = bf16_matrix(rows, cols, seed);
+    if (kind == MMA_F16) { /* the same values as f16 */
+        size_t n = (size_t)rows * cols;
+        std::vector<uint16_t> b(n);
+        CK(cudaMemcpy(b.data(), w.data, n * 2, cudaMemcpyDeviceToHost));
+        for (size_t i = 0; i < n; i++) {
+            uint32_t u = (uint32_t)b[i] << 16;
+            float v;
+            memcpy(&v, &u, 4);
+            b[i] = __half_as_ushort(__float2half_rn(v));
+        }
+        CK(cudaMemcpy((void *)w.data, b.data(), n * 2, cudaMemcpyHostToDevice));
+        w.dtype = HR_DTYPE_F16;
+    }
+    return w;
+}
+
+template <int KIND, int NP>
+static bool prefill_kind(const char *name, int T, const float *x, uint16_t *xs, float *y,
+                         float *ref, cudaStream_t st) {
+    static const int fused[4][2] = {{0, 3}, {3, 1}, {4, 2}, {6, 1}};
+    dw w[N_SHAPES];
+    double flop = 0;
+    for (int i = 0; i < N_SHAPES; i++) {
+        w[i] = KIND == MMA_BF16 || KIND == MMA_F16
+                   ? plain_matrix(KIND, k_layer[i].rows, k_layer[i].cols, 500 + i)
+                   : quant_matrix(KIND, k_layer[i].rows, k_layer[i].cols, 700 + 10 * KIND + i);
+        flop += 2.0 * T * k_layer[i].rows * k_layer[i].cols;
+    }
+    /* product i's output j of T rows at out + (i * 3 + j) * T * 14336 */
+    auto outs = [&](int i, float *out) {
+        mma_outs o = {};
+        for (int j = 0; j < fused[i][1]; j++) {
+            o.w[j] = w[fused[i][0] + j];
+            o.y[j] = out + (size_t)(i * 3 + j) * T * 14336;
+            o.ldy[j] = (int)o.w[j].rows;
+        }
+        o.n = fused[i][1];
+        return o;
+    };
+    auto xin = [&](int i) {
+        int K = (int)w[fused[i][0]].cols;
+        return mma_x{x, K, xs + (size_t)(i == 3) * MMA_PARTS * T * 4096, (int64_t)T * K, T};
+    };
+    /* the parts of x's first 4096 and 14336 columns (the down product's input) */
+    split(x, T, 4096, xs, st);
+    split(x, T, 14336, xs + (size_t)MMA_PARTS * T * 4096, st);
+    auto old_kernel = [&](float *out) {
+        for (int i = 0; i < 4; i++) {
+            mma_outs o = outs(i, out);
+            k_mma<KIND, false, false, 4, 4, 1, 2, NP>
+                <<<dim3((T + 31) / 32, (unsigned)mma_tiles(o, 64)), MMA_WARPS * 32, 0, st>>>(
+                    xin(i), o);
+        }
+    };
+    auto new_kernel = [&](float *out) {
+        for (int i = 0; i < 4; i++)
+            if (!mma_tiled_launch<KIND, NP>(xin(i), outs(i, out), T, st)) {
+                fprintf(stderr, "bench_cuda_mv: k_mma_tiled refused its shared memory\n");
+                exit(1);
+            }
+    };
+    old_kernel(ref);
+    new_kernel(y);
+    CK(cudaStreamSynchronize(st));
+    CK(cudaGetLastError());
+    bool same = true;
+    for (int i = 0; i < 4; i++)
+        for (int j = 0; j < fused[i][1]; j++) {
+            size_t n = (size_t)T * w[fused[i][0] + j].rows, off = (size_t)(i * 3 + j) * T * 14336;
+            std::vector<float> a(n), b(n);
+            CK(cudaMemcpy(a.data(), ref + off, n * 4, cudaMemcpyDeviceToHost));
+            CK(cudaMemcpy(b.data(), y + off, n * 4, cudaMemcpyDeviceToHost));
+            same = same && memcmp(a.data(), b.data(), n * 4) == 0;
+        }
+    cudaEvent_t e0, e1;
+    CK(cudaEventCreate(&e0));
+    CK(cudaEventCreate(&e1));
+    float ms[2] = {1e30f, 1e30f};
+    for (int rep = 0; rep < 5; rep++)
+        for (int v = 0; v < 2; v++) {
+            CK(cudaEventRecord(e0, st));
+            if (v == 0)
+                old_kernel(ref);
+            else
+                new_kernel(y);
+            CK(cudaEventRecord(e1, st));
+            CK(cudaEventSynchronize(e1));
+            float t;
+            CK(cudaEventElapsedTime(&t, e0, e1));
+            ms[v] = t < ms[v] ? t : ms[v];
+        }
+    CK(cudaGetLastError());
+    printf("prefill %-5s x %d part%s T %4d: k_mma %6.1f TFLOP/s  k_mma_tiled %6.1f  (%.2fx)  same "
+           "bits %s\n",
+           name, NP, NP > 1 ? "s" : " ", T, flop / (ms[0] * 1e-3) / 1e12,
+           flop / (ms[1] * 1e-3) / 1e12, ms[0] / ms[1], same ? "yes" : "NO");
+    for (int i = 0; i < N_SHAPES; i++)
+        CK(cudaFree((void *)w[i].data));
+    return same;
+}
+
+static bool prefill(int T) {
+    float *x, *y, *ref;
+    uint16_t *xs;
+    size_t nx = (size_t)T * 14336, ny = (size_t)12 * T * 14336;
+    std::vector<float> hx(nx);
+    for (size_t i = 0; i < nx; i++)
+        hx[i] = sinf(0.37f * (float)i) * (1.0f + (float)(i % 7) * 0.1f);
+    CK(cudaMalloc(&x, nx * 4));
+    CK(cudaMalloc(&xs, (size_t)MMA_PARTS * T * (4096 + 14336) * 2));
+    CK(cudaMalloc(&y, ny * 4));
+    CK(cudaMalloc(&ref, ny * 4));
+    CK(cudaMemcpy(x, hx.data(), nx * 4, cudaMemcpyHostToDevice));
+    cudaStream_t st;
+    CK(cudaStreamCreate(&st));
+    bool ok = prefill_kind<MMA_BF16, MMA_PARTS>("bf16", T, x, xs, y, ref, st);
+    ok = prefill_kind<MMA_F16, MMA_PARTS>("f16", T, x, xs, y, ref, st) && ok;
+    ok = prefill_kind<MMA_Q8_0, MMA_PARTS>("Q8_0", T, x, xs, y, ref, st) && ok;
+    ok = prefill_kind<MMA_Q8_0, 1>("Q8_0", T, x, xs, y, ref, st) && ok;
+    ok = prefill_kind<MMA_Q4_0, MMA_PARTS>("Q4_0", T, x, xs, y, ref, st) && ok;
+    ok = prefill_kind<MMA_Q4_0, 1>("Q4_0", T, x, xs, y, ref, st) && ok;
+    ok = prefill_kind<MMA_Q4_K, MMA_PARTS>("Q4_K", T, x, xs, y, ref, st) && ok;
+    ok = prefill_kind<MMA_Q4_K, 1>("Q4_K", T, x, xs, y, ref, st) && ok;
+    ok = prefill_kind<MMA_Q5_K, MMA_PARTS>("Q5_K", T, x, xs, y, ref, st) && ok;
+    ok = prefill_kind<MMA_Q5_K, 1>("Q5_K", T, x, xs, y, ref, st) && ok;
+    CK(cudaFree(x));
+    CK(cudaFree(xs));
+    CK(cudaFree(y));
+    CK(cudaFree(ref));
+    CK(cudaStreamDestroy(st));
+    return ok;
+}
+
+int main(int argc, char **argv) {
+    /* bench_cuda_mv prefill [T...]: the prefill products alone */
+    if (argc > 1 && strcmp(argv[1], "prefill") == 0) {
+        bool ok = true;
+        for (int i = 2; i < argc || i == 2; i++)
+            ok = prefill(i < argc ? atoi(argv[i]) : 512) && ok;
+        return ok ? 0 : 1;
+    }
     double bw = copy_bw();
     printf("device-to-device copy: %.0f GB/s (read + written)\n", bw);
     static dw w[N_LAYERS][N_SHAPES];
@@ -306,6 +473,7 @@ int main(void) {
     CK(cudaMalloc(&y, 128256 * 4 + 3 * 16384 * 4));
     CK(cudaMalloc(&ref, 128256 * 4));
     CK(cudaMemcpy(x, hx.data(), 14336 * 4, cudaMemcpyHostToDevice));
+    CK(cudaMalloc(&g_xs, 14336 * 2 * MMA_PARTS));
     mma_x xa{x, 14336, nullptr, 0, 1};
     cudaStream_t st;
     CK(cudaStreamCreate(&st));

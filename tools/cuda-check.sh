@@ -5,7 +5,8 @@
 # exits non-zero when a test fails. With --bench, then the decode/prefill
 # benchmark on random weights at real shapes (hearth synth), bf16 and the
 # GGUF types, each printed with the HBM roofline measured in the same run,
-# then a mixture-of-experts shape (BENCH_MOE_SHAPES).
+# then a mixture-of-experts shape (BENCH_MOE_SHAPES). ONLY=REGEX runs the
+# checks whose command line matches (e.g. ONLY='same_text|served').
 set -uo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 dev=$root/.device
@@ -14,15 +15,17 @@ export HEARTH_ROOT=$root HEARTH_BIN=$dev/hearth
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader || true
 pass=0 fail=0
 run() {
+    # ONLY (an extended regex): the checks whose command line matches it
+    if [ -n "${ONLY:-}" ] && ! grep -qE -- "$ONLY" <<<"$*"; then return 0; fi
     echo "== $*"
     if "$@"; then pass=$((pass + 1)); else fail=$((fail + 1)); echo "FAILED: $*"; fi
 }
 run "$dev/test_parity" --device cuda
 run "$dev/test_engine" --device cuda
 run "$dev/test_quant_parity" --device cuda
-# the GGUF block products with x as one bf16 part (HEARTH_CUDA_QUANT_ACT=bf16):
-# within the CPU's bounds (whose int8 activations round more)
-run env HEARTH_CUDA_QUANT_ACT=bf16 "$dev/test_quant_parity" --device cuda
+# the GGUF block products with x in three bf16 parts (f32-grade, as
+# HEARTH_QUANT_ACT=f32 asks; the default takes x as one bf16 part)
+run env HEARTH_QUANT_ACT=f32 "$dev/test_quant_parity" --device cuda
 run "$dev/test_spec" --device cuda
 # the attention op against the CPU's: sinks, bidirectional, image spans, M-RoPE
 run "$dev/test_backend_attn" --device cuda
@@ -124,6 +127,10 @@ echo "cuda-check: $pass passed, $fail failed"
 if [ "${1:-}" = "--bench" ]; then
     tmp=${TMPDIR:-/tmp}/hearth-cuda-bench
     mkdir -p "$tmp"
+    # the products alone: decode (GB/s beside the copy's) and prefill
+    # (TFLOP/s, k_mma's tiles against k_mma_tiled), each checking the bits
+    run "$dev/bench_cuda_mv"
+    run "$dev/bench_cuda_mv" prefill 512 2048
     for shape in ${BENCH_SHAPES:-llama-3.2-1b llama-3.1-8b}; do
         [ -d "$tmp/$shape" ] || "$dev/hearth" synth --shape "$shape" --out "$tmp/$shape" >/dev/null
         echo "== bench $shape bf16"

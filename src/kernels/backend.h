@@ -264,6 +264,9 @@ typedef struct hr_bctx_dims {
     int n_experts, n_experts_used, moe_ff; /* 0: no expert layers; moe_ff: the
                                             * widest expert (routed or shared) */
     bool images;              /* steps may carry hr_step_in.embd rows (d_model wide) */
+    bool f32_act;             /* quantized products keep the activations f32-grade
+                               * (quant_act "f32"); else a backend may round them
+                               * (the CPU to int8, the GPU to bf16) */
 } hr_bctx_dims;
 
 typedef struct hr_backend_ops {

@@ -93,7 +93,8 @@ int hr_fwd_new(hr_fwd **out, const hr_model *m, int max_tokens, int max_seqs, in
                          .head_dim = hp->head_dim, .rot_dim = hp->rot_dim, .max_k = k_max,
                          .d_model = hp->d_model, .n_experts = hp->n_experts,
                          .n_experts_used = hp->n_experts_used, .moe_ff = moe_ff,
-                         .images = m->mm || m->mm_qwen || m->mm_audio};
+                         .images = m->mm || m->mm_qwen || m->mm_audio,
+                         .f32_act = m->f32_act};
     int rc = HR_ENOMEM;
     f->mem_bytes = scratch_bytes(m, max_tokens);
     f->freq = malloc((size_t)max_seqs * 2 * (hp->rot_dim / 2 + 1) * sizeof *f->freq);

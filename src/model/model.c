@@ -619,6 +619,7 @@ static int model_open(hr_model **out, const char *dir, hr_backend *be, hr_quant_
         goto fail;
     m->weight_bytes = hr_weights_bytes(m->weights);
     m->fingerprint = fingerprint(m);
+    m->f32_act = qa == HR_QACT_F32;
     if ((rc = be->device_mem ? hr_model_upload(m, be, err) : repack(m, qa, err)))
         goto fail;
     json_decref(cfg);

@@ -126,6 +126,8 @@ struct hr_model {
     size_t weight_bytes;
     uint64_t fingerprint;      /* the weights and the math (SSD cache keys) */
     bool gguf;                 /* loaded from a GGUF file */
+    bool f32_act;              /* quantized products with f32-grade activations
+                                * (the load's quant_act "f32") */
     bool qk_permuted;          /* q/k rows in llama.cpp's order (a GGUF llama:
                                 * gguf_model.h), rotated as interleaved pairs */
     hr_backend *be;            /* where the weights live (cpu: the mmap) */

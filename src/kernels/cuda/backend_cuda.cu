@@ -9,7 +9,7 @@ extern "C" {
 #include "kernels/graphs.h"
 }
 #include "kernels/cuda/attention.cuh"
-#include "kernels/cuda/mma.cuh"
+#include "kernels/cuda/mma_tiled.cuh"
 #include "kernels/cuda/moe.cuh"
 #include "kernels/cuda/mv_span.cuh"
 extern "C" {
@@ -67,8 +67,8 @@ typedef struct cu_ctx {
     uint16_t *d_xs;
     int max_k;
     /* the activation parts a GGUF block product (Q8_0, Q4_0, Q4_K, Q5_K)
-     * takes: MMA_PARTS (f32-grade, the default), or 1 (x rounded to bf16,
-     * HEARTH_CUDA_QUANT_ACT=bf16; docs/gpu.md) */
+     * takes: 1 (x rounded to bf16, the default: the CPU rounds it to int8)
+     * or MMA_PARTS (f32-grade: quant_act "f32", dims.f32_act; docs/gpu.md) */
     int quant_parts;
     moe_ctx moe;     /* experts (moe.cuh) */
     rec_slots slots; /* recurrent layers (recurrent.cuh) */
@@ -218,16 +218,10 @@ static int cu_ctx_new(hr_backend *be, hr_pool *pool, const hr_bctx_dims *dm, hr_
     size_t part_bytes = (size_t)x->part_tokens * dm->n_heads * x->n_chunks *
                         (dm->head_dim + 2) * sizeof(float);
     x->max_k = dm->max_k;
-    const char *qa = getenv("HEARTH_CUDA_QUANT_ACT");
-    x->quant_parts = qa && !strcmp(qa, "bf16") ? 1 : MMA_PARTS;
-    if (qa && strcmp(qa, "bf16") && strcmp(qa, "f32")) {
-        free(x->seq_end);
-        free(x);
-        return hr_err(err, HR_EINVAL, "HEARTH_CUDA_QUANT_ACT: expected f32 or bf16, not '%.40s'",
-                      qa);
-    }
+    x->quant_parts = dm->f32_act ? MMA_PARTS : 1;
     size_t xs_bytes = (size_t)MMA_PARTS * max_tokens * dm->max_k * sizeof(uint16_t);
     if (dm->n_experts > MOE_MAX_EXPERTS) {
+        free(x->seq_end);
         free(x);
         return hr_err(err, HR_EUNSUPPORTED, "not supported yet on %s: %d experts (at most %d)",
                       be->name, dm->n_experts, MOE_MAX_EXPERTS);
@@ -469,9 +463,13 @@ static void cu_norm(hr_bctx *c, float *y, const float *x, const float *w, const 
  * tile by the number of rows, the sums the same for any tile; the outputs of
  * o (one kind, one x) side by side in one launch */
 template <int KIND, int NP = MMA_PARTS>
-static void mma_launch(cu_ctx *cx, const mma_x &x, bool xf, bool stg, int T, mma_outs o) {
+static void mma_launch(cu_ctx *cx, const mma_x &x, bool xf, bool stg, bool tiled, int T,
+                       mma_outs o) {
     cudaStream_t st = cx->stream;
     unsigned th = MMA_WARPS * 32;
+    /* prefill: through shared memory (mma_tiled.cuh), the same sums */
+    if (tiled && mma_tiled_launch<KIND, NP>(x, o, T, st))
+        return;
     dim3 g(1, (unsigned)mma_tiles(o, T <= 16 ? 16 : T <= 32 ? 32 : 64));
     /* decode of block weights: the rows staged through shared memory */
     if constexpr (mma_staged_kind(KIND))
@@ -499,11 +497,12 @@ static void mma_launch(cu_ctx *cx, const mma_x &x, bool xf, bool stg, int T, mma
 
 /* a GGUF block kind with the context's activation parts */
 template <int KIND>
-static void mma_launch_q(cu_ctx *cx, const mma_x &x, bool xf, bool stg, int T, mma_outs o) {
+static void mma_launch_q(cu_ctx *cx, const mma_x &x, bool xf, bool stg, bool tiled, int T,
+                         mma_outs o) {
     if (cx->quant_parts == 1)
-        mma_launch<KIND, 1>(cx, x, xf, stg, T, o);
+        mma_launch<KIND, 1>(cx, x, xf, stg, tiled, T, o);
     else
-        mma_launch<KIND>(cx, x, xf, stg, T, o);
+        mma_launch<KIND>(cx, x, xf, stg, tiled, T, o);
 }
 
 /* One kernel per weight format, whatever the number of rows: a row's
@@ -529,6 +528,10 @@ static void cu_matmul(hr_bctx *c, const float *x, int ldx, int T, int count,
             int64_t n = (int64_t)T * K;
             bool stg = T <= 8 && mma_staged_fits(w); /* k_mma_staged: reads the parts */
             bool xf = T <= 16 && xal && !stg;
+            /* k_mma_tiled (reads the parts): the block formats' prefill; bf16
+             * and f16 (three parts of x against one weight row, the most mmas
+             * per byte) ran slower through it than k_mma's registers */
+            bool tiled = T > 32 && mma_staged_kind(kind) && mma_tiled_fits(w);
             if (!xf && split_k != K) {
                 k_split_bf16<<<blocks_for((size_t)n, 256), 256, 0, cx->stream>>>(x, ldx, T, K,
                                                                                  cx->d_xs, n);
@@ -539,7 +542,7 @@ static void cu_matmul(hr_bctx *c, const float *x, int ldx, int T, int count,
             for (; o.n < MMA_MAX_OUT && i < count; i++, o.n++) {
                 dw wi = view(out[i].w);
                 if (o.n && (!mma_fits(wi) || mma_kind(wi) != kind || wi.cols != K ||
-                            (stg && !mma_staged_fits(wi))))
+                            (stg && !mma_staged_fits(wi)) || (tiled && !mma_tiled_fits(wi))))
                     break;
                 o.w[o.n] = wi;
                 o.y[o.n] = out[i].y;
@@ -549,12 +552,12 @@ static void cu_matmul(hr_bctx *c, const float *x, int ldx, int T, int count,
             i--; /* the loop's i++ takes the next output */
             mma_x xa{x, ldx, cx->d_xs, n, T};
             switch (kind) {
-            case MMA_F16: mma_launch<MMA_F16>(cx, xa, xf, stg, T, o); break;
-            case MMA_Q8_0: mma_launch_q<MMA_Q8_0>(cx, xa, xf, stg, T, o); break;
-            case MMA_Q4_0: mma_launch_q<MMA_Q4_0>(cx, xa, xf, stg, T, o); break;
-            case MMA_Q4_K: mma_launch_q<MMA_Q4_K>(cx, xa, xf, stg, T, o); break;
-            case MMA_Q5_K: mma_launch_q<MMA_Q5_K>(cx, xa, xf, stg, T, o); break;
-            default: mma_launch<MMA_BF16>(cx, xa, xf, stg, T, o); break;
+            case MMA_F16: mma_launch<MMA_F16>(cx, xa, xf, stg, tiled, T, o); break;
+            case MMA_Q8_0: mma_launch_q<MMA_Q8_0>(cx, xa, xf, stg, tiled, T, o); break;
+            case MMA_Q4_0: mma_launch_q<MMA_Q4_0>(cx, xa, xf, stg, tiled, T, o); break;
+            case MMA_Q4_K: mma_launch_q<MMA_Q4_K>(cx, xa, xf, stg, tiled, T, o); break;
+            case MMA_Q5_K: mma_launch_q<MMA_Q5_K>(cx, xa, xf, stg, tiled, T, o); break;
+            default: mma_launch<MMA_BF16>(cx, xa, xf, stg, tiled, T, o); break;
             }
             continue;
         }

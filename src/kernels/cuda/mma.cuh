@@ -15,8 +15,8 @@
  * of x's mantissa: the f32 path's grade (two parts, 16 bits, missed the
  * 1e-4 logprob bound of test_parity's llama-bf16 fixture on the H200).
  * k_split_bf16 writes the parts, dense [MMA_PARTS][T][K]. The kernels take
- * the first NP of them: MMA_PARTS, or 1 for GGUF block weights under
- * HEARTH_CUDA_QUANT_ACT=bf16 (their CPU path rounds x to int8 anyway).
+ * the first NP of them: MMA_PARTS, or 1 for GGUF block weights (their CPU
+ * path rounds x to int8 anyway; MMA_PARTS with quant_act "f32").
  *
  * k_mma computes y[t][j] = x[t] . w[j] (+ bias[j]): a block is 4 warps
  * that split K (warp q takes the 32-column chunks q, q + 4, ...), each warp
@@ -462,12 +462,13 @@ static __device__ __forceinline__ void mma_chunks(float (&acc)[MT][NT][4],
 }
 
 /* the four warps' sums folded as a tree (warp q + h into warp q, h = 2,
- * 1), then warp 0 writes y (+ bias) */
+ * 1) through red ([MMA_WARPS / 2][MT * NT * 4][32] floats): warp 0 (q, the
+ * warp's index among the four that split K) ends with the tile's sums. Every
+ * thread of the block calls it (it synchronizes the block). */
 template <int MT, int NT>
-static __device__ __forceinline__ void mma_store(float (&acc)[MT][NT][4], const mma_out1 &o,
-                                                 int r0, int T) {
-    __shared__ float red[MMA_WARPS / 2][MT * NT * 4][32];
-    int lane = threadIdx.x & 31, q = threadIdx.x >> 5, g = lane >> 2, c = lane & 3;
+static __device__ __forceinline__ void mma_fold(float (&acc)[MT][NT][4], float *red, int q,
+                                                int lane) {
+    constexpr int N = MT * NT * 4;
 #pragma unroll
     for (int h = MMA_WARPS / 2; h > 0; h /= 2) {
         if (q >= h && q < 2 * h) {
@@ -477,7 +478,7 @@ static __device__ __forceinline__ void mma_store(float (&acc)[MT][NT][4], const 
                 for (int n = 0; n < NT; n++)
 #pragma unroll
                     for (int i = 0; i < 4; i++)
-                        red[q - h][(m * NT + n) * 4 + i][lane] = acc[m][n][i];
+                        red[((q - h) * N + (m * NT + n) * 4 + i) * 32 + lane] = acc[m][n][i];
         }
         __syncthreads();
         if (q < h) {
@@ -487,12 +488,18 @@ static __device__ __forceinline__ void mma_store(float (&acc)[MT][NT][4], const 
                 for (int n = 0; n < NT; n++)
 #pragma unroll
                     for (int i = 0; i < 4; i++)
-                        acc[m][n][i] += red[q][(m * NT + n) * 4 + i][lane];
+                        acc[m][n][i] += red[(q * N + (m * NT + n) * 4 + i) * 32 + lane];
         }
         __syncthreads();
     }
-    if (q > 0)
-        return;
+}
+
+/* a warp's folded tile into y (+ bias): activation rows from r0, weight
+ * rows from o.j0 */
+template <int MT, int NT>
+static __device__ __forceinline__ void mma_write(const float (&acc)[MT][NT][4], const mma_out1 &o,
+                                                 int r0, int T, int lane) {
+    int g = lane >> 2, c = lane & 3;
 #pragma unroll
     for (int m = 0; m < MT; m++)
 #pragma unroll
@@ -504,6 +511,17 @@ static __device__ __forceinline__ void mma_store(float (&acc)[MT][NT][4], const 
                 if (row < T && j < o.w.rows)
                     o.y[(int64_t)row * o.ldy + j] = acc[m][n][i] + (o.bias ? o.bias[j] : 0.0f);
             }
+}
+
+/* the four warps' sums folded (mma_fold), then warp 0 writes y (+ bias) */
+template <int MT, int NT>
+static __device__ __forceinline__ void mma_store(float (&acc)[MT][NT][4], const mma_out1 &o,
+                                                 int r0, int T) {
+    __shared__ float red[MMA_WARPS / 2 * MT * NT * 4 * 32];
+    int lane = threadIdx.x & 31, q = threadIdx.x >> 5;
+    mma_fold(acc, red, q, lane);
+    if (q == 0)
+        mma_write(acc, o, r0, T, lane);
 }
 
 /* U chunks' loads in flight per warp; PF: the next U's issued before this
@@ -545,7 +563,10 @@ struct mma_stage_t {
     static constexpr int ST = ST_;                                  /* stages */
     static constexpr int S = MMA_WARPS * U;                         /* chunks a stage */
     static constexpr int SPAN = S * mma_chunk_bytes(KIND) / 16;     /* 16-byte pieces a row */
-    static constexpr int PITCH = SPAN + 1; /* a row in shared memory (no bank conflicts) */
+    /* a row in shared memory: block rows (read in 2- to 8-byte pieces) at
+     * an odd pitch; plain rows (lane c reads piece 4l + c of rows g, g + 8)
+     * at 4 mod 8 pieces, a quarter warp's two rows on the 32 banks */
+    static constexpr int PITCH = KIND == MMA_BF16 || KIND == MMA_F16 ? SPAN + 4 : SPAN + 1;
     static constexpr int BYTES = ST * 16 * PITCH * 16;              /* the stages */
     static_assert(S * mma_chunk_bytes(KIND) % 16 == 0 && S % 8 == 0, "a stage: whole blocks");
 };
@@ -592,7 +613,9 @@ static __device__ __forceinline__ void mma_stage_chunks(float (&acc)[1][1][4],
 #pragma unroll
             for (int h = 0; h < 2; h++) {
                 const uint8_t *row = rows + (g + 8 * h) * PITCH * 16;
-                if (mma_kq(KIND))
+                if (KIND == MMA_BF16 || KIND == MMA_F16)
+                    f.a[u][0][h] = ((const uint4 *)row)[l * 4 + c];
+                else if (mma_kq(KIND))
                     f.a[u][0][h] = ld_kq<true>(KIND, row, l, c, &f.hdr[u][0][h]);
                 else
                     f.a[u][0][h] = ld_block<true>(KIND, row, l, c);
