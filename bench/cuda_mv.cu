@@ -29,6 +29,23 @@
         }                                                                                      \
     } while (0)
 
+/* best = min(best, the ms that run() takes on st) */
+template <class F>
+static void time_min(cudaStream_t st, float &best, F run) {
+    static cudaEvent_t e0, e1;
+    if (!e0) {
+        CK(cudaEventCreate(&e0));
+        CK(cudaEventCreate(&e1));
+    }
+    CK(cudaEventRecord(e0, st));
+    run();
+    CK(cudaEventRecord(e1, st));
+    CK(cudaEventSynchronize(e1));
+    float t;
+    CK(cudaEventElapsedTime(&t, e0, e1));
+    best = t < best ? t : best;
+}
+
 struct shape {
     const char *name;
     int rows, cols;
@@ -130,19 +147,9 @@ static double copy_bw(void) {
     CK(cudaMalloc(&a, bytes));
     CK(cudaMalloc(&b, bytes));
     CK(cudaMemset(a, 1, bytes));
-    cudaEvent_t e0, e1;
-    CK(cudaEventCreate(&e0));
-    CK(cudaEventCreate(&e1));
     float best = 1e30f;
-    for (int i = 0; i < 5; i++) {
-        CK(cudaEventRecord(e0));
-        CK(cudaMemcpy(b, a, bytes, cudaMemcpyDeviceToDevice));
-        CK(cudaEventRecord(e1));
-        CK(cudaEventSynchronize(e1));
-        float ms;
-        CK(cudaEventElapsedTime(&ms, e0, e1));
-        best = ms < best ? ms : best;
-    }
+    for (int i = 0; i < 5; i++) /* the legacy stream, as cudaMemcpy's */
+        time_min(0, best, [&] { CK(cudaMemcpy(b, a, bytes, cudaMemcpyDeviceToDevice)); });
     CK(cudaFree(a));
     CK(cudaFree(b));
     return 2.0 * bytes / (best * 1e-3) / 1e9;
@@ -269,9 +276,6 @@ static bool quant_kind(const char *name, double bw, float *x, uint16_t *xs, floa
             same = rows_equal(big, ws, n) && same;
         }
     }
-    cudaEvent_t e0, e1;
-    CK(cudaEventCreate(&e0));
-    CK(cudaEventCreate(&e1));
     static const int fused[4][2] = {{0, 3}, {3, 1}, {4, 2}, {6, 1}};
     /* k_mma's lanes, the engine's stages, 4 chunks a warp in 6 stages, and
      * the engine's stages with x as one bf16 part */
@@ -280,17 +284,12 @@ static bool quant_kind(const char *name, double bw, float *x, uint16_t *xs, floa
                        run_staged<KIND, mma_stage<KIND>, 3, 1>};
     float ms[4] = {1e30f, 1e30f, 1e30f, 1e30f};
     for (int rep = 0; rep < 5; rep++)
-        for (int v = 0; v < 4; v++) {
-            CK(cudaEventRecord(e0, st));
-            for (int l = 0; l < NL; l++)
-                for (int i = 0; i < 4; i++)
-                    fn[v](x1, outs_of(w[l] + fused[i][0], fused[i][1], y), st);
-            CK(cudaEventRecord(e1, st));
-            CK(cudaEventSynchronize(e1));
-            float t;
-            CK(cudaEventElapsedTime(&t, e0, e1));
-            ms[v] = t < ms[v] ? t : ms[v];
-        }
+        for (int v = 0; v < 4; v++)
+            time_min(st, ms[v], [&] {
+                for (int l = 0; l < NL; l++)
+                    for (int i = 0; i < 4; i++)
+                        fn[v](x1, outs_of(w[l] + fused[i][0], fused[i][1], y), st);
+            });
     CK(cudaGetLastError());
     double g[4];
     for (int v = 0; v < 4; v++)
@@ -387,23 +386,11 @@ static bool prefill_kind(const char *name, int T, const float *x, uint16_t *xs, 
             CK(cudaMemcpy(b.data(), y + off, n * 4, cudaMemcpyDeviceToHost));
             same = same && memcmp(a.data(), b.data(), n * 4) == 0;
         }
-    cudaEvent_t e0, e1;
-    CK(cudaEventCreate(&e0));
-    CK(cudaEventCreate(&e1));
     float ms[2] = {1e30f, 1e30f};
-    for (int rep = 0; rep < 5; rep++)
-        for (int v = 0; v < 2; v++) {
-            CK(cudaEventRecord(e0, st));
-            if (v == 0)
-                old_kernel(ref);
-            else
-                new_kernel(y);
-            CK(cudaEventRecord(e1, st));
-            CK(cudaEventSynchronize(e1));
-            float t;
-            CK(cudaEventElapsedTime(&t, e0, e1));
-            ms[v] = t < ms[v] ? t : ms[v];
-        }
+    for (int rep = 0; rep < 5; rep++) {
+        time_min(st, ms[0], [&] { old_kernel(ref); });
+        time_min(st, ms[1], [&] { new_kernel(y); });
+    }
     CK(cudaGetLastError());
     printf("prefill %-5s x %d part%s T %4d: k_mma %6.1f TFLOP/s  k_mma_tiled %6.1f  (%.2fx)  same "
            "bits %s\n",
@@ -477,9 +464,6 @@ int main(int argc, char **argv) {
     mma_x xa{x, 14336, nullptr, 0, 1};
     cudaStream_t st;
     CK(cudaStreamCreate(&st));
-    cudaEvent_t e0, e1;
-    CK(cudaEventCreate(&e0));
-    CK(cudaEventCreate(&e1));
     std::vector<float> hr(128256), hy(128256);
     printf("%-22s %9s %9s %9s  (GB/s; %% of the copy's)\n", "variant", "layers", "lm_head",
            "same bits");
@@ -498,20 +482,11 @@ int main(int argc, char **argv) {
         }
         float ms_l = 1e30f, ms_h = 1e30f;
         for (int rep = 0; rep < 5; rep++) {
-            float ms;
-            CK(cudaEventRecord(e0, st));
-            for (int l = 0; l < N_LAYERS; l++)
-                layer(va, xa, w[l], y, st);
-            CK(cudaEventRecord(e1, st));
-            CK(cudaEventSynchronize(e1));
-            CK(cudaEventElapsedTime(&ms, e0, e1));
-            ms_l = ms < ms_l ? ms : ms_l;
-            CK(cudaEventRecord(e0, st));
-            va.fn(xa, outs_of(&head, 1, y), st);
-            CK(cudaEventRecord(e1, st));
-            CK(cudaEventSynchronize(e1));
-            CK(cudaEventElapsedTime(&ms, e0, e1));
-            ms_h = ms < ms_h ? ms : ms_h;
+            time_min(st, ms_l, [&] {
+                for (int l = 0; l < N_LAYERS; l++)
+                    layer(va, xa, w[l], y, st);
+            });
+            time_min(st, ms_h, [&] { va.fn(xa, outs_of(&head, 1, y), st); });
         }
         CK(cudaGetLastError());
         double gl = (double)layer_bytes * N_LAYERS / (ms_l * 1e-3) / 1e9;
