@@ -496,8 +496,11 @@ static int repack(hr_model *m, hr_quant_act qa, hr_error *err) {
 
 /* Identifies the weights (as loaded from the file, before any repacking or
  * upload) and the math: the SSD tier never reads cache files of another
- * model or configuration. */
-static uint64_t fingerprint(const hr_model *m) {
+ * model or configuration. The math includes how quantized weights meet the
+ * activations (qa), where the pass runs (be: a GPU's sums differ from a
+ * CPU's) and, on the CPU, its kernels' ISA (their sums differ too), so a
+ * cache file gives the bits its own pass would have computed. */
+static uint64_t fingerprint(const hr_model *m, const hr_backend *be, hr_quant_act qa) {
     const hr_hparams *hp = &m->hp;
     XXH64_state_t *st = XXH64_createState();
     XXH64_reset(st, 0x6865617274680001ull);
@@ -518,6 +521,14 @@ static uint64_t fingerprint(const hr_model *m) {
             XXH64_update(st, t[k]->data, t[k]->nbytes < 4096 ? t[k]->nbytes : 4096);
     }
     XXH64_update(st, m->embed->data, m->embed->nbytes < 4096 ? m->embed->nbytes : 4096);
+    const hr_cpu_kernels *k = hr_cpu();
+    /* a GPU's products differ only between f32-grade x and not */
+    int math[] = {be->device_mem ? qa == HR_QACT_F32 : (int)qa, be->device_mem ? -1
+                           : k == &hr__cpu_avx512 ? 2
+                           : k == &hr__cpu_avx2   ? 1
+                                                  : 0};
+    XXH64_update(st, math, sizeof math);
+    XXH64_update(st, be->name, strcspn(be->name, ":")); /* "cpu", "cuda" (not which one) */
     uint64_t h = XXH64_digest(st);
     XXH64_freeState(st);
     return h;
@@ -618,7 +629,7 @@ static int model_open(hr_model **out, const char *dir, hr_backend *be, hr_quant_
     if ((rc = backend_can_run(hp, be, err)))
         goto fail;
     m->weight_bytes = hr_weights_bytes(m->weights);
-    m->fingerprint = fingerprint(m);
+    m->fingerprint = fingerprint(m, be, qa);
     m->f32_act = qa == HR_QACT_F32;
     if ((rc = be->device_mem ? hr_model_upload(m, be, err) : repack(m, qa, err)))
         goto fail;

@@ -276,6 +276,24 @@ static void test_sharded(void **state) {
     remove_dir(dir);
 }
 
+/* The SSD tier's key names the math too: the same weights loaded with
+ * another quant_act (a different pass over quantized weights) get another
+ * fingerprint; loaded again the same way, the same one. */
+static void test_fingerprint_math(void **state) {
+    (void)state;
+    hr_model *a = NULL, *b = NULL, *c = NULL;
+    hr_error err;
+    hr_model_opts def = {.quant_act = "default"}, f32 = {.quant_act = "f32"};
+    assert_int_equal(hr_model_open_with(&a, fixture, &def, &err), 0);
+    assert_int_equal(hr_model_open_with(&b, fixture, &def, &err), 0);
+    assert_int_equal(hr_model_open_with(&c, fixture, &f32, &err), 0);
+    assert_true(a->fingerprint == b->fingerprint);
+    assert_true(a->fingerprint != c->fingerprint);
+    hr_model_free(a);
+    hr_model_free(b);
+    hr_model_free(c);
+}
+
 int main(void) {
     const char *root = getenv("HEARTH_ROOT");
     snprintf(fixture, sizeof fixture, "%s/tests/fixtures/models/llama", root ? root : ".");
@@ -285,6 +303,7 @@ int main(void) {
         cmocka_unit_test(test_config_errors),
         cmocka_unit_test(test_model_errors),
         cmocka_unit_test(test_sharded),
+        cmocka_unit_test(test_fingerprint_math),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
