@@ -161,6 +161,10 @@ typedef struct hr_session_opts {
     int quantized_kv_start;   /* with kv_bits: mlx-lm's --quantized-kv-start, the tokens a
                                * sequence holds (kv_dtype) before its KV converts to
                                * kv_bits; 0 = quantized from the first token */
+    int kv_residual;          /* with a quantized KV cache (kv_quant, kv_bits from the
+                               * first token, Q8_0/Q4_0): a token reads the keys of its
+                               * window of this many positions (a multiple of 32) at full
+                               * precision (docs/kv-quant.md); 0 = off */
 } hr_session_opts;
 
 /* Start the engine thread over m (which must outlive the session). opts may

@@ -87,7 +87,7 @@ int hr_cmd_bench(int argc, char **argv) {
     const char *model = NULL, *kv_dtype = NULL, *device = "auto", *ctk = NULL, *ctv = NULL,
                *kvq = NULL;
     long prompt_len = 512, gen_len = 128, threads = 0, repeats = 5, kv_bits = 0, kv_group = 64,
-         kv_start = 5000;
+         kv_start = 5000, kv_res = 0;
     double kv_gb = 8;
     int json = 0;
     const hr_opt opts[] = {
@@ -101,6 +101,7 @@ int hr_cmd_bench(int argc, char **argv) {
         {"cache-type-k", HR_OPT_STR, &ctk, "K cache type as llama.cpp: f32, f16, bf16, q8_0, q4_0 (default: --kv-dtype)"},
         {"cache-type-v", HR_OPT_STR, &ctv, "V cache type as llama.cpp: f32, f16, bf16, q8_0, q4_0 (default: --kv-dtype)"},
         {"kv-quant", HR_OPT_STR, &kvq, "TurboQuant KV cache: turbo, turbo:B or turbo:K_BITS,V_BITS (bits 2, 2.5, 3, 3.5, 4; default off)"},
+        {"kv-residual", HR_OPT_INT, &kv_res, "with a quantized KV cache: a token reads the keys of its window of N positions (a multiple of 32) at full precision (default 0: off; docs/kv-quant.md)"},
         {"kv-bits", HR_OPT_INT, &kv_bits, "quantize the KV cache to 2, 3, 4, 6 or 8 bits (mlx-lm's affine KV; default off)"},
         {"kv-group-size", HR_OPT_INT, &kv_group, "group size of the quantized KV cache (default 64)"},
         {"quantized-kv-start", HR_OPT_INT, &kv_start, "with --kv-bits: the run's KV converts to it after the step that passes this many tokens (0: quantized from the first token; default 5000)"},
@@ -138,7 +139,7 @@ int hr_cmd_bench(int argc, char **argv) {
                           .kv_dtype_v = kvv,
                           .prompt_cache = -1, .kv_bits = (int)kv_bits,
                           .kv_group = (int)kv_group, .kv_quant = kvq,
-                          .quantized_kv_start = (int)kv_start};
+                          .quantized_kv_start = (int)kv_start, .kv_residual = (int)kv_res};
     if ((rc = hr_session_new(&s, llm, &so, &err)))
         goto done;
     const hr_model *m = llm->model;
@@ -175,9 +176,18 @@ int hr_cmd_bench(int argc, char **argv) {
     double kv0_tok = (double)hp->n_layers * (hr_kv_stride_bytes(kv0) + hr_kv_vstride_bytes(kv0)) /
                      HR_KV_BLOCK;
     long seqs16k = (long)(kv_gb * 1e9 / (kv_tok * 16384)); /* whole sequences */
+    /* --kv-residual: the step at c reads its window's c + 1 - w0 rows from kvr */
+    int resid = 0;
+    const hr_kv *kvr = hr_engine_kvr(s->engine, &resid);
+    double kvr_tok = kvr ? (double)hp->n_layers *
+                               (hr_kv_stride_bytes(kvr) + hr_kv_vstride_bytes(kvr)) / HR_KV_BLOCK
+                         : 0;
     double kv_bytes = 0;
-    for (long c = prompt_len; c < prompt_len + gen_len; c++)
-        kv_bytes += (double)(c + 1) * (kvc && c >= kv_start ? kv_tok : kv0_tok) / gen_len;
+    for (long c = prompt_len; c < prompt_len + gen_len; c++) {
+        long w0 = kvr ? c / resid * resid : c + 1;
+        kv_bytes += ((double)w0 * (kvc && c >= kv_start ? kv_tok : kv0_tok) +
+                     (double)(c + 1 - w0) * kvr_tok) / gen_len;
+    }
     double bytes = (double)hr_model_decode_bytes(m) + kv_bytes;
     if (!(runs = json_array())) {
         rc = hr_err(&err, HR_ENOMEM, "out of memory");
@@ -202,7 +212,7 @@ int hr_cmd_bench(int argc, char **argv) {
     double pre_tps = hr_cli_median(pre, R), dec_tps = hr_cli_median(dec, R);
     double bw = hr_cli_median(bws, R), roof = bw / bytes, dec_pct = hr_cli_median(pct, R);
     if (json) {
-        json_t *o = json_pack("{s:s,s:s,s:i,s:i,s:i,s:i,s:f,s:f,s:f,s:f,s:f,s:f,s:f,s:f,s:I,s:O}",
+        json_t *o = json_pack("{s:s,s:s,s:i,s:i,s:i,s:i,s:f,s:f,s:f,s:f,s:f,s:f,s:f,s:f,s:I,s:i,s:O}",
                               "model", model, "isa", gpu ? m->be->name : hr_cpu()->name,
                               "threads", n_threads, "prompt_len", (int)prompt_len,
                               "gen_len", (int)gen_len, "repeats", (int)repeats,
@@ -210,7 +220,8 @@ int hr_cmd_bench(int argc, char **argv) {
                               "mem_bandwidth_gb_s", bw / 1e9, "bytes_per_token", bytes,
                               "roofline_tokens_per_s", roof, "decode_pct_of_roofline", dec_pct,
                               "kv_bytes_per_token", kv_tok, "kv_budget_gb", kv_gb,
-                              "seqs_16k_in_kv_budget", (json_int_t)seqs16k, "runs", runs);
+                              "seqs_16k_in_kv_budget", (json_int_t)seqs16k,
+                              "kv_residual", resid, "runs", runs);
         char *js = o ? json_dumps(o, JSON_COMPACT) : NULL;
         json_decref(o);
         if (!js) {
@@ -247,6 +258,9 @@ int hr_cmd_bench(int argc, char **argv) {
                    hr_dtype_name(kvp->dtype), hr_dtype_name(kvp->vdtype));
         else
             printf("kv cache   %8.0f bytes/token (%s)\n", kv_tok, hr_dtype_name(kvp->dtype));
+        if (kvr)
+            printf("kv window  %8d tokens a sequence at %s (%.0f bytes/token: --kv-residual)\n",
+                   resid, hr_dtype_name(kvr->dtype), kvr_tok);
         printf("kv budget  %8ld sequences of 16384 tokens in %.1f GB\n", seqs16k, kv_gb);
     }
     status = 0;

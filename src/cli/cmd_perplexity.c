@@ -81,7 +81,7 @@ int hr_cmd_perplexity(int argc, char **argv) {
     const char *model = NULL, *file = NULL, *kv_dtype = NULL, *device = "auto", *ctk = NULL,
                *ctv = NULL, *kvq = NULL;
     long ctx = 512, stride = 0, threads = 0, max_windows = 0, kv_bits = 0, kv_group = 64,
-         kv_start = 5000;
+         kv_start = 5000, kv_res = 0;
     const hr_opt opts[] = {
         {"model", HR_OPT_MODEL, &model, "model directory or .gguf file; or ORG/NAME[@REV]"},
         {"device", HR_OPT_STR, &device, "where the model runs: auto (a GPU when there is one), cpu, cuda, cuda:N"},
@@ -94,6 +94,7 @@ int hr_cmd_perplexity(int argc, char **argv) {
         {"cache-type-k", HR_OPT_STR, &ctk, "K cache type as llama.cpp: f32, f16, bf16, q8_0, q4_0 (default: --kv-dtype)"},
         {"cache-type-v", HR_OPT_STR, &ctv, "V cache type as llama.cpp: f32, f16, bf16, q8_0, q4_0 (default: --kv-dtype)"},
         {"kv-quant", HR_OPT_STR, &kvq, "TurboQuant KV cache: turbo, turbo:B or turbo:K_BITS,V_BITS (bits 2, 2.5, 3, 3.5, 4; default off)"},
+        {"kv-residual", HR_OPT_INT, &kv_res, "with a quantized KV cache: a token reads the keys of its window of N positions (a multiple of 32) at full precision (default 0: off; docs/kv-quant.md)"},
         {"kv-bits", HR_OPT_INT, &kv_bits, "quantize the KV cache to 2, 3, 4, 6 or 8 bits (mlx-lm's affine KV; default off)"},
         {"kv-group-size", HR_OPT_INT, &kv_group, "group size of the quantized KV cache (default 64)"},
         {"quantized-kv-start", HR_OPT_INT, &kv_start, "with --kv-bits: a window's KV converts to it after the step that passes this many tokens (0: quantized from the first token; default 5000)"},
@@ -139,7 +140,8 @@ int hr_cmd_perplexity(int argc, char **argv) {
     hr_session_opts so = {.n_threads = (int)threads, .max_batch = IN_FLIGHT, .n_ctx = (int)ctx,
                           .kv_dtype = kvt, .kv_dtype_v = kvv, .prompt_cache = -1,
                           .kv_bits = (int)kv_bits, .kv_group = (int)kv_group,
-                          .kv_quant = kvq, .quantized_kv_start = (int)kv_start};
+                          .kv_quant = kvq, .quantized_kv_start = (int)kv_start,
+                          .kv_residual = (int)kv_res};
     if ((rc = hr_session_new(&s, m, &so, &err)))
         goto done;
     acc a = {0};

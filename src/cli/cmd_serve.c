@@ -102,7 +102,7 @@ int hr_cmd_serve(int argc, char **argv) {
                *ctv = NULL;
     long port = 8080, top_k = -1, max_tokens = -1, prefill = 0, batch = 0, threads = 0,
          ctx = 0, max_body_mb = 16, pc_size = -1, pc_on = 1, kv_bits = 0, kv_group = 64,
-         kv_start = 5000, n_draft = 3;
+         kv_start = 5000, n_draft = 3, kv_res = 0;
     int no_ui = 0, isolate = 0, admin_remote = 0;
     long max_conns = 0, max_requests = 0, engine_fd = -1;
     double timeout = 0, req_timeout = -1, drain_timeout = -1, engine_timeout = 0;
@@ -142,6 +142,7 @@ int hr_cmd_serve(int argc, char **argv) {
         {"cache-type-k", HR_OPT_STR, &ctk, "K cache type as llama.cpp: f32, f16, bf16, q8_0, q4_0 (default: --kv-dtype)"},
         {"cache-type-v", HR_OPT_STR, &ctv, "V cache type as llama.cpp: f32, f16, bf16, q8_0, q4_0 (default: --kv-dtype)"},
         {"kv-quant", HR_OPT_STR, &kvq, "TurboQuant KV cache: turbo, turbo:B or turbo:K_BITS,V_BITS (bits 2, 2.5, 3, 3.5, 4; default off)"},
+        {"kv-residual", HR_OPT_INT, &kv_res, "with a quantized KV cache: a token reads the keys of its window of N positions (a multiple of 32) at full precision (default 0: off; docs/kv-quant.md)"},
         {"kv-bits", HR_OPT_INT, &kv_bits, "quantize the KV cache to 2, 3, 4, 6 or 8 bits (mlx-lm's affine KV; default off)"},
         {"kv-group-size", HR_OPT_INT, &kv_group, "group size of the quantized KV cache (default 64)"},
         {"quantized-kv-start", HR_OPT_INT, &kv_start, "with --kv-bits: a sequence's KV converts to it after the step that passes this many tokens (0: quantized from the first token; default 5000)"},
@@ -245,7 +246,7 @@ int hr_cmd_serve(int argc, char **argv) {
         .prefill_step = (int)prefill, .batch = (int)batch,
         .kv_bytes = (size_t)(kv_gb * 1e9), .kv_dtype = kv_dtype, .cache_type_k = ctk,
         .cache_type_v = ctv, .kv_bits = (int)kv_bits, .kv_quant = kvq,
-        .kv_start = (int)kv_start,
+        .kv_start = (int)kv_start, .kv_residual = (int)kv_res,
         .kv_group = (int)kv_group, .n_threads = (int)threads,
         .n_ctx = (int)ctx,
         .cache_blocks = pc_on ? 0 : -1, .cache_size = pc_size > 0 ? (int)pc_size : 0,

@@ -139,6 +139,7 @@ int hr__build_batch(hr_engine *e, int *n_prefill, int *n_decode) {
         r->rope_len = known;
         r->outcome = HR_ROW_NONE;
         e->b_seqs[i] = (hr_seq_blocks){r->blocks, r->n_blocks, known, r->seq_id};
+        e->b_rtables[i] = r->rblocks;
         e->b_adapter[i] = r->adapter;
     }
     decode_need(e, true, &keep);

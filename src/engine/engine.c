@@ -16,6 +16,10 @@
 int hr_engine_ctx(const hr_engine *e) { return e->n_ctx; }
 const hr_kv *hr_engine_kv(const hr_engine *e) { return &e->kv; }
 const hr_kv *hr_engine_kvq(const hr_engine *e) { return e->kvq.n_blocks ? &e->kvq : NULL; }
+const hr_kv *hr_engine_kvr(const hr_engine *e, int *resid) {
+    *resid = e->resid;
+    return e->resid ? &e->kvr : NULL;
+}
 int hr_engine_threads(const hr_engine *e) { return hr_pool_size(hr_fwd_pool(e->fwd)); }
 int hr_engine_max_batch(const hr_engine *e) { return e->max_batch; }
 hr_pool *hr_engine_pool(hr_engine *e) { return hr_fwd_pool(e->fwd); }
@@ -125,7 +129,8 @@ void hr_engine_stats_get(const hr_engine *e, hr_engine_stats *s) {
     s->kvq_blocks_cached = atomic_load(&m->st_kvq_cached);
     s->kvq_bytes = (size_t)e->kvq.n_blocks *
                    (hr_kv_stride_bytes(&e->kvq) + hr_kv_vstride_bytes(&e->kvq)) * e->kvq.n_layers;
-    s->kv_bytes += s->kvq_bytes;
+    s->kv_bytes += s->kvq_bytes + (size_t)e->kvr.n_blocks * e->kvr.n_layers *
+                                      (hr_kv_stride_bytes(&e->kvr) + hr_kv_vstride_bytes(&e->kvr));
 }
 
 /* ---- scheduling (engine thread) -------------------------------------------------- */
@@ -155,6 +160,7 @@ static void retire(hr_engine *e, int i, hr_finish why, const char *msg) {
     for (int b = 0; b < r->n_blocks; b++)
         hr_kv_unref(r->conv ? &e->kvq : &e->kv, r->blocks[b]);
     r->n_blocks = 0;
+    hr__resid_trim(e, r, true);
     e->kvq_promised -= r->q_need;
     r->q_need = 0;
     hr_fwd_state_drop(e->fwd, r->seq_id);
@@ -251,6 +257,7 @@ static void admit(hr_engine *e) {
         } else if (e->pcache && !r->embed) {
             hit = hr_pcache_lookup(e->pcache, r->cache_seed, r->key ? r->key : r->prompt, upto,
                                    r->n_prompt, total, r->blocks, &len);
+            hr__resid_cut_hit(e, r, &hit, &len);
         }
         if (!conv) {
             int need = total - hit;
@@ -388,6 +395,12 @@ static void step(hr_engine *e) {
         b.kv2 = &e->kvq;
         b.kv2_from = e->b_kv2_from;
     }
+    if (e->resid) { /* the residual windows' rows */
+        hr__resid_alloc(e, T);
+        b.resid_kv = &e->kvr;
+        b.rtables = e->b_rtables;
+        b.resid = e->resid;
+    }
     if (e->b_has_img) { /* image rows and spans (CPU only: the request was refused elsewhere) */
         b.embd = e->b_embd;
         b.embd_row = e->b_embd_row;
@@ -448,6 +461,7 @@ static void step(hr_engine *e) {
     }
     for (int s = 0; s < e->n_running; s++) { /* scored, nothing to generate: done */
         hr_request *r = e->running[s];
+        hr__resid_trim(e, r, false);
         if (r->embed && r->len == r->n_prompt)
             r->outcome = HR_ROW_COMPLETE;
         else if (r->limit == 0 && r->len == r->n_prompt)
@@ -586,6 +600,9 @@ int hr_engine_new(hr_engine **out, const hr_model *m, const hr_engine_opts *o,
         (rc = hr_fwd_new(&e->fwd, m, e->max_tokens_step, e->max_batch, e->n_ctx,
                          o ? o->n_threads : 0, err)))
         goto fail;
+    if (o && o->kv_residual &&
+        (rc = hr__resid_init(e, o->kv_residual, o->kv_resid_dtype, &kvf, err)))
+        goto fail;
     /* rows: every running request's last token and drafts; scoring rows
      * come on top (their logits when the first scoring request comes) */
     e->rows_base = e->max_rows;
@@ -596,6 +613,7 @@ int hr_engine_new(hr_engine **out, const hr_model *m, const hr_engine_opts *o,
     e->b_seq = malloc((size_t)T * sizeof *e->b_seq);
     e->b_want = malloc((size_t)T);
     e->b_seqs = malloc((size_t)B * sizeof *e->b_seqs);
+    e->b_rtables = calloc((size_t)B, sizeof *e->b_rtables);
     e->b_adapter = calloc((size_t)B, sizeof *e->b_adapter);
     e->b_row_req = malloc((size_t)R * sizeof *e->b_row_req);
     e->b_row_score = malloc((size_t)R * sizeof *e->b_row_score);
@@ -619,6 +637,7 @@ int hr_engine_new(hr_engine **out, const hr_model *m, const hr_engine_opts *o,
         goto fail;
     }
     if (!e->running || !e->b_tok || !e->b_pos || !e->b_seq || !e->b_want || !e->b_seqs ||
+        !e->b_rtables ||
         !e->b_adapter ||
         !e->b_row_req || !e->b_row_score || !e->b_step || !e->b_first || !e->logits || !e->hidden ||
         !e->tokbuf_spec || !e->conv_rows) {
@@ -642,9 +661,12 @@ int hr_engine_new(hr_engine **out, const hr_model *m, const hr_engine_opts *o,
         e->state_bytes = state_bytes;
         if (o && o->ssd_dir) {
             hr_error serr = {0};
-            if (hr_ssd_open(&e->ssd, o->ssd_dir, m->fingerprint, o->cache_salt, &e->kv,
-                            state_bytes, o->ssd_max_bytes ? o->ssd_max_bytes : (size_t)32e9,
-                            &serr))
+            char tag[32] = ""; /* a window changes the rows: "-res256" */
+            if (e->resid)
+                snprintf(tag, sizeof tag, "-res%d", e->resid);
+            if (hr_ssd_open_tag(&e->ssd, o->ssd_dir, m->fingerprint, o->cache_salt, &e->kv, tag,
+                                state_bytes, o->ssd_max_bytes ? o->ssd_max_bytes : (size_t)32e9,
+                                &serr))
                 hr_log(HR_LOG_WARN, "%s; running without the SSD tier", serr.msg);
         }
         e->pcache = hr_pcache_new(&e->kv, o ? o->cache_blocks : 0, e->ssd,
@@ -721,6 +743,7 @@ void hr_engine_free(hr_engine *e) {
     hr_fwd_free(e->fwd);
     hr_kv_deinit(&e->kv);
     hr_kv_deinit(&e->kvq);
+    hr_kv_deinit(&e->kvr);
     free(e->conv_rows);
     free(e->running);
     free(e->b_tok);
@@ -728,6 +751,7 @@ void hr_engine_free(hr_engine *e) {
     free(e->b_seq);
     free(e->b_want);
     free(e->b_seqs);
+    free(e->b_rtables);
     free(e->b_adapter);
     free(e->b_row_req);
     free(e->b_row_score);

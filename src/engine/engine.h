@@ -55,6 +55,10 @@ typedef struct hr_engine_opts {
                          * pool (the budget split between the two: docs/kv-quant.md) */
     int kv_turbo_k, kv_turbo_v; /* > 0: TurboQuant KV (--kv-quant turbo), K's and V's
                                  * rates r2 (bits x 2: kernels/cpu/turbo.h) */
+    int kv_residual;    /* > 0: --kv-residual, a multiple of 32: a token reads the keys
+                         * of its window of this many positions at full precision
+                         * (kv_resid_dtype), the others from the quantized pool */
+    hr_dtype kv_resid_dtype;
     int prefill_chunk;  /* tokens per step across prefills; 0 = 512 (a GPU: 2048) */
     int cache_blocks;   /* prompt cache bound in KV blocks; 0 = the pool's
                          * free space; -1 = no prompt cache */
@@ -86,6 +90,9 @@ const hr_kv *hr_engine_kv(const hr_engine *e);
 /* The quantized pool sequences convert into (hr_engine_opts.kv_start), or
  * NULL: none */
 const hr_kv *hr_engine_kvq(const hr_engine *e);
+/* The residual window's pool and its length in tokens (*resid), or NULL:
+ * none (hr_engine_opts.kv_residual) */
+const hr_kv *hr_engine_kvr(const hr_engine *e, int *resid);
 
 typedef enum hr_finish {
     HR_FINISH_NONE,      /* still running */

@@ -62,6 +62,10 @@ struct hr_request {
                               * latest one a step ended on after it (data NULL: none) */
     int32_t *blocks;      /* in e->kv, or in e->kvq once converted */
     int n_blocks;
+    int32_t *rblocks;     /* with a residual window (e->resid): the blocks of e->kvr
+                           * holding its positions' rows at full precision, indexed
+                           * as blocks (-1: none; residual.c), else NULL */
+    int rb_lo, rb_hi;     /* rblocks' entries that may be set: [rb_lo, rb_hi) */
     bool conv;            /* its KV converted into e->kvq (hr_engine_opts.kv_start) */
     int q_need;           /* e->kvq blocks promised to it until it converts (0: none) */
     bool conv_exact;      /* converted holding exactly kv_start tokens (or started
@@ -96,6 +100,9 @@ struct hr_engine {
     hr_kv kvq;                      /* with kv_start: the quantized pool sequences convert
                                      * into (n_blocks 0: none) */
     int kv_start;                   /* convert once a sequence holds this many tokens */
+    hr_kv kvr;                      /* with resid: the residual windows' full-precision
+                                     * rows (n_blocks 0: none) */
+    int resid;                      /* --kv-residual: the window's tokens; 0: none */
     int kvq_promised;               /* kvq blocks promised to unconverted requests */
     hr_pcache *pcache;              /* NULL: no prompt cache */
     hr_ssd *ssd;                    /* NULL: no SSD tier */
@@ -118,6 +125,7 @@ struct hr_engine {
     int32_t *b_tok, *b_pos, *b_seq; /* [max_tokens_step] */
     uint8_t *b_want;
     hr_seq_blocks *b_seqs;          /* [max_batch] */
+    const int32_t **b_rtables;      /* [max_batch] each sequence's rblocks */
     const hr_adapter **b_adapter;   /* [max_batch] each sequence's adapter */
     hr_request **b_row_req;         /* [max_rows]: request of each logits row */
     hr_step *b_step;                /* [max_rows]: what each row sampled */
@@ -229,6 +237,24 @@ static inline int32_t hr__key_at(const hr_request *r, int k) {
 
 /* the KV blocks that hold `tokens` tokens */
 static inline int hr__blocks_for(int tokens) { return (tokens + HR_KV_BLOCK - 1) / HR_KV_BLOCK; }
+
+/* ---- the residual window (residual.c, docs/kv-quant.md) ---- */
+/* The residual pool of an engine with a window of resid tokens over the
+ * quantized pool kvq_fmt; its blocks' dtype t (the model's unquantized
+ * KV dtype). HR_EUNSUPPORTED / HR_EINVAL, one line naming --kv-residual,
+ * for what it does not run with. */
+int hr__resid_init(hr_engine *e, int resid, hr_dtype t, const hr_kv_fmt *kvq_fmt,
+                   hr_error *err);
+/* A prompt cache hit of *len tokens (*hit blocks in r->blocks) cut back to
+ * the start of the window holding position *len: the rows of a window are
+ * computed by its own tokens (the blocks after it are unreferenced). */
+void hr__resid_cut_hit(hr_engine *e, hr_request *r, int *hit, int *len);
+/* Before a step of T tokens (the b_* arrays): the residual blocks of every
+ * block its tokens write. */
+void hr__resid_alloc(hr_engine *e, int T);
+/* After a step: r keeps the blocks of the window its next token reads
+ * (all of them with all false, at its end: none). */
+void hr__resid_trim(hr_engine *e, hr_request *r, bool all);
 
 /* ---- sequences converted into the quantized pool (kvstart.c) ---- */
 /* kvq blocks free beyond those promised to unconverted requests */

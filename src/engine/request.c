@@ -29,6 +29,7 @@ static void request_free(hr_request *r) {
     free(r->snap[0].data);
     free(r->snap[1].data);
     free(r->blocks);
+    free(r->rblocks);
     free(r->spec.dblocks);
     free(r);
 }
@@ -206,6 +207,9 @@ int hr_request_new(hr_request **out, const hr_engine *e, const hr_req_params *p,
     r->stop_ids = malloc(((size_t)p->n_stop_ids + 1) * sizeof *r->stop_ids);
     r->steps = malloc(((size_t)r->limit + 1) * sizeof *r->steps);
     r->blocks = malloc(((size_t)e->n_ctx / HR_KV_BLOCK + 1) * sizeof *r->blocks);
+    if (e->resid && (r->rblocks = malloc(((size_t)e->n_ctx / HR_KV_BLOCK + 1) * sizeof *r->rblocks)))
+        for (int b = 0; b <= e->n_ctx / HR_KV_BLOCK; b++)
+            r->rblocks[b] = -1;
     if (r->score_from && (r->prompt_lp = malloc((size_t)p->n_prompt * sizeof *r->prompt_lp)))
         for (int i = 0; i < p->n_prompt; i++)
             r->prompt_lp[i] = NAN;
@@ -214,7 +218,7 @@ int hr_request_new(hr_request **out, const hr_engine *e, const hr_req_params *p,
     if (p->spec == HR_SPEC_DRAFT && p->num_draft > 0)
         r->spec.dblocks = malloc(((size_t)e->n_ctx / HR_KV_BLOCK + 1) * sizeof *r->spec.dblocks);
     hr_spec_init(&r->spec, p->spec, p->num_draft);
-    if (!r->prompt || !r->stop_ids || !r->steps || !r->blocks ||
+    if (!r->prompt || !r->stop_ids || !r->steps || !r->blocks || (e->resid && !r->rblocks) ||
         (r->score_from && !r->prompt_lp) || (r->embed && !r->hidden) || (r->spec.mode == HR_SPEC_DRAFT && !r->spec.dblocks)) {
         request_free(r);
         return hr_err(err, HR_ENOMEM, "out of memory");

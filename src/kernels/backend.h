@@ -65,6 +65,14 @@ typedef struct hr_step_in {
      * nt); -1: one pool. The ops' arguments differ with it (CUDA keys its
      * step graphs by it). */
     int kv_split;
+    /* the residual window (--kv-residual, docs/kv-quant.md), or NULL: none.
+     * rtables[tab_off[s] + b]: the full-precision block holding block b of
+     * sequence s (-1: none), the index of its block table; resid: the
+     * window's length in tokens, a multiple of the block. Token t reads the
+     * keys of its own window, [pos[t] / resid * resid, ..), from those
+     * blocks, the others from the (quantized) pool. */
+    const int32_t *rtables;
+    int resid;
 } hr_step_in;
 
 enum { HR_BNORM_RMS, HR_BNORM_LAYER };
@@ -99,6 +107,12 @@ typedef struct hr_qkv_args {
     int layer;             /* the layer's index (TURBO: its rows' rotations) */
     int t0, nt;            /* the step's tokens [t0, t0 + nt) only (nt 0: all of them;
                             * a step over two KV pools, model/batch.h) */
+    /* the residual window (hr_step_in.rtables): the full-precision pool's
+     * layer (each row is stored there too), its dtype (F32, F16, BF16) and
+     * elements a block; r_k NULL: none (CPU only) */
+    void *r_k, *r_v;
+    hr_dtype r_dtype;
+    size_t r_stride;
 } hr_qkv_args;
 
 /* Attention of the step's tokens over the paged cache of one layer: token t
@@ -124,6 +138,9 @@ typedef struct hr_attn_in {
                             * its sequence in this step, [0, 1 + the largest
                             * pos of its sequence] (window 0 only) */
     int t0, nt;            /* as hr_qkv_args: q and out are still the whole step's */
+    const void *r_k, *r_v; /* as hr_qkv_args: the keys of a token's own */
+    hr_dtype r_dtype;      /* residual window read from there */
+    size_t r_stride;
 } hr_attn_in;
 
 /* A mixture-of-experts MLP over the step's T rows: the router's logits

@@ -53,6 +53,16 @@ typedef struct hr_batch {
      * no sequence has tokens on both sides. CPU only. */
     struct hr_kv *kv2;
     int kv2_from;
+    /* The residual window (--kv-residual, docs/kv-quant.md), or NULL: every
+     * row is stored in the forward's kv and also, at full precision, in
+     * resid_kv (F32, F16, BF16): sequence s's block b at rtables[s][b]
+     * (-1: none, indexed as seqs[s].table); token t
+     * reads the keys of its own window, positions [pos / resid * resid,
+     * + resid), from there, the others from kv. resid: a multiple of
+     * HR_KV_BLOCK. Not with kv2. CPU only. */
+    struct hr_kv *resid_kv;
+    const int32_t *const *rtables; /* [n_seqs] */
+    int resid;
 } hr_batch;
 
 #endif

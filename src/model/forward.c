@@ -24,6 +24,7 @@ struct hr_fwd {
     hr_arena arena; /* reset every hr_forward */
     float *freq;    /* [max_seqs][2 * (rot_dim/2 + 1)] host staging */
     int32_t *tables, *tab_off; /* [max_seqs * max_blocks], [max_seqs] */
+    int32_t *rtables;          /* [max_seqs * max_blocks] the residual window's */
     uint8_t *seq_kv2;          /* [max_seqs] validate: the sequence's tokens use b->kv2 */
 
     int n_tokens;                    /* this step's */
@@ -99,13 +100,14 @@ int hr_fwd_new(hr_fwd **out, const hr_model *m, int max_tokens, int max_seqs, in
     f->mem_bytes = scratch_bytes(m, max_tokens);
     f->freq = malloc((size_t)max_seqs * 2 * (hp->rot_dim / 2 + 1) * sizeof *f->freq);
     f->tables = malloc((size_t)max_seqs * f->max_blocks * sizeof *f->tables);
+    f->rtables = malloc((size_t)max_seqs * f->max_blocks * sizeof *f->rtables);
     f->tab_off = malloc((size_t)max_seqs * sizeof *f->tab_off);
     f->seq_kv2 = malloc((size_t)max_seqs);
     f->g_ad = malloc((size_t)max_seqs * sizeof *f->g_ad);
     f->g_rows = malloc((size_t)max_tokens * sizeof *f->g_rows);
     f->g_off = malloc(((size_t)max_seqs + 1) * sizeof *f->g_off);
     f->g_mat = malloc((size_t)HR_LORA_MAX_OUT * max_seqs * sizeof *f->g_mat);
-    if (!f->pool || !f->freq || !f->tables || !f->tab_off || !f->seq_kv2 || !f->g_ad || !f->g_rows ||
+    if (!f->pool || !f->freq || !f->tables || !f->rtables || !f->tab_off || !f->seq_kv2 || !f->g_ad || !f->g_rows ||
         !f->g_off || !f->g_mat ||
         !(f->mem = f->be->ops->alloc(f->be, f->mem_bytes))) {
         rc = hr_err(err, HR_ENOMEM, "cannot allocate forward scratch for %d tokens (%zu MiB "
@@ -133,6 +135,7 @@ void hr_fwd_free(hr_fwd *f) {
     hr_pool_free(f->pool);
     free(f->freq);
     free(f->tables);
+    free(f->rtables);
     free(f->tab_off);
     free(f->seq_kv2);
     free(f->g_ad);
@@ -187,6 +190,14 @@ static int validate(hr_fwd *f, const hr_kv *kv, const hr_batch *b, bool hidden,
                    b->kv2->n_layers != kv->n_layers || b->kv2->n_kv_heads != kv->n_kv_heads ||
                    b->kv2->head_dim != kv->head_dim))
         return hr_err(err, HR_EINVAL, "a second KV pool that does not fit this step");
+    const hr_kv *rk = b->resid_kv;
+    if (rk && f->be->device_mem)
+        return hr_err(err, HR_EUNSUPPORTED, "--kv-residual is not supported yet on %s",
+                      f->be->name);
+    if (rk && (b->kv2 || !b->rtables || b->resid <= 0 || b->resid % HR_KV_BLOCK || hr_kv_is_rec(rk->dtype) ||
+               rk->n_layers != kv->n_layers || rk->n_kv_heads != kv->n_kv_heads ||
+               rk->head_dim != kv->head_dim))
+        return hr_err(err, HR_EINVAL, "a residual window's pool that does not fit this step");
     for (int t = 0; t < b->n_tokens; t++) {
         int s = b->seq[t], p = b->pos[t];
         bool two = b->kv2 && t >= b->kv2_from;
@@ -206,6 +217,15 @@ static int validate(hr_fwd *f, const hr_kv *kv, const hr_batch *b, bool hidden,
         for (int i = 0; i <= p / HR_KV_BLOCK; i++)
             if (b->seqs[s].table[i] < 0 || b->seqs[s].table[i] >= pool->n_blocks)
                 return hr_err(err, HR_EINVAL, "sequence %d has a bad KV block id", s);
+        /* its window's blocks, up to the last key it reads in it */
+        int w0 = rk ? p / b->resid * b->resid : 0;
+        int last = b->attn_end && b->attn_end[t] - 1 > p ? b->attn_end[t] - 1 : p;
+        if (rk && last >= w0 + b->resid)
+            last = w0 + b->resid - 1;
+        for (int i = w0 / HR_KV_BLOCK; rk && i <= last / HR_KV_BLOCK; i++)
+            if (!b->rtables[s] || b->rtables[s][i] < 0 ||
+                b->rtables[s][i] >= rk->n_blocks)
+                return hr_err(err, HR_EINVAL, "sequence %d has a bad residual block id", s);
         if (b->kv2) { /* seq_kv2[s]: s has tokens before kv2_from */
             if (t == 0)
                 memset(f->seq_kv2, 0, (size_t)b->n_seqs);
@@ -301,6 +321,8 @@ static void stage(hr_fwd *f, const hr_batch *b, hr_step_in *in) {
         int nb = last < 0 ? 0 : last / HR_KV_BLOCK + 1;
         f->tab_off[s] = n_tab;
         memcpy(f->tables + n_tab, b->seqs[s].table, (size_t)nb * sizeof *f->tables);
+        if (b->resid_kv)
+            memcpy(f->rtables + n_tab, b->rtables[s], (size_t)nb * sizeof *f->rtables);
         n_tab += nb;
     }
     *in = (hr_step_in){
@@ -310,6 +332,7 @@ static void stage(hr_fwd *f, const hr_batch *b, hr_step_in *in) {
         .embd = b->embd, .embd_row = b->embd ? b->embd_row : NULL,
         .attn_end = b->attn_end, .mrope_pos = b->rope_pos,
         .kv_split = b->kv2 ? b->kv2_from : -1,
+        .rtables = b->resid_kv ? f->rtables : NULL, .resid = b->resid_kv ? b->resid : 0,
         .mrope_section = {hp->mrope_section[0], hp->mrope_section[1], hp->mrope_section[2]},
     };
 }
@@ -503,6 +526,7 @@ int hr_forward_out(hr_fwd *f, hr_kv *kv, const hr_batch *b, float *logits, float
                       T * hp->n_kv_heads, hd);
         /* the step's tokens by pool: [0, kv2_from) in kv, the rest in kv2 */
         int n_parts = b->kv2 && b->kv2_from > 0 && b->kv2_from < T ? 2 : 1;
+        const hr_kv *rk = b->resid_kv; /* the residual window's rows (CPU) */
         for (int part = 0; part < n_parts; part++) {
             const hr_kv *pk = b->kv2 && (n_parts == 2 ? part : b->kv2_from == 0) ? b->kv2 : kv;
             int t0 = part ? b->kv2_from : 0, nt = n_parts == 1 ? 0 : part ? T - t0 : b->kv2_from;
@@ -522,7 +546,9 @@ int hr_forward_out(hr_fwd *f, hr_kv *kv, const hr_batch *b, float *logits, float
                 .kv_group = pk->group, .block_stride = pk->block_stride,
                 .block_size = HR_KV_BLOCK, .v_dtype = pk->vdtype,
                 .v_block_stride = vsplit ? pk->vblock_stride : 0, .v_bits = pk->vbits,
-                .layer = il, .t0 = t0, .nt = nt});
+                .layer = il, .t0 = t0, .nt = nt, .r_k = rk ? hr_kv_layer_k(rk, il) : NULL,
+                .r_v = rk ? hr_kv_layer_v(rk, il) : NULL, .r_dtype = rk ? rk->dtype : 0,
+                .r_stride = rk ? rk->block_stride : 0});
             /* each job's waiting threads prefetch their share of the next
              * product's weights (CPU: hr_matmul_prefetch_next) */
             if (part == n_parts - 1)
@@ -536,7 +562,9 @@ int hr_forward_out(hr_fwd *f, hr_kv *kv, const hr_batch *b, float *logits, float
                 .v_bits = pk->vbits, .layer = il, .scale = hp->attn_scale,
                 .softcap = hp->attn_softcap, .window = sliding ? hp->sliding_window : 0,
                 .max_ctx = max_ctx, .sinks = L->sinks, .bidirectional = arch->encoder,
-                .t0 = t0, .nt = nt});
+                .t0 = t0, .nt = nt, .r_k = rk ? hr_kv_layer_k(rk, il) : NULL,
+                .r_v = rk ? hr_kv_layer_v(rk, il) : NULL, .r_dtype = rk ? rk->dtype : 0,
+                .r_stride = rk ? rk->block_stride : 0});
         }
         prefetch(ops, c, L->w_gate.data ? 2 : 1, (const hr_tensor *[]){&L->w_up, &L->w_gate});
         const float *ao = att;

@@ -148,7 +148,7 @@ static int load(const hr_server_opts *o, entry *e, int index, hr_served **out,
                           .ssd_max_bytes = o->ssd_cache_max,
                           .ssd_demote_idle = o->ssd_demote_idle, .kv_bits = o->kv_bits,
                           .kv_group = o->kv_group, .kv_quant = o->kv_quant,
-                          .quantized_kv_start = o->kv_start,
+                          .quantized_kv_start = o->kv_start, .kv_residual = o->kv_residual,
                           .draft_model = o->draft_model,
                           .spec = o->spec, .num_draft_tokens = o->num_draft_tokens,
                           .adapter_path = o->adapter_path, .adapters = o->adapters};

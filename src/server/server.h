@@ -45,6 +45,7 @@ typedef struct hr_server_opts {
     int kv_bits, kv_group;          /* --kv-bits (0: off), --kv-group-size */
     int kv_start;                   /* --quantized-kv-start (with kv_bits) */
     const char *kv_quant;           /* --kv-quant turbo[:K,V]; NULL: off */
+    int kv_residual;                /* --kv-residual (docs/kv-quant.md); 0: off */
     const char *device;             /* --device: auto (NULL), cpu, cuda, cuda:N */
     int n_threads;                  /* 0 = all cores */
     int n_ctx;                      /* 0 = the model's, capped at 8192 */

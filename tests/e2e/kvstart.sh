@@ -4,7 +4,9 @@
 # and answers; serve at start 40 answers a request that crosses the start,
 # and one that stays below it exactly as a server without --kv-bits, a long
 # prompt re-sent reuses its quantized blocks, and /stats shows both pools; bench
-# and perplexity take a start inside the sequence; bad values get one line.
+# and perplexity take a start inside the sequence; --kv-residual over
+# TurboQuant answers and resumes a cached prompt at a window's start; bad
+# values get one line.
 set -euo pipefail
 bin=${HEARTH_BIN:?}; root=${HEARTH_ROOT:?}
 . "$root/tests/e2e/lib/serve.sh"
@@ -60,6 +62,13 @@ p=$("$bin" perplexity --model "$demo" --file "$root/tests/fixtures/demo/valid.tx
     --max-windows 2 --threads 1 --kv-bits 4 --quantized-kv-start 64 | awk '/^perplexity/{print $2}')
 python3 -c "import math; v=float('$p'); assert 1 < v < 1e4 and math.isfinite(v)" && ok || bad "perplexity: $p"
 
+# --kv-residual over TurboQuant: answers; the long prompt re-sent reuses its
+# cached blocks up to a window's start and answers as the first time
+start_server "$tmp/resid.log" --model "$demo" --threads 1 --kv-quant turbo --kv-residual 32
+u1=$(usage "$SERVER_PORT" "$longer" 12); u2=$(usage "$SERVER_PORT" "$longer" 12)
+[ -n "$u1" ] && [ "${u2#* }" = "${u1#* }" ] && [ "${u2%% *}" -ge 32 ] &&
+    [ $(( ${u2%% *} % 32 )) -eq 0 ] && ok || bad "--kv-residual 32, re-sent: '$u2', the first time '$u1'"
+
 expect_err() { local want=$1; shift
     if "$bin" "$@" >"$tmp/out" 2>"$tmp/err"; then bad "$* succeeded"; return; fi
     if [ "$(wc -l < "$tmp/err")" -ne 1 ] || ! grep -q "^hearth: .*$want" "$tmp/err"; then
@@ -71,6 +80,12 @@ expect_err "kv-group-size 48" serve --model "$demo" --kv-bits 4 --kv-group-size 
 expect_err "quantized-kv-start -3" bench --model "$demo" --kv-bits 4 --quantized-kv-start -3
 expect_err "quantized-kv-start -2" perplexity --model "$demo" --file "$root/tests/fixtures/demo/valid.txt" \
     --kv-bits 4 --quantized-kv-start -2
+
+expect_err "kv-residual keeps a window of a quantized" bench --model "$demo" --kv-residual 64
+expect_err "kv-residual 48: a multiple of 32" generate --model "$demo" --prompt hi \
+    --kv-quant turbo --kv-residual 48
+expect_err "kv-residual with --quantized-kv-start > 0" perplexity --model "$demo" \
+    --file "$root/tests/fixtures/demo/valid.txt" --kv-bits 4 --kv-residual 64
 
 echo "kvstart: $pass passed, $fail failed"
 [ "$fail" -eq 0 ]

@@ -114,7 +114,14 @@ static void prefetch_block(const kv_side *sd, int32_t blk, int kvh, int bs, int 
  * of them and a call has rows to pair: their query rows (and output rows) are then
  * consecutive, hd apart, in qrows (orows), copied there (or rotated there)
  * at the start and back at the end. A row's bits do not depend on the rows
- * called with it (cpu.h), so this is the per-token call's result. */
+ * called with it (cpu.h), so this is the per-token call's result.
+ *
+ * With a residual window (a->resid) the keys of the tile's window (its
+ * tokens share one: attention_worker) are the full-precision pool's rows,
+ * through attn_dots / attn_axpys with the query rows as they came (not
+ * rotated or prepared) into outputs of their own, added once at the end
+ * to the quantized keys' outputs (rotated back, biases added): out = the
+ * quantized part + the window's part. The softmax is over both. */
 static void attn_group(const hr_attn_args *a, int t0, int nq, int kvh, const int *start,
                        const int *n, float *sc) {
     const hr_cpu_kernels *cpu = hr_cpu();
@@ -126,6 +133,11 @@ static void attn_group(const hr_attn_args *a, int t0, int nq, int kvh, const int
     }
     HR_ASSERT(hd <= ROWS_BUF);
     kv_side sides[2] = {side_of(a, false), side_of(a, true)};
+    /* the residual window: positions [w0, w1) from the full-precision rows */
+    int w0 = a->resid ? a->pos[t0] / a->resid * a->resid : 0, w1 = a->resid ? w0 + a->resid : 0;
+    size_t rsz = hr_dtype_size(a->r_dtype);
+    kv_side rsides[2] = {{a->r_k, a->r_dtype, (size_t)hd * rsz, a->r_stride * rsz, 0},
+                         {a->r_v, a->r_dtype, (size_t)hd * rsz, a->r_stride * rsz, 0}};
     /* records read in place (affine: while a task's rows' group bias sums
      * fit bias[], else the rows are loaded) */
     bool direct[2];
@@ -141,6 +153,8 @@ static void attn_group(const hr_attn_args *a, int t0, int nq, int kvh, const int
      * run of K or V rows as f32 (pools not read in place), obuf: the tile's
      * output rows */
     float qbuf[ROWS_BUF], rbuf[ROWS_BUF], bias[BIAS_BUF], obuf[ROWS_BUF];
+    /* the residual window's query rows as they came and its output rows */
+    float q0buf[ROWS_BUF], o2buf[ROWS_BUF];
     /* token i's G query rows at qrows + i * ldr, its output rows at orows +
      * i * ldo (hd apart within a token) */
     size_t first = ((size_t)t0 * a->n_heads + (size_t)kvh * G) * hd, tok = (size_t)G * hd;
@@ -148,6 +162,10 @@ static void attn_group(const hr_attn_args *a, int t0, int nq, int kvh, const int
     const float *qrows = a->q + first;
     float *orows = a->out + first;
     bool packed = (size_t)nq * tok <= ROWS_BUF; /* the tile's rows fit qbuf and obuf */
+    HR_ASSERT(packed || !a->resid); /* attention_worker caps such tiles */
+    if (a->resid)
+        for (int i = 0; i < nq; i++)
+            memcpy(q0buf + i * tok, qrows + i * ldr, tok * sizeof *qbuf);
     /* TurboQuant (K and V alike): the rows' layouts, and the query rows
      * rotated into qbuf (attention_worker caps nq * G * hd at ROWS_BUF) */
     hr_turbo_kv TL[2];
@@ -184,12 +202,6 @@ static void attn_group(const hr_attn_args *a, int t0, int nq, int kvh, const int
         ldo = tok;
     }
     for (int w = 0; w < 2; w++) { /* 0: the scores, 1: the outputs */
-        const kv_side *sd = &sides[w];
-        bool ggml = sd->t == HR_DTYPE_Q8_0 || sd->t == HR_DTYPE_Q4_0;
-        bool turbo = sd->t == HR_DTYPE_TURBO;
-        int run = direct[w] ? bs : ROWS_BUF / hd;
-        /* rows whose tokens may share one call: hd apart across tokens */
-        bool join = (w == 0 ? ldr : ldo) == tok;
         if (w == 1)
             for (int i = 0; i < nq; i++)
                 for (int g = 0; g < G; g++) {
@@ -206,19 +218,33 @@ static void attn_group(const hr_attn_args *a, int t0, int nq, int kvh, const int
                         hr_softmax(s, n[i]);
                     }
                     memset(orows + i * ldo + (size_t)g * hd, 0, (size_t)hd * sizeof(float));
+                    if (a->resid)
+                        memset(o2buf + i * tok + (size_t)g * hd, 0, (size_t)hd * sizeof(float));
                     if (vbias)
                         memset(bias + (size_t)(i * G + g) * ng, 0, (size_t)ng * sizeof(float));
                 }
         for (int p = lo; p < hi;) {
+            bool res = p >= w0 && p < w1; /* a run of the residual window's rows */
+            const kv_side *sd = res ? &rsides[w] : &sides[w];
+            bool dir = direct[w] && !res;
+            bool ggml = !res && (sd->t == HR_DTYPE_Q8_0 || sd->t == HR_DTYPE_Q4_0);
+            bool turbo = !res && sd->t == HR_DTYPE_TURBO;
+            int run = dir ? bs : ROWS_BUF / hd;
+            /* where the run's query (output) rows are, and whether the rows
+             * of several tokens may share one call (hd apart across tokens) */
+            const float *qbase = res ? q0buf : qrows;
+            float *obase = res ? o2buf : orows;
+            size_t lq = res ? tok : ldr, lo_ = res ? tok : ldo;
+            bool join = (w == 0 ? lq : lo_) == tok;
             int s = p % bs, cnt = bs - s < hi - p ? bs - s : hi - p;
             cnt = cnt < run ? cnt : run;
-            int32_t blk = a->blocks[t0][p / bs];
+            int32_t blk = (res ? a->rblocks : a->blocks)[t0][p / bs];
             const char *rec = (const char *)sd->base + (size_t)blk * sd->stride +
                               ((size_t)kvh * bs + (size_t)s) * sd->rb;
-            if (direct[w] && p + cnt < hi && (p + cnt) % bs == 0)
-                prefetch_block(sd, a->blocks[t0][(p + cnt) / bs], kvh, bs,
-                               hi - (p + cnt) < bs ? hi - (p + cnt) : bs);
-            const float *rows = direct[w] ? NULL : kv_rows(a, sd, blk, kvh, s, cnt, rbuf);
+            int nx = p + cnt; /* the next run's first key */
+            if (dir && nx < hi && nx % bs == 0 && !(nx >= w0 && nx < w1))
+                prefetch_block(sd, a->blocks[t0][nx / bs], kvh, bs, hi - nx < bs ? hi - nx : bs);
+            const float *rows = dir ? NULL : kv_rows(a, sd, blk, kvh, s, cnt, rbuf);
             for (int i = 0, m; i < nq; i += m) { /* tokens i .. i + m - 1: keys [p + j0, p + j1) */
                 int j0 = start[i] > p ? start[i] - p : 0;
                 int j1 = start[i] + n[i] < p + cnt ? start[i] + n[i] - p : cnt;
@@ -230,8 +256,8 @@ static void attn_group(const hr_attn_args *a, int t0, int nq, int kvh, const int
                 if (j0 >= j1)
                     continue;
                 int nr = m * G;
-                const float *qr = qrows + i * ldr;
-                float *orow = orows + i * ldo;
+                const float *qr = qbase + i * lq;
+                float *orow = obase + i * lo_;
                 float *sp = sc + (size_t)i * G * a->max_ctx + (p + j0 - start[i]);
                 const char *r0 = rec + (size_t)j0 * sd->rb;
                 if (turbo && w == 0)
@@ -244,11 +270,11 @@ static void attn_group(const hr_attn_args *a, int t0, int nq, int kvh, const int
                                   a->scale);
                 else if (ggml)
                     cpu->kvg_axpys(orow, sp, a->max_ctx, nr, r0, sd->rb, j1 - j0, hd, sd->t);
-                else if (direct[w] && w == 0)
+                else if (dir && w == 0)
                     cpu->kvq_dots(sp, a->max_ctx, qr, bias + (size_t)i * G * (hd / a->kv_group),
                                   nr, r0, sd->rb, j1 - j0, hd, a->kv_bits, a->kv_group,
                                   a->scale);
-                else if (direct[w])
+                else if (dir)
                     cpu->kvq_axpys(orow, bias + (size_t)i * G * ng, sp, a->max_ctx, nr, r0,
                                    sd->rb, j1 - j0, hd, a->kv_bits, a->kv_group);
                 else if (w == 0)
@@ -278,6 +304,9 @@ static void attn_group(const hr_attn_args *a, int t0, int nq, int kvh, const int
             }
             if (vbias)
                 hr_kvq_finish(o, bias + (size_t)(i * G + g) * ng, hd, a->kv_bits, a->kv_group);
+            if (a->resid) /* + the residual window's part */
+                for (int e = 0; e < hd; e++)
+                    o[e] += o2buf[i * tok + (size_t)g * hd + e];
         }
 }
 
@@ -292,7 +321,8 @@ typedef struct attn_job {
 static int tile_len(const hr_attn_args *a, int t0, int tile) {
     int nq = 1;
     while (t0 + nq < a->n_tok && nq < tile && a->blocks[t0 + nq] == a->blocks[t0] &&
-           a->pos[t0 + nq] == a->pos[t0] + nq)
+           a->pos[t0 + nq] == a->pos[t0] + nq &&
+           !(a->resid && a->pos[t0 + nq] % a->resid == 0)) /* one residual window a tile */
         nq++;
     return nq;
 }
@@ -313,13 +343,14 @@ static void attention_worker(void *p, int ith, int nth) {
     int hd = a->head_dim, group = a->n_heads / a->n_kv_heads;
     float *sc = a->scratch + (size_t)ith * a->max_ctx * group * HR_ATTN_TILE;
     bool tiled = cpu->attn_heads && hd % 16 == 0 && !hr_kv_is_rec(a->kv_dtype) &&
-                 !a->v_block_stride && !a->sinks && !a->end; /* encoders (end): attn_group */
+                 !a->v_block_stride && !a->sinks && !a->end && /* encoders (end): attn_group */
+                 !a->resid;
     int start[HR_ATTN_TILE], n[HR_ATTN_TILE];
     /* with sinks a row's softmax borrows the float after its n scores (the
      * next row's first, put back after): the last row of the thread's
      * scratch stays unused, so that float is never another thread's */
     int tile = tiled ? HR_ATTN_TILE_HEADS : a->sinks ? HR_ATTN_TILE - 1 : HR_ATTN_TILE;
-    if ((a->kv_dtype == HR_DTYPE_TURBO || a->kv_dtype == HR_DTYPE_AFFINE) &&
+    if ((a->kv_dtype == HR_DTYPE_TURBO || a->kv_dtype == HR_DTYPE_AFFINE || a->resid) &&
         tile > ROWS_BUF / (group * hd)) /* rotated or prepared queries (attn_group's qbuf) */
         tile = ROWS_BUF / (group * hd);
     hr_attn_tile T = {.ldq = a->n_heads * hd, .G = group, .hd = hd, .k = a->k, .v = a->v,

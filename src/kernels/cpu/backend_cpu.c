@@ -27,6 +27,7 @@ typedef struct cpu_ctx {
     float *scores;               /* [nth][HR_ATTN_TILE][n_heads/n_kv_heads][max_ctx] */
     float *cs;                   /* [max_tokens][2][rot_dim]: full | local tables */
     const int32_t **tok_blocks;  /* [max_tokens] each token's block table */
+    const int32_t **tok_rblocks; /* [max_tokens] its residual window's (hr_step_in.rtables) */
     int32_t *tok_end;            /* [max_tokens] 1 + the largest pos of the token's
                                   * sequence in the step (bidirectional attention) */
     int32_t *seq_end;            /* [max_seqs] the same per sequence */
@@ -71,6 +72,7 @@ static void cpu_ctx_free(hr_bctx *c) {
     free(x->scores);
     free(x->cs);
     free(x->tok_blocks);
+    free(x->tok_rblocks);
     free(x->tok_end);
     free(x->seq_end);
     free(x->lora_z);
@@ -94,12 +96,13 @@ static int cpu_ctx_new(hr_backend *be, hr_pool *pool, const hr_bctx_dims *dm, hr
     x->scores = aligned_alloc(64, (nscores * sizeof(float) + 63) & ~(size_t)63);
     x->cs = malloc(((size_t)dm->max_tokens * 2 * dm->rot_dim + 1) * sizeof(float));
     x->tok_blocks = malloc((size_t)dm->max_tokens * sizeof *x->tok_blocks);
+    x->tok_rblocks = malloc((size_t)dm->max_tokens * sizeof *x->tok_rblocks);
     x->tok_end = malloc((size_t)dm->max_tokens * sizeof *x->tok_end);
     x->seq_end = malloc((size_t)dm->max_seqs * sizeof *x->seq_end);
     x->lora_z = malloc((size_t)HR_LORA_MAX_OUT * dm->max_tokens * HR_LORA_MAX_RANK *
                        sizeof(float));
     /* the products' scratch, reserved now: no allocation mid-pass */
-    if (!x->scores || !x->cs || !x->tok_blocks || !x->tok_end || !x->seq_end || !x->lora_z ||
+    if (!x->scores || !x->cs || !x->tok_blocks || !x->tok_rblocks || !x->tok_end || !x->seq_end || !x->lora_z ||
         !hr_matmul_reserve(pool, dm->max_tokens, dm->max_k) ||
         (dm->n_experts > 0 &&
          !(x->moe = hr_moe_scratch_new(dm->max_tokens, dm->d_model, dm->n_experts,
@@ -153,8 +156,10 @@ static int cpu_begin(hr_bctx *c, const hr_step_in *in, hr_error *err) {
     x->in = *in;
     if (in->rot_dim / 2 > 0)
         run_rows(x->pool, in->n_tokens, (size_t)in->n_tokens * in->rot_dim * 2, rope_worker, x);
-    for (int t = 0; t < in->n_tokens; t++)
+    for (int t = 0; t < in->n_tokens; t++) {
         x->tok_blocks[t] = in->tables + in->tab_off[in->seq[t]];
+        x->tok_rblocks[t] = in->rtables ? in->rtables + in->tab_off[in->seq[t]] : NULL;
+    }
     for (int s = 0; s < in->n_seqs; s++)
         x->seq_end[s] = 0;
     for (int t = 0; t < in->n_tokens; t++)
@@ -322,6 +327,16 @@ static void qkv_worker(void *p, int ith, int nth) {
                             a->v + (size_t)t * kvd + h * hd, hd, vt, vbits,
                             turbo ? hr_turbo_kv_rot(a->layer, h, true) : a->kv_group);
         }
+        if (a->r_k) { /* the residual window's full-precision rows too */
+            int32_t rb = qt->x->tok_rblocks[t][pos / a->block_size];
+            size_t rs = a->r_stride * hr_dtype_size(a->r_dtype);
+            for (int h = 0; h < a->n_kv_heads; h++) {
+                size_t at = ((size_t)h * a->block_size + slot) * hd * hr_dtype_size(a->r_dtype);
+                hr_store_row((char *)a->r_k + (size_t)rb * rs + at, k + h * hd, hd, a->r_dtype);
+                hr_store_row((char *)a->r_v + (size_t)rb * rs + at,
+                             a->v + (size_t)t * kvd + h * hd, hd, a->r_dtype);
+            }
+        }
     }
 }
 
@@ -356,6 +371,8 @@ static void cpu_attention(hr_bctx *c, const hr_attn_in *a) {
         .softcap = a->softcap, .window = a->window, .scratch = x->scores,
         .max_ctx = a->max_ctx, .sinks = a->sinks,
         .end = end,
+        .r_k = a->r_k, .r_v = a->r_v, .r_dtype = a->r_dtype, .r_stride = a->r_stride,
+        .rblocks = x->tok_rblocks + t0, .resid = a->r_k ? x->in.resid : 0,
     };
     hr_attention(x->pool, &aa);
 }

@@ -153,6 +153,15 @@ typedef struct hr_attn_args {
                               * denominator (gpt_oss), or NULL */
     const int32_t *end;      /* [n_tok] bidirectional (encoders): token t attends
                               * to [start, end[t]); NULL: causal, [start, pos] */
+    /* the residual window (docs/kv-quant.md), or r_k NULL: the keys of
+     * token t's window [pos / resid * resid, pos / resid * resid + resid)
+     * are read from r_k / r_v (F32, F16 or BF16 rows, r_stride elements a
+     * block, block rblocks[t][b]) instead of k / v */
+    const void *r_k, *r_v;
+    hr_dtype r_dtype;
+    size_t r_stride;
+    const int32_t *const *rblocks; /* [n_tok] */
+    int resid;
 } hr_attn_args;
 
 void hr_attention(hr_pool *pool, const hr_attn_args *a);

@@ -1,0 +1,241 @@
+/* The residual window through the engine (--kv-residual, engine/residual.c,
+ * docs/kv-quant.md), on the demo model with TurboQuant 3.5 and q8_0 KV and
+ * a window of 64 positions:
+ *  - a scored prompt's log-probabilities are the same bits whatever the
+ *    prefill chunk (512, 37, 64, 1 tokens a step), and closer to f32 KV's
+ *    than without the window;
+ *  - a greedy generation gives the same tokens and log-probabilities alone
+ *    and batched with two other requests;
+ *  - a request that reuses a cached prefix (cut back to its window's start)
+ *    gives the bits of the same request on a session without the cache;
+ *  - the options are refused with one line naming --kv-residual where the
+ *    window does not apply. */
+#include "hearth.h"
+
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static hr_llm *g_llm;
+static int32_t *g_ids;
+static size_t g_n;
+
+static int setup(void **state) {
+    (void)state;
+    const char *root = getenv("HEARTH_ROOT");
+    char model[4096], file[4096];
+    snprintf(model, sizeof model, "%s/models/hearth-demo", root ? root : ".");
+    snprintf(file, sizeof file, "%s/tests/fixtures/demo/valid.txt", root ? root : ".");
+    hr_error err = {0};
+    hr_llm_opts lo = {.n_threads = 2};
+    if (hr_llm_load(&g_llm, model, &lo, &err)) {
+        fprintf(stderr, "%s\n", err.msg);
+        return -1;
+    }
+    FILE *f = fopen(file, "rb");
+    if (!f)
+        return -1;
+    char text[8192];
+    size_t len = fread(text, 1, sizeof text - 1, f);
+    fclose(f);
+    text[len] = 0;
+    if (hr_llm_tokenize(g_llm, text, len, HR_TOKENIZE_ADD_SPECIAL, &g_ids, &g_n, &err) ||
+        g_n < 400) {
+        fprintf(stderr, "%s\n", err.msg);
+        return -1;
+    }
+    return 0;
+}
+
+static int teardown(void **state) {
+    (void)state;
+    hr_free(g_ids);
+    hr_llm_free(g_llm);
+    return 0;
+}
+
+static hr_session *session(hr_session_opts o) {
+    hr_session *s = NULL;
+    hr_error err = {0};
+    if (!o.n_ctx)
+        o.n_ctx = 512;
+    if (hr_session_new(&s, g_llm, &o, &err))
+        fail_msg("%s", err.msg);
+    return s;
+}
+
+/* The log-probabilities of g_ids[0, n) scored from position 1 */
+static void score(hr_session *s, int n, float *lp) {
+    hr_gen_params p;
+    hr_gen_params_default(&p);
+    p.prompt_tokens = g_ids;
+    p.n_prompt_tokens = n;
+    p.max_tokens = 0;
+    p.temperature = 0;
+    p.score_from = 1;
+    hr_gen *g = NULL;
+    hr_error err = {0};
+    hr_gen_event ev;
+    if (hr_gen_submit(&g, s, &p, &err))
+        fail_msg("%s", err.msg);
+    while (hr_gen_next(g, &ev, &err) == 1 && ev.finish == HR_GEN_RUNNING)
+        ;
+    int m = 0;
+    const float *l = hr_gen_prompt_logprobs(g, &m);
+    assert_int_equal(m, n);
+    memcpy(lp, l, (size_t)n * sizeof *lp);
+    hr_gen_free(g);
+}
+
+/* A prefix-aligned mean |dlogprob| of a against b over [1, n) */
+static double drift(const float *a, const float *b, int n) {
+    double d = 0;
+    for (int i = 1; i < n; i++)
+        d += fabs((double)a[i] - b[i]);
+    return d / (n - 1);
+}
+
+static const hr_session_opts g_fmts[] = {{.kv_quant = "turbo", .kv_residual = 64},
+                                         {.kv_dtype = HR_KV_Q8_0, .kv_residual = 64}};
+
+static void test_chunks(void **state) {
+    (void)state;
+    enum { N = 300 };
+    float ref[N], plain[N], got[N];
+    hr_session *s = session((hr_session_opts){0});
+    score(s, N, ref); /* f32 KV */
+    hr_session_free(s);
+    for (int f = 0; f < 2; f++) {
+        hr_session_opts o = g_fmts[f];
+        o.kv_residual = 0;
+        s = session(o);
+        score(s, N, plain);
+        hr_session_free(s);
+        float first[N];
+        const int chunks[] = {512, 37, 64, 1};
+        for (int c = 0; c < 4; c++) {
+            o = g_fmts[f];
+            o.prefill_chunk = chunks[c];
+            s = session(o);
+            score(s, N, c ? got : first);
+            hr_session_free(s);
+            if (c && memcmp(got + 1, first + 1, (N - 1) * sizeof *got))
+                fail_msg("format %d: a prefill chunk of %d tokens changes the scores", f,
+                         chunks[c]);
+        }
+        double dw = drift(first, ref, N), dn = drift(plain, ref, N);
+        printf("format %d: mean |dlogprob| against f32 KV %.4f without the window, %.4f with "
+               "64 positions\n", f, dn, dw);
+        if (!(dw < dn && dw > 0))
+            fail_msg("format %d: the window's drift %g, without it %g", f, dw, dn);
+    }
+}
+
+typedef struct run {
+    hr_gen *g;
+    int32_t tok[64];
+    float lp[64];
+    int n, cached;
+} run;
+
+static void submit(hr_session *s, run *r, int from, int n, int max_tokens) {
+    hr_gen_params p;
+    hr_gen_params_default(&p);
+    p.prompt_tokens = g_ids + from;
+    p.n_prompt_tokens = n;
+    p.max_tokens = max_tokens;
+    p.temperature = 0;
+    p.ignore_eos = 1;
+    hr_error err = {0};
+    r->n = 0;
+    if (hr_gen_submit(&r->g, s, &p, &err))
+        fail_msg("%s", err.msg);
+}
+
+static void finish(run *r) {
+    hr_gen_event ev;
+    hr_error err = {0};
+    int rc;
+    while ((rc = hr_gen_next(r->g, &ev, &err)) == 1 && ev.finish == HR_GEN_RUNNING) {
+        assert_true(r->n < 64);
+        r->tok[r->n] = ev.token;
+        r->lp[r->n++] = ev.logprob;
+    }
+    assert_int_equal(rc, 1);
+    r->cached = ev.cached_tokens;
+    hr_gen_free(r->g);
+}
+
+static void same(const run *a, const run *b, const char *what) {
+    if (a->n != b->n || memcmp(a->tok, b->tok, (size_t)a->n * sizeof *a->tok) ||
+        memcmp(a->lp, b->lp, (size_t)a->n * sizeof *a->lp))
+        fail_msg("%s: the tokens or their log-probabilities differ", what);
+}
+
+static void test_batched_and_cached(void **state) {
+    (void)state;
+    for (int f = 0; f < 2; f++) {
+        hr_session_opts o = g_fmts[f];
+        o.max_batch = 4;
+        o.prompt_cache = -1;
+        hr_session *s = session(o);
+        run alone, with[3], nocache;
+        submit(s, &alone, 0, 150, 40);
+        finish(&alone);
+        for (int i = 0; i < 3; i++) /* beside two others of other lengths */
+            submit(s, &with[i], i == 1 ? 0 : 200 * i, i == 1 ? 150 : 90 + 20 * i, 40);
+        for (int i = 0; i < 3; i++)
+            finish(&with[i]);
+        same(&alone, &with[1], "batched against alone");
+        /* the prompt 230 tokens long on a session without the cache */
+        submit(s, &nocache, 0, 230, 30);
+        finish(&nocache);
+        hr_session_free(s);
+        /* ... and after a request that leaves 180 of them in the cache */
+        o.prompt_cache = 0;
+        s = session(o);
+        run first, hit;
+        submit(s, &first, 0, 180, 5);
+        finish(&first);
+        submit(s, &hit, 0, 230, 30);
+        finish(&hit);
+        hr_session_free(s);
+        printf("format %d: %d cached tokens reused (of 180: a window starts every 64)\n", f,
+               hit.cached);
+        assert_int_equal(hit.cached, 128);
+        same(&nocache, &hit, "from the prompt cache against without it");
+    }
+}
+
+static void test_refusals(void **state) {
+    (void)state;
+    hr_error err = {0};
+    hr_session *s = NULL;
+    const hr_session_opts bad[] = {
+        {.kv_quant = "turbo", .kv_residual = 48},          /* not whole blocks */
+        {.kv_residual = 64},                               /* f32 KV: nothing to keep */
+        {.kv_bits = 4, .quantized_kv_start = 100, .kv_residual = 64},
+    };
+    const int want[] = {HR_EINVAL, HR_EINVAL, HR_EUNSUPPORTED};
+    for (int i = 0; i < 3; i++) {
+        assert_int_equal(hr_session_new(&s, g_llm, &bad[i], &err), want[i]);
+        assert_non_null(strstr(err.msg, "--kv-residual"));
+    }
+    assert_int_equal(hr_session_new(&s, g_llm, &(hr_session_opts){.kv_residual = -32}, &err),
+                     HR_ERANGE);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_chunks),
+        cmocka_unit_test(test_batched_and_cached),
+        cmocka_unit_test(test_refusals),
+    };
+    return cmocka_run_group_tests(tests, setup, teardown);
+}
