@@ -25,30 +25,34 @@
 typedef struct kv_case {
     const char *name;
     hr_kv_fmt f;
+    int resid; /* --kv-residual */
 } kv_case;
 
 static const kv_case k_cases[] = {
-    {"f16", {.dtype = HR_DTYPE_F16}},
-    {"bf16", {.dtype = HR_DTYPE_BF16}},
-    {"q8_0", {.dtype = HR_DTYPE_Q8_0}},
-    {"q4_0", {.dtype = HR_DTYPE_Q4_0}},
-    {"q8_0 K, f16 V", {.dtype = HR_DTYPE_Q8_0, .vown = true, .vdtype = HR_DTYPE_F16}},
-    {"affine 8-bit g64", {.dtype = HR_DTYPE_AFFINE, .bits = 8, .group = 64}},
-    {"affine 4-bit g64", {.dtype = HR_DTYPE_AFFINE, .bits = 4, .group = 64}},
-    {"affine 4-bit g32", {.dtype = HR_DTYPE_AFFINE, .bits = 4, .group = 32}},
-    {"affine 2-bit g64", {.dtype = HR_DTYPE_AFFINE, .bits = 2, .group = 64}},
-    {"turbo 4", {.dtype = HR_DTYPE_TURBO, .bits = 8, .vbits = 8}},
-    {"turbo 3.5", {.dtype = HR_DTYPE_TURBO, .bits = 7, .vbits = 7}},
-    {"turbo 3", {.dtype = HR_DTYPE_TURBO, .bits = 6, .vbits = 6}},
-    {"turbo 2.5", {.dtype = HR_DTYPE_TURBO, .bits = 5, .vbits = 5}},
+    {"f16", {.dtype = HR_DTYPE_F16}, 0},
+    {"bf16", {.dtype = HR_DTYPE_BF16}, 0},
+    {"q8_0", {.dtype = HR_DTYPE_Q8_0}, 0},
+    {"q4_0", {.dtype = HR_DTYPE_Q4_0}, 0},
+    {"q8_0 K, f16 V", {.dtype = HR_DTYPE_Q8_0, .vown = true, .vdtype = HR_DTYPE_F16}, 0},
+    {"affine 8-bit g64", {.dtype = HR_DTYPE_AFFINE, .bits = 8, .group = 64}, 0},
+    {"affine 4-bit g64", {.dtype = HR_DTYPE_AFFINE, .bits = 4, .group = 64}, 0},
+    {"affine 4-bit g32", {.dtype = HR_DTYPE_AFFINE, .bits = 4, .group = 32}, 0},
+    {"affine 2-bit g64", {.dtype = HR_DTYPE_AFFINE, .bits = 2, .group = 64}, 0},
+    {"turbo 4", {.dtype = HR_DTYPE_TURBO, .bits = 8, .vbits = 8}, 0},
+    {"turbo 3.5", {.dtype = HR_DTYPE_TURBO, .bits = 7, .vbits = 7}, 0},
+    {"turbo 3", {.dtype = HR_DTYPE_TURBO, .bits = 6, .vbits = 6}, 0},
+    {"turbo 2.5", {.dtype = HR_DTYPE_TURBO, .bits = 5, .vbits = 5}, 0},
+    {"turbo 3.5 +r128", {.dtype = HR_DTYPE_TURBO, .bits = 7, .vbits = 7}, 128},
+    {"turbo 2.5 +r128", {.dtype = HR_DTYPE_TURBO, .bits = 5, .vbits = 5}, 128},
 };
 #define N_CASES (int)(sizeof k_cases / sizeof k_cases[0])
 
 /* The logits of every step: PROMPT tokens, then one at a time. */
-static int run(const hr_model *m, const hr_kv_fmt *f, const int32_t *tok, int prompt,
-               int steps, int threads, float *logits, hr_error *err) {
+static int run(const hr_model *m, const hr_kv_fmt *f, int resid, const int32_t *tok,
+               int prompt, int steps, int threads, float *logits, hr_error *err) {
     hr_runner *r = NULL;
-    hr_runner_opts o = {.n_threads = threads, .n_ctx = prompt + steps, .kv_fmt = f};
+    hr_runner_opts o = {.n_threads = threads, .n_ctx = prompt + steps, .kv_fmt = f,
+                        .kv_residual = resid};
     int V = m->hp.n_vocab, rc = hr_runner_new(&r, m, &o, err);
     if (!rc)
         rc = hr_runner_eval(r, tok, prompt, logits, err);
@@ -99,7 +103,7 @@ int main(int argc, char **argv) {
     for (int i = 0; i < n; i++)
         tok[i] = (int32_t)(hr_rng_next(&rng) % (uint64_t)V);
     hr_kv_fmt f32 = {.dtype = HR_DTYPE_F32};
-    if (run(m, &f32, tok, prompt, steps, threads, ref, &err)) {
+    if (run(m, &f32, 0, tok, prompt, steps, threads, ref, &err)) {
         fprintf(stderr, "bench_kvkl: %s\n", err.msg);
         return 1;
     }
@@ -113,7 +117,7 @@ int main(int argc, char **argv) {
     for (int c = 0; c < N_CASES; c++) {
         const kv_case *k = &k_cases[c];
         double bpt = bytes_per_token(m, &k->f, &err);
-        if (bpt < 0 || run(m, &k->f, tok, prompt, steps, threads, got, &err)) {
+        if (bpt < 0 || run(m, &k->f, k->resid, tok, prompt, steps, threads, got, &err)) {
             printf("%-18s %s\n", k->name, err.msg); /* a format this model cannot take */
             continue;
         }

@@ -23,7 +23,8 @@
 # model hearth and llama.cpp both read as the same llama GGUF.
 #   bench/long.sh [build/hearth]
 #   env: THREADS (2) PROMPT_LEN (16384) GEN_LEN (32) REPEATS (3) BUDGET (8)
-#        HEARTH_ROWS ("f16 q8_0 a4 turbo3.5") LLAMA_ROWS ("f16 q8_0"; "" for none)
+#        HEARTH_ROWS ("f16 q8_0 a4 turbo3.5"; turbo3.5r128: with --kv-residual 128)
+#        LLAMA_ROWS ("f16 q8_0"; "" for none)
 #        MODEL (models/hearth-demo) HEARTH_BENCH_DIR (/tmp/hearth-bench)
 #        LLAMACPP_DIR (.deps/llama.cpp)
 set -euo pipefail
@@ -59,6 +60,7 @@ hflags() {
     f16 | bf16 | f32) echo --kv-dtype "$1" ;;
     q8_0 | q4_0) echo --cache-type-k "$1" --cache-type-v "$1" ;;
     a*) echo --kv-bits "${1#a}" --quantized-kv-start 0 ;;
+    turbo*r*) k=${1#turbo}; echo --kv-quant "turbo:${k%r*}" --kv-residual "${k#*r}" ;;
     turbo*) echo --kv-quant "turbo:${1#turbo}" ;;
     esac
 }

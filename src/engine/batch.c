@@ -134,8 +134,10 @@ int hr__build_batch(hr_engine *e, int *n_prefill, int *n_decode) {
     for (int i = 0; i < e->n_running; i++) {
         hr_request *r = e->running[i];
         int known = r->n_prompt + r->n_steps;
-        if (r->len > 0 && hr_rope_needs_recompute(&e->m->hp, r->rope_len, known))
+        if (r->len > 0 && hr_rope_needs_recompute(&e->m->hp, r->rope_len, known)) {
             r->len = 0; /* same blocks, same positions: rewritten in place */
+            hr__resid_trim(e, r, false);
+        }
         r->rope_len = known;
         r->outcome = HR_ROW_NONE;
         e->b_seqs[i] = (hr_seq_blocks){r->blocks, r->n_blocks, known, r->seq_id};

@@ -41,11 +41,11 @@ int hr__resid_init(hr_engine *e, int resid, hr_dtype t, const hr_kv_fmt *kvq_fmt
                       "supported yet", m->hp.arch->model_type);
     if (t != HR_DTYPE_F32 && t != HR_DTYPE_F16 && t != HR_DTYPE_BF16)
         return hr_err(err, HR_EINVAL, "--kv-residual: rows of %s", hr_dtype_name(t));
-    /* each sequence: its window and the block after it between steps, and
-     * during a step the blocks its tokens write (the step's tokens, a block
-     * more a sequence where they start inside one); one window more for a
-     * sequence recomputed from its start (longrope) */
-    int w = resid / HR_KV_BLOCK, n = e->max_batch * (w + 3) + e->max_tokens_step / HR_KV_BLOCK + w + 1;
+    /* each sequence: its window's blocks up to its next position between
+     * steps (hr__resid_trim), and during a step the blocks its tokens write
+     * (the step's tokens, a block more a sequence where they start inside
+     * one) */
+    int w = resid / HR_KV_BLOCK, n = e->max_batch * (w + 2) + e->max_tokens_step / HR_KV_BLOCK + 1;
     e->resid = resid;
     return hr_kv_init_on(&e->kvr, m->be, hp, t, n, err);
 }

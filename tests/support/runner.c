@@ -14,9 +14,12 @@ struct hr_runner {
     const hr_model *m;
     hr_fwd *fwd;
     hr_kv kv;
+    hr_kv rkv;          /* the residual window's rows (n_blocks 0: none) */
+    int resid;
     int n_ctx, chunk, len;
     int32_t *history;   /* [n_ctx] every token of the sequence */
     int32_t *blocks;    /* [n_ctx / HR_KV_BLOCK + 1] */
+    int32_t *rblocks;   /* the same positions' blocks of rkv */
     int n_blocks;
     const struct hr_adapter *adapter; /* NULL: the base model */
     int32_t *pos;       /* [chunk] */
@@ -41,15 +44,19 @@ int hr_runner_new(hr_runner **out, const hr_model *m, const hr_runner_opts *o,
     int rc = hr_kv_init_fmt(&r->kv, m->be, &m->hp, &f, max_blocks, err);
     if (rc)
         goto fail;
+    r->resid = o ? o->kv_residual : 0;
+    if (r->resid && (rc = hr_kv_init_on(&r->rkv, m->be, &m->hp, HR_DTYPE_F32, max_blocks, err)))
+        goto fail;
     rc = hr_fwd_new(&r->fwd, m, r->chunk, 1, r->n_ctx, o ? o->n_threads : 0, err);
     if (rc)
         goto fail;
     r->blocks = malloc((size_t)max_blocks * sizeof *r->blocks);
+    r->rblocks = malloc((size_t)max_blocks * sizeof *r->rblocks);
     r->history = malloc((size_t)r->n_ctx * sizeof *r->history);
     r->pos = malloc((size_t)r->chunk * sizeof *r->pos);
     r->seq = calloc((size_t)r->chunk, sizeof *r->seq);
     r->want = calloc((size_t)r->chunk, 1);
-    if (!r->blocks || !r->history || !r->pos || !r->seq || !r->want) {
+    if (!r->blocks || !r->rblocks || !r->history || !r->pos || !r->seq || !r->want) {
         rc = hr_err(err, HR_ENOMEM, "out of memory");
         goto fail;
     }
@@ -65,7 +72,9 @@ void hr_runner_free(hr_runner *r) {
         return;
     hr_fwd_free(r->fwd);
     hr_kv_deinit(&r->kv);
+    hr_kv_deinit(&r->rkv);
     free(r->blocks);
+    free(r->rblocks);
     free(r->history);
     free(r->pos);
     free(r->seq);
@@ -74,8 +83,11 @@ void hr_runner_free(hr_runner *r) {
 }
 
 void hr_runner_reset(hr_runner *r) {
-    for (int i = 0; i < r->n_blocks; i++)
+    for (int i = 0; i < r->n_blocks; i++) {
         hr_kv_unref(&r->kv, r->blocks[i]);
+        if (r->resid)
+            hr_kv_unref(&r->rkv, r->rblocks[i]);
+    }
     r->n_blocks = 0;
     r->len = 0;
 }
@@ -104,6 +116,8 @@ int hr_runner_eval(hr_runner *r, const int32_t *tokens, int n, float *logits,
     while (r->n_blocks * HR_KV_BLOCK < r->len + n) {
         int32_t b = hr_kv_alloc(&r->kv);
         HR_ASSERT(b >= 0); /* the pool holds n_ctx tokens */
+        if (r->resid)
+            r->rblocks[r->n_blocks] = hr_kv_alloc(&r->rkv);
         r->blocks[r->n_blocks++] = b;
     }
     hr_seq_blocks sb = {r->blocks, r->n_blocks, new_len, 0};
@@ -118,6 +132,12 @@ int hr_runner_eval(hr_runner *r, const int32_t *tokens, int n, float *logits,
         hr_batch b = {.n_tokens = c, .token = tokens + done, .pos = r->pos,
                       .seq = r->seq, .logits = r->want, .n_seqs = 1, .seqs = &sb,
                       .adapter = r->adapter ? &r->adapter : NULL};
+        const int32_t *rt = r->rblocks;
+        if (r->resid) {
+            b.resid_kv = &r->rkv;
+            b.rtables = &rt;
+            b.resid = r->resid;
+        }
         int rc = hr_forward(r->fwd, &r->kv, &b, logits, err);
         if (rc)
             return rc;

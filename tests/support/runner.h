@@ -19,6 +19,8 @@ typedef struct hr_runner_opts {
     hr_dtype kv_dtype; /* KV cache: F32 (0: exact), F16, BF16 (model/kv.h) */
     const hr_kv_fmt *kv_fmt; /* or a whole format (quantized KV: Q8_0, AFFINE,
                               * TURBO, K and V apart); NULL: kv_dtype's */
+    int kv_residual;   /* with a quantized kv_fmt: the residual window's tokens
+                        * (model/batch.h), its rows F32 (every block kept); 0: none */
 } hr_runner_opts;
 
 int hr_runner_new(hr_runner **out, const hr_model *m, const hr_runner_opts *o,
