@@ -8,6 +8,8 @@
  *    and batched with two other requests;
  *  - a request that reuses a cached prefix (cut back to its window's start)
  *    gives the bits of the same request on a session without the cache;
+ *  - speculative decoding (prompt lookup, the draft model) gives the plain
+ *    decode's tokens and log-probabilities;
  *  - the options are refused with one line naming --kv-residual where the
  *    window does not apply. */
 #include "hearth.h"
@@ -213,6 +215,39 @@ static void test_batched_and_cached(void **state) {
     }
 }
 
+/* Speculative decoding (prompt lookup and the draft model) over the
+ * window: the verify steps write past the sequence's end and roll back
+ * across blocks and windows; the output stays the plain decode's. */
+static void test_speculative(void **state) {
+    (void)state;
+    const char *root = getenv("HEARTH_ROOT");
+    char draft[4096];
+    snprintf(draft, sizeof draft, "%s/models/hearth-demo-draft", root ? root : ".");
+    for (int mode = 0; mode < 2; mode++) {
+        hr_session_opts o = g_fmts[0];
+        o.prompt_cache = -1;
+        hr_session *s = session(o);
+        run plain, spec;
+        submit(s, &plain, 40, 100, 60);
+        finish(&plain);
+        hr_session_free(s);
+        o.spec = mode ? "draft" : "ngram";
+        o.draft_model = mode ? draft : NULL;
+        o.num_draft_tokens = 5;
+        s = session(o);
+        submit(s, &spec, 40, 100, 60);
+        finish(&spec);
+        hr_session_stats st;
+        hr_session_stats_get(s, &st);
+        hr_session_free(s);
+        printf("%s over the window: %ld drafted, %ld accepted\n", o.spec,
+               (long)st.spec_drafted, (long)st.spec_accepted);
+        assert_true(st.spec_drafted > 0);
+        same(&plain, &spec, mode ? "the draft model against plain decoding"
+                                 : "prompt lookup against plain decoding");
+    }
+}
+
 static void test_refusals(void **state) {
     (void)state;
     hr_error err = {0};
@@ -235,6 +270,7 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_chunks),
         cmocka_unit_test(test_batched_and_cached),
+        cmocka_unit_test(test_speculative),
         cmocka_unit_test(test_refusals),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
