@@ -148,6 +148,8 @@ static void retire(hr_engine *e, int i, hr_finish why, const char *msg) {
         for (int k = 0; k < n; k++)
             e->tokbuf[k] = hr__key_at(r, k);
         hr_pcache_insert_states(e->pcache, r->cache_seed, e->tokbuf, n, r->blocks, r->snap, 2);
+        if (e->resid) /* and its last window's full-precision rows */
+            hr__resid_keep(e, r);
     } else if (e->pcq && why != HR_FINISH_ERROR && r->conv && r->conv_exact && !r->embed) {
         for (int k = 0; k < r->len; k++)
             e->tokbuf[k] = hr__key_at(r, k);
@@ -743,6 +745,7 @@ void hr_engine_free(hr_engine *e) {
     hr_fwd_free(e->fwd);
     hr_kv_deinit(&e->kv);
     hr_kv_deinit(&e->kvq);
+    hr__resid_free(e);
     hr_kv_deinit(&e->kvr);
     free(e->conv_rows);
     free(e->running);

@@ -103,6 +103,9 @@ struct hr_engine {
     hr_kv kvr;                      /* with resid: the residual windows' full-precision
                                      * rows (n_blocks 0: none) */
     int resid;                      /* --kv-residual: the window's tokens; 0: none */
+    struct hr__window *windows;     /* [max_batch] with resid and the prompt cache: the
+                                     * last windows of finished sequences (residual.c) */
+    long window_clock;
     int kvq_promised;               /* kvq blocks promised to unconverted requests */
     hr_pcache *pcache;              /* NULL: no prompt cache */
     hr_ssd *ssd;                    /* NULL: no SSD tier */
@@ -245,10 +248,17 @@ static inline int hr__blocks_for(int tokens) { return (tokens + HR_KV_BLOCK - 1)
  * for what it does not run with. */
 int hr__resid_init(hr_engine *e, int resid, hr_dtype t, const hr_kv_fmt *kvq_fmt,
                    hr_error *err);
-/* A prompt cache hit of *len tokens (*hit blocks in r->blocks) cut back to
- * the start of the window holding position *len: the rows of a window are
- * computed by its own tokens (the blocks after it are unreferenced). */
+/* A prompt cache hit of *len tokens (*hit blocks in r->blocks): resumed
+ * there when a finished sequence's last window holds the same tokens up
+ * to *len (its full-precision rows copied into r's window), else cut back
+ * to the start of the window holding position *len (the blocks after it
+ * are unreferenced): a window's rows are computed by its own tokens. */
 void hr__resid_cut_hit(hr_engine *e, hr_request *r, int *hit, int *len);
+/* r ends: its last window's full-precision rows are kept for a request
+ * that continues it (hr__resid_cut_hit), the oldest kept window given
+ * back for them. */
+void hr__resid_keep(hr_engine *e, hr_request *r);
+void hr__resid_free(hr_engine *e);
 /* Before a step of T tokens (the b_* arrays): the residual blocks of every
  * block its tokens write. */
 void hr__resid_alloc(hr_engine *e, int T);

@@ -8,9 +8,41 @@
  * depend on how the prompt was cut into steps). A window's rows depend
  * only on the tokens before it and on its own, so a prompt cache hit
  * resumes at the start of the window holding its end, and the cache keeps
- * only the quantized blocks. */
+ * only the quantized blocks; the last window of a finished sequence is
+ * kept beside it (a few, in RAM), so that a request continuing that
+ * sequence (the next turn of a conversation) resumes where it ended. */
 #include "engine/engine_int.h"
 #include "core/error.h"
+
+#include <stdlib.h>
+#include <xxhash.h>
+
+/* A finished sequence's last window: positions [start, start + n), their
+ * tokens (the prompt cache's keys), the full-precision rows in blocks */
+typedef struct hr__window {
+    uint64_t key;     /* the tokens before start, with the cache seed (0: empty) */
+    int start, n;
+    int32_t *tokens;  /* [resid] */
+    int32_t *blocks;  /* [resid / HR_KV_BLOCK] blocks of e->kvr */
+    long used;        /* e->window_clock when last kept or read */
+} hr__window;
+
+/* the key of r's tokens [0, start) (start < n_ctx: they fit the prompt
+ * cache's tokbuf), never 0 (an empty entry's) */
+static uint64_t prefix_key(hr_engine *e, const hr_request *r, int start) {
+    for (int k = 0; k < start; k++)
+        e->tokbuf[k] = hr__key_at(r, k);
+    return XXH3_64bits_withSeed(e->tokbuf, (size_t)start * sizeof *e->tokbuf, r->cache_seed) | 1;
+}
+
+static void window_drop(hr_engine *e, hr__window *w) {
+    for (int b = 0; b < e->resid / HR_KV_BLOCK; b++)
+        if (w->blocks[b] >= 0) {
+            hr_kv_unref(&e->kvr, w->blocks[b]);
+            w->blocks[b] = -1;
+        }
+    w->key = 0;
+}
 
 int hr__resid_init(hr_engine *e, int resid, hr_dtype t, const hr_kv_fmt *kvq_fmt,
                    hr_error *err) {
@@ -46,12 +78,95 @@ int hr__resid_init(hr_engine *e, int resid, hr_dtype t, const hr_kv_fmt *kvq_fmt
      * (the step's tokens, a block more a sequence where they start inside
      * one) */
     int w = resid / HR_KV_BLOCK, n = e->max_batch * (w + 2) + e->max_tokens_step / HR_KV_BLOCK + 1;
+    /* and the kept windows (with the prompt cache: hr_engine_new makes it
+     * after this), w blocks each at most */
+    n += e->max_batch * w;
     e->resid = resid;
-    return hr_kv_init_on(&e->kvr, m->be, hp, t, n, err);
+    int rc = hr_kv_init_on(&e->kvr, m->be, hp, t, n, err);
+    if (rc)
+        return rc;
+    if (!(e->windows = calloc((size_t)e->max_batch, sizeof *e->windows)))
+        return hr_err(err, HR_ENOMEM, "out of memory");
+    for (int i = 0; i < e->max_batch; i++) {
+        hr__window *wi = &e->windows[i];
+        wi->tokens = malloc((size_t)resid * sizeof *wi->tokens);
+        wi->blocks = malloc((size_t)w * sizeof *wi->blocks);
+        if (!wi->tokens || !wi->blocks)
+            return hr_err(err, HR_ENOMEM, "out of memory");
+        for (int b = 0; b < w; b++)
+            wi->blocks[b] = -1;
+    }
+    return 0;
+}
+
+void hr__resid_free(hr_engine *e) {
+    for (int i = 0; e->windows && i < e->max_batch; i++) {
+        free(e->windows[i].tokens);
+        free(e->windows[i].blocks);
+    }
+    free(e->windows);
+    e->windows = NULL;
+}
+
+void hr__resid_keep(hr_engine *e, hr_request *r) {
+    int start = r->len / e->resid * e->resid;
+    if (!e->pcache || r->embed || r->len == start) /* (at a window's start: nothing to keep) */
+        return;
+    hr__window *w = NULL; /* an empty entry, else the oldest */
+    for (int i = 0; i < e->max_batch && !(w && !w->key); i++)
+        if (!w || !e->windows[i].key || e->windows[i].used < w->used)
+            w = &e->windows[i];
+    window_drop(e, w);
+    w->key = prefix_key(e, r, start);
+    w->start = start;
+    w->n = r->len - start;
+    w->used = ++e->window_clock;
+    for (int k = 0; k < w->n; k++)
+        w->tokens[k] = hr__key_at(r, start + k);
+    for (int b = start / HR_KV_BLOCK; b <= (r->len - 1) / HR_KV_BLOCK; b++) {
+        w->blocks[b - start / HR_KV_BLOCK] = r->rblocks[b]; /* its reference moves here */
+        r->rblocks[b] = -1;
+    }
+}
+
+/* A kept window holding r's tokens [start, len): its rows copied into r's
+ * new blocks of e->kvr; false when none does (or no block is left) */
+static bool window_resume(hr_engine *e, hr_request *r, int start, int len) {
+    if (!e->windows)
+        return false;
+    hr__window *w = NULL;
+    uint64_t key = 0;
+    for (int i = 0; i < e->max_batch; i++) {
+        hr__window *c = &e->windows[i];
+        if (!c->key || c->start != start || c->n < len - start)
+            continue;
+        if (!key)
+            key = prefix_key(e, r, start);
+        bool same = c->key == key;
+        for (int k = 0; same && k < len - start; k++)
+            same = c->tokens[k] == hr__key_at(r, start + k);
+        if (same) {
+            w = c;
+            break;
+        }
+    }
+    int b0 = start / HR_KV_BLOCK, b1 = (len - 1) / HR_KV_BLOCK;
+    if (!w || e->kvr.n_free < b1 - b0 + 1)
+        return false;
+    for (int b = b0; b <= b1; b++) {
+        r->rblocks[b] = hr_kv_alloc(&e->kvr);
+        int rows = b < b1 ? HR_KV_BLOCK : len - b * HR_KV_BLOCK;
+        hr_kv_copy_rows(&e->kvr, r->rblocks[b], w->blocks[b - b0], rows);
+    }
+    r->rb_lo = b0;
+    r->rb_hi = b1 + 1;
+    w->used = ++e->window_clock;
+    return true;
 }
 
 void hr__resid_cut_hit(hr_engine *e, hr_request *r, int *hit, int *len) {
-    if (!e->resid || *len % e->resid == 0)
+    if (!e->resid || *len % e->resid == 0 ||
+        window_resume(e, r, *len / e->resid * e->resid, *len))
         return;
     int keep = *len / e->resid * e->resid / HR_KV_BLOCK;
     for (int b = keep; b < *hit; b++)

@@ -146,10 +146,10 @@ typedef struct run {
     int n, cached;
 } run;
 
-static void submit(hr_session *s, run *r, int from, int n, int max_tokens) {
+static void submit_ids(hr_session *s, run *r, const int32_t *ids, int n, int max_tokens) {
     hr_gen_params p;
     hr_gen_params_default(&p);
-    p.prompt_tokens = g_ids + from;
+    p.prompt_tokens = ids;
     p.n_prompt_tokens = n;
     p.max_tokens = max_tokens;
     p.temperature = 0;
@@ -158,6 +158,10 @@ static void submit(hr_session *s, run *r, int from, int n, int max_tokens) {
     r->n = 0;
     if (hr_gen_submit(&r->g, s, &p, &err))
         fail_msg("%s", err.msg);
+}
+
+static void submit(hr_session *s, run *r, int from, int n, int max_tokens) {
+    submit_ids(s, r, g_ids + from, n, max_tokens);
 }
 
 static void finish(run *r) {
@@ -187,7 +191,7 @@ static void test_batched_and_cached(void **state) {
         o.max_batch = 4;
         o.prompt_cache = -1;
         hr_session *s = session(o);
-        run alone, with[3], nocache;
+        run alone, with[3];
         submit(s, &alone, 0, 150, 40);
         finish(&alone);
         for (int i = 0; i < 3; i++) /* beside two others of other lengths */
@@ -195,23 +199,36 @@ static void test_batched_and_cached(void **state) {
         for (int i = 0; i < 3; i++)
             finish(&with[i]);
         same(&alone, &with[1], "batched against alone");
-        /* the prompt 230 tokens long on a session without the cache */
+        /* on a session without the cache: the prompt 230 tokens long, and
+         * one that leaves the text after 100 */
+        int32_t other[140];
+        memcpy(other, g_ids, 100 * sizeof *other);
+        memcpy(other + 100, g_ids + 300, 40 * sizeof *other);
+        run nocache, nocache2;
         submit(s, &nocache, 0, 230, 30);
         finish(&nocache);
+        submit_ids(s, &nocache2, other, 140, 20);
+        finish(&nocache2);
         hr_session_free(s);
-        /* ... and after a request that leaves 180 of them in the cache */
+        /* ... and after a request that leaves 180 of them (and what it
+         * generated) in the cache, and its last window's rows */
         o.prompt_cache = 0;
         s = session(o);
-        run first, hit;
+        run first, hit, cut;
         submit(s, &first, 0, 180, 5);
         finish(&first);
         submit(s, &hit, 0, 230, 30);
         finish(&hit);
+        submit_ids(s, &cut, other, 140, 20);
+        finish(&cut);
         hr_session_free(s);
-        printf("format %d: %d cached tokens reused (of 180: a window starts every 64)\n", f,
-               hit.cached);
-        assert_int_equal(hit.cached, 128);
-        same(&nocache, &hit, "from the prompt cache against without it");
+        printf("format %d: %d cached tokens reused where the first request's last window "
+               "holds the rest; %d of 100 where none does (a window starts every 64)\n", f,
+               hit.cached, cut.cached);
+        assert_true(hit.cached >= 180 && hit.cached % 64);
+        assert_int_equal(cut.cached, 64);
+        same(&nocache, &hit, "resumed in a kept window against without the cache");
+        same(&nocache2, &cut, "cut back to a window's start against without the cache");
     }
 }
 
