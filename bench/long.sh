@@ -112,7 +112,7 @@ med = {key: (statistics.median(r["pp"]), statistics.median(r["tg"])) for key, r 
 base = med.get(("llama.cpp", "f16"))
 names = {"f16": "f16", "q8_0": "q8_0", "a4": "4-bit affine (group 64)", "a8": "8-bit affine",
          "turbo3.5": "TurboQuant 3.5", "turbo4": "TurboQuant 4", "turbo3": "TurboQuant 3",
-         "turbo2.5": "TurboQuant 2.5"}
+         "turbo2.5": "TurboQuant 2.5", "turbo3.5r128": "TurboQuant 3.5, --kv-residual 128"}
 print(f"{sys.argv[3]}-token prompt: prefill tokens/s; decode of {sys.argv[4]} tokens after it, tokens/s; "
       f"{sys.argv[2]} threads, medians of {sys.argv[5]} rounds")
 print(f"| engine | KV cache | prefill | vs llama.cpp f16 | decode | vs llama.cpp f16 | "

@@ -129,8 +129,10 @@ void hr_engine_stats_get(const hr_engine *e, hr_engine_stats *s) {
     s->kvq_blocks_cached = atomic_load(&m->st_kvq_cached);
     s->kvq_bytes = (size_t)e->kvq.n_blocks *
                    (hr_kv_stride_bytes(&e->kvq) + hr_kv_vstride_bytes(&e->kvq)) * e->kvq.n_layers;
-    s->kv_bytes += s->kvq_bytes + (size_t)e->kvr.n_blocks * e->kvr.n_layers *
-                                      (hr_kv_stride_bytes(&e->kvr) + hr_kv_vstride_bytes(&e->kvr));
+    s->kvr_tokens = e->resid;
+    s->kvr_bytes = (size_t)e->kvr.n_blocks * e->kvr.n_layers *
+                   (hr_kv_stride_bytes(&e->kvr) + hr_kv_vstride_bytes(&e->kvr));
+    s->kv_bytes += s->kvq_bytes + s->kvr_bytes;
 }
 
 /* ---- scheduling (engine thread) -------------------------------------------------- */

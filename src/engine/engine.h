@@ -240,11 +240,13 @@ typedef struct hr_engine_stats {
     long ssd_write_errors, ssd_read_errors; /* disk faults the tier survived */
     const char *ssd_last_error; /* strerror of the last one; NULL none */
     bool ssd_paused;            /* writes paused after an error (retried later) */
-    size_t kv_bytes;         /* both pools */
+    size_t kv_bytes;         /* every pool */
     /* the quantized pool sequences convert into (kv_start; 0 / 0 / 0: none) */
     int kvq_blocks_total, kvq_blocks_free;
     int kvq_blocks_cached; /* of them, indexed by the quantized prompt cache */
     size_t kvq_bytes;
+    int kvr_tokens;        /* --kv-residual's window (0: none) and its pool */
+    size_t kvr_bytes;
 } hr_engine_stats;
 
 /* Lock-free snapshot of the counters. */

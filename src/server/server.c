@@ -84,7 +84,7 @@ static void model_stats(json_t *o, const hr_served *m) {
                                   "decode_tokens_per_s", st.decode_tps));
     /* the pool sequences start in; with --quantized-kv-start, the one they
      * convert into beside it (docs/kv-quant.md) */
-    size_t kvb = st.kv_bytes - st.kvq_bytes;
+    size_t kvb = st.kv_bytes - st.kvq_bytes - st.kvr_bytes;
     json_t *kvc = json_pack("{s:i,s:i,s:i,s:i,s:I,s:I}", "blocks_total", st.kv_blocks_total,
                             "blocks_used", st.kv_blocks_requests, "blocks_cached",
                             st.kv_blocks_cached, "blocks_free", st.kv_blocks_free, "bytes",
@@ -100,6 +100,10 @@ static void model_stats(json_t *o, const hr_served *m) {
                                       (json_int_t)st.kvq_bytes, "bytes_per_token",
                                       (json_int_t)(st.kvq_bytes / ((size_t)st.kvq_blocks_total *
                                                                    HR_KV_BLOCK))));
+    if (kvc && st.kvr_tokens) /* --kv-residual's full-precision windows */
+        json_object_set_new(kvc, "residual",
+                            json_pack("{s:i,s:I}", "tokens", st.kvr_tokens, "bytes",
+                                      (json_int_t)st.kvr_bytes));
     json_object_set_new(o, "kv_cache", kvc);
     json_object_set_new(o, "ssd_cache",
                         st.ssd ? json_pack("{s:I,s:I,s:I,s:I,s:I,s:s?,s:b}", "blocks_written",

@@ -67,6 +67,11 @@ start_server "$tmp/resid.log" --model "$demo" --threads 1 --kv-quant turbo --kv-
 u1=$(usage "$SERVER_PORT" "$longer" 12); u2=$(usage "$SERVER_PORT" "$longer" 12)
 [ -n "$u1" ] && [ "${u2#* }" = "${u1#* }" ] && [ "${u2%% *}" -ge 32 ] && ok ||
     bad "--kv-residual 32, re-sent: '$u2', the first time '$u1'"
+curl -sf "http://127.0.0.1:$SERVER_PORT/stats" | python3 -c '
+import json, sys
+k = json.load(sys.stdin)["kv_cache"]
+assert k["bytes_per_token"] == 1280 and k["residual"]["tokens"] == 32 and k["residual"]["bytes"] > 0, k' &&
+    ok || bad "/stats with --kv-residual: $(curl -s "http://127.0.0.1:$SERVER_PORT/stats")"
 
 expect_err() { local want=$1; shift
     if "$bin" "$@" >"$tmp/out" 2>"$tmp/err"; then bad "$* succeeded"; return; fi

@@ -337,6 +337,10 @@ static void test_attention(void **state) {
         attn_case(&rng, 2, 128, BITS[bi], 128, 150, 5); /* prefill rows */
         cases += 3;
     }
+    /* a GQA group past 4096 query values a KV head (multi-query models):
+     * the rows are loaded, not read in place */
+    attn_case(&rng, 33, 128, 4, 64, 70, 2);
+    cases++;
     printf("attention over quantized KV within 1e-5 of the dequantized rows: %d cases (%s)\n", cases,
            hr_cpu()->name);
 }

@@ -139,12 +139,13 @@ static void attn_group(const hr_attn_args *a, int t0, int nq, int kvh, const int
     kv_side rsides[2] = {{a->r_k, a->r_dtype, (size_t)hd * rsz, a->r_stride * rsz, 0},
                          {a->r_v, a->r_dtype, (size_t)hd * rsz, a->r_stride * rsz, 0}};
     /* records read in place (affine: while a task's rows' group bias sums
-     * fit bias[], else the rows are loaded) */
+     * fit bias[] and its prepared query rows qbuf, else the rows are loaded) */
     bool direct[2];
     for (int w = 0; w < 2; w++) {
         hr_dtype t = sides[w].t;
         direct[w] = t == HR_DTYPE_Q8_0 || t == HR_DTYPE_Q4_0 || t == HR_DTYPE_TURBO ||
-                    (t == HR_DTYPE_AFFINE && nq * G * (hd / a->kv_group) <= BIAS_BUF);
+                    (t == HR_DTYPE_AFFINE && nq * G * (hd / a->kv_group) <= BIAS_BUF &&
+                     (size_t)nq * G * hd <= ROWS_BUF);
     }
     /* V's affine group bias sums */
     int ng = sides[1].t == HR_DTYPE_AFFINE ? hd / a->kv_group : 0;
