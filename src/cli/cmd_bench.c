@@ -212,7 +212,8 @@ int hr_cmd_bench(int argc, char **argv) {
     double pre_tps = hr_cli_median(pre, R), dec_tps = hr_cli_median(dec, R);
     double bw = hr_cli_median(bws, R), roof = bw / bytes, dec_pct = hr_cli_median(pct, R);
     if (json) {
-        json_t *o = json_pack("{s:s,s:s,s:i,s:i,s:i,s:i,s:f,s:f,s:f,s:f,s:f,s:f,s:f,s:f,s:I,s:i,s:O}",
+        json_t *o = json_pack("{s:s,s:s,s:i,s:i,s:i,s:i,s:f,s:f,s:f,s:f,s:f,s:f,s:f,s:f,s:I,s:i,"
+                              "s:O}",
                               "model", model, "isa", gpu ? m->be->name : hr_cpu()->name,
                               "threads", n_threads, "prompt_len", (int)prompt_len,
                               "gen_len", (int)gen_len, "repeats", (int)repeats,

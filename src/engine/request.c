@@ -207,8 +207,9 @@ int hr_request_new(hr_request **out, const hr_engine *e, const hr_req_params *p,
     r->stop_ids = malloc(((size_t)p->n_stop_ids + 1) * sizeof *r->stop_ids);
     r->steps = malloc(((size_t)r->limit + 1) * sizeof *r->steps);
     r->blocks = malloc(((size_t)e->n_ctx / HR_KV_BLOCK + 1) * sizeof *r->blocks);
-    if (e->resid && (r->rblocks = malloc(((size_t)e->n_ctx / HR_KV_BLOCK + 1) * sizeof *r->rblocks)))
-        for (int b = 0; b <= e->n_ctx / HR_KV_BLOCK; b++)
+    size_t nb = (size_t)e->n_ctx / HR_KV_BLOCK + 1;
+    if (e->resid && (r->rblocks = malloc(nb * sizeof *r->rblocks)))
+        for (size_t b = 0; b < nb; b++)
             r->rblocks[b] = -1;
     if (r->score_from && (r->prompt_lp = malloc((size_t)p->n_prompt * sizeof *r->prompt_lp)))
         for (int i = 0; i < p->n_prompt; i++)

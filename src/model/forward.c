@@ -107,8 +107,8 @@ int hr_fwd_new(hr_fwd **out, const hr_model *m, int max_tokens, int max_seqs, in
     f->g_rows = malloc((size_t)max_tokens * sizeof *f->g_rows);
     f->g_off = malloc(((size_t)max_seqs + 1) * sizeof *f->g_off);
     f->g_mat = malloc((size_t)HR_LORA_MAX_OUT * max_seqs * sizeof *f->g_mat);
-    if (!f->pool || !f->freq || !f->tables || !f->rtables || !f->tab_off || !f->seq_kv2 || !f->g_ad || !f->g_rows ||
-        !f->g_off || !f->g_mat ||
+    if (!f->pool || !f->freq || !f->tables || !f->rtables || !f->tab_off || !f->seq_kv2 ||
+        !f->g_ad || !f->g_rows || !f->g_off || !f->g_mat ||
         !(f->mem = f->be->ops->alloc(f->be, f->mem_bytes))) {
         rc = hr_err(err, HR_ENOMEM, "cannot allocate forward scratch for %d tokens (%zu MiB "
                     "on %s)", max_tokens, f->mem_bytes >> 20, f->be->name);
@@ -194,9 +194,9 @@ static int validate(hr_fwd *f, const hr_kv *kv, const hr_batch *b, bool hidden,
     if (rk && f->be->device_mem)
         return hr_err(err, HR_EUNSUPPORTED, "--kv-residual is not supported yet on %s",
                       f->be->name);
-    if (rk && (b->kv2 || !b->rtables || b->resid <= 0 || b->resid % HR_KV_BLOCK || hr_kv_is_rec(rk->dtype) ||
-               rk->n_layers != kv->n_layers || rk->n_kv_heads != kv->n_kv_heads ||
-               rk->head_dim != kv->head_dim))
+    if (rk && (b->kv2 || !b->rtables || b->resid <= 0 || b->resid % HR_KV_BLOCK ||
+               hr_kv_is_rec(rk->dtype) || rk->n_layers != kv->n_layers ||
+               rk->n_kv_heads != kv->n_kv_heads || rk->head_dim != kv->head_dim))
         return hr_err(err, HR_EINVAL, "a residual window's pool that does not fit this step");
     for (int t = 0; t < b->n_tokens; t++) {
         int s = b->seq[t], p = b->pos[t];

@@ -53,7 +53,8 @@ static void residual_case(hr_rng *rng, fmt f, hr_dtype rt, int G, int hd, int n,
     size_t qstride = (size_t)nkv * BS * rb, rstride = (size_t)nkv * BS * hd; /* elements */
     size_t fstride = (size_t)nkv * BS * hd;
     uint8_t *kq = calloc(NBLK, qstride), *vq = calloc(NBLK, qstride);
-    uint8_t *kr = calloc(NBLK, rstride * hr_dtype_size(rt)), *vr = calloc(NBLK, rstride * hr_dtype_size(rt));
+    size_t rbytes = rstride * hr_dtype_size(rt);
+    uint8_t *kr = calloc(NBLK, rbytes), *vr = calloc(NBLK, rbytes);
     /* dequantized and full-precision rows as f32, and the reference's pool */
     float *kd = calloc((size_t)NBLK * fstride, 4), *vd = calloc((size_t)NBLK * fstride, 4);
     float *ke = calloc((size_t)NBLK * fstride, 4), *ve = calloc((size_t)NBLK * fstride, 4);

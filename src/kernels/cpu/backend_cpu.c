@@ -102,7 +102,8 @@ static int cpu_ctx_new(hr_backend *be, hr_pool *pool, const hr_bctx_dims *dm, hr
     x->lora_z = malloc((size_t)HR_LORA_MAX_OUT * dm->max_tokens * HR_LORA_MAX_RANK *
                        sizeof(float));
     /* the products' scratch, reserved now: no allocation mid-pass */
-    if (!x->scores || !x->cs || !x->tok_blocks || !x->tok_rblocks || !x->tok_end || !x->seq_end || !x->lora_z ||
+    if (!x->scores || !x->cs || !x->tok_blocks || !x->tok_rblocks || !x->tok_end ||
+        !x->seq_end || !x->lora_z ||
         !hr_matmul_reserve(pool, dm->max_tokens, dm->max_k) ||
         (dm->n_experts > 0 &&
          !(x->moe = hr_moe_scratch_new(dm->max_tokens, dm->d_model, dm->n_experts,
