@@ -5,7 +5,8 @@
 # and one that stays below it exactly as a server without --kv-bits, a long
 # prompt re-sent reuses its quantized blocks, and /stats shows both pools; bench
 # and perplexity take a start inside the sequence; --kv-residual over
-# TurboQuant answers and resumes a re-sent prompt; bad values get one line.
+# TurboQuant answers and resumes a re-sent prompt (at a window's start after
+# a restart through the SSD tier); bad values get one line.
 set -euo pipefail
 bin=${HEARTH_BIN:?}; root=${HEARTH_ROOT:?}
 . "$root/tests/e2e/lib/serve.sh"
@@ -72,6 +73,18 @@ import json, sys
 k = json.load(sys.stdin)["kv_cache"]
 assert k["bytes_per_token"] == 1280 and k["residual"]["tokens"] == 32 and k["residual"]["bytes"] > 0, k' &&
     ok || bad "/stats with --kv-residual: $(curl -s "http://127.0.0.1:$SERVER_PORT/stats")"
+# ... and through the SSD tier across a restart: the kept windows are in RAM
+# only, so the prefix resumes at its window's start and answers the same
+start_server "$tmp/rs1.log" --model "$demo" --threads 1 --kv-quant turbo --kv-residual 32 \
+    --ssd-cache "$tmp/ssd"
+u1=$(usage "$SERVER_PORT" "$longer $longer" 12)
+kill "$SERVER_PID"; wait "$SERVER_PID" 2>/dev/null || true
+start_server "$tmp/rs2.log" --model "$demo" --threads 1 --kv-quant turbo --kv-residual 32 \
+    --ssd-cache "$tmp/ssd"
+u2=$(usage "$SERVER_PORT" "$longer $longer" 12)
+[ -n "$u1" ] && [ "${u2#* }" = "${u1#* }" ] && [ "${u2%% *}" -gt 0 ] &&
+    [ $(( ${u2%% *} % 32 )) -eq 0 ] && ok || bad "--kv-residual 32 after a restart: '$u2', before '$u1'"
+
 
 expect_err() { local want=$1; shift
     if "$bin" "$@" >"$tmp/out" 2>"$tmp/err"; then bad "$* succeeded"; return; fi
