@@ -61,9 +61,11 @@ int hr__session_engine_opts(const hr_llm *m, const hr_session_opts *o, hr_engine
     if (!o)
         o = &none;
     if (o->n_threads < 0 || o->max_batch < 0 || o->n_ctx < 0 || o->prefill_chunk < 0 ||
-        o->prompt_cache_size < 0 || o->ssd_demote_idle < 0 || o->quantized_kv_start < 0 ||
-        o->kv_residual < 0)
+        o->prompt_cache_size < 0 || o->ssd_demote_idle < 0 || o->quantized_kv_start < 0)
         return hr_err(err, HR_ERANGE, "a session option is negative");
+    if (o->kv_residual < 0)
+        return hr_err(err, HR_ERANGE, "--kv-residual %d: 0 (off) or a multiple of %d tokens",
+                      o->kv_residual, HR_KV_BLOCK);
     hr_dtype kvt, kvv;
     int rc;
     if ((rc = kv_pick(o->kv_dtype, m->model->gguf, &kvt, err)) ||

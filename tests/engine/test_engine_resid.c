@@ -281,6 +281,7 @@ static void test_refusals(void **state) {
     }
     assert_int_equal(hr_session_new(&s, g_llm, &(hr_session_opts){.kv_residual = -32}, &err),
                      HR_ERANGE);
+    assert_non_null(strstr(err.msg, "--kv-residual"));
 }
 
 int main(void) {
