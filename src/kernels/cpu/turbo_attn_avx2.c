@@ -60,12 +60,16 @@ AI float norm_of(const uint8_t *row, int s) { /* the f16 scale (F16C: hr_f16_to_
     return _mm_cvtss_f32(_mm_cvtph_ps(_mm_cvtsi32_si128(h)));
 }
 
-/* M (1-4) query rows over nk records; NSEG segments of B0 and B1 bits */
+/* M (1-4) query rows over nk records; NSEG segments of B0 and B1 bits.
+ * The sums T of 4 keys wait, so that their horizontal sums go 8 at a time
+ * (hr_hsum_2x4_avx2: each in hr_hsum8_avx2's order) and their scores are
+ * stored 4 at a time; the last nk % 4 keys sum one by one. */
 AI void dots_m(float *sc, size_t ldsc, const float *q, const int M, const uint8_t *rec,
                size_t rb, int nk, const hr_turbo_kv *L, float scale, const int NSEG,
                const int B0, const int B1) {
     int hd = L->hd, dim = L->dim;
     cbook k[2] = {cbook_of(L->cb[0], B0), cbook_of(L->cb[NSEG - 1], B1)};
+    __m256 Tk[RB][4]; /* [row][key % 4] */
     for (int j = 0; j < nk; j++) {
         const uint8_t *row = rec + (size_t)j * rb;
         __m256 T[RB];
@@ -87,8 +91,27 @@ AI void dots_m(float *sc, size_t ldsc, const float *q, const int M, const uint8_
             for (int rr = 0; rr < M; rr++)
                 T[rr] = _mm256_fmadd_ps(w, A[rr], T[rr]);
         }
+        if (j >= nk / 4 * 4) { /* the tail */
+            for (int rr = 0; rr < M; rr++)
+                sc[(size_t)rr * ldsc + j] = hr_hsum8_avx2(T[rr]) * scale;
+            continue;
+        }
         for (int rr = 0; rr < M; rr++)
-            sc[(size_t)rr * ldsc + j] = hr_hsum8_avx2(T[rr]) * scale;
+            Tk[rr][j % 4] = T[rr];
+        if (j % 4 < 3)
+            continue;
+        __m256 sv = _mm256_set1_ps(scale);
+        for (int rr = 0; rr < M; rr += 2) { /* rows rr and rr + 1 (or rr again) */
+            __m256 t[2][4];
+            for (int kk = 0; kk < 4; kk++) {
+                t[0][kk] = Tk[rr][kk];
+                t[1][kk] = Tk[rr + 1 < M ? rr + 1 : rr][kk];
+            }
+            __m256 y = _mm256_mul_ps(hr_hsum_2x4_avx2(t), sv);
+            _mm_storeu_ps(sc + (size_t)rr * ldsc + j - 3, _mm256_castps256_ps128(y));
+            if (rr + 1 < M)
+                _mm_storeu_ps(sc + (size_t)(rr + 1) * ldsc + j - 3, _mm256_extractf128_ps(y, 1));
+        }
     }
 }
 
