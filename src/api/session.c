@@ -80,14 +80,6 @@ int hr__session_engine_opts(const hr_llm *m, const hr_session_opts *o, hr_engine
     if (tk && (o->kv_bits || o->kv_dtype_v || o->kv_dtype > HR_KV_BF16))
         return hr_err(err, HR_EINVAL, "--kv-quant and --kv-bits or --cache-type-k/-v: "
                       "pick one");
-    /* the residual window's rows: the model's unquantized KV dtype */
-    hr_dtype rdt = HR_DTYPE_F32;
-    if (o->kv_residual && o->kv_bits && o->quantized_kv_start)
-        return hr_err(err, HR_EUNSUPPORTED, "--kv-residual with --quantized-kv-start > 0 is "
-                      "not supported yet (--quantized-kv-start 0 quantizes from the first "
-                      "token)");
-    if (o->kv_residual && (rc = hr_kv_dtype_pick(NULL, m->model->gguf, &rdt, err)))
-        return rc;
     /* the prompt cache bound in blocks: the tighter of size and bytes */
     int cache_blocks = o->prompt_cache < 0 ? -1 : 0;
     if (cache_blocks >= 0) {
@@ -115,7 +107,7 @@ int hr__session_engine_opts(const hr_llm *m, const hr_session_opts *o, hr_engine
                            .kv_bits = o->kv_bits, .kv_group = o->kv_group ? o->kv_group : 64,
                            .kv_start = o->quantized_kv_start,
                            .kv_turbo_k = tk, .kv_turbo_v = tv,
-                           .kv_residual = o->kv_residual, .kv_resid_dtype = rdt,
+                           .kv_residual = o->kv_residual,
                            .prefill_chunk = o->prefill_chunk, .cache_blocks = cache_blocks,
                            .ssd_dir = o->ssd_dir, .ssd_max_bytes = o->ssd_max_bytes,
                            .ssd_demote_idle = o->ssd_demote_idle, .cache_salt = m->tok_hash};

@@ -605,7 +605,7 @@ int hr_engine_new(hr_engine **out, const hr_model *m, const hr_engine_opts *o,
                          o ? o->n_threads : 0, err)))
         goto fail;
     if (o && o->kv_residual &&
-        (rc = hr__resid_init(e, o->kv_residual, o->kv_resid_dtype, &kvf, err)))
+        (rc = hr__resid_init(e, o, &kvf, err)))
         goto fail;
     /* rows: every running request's last token and drafts; scoring rows
      * come on top (their logits when the first scoring request comes) */

@@ -57,8 +57,8 @@ typedef struct hr_engine_opts {
                                  * rates r2 (bits x 2: kernels/cpu/turbo.h) */
     int kv_residual;    /* > 0: --kv-residual, a multiple of 32: a token reads the keys
                          * of its window of this many positions at full precision
-                         * (kv_resid_dtype), the others from the quantized pool */
-    hr_dtype kv_resid_dtype;
+                         * (the model's unquantized KV dtype), the others from the
+                         * quantized pool */
     int prefill_chunk;  /* tokens per step across prefills; 0 = 512 (a GPU: 2048) */
     int cache_blocks;   /* prompt cache bound in KV blocks; 0 = the pool's
                          * free space; -1 = no prompt cache */

@@ -242,11 +242,11 @@ static inline int32_t hr__key_at(const hr_request *r, int k) {
 static inline int hr__blocks_for(int tokens) { return (tokens + HR_KV_BLOCK - 1) / HR_KV_BLOCK; }
 
 /* ---- the residual window (residual.c, docs/kv-quant.md) ---- */
-/* The residual pool of an engine with a window of resid tokens over the
- * quantized pool kvq_fmt; its blocks' dtype t (the model's unquantized
- * KV dtype). HR_EUNSUPPORTED / HR_EINVAL, one line naming --kv-residual,
+/* The residual pool of an engine with a window of o->kv_residual tokens
+ * over the pool of format kvq_fmt; its blocks in the model's unquantized
+ * KV dtype. HR_EUNSUPPORTED / HR_EINVAL, one line naming --kv-residual,
  * for what it does not run with. */
-int hr__resid_init(hr_engine *e, int resid, hr_dtype t, const hr_kv_fmt *kvq_fmt,
+int hr__resid_init(hr_engine *e, const hr_engine_opts *o, const hr_kv_fmt *kvq_fmt,
                    hr_error *err);
 /* A prompt cache hit of *len tokens (*hit blocks in r->blocks): resumed
  * there when a finished sequence's last window holds the same tokens up

@@ -44,15 +44,17 @@ static void window_drop(hr_engine *e, hr__window *w) {
     w->key = 0;
 }
 
-int hr__resid_init(hr_engine *e, int resid, hr_dtype t, const hr_kv_fmt *kvq_fmt,
+int hr__resid_init(hr_engine *e, const hr_engine_opts *o, const hr_kv_fmt *kvq_fmt,
                    hr_error *err) {
     const hr_model *m = e->m;
+    int resid = o->kv_residual;
     if (resid % HR_KV_BLOCK)
         return hr_err(err, HR_EINVAL, "--kv-residual %d: a multiple of %d tokens", resid,
                       HR_KV_BLOCK);
-    if (e->kvq.n_blocks)
+    if (o->kv_bits && o->kv_start) /* (a start past the context too: kvq_fmt is then plain) */
         return hr_err(err, HR_EUNSUPPORTED, "--kv-residual with --quantized-kv-start > 0 is "
-                      "not supported yet");
+                      "not supported yet (--quantized-kv-start 0 quantizes from the first "
+                      "token)");
     if (!hr_kv_is_rec(kvq_fmt->dtype) && !(kvq_fmt->vown && hr_kv_is_rec(kvq_fmt->vdtype)))
         return hr_err(err, HR_EINVAL, "--kv-residual keeps a window of a quantized KV cache "
                       "at full precision: it needs --kv-quant, --kv-bits (with "
@@ -71,8 +73,10 @@ int hr__resid_init(hr_engine *e, int resid, hr_dtype t, const hr_kv_fmt *kvq_fmt
     if (hr_fwd_state_bytes(e->fwd))
         return hr_err(err, HR_EUNSUPPORTED, "--kv-residual with recurrent layers (%s) is not "
                       "supported yet", m->hp.arch->model_type);
-    if (t != HR_DTYPE_F32 && t != HR_DTYPE_F16 && t != HR_DTYPE_BF16)
-        return hr_err(err, HR_EINVAL, "--kv-residual: rows of %s", hr_dtype_name(t));
+    hr_dtype t; /* the rows' dtype: what the cache would hold unquantized */
+    int rc = hr_kv_dtype_pick(NULL, m->gguf, &t, err);
+    if (rc)
+        return rc;
     /* each sequence: its window's blocks up to its next position between
      * steps (hr__resid_trim), and during a step the blocks its tokens write
      * (the step's tokens, a block more a sequence where they start inside
@@ -82,8 +86,7 @@ int hr__resid_init(hr_engine *e, int resid, hr_dtype t, const hr_kv_fmt *kvq_fmt
      * after this), w blocks each at most */
     n += e->max_batch * w;
     e->resid = resid;
-    int rc = hr_kv_init_on(&e->kvr, m->be, hp, t, n, err);
-    if (rc)
+    if ((rc = hr_kv_init_on(&e->kvr, m->be, hp, t, n, err)))
         return rc;
     if (!(e->windows = calloc((size_t)e->max_batch, sizeof *e->windows)))
         return hr_err(err, HR_ENOMEM, "out of memory");
