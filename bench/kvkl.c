@@ -67,8 +67,7 @@ static double bytes_per_token(const hr_model *m, const hr_kv_fmt *f, hr_error *e
     hr_kv kv;
     if (hr_kv_init_fmt(&kv, m->be, &m->hp, f, 1, err))
         return -1;
-    double b = (double)m->hp.n_layers * (double)(hr_kv_stride_bytes(&kv) + hr_kv_vstride_bytes(&kv)) /
-               HR_KV_BLOCK;
+    double b = (double)hr_kv_pool_block_bytes(&kv) / HR_KV_BLOCK;
     hr_kv_deinit(&kv);
     return b;
 }

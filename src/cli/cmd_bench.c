@@ -171,17 +171,13 @@ int hr_cmd_bench(int argc, char **argv) {
      * when c >= --quantized-kv-start), else the one it starts in */
     const hr_kv *kv0 = hr_engine_kv(s->engine), *kvc = hr_engine_kvq(s->engine);
     const hr_kv *kvp = kvc ? kvc : kv0;
-    double kv_tok = (double)hp->n_layers * (hr_kv_stride_bytes(kvp) + hr_kv_vstride_bytes(kvp)) /
-                    HR_KV_BLOCK;
-    double kv0_tok = (double)hp->n_layers * (hr_kv_stride_bytes(kv0) + hr_kv_vstride_bytes(kv0)) /
-                     HR_KV_BLOCK;
+    double kv_tok = (double)hr_kv_pool_block_bytes(kvp) / HR_KV_BLOCK;
+    double kv0_tok = (double)hr_kv_pool_block_bytes(kv0) / HR_KV_BLOCK;
     long seqs16k = (long)(kv_gb * 1e9 / (kv_tok * 16384)); /* whole sequences */
     /* --kv-residual: the step at c reads its window's c + 1 - w0 rows from kvr */
     int resid = 0;
     const hr_kv *kvr = hr_engine_kvr(s->engine, &resid);
-    double kvr_tok = kvr ? (double)hp->n_layers *
-                               (hr_kv_stride_bytes(kvr) + hr_kv_vstride_bytes(kvr)) / HR_KV_BLOCK
-                         : 0;
+    double kvr_tok = kvr ? (double)hr_kv_pool_block_bytes(kvr) / HR_KV_BLOCK : 0;
     double kv_bytes = 0;
     for (long c = prompt_len; c < prompt_len + gen_len; c++) {
         long w0 = kvr ? c / resid * resid : c + 1;

@@ -122,16 +122,13 @@ void hr_engine_stats_get(const hr_engine *e, hr_engine_stats *s) {
     s->images_cached = atomic_load(&m->st_img_cached);
     s->cache_misses = s->cache_lookups - s->cache_hits;
     s->cache_miss_tokens = atomic_load(&m->st_miss_tokens);
-    s->kv_bytes = (size_t)e->kv.n_blocks *
-                  (hr_kv_stride_bytes(&e->kv) + hr_kv_vstride_bytes(&e->kv)) * e->kv.n_layers;
+    s->kv_bytes = (size_t)e->kv.n_blocks * hr_kv_pool_block_bytes(&e->kv);
     s->kvq_blocks_total = e->kvq.n_blocks;
     s->kvq_blocks_free = atomic_load(&m->st_kvq_free);
     s->kvq_blocks_cached = atomic_load(&m->st_kvq_cached);
-    s->kvq_bytes = (size_t)e->kvq.n_blocks *
-                   (hr_kv_stride_bytes(&e->kvq) + hr_kv_vstride_bytes(&e->kvq)) * e->kvq.n_layers;
+    s->kvq_bytes = (size_t)e->kvq.n_blocks * hr_kv_pool_block_bytes(&e->kvq);
     s->kvr_tokens = e->resid;
-    s->kvr_bytes = (size_t)e->kvr.n_blocks * e->kvr.n_layers *
-                   (hr_kv_stride_bytes(&e->kvr) + hr_kv_vstride_bytes(&e->kvr));
+    s->kvr_bytes = (size_t)e->kvr.n_blocks * hr_kv_pool_block_bytes(&e->kvr);
     s->kv_bytes += s->kvq_bytes + s->kvr_bytes;
 }
 

@@ -638,7 +638,7 @@ int hr_ssd_open_tag(hr_ssd **out, const char *dir, uint64_t model_fp, uint64_t s
     s->kv = kv;
     s->max_bytes = max_bytes;
     s->state_bytes = state_bytes;
-    s->payload = (size_t)kv->n_layers * (hr_kv_stride_bytes(kv) + hr_kv_vstride_bytes(kv));
+    s->payload = hr_kv_pool_block_bytes(kv);
     hr_ssd_set_backoff(s, 1, 300);
     if (!(s->stage = malloc(s->payload)) || !(s->rbuf = malloc(HDR_BYTES + s->payload + state_bytes))) {
         free(s->stage);

@@ -151,8 +151,7 @@ static char *buf_row(const hr_kv *kv, char *buf, int layer, int h, int slot, boo
  * a failed copy the new blocks are released and the sequence stays in src. */
 static int convert_device(hr_kv *dst, hr_kv *src, const int32_t *from, const int *rows, int n,
                           int32_t *to, hr_error *err) {
-    size_t sbytes = (size_t)src->n_layers * (hr_kv_stride_bytes(src) + hr_kv_vstride_bytes(src));
-    size_t dbytes = (size_t)dst->n_layers * (hr_kv_stride_bytes(dst) + hr_kv_vstride_bytes(dst));
+    size_t sbytes = hr_kv_pool_block_bytes(src), dbytes = hr_kv_pool_block_bytes(dst);
     char *sbuf = malloc(sbytes), *dbuf = calloc(1, dbytes);
     int32_t *nb = malloc((size_t)n * sizeof *nb);
     int rc = 0;

@@ -147,6 +147,10 @@ static inline size_t hr_kv_vstride_bytes(const hr_kv *kv) {
     return hr_kv_is_rec(kv->vdtype) ? kv->vblock_stride
                                     : kv->vblock_stride * hr_dtype_size(kv->vdtype);
 }
+/* Bytes of one block over every layer, K and V (hr_kv_block_read's buffer) */
+static inline size_t hr_kv_pool_block_bytes(const hr_kv *kv) {
+    return (size_t)kv->n_layers * (hr_kv_stride_bytes(kv) + hr_kv_vstride_bytes(kv));
+}
 /* Layer `layer`'s K (V): n_blocks blocks of hr_kv_stride_bytes
  * (hr_kv_vstride_bytes) each. */
 static inline void *hr_kv_layer_k(const hr_kv *kv, int layer) {

@@ -454,7 +454,7 @@ static void convert_through_host(void) {
         assert_int_equal(hr_kv_convert(&q[d], &u[d], from, rows, 2, got[d], &err), 0);
         assert_int_equal(u[d].n_free, 3);
     }
-    size_t bb = (size_t)hp->n_layers * (hr_kv_stride_bytes(&q[0]) + hr_kv_vstride_bytes(&q[0]));
+    size_t bb = hr_kv_pool_block_bytes(&q[0]);
     char *a = malloc(bb), *b = malloc(bb);
     for (int i = 0; i < 2; i++) {
         assert_int_equal(hr_kv_block_read(&q[0], got[0][i], a, &err), 0);
