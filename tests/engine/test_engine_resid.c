@@ -13,6 +13,7 @@
  *  - the options are refused with one line naming --kv-residual where the
  *    window does not apply. */
 #include "hearth.h"
+#include "core/file.h"
 
 #include <setjmp.h>
 #include <stdarg.h>
@@ -40,19 +41,16 @@ static int setup(void **state) {
         fprintf(stderr, "%s\n", err.msg);
         return -1;
     }
-    FILE *f = fopen(file, "rb");
-    if (!f)
-        return -1;
-    char text[8192];
-    size_t len = fread(text, 1, sizeof text - 1, f);
-    fclose(f);
-    text[len] = 0;
-    if (hr_llm_tokenize(g_llm, text, len, HR_TOKENIZE_ADD_SPECIAL, &g_ids, &g_n, &err) ||
-        g_n < 400) {
+    char *text = NULL;
+    size_t len = 0; /* its first 8191 bytes: 400 tokens and more */
+    int rc = hr_file_read(file, &text, &len, &err) ||
+             hr_llm_tokenize(g_llm, text, len < 8191 ? len : 8191, HR_TOKENIZE_ADD_SPECIAL,
+                             &g_ids, &g_n, &err) ||
+             g_n < 400;
+    free(text);
+    if (rc)
         fprintf(stderr, "%s\n", err.msg);
-        return -1;
-    }
-    return 0;
+    return rc ? -1 : 0;
 }
 
 static int teardown(void **state) {
