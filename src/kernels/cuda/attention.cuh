@@ -27,6 +27,7 @@ typedef struct att_shared {
 } att_shared;
 
 /* (m, l, o) <- (m, l, o) (+) (m2, l2, o2), o's dims lane + 32 i. */
+template <int PER = ATT_PER>
 static __device__ __forceinline__ void att_fold(float &m, float &l, float *o, float m2, float l2,
                                                 const float *o2) {
     float mx = fmaxf(m, m2);
@@ -34,7 +35,7 @@ static __device__ __forceinline__ void att_fold(float &m, float &l, float *o, fl
         return; /* both empty */
     float a = m == -INFINITY ? 0.0f : expf(m - mx), b = m2 == -INFINITY ? 0.0f : expf(m2 - mx);
     l = __fadd_rn(__fmul_rn(l, a), __fmul_rn(l2, b));
-    for (int i = 0; i < ATT_PER; i++)
+    for (int i = 0; i < PER; i++)
         o[i] = __fadd_rn(__fmul_rn(o[i], a), __fmul_rn(o2[i], b));
     m = mx;
 }
@@ -156,7 +157,7 @@ static __device__ void att_chunk(const hr_attn_in &a, const int32_t *tab, int kv
         int32_t blk = tab[j / a.block_size];
         int r = kvh * a.block_size + j % a.block_size;
         at = kv_at(vf, blk, r);
-        s = att_dot<VEC>(sh->q, a.k_cache, kf, kv_at(kf, blk, r), hd) * a.scale;
+        s = __fmul_rn(att_dot<VEC>(sh->q, a.k_cache, kf, kv_at(kf, blk, r), hd), a.scale);
         if (a.softcap > 0)
             s = tanhf(s / a.softcap) * a.softcap;
     }
@@ -216,14 +217,28 @@ static __device__ void att_begin(const hr_attn_in &a, int t, int h, att_shared *
 
 /* head h's sink (a logit with no value, in the softmax's denominator only)
  * folded into (M, L, O) after the chunks, as the partial (sink, 1, 0) */
+template <int PER = ATT_PER>
 static __device__ __forceinline__ void att_sink(const hr_attn_in &a, int h, float &M, float &L,
                                                 float *O) {
     if (!a.sinks)
         return;
-    float z[ATT_PER];
-    for (int i = 0; i < ATT_PER; i++)
+    float z[PER];
+    for (int i = 0; i < PER; i++)
         z[i] = 0.0f;
-    att_fold(M, L, O, a.sinks[h], 1.0f, z);
+    att_fold<PER>(M, L, O, a.sinks[h], 1.0f, z);
+}
+
+/* a plain V's output row (not TurboQuant's rotated basis) */
+template <int PER = ATT_PER>
+static __device__ __forceinline__ void att_write_plain(const hr_attn_in &a, int t, int h, float l,
+                                                       const float *o) {
+    float *out = a.out + ((size_t)t * a.n_heads + h) * a.head_dim;
+    int lane = threadIdx.x & 31;
+    for (int i = 0; i < PER; i++) {
+        int d = lane + 32 * i;
+        if (d < a.head_dim)
+            out[d] = o[i] / l;
+    }
 }
 
 static __device__ void att_write(const hr_attn_in &a, int t, int h, float l, const float *o) {
@@ -241,11 +256,7 @@ static __device__ void att_write(const hr_attn_in &a, int t, int h, float l, con
         kvt_unrotate_out(vf, h / (a.n_heads / a.n_kv_heads), ob, out);
         return;
     }
-    for (int i = 0; i < ATT_PER; i++) {
-        int d = lane + 32 * i;
-        if (d < a.head_dim)
-            out[d] = o[i] / l;
-    }
+    att_write_plain(a, t, h, l, o);
 }
 
 /* One block per (token, query head) walks the token's chunks. */

@@ -9,6 +9,7 @@ extern "C" {
 #include "kernels/graphs.h"
 }
 #include "kernels/cuda/attention.cuh"
+#include "kernels/cuda/attention_tiled.cuh"
 #include "kernels/cuda/mma_tiled.cuh"
 #include "kernels/cuda/moe.cuh"
 #include "kernels/cuda/mv_span.cuh"
@@ -644,6 +645,9 @@ static void cu_attention(hr_bctx *c, const hr_attn_in *a) {
                                                                       cx->n_chunks);
         return;
     }
+    /* many tokens a sequence (prefill): K/V shared through shared memory */
+    if (cx->n_tokens >= ATT_TILED_MIN * cx->n_seqs && att_tiled_launch(in, st, T, cx->dev, cx->stream))
+        return;
     dim3 grid(T, a->n_heads);
     if (vec)
         k_attention<true><<<grid, ATT_CHUNK, 0, cx->stream>>>(in, st);
