@@ -368,7 +368,7 @@ static bool prefill_kind(const char *name, int T, const float *x, uint16_t *xs, 
     };
     auto new_kernel = [&](float *out) {
         for (int i = 0; i < 4; i++)
-            if (!mma_tiled_launch<KIND, NP>(xin(i), outs(i, out), T, st)) {
+            if (!mma_tiled_launch<KIND, NP>(xin(i), outs(i, out), T, 0, st)) { /* device 0 */
                 fprintf(stderr, "bench_cuda_mv: k_mma_tiled refused its shared memory\n");
                 exit(1);
             }

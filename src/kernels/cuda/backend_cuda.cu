@@ -469,7 +469,7 @@ static void mma_launch(cu_ctx *cx, const mma_x &x, bool xf, bool stg, bool tiled
     cudaStream_t st = cx->stream;
     unsigned th = MMA_WARPS * 32;
     /* prefill: through shared memory (mma_tiled.cuh), the same sums */
-    if (tiled && mma_tiled_launch<KIND, NP>(x, o, T, st))
+    if (tiled && mma_tiled_launch<KIND, NP>(x, o, T, cx->dev, st))
         return;
     dim3 g(1, (unsigned)mma_tiles(o, T <= 16 ? 16 : T <= 32 ? 32 : 64));
     /* decode of block weights: the rows staged through shared memory */
@@ -532,7 +532,7 @@ static void cu_matmul(hr_bctx *c, const float *x, int ldx, int T, int count,
             /* k_mma_tiled (reads the parts): the block formats' prefill; bf16
              * and f16 (three parts of x against one weight row, the most mmas
              * per byte) ran slower through it than k_mma's registers */
-            bool tiled = T > 32 && mma_staged_kind(kind) && mma_tiled_fits(w);
+            bool tiled = T > 32 && mma_staged_fits(w);
             if (!xf && split_k != K) {
                 k_split_bf16<<<blocks_for((size_t)n, 256), 256, 0, cx->stream>>>(x, ldx, T, K,
                                                                                  cx->d_xs, n);
@@ -543,7 +543,7 @@ static void cu_matmul(hr_bctx *c, const float *x, int ldx, int T, int count,
             for (; o.n < MMA_MAX_OUT && i < count; i++, o.n++) {
                 dw wi = view(out[i].w);
                 if (o.n && (!mma_fits(wi) || mma_kind(wi) != kind || wi.cols != K ||
-                            (stg && !mma_staged_fits(wi)) || (tiled && !mma_tiled_fits(wi))))
+                            ((stg || tiled) && !mma_staged_fits(wi))))
                     break;
                 o.w[o.n] = wi;
                 o.y[o.n] = out[i].y;

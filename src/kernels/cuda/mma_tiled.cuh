@@ -50,12 +50,6 @@ struct mma_tiled_p {
                   "the fold's sums fit the stages");
 };
 
-/* true when k_mma_tiled takes w: every stage of every row starts 16-byte
- * aligned */
-static __host__ bool mma_tiled_fits(const dw &w) {
-    return mma_fits(w) && ((uintptr_t)w.data & 15) == 0 && w.row_bytes % 16 == 0;
-}
-
 template <int KIND, int NP>
 __global__ void __launch_bounds__(MMA_TILED_THREADS, 1) k_mma_tiled(mma_x x, mma_outs outs) {
     using P = mma_tiled_p<KIND, NP>;
@@ -139,16 +133,15 @@ __global__ void __launch_bounds__(MMA_TILED_THREADS, 1) k_mma_tiled(mma_x x, mma
 /* launches k_mma_tiled for T rows of x (its parts written); false when the
  * kernel cannot take its shared memory on this device (the caller launches
  * k_mma). The attribute is set once a device (racing threads set it
- * twice, harmlessly). */
+ * twice, harmlessly). Takes what mma_staged_fits takes (every stage of
+ * every row 16-byte aligned); dev: the current device, the stream's. */
 template <int KIND, int NP>
-static __host__ bool mma_tiled_launch(const mma_x &x, mma_outs o, int T, cudaStream_t st) {
+static __host__ bool mma_tiled_launch(const mma_x &x, mma_outs o, int T, int dev,
+                                      cudaStream_t st) {
     using P = mma_tiled_p<KIND, NP>;
     static std::atomic<signed char> state[64]; /* a device's: 0 not yet, 1 set, -1 refused */
-    int dev = 0;
-    if (cudaGetDevice(&dev) != cudaSuccess || dev < 0 || dev >= 64) {
-        (void)cudaGetLastError();
+    if (dev < 0 || dev >= 64)
         return false;
-    }
     if (state[dev].load(std::memory_order_relaxed) == 0) {
         bool set = cudaFuncSetAttribute(k_mma_tiled<KIND, NP>,
                                         cudaFuncAttributeMaxDynamicSharedMemorySize,
