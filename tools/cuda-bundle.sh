@@ -13,7 +13,8 @@ out=$root/.device
 rm -rf "$out"
 mkdir -p "$out/lib"
 bins=(hearth test_parity test_engine test_quant_parity test_spec test_api test_backend_attn
-      test_backend_kv test_embed_parity test_engine_vision bench_kernels bench_cuda_mv)
+      test_backend_kv test_embed_parity test_engine_vision bench_kernels bench_cuda_mv
+      bench_cuda_attn)
 for b in "${bins[@]}"; do
     [ -x "$build/$b" ] && cp "$build/$b" "$out/" && strip --strip-debug "$out/$b"
 done

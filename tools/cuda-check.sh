@@ -131,6 +131,8 @@ if [ "${1:-}" = "--bench" ]; then
     # (TFLOP/s, k_mma's tiles against k_mma_tiled), each checking the bits
     run "$dev/bench_cuda_mv"
     run "$dev/bench_cuda_mv" prefill 512 2048
+    # prefill attention: a block per (token, head) against the tiled kernel
+    run "$dev/bench_cuda_attn"
     for shape in ${BENCH_SHAPES:-llama-3.2-1b llama-3.1-8b}; do
         [ -d "$tmp/$shape" ] || "$dev/hearth" synth --shape "$shape" --out "$tmp/$shape" >/dev/null
         echo "== bench $shape bf16"

@@ -26,14 +26,13 @@
 
 #include "kernels/cuda/attention.cuh"
 
-#include <atomic>
-
 #define ATT_TW 8                     /* a block's warps */
 #define ATT_RW 4                     /* rows (token, query head) a warp */
 #define ATT_ROWS (ATT_TW * ATT_RW)   /* a block's rows */
 #define ATT_GRP 32                   /* positions a stage: one warp's of a chunk */
 #define ATT_TILED_MIN 8              /* tokens a sequence, on average, for this kernel */
 #define ATT_TILED_MAX_HD 256
+#define ATT_TILED_MINB 1             /* blocks an SM, for the registers' bound */
 
 /* shared memory of a block: the rows' queries [ROWS][hd], a stage's K rows
  * [GRP][hd + 4] (the pad puts 8 lanes' float4s on distinct banks) and V rows
@@ -84,9 +83,11 @@ static __device__ __forceinline__ void att_stage(const void *base, const kvf &f,
 }
 
 /* Block (b, kvh): rows b * ROWS + i of the step's T * G rows (token
- * row / G, query head kvh * G + row % G). PER: head_dim <= 32 PER. */
-template <int PER>
-__global__ void __launch_bounds__(ATT_TW * 32, 2) k_attention_tiled(hr_attn_in a, dstep st, int T) {
+ * row / G, query head kvh * G + row % G). PER: head_dim <= 32 PER; MINB:
+ * the blocks an SM must hold (registers; bench/cuda_attn.cu compares). */
+template <int PER, int MINB = ATT_TILED_MINB>
+__global__ void __launch_bounds__(ATT_TW * 32, MINB) k_attention_tiled(hr_attn_in a, dstep st,
+                                                                       int T) {
     extern __shared__ float4 att_tiled_sh[];
     int hd = a.head_dim, G = a.n_heads / a.n_kv_heads, kvh = blockIdx.y;
     int lane = threadIdx.x & 31, wid = threadIdx.x >> 5;
@@ -235,24 +236,12 @@ __global__ void __launch_bounds__(ATT_TW * 32, 2) k_attention_tiled(hr_attn_in a
 
 /* Launches k_attention_tiled over the step's T tokens; false when it does
  * not take this layer (its formats, its head, or the device's shared
- * memory: the caller launches k_attention). The shared-memory attribute is
- * set once a device and instantiation. */
+ * memory: the caller launches k_attention). */
 template <int PER>
 static __host__ bool att_tiled_launch_per(const hr_attn_in &a, const dstep &st, int T, int dev,
                                           cudaStream_t s) {
-    static std::atomic<signed char> state[64]; /* a device's: 0 not yet, 1 set, -1 refused */
-    if (dev < 0 || dev >= 64)
-        return false;
-    size_t bytes = att_tiled_bytes(32 * PER);
-    if (state[dev].load(std::memory_order_relaxed) == 0) {
-        bool set = cudaFuncSetAttribute(k_attention_tiled<PER>,
-                                        cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                        (int)bytes) == cudaSuccess;
-        if (!set)
-            (void)cudaGetLastError();
-        state[dev].store(set ? 1 : -1, std::memory_order_relaxed);
-    }
-    if (state[dev].load(std::memory_order_relaxed) < 0)
+    static std::atomic<signed char> state[64];
+    if (!cu_smem_allow(k_attention_tiled<PER>, att_tiled_bytes(32 * PER), dev, state))
         return false;
     int G = a.n_heads / a.n_kv_heads;
     dim3 grid((unsigned)((T * G + ATT_ROWS - 1) / ATT_ROWS), (unsigned)a.n_kv_heads);

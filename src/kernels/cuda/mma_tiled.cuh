@@ -18,7 +18,6 @@
 
 #include "kernels/cuda/mma.cuh"
 
-#include <atomic>
 
 #define MMA_TILED_GROUPS 2
 #define MMA_TILED_THREADS (MMA_TILED_GROUPS * MMA_WARPS * 32)
@@ -132,25 +131,14 @@ __global__ void __launch_bounds__(MMA_TILED_THREADS, 1) k_mma_tiled(mma_x x, mma
 
 /* launches k_mma_tiled for T rows of x (its parts written); false when the
  * kernel cannot take its shared memory on this device (the caller launches
- * k_mma). The attribute is set once a device (racing threads set it
- * twice, harmlessly). Takes what mma_staged_fits takes (every stage of
+ * k_mma). Takes what mma_staged_fits takes (every stage of
  * every row 16-byte aligned); dev: the current device, the stream's. */
 template <int KIND, int NP>
 static __host__ bool mma_tiled_launch(const mma_x &x, mma_outs o, int T, int dev,
                                       cudaStream_t st) {
     using P = mma_tiled_p<KIND, NP>;
-    static std::atomic<signed char> state[64]; /* a device's: 0 not yet, 1 set, -1 refused */
-    if (dev < 0 || dev >= 64)
-        return false;
-    if (state[dev].load(std::memory_order_relaxed) == 0) {
-        bool set = cudaFuncSetAttribute(k_mma_tiled<KIND, NP>,
-                                        cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                        P::BYTES) == cudaSuccess;
-        if (!set)
-            (void)cudaGetLastError();
-        state[dev].store(set ? 1 : -1, std::memory_order_relaxed);
-    }
-    if (state[dev].load(std::memory_order_relaxed) < 0)
+    static std::atomic<signed char> state[64];
+    if (!cu_smem_allow(k_mma_tiled<KIND, NP>, P::BYTES, dev, state))
         return false;
     dim3 grid((unsigned)((T + P::BN - 1) / P::BN), (unsigned)mma_tiles(o, P::BM));
     k_mma_tiled<KIND, NP><<<grid, MMA_TILED_THREADS, P::BYTES, st>>>(x, o);

@@ -12,7 +12,27 @@ extern "C" {
 #include "kernels/cuda/kvq.cuh"
 #include "kernels/cuda/warp.cuh"
 
+#include <atomic>
 #include <math.h>
+
+/* Lets kernel fn take `bytes` of dynamic shared memory on device dev (the
+ * attribute set once a device and kernel: state is the kernel's, 0 not yet,
+ * 1 set, -1 refused; racing threads set it twice, harmlessly); false where
+ * the device refuses (the caller falls back to another kernel). */
+template <class F>
+static __host__ bool cu_smem_allow(F *fn, size_t bytes, int dev,
+                                   std::atomic<signed char> (&state)[64]) {
+    if (dev < 0 || dev >= 64)
+        return false;
+    if (state[dev].load(std::memory_order_relaxed) == 0) {
+        bool set = cudaFuncSetAttribute(fn, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                        (int)bytes) == cudaSuccess;
+        if (!set)
+            (void)cudaGetLastError();
+        state[dev].store(set ? 1 : -1, std::memory_order_relaxed);
+    }
+    return state[dev].load(std::memory_order_relaxed) > 0;
+}
 
 #define HR_CU_MAX_HD 512 /* longest head the attention kernel takes */
 

@@ -1,0 +1,174 @@
+/* Prefill attention on the GPU, kernel against kernel: k_attention (a block
+ * per (token, query head), attention.cuh) and k_attention_tiled
+ * (attention_tiled.cuh, at 1 and 2 blocks an SM) over the same random f16
+ * cache at Llama-3.1-8B's heads (32 query heads, 8 KV heads, head_dim 128;
+ * and head_dim 64 for the 1B's), ms per layer (the minimum of 5 runs), and a
+ * check that every variant gives k_attention's bits (else the run exits 1).
+ * Steps: 512 tokens from position 0, 512 tokens from 3584 (the last chunk
+ * of a 4096-token prompt), and 8 sequences of 64 tokens at 1024 (a ragged
+ * batch). Built with the CUDA backend (bench_cuda_attn); run on the GPU
+ * machine by tools/cuda-check.sh --bench. */
+#include "kernels/cuda/attention_tiled.cuh"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <vector>
+
+#define CK(e)                                                                                  \
+    do {                                                                                       \
+        cudaError_t r_ = (e);                                                                  \
+        if (r_ != cudaSuccess) {                                                               \
+            fprintf(stderr, "bench_cuda_attn: %s: %s\n", #e, cudaGetErrorString(r_));          \
+            exit(1);                                                                           \
+        }                                                                                      \
+    } while (0)
+
+#define BS 32 /* positions a KV block */
+
+static uint64_t g_rng = 0x9E3779B97F4A7C15ull;
+static float rnd(void) { /* uniform (-1, 1) */
+    g_rng ^= g_rng << 13;
+    g_rng ^= g_rng >> 7;
+    g_rng ^= g_rng << 17;
+    return (float)((g_rng >> 11) * (1.0 / 9007199254740992.0)) * 2.0f - 1.0f;
+}
+
+template <class T>
+static T *upload(const std::vector<T> &h) {
+    T *d;
+    CK(cudaMalloc(&d, sizeof(T) * h.size()));
+    CK(cudaMemcpy(d, h.data(), sizeof(T) * h.size(), cudaMemcpyHostToDevice));
+    return d;
+}
+
+struct scene {
+    const char *name;
+    int S, n, at; /* S sequences of n tokens from position at */
+};
+
+typedef void (*launch_fn)(const hr_attn_in &, const dstep &, int);
+
+static void run_chunked(const hr_attn_in &a, const dstep &st, int T) {
+    k_attention<true><<<dim3(T, a.n_heads), ATT_CHUNK>>>(a, st);
+}
+
+template <int PER, int MINB>
+static void run_tiled(const hr_attn_in &a, const dstep &st, int T) {
+    static std::atomic<signed char> state[64];
+    if (!cu_smem_allow(k_attention_tiled<PER, MINB>, att_tiled_bytes(32 * PER), 0, state)) {
+        fprintf(stderr, "bench_cuda_attn: the device refuses %zu bytes of shared memory\n",
+                att_tiled_bytes(32 * PER));
+        exit(1);
+    }
+    int G = a.n_heads / a.n_kv_heads;
+    dim3 grid((unsigned)((T * G + ATT_ROWS - 1) / ATT_ROWS), (unsigned)a.n_kv_heads);
+    k_attention_tiled<PER, MINB><<<grid, ATT_TW * 32, att_tiled_bytes(a.head_dim)>>>(a, st, T);
+}
+
+/* one scene at head_dim hd; false when a variant's bits differ */
+template <int PER>
+static bool scene_run(const scene &sc, int hd) {
+    const int NH = 32, NKV = 8, T = sc.S * sc.n, ctx = sc.at + sc.n;
+    int nb = (ctx + BS - 1) / BS; /* blocks a sequence */
+    size_t bstride = (size_t)NKV * BS * hd, nblk = (size_t)sc.S * nb;
+    std::vector<__half> kc(nblk * bstride), vc(nblk * bstride);
+    for (size_t i = 0; i < kc.size(); i++) {
+        kc[i] = __float2half(rnd());
+        vc[i] = __float2half(rnd());
+    }
+    std::vector<float> q((size_t)T * NH * hd);
+    for (float &x : q)
+        x = rnd();
+    std::vector<int32_t> pos(T), seq(T), end(T), tables(nblk), tab_off(sc.S);
+    for (int s = 0; s < sc.S; s++) {
+        tab_off[s] = s * nb;
+        for (int b = 0; b < nb; b++) /* blocks scattered over the pool */
+            tables[(size_t)s * nb + b] = (int32_t)(((size_t)b * sc.S + s) % nblk);
+        for (int i = 0; i < sc.n; i++) {
+            int t = s * sc.n + i;
+            pos[t] = sc.at + i;
+            seq[t] = s;
+            end[t] = pos[t] + 1;
+        }
+    }
+    dstep st;
+    memset(&st, 0, sizeof st);
+    st.pos = upload(pos);
+    st.seq = upload(seq);
+    st.end_causal = upload(end);
+    st.end_bidir = st.end_causal;
+    st.tables = upload(tables);
+    st.tab_off = upload(tab_off);
+    hr_attn_in a;
+    memset(&a, 0, sizeof a);
+    a.q = upload(q);
+    CK(cudaMalloc(&a.out, sizeof(float) * q.size()));
+    a.k_cache = upload(kc);
+    a.v_cache = upload(vc);
+    a.n_heads = NH, a.n_kv_heads = NKV, a.head_dim = hd;
+    a.kv_dtype = a.v_dtype = HR_DTYPE_F16;
+    a.block_stride = bstride, a.block_size = BS;
+    a.scale = 1.0f / sqrtf((float)hd);
+
+    struct variant {
+        const char *name;
+        launch_fn run;
+    } vs[] = {{"k_attention (block per token, head)", run_chunked},
+              {"k_attention_tiled, 1 block an SM", run_tiled<PER, 1>},
+              {"k_attention_tiled, 2 blocks an SM", run_tiled<PER, 2>}};
+    std::vector<float> ref(q.size()), got(q.size());
+    cudaEvent_t e0, e1;
+    CK(cudaEventCreate(&e0));
+    CK(cudaEventCreate(&e1));
+    bool same = true;
+    for (size_t v = 0; v < sizeof vs / sizeof *vs; v++) {
+        float best = 1e30f;
+        for (int r = 0; r < 5; r++) {
+            CK(cudaEventRecord(e0));
+            vs[v].run(a, st, T);
+            CK(cudaEventRecord(e1));
+            CK(cudaEventSynchronize(e1));
+            CK(cudaGetLastError());
+            float ms;
+            CK(cudaEventElapsedTime(&ms, e0, e1));
+            best = ms < best ? ms : best;
+        }
+        CK(cudaMemcpy(v ? got.data() : ref.data(), a.out, sizeof(float) * got.size(),
+                      cudaMemcpyDeviceToHost));
+        bool eq = !v || memcmp(ref.data(), got.data(), sizeof(float) * got.size()) == 0;
+        same &= eq;
+        printf("  hd %3d %-22s %-36s %8.3f ms%s\n", hd, sc.name, vs[v].name, best,
+               v ? (eq ? "  same bits" : "  BITS DIFFER") : "");
+    }
+    CK(cudaFree((void *)st.pos));
+    CK(cudaFree((void *)st.seq));
+    CK(cudaFree((void *)st.end_causal));
+    CK(cudaFree((void *)st.tables));
+    CK(cudaFree((void *)st.tab_off));
+    CK(cudaFree((void *)a.q));
+    CK(cudaFree(a.out));
+    CK(cudaFree((void *)a.k_cache));
+    CK(cudaFree((void *)a.v_cache));
+    CK(cudaEventDestroy(e0));
+    CK(cudaEventDestroy(e1));
+    return same;
+}
+
+int main(void) {
+    cudaDeviceProp p;
+    CK(cudaGetDeviceProperties(&p, 0));
+    printf("bench_cuda_attn on %s: one layer's attention, f16 cache, 32 query / 8 KV heads\n",
+           p.name);
+    const scene scenes[] = {{"512 tokens at 0", 1, 512, 0},
+                            {"512 tokens at 3584", 1, 512, 3584},
+                            {"8 x 64 tokens at 1024", 8, 64, 1024}};
+    bool ok = true;
+    for (const scene &sc : scenes) {
+        ok &= scene_run<4>(sc, 128);
+        ok &= scene_run<2>(sc, 64);
+    }
+    if (!ok)
+        fprintf(stderr, "bench_cuda_attn: a variant's bits differ from k_attention's\n");
+    return ok ? 0 : 1;
+}
