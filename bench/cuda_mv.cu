@@ -366,36 +366,49 @@ static bool prefill_kind(const char *name, int T, const float *x, uint16_t *xs, 
                     xin(i), o);
         }
     };
-    auto new_kernel = [&](float *out) {
+    /* k_mma_tiled with 32 activation rows a block (NT 4) and with the
+     * engine's (mma_tiled_nt: 64 for one part) */
+    auto tiled = [&](float *out, bool nt4) {
         for (int i = 0; i < 4; i++)
-            if (!mma_tiled_launch<KIND, NP>(xin(i), outs(i, out), T, 0, st)) { /* device 0 */
+            if (!(nt4 ? mma_tiled_launch<KIND, NP, 4>(xin(i), outs(i, out), T, 0, st)
+                      : mma_tiled_launch<KIND, NP>(xin(i), outs(i, out), T, 0, st))) {
                 fprintf(stderr, "bench_cuda_mv: k_mma_tiled refused its shared memory\n");
                 exit(1);
             }
     };
+    auto same_as_ref = [&]() {
+        CK(cudaStreamSynchronize(st));
+        CK(cudaGetLastError());
+        bool same = true;
+        for (int i = 0; i < 4; i++)
+            for (int j = 0; j < fused[i][1]; j++) {
+                size_t n = (size_t)T * w[fused[i][0] + j].rows;
+                size_t off = (size_t)(i * 3 + j) * T * 14336;
+                std::vector<float> a(n), b(n);
+                CK(cudaMemcpy(a.data(), ref + off, n * 4, cudaMemcpyDeviceToHost));
+                CK(cudaMemcpy(b.data(), y + off, n * 4, cudaMemcpyDeviceToHost));
+                same = same && memcmp(a.data(), b.data(), n * 4) == 0;
+            }
+        return same;
+    };
     old_kernel(ref);
-    new_kernel(y);
-    CK(cudaStreamSynchronize(st));
-    CK(cudaGetLastError());
-    bool same = true;
-    for (int i = 0; i < 4; i++)
-        for (int j = 0; j < fused[i][1]; j++) {
-            size_t n = (size_t)T * w[fused[i][0] + j].rows, off = (size_t)(i * 3 + j) * T * 14336;
-            std::vector<float> a(n), b(n);
-            CK(cudaMemcpy(a.data(), ref + off, n * 4, cudaMemcpyDeviceToHost));
-            CK(cudaMemcpy(b.data(), y + off, n * 4, cudaMemcpyDeviceToHost));
-            same = same && memcmp(a.data(), b.data(), n * 4) == 0;
-        }
-    float ms[2] = {1e30f, 1e30f};
+    tiled(y, true);
+    bool same = same_as_ref();
+    CK(cudaMemset(y, 0, (size_t)12 * T * 14336 * 4));
+    tiled(y, false);
+    same = same_as_ref() && same;
+    float ms[3] = {1e30f, 1e30f, 1e30f};
     for (int rep = 0; rep < 5; rep++) {
         time_min(st, ms[0], [&] { old_kernel(ref); });
-        time_min(st, ms[1], [&] { new_kernel(y); });
+        time_min(st, ms[1], [&] { tiled(y, true); });
+        time_min(st, ms[2], [&] { tiled(y, false); });
     }
     CK(cudaGetLastError());
-    printf("prefill %-5s x %d part%s T %4d: k_mma %6.1f TFLOP/s  k_mma_tiled %6.1f  (%.2fx)  same "
-           "bits %s\n",
+    printf("prefill %-5s x %d part%s T %4d: k_mma %6.1f TFLOP/s  k_mma_tiled 32 rows %6.1f  "
+           "%d rows %6.1f  (%.2fx k_mma)  same bits %s\n",
            name, NP, NP > 1 ? "s" : " ", T, flop / (ms[0] * 1e-3) / 1e12,
-           flop / (ms[1] * 1e-3) / 1e12, ms[0] / ms[1], same ? "yes" : "NO");
+           flop / (ms[1] * 1e-3) / 1e12, 8 * mma_tiled_nt<NP>(), flop / (ms[2] * 1e-3) / 1e12,
+           ms[0] / ms[2], same ? "yes" : "NO");
     for (int i = 0; i < N_SHAPES; i++)
         CK(cudaFree((void *)w[i].data));
     return same;

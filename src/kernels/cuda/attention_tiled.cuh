@@ -32,7 +32,7 @@
 #define ATT_GRP 32                   /* positions a stage: one warp's of a chunk */
 #define ATT_TILED_MIN 8              /* tokens a sequence, on average, for this kernel */
 #define ATT_TILED_MAX_HD 256
-#define ATT_TILED_MINB 1             /* blocks an SM, for the registers' bound */
+#define ATT_TILED_MINB 2             /* blocks an SM (registers: 128 a thread) */
 
 /* shared memory of a block: the rows' queries [ROWS][hd], a stage's K rows
  * [GRP][hd + 4] (the pad puts 8 lanes' float4s on distinct banks) and V rows

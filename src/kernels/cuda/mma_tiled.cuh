@@ -23,9 +23,15 @@
 #define MMA_TILED_THREADS (MMA_TILED_GROUPS * MMA_WARPS * 32)
 #define MMA_TILED_SMEM (225 * 1024) /* of the 227 KB a block may take */
 
-template <int KIND, int NP>
+/* activation rows a block over 8 (a warp's tile: 64 x 8 NT): 64 for x in
+ * one part (twice the weights' reuse of 32), 32 for three parts (their
+ * registers) */
+template <int NP>
+constexpr int mma_tiled_nt() { return NP == 1 ? 8 : 4; }
+
+template <int KIND, int NP, int NT_ = mma_tiled_nt<NP>()>
 struct mma_tiled_p {
-    static constexpr int MT = 4, NT = 4;                   /* a warp's tile: 64 x 32 */
+    static constexpr int MT = 4, NT = NT_;                 /* a warp's tile: 64 x 8 NT */
     static constexpr int BM = MMA_TILED_GROUPS * MT * 16;  /* weight rows a block */
     static constexpr int BN = NT * 8;                      /* activation rows a block */
     static constexpr bool PLAIN = KIND == MMA_BF16 || KIND == MMA_F16;
@@ -49,9 +55,9 @@ struct mma_tiled_p {
                   "the fold's sums fit the stages");
 };
 
-template <int KIND, int NP>
+template <int KIND, int NP, int NT_>
 __global__ void __launch_bounds__(MMA_TILED_THREADS, 1) k_mma_tiled(mma_x x, mma_outs outs) {
-    using P = mma_tiled_p<KIND, NP>;
+    using P = mma_tiled_p<KIND, NP, NT_>;
     constexpr int MT = P::MT, NT = P::NT;
     extern __shared__ uint4 smem[]; /* [ST][weights BM x WPITCH | parts NP x BN x XPITCH] */
     int lane = threadIdx.x & 31, w = threadIdx.x >> 5, q = w % MMA_WARPS, p = w / MMA_WARPS;
@@ -133,15 +139,15 @@ __global__ void __launch_bounds__(MMA_TILED_THREADS, 1) k_mma_tiled(mma_x x, mma
  * kernel cannot take its shared memory on this device (the caller launches
  * k_mma). Takes what mma_staged_fits takes (every stage of
  * every row 16-byte aligned); dev: the current device, the stream's. */
-template <int KIND, int NP>
+template <int KIND, int NP, int NT = mma_tiled_nt<NP>()>
 static __host__ bool mma_tiled_launch(const mma_x &x, mma_outs o, int T, int dev,
                                       cudaStream_t st) {
-    using P = mma_tiled_p<KIND, NP>;
+    using P = mma_tiled_p<KIND, NP, NT>;
     static std::atomic<signed char> state[64];
-    if (!cu_smem_allow(k_mma_tiled<KIND, NP>, P::BYTES, dev, state))
+    if (!cu_smem_allow(k_mma_tiled<KIND, NP, NT>, P::BYTES, dev, state))
         return false;
     dim3 grid((unsigned)((T + P::BN - 1) / P::BN), (unsigned)mma_tiles(o, P::BM));
-    k_mma_tiled<KIND, NP><<<grid, MMA_TILED_THREADS, P::BYTES, st>>>(x, o);
+    k_mma_tiled<KIND, NP, NT><<<grid, MMA_TILED_THREADS, P::BYTES, st>>>(x, o);
     return true;
 }
 
