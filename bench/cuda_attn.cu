@@ -5,9 +5,12 @@
  * and head_dim 64 for the 1B's), ms per layer (the minimum of 5 runs), and a
  * check that every variant gives k_attention's bits (else the run exits 1).
  * Steps: 512 tokens from position 0, 512 tokens from 3584 (the last chunk
- * of a 4096-token prompt), and 8 sequences of 64 tokens at 1024 (a ragged
- * batch). Built with the CUDA backend (bench_cuda_attn); run on the GPU
- * machine by tools/cuda-check.sh --bench. */
+ * of a 4096-token prompt), 8 sequences of 64 tokens at 1024 (a ragged
+ * batch), and 448 tokens at 0 beside 64 decode rows at 1024 (a served step:
+ * there the engine's pair, the tiled kernel for the long run and
+ * k_attention for the rest, against k_attention alone). Built with the CUDA
+ * backend (bench_cuda_attn); run on the GPU machine by tools/cuda-check.sh
+ * --bench. */
 #include "kernels/cuda/attention_tiled.cuh"
 
 #include <stdio.h>
@@ -45,12 +48,13 @@ static T *upload(const std::vector<T> &h) {
 struct scene {
     const char *name;
     int S, n, at; /* S sequences of n tokens from position at */
+    int D, dat;   /* then D sequences of one token at position dat */
 };
 
 typedef void (*launch_fn)(const hr_attn_in &, const dstep &, int);
 
 static void run_chunked(const hr_attn_in &a, const dstep &st, int T) {
-    k_attention<true><<<dim3(T, a.n_heads), ATT_CHUNK>>>(a, st);
+    k_attention<true><<<dim3(T, a.n_heads), ATT_CHUNK>>>(a, st, false);
 }
 
 template <int PER, int MINB>
@@ -66,12 +70,20 @@ static void run_tiled(const hr_attn_in &a, const dstep &st, int T) {
     k_attention_tiled<PER, MINB><<<grid, ATT_TW * 32, att_tiled_bytes(a.head_dim)>>>(a, st, T);
 }
 
+/* the engine's: the tiled kernel, k_attention for the short runs */
+template <int PER>
+static void run_pair(const hr_attn_in &a, const dstep &st, int T) {
+    run_tiled<PER, ATT_TILED_MINB>(a, st, T);
+    k_attention<true><<<dim3(T, a.n_heads), ATT_CHUNK>>>(a, st, true);
+}
+
 /* one scene at head_dim hd; false when a variant's bits differ */
 template <int PER>
 static bool scene_run(const scene &sc, int hd) {
-    const int NH = 32, NKV = 8, T = sc.S * sc.n, ctx = sc.at + sc.n;
+    const int NH = 32, NKV = 8, S = sc.S + sc.D, T = sc.S * sc.n + sc.D;
+    int ctx = sc.at + sc.n > sc.dat + 1 ? sc.at + sc.n : sc.dat + 1;
     int nb = (ctx + BS - 1) / BS; /* blocks a sequence */
-    size_t bstride = (size_t)NKV * BS * hd, nblk = (size_t)sc.S * nb;
+    size_t bstride = (size_t)NKV * BS * hd, nblk = (size_t)S * nb;
     std::vector<__half> kc(nblk * bstride), vc(nblk * bstride);
     for (size_t i = 0; i < kc.size(); i++) {
         kc[i] = __float2half(rnd());
@@ -80,14 +92,15 @@ static bool scene_run(const scene &sc, int hd) {
     std::vector<float> q((size_t)T * NH * hd);
     for (float &x : q)
         x = rnd();
-    std::vector<int32_t> pos(T), seq(T), end(T), tables(nblk), tab_off(sc.S);
-    for (int s = 0; s < sc.S; s++) {
+    std::vector<int32_t> pos(T), seq(T), end(T), tables(nblk), tab_off(S);
+    for (int s = 0; s < S; s++) {
         tab_off[s] = s * nb;
         for (int b = 0; b < nb; b++) /* blocks scattered over the pool */
-            tables[(size_t)s * nb + b] = (int32_t)(((size_t)b * sc.S + s) % nblk);
-        for (int i = 0; i < sc.n; i++) {
-            int t = s * sc.n + i;
-            pos[t] = sc.at + i;
+            tables[(size_t)s * nb + b] = (int32_t)(((size_t)b * S + s) % nblk);
+        int n = s < sc.S ? sc.n : 1;
+        for (int i = 0; i < n; i++) {
+            int t = s < sc.S ? s * sc.n + i : sc.S * sc.n + (s - sc.S);
+            pos[t] = s < sc.S ? sc.at + i : sc.dat;
             seq[t] = s;
             end[t] = pos[t] + 1;
         }
@@ -116,13 +129,16 @@ static bool scene_run(const scene &sc, int hd) {
         launch_fn run;
     } vs[] = {{"k_attention (block per token, head)", run_chunked},
               {"k_attention_tiled, 1 block an SM", run_tiled<PER, 1>},
-              {"k_attention_tiled, 2 blocks an SM", run_tiled<PER, 2>}};
+              {"k_attention_tiled, 2 blocks an SM", run_tiled<PER, 2>},
+              {"the engine's: tiled + k_attention", run_pair<PER>}};
     std::vector<float> ref(q.size()), got(q.size());
     cudaEvent_t e0, e1;
     CK(cudaEventCreate(&e0));
     CK(cudaEventCreate(&e1));
     bool same = true;
     for (size_t v = 0; v < sizeof vs / sizeof *vs; v++) {
+        if (sc.D && (v == 1 || v == 2))
+            continue; /* the tiled kernel alone leaves the decode rows out */
         float best = 1e30f;
         for (int r = 0; r < 5; r++) {
             CK(cudaEventRecord(e0));
@@ -138,7 +154,7 @@ static bool scene_run(const scene &sc, int hd) {
                       cudaMemcpyDeviceToHost));
         bool eq = !v || memcmp(ref.data(), got.data(), sizeof(float) * got.size()) == 0;
         same &= eq;
-        printf("  hd %3d %-22s %-36s %8.3f ms%s\n", hd, sc.name, vs[v].name, best,
+        printf("  hd %3d %-26s %-36s %8.3f ms%s\n", hd, sc.name, vs[v].name, best,
                v ? (eq ? "  same bits" : "  BITS DIFFER") : "");
     }
     CK(cudaFree((void *)st.pos));
@@ -160,9 +176,10 @@ int main(void) {
     CK(cudaGetDeviceProperties(&p, 0));
     printf("bench_cuda_attn on %s: one layer's attention, f16 cache, 32 query / 8 KV heads\n",
            p.name);
-    const scene scenes[] = {{"512 tokens at 0", 1, 512, 0},
-                            {"512 tokens at 3584", 1, 512, 3584},
-                            {"8 x 64 tokens at 1024", 8, 64, 1024}};
+    const scene scenes[] = {{"512 tokens at 0", 1, 512, 0, 0, 0},
+                            {"512 tokens at 3584", 1, 512, 3584, 0, 0},
+                            {"8 x 64 tokens at 1024", 8, 64, 1024, 0, 0},
+                            {"448 at 0 + 64 x 1 at 1024", 1, 448, 0, 64, 1024}};
     bool ok = true;
     for (const scene &sc : scenes) {
         ok &= scene_run<4>(sc, 128);

@@ -259,11 +259,29 @@ static __device__ void att_write(const hr_attn_in &a, int t, int h, float l, con
     att_write_plain(a, t, h, l, o);
 }
 
-/* One block per (token, query head) walks the token's chunks. */
+/* tokens a sequence's run in a step (its tokens side by side) must have for
+ * k_attention_tiled (attention_tiled.cuh) to take them */
+#define ATT_TILED_MIN 8
+
+/* token t's run of its sequence (the tokens beside it of the same sequence,
+ * among the step's T) has ATT_TILED_MIN tokens or more */
+static __device__ __forceinline__ bool att_long_run(const dstep &st, int t, int T) {
+    int s = st.seq[t], n = 1;
+    for (int u = t - 1; u >= 0 && n < ATT_TILED_MIN && st.seq[u] == s; u--)
+        n++;
+    for (int u = t + 1; u < T && n < ATT_TILED_MIN && st.seq[u] == s; u++)
+        n++;
+    return n >= ATT_TILED_MIN;
+}
+
+/* One block per (token, query head) walks the token's chunks; with
+ * skip_long, not the tokens of long runs (k_attention_tiled's). */
 template <bool VEC>
-__global__ void __launch_bounds__(ATT_CHUNK) k_attention(hr_attn_in a, dstep st) {
+__global__ void __launch_bounds__(ATT_CHUNK) k_attention(hr_attn_in a, dstep st, bool skip_long) {
     __shared__ att_shared sh;
     int t = blockIdx.x, h = blockIdx.y, lo, hi;
+    if (skip_long && att_long_run(st, t, gridDim.x))
+        return;
     int kvh = h / (a.n_heads / a.n_kv_heads);
     att_range(a, st, t, lo, hi);
     att_begin(a, t, h, &sh);

@@ -16,11 +16,12 @@
  * bits whichever kernel ran it, and batched == alone holds across them.
  *
  * The block's rows may span sequences (a ragged batch): it walks the runs of
- * one sequence in turn, each run over the union of its rows' positions. The
- * engine takes this kernel when a step has at least ATT_TILED_MIN tokens a
- * sequence on average (decode rows alone keep the split kernels). Plain
- * f32/f16/bf16 caches, head_dim a multiple of 4 up to 256; others keep
- * k_attention. */
+ * one sequence in turn, each run over the union of its rows' positions. It
+ * takes the runs of ATT_TILED_MIN tokens or more (att_long_run); k_attention,
+ * launched beside it, the others (a decode row would be one warp of a block
+ * walking its context alone). Steps of few tokens keep the split kernels.
+ * Plain f32/f16/bf16 caches, head_dim a multiple of 4 up to 256; others
+ * keep k_attention for every token. */
 #ifndef HR_KERNELS_CUDA_ATTENTION_TILED_CUH
 #define HR_KERNELS_CUDA_ATTENTION_TILED_CUH
 
@@ -30,7 +31,6 @@
 #define ATT_RW 4                     /* rows (token, query head) a warp */
 #define ATT_ROWS (ATT_TW * ATT_RW)   /* a block's rows */
 #define ATT_GRP 32                   /* positions a stage: one warp's of a chunk */
-#define ATT_TILED_MIN 8              /* tokens a sequence, on average, for this kernel */
 #define ATT_TILED_MAX_HD 256
 #define ATT_TILED_MINB 2             /* blocks an SM (registers: 128 a thread) */
 
@@ -105,6 +105,10 @@ __global__ void __launch_bounds__(ATT_TW * 32, MINB) k_attention_tiled(hr_attn_i
         int tb = ta;
         while (tb < (r1 - 1) / G && st.seq[tb + 1] == st.seq[ta])
             tb++;
+        if (!att_long_run(st, ta, T)) { /* k_attention's (block-uniform) */
+            ta = tb + 1;
+            continue;
+        }
         const int32_t *tab = st.tables + st.tab_off[st.seq[ta]];
         int lo_run = INT_MAX, hi_run = -1;
         for (int t = ta; t <= tb; t++) {
@@ -234,9 +238,10 @@ __global__ void __launch_bounds__(ATT_TW * 32, MINB) k_attention_tiled(hr_attn_i
     }
 }
 
-/* Launches k_attention_tiled over the step's T tokens; false when it does
- * not take this layer (its formats, its head, or the device's shared
- * memory: the caller launches k_attention). */
+/* Launches k_attention_tiled over the long runs of the step's T tokens;
+ * false when it does not take this layer (its formats, its head, or the
+ * device's shared memory): the caller's k_attention takes every token then,
+ * else the others. */
 template <int PER>
 static __host__ bool att_tiled_launch_per(const hr_attn_in &a, const dstep &st, int T, int dev,
                                           cudaStream_t s) {

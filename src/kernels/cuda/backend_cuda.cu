@@ -645,14 +645,16 @@ static void cu_attention(hr_bctx *c, const hr_attn_in *a) {
                                                                       cx->n_chunks);
         return;
     }
-    /* many tokens a sequence (prefill): K/V shared through shared memory */
-    if (cx->n_tokens >= ATT_TILED_MIN * cx->n_seqs && att_tiled_launch(in, st, T, cx->dev, cx->stream))
-        return;
+    /* runs of many tokens a sequence (prefill): K/V shared through shared
+     * memory; the others (decode rows beside them) a block per (token,
+     * head). Both launched whatever the step holds: a captured step is
+     * replayed for others of its shape. */
+    bool tiled = att_tiled_launch(in, st, T, cx->dev, cx->stream);
     dim3 grid(T, a->n_heads);
     if (vec)
-        k_attention<true><<<grid, ATT_CHUNK, 0, cx->stream>>>(in, st);
+        k_attention<true><<<grid, ATT_CHUNK, 0, cx->stream>>>(in, st, tiled);
     else
-        k_attention<false><<<grid, ATT_CHUNK, 0, cx->stream>>>(in, st);
+        k_attention<false><<<grid, ATT_CHUNK, 0, cx->stream>>>(in, st, tiled);
 }
 
 static void cu_act(hr_bctx *c, int act, float *g, const float *u, int T, int n) {
