@@ -18,7 +18,7 @@ out)
     # the binaries the other set's tests need stay behind
     case "${2:-tests}" in
     tests) skip=(.device/tokenizer-qwen3) ;;
-    *) skip=(.device/test_parity .device/test_quant_parity .device/test_backend_attn
+    *) skip=(.device/test_parity .device/test_quant_parity
              .device/test_backend_kv .device/test_embed_parity .device/test_engine_vision
              .device/bench_kernels) ;;
     esac
