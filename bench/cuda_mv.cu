@@ -366,12 +366,14 @@ static bool prefill_kind(const char *name, int T, const float *x, uint16_t *xs, 
                     xin(i), o);
         }
     };
-    /* k_mma_tiled with 32 activation rows a block (NT 4) and with the
-     * engine's (mma_tiled_nt: 64 for one part) */
+    /* k_mma_tiled with 32 activation rows a block (NT 4: the engine's,
+     * mma_tiled_nt) and with 64 (NT 8; x in one part: three parts' stages
+     * do not fit twice) */
+    constexpr int NT2 = NP == 1 ? 8 : 4;
     auto tiled = [&](float *out, bool nt4) {
         for (int i = 0; i < 4; i++)
             if (!(nt4 ? mma_tiled_launch<KIND, NP, 4>(xin(i), outs(i, out), T, 0, st)
-                      : mma_tiled_launch<KIND, NP>(xin(i), outs(i, out), T, 0, st))) {
+                      : mma_tiled_launch<KIND, NP, NT2>(xin(i), outs(i, out), T, 0, st))) {
                 fprintf(stderr, "bench_cuda_mv: k_mma_tiled refused its shared memory\n");
                 exit(1);
             }
@@ -404,10 +406,10 @@ static bool prefill_kind(const char *name, int T, const float *x, uint16_t *xs, 
         time_min(st, ms[2], [&] { tiled(y, false); });
     }
     CK(cudaGetLastError());
-    printf("prefill %-5s x %d part%s T %4d: k_mma %6.1f TFLOP/s  k_mma_tiled 32 rows %6.1f  "
-           "%d rows %6.1f  (%.2fx k_mma)  same bits %s\n",
+    printf("prefill %-5s x %d part%s T %4d: k_mma %6.1f TFLOP/s  k_mma_tiled 32 rows %6.1f "
+           "(%.2fx)  %d rows %6.1f (%.2fx)  same bits %s\n",
            name, NP, NP > 1 ? "s" : " ", T, flop / (ms[0] * 1e-3) / 1e12,
-           flop / (ms[1] * 1e-3) / 1e12, 8 * mma_tiled_nt<NP>(), flop / (ms[2] * 1e-3) / 1e12,
+           flop / (ms[1] * 1e-3) / 1e12, ms[0] / ms[1], 8 * NT2, flop / (ms[2] * 1e-3) / 1e12,
            ms[0] / ms[2], same ? "yes" : "NO");
     for (int i = 0; i < N_SHAPES; i++)
         CK(cudaFree((void *)w[i].data));

@@ -23,11 +23,13 @@
 #define MMA_TILED_THREADS (MMA_TILED_GROUPS * MMA_WARPS * 32)
 #define MMA_TILED_SMEM (225 * 1024) /* of the 227 KB a block may take */
 
-/* activation rows a block over 8 (a warp's tile: 64 x 8 NT): 64 for x in
- * one part (twice the weights' reuse of 32), 32 for three parts (their
- * registers) */
+/* activation rows a block over 8 (a warp's tile: 64 x 8 NT): 32. NT 8 (64
+ * rows, twice the weights' reuse; the same sums) compiles, with a few
+ * registers spilled at one part of x, more at three; `bench_cuda_mv
+ * prefill` times both and checks their bits: not measured yet, so not the
+ * engine's (docs/gpu.md) */
 template <int NP>
-constexpr int mma_tiled_nt() { return NP == 1 ? 8 : 4; }
+constexpr int mma_tiled_nt() { return 4; }
 
 template <int KIND, int NP, int NT_ = mma_tiled_nt<NP>()>
 struct mma_tiled_p {
