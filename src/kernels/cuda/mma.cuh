@@ -557,16 +557,22 @@ __global__ void __launch_bounds__(MMA_WARPS * 32, MINB) k_mma(mma_x x, mma_outs 
  * the warps then read their fragments from it and run the same mma_chunks
  * on the same chunks as k_mma: the same bits, for any number of rows. The
  * activations are the parts k_split_bf16 wrote. */
+/* a weight row's pitch in shared memory, in 16-byte pieces, for a stage of
+ * `span` pieces: block rows (read in 2- to 8-byte pieces) at an odd pitch;
+ * plain rows (lane c reads piece 4l + c of rows g, g + 8) at 4 mod 8
+ * pieces, a quarter warp's two rows on the 32 banks (k_mma_staged,
+ * k_mma_tiled) */
+static __host__ __device__ constexpr int mma_row_pitch(int kind, int span) {
+    return kind == MMA_BF16 || kind == MMA_F16 ? span + 4 : span | 1;
+}
+
 template <int KIND, int U_, int ST_>
 struct mma_stage_t {
     static constexpr int U = U_;                                    /* chunks a warp, a stage */
     static constexpr int ST = ST_;                                  /* stages */
     static constexpr int S = MMA_WARPS * U;                         /* chunks a stage */
     static constexpr int SPAN = S * mma_chunk_bytes(KIND) / 16;     /* 16-byte pieces a row */
-    /* a row in shared memory: block rows (read in 2- to 8-byte pieces) at
-     * an odd pitch; plain rows (lane c reads piece 4l + c of rows g, g + 8)
-     * at 4 mod 8 pieces, a quarter warp's two rows on the 32 banks */
-    static constexpr int PITCH = KIND == MMA_BF16 || KIND == MMA_F16 ? SPAN + 4 : SPAN + 1;
+    static constexpr int PITCH = mma_row_pitch(KIND, SPAN);
     static constexpr int BYTES = ST * 16 * PITCH * 16;              /* the stages */
     static_assert(S * mma_chunk_bytes(KIND) % 16 == 0 && S % 8 == 0, "a stage: whole blocks");
 };

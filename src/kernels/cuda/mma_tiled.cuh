@@ -39,12 +39,10 @@ struct mma_tiled_p {
     static constexpr bool PLAIN = KIND == MMA_BF16 || KIND == MMA_F16;
     static constexpr int U = PLAIN ? 1 : 2;                /* chunks a warp, a stage */
     static constexpr int S = MMA_WARPS * U;                /* chunks a stage */
-    /* a row's 16-byte pieces a stage, and its pitch in shared memory: plain
-     * rows (lane c reads piece 4l + c of rows g, g + 8) and the parts at 4
-     * mod 8 pieces, so a quarter warp's two rows take the 32 banks; block
-     * rows (read in 2- to 8-byte pieces) at an odd pitch */
+    /* a row's 16-byte pieces a stage, and its pitch in shared memory (the
+     * parts' at 4 mod 8 pieces, as plain weight rows') */
     static constexpr int WSPAN = S * mma_chunk_bytes(KIND) / 16;
-    static constexpr int WPITCH = PLAIN ? WSPAN + 4 : WSPAN | 1;
+    static constexpr int WPITCH = mma_row_pitch(KIND, WSPAN);
     static constexpr int XSPAN = S * 4;
     static constexpr int XPITCH = XSPAN + 4;
     static constexpr int STAGE = BM * WPITCH + NP * BN * XPITCH; /* in 16-byte pieces */
