@@ -374,18 +374,9 @@ static void axpy_avx2(float *y, float a, const float *x, int n) {
  * together (hr_hsum_2x4_avx2: each in hsum8's order) */
 static inline void attn_dots_2x4(float *s, size_t ldsc, const float *q, const float *k, int hd,
                                  float scale) {
+    const float *qr[2] = {q, q + hd}, *vk[4] = {k, k + hd, k + 2 * (size_t)hd, k + 3 * (size_t)hd};
     __m256 a[2][4];
-    for (int r = 0; r < 2; r++)
-        for (int j = 0; j < 4; j++)
-            a[r][j] = _mm256_setzero_ps();
-    for (int t = 0; t < hd; t += 8) {
-        __m256 q0 = _mm256_loadu_ps(q + t), q1 = _mm256_loadu_ps(q + hd + t);
-        for (int j = 0; j < 4; j++) {
-            __m256 kv = _mm256_loadu_ps(k + (size_t)j * hd + t);
-            a[0][j] = _mm256_fmadd_ps(q0, kv, a[0][j]);
-            a[1][j] = _mm256_fmadd_ps(q1, kv, a[1][j]);
-        }
-    }
+    hr_dots_2x4_avx2(a, qr, vk, 0, hd);
     __m256 d = _mm256_mul_ps(hr_hsum_2x4_avx2(a), _mm256_set1_ps(scale));
     _mm_storeu_ps(s, _mm256_castps256_ps128(d));
     _mm_storeu_ps(s + ldsc, _mm256_extractf128_ps(d, 1));

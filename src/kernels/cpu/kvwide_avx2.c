@@ -135,28 +135,10 @@ void hr__kvwide_axpys_avx2(float *o, float *bias, const float *p, size_t ldp, in
 }
 
 /* rows x keys a block of the score pass (2 x 4, 3 x 2 and 3 x 4 ran alike
- * for TurboQuant's 24 rows of 64; rows come in GQA groups, mostly even) */
+ * for TurboQuant's 24 rows of 64; rows come in GQA groups, mostly even):
+ * hr_dots_2x4_avx2's */
 #define WR 2
 #define WK 4
-
-/* A[r][k] = the fma chains of rows qr[r] and keys vk[k] over positions
- * [t0, t0 + len) */
-AI void seg_dots(__m256 A[WR][WK], const float *const qr[WR], const float *const vk[WK], int t0,
-                 int len) {
-    for (int rr = 0; rr < WR; rr++)
-        for (int kk = 0; kk < WK; kk++)
-            A[rr][kk] = _mm256_setzero_ps();
-    for (int t = t0; t < t0 + len; t += 8) {
-        __m256 x[WR];
-        for (int rr = 0; rr < WR; rr++)
-            x[rr] = _mm256_loadu_ps(qr[rr] + t);
-        for (int kk = 0; kk < WK; kk++) {
-            __m256 y = _mm256_loadu_ps(vk[kk] + t);
-            for (int rr = 0; rr < WR; rr++)
-                A[rr][kk] = _mm256_fmadd_ps(x[rr], y, A[rr][kk]);
-        }
-    }
-}
 
 /* The scores of rows q, q + hd (nrow of them: 1 or 2) over keys j .. j +
  * nkey - 1 (nkey <= 4) of the run, into sc + r * ldsc + j. Rows / keys past
@@ -175,7 +157,7 @@ AI void dots_block(float *sc, size_t ldsc, const float *q, int nrow, const hr__k
         vk[kk] = W->v + (size_t)key[kk] * W->ld;
     }
     __m256 A[WR][WK], T[WR][WK];
-    seg_dots(A, qr, vk, 0, seg);
+    hr_dots_2x4_avx2(A, qr, vk, 0, seg);
     for (int kk = 0; kk < WK; kk++) {
         __m256 w = _mm256_broadcast_ss(W->s + key[kk]);
         for (int rr = 0; rr < WR; rr++)
@@ -187,7 +169,7 @@ AI void dots_block(float *sc, size_t ldsc, const float *q, int nrow, const hr__k
             for (int kk = 0; kk < WK; kk++)
                 _mm256_store_ps(Tm[rr][kk], T[rr][kk]);
         for (int g = 1; g < ns; g++) {
-            seg_dots(A, qr, vk, g * seg, seg);
+            hr_dots_2x4_avx2(A, qr, vk, g * seg, seg);
             for (int kk = 0; kk < WK; kk++) {
                 __m256 w = _mm256_broadcast_ss(W->s + (size_t)g * n + key[kk]);
                 for (int rr = 0; rr < WR; rr++)
