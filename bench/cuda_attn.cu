@@ -59,15 +59,11 @@ static void run_chunked(const hr_attn_in &a, const dstep &st, int T) {
 
 template <int PER, int MINB>
 static void run_tiled(const hr_attn_in &a, const dstep &st, int T) {
-    static std::atomic<signed char> state[64];
-    if (!cu_smem_allow(k_attention_tiled<PER, MINB>, att_tiled_bytes(32 * PER), 0, state)) {
+    if (!att_tiled_launch_per<PER, MINB>(a, st, T, 0, 0)) { /* device 0, default stream */
         fprintf(stderr, "bench_cuda_attn: the device refuses %zu bytes of shared memory\n",
                 att_tiled_bytes(32 * PER));
         exit(1);
     }
-    int G = a.n_heads / a.n_kv_heads;
-    dim3 grid((unsigned)((T * G + ATT_ROWS - 1) / ATT_ROWS), (unsigned)a.n_kv_heads);
-    k_attention_tiled<PER, MINB><<<grid, ATT_TW * 32, att_tiled_bytes(a.head_dim)>>>(a, st, T);
 }
 
 /* the engine's: the tiled kernel, k_attention for the short runs */

@@ -367,7 +367,7 @@ static bool prefill_kind(const char *name, int T, const float *x, uint16_t *xs, 
         }
     };
     /* k_mma_tiled with 32 activation rows a block (NT 4: the engine's,
-     * mma_tiled_nt) and with 64 (NT 8; x in one part: three parts' stages
+     * MMA_TILED_NT) and with 64 (NT 8; x in one part: three parts' stages
      * do not fit twice) */
     constexpr int NT2 = NP == 1 ? 8 : 4;
     auto tiled = [&](float *out, bool nt4) {

@@ -238,28 +238,29 @@ __global__ void __launch_bounds__(ATT_TW * 32, MINB) k_attention_tiled(hr_attn_i
     }
 }
 
-/* Launches k_attention_tiled over the long runs of the step's T tokens;
- * false when it does not take this layer (its formats, its head, or the
- * device's shared memory): the caller's k_attention takes every token then,
- * else the others. */
-template <int PER>
+/* Launches k_attention_tiled<PER, MINB> over the long runs of the step's
+ * T tokens; false when the device refuses its shared memory */
+template <int PER, int MINB = ATT_TILED_MINB>
 static __host__ bool att_tiled_launch_per(const hr_attn_in &a, const dstep &st, int T, int dev,
                                           cudaStream_t s) {
     static std::atomic<signed char> state[64];
-    if (!cu_smem_allow(k_attention_tiled<PER>, att_tiled_bytes(32 * PER), dev, state))
+    if (!cu_smem_allow(k_attention_tiled<PER, MINB>, att_tiled_bytes(32 * PER), dev, state))
         return false;
     int G = a.n_heads / a.n_kv_heads;
     dim3 grid((unsigned)((T * G + ATT_ROWS - 1) / ATT_ROWS), (unsigned)a.n_kv_heads);
-    k_attention_tiled<PER><<<grid, ATT_TW * 32, att_tiled_bytes(a.head_dim), s>>>(a, st, T);
+    k_attention_tiled<PER, MINB>
+        <<<grid, ATT_TW * 32, att_tiled_bytes(a.head_dim), s>>>(a, st, T);
     return true;
 }
 
+/* k_attention_tiled over the step's T tokens; false when it does not take
+ * this layer (its formats, its head, or the device's shared memory): the
+ * caller's k_attention takes every token then, else the others. */
 static __host__ bool att_tiled_launch(const hr_attn_in &a, const dstep &st, int T, int dev,
                                       cudaStream_t s) {
-    int kt = a.kv_dtype, vt = a.v_block_stride > 0 ? a.v_dtype : a.kv_dtype;
-    bool plain = (kt == HR_DTYPE_F32 || kt == HR_DTYPE_F16 || kt == HR_DTYPE_BF16) &&
-                 (vt == HR_DTYPE_F32 || vt == HR_DTYPE_F16 || vt == HR_DTYPE_BF16);
-    if (!plain || a.head_dim % 4 || a.head_dim > ATT_TILED_MAX_HD)
+    /* V has K's format unless v_block_stride is set (kv_fmt) */
+    int vt = a.v_block_stride > 0 ? a.v_dtype : a.kv_dtype;
+    if (kv_rec(a.kv_dtype) || kv_rec(vt) || a.head_dim % 4 || a.head_dim > ATT_TILED_MAX_HD)
         return false;
     if (a.head_dim <= 64)
         return att_tiled_launch_per<2>(a, st, T, dev, s);

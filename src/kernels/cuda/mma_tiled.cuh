@@ -28,10 +28,9 @@
  * registers spilled at one part of x, more at three; `bench_cuda_mv
  * prefill` times both and checks their bits: not measured yet, so not the
  * engine's (docs/gpu.md) */
-template <int NP>
-constexpr int mma_tiled_nt() { return 4; }
+#define MMA_TILED_NT 4
 
-template <int KIND, int NP, int NT_ = mma_tiled_nt<NP>()>
+template <int KIND, int NP, int NT_ = MMA_TILED_NT>
 struct mma_tiled_p {
     static constexpr int MT = 4, NT = NT_;                 /* a warp's tile: 64 x 8 NT */
     static constexpr int BM = MMA_TILED_GROUPS * MT * 16;  /* weight rows a block */
@@ -139,7 +138,7 @@ __global__ void __launch_bounds__(MMA_TILED_THREADS, 1) k_mma_tiled(mma_x x, mma
  * kernel cannot take its shared memory on this device (the caller launches
  * k_mma). Takes what mma_staged_fits takes (every stage of
  * every row 16-byte aligned); dev: the current device, the stream's. */
-template <int KIND, int NP, int NT = mma_tiled_nt<NP>()>
+template <int KIND, int NP, int NT = MMA_TILED_NT>
 static __host__ bool mma_tiled_launch(const mma_x &x, mma_outs o, int T, int dev,
                                       cudaStream_t st) {
     using P = mma_tiled_p<KIND, NP, NT>;
