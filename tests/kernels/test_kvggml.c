@@ -339,7 +339,7 @@ static void test_pool(void **state) {
             }
     /* copy-on-write of 20 slots, then the block as the SSD tier stores it */
     hr_kv_copy_rows(&kv, b1, b0, 20);
-    size_t bytes = 2 * (hr_kv_stride_bytes(&kv) + hr_kv_vstride_bytes(&kv));
+    size_t bytes = hr_kv_pool_block_bytes(&kv);
     uint8_t *buf = malloc(bytes), *buf2 = malloc(bytes);
     float g1[64];
     for (int l = 0; l < 2; l++)
