@@ -6,6 +6,7 @@
 #include "model/model.h"
 #include "model/rope.h"
 #include "io/safetensors.h"
+#include "kernels/cpu/cpu.h"
 
 #include <setjmp.h>
 #include <stdarg.h>
@@ -289,6 +290,10 @@ static void test_fingerprint_math(void **state) {
     assert_int_equal(hr_model_open_with(&c, fixture, &f32, &err), 0);
     assert_true(a->fingerprint == b->fingerprint);
     assert_true(a->fingerprint != c->fingerprint);
+    /* and the CPU's kernel tables, whose bits differ, each their own */
+    assert_int_not_equal(hr__cpu_scalar.math, hr__cpu_avx2.math);
+    assert_int_not_equal(hr__cpu_scalar.math, hr__cpu_avx512.math);
+    assert_int_not_equal(hr__cpu_avx2.math, hr__cpu_avx512.math);
     hr_model_free(a);
     hr_model_free(b);
     hr_model_free(c);

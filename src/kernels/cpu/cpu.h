@@ -73,6 +73,9 @@ typedef struct hr_attn_tile {
 
 typedef struct hr_cpu_kernels {
     const char *name;
+    int math; /* which bits its kernels give, for the model's fingerprint (a
+               * prompt cache's rows are reused only where they are the
+               * same): distinct for tables whose results differ */
     hr_gemm_fn gemm[HR_DTYPE_COUNT]; /* NULL for unsupported weight dtypes */
     hr_gemm_i8_fn gemm_i8[HR_DTYPE_COUNT]; /* integer path: GGUF types */
     hr_gemm_x16_fn gemm_x16[HR_DTYPE_COUNT]; /* x16 layout; NULL: not repacked here */

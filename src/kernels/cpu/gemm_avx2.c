@@ -529,6 +529,7 @@ static void axpys_avx2(float *y, int n, const float *a, int r, const float *x, s
 
 const hr_cpu_kernels hr__cpu_avx2 = {
     .name = "avx2",
+    .math = 1,
     .gemm = {[HR_DTYPE_F32] = gemm_f32_avx2,
              [HR_DTYPE_BF16] = gemm_bf16_avx2,
              [HR_DTYPE_F16] = gemm_f16_avx2,

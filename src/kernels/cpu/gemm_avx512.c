@@ -151,6 +151,7 @@ static void axpys_avx512(float *y, int n, const float *a, int r, const float *x,
 
 const hr_cpu_kernels hr__cpu_avx512 = {
     .name = "avx512",
+    .math = 2,
     .gemm = {[HR_DTYPE_F32] = gemm_f32_avx512,
              [HR_DTYPE_BF16] = gemm_bf16_avx512,
              [HR_DTYPE_F16] = gemm_f16_avx512,

@@ -149,6 +149,7 @@ void hr__to_half_scalar(uint16_t *dst, const float *x, int n, hr_dtype t) {
 
 const hr_cpu_kernels hr__cpu_scalar = {
     .name = "scalar",
+    .math = 0,
     .gemm = {[HR_DTYPE_F32] = gemm_f32_scalar,
              [HR_DTYPE_BF16] = gemm_bf16_scalar,
              [HR_DTYPE_F16] = gemm_f16_scalar,
