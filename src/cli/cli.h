@@ -29,9 +29,11 @@ int hr_cmd_route(int argc, char **argv);
 double hr_cli_median(double *v, int n);
 
 /* --gguf TYPE: the dtype named (F32 F16 BF16 Q8_0 ...; convert and synth,
- * cmd_convert.c); HR_EINVAL with err set when there is none. */
+ * cmd_convert.c), *km set for Q4_K_M / Q5_K_M (llama.cpp's mix over Q4_K /
+ * Q5_K); HR_EINVAL with err set when there is none. */
 #include "hearth.h"
-int hr_cli_gguf_type(const char *name, int *out, hr_error *err);
+#include <stdbool.h>
+int hr_cli_gguf_type(const char *name, int *out, bool *km, hr_error *err);
 
 /* The model serve and generate use without --model (default_model.c). */
 const char *hr_cli_default_model(void);

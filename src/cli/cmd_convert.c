@@ -13,7 +13,8 @@ static const char usage[] =
     "usage: hearth convert --model SRC --out DST [-q] [--q-bits N] [--q-group-size N]\n"
     "                      [--dtype bf16|f16|f32] [--target-bpw X] [--gguf TYPE]\n"
     "  -q               quantize Linear/Embedding weights (MLX affine, mlx-lm layout)\n"
-    "  --gguf TYPE      write one GGUF file instead (F32 F16 BF16 Q8_0 Q4_0 Q4_1 Q4_K Q5_K Q6_K)";
+    "  --gguf TYPE      write one GGUF file instead (F32 F16 BF16 Q8_0 Q4_0 Q4_1 Q4_K Q5_K Q6_K,\n"
+    "                   or Q4_K_M / Q5_K_M: llama.cpp's mix, some matrices Q6_K)";
 
 static int parse_dtype(const char *s, hr_dtype *out) {
     if (!s)
@@ -29,9 +30,13 @@ static int parse_dtype(const char *s, hr_dtype *out) {
     return 0;
 }
 
-int hr_cli_gguf_type(const char *name, int *out, hr_error *err) {
+int hr_cli_gguf_type(const char *name, int *out, bool *km, hr_error *err) {
+    size_t n = strlen(name);
+    /* Q4_K_M, Q5_K_M: llama.cpp's mix over the base type (hr_gguf_export) */
+    *km = n > 2 && !strcmp(name + n - 2, "_M") && (!strncmp(name, "Q4_K", 4) || !strncmp(name, "Q5_K", 4));
     for (int i = 0; i < HR_DTYPE_COUNT; i++)
-        if (!strcmp(hr_dtype_name((hr_dtype)i), name)) {
+        if (!strncmp(hr_dtype_name((hr_dtype)i), name, *km ? n - 2 : n) &&
+            strlen(hr_dtype_name((hr_dtype)i)) == (*km ? n - 2 : n)) {
             *out = i;
             return 0;
         }
@@ -43,7 +48,7 @@ static int run(hr_convert_opts *o, const char *gguf) {
     hr_error err = {0};
     if (gguf) {
         int t = 0;
-        if (hr_cli_gguf_type(gguf, &t, &err))
+        if (hr_cli_gguf_type(gguf, &t, &o->gguf_km, &err))
             return hr_cli_fail(&err);
         o->gguf = (hr_dtype)t;
     }

@@ -339,10 +339,11 @@ int hr_cmd_synth(int argc, char **argv) {
         return hr_cli_fail(&(hr_error){.msg = "--dtype must be bf16 or f32"});
     quantize = quantize || bits;
     int gt = HR_DTYPE_COUNT;
+    bool km = false;
     if (gguf && quantize)
         return hr_cli_fail(&(hr_error){.msg = "-q writes MLX affine weights; --gguf takes its "
                                               "own type"});
-    if (gguf && hr_cli_gguf_type(gguf, &gt, &err))
+    if (gguf && hr_cli_gguf_type(gguf, &gt, &km, &err))
         return hr_cli_fail(&err);
     tensor_list l = {.seed = (uint64_t)seed};
     json_t *cfg = NULL;
@@ -356,7 +357,7 @@ int hr_cmd_synth(int argc, char **argv) {
          * the HF directory, one tensor made at a time */
         hr_convert_opts o = {.out = out, .quantize = quantize, .bits = bits ? (int)bits : 4,
                              .group = (int)group, .dtype = HR_DTYPE_COUNT,
-                             .gguf = (hr_dtype)gt, .report = stdout};
+                             .gguf = (hr_dtype)gt, .gguf_km = km, .report = stdout};
         rc = hr_convert_weights(&o, cfg, w, &err);
         if (!rc && quantize)
             printf("wrote %s (%s, MLX %d-bit, group %d) to %s\n", s->name, s->model_type,

@@ -548,7 +548,7 @@ int hr_convert_weights(const hr_convert_opts *o, json_t *cfg, hr_weights *w, hr_
             dt = HR_DTYPE_F32;
     }
     if (o->gguf != HR_DTYPE_COUNT) /* one file: temp beside it, renamed by the writer */
-        return hr_gguf_export(o->src, cfg, w, o->gguf, o->out, o->report, err);
+        return hr_gguf_export(o->src, cfg, w, o->gguf, o->gguf_km, o->out, o->report, err);
     if (!mkdtemp(tmp))
         return hr_err(err, HR_EIO, "%s: cannot create a temporary directory: %s", tmp,
                       strerror(errno));

@@ -24,6 +24,8 @@ typedef struct hr_convert_opts {
     double target_bpw;   /* > 0: mixed precision to this bits-per-weight budget */
     hr_dtype gguf;       /* HR_DTYPE_COUNT: MLX directory; else a GGUF file whose
                           * matrices have this type (F32, F16, BF16, Q8_0, ...) */
+    bool gguf_km;        /* with gguf Q4_K or Q5_K: llama.cpp's _M mix
+                          * (hr_gguf_export) */
     FILE *report;        /* what was chosen (may be NULL) */
     const char *adapter; /* a LoRA adapter directory fused into the weights first
                           * (hearth fuse: fuse.h); NULL: none. On an MLX-quantized

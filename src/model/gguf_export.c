@@ -233,10 +233,24 @@ static int fill_job(void *ctx, void *dst, size_t nbytes, hr_error *err) {
     return rc;
 }
 
+/* llama.cpp's _M mix (gguf_model.h): whether the tensor named gn goes to
+ * Q6_K in a model of n_layers */
+static bool km_q6k(const char *gn, int n_layers) {
+    int il, n8 = n_layers / 8;
+    if (!strcmp(gn, "output.weight"))
+        return true;
+    if (sscanf(gn, "blk.%d.", &il) != 1 || !(strstr(gn, ".attn_v.") || strstr(gn, ".ffn_down")))
+        return false;
+    return il < n8 || il >= 7 * n_layers / 8 || (il - n8) % 3 == 2;
+}
+
 int hr_gguf_export(const char *src, const json_t *cfg, const hr_weights *w, hr_dtype type,
-                   const char *out, FILE *report, hr_error *err) {
+                   bool km, const char *out, FILE *report, hr_error *err) {
     if (hr_gguf_dtype(hr__gguf_ggml_type(type)) != (int)type || type == HR_DTYPE_MXFP4)
         return hr_err(err, HR_EINVAL, "--gguf type %s is not one hearth writes",
+                      hr_dtype_name(type));
+    if (km && type != HR_DTYPE_Q4_K && type != HR_DTYPE_Q5_K)
+        return hr_err(err, HR_EINVAL, "--gguf %s_M: the _M mix is Q4_K_M or Q5_K_M",
                       hr_dtype_name(type));
     hr_hparams hp;
     int rc = hr_hparams_from_json(&hp, cfg, NULL, err);
@@ -400,6 +414,8 @@ int hr_gguf_export(const char *src, const json_t *cfg, const hr_weights *w, hr_d
         bool is_q = strstr(t->name, "q_proj") != NULL, is_k = strstr(t->name, "k_proj") != NULL;
         int64_t rows = t->shape[0], cols = t->ndim == 2 ? t->shape[1] : 1;
         hr_dtype tt = t->ndim == 2 && !ends_with(gn, "ffn_gate_inp.weight") ? type : HR_DTYPE_F32;
+        if (km && tt == type && km_q6k(gn, hp.n_layers))
+            tt = HR_DTYPE_Q6_K;
         int be, bb;
         hr_dtype_block(tt, &be, &bb);
         if (cols % be) {
@@ -437,8 +453,8 @@ int hr_gguf_export(const char *src, const json_t *cfg, const hr_weights *w, hr_d
     if (!rc)
         rc = hr_gguf_w_write(g, out, err);
     if (!rc && report)
-        fprintf(report, "wrote %s (%s, matrices %s%s, tokenizer %s%s)\n", out, arch,
-                hr_dtype_name(type), n_fallback ? ", some F16: rows not whole blocks" : "",
+        fprintf(report, "wrote %s (%s, matrices %s%s%s, tokenizer %s%s)\n", out, arch,
+                hr_dtype_name(type), km ? "_M (some Q6_K)" : "", n_fallback ? ", some F16: rows not whole blocks" : "",
                 pre ? "gpt2/" : "none", pre ? pre : "");
     for (size_t i = 0; i < keepers.n; i++)
         free(keepers.p[i]);

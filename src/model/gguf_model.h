@@ -54,9 +54,13 @@ int hr_gguf_dtype(uint32_t ggml_type);
  * missing or unsupported one is a warning and tokenizer "none"). A model
  * that llama.cpp would run differently from the file's metadata (a gemma
  * attention scale or sliding pattern it would not derive, ...) is
- * HR_EUNSUPPORTED and nothing is written. */
+ * HR_EUNSUPPORTED and nothing is written. km (type Q4_K or Q5_K): llama.cpp's
+ * Q4_K_M / Q5_K_M mix for dense layers instead, output.weight and the
+ * attn_v and ffn_down matrices of the layers use_more_bits picks (the first
+ * and last eighth, and every third between) in Q6_K (its rules for 70B
+ * GQA, 8-expert and Falcon models are not reproduced). */
 int hr_gguf_export(const char *src, const json_t *cfg, const hr_weights *w, hr_dtype type,
-                   const char *out, FILE *report, hr_error *err);
+                   bool km, const char *out, FILE *report, hr_error *err);
 
 /* ---- internal (gguf_export.c, gguf_moe.c, gguf_gptoss.c) ---- */
 

@@ -145,6 +145,51 @@ static void test_gguf_direct(void **state) {
                                 "--out", again, NULL), 0);
 }
 
+/* --gguf Q4_K_M: llama.cpp's mix, output.weight and the attn_v / ffn_down
+ * matrices of the layers use_more_bits picks in Q6_K, the other matrices
+ * Q4_K; the file loads and runs */
+static void test_gguf_km(void **state) {
+    (void)state;
+    char km[4200];
+    path(km, sizeof km, "km.gguf");
+    assert_int_equal(hearth(NULL, "synth", "--shape", "tiny-qwen3-moe", "--seed", "7", "--gguf",
+                            "Q4_K_M", "--out", km, NULL), 0);
+    hr_error err = {0};
+    hr_gguf *g = NULL;
+    assert_int_equal(hr_gguf_open(&g, km, &err), 0);
+    int n_layers = 0;
+    for (int64_t i = 0; i < hr_gguf_n_tensors(g); i++) {
+        int il;
+        if (sscanf(hr_gguf_tensor_at(g, i)->name, "blk.%d.", &il) == 1 && il + 1 > n_layers)
+            n_layers = il + 1;
+    }
+    assert_true(n_layers >= 2);
+    int n_q6k = 0, n_q4k = 0;
+    for (int64_t i = 0; i < hr_gguf_n_tensors(g); i++) {
+        const hr_gguf_tensor *x = hr_gguf_tensor_at(g, i);
+        int il = -1, n8 = n_layers / 8;
+        sscanf(x->name, "blk.%d.", &il);
+        bool more = il >= 0 && (il < n8 || il >= 7 * n_layers / 8 || (il - n8) % 3 == 2);
+        bool q6 = !strcmp(x->name, "output.weight") ||
+                  (more && (strstr(x->name, ".attn_v.") || strstr(x->name, ".ffn_down")));
+        if (q6)
+            assert_int_equal(x->type, 14); /* GGML_TYPE_Q6_K */
+        else
+            assert_int_not_equal(x->type, 14);
+        n_q6k += x->type == 14;
+        n_q4k += x->type == 12;
+    }
+    assert_true(n_q6k >= 2 && n_q4k >= 10); /* tiny-qwen3-moe: 3 and 13 */
+    printf("synth --gguf Q4_K_M: %d Q6_K and %d Q4_K tensors over %d layers\n", n_q6k, n_q4k,
+           n_layers);
+    hr_gguf_close(g);
+    same_logits(km, km);
+    /* the mix is Q4_K_M's and Q5_K_M's only */
+    path(km, sizeof km, "km8.gguf");
+    assert_int_not_equal(hearth(NULL, "synth", "--shape", "tiny-qwen3-moe", "--gguf", "Q8_0_M",
+                                "--out", km, NULL), 0);
+}
+
 static void test_mlx_direct(void **state) {
     (void)state;
     char bf16[4200], direct[4200], conv[4200], p[4300];
@@ -225,6 +270,7 @@ int main(void) {
         return 1;
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_gguf_direct),
+        cmocka_unit_test(test_gguf_km),
         cmocka_unit_test(test_mlx_direct),
         cmocka_unit_test(test_bounded_memory),
     };
