@@ -548,15 +548,6 @@ __global__ void __launch_bounds__(MMA_WARPS * 32, MINB) k_mma(mma_x x, mma_outs 
     mma_store(acc, o, r0, x.T);
 }
 
-/* Decode steps (up to 8 rows of x) of block weights: the rows' bytes
- * stream into shared memory through cp.async, ST - 1 stages in flight,
- * instead of each lane's 2-byte loads of 18- or 34-byte blocks (a load
- * instruction for every 2 bytes kept the quantized products at a tenth of
- * the memory's speed). A stage is 16 weight rows x MMA_WARPS * U chunks,
- * whole blocks or super-blocks from a 16-byte boundary (mma_staged_fits);
- * the warps then read their fragments from it and run the same mma_chunks
- * on the same chunks as k_mma: the same bits, for any number of rows. The
- * activations are the parts k_split_bf16 wrote. */
 /* a weight row's pitch in shared memory, in 16-byte pieces, for a stage of
  * `span` pieces: block rows (read in 2- to 8-byte pieces) at an odd pitch;
  * plain rows (lane c reads piece 4l + c of rows g, g + 8) at 4 mod 8
@@ -566,6 +557,15 @@ static __host__ __device__ constexpr int mma_row_pitch(int kind, int span) {
     return kind == MMA_BF16 || kind == MMA_F16 ? span + 4 : span | 1;
 }
 
+/* Decode steps (up to 8 rows of x) of block weights: the rows' bytes
+ * stream into shared memory through cp.async, ST - 1 stages in flight,
+ * instead of each lane's 2-byte loads of 18- or 34-byte blocks (a load
+ * instruction for every 2 bytes kept the quantized products at a tenth of
+ * the memory's speed). A stage is 16 weight rows x MMA_WARPS * U chunks,
+ * whole blocks or super-blocks from a 16-byte boundary (mma_staged_fits);
+ * the warps then read their fragments from it and run the same mma_chunks
+ * on the same chunks as k_mma: the same bits, for any number of rows. The
+ * activations are the parts k_split_bf16 wrote. */
 template <int KIND, int U_, int ST_>
 struct mma_stage_t {
     static constexpr int U = U_;                                    /* chunks a warp, a stage */
