@@ -29,8 +29,9 @@ int hr_cmd_route(int argc, char **argv);
 double hr_cli_median(double *v, int n);
 
 /* --gguf TYPE: the dtype named (F32 F16 BF16 Q8_0 ...; convert and synth,
- * cmd_convert.c), *km set for Q4_K_M / Q5_K_M (llama.cpp's mix over Q4_K /
- * Q5_K); HR_EINVAL with err set when there is none. */
+ * cmd_convert.c), *km set for a name ending in _M (llama.cpp's mix over the
+ * dtype: Q4_K_M, Q5_K_M; hr_gguf_export refuses it over others); HR_EINVAL
+ * with err set when there is none. */
 #include "hearth.h"
 #include <stdbool.h>
 int hr_cli_gguf_type(const char *name, int *out, bool *km, hr_error *err);

@@ -32,9 +32,8 @@ static int parse_dtype(const char *s, hr_dtype *out) {
 
 int hr_cli_gguf_type(const char *name, int *out, bool *km, hr_error *err) {
     size_t n = strlen(name);
-    /* Q4_K_M, Q5_K_M: llama.cpp's mix over the base type (hr_gguf_export) */
-    *km = n > 2 && !strcmp(name + n - 2, "_M") &&
-          (!strncmp(name, "Q4_K", 4) || !strncmp(name, "Q5_K", 4));
+    /* TYPE_M: llama.cpp's mix over TYPE (hr_gguf_export says which take it) */
+    *km = n > 2 && !strcmp(name + n - 2, "_M");
     size_t base = *km ? n - 2 : n; /* the dtype's name: name without "_M" */
     for (int i = 0; i < HR_DTYPE_COUNT; i++)
         if (strlen(hr_dtype_name((hr_dtype)i)) == base &&

@@ -454,8 +454,9 @@ int hr_gguf_export(const char *src, const json_t *cfg, const hr_weights *w, hr_d
         rc = hr_gguf_w_write(g, out, err);
     if (!rc && report)
         fprintf(report, "wrote %s (%s, matrices %s%s%s, tokenizer %s%s)\n", out, arch,
-                hr_dtype_name(type), km ? "_M (some Q6_K)" : "", n_fallback ? ", some F16: rows not whole blocks" : "",
-                pre ? "gpt2/" : "none", pre ? pre : "");
+                hr_dtype_name(type), km ? "_M (some Q6_K)" : "",
+                n_fallback ? ", some F16: rows not whole blocks" : "", pre ? "gpt2/" : "none",
+                pre ? pre : "");
     for (size_t i = 0; i < keepers.n; i++)
         free(keepers.p[i]);
     free(keepers.p);
