@@ -11,17 +11,9 @@ if ! python3 -c 'import socket; socket.socket(socket.AF_INET6).bind(("::1", 0))'
 fi
 tmp=$(mktemp -d)
 trap 'stop_servers; rm -rf "$tmp"' EXIT
-port_of() { sed -n 's/.*listening on http:\/\/\[[0-9a-f:]*\]:\([0-9]*\).*/\1/p' "$1"; }
-start6() { # LOG HOST: like start_server, for an IPv6 host
-    local log=$1; shift
-    "$bin" serve --port 0 --threads 1 --host "$@" 2>"$log" &
-    SERVER_PIDS+=("$!")
-    for _ in $(seq 200); do
-        PORT=$(port_of "$log")
-        [ -n "$PORT" ] && return 0
-        sleep 0.05
-    done
-    echo "FAIL: server did not start:"; cat "$log"; exit 1
+start6() { # LOG HOST: a server on HOST (one thread); sets PORT
+    start_server "$1" --threads 1 --host "$2" || exit 1
+    PORT=$SERVER_PORT
 }
 ask() { curl -sf -g "http://$1/v1/completions" -H 'Content-Type: application/json' \
         -d '{"prompt": "The cat", "max_tokens": 4, "temperature": 0}' |

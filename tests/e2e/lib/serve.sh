@@ -27,7 +27,7 @@ start_verb() {
     SERVER_PIDS+=("$SERVER_PID")
     SERVER_PORT=
     for _ in $(seq $((${SERVER_WAIT_S:-10} * 20))); do
-        SERVER_PORT=$(sed -n 's/.*listening on http:\/\/127.0.0.1:\([0-9]*\).*/\1/p' "$log")
+        SERVER_PORT=$(sed -n 's/.*listening on http:\/\/.*:\([0-9]*\)$/\1/p' "$log")
         [ -n "$SERVER_PORT" ] && return 0
         sleep 0.05
     done
