@@ -178,13 +178,14 @@ int hr_cmd_bench(int argc, char **argv) {
     double kv_tok = (double)hr_kv_pool_block_bytes(kvp) / HR_KV_BLOCK;
     double kv0_tok = (double)hr_kv_pool_block_bytes(kv0) / HR_KV_BLOCK;
     long seqs16k = (long)(kv_gb * 1e9 / (kv_tok * 16384)); /* whole sequences */
-    /* --kv-residual: the step at c reads its window's c + 1 - w0 rows from kvr */
+    /* --kv-residual: the step at c reads its window's c + 1 - w0 rows from kvr
+     * (once converted: an unconverted sequence reads all of its own pool) */
     int resid = 0;
     const hr_kv *kvr = hr_engine_kvr(s->engine, &resid);
     double kvr_tok = kvr ? (double)hr_kv_pool_block_bytes(kvr) / HR_KV_BLOCK : 0;
     double kv_bytes = 0;
     for (long c = prompt_len; c < prompt_len + gen_len; c++) {
-        long w0 = kvr ? c / resid * resid : c + 1;
+        long w0 = kvr && !(kvc && c < kv_start) ? c / resid * resid : c + 1;
         kv_bytes += ((double)w0 * (kvc && c >= kv_start ? kv_tok : kv0_tok) +
                      (double)(c + 1 - w0) * kvr_tok) / gen_len;
     }

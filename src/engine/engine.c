@@ -153,6 +153,8 @@ static void retire(hr_engine *e, int i, hr_finish why, const char *msg) {
         for (int k = 0; k < r->len; k++)
             e->tokbuf[k] = hr__key_at(r, k);
         hr_pcache_insert(e->pcq, hr__qseed(e, r->cache_seed), e->tokbuf, r->len, r->blocks);
+        if (e->resid)
+            hr__resid_keep(e, r);
     }
     for (int k = 0; k < 2; k++) { /* (those insert did not take) */
         free(r->snap[k].data);
@@ -258,7 +260,7 @@ static void admit(hr_engine *e) {
         } else if (e->pcache && !r->embed) {
             hit = hr_pcache_lookup(e->pcache, r->cache_seed, r->key ? r->key : r->prompt, upto,
                                    r->n_prompt, total, r->blocks, &len);
-            hr__resid_cut_hit(e, r, &hit, &len);
+            hr__resid_cut_hit(e, r, &e->kv, &hit, &len);
         }
         if (!conv) {
             int need = total - hit;
@@ -270,6 +272,7 @@ static void admit(hr_engine *e) {
                 /* FIFO: the head waits for space */
                 for (int b = 0; b < hit; b++)
                     hr_kv_unref(&e->kv, r->blocks[b]);
+                hr__resid_trim(e, r, true); /* a kept window's rows copied for it */
                 hr_fwd_state_drop(e->fwd, r->seq_id);
                 break;
             }
@@ -602,7 +605,7 @@ int hr_engine_new(hr_engine **out, const hr_model *m, const hr_engine_opts *o,
                          o ? o->n_threads : 0, err)))
         goto fail;
     if (o && o->kv_residual &&
-        (rc = hr__resid_init(e, o, &kvf, err)))
+        (rc = hr__resid_init(e, o, two ? &qf : &kvf, err)))
         goto fail;
     /* rows: every running request's last token and drafts; scoring rows
      * come on top (their logits when the first scoring request comes) */
@@ -662,8 +665,10 @@ int hr_engine_new(hr_engine **out, const hr_model *m, const hr_engine_opts *o,
         e->state_bytes = state_bytes;
         if (o && o->ssd_dir) {
             hr_error serr = {0};
-            char tag[32] = ""; /* a window changes the rows: "-res256" */
-            if (e->resid)
+            /* a window changes the rows: "-res256" (not those of a sequence
+             * before it converts: they read no window) */
+            char tag[32] = "";
+            if (e->resid && !e->kvq.n_blocks)
                 snprintf(tag, sizeof tag, "-res%d", e->resid);
             if (hr_ssd_open_tag(&e->ssd, o->ssd_dir, m->fingerprint, o->cache_salt, &e->kv, tag,
                                 state_bytes, o->ssd_max_bytes ? o->ssd_max_bytes : (size_t)32e9,
@@ -679,9 +684,11 @@ int hr_engine_new(hr_engine **out, const hr_model *m, const hr_engine_opts *o,
         if (e->pcache && e->kvq.n_blocks && !state_bytes) {
             if (o->ssd_dir) {
                 char tag[64]; /* "-start5000-f16": where and from what they converted */
-                snprintf(tag, sizeof tag, "-start%d-%s%s", e->kv_start,
-                         hr_dtype_name(e->kv.dtype),
-                         e->kv.vdtype != e->kv.dtype ? "-mixed" : "");
+                int n = snprintf(tag, sizeof tag, "-start%d-%s%s", e->kv_start,
+                                 hr_dtype_name(e->kv.dtype),
+                                 e->kv.vdtype != e->kv.dtype ? "-mixed" : "");
+                if (e->resid) /* "-start5000-f16-res128" */
+                    snprintf(tag + n, sizeof tag - (size_t)n, "-res%d", e->resid);
                 for (char *c = tag; *c; c++)
                     *c = (char)(*c >= 'A' && *c <= 'Z' ? *c - 'A' + 'a' : *c);
                 hr_error serr = {0};

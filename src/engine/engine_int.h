@@ -248,12 +248,15 @@ static inline int hr__blocks_for(int tokens) { return (tokens + HR_KV_BLOCK - 1)
  * for what it does not run with. */
 int hr__resid_init(hr_engine *e, const hr_engine_opts *o, const hr_kv_fmt *kvq_fmt,
                    hr_error *err);
-/* A prompt cache hit of *len tokens (*hit blocks in r->blocks): resumed
- * there when a finished sequence's last window holds the same tokens up
- * to *len (its full-precision rows copied into r's window), else cut back
- * to the start of the window holding position *len (the blocks after it
- * are unreferenced): a window's rows are computed by its own tokens. */
-void hr__resid_cut_hit(hr_engine *e, hr_request *r, int *hit, int *len);
+/* A prompt cache hit of *len tokens (*hit blocks of pool in r->blocks):
+ * resumed there when a finished sequence's last window holds the same
+ * tokens up to *len (its full-precision rows copied into r's window), else
+ * cut back to the start of the window holding position *len (the blocks
+ * after it are unreferenced): a window's rows are computed by its own
+ * tokens. An unconverted sequence (with --quantized-kv-start) reads no
+ * window until it converts: its hit is cut only where it ends in the
+ * window of kv_start, whose rows the conversion needs. */
+void hr__resid_cut_hit(hr_engine *e, hr_request *r, hr_kv *pool, int *hit, int *len);
 /* r ends: its last window's full-precision rows are kept for a request
  * that continues it (hr__resid_cut_hit), the oldest kept window given
  * back for them. */

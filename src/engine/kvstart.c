@@ -21,7 +21,9 @@ int hr__admit_converted(hr_engine *e, hr_request *r, int upto, int *hit, int *le
     int qtotal = hr__blocks_for(r->n_prompt + r->limit);
     *hit = hr_pcache_lookup(e->pcq, hr__qseed(e, r->cache_seed), r->key ? r->key : r->prompt,
                             upto, r->n_prompt, qtotal, r->blocks, len);
-    bool use = *len >= e->kv_start;
+    if (*len >= e->kv_start) /* its window's rows: kept, or computed again from its start */
+        hr__resid_cut_hit(e, r, &e->kvq, hit, len);
+    bool use = *len >= e->kv_start; /* (a cut before the start: the unquantized cache's) */
     if (use && hr__kvq_spare(e) < qtotal - *hit)
         hr_pcache_evict(e->pcq, qtotal - *hit - hr__kvq_spare(e));
     if (!use || hr__kvq_spare(e) < qtotal - *hit) {
@@ -29,6 +31,7 @@ int hr__admit_converted(hr_engine *e, hr_request *r, int upto, int *hit, int *le
          * back here) */
         for (int b = 0; b < *hit; b++)
             hr_kv_unref(&e->kvq, r->blocks[b]);
+        hr__resid_trim(e, r, true); /* a kept window's rows copied for it */
         *hit = *len = 0;
         return use ? -1 : 0; /* a hit without room waits (it needs less than unconverted) */
     }

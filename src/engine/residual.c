@@ -51,14 +51,11 @@ int hr__resid_init(hr_engine *e, const hr_engine_opts *o, const hr_kv_fmt *kvq_f
     if (resid % HR_KV_BLOCK)
         return hr_err(err, HR_EINVAL, "--kv-residual %d: a multiple of %d tokens", resid,
                       HR_KV_BLOCK);
-    if (o->kv_bits && o->kv_start) /* (a start past the context too: kvq_fmt is then plain) */
-        return hr_err(err, HR_EUNSUPPORTED, "--kv-residual with --quantized-kv-start > 0 is "
-                      "not supported yet (--quantized-kv-start 0 quantizes from the first "
-                      "token)");
     if (!hr_kv_is_rec(kvq_fmt->dtype) && !(kvq_fmt->vown && hr_kv_is_rec(kvq_fmt->vdtype)))
         return hr_err(err, HR_EINVAL, "--kv-residual keeps a window of a quantized KV cache "
-                      "at full precision: it needs --kv-quant, --kv-bits (with "
-                      "--quantized-kv-start 0) or --cache-type-k/-v q8_0, q4_0");
+                      "at full precision: it needs --kv-quant, --kv-bits (with a "
+                      "--quantized-kv-start within the context) or --cache-type-k/-v q8_0, "
+                      "q4_0");
     const hr_hparams *hp = &m->hp;
     if ((long)hp->n_heads / hp->n_kv_heads * hp->head_dim > 4096) /* attention.c's ROWS_BUF */
         return hr_err(err, HR_EUNSUPPORTED, "not supported yet: --kv-residual with more than "
@@ -167,13 +164,16 @@ static bool window_resume(hr_engine *e, hr_request *r, int start, int len) {
     return true;
 }
 
-void hr__resid_cut_hit(hr_engine *e, hr_request *r, int *hit, int *len) {
-    if (!e->resid || *len % e->resid == 0 ||
-        window_resume(e, r, *len / e->resid * e->resid, *len))
+void hr__resid_cut_hit(hr_engine *e, hr_request *r, hr_kv *pool, int *hit, int *len) {
+    if (!e->resid || *len % e->resid == 0)
+        return;
+    if (pool == &e->kv && e->kvq.n_blocks && *len / e->resid != e->kv_start / e->resid)
+        return; /* unconverted, and it converts in a later window */
+    if (window_resume(e, r, *len / e->resid * e->resid, *len))
         return;
     int keep = *len / e->resid * e->resid / HR_KV_BLOCK;
     for (int b = keep; b < *hit; b++)
-        hr_kv_unref(&e->kv, r->blocks[b]);
+        hr_kv_unref(pool, r->blocks[b]);
     *hit = keep;
     *len = keep * HR_KV_BLOCK;
 }

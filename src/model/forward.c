@@ -194,7 +194,7 @@ static int validate(hr_fwd *f, const hr_kv *kv, const hr_batch *b, bool hidden,
     if (rk && f->be->device_mem)
         return hr_err(err, HR_EUNSUPPORTED, "--kv-residual is not supported yet on %s",
                       f->be->name);
-    if (rk && (b->kv2 || !b->rtables || b->resid <= 0 || b->resid % HR_KV_BLOCK ||
+    if (rk && (!b->rtables || b->resid <= 0 || b->resid % HR_KV_BLOCK ||
                hr_kv_is_rec(rk->dtype) || rk->n_layers != kv->n_layers ||
                rk->n_kv_heads != kv->n_kv_heads || rk->head_dim != kv->head_dim))
         return hr_err(err, HR_EINVAL, "a residual window's pool that does not fit this step");
@@ -532,6 +532,11 @@ int hr_forward_out(hr_fwd *f, hr_kv *kv, const hr_batch *b, float *logits, float
             int t0 = part ? b->kv2_from : 0, nt = n_parts == 1 ? 0 : part ? T - t0 : b->kv2_from;
             /* --cache-type-v of its own, or TurboQuant's V at its own rate */
             bool vsplit = pk->vdtype != pk->dtype || pk->vrow_bytes != pk->row_bytes;
+            /* the window's rows are stored for every token, read by those
+             * of a quantized pool (an unconverted sequence's attention is
+             * at full precision already; its window's rows are there for
+             * when it converts) */
+            const hr_kv *ak = hr_kv_is_rec(pk->dtype) || hr_kv_is_rec(pk->vdtype) ? rk : NULL;
             ops->qkv(c, &(hr_qkv_args){
                 .q = q, .k = k, .v = v, .n_heads = hp->n_heads, .n_kv_heads = hp->n_kv_heads,
                 .head_dim = hd,
@@ -562,9 +567,9 @@ int hr_forward_out(hr_fwd *f, hr_kv *kv, const hr_batch *b, float *logits, float
                 .v_bits = pk->vbits, .layer = il, .scale = hp->attn_scale,
                 .softcap = hp->attn_softcap, .window = sliding ? hp->sliding_window : 0,
                 .max_ctx = max_ctx, .sinks = L->sinks, .bidirectional = arch->encoder,
-                .t0 = t0, .nt = nt, .r_k = rk ? hr_kv_layer_k(rk, il) : NULL,
-                .r_v = rk ? hr_kv_layer_v(rk, il) : NULL, .r_dtype = rk ? rk->dtype : 0,
-                .r_stride = rk ? rk->block_stride : 0});
+                .t0 = t0, .nt = nt, .r_k = ak ? hr_kv_layer_k(ak, il) : NULL,
+                .r_v = ak ? hr_kv_layer_v(ak, il) : NULL, .r_dtype = ak ? ak->dtype : 0,
+                .r_stride = ak ? ak->block_stride : 0});
         }
         prefetch(ops, c, L->w_gate.data ? 2 : 1, (const hr_tensor *[]){&L->w_up, &L->w_gate});
         const float *ao = att;

@@ -6,7 +6,8 @@
 # prompt re-sent reuses its quantized blocks, and /stats shows both pools; bench
 # and perplexity take a start inside the sequence; --kv-residual over
 # TurboQuant answers and resumes a re-sent prompt (at a window's start after
-# a restart through the SSD tier); bad values get one line.
+# a restart through the SSD tier), and over --kv-bits with a start inside
+# the sequence; bad values get one line.
 set -euo pipefail
 bin=${HEARTH_BIN:?}; root=${HEARTH_ROOT:?}
 . "$root/tests/e2e/lib/serve.sh"
@@ -84,6 +85,18 @@ start_server "$tmp/rs2.log" --model "$demo" --threads 1 --kv-quant turbo --kv-re
 u2=$(usage "$SERVER_PORT" "$longer $longer" 12)
 [ -n "$u1" ] && [ "${u2#* }" = "${u1#* }" ] && [ "${u2%% *}" -gt 0 ] &&
     [ $(( ${u2%% *} % 32 )) -eq 0 ] && ok || bad "--kv-residual 32 after a restart: '$u2', before '$u1'"
+# ... and over --kv-bits 4 from position 40: the re-sent prompt starts
+# converted on the first one's blocks and window, and answers the same
+start_server "$tmp/rstart.log" --model "$demo" --threads 1 --kv-bits 4 --quantized-kv-start 40 \
+    --kv-residual 32
+u1=$(usage "$SERVER_PORT" "$longer" 12); u2=$(usage "$SERVER_PORT" "$longer" 12)
+[ -n "$u1" ] && [ "${u2#* }" = "${u1#* }" ] && [ "${u2%% *}" -ge 40 ] && ok ||
+    bad "--kv-residual 32 from a start of 40, re-sent: '$u2', the first time '$u1'"
+p=$("$bin" perplexity --model "$demo" --file "$root/tests/fixtures/demo/valid.txt" --context 128 \
+    --max-windows 2 --threads 1 --kv-bits 4 --quantized-kv-start 64 --kv-residual 32 |
+    awk '/^perplexity/{print $2}')
+python3 -c "import math; v=float('$p'); assert 1 < v < 1e4 and math.isfinite(v)" && ok ||
+    bad "perplexity with --kv-residual from a start of 64: $p"
 
 
 expect_err() { local want=$1; shift
@@ -101,8 +114,9 @@ expect_err "quantized-kv-start -2" perplexity --model "$demo" --file "$root/test
 expect_err "kv-residual keeps a window of a quantized" bench --model "$demo" --kv-residual 64
 expect_err "kv-residual 48: a multiple of 32" generate --model "$demo" --prompt hi \
     --kv-quant turbo --kv-residual 48
-expect_err "kv-residual with --quantized-kv-start > 0" perplexity --model "$demo" \
-    --file "$root/tests/fixtures/demo/valid.txt" --kv-bits 4 --kv-residual 64
+expect_err "kv-residual keeps a window of a quantized.*within the context" perplexity \
+    --model "$demo" --file "$root/tests/fixtures/demo/valid.txt" --context 128 --kv-bits 4 \
+    --kv-residual 64
 
 echo "kvstart: $pass passed, $fail failed"
 [ "$fail" -eq 0 ]

@@ -1,6 +1,8 @@
 /* The residual window through the engine (--kv-residual, engine/residual.c,
- * docs/kv-quant.md), on the demo model with TurboQuant 3.5 and q8_0 KV and
- * a window of 64 positions:
+ * docs/kv-quant.md), on the demo model with TurboQuant 3.5, q8_0 KV, and
+ * 4-bit affine KV from position 100 (--quantized-kv-start 100: a sequence
+ * converts inside the window [64, 128), whose rows it stored unconverted),
+ * each with a window of 64 positions:
  *  - a scored prompt's log-probabilities are the same bits whatever the
  *    prefill chunk (512, 37, 64, 1 tokens a step), and closer to f32 KV's
  *    than without the window;
@@ -101,8 +103,12 @@ static double drift(const float *a, const float *b, int n) {
     return d / (n - 1);
 }
 
-static const hr_session_opts g_fmts[] = {{.kv_quant = "turbo", .kv_residual = 64},
-                                         {.kv_dtype = HR_KV_Q8_0, .kv_residual = 64}};
+static const hr_session_opts g_fmts[] = {
+    {.kv_quant = "turbo", .kv_residual = 64},
+    {.kv_dtype = HR_KV_Q8_0, .kv_residual = 64},
+    {.kv_bits = 4, .quantized_kv_start = 100, .kv_residual = 64},
+};
+#define N_FMTS (int)(sizeof g_fmts / sizeof *g_fmts)
 
 static void test_chunks(void **state) {
     (void)state;
@@ -111,7 +117,7 @@ static void test_chunks(void **state) {
     hr_session *s = session((hr_session_opts){0});
     score(s, N, ref); /* f32 KV */
     hr_session_free(s);
-    for (int f = 0; f < 2; f++) {
+    for (int f = 0; f < N_FMTS; f++) {
         hr_session_opts o = g_fmts[f];
         o.kv_residual = 0;
         s = session(o);
@@ -128,6 +134,23 @@ static void test_chunks(void **state) {
             if (c && memcmp(got + 1, first + 1, (N - 1) * sizeof *got))
                 fail_msg("format %d: a prefill chunk of %d tokens changes the scores", f,
                          chunks[c]);
+        }
+        if (g_fmts[f].quantized_kv_start) { /* rows before the start: f32 KV's, bit for bit */
+            int n0 = g_fmts[f].quantized_kv_start;
+            if (memcmp(first + 1, ref + 1, (size_t)(n0 - 1) * sizeof *ref))
+                fail_msg("format %d: the scores before the start are not f32 KV's", f);
+            /* a window as long as the context: every row read at full
+             * precision, the unconverted rows from where they were stored
+             * before the conversion */
+            o = g_fmts[f];
+            o.kv_residual = 512;
+            s = session(o);
+            score(s, N, got);
+            hr_session_free(s);
+            for (int i = 1; i < N; i++)
+                if (fabsf(got[i] - ref[i]) > 1e-5f)
+                    fail_msg("format %d, a window of the context: position %d scores %g, f32 KV "
+                             "%g", f, i, got[i], ref[i]);
         }
         double dw = drift(first, ref, N), dn = drift(plain, ref, N);
         printf("format %d: mean |dlogprob| against f32 KV %.4f without the window, %.4f with "
@@ -184,7 +207,7 @@ static void same(const run *a, const run *b, const char *what) {
 
 static void test_batched_and_cached(void **state) {
     (void)state;
-    for (int f = 0; f < 2; f++) {
+    for (int f = 0; f < N_FMTS; f++) {
         hr_session_opts o = g_fmts[f];
         o.max_batch = 4;
         o.prompt_cache = -1;
@@ -230,6 +253,37 @@ static void test_batched_and_cached(void **state) {
     }
 }
 
+/* A request that resumes in a kept window but must wait for KV blocks
+ * (another request holds them) gives the window's rows back each time it
+ * waits: it waits through the other's whole decode, and answers as
+ * without the cache after it (a leak of them ran the window pool dry:
+ * an abort) */
+static void test_wait_in_window(void **state) {
+    (void)state;
+    hr_session_opts o = g_fmts[0];
+    o.max_batch = 2;
+    o.prompt_cache = -1;
+    hr_session *s = session(o);
+    run ref;
+    submit(s, &ref, 0, 230, 30);
+    finish(&ref);
+    hr_session_free(s);
+    o.prompt_cache = 0;
+    o.kv_bytes = 12 * 32 * 1280; /* 12 blocks of TurboQuant 3.5 */
+    s = session(o);
+    run first, busy, hit;
+    submit(s, &first, 0, 180, 5); /* 6 blocks, its last window kept */
+    finish(&first);
+    submit(s, &busy, 300, 60, 60); /* 4 blocks, decoding 60 tokens */
+    submit(s, &hit, 0, 230, 30);   /* 9 blocks (6 cached, some evicted as it waits) */
+    finish(&busy);
+    finish(&hit);
+    hr_session_free(s);
+    printf("waited in a kept window: %d cached tokens\n", hit.cached);
+    assert_true(hit.cached > 128 && hit.cached % 64); /* inside the kept window [128, 184) */
+    same(&ref, &hit, "resumed in a kept window after a wait against without the cache");
+}
+
 /* Speculative decoding (prompt lookup and the draft model) over the
  * window: the verify steps write past the sequence's end and roll back
  * across blocks and windows; the output stays the plain decode's. */
@@ -238,16 +292,16 @@ static void test_speculative(void **state) {
     const char *root = getenv("HEARTH_ROOT");
     char draft[4096];
     snprintf(draft, sizeof draft, "%s/models/hearth-demo-draft", root ? root : ".");
-    for (int mode = 0; mode < 2; mode++) {
-        hr_session_opts o = g_fmts[0];
+    for (int mode = 0; mode < 4; mode++) { /* TurboQuant, then a start of 100 */
+        hr_session_opts o = g_fmts[mode < 2 ? 0 : 2];
         o.prompt_cache = -1;
         hr_session *s = session(o);
         run plain, spec;
         submit(s, &plain, 40, 100, 60);
         finish(&plain);
         hr_session_free(s);
-        o.spec = mode ? "draft" : "ngram";
-        o.draft_model = mode ? draft : NULL;
+        o.spec = mode % 2 ? "draft" : "ngram";
+        o.draft_model = mode % 2 ? draft : NULL;
         o.num_draft_tokens = 5;
         s = session(o);
         submit(s, &spec, 40, 100, 60);
@@ -258,7 +312,7 @@ static void test_speculative(void **state) {
         printf("%s over the window: %ld drafted, %ld accepted\n", o.spec,
                (long)st.spec_drafted, (long)st.spec_accepted);
         assert_true(st.spec_drafted > 0);
-        same(&plain, &spec, mode ? "the draft model against plain decoding"
+        same(&plain, &spec, mode % 2 ? "the draft model against plain decoding"
                                  : "prompt lookup against plain decoding");
     }
 }
@@ -270,9 +324,9 @@ static void test_refusals(void **state) {
     const hr_session_opts bad[] = {
         {.kv_quant = "turbo", .kv_residual = 48},          /* not whole blocks */
         {.kv_residual = 64},                               /* f32 KV: nothing to keep */
-        {.kv_bits = 4, .quantized_kv_start = 100, .kv_residual = 64},
+        {.kv_bits = 4, .quantized_kv_start = 100000, .kv_residual = 64}, /* never converts */
     };
-    const int want[] = {HR_EINVAL, HR_EINVAL, HR_EUNSUPPORTED};
+    const int want[] = {HR_EINVAL, HR_EINVAL, HR_EINVAL};
     for (int i = 0; i < 3; i++) {
         assert_int_equal(hr_session_new(&s, g_llm, &bad[i], &err), want[i]);
         assert_non_null(strstr(err.msg, "--kv-residual"));
@@ -286,6 +340,7 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_chunks),
         cmocka_unit_test(test_batched_and_cached),
+        cmocka_unit_test(test_wait_in_window),
         cmocka_unit_test(test_speculative),
         cmocka_unit_test(test_refusals),
     };
