@@ -28,6 +28,12 @@
  *       calls are a block's, 32), in every vector table this CPU runs, one
  *       thread, the tables alternating pass by pass; the median thread CPU
  *       time per key
+ *   bench_kernels fma
+ *       this core's rate of 8-lane fused multiply-adds (12 independent
+ *       chains, AVX2 + FMA), one thread: the median of 11 runs of 20M
+ *       each. The ceiling of the kernels that are bound by their
+ *       arithmetic rather than their bytes (a virtual core may run well
+ *       under the chip's 2 a cycle: docs/kv-quant.md)
  *   bench_kernels rows D
  *       the row kernels (rmsnorm, softmax, silu_mul, argmax, exp_sum, dot,
  *       axpy) over D floats in L1, each vector table alternating, one
@@ -55,6 +61,9 @@
 
 #include <stdio.h>
 #include <stdlib.h>
+#if defined(__x86_64__)
+#include <immintrin.h>
+#endif
 #include <string.h>
 #include <strings.h>
 #include <unistd.h>
@@ -81,7 +90,7 @@ static int usage(void) {
     fprintf(stderr, "usage: bench_kernels matvec TYPE M K [THREADS] | "
                     "attn CTX [THREADS] [HEADS] [KV_HEADS] [HEAD_DIM] "
                     "[f16|f32|bf16|aB[gG]|q8_0|q4_0|tB] | gemm TYPE M K N | rows D | "
-                    "kvattn KV [KEYS] [ROWS] [HEAD_DIM] [RUN]\n");
+                    "kvattn KV [KEYS] [ROWS] [HEAD_DIM] [RUN] | fma\n");
     return 2;
 }
 
@@ -509,6 +518,52 @@ static int kvattn(int argc, char **argv, hr_rng *rng) {
     return 0;
 }
 
+/* ---- fma: the core's rate of 8-lane FMAs --------------------------------------- */
+
+#if defined(__x86_64__)
+/* n rounds of 12 independent FMA chains (more than latency x ports: the
+ * rate, not a chain's latency); the sum, so that none is optimized out */
+__attribute__((target("avx2,fma"))) static float fma_chains(long n) {
+    __m256 a[12], m = _mm256_set1_ps(0.999999f), c = _mm256_set1_ps(1e-6f);
+    for (int k = 0; k < 12; k++)
+        a[k] = _mm256_set1_ps(1.0f + (float)k);
+    for (long i = 0; i < n; i++)
+        for (int k = 0; k < 12; k++)
+            a[k] = _mm256_fmadd_ps(a[k], m, c);
+    float s = 0, v[8];
+    for (int k = 0; k < 12; k++) {
+        _mm256_storeu_ps(v, a[k]);
+        s += v[0];
+    }
+    return s;
+}
+
+static int fma_rate(void) {
+    if (!__builtin_cpu_supports("avx2") || !__builtin_cpu_supports("fma")) {
+        fprintf(stderr, "bench_kernels fma: this CPU has no AVX2 FMA\n");
+        return 2;
+    }
+    enum { RUNS = 11 };
+    const long n = 20000000 / 12;
+    double r[RUNS];
+    float keep = 0;
+    for (int i = 0; i < RUNS; i++) {
+        double t0 = hr_thread_cpu();
+        keep += fma_chains(n);
+        r[i] = (double)n * 12 / (hr_thread_cpu() - t0);
+    }
+    qsort(r, RUNS, sizeof *r, cmp_double);
+    printf("fma: %.2f G 8-lane FMAs/s on 1 thread (median of %d runs; runs %.2f .. %.2f)%s\n",
+           r[RUNS / 2] / 1e9, RUNS, r[0] / 1e9, r[RUNS - 1] / 1e9, keep == 0 ? " " : "");
+    return 0;
+}
+#else
+static int fma_rate(void) {
+    fprintf(stderr, "bench_kernels fma: x86-64 only\n");
+    return 2;
+}
+#endif
+
 int main(int argc, char **argv) {
     hr_rng rng;
     hr_rng_seed(&rng, 1);
@@ -540,5 +595,7 @@ int main(int argc, char **argv) {
         return rows(argc, argv, &rng);
     if (argc > 1 && !strcmp(argv[1], "kvattn"))
         return kvattn(argc, argv, &rng);
+    if (argc > 1 && !strcmp(argv[1], "fma"))
+        return fma_rate();
     return usage();
 }
