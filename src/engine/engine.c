@@ -25,12 +25,19 @@ int hr_engine_max_batch(const hr_engine *e) { return e->max_batch; }
 hr_pool *hr_engine_pool(hr_engine *e) { return hr_fwd_pool(e->fwd); }
 
 
+/* The most tokens a sequence holds before it converts at `start`: a prefill
+ * chunk ends at start (batch.c), a decode step adds its token and drafts
+ * to at most start - 1; but a chunk that may not split an image
+ * (hr__image_chunk) goes past start by up to a step. */
+static int unconverted_max(const hr_engine *e, int start) {
+    return e->m->mm ? start - 1 + e->max_tokens_step : start + e->max_draft;
+}
+
 /* Blocks of e->kv a sequence of `tokens` tokens holds at most: all of them,
- * or with a quantized pool to convert into, those it can hold before the
- * step after which it converts (it holds at most kv_start - 1 tokens before
- * a step of at most max_tokens_step). */
+ * or with a quantized pool to convert into, those it holds before it
+ * converts. */
 static int kv_blocks_for(const hr_engine *e, int tokens) {
-    int u = e->kvq.n_blocks ? e->kv_start - 1 + e->max_tokens_step : tokens;
+    int u = e->kvq.n_blocks ? unconverted_max(e, e->kv_start) : tokens;
     return hr__blocks_for(tokens < u ? tokens : u);
 }
 /* Blocks of e->kvq promised to it: all of them when it may reach kv_start */
@@ -565,7 +572,7 @@ int hr_engine_new(hr_engine **out, const hr_model *m, const hr_engine_opts *o,
      * it (kv_blocks_for, kvq_blocks_for), bb the bytes of one block of each */
     int nu = hr__blocks_for(e->n_ctx), nq = 0;
     if (two) {
-        int u = o->kv_start - 1 + e->max_tokens_step;
+        int u = unconverted_max(e, o->kv_start);
         nu = hr__blocks_for(e->n_ctx < u ? e->n_ctx : u);
         nq = hr__blocks_for(e->n_ctx);
     }

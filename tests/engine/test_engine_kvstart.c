@@ -492,11 +492,12 @@ static void test_options(void **state) {
     assert_int_equal(hr_engine_kvq(e)->dtype, HR_DTYPE_AFFINE);
     assert_int_equal(hr_engine_kv(e)->dtype, HR_DTYPE_F32);
     hr_engine_free(e);
-    /* a budget of less than one sequence's share: a request of 200 tokens
-     * does not fit, one of 20 does */
+    /* a budget of less than one sequence's share (2 unquantized blocks: the
+     * 40 tokens before the start and a decode step's drafts; 8 quantized):
+     * a request of 200 tokens does not fit, one of 20 does */
     size_t bb = hr_kv_block_bytes(&g_model->hp, HR_DTYPE_F32);
     hr_engine_opts o = {.n_threads = 1, .max_batch = 1, .n_ctx = 256, .kv_bits = BITS,
-                        .kv_group = GROUP, .kv_start = 40, .kv_bytes = 4 * bb,
+                        .kv_group = GROUP, .kv_start = 40, .kv_bytes = 2 * bb,
                         .cache_blocks = -1};
     hr_error err = {0};
     assert_int_equal(hr_engine_new(&e, g_model, &o, &err), 0);
