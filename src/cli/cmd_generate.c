@@ -9,6 +9,7 @@
 #include "core/fault.h"
 #include "core/file.h"
 #include "core/timer.h"
+#include "model/kv.h"
 
 #include <jansson.h>
 #include <stdbool.h>
@@ -109,7 +110,7 @@ int hr_cmd_generate(int argc, char **argv) {
                *grammar = NULL, *ssd = NULL, *device = "auto", *draft = NULL, *spec = NULL,
                *adapter = NULL, *ctk = NULL, *ctv = NULL, *kvq = NULL;
     long max_tokens = 100, top_k = -1, seed = 0, top_lp = 0, threads = 0, ctx = 0, rep_ctx = 20,
-         pc_on = 1, n_draft = 3, kv_res = 0;
+         pc_on = 1, n_draft = 3, kv_res = 0, kv_bits = 0, kv_group = 64, kv_start = 5000;
     double temp = -1, top_p = -1, min_p = -1, rep = -1, presence = 0, frequency = 0;
     int json = 0, ignore_eos = 0, json_obj = 0;
     hr_opt_list image = {0}, audio = {0};
@@ -145,6 +146,9 @@ int hr_cmd_generate(int argc, char **argv) {
         {"cache-type-v", HR_OPT_STR, &ctv, "V cache type as llama.cpp: f32, f16, bf16, q8_0, q4_0 (default: --kv-dtype)"},
         {"kv-quant", HR_OPT_STR, &kvq, "TurboQuant KV cache: turbo, turbo:B or turbo:K_BITS,V_BITS (bits 2, 2.5, 3, 3.5, 4; default off)"},
         {"kv-residual", HR_OPT_INT, &kv_res, "with a quantized KV cache: a token reads the keys of its window of N positions (a multiple of 32) at full precision (default 0: off; docs/kv-quant.md)"},
+        {"kv-bits", HR_OPT_INT, &kv_bits, "quantize the KV cache to 2, 3, 4, 6 or 8 bits (mlx-lm's affine KV; default off)"},
+        {"kv-group-size", HR_OPT_INT, &kv_group, "group size of the quantized KV cache (default 64)"},
+        {"quantized-kv-start", HR_OPT_INT, &kv_start, "with --kv-bits: the sequence's KV converts to it after the step that passes this many tokens (0: quantized from the first token; default 5000)"},
         {"prompt-cache", HR_OPT_INT, &pc_on, "0 turns the prompt cache off (default 1)"},
         {"ssd-cache", HR_OPT_STR, &ssd, "prompt cache directory shared across runs (and with serve)"},
         {"ignore-eos", HR_OPT_FLAG, &ignore_eos, "do not stop at end-of-sequence tokens"},
@@ -169,6 +173,8 @@ int hr_cmd_generate(int argc, char **argv) {
         return hr_cli_fail(&(hr_error){.msg = "--num-draft-tokens must be in [1, 16]"});
     if (max_tokens < 0 || top_lp < 0 || top_lp > 20 || threads < 0 || ctx < 0 || rep_ctx < 0)
         return hr_cli_fail(&(hr_error){.msg = "a numeric flag is out of range (see --help)"});
+    if ((rc = hr_kv_quant_check(kv_bits, kv_group, kv_start, &err)))
+        return hr_cli_fail(&err);
 
     hr_llm *llm = NULL;
     hr_session *s = NULL;
@@ -199,7 +205,8 @@ int hr_cmd_generate(int argc, char **argv) {
                           .prompt_cache = pc_on ? 0 : -1, .ssd_dir = ssd,
                           .draft_model = draft, .spec = spec, .num_draft_tokens = (int)n_draft,
                           .adapter_path = adapter, .kv_quant = kvq,
-                          .kv_residual = (int)kv_res};
+                          .kv_residual = (int)kv_res, .kv_bits = (int)kv_bits,
+                          .kv_group = (int)kv_group, .quantized_kv_start = (int)kv_start};
     if ((rc = hr__kv_types_from_names(kv_dtype, ctk, ctv, &so.kv_dtype, &so.kv_dtype_v, &err)) ||
         (rc = hr_llm_load(&llm, model ? model : hr_cli_default_model(),
                           &(hr_llm_opts){.device = device}, &err)) ||

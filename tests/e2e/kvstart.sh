@@ -99,6 +99,16 @@ python3 -c "import math; v=float('$p'); assert 1 < v < 1e4 and math.isfinite(v)"
     bad "perplexity with --kv-residual from a start of 64: $p"
 
 
+# generate takes them too (mlx_lm.generate's flags): below the start (5000)
+# the text is plain generate's; quantized from the first token it answers
+P="$long"
+g0=$("$bin" generate --model "$demo" --prompt "$P" --max-tokens 16 --threads 1 2>/dev/null)
+g1=$("$bin" generate --model "$demo" --prompt "$P" --max-tokens 16 --threads 1 --kv-bits 4 2>/dev/null)
+g2=$("$bin" generate --model "$demo" --prompt "$P" --max-tokens 16 --threads 1 --kv-bits 4 \
+     --kv-group-size 32 --quantized-kv-start 0 2>/dev/null)
+[ -n "$g0" ] && [ "$g1" = "$g0" ] && [ -n "$g2" ] && ok ||
+    bad "generate --kv-bits: '$g1' / '$g2', plain '$g0'"
+
 expect_err() { local want=$1; shift
     if "$bin" "$@" >"$tmp/out" 2>"$tmp/err"; then bad "$* succeeded"; return; fi
     if [ "$(wc -l < "$tmp/err")" -ne 1 ] || ! grep -q "^hearth: .*$want" "$tmp/err"; then
@@ -106,6 +116,7 @@ expect_err() { local want=$1; shift
     ok; }
 expect_err "quantized-kv-start -1" serve --model "$demo" --kv-bits 4 --quantized-kv-start -1
 expect_err "kv-bits 5" serve --model "$demo" --kv-bits 5
+expect_err "kv-bits 5" generate --model "$demo" --prompt hi --kv-bits 5
 expect_err "kv-group-size 48" serve --model "$demo" --kv-bits 4 --kv-group-size 48
 expect_err "quantized-kv-start -3" bench --model "$demo" --kv-bits 4 --quantized-kv-start -3
 expect_err "quantized-kv-start -2" perplexity --model "$demo" --file "$root/tests/fixtures/demo/valid.txt" \
