@@ -101,10 +101,10 @@ python3 -c "import math; v=float('$p'); assert 1 < v < 1e4 and math.isfinite(v)"
 
 # generate takes them too (mlx_lm.generate's flags): below the start (5000)
 # the text is plain generate's; quantized from the first token it answers
-P="$long"
-g0=$("$bin" generate --model "$demo" --prompt "$P" --max-tokens 16 --threads 1 2>/dev/null)
-g1=$("$bin" generate --model "$demo" --prompt "$P" --max-tokens 16 --threads 1 --kv-bits 4 2>/dev/null)
-g2=$("$bin" generate --model "$demo" --prompt "$P" --max-tokens 16 --threads 1 --kv-bits 4 \
+g0=$("$bin" generate --model "$demo" --prompt "$long" --max-tokens 16 --threads 1 2>/dev/null)
+g1=$("$bin" generate --model "$demo" --prompt "$long" --max-tokens 16 --threads 1 --kv-bits 4 \
+     2>/dev/null)
+g2=$("$bin" generate --model "$demo" --prompt "$long" --max-tokens 16 --threads 1 --kv-bits 4 \
      --kv-group-size 32 --quantized-kv-start 0 2>/dev/null)
 [ -n "$g0" ] && [ "$g1" = "$g0" ] && [ -n "$g2" ] && ok ||
     bad "generate --kv-bits: '$g1' / '$g2', plain '$g0'"

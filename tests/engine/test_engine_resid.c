@@ -292,7 +292,7 @@ static void test_speculative(void **state) {
     const char *root = getenv("HEARTH_ROOT");
     char draft[4096];
     snprintf(draft, sizeof draft, "%s/models/hearth-demo-draft", root ? root : ".");
-    for (int mode = 0; mode < 4; mode++) { /* TurboQuant, then a start of 100 */
+    for (int mode = 0; mode < 4; mode++) { /* TurboQuant, then 4-bit affine from 96 */
         hr_session_opts o = g_fmts[mode < 2 ? 0 : 2];
         /* with a start (96 here, a block's end): a prompt of 90, so that
          * verify steps cross it unconverted, into the blocks reserved past
