@@ -11,7 +11,7 @@
  * instead (k_mma's tiles against k_mma_tiled, prefill_kind). Built with the
  * CUDA backend (bench_cuda_mv); run on the GPU machine by
  * tools/cuda-check.sh --bench. */
-#include "kernels/cuda/mma_tiled.cuh"
+#include "kernels/cuda/mmq.cuh"
 
 #include <cuda_fp16.h>
 
@@ -304,6 +304,229 @@ static bool quant_kind(const char *name, double bw, float *x, uint16_t *xs, floa
     return same;
 }
 
+/* ---- x rounded to int8 (mmq.cuh) --------------------------------------------
+ * The host's emulation of the order mmq.cuh's head states, from the
+ * formats' definitions (ggml's block layouts), not from the kernels: the
+ * kernels' outputs must equal it bit for bit. */
+static float h_f16(const uint8_t *p) {
+    uint16_t u = (uint16_t)(p[0] | (p[1] << 8));
+    return __half2float(__ushort_as_half(u));
+}
+
+/* chunk ch of a weight row: its 32 integers, *d (d or d*sc), *m (dmin*m) */
+static void h_chunk(int kind, const uint8_t *row, int ch, int *w, float *d, float *m) {
+    *m = 0.0f;
+    if (kind == MMA_Q8_0 || kind == MMA_Q4_0) {
+        const uint8_t *b = row + (size_t)ch * mma_chunk_bytes(kind);
+        *d = h_f16(b);
+        for (int i = 0; i < 32; i++)
+            w[i] = kind == MMA_Q8_0 ? (int)(int8_t)b[2 + i]
+                                    : (i < 16 ? b[2 + i] & 15 : b[2 + i - 16] >> 4) - 8;
+        return;
+    }
+    const uint8_t *sb = row + (size_t)(ch / 8) * 8 * mma_chunk_bytes(kind), *sc = sb + 4;
+    int j = ch % 8, a, mn;
+    if (j < 4) {
+        a = sc[j] & 63;
+        mn = sc[j + 4] & 63;
+    } else {
+        a = (sc[j + 4] & 0xF) | ((sc[j - 4] >> 6) << 4);
+        mn = (sc[j + 4] >> 4) | ((sc[j] >> 6) << 4);
+    }
+    *d = h_f16(sb) * (float)a;
+    *m = h_f16(sb + 2) * (float)mn;
+    bool five = kind == MMA_Q5_K;
+    const uint8_t *qs = sb + (five ? 48 : 16) + 32 * (j / 2), *qh = sb + 16;
+    for (int l = 0; l < 32; l++)
+        w[l] = ((qs[l] >> (4 * (j & 1))) & 15) + (five ? ((qh[l] >> j) & 1) << 4 : 0);
+}
+
+/* y[j] for one row of x (K columns) and weight rows [0, rows): x rounded
+ * as hr_qact_row, the chunks' terms in 4 chains (chunk ch into chain ch %
+ * 4), folded (2 into 0, 3 into 1, then 1 into 0) */
+static void h_mmq(int kind, const std::vector<uint8_t> &wb, size_t row_bytes, int rows, int K,
+                  const float *x, float *y) {
+    int nch = K / 32;
+    std::vector<int> q(K);
+    std::vector<float> xd(nch);
+    std::vector<int> xs(nch);
+    for (int b = 0; b < nch; b++) {
+        float amax = 0.0f;
+        for (int i = 0; i < 32; i++)
+            amax = fabsf(x[32 * b + i]) > amax ? fabsf(x[32 * b + i]) : amax;
+        float id = amax > 0.0f ? 127.0f / amax : 0.0f;
+        xs[b] = 0;
+        for (int i = 0; i < 32; i++) {
+            float r = rintf(x[32 * b + i] * id);
+            q[32 * b + i] = r >= -127.0f ? (r <= 127.0f ? (int)r : 127) : -127;
+            xs[b] += q[32 * b + i];
+        }
+        xd[b] = amax / 127.0f;
+    }
+    for (int j = 0; j < rows; j++) {
+        float acc[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+        for (int ch = 0; ch < nch; ch++) {
+            int w[32], is = 0;
+            float d, m;
+            h_chunk(kind, wb.data() + (size_t)j * row_bytes, ch, w, &d, &m);
+            for (int i = 0; i < 32; i++)
+                is += w[i] * q[32 * ch + i];
+            float p = d * xd[ch];
+            acc[ch % 4] = fmaf(p, (float)is, acc[ch % 4]);
+            if (mma_kq(kind)) {
+                float pm = m * xd[ch];
+                acc[ch % 4] = fmaf(-pm, (float)xs[ch], acc[ch % 4]);
+            }
+        }
+        acc[0] += acc[2];
+        acc[1] += acc[3];
+        acc[0] += acc[1];
+        y[j] = acc[0] + 0.0f;
+    }
+}
+
+/* x rounded once per product input, then mmq_launch (the engine's) */
+template <int KIND>
+static void run_mmq(const mma_x &x, mma_outs o, cudaStream_t st) {
+    int K = (int)o.w[0].cols;
+    mmq_x xq = mmq_quantize(x.x, x.ldx, x.T, K, (void *)x.xs, st);
+    if (!mmq_launch<KIND>(xq, o, x.T, 0, st)) {
+        fprintf(stderr, "bench_cuda_mv: mmq_launch refused its shared memory\n");
+        exit(1);
+    }
+}
+
+/* One block format through mmq.cuh: q/k/v fused and down for T rows of x
+ * (1: k_mmq_staged's decode, 24: its 32-row tiles, 40: k_mmq_tiled), each
+ * checked rows' outputs against the host's emulation, bit for bit; then
+ * decode GB/s of 4 layers beside k_mma_staged with x as one bf16 part (the
+ * engine's kernel before), and prefill TFLOP/s at T = 512 beside
+ * k_mma_tiled with one part. False when any bit differs. */
+template <int KIND>
+static bool int8_kind(const char *name, double bw, const float *x24h, cudaStream_t st) {
+    const int NL = 4, TT = 512;
+    static dw w[NL][N_SHAPES];
+    size_t layer_bytes = 0;
+    for (int l = 0; l < NL; l++)
+        for (int i = 0; i < N_SHAPES; i++) {
+            w[l][i] = quant_matrix(KIND, k_layer[i].rows, k_layer[i].cols, 3000 + 50 * KIND + 10 * l + i);
+            if (l == 0)
+                layer_bytes += w[l][i].row_bytes * w[l][i].rows;
+        }
+    /* x: TT rows of 14336 (the first 40 from x24h's pattern, as bench's) */
+    std::vector<float> hx((size_t)TT * 14336);
+    for (size_t i = 0; i < hx.size(); i++)
+        hx[i] = i < (size_t)24 * 14336 ? x24h[i]
+                                       : sinf(0.013f * (float)i) * (1.0f + (float)(i % 11) * 0.2f);
+    float *x, *y;
+    void *buf;
+    CK(cudaMalloc(&x, hx.size() * 4));
+    CK(cudaMalloc(&y, (size_t)TT * 3 * 16384 * 4));
+    CK(cudaMalloc(&buf, (size_t)MMA_PARTS * TT * 14336 * 2 + 4096));
+    CK(cudaMemcpy(x, hx.data(), hx.size() * 4, cudaMemcpyHostToDevice));
+    bool same = true;
+    int checked = 0;
+    static const int Ts[3] = {1, 24, 40}, rows_of[3][5] = {{0, -1}, {0, 9, 23, -1}, {0, 17, 32, 39, -1}};
+    for (int t = 0; t < 2; t++) {
+        const dw *ws = t ? &w[0][6] : &w[0][0];
+        int n = t ? 1 : 3, K = (int)ws[0].cols;
+        std::vector<std::vector<uint8_t>> hw(n);
+        for (int i = 0; i < n; i++) {
+            hw[i].resize(ws[i].row_bytes * ws[i].rows);
+            CK(cudaMemcpy(hw[i].data(), ws[i].data, hw[i].size(), cudaMemcpyDeviceToHost));
+        }
+        for (int ti = 0; ti < 3; ti++) {
+            int T = Ts[ti];
+            /* x's rows of K columns: the first K of each 14336 */
+            mma_outs o = outs_of(ws, n, y);
+            for (int i = 0; i < n; i++) {
+                o.y[i] = y + (size_t)i * TT * 16384;
+                o.ldy[i] = 16384;
+            }
+            run_mmq<KIND>(mma_x{x, 14336, (const uint16_t *)buf, 0, T}, o, st);
+            CK(cudaStreamSynchronize(st));
+            CK(cudaGetLastError());
+            for (int ri = 0; rows_of[ti][ri] >= 0; ri++) {
+                int r = rows_of[ti][ri];
+                for (int i = 0; i < n; i++) {
+                    int R = (int)ws[i].rows;
+                    std::vector<float> got(R), want(R);
+                    CK(cudaMemcpy(got.data(), y + (size_t)i * TT * 16384 + (size_t)r * 16384,
+                                  (size_t)R * 4, cudaMemcpyDeviceToHost));
+                    h_mmq(KIND, hw[i], ws[i].row_bytes, R, K, &hx[(size_t)r * 14336], want.data());
+                    if (memcmp(got.data(), want.data(), (size_t)R * 4) != 0) {
+                        int j = 0;
+                        while (j < R - 1 && memcmp(&got[j], &want[j], 4) == 0)
+                            j++;
+                        fprintf(stderr, "%s int8: T %d row %d output %d: weight row %d %.9g != host %.9g\n",
+                                name, T, r, i, j, got[j], want[j]);
+                        same = false;
+                    }
+                    checked++;
+                }
+            }
+        }
+    }
+    /* decode: 4 layers, q/k/v and gate/up fused, one row of x */
+    static const int fused[4][2] = {{0, 3}, {3, 1}, {4, 2}, {6, 1}};
+    mma_x x1{x, 14336, (const uint16_t *)buf, 14336, 1};
+    launch_fn fn[2] = {run_staged<KIND, mma_stage<KIND>, 3, 1>, run_mmq<KIND>};
+    float ms[2] = {1e30f, 1e30f};
+    for (int rep = 0; rep < 5; rep++)
+        for (int v = 0; v < 2; v++)
+            time_min(st, ms[v], [&] {
+                for (int l = 0; l < NL; l++)
+                    for (int i = 0; i < 4; i++)
+                        fn[v](x1, outs_of(w[l] + fused[i][0], fused[i][1], y), st);
+            });
+    /* prefill: layer 0 at T = 512 */
+    double flop = 0;
+    for (int i = 0; i < N_SHAPES; i++)
+        flop += 2.0 * TT * k_layer[i].rows * k_layer[i].cols;
+    auto pre = [&](int v) { /* bf16 x, int8 x (the engine's tiles), int8 x in tiles of 32 rows */
+        for (int i = 0; i < 4; i++) {
+            mma_outs o = outs_of(w[0] + fused[i][0], fused[i][1], y);
+            for (int j = 0; j < o.n; j++) {
+                o.y[j] = y + (size_t)j * TT * 16384;
+                o.ldy[j] = (int)o.w[j].rows;
+            }
+            int K = (int)o.w[0].cols;
+            mma_x xa{x, 14336, (const uint16_t *)buf, (int64_t)TT * K, TT};
+            if (v == 1)
+                run_mmq<KIND>(xa, o, st);
+            else if (v == 2) {
+                mmq_x xq = mmq_quantize(x, 14336, TT, K, buf, st);
+                if (!mmq_launch<KIND, 4>(xq, o, TT, 0, st))
+                    exit(1);
+            } else {
+                split(x, TT, K, (uint16_t *)buf, st);
+                if (!mma_tiled_launch<KIND, 1>(xa, o, TT, 0, st))
+                    exit(1);
+            }
+        }
+    };
+    float pms[3] = {1e30f, 1e30f, 1e30f};
+    for (int rep = 0; rep < 5; rep++)
+        for (int v = 0; v < 3; v++)
+            time_min(st, pms[v], [&] { pre(v); });
+    CK(cudaGetLastError());
+    double g0 = (double)layer_bytes * NL / (ms[0] * 1e-3) / 1e9;
+    double g1 = (double)layer_bytes * NL / (ms[1] * 1e-3) / 1e9;
+    printf("%-6s int8: decode bf16 x %6.0f GB/s (%2.0f%%)  int8 x %6.0f (%2.0f%%, %.2fx);  prefill "
+           "T %d bf16 x %6.1f TFLOP/s  int8 x %6.1f (%.2fx; 32-row tiles %6.1f);  %d outputs "
+           "equal to the host's: %s\n",
+           name, g0, 100 * g0 / bw, g1, 100 * g1 / bw, ms[0] / ms[1], TT,
+           flop / (pms[0] * 1e-3) / 1e12, flop / (pms[1] * 1e-3) / 1e12, pms[0] / pms[1],
+           flop / (pms[2] * 1e-3) / 1e12, checked, same ? "yes" : "NO");
+    for (int l = 0; l < NL; l++)
+        for (int i = 0; i < N_SHAPES; i++)
+            CK(cudaFree((void *)w[l][i].data));
+    CK(cudaFree(x));
+    CK(cudaFree(y));
+    CK(cudaFree(buf));
+    return same;
+}
+
 /* Prefill: T rows of x through an 8B layer's products (q/k/v and gate/up
  * fused, as the engine launches them), k_mma's tiles of 64 x 32 (the
  * engine's kernel before) against k_mma_tiled; TFLOP/s of the products
@@ -523,5 +746,9 @@ int main(int argc, char **argv) {
     ok = quant_kind<MMA_Q4_0>("Q4_0", bw, x24, xs, y, ref, big, st) && ok;
     ok = quant_kind<MMA_Q4_K>("Q4_K", bw, x24, xs, y, ref, big, st) && ok;
     ok = quant_kind<MMA_Q5_K>("Q5_K", bw, x24, xs, y, ref, big, st) && ok;
+    ok = int8_kind<MMA_Q8_0>("Q8_0", bw, hx24.data(), st) && ok;
+    ok = int8_kind<MMA_Q4_0>("Q4_0", bw, hx24.data(), st) && ok;
+    ok = int8_kind<MMA_Q4_K>("Q4_K", bw, hx24.data(), st) && ok;
+    ok = int8_kind<MMA_Q5_K>("Q5_K", bw, hx24.data(), st) && ok;
     return ok ? 0 : 1;
 }

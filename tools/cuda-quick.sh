@@ -30,7 +30,7 @@ step() { # NAME SECONDS GREP COMMAND...: its exit status, its lines matching GRE
     echo "== $name rc=$rc at ${SECONDS}s"
     if [ $rc -eq 0 ]; then grep -E "$pat" "$out/$name.log" | tail -12; else tail -5 "$out/$name.log"; fi
 }
-step mv 90 "copy|Q8_0|Q4_0|Q4_K|Q5_K|Q6_K|rror" "$dev/bench_cuda_mv"
+step mv 150 "copy|Q8_0|Q4_0|Q4_K|Q5_K|Q6_K|rror" "$dev/bench_cuda_mv"
 step quant_parity 100 "FAIL|PASS|passed|failed|skipped" "$dev/test_quant_parity" --device cuda
 step mv_prefill 70 "prefill|rror" "$dev/bench_cuda_mv" prefill 512
 step engine 80 "FAIL|PASS|passed|failed|skipped" "$dev/test_engine" --device cuda

@@ -10,7 +10,7 @@ extern "C" {
 }
 #include "kernels/cuda/attention.cuh"
 #include "kernels/cuda/attention_tiled.cuh"
-#include "kernels/cuda/mma_tiled.cuh"
+#include "kernels/cuda/mmq.cuh"
 #include "kernels/cuda/moe.cuh"
 #include "kernels/cuda/mv_span.cuh"
 extern "C" {
@@ -63,14 +63,17 @@ typedef struct cu_ctx {
      * tokens: the chunks' partials, [part_tokens][n_heads][n_chunks][hd + 2] */
     float *d_part;
     int part_tokens, n_chunks, n_sm;
-    /* bf16 products on the tensor cores (mma.cuh): a step's activation
-     * rows split into bf16 parts, [MMA_PARTS][max_tokens][max_k] */
+    /* products on the tensor cores (mma.cuh, mmq.cuh): a step's activation
+     * rows split into bf16 parts, [MMA_PARTS][max_tokens][max_k], or
+     * rounded to int8 (mmq_x) */
     uint16_t *d_xs;
     int max_k;
-    /* the activation parts a GGUF block product (Q8_0, Q4_0, Q4_K, Q5_K)
-     * takes: 1 (x rounded to bf16, the default: the CPU rounds it to int8)
-     * or MMA_PARTS (f32-grade: quant_act "f32", dims.f32_act; docs/gpu.md) */
-    int quant_parts;
+    /* the activations of a GGUF block product (Q8_0, Q4_0, Q4_K, Q5_K):
+     * rounded to int8 (mmq.cuh, as the CPU rounds them: the default) or
+     * MMA_PARTS bf16 parts (f32-grade: quant_act "f32", dims.f32_act;
+     * docs/gpu.md) */
+    bool quant_int8;
+    int quant_parts; /* the parts of a block product that mmq does not take */
     moe_ctx moe;     /* experts (moe.cuh) */
     rec_slots slots; /* recurrent layers (recurrent.cuh) */
     int n_seqs;
@@ -219,8 +222,11 @@ static int cu_ctx_new(hr_backend *be, hr_pool *pool, const hr_bctx_dims *dm, hr_
     size_t part_bytes = (size_t)x->part_tokens * dm->n_heads * x->n_chunks *
                         (dm->head_dim + 2) * sizeof(float);
     x->max_k = dm->max_k;
+    x->quant_int8 = !dm->f32_act;
     x->quant_parts = dm->f32_act ? MMA_PARTS : 1;
     size_t xs_bytes = (size_t)MMA_PARTS * max_tokens * dm->max_k * sizeof(uint16_t);
+    if (xs_bytes < mmq_bytes(max_tokens, dm->max_k))
+        xs_bytes = mmq_bytes(max_tokens, dm->max_k);
     if (dm->n_experts > MOE_MAX_EXPERTS) {
         free(x->seq_end);
         free(x);
@@ -517,13 +523,47 @@ static void cu_matmul(hr_bctx *c, const float *x, int ldx, int T, int count,
     cu_ctx *cx = ctx_of(c);
     if (cx->replay >= 0)
         return;
-    int split_k = 0; /* the columns x was split at for the tensor cores */
+    int split_k = 0; /* the columns x was split at (or rounded at: q8_k) for the tensor cores */
+    int q8_k = 0;
+    mmq_x xq = {};
     bool xal = ((uintptr_t)x & 15) == 0 && ldx % 4 == 0;
     for (int i = 0; i < count; i++) {
         dw w = view(out[i].w);
         float *y = out[i].y;
         int ldy = out[i].ldy;
         const float *bias = out[i].bias;
+        if (cx->quant_int8 && mma_staged_fits(w) && w.cols <= cx->max_k &&
+            T <= cx->max_tokens) {
+            /* block weights with x rounded to int8 (mmq.cuh) */
+            int K = (int)w.cols, kind = mma_kind(w);
+            if (q8_k != K) {
+                xq = mmq_quantize(x, ldx, T, K, cx->d_xs, cx->stream);
+                q8_k = K;
+                split_k = 0; /* the parts' buffer now holds x rounded */
+            }
+            mma_outs o = {};
+            for (; o.n < MMA_MAX_OUT && i < count; i++, o.n++) {
+                dw wi = view(out[i].w);
+                if (o.n && (!mma_staged_fits(wi) || mma_kind(wi) != kind || wi.cols != K))
+                    break;
+                o.w[o.n] = wi;
+                o.y[o.n] = out[i].y;
+                o.ldy[o.n] = out[i].ldy;
+                o.bias[o.n] = out[i].bias;
+            }
+            i--; /* the loop's i++ takes the next output */
+            bool ok;
+            switch (kind) {
+            case MMA_Q8_0: ok = mmq_launch<MMA_Q8_0>(xq, o, T, cx->dev, cx->stream); break;
+            case MMA_Q4_0: ok = mmq_launch<MMA_Q4_0>(xq, o, T, cx->dev, cx->stream); break;
+            case MMA_Q4_K: ok = mmq_launch<MMA_Q4_K>(xq, o, T, cx->dev, cx->stream); break;
+            default: ok = mmq_launch<MMA_Q5_K>(xq, o, T, cx->dev, cx->stream); break;
+            }
+            if (!ok && !cx->fail[0])
+                snprintf(cx->fail, sizeof cx->fail, "%s refused the int8 products' shared memory",
+                         cx->be->name);
+            continue;
+        }
         if (mma_fits(w) && w.cols <= cx->max_k && T <= cx->max_tokens) {
             int K = (int)w.cols, kind = mma_kind(w);
             int64_t n = (int64_t)T * K;
@@ -537,6 +577,7 @@ static void cu_matmul(hr_bctx *c, const float *x, int ldx, int T, int count,
                 k_split_bf16<<<blocks_for((size_t)n, 256), 256, 0, cx->stream>>>(x, ldx, T, K,
                                                                                  cx->d_xs, n);
                 split_k = K;
+                q8_k = 0; /* the buffer now holds the parts */
             }
             /* this output and the next ones of its kind in one launch */
             mma_outs o = {};

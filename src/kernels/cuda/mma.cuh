@@ -139,11 +139,9 @@ static __device__ __forceinline__ void small_bf16x4(uint32_t u, float off, uint3
     *hi = *(const uint32_t *)&vb;
 }
 
-/* a K-quant chunk (sub-block s) -> its 8 integers as bf16, d*sc and
- * dmin*m */
-static __device__ __forceinline__ uint4 kq_vals(int kind, uint4 r, uint4 hdr, int s, float *ds,
-                                                float *dm) {
-    /* the 12 scale bytes are hdr's bytes 4..15 (kept in registers) */
+/* a K-quant super-block's sub-block s: d*sc and dmin*m from its header
+ * (the first 16 bytes: d, dmin, then the 12 scale bytes, kept in registers) */
+static __device__ __forceinline__ void kq_scales(uint4 hdr, int s, float *ds, float *dm) {
     int sb = s & 3;
     int lo = (int)((hdr.y >> (8 * sb)) & 0xff), mid = (int)((hdr.z >> (8 * sb)) & 0xff);
     int hi = (int)((hdr.w >> (8 * sb)) & 0xff);
@@ -157,6 +155,13 @@ static __device__ __forceinline__ uint4 kq_vals(int kind, uint4 r, uint4 hdr, in
     }
     *ds = __half2float(__ushort_as_half((uint16_t)(hdr.x & 0xffff))) * (float)sc;
     *dm = __half2float(__ushort_as_half((uint16_t)(hdr.x >> 16))) * (float)m;
+}
+
+/* a K-quant chunk (sub-block s) -> its 8 integers as bf16, d*sc and
+ * dmin*m */
+static __device__ __forceinline__ uint4 kq_vals(int kind, uint4 r, uint4 hdr, int s, float *ds,
+                                                float *dm) {
+    kq_scales(hdr, s, ds, dm);
     /* q = the chunk's nibbles (+ 16 x its high bit, Q5_K), each < 32 */
     uint32_t q0 = ((s & 1) ? r.x >> 4 : r.x) & 0x0f0f0f0fu;
     uint32_t q1 = ((s & 1) ? r.y >> 4 : r.y) & 0x0f0f0f0fu;
