@@ -12,6 +12,7 @@
  * CUDA backend (bench_cuda_mv); run on the GPU machine by
  * tools/cuda-check.sh --bench. */
 #include "kernels/cuda/mmq.cuh"
+#include "kernels/cuda/mv_span.cuh"
 
 #include <cuda_fp16.h>
 
@@ -158,25 +159,28 @@ static double copy_bw(void) {
 /* random blocks of a format at rows x cols, their f16 scales small and
  * finite */
 static dw quant_matrix(int kind, int rows, int cols, uint64_t seed) {
-    size_t row_bytes = (size_t)cols / 32 * mma_chunk_bytes(kind), n = row_bytes * rows;
+    size_t row_bytes = (size_t)cols / 256 * mmq_sb_bytes(kind), n = row_bytes * rows;
     std::vector<uint8_t> h(n);
     uint64_t s = seed * 0x9E3779B97F4A7C15ull + 1;
     for (size_t i = 0; i < n; i++) {
         s ^= s << 13, s ^= s >> 7, s ^= s << 17;
         h[i] = (uint8_t)(s >> 24);
     }
-    /* the scales: f16 in [1/256, 1/128) (K-quants: d and dmin) */
-    size_t blk = mma_kq(kind) ? (size_t)mma_chunk_bytes(kind) * 8 : (size_t)mma_chunk_bytes(kind);
+    /* the scales: f16 in [1/256, 1/128) (K-quants: d and dmin; Q6_K: d,
+     * at the super-block's end) */
+    bool sb = mma_kq(kind) || kind == MMA_Q6_K;
+    size_t blk = sb ? (size_t)mmq_sb_bytes(kind) : (size_t)mmq_sb_bytes(kind) / 8;
     for (size_t b = 0; b < n; b += blk)
         for (int k = 0; k < (mma_kq(kind) ? 2 : 1); k++) {
-            uint16_t v = (uint16_t)(0x1C00 | ((h[b + 2 * k] | (h[b + 2 * k + 1] << 8)) & 0x3ff));
-            memcpy(&h[b + 2 * k], &v, 2);
+            size_t at = b + (kind == MMA_Q6_K ? 208 : 2 * k);
+            uint16_t v = (uint16_t)(0x1C00 | ((h[at] | (h[at + 1] << 8)) & 0x3ff));
+            memcpy(&h[at], &v, 2);
         }
     void *d;
     CK(cudaMalloc(&d, n));
     CK(cudaMemcpy(d, h.data(), n, cudaMemcpyHostToDevice));
-    static const int dt[] = {HR_DTYPE_BF16, HR_DTYPE_F16, HR_DTYPE_Q8_0,
-                                  HR_DTYPE_Q4_0, HR_DTYPE_Q4_K, HR_DTYPE_Q5_K};
+    static const int dt[] = {HR_DTYPE_BF16, HR_DTYPE_F16,  HR_DTYPE_Q8_0, HR_DTYPE_Q4_0,
+                             HR_DTYPE_Q4_K, HR_DTYPE_Q5_K, HR_DTYPE_Q6_K};
     dw w = {};
     w.dtype = dt[kind];
     w.rows = rows;
@@ -313,18 +317,33 @@ static float h_f16(const uint8_t *p) {
     return __half2float(__ushort_as_half(u));
 }
 
-/* chunk ch of a weight row: its 32 integers, *d (d or d*sc), *m (dmin*m) */
-static void h_chunk(int kind, const uint8_t *row, int ch, int *w, float *d, float *m) {
+/* chunk ch of a weight row: its 32 integers, *d (d or d*sc), *m (dmin*m),
+ * sc: the integer scales of its two 16-column halves (Q6_K; else 1) */
+static void h_chunk(int kind, const uint8_t *row, int ch, int *w, float *d, float *m, int *sc2) {
     *m = 0.0f;
+    sc2[0] = sc2[1] = 1;
+    if (kind == MMA_Q6_K) { /* ggml's block_q6_K: ql[128], qh[64], scales[16], d */
+        const uint8_t *sb = row + (size_t)(ch / 8) * 210;
+        int s = ch % 8, h = s / 4, j = s % 4;
+        const uint8_t *ql = sb + 64 * h, *qh = sb + 128 + 32 * h;
+        *d = h_f16(sb + 208);
+        sc2[0] = (int8_t)sb[192 + 8 * h + 2 * j];
+        sc2[1] = (int8_t)sb[192 + 8 * h + 2 * j + 1];
+        for (int l = 0; l < 32; l++) {
+            int lo = j & 1 ? ql[32 + l] : ql[l];
+            w[l] = ((j >= 2 ? lo >> 4 : lo & 15) | (((qh[l] >> (2 * j)) & 3) << 4)) - 32;
+        }
+        return;
+    }
     if (kind == MMA_Q8_0 || kind == MMA_Q4_0) {
-        const uint8_t *b = row + (size_t)ch * mma_chunk_bytes(kind);
+        const uint8_t *b = row + (size_t)ch * (mmq_sb_bytes(kind) / 8);
         *d = h_f16(b);
         for (int i = 0; i < 32; i++)
             w[i] = kind == MMA_Q8_0 ? (int)(int8_t)b[2 + i]
                                     : (i < 16 ? b[2 + i] & 15 : b[2 + i - 16] >> 4) - 8;
         return;
     }
-    const uint8_t *sb = row + (size_t)(ch / 8) * 8 * mma_chunk_bytes(kind), *sc = sb + 4;
+    const uint8_t *sb = row + (size_t)(ch / 8) * mmq_sb_bytes(kind), *sc = sb + 4;
     int j = ch % 8, a, mn;
     if (j < 4) {
         a = sc[j] & 63;
@@ -366,11 +385,12 @@ static void h_mmq(int kind, const std::vector<uint8_t> &wb, size_t row_bytes, in
     for (int j = 0; j < rows; j++) {
         float acc[4] = {0.0f, 0.0f, 0.0f, 0.0f};
         for (int ch = 0; ch < nch; ch++) {
-            int w[32], is = 0;
+            int w[32], sc2[2], half[2] = {0, 0};
             float d, m;
-            h_chunk(kind, wb.data() + (size_t)j * row_bytes, ch, w, &d, &m);
+            h_chunk(kind, wb.data() + (size_t)j * row_bytes, ch, w, &d, &m, sc2);
             for (int i = 0; i < 32; i++)
-                is += w[i] * q[32 * ch + i];
+                half[i / 16] += w[i] * q[32 * ch + i];
+            int is = sc2[0] * half[0] + sc2[1] * half[1];
             float p = d * xd[ch];
             acc[ch % 4] = fmaf(p, (float)is, acc[ch % 4]);
             if (mma_kq(kind)) {
@@ -394,6 +414,39 @@ static void run_mmq(const mma_x &x, mma_outs o, cudaStream_t st) {
         fprintf(stderr, "bench_cuda_mv: mmq_launch refused its shared memory\n");
         exit(1);
     }
+}
+
+/* the decode kernel with other stages than the engine's (x rounded once per
+ * input, as run_mmq) */
+template <int KIND, int U, int ST>
+static void run_mmq_p(const mma_x &x, mma_outs o, cudaStream_t st) {
+    using P = mmq_stage_t<KIND, U, ST>;
+    int K = (int)o.w[0].cols;
+    mmq_x xq = mmq_quantize(x.x, x.ldx, x.T, K, (void *)x.xs, st);
+    static bool attr = false;
+    if (!attr)
+        CK(cudaFuncSetAttribute(k_mmq_staged<KIND, 1, P>,
+                                cudaFuncAttributeMaxDynamicSharedMemorySize, P::BYTES));
+    attr = true;
+    k_mmq_staged<KIND, 1, P>
+        <<<dim3(1, (unsigned)mma_tiles(o, 16)), MMA_WARPS * 32, P::BYTES, st>>>(xq, o);
+}
+
+/* the engine's kernel before mmq.cuh: x as one bf16 part (k_mma_staged;
+ * the prefill tiles are called apart), Q6_K the span kernel (f32 sums, any
+ * number of rows) */
+template <int KIND>
+static void run_before(const mma_x &x, mma_outs o, cudaStream_t st) {
+    if constexpr (KIND == MMA_Q6_K) {
+        for (int i = 0; i < o.n; i++) {
+            dim3 grid((unsigned)((o.w[i].rows + 3) / 4), x.T == 1 ? 1 : (unsigned)((x.T + 7) / 8));
+            if (x.T == 1)
+                k_mv_span<1><<<grid, 128, 0, st>>>(x.x, x.ldx, x.T, o.w[i], o.y[i], o.ldy[i], nullptr);
+            else
+                k_mv_span<8><<<grid, 128, 0, st>>>(x.x, x.ldx, x.T, o.w[i], o.y[i], o.ldy[i], nullptr);
+        }
+    } else
+        run_staged<KIND, mma_stage<KIND>, 3, 1>(x, o, st);
 }
 
 /* One block format through mmq.cuh: q/k/v fused and down for T rows of x
@@ -470,10 +523,14 @@ static bool int8_kind(const char *name, double bw, const float *x24h, cudaStream
     /* decode: 4 layers, q/k/v and gate/up fused, one row of x */
     static const int fused[4][2] = {{0, 3}, {3, 1}, {4, 2}, {6, 1}};
     mma_x x1{x, 14336, (const uint16_t *)buf, 14336, 1};
-    launch_fn fn[2] = {run_staged<KIND, mma_stage<KIND>, 3, 1>, run_mmq<KIND>};
-    float ms[2] = {1e30f, 1e30f};
+    /* the engine's before and now, then the int8 kernel's other stages:
+     * U 4 x 8 stages, U 16 x 3 (Q8_0: U 2 x 8, U 8 x 3) */
+    constexpr int UA = KIND == MMA_Q8_0 ? 2 : 4, UB = KIND == MMA_Q8_0 ? 8 : 16;
+    launch_fn fn[4] = {run_before<KIND>, run_mmq<KIND>, run_mmq_p<KIND, UA, 8>,
+                       run_mmq_p<KIND, UB, 3>};
+    float ms[4] = {1e30f, 1e30f, 1e30f, 1e30f};
     for (int rep = 0; rep < 5; rep++)
-        for (int v = 0; v < 2; v++)
+        for (int v = 0; v < 4; v++)
             time_min(st, ms[v], [&] {
                 for (int l = 0; l < NL; l++)
                     for (int i = 0; i < 4; i++)
@@ -498,7 +555,9 @@ static bool int8_kind(const char *name, double bw, const float *x24h, cudaStream
                 mmq_x xq = mmq_quantize(x, 14336, TT, K, buf, st);
                 if (!mmq_launch<KIND, 4>(xq, o, TT, 0, st))
                     exit(1);
-            } else {
+            } else if constexpr (KIND == MMA_Q6_K)
+                run_before<KIND>(xa, o, st);
+            else {
                 split(x, TT, K, (uint16_t *)buf, st);
                 if (!mma_tiled_launch<KIND, 1>(xa, o, TT, 0, st))
                     exit(1);
@@ -512,8 +571,11 @@ static bool int8_kind(const char *name, double bw, const float *x24h, cudaStream
     CK(cudaGetLastError());
     double g0 = (double)layer_bytes * NL / (ms[0] * 1e-3) / 1e9;
     double g1 = (double)layer_bytes * NL / (ms[1] * 1e-3) / 1e9;
-    printf("%-6s int8: decode bf16 x %6.0f GB/s (%2.0f%%)  int8 x %6.0f (%2.0f%%, %.2fx);  prefill "
-           "T %d bf16 x %6.1f TFLOP/s  int8 x %6.1f (%.2fx; 32-row tiles %6.1f);  %d outputs "
+    printf("%-6s int8 decode stages: U %d x 8 %6.0f GB/s  U %d x 3 %6.0f\n", name, UA,
+           (double)layer_bytes * NL / (ms[2] * 1e-3) / 1e9, UB,
+           (double)layer_bytes * NL / (ms[3] * 1e-3) / 1e9);
+    printf("%-6s int8: decode before %6.0f GB/s (%2.0f%%)  int8 x %6.0f (%2.0f%%, %.2fx);  prefill "
+           "T %d before %6.1f TFLOP/s  int8 x %6.1f (%.2fx; 32-row tiles %6.1f);  %d outputs "
            "equal to the host's: %s\n",
            name, g0, 100 * g0 / bw, g1, 100 * g1 / bw, ms[0] / ms[1], TT,
            flop / (pms[0] * 1e-3) / 1e12, flop / (pms[1] * 1e-3) / 1e12, pms[0] / pms[1],
@@ -750,5 +812,6 @@ int main(int argc, char **argv) {
     ok = int8_kind<MMA_Q4_0>("Q4_0", bw, hx24.data(), st) && ok;
     ok = int8_kind<MMA_Q4_K>("Q4_K", bw, hx24.data(), st) && ok;
     ok = int8_kind<MMA_Q5_K>("Q5_K", bw, hx24.data(), st) && ok;
+    ok = int8_kind<MMA_Q6_K>("Q6_K", bw, hx24.data(), st) && ok;
     return ok ? 0 : 1;
 }

@@ -357,6 +357,10 @@ typedef struct hr_backend_ops {
 struct hr_backend {
     char name[16];          /* "cpu", "cuda:0" */
     bool device_mem;        /* memory off the host: never dereferenced there */
+    int math;               /* a device's version of its kernels' arithmetic, for
+                             * the model's fingerprint (a prompt cache's rows
+                             * are reused only where the pass gives the same
+                             * bits; the CPU's: hr_cpu_kernels.math) */
     bool lost;              /* a step failed in a way that leaves the device
                              * unusable (a CUDA kernel fault): every later
                              * step fails (set and read by the thread that

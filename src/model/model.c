@@ -522,8 +522,10 @@ static uint64_t fingerprint(const hr_model *m, const hr_backend *be, hr_quant_ac
     }
     XXH64_update(st, m->embed->data, m->embed->nbytes < 4096 ? m->embed->nbytes : 4096);
     const hr_cpu_kernels *k = hr_cpu();
-    /* a GPU's products differ only between f32-grade x and not */
-    int math[] = {be->device_mem ? qa == HR_QACT_F32 : (int)qa, be->device_mem ? -1 : k->math};
+    /* a GPU's products differ only between f32-grade x and not, and by
+     * the version of its kernels' arithmetic */
+    int math[] = {be->device_mem ? qa == HR_QACT_F32 : (int)qa,
+                  be->device_mem ? be->math : k->math};
     XXH64_update(st, math, sizeof math);
     XXH64_update(st, be->name, strcspn(be->name, ":")); /* "cpu", "cuda" (not which one) */
     uint64_t h = XXH64_digest(st);

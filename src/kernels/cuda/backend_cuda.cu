@@ -532,9 +532,10 @@ static void cu_matmul(hr_bctx *c, const float *x, int ldx, int T, int count,
         float *y = out[i].y;
         int ldy = out[i].ldy;
         const float *bias = out[i].bias;
-        if (cx->quant_int8 && mma_staged_fits(w) && w.cols <= cx->max_k &&
+        if (cx->quant_int8 && mmq_fits(w) && w.cols <= cx->max_k &&
             T <= cx->max_tokens) {
-            /* block weights with x rounded to int8 (mmq.cuh) */
+            /* block weights (Q8_0, Q4_0, Q4_K, Q5_K, Q6_K) with x rounded to
+             * int8 (mmq.cuh) */
             int K = (int)w.cols, kind = mma_kind(w);
             if (q8_k != K) {
                 xq = mmq_quantize(x, ldx, T, K, cx->d_xs, cx->stream);
@@ -544,7 +545,7 @@ static void cu_matmul(hr_bctx *c, const float *x, int ldx, int T, int count,
             mma_outs o = {};
             for (; o.n < MMA_MAX_OUT && i < count; i++, o.n++) {
                 dw wi = view(out[i].w);
-                if (o.n && (!mma_staged_fits(wi) || mma_kind(wi) != kind || wi.cols != K))
+                if (o.n && (!mmq_fits(wi) || mma_kind(wi) != kind || wi.cols != K))
                     break;
                 o.w[o.n] = wi;
                 o.y[o.n] = out[i].y;
@@ -557,7 +558,8 @@ static void cu_matmul(hr_bctx *c, const float *x, int ldx, int T, int count,
             case MMA_Q8_0: ok = mmq_launch<MMA_Q8_0>(xq, o, T, cx->dev, cx->stream); break;
             case MMA_Q4_0: ok = mmq_launch<MMA_Q4_0>(xq, o, T, cx->dev, cx->stream); break;
             case MMA_Q4_K: ok = mmq_launch<MMA_Q4_K>(xq, o, T, cx->dev, cx->stream); break;
-            default: ok = mmq_launch<MMA_Q5_K>(xq, o, T, cx->dev, cx->stream); break;
+            case MMA_Q5_K: ok = mmq_launch<MMA_Q5_K>(xq, o, T, cx->dev, cx->stream); break;
+            default: ok = mmq_launch<MMA_Q6_K>(xq, o, T, cx->dev, cx->stream); break;
             }
             if (!ok && !cx->fail[0])
                 snprintf(cx->fail, sizeof cx->fail, "%s refused the int8 products' shared memory",
@@ -883,6 +885,9 @@ extern "C" int hr__cuda_open(int dev, hr_backend **out, hr_error *err) {
             g_devs[dev].id = dev;
             snprintf(be->name, sizeof be->name, "cuda:%d", dev);
             be->device_mem = true;
+            /* 1: GGUF block products with x rounded to int8 (mmq.cuh; before,
+             * -1: x in bf16) */
+            be->math = 1;
             be->impl = &g_devs[dev];
             be->ops = &cu_ops;
         }

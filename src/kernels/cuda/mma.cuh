@@ -48,7 +48,7 @@ static __device__ __forceinline__ uint16_t bf16_bits(float v) {
 
 /* the weight operand's kind: plain bf16 / f16, or a 32-column ggml block
  * (the chunk is the block: its integers exact in bf16, the scale after) */
-enum { MMA_BF16, MMA_F16, MMA_Q8_0, MMA_Q4_0, MMA_Q4_K, MMA_Q5_K };
+enum { MMA_BF16, MMA_F16, MMA_Q8_0, MMA_Q4_0, MMA_Q4_K, MMA_Q5_K, MMA_Q6_K /* mmq.cuh only */ };
 
 /* K-quants: a 32-column sub-block is one chunk, w = d*sc*q - dmin*m with q
  * exact in bf16; the chunk's sum of x (an mma with ones) takes the mins */
@@ -64,6 +64,7 @@ static __host__ int mma_kind(const dw &w) {
     case HR_DTYPE_Q4_0: return MMA_Q4_0;
     case HR_DTYPE_Q4_K: return MMA_Q4_K;
     case HR_DTYPE_Q5_K: return MMA_Q5_K;
+    case HR_DTYPE_Q6_K: return MMA_Q6_K;
     default: return -1;
     }
 }
@@ -72,7 +73,7 @@ static __host__ int mma_kind(const dw &w) {
  * aligned, blocks 2-byte aligned */
 static __host__ bool mma_fits(const dw &w) {
     int k = mma_kind(w);
-    if (k < 0 || w.cols % 32 != 0)
+    if (k < 0 || k == MMA_Q6_K || w.cols % 32 != 0)
         return false;
     if (k == MMA_BF16 || k == MMA_F16 || mma_kq(k))
         return ((uintptr_t)w.data & 15) == 0 && w.row_bytes % 16 == 0;

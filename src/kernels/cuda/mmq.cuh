@@ -1,7 +1,8 @@
-/* Products of Q8_0, Q4_0, Q4_K and Q5_K weights with x rounded to int8 (as
- * the CPU's kernels round it for these formats: per 32 columns, d =
- * max|x| / 127, q = x * 127 / max|x| to the nearest integer), on the
- * tensor cores' integer mma (m16n8k32, s8/u8 into s32), batch-invariant.
+/* Products of Q8_0, Q4_0, Q4_K, Q5_K and Q6_K weights with x rounded to
+ * int8 (as the CPU's kernels round it for these formats: per 32 columns,
+ * d = max|x| / 127, q = x * 127 / max|x| to the nearest integer), on the
+ * tensor cores' integer mma (m16n8k32, s8/u8 into s32; Q6_K two m16n8k16),
+ * batch-invariant.
  *
  * Why: with x in bf16 (mma.cuh) a decode step's product is one mma per 16
  * weight rows x 16 columns of which 1 activation column of 8 is used, the
@@ -15,7 +16,10 @@
  *   Q4_0:  acc = fma(d_w * d_x, isum - 8 * sum(q_x), acc)  (nibbles 0..15)
  *   Q4_K, Q5_K (w = d*sc*q - dmin*m per 32-column sub-block):
  *          acc = fma((d*sc) * d_x, isum, acc); acc = fma(-((dmin*m) * d_x), sum(q_x), acc)
- * each product rounded on its own (__fmul_rn), the chunks of 32 columns in
+ *   Q6_K (w = d*sc*(q - 32), sc an int8 per 16 columns):
+ *          acc = fma(d * d_x, sc_0 * isum_0 + sc_1 * isum_1, acc)  (two 16-column halves)
+ * each product rounded on its own (__fmul_rn), the integers exact in
+ * float (|isum| < 2^24), the chunks of 32 columns in
  * the order of mma.cuh (warp q of 4 takes the chunks q, q + 4, ...), the
  * four warps' sums folded by the same tree (mma_fold). k_mmq_staged
  * (decode: up to 32 rows of x, the weight rows through shared memory) and
@@ -24,16 +28,17 @@
  * or in any batch (bench_cuda_mv compares both kernels with a host
  * emulation of the order above, bit for bit). A block's integer sum takes
  * one mma per 16 weight rows x 32 columns, its integers unpacked from the
- * block by a mask and a shift (no conversion). */
+ * block by masks and shifts (no conversion), and Q6_K, whose scales change
+ * every 16 columns, joins the tensor cores. */
 #ifndef HR_KERNELS_CUDA_MMQ_CUH
 #define HR_KERNELS_CUDA_MMQ_CUH
 
 #include "kernels/cuda/mma_tiled.cuh"
 
-/* a 32-column block of x: its scale and the sum of its integers */
+/* a 32-column block of x: its scale and the sum of its integers (exact
+ * in float) */
 struct mmq_xd {
-    float d;
-    int s;
+    float d, s;
 };
 
 /* x rounded: q [T][K] (row stride K), d [T][K / 32] */
@@ -75,33 +80,66 @@ __global__ void k_quant_x8(const float *__restrict__ x, int ldx, int T, int K,
     q[t * K + k] = (int8_t)qi;
     int s = __reduce_add_sync(0xffffffffu, qi);
     if (lane == 0)
-        d[b] = mmq_xd{__fdiv_rn(amax, 127.0f), s};
+        d[b] = mmq_xd{__fdiv_rn(amax, 127.0f), (float)s};
+}
+
+/* the bytes of 8 chunks (256 columns) of a row: a K-quant's super-block */
+static __host__ __device__ constexpr int mmq_sb_bytes(int kind) {
+    return kind == MMA_Q8_0 ? 272 : kind == MMA_Q4_0 ? 144 : kind == MMA_Q4_K ? 144
+           : kind == MMA_Q5_K ? 176 : 210;
+}
+
+/* two 16-bit loads as 32 bits (Q8_0, Q4_0 and Q6_K blocks are 2-byte aligned) */
+template <bool SM>
+static __device__ __forceinline__ uint32_t ld_u16x2(const uint8_t *p) {
+    const uint16_t *h = (const uint16_t *)p;
+    return ld_u16<SM>(h) | (ld_u16<SM>(h + 1) << 16);
+}
+
+/* four 6-bit integers (bytes of v, 0..63) less 32, as int8 */
+static __device__ __forceinline__ uint32_t less32_s8x4(uint32_t v) {
+    uint32_t t = v ^ 0x20202020u, m = t & 0x20202020u; /* m: v < 32, whose bytes go negative */
+    return t | (m << 1) | (m << 2);
 }
 
 /* chunk ch of a weight row (from global memory or a stage in shared
  * memory, SM) for lane column group c: its integers of the columns 4c ..
- * 4c + 3 (*lo) and 16 + 4c .. 16 + 4c + 3 (*hi), a byte each (Q8_0 signed,
- * the others 0..31), and the scales (*d: d, or d*sc; *m: dmin*m) */
+ * 4c + 3 (*lo) and 16 + 4c .. 16 + 4c + 3 (*hi), a byte each (Q8_0 and
+ * Q6_K signed, the others 0..31), and the scales (*d: d, or d*sc; *m:
+ * dmin*m; *k: Q6_K's two int8 scales, of lo's and hi's 16 columns) */
 template <int KIND, bool SM>
 static __device__ __forceinline__ void mmq_w(const uint8_t *row, int ch, int c, uint32_t *lo,
-                                             uint32_t *hi, float *d, float *m) {
+                                             uint32_t *hi, float *d, float *m, uint32_t *k) {
+    *m = 0.0f;
+    *k = 0;
     if (KIND == MMA_Q8_0 || KIND == MMA_Q4_0) {
-        /* blocks are 2-byte aligned: 16-bit loads */
-        const uint16_t *b = (const uint16_t *)(row + (size_t)ch * mma_chunk_bytes(KIND));
-        *d = __half2float(__ushort_as_half((uint16_t)ld_u16<SM>(b)));
-        *m = 0.0f;
-        const uint16_t *p = b + 1 + 2 * c;
-        uint32_t u = ld_u16<SM>(p) | (ld_u16<SM>(p + 1) << 16);
+        const uint8_t *b = row + (size_t)ch * (mmq_sb_bytes(KIND) / 8);
+        *d = __half2float(__ushort_as_half((uint16_t)ld_u16<SM>((const uint16_t *)b)));
+        uint32_t u = ld_u16x2<SM>(b + 2 + 4 * c);
         if (KIND == MMA_Q8_0) {
             *lo = u;
-            *hi = ld_u16<SM>(p + 8) | (ld_u16<SM>(p + 9) << 16);
+            *hi = ld_u16x2<SM>(b + 18 + 4 * c);
         } else { /* byte j: column j in its low nibble, j + 16 in its high */
             *lo = u & 0x0f0f0f0fu;
             *hi = (u >> 4) & 0x0f0f0f0fu;
         }
+    } else if (KIND == MMA_Q6_K) {
+        /* ql[128], qh[64], sc[16] (int8), d; a 128-column half h: columns l
+         * of sub-block j (0..3) from ql[64h + 32(j & 1) + l] (low nibbles for
+         * j < 2, high for j >= 2) and bits 2j, 2j + 1 of qh[32h + l] */
+        const uint8_t *sb = row + (size_t)(ch / 8) * 210;
+        int s = ch % 8, h = s / 4, j = s % 4;
+        *d = __half2float(__ushort_as_half((uint16_t)ld_u16<SM>((const uint16_t *)(sb + 208))));
+        *k = ld_u16<SM>((const uint16_t *)(sb + 192 + 8 * h + 2 * j));
+        const uint8_t *ql = sb + 64 * h + 32 * (j & 1) + 4 * c, *qh = sb + 128 + 32 * h + 4 * c;
+        int ns = j >= 2 ? 4 : 0;
+        *lo = less32_s8x4(((ld_u16x2<SM>(ql) >> ns) & 0x0f0f0f0fu) |
+                          (((ld_u16x2<SM>(qh) >> (2 * j)) & 0x03030303u) << 4));
+        *hi = less32_s8x4(((ld_u16x2<SM>(ql + 16) >> ns) & 0x0f0f0f0fu) |
+                          (((ld_u16x2<SM>(qh + 16) >> (2 * j)) & 0x03030303u) << 4));
     } else {
         constexpr bool FIVE = KIND == MMA_Q5_K;
-        const uint8_t *sb = row + (size_t)(ch / 8) * (8 * mma_chunk_bytes(KIND));
+        const uint8_t *sb = row + (size_t)(ch / 8) * mmq_sb_bytes(KIND);
         int s = ch % 8;
         kq_scales(ld_vec<SM>((const uint4 *)sb), s, d, m);
         const uint32_t *qs = (const uint32_t *)(sb + (FIVE ? 48 : 16) + 32 * (s / 2)) + c;
@@ -131,6 +169,22 @@ static __device__ __forceinline__ void mma_i8(int (&d)[4], bool u8, uint32_t a0,
                      : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
 }
 
+/* 16 columns: rows g, g + 8 (a0, a1) by x's 4c.. (b0), signed */
+static __device__ __forceinline__ void mma_i8_k16(int (&d)[4], uint32_t a0, uint32_t a1,
+                                                  uint32_t b0) {
+    asm volatile("mma.sync.aligned.m16n8k16.row.col.s32.s8.s8.s32 "
+                 "{%0,%1,%2,%3}, {%4,%5}, {%6}, {%0,%1,%2,%3};\n"
+                 : "+r"(d[0]), "+r"(d[1]), "+r"(d[2]), "+r"(d[3])
+                 : "r"(a0), "r"(a1), "r"(b0));
+}
+
+/* an integer below 2^22 in magnitude as float, exactly, without a
+ * conversion instruction (a quarter of the FP32 rate): 1.5 * 2^23 + i has
+ * i in its mantissa */
+static __device__ __forceinline__ float i22_float(int i) {
+    return __fsub_rn(__int_as_float(0x4B400000 + i), 12582912.0f);
+}
+
 /* a warp's weight fragments of one chunk: MT x 16 rows (lane (g, c): rows g
  * and g + 8 of each 16, columns 4c.. and 16 + 4c..: the mma's A) and their
  * scales */
@@ -138,6 +192,7 @@ template <int MT>
 struct mmq_wf {
     uint32_t a[MT][4];
     float d[MT][2], m[MT][2];
+    uint32_t k[MT][2]; /* Q6_K's scales */
 };
 
 /* 8 rows of x of one chunk: row g's columns 4c.. and 16 + 4c.. (the mma's
@@ -151,8 +206,8 @@ struct mmq_xf {
 template <int KIND, bool SM, int MT>
 static __device__ __forceinline__ void mmq_load_w(mmq_wf<MT> &f, int m, const uint8_t *r0,
                                                   const uint8_t *r8, int ch, int c) {
-    mmq_w<KIND, SM>(r0, ch, c, &f.a[m][0], &f.a[m][2], &f.d[m][0], &f.m[m][0]);
-    mmq_w<KIND, SM>(r8, ch, c, &f.a[m][1], &f.a[m][3], &f.d[m][1], &f.m[m][1]);
+    mmq_w<KIND, SM>(r0, ch, c, &f.a[m][0], &f.a[m][2], &f.d[m][0], &f.m[m][0], &f.k[m][0]);
+    mmq_w<KIND, SM>(r8, ch, c, &f.a[m][1], &f.a[m][3], &f.d[m][1], &f.m[m][1], &f.k[m][1]);
 }
 
 /* one chunk's terms of 8 rows of x (xf) into acc[.][n] (the order of the
@@ -162,16 +217,28 @@ static __device__ __forceinline__ void mmq_chunk(float (&acc)[MT][NT][4], const 
                                                  const mmq_xf &xf, int n) {
 #pragma unroll
     for (int m = 0; m < MT; m++) {
-        int is[4] = {0, 0, 0, 0};
-        mma_i8(is, KIND != MMA_Q8_0, f.a[m][0], f.a[m][1], f.a[m][2], f.a[m][3], xf.b[0],
-               xf.b[1]);
+        int is[4] = {0, 0, 0, 0}, is1[4] = {0, 0, 0, 0};
+        if (KIND == MMA_Q6_K) { /* the halves apart: their scales differ */
+            mma_i8_k16(is, f.a[m][0], f.a[m][1], xf.b[0]);
+            mma_i8_k16(is1, f.a[m][2], f.a[m][3], xf.b[1]);
+        } else
+            mma_i8(is, KIND != MMA_Q8_0, f.a[m][0], f.a[m][1], f.a[m][2], f.a[m][3], xf.b[0],
+                   xf.b[1]);
 #pragma unroll
         for (int i = 0; i < 4; i++) { /* row g + 8 (i >> 1), x row 2c + (i & 1) */
             const mmq_xd xv = xf.x[i & 1];
-            int s = KIND == MMA_Q4_0 ? is[i] - 8 * xv.s : is[i];
-            acc[m][n][i] = fmaf(__fmul_rn(f.d[m][i >> 1], xv.d), (float)s, acc[m][n][i]);
+            float v;
+            if (KIND == MMA_Q6_K) { /* |sc_0 isum_0 + sc_1 isum_1| < 2^24: exact */
+                uint32_t k = f.k[m][i >> 1];
+                v = (float)((int)(int8_t)(k & 0xff) * is[i] + (int)(int8_t)(k >> 8) * is1[i]);
+            } else {
+                v = i22_float(is[i]);
+                if (KIND == MMA_Q4_0) /* exact: integers below 2^24 */
+                    v = __fsub_rn(v, __fmul_rn(8.0f, xv.s));
+            }
+            acc[m][n][i] = fmaf(__fmul_rn(f.d[m][i >> 1], xv.d), v, acc[m][n][i]);
             if (mma_kq(KIND))
-                acc[m][n][i] = fmaf(-__fmul_rn(f.m[m][i >> 1], xv.d), (float)xv.s, acc[m][n][i]);
+                acc[m][n][i] = fmaf(-__fmul_rn(f.m[m][i >> 1], xv.d), xv.s, acc[m][n][i]);
         }
     }
 }
@@ -188,35 +255,87 @@ static __device__ __forceinline__ mmq_xf mmq_load_x(const mmq_x &x, int K, int r
 #pragma unroll
     for (int j = 0; j < 2; j++) {
         int rj = r0 + 2 * c + j;
-        f.x[j] = rj < x.T ? x.d[(int64_t)rj * nch + ch] : mmq_xd{0.0f, 0};
+        f.x[j] = rj < x.T ? x.d[(int64_t)rj * nch + ch] : mmq_xd{0.0f, 0.0f};
     }
     return f;
 }
+
+static __device__ __forceinline__ void cp_async4(void *dst, const void *src, int bytes) {
+    unsigned d = (unsigned)__cvta_generic_to_shared(dst);
+    asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(d), "l"(src), "r"(bytes));
+}
+
+/* A stage's weight rows: RB bytes of a row (S chunks, whole super-blocks),
+ * copied in CU-byte pieces (16, or 4 where RB is not a multiple of 16:
+ * Q6_K's 210-byte super-blocks), PITCH bytes apart in shared memory (16-byte
+ * pieces: an odd count; 4-byte words: 4 mod 8), so that the lanes' reads of
+ * rows g and g + 8 at columns 4c.. fall on distinct banks. */
+template <int KIND, int S>
+struct mmq_rows {
+    static constexpr int RB = S / 8 * mmq_sb_bytes(KIND);
+    static constexpr int CU = RB % 16 == 0 ? 16 : 4;
+    static constexpr int PITCH =
+        CU == 16 ? (RB / 16 | 1) * 16 : (RB / 4 + (12 - RB / 4 % 8) % 8) * 4;
+    static_assert(S % 8 == 0 && RB % 4 == 0, "a stage: whole super-blocks, 4-byte pieces");
+};
+
+/* stage i of the n weight rows from j0 into dst: their bytes [i RB, (i + 1)
+ * RB), zeros past a row's end or w's last row; threads tid of nth */
+template <class R>
+static __device__ __forceinline__ void mmq_stage_rows(uint8_t *dst, const dw &w, int64_t j0, int n,
+                                                      int i, int tid, int nth) {
+    constexpr int UN = R::RB / R::CU;
+    for (int k = tid; k < n * UN; k += nth) {
+        int r = k / UN, pc = k % UN;
+        size_t off = (size_t)i * R::RB + (size_t)pc * R::CU;
+        bool in = j0 + r < w.rows && off < w.row_bytes;
+        const uint8_t *src = in ? w.data + (j0 + r) * w.row_bytes + off : w.data;
+        if (R::CU == 16)
+            cp_async16(dst + r * R::PITCH + pc * 16, src, in ? 16 : 0);
+        else
+            cp_async4(dst + r * R::PITCH + pc * 4, src, in ? 4 : 0);
+    }
+}
+
+/* true when mmq.cuh takes w: a block kind whose rows and stages are
+ * aligned for the copies (Q6_K: 4 bytes, whole super-blocks; the others as
+ * k_mma_staged) */
+static __host__ bool mmq_fits(const dw &w) {
+    if (mma_kind(w) == MMA_Q6_K)
+        return w.cols % 256 == 0 && ((uintptr_t)w.data & 3) == 0 && w.row_bytes % 4 == 0;
+    return mma_staged_fits(w);
+}
+
+/* the decode kernel's stages: U chunks a warp, ST stages of 16 rows */
+template <int KIND, int U_, int ST_>
+struct mmq_stage_t {
+    static constexpr int U = U_, ST = ST_, S = MMA_WARPS * U;
+    using R = mmq_rows<KIND, S>;
+    static constexpr int BYTES = ST * 16 * R::PITCH;
+};
+
+/* the engine's (bench_cuda_mv times others) */
+template <int KIND>
+struct mmq_stage_p : mmq_stage_t<KIND, KIND == MMA_Q8_0 ? 4 : 8, 4> {};
 
 /* Decode (and steps of up to 32 rows of x, NT x 8 a block): a block is 16
  * weight rows x NT x 8 rows of x, its 4 warps splitting the chunks (warp q:
  * q, q + 4, ...); the weight rows stream into shared memory through
  * cp.async in stages of 16 rows x P::S chunks (as k_mma_staged), ST - 1 in
  * flight. */
-template <int KIND, int NT, class P = mma_stage<KIND>>
+template <int KIND, int NT, class P = mmq_stage_p<KIND>>
 __global__ void __launch_bounds__(MMA_WARPS * 32, 3) k_mmq_staged(mmq_x x, mma_outs outs) {
+    using R = typename P::R;
     constexpr int U = P::U, ST = P::ST;
-    extern __shared__ uint4 stage[]; /* [ST][16][PITCH] */
+    extern __shared__ uint4 stage[]; /* [ST][16 rows, R::PITCH bytes apart] */
     int lane = threadIdx.x & 31, q = threadIdx.x >> 5, g = lane >> 2, c = lane & 3;
     const mma_out1 o = mma_pick(outs, blockIdx.y, 16);
     int K = (int)o.w.cols, nch = K / 32, nst = (nch + P::S - 1) / P::S;
     int r0 = blockIdx.x * NT * 8;
     auto issue = [&](int i) {
-        if (i < nst) {
-            uint4 *dst = stage + (i % ST) * 16 * P::PITCH;
-            for (int k = threadIdx.x; k < 16 * P::SPAN; k += MMA_WARPS * 32) {
-                int r = k / P::SPAN, pc = k % P::SPAN;
-                size_t off = ((size_t)i * P::SPAN + pc) * 16;
-                bool in = o.j0 + r < o.w.rows && off < o.w.row_bytes;
-                const uint8_t *src = in ? o.w.data + (o.j0 + r) * o.w.row_bytes + off : o.w.data;
-                cp_async16(dst + r * P::PITCH + pc, src, in ? 16 : 0);
-            }
-        }
+        if (i < nst)
+            mmq_stage_rows<R>((uint8_t *)stage + (i % ST) * 16 * R::PITCH, o.w, o.j0, 16, i,
+                              threadIdx.x, MMA_WARPS * 32);
         asm volatile("cp.async.commit_group;\n" ::);
     };
 #pragma unroll
@@ -237,15 +356,14 @@ __global__ void __launch_bounds__(MMA_WARPS * 32, 3) k_mmq_staged(mmq_x x, mma_o
         asm volatile("cp.async.wait_group %0;\n" ::"n"(ST - 2));
         __syncthreads();
         issue(i + ST - 1); /* into the stage every warp is done with */
-        const uint8_t *rows = (const uint8_t *)(stage + (i % ST) * 16 * P::PITCH);
+        const uint8_t *rows = (const uint8_t *)stage + (i % ST) * 16 * R::PITCH;
 #pragma unroll
         for (int u = 0; u < U; u++) {
             int l = q + u * MMA_WARPS, ch = i * P::S + l; /* in the stage, in K */
             if (ch >= nch) /* warp-uniform */
                 break;
             mmq_wf<1> f;
-            mmq_load_w<KIND, true>(f, 0, rows + g * P::PITCH * 16, rows + (g + 8) * P::PITCH * 16,
-                                   l, c);
+            mmq_load_w<KIND, true>(f, 0, rows + g * R::PITCH, rows + (g + 8) * R::PITCH, l, c);
 #pragma unroll
             for (int n = 0; n < NT; n++)
                 mmq_chunk<KIND>(acc, f, PF ? xp[u] : mmq_load_x(x, K, r0 + n * 8, ch, g, c), n);
@@ -264,19 +382,19 @@ struct mmq_tiled_p {
     static constexpr int MT = 4, NT = NT_;                /* a warp's tile: 64 x 8 NT */
     static constexpr int BM = MMA_TILED_GROUPS * MT * 16; /* weight rows a block */
     static constexpr int BN = NT * 8;                     /* rows of x a block */
-    static constexpr int U = 2;                           /* chunks a warp, a stage */
+    static constexpr int U = KIND == MMA_Q6_K ? 4 : 2;    /* chunks a warp, a stage */
     static constexpr int S = MMA_WARPS * U;               /* chunks a stage */
-    static constexpr int WSPAN = S * mma_chunk_bytes(KIND) / 16;
-    static constexpr int WPITCH = mma_row_pitch(KIND, WSPAN);
+    using R = mmq_rows<KIND, S>;
     static constexpr int XSPAN = S * 2;      /* x's integers: 32 bytes a chunk */
     static constexpr int XPITCH = XSPAN | 1; /* an odd pitch: 8 rows on distinct banks */
     /* x's scales chunk-major ([S][BN]): a lane's two rows 2c, 2c + 1 in one load */
     static constexpr int DPIECES = S * BN / 2;
-    static constexpr int STAGE = BM * WPITCH + BN * XPITCH + DPIECES; /* 16-byte pieces */
-    static constexpr int ST0 = MMA_TILED_SMEM / (STAGE * 16);
+    static constexpr int WBYTES = BM * R::PITCH; /* a multiple of 16 */
+    static constexpr int STAGE = WBYTES + (BN * XPITCH + DPIECES) * 16; /* bytes */
+    static constexpr int ST0 = MMA_TILED_SMEM / STAGE;
     static constexpr int ST = ST0 > 4 ? 4 : ST0;
-    static constexpr int BYTES = ST * STAGE * 16;
-    static_assert(S * mma_chunk_bytes(KIND) % 16 == 0 && S % 8 == 0, "a stage: whole blocks");
+    static constexpr int BYTES = ST * STAGE;
+    static_assert(WBYTES % 16 == 0, "x's pieces 16-byte aligned");
     static_assert(ST >= 2, "two stages at least");
     static_assert(MMA_TILED_GROUPS * MMA_WARPS / 2 * MT * NT * 4 * 32 * 4 <= BYTES,
                   "the fold's sums fit the stages");
@@ -293,22 +411,18 @@ template <int KIND, int NT_>
 __global__ void __launch_bounds__(MMA_TILED_THREADS, 1) k_mmq_tiled(mmq_x x, mma_outs outs) {
     using P = mmq_tiled_p<KIND, NT_>;
     constexpr int MT = P::MT, NT = P::NT;
-    extern __shared__ uint4 smem[]; /* [ST][weights BM x WPITCH | x BN x XPITCH | d S x BN] */
+    using R = typename P::R;
+    extern __shared__ uint4 smem[]; /* [ST][weights BM x R::PITCH | x BN x XPITCH | d S x BN] */
     int lane = threadIdx.x & 31, w = threadIdx.x >> 5, q = w % MMA_WARPS, p = w / MMA_WARPS;
     int g = lane >> 2, c = lane & 3;
     const mma_out1 o = mma_pick(outs, blockIdx.y, P::BM);
     int r0 = blockIdx.x * P::BN, K = (int)o.w.cols, nch = K / 32, nst = (nch + P::S - 1) / P::S;
     auto issue = [&](int i) {
         if (i < nst) {
-            uint4 *ws = smem + (i % P::ST) * P::STAGE, *xs = ws + P::BM * P::WPITCH;
+            uint8_t *ws = (uint8_t *)smem + (i % P::ST) * P::STAGE;
+            uint4 *xs = (uint4 *)(ws + P::WBYTES);
             mmq_xd *ds = (mmq_xd *)(xs + P::BN * P::XPITCH);
-            for (int k = threadIdx.x; k < P::BM * P::WSPAN; k += MMA_TILED_THREADS) {
-                int r = k / P::WSPAN, pc = k % P::WSPAN;
-                size_t off = ((size_t)i * P::WSPAN + pc) * 16;
-                bool in = o.j0 + r < o.w.rows && off < o.w.row_bytes;
-                const uint8_t *src = in ? o.w.data + (o.j0 + r) * o.w.row_bytes + off : o.w.data;
-                cp_async16(ws + r * P::WPITCH + pc, src, in ? 16 : 0);
-            }
+            mmq_stage_rows<R>(ws, o.w, o.j0, P::BM, i, threadIdx.x, MMA_TILED_THREADS);
             for (int k = threadIdx.x; k < P::BN * P::XSPAN; k += MMA_TILED_THREADS) {
                 int r = k / P::XSPAN, pc = k % P::XSPAN;
                 int col = i * P::S * 32 + pc * 16;
@@ -333,10 +447,10 @@ __global__ void __launch_bounds__(MMA_TILED_THREADS, 1) k_mmq_tiled(mmq_x x, mma
         asm volatile("cp.async.wait_group %0;\n" ::"n"(P::ST - 2));
         __syncthreads();
         issue(i + P::ST - 1); /* into the stage every warp is done with */
-        const uint4 *st = smem + (i % P::ST) * P::STAGE;
-        const uint8_t *ws = (const uint8_t *)(st + p * MT * 16 * P::WPITCH);
-        const uint8_t *xs = (const uint8_t *)(st + P::BM * P::WPITCH);
-        const uint4 *ds = st + P::BM * P::WPITCH + P::BN * P::XPITCH;
+        const uint8_t *st = (const uint8_t *)smem + (i % P::ST) * P::STAGE;
+        const uint8_t *ws = st + p * MT * 16 * R::PITCH;
+        const uint8_t *xs = st + P::WBYTES;
+        const uint4 *ds = (const uint4 *)(xs + P::BN * P::XPITCH * 16);
 #pragma unroll
         for (int u = 0; u < P::U; u++) {
             int l = q + u * MMA_WARPS, ch = i * P::S + l; /* in the stage, in K */
@@ -345,8 +459,8 @@ __global__ void __launch_bounds__(MMA_TILED_THREADS, 1) k_mmq_tiled(mmq_x x, mma
             mmq_wf<MT> f;
 #pragma unroll
             for (int m = 0; m < MT; m++)
-                mmq_load_w<KIND, true>(f, m, ws + (m * 16 + g) * P::WPITCH * 16,
-                                       ws + (m * 16 + g + 8) * P::WPITCH * 16, l, c);
+                mmq_load_w<KIND, true>(f, m, ws + (m * 16 + g) * R::PITCH,
+                                       ws + (m * 16 + g + 8) * R::PITCH, l, c);
 #pragma unroll
             for (int n = 0; n < NT; n++) {
                 mmq_xf xf;
@@ -355,8 +469,8 @@ __global__ void __launch_bounds__(MMA_TILED_THREADS, 1) k_mmq_tiled(mmq_x x, mma
                 xf.b[0] = xr[0];
                 xf.b[1] = xr[4];
                 uint4 dd = ds[(l * P::BN + n * 8 + 2 * c) / 2]; /* rows 2c, 2c + 1 */
-                xf.x[0] = mmq_xd{__uint_as_float(dd.x), (int)dd.y};
-                xf.x[1] = mmq_xd{__uint_as_float(dd.z), (int)dd.w};
+                xf.x[0] = mmq_xd{__uint_as_float(dd.x), __uint_as_float(dd.y)};
+                xf.x[1] = mmq_xd{__uint_as_float(dd.z), __uint_as_float(dd.w)};
                 mmq_chunk<KIND>(acc, f, xf, n);
             }
         }
@@ -382,12 +496,12 @@ static __host__ mmq_x mmq_quantize(const float *x, int ldx, int T, int K, void *
 }
 
 /* the product of T rows of x (rounded: xq) with o's weights (one block
- * kind, mma_staged_fits): the tiles for T > 32 where the device gives them
+ * kind, mmq_fits): the tiles for T > 32 where the device gives them
  * their shared memory, else the staged kernel over the rows in tiles of up
  * to 32; false (nothing launched) when the device refuses that one's */
 template <int KIND, int NT = MMQ_TILED_NT>
 static __host__ bool mmq_launch(const mmq_x &xq, mma_outs o, int T, int dev, cudaStream_t st) {
-    using P = mma_stage<KIND>;
+    using P = mmq_stage_p<KIND>;
     unsigned th = MMA_WARPS * 32;
     if (T > 32) {
         using TP = mmq_tiled_p<KIND, NT>;
