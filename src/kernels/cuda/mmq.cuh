@@ -210,36 +210,56 @@ static __device__ __forceinline__ void mmq_load_w(mmq_wf<MT> &f, int m, const ui
     mmq_w<KIND, SM>(r8, ch, c, &f.a[m][1], &f.a[m][3], &f.d[m][1], &f.m[m][1], &f.k[m][1]);
 }
 
-/* one chunk's terms of 8 rows of x (xf) into acc[.][n] (the order of the
- * file's head): the only place a sum is formed, for every kernel */
+/* the integer sums of one chunk: weight tile m of f by 8 rows of x (Q6_K:
+ * of the two 16-column halves, is and is1) */
+template <int KIND, int MT>
+static __device__ __forceinline__ void mmq_isum(int (&is)[4], int (&is1)[4], const mmq_wf<MT> &f,
+                                                int m, const mmq_xf &xf) {
+#pragma unroll
+    for (int i = 0; i < 4; i++)
+        is[i] = is1[i] = 0;
+    if (KIND == MMA_Q6_K) { /* the halves apart: their scales differ */
+        mma_i8_k16(is, f.a[m][0], f.a[m][1], xf.b[0]);
+        mma_i8_k16(is1, f.a[m][2], f.a[m][3], xf.b[1]);
+    } else
+        mma_i8(is, KIND != MMA_Q8_0, f.a[m][0], f.a[m][1], f.a[m][2], f.a[m][3], xf.b[0],
+               xf.b[1]);
+}
+
+/* one chunk's terms (its integer sums is, is1 of weight tile m by 8 rows
+ * of x, xf) into acc (the order of the file's head): the only place a sum
+ * is formed, for every kernel */
+template <int KIND, int MT>
+static __device__ __forceinline__ void mmq_terms(float (&acc)[4], const int (&is)[4],
+                                                 const int (&is1)[4], const mmq_wf<MT> &f, int m,
+                                                 const mmq_xf &xf) {
+#pragma unroll
+    for (int i = 0; i < 4; i++) { /* row g + 8 (i >> 1), x row 2c + (i & 1) */
+        const mmq_xd xv = xf.x[i & 1];
+        float v;
+        if (KIND == MMA_Q6_K) { /* |sc_0 isum_0 + sc_1 isum_1| < 2^24: exact */
+            uint32_t k = f.k[m][i >> 1];
+            v = (float)((int)(int8_t)(k & 0xff) * is[i] + (int)(int8_t)(k >> 8) * is1[i]);
+        } else {
+            v = i22_float(is[i]);
+            if (KIND == MMA_Q4_0) /* exact: integers below 2^24 */
+                v = __fsub_rn(v, __fmul_rn(8.0f, xv.s));
+        }
+        acc[i] = fmaf(__fmul_rn(f.d[m][i >> 1], xv.d), v, acc[i]);
+        if (mma_kq(KIND))
+            acc[i] = fmaf(-__fmul_rn(f.m[m][i >> 1], xv.d), xv.s, acc[i]);
+    }
+}
+
+/* one chunk: its sums and terms for every weight tile, x tile n */
 template <int KIND, int MT, int NT>
 static __device__ __forceinline__ void mmq_chunk(float (&acc)[MT][NT][4], const mmq_wf<MT> &f,
                                                  const mmq_xf &xf, int n) {
 #pragma unroll
     for (int m = 0; m < MT; m++) {
-        int is[4] = {0, 0, 0, 0}, is1[4] = {0, 0, 0, 0};
-        if (KIND == MMA_Q6_K) { /* the halves apart: their scales differ */
-            mma_i8_k16(is, f.a[m][0], f.a[m][1], xf.b[0]);
-            mma_i8_k16(is1, f.a[m][2], f.a[m][3], xf.b[1]);
-        } else
-            mma_i8(is, KIND != MMA_Q8_0, f.a[m][0], f.a[m][1], f.a[m][2], f.a[m][3], xf.b[0],
-                   xf.b[1]);
-#pragma unroll
-        for (int i = 0; i < 4; i++) { /* row g + 8 (i >> 1), x row 2c + (i & 1) */
-            const mmq_xd xv = xf.x[i & 1];
-            float v;
-            if (KIND == MMA_Q6_K) { /* |sc_0 isum_0 + sc_1 isum_1| < 2^24: exact */
-                uint32_t k = f.k[m][i >> 1];
-                v = (float)((int)(int8_t)(k & 0xff) * is[i] + (int)(int8_t)(k >> 8) * is1[i]);
-            } else {
-                v = i22_float(is[i]);
-                if (KIND == MMA_Q4_0) /* exact: integers below 2^24 */
-                    v = __fsub_rn(v, __fmul_rn(8.0f, xv.s));
-            }
-            acc[m][n][i] = fmaf(__fmul_rn(f.d[m][i >> 1], xv.d), v, acc[m][n][i]);
-            if (mma_kq(KIND))
-                acc[m][n][i] = fmaf(-__fmul_rn(f.m[m][i >> 1], xv.d), xv.s, acc[m][n][i]);
-        }
+        int is[4], is1[4];
+        mmq_isum<KIND>(is, is1, f, m, xf);
+        mmq_terms<KIND>(acc[m][n], is, is1, f, m, xf);
     }
 }
 
@@ -273,7 +293,8 @@ static __device__ __forceinline__ void cp_async4(void *dst, const void *src, int
 template <int KIND, int S>
 struct mmq_rows {
     static constexpr int RB = S / 8 * mmq_sb_bytes(KIND);
-    static constexpr int CU = RB % 16 == 0 ? 16 : 4;
+    /* (a Q6_K row is 4-byte aligned at least: mmq_fits) */
+    static constexpr int CU = RB % 16 == 0 && KIND != MMA_Q6_K ? 16 : 4;
     static constexpr int PITCH =
         CU == 16 ? (RB / 16 | 1) * 16 : (RB / 4 + (12 - RB / 4 % 8) % 8) * 4;
     static_assert(S % 8 == 0 && RB % 4 == 0, "a stage: whole super-blocks, 4-byte pieces");
@@ -314,7 +335,7 @@ struct mmq_stage_t {
     static constexpr int BYTES = ST * 16 * R::PITCH;
 };
 
-/* the engine's (bench_cuda_mv times others) */
+/* the engine's (bench_cuda_mv times others; docs/gpu.md) */
 template <int KIND>
 struct mmq_stage_p : mmq_stage_t<KIND, KIND == MMA_Q8_0 ? 4 : 8, 4> {};
 
@@ -357,6 +378,22 @@ __global__ void __launch_bounds__(MMA_WARPS * 32, 3) k_mmq_staged(mmq_x x, mma_o
         __syncthreads();
         issue(i + ST - 1); /* into the stage every warp is done with */
         const uint8_t *rows = (const uint8_t *)stage + (i % ST) * 16 * R::PITCH;
+        if (PF && (i + 1) * P::S <= nch) {
+            /* a whole stage: no branch between its chunks, whose loads and
+             * mmas then overlap; the terms after, in chunk order */
+            mmq_wf<1> f[U];
+            int is[U][4], is1[U][4];
+#pragma unroll
+            for (int u = 0; u < U; u++) {
+                mmq_load_w<KIND, true>(f[u], 0, rows + g * R::PITCH, rows + (g + 8) * R::PITCH,
+                                       q + u * MMA_WARPS, c);
+                mmq_isum<KIND>(is[u], is1[u], f[u], 0, xp[u]);
+            }
+#pragma unroll
+            for (int u = 0; u < U; u++)
+                mmq_terms<KIND>(acc[0][0], is[u], is1[u], f[u], 0, xp[u]);
+            continue;
+        }
 #pragma unroll
         for (int u = 0; u < U; u++) {
             int l = q + u * MMA_WARPS, ch = i * P::S + l; /* in the stage, in K */
