@@ -7,7 +7,10 @@
  * formats (Q8_0, Q4_0, Q4_K, Q5_K; random blocks): k_mma's lane loads
  * against k_mma_staged (the rows through shared memory), the same bits for
  * one row and for that row inside a batch of 24 (the prefill tiles), or the
- * run exits 1. `bench_cuda_mv prefill [T...]`: the prefill products
+ * run exits 1. Then the block formats with x rounded to int8 (mmq.cuh,
+ * int8_kind; Q6_K too): both kernels against a host emulation, bit for
+ * bit, and their speed beside the kernels before. `bench_cuda_mv int8`:
+ * those alone; `bench_cuda_mv prefill [T...]`: the prefill products
  * instead (k_mma's tiles against k_mma_tiled, prefill_kind). Built with the
  * CUDA backend (bench_cuda_mv); run on the GPU machine by
  * tools/cuda-check.sh --bench. */
@@ -743,6 +746,7 @@ int main(int argc, char **argv) {
     }
     double bw = copy_bw();
     printf("device-to-device copy: %.0f GB/s (read + written)\n", bw);
+    bool only8 = argc > 1 && strcmp(argv[1], "int8") == 0; /* bench_cuda_mv int8: mmq.cuh's alone */
     static dw w[N_LAYERS][N_SHAPES];
     size_t layer_bytes = 0;
     for (int l = 0; l < N_LAYERS; l++)
@@ -767,7 +771,7 @@ int main(int argc, char **argv) {
     std::vector<float> hr(128256), hy(128256);
     printf("%-22s %9s %9s %9s  (GB/s; %% of the copy's)\n", "variant", "layers", "lm_head",
            "same bits");
-    for (int v = 0; v < N_VARIANTS; v++) {
+    for (int v = 0; v < (only8 ? 0 : N_VARIANTS); v++) {
         const variant &va = k_variants[v];
         /* the same bits as the first variant: k, v fused with q, and the head */
         bool same = true;
@@ -804,10 +808,13 @@ int main(int argc, char **argv) {
     CK(cudaMalloc(&x24, hx24.size() * 4));
     CK(cudaMalloc(&xs, hx24.size() * 2 * MMA_PARTS));
     CK(cudaMemcpy(x24, hx24.data(), hx24.size() * 4, cudaMemcpyHostToDevice));
-    bool ok = quant_kind<MMA_Q8_0>("Q8_0", bw, x24, xs, y, ref, big, st);
-    ok = quant_kind<MMA_Q4_0>("Q4_0", bw, x24, xs, y, ref, big, st) && ok;
-    ok = quant_kind<MMA_Q4_K>("Q4_K", bw, x24, xs, y, ref, big, st) && ok;
-    ok = quant_kind<MMA_Q5_K>("Q5_K", bw, x24, xs, y, ref, big, st) && ok;
+    bool ok = true;
+    if (!only8) {
+        ok = quant_kind<MMA_Q8_0>("Q8_0", bw, x24, xs, y, ref, big, st);
+        ok = quant_kind<MMA_Q4_0>("Q4_0", bw, x24, xs, y, ref, big, st) && ok;
+        ok = quant_kind<MMA_Q4_K>("Q4_K", bw, x24, xs, y, ref, big, st) && ok;
+        ok = quant_kind<MMA_Q5_K>("Q5_K", bw, x24, xs, y, ref, big, st) && ok;
+    }
     ok = int8_kind<MMA_Q8_0>("Q8_0", bw, hx24.data(), st) && ok;
     ok = int8_kind<MMA_Q4_0>("Q4_0", bw, hx24.data(), st) && ok;
     ok = int8_kind<MMA_Q4_K>("Q4_K", bw, hx24.data(), st) && ok;
