@@ -424,6 +424,18 @@ static void kv_axpys(const hr_cpu_kernels *K, hr_dtype dt, float *o, float *bias
         K->kvg_axpys(o, p, ldp, nr, rec, rb, nv, hd, dt);
 }
 
+/* true when table K has dt's dots and axpys (the AVX-512 table runs f32
+ * rows through attn_heads instead: no attn_dots) */
+static bool kv_has(const hr_cpu_kernels *K, hr_dtype dt) {
+    if (dt == HR_DTYPE_TURBO)
+        return K->turbo_dots && K->turbo_axpys;
+    if (dt == HR_DTYPE_F32)
+        return K->attn_dots && K->attn_axpys;
+    if (dt == HR_DTYPE_AFFINE)
+        return K->kvq_dots && K->kvq_axpys;
+    return K->kvg_dots && K->kvg_axpys;
+}
+
 static int kvattn(int argc, char **argv, hr_rng *rng) {
     if (argc < 3)
         return usage();
@@ -480,7 +492,7 @@ static int kvattn(int argc, char **argv, hr_rng *rng) {
     const hr_cpu_kernels *tabs[HR_ISA_COUNT];
     int nt = 0;
     for (int isa = HR_ISA_AVX2; isa < HR_ISA_COUNT; isa++)
-        if (hr_cpu_isa((hr_isa)isa))
+        if (hr_cpu_isa((hr_isa)isa) && kv_has(hr_cpu_isa((hr_isa)isa), dt))
             tabs[nt++] = hr_cpu_isa((hr_isa)isa);
     for (int r = 0; r < NP; r++)
         for (int t = 0; t < nt; t++) {
