@@ -68,7 +68,7 @@ typedef struct cu_ctx {
      * rounded to int8 (mmq_x) */
     uint16_t *d_xs;
     int max_k;
-    /* the activations of a GGUF block product (Q8_0, Q4_0, Q4_K, Q5_K):
+    /* the activations of a GGUF block product (Q8_0, Q4_0, Q4_K, Q5_K, Q6_K):
      * rounded to int8 (mmq.cuh, as the CPU rounds them: the default) or
      * MMA_PARTS bf16 parts (f32-grade: quant_act "f32", dims.f32_act;
      * docs/gpu.md) */
