@@ -61,6 +61,10 @@ static const shape k_layer[] = {{"q", 4096, 4096},     {"k", 1024, 4096},  {"v",
 #define N_SHAPES 7
 #define N_LAYERS 8
 
+/* a layer's products as the engine launches them: (q k v) o (gate up)
+ * down, each {first shape, count} */
+static const int fused[4][2] = {{0, 3}, {3, 1}, {4, 2}, {6, 1}};
+
 /* one launch of up to 3 products of x */
 typedef void (*launch_fn)(const mma_x &x, mma_outs o, cudaStream_t st);
 
@@ -114,7 +118,6 @@ static mma_outs outs_of(const dw *w, int n, float *y) {
  * or (q k v) o (gate up) down */
 static void layer(const variant &va, const mma_x &x, const dw *w, float *y, cudaStream_t st) {
     static const int sep[7][2] = {{0, 1}, {1, 1}, {2, 1}, {3, 1}, {4, 1}, {5, 1}, {6, 1}};
-    static const int fused[4][2] = {{0, 3}, {3, 1}, {4, 2}, {6, 1}};
     int n = va.fused ? 4 : 7;
     for (int i = 0; i < n; i++) {
         const int *g = va.fused ? fused[i] : sep[i];
@@ -221,6 +224,21 @@ static void run_staged(const mma_x &x, mma_outs o, cudaStream_t st) {
         <<<dim3(1, (unsigned)mma_tiles(o, 16)), MMA_WARPS * 32, P::BYTES, st>>>(xk, o);
 }
 
+/* ms[v]: the best of 5 runs of variant v over the NL layers w (fused
+ * launches, one row of x) */
+static void time_layers(const launch_fn (&fn)[4], const dw (*w)[N_SHAPES], int NL,
+                        const mma_x &x1, float *y, float (&ms)[4], cudaStream_t st) {
+    for (int v = 0; v < 4; v++)
+        ms[v] = 1e30f;
+    for (int rep = 0; rep < 5; rep++)
+        for (int v = 0; v < 4; v++)
+            time_min(st, ms[v], [&] {
+                for (int l = 0; l < NL; l++)
+                    for (int i = 0; i < 4; i++)
+                        fn[v](x1, outs_of(w[l] + fused[i][0], fused[i][1], y), st);
+            });
+}
+
 /* one format: GB/s of its layers through both kernels, and the bits; false
  * when they differ */
 template <int KIND>
@@ -283,20 +301,13 @@ static bool quant_kind(const char *name, double bw, float *x, uint16_t *xs, floa
             same = rows_equal(big, ws, n) && same;
         }
     }
-    static const int fused[4][2] = {{0, 3}, {3, 1}, {4, 2}, {6, 1}};
     /* k_mma's lanes, the engine's stages, 4 chunks a warp in 6 stages, and
      * the engine's stages with x as one bf16 part */
     launch_fn fn[4] = {run_lanes<KIND>, run_staged<KIND>,
                        run_staged<KIND, mma_stage_t<KIND, 4, 6>, 4>,
                        run_staged<KIND, mma_stage<KIND>, 3, 1>};
-    float ms[4] = {1e30f, 1e30f, 1e30f, 1e30f};
-    for (int rep = 0; rep < 5; rep++)
-        for (int v = 0; v < 4; v++)
-            time_min(st, ms[v], [&] {
-                for (int l = 0; l < NL; l++)
-                    for (int i = 0; i < 4; i++)
-                        fn[v](x1, outs_of(w[l] + fused[i][0], fused[i][1], y), st);
-            });
+    float ms[4];
+    time_layers(fn, w, NL, x1, y, ms, st);
     CK(cudaGetLastError());
     double g[4];
     for (int v = 0; v < 4; v++)
@@ -524,21 +535,14 @@ static bool int8_kind(const char *name, double bw, const float *x24h, cudaStream
         }
     }
     /* decode: 4 layers, q/k/v and gate/up fused, one row of x */
-    static const int fused[4][2] = {{0, 3}, {3, 1}, {4, 2}, {6, 1}};
     mma_x x1{x, 14336, (const uint16_t *)buf, 14336, 1};
     /* the engine's before and now, then the int8 kernel's other stages:
      * U 4 x 8 stages, U 16 x 3 (Q8_0: U 2 x 8, U 8 x 3) */
     constexpr int UA = KIND == MMA_Q8_0 ? 2 : 4, UB = KIND == MMA_Q8_0 ? 8 : 16;
     launch_fn fn[4] = {run_before<KIND>, run_mmq<KIND>, run_mmq_p<KIND, UA, 8>,
                        run_mmq_p<KIND, UB, 3>};
-    float ms[4] = {1e30f, 1e30f, 1e30f, 1e30f};
-    for (int rep = 0; rep < 5; rep++)
-        for (int v = 0; v < 4; v++)
-            time_min(st, ms[v], [&] {
-                for (int l = 0; l < NL; l++)
-                    for (int i = 0; i < 4; i++)
-                        fn[v](x1, outs_of(w[l] + fused[i][0], fused[i][1], y), st);
-            });
+    float ms[4];
+    time_layers(fn, w, NL, x1, y, ms, st);
     /* prefill: layer 0 at T = 512 */
     double flop = 0;
     for (int i = 0; i < N_SHAPES; i++)
@@ -619,7 +623,6 @@ static dw plain_matrix(int kind, int rows, int cols, uint64_t seed) {
 template <int KIND, int NP>
 static bool prefill_kind(const char *name, int T, const float *x, uint16_t *xs, float *y,
                          float *ref, cudaStream_t st) {
-    static const int fused[4][2] = {{0, 3}, {3, 1}, {4, 2}, {6, 1}};
     dw w[N_SHAPES];
     double flop = 0;
     for (int i = 0; i < N_SHAPES; i++) {

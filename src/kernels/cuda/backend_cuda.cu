@@ -512,6 +512,25 @@ static void mma_launch_q(cu_ctx *cx, const mma_x &x, bool xf, bool stg, bool til
         mma_launch<KIND>(cx, x, xf, stg, tiled, T, o);
 }
 
+/* Output *i and the next ones that `same` takes (up to MMA_MAX_OUT), for
+ * one launch; *i is left at the last one taken (the caller's loop steps
+ * past it). */
+template <class F>
+static mma_outs gather_outs(const hr_matmul_out *out, int count, int *i, F same) {
+    mma_outs o = {};
+    for (; o.n < MMA_MAX_OUT && *i < count; (*i)++, o.n++) {
+        dw wi = view(out[*i].w);
+        if (o.n && !same(wi))
+            break;
+        o.w[o.n] = wi;
+        o.y[o.n] = out[*i].y;
+        o.ldy[o.n] = out[*i].ldy;
+        o.bias[o.n] = out[*i].bias;
+    }
+    (*i)--;
+    return o;
+}
+
 /* One kernel per weight format, whatever the number of rows: a row's
  * products are summed in the same order alone or in any batch (the engine's
  * batched == alone), NR rows of x per block (1 for a single row, else 8: the
@@ -542,17 +561,9 @@ static void cu_matmul(hr_bctx *c, const float *x, int ldx, int T, int count,
                 q8_k = K;
                 split_k = 0; /* the parts' buffer now holds x rounded */
             }
-            mma_outs o = {};
-            for (; o.n < MMA_MAX_OUT && i < count; i++, o.n++) {
-                dw wi = view(out[i].w);
-                if (o.n && (!mmq_fits(wi) || mma_kind(wi) != kind || wi.cols != K))
-                    break;
-                o.w[o.n] = wi;
-                o.y[o.n] = out[i].y;
-                o.ldy[o.n] = out[i].ldy;
-                o.bias[o.n] = out[i].bias;
-            }
-            i--; /* the loop's i++ takes the next output */
+            mma_outs o = gather_outs(out, count, &i, [&](const dw &wi) {
+                return mmq_fits(wi) && mma_kind(wi) == kind && wi.cols == K;
+            });
             bool ok;
             switch (kind) {
             case MMA_Q8_0: ok = mmq_launch<MMA_Q8_0>(xq, o, T, cx->dev, cx->stream); break;
@@ -582,18 +593,10 @@ static void cu_matmul(hr_bctx *c, const float *x, int ldx, int T, int count,
                 q8_k = 0; /* the buffer now holds the parts */
             }
             /* this output and the next ones of its kind in one launch */
-            mma_outs o = {};
-            for (; o.n < MMA_MAX_OUT && i < count; i++, o.n++) {
-                dw wi = view(out[i].w);
-                if (o.n && (!mma_fits(wi) || mma_kind(wi) != kind || wi.cols != K ||
-                            ((stg || tiled) && !mma_staged_fits(wi))))
-                    break;
-                o.w[o.n] = wi;
-                o.y[o.n] = out[i].y;
-                o.ldy[o.n] = out[i].ldy;
-                o.bias[o.n] = out[i].bias;
-            }
-            i--; /* the loop's i++ takes the next output */
+            mma_outs o = gather_outs(out, count, &i, [&](const dw &wi) {
+                return mma_fits(wi) && mma_kind(wi) == kind && wi.cols == K &&
+                       (!(stg || tiled) || mma_staged_fits(wi));
+            });
             mma_x xa{x, ldx, cx->d_xs, n, T};
             switch (kind) {
             case MMA_F16: mma_launch<MMA_F16>(cx, xa, xf, stg, tiled, T, o); break;
