@@ -122,6 +122,10 @@ static int load_draft(hr_session *s, const char *path, hr_error *err) {
         return hr_err(err, HR_ENOMEM, "out of memory");
     if ((rc = hr_model_open_on(&s->draft, path, m->model->be->name, err)))
         return hr_err_wrap(err, "--draft-model");
+    if (s->draft->hp.n_linear > 0) /* its drafts roll back and restart (spec_draft.h) */
+        return hr_err(err, HR_EUNSUPPORTED, "--draft-model: not supported yet: a draft model "
+                      "with recurrent layers (%s: its state cannot roll back)",
+                      s->draft->hp.arch->model_type);
     if (m->tok) {
         hr_tokenizer *dt = NULL;
         if ((rc = hr_tokenizer_load(&dt, path, err)))

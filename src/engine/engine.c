@@ -453,6 +453,8 @@ static void step(hr_engine *e) {
         if (++r->len == r->n_prompt && !r->hidden) /* embeddings never use the cache */
             cache_prompt(e, r);
     }
+    if (e->draft && n_prefill && hr_spec_draft_follow(e->draft, e->running, e->n_running, &err))
+        hr_log(HR_LOG_ERROR, "%s", err.msg); /* no drafts until it catches up */
 
     take_snapshots(e);
     for (int s = 0; s < e->n_running; s++)

@@ -266,8 +266,8 @@ int hr__spec_commit(hr_engine *e, int k, int n) {
     }
     /* KV is valid for the last token and the accepted drafts */
     r->len = len0 + 1 + m;
-    if (s->dlen > r->len)
-        s->dlen = r->len;
+    if (s->dbase + s->dlen > r->len)
+        s->dlen = r->len - s->dbase;
     hr_spec_observe(s, n - 1, m);
     pthread_mutex_lock(&r->mu);
     s->drafted += n - 1;

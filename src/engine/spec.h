@@ -38,7 +38,8 @@ typedef struct hr_spec_state {
     int n_draft;
     int32_t *dblocks;   /* the draft model's KV blocks ([n_ctx / HR_KV_BLOCK + 1]) */
     int n_dblocks;
-    int dlen;           /* tokens whose draft-model KV is valid */
+    int dbase;          /* the token at the draft model's position 0 (spec_draft.h) */
+    int dlen;           /* tokens from dbase on whose draft-model KV is valid */
     long drafted, accepted;
 } hr_spec_state;
 

@@ -281,6 +281,36 @@ static void test_rollback_block_boundary(void **state) {
     }
 }
 
+/* The draft KV follows the target's prefill; past the draft's window (a
+ * prompt cache hit of more than half the context: 256 of the test
+ * engine's 512) it holds only the last tokens (spec_draft.h). Drafts
+ * proposed from that context are still verified: the output equals a
+ * plain run's, and the good draft still drafts and is accepted. */
+static void test_draft_window(void **state) {
+    (void)state;
+    int32_t p[400];
+    for (int k = 0; k < 400; k++)
+        p[k] = (int32_t)((k * 41 + 13) % 503) + 2;
+    hr_engine *plain = engine(g_llama, NULL, 1, -1), *e = engine(g_llama, g_llama_bf16, 1, 0);
+    for (int n = 100; n <= 400; n += 300) { /* within the window, then past it */
+        run base, warm, s;
+        req q = {p, n, 60, HR_SPEC_OFF, 0, 0, 0, 0, 0, 0, 0};
+        run_one(plain, &q, &base);
+        run_one(e, &q, &warm); /* the prompt cache now holds the prompt */
+        expect_same(&base, &warm, "plain");
+        q.spec = HR_SPEC_DRAFT;
+        q.k = 3;
+        run_one(e, &q, &s);
+        assert_true(s.cached > 256 || n < 256);
+        expect_same(&base, &s, n < 256 ? "draft after a cache hit" : "draft past its window");
+        printf("prompt %d (%d cached): %ld of %ld drafts accepted\n", n, s.cached, s.accepted,
+               s.drafted);
+        assert_true(s.accepted > 0);
+    }
+    hr_engine_free(plain);
+    hr_engine_free(e);
+}
+
 /* A draft that is wrong (nearly) every time (a random model of another
  * vocabulary, as cheap beside the demo model as a real draft is): still
  * exact, and the adaptive k keeps it cheap: no slower than 1.1x plain
@@ -468,6 +498,7 @@ int main(int argc, char **argv) {
         cmocka_unit_test(test_greedy_ngram_alone_and_batched),
         cmocka_unit_test(test_greedy_draft_model),
         cmocka_unit_test(test_rollback_block_boundary),
+        cmocka_unit_test(test_draft_window),
         cmocka_unit_test(test_seeded_distribution),
         cmocka_unit_test(test_grammar_rows),
     };
