@@ -41,9 +41,15 @@ AI uint32_t word_of(const uint8_t *b, const int bits) {
     return bits == 3 ? (uint32_t)w16 | (uint32_t)b[2] << 16 : w16;
 }
 
-/* A segment's codebook: its 2^bits centroids in lanes 0 .. 2^bits - 1 */
+/* A segment's codebook: its 2^bits centroids repeated over the 16 lanes,
+ * so that vpermps, which reads the low 4 bits of a lane's index, picks a
+ * code's centroid whatever the bits above the code hold (no mask) */
 AI __m512 cbook_of(const float *cb, const int bits) {
-    return _mm512_maskz_loadu_ps((__mmask16)((1u << (1 << bits)) - 1), cb);
+    if (bits == 4)
+        return _mm512_loadu_ps(cb);
+    if (bits == 3)
+        return _mm512_broadcast_f32x8(_mm256_loadu_ps(cb));
+    return _mm512_broadcast_f32x4(_mm_loadu_ps(cb));
 }
 
 AI float norm_of(const uint8_t *row, int s) { /* the f16 scale (F16C: hr_f16_to_f32's value) */
@@ -86,7 +92,6 @@ AI void dots_seg(__m512 (*T)[2], const float *q, const int M, const uint8_t *con
     int safe = (int)(((long)L->bytes - (long)off - 4) / BITS) + 1;
     const __m512i sh = _mm512_mullo_epi32(
         _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 0, 1, 2, 3, 4, 5, 6, 7), _mm512_set1_epi32(BITS));
-    const __m512i mask = _mm512_set1_epi32((1 << BITS) - 1);
     __m512 A[RB][2];
     for (int rr = 0; rr < M; rr++)
         A[rr][0] = A[rr][1] = _mm512_setzero_ps();
@@ -97,7 +102,7 @@ AI void dots_seg(__m512 (*T)[2], const float *q, const int M, const uint8_t *con
         for (int h = 0; h < 2; h++) {
             __m512i w = bword(_mm512_setzero_si512(), 0x00ff, r[2 * h] + at, ok, BITS);
             w = bword(w, 0xff00, r[2 * h + 1] + at, ok, BITS);
-            v[h] = _mm512_permutexvar_ps(_mm512_and_si512(_mm512_srlv_epi32(w, sh), mask), k);
+            v[h] = _mm512_permutexvar_ps(_mm512_srlv_epi32(w, sh), k);
         }
         for (int rr = 0; rr < M; rr++) {
             __m512 x = _mm512_broadcast_f32x8(
@@ -163,7 +168,6 @@ AI void dots2_seg(__m512 *T, const float *q, const int M, const uint8_t *r0, con
     int safe = (int)(((long)L->bytes - (long)off - 4) / BITS) + 1;
     const __m512i sh = _mm512_mullo_epi32(
         _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 0, 1, 2, 3, 4, 5, 6, 7), _mm512_set1_epi32(BITS));
-    const __m512i mask = _mm512_set1_epi32((1 << BITS) - 1);
     __m512 A[RW];
     for (int rr = 0; rr < M; rr++)
         A[rr] = _mm512_setzero_ps();
@@ -172,7 +176,7 @@ AI void dots2_seg(__m512 *T, const float *q, const int M, const uint8_t *r0, con
         bool ok = ch < safe;
         __m512i w = bword(_mm512_setzero_si512(), 0x00ff, r0 + at, ok, BITS);
         w = bword(w, 0xff00, r1 + at, ok, BITS);
-        __m512 v = _mm512_permutexvar_ps(_mm512_and_si512(_mm512_srlv_epi32(w, sh), mask), k);
+        __m512 v = _mm512_permutexvar_ps(_mm512_srlv_epi32(w, sh), k);
         for (int rr = 0; rr < M; rr++)
             A[rr] = _mm512_fmadd_ps(
                 _mm512_broadcast_f32x8(
@@ -242,7 +246,6 @@ AI void axpys_seg(float *o, float (*W)[VRUN], const int M, const uint8_t *r0, si
     int safe = (int)(((long)L->bytes - (long)off - 4) / BITS) + 1; /* as dots_seg's */
     const __m512i sh = _mm512_mullo_epi32(
         _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 0, 1, 2, 3, 4, 5, 6, 7), _mm512_set1_epi32(BITS));
-    const __m512i mask = _mm512_set1_epi32((1 << BITS) - 1);
     for (int ch = 0; ch < dim / 8; ch += 4) {
         __m512 O[RW][2];
         for (int rr = 0; rr < M; rr++)
@@ -256,7 +259,7 @@ AI void axpys_seg(float *o, float (*W)[VRUN], const int M, const uint8_t *r0, si
                 const uint8_t *b = c + (size_t)(2 * h) * BITS;
                 __m512i w = bword(_mm512_setzero_si512(), 0x00ff, b, ok, BITS);
                 w = bword(w, 0xff00, b + BITS, ok, BITS);
-                v[h] = _mm512_permutexvar_ps(_mm512_and_si512(_mm512_srlv_epi32(w, sh), mask), k);
+                v[h] = _mm512_permutexvar_ps(_mm512_srlv_epi32(w, sh), k);
             }
             for (int rr = 0; rr < M; rr++) {
                 __m512 w = _mm512_set1_ps(W[rr][j]);
