@@ -51,15 +51,15 @@ AI hr__kvwide widen(float *v, float *s, const uint8_t *rec, size_t rb, int n, in
 }
 
 /* The pass J over nk records, runs of records widened once */
-AI void wide(const hr__kvwide_job *J, const uint8_t *rec, size_t rb, int nk, int hd,
-             const bool q8) {
+AI void wide(hr__kvwide_pass_fn pass, const hr__kvwide_job *J, const uint8_t *rec, size_t rb,
+             int nk, int hd, const bool q8) {
     _Alignas(32) float v[HR_KVWIDE_FLOATS + 64]; /* + 64: s not 4 KiB from v's rows */
     float s[HR_KVWIDE_MAX];
     int run = HR_KVWIDE_FLOATS / hr__kvwide_ld(hd);
     for (int j0 = 0; j0 < nk; j0 += run) {
         int n = nk - j0 < run ? nk - j0 : run;
         hr__kvwide W = widen(v, s, rec + (size_t)j0 * rb, rb, n, hd, q8);
-        hr__kvwide_pass_avx2(J, j0, &W);
+        pass(J, j0, &W);
     }
 }
 
@@ -92,10 +92,10 @@ AI void dots_m(float *sc, size_t ldsc, const float *q, const int M, const uint8_
     }
 }
 
-AI void dots(float *sc, size_t ldsc, const float *q, int nr, const uint8_t *rec, size_t rb,
-             int nk, int hd, const bool q8, float scale) {
+AI void dots(hr__kvwide_pass_fn pass, float *sc, size_t ldsc, const float *q, int nr,
+             const uint8_t *rec, size_t rb, int nk, int hd, const bool q8, float scale) {
     if (nr >= WIDE) {
-        wide(&(hr__kvwide_job){.sc = sc, .ldsc = ldsc, .q = q, .scale = scale, .nr = nr}, rec,
+        wide(pass, &(hr__kvwide_job){.sc = sc, .ldsc = ldsc, .q = q, .scale = scale, .nr = nr}, rec,
              rb, nk, hd, q8);
         return;
     }
@@ -141,10 +141,10 @@ AI void axpys_m(float *o, const float *p, size_t ldp, const int M, const uint8_t
     }
 }
 
-AI void axpys(float *o, const float *p, size_t ldp, int nr, const uint8_t *rec, size_t rb,
-              int nv, int hd, const bool q8) {
+AI void axpys(hr__kvwide_pass_fn pass, float *o, const float *p, size_t ldp, int nr,
+              const uint8_t *rec, size_t rb, int nv, int hd, const bool q8) {
     if (nr >= WIDE) {
-        wide(&(hr__kvwide_job){.o = o, .p = p, .ldp = ldp, .nr = nr}, rec, rb, nv, hd, q8);
+        wide(pass, &(hr__kvwide_job){.o = o, .p = p, .ldp = ldp, .nr = nr}, rec, rb, nv, hd, q8);
         return;
     }
     for (int r0 = 0; r0 < nr; r0 += RB) {
@@ -159,18 +159,41 @@ AI void axpys(float *o, const float *p, size_t ldp, int nr, const uint8_t *rec, 
     }
 }
 
+/* the bodies of the entries below: the AVX2 table's runs widened once go
+ * through hr__kvwide_pass_avx2, the AVX-512 table's through
+ * hr__kvwide_pass_avx512 (the same bits) */
+static void kvg_dots(hr__kvwide_pass_fn pass, float *sc, size_t ldsc, const float *q, int nr,
+                     const void *rec, size_t rb, int nk, int hd, hr_dtype t, float scale) {
+    if (t == HR_DTYPE_Q8_0) /* one body per type: the unpacking's branches fold away */
+        dots(pass, sc, ldsc, q, nr, rec, rb, nk, hd, true, scale);
+    else
+        dots(pass, sc, ldsc, q, nr, rec, rb, nk, hd, false, scale);
+}
+
+static void kvg_axpys(hr__kvwide_pass_fn pass, float *o, const float *p, size_t ldp, int nr,
+                      const void *rec, size_t rb, int nv, int hd, hr_dtype t) {
+    if (t == HR_DTYPE_Q8_0)
+        axpys(pass, o, p, ldp, nr, rec, rb, nv, hd, true);
+    else
+        axpys(pass, o, p, ldp, nr, rec, rb, nv, hd, false);
+}
+
 void hr__kvg_dots_avx2(float *sc, size_t ldsc, const float *q, int nr, const void *rec,
                        size_t rb, int nk, int hd, hr_dtype t, float scale) {
-    if (t == HR_DTYPE_Q8_0) /* one body per type: the unpacking's branches fold away */
-        dots(sc, ldsc, q, nr, rec, rb, nk, hd, true, scale);
-    else
-        dots(sc, ldsc, q, nr, rec, rb, nk, hd, false, scale);
+    kvg_dots(hr__kvwide_pass_avx2, sc, ldsc, q, nr, rec, rb, nk, hd, t, scale);
 }
 
 void hr__kvg_axpys_avx2(float *o, const float *p, size_t ldp, int nr, const void *rec,
                         size_t rb, int nv, int hd, hr_dtype t) {
-    if (t == HR_DTYPE_Q8_0)
-        axpys(o, p, ldp, nr, rec, rb, nv, hd, true);
-    else
-        axpys(o, p, ldp, nr, rec, rb, nv, hd, false);
+    kvg_axpys(hr__kvwide_pass_avx2, o, p, ldp, nr, rec, rb, nv, hd, t);
+}
+
+void hr__kvg_dots_avx2_w512(float *sc, size_t ldsc, const float *q, int nr, const void *rec,
+                            size_t rb, int nk, int hd, hr_dtype t, float scale) {
+    kvg_dots(hr__kvwide_pass_avx512, sc, ldsc, q, nr, rec, rb, nk, hd, t, scale);
+}
+
+void hr__kvg_axpys_avx2_w512(float *o, const float *p, size_t ldp, int nr, const void *rec,
+                             size_t rb, int nv, int hd, hr_dtype t) {
+    kvg_axpys(hr__kvwide_pass_avx512, o, p, ldp, nr, rec, rb, nv, hd, t);
 }

@@ -151,6 +151,20 @@ typedef struct hr__kvwide_job {
     int nr;
 } hr__kvwide_job;
 void hr__kvwide_pass_avx2(const hr__kvwide_job *J, int j0, const hr__kvwide *W);
+/* The same with AVX-512 (kvwide_avx512.c: the same bits), for the AVX-512
+ * table's records (its q8_0 / q4_0 and affine entries are the AVX2 decode
+ * bodies with this pass: hr__kvg_dots_avx2_w512 and the others below). */
+void hr__kvwide_pass_avx512(const hr__kvwide_job *J, int j0, const hr__kvwide *W);
+typedef void (*hr__kvwide_pass_fn)(const hr__kvwide_job *J, int j0, const hr__kvwide *W);
+void hr__kvq_dots_avx2_w512(float *sc, size_t ldsc, const float *qp, const float *qsum, int nr,
+                            const void *rec, size_t rb, int nk, int hd, int bits, int group,
+                            float scale);
+void hr__kvq_axpys_avx2_w512(float *o, float *bias, const float *p, size_t ldp, int nr,
+                             const void *rec, size_t rb, int nv, int hd, int bits, int group);
+void hr__kvg_dots_avx2_w512(float *sc, size_t ldsc, const float *q, int nr, const void *rec,
+                            size_t rb, int nk, int hd, hr_dtype t, float scale);
+void hr__kvg_axpys_avx2_w512(float *o, const float *p, size_t ldp, int nr, const void *rec,
+                             size_t rb, int nv, int hd, hr_dtype t);
 
 /* ---- a row of any KV format -------------------------------------------------------
  * F32, F16, BF16: hd elements; AFFINE: the record above (bits, group);

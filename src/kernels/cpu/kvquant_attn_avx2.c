@@ -135,22 +135,24 @@ AI hr__kvwide widen(float *v, float *s, float *b, const uint8_t *rec, size_t rb,
 }
 
 /* The pass J over nk records, runs of records widened once */
-AI void wide(const hr__kvwide_job *J, const uint8_t *rec, size_t rb, int nk, int hd,
-             const int bits, int group) {
+AI void wide(hr__kvwide_pass_fn pass, const hr__kvwide_job *J, const uint8_t *rec, size_t rb,
+             int nk, int hd, const int bits, int group) {
     int run = HR_KVWIDE_FLOATS / hr__kvwide_ld(hd);
     _Alignas(32) float v[HR_KVWIDE_FLOATS + 64]; /* + 64: s not 4 KiB from v's rows */
     float s[HR_KVWIDE_MAX], b[HR_KVWIDE_MAX];
     for (int j0 = 0; j0 < nk; j0 += run) {
         int n = nk - j0 < run ? nk - j0 : run;
         hr__kvwide W = widen(v, s, b, rec + (size_t)j0 * rb, rb, n, hd, bits, group);
-        hr__kvwide_pass_avx2(J, j0, &W);
+        pass(J, j0, &W);
     }
 }
 
-AI void dots(float *sc, size_t ldsc, const float *qp, const float *Q, int nr, const uint8_t *rec,
-             size_t rb, int nk, int hd, const int bits, int group, float scale) {
+AI void dots(hr__kvwide_pass_fn pass, float *sc, size_t ldsc, const float *qp, const float *Q,
+             int nr, const uint8_t *rec, size_t rb, int nk, int hd, const int bits, int group,
+             float scale) {
     if (nr >= WIDE) {
-        wide(&(hr__kvwide_job){.sc = sc, .ldsc = ldsc, .q = qp, .qsum = Q, .scale = scale,
+        wide(pass,
+             &(hr__kvwide_job){.sc = sc, .ldsc = ldsc, .q = qp, .qsum = Q, .scale = scale,
                                .nr = nr},
              rec, rb, nk, hd, bits, group);
         return;
@@ -216,12 +218,12 @@ AI void axpys_m(float *o, float *bias, const float *p, size_t ldp, const int M,
     }
 }
 
-AI void axpys(float *o, float *bias, const float *p, size_t ldp, int nr, const uint8_t *rec,
-              size_t rb, int nv, int hd, const int bits, int group) {
+AI void axpys(hr__kvwide_pass_fn pass, float *o, float *bias, const float *p, size_t ldp, int nr,
+              const uint8_t *rec, size_t rb, int nv, int hd, const int bits, int group) {
     int ng = hd / group;
     if (nr >= WIDE) {
-        wide(&(hr__kvwide_job){.o = o, .bias = bias, .p = p, .ldp = ldp, .nr = nr}, rec, rb, nv,
-             hd, bits, group);
+        wide(pass, &(hr__kvwide_job){.o = o, .bias = bias, .p = p, .ldp = ldp, .nr = nr}, rec, rb,
+             nv, hd, bits, group);
         return;
     }
     for (int r0 = 0; r0 < nr; r0 += RB) {
@@ -236,25 +238,50 @@ AI void axpys(float *o, float *bias, const float *p, size_t ldp, int nr, const u
     }
 }
 
+/* the bodies of the entries below: the AVX2 table's runs widened once go
+ * through hr__kvwide_pass_avx2, the AVX-512 table's through
+ * hr__kvwide_pass_avx512 (the same bits) */
+static void kvq_dots(hr__kvwide_pass_fn pass, float *sc, size_t ldsc, const float *qp,
+                     const float *qsum, int nr, const void *rec, size_t rb, int nk, int hd,
+                     int bits, int group, float scale) {
+    switch (bits) { /* one body per width: the unpacking's branches fold away */
+    case 8: dots(pass, sc, ldsc, qp, qsum, nr, rec, rb, nk, hd, 8, group, scale); break;
+    case 4: dots(pass, sc, ldsc, qp, qsum, nr, rec, rb, nk, hd, 4, group, scale); break;
+    case 6: dots(pass, sc, ldsc, qp, qsum, nr, rec, rb, nk, hd, 6, group, scale); break;
+    case 3: dots(pass, sc, ldsc, qp, qsum, nr, rec, rb, nk, hd, 3, group, scale); break;
+    default: dots(pass, sc, ldsc, qp, qsum, nr, rec, rb, nk, hd, 2, group, scale); break;
+    }
+}
+
+static void kvq_axpys(hr__kvwide_pass_fn pass, float *o, float *bias, const float *p, size_t ldp,
+                      int nr, const void *rec, size_t rb, int nv, int hd, int bits, int group) {
+    switch (bits) {
+    case 8: axpys(pass, o, bias, p, ldp, nr, rec, rb, nv, hd, 8, group); break;
+    case 4: axpys(pass, o, bias, p, ldp, nr, rec, rb, nv, hd, 4, group); break;
+    case 6: axpys(pass, o, bias, p, ldp, nr, rec, rb, nv, hd, 6, group); break;
+    case 3: axpys(pass, o, bias, p, ldp, nr, rec, rb, nv, hd, 3, group); break;
+    default: axpys(pass, o, bias, p, ldp, nr, rec, rb, nv, hd, 2, group); break;
+    }
+}
+
 void hr__kvq_dots_avx2(float *sc, size_t ldsc, const float *qp, const float *qsum, int nr,
                        const void *rec, size_t rb, int nk, int hd, int bits, int group,
                        float scale) {
-    switch (bits) { /* one body per width: the unpacking's branches fold away */
-    case 8: dots(sc, ldsc, qp, qsum, nr, rec, rb, nk, hd, 8, group, scale); break;
-    case 4: dots(sc, ldsc, qp, qsum, nr, rec, rb, nk, hd, 4, group, scale); break;
-    case 6: dots(sc, ldsc, qp, qsum, nr, rec, rb, nk, hd, 6, group, scale); break;
-    case 3: dots(sc, ldsc, qp, qsum, nr, rec, rb, nk, hd, 3, group, scale); break;
-    default: dots(sc, ldsc, qp, qsum, nr, rec, rb, nk, hd, 2, group, scale); break;
-    }
+    kvq_dots(hr__kvwide_pass_avx2, sc, ldsc, qp, qsum, nr, rec, rb, nk, hd, bits, group, scale);
 }
 
 void hr__kvq_axpys_avx2(float *o, float *bias, const float *p, size_t ldp, int nr,
                         const void *rec, size_t rb, int nv, int hd, int bits, int group) {
-    switch (bits) {
-    case 8: axpys(o, bias, p, ldp, nr, rec, rb, nv, hd, 8, group); break;
-    case 4: axpys(o, bias, p, ldp, nr, rec, rb, nv, hd, 4, group); break;
-    case 6: axpys(o, bias, p, ldp, nr, rec, rb, nv, hd, 6, group); break;
-    case 3: axpys(o, bias, p, ldp, nr, rec, rb, nv, hd, 3, group); break;
-    default: axpys(o, bias, p, ldp, nr, rec, rb, nv, hd, 2, group); break;
-    }
+    kvq_axpys(hr__kvwide_pass_avx2, o, bias, p, ldp, nr, rec, rb, nv, hd, bits, group);
+}
+
+void hr__kvq_dots_avx2_w512(float *sc, size_t ldsc, const float *qp, const float *qsum, int nr,
+                            const void *rec, size_t rb, int nk, int hd, int bits, int group,
+                            float scale) {
+    kvq_dots(hr__kvwide_pass_avx512, sc, ldsc, qp, qsum, nr, rec, rb, nk, hd, bits, group, scale);
+}
+
+void hr__kvq_axpys_avx2_w512(float *o, float *bias, const float *p, size_t ldp, int nr,
+                             const void *rec, size_t rb, int nv, int hd, int bits, int group) {
+    kvq_axpys(hr__kvwide_pass_avx512, o, bias, p, ldp, nr, rec, rb, nv, hd, bits, group);
 }

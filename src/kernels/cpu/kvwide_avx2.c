@@ -22,6 +22,7 @@
  * B_g = fma(p_j, b_jg, B_g)]. */
 #include "kernels/cpu/hsum_avx2.h"
 #include "kernels/cpu/kvquant.h"
+#include "kernels/cpu/kvwide_rows.h"
 
 #include <immintrin.h>
 #include <stdbool.h>
@@ -30,23 +31,12 @@
 #define AI static inline __attribute__((always_inline))
 
 /* M (1, 2) output rows over the run: 32 positions at a time, key by key
- * (affine's bias sums: bias_rows) */
+ * (affine's bias sums: hr__kvwide_bias_rows) */
 AI void axpys_m(float *o, const float *p, size_t ldp, const hr__kvwide *W, const int M) {
     int hd = W->hd, ns = W->ns, seg = hd / ns, n = W->n;
     float w[2][HR_KVWIDE_MAX]; /* p_j * s_jg at g * n + j */
-    for (int rr = 0; rr < M; rr++) {
-        const float *pr = p + (size_t)rr * ldp;
-        for (int g = 0; g < ns; g++) {
-            const float *sg = W->s + (size_t)g * n;
-            float *wg = w[rr] + (size_t)g * n;
-            int j = 0;
-            for (; j + 8 <= n; j += 8)
-                _mm256_storeu_ps(wg + j, _mm256_mul_ps(_mm256_loadu_ps(pr + j),
-                                                       _mm256_loadu_ps(sg + j)));
-            for (; j < n; j++)
-                wg[j] = pr[j] * sg[j];
-        }
-    }
+    for (int rr = 0; rr < M; rr++)
+        hr__kvwide_weights(w[rr], p + (size_t)rr * ldp, W);
     for (int t = 0; t < hd; t += 32) { /* seg is a multiple of 32 */
         int g = t / seg;
         __m256 O[2][4];
@@ -70,63 +60,11 @@ AI void axpys_m(float *o, const float *p, size_t ldp, const hr__kvwide *W, const
     }
 }
 
-/* x[0..7] (8 rows of 8) transposed in place: x[k] = element k of each row */
-AI void transpose8(__m256 x[8]) {
-    __m256 t[8], u[8];
-    for (int i = 0; i < 8; i += 2) {
-        t[i] = _mm256_unpacklo_ps(x[i], x[i + 1]);
-        t[i + 1] = _mm256_unpackhi_ps(x[i], x[i + 1]);
-    }
-    for (int i = 0; i < 8; i += 4) {
-        u[i] = _mm256_shuffle_ps(t[i], t[i + 2], _MM_SHUFFLE(1, 0, 1, 0));
-        u[i + 1] = _mm256_shuffle_ps(t[i], t[i + 2], _MM_SHUFFLE(3, 2, 3, 2));
-        u[i + 2] = _mm256_shuffle_ps(t[i + 1], t[i + 3], _MM_SHUFFLE(1, 0, 1, 0));
-        u[i + 3] = _mm256_shuffle_ps(t[i + 1], t[i + 3], _MM_SHUFFLE(3, 2, 3, 2));
-    }
-    for (int i = 0; i < 4; i++) {
-        x[i] = _mm256_permute2f128_ps(u[i], u[i + 4], 0x20);
-        x[i + 4] = _mm256_permute2f128_ps(u[i], u[i + 4], 0x31);
-    }
-}
-
-/* affine's group bias sums of rows r0 .. r0 + m - 1 (m <= 8): B_g =
- * fma(p_j, b_jg, B_g) key by key, the 8 rows' chains in the lanes of one
- * register, 8 keys of the rows' weights transposed at a time (rows past m
- * computed on row r0 and dropped) */
-AI void bias_rows(float *bias, const float *p, size_t ldp, int m, const hr__kvwide *W) {
-    int ns = W->ns, n = W->n;
-    const float *pr[8];
-    for (int i = 0; i < 8; i++)
-        pr[i] = p + (size_t)(i < m ? i : 0) * ldp;
-    for (int g = 0; g < ns; g++) {
-        const float *b = W->b + (size_t)g * n;
-        float in[8], out[8];
-        for (int i = 0; i < 8; i++)
-            in[i] = bias[(size_t)(i < m ? i : 0) * ns + g];
-        __m256 B = _mm256_loadu_ps(in);
-        int j = 0;
-        for (; j + 8 <= n; j += 8) {
-            __m256 x[8];
-            for (int i = 0; i < 8; i++)
-                x[i] = _mm256_loadu_ps(pr[i] + j);
-            transpose8(x);
-            for (int k = 0; k < 8; k++)
-                B = _mm256_fmadd_ps(x[k], _mm256_broadcast_ss(b + j + k), B);
-        }
-        _mm256_storeu_ps(out, B);
-        for (int i = 0; i < m; i++) {
-            float s = out[i];
-            for (int jj = j; jj < n; jj++)
-                s = __builtin_fmaf(pr[i][jj], b[jj], s);
-            bias[(size_t)i * ns + g] = s;
-        }
-    }
-}
-
 void hr__kvwide_axpys_avx2(float *o, float *bias, const float *p, size_t ldp, int nr,
                            const hr__kvwide *W) {
     for (int r = 0; bias && r < nr; r += 8)
-        bias_rows(bias + (size_t)r * W->ns, p + (size_t)r * ldp, ldp, nr - r < 8 ? nr - r : 8, W);
+        hr__kvwide_bias_rows(bias + (size_t)r * W->ns, p + (size_t)r * ldp, ldp,
+                             nr - r < 8 ? nr - r : 8, W);
     int r = 0;
     for (; r + 2 <= nr; r += 2)
         axpys_m(o + (size_t)r * W->hd, p + (size_t)r * ldp, ldp, W, 2);

@@ -158,5 +158,11 @@ void hr__turbo_dots_avx512(float *sc, size_t ldsc, const float *q, int nr, const
                            size_t rb, int nk, const hr_turbo_kv *L, float scale);
 void hr__turbo_axpys_avx512(float *o, const float *p, size_t ldp, int nr, const void *rec,
                             size_t rb, int nv, const hr_turbo_kv *L);
+/* The AVX2 bodies' runs widened once (nr >= 5) with AVX-512's kvwide pass:
+ * the AVX-512 entries' calls of many rows (a prefill tile's) */
+void hr__turbo_wide_dots_avx512(float *sc, size_t ldsc, const float *q, int nr, const void *rec,
+                                size_t rb, int nk, const hr_turbo_kv *L, float scale);
+void hr__turbo_wide_axpys_avx512(float *o, const float *p, size_t ldp, int nr, const void *rec,
+                                 size_t rb, int nv, const hr_turbo_kv *L);
 
 #endif

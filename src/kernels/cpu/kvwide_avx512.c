@@ -1,0 +1,196 @@
+/* kvwide's passes (kvquant.h hr__kvwide: a run of quantized KV records
+ * widened once into floats, for a prefill tile's many query rows) with
+ * AVX-512, for the AVX-512 table's q8_0 / q4_0 and affine attention (their
+ * decode bodies are the AVX2 ones; kvggml_attn_avx2.c, kvquant_attn_avx2.c).
+ * The same chains as kvwide_avx2.c, so the same bits as the scalar
+ * references (test_kvquant, test_kvggml: test_attn_isas):
+ *
+ * The output pass: each output position is its own chain over the keys,
+ * o[P] = fma(p_j * s_jg, v_j[P], o[P]): 32 positions of 4 rows in 8
+ * registers, each value load serving 4 rows (AVX2: 32 positions of 2 rows
+ * in 8 registers of 8).
+ *
+ * The score pass: a (row, key)'s 8 chains A_g[l] = fma(q[P], v[P], A_g[l])
+ * (P = 8c + l over the group's chunks c) take the 8 lanes of a half: a
+ * register holds rows a and b of one key, its query operand the two rows'
+ * chunk c side by side (the rows interleaved by chunk once a block) and its
+ * value operand the key's chunk in both halves (a broadcast load, no
+ * shuffle). A block is 4 rows x 4 keys: 8 chain registers and 8 of T =
+ * fma(s_g, A_g, T) over the groups, all in registers (AVX2 spills T). Then
+ * hsum8's additions of all 16 at once, affine's bias terms and the scale
+ * lane by lane, a row's 4 scores one store. */
+#include "kernels/cpu/kvquant.h"
+#include "kernels/cpu/kvwide_rows.h"
+
+#include <immintrin.h>
+#include <stdbool.h>
+
+#define AI static inline __attribute__((always_inline))
+#define BR 4 /* rows a block (2 pairs) */
+#define BK 4 /* keys a block */
+
+/* ---- the output pass ------------------------------------------------------------- */
+
+/* M (1-4) output rows over the run: 32 positions at a time, key by key */
+AI void axpys_m(float *o, const float *p, size_t ldp, const hr__kvwide *W, const int M) {
+    int hd = W->hd, seg = hd / W->ns, n = W->n;
+    float w[BR][HR_KVWIDE_MAX]; /* p_j * s_jg at g * n + j */
+    for (int rr = 0; rr < M; rr++)
+        hr__kvwide_weights(w[rr], p + (size_t)rr * ldp, W);
+    for (int t = 0; t < hd; t += 32) { /* seg is a multiple of 32 */
+        int g = t / seg;
+        __m512 O[BR][2];
+        for (int rr = 0; rr < M; rr++)
+            for (int c = 0; c < 2; c++)
+                O[rr][c] = _mm512_loadu_ps(o + (size_t)rr * hd + t + 16 * c);
+        const float *v = W->v + t;
+        for (int j = 0; j < n; j++, v += W->ld) {
+            __m512 x0 = _mm512_loadu_ps(v), x1 = _mm512_loadu_ps(v + 16);
+            for (int rr = 0; rr < M; rr++) {
+                __m512 wv = _mm512_set1_ps(w[rr][g * n + j]);
+                O[rr][0] = _mm512_fmadd_ps(wv, x0, O[rr][0]);
+                O[rr][1] = _mm512_fmadd_ps(wv, x1, O[rr][1]);
+            }
+        }
+        for (int rr = 0; rr < M; rr++)
+            for (int c = 0; c < 2; c++)
+                _mm512_storeu_ps(o + (size_t)rr * hd + t + 16 * c, O[rr][c]);
+    }
+}
+
+static void axpys(float *o, float *bias, const float *p, size_t ldp, int nr, const hr__kvwide *W) {
+    for (int r = 0; bias && r < nr; r += 8)
+        hr__kvwide_bias_rows(bias + (size_t)r * W->ns, p + (size_t)r * ldp, ldp,
+                             nr - r < 8 ? nr - r : 8, W);
+    for (int r = 0; r < nr; r += BR) {
+        float *orow = o + (size_t)r * W->hd;
+        const float *pr = p + (size_t)r * ldp;
+        switch (nr - r < BR ? nr - r : BR) { /* rows a pass, constant in each body */
+        case 1: axpys_m(orow, pr, ldp, W, 1); break;
+        case 2: axpys_m(orow, pr, ldp, W, 2); break;
+        case 3: axpys_m(orow, pr, ldp, W, 3); break;
+        default: axpys_m(orow, pr, ldp, W, 4); break;
+        }
+    }
+}
+
+/* ---- the score pass -------------------------------------------------------------- */
+
+/* hsum8 (hr__kvq_hsum8's order) of both halves of a (keys' rows a, b) and
+ * of b: l + (l + 4) by 128-bit lane shuffles of both at once, then lanes
+ * 0 + 2 and 1 + 3, then 0 + 1; the sums in lanes 0, 4, 8, 12 (a's rows a,
+ * b, then b's) */
+AI __m512 hsum8x4(__m512 a, __m512 b) {
+    __m512 s = _mm512_add_ps(_mm512_shuffle_f32x4(a, b, _MM_SHUFFLE(2, 0, 2, 0)),
+                             _mm512_shuffle_f32x4(a, b, _MM_SHUFFLE(3, 1, 3, 1)));
+    s = _mm512_add_ps(s, _mm512_permute_ps(s, _MM_SHUFFLE(3, 2, 3, 2)));
+    return _mm512_add_ps(s, _mm512_permute_ps(s, _MM_SHUFFLE(1, 1, 1, 1)));
+}
+
+/* The scores of the block's rows (qi: pair h's chunk c at qi + (h * hd/8 +
+ * c) * 16, rows a, b side by side) over keys key[0..4) of the run, into d:
+ * lane 4 * row + k (rows 0-3 of the block, keys 0-3), bias and scale not
+ * yet applied. NS: W->ns where a constant (1, 2), else 0. */
+AI __m512 block_sums(const float *qi, const hr__kvwide *W, const int *key, const int NS) {
+    int hd = W->hd, ns = NS ? NS : W->ns, cps = hd / ns / 8, n = W->n;
+    const float *vk[BK];
+    for (int k = 0; k < BK; k++)
+        vk[k] = W->v + (size_t)key[k] * W->ld;
+    __m512 T[2][BK];
+    for (int h = 0; h < 2; h++)
+        for (int k = 0; k < BK; k++)
+            T[h][k] = _mm512_setzero_ps();
+    for (int g = 0; g < ns; g++) {
+        __m512 A[2][BK];
+        for (int h = 0; h < 2; h++)
+            for (int k = 0; k < BK; k++)
+                A[h][k] = _mm512_setzero_ps();
+        for (int c = g * cps; c < (g + 1) * cps; c++) {
+            __m512 x0 = _mm512_loadu_ps(qi + (size_t)c * 16);
+            __m512 x1 = _mm512_loadu_ps(qi + ((size_t)hd / 8 + c) * 16);
+            for (int k = 0; k < BK; k++) {
+                __m512 y = _mm512_broadcast_f32x8(_mm256_loadu_ps(vk[k] + 8 * c));
+                A[0][k] = _mm512_fmadd_ps(x0, y, A[0][k]);
+                A[1][k] = _mm512_fmadd_ps(x1, y, A[1][k]);
+            }
+        }
+        for (int k = 0; k < BK; k++) {
+            __m512 w = _mm512_set1_ps(W->s[(size_t)g * n + key[k]]);
+            for (int h = 0; h < 2; h++)
+                T[h][k] = _mm512_fmadd_ps(w, A[h][k], T[h][k]);
+        }
+    }
+    /* lanes 0, 4, 8, 12 of hsum8x4(T[h][k], T[h][k + 1]): (a, k), (b, k),
+     * (a, k + 1), (b, k + 1) of pair h; gathered to lane 4 * row + k */
+    __m512 s[2][2];
+    for (int h = 0; h < 2; h++)
+        for (int k = 0; k < BK; k += 2)
+            s[h][k / 2] = hsum8x4(T[h][k], T[h][k + 1]);
+    const __m512i lo = _mm512_setr_epi32(0, 8, 16, 24, 4, 12, 20, 28, 0, 0, 0, 0, 0, 0, 0, 0);
+    __m512 p0 = _mm512_permutex2var_ps(s[0][0], lo, s[0][1]); /* rows 0, 1 in lanes 0-7 */
+    __m512 p1 = _mm512_permutex2var_ps(s[1][0], lo, s[1][1]); /* rows 2, 3 */
+    return _mm512_insertf32x8(p0, _mm512_castps512_ps256(p1), 1);
+}
+
+AI void dots_rows(float *sc, size_t ldsc, const float *q, const float *qsum, int nr,
+                  const hr__kvwide *W, float scale, const int NS, bool bias) {
+    int hd = W->hd, ns = W->ns, n = W->n, nc = hd / 8;
+    _Alignas(64) float qi[2 * 256 / 8 * 16]; /* hd <= 256 */
+    __m512 Qb[HR_KVWIDE_MAX / 4];
+    const __m512i kidx = _mm512_setr_epi32(0, 1, 2, 3, 0, 1, 2, 3, 0, 1, 2, 3, 0, 1, 2, 3);
+    for (int r0 = 0; r0 < nr; r0 += BR) {
+        int nrow = nr - r0 < BR ? nr - r0 : BR;
+        const float *qr[BR];
+        for (int r = 0; r < BR; r++) /* rows past the last: row r0's, dropped */
+            qr[r] = q + (size_t)(r0 + (r < nrow ? r : 0)) * hd;
+        for (int h = 0; h < 2; h++)
+            for (int c = 0; c < nc; c++) {
+                _mm256_store_ps(qi + ((size_t)h * nc + c) * 16, _mm256_loadu_ps(qr[2 * h] + 8 * c));
+                _mm256_store_ps(qi + ((size_t)h * nc + c) * 16 + 8,
+                                _mm256_loadu_ps(qr[2 * h + 1] + 8 * c));
+            }
+        for (int g = 0; bias && g < ns; g++) { /* lane 4 * row + k: the row's Q_g */
+            float Q[BR];
+            for (int r = 0; r < BR; r++)
+                Q[r] = qsum[(size_t)(r0 + (r < nrow ? r : 0)) * ns + g];
+            Qb[g] = _mm512_setr_ps(Q[0], Q[0], Q[0], Q[0], Q[1], Q[1], Q[1], Q[1], Q[2], Q[2],
+                                   Q[2], Q[2], Q[3], Q[3], Q[3], Q[3]);
+        }
+        for (int j = 0; j < n; j += BK) {
+            int nkey = n - j < BK ? n - j : BK, key[BK];
+            for (int k = 0; k < BK; k++) /* keys past the last: key j, dropped */
+                key[k] = j + (k < nkey ? k : 0);
+            __m512 d = block_sums(qi, W, key, NS);
+            for (int g = 0; bias && g < ns; g++) {
+                const float *b = W->b + (size_t)g * n;
+                __m128 bk = nkey == BK ? _mm_loadu_ps(b + j)
+                                       : _mm_setr_ps(b[key[0]], b[key[1]], b[key[2]], b[key[3]]);
+                d = _mm512_fmadd_ps(_mm512_permutexvar_ps(kidx, _mm512_castps128_ps512(bk)),
+                                    Qb[g], d);
+            }
+            d = _mm512_mul_ps(d, _mm512_set1_ps(scale));
+            __m128 row[BR] = {_mm512_castps512_ps128(d), _mm512_extractf32x4_ps(d, 1),
+                              _mm512_extractf32x4_ps(d, 2), _mm512_extractf32x4_ps(d, 3)};
+            for (int r = 0; r < nrow; r++)
+                _mm_mask_storeu_ps(sc + (size_t)(r0 + r) * ldsc + j, (__mmask8)((1u << nkey) - 1),
+                                   row[r]);
+        }
+    }
+}
+
+static void dots(float *sc, size_t ldsc, const float *q, const float *qsum, int nr,
+                 const hr__kvwide *W, float scale) {
+    bool bias = W->b != NULL;
+    switch (W->ns) { /* the common group counts as constants */
+    case 1: dots_rows(sc, ldsc, q, qsum, nr, W, scale, 1, bias); break;
+    case 2: dots_rows(sc, ldsc, q, qsum, nr, W, scale, 2, bias); break;
+    default: dots_rows(sc, ldsc, q, qsum, nr, W, scale, 0, bias); break;
+    }
+}
+
+void hr__kvwide_pass_avx512(const hr__kvwide_job *J, int j0, const hr__kvwide *W) {
+    if (J->sc)
+        dots(J->sc + j0, J->ldsc, J->q, J->qsum, J->nr, W, J->scale);
+    else
+        axpys(J->o, J->bias, J->p + j0, J->ldp, J->nr, W);
+}
