@@ -15,11 +15,11 @@
  * register holds rows a and b of one key, its query operand the two rows'
  * chunk c side by side (the rows interleaved by chunk once a block) and its
  * value operand the key's chunk in both halves (a broadcast load, no
- * shuffle). A block is 4 rows x 4 keys: 8 chain registers and 8 of T =
+ * shuffle). A block is 6 rows x 4 keys: 12 chain registers and 12 of T =
  * fma(s_g, A_g, T) over the groups, all in registers (AVX2 spills T); 4 x 8
  * where a key has one group (A and T share registers). Then
- * hsum8's additions of all 16 at once, affine's bias terms and the scale
- * lane by lane, a row's 4 scores one store. */
+ * hsum8's additions of a pair's 8 at once, affine's bias terms and the
+ * scale lane by lane, a row's 4 scores one store. */
 #include "kernels/cpu/kvquant.h"
 #include "kernels/cpu/kvwide_rows.h"
 
@@ -27,7 +27,7 @@
 #include <stdbool.h>
 
 #define AI static inline __attribute__((always_inline))
-#define BR 4 /* rows a block (2 pairs) */
+#define BR 4 /* rows a block of the output pass */
 
 /* ---- the output pass ------------------------------------------------------------- */
 
@@ -87,102 +87,108 @@ AI __m512 hsum8x4(__m512 a, __m512 b) {
     return _mm512_add_ps(s, _mm512_permute_ps(s, _MM_SHUFFLE(1, 1, 1, 1)));
 }
 
-/* The sums of the block's rows (qi: pair h's chunk c at qi + (h * hd/8 +
- * c) * 16, rows a, b side by side) over keys key[0..KB) of the run (KB 4,
- * or 8 where a key has one group: no T beside A), into d[k / 4]: lane 4 *
- * row + k % 4 (rows 0-3 of the block), bias and scale not yet applied. NS:
- * W->ns where a constant (1, 2), else 0. */
-AI void block_sums(__m512 *d, const float *qi, const hr__kvwide *W, const int *key, const int NS,
-                   const int KB) {
+/* The sums of the block's NP pairs of rows (qi: pair h's chunk c at qi +
+ * (h * hd/8 + c) * 16, rows a, b side by side) over keys key[0..KB) of the
+ * run, into d[h][k / 4]: lane 4 * (row of the pair) + k % 4, bias and scale
+ * not yet applied. Blocks of 2 pairs x 8 keys where a key has one group (A
+ * and T share registers), else 3 pairs x 4 keys (A and T: 24 registers).
+ * NS: W->ns where a constant (1, 2), else 0. */
+AI void block_sums(__m256 (*d)[2], const float *qi, const hr__kvwide *W, const int *key,
+                   const int NS, const int NP, const int KB) {
     int hd = W->hd, ns = NS ? NS : W->ns, cps = hd / ns / 8, n = W->n;
     const float *vk[8];
     for (int k = 0; k < KB; k++)
         vk[k] = W->v + (size_t)key[k] * W->ld;
-    __m512 T[2][8];
-    for (int h = 0; h < 2; h++)
+    __m512 T[3][8];
+    for (int h = 0; h < NP; h++)
         for (int k = 0; k < KB; k++)
             T[h][k] = _mm512_setzero_ps();
     for (int g = 0; g < ns; g++) {
-        __m512 A[2][8];
-        for (int h = 0; h < 2; h++)
+        __m512 A[3][8];
+        for (int h = 0; h < NP; h++)
             for (int k = 0; k < KB; k++)
                 A[h][k] = _mm512_setzero_ps();
         for (int c = g * cps; c < (g + 1) * cps; c++) {
-            __m512 x0 = _mm512_loadu_ps(qi + (size_t)c * 16);
-            __m512 x1 = _mm512_loadu_ps(qi + ((size_t)hd / 8 + c) * 16);
+            __m512 x[3];
+            for (int h = 0; h < NP; h++)
+                x[h] = _mm512_loadu_ps(qi + ((size_t)h * hd / 8 + c) * 16);
             for (int k = 0; k < KB; k++) {
                 __m512 y = _mm512_broadcast_f32x8(_mm256_loadu_ps(vk[k] + 8 * c));
-                A[0][k] = _mm512_fmadd_ps(x0, y, A[0][k]);
-                A[1][k] = _mm512_fmadd_ps(x1, y, A[1][k]);
+                for (int h = 0; h < NP; h++)
+                    A[h][k] = _mm512_fmadd_ps(x[h], y, A[h][k]);
             }
         }
         for (int k = 0; k < KB; k++) {
             __m512 w = _mm512_set1_ps(W->s[(size_t)g * n + key[k]]);
-            for (int h = 0; h < 2; h++)
+            for (int h = 0; h < NP; h++)
                 T[h][k] = _mm512_fmadd_ps(w, A[h][k], T[h][k]);
         }
     }
     /* lanes 0, 4, 8, 12 of hsum8x4(T[h][k], T[h][k + 1]): (a, k), (b, k),
      * (a, k + 1), (b, k + 1) of pair h; gathered to lane 4 * row + k % 4 */
     const __m512i lo = _mm512_setr_epi32(0, 8, 16, 24, 4, 12, 20, 28, 0, 0, 0, 0, 0, 0, 0, 0);
-    for (int k = 0; k < KB; k += 4) {
-        __m512 p[2];
-        for (int h = 0; h < 2; h++) /* rows 2h, 2h + 1 in lanes 0-7 */
-            p[h] = _mm512_permutex2var_ps(hsum8x4(T[h][k], T[h][k + 1]), lo,
-                                          hsum8x4(T[h][k + 2], T[h][k + 3]));
-        d[k / 4] = _mm512_insertf32x8(p[0], _mm512_castps512_ps256(p[1]), 1);
-    }
+    for (int h = 0; h < NP; h++)
+        for (int k = 0; k < KB; k += 4)
+            d[h][k / 4] = _mm512_castps512_ps256(_mm512_permutex2var_ps(
+                hsum8x4(T[h][k], T[h][k + 1]), lo, hsum8x4(T[h][k + 2], T[h][k + 3])));
 }
 
 AI void dots_rows(float *sc, size_t ldsc, const float *q, const float *qsum, int nr,
                   const hr__kvwide *W, float scale, const int NS, bool bias) {
-    const int KB = NS == 1 ? 8 : 4; /* keys a block: 4 rows x 8 keys of A fill 16 registers */
+    const int NP = NS == 1 ? 2 : 3, KB = NS == 1 ? 8 : 4, R = 2 * NP; /* rows, keys a block */
     int hd = W->hd, ns = W->ns, n = W->n, nc = hd / 8;
-    _Alignas(64) float qi[2 * 256 / 8 * 16]; /* hd <= 256 */
-    __m512 Qb[HR_KVWIDE_MAX / 4];
-    for (int g = 0; g < HR_KVWIDE_MAX / 4; g++)
-        Qb[g] = _mm512_setzero_ps();
-    const __m512i kidx = _mm512_setr_epi32(0, 1, 2, 3, 0, 1, 2, 3, 0, 1, 2, 3, 0, 1, 2, 3);
-    for (int r0 = 0; r0 < nr; r0 += BR) {
-        int nrow = nr - r0 < BR ? nr - r0 : BR;
-        const float *qr[BR];
-        for (int r = 0; r < BR; r++) /* rows past the last: row r0's, dropped */
+    _Alignas(64) float qi[3 * 256 / 8 * 16]; /* hd <= 256 */
+    __m256 Qb[3][HR_KVWIDE_MAX / 4];
+    const __m256i kidx = _mm256_setr_epi32(0, 1, 2, 3, 0, 1, 2, 3);
+    for (int r0 = 0; r0 < nr; r0 += R) {
+        int nrow = nr - r0 < R ? nr - r0 : R;
+        const float *qr[6];
+        for (int r = 0; r < R; r++) /* rows past the last: row r0's, dropped */
             qr[r] = q + (size_t)(r0 + (r < nrow ? r : 0)) * hd;
-        for (int h = 0; h < 2; h++)
+        for (int h = 0; h < NP; h++)
             for (int c = 0; c < nc; c++) {
                 _mm256_store_ps(qi + ((size_t)h * nc + c) * 16, _mm256_loadu_ps(qr[2 * h] + 8 * c));
                 _mm256_store_ps(qi + ((size_t)h * nc + c) * 16 + 8,
                                 _mm256_loadu_ps(qr[2 * h + 1] + 8 * c));
             }
-        for (int g = 0; bias && g < ns; g++) { /* lane 4 * row + k: the row's Q_g */
-            float Q[BR];
-            for (int r = 0; r < BR; r++)
-                Q[r] = qsum[(size_t)(r0 + (r < nrow ? r : 0)) * ns + g];
-            Qb[g] = _mm512_setr_ps(Q[0], Q[0], Q[0], Q[0], Q[1], Q[1], Q[1], Q[1], Q[2], Q[2],
-                                   Q[2], Q[2], Q[3], Q[3], Q[3], Q[3]);
-        }
+        for (int g = 0; g < ns; g++) /* lane 4 * (row of the pair) + k: its Q_g */
+            for (int h = 0; h < NP; h++) {
+                if (!bias) {
+                    Qb[h][g] = _mm256_setzero_ps();
+                    continue;
+                }
+                const float *Q = qsum + g;
+                size_t a = (size_t)(r0 + 2 * h < nr ? r0 + 2 * h : r0) * ns,
+                       b = (size_t)(r0 + 2 * h + 1 < nr ? r0 + 2 * h + 1 : r0) * ns;
+                Qb[h][g] = _mm256_set_m128(_mm_set1_ps(Q[b]), _mm_set1_ps(Q[a]));
+            }
         for (int j = 0; j < n; j += KB) {
             int key[8];
             for (int k = 0; k < KB; k++) /* keys past the last: key j, dropped */
                 key[k] = j + k < n ? j + k : j;
-            __m512 d[2];
-            block_sums(d, qi, W, key, NS, KB);
+            __m256 d[3][2];
+            block_sums(d, qi, W, key, NS, NP, KB);
             for (int k = 0; k < KB && j + k < n; k += 4) {
                 int nkey = n - j - k < 4 ? n - j - k : 4;
-                for (int g = 0; bias && g < ns; g++) {
+                __mmask8 m = (__mmask8)((1u << nkey) - 1);
+                __m256 bk[HR_KVWIDE_MAX / 4];
+                for (int g = 0; bias && g < ns; g++) { /* lane 4 * row + k: b of key k */
                     const float *b = W->b + (size_t)g * n;
-                    __m128 bk = nkey == 4 ? _mm_loadu_ps(b + j + k)
+                    __m128 b4 = nkey == 4 ? _mm_loadu_ps(b + j + k)
                                           : _mm_setr_ps(b[key[k]], b[key[k + 1]], b[key[k + 2]],
                                                         b[key[k + 3]]);
-                    d[k / 4] = _mm512_fmadd_ps(
-                        _mm512_permutexvar_ps(kidx, _mm512_castps128_ps512(bk)), Qb[g], d[k / 4]);
+                    bk[g] = _mm256_permutevar8x32_ps(_mm256_castps128_ps256(b4), kidx);
                 }
-                __m512 e = _mm512_mul_ps(d[k / 4], _mm512_set1_ps(scale));
-                __m128 row[BR] = {_mm512_castps512_ps128(e), _mm512_extractf32x4_ps(e, 1),
-                                  _mm512_extractf32x4_ps(e, 2), _mm512_extractf32x4_ps(e, 3)};
-                for (int r = 0; r < nrow; r++)
-                    _mm_mask_storeu_ps(sc + (size_t)(r0 + r) * ldsc + j + k,
-                                       (__mmask8)((1u << nkey) - 1), row[r]);
+                for (int h = 0; h < NP && 2 * h < nrow; h++) {
+                    __m256 e = d[h][k / 4];
+                    for (int g = 0; bias && g < ns; g++)
+                        e = _mm256_fmadd_ps(bk[g], Qb[h][g], e);
+                    e = _mm256_mul_ps(e, _mm256_set1_ps(scale));
+                    float *row = sc + (size_t)(r0 + 2 * h) * ldsc + j + k;
+                    _mm_mask_storeu_ps(row, m, _mm256_castps256_ps128(e));
+                    if (2 * h + 1 < nrow)
+                        _mm_mask_storeu_ps(row + ldsc, m, _mm256_extractf128_ps(e, 1));
+                }
             }
         }
     }
