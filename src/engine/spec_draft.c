@@ -175,6 +175,8 @@ int hr_spec_draft_run(hr_spec_draft *d, hr_request **rs, int n, double *seconds,
             hr_request *r = rs[i];
             int known = r->n_prompt + r->n_steps;
             d->row[i] = -1;
+            if (pass == 0 && r->spec.n_draft > d->n_ctx - d->window)
+                r->spec.n_draft = d->n_ctx - d->window; /* a window and the drafts fit */
             if (got[i] < pass || got[i] >= r->spec.n_draft)
                 continue; /* done, or stopped short */
             int c = gap_of(d, r, known + got[i], r->spec.n_draft - got[i]);

@@ -1,7 +1,8 @@
 /* kvwide's passes (kvquant.h hr__kvwide: a run of quantized KV records
  * widened once into floats, for a prefill tile's many query rows) with
  * AVX-512, for the AVX-512 table's q8_0 / q4_0 and affine attention (their
- * decode bodies are the AVX2 ones; kvggml_attn_avx2.c, kvquant_attn_avx2.c).
+ * decode bodies are the AVX2 ones; kvggml_attn_avx2.c, kvquant_attn_avx2.c)
+ * and its TurboQuant calls of 16 rows and more (turbo_attn_avx512.c).
  * The same chains as kvwide_avx2.c, so the same bits as the scalar
  * references (test_kvquant, test_kvggml: test_attn_isas):
  *

@@ -29,8 +29,9 @@
 #define VRUN 32 /* records whose weights a pass of turbo_axpys holds */
 /* rows from which a run of records is widened once for all of them
  * (hr__turbo_wide_dots_avx512): below, passes of 8 rows widening the codes
- * again are faster (kvattn t3.5, ns a key: 12 rows 17.2 against 18.4, 16
- * rows 23.8 against 22.5, 48 rows 71.2 against 57.0, dots) */
+ * again are faster (kvattn t3.5, dots, ns a key, these passes against the
+ * run widened once: 12 rows 17.2 against 18.4, 16 rows 23.8 against 22.5,
+ * 48 rows 71.2 against 57.0) */
 #define WIDE 16
 
 /* the 8 codes of chunk ch at b (`bits` whole bytes) as one word; whole
