@@ -17,7 +17,7 @@
  * chunk c side by side (the rows interleaved by chunk once a block) and its
  * value operand the key's chunk in both halves (a broadcast load, no
  * shuffle). A block is 6 rows x 4 keys: 12 chain registers and 12 of T =
- * fma(s_g, A_g, T) over the groups, all in registers (AVX2 spills T); 4 x 8
+ * fma(s_g, A_g, T) over the groups, all in registers (AVX2 spills T); 6 x 8
  * where a key has one group (A and T share registers). Then
  * hsum8's additions of a pair's 8 at once, affine's bias terms and the
  * scale lane by lane, a row's 4 scores one store. */
@@ -29,6 +29,7 @@
 
 #define AI static inline __attribute__((always_inline))
 #define BR 4 /* rows a block of the output pass */
+#define NP 3 /* pairs of rows a block of the score pass */
 
 /* ---- the output pass ------------------------------------------------------------- */
 
@@ -91,26 +92,26 @@ AI __m512 hsum8x4(__m512 a, __m512 b) {
 /* The sums of the block's NP pairs of rows (qi: pair h's chunk c at qi +
  * (h * hd/8 + c) * 16, rows a, b side by side) over keys key[0..KB) of the
  * run, into d[h][k / 4]: lane 4 * (row of the pair) + k % 4, bias and scale
- * not yet applied. Blocks of 2 pairs x 8 keys where a key has one group (A
- * and T share registers), else 3 pairs x 4 keys (A and T: 24 registers).
+ * not yet applied. Blocks of 3 pairs x 8 keys where a key has one group (A
+ * and T share 24 registers), else 3 pairs x 4 keys (A and T: 24).
  * NS: W->ns where a constant (1, 2), else 0. */
 AI void block_sums(__m256 (*d)[2], const float *qi, const hr__kvwide *W, const int *key,
-                   const int NS, const int NP, const int KB) {
+                   const int NS, const int KB) {
     int hd = W->hd, ns = NS ? NS : W->ns, cps = hd / ns / 8, n = W->n;
     const float *vk[8];
     for (int k = 0; k < KB; k++)
         vk[k] = W->v + (size_t)key[k] * W->ld;
-    __m512 T[3][8];
+    __m512 T[NP][8];
     for (int h = 0; h < NP; h++)
         for (int k = 0; k < KB; k++)
             T[h][k] = _mm512_setzero_ps();
     for (int g = 0; g < ns; g++) {
-        __m512 A[3][8];
+        __m512 A[NP][8];
         for (int h = 0; h < NP; h++)
             for (int k = 0; k < KB; k++)
                 A[h][k] = _mm512_setzero_ps();
         for (int c = g * cps; c < (g + 1) * cps; c++) {
-            __m512 x[3];
+            __m512 x[NP];
             for (int h = 0; h < NP; h++)
                 x[h] = _mm512_loadu_ps(qi + ((size_t)h * hd / 8 + c) * 16);
             for (int k = 0; k < KB; k++) {
@@ -136,14 +137,14 @@ AI void block_sums(__m256 (*d)[2], const float *qi, const hr__kvwide *W, const i
 
 AI void dots_rows(float *sc, size_t ldsc, const float *q, const float *qsum, int nr,
                   const hr__kvwide *W, float scale, const int NS, bool bias) {
-    const int NP = NS == 1 ? 2 : 3, KB = NS == 1 ? 8 : 4, R = 2 * NP; /* rows, keys a block */
+    const int KB = NS == 1 ? 8 : 4, R = 2 * NP; /* keys, rows a block */
     int hd = W->hd, ns = W->ns, n = W->n, nc = hd / 8;
-    _Alignas(64) float qi[3 * 256 / 8 * 16]; /* hd <= 256 */
-    __m256 Qb[3][HR_KVWIDE_MAX / 4];
+    _Alignas(64) float qi[NP * 256 / 8 * 16]; /* hd <= 256 */
+    __m256 Qb[NP][HR_KVWIDE_MAX / 4];
     const __m256i kidx = _mm256_setr_epi32(0, 1, 2, 3, 0, 1, 2, 3);
     for (int r0 = 0; r0 < nr; r0 += R) {
         int nrow = nr - r0 < R ? nr - r0 : R;
-        const float *qr[6];
+        const float *qr[2 * NP];
         for (int r = 0; r < R; r++) /* rows past the last: row r0's, dropped */
             qr[r] = q + (size_t)(r0 + (r < nrow ? r : 0)) * hd;
         for (int h = 0; h < NP; h++)
@@ -167,8 +168,8 @@ AI void dots_rows(float *sc, size_t ldsc, const float *q, const float *qsum, int
             int key[8];
             for (int k = 0; k < KB; k++) /* keys past the last: key j, dropped */
                 key[k] = j + k < n ? j + k : j;
-            __m256 d[3][2];
-            block_sums(d, qi, W, key, NS, NP, KB);
+            __m256 d[NP][2];
+            block_sums(d, qi, W, key, NS, KB);
             for (int k = 0; k < KB && j + k < n; k += 4) {
                 int nkey = n - j - k < 4 ? n - j - k : 4;
                 __mmask8 m = (__mmask8)((1u << nkey) - 1);
