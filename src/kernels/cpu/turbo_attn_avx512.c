@@ -87,6 +87,17 @@ AI __m512i bword(__m512i src, __mmask16 m, const uint8_t *b, bool safe, const in
     return _mm512_mask_set1_epi32(src, m, (int)u);
 }
 
+/* the first key's word in every lane (a plain broadcast load: no merge
+ * into a register), for bword to put the second's over lanes 8-15 */
+AI __m512i bword0(const uint8_t *b, bool safe, const int BITS) {
+    uint32_t u;
+    if (safe || BITS == 4)
+        memcpy(&u, b, 4);
+    else
+        u = word_of(b, BITS);
+    return _mm512_set1_epi32((int)u);
+}
+
 /* segment s (of BITS bits) of four keys' records r[0..4) for M rows: T[h]
  * (keys 2h, 2h + 1) += w * A, A the codes' chains. One function a segment,
  * so that BITS is a constant in each. */
@@ -106,7 +117,7 @@ AI void dots_seg(__m512 (*T)[2], const float *q, const int M, const uint8_t *con
         bool ok = ch < safe;
         __m512 v[2];
         for (int h = 0; h < 2; h++) {
-            __m512i w = bword(_mm512_setzero_si512(), 0x00ff, r[2 * h] + at, ok, BITS);
+            __m512i w = bword0(r[2 * h] + at, ok, BITS);
             w = bword(w, 0xff00, r[2 * h + 1] + at, ok, BITS);
             v[h] = _mm512_permutexvar_ps(_mm512_srlv_epi32(w, sh), k);
         }
@@ -180,7 +191,7 @@ AI void dots2_seg(__m512 *T, const float *q, const int M, const uint8_t *r0, con
     for (int ch = 0; ch < dim / 8; ch++) {
         size_t at = off + (size_t)ch * BITS;
         bool ok = ch < safe;
-        __m512i w = bword(_mm512_setzero_si512(), 0x00ff, r0 + at, ok, BITS);
+        __m512i w = bword0(r0 + at, ok, BITS);
         w = bword(w, 0xff00, r1 + at, ok, BITS);
         __m512 v = _mm512_permutexvar_ps(_mm512_srlv_epi32(w, sh), k);
         for (int rr = 0; rr < M; rr++)
@@ -263,7 +274,7 @@ AI void axpys_seg(float *o, float (*W)[VRUN], const int M, const uint8_t *r0, si
             __m512 v[2];
             for (int h = 0; h < 2; h++) {
                 const uint8_t *b = c + (size_t)(2 * h) * BITS;
-                __m512i w = bword(_mm512_setzero_si512(), 0x00ff, b, ok, BITS);
+                __m512i w = bword0(b, ok, BITS);
                 w = bword(w, 0xff00, b + BITS, ok, BITS);
                 v[h] = _mm512_permutexvar_ps(_mm512_srlv_epi32(w, sh), k);
             }
