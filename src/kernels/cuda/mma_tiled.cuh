@@ -54,6 +54,40 @@ struct mma_tiled_p {
                   "the fold's sums fit the stages");
 };
 
+/* The stage ring of the tiled kernels (k_mma_tiled, mmq.cuh's
+ * k_mmq_tiled): ST - 1 stages issued ahead; then stage i waited for (this
+ * thread's copies, then the block's), the next issued into the slot every
+ * warp is done with, and stage i used. issue(i) issues stage i's copies
+ * (none past the last) and commits one group. On return every copy has
+ * landed and the block is in step, so the stages may be reused. */
+template <int ST, class Issue, class Use>
+static __device__ __forceinline__ void mma_tiled_ring(int nst, Issue &issue, Use &&use) {
+#pragma unroll
+    for (int i = 0; i < ST - 1; i++)
+        issue(i);
+    for (int i = 0; i < nst; i++) {
+        asm volatile("cp.async.wait_group %0;\n" ::"n"(ST - 2));
+        __syncthreads();
+        issue(i + ST - 1); /* into the stage every warp is done with */
+        use(i);
+    }
+    asm volatile("cp.async.wait_group 0;\n" ::);
+    __syncthreads(); /* the stages become the fold's sums */
+}
+
+/* a tiled block's end: the four warps of group p folded (mma_fold) in its
+ * share of the stages' memory, then its warp 0 writes its 64 weight rows */
+template <int MT, int NT>
+static __device__ __forceinline__ void mma_tiled_out(float (&acc)[MT][NT][4], uint4 *smem,
+                                                     mma_out1 o, int p, int q, int lane, int r0,
+                                                     int T) {
+    mma_fold(acc, (float *)smem + p * (MMA_WARPS / 2 * MT * NT * 4 * 32), q, lane);
+    if (q == 0) {
+        o.j0 += p * MT * 16;
+        mma_write(acc, o, r0, T, lane);
+    }
+}
+
 template <int KIND, int NP, int NT_>
 __global__ void __launch_bounds__(MMA_TILED_THREADS, 1) k_mma_tiled(mma_x x, mma_outs outs) {
     using P = mma_tiled_p<KIND, NP, NT_>;
@@ -87,14 +121,8 @@ __global__ void __launch_bounds__(MMA_TILED_THREADS, 1) k_mma_tiled(mma_x x, mma
         }
         asm volatile("cp.async.commit_group;\n" ::);
     };
-#pragma unroll
-    for (int i = 0; i < P::ST - 1; i++)
-        issue(i);
     float acc[MT][NT][4] = {};
-    for (int i = 0; i < nst; i++) {
-        asm volatile("cp.async.wait_group %0;\n" ::"n"(P::ST - 2));
-        __syncthreads();
-        issue(i + P::ST - 1); /* into the stage every warp is done with */
+    mma_tiled_ring<P::ST>(nst, issue, [&](int i) {
         const uint4 *st = smem + (i % P::ST) * P::STAGE;
         const uint8_t *ws = (const uint8_t *)(st + p * MT * 16 * P::WPITCH);
         const uint4 *xs = st + P::BM * P::WPITCH;
@@ -123,15 +151,8 @@ __global__ void __launch_bounds__(MMA_TILED_THREADS, 1) k_mma_tiled(mma_x x, mma
                     f.b[0][n][s] = xs[(s * P::BN + n * 8 + g) * P::XPITCH + l * 4 + c];
             mma_chunks<KIND, false, MT, NT, 1, true, NP>(acc, f, ch, nch, c);
         }
-    }
-    asm volatile("cp.async.wait_group 0;\n" ::);
-    __syncthreads(); /* the stages become the fold's sums */
-    mma_fold(acc, (float *)smem + p * (MMA_WARPS / 2 * MT * NT * 4 * 32), q, lane);
-    if (q == 0) {
-        mma_out1 og = o;
-        og.j0 += p * MT * 16;
-        mma_write(acc, og, r0, x.T, lane);
-    }
+    });
+    mma_tiled_out(acc, smem, o, p, q, lane, r0, x.T);
 }
 
 /* launches k_mma_tiled for T rows of x (its parts written); false when the

@@ -476,14 +476,8 @@ __global__ void __launch_bounds__(MMA_TILED_THREADS, 1) k_mmq_tiled(mmq_x x, mma
         }
         asm volatile("cp.async.commit_group;\n" ::);
     };
-#pragma unroll
-    for (int i = 0; i < P::ST - 1; i++)
-        issue(i);
     float acc[MT][NT][4] = {};
-    for (int i = 0; i < nst; i++) {
-        asm volatile("cp.async.wait_group %0;\n" ::"n"(P::ST - 2));
-        __syncthreads();
-        issue(i + P::ST - 1); /* into the stage every warp is done with */
+    mma_tiled_ring<P::ST>(nst, issue, [&](int i) {
         const uint8_t *st = (const uint8_t *)smem + (i % P::ST) * P::STAGE;
         const uint8_t *ws = st + p * MT * 16 * R::PITCH;
         const uint8_t *xs = st + P::WBYTES;
@@ -511,15 +505,8 @@ __global__ void __launch_bounds__(MMA_TILED_THREADS, 1) k_mmq_tiled(mmq_x x, mma
                 mmq_chunk<KIND>(acc, f, xf, n);
             }
         }
-    }
-    asm volatile("cp.async.wait_group 0;\n" ::);
-    __syncthreads(); /* the stages become the fold's sums */
-    mma_fold(acc, (float *)smem + p * (MMA_WARPS / 2 * MT * NT * 4 * 32), q, lane);
-    if (q == 0) {
-        mma_out1 og = o;
-        og.j0 += p * MT * 16;
-        mma_write(acc, og, r0, x.T, lane);
-    }
+    });
+    mma_tiled_out(acc, smem, o, p, q, lane, r0, x.T);
 }
 
 /* x rounded (k_quant_x8 into buf: mmq_bytes(T, K)), as mmq_x */
