@@ -8,7 +8,9 @@
  * of a 4096-token prompt), 8 sequences of 64 tokens at 1024 (a ragged
  * batch), and 448 tokens at 0 beside 64 decode rows at 1024 (a served step:
  * there the engine's pair, the tiled kernel for the long run and
- * k_attention for the rest, against k_attention alone). Built with the CUDA
+ * k_attention for the rest, against k_attention alone). The record formats
+ * (q8_0, q4_0, affine, TurboQuant: kvq.cuh) run the second and last steps,
+ * k_attention against the engine's pair. Built with the CUDA
  * backend (bench_cuda_attn); run on the GPU machine by tools/cuda-check.sh
  * --bench. */
 #include "kernels/cuda/attention_tiled.cuh"
@@ -57,9 +59,9 @@ static void run_chunked(const hr_attn_in &a, const dstep &st, int T) {
     k_attention<true><<<dim3(T, a.n_heads), ATT_CHUNK>>>(a, st, false);
 }
 
-template <int PER, int MINB>
+template <int PER, int MINB, bool REC = false>
 static void run_tiled(const hr_attn_in &a, const dstep &st, int T) {
-    if (!att_tiled_launch_per<PER, MINB>(a, st, T, 0, 0)) { /* device 0, default stream */
+    if (!att_tiled_launch_per<PER, MINB, REC>(a, st, T, 0, 0)) { /* device 0, default stream */
         fprintf(stderr, "bench_cuda_attn: the device refuses %zu bytes of shared memory\n",
                 att_tiled_bytes(32 * PER));
         exit(1);
@@ -67,23 +69,57 @@ static void run_tiled(const hr_attn_in &a, const dstep &st, int T) {
 }
 
 /* the engine's: the tiled kernel, k_attention for the short runs */
-template <int PER>
+template <int PER, bool REC = false>
 static void run_pair(const hr_attn_in &a, const dstep &st, int T) {
-    run_tiled<PER, ATT_TILED_MINB>(a, st, T);
+    run_tiled<PER, ATT_TILED_MINB, REC>(a, st, T);
     k_attention<true><<<dim3(T, a.n_heads), ATT_CHUNK>>>(a, st, true);
 }
 
-/* one scene at head_dim hd; false when a variant's bits differ */
+/* a cache format: F16, or a record (kvq.cuh) at bits and group */
+struct format {
+    const char *name;
+    int t, bits, group;
+};
+
+/* a row of format fm at head_dim hd: random f16 values, or a record of
+ * random quants whose scales are small and finite */
+static void fill_row(uint8_t *row, const format &fm, int hd) {
+    size_t len = kv_row_len(fm.t, hd, fm.bits, fm.group);
+    if (fm.t == HR_DTYPE_F16) {
+        for (int i = 0; i < hd; i++)
+            ((__half *)row)[i] = __float2half(rnd());
+        return;
+    }
+    for (size_t i = 0; i < len; i++)
+        row[i] = (uint8_t)(rnd() * 128.0f + 128.0f);
+    if (fm.t == HR_DTYPE_Q8_0 || fm.t == HR_DTYPE_Q4_0) {
+        int bb = fm.t == HR_DTYPE_Q8_0 ? 34 : 18;
+        for (int b = 0; b < hd / 32; b++)
+            *(__half *)(row + b * bb) = __float2half(0.01f + 0.005f * rnd());
+    } else if (fm.t == HR_DTYPE_AFFINE) {
+        float *sc = (float *)(row + (size_t)hd * fm.bits / 8);
+        for (int g = 0; g < 2 * hd / fm.group; g++)
+            sc[g] = 0.1f * rnd();
+    } else { /* TURBO: a scale a segment */
+        for (int sg = 0; sg < (fm.bits % 2 ? 2 : 1); sg++)
+            ((__half *)row)[sg] = __float2half(1.0f + 0.25f * rnd());
+    }
+}
+
+/* one scene at head_dim hd in format fm; false when a variant's bits
+ * differ */
 template <int PER>
-static bool scene_run(const scene &sc, int hd) {
+static bool scene_run(const scene &sc, int hd, const format &fm) {
     const int NH = 32, NKV = 8, S = sc.S + sc.D, T = sc.S * sc.n + sc.D;
     int ctx = sc.at + sc.n > sc.dat + 1 ? sc.at + sc.n : sc.dat + 1;
     int nb = (ctx + BS - 1) / BS; /* blocks a sequence */
-    size_t bstride = (size_t)NKV * BS * hd, nblk = (size_t)S * nb;
-    std::vector<__half> kc(nblk * bstride), vc(nblk * bstride);
-    for (size_t i = 0; i < kc.size(); i++) {
-        kc[i] = __float2half(rnd());
-        vc[i] = __float2half(rnd());
+    bool rec = fm.t != HR_DTYPE_F16;
+    size_t row = kv_row_len(fm.t, hd, fm.bits, fm.group), rowb = rec ? row : 2 * row;
+    size_t bstride = (size_t)NKV * BS * row, nblk = (size_t)S * nb;
+    std::vector<uint8_t> kc(nblk * NKV * BS * rowb), vc(kc.size());
+    for (size_t r = 0; r < nblk * NKV * BS; r++) {
+        fill_row(kc.data() + r * rowb, fm, hd);
+        fill_row(vc.data() + r * rowb, fm, hd);
     }
     std::vector<float> q((size_t)T * NH * hd);
     for (float &x : q)
@@ -116,7 +152,8 @@ static bool scene_run(const scene &sc, int hd) {
     a.k_cache = upload(kc);
     a.v_cache = upload(vc);
     a.n_heads = NH, a.n_kv_heads = NKV, a.head_dim = hd;
-    a.kv_dtype = a.v_dtype = HR_DTYPE_F16;
+    a.kv_dtype = a.v_dtype = (hr_dtype)fm.t;
+    a.kv_bits = fm.bits, a.kv_group = fm.group;
     a.block_stride = bstride, a.block_size = BS;
     a.scale = 1.0f / sqrtf((float)hd);
 
@@ -126,14 +163,14 @@ static bool scene_run(const scene &sc, int hd) {
     } vs[] = {{"k_attention (block per token, head)", run_chunked},
               {"k_attention_tiled, 1 block an SM", run_tiled<PER, 1>},
               {"k_attention_tiled, 2 blocks an SM", run_tiled<PER, 2>},
-              {"the engine's: tiled + k_attention", run_pair<PER>}};
+              {"the engine's: tiled + k_attention", rec ? run_pair<PER, true> : run_pair<PER>}};
     std::vector<float> ref(q.size()), got(q.size());
     cudaEvent_t e0, e1;
     CK(cudaEventCreate(&e0));
     CK(cudaEventCreate(&e1));
     bool same = true;
     for (size_t v = 0; v < sizeof vs / sizeof *vs; v++) {
-        if (sc.D && (v == 1 || v == 2))
+        if ((sc.D || rec) && (v == 1 || v == 2))
             continue; /* the tiled kernel alone leaves the decode rows out */
         float best = 1e30f;
         for (int r = 0; r < 5; r++) {
@@ -150,7 +187,7 @@ static bool scene_run(const scene &sc, int hd) {
                       cudaMemcpyDeviceToHost));
         bool eq = !v || memcmp(ref.data(), got.data(), sizeof(float) * got.size()) == 0;
         same &= eq;
-        printf("  hd %3d %-26s %-36s %8.3f ms%s\n", hd, sc.name, vs[v].name, best,
+        printf("  %-8s hd %3d %-26s %-36s %8.3f ms%s\n", fm.name, hd, sc.name, vs[v].name, best,
                v ? (eq ? "  same bits" : "  BITS DIFFER") : "");
     }
     CK(cudaFree((void *)st.pos));
@@ -170,17 +207,33 @@ static bool scene_run(const scene &sc, int hd) {
 int main(void) {
     cudaDeviceProp p;
     CK(cudaGetDeviceProperties(&p, 0));
-    printf("bench_cuda_attn on %s: one layer's attention, f16 cache, 32 query / 8 KV heads\n",
-           p.name);
+    printf("bench_cuda_attn on %s: one layer's attention, 32 query / 8 KV heads\n", p.name);
+    float cb[4][4][16]; /* TurboQuant's codebooks: any increasing values serve here */
+    for (int d = 0; d < 4; d++)
+        for (int b = 0; b < 4; b++)
+            for (int c = 0; c < 16; c++)
+                cb[d][b][c] = -2.0f + 0.25f * (float)c + 0.1f * rnd();
+    CK(cudaMemcpyToSymbol(kvt_cb, cb, sizeof cb));
     const scene scenes[] = {{"512 tokens at 0", 1, 512, 0, 0, 0},
                             {"512 tokens at 3584", 1, 512, 3584, 0, 0},
                             {"8 x 64 tokens at 1024", 8, 64, 1024, 0, 0},
                             {"448 at 0 + 64 x 1 at 1024", 1, 448, 0, 64, 1024}};
+    const format f16 = {"f16", HR_DTYPE_F16, 0, 0};
     bool ok = true;
     for (const scene &sc : scenes) {
-        ok &= scene_run<4>(sc, 128);
-        ok &= scene_run<2>(sc, 64);
+        ok &= scene_run<4>(sc, 128, f16);
+        ok &= scene_run<2>(sc, 64, f16);
     }
+    /* the record formats (--cache-type-k q8_0 / q4_0, --kv-bits, --kv-quant
+     * turbo at 3.5 and 2.5 bits): a prefill chunk, and one beside decode rows */
+    const format recs[] = {{"q8_0", HR_DTYPE_Q8_0, 0, 0},      {"q4_0", HR_DTYPE_Q4_0, 0, 0},
+                           {"affine4", HR_DTYPE_AFFINE, 4, 64}, {"affine3", HR_DTYPE_AFFINE, 3, 32},
+                           {"turbo3.5", HR_DTYPE_TURBO, 7, 0},  {"turbo2.5", HR_DTYPE_TURBO, 5, 0}};
+    for (const format &fm : recs)
+        for (int i : {1, 3}) {
+            ok &= scene_run<4>(scenes[i], 128, fm);
+            ok &= scene_run<2>(scenes[i], 64, fm);
+        }
     if (!ok)
         fprintf(stderr, "bench_cuda_attn: a variant's bits differ from k_attention's\n");
     return ok ? 0 : 1;

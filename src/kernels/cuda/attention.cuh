@@ -241,19 +241,28 @@ static __device__ __forceinline__ void att_write_plain(const hr_attn_in &a, int 
     }
 }
 
-static __device__ void att_write(const hr_attn_in &a, int t, int h, float l, const float *o) {
+/* an output row in TurboQuant V's rotated basis, rotated back; ob: hd
+ * floats of the warp's shared scratch (a whole warp) */
+template <int PER = ATT_PER>
+static __device__ void att_write_rot(const hr_attn_in &a, const kvf &vf, int t, int h, float l,
+                                     const float *o, float *ob) {
     float *out = a.out + ((size_t)t * a.n_heads + h) * a.head_dim;
     int lane = threadIdx.x & 31;
+    for (int i = 0; i < PER; i++) {
+        int d = lane + 32 * i;
+        if (d < a.head_dim)
+            ob[d] = o[i] / l;
+    }
+    __syncwarp();
+    kvt_unrotate_out(vf, h / (a.n_heads / a.n_kv_heads), ob, out);
+    __syncwarp(); /* ob is the warp's next row's */
+}
+
+static __device__ void att_write(const hr_attn_in &a, int t, int h, float l, const float *o) {
     kvf vf = kv_fmt(a, true);
-    if (vf.t == HR_DTYPE_TURBO) { /* o is in V's rotated basis: rotated back */
+    if (vf.t == HR_DTYPE_TURBO) { /* o is in V's rotated basis */
         __shared__ float ob[HR_CU_MAX_HD];
-        for (int i = 0; i < ATT_PER; i++) {
-            int d = lane + 32 * i;
-            if (d < a.head_dim)
-                ob[d] = o[i] / l;
-        }
-        __syncwarp();
-        kvt_unrotate_out(vf, h / (a.n_heads / a.n_kv_heads), ob, out);
+        att_write_rot(a, vf, t, h, l, o, ob);
         return;
     }
     att_write_plain(a, t, h, l, o);

@@ -20,8 +20,12 @@
  * takes the runs of ATT_TILED_MIN tokens or more (att_long_run); k_attention,
  * launched beside it, the others (a decode row would be one warp of a block
  * walking its context alone). Steps of few tokens keep the split kernels.
- * Plain f32/f16/bf16 caches, head_dim a multiple of 4 up to 256; others
- * keep k_attention for every token. */
+ * Every cache format, head_dim a multiple of 4 up to 256 (others keep
+ * k_attention for every token): a record (kvq.cuh) is staged as the floats
+ * kv_elem reads, so the chains are att_chunk's there too. TurboQuant's rows
+ * are read in their rotated basis as k_attention reads them: each warp
+ * rotates its rows' queries once (kvt_rotate_q_warp) and rotates their
+ * outputs back (att_write_rot). */
 #ifndef HR_KERNELS_CUDA_ATTENTION_TILED_CUH
 #define HR_KERNELS_CUDA_ATTENTION_TILED_CUH
 
@@ -58,10 +62,18 @@ static __device__ __forceinline__ float4 att_load4(const void *base, size_t at, 
     return make_float4(a.x, a.y, b.x, b.y);
 }
 
+/* the 4 floats at element i of the row at `at` (REC: K or V may be a
+ * record) */
+template <bool REC>
+static __device__ __forceinline__ float4 att_elem4(const void *base, const kvf &f, size_t at,
+                                                   int i) {
+    return REC && kv_rec(f.t) ? kv_elem4(base, f, at, i) : att_load4(base, at + i, f.t);
+}
+
 /* positions [g0, g0 + GRP) of one side's rows (K: into rows of hd + 4
  * floats, V: of hd) of the run's KV head, those in [lo, hi] (the others are
  * never read) */
-template <int PER>
+template <int PER, bool REC>
 static __device__ __forceinline__ void att_stage(const void *base, const kvf &f, int pitch,
                                                  const int32_t *tab, int kvh, int block_size,
                                                  int g0, int lo, int hi, float *dst) {
@@ -71,8 +83,9 @@ static __device__ __forceinline__ void att_stage(const void *base, const kvf &f,
     for (int i = 0; i < PER; i++) { /* every load issued before the stores */
         int u = threadIdx.x + i * ATT_TW * 32, p = u / q4, j = g0 + p;
         if (p < ATT_GRP && j >= lo && j <= hi)
-            r[i] = att_load4(base, kv_at(f, tab[j / block_size], kvh * block_size + j % block_size) +
-                                       4 * (u % q4), f.t);
+            r[i] = att_elem4<REC>(base, f,
+                                  kv_at(f, tab[j / block_size], kvh * block_size + j % block_size),
+                                  4 * (u % q4));
     }
 #pragma unroll
     for (int i = 0; i < PER; i++) {
@@ -84,8 +97,9 @@ static __device__ __forceinline__ void att_stage(const void *base, const kvf &f,
 
 /* Block (b, kvh): rows b * ROWS + i of the step's T * G rows (token
  * row / G, query head kvh * G + row % G). PER: head_dim <= 32 PER; MINB:
- * the blocks an SM must hold (registers; bench/cuda_attn.cu compares). */
-template <int PER, int MINB = ATT_TILED_MINB>
+ * the blocks an SM must hold (registers; bench/cuda_attn.cu compares); REC:
+ * K or V is a record format. */
+template <int PER, int MINB = ATT_TILED_MINB, bool REC = false>
 __global__ void __launch_bounds__(ATT_TW * 32, MINB) k_attention_tiled(hr_attn_in a, dstep st,
                                                                        int T) {
     extern __shared__ float4 att_tiled_sh[];
@@ -100,6 +114,9 @@ __global__ void __launch_bounds__(ATT_TW * 32, MINB) k_attention_tiled(hr_attn_i
         sq[i] = a.q[((size_t)t * a.n_heads + h) * hd + i % hd];
     }
     __syncthreads();
+    if (REC && kf.t == HR_DTYPE_TURBO) /* the warp's rows; sv is scratch till the first stage */
+        for (int k = 0; k < ATT_RW && r0 + wid * ATT_RW + k < r1; k++)
+            kvt_rotate_q_warp(kf, kvh, sq + (wid * ATT_RW + k) * hd, sv + wid * hd);
 
     for (int ta = r0 / G; ta <= (r1 - 1) / G;) { /* a run: tokens [ta, tb] of one sequence */
         int tb = ta;
@@ -146,10 +163,10 @@ __global__ void __launch_bounds__(ATT_TW * 32, MINB) k_attention_tiled(hr_attn_i
             }
             for (int g0 = c0; g0 < c0 + ATT_CHUNK; g0 += ATT_GRP) {
                 __syncthreads(); /* the last stage is read */
-                att_stage<PER>(a.k_cache, kf, hd + 4, tab, kvh, a.block_size, g0, lo_run,
-                               hi_run, sk);
-                att_stage<PER>(a.v_cache, vf, hd, tab, kvh, a.block_size, g0, lo_run, hi_run,
-                               sv);
+                att_stage<PER, REC>(a.k_cache, kf, hd + 4, tab, kvh, a.block_size, g0, lo_run,
+                                    hi_run, sk);
+                att_stage<PER, REC>(a.v_cache, vf, hd, tab, kvh, a.block_size, g0, lo_run,
+                                    hi_run, sv);
                 __syncthreads();
                 int j = g0 + lane; /* this lane's position, as att_chunk's */
                 bool valid[ATT_RW], any = false;
@@ -227,12 +244,18 @@ __global__ void __launch_bounds__(ATT_TW * 32, MINB) k_attention_tiled(hr_attn_i
                 if (in[k])
                     att_fold<PER>(M[k], L[k], O[k], mc[k], lc[k], oc[k]);
         }
+        bool rot = REC && vf.t == HR_DTYPE_TURBO;
+        if (rot)
+            __syncthreads(); /* the last stage is read: sv is the warps' scratch */
 #pragma unroll
         for (int k = 0; k < ATT_RW; k++)
             if (on[k]) {
                 int r = r0 + wid * ATT_RW + k, t = r / G, h = kvh * G + r % G;
                 att_sink<PER>(a, h, M[k], L[k], O[k]);
-                att_write_plain<PER>(a, t, h, L[k], O[k]);
+                if (rot)
+                    att_write_rot<PER>(a, vf, t, h, L[k], O[k], sv + wid * hd);
+                else
+                    att_write_plain<PER>(a, t, h, L[k], O[k]);
             }
         ta = tb + 1;
     }
@@ -240,17 +263,24 @@ __global__ void __launch_bounds__(ATT_TW * 32, MINB) k_attention_tiled(hr_attn_i
 
 /* Launches k_attention_tiled<PER, MINB> over the long runs of the step's
  * T tokens; false when the device refuses its shared memory */
-template <int PER, int MINB = ATT_TILED_MINB>
+template <int PER, int MINB = ATT_TILED_MINB, bool REC = false>
 static __host__ bool att_tiled_launch_per(const hr_attn_in &a, const dstep &st, int T, int dev,
                                           cudaStream_t s) {
     static std::atomic<signed char> state[64];
-    if (!cu_smem_allow(k_attention_tiled<PER, MINB>, att_tiled_bytes(32 * PER), dev, state))
+    if (!cu_smem_allow(k_attention_tiled<PER, MINB, REC>, att_tiled_bytes(32 * PER), dev, state))
         return false;
     int G = a.n_heads / a.n_kv_heads;
     dim3 grid((unsigned)((T * G + ATT_ROWS - 1) / ATT_ROWS), (unsigned)a.n_kv_heads);
-    k_attention_tiled<PER, MINB>
+    k_attention_tiled<PER, MINB, REC>
         <<<grid, ATT_TW * 32, att_tiled_bytes(a.head_dim), s>>>(a, st, T);
     return true;
+}
+
+template <int PER>
+static __host__ bool att_tiled_launch_rec(const hr_attn_in &a, const dstep &st, int T, int dev,
+                                          cudaStream_t s, bool rec) {
+    return rec ? att_tiled_launch_per<PER, ATT_TILED_MINB, true>(a, st, T, dev, s)
+               : att_tiled_launch_per<PER, ATT_TILED_MINB, false>(a, st, T, dev, s);
 }
 
 /* k_attention_tiled over the step's T tokens; false when it does not take
@@ -260,13 +290,14 @@ static __host__ bool att_tiled_launch(const hr_attn_in &a, const dstep &st, int 
                                       cudaStream_t s) {
     /* V has K's format unless v_block_stride is set (kv_fmt) */
     int vt = a.v_block_stride > 0 ? a.v_dtype : a.kv_dtype;
-    if (kv_rec(a.kv_dtype) || kv_rec(vt) || a.head_dim % 4 || a.head_dim > ATT_TILED_MAX_HD)
+    bool rec = kv_rec(a.kv_dtype) || kv_rec(vt);
+    if (a.head_dim % 4 || a.head_dim > ATT_TILED_MAX_HD)
         return false;
     if (a.head_dim <= 64)
-        return att_tiled_launch_per<2>(a, st, T, dev, s);
+        return att_tiled_launch_rec<2>(a, st, T, dev, s, rec);
     if (a.head_dim <= 128)
-        return att_tiled_launch_per<4>(a, st, T, dev, s);
-    return att_tiled_launch_per<8>(a, st, T, dev, s);
+        return att_tiled_launch_rec<4>(a, st, T, dev, s, rec);
+    return att_tiled_launch_rec<8>(a, st, T, dev, s, rec);
 }
 
 #endif

@@ -164,6 +164,49 @@ static __device__ __forceinline__ float kv_elem(const void *base, const kvf &f, 
     }
 }
 
+/* elements i .. i + 3 (i a multiple of 4) of the record at `at`, each as
+ * kv_elem gives it, from two-byte and four-byte loads (a ggml block's quants
+ * begin 2 bytes in; an affine record's stream is words) */
+static __device__ __forceinline__ float4 kv_elem4(const void *base, const kvf &f, size_t at,
+                                                  int i) {
+    const uint8_t *row = (const uint8_t *)base + at;
+    float x[4];
+    if (f.t == HR_DTYPE_Q8_0 || f.t == HR_DTYPE_Q4_0) {
+        bool q8 = f.t == HR_DTYPE_Q8_0;
+        int e = i % 32;
+        const uint8_t *b = row + (size_t)(i / 32) * (q8 ? 34 : 18);
+        const uint16_t *p = (const uint16_t *)(b + 2 + (q8 ? e : e & 15));
+        unsigned u = (unsigned)p[0] | (unsigned)p[1] << 16;
+        float d = kvg_d(b);
+        for (int k = 0; k < 4; k++) {
+            unsigned c = u >> 8 * k & 0xff;
+            int v = q8 ? (int)(int8_t)c : (int)(e < 16 ? c & 15 : c >> 4) - 8;
+            x[k] = __fmul_rn(d, (float)v);
+        }
+    } else if (f.t == HR_DTYPE_AFFINE) {
+        const uint32_t *w = (const uint32_t *)row;
+        unsigned bits = (unsigned)f.bits, bit = (unsigned)i * bits, off = bit & 31;
+        uint64_t v = w[bit >> 5];
+        if (off + 4 * bits > 32)
+            v |= (uint64_t)w[(bit >> 5) + 1] << 32;
+        v >>= off;
+        const float *sc = kva_scales(row, f);
+        int g = i / f.group;
+        float s = sc[g], b = sc[f.hd / f.group + g];
+        for (int k = 0; k < 4; k++)
+            x[k] = __fadd_rn(__fmul_rn(s, (float)(unsigned)(v >> k * bits & ((1u << bits) - 1))),
+                             b);
+    } else { /* TURBO: one segment's (its dim is a multiple of 32) */
+        kvt_lay L = kvt_layout(f);
+        int s = i / L.dim, e = i % L.dim;
+        const float *c = kvt_centroids(L.dim, L.bits[s]);
+        float w = kvt_w(row, L, s);
+        for (int k = 0; k < 4; k++)
+            x[k] = __fmul_rn(c[kvt_code(row + L.off[s], e + k, L.bits[s])], w);
+    }
+    return make_float4(x[0], x[1], x[2], x[3]);
+}
+
 /* q . row over the hd dims of a record at `at`, in dim order: the same
  * fmaf chain as over the dequantized row in f32 */
 static __device__ float kv_dot_rec(const float *q, const void *base, const kvf &f, size_t at) {

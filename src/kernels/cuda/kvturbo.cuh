@@ -192,20 +192,25 @@ static __device__ void kvt_store(uint8_t *row, const float *x, const kvf &f, int
 /* ---- attention in the rotated basis ------------------------------------------------- */
 
 /* The query q (hd floats, shared) rotated by KV head kvh's K rotation, in
- * place; tmp: hd floats of shared scratch. Every thread of the block calls
- * it; warp 0 works. */
+ * place; tmp: hd floats of shared scratch (a whole warp). */
+static __device__ void kvt_rotate_q_warp(const kvf &kf, int kvh, float *q, float *tmp) {
+    int lane = threadIdx.x & 31;
+    kvt_lay L = kvt_layout(kf);
+    for (int s = 0; s < L.nseg; s++)
+        for (int e = lane; e < L.dim; e += 32)
+            tmp[s * L.dim + e] = q[kvt_chan(kf.hd, L.nseg, s, e)];
+    __syncwarp();
+    for (int s = 0; s < L.nseg; s++)
+        kvt_rotate(tmp + s * L.dim, L, kf.layer, kvh, s, 0);
+    for (int e = lane; e < kf.hd; e += 32)
+        q[e] = tmp[e];
+    __syncwarp();
+}
+
+/* kvt_rotate_q_warp by warp 0; every thread of the block calls it */
 static __device__ void kvt_rotate_q(const kvf &kf, int kvh, float *q, float *tmp) {
-    if (threadIdx.x < 32) {
-        kvt_lay L = kvt_layout(kf);
-        for (int s = 0; s < L.nseg; s++)
-            for (int e = threadIdx.x; e < L.dim; e += 32)
-                tmp[s * L.dim + e] = q[kvt_chan(kf.hd, L.nseg, s, e)];
-        __syncwarp();
-        for (int s = 0; s < L.nseg; s++)
-            kvt_rotate(tmp + s * L.dim, L, kf.layer, kvh, s, 0);
-        for (int e = threadIdx.x; e < kf.hd; e += 32)
-            q[e] = tmp[e];
-    }
+    if (threadIdx.x < 32)
+        kvt_rotate_q_warp(kf, kvh, q, tmp);
     __syncthreads();
 }
 
