@@ -277,7 +277,10 @@ static void test_adapters(void **state) {
     hr_llm *m = NULL;
     hr_session *s = NULL;
     assert_int_equal(hr_llm_load(&m, llama, &(hr_llm_opts){.n_threads = 1}, &err), 0);
-    assert_int_equal(hr_session_new(&s, m, &(hr_session_opts){.max_batch = 2, .n_ctx = 256,
+    /* n_ctx: room for a request that outlasts the checks below while it
+     * runs (with 200 tokens this 3-layer model could end first on a loaded
+     * machine, releasing the adapter) */
+    assert_int_equal(hr_session_new(&s, m, &(hr_session_opts){.max_batch = 2, .n_ctx = 4096,
                                                                .adapters = spec}, &err), 0);
     char *list = hr_session_adapters_json(s);
     assert_non_null(strstr(list, "\"id\":\"r8\""));
@@ -288,7 +291,7 @@ static void test_adapters(void **state) {
     hr_gen_params_default(&p);
     p.prompt_tokens = prompt;
     p.n_prompt_tokens = 3;
-    p.max_tokens = 200;
+    p.max_tokens = 4000;
     p.ignore_eos = 1;
     p.temperature = 0;
     p.adapter = "r8";
