@@ -10,7 +10,8 @@
  * there the engine's pair, the tiled kernel for the long run and
  * k_attention for the rest, against k_attention alone). The record formats
  * (q8_0, q4_0, affine, TurboQuant: kvq.cuh) run the second and last steps,
- * k_attention against the engine's pair. Built with the CUDA
+ * k_attention against the engine's pair. Decode after 16384 tokens (one
+ * sequence, and 4) runs the split kernels and their fold, every format. Built with the CUDA
  * backend (bench_cuda_attn); run on the GPU machine by tools/cuda-check.sh
  * --bench. */
 #include "kernels/cuda/attention_tiled.cuh"
@@ -66,6 +67,17 @@ static void run_tiled(const hr_attn_in &a, const dstep &st, int T) {
                 att_tiled_bytes(32 * PER));
         exit(1);
     }
+}
+
+/* decode: the split kernels and their fold, as cu_attention launches them
+ * for a step of few tokens (part: the chunks' partials) */
+static float *g_part;
+static int g_nchunks, g_nsm;
+static void run_split(const hr_attn_in &a, const dstep &st, int T) {
+    int g = (2 * g_nsm + T * a.n_heads - 1) / (T * a.n_heads);
+    g = g < g_nchunks ? g : g_nchunks;
+    k_attention_split<true><<<dim3(T, a.n_heads, g), ATT_CHUNK>>>(a, st, g_part, g_nchunks);
+    k_attention_fold<<<dim3(T, a.n_heads), 32>>>(a, st, g_part, g_nchunks);
 }
 
 /* the engine's: the tiled kernel, k_attention for the short runs */
@@ -160,7 +172,9 @@ static bool scene_run(const scene &sc, int hd, const format &fm) {
     struct variant {
         const char *name;
         launch_fn run;
-    } vs[] = {{"k_attention (block per token, head)", run_chunked},
+    } dec[] = {{"k_attention (block per token, head)", run_chunked},
+               {"the engine's: split + fold", run_split}},
+      vs[] = {{"k_attention (block per token, head)", run_chunked},
               {"k_attention_tiled, 1 block an SM", run_tiled<PER, 1>},
               {"k_attention_tiled, 2 blocks an SM", run_tiled<PER, 2>},
               {"the engine's: tiled + k_attention", rec ? run_pair<PER, true> : run_pair<PER>}};
@@ -169,13 +183,20 @@ static bool scene_run(const scene &sc, int hd, const format &fm) {
     CK(cudaEventCreate(&e0));
     CK(cudaEventCreate(&e1));
     bool same = true;
-    for (size_t v = 0; v < sizeof vs / sizeof *vs; v++) {
-        if ((sc.D || rec) && (v == 1 || v == 2))
+    bool decode = sc.S == 0; /* a decode step: the split kernels */
+    if (decode) {
+        g_nchunks = (sc.dat + 1 + ATT_CHUNK - 1) / ATT_CHUNK + 1;
+        CK(cudaMalloc(&g_part, sizeof(float) * (size_t)T * NH * g_nchunks * (hd + 2)));
+    }
+    size_t nv = decode ? sizeof dec / sizeof *dec : sizeof vs / sizeof *vs;
+    for (size_t v = 0; v < nv; v++) {
+        const variant &var = decode ? dec[v] : vs[v];
+        if (!decode && (sc.D || rec) && (v == 1 || v == 2))
             continue; /* the tiled kernel alone leaves the decode rows out */
         float best = 1e30f;
         for (int r = 0; r < 5; r++) {
             CK(cudaEventRecord(e0));
-            vs[v].run(a, st, T);
+            var.run(a, st, T);
             CK(cudaEventRecord(e1));
             CK(cudaEventSynchronize(e1));
             CK(cudaGetLastError());
@@ -187,9 +208,11 @@ static bool scene_run(const scene &sc, int hd, const format &fm) {
                       cudaMemcpyDeviceToHost));
         bool eq = !v || memcmp(ref.data(), got.data(), sizeof(float) * got.size()) == 0;
         same &= eq;
-        printf("  %-8s hd %3d %-26s %-36s %8.3f ms%s\n", fm.name, hd, sc.name, vs[v].name, best,
+        printf("  %-8s hd %3d %-26s %-36s %8.3f ms%s\n", fm.name, hd, sc.name, var.name, best,
                v ? (eq ? "  same bits" : "  BITS DIFFER") : "");
     }
+    if (decode)
+        CK(cudaFree(g_part));
     CK(cudaFree((void *)st.pos));
     CK(cudaFree((void *)st.seq));
     CK(cudaFree((void *)st.end_causal));
@@ -234,6 +257,15 @@ int main(void) {
             ok &= scene_run<4>(scenes[i], 128, fm);
             ok &= scene_run<2>(scenes[i], 64, fm);
         }
+    /* decode after 16k tokens: one sequence, and 4 side by side */
+    g_nsm = p.multiProcessorCount;
+    const scene decs[] = {{"1 x 1 at 16384", 0, 0, 0, 1, 16384},
+                          {"4 x 1 at 16384", 0, 0, 0, 4, 16384}};
+    for (const scene &sc : decs) {
+        ok &= scene_run<4>(sc, 128, f16);
+        for (const format &fm : recs)
+            ok &= scene_run<4>(sc, 128, fm);
+    }
     if (!ok)
         fprintf(stderr, "bench_cuda_attn: a variant's bits differ from k_attention's\n");
     return ok ? 0 : 1;
