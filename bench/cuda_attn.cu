@@ -14,7 +14,7 @@
  * sequence, and 4) runs the split kernels and their fold, every format. Built with the CUDA
  * backend (bench_cuda_attn); run on the GPU machine by tools/cuda-check.sh
  * --bench. */
-#include "kernels/cuda/attention_tiled.cuh"
+#include "kernels/cuda/attention_gqa.cuh"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -77,6 +77,15 @@ static void run_split(const hr_attn_in &a, const dstep &st, int T) {
     int g = (2 * g_nsm + T * a.n_heads - 1) / (T * a.n_heads);
     g = g < g_nchunks ? g : g_nchunks;
     k_attention_split<true><<<dim3(T, a.n_heads, g), ATT_CHUNK>>>(a, st, g_part, g_nchunks);
+    k_attention_fold<<<dim3(T, a.n_heads), 32>>>(a, st, g_part, g_nchunks);
+}
+
+/* decode, a GQA group's query heads a block (attention_gqa.cuh) */
+static void run_gqa(const hr_attn_in &a, const dstep &st, int T) {
+    if (!att_gqa_launch(a, st, T, g_nsm, g_part, g_nchunks, 0)) {
+        fprintf(stderr, "bench_cuda_attn: k_attention_split_gqa refuses the layer\n");
+        exit(1);
+    }
     k_attention_fold<<<dim3(T, a.n_heads), 32>>>(a, st, g_part, g_nchunks);
 }
 
@@ -173,7 +182,8 @@ static bool scene_run(const scene &sc, int hd, const format &fm) {
         const char *name;
         launch_fn run;
     } dec[] = {{"k_attention (block per token, head)", run_chunked},
-               {"the engine's: split + fold", run_split}},
+               {"split + fold", run_split},
+               {"the engine's: split by GQA group + fold", run_gqa}},
       vs[] = {{"k_attention (block per token, head)", run_chunked},
               {"k_attention_tiled, 1 block an SM", run_tiled<PER, 1>},
               {"k_attention_tiled, 2 blocks an SM", run_tiled<PER, 2>},

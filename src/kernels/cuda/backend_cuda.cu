@@ -9,6 +9,7 @@ extern "C" {
 #include "kernels/graphs.h"
 }
 #include "kernels/cuda/attention.cuh"
+#include "kernels/cuda/attention_gqa.cuh"
 #include "kernels/cuda/attention_tiled.cuh"
 #include "kernels/cuda/mmq.cuh"
 #include "kernels/cuda/moe.cuh"
@@ -676,12 +677,16 @@ static void cu_attention(hr_bctx *c, const hr_attn_in *a) {
     in.out += (size_t)a->t0 * a->n_heads * a->head_dim;
     bool vec = a->head_dim % 4 == 0;
     if (T <= cx->part_tokens && T * a->n_heads < 2 * cx->n_sm) {
-        /* too few (token, head) pairs to fill the GPU: their chunks side by side */
+        /* too few (token, head) pairs to fill the GPU: their chunks side by
+         * side, a GQA group's query heads from one read of each row where
+         * the kernel takes the layer */
         int g = (2 * cx->n_sm + T * a->n_heads - 1) / (T * a->n_heads);
         if (g > cx->n_chunks)
             g = cx->n_chunks;
         dim3 grid(T, a->n_heads, g);
-        if (vec)
+        if (att_gqa_launch(in, st, T, cx->n_sm, cx->d_part, cx->n_chunks, cx->stream))
+            ;
+        else if (vec)
             k_attention_split<true><<<grid, ATT_CHUNK, 0, cx->stream>>>(in, st, cx->d_part,
                                                                          cx->n_chunks);
         else
