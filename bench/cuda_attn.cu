@@ -1,4 +1,4 @@
-/* Prefill attention on the GPU, kernel against kernel: k_attention (a block
+/* Attention on the GPU, kernel against kernel: k_attention (a block
  * per (token, query head), attention.cuh) and k_attention_tiled
  * (attention_tiled.cuh, at 1 and 2 blocks an SM) over the same random f16
  * cache at Llama-3.1-8B's heads (32 query heads, 8 KV heads, head_dim 128;
@@ -11,9 +11,10 @@
  * k_attention for the rest, against k_attention alone). The record formats
  * (q8_0, q4_0, affine, TurboQuant: kvq.cuh) run the second and last steps,
  * k_attention against the engine's pair. Decode after 16384 tokens (one
- * sequence, and 4) runs the split kernels and their fold, every format. Built with the CUDA
- * backend (bench_cuda_attn); run on the GPU machine by tools/cuda-check.sh
- * --bench. */
+ * sequence, and 4) runs k_attention_split and k_attention_split_gqa (a GQA
+ * group a block, attention_gqa.cuh), each with k_attention_fold, every
+ * format. Built with the CUDA backend (bench_cuda_attn); run on the GPU
+ * machine by tools/cuda-check.sh --bench. */
 #include "kernels/cuda/attention_gqa.cuh"
 
 #include <stdio.h>
