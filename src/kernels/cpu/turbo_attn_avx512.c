@@ -74,28 +74,27 @@ AI void hsum8x2(__m512 t, float *s0, float *s1) {
     *s1 = _mm_cvtss_f32(_mm512_extractf32x4_ps(s, 2));
 }
 
-/* word of the 8 codes at b as a 32-bit load broadcast to lanes MASK of
- * src: a whole 4-byte load (the compiler folds it into vpbroadcastd from
- * memory: no shuffle port) where 4 bytes lie in the record (`safe`), else
- * word_of's exact bytes */
-AI __m512i bword(__m512i src, __mmask16 m, const uint8_t *b, bool safe, const int BITS) {
+/* word of the 8 codes at b: a whole 4-byte load (broadcast from memory by
+ * the callers: no shuffle port) where 4 bytes lie in the record (`safe`),
+ * else word_of's exact bytes */
+AI uint32_t bload(const uint8_t *b, bool safe, const int BITS) {
     uint32_t u;
     if (safe || BITS == 4)
         memcpy(&u, b, 4);
     else
         u = word_of(b, BITS);
-    return _mm512_mask_set1_epi32(src, m, (int)u);
+    return u;
+}
+
+/* bload's word broadcast to lanes MASK of src */
+AI __m512i bword(__m512i src, __mmask16 m, const uint8_t *b, bool safe, const int BITS) {
+    return _mm512_mask_set1_epi32(src, m, (int)bload(b, safe, BITS));
 }
 
 /* the first key's word in every lane (a plain broadcast load: no merge
  * into a register), for bword to put the second's over lanes 8-15 */
 AI __m512i bword0(const uint8_t *b, bool safe, const int BITS) {
-    uint32_t u;
-    if (safe || BITS == 4)
-        memcpy(&u, b, 4);
-    else
-        u = word_of(b, BITS);
-    return _mm512_set1_epi32((int)u);
+    return _mm512_set1_epi32((int)bload(b, safe, BITS));
 }
 
 /* segment s (of BITS bits) of four keys' records r[0..4) for M rows: T[h]
