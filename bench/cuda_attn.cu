@@ -13,8 +13,9 @@
  * k_attention against the engine's pair. Decode after 16384 tokens (one
  * sequence, and 4) runs k_attention_split and k_attention_split_gqa (a GQA
  * group a block, attention_gqa.cuh), each with k_attention_fold, every
- * format. Built with the CUDA backend (bench_cuda_attn); run on the GPU
- * machine by tools/cuda-check.sh --bench. */
+ * format (`bench_cuda_attn decode`: those alone). Built with the CUDA
+ * backend (bench_cuda_attn); run on the GPU machine by tools/cuda-check.sh
+ * --bench. */
 #include "kernels/cuda/attention_gqa.cuh"
 
 #include <stdio.h>
@@ -83,7 +84,7 @@ static void run_split(const hr_attn_in &a, const dstep &st, int T) {
 
 /* decode, a GQA group's query heads a block (attention_gqa.cuh) */
 static void run_gqa(const hr_attn_in &a, const dstep &st, int T) {
-    if (!att_gqa_launch(a, st, T, g_nsm, g_part, g_nchunks, 0)) {
+    if (!att_gqa_launch(a, st, T, 0, g_nsm, g_part, g_nchunks, 0)) {
         fprintf(stderr, "bench_cuda_attn: k_attention_split_gqa refuses the layer\n");
         exit(1);
     }
@@ -238,7 +239,8 @@ static bool scene_run(const scene &sc, int hd, const format &fm) {
     return same;
 }
 
-int main(void) {
+int main(int argc, char **argv) {
+    bool only_decode = argc > 1 && !strcmp(argv[1], "decode"); /* the decode scenes alone */
     cudaDeviceProp p;
     CK(cudaGetDeviceProperties(&p, 0));
     printf("bench_cuda_attn on %s: one layer's attention, 32 query / 8 KV heads\n", p.name);
@@ -255,6 +257,8 @@ int main(void) {
     const format f16 = {"f16", HR_DTYPE_F16, 0, 0};
     bool ok = true;
     for (const scene &sc : scenes) {
+        if (only_decode)
+            break;
         ok &= scene_run<4>(sc, 128, f16);
         ok &= scene_run<2>(sc, 64, f16);
     }
@@ -265,6 +269,8 @@ int main(void) {
                            {"turbo3.5", HR_DTYPE_TURBO, 7, 0},  {"turbo2.5", HR_DTYPE_TURBO, 5, 0}};
     for (const format &fm : recs)
         for (int i : {1, 3}) {
+            if (only_decode)
+                break;
             ok &= scene_run<4>(scenes[i], 128, fm);
             ok &= scene_run<2>(scenes[i], 64, fm);
         }

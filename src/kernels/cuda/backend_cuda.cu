@@ -680,7 +680,7 @@ static void cu_attention(hr_bctx *c, const hr_attn_in *a) {
         /* too few (token, head) pairs to fill the GPU: their chunks side by
          * side, a GQA group's query heads from one read of each row where
          * the kernel takes the layer */
-        if (!att_gqa_launch(in, st, T, cx->n_sm, cx->d_part, cx->n_chunks, cx->stream)) {
+        if (!att_gqa_launch(in, st, T, cx->dev, cx->n_sm, cx->d_part, cx->n_chunks, cx->stream)) {
             int g = (2 * cx->n_sm + T * a->n_heads - 1) / (T * a->n_heads);
             if (g > cx->n_chunks)
                 g = cx->n_chunks;

@@ -50,6 +50,12 @@ static __host__ __device__ __forceinline__ size_t kv_row_len(int t, int hd, int 
     }
 }
 
+/* the bytes of one unit of kv_row_len and kv_at: a byte for a record, an
+ * element for a plain type */
+static __host__ __device__ __forceinline__ int kv_unit(int t) {
+    return kv_rec(t) ? 1 : t == HR_DTYPE_F32 ? 4 : 2;
+}
+
 /* K's (v false) or V's format in a layer's arguments (hr_qkv_args,
  * hr_attn_in): V has K's format unless v_block_stride is set */
 template <class A>
