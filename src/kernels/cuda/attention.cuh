@@ -24,7 +24,30 @@ typedef struct att_shared {
     float q[HR_CU_MAX_HD];
     float o[ATT_WARPS][HR_CU_MAX_HD];
     float m[ATT_WARPS], l[ATT_WARPS];
+    float cb[2][2][16]; /* TurboQuant K's and V's codebooks (kvt_copy_cb) */
 } att_shared;
+
+/* the formats of K (v false) and V, TurboQuant's reading the block's
+ * copies of their codebooks */
+static __device__ __forceinline__ void att_fmts(const hr_attn_in &a, float (*cb)[2][16], kvf &kf,
+                                                kvf &vf) {
+    kf = kv_fmt(a, false);
+    vf = kv_fmt(a, true);
+    if (kf.t == HR_DTYPE_TURBO)
+        kvt_bind(kf, cb[0]);
+    if (vf.t == HR_DTYPE_TURBO)
+        kvt_bind(vf, cb[1]);
+}
+
+/* TurboQuant K's and V's codebooks into cb (every thread of the block; a
+ * __syncthreads before they are read) */
+static __device__ __forceinline__ void att_copy_cbs(const hr_attn_in &a, float (*cb)[2][16]) {
+    kvf kf = kv_fmt(a, false), vf = kv_fmt(a, true);
+    if (kf.t == HR_DTYPE_TURBO)
+        kvt_copy_cb(kf, cb[0]);
+    if (vf.t == HR_DTYPE_TURBO)
+        kvt_copy_cb(vf, cb[1]);
+}
 
 /* (m, l, o) <- (m, l, o) (+) (m2, l2, o2), o's dims lane + 32 i. */
 template <int PER = ATT_PER>
@@ -150,7 +173,8 @@ static __device__ void att_chunk(const hr_attn_in &a, const int32_t *tab, int kv
     int lane = threadIdx.x & 31, wid = threadIdx.x >> 5, hd = a.head_dim;
     int j = c0 + wid * 32 + lane;
     bool valid = j >= lo && j <= p;
-    kvf kf = kv_fmt(a, false), vf = kv_fmt(a, true); /* the rows' formats (kvq.cuh) */
+    kvf kf, vf; /* the rows' formats (kvq.cuh) */
+    att_fmts(a, sh->cb, kf, vf);
     size_t at = 0; /* position j's V row */
     float s = -INFINITY;
     if (valid) {
@@ -209,6 +233,7 @@ static __device__ void att_begin(const hr_attn_in &a, int t, int h, att_shared *
     const float *q = a.q + ((size_t)t * a.n_heads + h) * a.head_dim;
     for (int d = threadIdx.x; d < a.head_dim; d += blockDim.x)
         sh->q[d] = q[d];
+    att_copy_cbs(a, sh->cb);
     __syncthreads();
     kvf kf = kv_fmt(a, false);
     if (kf.t == HR_DTYPE_TURBO) /* scores in K's rotated basis (kvturbo.cuh) */

@@ -89,6 +89,7 @@ __global__ void __launch_bounds__(ATT_CHUNK, ATT_GQA_MINB)
     constexpr int IB = PER < 4 ? PER : 4; /* dims a lane loads at once in the V sums */
     __shared__ att_gqa_shared<PER> sh;
     __shared__ size_t offs[ATT_WARPS][2][32];
+    __shared__ float cbs[2][2][16]; /* TurboQuant K's and V's codebooks (att_copy_cbs) */
     extern __shared__ float4 att_gqa_rows[];
     int G = a.n_heads / a.n_kv_heads, ngr = (G + ATT_GR - 1) / ATT_GR;
     int t = blockIdx.x, kvh = blockIdx.y / ngr, g0 = blockIdx.y % ngr * ATT_GR;
@@ -97,8 +98,10 @@ __global__ void __launch_bounds__(ATT_CHUNK, ATT_GQA_MINB)
     att_range(a, st, t, lo, hi);
     for (int i = threadIdx.x; i < nr * hd; i += blockDim.x)
         sh.q[i / hd][i % hd] = a.q[((size_t)t * a.n_heads + h0 + i / hd) * hd + i % hd];
+    att_copy_cbs(a, cbs);
     __syncthreads();
-    kvf kf = kv_fmt(a, false), vf = kv_fmt(a, true);
+    kvf kf, vf;
+    att_fmts(a, cbs, kf, vf);
     if (kf.t == HR_DTYPE_TURBO) { /* scores in K's rotated basis: warp k rotates row k */
         if (wid < nr)
             kvt_rotate_q_warp(kf, kvh, sh.q[wid], sh.o[0][wid]);

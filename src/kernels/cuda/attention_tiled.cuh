@@ -43,7 +43,7 @@
  * [GRP][hd] */
 static __host__ __device__ __forceinline__ size_t att_tiled_bytes(int hd) {
     return sizeof(float) * ((size_t)ATT_ROWS * hd + (size_t)ATT_GRP * (hd + 4) +
-                            (size_t)ATT_GRP * hd);
+                            (size_t)ATT_GRP * hd + 2 * 2 * 16);
 }
 
 /* the 4 values at element `at` of a plain row as floats */
@@ -106,8 +106,12 @@ __global__ void __launch_bounds__(ATT_TW * 32, MINB) k_attention_tiled(hr_attn_i
     int hd = a.head_dim, G = a.n_heads / a.n_kv_heads, kvh = blockIdx.y;
     int lane = threadIdx.x & 31, wid = threadIdx.x >> 5;
     float *sq = (float *)att_tiled_sh, *sk = sq + ATT_ROWS * hd, *sv = sk + ATT_GRP * (hd + 4);
+    float(*cb)[2][16] = (float(*)[2][16])(sv + ATT_GRP * hd); /* TurboQuant's codebooks */
     int r0 = blockIdx.x * ATT_ROWS, r1 = min(T * G, r0 + ATT_ROWS); /* the block's rows */
-    kvf kf = kv_fmt(a, false), vf = kv_fmt(a, true);
+    kvf kf, vf;
+    att_fmts(a, cb, kf, vf);
+    if (REC)
+        att_copy_cbs(a, cb);
 
     for (int i = threadIdx.x; i < (r1 - r0) * hd; i += blockDim.x) {
         int r = r0 + i / hd, t = r / G, h = kvh * G + r % G;

@@ -32,6 +32,9 @@ struct kvf {
     int layer, v; /* TURBO: the rows' rotations (hr_turbo_kv_seed) */
     float rinv;   /* TURBO: 1 / sqrt(a segment's channels) */
     size_t stride, row;
+    const float *cb0, *cb1; /* TURBO: its segments' codebooks where a kernel copied them
+                               (kvt_bind), else NULL: kvt_cb's (two fields, not an
+                               array: an index would put the struct in local memory) */
 };
 
 static __host__ __device__ __forceinline__ bool kv_rec(int t) {
@@ -72,6 +75,7 @@ static __device__ __forceinline__ kvf kv_fmt(const A &a, bool v) {
     f.row = kv_row_len(f.t, a.head_dim, f.bits, f.group);
     int dim = f.bits % 2 ? a.head_dim / 2 : a.head_dim; /* hr_turbo_kv_layout's rinv */
     f.rinv = f.t == HR_DTYPE_TURBO ? __fdiv_rn(1.0f, __fsqrt_rn((float)dim)) : 0.0f;
+    f.cb0 = f.cb1 = NULL;
     return f;
 }
 
@@ -205,7 +209,7 @@ static __device__ __forceinline__ float4 kv_elem4(const void *base, const kvf &f
     } else { /* TURBO: one segment's (its dim is a multiple of 32) */
         kvt_lay L = kvt_layout(f);
         int s = i / L.dim, e = i % L.dim;
-        const float *c = kvt_centroids(L.dim, L.bits[s]);
+        const float *c = kvt_cbook(f, L, s);
         float w = kvt_w(row, L, s);
         for (int k = 0; k < 4; k++)
             x[k] = __fmul_rn(c[kvt_code(row + L.off[s], e + k, L.bits[s])], w);

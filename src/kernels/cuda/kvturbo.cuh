@@ -40,6 +40,29 @@ static __device__ __forceinline__ const float *kvt_centroids(int dim, int bits) 
     return kvt_cb[__ffs(dim) - 6][bits - 1]; /* dim 32 .. 256 */
 }
 
+/* segment s's codebook: the kernel's copy (kvt_bind), else kvt_cb's. A
+ * warp's lanes read codes of their own, and constant memory serializes
+ * diverging addresses where shared memory serves them at once. */
+static __device__ __forceinline__ const float *kvt_cbook(const kvf &f, const kvt_lay &L, int s) {
+    const float *c = s ? f.cb1 : f.cb0;
+    return c ? c : kvt_centroids(L.dim, L.bits[s]);
+}
+
+/* f's segments' codebooks copied into sh[2][16] (shared; every thread of
+ * the block calls it, a __syncthreads before they are read) */
+static __device__ void kvt_copy_cb(const kvf &f, float (*sh)[16]) {
+    kvt_lay L = kvt_layout(f);
+    for (int i = threadIdx.x; i < 2 * 16; i += blockDim.x)
+        if (i / 16 < L.nseg)
+            sh[i / 16][i % 16] = kvt_centroids(L.dim, L.bits[i / 16])[i % 16];
+}
+
+/* f reads its codebooks from sh (kvt_copy_cb's) */
+static __device__ __forceinline__ void kvt_bind(kvf &f, float (*sh)[16]) {
+    f.cb0 = sh[0];
+    f.cb1 = sh[1];
+}
+
 /* the channel of position e of segment s (hr_turbo_kv_chan) */
 static __device__ __forceinline__ int kvt_chan(int hd, int nseg, int s, int e) {
     if (nseg == 1)
@@ -127,7 +150,7 @@ static __device__ __forceinline__ float kvt_w(const uint8_t *row, const kvt_lay 
 static __device__ __forceinline__ float kvt_elem(const uint8_t *row, const kvf &f, int i) {
     kvt_lay L = kvt_layout(f);
     int s = i / L.dim, e = i % L.dim;
-    const float *c = kvt_centroids(L.dim, L.bits[s]);
+    const float *c = kvt_cbook(f, L, s);
     return __fmul_rn(c[kvt_code(row + L.off[s], e, L.bits[s])], kvt_w(row, L, s));
 }
 
@@ -136,7 +159,7 @@ static __device__ float kvt_dot(const float *q, const uint8_t *row, const kvf &f
     kvt_lay L = kvt_layout(f);
     float acc = 0.0f;
     for (int s = 0; s < L.nseg; s++) {
-        const float *c = kvt_centroids(L.dim, L.bits[s]);
+        const float *c = kvt_cbook(f, L, s);
         const uint8_t *qs = row + L.off[s];
         float w = kvt_w(row, L, s);
         for (int e = 0; e < L.dim; e++)
