@@ -76,10 +76,8 @@ static void run_tiled(const hr_attn_in &a, const dstep &st, int T) {
 static float *g_part;
 static int g_nchunks, g_nsm;
 static void run_split(const hr_attn_in &a, const dstep &st, int T) {
-    int g = (2 * g_nsm + T * a.n_heads - 1) / (T * a.n_heads);
-    g = g < g_nchunks ? g : g_nchunks;
-    k_attention_split<true><<<dim3(T, a.n_heads, g), ATT_CHUNK>>>(a, st, g_part, g_nchunks);
-    k_attention_fold<<<dim3(T, a.n_heads), 32>>>(a, st, g_part, g_nchunks);
+    att_split_launch(a, st, T, g_nsm, g_part, g_nchunks, 0);
+    att_fold_launch(a, st, T, g_part, g_nchunks, 0);
 }
 
 /* decode, a GQA group's query heads a block (attention_gqa.cuh) */
@@ -88,7 +86,13 @@ static void run_gqa(const hr_attn_in &a, const dstep &st, int T) {
         fprintf(stderr, "bench_cuda_attn: k_attention_split_gqa refuses the layer\n");
         exit(1);
     }
-    k_attention_fold<<<dim3(T, a.n_heads), 32>>>(a, st, g_part, g_nchunks);
+    att_fold_launch(a, st, T, g_part, g_nchunks, 0);
+}
+
+/* the fold alone, over the partials the run before it left (the same
+ * output) */
+static void run_fold(const hr_attn_in &a, const dstep &st, int T) {
+    att_fold_launch(a, st, T, g_part, g_nchunks, 0);
 }
 
 /* the engine's: the tiled kernel, k_attention for the short runs */
@@ -185,7 +189,8 @@ static bool scene_run(const scene &sc, int hd, const format &fm) {
         launch_fn run;
     } dec[] = {{"k_attention (block per token, head)", run_chunked},
                {"split + fold", run_split},
-               {"the engine's: split by GQA group + fold", run_gqa}},
+               {"the engine's: split by GQA group + fold", run_gqa},
+               {"its fold alone", run_fold}},
       vs[] = {{"k_attention (block per token, head)", run_chunked},
               {"k_attention_tiled, 1 block an SM", run_tiled<PER, 1>},
               {"k_attention_tiled, 2 blocks an SM", run_tiled<PER, 2>},

@@ -283,14 +283,15 @@ static __device__ void att_write_rot(const hr_attn_in &a, const kvf &vf, int t, 
     __syncwarp(); /* ob is the warp's next row's */
 }
 
+template <int PER = ATT_PER>
 static __device__ void att_write(const hr_attn_in &a, int t, int h, float l, const float *o) {
     kvf vf = kv_fmt(a, true);
     if (vf.t == HR_DTYPE_TURBO) { /* o is in V's rotated basis */
         __shared__ float ob[HR_CU_MAX_HD];
-        att_write_rot(a, vf, t, h, l, o, ob);
+        att_write_rot<PER>(a, vf, t, h, l, o, ob);
         return;
     }
-    att_write_plain(a, t, h, l, o);
+    att_write_plain<PER>(a, t, h, l, o);
 }
 
 /* tokens a sequence's run in a step (its tokens side by side) must have for
@@ -363,22 +364,66 @@ __global__ void __launch_bounds__(ATT_CHUNK) k_attention_split(hr_attn_in a, dst
     }
 }
 
-/* One warp per (token, head): the partials folded in chunk order. */
+/* One warp per (token, head): the partials folded in chunk order, ATT_FOLD_AHEAD
+ * chunks' loads issued before their folds (after 16k tokens a head has 128
+ * chunks, and one at a time each fold waited on its loads). PER: head_dim <=
+ * 32 PER. */
+#define ATT_FOLD_AHEAD 4
+template <int PER>
 __global__ void k_attention_fold(hr_attn_in a, dstep st, const float *part, int n_chunks) {
     int t = blockIdx.x, h = blockIdx.y, hd = a.head_dim, lane = threadIdx.x, lo, hi;
     att_range(a, st, t, lo, hi);
-    float M = -INFINITY, L = 0.0f, O[ATT_PER];
-    for (int i = 0; i < ATT_PER; i++)
+    float M = -INFINITY, L = 0.0f, O[PER];
+    for (int i = 0; i < PER; i++)
         O[i] = 0.0f;
-    for (int ci = lo / ATT_CHUNK; ci <= hi / ATT_CHUNK; ci++) {
-        const float *src = part + (((size_t)t * a.n_heads + h) * n_chunks + ci) * (hd + 2);
-        float o2[ATT_PER];
-        for (int i = 0; i < ATT_PER; i++)
-            o2[i] = lane + 32 * i < hd ? src[2 + lane + 32 * i] : 0.0f;
-        att_fold(M, L, O, src[0], src[1], o2);
+    const float *head = part + ((size_t)t * a.n_heads + h) * n_chunks * (hd + 2);
+    for (int c0 = lo / ATT_CHUNK; c0 <= hi / ATT_CHUNK; c0 += ATT_FOLD_AHEAD) {
+        float m2[ATT_FOLD_AHEAD], l2[ATT_FOLD_AHEAD], o2[ATT_FOLD_AHEAD][PER];
+#pragma unroll
+        for (int u = 0; u < ATT_FOLD_AHEAD; u++) {
+            const float *src = head + (size_t)(c0 + u) * (hd + 2);
+            bool in = c0 + u <= hi / ATT_CHUNK;
+            m2[u] = in ? src[0] : -INFINITY;
+            l2[u] = in ? src[1] : 0.0f;
+#pragma unroll
+            for (int i = 0; i < PER; i++)
+                o2[u][i] = in && lane + 32 * i < hd ? src[2 + lane + 32 * i] : 0.0f;
+        }
+#pragma unroll
+        for (int u = 0; u < ATT_FOLD_AHEAD; u++)
+            if (c0 + u <= hi / ATT_CHUNK)
+                att_fold<PER>(M, L, O, m2[u], l2[u], o2[u]);
     }
-    att_sink(a, h, M, L, O);
-    att_write(a, t, h, L, O);
+    att_sink<PER>(a, h, M, L, O);
+    att_write<PER>(a, t, h, L, O);
+}
+
+/* k_attention_fold over the step's T tokens */
+static __host__ void att_fold_launch(const hr_attn_in &a, const dstep &st, int T, const float *part,
+                                     int n_chunks, cudaStream_t s) {
+    dim3 grid((unsigned)T, (unsigned)a.n_heads);
+    if (a.head_dim <= 64)
+        k_attention_fold<2><<<grid, 32, 0, s>>>(a, st, part, n_chunks);
+    else if (a.head_dim <= 128)
+        k_attention_fold<4><<<grid, 32, 0, s>>>(a, st, part, n_chunks);
+    else if (a.head_dim <= 256)
+        k_attention_fold<8><<<grid, 32, 0, s>>>(a, st, part, n_chunks);
+    else
+        k_attention_fold<ATT_PER><<<grid, 32, 0, s>>>(a, st, part, n_chunks);
+}
+
+/* Launches k_attention_split over the step's T tokens into part (the
+ * partials of n_chunks chunks a (token, head)), about 2 blocks an SM of
+ * n_sm; k_attention_fold folds them. */
+static __host__ void att_split_launch(const hr_attn_in &a, const dstep &st, int T, int n_sm,
+                                      float *part, int n_chunks, cudaStream_t s) {
+    int g = (2 * n_sm + T * a.n_heads - 1) / (T * a.n_heads);
+    g = g < n_chunks ? g : n_chunks;
+    dim3 grid((unsigned)T, (unsigned)a.n_heads, (unsigned)g);
+    if (a.head_dim % 4 == 0)
+        k_attention_split<true><<<grid, ATT_CHUNK, 0, s>>>(a, st, part, n_chunks);
+    else
+        k_attention_split<false><<<grid, ATT_CHUNK, 0, s>>>(a, st, part, n_chunks);
 }
 
 #endif

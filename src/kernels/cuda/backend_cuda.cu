@@ -680,20 +680,9 @@ static void cu_attention(hr_bctx *c, const hr_attn_in *a) {
         /* too few (token, head) pairs to fill the GPU: their chunks side by
          * side, a GQA group's query heads from one read of each row where
          * the kernel takes the layer */
-        if (!att_gqa_launch(in, st, T, cx->dev, cx->n_sm, cx->d_part, cx->n_chunks, cx->stream)) {
-            int g = (2 * cx->n_sm + T * a->n_heads - 1) / (T * a->n_heads);
-            if (g > cx->n_chunks)
-                g = cx->n_chunks;
-            dim3 grid(T, a->n_heads, g);
-            if (vec)
-                k_attention_split<true><<<grid, ATT_CHUNK, 0, cx->stream>>>(in, st, cx->d_part,
-                                                                             cx->n_chunks);
-            else
-                k_attention_split<false><<<grid, ATT_CHUNK, 0, cx->stream>>>(
-                    in, st, cx->d_part, cx->n_chunks);
-        }
-        k_attention_fold<<<dim3(T, a->n_heads), 32, 0, cx->stream>>>(in, st, cx->d_part,
-                                                                      cx->n_chunks);
+        if (!att_gqa_launch(in, st, T, cx->dev, cx->n_sm, cx->d_part, cx->n_chunks, cx->stream))
+            att_split_launch(in, st, T, cx->n_sm, cx->d_part, cx->n_chunks, cx->stream);
+        att_fold_launch(in, st, T, cx->d_part, cx->n_chunks, cx->stream);
         return;
     }
     /* runs of many tokens a sequence (prefill): K/V shared through shared
