@@ -364,13 +364,13 @@ __global__ void __launch_bounds__(ATT_CHUNK) k_attention_split(hr_attn_in a, dst
     }
 }
 
-/* One warp per (token, head): the partials folded in chunk order, ATT_FOLD_AHEAD
+/* One warp per (token, head): the partials folded in chunk order, AHEAD
  * chunks' loads issued before their folds (after 16k tokens a head has 128
  * chunks, and one at a time each fold waited on its loads). PER: head_dim <=
  * 32 PER. */
-#define ATT_FOLD_AHEAD 4
 template <int PER>
 __global__ void k_attention_fold(hr_attn_in a, dstep st, const float *part, int n_chunks) {
+    constexpr int ATT_FOLD_AHEAD = PER <= 8 ? 8 : 4; /* AHEAD (registers: 8 x PER floats) */
     int t = blockIdx.x, h = blockIdx.y, hd = a.head_dim, lane = threadIdx.x, lo, hi;
     att_range(a, st, t, lo, hi);
     float M = -INFINITY, L = 0.0f, O[PER];
