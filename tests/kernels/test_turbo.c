@@ -12,7 +12,12 @@
  *    so z is not exactly the codebook's density) it stays below the
  *    paper's bound sqrt(3) pi / 2 4^-b;
  *  - the row read in the rotated basis is the row rotated (attention's
- *    domain: <q, x^> = <rotate(q), y^> within 1e-5). */
+ *    domain: <q, x^> = <rotate(q), y^> within 1e-5);
+ *  - every ISA's rotation, inverse and codes (cpu.h's turbo_rotate,
+ *    turbo_unrotate, turbo_encode) give the scalar bodies' bits, over
+ *    every length and width, values on the cells' thresholds, zeros,
+ *    infinities and NaNs. */
+#include "kernels/cpu/cpu.h"
 #include "kernels/cpu/turbo.h"
 #include "sample/rng.h"
 
@@ -133,9 +138,66 @@ static void test_round_trip(void **state) {
             }
 }
 
+static void test_rows_isas(void **state) {
+    (void)state;
+    hr_rng rng;
+    hr_rng_seed(&rng, 5);
+    static const int NS[] = {16, 32, 64, 128, 256}; /* powers of 2 */
+    float x[256], s[256], y[256], z[256], yw[256], zw[256];
+    uint8_t q[128], qw[128];
+    int cases = 0;
+    for (int ni = 0; ni < 5; ni++)
+        for (int c = 0; c < 8; c++) {
+            int n = NS[ni];
+            hr_turbo_signs(s, n, 31 + (uint64_t)c);
+            for (int i = 0; i < n; i++)
+                x[i] = gauss(&rng) * (i % 11 == 3 ? 9.0f : 1.0f);
+            if (c == 7) { /* what the codes must survive */
+                x[1] = INFINITY;
+                x[2] = -INFINITY;
+                x[3] = NAN;
+                x[4] = 0.0f;
+            }
+            hr__turbo_rotate_scalar(y, x, s, n);
+            hr__turbo_unrotate_scalar(z, y, s, n);
+            /* the codes of x itself (scale 1) where the width's table
+             * holds this length, thresholds hit exactly on some */
+            int cd = n == 64 || n == 128 || n == 256 ? n : 0;
+            for (int isa = 1; isa < HR_ISA_COUNT; isa++) {
+                const hr_cpu_kernels *K = hr_cpu_isa((hr_isa)isa);
+                if (!K)
+                    continue;
+                K->turbo_rotate(yw, x, s, n);
+                assert_memory_equal(yw, y, (size_t)n * 4);
+                K->turbo_unrotate(zw, y, s, n);
+                assert_memory_equal(zw, z, (size_t)n * 4);
+                memcpy(zw, y, (size_t)n * 4); /* in place, as the KV rows' inverse runs */
+                K->turbo_unrotate(zw, zw, s, n);
+                assert_memory_equal(zw, z, (size_t)n * 4);
+                for (int b = 1; cd && b <= 4; b++) {
+                    const float *cb = hr_turbo_codebook(cd, b);
+                    float in[256];
+                    memcpy(in, x, (size_t)n * 4);
+                    in[5] = 0.5f * (cb[0] + cb[1]); /* on a threshold: the lower cell */
+                    in[6] = cb[(1 << b) - 1] * 2;
+                    float sc = c == 6 ? 0.0f : 1.0f;
+                    memset(q, 0xa5, sizeof q);
+                    memset(qw, 0xa5, sizeof qw);
+                    double want = hr__turbo_encode_scalar(q, in, sc, cb, n, b);
+                    double got = K->turbo_encode(qw, in, sc, cb, n, b);
+                    assert_memory_equal(q, qw, sizeof q);
+                    assert_true(isnan(want) ? isnan(got) : !memcmp(&want, &got, sizeof got));
+                }
+                cases++;
+            }
+        }
+    printf("TurboQuant rotation, inverse and codes: %d ISA cases == the scalar bodies\n", cases);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_rotation),
+        cmocka_unit_test(test_rows_isas),
         cmocka_unit_test(test_codebooks),
         cmocka_unit_test(test_round_trip),
     };

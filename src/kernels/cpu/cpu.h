@@ -125,6 +125,13 @@ typedef struct hr_cpu_kernels {
                        size_t rb, int nk, const struct hr_turbo_kv *L, float scale);
     void (*turbo_axpys)(float *o, const float *p, size_t ldp, int nr, const void *rec,
                         size_t rb, int nv, const struct hr_turbo_kv *L);
+    /* TurboQuant's row operations (turbo.h: hr__turbo_rotate_scalar,
+     * hr__turbo_unrotate_scalar, hr__turbo_encode_scalar), their bits on
+     * every ISA */
+    void (*turbo_rotate)(float *y, const float *x, const float *signs, int n);
+    void (*turbo_unrotate)(float *x, const float *y, const float *signs, int n);
+    double (*turbo_encode)(uint8_t *q, const float *y, float s, const float *c, int dim,
+                           int bits);
     /* hr_softmax (ops.h), in place */
     void (*softmax)(float *x, int n);
     /* hr_silu_mul (ops.h): g[i] = silu(g[i]) u[i] (u NULL: 1), within 5e-7

@@ -1,6 +1,7 @@
 /* TurboQuant's MSE quantizer of one row (turbo.h). */
 #include "kernels/cpu/turbo.h"
 #include "core/tensor.h"
+#include "kernels/cpu/cpu.h"
 #include "kernels/cpu/turbo_codebooks.h"
 
 #include <math.h>
@@ -42,7 +43,7 @@ static void fwht(float *v, int n) {
             }
 }
 
-void hr_turbo_rotate(float *y, const float *x, const float *signs, int hd) {
+void hr__turbo_rotate_scalar(float *y, const float *x, const float *signs, int hd) {
     float r = 1.0f / sqrtf((float)hd);
     for (int i = 0; i < hd; i++)
         y[i] = x[i] * signs[i];
@@ -51,7 +52,7 @@ void hr_turbo_rotate(float *y, const float *x, const float *signs, int hd) {
         y[i] *= r;
 }
 
-void hr_turbo_unrotate(float *x, const float *y, const float *signs, int hd) {
+void hr__turbo_unrotate_scalar(float *x, const float *y, const float *signs, int hd) {
     float r = 1.0f / sqrtf((float)hd);
     if (x != y)
         memcpy(x, y, (size_t)hd * sizeof *x);
@@ -60,12 +61,9 @@ void hr_turbo_unrotate(float *x, const float *y, const float *signs, int hd) {
         x[i] *= r * signs[i];
 }
 
-/* The codes of y (dim floats: x rotated, x of norm n) at q; returns
- * sum_i z_i c[code_i] (double), <z, the centroids> */
-static double encode(uint8_t *q, const float *y, float n, int dim, int bits) {
-    const float *c = hr_turbo_centroids[dim_index(dim)][bits - 1];
+double hr__turbo_encode_scalar(uint8_t *q, const float *y, float s, const float *c, int dim,
+                               int bits) {
     int k = 1 << bits;
-    float s = n > 0 ? sqrtf((float)dim) / n : 0.0f;
     double zc = 0;
     memset(q, 0, (size_t)dim * (size_t)bits / 8);
     for (int i = 0; i < dim; i++) {
@@ -80,6 +78,21 @@ static double encode(uint8_t *q, const float *y, float n, int dim, int bits) {
             q[(bit >> 3) + 1] |= (uint8_t)(code >> (8 - (bit & 7)));
     }
     return zc;
+}
+
+void hr_turbo_rotate(float *y, const float *x, const float *signs, int hd) {
+    hr_cpu()->turbo_rotate(y, x, signs, hd);
+}
+
+void hr_turbo_unrotate(float *x, const float *y, const float *signs, int hd) {
+    hr_cpu()->turbo_unrotate(x, y, signs, hd);
+}
+
+/* The codes of y (dim floats: x rotated, x of norm n) at q; returns
+ * sum_i z_i c[code_i] (double), <z, the centroids> */
+static double encode(uint8_t *q, const float *y, float n, int dim, int bits) {
+    float s = n > 0 ? sqrtf((float)dim) / n : 0.0f;
+    return hr_cpu()->turbo_encode(q, y, s, hr_turbo_centroids[dim_index(dim)][bits - 1], dim, bits);
 }
 
 static float norm_of(const float *x, int n) {

@@ -158,11 +158,18 @@ void hr__turbo_dots_avx512(float *sc, size_t ldsc, const float *q, int nr, const
                            size_t rb, int nk, const hr_turbo_kv *L, float scale);
 void hr__turbo_axpys_avx512(float *o, const float *p, size_t ldp, int nr, const void *rec,
                             size_t rb, int nv, const hr_turbo_kv *L);
-/* The AVX2 bodies' runs widened once (nr >= 5) with AVX-512's kvwide pass:
- * the AVX-512 entries' calls of many rows (a prefill tile's) */
-void hr__turbo_wide_dots_avx512(float *sc, size_t ldsc, const float *q, int nr, const void *rec,
-                                size_t rb, int nk, const hr_turbo_kv *L, float scale);
-void hr__turbo_wide_axpys_avx512(float *o, const float *p, size_t ldp, int nr, const void *rec,
-                                 size_t rb, int nv, const hr_turbo_kv *L);
+/* hr_turbo_rotate and hr_turbo_unrotate's bodies (cpu.h's turbo_rotate,
+ * turbo_unrotate), and the codes of a rotated row (turbo_encode): y's dim
+ * floats times s, each its nearest of the 2^bits centroids c, packed at q
+ * (LSB first); returns sum_i z_i c[code_i] in double, in order. The scalar
+ * bodies are the definition; turbo_avx512.c gives their bits. */
+void hr__turbo_rotate_scalar(float *y, const float *x, const float *signs, int hd);
+void hr__turbo_unrotate_scalar(float *x, const float *y, const float *signs, int hd);
+double hr__turbo_encode_scalar(uint8_t *q, const float *y, float s, const float *c, int dim,
+                               int bits);
+void hr__turbo_rotate_avx512(float *y, const float *x, const float *signs, int hd);
+void hr__turbo_unrotate_avx512(float *x, const float *y, const float *signs, int hd);
+double hr__turbo_encode_avx512(uint8_t *q, const float *y, float s, const float *c, int dim,
+                               int bits);
 
 #endif

@@ -6,8 +6,9 @@
  * 4: two, blended on the index's bit 3), once for up to 4 query rows (a GQA
  * group); for more output rows (a prefill tile's tokens x the group) a
  * run of records is widened once for all of them (kvwide_avx2.c's score
- * and output passes). Every lane runs the reference's fma chain, so the bits are the scalar's; the
- * AVX-512 table uses these too. */
+ * and output passes). Every lane runs the reference's fma chain, so the
+ * bits are the scalar's; the AVX-512 bodies (turbo_attn_avx512.c) take a
+ * run's odd last keys here. */
 #include "kernels/cpu/hsum_avx2.h"
 #include "kernels/cpu/kvquant.h"
 #include "kernels/cpu/turbo.h"
@@ -135,8 +136,8 @@ AI void widen_run(float *v, float *s, const uint8_t *rec, size_t rb, int j0, int
 
 /* The pass J over nk records, runs of records widened once (kvquant.h
  * hr__kvwide: the centroids, the segments' norm * rinv) */
-AI void wide(hr__kvwide_pass_fn pass, const hr__kvwide_job *J, const uint8_t *rec, size_t rb,
-             int nk, const hr_turbo_kv *L, const int NSEG, const int B0, const int B1) {
+AI void wide(const hr__kvwide_job *J, const uint8_t *rec, size_t rb, int nk, const hr_turbo_kv *L,
+             const int NSEG, const int B0, const int B1) {
     int ld = hr__kvwide_ld(L->hd), run = HR_KVWIDE_FLOATS / ld;
     cbook k[2] = {cbook_of(L->cb[0], B0), cbook_of(L->cb[NSEG - 1], B1)};
     _Alignas(32) float v[HR_KVWIDE_FLOATS + 64]; /* + 64: s not 4 KiB from v's rows */
@@ -145,15 +146,15 @@ AI void wide(hr__kvwide_pass_fn pass, const hr__kvwide_job *J, const uint8_t *re
         int n = nk - j0 < run ? nk - j0 : run;
         widen_run(v, s, rec, rb, j0, n, ld, L, k, NSEG, B0, B1);
         hr__kvwide W = {v, s, NULL, n, L->hd, NSEG, ld};
-        pass(J, j0, &W);
+        hr__kvwide_pass_avx2(J, j0, &W);
     }
 }
 
-AI void dots(hr__kvwide_pass_fn pass, float *sc, size_t ldsc, const float *q, int nr,
+AI void dots(float *sc, size_t ldsc, const float *q, int nr,
              const uint8_t *rec, size_t rb, int nk, const hr_turbo_kv *L, float scale,
              const int NSEG, const int B0, const int B1) {
     if (nr >= WIDE) {
-        wide(pass, &(hr__kvwide_job){.sc = sc, .ldsc = ldsc, .q = q, .scale = scale, .nr = nr}, rec,
+        wide(&(hr__kvwide_job){.sc = sc, .ldsc = ldsc, .q = q, .scale = scale, .nr = nr}, rec,
              rb, nk, L, NSEG, B0, B1);
         return;
     }
@@ -202,11 +203,11 @@ AI void axpys_m(float *o, const float *p, size_t ldp, const int M, const uint8_t
     }
 }
 
-AI void axpys(hr__kvwide_pass_fn pass, float *o, const float *p, size_t ldp, int nr,
+AI void axpys(float *o, const float *p, size_t ldp, int nr,
               const uint8_t *rec, size_t rb, int nv, const hr_turbo_kv *L, const int NSEG,
               const int B0, const int B1) {
     if (nr >= WIDE) {
-        wide(pass, &(hr__kvwide_job){.o = o, .p = p, .ldp = ldp, .nr = nr}, rec, rb, nv, L, NSEG,
+        wide(&(hr__kvwide_job){.o = o, .p = p, .ldp = ldp, .nr = nr}, rec, rb, nv, L, NSEG,
              B0, B1);
         return;
     }
@@ -222,48 +223,35 @@ AI void axpys(hr__kvwide_pass_fn pass, float *o, const float *p, size_t ldp, int
     }
 }
 
-/* one body per rate: the unpacking's branches fold away. The AVX2 table's
- * runs widened once go through hr__kvwide_pass_avx2; the AVX-512 table's
- * prefill rows (turbo_attn_avx512.c) through hr__kvwide_pass_avx512, the
- * same bits. */
-static void turbo_dots(hr__kvwide_pass_fn pass, float *sc, size_t ldsc, const float *q, int nr,
+/* one body per rate: the unpacking's branches fold away */
+static void turbo_dots(float *sc, size_t ldsc, const float *q, int nr,
                        const void *rec, size_t rb, int nk, const hr_turbo_kv *L, float scale) {
     switch (L->r2) {
-    case 4: dots(pass, sc, ldsc, q, nr, rec, rb, nk, L, scale, 1, 2, 2); break;
-    case 5: dots(pass, sc, ldsc, q, nr, rec, rb, nk, L, scale, 2, 3, 2); break;
-    case 6: dots(pass, sc, ldsc, q, nr, rec, rb, nk, L, scale, 1, 3, 3); break;
-    case 7: dots(pass, sc, ldsc, q, nr, rec, rb, nk, L, scale, 2, 4, 3); break;
-    default: dots(pass, sc, ldsc, q, nr, rec, rb, nk, L, scale, 1, 4, 4); break;
+    case 4: dots(sc, ldsc, q, nr, rec, rb, nk, L, scale, 1, 2, 2); break;
+    case 5: dots(sc, ldsc, q, nr, rec, rb, nk, L, scale, 2, 3, 2); break;
+    case 6: dots(sc, ldsc, q, nr, rec, rb, nk, L, scale, 1, 3, 3); break;
+    case 7: dots(sc, ldsc, q, nr, rec, rb, nk, L, scale, 2, 4, 3); break;
+    default: dots(sc, ldsc, q, nr, rec, rb, nk, L, scale, 1, 4, 4); break;
     }
 }
 
-static void turbo_axpys(hr__kvwide_pass_fn pass, float *o, const float *p, size_t ldp, int nr,
+static void turbo_axpys(float *o, const float *p, size_t ldp, int nr,
                         const void *rec, size_t rb, int nv, const hr_turbo_kv *L) {
     switch (L->r2) {
-    case 4: axpys(pass, o, p, ldp, nr, rec, rb, nv, L, 1, 2, 2); break;
-    case 5: axpys(pass, o, p, ldp, nr, rec, rb, nv, L, 2, 3, 2); break;
-    case 6: axpys(pass, o, p, ldp, nr, rec, rb, nv, L, 1, 3, 3); break;
-    case 7: axpys(pass, o, p, ldp, nr, rec, rb, nv, L, 2, 4, 3); break;
-    default: axpys(pass, o, p, ldp, nr, rec, rb, nv, L, 1, 4, 4); break;
+    case 4: axpys(o, p, ldp, nr, rec, rb, nv, L, 1, 2, 2); break;
+    case 5: axpys(o, p, ldp, nr, rec, rb, nv, L, 2, 3, 2); break;
+    case 6: axpys(o, p, ldp, nr, rec, rb, nv, L, 1, 3, 3); break;
+    case 7: axpys(o, p, ldp, nr, rec, rb, nv, L, 2, 4, 3); break;
+    default: axpys(o, p, ldp, nr, rec, rb, nv, L, 1, 4, 4); break;
     }
 }
 
 void hr__turbo_dots_avx2(float *sc, size_t ldsc, const float *q, int nr, const void *rec,
                          size_t rb, int nk, const hr_turbo_kv *L, float scale) {
-    turbo_dots(hr__kvwide_pass_avx2, sc, ldsc, q, nr, rec, rb, nk, L, scale);
+    turbo_dots(sc, ldsc, q, nr, rec, rb, nk, L, scale);
 }
 
 void hr__turbo_axpys_avx2(float *o, const float *p, size_t ldp, int nr, const void *rec,
                           size_t rb, int nv, const hr_turbo_kv *L) {
-    turbo_axpys(hr__kvwide_pass_avx2, o, p, ldp, nr, rec, rb, nv, L);
-}
-
-void hr__turbo_wide_dots_avx512(float *sc, size_t ldsc, const float *q, int nr, const void *rec,
-                                size_t rb, int nk, const hr_turbo_kv *L, float scale) {
-    turbo_dots(hr__kvwide_pass_avx512, sc, ldsc, q, nr, rec, rb, nk, L, scale);
-}
-
-void hr__turbo_wide_axpys_avx512(float *o, const float *p, size_t ldp, int nr, const void *rec,
-                                 size_t rb, int nv, const hr_turbo_kv *L) {
-    turbo_axpys(hr__kvwide_pass_avx512, o, p, ldp, nr, rec, rb, nv, L);
+    turbo_axpys(o, p, ldp, nr, rec, rb, nv, L);
 }

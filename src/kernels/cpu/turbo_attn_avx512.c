@@ -16,7 +16,12 @@
  * goes through the AVX2 body (the same bits). A chunk's codes are one
  * 4-byte load broadcast from memory (a load port, where a word assembled
  * in a register costs a shuffle port's move) wherever 4 bytes lie inside
- * the record; the record's last chunk at 3 bits reads its 3 bytes. */
+ * the record; the record's last chunk at 3 bits reads its 3 bytes.
+ * From WIDE rows (a prefill tile's) a run of records is widened once, two
+ * chunks a register as above, for kvwide_avx512.c's passes (the codes
+ * widened by the AVX2 body's 8-lane chunks instead: kvattn t3.5 1024 48 64
+ * 32, dots 55.7-56.6 ns a key before, 53.4-53.8 after). */
+#include "kernels/cpu/kvquant.h"
 #include "kernels/cpu/turbo.h"
 
 #include <immintrin.h>
@@ -28,7 +33,7 @@
 #define RW 8    /* query rows a pass of two keys (prefill: a tile's tokens x the group) */
 #define VRUN 32 /* records whose weights a pass of turbo_axpys holds */
 /* rows from which a run of records is widened once for all of them
- * (hr__turbo_wide_dots_avx512): below, passes of 8 rows widening the codes
+ * (wide): below, passes of 8 rows widening the codes
  * again are faster (kvattn t3.5, dots, ns a key, these passes against the
  * run widened once: 12 rows 17.2 against 18.4, 16 rows 23.8 against 22.5,
  * 48 rows 71.2 against 57.0) */
@@ -330,11 +335,64 @@ AI void axpys(float *o, const float *p, size_t ldp, int nr, const uint8_t *rec, 
     }
 }
 
+/* segment s's codes of the record at row as their centroids at v (dim
+ * floats), two chunks a register: dots_seg's unpacking, no products */
+AI void widen_seg(float *v, const uint8_t *row, const hr_turbo_kv *L, int s, __m512 k,
+                  const int BITS) {
+    size_t off = L->code_off[s];
+    int safe = (int)(((long)L->bytes - (long)off - 4) / BITS) + 1; /* as dots_seg's */
+    const __m512i sh = _mm512_mullo_epi32(
+        _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 0, 1, 2, 3, 4, 5, 6, 7), _mm512_set1_epi32(BITS));
+    for (int ch = 0; ch < L->dim / 8; ch += 2) { /* dim: a multiple of 32 */
+        const uint8_t *b = row + off + (size_t)ch * BITS;
+        __m512i w = bword0(b, ch < safe, BITS);
+        w = bword(w, 0xff00, b + BITS, ch + 1 < safe, BITS);
+        _mm512_storeu_ps(v + 8 * ch, _mm512_permutexvar_ps(_mm512_srlv_epi32(w, sh), k));
+    }
+}
+
+/* The pass J over nk records, runs of records widened once (kvquant.h
+ * hr__kvwide: the centroids, the segments' norm * rinv), for a prefill
+ * tile's many rows: kvwide_avx512.c's passes */
+AI void wide(const hr__kvwide_job *J, const uint8_t *rec, size_t rb, int nk, const hr_turbo_kv *L,
+             const int NSEG, const int B0, const int B1) {
+    int ld = hr__kvwide_ld(L->hd), run = HR_KVWIDE_FLOATS / ld;
+    __m512 k[2] = {cbook_of(L->cb[0], B0), cbook_of(L->cb[NSEG - 1], B1)};
+    _Alignas(64) float v[HR_KVWIDE_FLOATS + 64]; /* + 64: s not 4 KiB from v's rows */
+    float s[HR_KVWIDE_MAX];
+    for (int j0 = 0; j0 < nk; j0 += run) {
+        int n = nk - j0 < run ? nk - j0 : run;
+        for (int j = 0; j < n; j++) {
+            const uint8_t *row = rec + (size_t)(j0 + j) * rb;
+            s[j] = norm_of(row, 0) * L->rinv;
+            widen_seg(v + (size_t)j * ld, row, L, 0, k[0], B0);
+            if (NSEG > 1) {
+                s[n + j] = norm_of(row, 1) * L->rinv;
+                widen_seg(v + (size_t)j * ld + L->dim, row, L, 1, k[1], B1);
+            }
+        }
+        hr__kvwide W = {v, s, NULL, n, L->hd, NSEG, ld};
+        hr__kvwide_pass_avx512(J, j0, &W);
+    }
+}
+
+AI void wide_rate(const hr__kvwide_job *J, const uint8_t *rec, size_t rb, int nk,
+                  const hr_turbo_kv *L) {
+    switch (L->r2) {
+    case 4: wide(J, rec, rb, nk, L, 1, 2, 2); break;
+    case 5: wide(J, rec, rb, nk, L, 2, 3, 2); break;
+    case 6: wide(J, rec, rb, nk, L, 1, 3, 3); break;
+    case 7: wide(J, rec, rb, nk, L, 2, 4, 3); break;
+    default: wide(J, rec, rb, nk, L, 1, 4, 4); break;
+    }
+}
+
 /* one body per rate: the unpacking's branches fold away */
 void hr__turbo_dots_avx512(float *sc, size_t ldsc, const float *q, int nr, const void *rec,
                            size_t rb, int nk, const hr_turbo_kv *L, float scale) {
     if (nr >= WIDE) {
-        hr__turbo_wide_dots_avx512(sc, ldsc, q, nr, rec, rb, nk, L, scale);
+        wide_rate(&(hr__kvwide_job){.sc = sc, .ldsc = ldsc, .q = q, .scale = scale, .nr = nr},
+                  rec, rb, nk, L);
         return;
     }
     switch (L->r2) {
@@ -349,7 +407,7 @@ void hr__turbo_dots_avx512(float *sc, size_t ldsc, const float *q, int nr, const
 void hr__turbo_axpys_avx512(float *o, const float *p, size_t ldp, int nr, const void *rec,
                             size_t rb, int nv, const hr_turbo_kv *L) {
     if (nr >= WIDE) {
-        hr__turbo_wide_axpys_avx512(o, p, ldp, nr, rec, rb, nv, L);
+        wide_rate(&(hr__kvwide_job){.o = o, .p = p, .ldp = ldp, .nr = nr}, rec, rb, nv, L);
         return;
     }
     switch (L->r2) {
