@@ -7,9 +7,11 @@
  * references (test_kvquant, test_kvggml: test_attn_isas):
  *
  * The output pass: each output position is its own chain over the keys,
- * o[P] = fma(p_j * s_jg, v_j[P], o[P]): 32 positions of 4 rows in 8
- * registers, each value load serving 4 rows (AVX2: 32 positions of 2 rows
- * in 8 registers of 8).
+ * o[P] = fma(p_j * s_jg, v_j[P], o[P]): 32 positions of 6 rows in 12
+ * registers, each value load serving 6 rows (AVX2: 32 positions of 2 rows
+ * in 8 registers of 8). 4 rows' 8 chains were too few to hide the FMA's
+ * latency (kvattn t3.5 1024 48 64 32, axpys: 36.9-38.2 ns a key with 4
+ * rows, 34.2-35.3 with 6, 35.8-36.7 with 8).
  *
  * The score pass: a (row, key)'s 8 chains A_g[l] = fma(q[P], v[P], A_g[l])
  * (P = 8c + l over the group's chunks c) take the 8 lanes of a half: a
@@ -28,12 +30,12 @@
 #include <stdbool.h>
 
 #define AI static inline __attribute__((always_inline))
-#define BR 4 /* rows a block of the output pass */
+#define BR 6 /* rows a block of the output pass */
 #define NP 3 /* pairs of rows a block of the score pass */
 
 /* ---- the output pass ------------------------------------------------------------- */
 
-/* M (1-4) output rows over the run: 32 positions at a time, key by key */
+/* M (1-6) output rows over the run: 32 positions at a time, key by key */
 AI void axpys_m(float *o, const float *p, size_t ldp, const hr__kvwide *W, const int M) {
     int hd = W->hd, seg = hd / W->ns, n = W->n;
     float w[BR][HR_KVWIDE_MAX]; /* p_j * s_jg at g * n + j */
@@ -71,7 +73,9 @@ static void axpys(float *o, float *bias, const float *p, size_t ldp, int nr, con
         case 1: axpys_m(orow, pr, ldp, W, 1); break;
         case 2: axpys_m(orow, pr, ldp, W, 2); break;
         case 3: axpys_m(orow, pr, ldp, W, 3); break;
-        default: axpys_m(orow, pr, ldp, W, 4); break;
+        case 4: axpys_m(orow, pr, ldp, W, 4); break;
+        case 5: axpys_m(orow, pr, ldp, W, 5); break;
+        default: axpys_m(orow, pr, ldp, W, 6); break;
         }
     }
 }
