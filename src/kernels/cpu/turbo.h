@@ -162,11 +162,33 @@ void hr__turbo_axpys_avx512(float *o, const float *p, size_t ldp, int nr, const 
  * turbo_unrotate), and the codes of a rotated row (turbo_encode): y's dim
  * floats times s, each its nearest of the 2^bits centroids c, packed at q
  * (LSB first); returns sum_i z_i c[code_i] in double, in order. The scalar
- * bodies are the definition; turbo_avx512.c gives their bits. */
+ * bodies are the definition; turbo_avx2.c and turbo_avx512.c give their
+ * bits. */
+
+/* The vector bodies' end of turbo_encode: the codes of z (dim, a multiple
+ * of 8) packed at q, and <z, c> in the scalar's order */
+static inline double hr__turbo_pack(uint8_t *q, const float *z, const int32_t *code,
+                                    const float *c, int dim, int bits) {
+    double zc = 0;
+    for (int i = 0; i < dim; i++)
+        zc += (double)z[i] * c[code[i]];
+    for (int i = 0; i < dim; i += 8) { /* 8 codes: `bits` whole bytes, LSB first */
+        uint64_t w = 0;
+        for (int j = 0; j < 8; j++)
+            w |= (uint64_t)code[i + j] << (j * bits);
+        for (int b = 0; b < bits; b++)
+            q[(size_t)i / 8 * (size_t)bits + (size_t)b] = (uint8_t)(w >> (8 * b));
+    }
+    return zc;
+}
 void hr__turbo_rotate_scalar(float *y, const float *x, const float *signs, int hd);
 void hr__turbo_unrotate_scalar(float *x, const float *y, const float *signs, int hd);
 double hr__turbo_encode_scalar(uint8_t *q, const float *y, float s, const float *c, int dim,
                                int bits);
+void hr__turbo_rotate_avx2(float *y, const float *x, const float *signs, int hd);
+void hr__turbo_unrotate_avx2(float *x, const float *y, const float *signs, int hd);
+double hr__turbo_encode_avx2(uint8_t *q, const float *y, float s, const float *c, int dim,
+                             int bits);
 void hr__turbo_rotate_avx512(float *y, const float *x, const float *signs, int hd);
 void hr__turbo_unrotate_avx512(float *x, const float *y, const float *signs, int hd);
 double hr__turbo_encode_avx512(uint8_t *q, const float *y, float s, const float *c, int dim,

@@ -89,7 +89,7 @@ void hr__turbo_unrotate_avx512(float *x, const float *y, const float *signs, int
  * after it (a NaN none at all). zc's sum stays one chain in order. */
 double hr__turbo_encode_avx512(uint8_t *q, const float *y, float s, const float *c, int dim,
                                int bits) {
-    if (dim % 16 || dim > 256)
+    if (dim % 16 || dim > 256 || bits < 1 || bits > 4) /* the buffers below */
         return hr__turbo_encode_scalar(q, y, s, c, dim, bits);
     int k = 1 << bits;
     float z[256];
@@ -107,15 +107,5 @@ double hr__turbo_encode_avx512(uint8_t *q, const float *y, float s, const float 
         _mm512_storeu_ps(z + i, zv);
         _mm512_storeu_si512(code + i, cv);
     }
-    double zc = 0;
-    for (int i = 0; i < dim; i++)
-        zc += (double)z[i] * c[code[i]];
-    for (int i = 0; i < dim; i += 8) { /* 8 codes: `bits` whole bytes, LSB first */
-        uint64_t w = 0;
-        for (int j = 0; j < 8; j++)
-            w |= (uint64_t)code[i + j] << (j * bits);
-        for (int b = 0; b < bits; b++)
-            q[(size_t)i / 8 * (size_t)bits + (size_t)b] = (uint8_t)(w >> (8 * b));
-    }
-    return zc;
+    return hr__turbo_pack(q, z, code, c, dim, bits);
 }
