@@ -206,13 +206,9 @@ static __device__ __forceinline__ float4 kv_elem4(const void *base, const kvf &f
         for (int k = 0; k < 4; k++)
             x[k] = __fadd_rn(__fmul_rn(s, (float)(unsigned)(v >> k * bits & ((1u << bits) - 1))),
                              b);
-    } else { /* TURBO: one segment's (its dim is a multiple of 32) */
-        kvt_lay L = kvt_layout(f);
-        int s = i / L.dim, e = i % L.dim;
-        const float *c = kvt_cbook(f, L, s);
-        float w = kvt_w(row, L, s);
-        for (int k = 0; k < 4; k++)
-            x[k] = __fmul_rn(c[kvt_code(row + L.off[s], e + k, L.bits[s])], w);
+    } else { /* TURBO */
+        kvt_lay L = kvt_layout(f); /* (w passed in: ptxas spills less in the GQA kernel) */
+        return kvt_elem4_w(row, f, i, kvt_w(row, L, i >= L.dim));
     }
     return make_float4(x[0], x[1], x[2], x[3]);
 }

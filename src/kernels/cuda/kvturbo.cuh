@@ -26,12 +26,12 @@ struct kvt_lay {
 static __device__ __forceinline__ kvt_lay kvt_layout(const kvf &f) {
     int hd = f.hd, r2 = f.bits;
     kvt_lay L;
-    L.nseg = r2 % 2 ? 2 : 1;
-    L.dim = hd / L.nseg;
-    L.bits[0] = (r2 + 1) / 2;
-    L.bits[1] = r2 / 2;
+    L.nseg = r2 % 2 ? 2 : 1; /* (shifts, not divisions: these run for every element read) */
+    L.dim = hd >> (L.nseg - 1);
+    L.bits[0] = (r2 + 1) >> 1;
+    L.bits[1] = r2 >> 1;
     L.off[0] = 2 * L.nseg;
-    L.off[1] = L.off[0] + L.dim * L.bits[0] / 8;
+    L.off[1] = L.off[0] + ((L.dim * L.bits[0]) >> 3);
     L.rinv = f.rinv; /* kv_fmt's */
     return L;
 }
@@ -146,12 +146,33 @@ static __device__ __forceinline__ float kvt_w(const uint8_t *row, const kvt_lay 
     return __fmul_rn(h2f(((const uint16_t *)row)[s]), L.rinv);
 }
 
+/* element i of the row's rotated vector, w its segment's kvt_w (a row
+ * has at most two segments: i's is i >= dim) */
+static __device__ __forceinline__ float kvt_elem_w(const uint8_t *row, const kvf &f, int i,
+                                                   float w) {
+    kvt_lay L = kvt_layout(f);
+    int s = i >= L.dim, e = i - s * L.dim;
+    return __fmul_rn(kvt_cbook(f, L, s)[kvt_code(row + L.off[s], e, L.bits[s])], w);
+}
+
+/* elements i .. i + 3 (i a multiple of 4: one segment's, whose dim is a
+ * multiple of 32), as kvt_elem_w */
+static __device__ __forceinline__ float4 kvt_elem4_w(const uint8_t *row, const kvf &f, int i,
+                                                     float w) {
+    kvt_lay L = kvt_layout(f);
+    int s = i >= L.dim, e = i - s * L.dim;
+    const float *c = kvt_cbook(f, L, s);
+    const uint8_t *q = row + L.off[s];
+    float x[4];
+    for (int k = 0; k < 4; k++)
+        x[k] = __fmul_rn(c[kvt_code(q, e + k, L.bits[s])], w);
+    return make_float4(x[0], x[1], x[2], x[3]);
+}
+
 /* element i of the row's rotated vector */
 static __device__ __forceinline__ float kvt_elem(const uint8_t *row, const kvf &f, int i) {
     kvt_lay L = kvt_layout(f);
-    int s = i / L.dim, e = i % L.dim;
-    const float *c = kvt_cbook(f, L, s);
-    return __fmul_rn(c[kvt_code(row + L.off[s], e, L.bits[s])], kvt_w(row, L, s));
+    return kvt_elem_w(row, f, i, kvt_w(row, L, i >= L.dim));
 }
 
 /* q (rotated) . the row's rotated vector, in order */
