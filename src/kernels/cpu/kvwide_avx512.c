@@ -9,9 +9,8 @@
  * The output pass: each output position is its own chain over the keys,
  * o[P] = fma(p_j * s_jg, v_j[P], o[P]): 32 positions of 6 rows in 12
  * registers, each value load serving 6 rows (AVX2: 32 positions of 2 rows
- * in 8 registers of 8). 4 rows' 8 chains were too few to hide the FMA's
- * latency (kvattn t3.5 1024 48 64 32, axpys: 36.9-38.2 ns a key with 4
- * rows, 34.2-35.3 with 6, 35.8-36.7 with 8).
+ * in 8 registers of 8): 4 rows' 8 chains were too few to hide the FMA's
+ * latency, 8 rows' 16 no faster than 12 (docs/kv-quant.md).
  *
  * The score pass: a (row, key)'s 8 chains A_g[l] = fma(q[P], v[P], A_g[l])
  * (P = 8c + l over the group's chunks c) take the 8 lanes of a half: a

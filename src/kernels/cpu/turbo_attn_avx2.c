@@ -150,12 +150,11 @@ AI void wide(const hr__kvwide_job *J, const uint8_t *rec, size_t rb, int nk, con
     }
 }
 
-AI void dots(float *sc, size_t ldsc, const float *q, int nr,
-             const uint8_t *rec, size_t rb, int nk, const hr_turbo_kv *L, float scale,
-             const int NSEG, const int B0, const int B1) {
+AI void dots(float *sc, size_t ldsc, const float *q, int nr, const uint8_t *rec, size_t rb, int nk,
+             const hr_turbo_kv *L, float scale, const int NSEG, const int B0, const int B1) {
     if (nr >= WIDE) {
-        wide(&(hr__kvwide_job){.sc = sc, .ldsc = ldsc, .q = q, .scale = scale, .nr = nr}, rec,
-             rb, nk, L, NSEG, B0, B1);
+        wide(&(hr__kvwide_job){.sc = sc, .ldsc = ldsc, .q = q, .scale = scale, .nr = nr}, rec, rb,
+             nk, L, NSEG, B0, B1);
         return;
     }
     for (int r0 = 0; r0 < nr; r0 += RB) {
@@ -203,12 +202,10 @@ AI void axpys_m(float *o, const float *p, size_t ldp, const int M, const uint8_t
     }
 }
 
-AI void axpys(float *o, const float *p, size_t ldp, int nr,
-              const uint8_t *rec, size_t rb, int nv, const hr_turbo_kv *L, const int NSEG,
-              const int B0, const int B1) {
+AI void axpys(float *o, const float *p, size_t ldp, int nr, const uint8_t *rec, size_t rb, int nv,
+              const hr_turbo_kv *L, const int NSEG, const int B0, const int B1) {
     if (nr >= WIDE) {
-        wide(&(hr__kvwide_job){.o = o, .p = p, .ldp = ldp, .nr = nr}, rec, rb, nv, L, NSEG,
-             B0, B1);
+        wide(&(hr__kvwide_job){.o = o, .p = p, .ldp = ldp, .nr = nr}, rec, rb, nv, L, NSEG, B0, B1);
         return;
     }
     for (int r0 = 0; r0 < nr; r0 += RB) {
@@ -224,8 +221,8 @@ AI void axpys(float *o, const float *p, size_t ldp, int nr,
 }
 
 /* one body per rate: the unpacking's branches fold away */
-static void turbo_dots(float *sc, size_t ldsc, const float *q, int nr,
-                       const void *rec, size_t rb, int nk, const hr_turbo_kv *L, float scale) {
+static void turbo_dots(float *sc, size_t ldsc, const float *q, int nr, const void *rec, size_t rb,
+                       int nk, const hr_turbo_kv *L, float scale) {
     switch (L->r2) {
     case 4: dots(sc, ldsc, q, nr, rec, rb, nk, L, scale, 1, 2, 2); break;
     case 5: dots(sc, ldsc, q, nr, rec, rb, nk, L, scale, 2, 3, 2); break;
@@ -235,8 +232,8 @@ static void turbo_dots(float *sc, size_t ldsc, const float *q, int nr,
     }
 }
 
-static void turbo_axpys(float *o, const float *p, size_t ldp, int nr,
-                        const void *rec, size_t rb, int nv, const hr_turbo_kv *L) {
+static void turbo_axpys(float *o, const float *p, size_t ldp, int nr, const void *rec, size_t rb,
+                        int nv, const hr_turbo_kv *L) {
     switch (L->r2) {
     case 4: axpys(o, p, ldp, nr, rec, rb, nv, L, 1, 2, 2); break;
     case 5: axpys(o, p, ldp, nr, rec, rb, nv, L, 2, 3, 2); break;

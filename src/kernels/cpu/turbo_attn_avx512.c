@@ -18,9 +18,7 @@
  * in a register costs a shuffle port's move) wherever 4 bytes lie inside
  * the record; the record's last chunk at 3 bits reads its 3 bytes.
  * From WIDE rows (a prefill tile's) a run of records is widened once, two
- * chunks a register as above, for kvwide_avx512.c's passes (the codes
- * widened by the AVX2 body's 8-lane chunks instead: kvattn t3.5 1024 48 64
- * 32, dots 55.7-56.6 ns a key before, 53.4-53.8 after). */
+ * chunks a register as above, for kvwide_avx512.c's passes. */
 #include "kernels/cpu/kvquant.h"
 #include "kernels/cpu/turbo.h"
 
@@ -33,10 +31,10 @@
 #define RW 8    /* query rows a pass of two keys (prefill: a tile's tokens x the group) */
 #define VRUN 32 /* records whose weights a pass of turbo_axpys holds */
 /* rows from which a run of records is widened once for all of them
- * (wide): below, passes of 8 rows widening the codes
- * again are faster (kvattn t3.5, dots, ns a key, these passes against the
- * run widened once: 12 rows 17.2 against 18.4, 16 rows 23.8 against 22.5,
- * 48 rows 71.2 against 57.0) */
+ * (wide): below, passes of 8 rows widening the codes again are faster
+ * (kvattn t3.5, dots, ns a key, these passes against the run widened
+ * once: 12 rows 17.2 against 18.4, 16 rows 23.8 against 22.5, 48 rows 71.2
+ * against 57.0) */
 #define WIDE 16
 
 /* the 8 codes of chunk ch at b (`bits` whole bytes) as one word; whole
