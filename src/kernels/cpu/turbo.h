@@ -164,6 +164,18 @@ void hr__turbo_axpys_avx512(float *o, const float *p, size_t ldp, int nr, const 
  * (LSB first); returns sum_i z_i c[code_i] in double, in order. The scalar
  * bodies are the definition; turbo_avx2.c and turbo_avx512.c give their
  * bits. */
+void hr__turbo_rotate_scalar(float *y, const float *x, const float *signs, int hd);
+void hr__turbo_unrotate_scalar(float *x, const float *y, const float *signs, int hd);
+double hr__turbo_encode_scalar(uint8_t *q, const float *y, float s, const float *c, int dim,
+                               int bits);
+void hr__turbo_rotate_avx2(float *y, const float *x, const float *signs, int hd);
+void hr__turbo_unrotate_avx2(float *x, const float *y, const float *signs, int hd);
+double hr__turbo_encode_avx2(uint8_t *q, const float *y, float s, const float *c, int dim,
+                             int bits);
+void hr__turbo_rotate_avx512(float *y, const float *x, const float *signs, int hd);
+void hr__turbo_unrotate_avx512(float *x, const float *y, const float *signs, int hd);
+double hr__turbo_encode_avx512(uint8_t *q, const float *y, float s, const float *c, int dim,
+                               int bits);
 
 /* The vector bodies' end of turbo_encode: the codes of z (dim, a multiple
  * of 8) packed at q, and <z, c> in the scalar's order */
@@ -181,17 +193,5 @@ static inline double hr__turbo_pack(uint8_t *q, const float *z, const int32_t *c
     }
     return zc;
 }
-void hr__turbo_rotate_scalar(float *y, const float *x, const float *signs, int hd);
-void hr__turbo_unrotate_scalar(float *x, const float *y, const float *signs, int hd);
-double hr__turbo_encode_scalar(uint8_t *q, const float *y, float s, const float *c, int dim,
-                               int bits);
-void hr__turbo_rotate_avx2(float *y, const float *x, const float *signs, int hd);
-void hr__turbo_unrotate_avx2(float *x, const float *y, const float *signs, int hd);
-double hr__turbo_encode_avx2(uint8_t *q, const float *y, float s, const float *c, int dim,
-                             int bits);
-void hr__turbo_rotate_avx512(float *y, const float *x, const float *signs, int hd);
-void hr__turbo_unrotate_avx512(float *x, const float *y, const float *signs, int hd);
-double hr__turbo_encode_avx512(uint8_t *q, const float *y, float s, const float *c, int dim,
-                               int bits);
 
 #endif
