@@ -9,95 +9,131 @@
 #include "kernels/cpu/hsum_avx512.h"
 
 #include <immintrin.h>
+#include <stdbool.h>
+
+#define AI static inline __attribute__((always_inline))
+
+/* The loads: plain in the k loop's body (FULL), masked for the k tail
+ * alone. A mask computed in every iteration (a kmov from a general
+ * register, and masked loads) cost a one-row product from memory nearly
+ * half its speed on Zen 5 (docs/numerics.md). */
+typedef enum wkind { W_F32, W_BF16, W_F16 } wkind;
 
 static inline __mmask16 tail_mask(int left) {
     return left >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << left) - 1);
 }
 
-static inline __m512 load_f32(const void *p, size_t off, __mmask16 m) {
-    return _mm512_maskz_loadu_ps(m, (const float *)p + off);
-}
 /* bf16 widened by one word permute (port 5) that puts value i in the high
  * half of lane i and zeroes the low halves, rather than a widen (port 5)
  * and a shift (port 0, the FMAs'): the same floats */
-static inline __m512 load_bf16(const void *p, size_t off, __mmask16 m) {
+AI __m512 load_bf16(const uint16_t *p, __mmask16 m, bool full) {
     const __m512i idx = _mm512_set_epi16(15, 0, 14, 0, 13, 0, 12, 0, 11, 0, 10, 0, 9, 0, 8, 0,
                                          7, 0, 6, 0, 5, 0, 4, 0, 3, 0, 2, 0, 1, 0, 0, 0);
-    __m512i h = _mm512_castsi256_si512(_mm256_maskz_loadu_epi16(m, (const uint16_t *)p + off));
-    return _mm512_castsi512_ps(_mm512_maskz_permutexvar_epi16(0xaaaaaaaau, idx, h));
-}
-static inline __m512 load_f16(const void *p, size_t off, __mmask16 m) {
-    return _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(m, (const uint16_t *)p + off));
+    __m256i h = full ? _mm256_loadu_si256((const __m256i *)p) : _mm256_maskz_loadu_epi16(m, p);
+    return _mm512_castsi512_ps(
+        _mm512_maskz_permutexvar_epi16(0xaaaaaaaau, idx, _mm512_castsi256_si512(h)));
 }
 
-/* One kernel family per weight dtype: 4x4, 1x4 and 1x1 register tiles,
- * X blocked by IB rows so a block stays in L2 while W streams past it. */
-#define IB 64
-#define GEMM_AVX512(NAME, LOADW)                                                \
-    static void NAME(float *y, int ldy, const float *x, int ldx, int n,         \
-                     const hr_tensor *wt, int m0, int m1) {                     \
-        const void *w = wt->data;                                               \
-        int k = (int)wt->shape[1];                                              \
-        for (int i0 = 0; i0 < n; i0 += IB) {                                    \
-            int i1 = i0 + IB < n ? i0 + IB : n;                                 \
-            int j = m0;                                                         \
-            for (; j + 4 <= m1; j += 4) {                                       \
-                size_t w0 = (size_t)j * k;                                      \
-                int i = i0;                                                     \
-                for (; i + 4 <= i1; i += 4) {                                   \
-                    __m512 acc[4][4];                                           \
-                    for (int a = 0; a < 4; a++)                                 \
-                        for (int b = 0; b < 4; b++)                             \
-                            acc[a][b] = _mm512_setzero_ps();                    \
-                    for (int t = 0; t < k; t += 16) {                           \
-                        __mmask16 m = tail_mask(k - t);                         \
-                        __m512 wv[4], xv;                                       \
-                        for (int b = 0; b < 4; b++)                             \
-                            wv[b] = LOADW(w, w0 + (size_t)b * k + t, m);        \
-                        for (int a = 0; a < 4; a++) {                           \
-                            xv = _mm512_maskz_loadu_ps(                         \
-                                m, x + (size_t)(i + a) * ldx + t);              \
-                            for (int b = 0; b < 4; b++)                         \
-                                acc[a][b] = _mm512_fmadd_ps(xv, wv[b], acc[a][b]); \
-                        }                                                       \
-                    }                                                           \
-                    for (int a = 0; a < 4; a++)                                 \
-                        for (int b = 0; b < 4; b++)                             \
-                            y[(size_t)(i + a) * ldy + j + b] =                  \
-                                _mm512_reduce_add_ps(acc[a][b]);                \
-                }                                                               \
-                for (; i < i1; i++) {                                           \
-                    __m512 acc[4] = {_mm512_setzero_ps(), _mm512_setzero_ps(),  \
-                                     _mm512_setzero_ps(), _mm512_setzero_ps()}; \
-                    const float *xi = x + (size_t)i * ldx;                      \
-                    for (int t = 0; t < k; t += 16) {                           \
-                        __mmask16 m = tail_mask(k - t);                         \
-                        __m512 xv = _mm512_maskz_loadu_ps(m, xi + t);           \
-                        for (int b = 0; b < 4; b++)                             \
-                            acc[b] = _mm512_fmadd_ps(                           \
-                                xv, LOADW(w, w0 + (size_t)b * k + t, m), acc[b]); \
-                    }                                                           \
-                    for (int b = 0; b < 4; b++)                                 \
-                        y[(size_t)i * ldy + j + b] = _mm512_reduce_add_ps(acc[b]); \
-                }                                                               \
-            }                                                                   \
-            for (; j < m1; j++)                                                 \
-                for (int i = i0; i < i1; i++) {                                 \
-                    __m512 acc = _mm512_setzero_ps();                           \
-                    const float *xi = x + (size_t)i * ldx;                      \
-                    for (int t = 0; t < k; t += 16) {                           \
-                        __mmask16 m = tail_mask(k - t);                         \
-                        acc = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(m, xi + t), \
-                                              LOADW(w, (size_t)j * k + t, m), acc); \
-                    }                                                           \
-                    y[(size_t)i * ldy + j] = _mm512_reduce_add_ps(acc);         \
-                }                                                               \
-        }                                                                       \
+AI __m512 load_w(wkind kd, const void *w, size_t off, __mmask16 m, bool full) {
+    if (kd == W_F32)
+        return full ? _mm512_loadu_ps((const float *)w + off)
+                    : _mm512_maskz_loadu_ps(m, (const float *)w + off);
+    const uint16_t *p = (const uint16_t *)w + off;
+    if (kd == W_BF16)
+        return load_bf16(p, m, full);
+    return _mm512_cvtph_ps(full ? _mm256_loadu_si256((const __m256i *)p)
+                                : _mm256_maskz_loadu_epi16(m, p));
+}
+
+AI __m512 load_x(const float *x, __mmask16 m, bool full) {
+    return full ? _mm512_loadu_ps(x) : _mm512_maskz_loadu_ps(m, x);
+}
+
+/* One 16-column step of a tile of R activation rows by NB weight rows
+ * (those from row j of w); every output its own accumulator */
+AI void tile_step(wkind kd, int R, int NB, __m512 acc[4][4], const float *x, int ldx,
+                  const void *w, int k, size_t w0, int t, __mmask16 m, bool full) {
+    __m512 wv[4];
+    for (int b = 0; b < NB; b++)
+        wv[b] = load_w(kd, w, w0 + (size_t)b * k + t, m, full);
+    for (int a = 0; a < R; a++) {
+        __m512 xv = load_x(x + (size_t)a * ldx + t, m, full);
+        for (int b = 0; b < NB; b++)
+            acc[a][b] = _mm512_fmadd_ps(xv, wv[b], acc[a][b]);
     }
+}
 
-GEMM_AVX512(gemm_f32_avx512, load_f32)
-GEMM_AVX512(gemm_bf16_avx512, load_bf16)
-GEMM_AVX512(gemm_f16_avx512, load_f16)
+/* y[a][j + b] for a < R, b < NB over k: 16-lane chunks in order, then the
+ * lanes' sum, so a row's result does not depend on the tile it ran in.
+ * With PF the tile prefetches the next NB weight rows into L1 as it goes:
+ * left to the hardware prefetcher, the memory stream stalled while a tile
+ * computed on rows already in L1 (docs/numerics.md). */
+AI void tile(wkind kd, int R, int NB, float *y, int ldy, const float *x, int ldx,
+             const void *w, int k, int j, bool pf) {
+    size_t w0 = (size_t)j * k;
+    int es = kd == W_F32 ? 4 : 2;
+    const char *next = (const char *)w + (w0 + (size_t)NB * k) * es;
+    __m512 acc[4][4];
+    for (int a = 0; a < R; a++)
+        for (int b = 0; b < NB; b++)
+            acc[a][b] = _mm512_setzero_ps();
+    int t = 0;
+    for (; t + 16 <= k; t += 16) {
+        for (int b = 0; pf && b < NB; b++)
+            _mm_prefetch(next + ((size_t)b * k + t) * es, _MM_HINT_T0);
+        tile_step(kd, R, NB, acc, x, ldx, w, k, w0, t, 0xffff, true);
+    }
+    if (t < k)
+        tile_step(kd, R, NB, acc, x, ldx, w, k, w0, t, tail_mask(k - t), false);
+    for (int a = 0; a < R; a++)
+        for (int b = 0; b < NB; b++)
+            y[(size_t)a * ldy + j + b] = _mm512_reduce_add_ps(acc[a][b]);
+}
+
+/* One kernel per weight dtype: register tiles of 4 weight rows by 4
+ * activation rows (the last 1-3 in one tile) and 1x1 for the last weight
+ * rows, X blocked by IB rows so a block stays in L2 while W streams past
+ * it. */
+#define IB 64
+AI void gemm(wkind kd, float *y, int ldy, const float *x, int ldx, int n, const hr_tensor *wt,
+             int m0, int m1) {
+    const void *w = wt->data;
+    int k = (int)wt->shape[1];
+    for (int i0 = 0; i0 < n; i0 += IB) {
+        int i1 = i0 + IB < n ? i0 + IB : n;
+        int j = m0;
+        for (; j + 4 <= m1; j += 4) {
+            bool pf = kd != W_F32 && j + 8 <= m1;
+            int i = i0;
+            for (; i + 4 <= i1; i += 4, pf = false)
+                tile(kd, 4, 4, y + (size_t)i * ldy, ldy, x + (size_t)i * ldx, ldx, w, k, j, pf);
+            float *yi = y + (size_t)i * ldy;
+            const float *xi = x + (size_t)i * ldx;
+            switch (i1 - i) {
+            case 3: tile(kd, 3, 4, yi, ldy, xi, ldx, w, k, j, pf); break;
+            case 2: tile(kd, 2, 4, yi, ldy, xi, ldx, w, k, j, pf); break;
+            case 1: tile(kd, 1, 4, yi, ldy, xi, ldx, w, k, j, pf); break;
+            }
+        }
+        for (; j < m1; j++)
+            for (int i = i0; i < i1; i++)
+                tile(kd, 1, 1, y + (size_t)i * ldy, ldy, x + (size_t)i * ldx, ldx, w, k, j,
+                     false);
+    }
+}
+
+static void gemm_f32_avx512(float *y, int ldy, const float *x, int ldx, int n,
+                            const hr_tensor *wt, int m0, int m1) {
+    gemm(W_F32, y, ldy, x, ldx, n, wt, m0, m1);
+}
+static void gemm_bf16_avx512(float *y, int ldy, const float *x, int ldx, int n,
+                             const hr_tensor *wt, int m0, int m1) {
+    gemm(W_BF16, y, ldy, x, ldx, n, wt, m0, m1);
+}
+static void gemm_f16_avx512(float *y, int ldy, const float *x, int ldx, int n,
+                            const hr_tensor *wt, int m0, int m1) {
+    gemm(W_F16, y, ldy, x, ldx, n, wt, m0, m1);
+}
 
 static float dot_avx512(const float *a, const float *b, int n) {
     __m512 acc = _mm512_setzero_ps();
