@@ -10,6 +10,7 @@
 
 #include <immintrin.h>
 #include <math.h>
+#include <stdbool.h>
 
 static inline __m256 load_f32(const void *p, size_t off) {
     return _mm256_loadu_ps((const float *)p + off);
@@ -60,17 +61,24 @@ static inline __attribute__((always_inline)) float scal_w(wkind kd, const void *
 /* y[i + a][j + b] for a < R (1, 2), b < 4: each weight vector widened once
  * for the R rows. Every output is its own 8-lane accumulator over k in
  * order, hsum8, then the k tail in order: the same bits whatever R, so a
- * row gets the same result alone or in a batch of any size. */
+ * row gets the same result alone or in a batch of any size. With PF the
+ * tile prefetches the next 4 weight rows into L1, a line at a time, as the
+ * AVX-512 kernel does (docs/numerics.md). */
 static inline __attribute__((always_inline)) void tile_rx4(wkind kd, int R, float *y, int ldy,
                                                            const float *x, int ldx,
-                                                           const void *w, int k, int i, int j) {
+                                                           const void *w, int k, int i, int j,
+                                                           bool pf) {
     int k8 = k & ~7;
     size_t w0 = (size_t)j * k;
+    const uint16_t *next = (const uint16_t *)w + w0 + 4 * (size_t)k;
     __m256 acc[2][4];
     for (int a = 0; a < R; a++)
         for (int b = 0; b < 4; b++)
             acc[a][b] = _mm256_setzero_ps();
     for (int t = 0; t < k8; t += 8) {
+        if (pf && t % 32 == 0)
+            for (int b = 0; b < 4; b++)
+                _mm_prefetch((const char *)(next + (size_t)b * k + t), _MM_HINT_T0);
         __m256 wv[4];
         for (int b = 0; b < 4; b++)
             wv[b] = load_w(kd, R, w, w0 + (size_t)b * k + t);
@@ -123,11 +131,12 @@ static inline __attribute__((always_inline)) void gemm(wkind kd, float *y, int l
         int i1 = i0 + IB < n ? i0 + IB : n;
         int j = m0;
         for (; j + 4 <= m1; j += 4) {
+            bool pf = kd != W_F32 && j + 8 <= m1;
             int i = i0;
-            for (; i1 - i >= 2; i += 2)
-                tile_rx4(kd, 2, y, ldy, x, ldx, w, k, i, j);
+            for (; i1 - i >= 2; i += 2, pf = false)
+                tile_rx4(kd, 2, y, ldy, x, ldx, w, k, i, j, pf);
             if (i < i1)
-                tile_rx4(kd, 1, y, ldy, x, ldx, w, k, i, j);
+                tile_rx4(kd, 1, y, ldy, x, ldx, w, k, i, j, pf);
         }
         for (; j < m1; j++)
             col_1(kd, y, ldy, x, ldx, w, k, i0, i1, j);

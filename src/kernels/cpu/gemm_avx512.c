@@ -65,9 +65,10 @@ AI void tile_step(wkind kd, int R, int NB, __m512 acc[4][4], const float *x, int
 
 /* y[a][j + b] for a < R, b < NB over k: 16-lane chunks in order, then the
  * lanes' sum, so a row's result does not depend on the tile it ran in.
- * With PF the tile prefetches the next NB weight rows into L1 as it goes:
- * left to the hardware prefetcher, the memory stream stalled while a tile
- * computed on rows already in L1 (docs/numerics.md). */
+ * With PF the tile prefetches the next NB weight rows into L1 as it goes,
+ * a line at a time: left to the hardware prefetcher, the memory stream
+ * stalled while a tile computed on rows already in L1 (docs/numerics.md).
+ * f32 weights are not prefetched: a one-row product ran slower with it. */
 AI void tile(wkind kd, int R, int NB, float *y, int ldy, const float *x, int ldx,
              const void *w, int k, int j, bool pf) {
     size_t w0 = (size_t)j * k;
@@ -79,7 +80,7 @@ AI void tile(wkind kd, int R, int NB, float *y, int ldy, const float *x, int ldx
             acc[a][b] = _mm512_setzero_ps();
     int t = 0;
     for (; t + 16 <= k; t += 16) {
-        for (int b = 0; pf && b < NB; b++)
+        for (int b = 0; pf && t % 32 == 0 && b < NB; b++)
             _mm_prefetch(next + ((size_t)b * k + t) * es, _MM_HINT_T0);
         tile_step(kd, R, NB, acc, x, ldx, w, k, w0, t, 0xffff, true);
     }
