@@ -21,18 +21,11 @@ node "$HEARTH_ROOT/tests/e2e/messages_test.mjs" "http://127.0.0.1:$SERVER_PORT" 
 HEARTH_SSE_KEEPALIVE=0.05 start_server "$tmp/ka" --model "$tmp/tiny-chat" --threads 1 --batch 1
 port=$SERVER_PORT
 # three long generations (about 0.5 s each on an idle machine) queue one
-# behind another, so the stream still waits behind them however long
-# wait_running took to see the first one start
-long=()
-for _ in 1 2 3; do
-    curl -sf "http://127.0.0.1:$port/v1/completions" -H 'Content-Type: application/json' \
-        -d '{"prompt": "a", "max_tokens": 3500, "logit_bias": {"370": -100}}' >/dev/null &
-    long+=($!)
-done
-wait_running "$port"
+# behind another (queue_long)
+queue_long "$port" '{"prompt": "a", "max_tokens": 3500, "logit_bias": {"370": -100}}'
 curl -sfN "http://127.0.0.1:$port/v1/messages" -H 'Content-Type: application/json' \
     -d '{"max_tokens": 2, "stream": true, "messages": [{"role": "user", "content": "b"}]}' >"$tmp/ka.out"
-wait "${long[@]}"
+wait "${LONG_PIDS[@]}"
 first=$(grep -v '^$' "$tmp/ka.out" | head -1)
 [ "$first" = ": keepalive" ] || { echo "FAIL: no keepalive comment first"; cat "$tmp/ka.out"; exit 1; }
 [ "$(grep -c '^event: message_start$' "$tmp/ka.out")" = 1 ] && tail -3 "$tmp/ka.out" | grep '^event: message_stop$' >/dev/null ||

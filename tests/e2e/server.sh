@@ -22,20 +22,13 @@ echo "server: clean exit on SIGTERM"
 # keep-alive: a stream queued behind long generations (--batch 1) gets
 # ": keepalive P/T" comments while silent, then its chunks and [DONE]. Three
 # long ones on the demo model (600 tokens each, about half a second of
-# decoding) queue one behind another, so the stream still waits behind them
-# however long wait_running took to see the first one start
+# decoding)
 HEARTH_SSE_KEEPALIVE=0.05 start_server "$tmp/ka" --model "$root/models/hearth-demo" --threads 1 --batch 1
 port=$SERVER_PORT
-long=()
-for _ in 1 2 3; do
-    curl -sf "http://127.0.0.1:$port/v1/completions" -H 'Content-Type: application/json' \
-        -d '{"prompt": "a", "max_tokens": 600, "logit_bias": {"1": -100, "3": -100}}' >/dev/null &
-    long+=($!)
-done
-wait_running "$port"
+queue_long "$port" '{"prompt": "a", "max_tokens": 600, "logit_bias": {"1": -100, "3": -100}}'
 curl -sfN "http://127.0.0.1:$port/v1/completions" -H 'Content-Type: application/json' \
     -d '{"prompt": "b", "max_tokens": 2, "stream": true}' >"$tmp/ka.out"
-wait "${long[@]}"
+wait "${LONG_PIDS[@]}"
 grep -q '^: keepalive [0-9]*/[0-9]*$' "$tmp/ka.out" ||
     { echo "FAIL: no keepalive comment"; cat "$tmp/ka.out"; exit 1; }
 tail -2 "$tmp/ka.out" | grep '^data: \[DONE\]$' >/dev/null || { echo "FAIL: no [DONE]"; exit 1; }

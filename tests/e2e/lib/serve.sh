@@ -54,3 +54,17 @@ wait_running() {
     echo "wait_running: no generation started on port $1"
     return 1
 }
+
+# queue_long PORT BODY: three /v1/completions requests with BODY (long
+# generations) sent at once, so that on a --batch 1 server a request sent
+# next waits behind them however long wait_running took to see the first
+# one start; their pids in LONG_PIDS (wait "${LONG_PIDS[@]}")
+queue_long() {
+    LONG_PIDS=()
+    for _ in 1 2 3; do
+        curl -sf "http://127.0.0.1:$1/v1/completions" -H 'Content-Type: application/json' \
+            -d "$2" >/dev/null &
+        LONG_PIDS+=($!)
+    done
+    wait_running "$1"
+}
