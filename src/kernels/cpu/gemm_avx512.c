@@ -13,10 +13,6 @@
 
 #define AI static inline __attribute__((always_inline))
 
-/* The loads: plain in the k loop's body (FULL), masked for the k tail
- * alone. A mask computed in every iteration (a kmov from a general
- * register, and masked loads) cost a one-row product from memory nearly
- * half its speed on Zen 5 (docs/numerics.md). */
 typedef enum wkind { W_F32, W_BF16, W_F16 } wkind;
 
 static inline __mmask16 tail_mask(int left) {
@@ -34,6 +30,10 @@ AI __m512 load_bf16(const uint16_t *p, __mmask16 m, bool full) {
         _mm512_maskz_permutexvar_epi16(0xaaaaaaaau, idx, _mm512_castsi256_si512(h)));
 }
 
+/* The loads: plain in the k loop's body (FULL), masked for the k tail
+ * alone. A mask computed in every iteration (a kmov from a general
+ * register, and masked loads) cost a one-row product from memory nearly
+ * half its speed on Zen 5 (docs/numerics.md). */
 AI __m512 load_w(wkind kd, const void *w, size_t off, __mmask16 m, bool full) {
     if (kd == W_F32)
         return full ? _mm512_loadu_ps((const float *)w + off)
