@@ -165,6 +165,11 @@ typedef struct hr_session_opts {
                                * first token, Q8_0/Q4_0): a token reads the keys of its
                                * window of this many positions (a multiple of 32) at full
                                * precision (docs/kv-quant.md); 0 = off */
+    int warmup;               /* nonzero: one token through the model before
+                               * hr_session_new returns (llama-server's warm-up), so
+                               * the first request does not map the weights' pages
+                               * or touch the buffers; nothing reaches the prompt
+                               * cache or the stats. 0 = none */
 } hr_session_opts;
 
 /* Start the engine thread over m (which must outlive the session). opts may

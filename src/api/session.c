@@ -110,7 +110,8 @@ int hr__session_engine_opts(const hr_llm *m, const hr_session_opts *o, hr_engine
                            .kv_residual = o->kv_residual,
                            .prefill_chunk = o->prefill_chunk, .cache_blocks = cache_blocks,
                            .ssd_dir = o->ssd_dir, .ssd_max_bytes = o->ssd_max_bytes,
-                           .ssd_demote_idle = o->ssd_demote_idle, .cache_salt = m->tok_hash};
+                           .ssd_demote_idle = o->ssd_demote_idle, .cache_salt = m->tok_hash,
+                           .warmup = o->warmup != 0};
     return 0;
 }
 

@@ -103,7 +103,7 @@ int hr_cmd_serve(int argc, char **argv) {
     long port = 8080, top_k = -1, max_tokens = -1, prefill = 0, batch = 0, threads = 0,
          ctx = 0, max_body_mb = 16, pc_size = -1, pc_on = 1, kv_bits = 0, kv_group = 64,
          kv_start = 5000, n_draft = 3, kv_res = 0;
-    int no_ui = 0, isolate = 0, admin_remote = 0;
+    int no_ui = 0, no_warmup = 0, isolate = 0, admin_remote = 0;
     long max_conns = 0, max_requests = 0, engine_fd = -1;
     double timeout = 0, req_timeout = -1, drain_timeout = -1, engine_timeout = 0;
     const char *admin_token = NULL;
@@ -156,6 +156,7 @@ int hr_cmd_serve(int argc, char **argv) {
         {"ssd-cache-max", HR_OPT_FLOAT, &ssd_max_gb, "SSD tier size in GB (default 32)"},
         {"ssd-demote-idle", HR_OPT_FLOAT, &ssd_idle, "seconds before an idle cached prefix leaves RAM (default 300)"},
         {"no-ui", HR_OPT_FLAG, &no_ui, "do not serve the web chat UI at /"},
+        {"no-warmup", HR_OPT_FLAG, &no_warmup, "do not run one token through a model when it loads (the first request pays its first touches)"},
         {"log-level", HR_OPT_STR, &log_level, "DEBUG, INFO, WARNING, ERROR or CRITICAL"},
         {"adapter-path", HR_OPT_STR, &adapter, "LoRA adapter (peft or mlx-lm) applied to requests that name none"},
         {"adapters", HR_OPT_STR, &adapters, "LoRA adapters requests may name: name=DIR,name=DIR (loaded on first use)"},
@@ -252,7 +253,7 @@ int hr_cmd_serve(int argc, char **argv) {
         .cache_blocks = pc_on ? 0 : -1, .cache_size = pc_size > 0 ? (int)pc_size : 0,
         .cache_bytes = (size_t)pc_b, .ssd_cache = ssd,
         .ssd_cache_max = (size_t)(ssd_max_gb * 1e9), .ssd_demote_idle = ssd_idle,
-        .no_ui = no_ui, .draft_model = draft, .spec = spec, .num_draft_tokens = (int)n_draft,
+        .no_ui = no_ui, .no_warmup = no_warmup, .draft_model = draft, .spec = spec, .num_draft_tokens = (int)n_draft,
         .max_connections = (int)max_conns, .timeout = timeout, .max_requests = (int)max_requests,
         .request_timeout = req_timeout, .drain_timeout = drain_timeout,
         .admin_token = admin_token, .admin_remote = admin_remote, .isolate = isolate,

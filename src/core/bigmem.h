@@ -23,12 +23,15 @@ size_t hr_mem_available(void);
  * fault of the host too (1.5 GB first touched in 2.1 s here, 0.23 s when
  * the host had backed it before): paid by whoever touches it first. A
  * populator makes pages resident ahead, on a thread of its own, without
- * changing a byte (MADV_POPULATE_WRITE: safe beside the owner's writes):
+ * changing a byte (an atomic add of 0 a page: a write fault, safe beside
+ * the owner's writes; not MADV_POPULATE_WRITE, whose call holds the
+ * process's mmap lock while it zeroes, so that every malloc growing the
+ * heap meanwhile waited on this idle-priority thread: a 12k-token prompt
+ * took 60-140 ms to tokenize beside it instead of 1, docs/kv-quant.md):
  * n_arrays arrays of n_units units, array i's unit u at base[i] + u *
  * unit[i], populated unit range by unit range across the arrays, front to
  * back (the KV pool's layers, its first blocks first: they are handed out
- * first). Only speed depends on it: NULL when it cannot start; a kernel
- * without the call ends it at once. */
+ * first). Only speed depends on it: NULL when it cannot start. */
 typedef struct hr_populator hr_populator;
 hr_populator *hr_populate_start(void *const *base, const size_t *unit, int n_arrays,
                                 size_t n_units);

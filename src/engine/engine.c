@@ -83,6 +83,7 @@ void hr_engine_stats_get(const hr_engine *e, hr_engine_stats *s) {
     s->dead = atomic_load(&m->dead) ? m->dead_msg : NULL;
     s->requests_running = atomic_load(&m->st_running);
     s->requests_queued = atomic_load(&m->st_queued);
+    s->requests_finished = atomic_load(&m->st_finished);
     s->prompt_tokens = atomic_load(&m->st_prompt);
     s->generated_tokens = atomic_load(&m->st_gen);
     double ps = atomic_load(&m->st_prefill_s), ds = atomic_load(&m->st_decode_s);
@@ -141,6 +142,13 @@ void hr_engine_stats_get(const hr_engine *e, hr_engine_stats *s) {
 
 /* ---- scheduling (engine thread) -------------------------------------------------- */
 
+/* A request's end, counted before its consumer hears of it: a /metrics
+ * read after the response counts it finished. */
+static void end_request(hr_engine *e, hr_request *r, hr_finish why, const char *msg) {
+    atomic_fetch_add(&e->st_finished, 1);
+    hr__request_end(r, why, msg);
+}
+
 static void retire(hr_engine *e, int i, hr_finish why, const char *msg) {
     hr_request *r = e->running[i];
     /* a converted sequence's blocks are quantized: they go to the quantized
@@ -177,10 +185,10 @@ static void retire(hr_engine *e, int i, hr_finish why, const char *msg) {
     for (int b = 0; b < r->spec.n_dblocks; b++)
         hr_kv_unref(hr_spec_draft_kv(e->draft), r->spec.dblocks[b]);
     r->spec.n_dblocks = 0;
-    hr__request_end(r, why, msg);
+    atomic_fetch_sub(&e->st_running, 1);
+    end_request(e, r, why, msg);
     hr_request_release(r);
     e->running[i] = e->running[--e->n_running];
-    atomic_fetch_sub(&e->st_running, 1);
 }
 
 /* Scoring requests need logits for many prompt positions a step: the
@@ -207,7 +215,7 @@ static void admit(hr_engine *e) {
         hr_request *r = *pp;
         if (atomic_load(&r->cancel)) {
             *pp = r->next;
-            hr__request_end(r, HR_FINISH_CANCELLED, NULL);
+            end_request(e, r, HR_FINISH_CANCELLED, NULL);
             atomic_fetch_sub(&e->st_queued, 1);
             hr_request_release(r);
         } else {
@@ -223,7 +231,7 @@ static void admit(hr_engine *e) {
             if (!e->waiting)
                 e->waiting_tail = NULL;
             atomic_fetch_sub(&e->st_queued, 1);
-            hr__request_end(r, HR_FINISH_ERROR, ierr.msg);
+            end_request(e, r, HR_FINISH_ERROR, ierr.msg);
             hr_request_release(r);
             continue;
         }
@@ -232,7 +240,7 @@ static void admit(hr_engine *e) {
             if (!e->waiting)
                 e->waiting_tail = NULL;
             atomic_fetch_sub(&e->st_queued, 1);
-            hr__request_end(r, HR_FINISH_ERROR, "out of memory for the logits of prompt scoring");
+            end_request(e, r, HR_FINISH_ERROR, "out of memory for the logits of prompt scoring");
             hr_request_release(r);
             continue;
         }
@@ -532,10 +540,30 @@ static void *engine_main(void *arg) {
     while (e->waiting) {
         hr_request *r = e->waiting;
         e->waiting = r->next;
-        hr__request_end(r, HR_FINISH_CANCELLED, "the server is shutting down");
+        end_request(e, r, HR_FINISH_CANCELLED, "the server is shutting down");
         hr_request_release(r);
     }
     return NULL;
+}
+
+/* hr_engine_opts.warmup (before the engine thread starts): one token at
+ * position 0 of a sequence of its own, its block given back after. */
+static void warm_up(hr_engine *e) {
+    if (e->kv.n_free < 1)
+        return;
+    int32_t block = hr_kv_alloc(&e->kv), tok = 0, pos = 0, seq = 0;
+    uint8_t want = e->m->hp.arch->encoder ? 2 : 1; /* an encoder: its hidden state */
+    hr_seq_blocks sb = {.table = &block, .n = 1, .id = ++e->next_seq_id};
+    hr_batch b = {.n_tokens = 1, .token = &tok, .pos = &pos, .seq = &seq, .logits = &want,
+                  .n_seqs = 1, .seqs = &sb};
+    hr_error err = {0};
+    double t0 = hr_now();
+    if (hr_forward_out(e->fwd, &e->kv, &b, e->logits, e->hidden, &err))
+        hr_log(HR_LOG_WARN, "warm-up: %s", err.msg);
+    else
+        hr_log(HR_LOG_INFO, "warm-up: one token in %.1f ms", (hr_now() - t0) * 1e3);
+    hr_fwd_state_drop(e->fwd, sb.id);
+    hr_kv_unref(&e->kv, block);
 }
 
 int hr_engine_new(hr_engine **out, const hr_model *m, const hr_engine_opts *o,
@@ -720,6 +748,8 @@ int hr_engine_new(hr_engine **out, const hr_model *m, const hr_engine_opts *o,
     } else if (len_rope) {
         hr_log(HR_LOG_INFO, "prompt cache off: this model's RoPE depends on the sequence length");
     }
+    if (o && o->warmup)
+        warm_up(e);
     atomic_store(&e->st_kv_free, e->kv.n_free);
     atomic_store(&e->st_kvq_free, e->kvq.n_free);
     if (pthread_create(&e->thread, NULL, engine_main, e) != 0) {

@@ -72,6 +72,11 @@ typedef struct hr_engine_opts {
      * tokens a request may draft per step (0: HR_SPEC_MAX_K) */
     const hr_model *draft;
     int max_draft;
+    /* one token through the model before hr_engine_new returns, as
+     * llama-server's warm-up: the weights' pages mapped, the forward's
+     * buffers and the compute threads touched, so the first request does
+     * not pay for them. Nothing reaches the prompt cache or the stats. */
+    bool warmup;
 } hr_engine_opts;
 
 /* Starts the engine thread. */
@@ -217,6 +222,7 @@ void hr_request_progress(hr_request *r, int *done, int *total);
 
 typedef struct hr_engine_stats {
     long requests_total, requests_running, requests_queued;
+    long requests_finished; /* ended (each counted before its consumer hears) */
     long prompt_tokens, generated_tokens;
     double prefill_tps, decode_tps; /* over the last steps */
     int kv_blocks_total, kv_blocks_free;

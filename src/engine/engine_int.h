@@ -152,7 +152,7 @@ struct hr_engine {
     hr_spec_draft *draft;           /* the draft model, or NULL */
     hr_spec_cost spec_cost;         /* measured step costs, for choosing k */
     /* stats, read from any thread */
-    _Atomic long st_total, st_running, st_queued, st_prompt, st_gen;
+    _Atomic long st_total, st_running, st_queued, st_finished, st_prompt, st_gen;
     _Atomic long st_prefill_tok, st_decode_tok;
     _Atomic bool dead;              /* the model's device is lost (hr_backend.lost) */
     char dead_msg[256];             /* why; written once, before dead is set */

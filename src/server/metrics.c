@@ -214,7 +214,7 @@ static const struct {
 
 static void engine_values(const hr_engine_stats *st, size_t weights, double v[E_N]) {
     v[E_REQUESTS] = (double)st->requests_total;
-    v[E_FINISHED] = (double)(st->requests_total - st->requests_running - st->requests_queued);
+    v[E_FINISHED] = (double)st->requests_finished;
     v[E_RUNNING] = (double)st->requests_running;
     v[E_QUEUED] = (double)st->requests_queued;
     v[E_PROMPT_TOKENS] = (double)st->prompt_tokens;

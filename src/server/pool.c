@@ -151,7 +151,8 @@ static int load(const hr_server_opts *o, entry *e, int index, hr_served **out,
                           .quantized_kv_start = o->kv_start, .kv_residual = o->kv_residual,
                           .draft_model = o->draft_model,
                           .spec = o->spec, .num_draft_tokens = o->num_draft_tokens,
-                          .adapter_path = o->adapter_path, .adapters = o->adapters};
+                          .adapter_path = o->adapter_path, .adapters = o->adapters,
+                          .warmup = !o->no_warmup};
     if ((rc = hr__kv_types_from_names(o->kv_dtype, o->cache_type_k, o->cache_type_v,
                                       &so.kv_dtype, &so.kv_dtype_v, err)) ||
         (rc = hr_session_new(&m->session, m->llm, &so, err)))

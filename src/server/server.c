@@ -64,8 +64,7 @@ static void model_stats(json_t *o, const hr_served *m) {
     hr_engine_stats_get(m->engine, &st);
     json_object_set_new(o, "requests",
                         json_pack("{s:I,s:I,s:I}", "served",
-                                  (json_int_t)(st.requests_total - st.requests_running -
-                                               st.requests_queued),
+                                  (json_int_t)st.requests_finished,
                                   "active", (json_int_t)st.requests_running, "queued",
                                   (json_int_t)st.requests_queued));
     json_object_set_new(o, "tokens",

@@ -57,6 +57,7 @@ typedef struct hr_server_opts {
     size_t ssd_cache_max;           /* bytes; 0 = 32 GB */
     double ssd_demote_idle;         /* seconds; default 300 */
     int no_ui;                      /* 1: no web chat UI at "/" (a 404 there) */
+    int no_warmup;                  /* 1: no warm-up token when a model loads */
     const char *draft_model;        /* --draft-model; NULL = none */
     const char *spec;               /* --spec: off, ngram, draft; NULL = draft with a
                                      * draft model, else off */

@@ -71,7 +71,7 @@ static void run_case(const char *name, int want_pooling) {
     assert_string_equal(m->emb.err, "");
     assert_int_equal(m->emb.pooling, want_pooling);
     assert_true(m->emb.normalize);
-    assert_int_equal(hr_session_new(&s, m, &(hr_session_opts){.n_threads = 2, .max_batch = 8}, &err), 0);
+    assert_int_equal(hr_session_new(&s, m, &(hr_session_opts){.n_threads = 2, .max_batch = 8, .warmup = 1}, &err), 0);
     int d = hr_llm_embed_dim(m);
     assert_int_equal(d, (int)json_integer_value(json_object_get(ref, "dim")));
     json_t *cases = json_object_get(ref, "cases");

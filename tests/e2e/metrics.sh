@@ -18,7 +18,8 @@ metric() { curl -sf "$1/metrics" | awk -v k="$2" '$1 == k {print $2}'; }
 long=$(python3 -c 'print("In the beginning God created the heaven and the earth. " * 8)')
 body=$(python3 -c 'import json, sys; print(json.dumps({"prompt": sys.argv[1], "max_tokens": 2}))' "$long")
 for run in 1 2; do
-    start_server "$tmp/err$run" --model "$tmp/tiny-chat" --threads 1 --ssd-cache "$tmp/ssd"
+    nw=; [ $run = 2 ] && nw=--no-warmup # (either way: the blocks come back)
+    start_server "$tmp/err$run" --model "$tmp/tiny-chat" --threads 1 --ssd-cache "$tmp/ssd" $nw
     b=http://127.0.0.1:$SERVER_PORT
     curl -sf "$b/v1/completions" -d "$body" >/dev/null
     for _ in $(seq 100); do # written in the background

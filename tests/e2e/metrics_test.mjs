@@ -58,6 +58,9 @@ await check('every line is well-formed; the families are there', async () => {
     'hearth_time_to_first_token_seconds_count', 'hearth_inter_token_latency_seconds_bucket{le="+Inf"}'])
     assert(v.has(name), `missing ${name}`);
   assert(v.get('hearth_kv_blocks_capacity{model="tiny-chat"}') > 0 && v.get('hearth_process_resident_memory_bytes') > 0, 'gauges');
+  // the start's warm-up token is no request: nothing counted, nothing held
+  for (const name of ['requests_total', 'prompt_tokens_total', 'generated_tokens_total', 'prompt_cache_lookups_total', 'kv_blocks_used', 'kv_blocks_cached'])
+    assert(v.get(`hearth_${name}{model="tiny-chat"}`) === 0, `after the warm-up: ${name} ${v.get(`hearth_${name}{model="tiny-chat"}`)}`);
 });
 
 await check('counters move as requests are served', async () => {

@@ -101,7 +101,9 @@ static void test_batched_equals_alone_equals_oracle(void **state) {
             assert_int_equal(alone[i][k], json_integer_value(json_array_get(gt, (size_t)k)));
     }
 
-    hr_engine_opts eight = {.n_threads = 2, .max_batch = 8, .n_ctx = 256, .prefill_chunk = 16};
+    /* with a warm-up token first: nothing of it in the output or the stats */
+    hr_engine_opts eight = {.n_threads = 2, .max_batch = 8, .n_ctx = 256, .prefill_chunk = 16,
+                            .warmup = true};
     assert_int_equal(hr_engine_new(&e, g_model, &eight, &err), 0);
     hr_request *rs[8];
     for (int i = 0; i < 8; i++)
@@ -116,6 +118,10 @@ static void test_batched_equals_alone_equals_oracle(void **state) {
     hr_engine_stats_get(e, &st);
     assert_int_equal(st.requests_total, 8);
     assert_int_equal(st.generated_tokens, 8 * 16);
+    int sum = 0;
+    for (int i = 0; i < 8; i++)
+        sum += np[i];
+    assert_int_equal(st.prompt_tokens, sum);
     expect_all_blocks_free(e);
     hr_engine_free(e);
     printf("engine: 8 requests batched == alone; first 3 == transformers oracle\n");
@@ -328,7 +334,8 @@ static void hybrid_cache_case(const char *name) {
 
     snprintf(ssd, sizeof ssd, "/tmp/hearth-hybrid-ssd-%d", (int)getpid());
     hr_engine_opts on = {.n_threads = 2, .max_batch = 2, .n_ctx = 160, .prefill_chunk = 16,
-                         .ssd_dir = ssd, .ssd_max_bytes = (size_t)1 << 30};
+                         .ssd_dir = ssd, .ssd_max_bytes = (size_t)1 << 30,
+                         .warmup = true}; /* its token's state neither cached nor kept */
     assert_int_equal(hr_engine_new(&e, m, &on, &err), 0);
     run_one(e, a, na, &got); /* nothing cached yet */
     assert_int_equal(got.cached, 0);
