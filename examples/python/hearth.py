@@ -42,7 +42,8 @@ class _SessionOpts(C.Structure):
                 ("draft_model", C.c_char_p), ("spec", C.c_char_p),
                 ("num_draft_tokens", C.c_int), ("adapter_path", C.c_char_p),
                 ("adapters", C.c_char_p), ("kv_dtype_v", C.c_int),
-                ("kv_quant", C.c_char_p), ("quantized_kv_start", C.c_int)]
+                ("kv_quant", C.c_char_p), ("quantized_kv_start", C.c_int),
+                ("kv_residual", C.c_int), ("warmup", C.c_int)]
 
 
 class _Params(C.Structure):  # hr_gen_params, field for field
