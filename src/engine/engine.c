@@ -546,24 +546,18 @@ static void *engine_main(void *arg) {
     return NULL;
 }
 
-/* hr_engine_opts.warmup (before the engine thread starts): one token at
- * position 0 of a sequence of its own, its block given back after. */
+/* hr_engine_opts.warmup (before the engine thread starts): a token
+ * through the model and one through the draft model (hr_fwd_warm). A
+ * failure only costs the first request its first touches. */
 static void warm_up(hr_engine *e) {
-    if (e->kv.n_free < 1)
-        return;
-    int32_t block = hr_kv_alloc(&e->kv), tok = 0, pos = 0, seq = 0;
-    uint8_t want = e->m->hp.arch->encoder ? 2 : 1; /* an encoder: its hidden state */
-    hr_seq_blocks sb = {.table = &block, .n = 1, .id = ++e->next_seq_id};
-    hr_batch b = {.n_tokens = 1, .token = &tok, .pos = &pos, .seq = &seq, .logits = &want,
-                  .n_seqs = 1, .seqs = &sb};
     hr_error err = {0};
     double t0 = hr_now();
-    if (hr_forward_out(e->fwd, &e->kv, &b, e->logits, e->hidden, &err))
+    if (hr_fwd_warm(e->fwd, &e->kv, ++e->next_seq_id, e->logits, e->hidden, &err) ||
+        (e->draft && hr_spec_draft_warm(e->draft, ++e->next_seq_id, &err)))
         hr_log(HR_LOG_WARN, "warm-up: %s", err.msg);
     else
-        hr_log(HR_LOG_INFO, "warm-up: one token in %.1f ms", (hr_now() - t0) * 1e3);
-    hr_fwd_state_drop(e->fwd, sb.id);
-    hr_kv_unref(&e->kv, block);
+        hr_log(HR_LOG_INFO, "warm-up: one token in %.1f ms%s", (hr_now() - t0) * 1e3,
+               e->draft ? " (and one through the draft model)" : "");
 }
 
 int hr_engine_new(hr_engine **out, const hr_model *m, const hr_engine_opts *o,

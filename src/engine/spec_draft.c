@@ -63,6 +63,10 @@ fail:
     return hr_err_wrap(err, "draft model");
 }
 
+int hr_spec_draft_warm(hr_spec_draft *d, uint64_t id, hr_error *err) {
+    return hr_fwd_warm(d->fwd, &d->kv, id, d->logits, NULL, err);
+}
+
 void hr_spec_draft_free(hr_spec_draft *d) {
     if (!d)
         return;

@@ -22,6 +22,8 @@ struct hr_request;
 int hr_spec_draft_new(hr_spec_draft **out, const hr_model *dm, int n_blocks, int max_batch,
                       int max_tokens, int n_ctx, hr_error *err);
 void hr_spec_draft_free(hr_spec_draft *d);
+/* A warm-up token through the draft model (hr_fwd_warm), sequence id. */
+int hr_spec_draft_warm(hr_spec_draft *d, uint64_t id, hr_error *err);
 hr_kv *hr_spec_draft_kv(hr_spec_draft *d);
 
 /* A request's draft KV holds its tokens from spec.dbase on, at the draft's

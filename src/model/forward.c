@@ -160,6 +160,20 @@ int hr_fwd_state_put(hr_fwd *f, uint64_t id, int pos, const void *src, hr_error 
 
 void hr_fwd_state_drop(hr_fwd *f, uint64_t id) { hr__rstate_drop(&f->rs, id); }
 
+int hr_fwd_warm(hr_fwd *f, hr_kv *kv, uint64_t id, float *logits, float *hidden, hr_error *err) {
+    if (kv->n_free < 1)
+        return hr_err(err, HR_ENOMEM, "no free KV block");
+    int32_t block = hr_kv_alloc(kv), tok = 0, pos = 0, seq = 0;
+    uint8_t want = f->m->hp.arch->encoder ? 2 : 1;
+    hr_seq_blocks sb = {.table = &block, .n = 1, .id = id};
+    hr_batch b = {.n_tokens = 1, .token = &tok, .pos = &pos, .seq = &seq, .logits = &want,
+                  .n_seqs = 1, .seqs = &sb};
+    int rc = hr_forward_out(f, kv, &b, logits, hidden, err);
+    hr_fwd_state_drop(f, id);
+    hr_kv_unref(kv, block);
+    return rc;
+}
+
 static int validate(hr_fwd *f, const hr_kv *kv, const hr_batch *b, bool hidden,
                     hr_error *err) {
     const hr_hparams *hp = &f->m->hp;

@@ -46,4 +46,11 @@ int hr_fwd_state_get(hr_fwd *f, uint64_t id, int pos, void *dst, hr_error *err);
 int hr_fwd_state_put(hr_fwd *f, uint64_t id, int pos, const void *src, hr_error *err);
 void hr_fwd_state_drop(hr_fwd *f, uint64_t id);
 
+/* A warm-up: one token at position 0 of sequence id (unique, its state
+ * slot dropped after) in a block of kv given back after, its logits (an
+ * encoder: its hidden state) into logits (hidden), so that the pass's
+ * first touches (the weights' pages, the scratch, the threads) are paid
+ * before a request. 0, or the forward's error. */
+int hr_fwd_warm(hr_fwd *f, hr_kv *kv, uint64_t id, float *logits, float *hidden, hr_error *err);
+
 #endif

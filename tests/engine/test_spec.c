@@ -96,8 +96,9 @@ static void expect_same(const run *a, const run *b, const char *what) {
 }
 
 static hr_engine *engine(const hr_model *m, const hr_model *draft, int batch, int cache) {
+    /* with a draft model, both warmed up first: nothing of it in the output */
     hr_engine_opts o = {.n_threads = 2, .max_batch = batch, .n_ctx = 512, .prefill_chunk = 64,
-                        .cache_blocks = cache, .draft = draft};
+                        .cache_blocks = cache, .draft = draft, .warmup = draft != NULL};
     hr_engine *e;
     hr_error err = {0};
     if (hr_engine_new(&e, m, &o, &err))
