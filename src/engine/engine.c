@@ -149,6 +149,22 @@ static void end_request(hr_engine *e, hr_request *r, hr_finish why, const char *
     hr__request_end(r, why, msg);
 }
 
+/* A waiting request's end before it ran (the caller unlinked it). */
+static void end_waiting(hr_engine *e, hr_request *r, hr_finish why, const char *msg) {
+    atomic_fetch_sub(&e->st_queued, 1);
+    end_request(e, r, why, msg);
+    hr_request_release(r);
+}
+
+/* The queue's head refused with an error. */
+static void refuse_head(hr_engine *e, const char *msg) {
+    hr_request *r = e->waiting;
+    e->waiting = r->next;
+    if (!e->waiting)
+        e->waiting_tail = NULL;
+    end_waiting(e, r, HR_FINISH_ERROR, msg);
+}
+
 static void retire(hr_engine *e, int i, hr_finish why, const char *msg) {
     hr_request *r = e->running[i];
     /* a converted sequence's blocks are quantized: they go to the quantized
@@ -215,9 +231,7 @@ static void admit(hr_engine *e) {
         hr_request *r = *pp;
         if (atomic_load(&r->cancel)) {
             *pp = r->next;
-            end_request(e, r, HR_FINISH_CANCELLED, NULL);
-            atomic_fetch_sub(&e->st_queued, 1);
-            hr_request_release(r);
+            end_waiting(e, r, HR_FINISH_CANCELLED, NULL);
         } else {
             e->waiting_tail = r;
             pp = &r->next;
@@ -227,21 +241,11 @@ static void admit(hr_engine *e) {
         hr_request *r = e->waiting;
         hr_error ierr = {0};
         if (r->n_images && hr__engine_encode_images(e, r, &ierr)) {
-            e->waiting = r->next;
-            if (!e->waiting)
-                e->waiting_tail = NULL;
-            atomic_fetch_sub(&e->st_queued, 1);
-            end_request(e, r, HR_FINISH_ERROR, ierr.msg);
-            hr_request_release(r);
+            refuse_head(e, ierr.msg);
             continue;
         }
         if (r->score_from && !score_rows_ready(e)) {
-            e->waiting = r->next;
-            if (!e->waiting)
-                e->waiting_tail = NULL;
-            atomic_fetch_sub(&e->st_queued, 1);
-            end_request(e, r, HR_FINISH_ERROR, "out of memory for the logits of prompt scoring");
-            hr_request_release(r);
+            refuse_head(e, "out of memory for the logits of prompt scoring");
             continue;
         }
         int total = kv_blocks_for(e, r->n_prompt + r->limit), hit = 0, len = 0;
@@ -540,8 +544,7 @@ static void *engine_main(void *arg) {
     while (e->waiting) {
         hr_request *r = e->waiting;
         e->waiting = r->next;
-        end_request(e, r, HR_FINISH_CANCELLED, "the server is shutting down");
-        hr_request_release(r);
+        end_waiting(e, r, HR_FINISH_CANCELLED, "the server is shutting down");
     }
     return NULL;
 }
