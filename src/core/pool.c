@@ -15,6 +15,10 @@
 
 struct hr_pool {
     int nth;
+    /* hr_pool_narrow: the threads that run jobs (the others sleep on it
+     * until it includes them again, then wait for the job after resume) */
+    _Atomic int width;
+    _Atomic unsigned resume;
     pthread_t *threads;
     hr_task_fn fn;
     void *ctx;
@@ -93,7 +97,15 @@ static void *worker_main(void *p) {
         seen = g;
         if (atomic_load(&pool->stop))
             return NULL;
-        pool->fn(pool->ctx, ith, pool->nth);
+        int w;
+        if (ith >= (w = atomic_load(&pool->width))) { /* left out: asleep till let in */
+            do
+                futex_wait((_Atomic unsigned *)&pool->width, (unsigned)w);
+            while (ith >= (w = atomic_load(&pool->width)) && !atomic_load(&pool->stop));
+            seen = atomic_load(&pool->resume);
+            continue;
+        }
+        pool->fn(pool->ctx, ith, w);
         hr_pool_range r = pool->pf[g & 1][ith];
         atomic_fetch_sub_explicit(&pool->pending, 1, memory_order_release);
         prefetch_while(&r, no_new_job, pool, g);
@@ -109,6 +121,7 @@ hr_pool *hr_pool_new(int n_threads) {
     if (!pool)
         return NULL;
     pool->nth = n_threads;
+    atomic_init(&pool->width, n_threads);
     pool->threads = calloc((size_t)n_threads, sizeof *pool->threads);
     pool->pf[0] = calloc((size_t)n_threads * 2, sizeof *pool->pf[0]);
     if (!pool->threads || !pool->pf[0]) {
@@ -140,6 +153,7 @@ void hr_pool_free(hr_pool *pool) {
     atomic_store(&pool->stop, 1);
     atomic_fetch_add_explicit(&pool->gen, 1, memory_order_release);
     futex_wake_all(&pool->gen);
+    futex_wake_all((_Atomic unsigned *)&pool->width);
     for (int i = 1; i < pool->nth; i++)
         pthread_join(pool->threads[i], NULL);
     free(pool->threads);
@@ -161,7 +175,20 @@ void *hr_pool_scratch(hr_pool *pool, size_t bytes) {
     return pool->scratch;
 }
 
-int hr_pool_size(const hr_pool *pool) { return pool ? pool->nth : 1; }
+int hr_pool_size(const hr_pool *pool) { return pool ? atomic_load(&pool->width) : 1; }
+
+int hr_pool_narrow(hr_pool *pool, int n) {
+    if (!pool)
+        return 1;
+    int was = atomic_load(&pool->width);
+    n = n < 1 ? 1 : n > pool->nth ? pool->nth : n;
+    if (n > was) /* (no job runs: the caller's) those let in take the jobs after this one */
+        atomic_store(&pool->resume, atomic_load(&pool->gen));
+    atomic_store(&pool->width, n);
+    if (n > was)
+        futex_wake_all((_Atomic unsigned *)&pool->width);
+    return was;
+}
 
 void hr_pool_prefetch_next(hr_pool *pool, const hr_pool_range *ranges, int count) {
     if (!pool || pool->nth == 1)
@@ -176,7 +203,8 @@ void hr_pool_prefetch_next(hr_pool *pool, const hr_pool_range *ranges, int count
 }
 
 void hr_pool_run(hr_pool *pool, hr_task_fn fn, void *ctx) {
-    if (!pool || pool->nth == 1) {
+    int w = pool ? atomic_load(&pool->width) : 1;
+    if (w == 1) {
         fn(ctx, 0, 1);
         return;
     }
@@ -189,11 +217,11 @@ void hr_pool_run(hr_pool *pool, hr_task_fn fn, void *ctx) {
     if (!pool->armed)
         memset(pf, 0, (size_t)pool->nth * sizeof *pf);
     pool->armed = false;
-    atomic_store_explicit(&pool->pending, pool->nth - 1, memory_order_relaxed);
+    atomic_store_explicit(&pool->pending, w - 1, memory_order_relaxed);
     atomic_fetch_add(&pool->gen, 1);
     if (atomic_load(&pool->sleeping) > 0)
         futex_wake_all(&pool->gen);
-    fn(ctx, 0, pool->nth);
+    fn(ctx, 0, w);
     prefetch_while(&pf[0], workers_busy, pool, 0);
     /* a worker still busy after a short spin has usually been preempted (the
      * cores are shared): yield, so that it can have this core back */

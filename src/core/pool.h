@@ -19,7 +19,14 @@ typedef void (*hr_task_fn)(void *ctx, int ith, int nth);
 /* n_threads counts the caller; 0 means one per online CPU. NULL on failure. */
 hr_pool *hr_pool_new(int n_threads);
 void hr_pool_free(hr_pool *pool);
+/* The threads that run its jobs: nth, or fewer while narrowed. */
 int hr_pool_size(const hr_pool *pool);
+/* Jobs run on the first n threads (1..nth) until narrowed again: the others
+ * sleep, their cores free for other work (a read-back under the forward:
+ * engine/readback.c). Between jobs, by the caller of hr_pool_run. Returns
+ * the width before. Kernels split by their (ith, nth), so a job's results
+ * do not depend on it. */
+int hr_pool_narrow(hr_pool *pool, int n);
 /* Not reentrant: one hr_pool_run at a time per pool. A NULL pool runs
  * fn(ctx, 0, 1) inline. */
 void hr_pool_run(hr_pool *pool, hr_task_fn fn, void *ctx);

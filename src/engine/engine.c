@@ -144,6 +144,8 @@ static void retire(hr_engine *e, int i, hr_finish why, const char *msg) {
     e->running[i] = e->running[--e->n_running];
 }
 
+void hr__retire(hr_engine *e, int i, hr_finish why, const char *msg) { retire(e, i, why, msg); }
+
 /* Scoring requests need logits for many prompt positions a step: the
  * logits buffer grows by SCORE_ROWS rows at the first one (false: no
  * memory for it). */
@@ -339,6 +341,11 @@ static void step(hr_engine *e) {
     for (int s = 0; e->kvq.n_blocks && s < e->n_running; s++) {
         hr_error err = {0};
         if (!e->running[s]->conv && e->running[s]->len >= e->kv_start &&
+            hr__readback_settle(e, true)) { /* it reads its blocks: a cut, look again */
+            s = -1;
+            continue;
+        }
+        if (!e->running[s]->conv && e->running[s]->len >= e->kv_start &&
             hr__convert(e, e->running[s], &err)) {
             hr_log(HR_LOG_ERROR, "converting a sequence's KV failed: %s", err.msg);
             retire(e, s--, HR_FINISH_ERROR, err.msg); /* the last one moved to s */
@@ -346,8 +353,10 @@ static void step(hr_engine *e) {
     }
     hr__spec_propose(e);
     int n_prefill, n_decode, T = hr__build_batch(e, &n_prefill, &n_decode);
-    if (T == 0)
+    if (T == 0) {
+        hr__readback_settle(e, true);
         return;
+    }
     hr_batch b = {.n_tokens = T, .token = e->b_tok, .pos = e->b_pos, .seq = e->b_seq,
                   .logits = e->b_want, .n_seqs = e->n_running, .seqs = e->b_seqs,
                   .adapter = e->b_adapter};
@@ -370,7 +379,12 @@ static void step(hr_engine *e) {
         b.rope_pos = e->b_rope;
     hr_error err = {0};
     double t0 = hr_now();
+    int width = hr__readback_narrow(e);
     int rc = hr_forward_out(e->fwd, &e->kv, &b, e->logits, e->hidden, &err);
+    hr__readback_widen(e, width);
+    /* a run of blocks read back meanwhile: checked now, the step dropped
+     * when one it read failed (its requests cut back to compute it again) */
+    bool drop = hr__readback_settle(e, true);
     double dt = hr_now() - t0;
     if (n_prefill) {
         atomic_fetch_add(&e->st_prefill_tok, n_prefill);
@@ -388,6 +402,10 @@ static void step(hr_engine *e) {
         }
         while (e->n_running)
             retire(e, 0, HR_FINISH_ERROR, err.msg);
+        return;
+    }
+    if (drop) {
+        hr__readback_drop(e);
         return;
     }
     int d = e->m->hp.d_model;
@@ -465,6 +483,8 @@ static void *engine_main(void *arg) {
         if (e->pcq)
             hr_pcache_poll(e->pcq, hr_now());
         admit(e);
+        /* a lookup that ended a run in flight (its block wanted at once) */
+        hr__readback_settle(e, !e->n_running);
         if (e->n_running)
             step(e);
         int held = 0;
@@ -650,6 +670,10 @@ int hr_engine_new(hr_engine **out, const hr_model *m, const hr_engine_opts *o,
                                   o ? o->ssd_demote_idle : 0);
         if (e->pcache) /* states: at most a GiB of RAM (docs/prompt-cache.md) */
             hr_pcache_keep_states(e->pcache, state_bytes, (size_t)1 << 30);
+        /* a run read back from the SSD tier under the step that needs it
+         * (readback.c; not with residual windows, cut back by position) */
+        if (e->pcache && !e->resid && hr__readback_can())
+            hr_pcache_overlap(e->pcache, true);
         /* --quantized-kv-start: converted sequences' blocks in a cache of
          * their own (not for hybrid models: no states are kept for them) */
         if (e->pcache && e->kvq.n_blocks && !state_bytes) {

@@ -297,4 +297,30 @@ int hr__admit_converted(hr_engine *e, hr_request *r, int upto, int *hit, int *le
  * memory) leaves r unconverted and is r's error (0 or the error's code). */
 int hr__convert(hr_engine *e, hr_request *r, hr_error *err);
 
+/* engine.c's retire: running request i ends (why, msg), its blocks go to
+ * the prompt cache unless it failed; the last running one moves to i. */
+void hr__retire(hr_engine *e, int i, hr_finish why, const char *msg);
+
+/* readback.c: a run of prompt cache blocks read back from the SSD tier in
+ * the background (pcache.h hr_pcache_overlap). With wait, the run in
+ * flight ends first (hr_pcache_settle). Requests that got a block that
+ * failed its checks are cut back to the block before it, to compute the
+ * rest again (one that cannot get blocks of its own for it ends with an
+ * error). true when any was: what a step computed over that block is
+ * wrong, and the step is to be dropped (hr__readback_drop). */
+bool hr__readback_settle(hr_engine *e, bool wait);
+/* A step's outputs dropped before anything was committed: every request
+ * computes it again (its drafts made again). */
+void hr__readback_drop(hr_engine *e);
+/* Whether runs are worth reading under the forward here: a core besides
+ * the forward's (at least 2). */
+bool hr__readback_can(void);
+/* Before the forward of a step with a run in flight: the compute pool
+ * narrowed by a thread when it takes every core, so that the readers have
+ * one (the forward's own threads and 4 readers sharing 2 cores made both
+ * slower, docs/kv-quant.md); the width to give back to hr__readback_widen
+ * (0: nothing was changed). */
+int hr__readback_narrow(hr_engine *e);
+void hr__readback_widen(hr_engine *e, int width);
+
 #endif

@@ -18,6 +18,7 @@ typedef struct entry {
     int32_t tokens[HR_KV_BLOCK]; /* the content [0, n), checked on every hit */
     double used;                 /* last hit or insert, hr_now() */
     bool pending;                /* a full block not yet queued for the SSD */
+    bool reading;                /* its block is being read back (pc->run) */
     void *state;                 /* a full block's recurrent state after it, or NULL */
     struct entry *hnext;         /* hash bucket chain */
     struct entry *prev, *next;   /* LRU list, most recent first */
@@ -34,6 +35,18 @@ struct hr_pcache {
     entry **buckets;
     size_t n_buckets;
     entry lru; /* sentinel */
+    /* a run of blocks being read back from the SSD tier (hr_pcache_overlap):
+     * its blocks, each with a reference of the run's, and their entries
+     * (NULL: not indexed) */
+    bool overlap;
+    hr_ssd_run *run;
+    int run_n;
+    int32_t *run_blk;
+    entry **run_ent;
+    /* blocks of finished runs that failed their checks, still held by
+     * whoever got them (hr_pcache_failed) */
+    int32_t *failed;
+    int n_failed;
 };
 
 hr_pcache *hr_pcache_new(hr_kv *kv, int max_blocks, hr_ssd *ssd, double demote_idle) {
@@ -95,6 +108,8 @@ static void drop(hr_pcache *pc, entry *e) {
 void hr_pcache_free(hr_pcache *pc) {
     if (!pc)
         return;
+    hr_pcache_settle(pc);
+    free(pc->failed);
     while (pc->lru.next != &pc->lru)
         drop(pc, pc->lru.next);
     free(pc->buckets);
@@ -130,6 +145,7 @@ static entry *add(hr_pcache *pc, uint64_t parent, uint64_t key, const int32_t *t
     if (!e)
         return NULL;
     e->state = state;
+    e->reading = false;
     pc->n_states += state != NULL;
     e->parent = parent;
     e->key = key;
@@ -178,7 +194,77 @@ static entry *find_full(hr_pcache *pc, uint64_t parent, const int32_t *tokens) {
     return NULL;
 }
 
-/* A RAM miss of a full block: read it back from the SSD tier. */
+/* ---- a run read back in the background ------------------------------------------ */
+
+void hr_pcache_overlap(hr_pcache *pc, bool on) { pc->overlap = on; }
+
+bool hr_pcache_reading(const hr_pcache *pc) { return pc->run != NULL; }
+
+int hr_pcache_failed(hr_pcache *pc, const int32_t **blocks) {
+    int n = pc->n_failed;
+    *blocks = pc->failed;
+    pc->n_failed = 0;
+    return n;
+}
+
+/* Start reading blks[0..m) (keys, tokens t0: from_ssd_run's) in the
+ * background: the leading ones there, their number (*run set), or -1 when
+ * the run is to be read now (none can be left in flight). */
+static int run_start(hr_pcache *pc, const uint64_t *keys, const int32_t *t0,
+                     const int32_t *blks, int m) {
+    if (!pc->overlap || pc->run || m <= 0)
+        return -1;
+    int32_t *fl = realloc(pc->failed, (size_t)(pc->n_failed + m) * sizeof *fl);
+    if (fl)
+        pc->failed = fl;
+    pc->run_blk = malloc((size_t)m * sizeof *pc->run_blk);
+    pc->run_ent = calloc((size_t)m, sizeof *pc->run_ent);
+    hr_ssd_run *run = NULL;
+    int r = fl && pc->run_blk && pc->run_ent
+                ? hr_ssd_run_start(pc->ssd, keys, t0, pc->kv, blks, m, true, &run)
+                : -1;
+    if (!run) {
+        free(pc->run_blk);
+        free(pc->run_ent);
+        pc->run_blk = NULL;
+        pc->run_ent = NULL;
+        return r;
+    }
+    pc->run = run;
+    pc->run_n = r;
+    for (int i = 0; i < r; i++) { /* the run's references: freed by nobody meanwhile */
+        pc->run_blk[i] = blks[i];
+        hr_kv_ref(pc->kv, blks[i]);
+    }
+    pc->kv->gate = hr_ssd_run_gate(run);
+    return r;
+}
+
+void hr_pcache_settle(hr_pcache *pc) {
+    if (!pc->run)
+        return;
+    int good = hr_ssd_run_finish(pc->run);
+    pc->run = NULL;
+    pc->kv->gate = NULL;
+    for (int i = 0; i < pc->run_n; i++) {
+        entry *e = pc->run_ent[i];
+        if (e)
+            e->reading = false;
+        if (i >= good && e) /* the first failure ends the run (hr_ssd_read_run's) */
+            drop(pc, e);
+    }
+    for (int i = 0; i < pc->run_n; i++) {
+        hr_kv_unref(pc->kv, pc->run_blk[i]);
+        if (i >= good && pc->kv->refs[pc->run_blk[i]] > 0) /* (room: run_start's) */
+            pc->failed[pc->n_failed++] = pc->run_blk[i];
+    }
+    free(pc->run_ent);
+    free(pc->run_blk);
+    pc->run_ent = NULL;
+    pc->run_blk = NULL;
+    pc->run_n = 0;
+}
+
 static entry *from_ssd(hr_pcache *pc, uint64_t parent, uint64_t key, const int32_t *tokens) {
     if (pc->kv->n_free == 0)
         hr_pcache_evict(pc, 1);
@@ -224,6 +310,10 @@ static int32_t copy_partial(hr_pcache *pc, uint64_t parent, const int32_t *token
                             int *len) {
     int l_best;
     entry *best = best_child(pc, parent, tokens, n, &l_best);
+    if (best && best->reading) { /* its rows are wanted now: the run ends first */
+        hr_pcache_settle(pc);
+        best = best_child(pc, parent, tokens, n, &l_best);
+    }
     if (!best)
         return -1;
     hr_kv_ref(pc->kv, best->block); /* not evicted to make room for its copy */
@@ -264,9 +354,12 @@ static void tail_from_ssd(hr_pcache *pc, uint64_t parent) {
 
 /* The RAM misses from block `got` of tokens (key: the key before it) up to
  * block end or the next block RAM holds, read back from the SSD tier at
- * once (hr_ssd_read_run) and indexed. How many were (0: the first is not
- * there, or no block is free). Models without recurrent state. */
-static int from_ssd_run(hr_pcache *pc, uint64_t key, const int32_t *tokens, int got, int end) {
+ * once (hr_ssd_read_run) and indexed; with bg (and hr_pcache_overlap), left
+ * reading in the background (run_start), indexed before they are in. How
+ * many were (0: the first is not there, or no block is free). Models
+ * without recurrent state. */
+static int from_ssd_run(hr_pcache *pc, uint64_t key, const int32_t *tokens, int got, int end,
+                        bool bg) {
     int m = end - got;
     uint64_t *keys = malloc((size_t)m * 2 * sizeof *keys);
     int32_t *blks = malloc((size_t)m * sizeof *blks);
@@ -291,13 +384,21 @@ static int from_ssd_run(hr_pcache *pc, uint64_t key, const int32_t *tokens, int 
         m = pc->kv->n_free;
     for (int i = 0; i < m; i++)
         blks[i] = hr_kv_alloc(pc->kv);
-    int r = m ? hr_ssd_read_run(pc->ssd, keys, t0, pc->kv, blks, m) : 0;
-    for (int i = 0; i < m; i++)
-        if (i >= r || !add(pc, parents[i], keys[i], t0 + (size_t)i * HR_KV_BLOCK, HR_KV_BLOCK,
-                           blks[i], false, NULL)) {
-            hr_kv_unref(pc->kv, blks[i]);
+    hr_ssd_run *was = pc->run;
+    int r = bg ? run_start(pc, keys, t0, blks, m) : -1;
+    if (r < 0)
+        r = m ? hr_ssd_read_run(pc->ssd, keys, t0, pc->kv, blks, m) : 0;
+    for (int i = 0; i < m; i++) {
+        entry *e = NULL;
+        if (i >= r || !(e = add(pc, parents[i], keys[i], t0 + (size_t)i * HR_KV_BLOCK,
+                                HR_KV_BLOCK, blks[i], false, NULL))) {
+            hr_kv_unref(pc->kv, blks[i]); /* (one being read: the run's reference holds it) */
             r = r < i ? r : i;
+        } else if (pc->run != was) { /* started here: its entries */
+            e->reading = true;
+            pc->run_ent[i] = e;
         }
+    }
     free(keys);
     free(blks);
     return r;
@@ -315,7 +416,7 @@ static int whole_blocks(hr_pcache *pc, uint64_t seed, const int32_t *tokens, int
         uint64_t next = block_key(key, t);
         entry *e = find_full(pc, key, t);
         if (!e && pc->ssd && !pc->state_bytes) {
-            if (from_ssd_run(pc, key, tokens, got, end) > 0)
+            if (from_ssd_run(pc, key, tokens, got, end, true) > 0)
                 e = find_full(pc, key, t);
         } else if (!e && pc->ssd) { /* one by one: each block's state comes with it */
             if (ahead <= got) {
@@ -381,7 +482,7 @@ int hr_pcache_lookup(hr_pcache *pc, uint64_t seed, const int32_t *tokens, int n,
          * it when they were not needed), else the newest tail */
         int next = (got + 1) * HR_KV_BLOCK;
         if (next > n && next <= known)
-            from_ssd_run(pc, key, tokens, got, got + 1);
+            from_ssd_run(pc, key, tokens, got, got + 1, false);
         if (!best_child(pc, key, t, rest, &len))
             tail_from_ssd(pc, key);
     }

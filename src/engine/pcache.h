@@ -18,6 +18,7 @@
 #include "engine/ssd.h"
 #include "model/kv.h"
 
+#include <stdbool.h>
 #include <stdint.h>
 
 typedef struct hr_pcache hr_pcache;
@@ -76,6 +77,27 @@ void hr_pcache_insert_states(hr_pcache *pc, uint64_t seed, const int32_t *tokens
  * call on pc; NULL and 0 blocks when none). */
 int hr_pcache_lookup_state(hr_pcache *pc, uint64_t seed, const int32_t *tokens, int n,
                            int max_blocks, int32_t *blocks, int *n_tokens, const void **state);
+
+/* Runs of blocks read back from the SSD tier left in flight (off by
+ * default): a lookup that reads a run of blocks back (the first such run
+ * while none is in flight) returns as soon as the files are opened, the
+ * blocks indexed and handed out before they are in. The pool's gate
+ * (model/kv.h) makes the forward wait for each layer of them; nothing else
+ * may read them until hr_pcache_settle (the cache itself settles first
+ * where it would: a partial copy of one of them, hr_pcache_free). Only for
+ * callers that drop a step computed over a block that then fails
+ * (hr_pcache_failed). */
+void hr_pcache_overlap(hr_pcache *pc, bool on);
+/* A run in flight. */
+bool hr_pcache_reading(const hr_pcache *pc);
+/* Waits for the run in flight, if any, to end: the blocks from the first
+ * that failed its checks on are unindexed (hr_pcache_failed). */
+void hr_pcache_settle(hr_pcache *pc);
+/* The blocks of runs settled since the last call that failed their checks
+ * and are still held by somebody (a request that got them: what it
+ * computed over them is wrong, and it must compute them again in blocks
+ * of its own); valid until the next settle. Their number. */
+int hr_pcache_failed(hr_pcache *pc, const int32_t **blocks);
 
 /* Free up to n blocks by evicting LRU entries nobody else uses. Returns the
  * number of blocks returned to the pool. */

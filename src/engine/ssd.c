@@ -1,4 +1,4 @@
-#include "engine/ssd.h"
+#include "engine/ssd_int.h"
 #include "core/error.h"
 #include "core/file.h"
 #include "core/log.h"
@@ -19,9 +19,6 @@
 #define XXH_STATIC_LINKING_ONLY /* XXH64_state_t on the stack */
 #include <xxhash.h>
 
-#define MAGIC "HEARTHKV"
-#define VERSION 3u /* 2: the KV format's bits and group (quantized KV); 3: a
-                    * recurrent state after the block (hybrid models) */
 /* the KV pool's format, in the header (blocks of another format are a
  * miss): K's code, and V's code << 8 when it is V's own (--cache-type-v) */
 static uint32_t dtype_code(hr_dtype t) {
@@ -50,49 +47,9 @@ static const char *dtype_suffix(hr_dtype t) {
     default: return "";
     }
 }
-#define QUEUE 256
-
-typedef struct job {
-    uint64_t key;
-    int32_t block;
-    int32_t tokens[HR_KV_BLOCK];
-    void *state;           /* a copy of the state after the block (owned), or NULL */
-} job;
-
-struct hr_ssd {
-    char dir[4096], quarantine[4200];
-    uint64_t fp, salt;
-    const hr_kv *kv;
-    size_t max_bytes, payload;
-    size_t state_bytes;    /* a sequence's recurrent state, 0: the model has none */
-    unsigned char *stage;  /* [payload]: the block being written (writer thread) */
-    unsigned char *rbuf;   /* [HDR_BYTES + payload + state_bytes]: the file being read
-                            * (engine thread) */
-    _Atomic size_t used;
-    _Atomic bool disabled;
-    _Atomic long long bytes_written, bytes_read; /* whole files, header included */
-    /* after a write error the tier pauses: writes are refused until
-     * retry_at (monotonic seconds), then tried again; the pause doubles
-     * with each failure in a row, from backoff_min to backoff_max */
-    _Atomic double retry_at;
-    double backoff, backoff_min, backoff_max; /* writer thread */
-    _Atomic bool paused;
-    _Atomic int last_errno; /* of the last write or read error; 0 none */
-    _Atomic long n_written, n_hits, n_quarantined, n_write_errors, n_read_errors;
-    pthread_t thread;
-    pthread_mutex_t mu;
-    pthread_cond_t cv;
-    job q[QUEUE];
-    int q_head, q_len;
-    int32_t done[QUEUE];
-    int n_done;
-    bool stop, joined;
-};
 
 /* ---- header ----------------------------------------------------------------------- */
 
-#define HDR_BYTES (8 + 4 + 4 + 8 + 8 + 4 * 7 + 8 + 4 * HR_KV_BLOCK + 8 + 8 + 8 + 8)
-#define TOKENS_AT (8 + 4 + 4 + 8 + 8 + 4 * 7 + 8) /* the header's tokens[] */
 
 static unsigned char *put(unsigned char *p, const void *v, size_t n) {
     memcpy(p, v, n); /* x86-64 and arm64 are little-endian */
@@ -121,7 +78,34 @@ static void make_header(const hr_ssd *s, uint64_t key, const int32_t *tokens, ui
     put(p, &hsum, 8);
 }
 
-static void path_of(const hr_ssd *s, uint64_t key, char *out, size_t n) {
+const char *hr__ssd_header_fault(const hr_ssd *s, const unsigned char *h, size_t size,
+                                 uint64_t key, const int32_t *tokens, uint64_t *sum,
+                                 uint64_t *state_bytes, char *why, size_t n) {
+    uint32_t version = 0;
+    bool magic = size >= 12 && !memcmp(h, MAGIC, 8);
+    if (magic)
+        memcpy(&version, h + 8, 4);
+    if (magic && version != VERSION) {
+        snprintf(why, n, "is format version %u (this hearth reads %u)", version, VERSION);
+        return why;
+    }
+    uint64_t sb = 0;
+    if (size >= HDR_BYTES)
+        memcpy(&sb, h + HDR_BYTES - 24, 8);
+    if ((sb != 0 && sb != s->state_bytes) || size != HDR_BYTES + s->payload + sb)
+        return "has the wrong size (truncated?)";
+    int32_t file_tokens[HR_KV_BLOCK];
+    unsigned char want[HDR_BYTES];
+    memcpy(file_tokens, h + TOKENS_AT, sizeof file_tokens);
+    memcpy(sum, h + HDR_BYTES - 16, 8);
+    make_header(s, key, tokens ? tokens : file_tokens, *sum, sb, want);
+    if (memcmp(h, want, HDR_BYTES) != 0)
+        return "does not match this model, format or prompt";
+    *state_bytes = sb;
+    return NULL;
+}
+
+void hr__ssd_path(const hr_ssd *s, uint64_t key, char *out, size_t n) {
     snprintf(out, n, "%s/%016llx.kv", s->dir, (unsigned long long)key);
 }
 
@@ -164,7 +148,7 @@ static void trim_to_budget(hr_ssd *s) {
  * + rename, the temp removed on failure). */
 static int write_block(hr_ssd *s, const job *j) {
     char path[4200], tmp[4300];
-    path_of(s, j->key, path, sizeof path);
+    hr__ssd_path(s, j->key, path, sizeof path);
     struct stat fst;
     size_t state = j->state ? s->state_bytes : 0;
     bool had = stat(path, &fst) == 0 && S_ISREG(fst.st_mode);
@@ -298,7 +282,7 @@ int hr_ssd_done(hr_ssd *s, int32_t *blocks, int max) {
     return n;
 }
 
-static void quarantine(hr_ssd *s, const char *path, const char *why) {
+void hr__ssd_quarantine(hr_ssd *s, const char *path, const char *why) {
     char dst[4400];
     const char *base = strrchr(path, '/');
     snprintf(dst, sizeof dst, "%s/%s", s->quarantine, base ? base + 1 : path);
@@ -309,10 +293,7 @@ static void quarantine(hr_ssd *s, const char *path, const char *why) {
     hr_log(HR_LOG_WARN, "SSD cache: %s %s; moved to %s", path, why, s->quarantine);
 }
 
-/* Reads [off, ...) of fd into iov[0..cnt) (modified), retrying short
- * reads and EINTR, until the vectors are full or the file ends. The bytes
- * read, or -1 with errno. */
-static ssize_t preadv_all(int fd, struct iovec *iov, int cnt, off_t off) {
+ssize_t hr__ssd_preadv_all(int fd, struct iovec *iov, int cnt, off_t off) {
     size_t got = 0;
     while (cnt > 0) {
         ssize_t r = preadv(fd, iov, cnt > IOV_MAX ? IOV_MAX : cnt, off + (off_t)got);
@@ -334,11 +315,7 @@ static ssize_t preadv_all(int fd, struct iovec *iov, int cnt, off_t off) {
     return (ssize_t)got;
 }
 
-/* Where a file's payload goes: straight into the pool block's layer slices
- * (a pool in host memory and no recurrent state: nothing is copied twice),
- * or into buf, then into the pool through the backend (a device pool, or a
- * state to separate). */
-static bool direct_io(const hr_ssd *s, const hr_kv *kv) {
+bool hr__ssd_direct(const hr_ssd *s, const hr_kv *kv) {
     return !kv->be->device_mem && s->state_bytes == 0 && 2 * kv->n_layers + 2 <= 1024;
 }
 
@@ -353,7 +330,7 @@ static int load(hr_ssd *s, uint64_t key, const int32_t *tokens, int32_t *got_tok
     if (has_state)
         *has_state = false;
     char path[4200];
-    path_of(s, key, path, sizeof path);
+    hr__ssd_path(s, key, path, sizeof path);
     int fd = open(path, O_RDONLY | O_NONBLOCK | O_NOFOLLOW | O_CLOEXEC);
     if (fd < 0) {
         if (errno != ENOENT) {
@@ -364,7 +341,7 @@ static int load(hr_ssd *s, uint64_t key, const int32_t *tokens, int32_t *got_tok
         }
         return 0;
     }
-    bool direct = direct_io(s, kv);
+    bool direct = hr__ssd_direct(s, kv);
     size_t kb = hr_kv_stride_bytes(kv), vb = hr_kv_vstride_bytes(kv); /* a layer's K, V */
     unsigned char hdr[HDR_BYTES], extra;
     struct iovec iov[1024];
@@ -384,40 +361,21 @@ static int load(hr_ssd *s, uint64_t key, const int32_t *tokens, int32_t *got_tok
     int hit = 0;
     ssize_t r;
     if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-        quarantine(s, path, "is not a regular file");
+        hr__ssd_quarantine(s, path, "is not a regular file");
         goto done;
     }
-    if ((r = preadv_all(fd, iov, cnt, 0)) < 0) {
+    if ((r = hr__ssd_preadv_all(fd, iov, cnt, 0)) < 0) {
         atomic_fetch_add(&s->n_read_errors, 1);
         atomic_store(&s->last_errno, errno);
         hr_log(HR_LOG_WARN, "SSD cache: cannot read %s (%s); a miss", path, strerror(errno));
         goto done;
     }
     size_t got = (size_t)r;
-    unsigned char want[HDR_BYTES];
     uint64_t sum = 0, sb = 0; /* sb: the state's bytes, as the file says */
-    uint32_t version = 0;
-    if (got >= 12 && !memcmp(h, MAGIC, 8))
-        memcpy(&version, h + 8, 4);
-    if (version != VERSION && got >= 12 && !memcmp(h, MAGIC, 8)) {
-        char why[96];
-        snprintf(why, sizeof why, "is format version %u (this hearth reads %u)", version,
-                 VERSION);
-        quarantine(s, path, why);
-        goto done;
-    }
-    if (got >= HDR_BYTES)
-        memcpy(&sb, h + HDR_BYTES - 24, 8);
-    if ((sb != 0 && sb != s->state_bytes) || got != HDR_BYTES + s->payload + sb) {
-        quarantine(s, path, "has the wrong size (truncated?)");
-        goto done;
-    }
-    int32_t file_tokens[HR_KV_BLOCK];
-    memcpy(file_tokens, h + TOKENS_AT, sizeof file_tokens);
-    memcpy(&sum, h + HDR_BYTES - 16, 8);
-    make_header(s, key, tokens ? tokens : file_tokens, sum, sb, want);
-    if (memcmp(h, want, HDR_BYTES) != 0) {
-        quarantine(s, path, "does not match this model, format or prompt");
+    char why[96];
+    const char *fault = hr__ssd_header_fault(s, h, got, key, tokens, &sum, &sb, why, sizeof why);
+    if (fault) {
+        hr__ssd_quarantine(s, path, fault);
         goto done;
     }
     uint64_t actual;
@@ -433,7 +391,7 @@ static int load(hr_ssd *s, uint64_t key, const int32_t *tokens, int32_t *got_tok
         actual = XXH64(buf + HDR_BYTES, s->payload + sb, 0);
     }
     if (actual != sum) {
-        quarantine(s, path, "fails its checksum");
+        hr__ssd_quarantine(s, path, "fails its checksum");
         goto done;
     }
     if (!direct && hr_kv_block_write(kv, block, buf + HDR_BYTES, NULL))
@@ -443,7 +401,7 @@ static int load(hr_ssd *s, uint64_t key, const int32_t *tokens, int32_t *got_tok
         *has_state = true;
     }
     if (got_tokens)
-        memcpy(got_tokens, file_tokens, sizeof file_tokens);
+        memcpy(got_tokens, h + TOKENS_AT, 4 * HR_KV_BLOCK);
     hit = 1;
     atomic_fetch_add(&s->n_hits, 1);
     atomic_fetch_add(&s->bytes_read, (long long)got);
@@ -473,82 +431,30 @@ int hr_ssd_read_tail(hr_ssd *s, uint64_t key, hr_kv *kv, int32_t block, int32_t 
     return n < HR_KV_BLOCK ? n : 0;
 }
 
-/* ---- a run of blocks, several files at once ------------------------------------ */
-
-/* Readers at once: the disk serves many files in parallel (its queue),
- * and the copies out of the page cache and the checksums spread over the
- * cores. */
-#define RUN_READERS 4
-/* Files asked for ahead of the readers (hr_ssd_prefetch). */
-#define RUN_AHEAD 32
-
-typedef struct run {
-    hr_ssd *s;
-    const uint64_t *keys;
-    const int32_t *tokens;
-    hr_kv *kv;
-    const int32_t *blocks;
-    int n;
-    _Atomic int next;  /* the next block to read */
-    _Atomic int first_miss; /* n when none */
-} run;
-
-static void *run_reader(void *arg) {
-    run *c = arg;
-    for (;;) {
-        int i = atomic_fetch_add(&c->next, 1);
-        if (i >= c->n || i > atomic_load(&c->first_miss))
-            break;
-        if (i + RUN_AHEAD < c->n)
-            hr_ssd_prefetch(c->s, &c->keys[i + RUN_AHEAD], 1);
-        if (!load(c->s, c->keys[i], c->tokens + (size_t)i * HR_KV_BLOCK, NULL, c->kv,
-                  c->blocks[i], NULL, NULL, NULL)) {
-            int m = atomic_load(&c->first_miss);
-            while (i < m && !atomic_compare_exchange_weak(&c->first_miss, &m, i)) {
-            }
-        }
-    }
-    return NULL;
-}
-
 int hr_ssd_read_run(hr_ssd *s, const uint64_t *keys, const int32_t *tokens, hr_kv *kv,
                     const int32_t *blocks, int n) {
-    if (!direct_io(s, kv)) { /* one by one, through the tier's buffer */
-        int i = 0;
-        for (; i < n; i++) {
-            if (i % RUN_AHEAD == 0)
-                hr_ssd_prefetch(s, keys + i, n - i < RUN_AHEAD ? n - i : RUN_AHEAD);
-            if (!load(s, keys[i], tokens + (size_t)i * HR_KV_BLOCK, NULL, kv, blocks[i],
-                      s->rbuf, NULL, NULL))
-                break;
-        }
-        return i;
+    hr_ssd_run *r;
+    int m = hr_ssd_run_start(s, keys, tokens, kv, blocks, n, false, &r);
+    if (m >= 0)
+        return r ? hr_ssd_run_finish(r) : 0;
+    /* one by one, through the tier's buffer (Files asked for ahead: enough
+     * to keep the disk's queue full) */
+    enum { AHEAD = 32 };
+    int i = 0;
+    for (; i < n; i++) {
+        if (i % AHEAD == 0)
+            hr_ssd_prefetch(s, keys + i, n - i < AHEAD ? n - i : AHEAD);
+        if (!load(s, keys[i], tokens + (size_t)i * HR_KV_BLOCK, NULL, kv, blocks[i], s->rbuf,
+                  NULL, NULL))
+            break;
     }
-    double t0 = hr_now();
-    long long b0 = atomic_load(&s->bytes_read);
-    run c = {.s = s, .keys = keys, .tokens = tokens, .kv = kv, .blocks = blocks, .n = n};
-    atomic_init(&c.next, 0);
-    atomic_init(&c.first_miss, n);
-    hr_ssd_prefetch(s, keys, n < RUN_AHEAD ? n : RUN_AHEAD);
-    pthread_t th[RUN_READERS - 1];
-    int started = 0;
-    while (started < RUN_READERS - 1 && started + 1 < n &&
-           pthread_create(&th[started], NULL, run_reader, &c) == 0)
-        started++; /* (none started: this thread reads them all) */
-    run_reader(&c);
-    for (int i = 0; i < started; i++)
-        pthread_join(th[i], NULL);
-    double ms = (hr_now() - t0) * 1e3;
-    hr_log(HR_LOG_DEBUG, "SSD cache: %d of %d blocks read back in %.0f ms (%.0f MB/s, %d readers)",
-           atomic_load(&c.first_miss), n, ms,
-           (double)(atomic_load(&s->bytes_read) - b0) / 1e3 / (ms > 0 ? ms : 1), started + 1);
-    return atomic_load(&c.first_miss);
+    return i;
 }
 
 void hr_ssd_prefetch(hr_ssd *s, const uint64_t *keys, int n) {
     char path[4200];
     for (int i = 0; i < n; i++) {
-        path_of(s, keys[i], path, sizeof path);
+        hr__ssd_path(s, keys[i], path, sizeof path);
         int fd = open(path, O_RDONLY | O_NONBLOCK | O_NOFOLLOW | O_CLOEXEC);
         if (fd < 0)
             continue; /* absent: the read will say so */

@@ -68,13 +68,38 @@ int hr_ssd_read(hr_ssd *s, uint64_t key, const int32_t *tokens, hr_kv *kv, int32
  * after the last). The number of tokens on a hit, 0 on a miss. */
 int hr_ssd_read_tail(hr_ssd *s, uint64_t key, hr_kv *kv, int32_t block, int32_t *tokens);
 /* Engine thread: read the blocks stored under keys[0..n) (block i's tokens
- * at tokens + i * HR_KV_BLOCK) into blocks[0..n), several files at once
- * (reader threads; a pool in host memory gets the bytes straight into its
- * blocks). The number of leading blocks read: the first miss ends the run,
- * the blocks from it on hold nothing to use. For models without a
- * recurrent state (hr_ssd_open's state_bytes 0). */
+ * at tokens + i * HR_KV_BLOCK) into blocks[0..n): hr_ssd_run_start, then
+ * hr_ssd_run_finish; one by one where a run cannot be read that way. The
+ * number of leading blocks read: the first miss ends the run, the blocks
+ * from it on hold nothing to use. For models without a recurrent state
+ * (hr_ssd_open's state_bytes 0). */
 int hr_ssd_read_run(hr_ssd *s, const uint64_t *keys, const int32_t *tokens, hr_kv *kv,
                     const int32_t *blocks, int n);
+
+/* A run of blocks read back in the background (ssd_run.c): reader threads
+ * read the files, a chunk of layers at a time, every file's first chunk
+ * first, so that layer l of the whole run is in long before the last file
+ * is (layered), and feed each file's checksum in its payload's order. */
+typedef struct hr_ssd_run hr_ssd_run;
+/* Engine thread: start reading keys[0..n) (as hr_ssd_read_run's) into
+ * blocks[] of a pool in host memory; layered: in chunks of layers, the
+ * first layers of every file first (for a forward waiting on the gate),
+ * else whole files. The files are opened now: the leading
+ * ones that are there and of the right size are read (the first that is
+ * not ends the run), their number returned (*out NULL when 0). -1 (*out
+ * NULL) when a run cannot be read this way: a device pool, a recurrent
+ * state, no memory; hr_ssd_read_run reads it one by one. The blocks must
+ * stay allocated, and nothing may read them before the gate or write them,
+ * until hr_ssd_run_finish. */
+int hr_ssd_run_start(hr_ssd *s, const uint64_t *keys, const int32_t *tokens, hr_kv *kv,
+                     const int32_t *blocks, int n, bool layered, hr_ssd_run **out);
+/* Its gate (model/kv.h): wait(layer) returns once that layer of every
+ * block of the run is in (verified or not: only hr_ssd_run_finish says). */
+hr_kv_gate *hr_ssd_run_gate(hr_ssd_run *r);
+/* Engine thread: wait for the readers, check every file's checksum, free
+ * the run. The number of leading blocks that verified (a file that did not
+ * is quarantined; the blocks from it on hold nothing to use). */
+int hr_ssd_run_finish(hr_ssd_run *r);
 /* Engine thread: ask the kernel to start reading the files stored under
  * keys[0..n) (those there) into the page cache, without waiting, so that
  * the hr_ssd_read calls that follow find them there and the disk works on

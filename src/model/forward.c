@@ -551,6 +551,7 @@ int hr_forward_out(hr_fwd *f, hr_kv *kv, const hr_batch *b, float *logits, float
              * at full precision already; its window's rows are there for
              * when it converts) */
             const hr_kv *ak = hr_kv_is_rec(pk->dtype) || hr_kv_is_rec(pk->vdtype) ? rk : NULL;
+            hr_kv_wait_layer(pk, il); /* a read-back's layer il (the products above ran) */
             ops->qkv(c, &(hr_qkv_args){
                 .q = q, .k = k, .v = v, .n_heads = hp->n_heads, .n_kv_heads = hp->n_kv_heads,
                 .head_dim = hd,

@@ -45,6 +45,12 @@ typedef struct hr_kv_fmt {
     int vbits;             /* TURBO: V's rate r2 (kernels/cpu/turbo.h) */
 } hr_kv_fmt;
 
+/* A read-back into the pool in flight (the engine's SSD tier): layer l of
+ * the blocks it fills may be read once wait(gate, l) returns. */
+typedef struct hr_kv_gate {
+    void (*wait)(struct hr_kv_gate *g, int layer);
+} hr_kv_gate;
+
 typedef struct hr_kv {
     int n_layers, n_kv_heads, head_dim, n_blocks;
     hr_dtype dtype;        /* K's: F32, F16, BF16, AFFINE, Q8_0, Q4_0 or TURBO */
@@ -64,7 +70,16 @@ typedef struct hr_kv {
     hr_backend *be;        /* where k and v live (hr_kv_init: the CPU) */
     struct hr_populator *populate; /* a big pool in host memory: its pages made
                                     * resident ahead (core/bigmem.h) */
+    hr_kv_gate *gate;      /* a read-back in flight (NULL: none): the forward
+                            * waits on it before each layer's attention */
 } hr_kv;
+
+/* The forward, before reading layer `layer` of the pool: waits for a
+ * read-back in flight, if any. */
+static inline void hr_kv_wait_layer(const hr_kv *kv, int layer) {
+    if (kv->gate)
+        kv->gate->wait(kv->gate, layer);
+}
 
 /* Bytes one block takes across all layers (K and V) in dtype t. */
 size_t hr_kv_block_bytes(const hr_hparams *hp, hr_dtype t);

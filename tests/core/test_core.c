@@ -84,6 +84,49 @@ static void test_pool(void **state) {
     assert_int_equal(c.total, 45);
 }
 
+/* A narrowed pool runs its jobs on its first n threads (each job's nth is
+ * n, its threads 0..n-1), widened again on all of them, asleep workers and
+ * late ones included; the width given back is the one before. */
+typedef struct width_ctx {
+    _Atomic int calls, seen[8], bad;
+    int want;
+} width_ctx;
+
+static void width_task(void *p, int ith, int nth) {
+    width_ctx *c = p;
+    if (nth != c->want || ith >= nth)
+        atomic_store(&c->bad, 1);
+    atomic_fetch_add(&c->seen[ith], 1);
+    atomic_fetch_add(&c->calls, 1);
+}
+
+static void test_pool_narrow(void **state) {
+    (void)state;
+    hr_pool *pool = hr_pool_new(4);
+    assert_non_null(pool);
+    int widths[] = {4, 1, 3, 4, 2, 2, 4, 1, 4};
+    for (size_t k = 0; k < sizeof widths / sizeof *widths; k++) {
+        int w = widths[k], before = hr_pool_size(pool);
+        assert_int_equal(hr_pool_narrow(pool, w), before);
+        assert_int_equal(hr_pool_size(pool), w);
+        for (int rep = 0; rep < 300; rep++) {
+            width_ctx c = {.want = w};
+            hr_pool_run(pool, width_task, &c);
+            assert_int_equal(c.bad, 0);
+            assert_int_equal(c.calls, w);
+            for (int i = 0; i < 8; i++)
+                assert_int_equal(c.seen[i], i < w);
+            if (rep == 150)
+                usleep(20000); /* workers asleep, then woken */
+        }
+    }
+    assert_int_equal(hr_pool_narrow(pool, 99), 4); /* clamped to 1..nth */
+    assert_int_equal(hr_pool_narrow(pool, 0), 4);
+    assert_int_equal(hr_pool_size(pool), 1);
+    hr_pool_free(pool); /* narrowed: its sleeping workers end too */
+    assert_int_equal(hr_pool_narrow(NULL, 3), 1);
+}
+
 /* Jobs armed with prefetches (hr_pool_prefetch_next) run and return as
  * before, whether the ranges are long (the threads are still prefetching
  * when the next job comes), empty, fewer than the threads or more. */
@@ -230,7 +273,8 @@ static void test_populate(void **state) {
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_error_table), cmocka_unit_test(test_arena),
-        cmocka_unit_test(test_pool),        cmocka_unit_test(test_pool_prefetch),
+        cmocka_unit_test(test_pool),
+        cmocka_unit_test(test_pool_narrow),        cmocka_unit_test(test_pool_prefetch),
         cmocka_unit_test(test_split),
         cmocka_unit_test(test_files),       cmocka_unit_test(test_bigmem),
         cmocka_unit_test(test_populate),

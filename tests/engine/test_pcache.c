@@ -403,6 +403,117 @@ static void test_ssd_restart_run(void **state) {
     }
 }
 
+/* Layer l of block b of a pool of any shape, K and V: equal in a and b. */
+static bool same_layer(const hr_kv *kv, int32_t a, int32_t b, int l) {
+    size_t kb = hr_kv_stride_bytes(kv), vb = hr_kv_vstride_bytes(kv);
+    const char *k = hr_kv_layer_k(kv, l), *v = hr_kv_layer_v(kv, l);
+    return !memcmp(k + (size_t)a * kb, k + (size_t)b * kb, kb) &&
+           !memcmp(v + (size_t)a * vb, v + (size_t)b * vb, vb);
+}
+
+/* A run read back in the background (hr_pcache_overlap): the lookup hands
+ * the blocks out while they are read, layer by layer (layers of 256 KB: a
+ * chunk each); after the gate's wait for layer l, layer l of every block is
+ * the written one, whatever of the later layers is in. A lookup that wants
+ * rows of one of them copied settles the run first. A block that fails
+ * its checks is known at the settle: it and those after it are unindexed,
+ * and the ones somebody got are hr_pcache_failed's; nothing leaks. */
+static void test_ssd_overlap(void **state) {
+    (void)state;
+    enum { NB = 12, BAD = 7, L = 6 };
+    char dir[] = "/tmp/hearth_pcache_ov_XXXXXX";
+    assert_non_null(mkdtemp(dir));
+    hr_kv kv;
+    hr_hparams hp = {.n_layers = L, .n_kv_heads = 8, .head_dim = 128};
+    assert_int_equal(hr_kv_init(&kv, &hp, HR_DTYPE_F32, 3 * NB + 4, NULL), 0);
+    hr_ssd *ssd;
+    assert_int_equal(hr_ssd_open(&ssd, dir, 42, 7, &kv, 0, (size_t)1 << 30, NULL), 0);
+    hr_pcache *pc = hr_pcache_new(&kv, 0, ssd, 0);
+    static int32_t t[NB * HR_KV_BLOCK], q[6 * HR_KV_BLOCK], blocks[NB], got[NB], got2[7];
+    seq(t, NB * HR_KV_BLOCK, 5);
+    for (int b = 0; b < NB; b++) {
+        blocks[b] = hr_kv_alloc(&kv);
+        for (int l = 0; l < L; l++) { /* every byte says its block and layer */
+            memset((char *)hr_kv_layer_k(&kv, l) + (size_t)blocks[b] * hr_kv_stride_bytes(&kv),
+                   b * 16 + l + 1, hr_kv_stride_bytes(&kv));
+            memset((char *)hr_kv_layer_v(&kv, l) + (size_t)blocks[b] * hr_kv_vstride_bytes(&kv),
+                   b * 16 + l + 9, hr_kv_vstride_bytes(&kv));
+        }
+    }
+    hr_pcache_insert(pc, 0, t, NB * HR_KV_BLOCK, blocks);
+    drain(pc, ssd, NB);
+    hr_ssd_stop(ssd);
+    hr_pcache_poll(pc, 0);
+    hr_pcache_free(pc);
+    hr_ssd_close(ssd);
+
+    assert_int_equal(hr_ssd_open(&ssd, dir, 42, 7, &kv, 0, (size_t)1 << 30, NULL), 0);
+    pc = hr_pcache_new(&kv, 0, ssd, 0);
+    hr_pcache_overlap(pc, true);
+    int n = 0;
+    assert_int_equal(hr_pcache_lookup(pc, 0, t, NB * HR_KV_BLOCK, NB * HR_KV_BLOCK, NB, got, &n),
+                     NB);
+    assert_int_equal(n, NB * HR_KV_BLOCK);
+    assert_true(hr_pcache_reading(pc));
+    assert_non_null(kv.gate);
+    for (int l = 0; l < L; l++) {
+        kv.gate->wait(kv.gate, l);
+        for (int b = 0; b < NB; b++)
+            assert_true(same_layer(&kv, got[b], blocks[b], l));
+    }
+    /* a prompt that leaves the sequence 10 tokens into block 5: blocks
+     * 0-4 shared (still being read), block 5's first rows copied after the
+     * run settles */
+    memcpy(q, t, sizeof q);
+    q[5 * HR_KV_BLOCK + 10] = -7;
+    assert_int_equal(hr_pcache_lookup(pc, 0, q, 6 * HR_KV_BLOCK, 6 * HR_KV_BLOCK, 7, got2, &n), 6);
+    assert_int_equal(n, 5 * HR_KV_BLOCK + 10);
+    assert_false(hr_pcache_reading(pc));
+    assert_null(kv.gate);
+    for (int l = 0; l < L; l++)
+        assert_int_equal(memcmp((char *)hr_kv_layer_k(&kv, l) + (size_t)got2[5] *
+                                    hr_kv_stride_bytes(&kv),
+                                (char *)hr_kv_layer_k(&kv, l) + (size_t)blocks[5] *
+                                    hr_kv_stride_bytes(&kv),
+                                (size_t)10 * hp.head_dim * sizeof(float)), 0);
+    const int32_t *failed;
+    assert_int_equal(hr_pcache_failed(pc, &failed), 0);
+    release(&kv, got, NB);
+    release(&kv, got2, 6);
+    hr_pcache_free(pc);
+
+    /* block BAD's payload changed in its last layer: found at the settle */
+    pc = hr_pcache_new(&kv, 0, ssd, 0);
+    hr_pcache_overlap(pc, true);
+    char cmd[512];
+    uint64_t key = 0;
+    for (int b = 0; b <= BAD; b++)
+        key = XXH3_64bits_withSeed(t + b * HR_KV_BLOCK, HR_KV_BLOCK * sizeof *t, key);
+    snprintf(cmd, sizeof cmd, "printf '\\001' | dd of=%s/000000000000002a/%016llx.kv bs=1 "
+             "seek=1500000 conv=notrunc 2>/dev/null", dir, (unsigned long long)key);
+    assert_int_equal(system(cmd), 0);
+    assert_int_equal(hr_pcache_lookup(pc, 0, t, NB * HR_KV_BLOCK, NB * HR_KV_BLOCK, NB, got, &n),
+                     NB);
+    hr_pcache_settle(pc);
+    assert_int_equal(hr_pcache_failed(pc, &failed), NB - BAD);
+    for (int i = 0; i < NB - BAD; i++)
+        assert_int_equal(failed[i], got[BAD + i]);
+    assert_int_equal(hr_pcache_failed(pc, &failed), 0); /* (handed out once) */
+    for (int b = 0; b < BAD; b++)
+        assert_true(same_layer(&kv, got[b], blocks[b], L - 1));
+    long w, h, qn;
+    hr_ssd_counts(ssd, &w, &h, &qn);
+    assert_int_equal(qn, 1);
+    release(&kv, got, NB);
+    assert_int_equal(kv.n_free, 2 * NB + 4 - BAD); /* the cache holds BAD; nothing leaked */
+    hr_pcache_free(pc);
+    hr_ssd_close(ssd);
+    release(&kv, blocks, NB);
+    assert_int_equal(kv.n_free, 3 * NB + 4);
+    hr_kv_deinit(&kv);
+    remove_tree(dir);
+}
+
 /* After a restart, the rows past the last whole block come from the SSD
  * tier too: a sequence's tail (the newest after its prefix), or, when the
  * prompt's tokens say which, the full block past the ones a lookup takes;
@@ -1032,6 +1143,7 @@ int main(void) {
         cmocka_unit_test(test_bound),
         cmocka_unit_test(test_ssd_backlog),
         cmocka_unit_test(test_ssd_restart_run),
+        cmocka_unit_test(test_ssd_overlap),
         cmocka_unit_test(test_ssd_restart_tail),
         cmocka_unit_test(test_half_dtypes),
         cmocka_unit_test(test_ssd_faults),

@@ -1,0 +1,78 @@
+/* The SSD tier's insides, shared by ssd.c (the files, the writer thread,
+ * one block's read) and ssd_run.c (a run of blocks read back at once). */
+#ifndef HR_ENGINE_SSD_INT_H
+#define HR_ENGINE_SSD_INT_H
+
+#include "engine/ssd.h"
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <sys/types.h>
+#include <sys/uio.h>
+
+#define MAGIC "HEARTHKV"
+#define VERSION 3u /* 2: the KV format's bits and group (quantized KV); 3: a
+                    * recurrent state after the block (hybrid models) */
+
+#define QUEUE 256
+
+typedef struct job {
+    uint64_t key;
+    int32_t block;
+    int32_t tokens[HR_KV_BLOCK];
+    void *state;           /* a copy of the state after the block (owned), or NULL */
+} job;
+
+struct hr_ssd {
+    char dir[4096], quarantine[4200];
+    uint64_t fp, salt;
+    const hr_kv *kv;
+    size_t max_bytes, payload;
+    size_t state_bytes;    /* a sequence's recurrent state, 0: the model has none */
+    unsigned char *stage;  /* [payload]: the block being written (writer thread) */
+    unsigned char *rbuf;   /* [HDR_BYTES + payload + state_bytes]: the file being read
+                            * (engine thread) */
+    _Atomic size_t used;
+    _Atomic bool disabled;
+    _Atomic long long bytes_written, bytes_read; /* whole files, header included */
+    /* after a write error the tier pauses: writes are refused until
+     * retry_at (monotonic seconds), then tried again; the pause doubles
+     * with each failure in a row, from backoff_min to backoff_max */
+    _Atomic double retry_at;
+    double backoff, backoff_min, backoff_max; /* writer thread */
+    _Atomic bool paused;
+    _Atomic int last_errno; /* of the last write or read error; 0 none */
+    _Atomic long n_written, n_hits, n_quarantined, n_write_errors, n_read_errors;
+    pthread_t thread;
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    job q[QUEUE];
+    int q_head, q_len;
+    int32_t done[QUEUE];
+    int n_done;
+    bool stop, joined;
+};
+
+#define HDR_BYTES (8 + 4 + 4 + 8 + 8 + 4 * 7 + 8 + 4 * HR_KV_BLOCK + 8 + 8 + 8 + 8)
+#define TOKENS_AT (8 + 4 + 4 + 8 + 8 + 4 * 7 + 8) /* the header's tokens[] */
+
+/* The file's name for key. */
+void hr__ssd_path(const hr_ssd *s, uint64_t key, char *out, size_t n);
+/* Moves the file at path to the quarantine directory, logging why. */
+void hr__ssd_quarantine(hr_ssd *s, const char *path, const char *why);
+/* Reads [off, ...) of fd into iov[0..cnt) (modified), retrying short
+ * reads and EINTR, until the vectors are full or the file ends. The bytes
+ * read, or -1 with errno. */
+ssize_t hr__ssd_preadv_all(int fd, struct iovec *iov, int cnt, off_t off);
+/* Whether a file's payload goes straight into the pool block's layer
+ * slices (a pool in host memory, no recurrent state), or through a buffer. */
+bool hr__ssd_direct(const hr_ssd *s, const hr_kv *kv);
+/* Why the header h of a file of `size` bytes is not block `key` of tokens
+ * (NULL: any tokens, the header's own) for this tier (why: room for n
+ * bytes), or NULL when it is; *sum and *state_bytes: the payload's checksum
+ * and the state's bytes it states. */
+const char *hr__ssd_header_fault(const hr_ssd *s, const unsigned char *h, size_t size,
+                                 uint64_t key, const int32_t *tokens, uint64_t *sum,
+                                 uint64_t *state_bytes, char *why, size_t n);
+
+#endif

@@ -1,0 +1,303 @@
+/* A run of blocks read back from the SSD tier (ssd.h, hr_ssd_run_*).
+ *
+ * A file is one block: its header, then per layer the block's K and V.
+ * The forward needs layer l of every block of a prefix before its layer l
+ * (and nothing of layer l + 1 until then), so a layered run is read in
+ * items of (chunk of layers, file), every file's chunk 0 first, then every
+ * file's chunk 1, ...: a chunk is about CHUNK_BYTES of consecutive layers,
+ * one preadv straight into the pool's layer slices. A run read before
+ * anything reads it takes whole files (one chunk: the fewest, largest
+ * reads; measured faster here, docs/kv-quant.md). Reader threads take the
+ * items in that order; each asks the kernel for the item AHEAD_BYTES
+ * further on (posix_fadvise), so that the disk's queue stays full in the
+ * same order. A file's checksum is fed its chunks in the payload's order
+ * (an item waits for its file's earlier chunk to be fed, which was taken
+ * a whole round of files before). The gate counts, per chunk, the files
+ * whose chunk is in: layer l is readable when its chunk's count reaches
+ * the run's files. Only hr_ssd_run_finish knows which files verified. */
+#include "engine/ssd_int.h"
+#include "core/log.h"
+#include "core/timer.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <sched.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#define XXH_STATIC_LINKING_ONLY /* XXH64_state_t in the file's record */
+#include <xxhash.h>
+
+/* Reader threads: the copies out of the page cache and the checksums
+ * spread over the cores, and the disk serves several files at once. */
+#define READERS 4
+/* A chunk: a file's consecutive layers read at once (at least one). */
+#define CHUNK_BYTES ((size_t)128 << 10)
+/* Bytes asked of the disk ahead of the readers. */
+#define AHEAD_BYTES ((size_t)32 << 20)
+
+typedef struct rfile {
+    int fd;
+    _Atomic(const char *) fault; /* why it is not to be used (NULL: none yet) */
+    _Atomic int fed;             /* chunks fed to xs, in order */
+    XXH64_state_t xs;
+    unsigned char hdr[HDR_BYTES];
+    char why[96]; /* a header's fault worded for it (fault may point here) */
+} rfile;
+
+struct hr_ssd_run {
+    hr_kv_gate gate; /* first: hr_ssd_run_gate's */
+    hr_ssd *s;
+    hr_kv *kv;
+    int n, lpc, nchunk, items, ahead; /* files, layers a chunk, chunks, n * nchunk */
+    uint64_t *keys;
+    int32_t *tokens, *blocks;
+    rfile *f;
+    _Atomic int next;  /* the next item: chunk next / n of file next % n */
+    _Atomic int *done; /* [nchunk] files whose chunk is in */
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    pthread_t th[READERS];
+    int started;
+    double t0;
+};
+
+/* Layers [l0, l1) of chunk c, and where they lie in the file (chunk 0
+ * from the header on). */
+static void chunk_of(const hr_ssd_run *r, int c, int *l0, int *l1, off_t *off, size_t *len) {
+    size_t lb = hr_kv_stride_bytes(r->kv) + hr_kv_vstride_bytes(r->kv);
+    *l0 = c * r->lpc;
+    *l1 = *l0 + r->lpc < r->kv->n_layers ? *l0 + r->lpc : r->kv->n_layers;
+    *off = c ? (off_t)(HDR_BYTES + (size_t)*l0 * lb) : 0;
+    *len = (size_t)(*l1 - *l0) * lb + (c ? 0 : HDR_BYTES);
+}
+
+static void ask_ahead(const hr_ssd_run *r, int i) {
+    int l0, l1;
+    off_t off;
+    size_t len;
+    chunk_of(r, i / r->n, &l0, &l1, &off, &len);
+    (void)posix_fadvise(r->f[i % r->n].fd, off, (off_t)len, POSIX_FADV_WILLNEED);
+}
+
+static void set_fault(rfile *f, const char *why) {
+    const char *none = NULL;
+    atomic_compare_exchange_strong(&f->fault, &none, why);
+}
+
+/* Item i: chunk c of file fi into the pool, fed to the file's checksum. */
+static void read_item(hr_ssd_run *r, int i) {
+    int c = i / r->n, fi = i % r->n, l0, l1;
+    rfile *f = &r->f[fi];
+    int32_t blk = r->blocks[fi];
+    size_t kb = hr_kv_stride_bytes(r->kv), vb = hr_kv_vstride_bytes(r->kv);
+    off_t off;
+    size_t len;
+    chunk_of(r, c, &l0, &l1, &off, &len);
+    if (!atomic_load(&f->fault)) {
+        struct iovec iov[1024]; /* (hr__ssd_direct: 2 * n_layers + 2 at most) */
+        int cnt = 0;
+        if (c == 0)
+            iov[cnt++] = (struct iovec){f->hdr, HDR_BYTES};
+        for (int l = l0; l < l1; l++) {
+            iov[cnt++] = (struct iovec){(char *)hr_kv_layer_k(r->kv, l) + (size_t)blk * kb, kb};
+            iov[cnt++] = (struct iovec){(char *)hr_kv_layer_v(r->kv, l) + (size_t)blk * vb, vb};
+        }
+        ssize_t got = hr__ssd_preadv_all(f->fd, iov, cnt, off);
+        if (got < 0) {
+            atomic_fetch_add(&r->s->n_read_errors, 1);
+            atomic_store(&r->s->last_errno, errno);
+            set_fault(f, "cannot be read");
+        } else if ((size_t)got != len) {
+            set_fault(f, "has the wrong size (truncated?)");
+        } else if (c == 0) {
+            uint64_t sum, sb;
+            const char *fault = hr__ssd_header_fault(r->s, f->hdr, HDR_BYTES + r->s->payload,
+                                                     r->keys[fi], r->tokens +
+                                                     (size_t)fi * HR_KV_BLOCK, &sum, &sb,
+                                                     f->why, sizeof f->why);
+            if (fault)
+                set_fault(f, fault);
+        }
+    }
+    /* the checksum, in the payload's order: chunk c - 1 of this file was
+     * taken n items ago, and is all but always fed by now */
+    while (atomic_load_explicit(&f->fed, memory_order_acquire) < c)
+        sched_yield();
+    if (!atomic_load(&f->fault))
+        for (int l = l0; l < l1; l++) {
+            XXH64_update(&f->xs, (char *)hr_kv_layer_k(r->kv, l) + (size_t)blk * kb, kb);
+            XXH64_update(&f->xs, (char *)hr_kv_layer_v(r->kv, l) + (size_t)blk * vb, vb);
+        }
+    atomic_store_explicit(&f->fed, c + 1, memory_order_release);
+    if (atomic_fetch_add(&r->done[c], 1) + 1 == r->n) {
+        pthread_mutex_lock(&r->mu);
+        pthread_cond_broadcast(&r->cv);
+        pthread_mutex_unlock(&r->mu);
+    }
+}
+
+static void *reader(void *arg) {
+    hr_ssd_run *r = arg;
+    for (int i; (i = atomic_fetch_add(&r->next, 1)) < r->items;) {
+        if (i + r->ahead < r->items)
+            ask_ahead(r, i + r->ahead);
+        read_item(r, i);
+    }
+    return NULL;
+}
+
+static void gate_wait(hr_kv_gate *g, int layer) {
+    hr_ssd_run *r = (hr_ssd_run *)g;
+    int c = layer / r->lpc;
+    if (atomic_load(&r->done[c]) >= r->n)
+        return;
+    pthread_mutex_lock(&r->mu);
+    while (atomic_load(&r->done[c]) < r->n)
+        pthread_cond_wait(&r->cv, &r->mu);
+    pthread_mutex_unlock(&r->mu);
+}
+
+hr_kv_gate *hr_ssd_run_gate(hr_ssd_run *r) { return &r->gate; }
+
+static void run_free(hr_ssd_run *r) {
+    for (int i = 0; i < r->n; i++)
+        close(r->f[i].fd);
+    pthread_mutex_destroy(&r->mu);
+    pthread_cond_destroy(&r->cv);
+    free(r->done);
+    free(r->f);
+    free(r->keys);
+    free(r->tokens);
+    free(r->blocks);
+    free(r);
+}
+
+/* Opens the files of keys[0..n) while they are there and of the right
+ * size (one that is not: quarantined, or a read error logged). How many. */
+static int open_files(hr_ssd_run *r, int n) {
+    hr_ssd *s = r->s;
+    int i = 0;
+    for (; i < n; i++) {
+        char path[4200];
+        hr__ssd_path(s, r->keys[i], path, sizeof path);
+        int fd = open(path, O_RDONLY | O_NONBLOCK | O_NOFOLLOW | O_CLOEXEC);
+        if (fd < 0) {
+            if (errno != ENOENT) {
+                atomic_fetch_add(&s->n_read_errors, 1);
+                atomic_store(&s->last_errno, errno);
+                hr_log(HR_LOG_WARN, "SSD cache: cannot open %s (%s); a miss", path,
+                       strerror(errno));
+            }
+            break;
+        }
+        struct stat st;
+        const char *why = fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)
+                              ? "is not a regular file"
+                          : (size_t)st.st_size != HDR_BYTES + s->payload
+                              ? "has the wrong size (truncated?)"
+                              : NULL;
+        if (why) {
+            close(fd);
+            hr__ssd_quarantine(s, path, why);
+            break;
+        }
+        r->f[i].fd = fd;
+        XXH64_reset(&r->f[i].xs, 0);
+    }
+    return i;
+}
+
+int hr_ssd_run_start(hr_ssd *s, const uint64_t *keys, const int32_t *tokens, hr_kv *kv,
+                     const int32_t *blocks, int n, bool layered, hr_ssd_run **out) {
+    *out = NULL;
+    if (!hr__ssd_direct(s, kv) || n <= 0)
+        return n <= 0 ? 0 : -1;
+    size_t lb = hr_kv_stride_bytes(kv) + hr_kv_vstride_bytes(kv);
+    int lpc = !layered || lb >= CHUNK_BYTES ? 1 : (int)(CHUNK_BYTES / lb);
+    if (!layered || lpc > kv->n_layers)
+        lpc = kv->n_layers;
+    int nchunk = (kv->n_layers + lpc - 1) / lpc;
+    hr_ssd_run *r = calloc(1, sizeof *r);
+    if (!r)
+        return -1;
+    r->keys = malloc((size_t)n * sizeof *r->keys);
+    r->tokens = malloc((size_t)n * HR_KV_BLOCK * sizeof *r->tokens);
+    r->blocks = malloc((size_t)n * sizeof *r->blocks);
+    r->f = calloc((size_t)n, sizeof *r->f);
+    r->done = calloc((size_t)nchunk, sizeof *r->done);
+    if (!r->keys || !r->tokens || !r->blocks || !r->f || !r->done) {
+        free(r->keys);
+        free(r->tokens);
+        free(r->blocks);
+        free(r->f);
+        free(r->done);
+        free(r);
+        return -1;
+    }
+    memcpy(r->keys, keys, (size_t)n * sizeof *keys);
+    memcpy(r->tokens, tokens, (size_t)n * HR_KV_BLOCK * sizeof *tokens);
+    memcpy(r->blocks, blocks, (size_t)n * sizeof *blocks);
+    pthread_mutex_init(&r->mu, NULL);
+    pthread_cond_init(&r->cv, NULL);
+    r->gate.wait = gate_wait;
+    r->s = s;
+    r->kv = kv;
+    r->lpc = lpc;
+    r->nchunk = nchunk;
+    r->t0 = hr_now();
+    r->n = open_files(r, n);
+    if (r->n == 0) {
+        run_free(r);
+        return 0;
+    }
+    r->items = r->n * nchunk;
+    size_t item_bytes = (size_t)lpc * lb;
+    r->ahead = (int)(AHEAD_BYTES / item_bytes) + 1;
+    for (int i = 0; i < r->ahead && i < r->items; i++)
+        ask_ahead(r, i);
+    while (r->started < READERS && r->started < r->items &&
+           pthread_create(&r->th[r->started], NULL, reader, r) == 0)
+        r->started++;
+    if (r->started == 0) /* no thread: read it all now, the gate open after */
+        reader(r);
+    *out = r;
+    return r->n;
+}
+
+int hr_ssd_run_finish(hr_ssd_run *r) {
+    for (int i = 0; i < r->started; i++)
+        pthread_join(r->th[i], NULL);
+    hr_ssd *s = r->s;
+    int good = 0;
+    long long bytes = 0;
+    for (; good < r->n; good++) {
+        rfile *f = &r->f[good];
+        const char *fault = atomic_load(&f->fault);
+        uint64_t sum;
+        memcpy(&sum, f->hdr + HDR_BYTES - 16, 8);
+        if (!fault && XXH64_digest(&f->xs) != sum)
+            fault = "fails its checksum";
+        if (fault) {
+            char path[4200];
+            hr__ssd_path(s, r->keys[good], path, sizeof path);
+            if (strcmp(fault, "cannot be read") == 0)
+                hr_log(HR_LOG_WARN, "SSD cache: cannot read %s; a miss", path);
+            else
+                hr__ssd_quarantine(s, path, fault);
+            break;
+        }
+        bytes += (long long)(HDR_BYTES + s->payload);
+    }
+    atomic_fetch_add(&s->n_hits, good);
+    atomic_fetch_add(&s->bytes_read, bytes);
+    double ms = (hr_now() - r->t0) * 1e3;
+    hr_log(HR_LOG_DEBUG,
+           "SSD cache: %d of %d blocks read back in %.0f ms (%.0f MB/s, %d readers, %d "
+           "layers a read)",
+           good, r->n, ms, (double)bytes / 1e3 / (ms > 0 ? ms : 1), r->started, r->lpc);
+    run_free(r);
+    return good;
+}
