@@ -319,6 +319,17 @@ bool hr__ssd_direct(const hr_ssd *s, const hr_kv *kv) {
     return !kv->be->device_mem && s->state_bytes == 0 && 2 * kv->n_layers + 2 <= 1024;
 }
 
+int hr__ssd_open(hr_ssd *s, uint64_t key, char *path, size_t n) {
+    hr__ssd_path(s, key, path, n);
+    int fd = open(path, O_RDONLY | O_NONBLOCK | O_NOFOLLOW | O_CLOEXEC);
+    if (fd < 0 && errno != ENOENT) {
+        atomic_fetch_add(&s->n_read_errors, 1);
+        atomic_store(&s->last_errno, errno);
+        hr_log(HR_LOG_WARN, "SSD cache: cannot open %s (%s); a miss", path, strerror(errno));
+    }
+    return fd;
+}
+
 /* Read the file stored under key into `block`. tokens: the block's content,
  * checked against the file's; NULL: any content (a tail: its tokens go to
  * got_tokens, -1 padded). buf: HDR_BYTES + payload + state_bytes bytes of
@@ -330,17 +341,9 @@ static int load(hr_ssd *s, uint64_t key, const int32_t *tokens, int32_t *got_tok
     if (has_state)
         *has_state = false;
     char path[4200];
-    hr__ssd_path(s, key, path, sizeof path);
-    int fd = open(path, O_RDONLY | O_NONBLOCK | O_NOFOLLOW | O_CLOEXEC);
-    if (fd < 0) {
-        if (errno != ENOENT) {
-            atomic_fetch_add(&s->n_read_errors, 1);
-            atomic_store(&s->last_errno, errno);
-            hr_log(HR_LOG_WARN, "SSD cache: cannot open %s (%s); a miss", path,
-                   strerror(errno));
-        }
+    int fd = hr__ssd_open(s, key, path, sizeof path);
+    if (fd < 0)
         return 0;
-    }
     bool direct = hr__ssd_direct(s, kv);
     size_t kb = hr_kv_stride_bytes(kv), vb = hr_kv_vstride_bytes(kv); /* a layer's K, V */
     unsigned char hdr[HDR_BYTES], extra;

@@ -58,6 +58,10 @@ struct hr_ssd {
 
 /* The file's name for key. */
 void hr__ssd_path(const hr_ssd *s, uint64_t key, char *out, size_t n);
+/* Opens the file of key (its name to path: n bytes) for reading, never
+ * following a link nor blocking on a FIFO: the descriptor, or -1 (a miss;
+ * logged and counted unless the file is absent). */
+int hr__ssd_open(hr_ssd *s, uint64_t key, char *path, size_t n);
 /* Moves the file at path to the quarantine directory, logging why. */
 void hr__ssd_quarantine(hr_ssd *s, const char *path, const char *why);
 /* Reads [off, ...) of fd into iov[0..cnt) (modified), retrying short

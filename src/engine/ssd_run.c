@@ -182,17 +182,9 @@ static int open_files(hr_ssd_run *r, int n) {
     int i = 0;
     for (; i < n; i++) {
         char path[4200];
-        hr__ssd_path(s, r->keys[i], path, sizeof path);
-        int fd = open(path, O_RDONLY | O_NONBLOCK | O_NOFOLLOW | O_CLOEXEC);
-        if (fd < 0) {
-            if (errno != ENOENT) {
-                atomic_fetch_add(&s->n_read_errors, 1);
-                atomic_store(&s->last_errno, errno);
-                hr_log(HR_LOG_WARN, "SSD cache: cannot open %s (%s); a miss", path,
-                       strerror(errno));
-            }
+        int fd = hr__ssd_open(s, r->keys[i], path, sizeof path);
+        if (fd < 0)
             break;
-        }
         struct stat st;
         const char *why = fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)
                               ? "is not a regular file"

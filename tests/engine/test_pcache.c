@@ -328,6 +328,16 @@ static void drain(hr_pcache *pc, hr_ssd *ssd, long files) {
     assert_int_equal(written, files);
 }
 
+/* A process's end after `files` writes: they finish, the cache and the tier
+ * are freed (the files stay for a restart). */
+static void shut_down(hr_pcache *pc, hr_ssd *ssd, long files) {
+    drain(pc, ssd, files);
+    hr_ssd_stop(ssd);
+    hr_pcache_poll(pc, 0);
+    hr_pcache_free(pc);
+    hr_ssd_close(ssd);
+}
+
 /* A restart (a new cache and tier over the same directory) re-attaches a
  * sequence: its whole blocks, read back several at once, are the blocks
  * that were written, bit for bit, in a pool in host memory (straight into
@@ -356,11 +366,7 @@ static void test_ssd_restart_run(void **state) {
             fill(&kv, blocks[b], (float)(b + 1) * 10000);
         }
         hr_pcache_insert(pc, 0, t, NB * HR_KV_BLOCK, blocks); /* (kept: the reference) */
-        drain(pc, ssd, NB);
-        hr_ssd_stop(ssd);
-        hr_pcache_poll(pc, 0);
-        hr_pcache_free(pc);
-        hr_ssd_close(ssd);
+        shut_down(pc, ssd, NB);
 
         assert_int_equal(hr_ssd_open(&ssd, dir, 42, 7, &kv, 0, (size_t)1 << 30, NULL), 0);
         pc = hr_pcache_new(&kv, 0, ssd, 0);
@@ -441,11 +447,7 @@ static void test_ssd_overlap(void **state) {
         }
     }
     hr_pcache_insert(pc, 0, t, NB * HR_KV_BLOCK, blocks);
-    drain(pc, ssd, NB);
-    hr_ssd_stop(ssd);
-    hr_pcache_poll(pc, 0);
-    hr_pcache_free(pc);
-    hr_ssd_close(ssd);
+    shut_down(pc, ssd, NB);
 
     assert_int_equal(hr_ssd_open(&ssd, dir, 42, 7, &kv, 0, (size_t)1 << 30, NULL), 0);
     pc = hr_pcache_new(&kv, 0, ssd, 0);
