@@ -422,8 +422,9 @@ static bool same_layer(const hr_kv *kv, int32_t a, int32_t b, int l) {
  * chunk each); after the gate's wait for layer l, layer l of every block is
  * the written one, whatever of the later layers is in. A lookup that wants
  * rows of one of them copied settles the run first. A block that fails
- * its checks is known at the settle: it and those after it are unindexed,
- * and the ones somebody got are hr_pcache_failed's; nothing leaks. */
+ * its checks (its payload, or its header, read with its first layers) is
+ * known at the settle: it and those after it are unindexed, and the ones
+ * somebody got are hr_pcache_failed's; nothing leaks. */
 static void test_ssd_overlap(void **state) {
     (void)state;
     enum { NB = 12, BAD = 7, L = 6 };
@@ -508,6 +509,27 @@ static void test_ssd_overlap(void **state) {
     assert_int_equal(qn, 1);
     release(&kv, got, NB);
     assert_int_equal(kv.n_free, 2 * NB + 4 - BAD); /* the cache holds BAD; nothing leaked */
+    hr_pcache_free(pc);
+
+    /* block 2's header changed (read with its first chunk): blocks 0-1 only;
+     * the run ends where block BAD's file is no more */
+    pc = hr_pcache_new(&kv, 0, ssd, 0);
+    hr_pcache_overlap(pc, true);
+    key = 0;
+    for (int b = 0; b <= 2; b++)
+        key = XXH3_64bits_withSeed(t + b * HR_KV_BLOCK, HR_KV_BLOCK * sizeof *t, key);
+    snprintf(cmd, sizeof cmd, "printf '\\377' | dd of=%s/000000000000002a/%016llx.kv bs=1 "
+             "seek=100 conv=notrunc 2>/dev/null", dir, (unsigned long long)key);
+    assert_int_equal(system(cmd), 0);
+    assert_int_equal(hr_pcache_lookup(pc, 0, t, NB * HR_KV_BLOCK, NB * HR_KV_BLOCK, NB, got, &n),
+                     BAD);
+    hr_pcache_settle(pc);
+    assert_int_equal(hr_pcache_failed(pc, &failed), BAD - 2);
+    assert_int_equal(failed[0], got[2]);
+    hr_ssd_counts(ssd, &w, &h, &qn);
+    assert_int_equal(qn, 2);
+    release(&kv, got, BAD);
+    assert_int_equal(kv.n_free, 2 * NB + 4 - 2);
     hr_pcache_free(pc);
     hr_ssd_close(ssd);
     release(&kv, blocks, NB);
