@@ -340,13 +340,13 @@ static void step(hr_engine *e) {
      * prompt cache hit) convert before the step's batch is built */
     for (int s = 0; e->kvq.n_blocks && s < e->n_running; s++) {
         hr_error err = {0};
-        if (!e->running[s]->conv && e->running[s]->len >= e->kv_start &&
-            hr__readback_settle(e, true)) { /* it reads its blocks: a cut, look again */
+        if (e->running[s]->conv || e->running[s]->len < e->kv_start)
+            continue;
+        if (hr__readback_settle(e, true)) { /* it reads its blocks: a cut, look again */
             s = -1;
             continue;
         }
-        if (!e->running[s]->conv && e->running[s]->len >= e->kv_start &&
-            hr__convert(e, e->running[s], &err)) {
+        if (hr__convert(e, e->running[s], &err)) {
             hr_log(HR_LOG_ERROR, "converting a sequence's KV failed: %s", err.msg);
             retire(e, s--, HR_FINISH_ERROR, err.msg); /* the last one moved to s */
         }

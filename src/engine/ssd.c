@@ -16,8 +16,6 @@
 #include <sys/stat.h>
 #include <sys/uio.h>
 #include <unistd.h>
-#define XXH_STATIC_LINKING_ONLY /* XXH64_state_t on the stack */
-#include <xxhash.h>
 
 /* the KV pool's format, in the header (blocks of another format are a
  * miss): K's code, and V's code << 8 when it is V's own (--cache-type-v) */
@@ -49,7 +47,6 @@ static const char *dtype_suffix(hr_dtype t) {
 }
 
 /* ---- header ----------------------------------------------------------------------- */
-
 
 static unsigned char *put(unsigned char *p, const void *v, size_t n) {
     memcpy(p, v, n); /* x86-64 and arm64 are little-endian */
@@ -315,6 +312,24 @@ ssize_t hr__ssd_preadv_all(int fd, struct iovec *iov, int cnt, off_t off) {
     return (ssize_t)got;
 }
 
+int hr__ssd_slices(const hr_kv *kv, int32_t block, int l0, int l1, struct iovec *iov) {
+    size_t kb = hr_kv_stride_bytes(kv), vb = hr_kv_vstride_bytes(kv);
+    int n = 0;
+    for (int l = l0; l < l1; l++) {
+        iov[n++] = (struct iovec){(char *)hr_kv_layer_k(kv, l) + (size_t)block * kb, kb};
+        iov[n++] = (struct iovec){(char *)hr_kv_layer_v(kv, l) + (size_t)block * vb, vb};
+    }
+    return n;
+}
+
+void hr__ssd_feed(XXH64_state_t *xs, const hr_kv *kv, int32_t block, int l0, int l1) {
+    size_t kb = hr_kv_stride_bytes(kv), vb = hr_kv_vstride_bytes(kv);
+    for (int l = l0; l < l1; l++) {
+        XXH64_update(xs, (char *)hr_kv_layer_k(kv, l) + (size_t)block * kb, kb);
+        XXH64_update(xs, (char *)hr_kv_layer_v(kv, l) + (size_t)block * vb, vb);
+    }
+}
+
 bool hr__ssd_direct(const hr_ssd *s, const hr_kv *kv) {
     return !kv->be->device_mem && s->state_bytes == 0 && 2 * kv->n_layers + 2 <= 1024;
 }
@@ -345,16 +360,12 @@ static int load(hr_ssd *s, uint64_t key, const int32_t *tokens, int32_t *got_tok
     if (fd < 0)
         return 0;
     bool direct = hr__ssd_direct(s, kv);
-    size_t kb = hr_kv_stride_bytes(kv), vb = hr_kv_vstride_bytes(kv); /* a layer's K, V */
     unsigned char hdr[HDR_BYTES], extra;
     struct iovec iov[1024];
     int cnt = 0;
     if (direct) {
         iov[cnt++] = (struct iovec){hdr, HDR_BYTES};
-        for (int l = 0; l < kv->n_layers; l++) {
-            iov[cnt++] = (struct iovec){(char *)hr_kv_layer_k(kv, l) + (size_t)block * kb, kb};
-            iov[cnt++] = (struct iovec){(char *)hr_kv_layer_v(kv, l) + (size_t)block * vb, vb};
-        }
+        cnt += hr__ssd_slices(kv, block, 0, kv->n_layers, iov + cnt);
     } else {
         iov[cnt++] = (struct iovec){buf, HDR_BYTES + s->payload + s->state_bytes};
     }
@@ -385,10 +396,7 @@ static int load(hr_ssd *s, uint64_t key, const int32_t *tokens, int32_t *got_tok
     if (direct) {
         XXH64_state_t xs;
         XXH64_reset(&xs, 0);
-        for (int l = 0; l < kv->n_layers; l++) { /* the payload's order */
-            XXH64_update(&xs, (char *)hr_kv_layer_k(kv, l) + (size_t)block * kb, kb);
-            XXH64_update(&xs, (char *)hr_kv_layer_v(kv, l) + (size_t)block * vb, vb);
-        }
+        hr__ssd_feed(&xs, kv, block, 0, kv->n_layers);
         actual = XXH64_digest(&xs);
     } else {
         actual = XXH64(buf + HDR_BYTES, s->payload + sb, 0);

@@ -9,6 +9,8 @@
 #include <stdatomic.h>
 #include <sys/types.h>
 #include <sys/uio.h>
+#define XXH_STATIC_LINKING_ONLY /* XXH64_state_t in a caller's memory */
+#include <xxhash.h>
 
 #define MAGIC "HEARTHKV"
 #define VERSION 3u /* 2: the KV format's bits and group (quantized KV); 3: a
@@ -68,6 +70,11 @@ void hr__ssd_quarantine(hr_ssd *s, const char *path, const char *why);
  * reads and EINTR, until the vectors are full or the file ends. The bytes
  * read, or -1 with errno. */
 ssize_t hr__ssd_preadv_all(int fd, struct iovec *iov, int cnt, off_t off);
+/* Layers [l0, l1) of block `block` of the pool, each its K then its V (the
+ * file's payload order), as iov[]: their count (2 (l1 - l0)). */
+int hr__ssd_slices(const hr_kv *kv, int32_t block, int l0, int l1, struct iovec *iov);
+/* Those slices fed to a file's checksum, in that order. */
+void hr__ssd_feed(XXH64_state_t *xs, const hr_kv *kv, int32_t block, int l0, int l1);
 /* Whether a file's payload goes straight into the pool block's layer
  * slices (a pool in host memory, no recurrent state), or through a buffer. */
 bool hr__ssd_direct(const hr_ssd *s, const hr_kv *kv);

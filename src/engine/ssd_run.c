@@ -27,8 +27,6 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
-#define XXH_STATIC_LINKING_ONLY /* XXH64_state_t in the file's record */
-#include <xxhash.h>
 
 /* Reader threads: the copies out of the page cache and the checksums
  * spread over the cores, and the disk serves several files at once. */
@@ -51,12 +49,12 @@ struct hr_ssd_run {
     hr_kv_gate gate; /* first: hr_ssd_run_gate's */
     hr_ssd *s;
     hr_kv *kv;
-    int n, lpc, nchunk, items, ahead; /* files, layers a chunk, chunks, n * nchunk */
+    int n, lpc, items, ahead; /* files, layers a chunk, n * chunks */
     uint64_t *keys;
     int32_t *tokens, *blocks;
     rfile *f;
     _Atomic int next;  /* the next item: chunk next / n of file next % n */
-    _Atomic int *done; /* [nchunk] files whose chunk is in */
+    _Atomic int *done; /* [chunks] files whose chunk is in */
     pthread_mutex_t mu;
     pthread_cond_t cv;
     pthread_t th[READERS];
@@ -82,6 +80,10 @@ static void ask_ahead(const hr_ssd_run *r, int i) {
     (void)posix_fadvise(r->f[i % r->n].fd, off, (off_t)len, POSIX_FADV_WILLNEED);
 }
 
+/* A read error's fault: a miss, the file left where it is (any other
+ * fault quarantines it) */
+static const char unreadable[] = "cannot be read";
+
 static void set_fault(rfile *f, const char *why) {
     const char *none = NULL;
     atomic_compare_exchange_strong(&f->fault, &none, why);
@@ -92,7 +94,6 @@ static void read_item(hr_ssd_run *r, int i) {
     int c = i / r->n, fi = i % r->n, l0, l1;
     rfile *f = &r->f[fi];
     int32_t blk = r->blocks[fi];
-    size_t kb = hr_kv_stride_bytes(r->kv), vb = hr_kv_vstride_bytes(r->kv);
     off_t off;
     size_t len;
     chunk_of(r, c, &l0, &l1, &off, &len);
@@ -101,15 +102,12 @@ static void read_item(hr_ssd_run *r, int i) {
         int cnt = 0;
         if (c == 0)
             iov[cnt++] = (struct iovec){f->hdr, HDR_BYTES};
-        for (int l = l0; l < l1; l++) {
-            iov[cnt++] = (struct iovec){(char *)hr_kv_layer_k(r->kv, l) + (size_t)blk * kb, kb};
-            iov[cnt++] = (struct iovec){(char *)hr_kv_layer_v(r->kv, l) + (size_t)blk * vb, vb};
-        }
+        cnt += hr__ssd_slices(r->kv, blk, l0, l1, iov + cnt);
         ssize_t got = hr__ssd_preadv_all(f->fd, iov, cnt, off);
         if (got < 0) {
             atomic_fetch_add(&r->s->n_read_errors, 1);
             atomic_store(&r->s->last_errno, errno);
-            set_fault(f, "cannot be read");
+            set_fault(f, unreadable);
         } else if ((size_t)got != len) {
             set_fault(f, "has the wrong size (truncated?)");
         } else if (c == 0) {
@@ -127,10 +125,7 @@ static void read_item(hr_ssd_run *r, int i) {
     while (atomic_load_explicit(&f->fed, memory_order_acquire) < c)
         sched_yield();
     if (!atomic_load(&f->fault))
-        for (int l = l0; l < l1; l++) {
-            XXH64_update(&f->xs, (char *)hr_kv_layer_k(r->kv, l) + (size_t)blk * kb, kb);
-            XXH64_update(&f->xs, (char *)hr_kv_layer_v(r->kv, l) + (size_t)blk * vb, vb);
-        }
+        hr__ssd_feed(&f->xs, r->kv, blk, l0, l1);
     atomic_store_explicit(&f->fed, c + 1, memory_order_release);
     if (atomic_fetch_add(&r->done[c], 1) + 1 == r->n) {
         pthread_mutex_lock(&r->mu);
@@ -208,37 +203,31 @@ int hr_ssd_run_start(hr_ssd *s, const uint64_t *keys, const int32_t *tokens, hr_
     if (!hr__ssd_direct(s, kv) || n <= 0)
         return n <= 0 ? 0 : -1;
     size_t lb = hr_kv_stride_bytes(kv) + hr_kv_vstride_bytes(kv);
-    int lpc = !layered || lb >= CHUNK_BYTES ? 1 : (int)(CHUNK_BYTES / lb);
-    if (!layered || lpc > kv->n_layers)
-        lpc = kv->n_layers;
+    int lpc = kv->n_layers; /* whole files, or chunks of at least a layer */
+    if (layered && CHUNK_BYTES / lb < (size_t)lpc)
+        lpc = CHUNK_BYTES / lb > 1 ? (int)(CHUNK_BYTES / lb) : 1;
     int nchunk = (kv->n_layers + lpc - 1) / lpc;
     hr_ssd_run *r = calloc(1, sizeof *r);
     if (!r)
         return -1;
+    pthread_mutex_init(&r->mu, NULL);
+    pthread_cond_init(&r->cv, NULL);
     r->keys = malloc((size_t)n * sizeof *r->keys);
     r->tokens = malloc((size_t)n * HR_KV_BLOCK * sizeof *r->tokens);
     r->blocks = malloc((size_t)n * sizeof *r->blocks);
     r->f = calloc((size_t)n, sizeof *r->f);
     r->done = calloc((size_t)nchunk, sizeof *r->done);
     if (!r->keys || !r->tokens || !r->blocks || !r->f || !r->done) {
-        free(r->keys);
-        free(r->tokens);
-        free(r->blocks);
-        free(r->f);
-        free(r->done);
-        free(r);
+        run_free(r); /* (no file open yet) */
         return -1;
     }
     memcpy(r->keys, keys, (size_t)n * sizeof *keys);
     memcpy(r->tokens, tokens, (size_t)n * HR_KV_BLOCK * sizeof *tokens);
     memcpy(r->blocks, blocks, (size_t)n * sizeof *blocks);
-    pthread_mutex_init(&r->mu, NULL);
-    pthread_cond_init(&r->cv, NULL);
     r->gate.wait = gate_wait;
     r->s = s;
     r->kv = kv;
     r->lpc = lpc;
-    r->nchunk = nchunk;
     r->t0 = hr_now();
     r->n = open_files(r, n);
     if (r->n == 0) {
@@ -275,7 +264,7 @@ int hr_ssd_run_finish(hr_ssd_run *r) {
         if (fault) {
             char path[4200];
             hr__ssd_path(s, r->keys[good], path, sizeof path);
-            if (strcmp(fault, "cannot be read") == 0)
+            if (fault == unreadable)
                 hr_log(HR_LOG_WARN, "SSD cache: cannot read %s; a miss", path);
             else
                 hr__ssd_quarantine(s, path, fault);
