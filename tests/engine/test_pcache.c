@@ -328,6 +328,18 @@ static void drain(hr_pcache *pc, hr_ssd *ssd, long files) {
     assert_int_equal(written, files);
 }
 
+/* The byte at `at` of block b's file (of the sequence of tokens t, under
+ * model fingerprint 42 in dir) set to `byte`. */
+static void damage(const char *dir, const int32_t *t, int b, long at, unsigned byte) {
+    uint64_t key = 0; /* the file's name: the chain key of blocks 0..b */
+    for (int i = 0; i <= b; i++)
+        key = XXH3_64bits_withSeed(t + i * HR_KV_BLOCK, HR_KV_BLOCK * sizeof *t, key);
+    char cmd[512];
+    snprintf(cmd, sizeof cmd, "printf '\\%03o' | dd of=%s/000000000000002a/%016llx.kv bs=1 "
+             "seek=%ld conv=notrunc 2>/dev/null", byte, dir, (unsigned long long)key, at);
+    assert_int_equal(system(cmd), 0);
+}
+
 /* A process's end after `files` writes: they finish, the cache and the tier
  * are freed (the files stay for a restart). */
 static void shut_down(hr_pcache *pc, hr_ssd *ssd, long files) {
@@ -383,13 +395,7 @@ static void test_ssd_restart_run(void **state) {
 
         /* block BAD's payload changed by one bit: blocks [0, BAD) only */
         pc = hr_pcache_new(&kv, 0, ssd, 0);
-        char cmd[512];
-        uint64_t key = 0;
-        for (int b = 0; b <= BAD; b++) /* the name of block BAD's file */
-            key = XXH3_64bits_withSeed(t + b * HR_KV_BLOCK, HR_KV_BLOCK * sizeof *t, key);
-        snprintf(cmd, sizeof cmd, "printf '\\001' | dd of=%s/000000000000002a/%016llx.kv bs=1 "
-                 "seek=1000 conv=notrunc 2>/dev/null", dir, (unsigned long long)key);
-        assert_int_equal(system(cmd), 0);
+        damage(dir, t, BAD, 1000, 1);
         assert_int_equal(hr_pcache_lookup(pc, 0, t, NB * HR_KV_BLOCK, NB * HR_KV_BLOCK, NB, got,
                                           &n), BAD);
         assert_int_equal(n, BAD * HR_KV_BLOCK);
@@ -488,13 +494,7 @@ static void test_ssd_overlap(void **state) {
     /* block BAD's payload changed in its last layer: found at the settle */
     pc = hr_pcache_new(&kv, 0, ssd, 0);
     hr_pcache_overlap(pc, true);
-    char cmd[512];
-    uint64_t key = 0;
-    for (int b = 0; b <= BAD; b++)
-        key = XXH3_64bits_withSeed(t + b * HR_KV_BLOCK, HR_KV_BLOCK * sizeof *t, key);
-    snprintf(cmd, sizeof cmd, "printf '\\001' | dd of=%s/000000000000002a/%016llx.kv bs=1 "
-             "seek=1500000 conv=notrunc 2>/dev/null", dir, (unsigned long long)key);
-    assert_int_equal(system(cmd), 0);
+    damage(dir, t, BAD, 1500000, 1);
     assert_int_equal(hr_pcache_lookup(pc, 0, t, NB * HR_KV_BLOCK, NB * HR_KV_BLOCK, NB, got, &n),
                      NB);
     hr_pcache_settle(pc);
@@ -515,12 +515,7 @@ static void test_ssd_overlap(void **state) {
      * the run ends where block BAD's file is no more */
     pc = hr_pcache_new(&kv, 0, ssd, 0);
     hr_pcache_overlap(pc, true);
-    key = 0;
-    for (int b = 0; b <= 2; b++)
-        key = XXH3_64bits_withSeed(t + b * HR_KV_BLOCK, HR_KV_BLOCK * sizeof *t, key);
-    snprintf(cmd, sizeof cmd, "printf '\\377' | dd of=%s/000000000000002a/%016llx.kv bs=1 "
-             "seek=100 conv=notrunc 2>/dev/null", dir, (unsigned long long)key);
-    assert_int_equal(system(cmd), 0);
+    damage(dir, t, 2, 100, 0377);
     assert_int_equal(hr_pcache_lookup(pc, 0, t, NB * HR_KV_BLOCK, NB * HR_KV_BLOCK, NB, got, &n),
                      BAD);
     hr_pcache_settle(pc);
