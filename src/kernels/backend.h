@@ -294,6 +294,13 @@ typedef struct hr_backend_ops {
     int (*upload)(hr_backend *be, void *dst, const void *src, size_t n, hr_error *err);
     int (*download)(hr_backend *be, void *dst, const void *src, size_t n, hr_error *err);
     int (*copy)(hr_backend *be, void *dst, const void *src, size_t n, hr_error *err);
+    /* host -> backend, backend -> host of `rows` rows of n bytes, the
+     * destination's rows dpitch bytes apart, the source's spitch (one
+     * block's layers: one call, not a call a layer); synchronous */
+    int (*upload_rows)(hr_backend *be, void *dst, size_t dpitch, const void *src, size_t spitch,
+                       size_t n, size_t rows, hr_error *err);
+    int (*download_rows)(hr_backend *be, void *dst, size_t dpitch, const void *src,
+                         size_t spitch, size_t n, size_t rows, hr_error *err);
     /* free / total memory of the device in bytes (host: 0, 0) */
     void (*mem_info)(hr_backend *be, size_t *free, size_t *total);
     /* The device memory's bandwidth in bytes/s, bytes read plus written by

@@ -383,22 +383,20 @@ void hr_kv_copy_rows(hr_kv *kv, int32_t dst, int32_t src, int n) {
             }
 }
 
+/* A block's K over the layers is a row a layer, n_blocks strides apart in
+ * the pool (hr_kv_layer_k), and in buf each layer's K then V: one copy of
+ * rows for the K, one for the V. */
 static int block_io(const hr_kv *kv, int32_t block, void *buf, bool out, hr_error *err) {
     HR_ASSERT(block >= 0 && block < kv->n_blocks);
-    size_t sb = hr_kv_stride_bytes(kv), vb = hr_kv_vstride_bytes(kv);
-    char *b = buf;
-    for (int l = 0; l < kv->n_layers; l++) {
-        char *k = (char *)hr_kv_layer_k(kv, l) + (size_t)block * sb;
-        char *v = (char *)hr_kv_layer_v(kv, l) + (size_t)block * vb;
-        int rc = out ? kv->be->ops->download(kv->be, b, k, sb, err) ||
-                           kv->be->ops->download(kv->be, b + sb, v, vb, err)
-                     : kv->be->ops->upload(kv->be, k, b, sb, err) ||
-                           kv->be->ops->upload(kv->be, v, b + sb, vb, err);
-        if (rc)
-            return HR_EIO;
-        b += sb + vb;
-    }
-    return 0;
+    size_t sb = hr_kv_stride_bytes(kv), vb = hr_kv_vstride_bytes(kv), lb = sb + vb;
+    size_t kp = (size_t)kv->n_blocks * sb, vp = (size_t)kv->n_blocks * vb, L = (size_t)kv->n_layers;
+    char *b = buf, *k = (char *)kv->k + (size_t)block * sb, *v = (char *)kv->v + (size_t)block * vb;
+    const hr_backend_ops *o = kv->be->ops;
+    int rc = out ? o->download_rows(kv->be, b, lb, k, kp, sb, L, err) ||
+                       o->download_rows(kv->be, b + sb, lb, v, vp, vb, L, err)
+                 : o->upload_rows(kv->be, k, kp, b, lb, sb, L, err) ||
+                       o->upload_rows(kv->be, v, vp, b + sb, lb, vb, L, err);
+    return rc ? HR_EIO : 0;
 }
 
 int hr_kv_block_read(const hr_kv *kv, int32_t block, void *buf, hr_error *err) {

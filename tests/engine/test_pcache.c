@@ -407,6 +407,18 @@ static void test_ssd_restart_run(void **state) {
         release(&kv, got, BAD);
         assert_int_equal(kv.n_free, NB + 4 - BAD); /* the cache holds BAD; nothing leaked */
         hr_pcache_free(pc);
+
+        /* block 5's header changed (a token it says it holds): blocks [0, 5) */
+        pc = hr_pcache_new(&kv, 0, ssd, 0);
+        damage(dir, t, 5, 100, 0377); /* (in its tokens: 68 + 4 i) */
+        assert_int_equal(hr_pcache_lookup(pc, 0, t, NB * HR_KV_BLOCK, NB * HR_KV_BLOCK, NB, got,
+                                          &n), 5);
+        for (int b = 0; b < 5; b++)
+            assert_true(same_rows(&kv, got[b], blocks[b], HR_KV_BLOCK));
+        hr_ssd_counts(ssd, &w, &h, &q);
+        assert_int_equal(q, 2);
+        release(&kv, got, 5);
+        hr_pcache_free(pc);
         hr_ssd_close(ssd);
         release(&kv, blocks, NB);
         assert_int_equal(kv.n_free, 2 * NB + 4);

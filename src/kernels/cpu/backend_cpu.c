@@ -58,6 +58,15 @@ static int cpu_copy(hr_backend *be, void *dst, const void *src, size_t n, hr_err
     return 0;
 }
 
+static int cpu_copy_rows(hr_backend *be, void *dst, size_t dpitch, const void *src,
+                         size_t spitch, size_t n, size_t rows, hr_error *err) {
+    (void)be;
+    (void)err;
+    for (size_t r = 0; r < rows; r++)
+        memmove((char *)dst + r * dpitch, (const char *)src + r * spitch, n);
+    return 0;
+}
+
 static void cpu_mem_info(hr_backend *be, size_t *free_b, size_t *total) {
     (void)be;
     *free_b = *total = 0;
@@ -422,6 +431,8 @@ static const hr_backend_ops cpu_ops = {
     .upload = cpu_copy,
     .download = cpu_copy,
     .copy = cpu_copy,
+    .upload_rows = cpu_copy_rows,
+    .download_rows = cpu_copy_rows,
     .mem_info = cpu_mem_info,
     .membw = NULL,
     .ctx_new = cpu_ctx_new,

@@ -128,6 +128,23 @@ static int cu_copy(hr_backend *be, void *dst, const void *src, size_t n, hr_erro
     return cu_memcpy(be, dst, src, n, cudaMemcpyDeviceToDevice, err);
 }
 
+static int cu_memcpy_rows(hr_backend *be, void *dst, size_t dpitch, const void *src,
+                          size_t spitch, size_t n, size_t rows, cudaMemcpyKind k, hr_error *err) {
+    cudaSetDevice(dev_of(be));
+    cudaError_t e = cudaMemcpy2D(dst, dpitch, src, spitch, n, rows, k);
+    return e == cudaSuccess ? 0 : cu_fail(err, e, "a copy");
+}
+
+static int cu_upload_rows(hr_backend *be, void *dst, size_t dpitch, const void *src,
+                          size_t spitch, size_t n, size_t rows, hr_error *err) {
+    return cu_memcpy_rows(be, dst, dpitch, src, spitch, n, rows, cudaMemcpyHostToDevice, err);
+}
+
+static int cu_download_rows(hr_backend *be, void *dst, size_t dpitch, const void *src,
+                            size_t spitch, size_t n, size_t rows, hr_error *err) {
+    return cu_memcpy_rows(be, dst, dpitch, src, spitch, n, rows, cudaMemcpyDeviceToHost, err);
+}
+
 static void cu_mem_info(hr_backend *be, size_t *free_b, size_t *total) {
     cudaSetDevice(dev_of(be));
     if (cudaMemGetInfo(free_b, total) != cudaSuccess) {
@@ -831,7 +848,8 @@ static void cu_mamba2(hr_bctx *c, const hr_mamba2_args *a) {
 /* ---- the table and the devices --------------------------------------------------- */
 
 static const hr_backend_ops cu_ops = {
-    cu_alloc, cu_free, cu_upload, cu_download, cu_copy, cu_mem_info, cu_membw,
+    cu_alloc, cu_free, cu_upload, cu_download, cu_copy, cu_upload_rows, cu_download_rows,
+    cu_mem_info, cu_membw,
     cu_ctx_new, cu_ctx_free,
     cu_begin, cu_embed, cu_norm, cu_matmul, cu_qkv, cu_attention, cu_act, cu_add,
     cu_gather, cu_logit_scale, NULL /* prefetch_next */, cu_end,
