@@ -14,9 +14,9 @@
  * Every lane runs the reference's operations in its order, so the bits are
  * the scalar's (test_turbo_kv test_attn_isas). The odd key at a run's end
  * goes through the AVX2 body (the same bits). A chunk's codes are one
- * 4-byte load broadcast from memory (a load port, where a word assembled
- * in a register costs a shuffle port's move) wherever 4 bytes lie inside
- * the record; the record's last chunk at 3 bits reads its 3 bytes.
+ * 4-byte load broadcast from memory; where 4 bytes from the chunk would
+ * run past the record (its last chunk at 2 or 3 bits), the 4 bytes that
+ * end with the chunk's, shifted down (chunk_at).
  * From WIDE rows (a prefill tile's) a run of records is widened once, two
  * chunks a register as above, for kvwide_avx512.c's passes. */
 #include "kernels/cpu/kvquant.h"
@@ -36,19 +36,6 @@
  * once: 12 rows 17.2 against 18.4, 16 rows 23.8 against 22.5, 48 rows 71.2
  * against 57.0) */
 #define WIDE 16
-
-/* the 8 codes of chunk ch at b (`bits` whole bytes) as one word; whole
- * loads as the AVX2 body's */
-AI uint32_t word_of(const uint8_t *b, const int bits) {
-    uint32_t u;
-    uint16_t w16;
-    if (bits == 4) {
-        memcpy(&u, b, 4);
-        return u;
-    }
-    memcpy(&w16, b, 2);
-    return bits == 3 ? (uint32_t)w16 | (uint32_t)b[2] << 16 : w16;
-}
 
 /* A segment's codebook: its 2^bits centroids repeated over the 16 lanes,
  * so that vpermps, which reads the low 4 bits of a lane's index, picks a
@@ -77,51 +64,65 @@ AI void hsum8x2(__m512 t, float *s0, float *s1) {
     *s1 = _mm_cvtss_f32(_mm512_extractf32x4_ps(s, 2));
 }
 
-/* word of the 8 codes at b: a whole 4-byte load (broadcast from memory by
- * the callers: no shuffle port) where 4 bytes lie in the record (`safe`),
- * else word_of's exact bytes */
-AI uint32_t bload(const uint8_t *b, bool safe, const int BITS) {
+/* the 4 bytes at b (a chunk's codes, chunk_at's) broadcast from memory (a
+ * load port, where a word assembled in a register costs a shuffle port's
+ * move) to lanes m of src */
+AI __m512i bword(__m512i src, __mmask16 m, const uint8_t *b) {
     uint32_t u;
-    if (safe || BITS == 4)
-        memcpy(&u, b, 4);
-    else
-        u = word_of(b, BITS);
-    return u;
-}
-
-/* bload's word broadcast to lanes MASK of src */
-AI __m512i bword(__m512i src, __mmask16 m, const uint8_t *b, bool safe, const int BITS) {
-    return _mm512_mask_set1_epi32(src, m, (int)bload(b, safe, BITS));
+    memcpy(&u, b, 4);
+    return _mm512_mask_set1_epi32(src, m, (int)u);
 }
 
 /* the first key's word in every lane (a plain broadcast load: no merge
  * into a register), for bword to put the second's over lanes 8-15 */
-AI __m512i bword0(const uint8_t *b, bool safe, const int BITS) {
-    return _mm512_set1_epi32((int)bload(b, safe, BITS));
+AI __m512i bword0(const uint8_t *b) {
+    uint32_t u;
+    memcpy(&u, b, 4);
+    return _mm512_set1_epi32((int)u);
+}
+
+/* Chunk c of a segment's codes: where its 4-byte load starts (bytes past
+ * the segment's offset) and how far its word is shifted down first. A
+ * load that would run past the record (c >= safe: the last chunk at 2 or
+ * 3 bits) starts 4 - BITS bytes early instead, its word shifted down by
+ * those bytes: the same codes in the low bits, zeros above (vpermps
+ * reads the low 4 bits, the codebook repeated above 2^BITS), so every
+ * chunk is one broadcast load from memory. */
+AI int chunk_at(int c, int safe, const int BITS) {
+    return c * BITS - (c < safe || BITS == 4 ? 0 : 4 - BITS);
+}
+AI int chunk_shift(int c, int safe, const int BITS) {
+    return c < safe || BITS == 4 ? 0 : 8 * (4 - BITS);
+}
+
+/* the lane shifts of a register of chunks c0 (lanes 0-7) and c1 (8-15) */
+AI __m512i shifts_of(int c0, int c1, int safe, const int BITS) {
+    const __m512i l = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 0, 1, 2, 3, 4, 5, 6, 7);
+    __m512i e = _mm512_mask_set1_epi32(_mm512_set1_epi32(chunk_shift(c0, safe, BITS)), 0xff00,
+                                       chunk_shift(c1, safe, BITS));
+    return _mm512_add_epi32(_mm512_mullo_epi32(l, _mm512_set1_epi32(BITS)), e);
 }
 
 /* segment s (of BITS bits) of four keys' records r[0..4) for M rows: T[h]
  * (keys 2h, 2h + 1) += w * A, A the codes' chains. One function a segment,
  * so that BITS is a constant in each. */
 AI void dots_seg(__m512 (*T)[2], const float *q, const int M, const uint8_t *const *r,
-                 const hr_turbo_kv *L, int s, __m512 k, const int BITS) {
+                 const hr_turbo_kv *L, int s, __m512 k, const __m512 *wn, const int BITS) {
     int hd = L->hd, dim = L->dim, nch = dim / 8;
     size_t off = L->code_off[s];
     /* chunks whose 4-byte load stays inside the record */
     int safe = (int)(((long)L->bytes - (long)off - 4) / BITS) + 1;
-    const __m512i sh = _mm512_mullo_epi32(
-        _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 0, 1, 2, 3, 4, 5, 6, 7), _mm512_set1_epi32(BITS));
+    const __m512i sh = shifts_of(0, 0, safe, BITS), sht = shifts_of(nch, nch, safe, BITS);
     __m512 A[RB][2];
     for (int rr = 0; rr < M; rr++)
         A[rr][0] = A[rr][1] = _mm512_setzero_ps();
     for (int ch = 0; ch < nch; ch++) {
-        size_t at = off + (size_t)ch * BITS;
-        bool ok = ch < safe;
+        size_t at = off + (size_t)chunk_at(ch, safe, BITS);
         __m512 v[2];
         for (int h = 0; h < 2; h++) {
-            __m512i w = bword0(r[2 * h] + at, ok, BITS);
-            w = bword(w, 0xff00, r[2 * h + 1] + at, ok, BITS);
-            v[h] = _mm512_permutexvar_ps(_mm512_srlv_epi32(w, sh), k);
+            __m512i w = bword0(r[2 * h] + at);
+            w = bword(w, 0xff00, r[2 * h + 1] + at);
+            v[h] = _mm512_permutexvar_ps(_mm512_srlv_epi32(w, ch < safe ? sh : sht), k);
         }
         for (int rr = 0; rr < M; rr++) {
             __m512 x = _mm512_broadcast_f32x8(
@@ -130,13 +131,27 @@ AI void dots_seg(__m512 (*T)[2], const float *q, const int M, const uint8_t *con
             A[rr][1] = _mm512_fmadd_ps(x, v[1], A[rr][1]);
         }
     }
-    for (int h = 0; h < 2; h++) {
-        __m512 w = _mm512_mask_broadcastss_ps(_mm512_set1_ps(norm_of(r[2 * h], s) * L->rinv),
-                                              0xff00,
-                                              _mm_set_ss(norm_of(r[2 * h + 1], s) * L->rinv));
+    for (int h = 0; h < 2; h++)
         for (int rr = 0; rr < M; rr++)
-            T[rr][h] = _mm512_fmadd_ps(w, A[rr][h], T[rr][h]);
-    }
+            T[rr][h] = _mm512_fmadd_ps(wn[h], A[rr][h], T[rr][h]);
+}
+
+/* The four records' segment weights (norm_of(r[i], s) * rinv, the same
+ * products) as dots_seg's: w[s][h] holds key 2h's in lanes 0-7 and key
+ * 2h + 1's in lanes 8-15. The records' leading 4 bytes (both segments'
+ * f16 scales) widened at once. */
+AI void norms4(__m512 w[2][2], const uint8_t *const *r, float rinv) {
+    uint32_t u[4];
+    for (int i = 0; i < 4; i++)
+        memcpy(&u[i], r[i], 4);
+    __m256 f = _mm256_mul_ps(_mm256_cvtph_ps(_mm_setr_epi32((int)u[0], (int)u[1], (int)u[2],
+                                                              (int)u[3])),
+                             _mm256_set1_ps(rinv));
+    __m512 z = _mm512_castps256_ps512(f); /* lane 2 i + s: record i's segment s */
+    for (int s = 0; s < 2; s++)
+        for (int h = 0; h < 2; h++)
+            w[s][h] = _mm512_permutexvar_ps(
+                _mm512_mask_set1_epi32(_mm512_set1_epi32(4 * h + s), 0xff00, 4 * h + 2 + s), z);
 }
 
 /* hsum8 (hr__kvq_hsum8's order) of the four keys' halves of a and b (keys
@@ -165,12 +180,20 @@ AI void dots_m(float *sc, size_t ldsc, const float *q, const int M, const uint8_
         const uint8_t *r[4];
         for (int i = 0; i < 4; i++)
             r[i] = rec + (size_t)(j + i) * rb;
-        __m512 T[RB][2];
+        __m512 T[RB][2], wn[2][2];
         for (int rr = 0; rr < M; rr++)
             T[rr][0] = T[rr][1] = _mm512_setzero_ps();
-        dots_seg(T, q, M, r, L, 0, k[0], B0);
+        if (NSEG > 1) {
+            norms4(wn, r, L->rinv);
+        } else {
+            for (int h = 0; h < 2; h++)
+                wn[0][h] = _mm512_mask_broadcastss_ps(
+                    _mm512_set1_ps(norm_of(r[2 * h], 0) * L->rinv), 0xff00,
+                    _mm_set_ss(norm_of(r[2 * h + 1], 0) * L->rinv));
+        }
+        dots_seg(T, q, M, r, L, 0, k[0], wn[0], B0);
         if (NSEG > 1)
-            dots_seg(T, q, M, r, L, 1, k[1], B1);
+            dots_seg(T, q, M, r, L, 1, k[1], wn[1], B1);
         for (int rr = 0; rr < M; rr++)
             hsum8x4(sc + (size_t)rr * ldsc + j, T[rr][0], T[rr][1], sv);
     }
@@ -185,17 +208,15 @@ AI void dots2_seg(__m512 *T, const float *q, const int M, const uint8_t *r0, con
     int hd = L->hd, dim = L->dim;
     size_t off = L->code_off[s];
     int safe = (int)(((long)L->bytes - (long)off - 4) / BITS) + 1;
-    const __m512i sh = _mm512_mullo_epi32(
-        _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 0, 1, 2, 3, 4, 5, 6, 7), _mm512_set1_epi32(BITS));
+    const __m512i sh = shifts_of(0, 0, safe, BITS), sht = shifts_of(dim / 8, dim / 8, safe, BITS);
     __m512 A[RW];
     for (int rr = 0; rr < M; rr++)
         A[rr] = _mm512_setzero_ps();
     for (int ch = 0; ch < dim / 8; ch++) {
-        size_t at = off + (size_t)ch * BITS;
-        bool ok = ch < safe;
-        __m512i w = bword0(r0 + at, ok, BITS);
-        w = bword(w, 0xff00, r1 + at, ok, BITS);
-        __m512 v = _mm512_permutexvar_ps(_mm512_srlv_epi32(w, sh), k);
+        size_t at = off + (size_t)chunk_at(ch, safe, BITS);
+        __m512i w = bword0(r0 + at);
+        w = bword(w, 0xff00, r1 + at);
+        __m512 v = _mm512_permutexvar_ps(_mm512_srlv_epi32(w, ch < safe ? sh : sht), k);
         for (int rr = 0; rr < M; rr++)
             A[rr] = _mm512_fmadd_ps(
                 _mm512_broadcast_f32x8(
@@ -263,22 +284,24 @@ AI void axpys_seg(float *o, float (*W)[VRUN], const int M, const uint8_t *r0, si
     int hd = L->hd, dim = L->dim;
     size_t off = L->code_off[s];
     int safe = (int)(((long)L->bytes - (long)off - 4) / BITS) + 1; /* as dots_seg's */
-    const __m512i sh = _mm512_mullo_epi32(
-        _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 0, 1, 2, 3, 4, 5, 6, 7), _mm512_set1_epi32(BITS));
     for (int ch = 0; ch < dim / 8; ch += 4) {
         __m512 O[RW][2];
         for (int rr = 0; rr < M; rr++)
             for (int h = 0; h < 2; h++)
                 O[rr][h] = _mm512_loadu_ps(o + (size_t)rr * hd + (size_t)s * dim + 8 * (ch + 2 * h));
-        const uint8_t *c = r0 + off + (size_t)ch * BITS;
-        bool ok = ch + 3 < safe; /* chunks ch .. ch + 3 */
+        /* chunks ch .. ch + 3: where each is loaded from, each pair's shifts */
+        int at[4];
+        for (int i = 0; i < 4; i++)
+            at[i] = (int)off + chunk_at(ch + i, safe, BITS);
+        const __m512i sh[2] = {shifts_of(ch, ch + 1, safe, BITS),
+                               shifts_of(ch + 2, ch + 3, safe, BITS)};
+        const uint8_t *c = r0;
         for (int j = 0; j < n; j++, c += rb) {
             __m512 v[2];
             for (int h = 0; h < 2; h++) {
-                const uint8_t *b = c + (size_t)(2 * h) * BITS;
-                __m512i w = bword0(b, ok, BITS);
-                w = bword(w, 0xff00, b + BITS, ok, BITS);
-                v[h] = _mm512_permutexvar_ps(_mm512_srlv_epi32(w, sh), k);
+                __m512i w = bword0(c + at[2 * h]);
+                w = bword(w, 0xff00, c + at[2 * h + 1]);
+                v[h] = _mm512_permutexvar_ps(_mm512_srlv_epi32(w, sh[h]), k);
             }
             for (int rr = 0; rr < M; rr++) {
                 __m512 w = _mm512_set1_ps(W[rr][j]);
@@ -339,12 +362,11 @@ AI void widen_seg(float *v, const uint8_t *row, const hr_turbo_kv *L, int s, __m
                   const int BITS) {
     size_t off = L->code_off[s];
     int safe = (int)(((long)L->bytes - (long)off - 4) / BITS) + 1; /* as dots_seg's */
-    const __m512i sh = _mm512_mullo_epi32(
-        _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 0, 1, 2, 3, 4, 5, 6, 7), _mm512_set1_epi32(BITS));
     for (int ch = 0; ch < L->dim / 8; ch += 2) { /* dim: a multiple of 32 */
-        const uint8_t *b = row + off + (size_t)ch * BITS;
-        __m512i w = bword0(b, ch < safe, BITS);
-        w = bword(w, 0xff00, b + BITS, ch + 1 < safe, BITS);
+        const uint8_t *b = row + off;
+        __m512i w = bword0(b + chunk_at(ch, safe, BITS));
+        w = bword(w, 0xff00, b + chunk_at(ch + 1, safe, BITS));
+        __m512i sh = shifts_of(ch, ch + 1, safe, BITS);
         _mm512_storeu_ps(v + 8 * ch, _mm512_permutexvar_ps(_mm512_srlv_epi32(w, sh), k));
     }
 }
