@@ -14,7 +14,9 @@
  * (an item waits for its file's earlier chunk to be fed, which was taken
  * a whole round of files before). The gate counts, per chunk, the files
  * whose chunk is in: layer l is readable when its chunk's count reaches
- * the run's files. Only hr_ssd_run_finish knows which files verified. */
+ * the run's files. Only hr_ssd_run_finish knows which files verified.
+ * A pool the readers cannot read into (device memory) gets whole files
+ * through each reader's buffer, verified there before the upload. */
 #include "engine/ssd_int.h"
 #include "core/log.h"
 #include "core/timer.h"
