@@ -102,6 +102,16 @@ const char *hr__ssd_header_fault(const hr_ssd *s, const unsigned char *h, size_t
     return NULL;
 }
 
+const char *hr__ssd_buf_fault(const hr_ssd *s, const unsigned char *buf, size_t size,
+                              uint64_t key, const int32_t *tokens, uint64_t *state_bytes,
+                              char *why, size_t n) {
+    uint64_t sum;
+    const char *fault = hr__ssd_header_fault(s, buf, size, key, tokens, &sum, state_bytes, why, n);
+    if (!fault && XXH64(buf + HDR_BYTES, s->payload + *state_bytes, 0) != sum)
+        fault = "fails its checksum";
+    return fault;
+}
+
 void hr__ssd_path(const hr_ssd *s, uint64_t key, char *out, size_t n) {
     snprintf(out, n, "%s/%016llx.kv", s->dir, (unsigned long long)key);
 }
@@ -387,22 +397,18 @@ static int load(hr_ssd *s, uint64_t key, const int32_t *tokens, int32_t *got_tok
     size_t got = (size_t)r;
     uint64_t sum = 0, sb = 0; /* sb: the state's bytes, as the file says */
     char why[96];
-    const char *fault = hr__ssd_header_fault(s, h, got, key, tokens, &sum, &sb, why, sizeof why);
-    if (fault) {
-        hr__ssd_quarantine(s, path, fault);
-        goto done;
-    }
-    uint64_t actual;
-    if (direct) {
+    const char *fault =
+        direct ? hr__ssd_header_fault(s, h, got, key, tokens, &sum, &sb, why, sizeof why)
+               : hr__ssd_buf_fault(s, buf, got, key, tokens, &sb, why, sizeof why);
+    if (!fault && direct) { /* the checksum over the pool's slices */
         XXH64_state_t xs;
         XXH64_reset(&xs, 0);
         hr__ssd_feed(&xs, kv, block, 0, kv->n_layers);
-        actual = XXH64_digest(&xs);
-    } else {
-        actual = XXH64(buf + HDR_BYTES, s->payload + sb, 0);
+        if (XXH64_digest(&xs) != sum)
+            fault = "fails its checksum";
     }
-    if (actual != sum) {
-        hr__ssd_quarantine(s, path, "fails its checksum");
+    if (fault) {
+        hr__ssd_quarantine(s, path, fault);
         goto done;
     }
     if (!direct && hr_kv_block_write(kv, block, buf + HDR_BYTES, NULL))

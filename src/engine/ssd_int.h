@@ -85,5 +85,12 @@ bool hr__ssd_direct(const hr_ssd *s, const hr_kv *kv);
 const char *hr__ssd_header_fault(const hr_ssd *s, const unsigned char *h, size_t size,
                                  uint64_t key, const int32_t *tokens, uint64_t *sum,
                                  uint64_t *state_bytes, char *why, size_t n);
+/* Why the file of `size` bytes read whole into buf (header, payload, state)
+ * is not block `key` of tokens: its header's fault, or its checksum over
+ * the payload and state there; NULL when neither (*state_bytes: the
+ * state's bytes it holds). */
+const char *hr__ssd_buf_fault(const hr_ssd *s, const unsigned char *buf, size_t size,
+                              uint64_t key, const int32_t *tokens, uint64_t *state_bytes,
+                              char *why, size_t n);
 
 #endif

@@ -93,36 +93,33 @@ static void set_fault(rfile *f, const char *why) {
     atomic_compare_exchange_strong(&f->fault, &none, why);
 }
 
-/* File f, whole, into buf (HDR_BYTES + payload), its header checked and
- * its payload fed to the checksum there, then written to block blk
- * (hr_kv_block_write: a device pool's upload) unless a fault was found. */
-static void read_whole(hr_ssd_run *r, rfile *f, int32_t blk, unsigned char *buf) {
-    size_t payload = r->s->payload;
-    const char *fault = NULL;
-    ssize_t got = -1;
-    if (!buf)
-        errno = ENOMEM;
-    else
-        got = hr__ssd_preadv_all(f->fd, &(struct iovec){buf, HDR_BYTES + payload}, 1, 0);
+/* The fault of a read of len bytes that gave got (-1: errno's error,
+ * counted), or NULL */
+static const char *read_fault(hr_ssd_run *r, ssize_t got, size_t len) {
     if (got < 0) {
         atomic_fetch_add(&r->s->n_read_errors, 1);
         atomic_store(&r->s->last_errno, errno);
-        fault = unreadable;
-    } else if ((size_t)got != HDR_BYTES + payload) {
-        fault = "has the wrong size (truncated?)";
-    } else {
-        uint64_t sum, sb;
-        int fi = (int)(f - r->f);
-        memcpy(f->hdr, buf, HDR_BYTES);
-        fault = hr__ssd_header_fault(r->s, f->hdr, HDR_BYTES + payload, r->keys[fi],
-                                     r->tokens + (size_t)fi * HR_KV_BLOCK, &sum, &sb, f->why,
-                                     sizeof f->why);
-        if (!fault)
-            XXH64_update(&f->xs, buf + HDR_BYTES, payload);
-        if (!fault && XXH64_digest(&f->xs) == sum &&
-            hr_kv_block_write(r->kv, blk, buf + HDR_BYTES, NULL))
-            fault = unreadable; /* (a lost device: the next step reports it) */
+        return unreadable;
     }
+    return (size_t)got != len ? "has the wrong size (truncated?)" : NULL;
+}
+
+/* File f, whole, into buf (HDR_BYTES + payload), checked there (header and
+ * checksum: hr__ssd_buf_fault), then written to block blk
+ * (hr_kv_block_write: a device pool's upload) unless a fault was found. */
+static void read_whole(hr_ssd_run *r, rfile *f, int32_t blk, unsigned char *buf) {
+    size_t len = HDR_BYTES + r->s->payload;
+    int fi = (int)(f - r->f);
+    uint64_t sb;
+    if (!buf)
+        errno = ENOMEM;
+    const char *fault =
+        read_fault(r, buf ? hr__ssd_preadv_all(f->fd, &(struct iovec){buf, len}, 1, 0) : -1, len);
+    if (!fault)
+        fault = hr__ssd_buf_fault(r->s, buf, len, r->keys[fi], r->tokens + (size_t)fi * HR_KV_BLOCK,
+                                  &sb, f->why, sizeof f->why);
+    if (!fault && hr_kv_block_write(r->kv, blk, buf + HDR_BYTES, NULL))
+        fault = unreadable; /* (a lost device: the next step reports it) */
     if (fault)
         set_fault(f, fault);
 }
@@ -145,22 +142,14 @@ static void read_item(hr_ssd_run *r, int i, unsigned char *buf) {
         if (c == 0)
             iov[cnt++] = (struct iovec){f->hdr, HDR_BYTES};
         cnt += hr__ssd_slices(r->kv, blk, l0, l1, iov + cnt);
-        ssize_t got = hr__ssd_preadv_all(f->fd, iov, cnt, off);
-        if (got < 0) {
-            atomic_fetch_add(&r->s->n_read_errors, 1);
-            atomic_store(&r->s->last_errno, errno);
-            set_fault(f, unreadable);
-        } else if ((size_t)got != len) {
-            set_fault(f, "has the wrong size (truncated?)");
-        } else if (c == 0) {
-            uint64_t sum, sb;
-            const char *fault = hr__ssd_header_fault(r->s, f->hdr, HDR_BYTES + r->s->payload,
-                                                     r->keys[fi], r->tokens +
-                                                     (size_t)fi * HR_KV_BLOCK, &sum, &sb,
-                                                     f->why, sizeof f->why);
-            if (fault)
-                set_fault(f, fault);
-        }
+        const char *fault = read_fault(r, hr__ssd_preadv_all(f->fd, iov, cnt, off), len);
+        uint64_t sum, sb;
+        if (!fault && c == 0)
+            fault = hr__ssd_header_fault(r->s, f->hdr, HDR_BYTES + r->s->payload, r->keys[fi],
+                                         r->tokens + (size_t)fi * HR_KV_BLOCK, &sum, &sb, f->why,
+                                         sizeof f->why);
+        if (fault)
+            set_fault(f, fault);
     }
     /* the checksum, in the payload's order: chunk c - 1 of this file was
      * taken n items ago, and is all but always fed by now */
@@ -303,9 +292,9 @@ int hr_ssd_run_finish(hr_ssd_run *r) {
     for (; good < r->n; good++) {
         rfile *f = &r->f[good];
         const char *fault = atomic_load(&f->fault);
-        uint64_t sum;
+        uint64_t sum; /* (a whole file's checksum: checked by its reader) */
         memcpy(&sum, f->hdr + HDR_BYTES - 16, 8);
-        if (!fault && XXH64_digest(&f->xs) != sum)
+        if (!fault && r->direct && XXH64_digest(&f->xs) != sum)
             fault = "fails its checksum";
         if (fault) {
             char path[4200];

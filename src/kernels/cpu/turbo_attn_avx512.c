@@ -23,7 +23,6 @@
 #include "kernels/cpu/turbo.h"
 
 #include <immintrin.h>
-#include <stdbool.h>
 #include <string.h>
 
 #define AI static inline __attribute__((always_inline))
