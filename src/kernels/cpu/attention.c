@@ -80,10 +80,15 @@ static void attn_axpys(const hr_cpu_kernels *cpu, float *o, const float *p, size
 
 /* The first n records of KV head kvh in block blk, into L2 (as attn_heads'
  * pf: the next block of the same head is a block stride away, where the
- * hardware prefetcher starts over): requested one block run ahead of the
+ * hardware prefetcher starts over): requested PF_AHEAD blocks ahead of the
  * records read in place, so that a decode step over a long context does
  * not wait for each block's records (1 KB of TurboQuant 3.5 at head_dim
- * 64) as it reaches them. */
+ * 64) as it reaches them. One block ahead was too close: a block's pass
+ * (32 keys, 0.1 us at TurboQuant 3.5) is shorter than a DRAM miss here
+ * (bench_kernels attn 16384 2 6 2 64 t3.5: 172 us a layer, 157 with 2-6
+ * blocks ahead; docs/kv-quant.md). */
+#define PF_AHEAD 4
+
 static void prefetch_block(const kv_side *sd, int32_t blk, int kvh, int bs, int n) {
     const char *r = (const char *)sd->base + (size_t)blk * sd->stride +
                     (size_t)kvh * bs * sd->rb;
@@ -242,9 +247,14 @@ static void attn_group(const hr_attn_args *a, int t0, int nq, int kvh, const int
             int32_t blk = (res ? a->rblocks : a->blocks)[t0][p / bs];
             const char *rec = (const char *)sd->base + (size_t)blk * sd->stride +
                               ((size_t)kvh * bs + (size_t)s) * sd->rb;
-            int nx = p + cnt; /* the next run's first key */
-            if (dir && nx < hi && nx % bs == 0 && !(nx >= w0 && nx < w1))
-                prefetch_block(sd, a->blocks[t0][nx / bs], kvh, bs, hi - nx < bs ? hi - nx : bs);
+            /* a run of records read in place is one block (or the pass's
+             * first and last keys): the blocks PF_AHEAD ahead of it, all of
+             * them at the pass's first run, then the one that comes in */
+            for (int d = p == lo ? 1 : PF_AHEAD; dir && d <= PF_AHEAD; d++) {
+                int b = (p / bs + d) * bs; /* that block's first key */
+                if (b < hi && !(b >= w0 && b < w1))
+                    prefetch_block(sd, a->blocks[t0][b / bs], kvh, bs, hi - b < bs ? hi - b : bs);
+            }
             const float *rows = dir ? NULL : kv_rows(a, sd, blk, kvh, s, cnt, rbuf);
             for (int i = 0, m; i < nq; i += m) { /* tokens i .. i + m - 1: keys [p + j0, p + j1) */
                 int j0 = start[i] > p ? start[i] - p : 0;

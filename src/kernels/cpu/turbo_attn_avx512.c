@@ -275,64 +275,148 @@ AI void dots(float *sc, size_t ldsc, const float *q, int nr, const uint8_t *rec,
     }
 }
 
-/* segment s (of BITS bits) of n records from r0 for M rows, weights W:
- * 32 outputs (chunks ch .. ch + 3) in 2 registers a row, key by key (a
- * segment's dim is a multiple of 32: head_dim 64-256, whole or halved) */
-AI void axpys_seg(float *o, float (*W)[VRUN], const int M, const uint8_t *r0, size_t rb, int n,
-                  const hr_turbo_kv *L, int s, __m512 k, const int BITS) {
+/* One part of an axpys pass: 32 outputs (chunks ch .. ch + 3 of segment
+ * s, of BITS bits, codebook k) in 2 registers a row, their weights W */
+typedef struct axpart {
+    int s, ch;
+    __m512 k;
+    float (*W)[VRUN];
+} axpart;
+
+/* Chunks c and c + 1 of a segment's codes (of BITS bits, at byte off of
+ * the record) in one register, interleaved: lane 2l code l of chunk c,
+ * lane 2l + 1 code l of chunk c + 1 (pair_order), one key's. At 2 bits
+ * the 4 bytes of both chunks (c + 1's in the upper half), at 4 bits their
+ * 8 bytes (c + 1's the upper word of each lane pair): one load. At 3 bits
+ * c's 4 bytes and, over the odd lanes, the 4 bytes that end with c + 1's 3
+ * (its codes from bit 8): two (one 8-byte load from the byte before c,
+ * which puts both chunks at whole words, was measured slower:
+ * kvattn t3 16384 3 64 32, axpys 3.03 against 2.85 ns a key). */
+typedef struct pair_ld {
+    int at;     /* bytes into the record */
+    __m512i sh; /* each lane's shift */
+} pair_ld;
+
+AI pair_ld pair_of(int c, size_t off, const int BITS) {
+    int hi = BITS == 2 ? 16 : BITS == 3 ? 8 : 0, e[16];
+    for (int l = 0; l < 8; l++)
+        e[2 * l] = BITS * l, e[2 * l + 1] = BITS * l + hi;
+    return (pair_ld){(int)off + c * BITS, _mm512_loadu_si512(e)};
+}
+
+/* the pair's codes of record r as their centroids (codebook k) */
+AI __m512 pair_load(const uint8_t *r, const pair_ld *P, __m512 k, const int BITS) {
+    __m512i w;
+    if (BITS == 4) {
+        uint64_t u;
+        memcpy(&u, r + P->at, 8);
+        w = _mm512_set1_epi64((long long)u);
+    } else if (BITS == 3) {
+        w = bword(bword0(r + P->at), 0xaaaa, r + P->at + 2);
+    } else {
+        w = bword0(r + P->at);
+    }
+    return _mm512_permutexvar_ps(_mm512_srlv_epi32(w, P->sh), k);
+}
+
+/* 16 consecutive floats at x in pair_load's lane order, and back */
+AI __m512 pair_order(const float *x) {
+    const __m512i il = _mm512_setr_epi32(0, 8, 1, 9, 2, 10, 3, 11, 4, 12, 5, 13, 6, 14, 7, 15);
+    return _mm512_permutexvar_ps(il, _mm512_loadu_ps(x));
+}
+AI void pair_store(float *x, __m512 v) {
+    const __m512i un = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 1, 3, 5, 7, 9, 11, 13, 15);
+    _mm512_storeu_ps(x, _mm512_permutexvar_ps(un, v));
+}
+
+/* NP (1 or 2) parts x[] (segments of B0 and B1 bits) of n records from r0
+ * for M rows, key by key: each output lane the reference's chain over the
+ * keys (in pair_load's lane order, put back at the end). Two parts a key
+ * loop (decode's few rows) give 4 M chains, so that the FMA's latency does
+ * not bound a row's chains (a segment's dim is a multiple of 32: head_dim
+ * 64-256, whole or halved) */
+AI void axpys_parts(float *o, const axpart *x, const int NP, const int M, const uint8_t *r0,
+                    size_t rb, int n, const hr_turbo_kv *L, const int B0, const int B1) {
     int hd = L->hd, dim = L->dim;
-    size_t off = L->code_off[s];
-    int safe = (int)(((long)L->bytes - (long)off - 4) / BITS) + 1; /* as dots_seg's */
-    for (int ch = 0; ch < dim / 8; ch += 4) {
-        __m512 O[RW][2];
-        for (int rr = 0; rr < M; rr++)
-            for (int h = 0; h < 2; h++)
-                O[rr][h] = _mm512_loadu_ps(o + (size_t)rr * hd + (size_t)s * dim + 8 * (ch + 2 * h));
-        /* chunks ch .. ch + 3: where each is loaded from, each pair's shifts */
-        int at[4];
-        for (int i = 0; i < 4; i++)
-            at[i] = (int)off + chunk_at(ch + i, safe, BITS);
-        const __m512i sh[2] = {shifts_of(ch, ch + 1, safe, BITS),
-                               shifts_of(ch + 2, ch + 3, safe, BITS)};
-        const uint8_t *c = r0;
-        for (int j = 0; j < n; j++, c += rb) {
+    __m512 O[RW][2][2];
+    pair_ld P[2][2];
+    for (int i = 0; i < NP; i++) {
+        for (int h = 0; h < 2; h++) {
+            P[i][h] = pair_of(x[i].ch + 2 * h, L->code_off[x[i].s], i ? B1 : B0);
+            for (int rr = 0; rr < M; rr++)
+                O[rr][i][h] = pair_order(o + (size_t)rr * hd + (size_t)x[i].s * dim +
+                                         8 * (x[i].ch + 2 * h));
+        }
+    }
+    const uint8_t *c = r0;
+    for (int j = 0; j < n; j++, c += rb) {
+        for (int i = 0; i < NP; i++) {
             __m512 v[2];
-            for (int h = 0; h < 2; h++) {
-                __m512i w = bword0(c + at[2 * h]);
-                w = bword(w, 0xff00, c + at[2 * h + 1]);
-                v[h] = _mm512_permutexvar_ps(_mm512_srlv_epi32(w, sh[h]), k);
-            }
+            for (int h = 0; h < 2; h++)
+                v[h] = pair_load(c, &P[i][h], x[i].k, i ? B1 : B0);
             for (int rr = 0; rr < M; rr++) {
-                __m512 w = _mm512_set1_ps(W[rr][j]);
-                O[rr][0] = _mm512_fmadd_ps(w, v[0], O[rr][0]);
-                O[rr][1] = _mm512_fmadd_ps(w, v[1], O[rr][1]);
+                __m512 w = _mm512_set1_ps(x[i].W[rr][j]);
+                O[rr][i][0] = _mm512_fmadd_ps(w, v[0], O[rr][i][0]);
+                O[rr][i][1] = _mm512_fmadd_ps(w, v[1], O[rr][i][1]);
             }
         }
+    }
+    for (int i = 0; i < NP; i++)
         for (int rr = 0; rr < M; rr++)
             for (int h = 0; h < 2; h++)
-                _mm512_storeu_ps(o + (size_t)rr * hd + (size_t)s * dim + 8 * (ch + 2 * h), O[rr][h]);
+                pair_store(o + (size_t)rr * hd + (size_t)x[i].s * dim + 8 * (x[i].ch + 2 * h),
+                           O[rr][i][h]);
+}
+
+/* W[s][rr][j] = p[rr * ldp + j] * (norm_of(record j, s) * rinv), the
+ * products the reference takes, for the n (up to VRUN) records from r0:
+ * 16 records' leading 4 bytes (both segments' f16 scales) a gather */
+AI void weights(float (*W)[RW][VRUN], const float *p, size_t ldp, const int M, const uint8_t *r0,
+                size_t rb, int n, float rinv, const int NSEG) {
+    const __m512i at = _mm512_mullo_epi32(
+        _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
+        _mm512_set1_epi32((int)rb));
+    for (int j = 0; j < n; j += 16) {
+        __mmask16 m = (__mmask16)(n - j >= 16 ? 0xffff : (1u << (n - j)) - 1);
+        __m512i u = _mm512_mask_i32gather_epi32(_mm512_setzero_si512(), m, at,
+                                                r0 + (size_t)j * rb, 1);
+        for (int s = 0; s < NSEG; s++) {
+            __m256i h = _mm512_cvtepi32_epi16(s ? _mm512_srli_epi32(u, 16) : u);
+            __m512 w = _mm512_mul_ps(_mm512_cvtph_ps(h), _mm512_set1_ps(rinv));
+            for (int rr = 0; rr < M; rr++)
+                _mm512_storeu_ps(&W[s][rr][j],
+                                 _mm512_mul_ps(_mm512_maskz_loadu_ps(m, p + (size_t)rr * ldp + j), w));
+        }
     }
 }
 
-/* M (1 to RW) output rows over nv records, VRUN at a time */
+/* M (1 to RW) output rows over nv records, VRUN at a time: each run's
+ * parts two a key loop up to 4 rows (the segments side by side, or a
+ * segment's halves), one above */
 AI void axpys_m(float *o, const float *p, size_t ldp, const int M, const uint8_t *rec,
                 size_t rb, int nv, const hr_turbo_kv *L, const int NSEG, const int B0,
                 const int B1) {
     __m512 k[2] = {cbook_of(L->cb[0], B0), cbook_of(L->cb[NSEG - 1], B1)};
-    float W[RW][VRUN];
+    float W[2][RW][VRUN];
+    int dim = L->dim;
     for (int j0 = 0; j0 < nv; j0 += VRUN) {
         int n = nv - j0 < VRUN ? nv - j0 : VRUN;
         const uint8_t *r0 = rec + (size_t)j0 * rb;
-        for (int s = 0; s < NSEG; s++) {
-            for (int j = 0; j < n; j++) {
-                float w = norm_of(r0 + (size_t)j * rb, s) * L->rinv;
-                for (int rr = 0; rr < M; rr++)
-                    W[rr][j] = p[(size_t)rr * ldp + j0 + j] * w;
+        weights(W, p + j0, ldp, M, r0, rb, n, L->rinv, NSEG);
+        for (int ch = 0; ch < dim / 8; ch += 4) {
+            if (NSEG > 1 && M <= 4) { /* segment 0's and 1's chunks ch .. ch + 3 */
+                axpart x[2] = {{0, ch, k[0], W[0]}, {1, ch, k[1], W[1]}};
+                axpys_parts(o, x, 2, M, r0, rb, n, L, B0, B1);
+            } else if (NSEG > 1) {
+                axpys_parts(o, &(axpart){0, ch, k[0], W[0]}, 1, M, r0, rb, n, L, B0, B0);
+                axpys_parts(o, &(axpart){1, ch, k[1], W[1]}, 1, M, r0, rb, n, L, B1, B1);
+            } else if (M <= 4 && ch + 4 < dim / 8) { /* chunks ch .. ch + 7 */
+                axpart x[2] = {{0, ch, k[0], W[0]}, {0, ch + 4, k[0], W[0]}};
+                axpys_parts(o, x, 2, M, r0, rb, n, L, B0, B0);
+                ch += 4;
+            } else {
+                axpys_parts(o, &(axpart){0, ch, k[0], W[0]}, 1, M, r0, rb, n, L, B0, B0);
             }
-            if (s == 0)
-                axpys_seg(o, W, M, r0, rb, n, L, 0, k[0], B0);
-            else
-                axpys_seg(o, W, M, r0, rb, n, L, 1, k[1], B1);
         }
     }
 }
