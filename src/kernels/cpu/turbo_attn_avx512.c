@@ -154,7 +154,8 @@ AI void dots_seg(__m512 (*T)[2], const float *q, const int M, const uint8_t *con
 /* The four records' segment weights (norm_of(r[i], s) * rinv, the same
  * products) as dots_seg's: w[s][h] holds key 2h's in lanes 0-7 and key
  * 2h + 1's in lanes 8-15. The records' leading 4 bytes (both segments'
- * f16 scales) widened at once. */
+ * f16 scales; with one segment its scale and 2 bytes of codes, w[1]
+ * unused) widened at once. */
 AI void norms4(__m512 w[2][2], const uint8_t *const *r, float rinv) {
     uint32_t u[4];
     for (int i = 0; i < 4; i++)
@@ -183,6 +184,26 @@ AI void hsum8x4(float *dst, __m512 a, __m512 b, __m512 scale) {
     _mm_storeu_ps(dst, _mm512_castps512_ps128(_mm512_permutexvar_ps(lanes, s)));
 }
 
+/* hsum8x4 of two rows at once (a0, b0: row 0's; a1, b1: row 1's) to d0
+ * and d1: each row's l + (l + 4) as hsum8x4's, then lanes 0 + 2 and 1 + 3
+ * of both rows by one pair of shuffles and an add, then 0 + 1 */
+AI void hsum8x4x2(float *d0, float *d1, __m512 a0, __m512 b0, __m512 a1, __m512 b1,
+                  __m512 scale) {
+    __m512 s0 = _mm512_add_ps(_mm512_shuffle_f32x4(a0, b0, _MM_SHUFFLE(2, 0, 2, 0)),
+                              _mm512_shuffle_f32x4(a0, b0, _MM_SHUFFLE(3, 1, 3, 1)));
+    __m512 s1 = _mm512_add_ps(_mm512_shuffle_f32x4(a1, b1, _MM_SHUFFLE(2, 0, 2, 0)),
+                              _mm512_shuffle_f32x4(a1, b1, _MM_SHUFFLE(3, 1, 3, 1)));
+    /* block k: row 0's 0 + 2, 1 + 3, then row 1's */
+    __m512 u = _mm512_add_ps(_mm512_shuffle_ps(s0, s1, _MM_SHUFFLE(1, 0, 1, 0)),
+                             _mm512_shuffle_ps(s0, s1, _MM_SHUFFLE(3, 2, 3, 2)));
+    u = _mm512_add_ps(u, _mm512_permute_ps(u, _MM_SHUFFLE(2, 3, 0, 1)));
+    u = _mm512_mul_ps(u, scale);
+    const __m512i lanes = _mm512_setr_epi32(0, 4, 8, 12, 2, 6, 10, 14, 0, 0, 0, 0, 0, 0, 0, 0);
+    __m512 r = _mm512_permutexvar_ps(lanes, u);
+    _mm_storeu_ps(d0, _mm512_castps512_ps128(r));
+    _mm_storeu_ps(d1, _mm512_extractf32x4_ps(r, 1));
+}
+
 /* M (1-4) query rows over nk records, four keys a pass (two a register);
  * NSEG segments of B0 and B1 bits */
 AI void dots_m(float *sc, size_t ldsc, const float *q, const int M, const uint8_t *rec,
@@ -199,18 +220,15 @@ AI void dots_m(float *sc, size_t ldsc, const float *q, const int M, const uint8_
         __m512 T[RB][2], wn[2][2];
         for (int rr = 0; rr < M; rr++)
             T[rr][0] = T[rr][1] = _mm512_setzero_ps();
-        if (NSEG > 1) {
-            norms4(wn, r, L->rinv);
-        } else {
-            for (int h = 0; h < 2; h++)
-                wn[0][h] = _mm512_mask_broadcastss_ps(
-                    _mm512_set1_ps(norm_of(r[2 * h], 0) * L->rinv), 0xff00,
-                    _mm_set_ss(norm_of(r[2 * h + 1], 0) * L->rinv));
-        }
+        norms4(wn, r, L->rinv); /* one segment: wn[1] unused */
         dots_seg(T, q, M, r, &S, 0, k[0], wn[0], B0);
         if (NSEG > 1)
             dots_seg(T, q, M, r, &S, 1, k[1], wn[1], B1);
-        for (int rr = 0; rr < M; rr++)
+        int rr = 0;
+        for (; rr + 2 <= M; rr += 2)
+            hsum8x4x2(sc + (size_t)rr * ldsc + j, sc + (size_t)(rr + 1) * ldsc + j, T[rr][0],
+                      T[rr][1], T[rr + 1][0], T[rr + 1][1], sv);
+        if (rr < M)
             hsum8x4(sc + (size_t)rr * ldsc + j, T[rr][0], T[rr][1], sv);
     }
     if (j < nk) /* the last keys: the AVX2 body, the same bits */
