@@ -112,7 +112,7 @@ int hr_cmd_generate(int argc, char **argv) {
     long max_tokens = 100, top_k = -1, seed = 0, top_lp = 0, threads = 0, ctx = 0, rep_ctx = 20,
          pc_on = 1, n_draft = 3, kv_res = 0, kv_bits = 0, kv_group = 64, kv_start = 5000;
     double temp = -1, top_p = -1, min_p = -1, rep = -1, presence = 0, frequency = 0;
-    int json = 0, ignore_eos = 0, json_obj = 0;
+    int json = 0, ignore_eos = 0, json_obj = 0, no_warmup = 0;
     hr_opt_list image = {0}, audio = {0};
     const hr_opt opts[] = {
         {"model", HR_OPT_MODEL, &model, "model directory or .gguf file, or ORG/NAME[@REV] (default: the demo model)"},
@@ -152,6 +152,7 @@ int hr_cmd_generate(int argc, char **argv) {
         {"prompt-cache", HR_OPT_INT, &pc_on, "0 turns the prompt cache off (default 1)"},
         {"ssd-cache", HR_OPT_STR, &ssd, "prompt cache directory shared across runs (and with serve)"},
         {"ignore-eos", HR_OPT_FLAG, &ignore_eos, "do not stop at end-of-sequence tokens"},
+        {"no-warmup", HR_OPT_FLAG, &no_warmup, "do not run one token through the model before the prompt (the prompt's figure then pays the weights' first touches)"},
         {"draft-model", HR_OPT_STR, &draft, "draft model for speculative decoding (same tokenizer)"},
         {"num-draft-tokens", HR_OPT_INT, &n_draft, "tokens drafted per step (default 3)"},
         {"spec", HR_OPT_STR, &spec, "drafting: off, ngram (prompt lookup), draft (default with --draft-model)"},
@@ -206,7 +207,8 @@ int hr_cmd_generate(int argc, char **argv) {
                           .draft_model = draft, .spec = spec, .num_draft_tokens = (int)n_draft,
                           .adapter_path = adapter, .kv_quant = kvq,
                           .kv_residual = (int)kv_res, .kv_bits = (int)kv_bits,
-                          .kv_group = (int)kv_group, .quantized_kv_start = (int)kv_start};
+                          .kv_group = (int)kv_group, .quantized_kv_start = (int)kv_start,
+                          .warmup = !no_warmup};
     if ((rc = hr__kv_types_from_names(kv_dtype, ctk, ctv, &so.kv_dtype, &so.kv_dtype_v, &err)) ||
         (rc = hr_llm_load(&llm, model ? model : hr_cli_default_model(),
                           &(hr_llm_opts){.device = device}, &err)) ||

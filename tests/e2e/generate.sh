@@ -16,6 +16,14 @@ print(','.join(map(str,c['prompt_tokens'])), ','.join(map(str,c['greedy_tokens']
 got=$("$bin" generate --model "$fx" --prompt-tokens "$prompt" --max-tokens 16 --ignore-eos --json --top-logprobs 3 |
       python3 -c "import json,sys; o=json.load(sys.stdin); assert len(o['top_logprobs'])==16; assert o['decode_tokens_per_s']>0; print(','.join(map(str,o['tokens'])))")
 [ "$got" = "$want" ] && ok || bad "greedy tokens $got != oracle $want"
+# the same without the warm-up token, which caches nothing: a fresh SSD
+# cache serves no token of the prompt either way
+for w in "" --no-warmup; do
+    got=$("$bin" generate --model "$fx" --prompt-tokens "$prompt" --max-tokens 16 --ignore-eos --json \
+          --ssd-cache "$tmp/ssd$w" $w |
+          python3 -c "import json,sys; o=json.load(sys.stdin); assert o['usage']['cached_tokens']==0, o['usage']; print(','.join(map(str,o['tokens'])))")
+    [ "$got" = "$want" ] && ok || bad "greedy tokens ($w) $got != oracle $want"
+done
 
 # bench: one bandwidth reading per repeat, the % the median of the repeats' own
 "$bin" bench --model "$fx" --prompt-len 8 --gen-len 4 --repeats 3 --threads 1 --json | python3 -c "
