@@ -6,14 +6,16 @@
  *   dots:  lanes 0-7 key j's chunk, lanes 8-15 key j + 1's (the same query
  *          chunk in both halves), each half the reference's 8 fma chains of
  *          its key; four keys a pass (two registers a row), reduced by
- *          hsum8's additions all four at once, their scores one store;
- *   axpys: lanes 0-7 chunk ch of a key, 8-15 chunk ch + 1 (16 consecutive
- *          outputs), each lane the reference's chain over the keys; two such
- *          pairs a key (32 outputs in 2 M registers) so that 2 M chains hide
- *          the FMA's latency.
+ *          hsum8's additions all four at once (two rows at a time), their
+ *          scores one store; a body per head_dim 64 and 128 (shape);
+ *   axpys: chunks ch and ch + 1 of one key interleaved (pair_load: one
+ *          load at 2 and 4 bits), each lane the reference's chain over the
+ *          keys; two such pairs a part (32 outputs in 2 M registers), two
+ *          parts a key up to 4 rows, so that 4 M chains hide the FMA's
+ *          latency; a run's weights from a gather of its records' scales.
  * Every lane runs the reference's operations in its order, so the bits are
  * the scalar's (test_turbo_kv test_attn_isas). The odd key at a run's end
- * goes through the AVX2 body (the same bits). A chunk's codes are one
+ * goes through the AVX2 body (the same bits). A dots chunk's codes are one
  * 4-byte load broadcast from memory; where 4 bytes from the chunk would
  * run past the record (its last chunk at 2 or 3 bits), the 4 bytes that
  * end with the chunk's, shifted down (chunk_at).
