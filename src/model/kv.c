@@ -389,8 +389,11 @@ void hr_kv_copy_rows(hr_kv *kv, int32_t dst, int32_t src, int n) {
 static int block_io(const hr_kv *kv, int32_t block, void *buf, bool out, hr_error *err) {
     HR_ASSERT(block >= 0 && block < kv->n_blocks);
     size_t sb = hr_kv_stride_bytes(kv), vb = hr_kv_vstride_bytes(kv), lb = sb + vb;
-    size_t kp = (size_t)kv->n_blocks * sb, vp = (size_t)kv->n_blocks * vb, L = (size_t)kv->n_layers;
-    char *b = buf, *k = (char *)kv->k + (size_t)block * sb, *v = (char *)kv->v + (size_t)block * vb;
+    char *b = buf, *k = row_at(kv, 0, block, 0, 0, false), *v = row_at(kv, 0, block, 0, 0, true);
+    /* a layer's rows apart: layer 1's address less layer 0's */
+    size_t kp = (size_t)((char *)hr_kv_layer_k(kv, 1) - (char *)hr_kv_layer_k(kv, 0)),
+           vp = (size_t)((char *)hr_kv_layer_v(kv, 1) - (char *)hr_kv_layer_v(kv, 0)),
+           L = (size_t)kv->n_layers;
     const hr_backend_ops *o = kv->be->ops;
     int rc = out ? o->download_rows(kv->be, b, lb, k, kp, sb, L, err) ||
                        o->download_rows(kv->be, b + sb, lb, v, vp, vb, L, err)

@@ -100,6 +100,13 @@ void hr_turbo_kv_layout(hr_turbo_kv *L, int hd, int r2);
 static inline size_t hr_turbo_kv_bytes(int hd, int r2) {
     return (r2 % 2 ? 4u : 2u) + (size_t)hd * (size_t)r2 / 16;
 }
+/* The chunks (8 codes of `bits` bits each) of a segment's codes at byte
+ * off of a record of `bytes` whose 4 bytes from the chunk's first lie
+ * inside the record: the kernels' one-load chunks (past them, the last
+ * chunk at 2 or 3 bits loads the 4 bytes that end with its own) */
+static inline int hr_turbo_kv_safe_chunks(size_t bytes, size_t off, int bits) {
+    return (int)(((long)bytes - (long)off - 4) / bits) + 1;
+}
 /* The channel of position e of segment s */
 static inline int hr_turbo_kv_chan(const hr_turbo_kv *L, int s, int e) {
     if (L->nseg == 1)

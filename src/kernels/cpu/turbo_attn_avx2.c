@@ -37,7 +37,7 @@ AI cbook cbook_of(const float *cb, const int bits) {
 /* The chunks of segment s whose 4 bytes from the chunk's first lie inside
  * the record */
 AI int safe_of(const hr_turbo_kv *L, int s, const int bits) {
-    return (int)(((long)L->bytes - (long)L->code_off[s] - 4) / bits) + 1;
+    return hr_turbo_kv_safe_chunks(L->bytes, L->code_off[s], bits);
 }
 
 /* chunk ch (positions 8 ch ..) of a segment's codes c as their centroids:

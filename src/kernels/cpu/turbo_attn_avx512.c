@@ -128,7 +128,7 @@ AI void dots_seg(__m512 (*T)[2], const float *q, const int M, const uint8_t *con
                  const shape *S, int s, __m512 k, const __m512 *wn, const int BITS) {
     int hd = S->hd, dim = S->dim, nch = dim / 8, off = S->off[s];
     /* chunks whose 4-byte load stays inside the record */
-    int safe = (S->bytes - off - 4) / BITS + 1;
+    int safe = hr_turbo_kv_safe_chunks((size_t)S->bytes, (size_t)off, BITS);
     const __m512i sh = shifts_of(0, 0, safe, BITS), sht = shifts_of(nch, nch, safe, BITS);
     __m512 A[RB][2];
     for (int rr = 0; rr < M; rr++)
@@ -242,7 +242,7 @@ AI void dots_m(float *sc, size_t ldsc, const float *q, const int M, const uint8_
 AI void dots2_seg(__m512 *T, const float *q, const int M, const uint8_t *r0, const uint8_t *r1,
                   const hr_turbo_kv *L, const shape *S, int s, __m512 k, const int BITS) {
     int hd = S->hd, dim = S->dim, off = S->off[s];
-    int safe = (S->bytes - off - 4) / BITS + 1;
+    int safe = hr_turbo_kv_safe_chunks((size_t)S->bytes, (size_t)off, BITS);
     const __m512i sh = shifts_of(0, 0, safe, BITS), sht = shifts_of(dim / 8, dim / 8, safe, BITS);
     __m512 A[RW];
     for (int rr = 0; rr < M; rr++)
@@ -492,7 +492,7 @@ AI void axpys(float *o, const float *p, size_t ldp, int nr, const uint8_t *rec, 
 AI void widen_seg(float *v, const uint8_t *row, const hr_turbo_kv *L, int s, __m512 k,
                   const int BITS) {
     size_t off = L->code_off[s];
-    int safe = (int)(((long)L->bytes - (long)off - 4) / BITS) + 1; /* as dots_seg's */
+    int safe = hr_turbo_kv_safe_chunks(L->bytes, off, BITS);
     for (int ch = 0; ch < L->dim / 8; ch += 2) { /* dim: a multiple of 32 */
         const uint8_t *b = row + off;
         __m512i w = bword0(b + chunk_at(ch, safe, BITS));
