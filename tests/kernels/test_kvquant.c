@@ -160,9 +160,10 @@ static void test_attn_isas(void **state) {
     (void)state;
     hr_rng rng;
     hr_rng_seed(&rng, 11);
-    /* rows 1-12: passes of 4 rows, and from 5 the runs widened once (every
-     * row count of the AVX-512 output pass's blocks of 6) */
-    enum { NR = 12, NK = 37 };
+    /* rows 1-19: passes of 4 rows, from 5 the runs widened once (every
+     * row count of the AVX-512 output pass's blocks of 6), from 16 the
+     * AVX-512 score pass with the keys in the lanes (blocks of 3 rows) */
+    enum { NR = 19, NK = 37 };
     const int hds[] = {64, 96, 128, 256};
     static uint8_t rec[NK * 2048];
     static float q[NR * 256], qp[NR * 256], qsum[NR * 8], deq[NK * 256], sc[NR * 40],

@@ -116,8 +116,10 @@ void hr__kvg_axpys_avx2(float *o, const float *p, size_t ldp, int nr, const void
  * concatenated), its ns scales (s + g * n + j: each of hd / ns consecutive
  * positions, a multiple of 32: the affine group's s, the block's d,
  * TurboQuant's segment norm * rinv) and, affine only, its ns biases (b + g
- * * n + j; else NULL). n * ld <= HR_KVWIDE_FLOATS. */
-#define HR_KVWIDE_FLOATS 4096
+ * * n + j; else NULL). n * ld <= HR_KVWIDE_FLOATS: a block of 32 records
+ * up to head_dim 128 (hr__kvwide_ld), so that the runs of a block's keys
+ * come in whole 16s (kvwide_avx512.c's score pass: 16 keys a register). */
+#define HR_KVWIDE_FLOATS (32 * 136)
 #define HR_KVWIDE_MAX (HR_KVWIDE_FLOATS / 32) /* n * ns */
 typedef struct hr__kvwide {
     const float *v, *s, *b;

@@ -12,25 +12,43 @@
  * in 8 registers of 8): 4 rows' 8 chains were too few to hide the FMA's
  * latency, 8 rows' 16 no faster than 12 (docs/kv-quant.md).
  *
- * The score pass: a (row, key)'s 8 chains A_g[l] = fma(q[P], v[P], A_g[l])
- * (P = 8c + l over the group's chunks c) take the 8 lanes of a half: a
- * register holds rows a and b of one key, its query operand the two rows'
- * chunk c side by side (the rows interleaved by chunk once a block) and its
- * value operand the key's chunk in both halves (a broadcast load, no
- * shuffle). A block is 6 rows x 4 keys: 12 chain registers and 12 of T =
- * fma(s_g, A_g, T) over the groups, all in registers (AVX2 spills T); 6 x 8
- * where a key has one group (A and T share registers). Then
- * hsum8's additions of a pair's 8 at once, affine's bias terms and the
- * scale lane by lane, a row's 4 scores one store. */
+ * The score pass, from LANES_ROWS rows (a prefill tile's), with the keys
+ * in the lanes (dots_lanes): the run's records transposed once (16 x 16
+ * blocks of shuffles), then for 3 rows at a time and 16 keys a register,
+ * each of the reference's 8 chains A_g[l] = fma(q[P], v[P], A_g[l]) (P =
+ * 8c + l over the group's chunks c) is a register, its key operand one
+ * load for the 3 rows and its query operand a broadcast from memory; T =
+ * fma(s_g, A_g, T) register by register (the groups' T before the last on
+ * the stack), then hsum8's additions register by register (no shuffle),
+ * affine's bias terms and the scale, a row's 16 scores one store. Against
+ * the pairs below it took 12-19% less time at 32-48 rows of head_dim 64 and
+ * 128 (docs/kv-quant.md); below 16 rows the transposition costs more than
+ * it saves, and a group count that is not a constant (1, 2, 4) left the
+ * chains in memory.
+ * Fewer rows (dots_pairs): a (row, key)'s 8 chains take the 8 lanes of a
+ * half: a register holds rows a and b of one key, its query operand the
+ * two rows' chunk c side by side (the rows interleaved by chunk once a
+ * block) and its value operand the key's chunk in both halves (a broadcast
+ * load, no shuffle). A block is 6 rows x 4 keys: 12 chain registers and 12
+ * of T, all in registers (AVX2 spills T); 6 x 8 where a key has one group
+ * (A and T share registers). Then hsum8's additions of a pair's 8 at once,
+ * affine's bias terms and the scale lane by lane, a row's 4 scores one
+ * store. */
 #include "kernels/cpu/kvquant.h"
 #include "kernels/cpu/kvwide_rows.h"
+#include "kernels/cpu/transpose_avx512.h"
 
 #include <immintrin.h>
 #include <stdbool.h>
 
 #define AI static inline __attribute__((always_inline))
 #define BR 6 /* rows a block of the output pass */
-#define NP 3 /* pairs of rows a block of the score pass */
+#define NP 3 /* pairs of rows a block of the score pass (dots_pairs) */
+#define RMAX 3 /* rows a block of the score pass (dots_lanes) */
+#define LANES_ROWS 16 /* rows from which the score pass is dots_lanes */
+/* dots_lanes' transposed run: hd * (n + 15) < HR_KVWIDE_FLOATS + 15 * 256 */
+#define KT_FLOATS 8192
+_Static_assert(HR_KVWIDE_FLOATS + 15 * 256 <= KT_FLOATS, "KT_FLOATS");
 
 /* ---- the output pass ------------------------------------------------------------- */
 
@@ -79,7 +97,7 @@ static void axpys(float *o, float *bias, const float *p, size_t ldp, int nr, con
     }
 }
 
-/* ---- the score pass -------------------------------------------------------------- */
+/* ---- the score pass: rows in pairs (dots_pairs) ---------------------------------- */
 
 /* hsum8 (hr__kvq_hsum8's order) of both halves of a (keys' rows a, b) and
  * of b: l + (l + 4) by 128-bit lane shuffles of both at once, then lanes
@@ -138,7 +156,7 @@ AI void block_sums(__m256 (*d)[2], const float *qi, const hr__kvwide *W, const i
                 hsum8x4(T[h][k], T[h][k + 1]), lo, hsum8x4(T[h][k + 2], T[h][k + 3])));
 }
 
-AI void dots_rows(float *sc, size_t ldsc, const float *q, const float *qsum, int nr,
+AI void dots_pairs(float *sc, size_t ldsc, const float *q, const float *qsum, int nr,
                   const hr__kvwide *W, float scale, const int NS, bool bias) {
     const int KB = NS == 1 ? 8 : 4, R = 2 * NP; /* keys, rows a block */
     int hd = W->hd, ns = W->ns, n = W->n, nc = hd / 8;
@@ -199,13 +217,107 @@ AI void dots_rows(float *sc, size_t ldsc, const float *q, const float *qsum, int
     }
 }
 
+/* ---- the score pass: keys in the lanes (dots_lanes) ------------------------------ */
+
+/* The run's records with the keys in the lanes: kt[P * nt + j] = v_j[P],
+ * nt = n rounded up to 16 (the keys past n: 0) */
+AI void keys_in_lanes(float *kt, int nt, const hr__kvwide *W) {
+    for (int j = 0; j < nt; j += 16)
+        for (int P = 0; P < W->hd; P += 16) {
+            __m512 r[16];
+            for (int i = 0; i < 16; i++)
+                r[i] = j + i < W->n ? _mm512_loadu_ps(W->v + (size_t)(j + i) * W->ld + P)
+                                    : _mm512_setzero_ps();
+            hr_transpose16_avx512(r);
+            for (int d = 0; d < 16; d++)
+                _mm512_store_ps(kt + (size_t)(P + d) * nt + j, r[d]);
+        }
+}
+
+/* The scores of R rows (q: chain order, hd apart; qsum: their group sums,
+ * ns apart) over the 16 keys at column j of kt (m: those before n), each
+ * lane a key: the reference's 8 chains A_g[l] and T[l] one register each,
+ * hsum8's additions register by register, then the bias terms and the
+ * scale, a row's 16 scores one store. NS: W->ns where a constant, else 0. */
+AI void keys16(float *sc, size_t ldsc, const float *q, const float *qsum, const float *kt,
+               int nt, int j, __mmask16 m, const hr__kvwide *W, __m512 scale, bool bias,
+               const int R, const int NS) {
+    int hd = W->hd, ns = NS ? NS : W->ns, cps = hd / ns / 8, n = W->n;
+    if (ns < 1)
+        __builtin_unreachable();
+    _Alignas(64) float T[RMAX][8][16]; /* the groups' sums T before the last group's */
+    __asm__("" : "=m"(T)); /* (written at g = 0 before any read: gcc cannot tell) */
+    __m512 A[RMAX][8];
+    _Pragma("GCC unroll 4")
+    for (int g = 0; g < ns; g++) {
+        for (int r = 0; r < R; r++)
+            for (int l = 0; l < 8; l++)
+                A[r][l] = _mm512_setzero_ps();
+        for (int c = g * cps; c < (g + 1) * cps; c++)
+            for (int l = 0; l < 8; l++) {
+                __m512 k = _mm512_load_ps(kt + (size_t)(8 * c + l) * nt + j);
+                __asm__("" : "+v"(k)); /* one load for the R rows (gcc folds it into each) */
+                for (int r = 0; r < R; r++)
+                    A[r][l] = _mm512_fmadd_ps(_mm512_set1_ps(q[(size_t)r * hd + 8 * c + l]), k,
+                                              A[r][l]);
+            }
+        __m512 s = _mm512_maskz_loadu_ps(m, W->s + (size_t)g * n + j);
+        for (int r = 0; r < R; r++) /* T = fma(s_g, A_g, T): in A after the last group */
+            for (int l = 0; l < 8; l++) {
+                __m512 t = _mm512_fmadd_ps(s, A[r][l], g ? _mm512_load_ps(T[r][l]) : _mm512_setzero_ps());
+                if (g + 1 < ns)
+                    _mm512_store_ps(T[r][l], t);
+                else
+                    A[r][l] = t;
+            }
+    }
+    for (int r = 0; r < R; r++) {
+        __m512 u[4];
+        for (int l = 0; l < 4; l++)
+            u[l] = _mm512_add_ps(A[r][l], A[r][l + 4]);
+        __m512 d = _mm512_add_ps(_mm512_add_ps(u[0], u[2]), _mm512_add_ps(u[1], u[3]));
+        for (int g = 0; bias && g < ns; g++)
+            d = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(m, W->b + (size_t)g * n + j),
+                                _mm512_set1_ps(qsum[(size_t)r * ns + g]), d);
+        _mm512_mask_storeu_ps(sc + (size_t)r * ldsc + j, m, _mm512_mul_ps(d, scale));
+    }
+}
+
+AI void dots_lanes(float *sc, size_t ldsc, const float *q, const float *qsum, int nr,
+                  const hr__kvwide *W, float scale, const int NS, bool bias) {
+    const int R = RMAX;
+    int nt = (W->n + 15) / 16 * 16, ns = W->ns;
+    _Alignas(64) float kt[KT_FLOATS];
+    keys_in_lanes(kt, nt, W);
+    __m512 sv = _mm512_set1_ps(scale);
+    for (int r0 = 0; r0 < nr; r0 += R) {
+        const float *qr = q + (size_t)r0 * W->hd, *Q = bias ? qsum + (size_t)r0 * ns : NULL;
+        float *s = sc + (size_t)r0 * ldsc;
+        for (int j = 0; j < nt; j += 16) {
+            __mmask16 m = W->n - j >= 16 ? 0xffff : (__mmask16)((1u << (W->n - j)) - 1);
+            switch (nr - r0 < R ? nr - r0 : R) { /* rows a block, constant in each body */
+            case 1: keys16(s, ldsc, qr, Q, kt, nt, j, m, W, sv, bias, 1, NS); break;
+            case 2: keys16(s, ldsc, qr, Q, kt, nt, j, m, W, sv, bias, 2, NS); break;
+            default: keys16(s, ldsc, qr, Q, kt, nt, j, m, W, sv, bias, R, NS); break;
+            }
+        }
+    }
+}
+
 static void dots(float *sc, size_t ldsc, const float *q, const float *qsum, int nr,
                  const hr__kvwide *W, float scale) {
     bool bias = W->b != NULL;
+    if (nr >= LANES_ROWS) /* with a group count as a constant (others: slower than pairs) */
+        switch (W->ns) {
+        case 1: dots_lanes(sc, ldsc, q, qsum, nr, W, scale, 1, bias); return;
+        case 2: dots_lanes(sc, ldsc, q, qsum, nr, W, scale, 2, bias); return;
+        case 4: dots_lanes(sc, ldsc, q, qsum, nr, W, scale, 4, bias); return;
+        default: break;
+        }
     switch (W->ns) { /* the common group counts as constants */
-    case 1: dots_rows(sc, ldsc, q, qsum, nr, W, scale, 1, bias); break;
-    case 2: dots_rows(sc, ldsc, q, qsum, nr, W, scale, 2, bias); break;
-    default: dots_rows(sc, ldsc, q, qsum, nr, W, scale, 0, bias); break;
+    case 1: dots_pairs(sc, ldsc, q, qsum, nr, W, scale, 1, bias); break;
+    case 2: dots_pairs(sc, ldsc, q, qsum, nr, W, scale, 2, bias); break;
+    default: dots_pairs(sc, ldsc, q, qsum, nr, W, scale, 0, bias); break;
     }
 }
 
