@@ -238,17 +238,15 @@ AI void keys_in_lanes(float *kt, int nt, const hr__kvwide *W) {
  * ns apart) over the 16 keys at column j of kt (m: those before n), each
  * lane a key: the reference's 8 chains A_g[l] and T[l] one register each,
  * hsum8's additions register by register, then the bias terms and the
- * scale, a row's 16 scores one store. NS: W->ns where a constant, else 0. */
+ * scale, a row's 16 scores one store. NS: W->ns (1, 2 or 4). */
 AI void keys16(float *sc, size_t ldsc, const float *q, const float *qsum, const float *kt,
                int nt, int j, __mmask16 m, const hr__kvwide *W, __m512 scale, bool bias,
                const int R, const int NS) {
-    int hd = W->hd, ns = NS ? NS : W->ns, cps = hd / ns / 8, n = W->n;
-    if (ns < 1)
-        __builtin_unreachable();
+    const int ns = NS;
+    int hd = W->hd, cps = hd / ns / 8, n = W->n;
     _Alignas(64) float T[RMAX][8][16]; /* the groups' sums T before the last group's */
-    __asm__("" : "=m"(T)); /* (written at g = 0 before any read: gcc cannot tell) */
     __m512 A[RMAX][8];
-    _Pragma("GCC unroll 4")
+    _Pragma("GCC unroll 4") /* (rolled, gcc kept A in memory across the groups) */
     for (int g = 0; g < ns; g++) {
         for (int r = 0; r < R; r++)
             for (int l = 0; l < 8; l++)
@@ -264,7 +262,8 @@ AI void keys16(float *sc, size_t ldsc, const float *q, const float *qsum, const 
         __m512 s = _mm512_maskz_loadu_ps(m, W->s + (size_t)g * n + j);
         for (int r = 0; r < R; r++) /* T = fma(s_g, A_g, T): in A after the last group */
             for (int l = 0; l < 8; l++) {
-                __m512 t = _mm512_fmadd_ps(s, A[r][l], g ? _mm512_load_ps(T[r][l]) : _mm512_setzero_ps());
+                __m512 t0 = g ? _mm512_load_ps(T[r][l]) : _mm512_setzero_ps(),
+                       t = _mm512_fmadd_ps(s, A[r][l], t0);
                 if (g + 1 < ns)
                     _mm512_store_ps(T[r][l], t);
                 else
