@@ -78,22 +78,26 @@ static void attn_axpys(const hr_cpu_kernels *cpu, float *o, const float *p, size
             cpu->axpy(o + (size_t)r * hd, p[r * ldp + j], v + (size_t)j * hd, hd);
 }
 
-/* The first n records of KV head kvh in block blk, into L2 (as attn_heads'
- * pf: the next block of the same head is a block stride away, where the
- * hardware prefetcher starts over): requested PF_AHEAD blocks ahead of the
- * records read in place, so that a decode step over a long context does
- * not wait for each block's records (1 KB of TurboQuant 3.5 at head_dim
- * 64) as it reaches them. One block ahead was too close: a block's pass
- * (32 keys, 0.1 us at TurboQuant 3.5) is shorter than a DRAM miss here
- * (bench_kernels attn 16384 2 6 2 64 t3.5: 172 us a layer, 157 with 2-6
- * blocks ahead; docs/kv-quant.md). */
+/* The first n records of KV head kvh in block blk, into L1 (the next
+ * block of the same head is a block stride away, where the hardware
+ * prefetcher starts over): requested PF_AHEAD blocks ahead of the records
+ * read in place, so that a decode step over a long context does not wait
+ * for each block's records (1 KB of TurboQuant 3.5 at head_dim 64) as it
+ * reaches them. One block ahead was too close: a block's pass (32 keys,
+ * 0.1 us at TurboQuant 3.5) is shorter than a DRAM miss here (bench_kernels
+ * attn 16384 2 6 2 64 t3.5: 172 us a layer, 157 with 2-6 blocks ahead, 175
+ * with 8). Into L2 (T1) as attn_heads' pf, a real decode step's
+ * turbo_axpys waited on its first loads of each 16 records (half its
+ * samples) where the attention op alone did not; into L1 the 16k-token
+ * decode ran 12-22% faster at TurboQuant 3.5 and 11% at q8_0
+ * (docs/kv-quant.md). */
 #define PF_AHEAD 4
 
 static void prefetch_block(const kv_side *sd, int32_t blk, int kvh, int bs, int n) {
     const char *r = (const char *)sd->base + (size_t)blk * sd->stride +
                     (size_t)kvh * bs * sd->rb;
     for (size_t o = 0; o < (size_t)n * sd->rb; o += 64)
-        __builtin_prefetch(r + o, 0, 2);
+        __builtin_prefetch(r + o, 0, 3);
 }
 
 /* Bias sums a task of quantized rows holds (kvq_axpys) */
