@@ -2,9 +2,10 @@
  * kvggml_attn_avx2.c's loop shape (a segment here is a block there, its
  * weight n * rinv the block's scale): a chunk of 8 codes is `bits` whole
  * bytes (one 4-byte load: chunk), widened to 8 indices by one variable
- * shift and a mask, then to
+ * shift, then to
  * their centroids by a permute (bits 2, 3: one register of the codebook;
- * 4: two, blended on the index's bit 3), once for up to 4 query rows (a GQA
+ * 4: two, blended on the index's bit 3; the bits above a code are left:
+ * cbook_of), once for up to 4 query rows (a GQA
  * group); for more output rows (a prefill tile's tokens x the group) a
  * run of records is widened once for all of them (kvwide_avx2.c's score
  * and output passes). Every lane runs the reference's fma chain, so the
@@ -22,12 +23,19 @@
 #define VRUN 32 /* records whose weights a pass of turbo_axpys holds */
 #define WIDE 5  /* query or output rows from which a run of records is widened once */
 
-/* A segment's codebook in registers */
+/* A segment's codebook in registers: centroids 0-7 (at 2 bits, 0-3
+ * twice) in lo, 8-15 in hi (4 bits), so that vpermps, which reads the low
+ * 3 bits of a lane's index, picks a code's centroid whatever the bits
+ * above the code hold (no mask; at 4 bits the blend reads bit 3) */
 typedef struct cbook {
     __m256 lo, hi;
 } cbook;
 
 AI cbook cbook_of(const float *cb, const int bits) {
+    if (bits == 2) {
+        __m128 c = _mm_loadu_ps(cb);
+        return (cbook){_mm256_set_m128(c, c), _mm256_setzero_ps()};
+    }
     cbook k = {_mm256_loadu_ps(cb), _mm256_setzero_ps()};
     if (bits == 4)
         k.hi = _mm256_loadu_ps(cb + 8);
@@ -44,7 +52,7 @@ AI int safe_of(const hr_turbo_kv *L, int s, const int bits) {
  * one 4-byte load from the chunk's first byte, or, where those 4 bytes
  * would run past the record (ch >= safe: the last chunk at 2 or 3 bits),
  * the 4 bytes that end with the chunk's, the word shifted down by the
- * bytes it starts early (the same codes; the mask drops what is above) */
+ * bytes it starts early (the same codes; the permute reads only the code) */
 AI __m256 chunk(const uint8_t *c, int ch, int safe, const int bits, cbook k) {
     uint32_t u;
     __m256i sh = _mm256_setr_epi32(0, bits, 2 * bits, 3 * bits, 4 * bits, 5 * bits, 6 * bits,
@@ -55,8 +63,7 @@ AI __m256 chunk(const uint8_t *c, int ch, int safe, const int bits, cbook k) {
         memcpy(&u, c + (size_t)ch * bits - (4 - bits), 4);
         sh = _mm256_add_epi32(sh, _mm256_set1_epi32(8 * (4 - bits)));
     }
-    __m256i idx = _mm256_and_si256(_mm256_srlv_epi32(_mm256_set1_epi32((int)u), sh),
-                                   _mm256_set1_epi32((1 << bits) - 1));
+    __m256i idx = _mm256_srlv_epi32(_mm256_set1_epi32((int)u), sh);
     __m256 lo = _mm256_permutevar8x32_ps(k.lo, idx);
     if (bits < 4)
         return lo;
