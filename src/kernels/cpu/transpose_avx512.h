@@ -1,6 +1,6 @@
-/* A 16 x 16 block of floats transposed in registers (64 shuffles), for the
- * score passes that put 16 keys in the lanes of a register (kvwide_avx512.c,
- * attn_avx512.c). For files compiled with the AVX-512 flags. */
+/* A 16 x 16 block of floats transposed in registers (64 shuffles), for a
+ * score pass that puts 16 keys in the lanes of a register (kvwide_avx512.c's
+ * dots_lanes). For files compiled with the AVX-512 flags. */
 #ifndef HR_KERNELS_TRANSPOSE_AVX512_H
 #define HR_KERNELS_TRANSPOSE_AVX512_H
 
