@@ -18,6 +18,7 @@
 #include "kernels/cpu/ops.h"
 #include "model/kv.h"
 #include "sample/rng.h"
+#include "support/fence.h"
 
 #include <setjmp.h>
 #include <stdarg.h>
@@ -195,19 +196,30 @@ static void test_attn_isas(void **state) {
                         }
                         assert_true(fabs(d - oref[r * hd + i]) <= 1e-6 * mag + 1e-30);
                     }
+                /* each input and output ends at an unmapped page */
+                size_t nsc = (size_t)(nr - 1) * 40 + nk;
+                hr_fence fe[5];
+                const uint8_t *rec_f = hr_fence_copy(&fe[0], rec, nk * rb);
+                const float *q_f = hr_fence_copy(&fe[1], q, (size_t)nr * hd * 4);
+                const float *p_f = hr_fence_copy(&fe[2], p, nsc * 4);
+                float *sc_f = hr_fence_copy(&fe[3], sc, nsc * 4);
+                float *o_f = hr_fence_copy(&fe[4], o, (size_t)nr * hd * 4);
+                assert_true(rec_f && q_f && p_f && sc_f && o_f);
                 for (int isa = 1; isa < HR_ISA_COUNT; isa++) {
                     const hr_cpu_kernels *K = hr_cpu_isa((hr_isa)isa);
                     if (!K)
                         continue;
-                    memset(sc, 0, sizeof sc);
-                    K->kvg_dots(sc, 40, q, nr, rec, rb, nk, hd, t, 0.125f);
+                    memset(sc_f, 0, nsc * 4);
+                    K->kvg_dots(sc_f, 40, q_f, nr, rec_f, rb, nk, hd, t, 0.125f);
                     for (int r = 0; r < nr; r++)
-                        assert_memory_equal(sc + r * 40, ref + r * 40, (size_t)nk * 4);
-                    memset(o, 0, sizeof o);
-                    K->kvg_axpys(o, p, 40, nr, rec, rb, nk, hd, t);
-                    assert_memory_equal(o, oref, sizeof o);
+                        assert_memory_equal(sc_f + r * 40, ref + r * 40, (size_t)nk * 4);
+                    memset(o_f, 0, (size_t)nr * hd * 4);
+                    K->kvg_axpys(o_f, p_f, 40, nr, rec_f, rb, nk, hd, t);
+                    assert_memory_equal(o_f, oref, (size_t)nr * hd * 4);
                     cases++;
                 }
+                for (int i = 0; i < 5; i++)
+                    hr_fence_free(&fe[i]);
             }
         }
     printf("q8_0/q4_0 attention read in place: %d ISA cases == the scalar reference\n", cases);

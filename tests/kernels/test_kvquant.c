@@ -19,6 +19,7 @@
 #include "kernels/cpu/ops.h"
 #include "model/kv.h"
 #include "sample/rng.h"
+#include "support/fence.h"
 
 #include <setjmp.h>
 #include <stdarg.h>
@@ -219,21 +220,36 @@ static void test_attn_isas(void **state) {
                             assert_true(fabs(d - y[i]) <= 1e-6 * mag);
                         }
                     }
+                    /* each input and output ends at an unmapped page */
+                    size_t nsc = (size_t)(nr - 1) * 40 + nk, nq = (size_t)nr * hd,
+                           nb = (size_t)nr * ng;
+                    hr_fence fe[7];
+                    const uint8_t *rec_f = hr_fence_copy(&fe[0], rec, nk * rb);
+                    const float *qp_f = hr_fence_copy(&fe[1], qp, nq * 4);
+                    const float *qsum_f = hr_fence_copy(&fe[2], qsum, nb * 4);
+                    const float *p_f = hr_fence_copy(&fe[3], p, nsc * 4);
+                    float *sc_f = hr_fence_copy(&fe[4], sc, nsc * 4);
+                    float *o_f = hr_fence_copy(&fe[5], o, nq * 4);
+                    float *bias_f = hr_fence_copy(&fe[6], bias, nb * 4);
+                    assert_true(rec_f && qp_f && qsum_f && p_f && sc_f && o_f && bias_f);
                     for (int isa = 1; isa < HR_ISA_COUNT; isa++) {
                         const hr_cpu_kernels *K = hr_cpu_isa((hr_isa)isa);
                         if (!K)
                             continue;
-                        memset(sc, 0, sizeof sc);
-                        K->kvq_dots(sc, 40, qp, qsum, nr, rec, rb, nk, hd, bits, group, 0.125f);
+                        memset(sc_f, 0, nsc * 4);
+                        K->kvq_dots(sc_f, 40, qp_f, qsum_f, nr, rec_f, rb, nk, hd, bits, group,
+                                    0.125f);
                         for (int r = 0; r < nr; r++)
-                            assert_memory_equal(sc + r * 40, ref + r * 40, (size_t)nk * 4);
-                        memset(o, 0, sizeof o);
-                        memset(bias, 0, sizeof bias);
-                        K->kvq_axpys(o, bias, p, 40, nr, rec, rb, nk, hd, bits, group);
-                        assert_memory_equal(o, oref, sizeof o);
-                        assert_memory_equal(bias, bref, sizeof bias);
+                            assert_memory_equal(sc_f + r * 40, ref + r * 40, (size_t)nk * 4);
+                        memset(o_f, 0, nq * 4);
+                        memset(bias_f, 0, nb * 4);
+                        K->kvq_axpys(o_f, bias_f, p_f, 40, nr, rec_f, rb, nk, hd, bits, group);
+                        assert_memory_equal(o_f, oref, nq * 4);
+                        assert_memory_equal(bias_f, bref, nb * 4);
                         cases++;
                     }
+                    for (int i = 0; i < 7; i++)
+                        hr_fence_free(&fe[i]);
                 }
             }
     printf("attention read in place: %d ISA cases == the scalar reference\n", cases);
