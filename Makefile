@@ -36,7 +36,7 @@ asan: deps
 
 fuzz: deps
 	@CC=clang cmake -S . -B $(FUZZ_BUILD) -G Ninja -DCMAKE_BUILD_TYPE=Debug -DHEARTH_FUZZ=ON -DHEARTH_CUDA=OFF >/dev/null
-	@ninja -C $(FUZZ_BUILD) --quiet
+	@ninja -C $(FUZZ_BUILD) --quiet fuzzers
 	@bash tools/fuzz-smoke.sh $(FUZZ_BUILD)
 
 bench: build
