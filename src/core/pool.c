@@ -13,6 +13,12 @@
 #define SPIN_ITERS 20000
 #define YIELD_SPINS 2000
 
+/* the last job whose part ith was taken: a line of its own, so that the
+ * workers' takes at a job's start do not contend */
+typedef struct taken_line {
+    _Alignas(64) _Atomic unsigned g;
+} taken_line;
+
 struct hr_pool {
     int nth;
     /* hr_pool_narrow: the threads that run jobs (the others sleep on it
@@ -26,6 +32,7 @@ struct hr_pool {
     _Atomic int pending;      /* workers still running the current job */
     _Atomic int stop;
     _Atomic int sleeping;     /* workers in futex_wait: wake only if any */
+    taken_line *taken;        /* [ith] */
     void *scratch;            /* hr_pool_scratch: grows, never shrinks */
     size_t scratch_cap;
     /* hr_pool_prefetch_next: each job's ranges in pf[parity of its gen]
@@ -64,6 +71,20 @@ static void prefetch_while(const hr_pool_range *r, bool (*waiting)(const hr_pool
     for (size_t o = 0; o < r->n && waiting(pool, arg); o += PF_STEP)
         for (size_t l = o; l < o + PF_STEP && l < r->n; l += 64)
             __builtin_prefetch(p + l, 0, 2);
+}
+
+/* Part i of job g: true for the one thread that takes it, its own or the
+ * caller (done with part 0 before that thread started it); false once it
+ * was taken, or for a worker that woke late for a job gone by (a later
+ * job's part taken already). */
+static bool take_part(hr_pool *pool, int i, unsigned g) {
+    _Atomic unsigned *t = &pool->taken[i].g;
+    unsigned v = atomic_load_explicit(t, memory_order_relaxed);
+    while ((int)(g - v) > 0)
+        if (atomic_compare_exchange_weak_explicit(t, &v, g, memory_order_acquire,
+                                                  memory_order_relaxed))
+            return true;
+    return false;
 }
 
 /* a worker waits for the job after gen `seen`, the caller for its workers */
@@ -105,6 +126,8 @@ static void *worker_main(void *p) {
             seen = atomic_load(&pool->resume);
             continue;
         }
+        if (!take_part(pool, ith, g)) /* the caller ran it */
+            continue;
         pool->fn(pool->ctx, ith, w);
         hr_pool_range r = pool->pf[g & 1][ith];
         atomic_fetch_sub_explicit(&pool->pending, 1, memory_order_release);
@@ -124,9 +147,14 @@ hr_pool *hr_pool_new(int n_threads) {
     atomic_init(&pool->width, n_threads);
     pool->threads = calloc((size_t)n_threads, sizeof *pool->threads);
     pool->pf[0] = calloc((size_t)n_threads * 2, sizeof *pool->pf[0]);
-    if (!pool->threads || !pool->pf[0]) {
+    if (posix_memalign((void **)&pool->taken, 64, (size_t)n_threads * sizeof *pool->taken) == 0)
+        memset(pool->taken, 0, (size_t)n_threads * sizeof *pool->taken);
+    else
+        pool->taken = NULL;
+    if (!pool->threads || !pool->pf[0] || !pool->taken) {
         free(pool->threads);
         free(pool->pf[0]);
+        free(pool->taken);
         free(pool);
         return NULL;
     }
@@ -158,6 +186,7 @@ void hr_pool_free(hr_pool *pool) {
         pthread_join(pool->threads[i], NULL);
     free(pool->threads);
     free(pool->pf[0]);
+    free(pool->taken);
     free(pool->scratch);
     free(pool);
 }
@@ -222,6 +251,14 @@ void hr_pool_run(hr_pool *pool, hr_task_fn fn, void *ctx) {
     if (atomic_load(&pool->sleeping) > 0)
         futex_wake_all(&pool->gen);
     fn(ctx, 0, w);
+    /* a part whose thread has not started it yet (asleep, or its core taken
+     * by another process on a shared machine) is the caller's to run: the
+     * job does not wait for that thread to be scheduled */
+    for (int i = 1; i < w; i++)
+        if (take_part(pool, i, g)) {
+            fn(ctx, i, w);
+            atomic_fetch_sub_explicit(&pool->pending, 1, memory_order_release);
+        }
     prefetch_while(&pf[0], workers_busy, pool, 0);
     /* a worker still busy after a short spin has usually been preempted (the
      * cores are shared): yield, so that it can have this core back */

@@ -1,8 +1,13 @@
 /* A persistent thread pool: the only owner of compute threads.
  *
- * hr_pool_run(pool, fn, ctx) calls fn(ctx, ith, nth) once on each of the
- * pool's nth threads (the caller is ith 0) and returns when all are done.
- * Kernels split their work by (ith, nth) and never manage threads. Workers
+ * hr_pool_run(pool, fn, ctx) calls fn(ctx, ith, nth) once for each part ith
+ * of nth and returns when all are done. Part ith runs on the pool's thread
+ * ith (the caller is 0), unless that thread has not started it by the time
+ * the caller is done with part 0 (asleep, or preempted by another process
+ * on a shared machine): then the caller runs it, after its own. So a part
+ * never waits for another part to start, and its results do not depend on
+ * the thread that runs it. Kernels split their work by (ith, nth) and never
+ * manage threads. Workers
  * spin briefly between jobs, then sleep on a futex: the token loop makes no
  * allocation and, while busy, no system call. The caller, done with its
  * share, spins a little for the others and then yields its core (a worker

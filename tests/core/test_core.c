@@ -12,7 +12,10 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <cmocka.h>
+#include <pthread.h>
+#include <sched.h>
 #include <stdatomic.h>
+#include <stdio.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -156,6 +159,56 @@ static void test_pool_prefetch(void **state) {
     free(buf);
 }
 
+/* A part whose thread has not started it when the caller is done with part
+ * 0 is the caller's to run (src/core/pool.h). With the pool's threads all on
+ * one core, a worker runs only when the caller loses that core, so the
+ * caller runs most parts itself instead of waiting for its workers to be
+ * scheduled; every part still runs once a job, whoever runs it. */
+typedef struct late_ctx {
+    pthread_t caller;
+    _Atomic int calls, by_caller, seen[4];
+} late_ctx;
+
+static void late_task(void *p, int ith, int nth) {
+    late_ctx *c = p;
+    atomic_fetch_add(&c->seen[ith], 1);
+    atomic_fetch_add(&c->calls, 1);
+    if (ith > 0 && pthread_equal(pthread_self(), c->caller))
+        atomic_fetch_add(&c->by_caller, 1);
+}
+
+static void test_pool_late_parts(void **state) {
+    (void)state;
+    cpu_set_t was, one;
+    int cpu = -1;
+    if (sched_getaffinity(0, sizeof was, &was) == 0)
+        for (int i = 0; i < CPU_SETSIZE && cpu < 0; i++)
+            if (CPU_ISSET(i, &was))
+                cpu = i;
+    CPU_ZERO(&one);
+    if (cpu >= 0)
+        CPU_SET(cpu, &one);
+    if (cpu < 0 || sched_setaffinity(0, sizeof one, &one) != 0) {
+        printf("pool late parts: skipped, this thread's CPU affinity cannot be set\n");
+        return;
+    }
+    hr_pool *pool = hr_pool_new(4); /* its workers inherit the one core */
+    assert_non_null(pool);
+    int jobs = 2000, by_caller = 0;
+    for (int rep = 0; rep < jobs; rep++) {
+        late_ctx c = {.caller = pthread_self()};
+        hr_pool_run(pool, late_task, &c);
+        assert_int_equal(c.calls, 4);
+        for (int i = 0; i < 4; i++)
+            assert_int_equal(c.seen[i], 1);
+        by_caller += c.by_caller;
+    }
+    hr_pool_free(pool);
+    assert_int_equal(sched_setaffinity(0, sizeof was, &was), 0);
+    printf("pool late parts: the caller ran %d of %d workers' parts\n", by_caller, 3 * jobs);
+    assert_true(by_caller > 3 * jobs / 2);
+}
+
 static void test_split(void **state) {
     (void)state;
     long lo, hi, prev = 0;
@@ -274,7 +327,8 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_error_table), cmocka_unit_test(test_arena),
         cmocka_unit_test(test_pool),
-        cmocka_unit_test(test_pool_narrow),        cmocka_unit_test(test_pool_prefetch),
+        cmocka_unit_test(test_pool_narrow),
+        cmocka_unit_test(test_pool_late_parts),        cmocka_unit_test(test_pool_prefetch),
         cmocka_unit_test(test_split),
         cmocka_unit_test(test_files),       cmocka_unit_test(test_bigmem),
         cmocka_unit_test(test_populate),
