@@ -19,6 +19,7 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdbool.h>
 #include <cmocka.h>
 #include <math.h>
 #include <stdio.h>
@@ -315,7 +316,9 @@ static void test_draft_window(void **state) {
 /* A draft that is wrong (nearly) every time (a random model of another
  * vocabulary, as cheap beside the demo model as a real draft is): still
  * exact, and the adaptive k keeps it cheap: no slower than 1.1x plain
- * decoding (best of 5). */
+ * decoding (best of 5). In a sanitized build (HEARTH_SANITIZED=1) the
+ * times measure the instrumentation, which weighs on the two models'
+ * code unequally: one round, for the tokens, and no bound on its time. */
 static void test_wrong_draft_cost(void **state) {
     (void)state;
     const char *root = getenv("HEARTH_ROOT");
@@ -329,11 +332,13 @@ static void test_wrong_draft_cost(void **state) {
         p[k] = (int32_t)((k * 29 + 3) % 500) + 5;
     hr_engine *e = engine(m, g_llama, 1, -1);
     double best[2] = {1e9, 1e9};
+    const char *san = getenv("HEARTH_SANITIZED");
+    bool timed = !san || strcmp(san, "1") != 0;
     run base, s;
     /* on a shared machine time only errs upwards: the best of 5 rounds,
      * and up to 15 more while that is still over (a quiet machine measured
      * 1.00-1.08x in best-of-5 runs: the bound is near the noise) */
-    for (int rep = 0; rep < 20 && (rep < 5 || best[1] > 1.1 * best[0]); rep++) {
+    for (int rep = 0; rep < (timed ? 20 : 1) && (rep < 5 || best[1] > 1.1 * best[0]); rep++) {
         for (int mode = 0; mode < 2; mode++) {
             req q = {p, 24, 120, mode ? HR_SPEC_DRAFT : HR_SPEC_OFF, 3, 0, 0, 0, 0, 0, 0};
             double t0 = hr_now();
@@ -346,7 +351,10 @@ static void test_wrong_draft_cost(void **state) {
     printf("wrong draft: %ld of %ld drafts accepted; best %.1f ms vs %.1f ms plain (%.3fx)\n",
            s.accepted, s.drafted, best[1] * 1e3, best[0] * 1e3, best[1] / best[0]);
     assert_true(s.accepted * 10 <= s.drafted + 10);
-    assert_true(best[1] <= 1.1 * best[0]);
+    if (timed)
+        assert_true(best[1] <= 1.1 * best[0]);
+    else
+        printf("wrong draft: the 1.1x bound not checked in a sanitized build\n");
     hr_engine_free(e);
     hr_model_free(m);
 }
