@@ -211,8 +211,14 @@ int hr_pool_narrow(hr_pool *pool, int n) {
         return 1;
     int was = atomic_load(&pool->width);
     n = n < 1 ? 1 : n > pool->nth ? pool->nth : n;
-    if (n > was) /* (no job runs: the caller's) those let in take the jobs after this one */
-        atomic_store(&pool->resume, atomic_load(&pool->gen));
+    if (n > was) { /* (no job runs: the caller's) those let in take the jobs after this one */
+        unsigned g = atomic_load(&pool->gen);
+        atomic_store(&pool->resume, g);
+        /* their parts' last takes, left behind while they were out, move up
+         * to now: take_part compares within 2^31 jobs */
+        for (int i = was; i < n; i++)
+            atomic_store(&pool->taken[i].g, g);
+    }
     atomic_store(&pool->width, n);
     if (n > was)
         futex_wake_all((_Atomic unsigned *)&pool->width);
