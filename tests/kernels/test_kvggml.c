@@ -198,12 +198,12 @@ static void test_attn_isas(void **state) {
                     }
                 /* each input and output ends at an unmapped page */
                 size_t nsc = (size_t)(nr - 1) * 40 + nk;
-                hr_fence fe[5];
-                const uint8_t *rec_f = hr_fence_copy(&fe[0], rec, nk * rb);
-                const float *q_f = hr_fence_copy(&fe[1], q, (size_t)nr * hd * 4);
-                const float *p_f = hr_fence_copy(&fe[2], p, nsc * 4);
-                float *sc_f = hr_fence_copy(&fe[3], sc, nsc * 4);
-                float *o_f = hr_fence_copy(&fe[4], o, (size_t)nr * hd * 4);
+                hr_fence fe = {0};
+                const uint8_t *rec_f = hr_fence_copy(&fe, rec, nk * rb);
+                const float *q_f = hr_fence_copy(&fe, q, (size_t)nr * hd * 4);
+                const float *p_f = hr_fence_copy(&fe, p, nsc * 4);
+                float *sc_f = hr_fence_copy(&fe, sc, nsc * 4);
+                float *o_f = hr_fence_copy(&fe, o, (size_t)nr * hd * 4);
                 assert_true(rec_f && q_f && p_f && sc_f && o_f);
                 for (int isa = 1; isa < HR_ISA_COUNT; isa++) {
                     const hr_cpu_kernels *K = hr_cpu_isa((hr_isa)isa);
@@ -218,8 +218,7 @@ static void test_attn_isas(void **state) {
                     assert_memory_equal(o_f, oref, (size_t)nr * hd * 4);
                     cases++;
                 }
-                for (int i = 0; i < 5; i++)
-                    hr_fence_free(&fe[i]);
+                hr_fence_free(&fe);
             }
         }
     printf("q8_0/q4_0 attention read in place: %d ISA cases == the scalar reference\n", cases);

@@ -223,14 +223,14 @@ static void test_attn_isas(void **state) {
                     /* each input and output ends at an unmapped page */
                     size_t nsc = (size_t)(nr - 1) * 40 + nk, nq = (size_t)nr * hd,
                            nb = (size_t)nr * ng;
-                    hr_fence fe[7];
-                    const uint8_t *rec_f = hr_fence_copy(&fe[0], rec, nk * rb);
-                    const float *qp_f = hr_fence_copy(&fe[1], qp, nq * 4);
-                    const float *qsum_f = hr_fence_copy(&fe[2], qsum, nb * 4);
-                    const float *p_f = hr_fence_copy(&fe[3], p, nsc * 4);
-                    float *sc_f = hr_fence_copy(&fe[4], sc, nsc * 4);
-                    float *o_f = hr_fence_copy(&fe[5], o, nq * 4);
-                    float *bias_f = hr_fence_copy(&fe[6], bias, nb * 4);
+                    hr_fence fe = {0};
+                    const uint8_t *rec_f = hr_fence_copy(&fe, rec, nk * rb);
+                    const float *qp_f = hr_fence_copy(&fe, qp, nq * 4);
+                    const float *qsum_f = hr_fence_copy(&fe, qsum, nb * 4);
+                    const float *p_f = hr_fence_copy(&fe, p, nsc * 4);
+                    float *sc_f = hr_fence_copy(&fe, sc, nsc * 4);
+                    float *o_f = hr_fence_copy(&fe, o, nq * 4);
+                    float *bias_f = hr_fence_copy(&fe, bias, nb * 4);
                     assert_true(rec_f && qp_f && qsum_f && p_f && sc_f && o_f && bias_f);
                     for (int isa = 1; isa < HR_ISA_COUNT; isa++) {
                         const hr_cpu_kernels *K = hr_cpu_isa((hr_isa)isa);
@@ -248,8 +248,7 @@ static void test_attn_isas(void **state) {
                         assert_memory_equal(bias_f, bref, nb * 4);
                         cases++;
                     }
-                    for (int i = 0; i < 7; i++)
-                        hr_fence_free(&fe[i]);
+                    hr_fence_free(&fe);
                 }
             }
     printf("attention read in place: %d ISA cases == the scalar reference\n", cases);

@@ -5,25 +5,26 @@
 #include <unistd.h>
 
 void *hr_fence_copy(hr_fence *f, const void *src, size_t n) {
+    if (f->n == HR_FENCE_MAX)
+        return NULL;
     size_t page = (size_t)sysconf(_SC_PAGESIZE);
-    size_t data = (n + page - 1) / page * page;
-    f->bytes = data + page;
-    f->map = mmap(NULL, f->bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    if (f->map == MAP_FAILED) {
-        f->map = NULL;
+    size_t data = (n + page - 1) / page * page, bytes = data + page;
+    char *map = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (map == MAP_FAILED)
+        return NULL;
+    if (mprotect(map + data, page, PROT_NONE) != 0) {
+        munmap(map, bytes);
         return NULL;
     }
-    if (mprotect((char *)f->map + data, page, PROT_NONE) != 0) {
-        hr_fence_free(f);
-        return NULL;
-    }
-    char *p = (char *)f->map + data - n;
+    f->buf[f->n].map = map;
+    f->buf[f->n++].bytes = bytes;
+    char *p = map + data - n;
     memcpy(p, src, n);
     return p;
 }
 
 void hr_fence_free(hr_fence *f) {
-    if (f->map)
-        munmap(f->map, f->bytes);
-    f->map = NULL;
+    for (int i = 0; i < f->n; i++)
+        munmap(f->buf[i].map, f->buf[i].bytes);
+    f->n = 0;
 }
