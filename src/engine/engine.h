@@ -241,6 +241,9 @@ typedef struct hr_engine_stats {
      * not embed requests): those that reused a prefix, those that did not,
      * and the looked-up prompt tokens computed rather than served */
     long cache_lookups, cache_hits, cache_misses, cache_miss_tokens;
+    /* of the hits, those whose whole prompt was cached with its last
+     * logits: the first token sampled from them, no forward (lcache.h) */
+    long cache_logits_hits;
     /* images: encoded by the vision tower, and served from the features cache */
     long images_encoded, images_cached;
     long ssd_write_errors, ssd_read_errors; /* disk faults the tier survived */

@@ -6,6 +6,7 @@
 #define HR_ENGINE_ENGINE_INT_H
 
 #include "engine/engine.h"
+#include "engine/lcache.h"
 #include "engine/pcache.h"
 #include "engine/spec.h"
 #include "engine/spec_draft.h"
@@ -71,6 +72,9 @@ struct hr_request {
     bool conv_exact;      /* converted holding exactly kv_start tokens (or started
                            * from such a sequence's quantized blocks): its blocks
                            * may go to the quantized prompt cache (e->pcq) */
+    float *first;         /* the prompt's last logits from the logits cache (lcache.h):
+                           * its first token is sampled from them, that position not
+                           * computed again (NULL: none) */
     int len;              /* tokens whose K/V are in the cache */
     int cached;           /* of which came from the prompt cache */
     int rope_len;         /* the sequence length the cached K/V were roped for */
@@ -108,6 +112,7 @@ struct hr_engine {
     long window_clock;
     int kvq_promised;               /* kvq blocks promised to unconverted requests */
     hr_pcache *pcache;              /* NULL: no prompt cache */
+    hr_lcache *lcache;              /* prompts' last logits (NULL: none, e.g. hybrid) */
     hr_ssd *ssd;                    /* NULL: no SSD tier */
     hr_pcache *pcq;                 /* with kv_start: the prompt cache of e->kvq's blocks
                                      * (converted sequences'); NULL: none */
@@ -160,6 +165,7 @@ struct hr_engine {
     _Atomic int st_kv_free, st_kv_requests, st_kv_cached, st_kvq_free, st_kvq_cached;
     _Atomic long st_cached_tokens;
     _Atomic long st_lookups, st_lookup_hits, st_miss_tokens;
+    _Atomic long st_logits_hits; /* first tokens from the logits cache */
     _Atomic long st_drafted, st_accepted;
     /* images: the step's rows and spans (build_batch), the features cache */
     float *b_embd;                  /* [max_tokens_step][d_model], NULL until the first */

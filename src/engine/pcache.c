@@ -39,6 +39,7 @@ struct hr_pcache {
      * its blocks, each with a reference of the run's, and their entries
      * (NULL: not indexed) */
     bool overlap;
+    bool whole; /* hr_pcache_whole_files */
     hr_ssd_run *run;
     int run_n;
     int32_t *run_blk;
@@ -198,6 +199,8 @@ static entry *find_full(hr_pcache *pc, uint64_t parent, const int32_t *tokens) {
 
 void hr_pcache_overlap(hr_pcache *pc, bool on) { pc->overlap = on; }
 
+void hr_pcache_whole_files(hr_pcache *pc, bool on) { pc->whole = on; }
+
 bool hr_pcache_reading(const hr_pcache *pc) { return pc->run != NULL; }
 
 int hr_pcache_failed(hr_pcache *pc, const int32_t **blocks) {
@@ -221,7 +224,7 @@ static int run_start(hr_pcache *pc, const uint64_t *keys, const int32_t *t0,
     pc->run_ent = calloc((size_t)m, sizeof *pc->run_ent);
     hr_ssd_run *run = NULL;
     int r = fl && pc->run_blk && pc->run_ent
-                ? hr_ssd_run_start(pc->ssd, keys, t0, pc->kv, blks, m, true, &run)
+                ? hr_ssd_run_start(pc->ssd, keys, t0, pc->kv, blks, m, !pc->whole, &run)
                 : -1;
     if (!run) {
         free(pc->run_blk);

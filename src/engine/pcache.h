@@ -88,6 +88,11 @@ int hr_pcache_lookup_state(hr_pcache *pc, uint64_t seed, const int32_t *tokens, 
  * callers that drop a step computed over a block that then fails
  * (hr_pcache_failed). */
 void hr_pcache_overlap(hr_pcache *pc, bool on);
+/* Runs started while on are read in whole files rather than a chunk of
+ * layers at a time (faster on some disks): for a lookup whose request
+ * computes nothing under the reads (its first token from the logits cache,
+ * lcache.h). Off by default. */
+void hr_pcache_whole_files(hr_pcache *pc, bool on);
 /* A run in flight. */
 bool hr_pcache_reading(const hr_pcache *pc);
 /* Waits for the run in flight, if any, to end: the blocks from the first

@@ -28,6 +28,7 @@ static void request_free(hr_request *r) {
     free(r->steps);
     free(r->snap[0].data);
     free(r->snap[1].data);
+    free(r->first);
     free(r->blocks);
     free(r->rblocks);
     free(r->spec.dblocks);

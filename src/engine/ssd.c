@@ -53,13 +53,18 @@ static unsigned char *put(unsigned char *p, const void *v, size_t n) {
     return p + n;
 }
 
+void hr__ssd_shape(const hr_ssd *s, uint32_t shape[7]) {
+    uint32_t v[7] = {kv_format(s->kv), (uint32_t)s->kv->bits,
+                     (uint32_t)(s->kv->dtype == HR_DTYPE_TURBO ? s->kv->vbits : s->kv->group),
+                     (uint32_t)s->kv->n_layers, (uint32_t)s->kv->n_kv_heads,
+                     (uint32_t)s->kv->head_dim, HR_KV_BLOCK};
+    memcpy(shape, v, sizeof v);
+}
+
 static void make_header(const hr_ssd *s, uint64_t key, const int32_t *tokens, uint64_t sum,
                         uint64_t state, unsigned char *h) {
-    uint32_t u32[] = {VERSION, HDR_BYTES};
-    uint32_t shape[] = {kv_format(s->kv), (uint32_t)s->kv->bits,
-                        (uint32_t)(s->kv->dtype == HR_DTYPE_TURBO ? s->kv->vbits : s->kv->group),
-                        (uint32_t)s->kv->n_layers,
-                        (uint32_t)s->kv->n_kv_heads, (uint32_t)s->kv->head_dim, HR_KV_BLOCK};
+    uint32_t u32[] = {VERSION, HDR_BYTES}, shape[7];
+    hr__ssd_shape(s, shape);
     uint64_t payload = s->payload;
     unsigned char *p = put(h, MAGIC, 8);
     p = put(p, u32, sizeof u32);
@@ -128,7 +133,7 @@ static void trim_to_budget(hr_ssd *s) {
         struct dirent *e;
         while ((e = readdir(d))) {
             size_t l = strlen(e->d_name);
-            if (l < 4 || strcmp(e->d_name + l - 3, ".kv"))
+            if (l < 4 || (strcmp(e->d_name + l - 3, ".kv") && strcmp(e->d_name + l - 3, ".lg")))
                 continue;
             char p[4600];
             struct stat st;
@@ -199,18 +204,22 @@ static int write_block(hr_ssd *s, const job *j) {
         errno = e;
         return -1;
     }
+    hr__ssd_wrote(s, HDR_BYTES + s->payload + state, had ? (size_t)fst.st_size : 0, true);
+    return 0;
+}
+
+void hr__ssd_wrote(hr_ssd *s, size_t bytes, size_t replaced, bool block) {
     if (atomic_load(&s->paused)) { /* before the count: who sees the write sees the resume */
         hr_log(HR_LOG_INFO, "SSD cache: writing to %s again", s->dir);
         atomic_store(&s->paused, false);
         s->backoff = s->backoff_min;
     }
-    atomic_fetch_add(&s->used, HDR_BYTES + s->payload + state);
-    if (had) /* replaced */
-        atomic_fetch_sub(&s->used, (size_t)fst.st_size);
-    atomic_fetch_add(&s->n_written, 1);
-    atomic_fetch_add(&s->bytes_written, (long long)(HDR_BYTES + s->payload + state));
+    atomic_fetch_add(&s->used, bytes);
+    atomic_fetch_sub(&s->used, replaced);
+    if (block)
+        atomic_fetch_add(&s->n_written, 1);
+    atomic_fetch_add(&s->bytes_written, (long long)bytes);
     trim_to_budget(s);
-    return 0;
 }
 
 /* Writer thread: a write failed with errno e; pause the tier. */
@@ -238,14 +247,17 @@ static void *writer(void *arg) {
         /* jobs queued before a failure are dropped while paused (their
          * blocks stay right in RAM; only the copy on disk is lost) */
         if (!atomic_load(&s->paused) || hr_now() >= atomic_load(&s->retry_at)) {
-            if (write_block(s, &j) != 0)
+            if ((j.logits ? hr__ssd_write_logits(s, &j) : write_block(s, &j)) != 0)
                 pause_writes(s, errno);
         }
         pthread_mutex_lock(&s->mu);
         s->q_head = (s->q_head + 1) % QUEUE;
         s->q_len--;
-        s->done[s->n_done++] = j.block;
+        if (j.block >= 0) /* (a logits file holds no block) */
+            s->done[s->n_done++] = j.block;
         free(j.state);
+        free(j.ltokens);
+        free(j.logits);
     }
     pthread_mutex_unlock(&s->mu);
     return NULL;
@@ -270,6 +282,8 @@ int hr_ssd_queue(hr_ssd *s, uint64_t key, const int32_t *tokens, int32_t block,
         j->block = block;
         memcpy(j->tokens, tokens, sizeof j->tokens);
         j->state = copy;
+        j->ltokens = NULL;
+        j->logits = NULL;
         copy = NULL;
         s->q_len++;
         pthread_cond_signal(&s->cv);
@@ -583,7 +597,7 @@ int hr_ssd_open_tag(hr_ssd **out, const char *dir, uint64_t model_fp, uint64_t s
         snprintf(p, sizeof p, "%s/%s", s->dir, e->d_name);
         if (strstr(e->d_name, ".tmp."))
             unlink(p);
-        else if (strstr(e->d_name, ".kv")) {
+        else if (strstr(e->d_name, ".kv") || strstr(e->d_name, ".lg")) {
             struct stat st;
             if (stat(p, &st) == 0)
                 atomic_fetch_add(&s->used, (size_t)st.st_size);

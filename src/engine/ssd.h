@@ -76,6 +76,17 @@ int hr_ssd_read_tail(hr_ssd *s, uint64_t key, hr_kv *kv, int32_t block, int32_t 
 int hr_ssd_read_run(hr_ssd *s, const uint64_t *keys, const int32_t *tokens, hr_kv *kv,
                     const int32_t *blocks, int n);
 
+/* Engine thread: queue the logits after tokens[0..n) (lcache.h; copied
+ * now) to be written under key (a file of their own, "<key>.lg": format in
+ * ssd_logits.c). hr_ssd_queue's 1 / 0 / -1. */
+int hr_ssd_queue_logits(hr_ssd *s, uint64_t key, uint64_t seed, const int32_t *tokens, int n,
+                        const float *logits, int n_vocab);
+/* Engine thread: the logits stored under key for exactly seed and
+ * tokens[0..n) into logits (n_vocab): 1 on a hit, 0 on a miss (absent, or
+ * quarantined: it did not verify). */
+int hr_ssd_read_logits(hr_ssd *s, uint64_t key, uint64_t seed, const int32_t *tokens, int n,
+                       float *logits, int n_vocab);
+
 /* A run of blocks read back in the background (ssd_run.c): reader threads
  * read the files, a chunk of layers at a time, every file's first chunk
  * first, so that layer l of the whole run is in long before the last file

@@ -20,9 +20,14 @@
 
 typedef struct job {
     uint64_t key;
-    int32_t block;
+    int32_t block;         /* -1: a logits file's job */
     int32_t tokens[HR_KV_BLOCK];
     void *state;           /* a copy of the state after the block (owned), or NULL */
+    /* a logits file (ssd_logits.c): copies of the prompt and its logits (owned) */
+    int32_t *ltokens;
+    float *logits;
+    int n_ltokens, n_vocab;
+    uint64_t seed;
 } job;
 
 struct hr_ssd {
@@ -58,6 +63,17 @@ struct hr_ssd {
 #define HDR_BYTES (8 + 4 + 4 + 8 + 8 + 4 * 7 + 8 + 4 * HR_KV_BLOCK + 8 + 8 + 8 + 8)
 #define TOKENS_AT (8 + 4 + 4 + 8 + 8 + 4 * 7 + 8) /* the header's tokens[] */
 
+/* The KV format's fields of a header: the pool's dtype codes, bits,
+ * group (TurboQuant: V's rate), layers, KV heads, head dim, block tokens. */
+void hr__ssd_shape(const hr_ssd *s, uint32_t shape[7]);
+/* Writer thread, after a file of `bytes` was renamed into place (replacing
+ * one of `replaced` bytes, 0 none): the tier resumes if it was paused, the
+ * counts (files: a block's only) and the budget (the oldest files removed
+ * past it). */
+void hr__ssd_wrote(hr_ssd *s, size_t bytes, size_t replaced, bool block);
+/* Writer thread: the logits file of job j (ssd_logits.c); 0, or -1 with
+ * errno, nothing half-written left. */
+int hr__ssd_write_logits(hr_ssd *s, const job *j);
 /* The file's name for key. */
 void hr__ssd_path(const hr_ssd *s, uint64_t key, char *out, size_t n);
 /* Opens the file of key (its name to path: n bytes) for reading, never

@@ -55,6 +55,7 @@ void hr_engine_stats_get(const hr_engine *e, hr_engine_stats *s) {
     }
     s->cache_lookups = atomic_load(&m->st_lookups);
     s->cache_hits = atomic_load(&m->st_lookup_hits);
+    s->cache_logits_hits = atomic_load(&m->st_logits_hits);
     s->images_encoded = atomic_load(&m->st_img_encoded);
     s->images_cached = atomic_load(&m->st_img_cached);
     s->cache_misses = s->cache_lookups - s->cache_hits;

@@ -148,7 +148,7 @@ static void http_replies(text *t, hr_metrics *m) {
 
 enum {
     E_REQUESTS, E_FINISHED, E_RUNNING, E_QUEUED, E_PROMPT_TOKENS, E_GENERATED, E_SPEC_DRAFTED,
-    E_SPEC_ACCEPTED, E_HIT_TOKENS, E_MISS_TOKENS, E_LOOKUPS, E_HITS, E_MISSES, E_PREFILL_TPS,
+    E_SPEC_ACCEPTED, E_HIT_TOKENS, E_MISS_TOKENS, E_LOOKUPS, E_HITS, E_LOGITS_HITS, E_MISSES, E_PREFILL_TPS,
     E_DECODE_TPS, E_KV_CAPACITY, E_KV_FREE, E_KV_USED, E_KV_CACHED, E_KV_BYTES, E_SSD,
     E_SSD_WRITTEN, E_SSD_READ, E_SSD_WRITTEN_BYTES, E_SSD_READ_BYTES, E_SSD_QUARANTINED,
     E_SSD_WRITE_ERRORS, E_SSD_READ_ERRORS, E_SSD_PAUSED, E_WEIGHTS, E_N
@@ -180,6 +180,9 @@ static const struct {
                    "Requests that looked up the prompt cache (one lookup each)."},
     [E_HITS] = {"prompt_cache_hits_total", "counter",
                 "Prompt cache lookups that reused a cached prefix."},
+    [E_LOGITS_HITS] = {"prompt_cache_logits_hits_total", "counter",
+                       "Prompt cache hits that held the whole prompt and its last logits: "
+                       "the first token sampled from them, no forward."},
     [E_MISSES] = {"prompt_cache_misses_total", "counter",
                   "Prompt cache lookups that found no cached prefix."},
     [E_PREFILL_TPS] = {"prefill_tokens_per_second", "gauge",
@@ -197,9 +200,9 @@ static const struct {
     [E_SSD_READ] = {"ssd_cache_read_blocks_total", "counter",
                     "KV blocks read back from the SSD tier (hits)."},
     [E_SSD_WRITTEN_BYTES] = {"ssd_cache_written_bytes_total", "counter",
-                             "Bytes of KV block files written to the SSD tier."},
+                             "Bytes of the files written to the SSD tier (KV blocks, prompts' logits)."},
     [E_SSD_READ_BYTES] = {"ssd_cache_read_bytes_total", "counter",
-                          "Bytes of KV block files read back from the SSD tier (hits)."},
+                          "Bytes of the files read back from the SSD tier (KV blocks, prompts' logits)."},
     [E_SSD_QUARANTINED] = {"ssd_cache_quarantined_blocks_total", "counter",
                            "SSD tier files set aside as damaged or foreign."},
     [E_SSD_WRITE_ERRORS] = {"ssd_cache_write_errors_total", "counter",
@@ -225,6 +228,7 @@ static void engine_values(const hr_engine_stats *st, size_t weights, double v[E_
     v[E_MISS_TOKENS] = (double)st->cache_miss_tokens;
     v[E_LOOKUPS] = (double)st->cache_lookups;
     v[E_HITS] = (double)st->cache_hits;
+    v[E_LOGITS_HITS] = (double)st->cache_logits_hits;
     v[E_MISSES] = (double)st->cache_misses;
     v[E_PREFILL_TPS] = st->prefill_tps;
     v[E_DECODE_TPS] = st->decode_tps;

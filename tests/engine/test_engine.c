@@ -181,7 +181,8 @@ static void test_sampled_rows_batched_equal_alone(void **state) {
 
 /* The three prompts of a fixture's oracle run together through e; each must
  * equal the oracle's greedy continuation and have `cached` prompt tokens
- * from the cache (-1: all but the last). */
+ * from the cache (-1: all of them, the last logits from the logits cache;
+ * -2: whole blocks before the last token). */
 static void run_oracle_cases(hr_engine *e, json_t *ref, const char *name, int cached) {
     hr_error err;
     hr_request *rs[3];
@@ -211,8 +212,8 @@ static void run_oracle_cases(hr_engine *e, json_t *ref, const char *name, int ca
             assert_int_equal(hr_request_cached_tokens(rs[i]), cached);
         else if (cached == -2)
             assert_int_equal(hr_request_cached_tokens(rs[i]), (np[i] - 1) / 32 * 32);
-        else
-            assert_int_equal(hr_request_cached_tokens(rs[i]), np[i] - 1);
+        else /* the whole prompt, its first token from the logits cache */
+            assert_int_equal(hr_request_cached_tokens(rs[i]), np[i]);
         hr_request_release(rs[i]);
     }
     expect_all_blocks_free(e);
@@ -222,9 +223,10 @@ static void run_oracle_cases(hr_engine *e, json_t *ref, const char *name, int ca
  * together and each equals the oracle's greedy continuation: longrope
  * (recomputed when a sequence passes its original length), sliding windows,
  * q/k norms, experts (batch-invariant routing), attention sinks, gated
- * DeltaNet and Mamba-2 (a recurrent state per sequence). A second round reuses all but the
- * last prompt token from the prompt cache (longrope runs without it; hybrid models whole
- * blocks up to the last block boundary before it) and still equals the oracle. */
+ * DeltaNet and Mamba-2 (a recurrent state per sequence). A second round reuses the whole
+ * prompt from the prompt cache and its last logits from the logits cache (longrope runs
+ * without them; hybrid models whole blocks up to the last block boundary before the last
+ * token) and still equals the oracle. */
 static void test_engine_oracle_archs(void **state) {
     (void)state;
     static const char *cases[] = {"phi3-longrope", "gemma3_text", "qwen3", "gemma2",
@@ -470,7 +472,7 @@ static void test_prompt_cache(void **state) {
     hr_request_release(r);
     r = submit(e, a, 120, 12, NULL, 0); /* warm: same tokens, KV reused */
     assert_int_equal(collect(r, out2, 32), nref);
-    assert_int_equal(hr_request_cached_tokens(r), 119); /* all but the last token */
+    assert_int_equal(hr_request_cached_tokens(r), 120); /* the last one's logits cached too */
     assert_memory_equal(out2, ref, (size_t)nref * sizeof(int32_t));
     assert_memory_equal(out1, ref, (size_t)nref * sizeof(int32_t));
     hr_request_release(r);
@@ -489,7 +491,7 @@ static void test_prompt_cache(void **state) {
     /* a: 131 tokens in KV -> 4 full blocks and a tail; b adds its block 3
      * and its tail */
     assert_int_equal(st.kv_blocks_cached, 7);
-    assert_int_equal(st.cached_tokens, 219);
+    assert_int_equal(st.cached_tokens, 220);
     hr_engine_free(e);
     hr_engine_free(nocache);
 
@@ -584,7 +586,7 @@ static void test_prompt_cache_tokens(void **state) {
         hr_request_release(r);
     }
     /* one at a time: cold, the same again, part of a block, the next turn */
-    static const int order[] = {0, 0, 1, 2}, want[] = {0, 19, 12, 31};
+    static const int order[] = {0, 0, 1, 2}, want[] = {0, 20, 12, 31};
     for (int k = 0; k < 4; k++) {
         int i = order[k];
         r = submit(e, p[i], np[i], 12, NULL, 0);
@@ -593,11 +595,12 @@ static void test_prompt_cache_tokens(void **state) {
         assert_int_equal(hr_request_cached_tokens(r), want[k]);
         hr_request_release(r);
     }
-    /* batched: p0..p2 are cached whole, p3 shares 5 tokens with them */
+    /* batched: p0..p2 are cached whole with their last logits, p3 shares 5
+     * tokens with them */
     hr_request *rs[4];
     for (int i = 0; i < 4; i++)
         rs[i] = submit(e, p[i], np[i], 12, NULL, 0);
-    static const int want_b[] = {19, 19, 44, 5};
+    static const int want_b[] = {20, 20, 45, 5};
     for (int i = 0; i < 4; i++) {
         assert_int_equal(collect(rs[i], out, 16), nref[i]);
         assert_memory_equal(out, ref[i], (size_t)nref[i] * sizeof(int32_t));
@@ -607,7 +610,7 @@ static void test_prompt_cache_tokens(void **state) {
     expect_all_blocks_free(e);
     hr_engine_stats st;
     hr_engine_stats_get(e, &st);
-    assert_int_equal(st.cached_tokens, 19 + 12 + 31 + 19 + 19 + 44 + 5);
+    assert_int_equal(st.cached_tokens, 20 + 12 + 31 + 20 + 20 + 45 + 5);
     hr_engine_free(e);
     hr_engine_free(nocache);
 }
@@ -689,6 +692,97 @@ static void test_ssd_overlap_fault(void **state) {
         assert_int_equal(st.ssd_quarantined, 1);
         hr_engine_free(e);
     }
+    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+    assert_int_equal(system(cmd), 0);
+}
+
+/* A sampled request's steps (token, logprob, top logprobs): n of them
+ * (g_cached: its prompt tokens from the prompt cache). */
+static int g_cached;
+static int sampled(hr_engine *e, const int32_t *prompt, int n, hr_step *out, int cap) {
+    hr_req_params p = {.prompt = prompt, .n_prompt = n, .max_tokens = cap, .top_logprobs = 3};
+    hr_sampler_params_default(&p.sampler);
+    p.sampler.temp = 0.9f;
+    p.sampler.seed = 1234;
+    hr_request *r;
+    hr_error err;
+    if (hr_request_new(&r, e, &p, &err) || hr_engine_submit(e, r, &err))
+        fail_msg("%s", err.msg);
+    int k = 0, rc;
+    while (k < cap && (rc = hr_request_wait(r, k, &out[k], 5000)) == 1)
+        k++;
+    g_cached = hr_request_cached_tokens(r);
+    hr_request_release(r);
+    return k;
+}
+
+static long logits_hits(hr_engine *e) {
+    hr_engine_stats st;
+    hr_engine_stats_get(e, &st);
+    return st.cache_logits_hits;
+}
+
+/* The logits cache (lcache.h): a prompt sent again whole, in RAM or after a
+ * restart from the SSD tier, samples its first token from its first
+ * request's logits (no forward) and gives what an engine without a cache
+ * gives, logprobs and all, bit for bit; a prompt that only begins the same
+ * (or extends it) computes its last token; a logits file that does not
+ * verify is quarantined and the request computes it. */
+static void test_logits_cache(void **state) {
+    (void)state;
+    char dir[] = "/tmp/hearth_lg_XXXXXX", cmd[4400];
+    assert_non_null(mkdtemp(dir));
+    hr_error err;
+    hr_engine_opts plain = {.n_threads = 2, .max_batch = 2, .n_ctx = 256, .cache_blocks = -1};
+    hr_engine_opts o = {.n_threads = 2, .max_batch = 2, .n_ctx = 256, .ssd_dir = dir};
+    enum { N = 70, G = 10 };
+    int32_t p[N + 1];
+    for (int i = 0; i <= N; i++)
+        p[i] = (int32_t)((i * 37 + 11) % 500);
+    hr_step ref[G], ref_short[G], ref_long[G], got[G];
+    hr_engine *e;
+    assert_int_equal(hr_engine_new(&e, g_model, &plain, &err), 0);
+    assert_int_equal(sampled(e, p, N, ref, G), G);
+    assert_int_equal(sampled(e, p, N - 5, ref_short, G), G);
+    assert_int_equal(sampled(e, p, N + 1, ref_long, G), G);
+    assert_int_equal(logits_hits(e), 0);
+    hr_engine_free(e);
+
+    assert_int_equal(hr_engine_new(&e, g_model, &o, &err), 0);
+    for (int round = 0; round < 2; round++) { /* computed, then from RAM */
+        assert_int_equal(sampled(e, p, N, got, G), G);
+        assert_memory_equal(got, ref, sizeof ref);
+        assert_int_equal(logits_hits(e), round);
+        assert_int_equal(g_cached, round ? N : 0);
+    }
+    assert_int_equal(sampled(e, p, N - 5, got, G), G); /* a prefix: not its logits */
+    assert_memory_equal(got, ref_short, sizeof ref_short);
+    assert_int_equal(sampled(e, p, N + 1, got, G), G); /* one token more */
+    assert_memory_equal(got, ref_long, sizeof ref_long);
+    assert_int_equal(logits_hits(e), 1);
+    hr_engine_free(e);
+    assert_int_equal(count_files(dir, ".lg"), 3); /* one a prompt */
+
+    assert_int_equal(hr_engine_new(&e, g_model, &o, &err), 0); /* a restart */
+    assert_int_equal(sampled(e, p, N, got, G), G);
+    assert_memory_equal(got, ref, sizeof ref);
+    assert_int_equal(logits_hits(e), 1);
+    assert_int_equal(g_cached, N);
+    hr_engine_free(e);
+
+    /* every .lg file's logits damaged: quarantined, computed */
+    snprintf(cmd, sizeof cmd, "for f in $(find %s -name '*.lg'); do printf 'X' | dd of=$f bs=1 "
+             "seek=1000 conv=notrunc status=none; done", dir);
+    assert_int_equal(system(cmd), 0);
+    assert_int_equal(hr_engine_new(&e, g_model, &o, &err), 0);
+    assert_int_equal(sampled(e, p, N, got, G), G);
+    assert_memory_equal(got, ref, sizeof ref);
+    assert_int_equal(logits_hits(e), 0);
+    assert_int_equal(g_cached, N - 1);
+    hr_engine_stats st;
+    hr_engine_stats_get(e, &st);
+    assert_true(st.ssd_quarantined >= 1);
+    hr_engine_free(e);
     snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
     assert_int_equal(system(cmd), 0);
 }
@@ -1012,6 +1106,7 @@ int main(int argc, char **argv) {
         cmocka_unit_test(test_prompt_cache_tokens),
         cmocka_unit_test(test_ssd_tier),
         cmocka_unit_test(test_ssd_overlap_fault),
+        cmocka_unit_test(test_logits_cache),
         cmocka_unit_test(test_kv_types_vs_cpu),
         cmocka_unit_test(test_kv_start_prompt_cache),
     };

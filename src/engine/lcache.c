@@ -1,0 +1,119 @@
+#include "engine/lcache.h"
+
+#include <stdlib.h>
+#include <string.h>
+#include <xxhash.h>
+
+#define LCACHE_ENTRIES 16
+
+typedef struct entry {
+    uint64_t key, seed;
+    int n, cap;     /* tokens (0: empty), and room for them */
+    int32_t *tokens;
+    float *logits;
+    uint64_t used;  /* the clock at its last put or hit */
+} entry;
+
+struct hr_lcache {
+    int n_vocab;
+    hr_ssd *ssd;
+    entry e[LCACHE_ENTRIES];
+    uint64_t clock;
+};
+
+/* The files' and the entries' key: the tokens hashed with the seed. */
+static uint64_t key_of(uint64_t seed, const int32_t *tokens, int n) {
+    return XXH64(tokens, (size_t)n * sizeof *tokens, seed);
+}
+
+hr_lcache *hr_lcache_new(int n_vocab, hr_ssd *ssd) {
+    hr_lcache *lc = calloc(1, sizeof *lc);
+    if (lc) {
+        lc->n_vocab = n_vocab;
+        lc->ssd = ssd;
+    }
+    return lc;
+}
+
+void hr_lcache_free(hr_lcache *lc) {
+    if (!lc)
+        return;
+    for (int i = 0; i < LCACHE_ENTRIES; i++) {
+        free(lc->e[i].tokens);
+        free(lc->e[i].logits);
+    }
+    free(lc);
+}
+
+static entry *find(hr_lcache *lc, uint64_t key, uint64_t seed, const int32_t *tokens, int n) {
+    for (int i = 0; i < LCACHE_ENTRIES; i++) {
+        entry *e = &lc->e[i];
+        if (e->n == n && e->key == key && e->seed == seed &&
+            !memcmp(e->tokens, tokens, (size_t)n * sizeof *tokens))
+            return e;
+    }
+    return NULL;
+}
+
+/* The entry to fill for a new prompt: an empty one, else the least
+ * recently used (emptied). */
+static entry *victim(hr_lcache *lc) {
+    entry *v = &lc->e[0];
+    for (int i = 0; i < LCACHE_ENTRIES && v->n; i++)
+        if (!lc->e[i].n || lc->e[i].used < v->used)
+            v = &lc->e[i];
+    return v;
+}
+
+/* Into RAM (the entry's buffers reused where they fit). */
+static void keep(hr_lcache *lc, uint64_t key, uint64_t seed, const int32_t *tokens, int n,
+                 const float *logits) {
+    entry *e = victim(lc);
+    e->n = 0; /* empty until complete */
+    if (e->cap < n) {
+        int32_t *t = realloc(e->tokens, (size_t)n * sizeof *t);
+        if (!t)
+            return;
+        e->tokens = t;
+        e->cap = n;
+    }
+    if (!e->logits && !(e->logits = malloc((size_t)lc->n_vocab * sizeof *e->logits)))
+        return;
+    memcpy(e->tokens, tokens, (size_t)n * sizeof *tokens);
+    memcpy(e->logits, logits, (size_t)lc->n_vocab * sizeof *logits);
+    e->key = key;
+    e->seed = seed;
+    e->n = n;
+    e->used = ++lc->clock;
+}
+
+void hr_lcache_put(hr_lcache *lc, uint64_t seed, const int32_t *tokens, int n,
+                   const float *logits) {
+    if (!lc || n <= 0)
+        return;
+    uint64_t key = key_of(seed, tokens, n);
+    entry *e = find(lc, key, seed, tokens, n);
+    if (e) { /* (the same prompt computed again: the same logits) */
+        e->used = ++lc->clock;
+        return;
+    }
+    keep(lc, key, seed, tokens, n, logits);
+    if (lc->ssd)
+        hr_ssd_queue_logits(lc->ssd, key, seed, tokens, n, logits, lc->n_vocab);
+}
+
+bool hr_lcache_get(hr_lcache *lc, uint64_t seed, const int32_t *tokens, int n, float *out) {
+    if (!lc || n <= 0)
+        return false;
+    uint64_t key = key_of(seed, tokens, n);
+    entry *e = find(lc, key, seed, tokens, n);
+    if (e) {
+        memcpy(out, e->logits, (size_t)lc->n_vocab * sizeof *out);
+        e->used = ++lc->clock;
+    } else if (lc->ssd && hr_ssd_read_logits(lc->ssd, key, seed, tokens, n, out, lc->n_vocab)) {
+        keep(lc, key, seed, tokens, n, out);
+    } else {
+        return false;
+    }
+    return true;
+}
