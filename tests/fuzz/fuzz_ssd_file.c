@@ -1,12 +1,14 @@
-/* libFuzzer: the SSD tier's block files (engine/ssd.h) over arbitrary
- * bytes. The input is a file put under a block's name and read back as
- * that block, as a tail and as a run of one (straight into a host pool),
- * and by a tier whose model has a recurrent state (through its buffer).
- * The first byte picks the file: 0, the rest of the input itself; 1, a
- * valid file the tier wrote, with the input's (offset, byte) pairs XORed
- * in; 2, that file cut (or padded with the input) to a length the input
- * says. Nothing may crash or touch memory outside the block read into; a
- * file that changed from the valid one must be a miss. */
+/* libFuzzer: the SSD tier's block files and logits files (engine/ssd.h)
+ * over arbitrary bytes. The input is a file put under a block's name and
+ * read back as that block, as a tail and as a run of one (straight into a
+ * host pool), and by a tier whose model has a recurrent state (through its
+ * buffer); or (first byte / 3 odd) a file put under a prompt's logits name
+ * and read back as those logits. The first byte % 3 picks the file: 0, the
+ * rest of the input itself; 1, a valid file the tier wrote, with the
+ * input's (offset, byte) pairs XORed in; 2, that file cut (or padded with
+ * the input) to a length the input says. Nothing may crash or touch memory
+ * outside the block or logits read into; a file that changed from the
+ * valid one must be a miss. */
 #include "core/log.h"
 #include "engine/ssd.h"
 #include "model/kv.h"
@@ -24,23 +26,39 @@ static char dir[128];
 static hr_kv kv;
 static hr_ssd *tier[2]; /* model fingerprints 42 (no state) and 43 (a state) */
 static int32_t tokens[HR_KV_BLOCK];
-static unsigned char *valid;
-static size_t valid_len;
+static unsigned char *valid, *valid_lg; /* a block's file, a prompt's logits file */
+static size_t valid_len, valid_lg_len;
+enum { VOCAB = 40, PROMPT = 5, LG_KEY = 2, LG_SEED = 9 };
 
-static void path_of(int t, uint64_t key, char *out, size_t n) {
-    snprintf(out, n, "%s/%016llx/%016llx.kv", dir, 42ULL + (unsigned long long)t,
-             (unsigned long long)key);
+static void path_of(int t, uint64_t key, char *out, size_t n, const char *ext) {
+    snprintf(out, n, "%s/%016llx/%016llx.%s", dir, 42ULL + (unsigned long long)t,
+             (unsigned long long)key, ext);
 }
 
-static void put(int t, uint64_t key, const unsigned char *b, size_t n) {
+static void put_as(int t, uint64_t key, const unsigned char *b, size_t n, const char *ext) {
     char p[512];
-    path_of(t, key, p, sizeof p);
+    path_of(t, key, p, sizeof p, ext);
     FILE *f = fopen(p, "wb");
     if (!f)
         abort();
     if (n && fwrite(b, 1, n, f) != n)
         abort();
     fclose(f);
+}
+
+static void put(int t, uint64_t key, const unsigned char *b, size_t n) {
+    put_as(t, key, b, n, "kv");
+}
+
+/* The whole file at p, malloc'd (*n its length); aborts when it cannot. */
+static unsigned char *slurp(const char *p, size_t *n) {
+    FILE *f = fopen(p, "rb");
+    unsigned char *b = NULL;
+    if (!f || fseek(f, 0, SEEK_END) || (*n = (size_t)ftell(f)) == 0 || !(b = malloc(*n)) ||
+        fseek(f, 0, SEEK_SET) || fread(b, 1, *n, f) != *n)
+        abort();
+    fclose(f);
+    return b;
 }
 
 static void cleanup(void) {
@@ -75,13 +93,16 @@ static void setup(void) {
         usleep(1000);
     hr_kv_unref(&kv, b);
     char p[512];
-    path_of(0, 1, p, sizeof p);
-    FILE *f = fopen(p, "rb");
-    if (!f || fseek(f, 0, SEEK_END) || (valid_len = (size_t)ftell(f)) == 0 ||
-        !(valid = malloc(valid_len)) || fseek(f, 0, SEEK_SET) ||
-        fread(valid, 1, valid_len, f) != valid_len)
+    path_of(0, 1, p, sizeof p, "kv");
+    valid = slurp(p, &valid_len);
+    float logits[VOCAB];
+    for (int i = 0; i < VOCAB; i++)
+        logits[i] = (float)i - 7.5f;
+    if (hr_ssd_queue_logits(tier[0], LG_KEY, LG_SEED, tokens, PROMPT, logits, VOCAB) != 1)
         abort();
-    fclose(f);
+    hr_ssd_stop(tier[0]); /* (its writes finished: the tier still reads) */
+    path_of(0, LG_KEY, p, sizeof p, "lg");
+    valid_lg = slurp(p, &valid_lg_len);
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
@@ -89,6 +110,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         setup();
     if (size == 0)
         return 0;
+    bool lg = data[0] / 3 % 2;
+    const unsigned char *vf = lg ? valid_lg : valid;
+    size_t vlen = lg ? valid_lg_len : valid_len;
     unsigned char *file = NULL;
     size_t n = 0;
     if (data[0] % 3 == 0) { /* the input itself */
@@ -96,20 +120,31 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         file = malloc(n ? n : 1);
         memcpy(file, data + 1, n);
     } else if (data[0] % 3 == 1) { /* the valid file, bytes XORed */
-        n = valid_len;
+        n = vlen;
         file = malloc(n);
-        memcpy(file, valid, n);
+        memcpy(file, vf, n);
         for (size_t i = 1; i + 2 < size; i += 3)
             file[((size_t)data[i] << 8 | data[i + 1]) % n] ^= data[i + 2];
     } else { /* the valid file, cut or padded */
-        size_t want = size >= 3 ? ((size_t)data[1] << 8 | data[2]) % (2 * valid_len) : 0;
+        size_t want = size >= 3 ? ((size_t)data[1] << 8 | data[2]) % (2 * vlen) : 0;
         n = want;
         file = calloc(n ? n : 1, 1);
-        memcpy(file, valid, n < valid_len ? n : valid_len);
-        for (size_t i = valid_len; i < n && size > 3; i++) /* (else zeros) */
-            file[i] = data[3 + (i - valid_len) % (size - 3)];
+        memcpy(file, vf, n < vlen ? n : vlen);
+        for (size_t i = vlen; i < n && size > 3; i++) /* (else zeros) */
+            file[i] = data[3 + (i - vlen) % (size - 3)];
     }
-    bool changed = n != valid_len || memcmp(file, valid, n) != 0;
+    bool changed = n != vlen || memcmp(file, vf, n) != 0;
+    if (lg) { /* a prompt's logits: this prompt's, and another's under its key */
+        float out[VOCAB];
+        put_as(0, LG_KEY, file, n, "lg");
+        if (hr_ssd_read_logits(tier[0], LG_KEY, LG_SEED, tokens, PROMPT, out, VOCAB) && changed)
+            abort();
+        put_as(0, LG_KEY, file, n, "lg");
+        if (hr_ssd_read_logits(tier[0], LG_KEY, LG_SEED, tokens + 1, PROMPT, out, VOCAB))
+            abort();
+        free(file);
+        return 0;
+    }
     int32_t blk = hr_kv_alloc(&kv), tt[HR_KV_BLOCK];
     unsigned char state[STATE];
     bool has = false;
