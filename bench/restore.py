@@ -175,12 +175,14 @@ for kv in kvs:
             time.sleep(int(os.environ.get('WAIT_MS', '0')) / 1e3)
             ttft, usage = complete(port)
             got = metric(port, 'ssd_cache_read_bytes_total')
+            lg = metric(port, 'prompt_cache_logits_hits_total')  # (nan: a binary without it)
             stop(p)
-            runs[i].append({'bw': bw, 'bytes': got, 'ttft': ttft,
+            runs[i].append({'bw': bw, 'bytes': got, 'ttft': ttft, 'lg': lg,
                             'tokens': usage['prompt_tokens'],
                             'cached': usage['prompt_tokens_details']['cached_tokens']})
             print(f'  {kv} {b} run {r + 1}: TTFT {ttft:.0f} ms, {got / 1e6:.0f} MB read, '
-                  f'cold {bw / 1e6:.0f} MB/s, bound {got / bw * 1e3:.0f} ms', file=sys.stderr,
+                  f'cold {bw / 1e6:.0f} MB/s, bound {got / bw * 1e3:.0f} ms, first token from '
+                  f'cached logits: {"yes" if lg == 1 else "no"}', file=sys.stderr,
                   flush=True)
     if not keep:
         shutil.rmtree(ssd, ignore_errors=True)

@@ -5,6 +5,8 @@
 # the same prompt's TTFT is measured (its KV read back from disk). Printed
 # beside the bound: the bytes read from disk over the disk's cold read
 # bandwidth, measured on those very files in the same run (8 readers).
+# Each run's line says whether the first token came from the prompt's
+# cached logits (docs/prompt-cache.md, the logits cache: then no forward).
 # The synthesized Qwen3-0.6B shape (bf16) with the real Qwen3 tokenizer,
 # 2 threads, /v1/completions.
 #   bench/restore.sh [build/hearth[,OTHER_BINARY..]]  (several: side by side)
