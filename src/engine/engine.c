@@ -752,8 +752,11 @@ int hr_engine_new(hr_engine **out, const hr_model *m, const hr_engine_opts *o,
             hr_pcache_keep_states(e->pcache, state_bytes, (size_t)1 << 30);
         /* prompts' last logits (not for hybrid models: their state at the
          * prompt's end is not kept; NULL, no memory: none) */
-        if (e->pcache && !state_bytes)
-            e->lcache = hr_lcache_new(m->hp.n_vocab, e->ssd);
+        if (e->pcache && !state_bytes) { /* on disk: prompts whose KV outweighs them */
+            size_t kb = hr_kv_pool_block_bytes(&e->kv), lb = (size_t)m->hp.n_vocab * sizeof(float);
+            int ssd_min = kb ? (int)((lb * HR_KV_BLOCK + kb - 1) / kb) : 1;
+            e->lcache = hr_lcache_new(m->hp.n_vocab, e->ssd, ssd_min);
+        }
         /* a run read back from the SSD tier under the step that needs it
          * (readback.c; not with residual windows, cut back by position) */
         if (e->pcache && !e->resid && hr__readback_can())

@@ -15,7 +15,7 @@ typedef struct entry {
 } entry;
 
 struct hr_lcache {
-    int n_vocab;
+    int n_vocab, ssd_min;
     hr_ssd *ssd;
     entry e[LCACHE_ENTRIES];
     uint64_t clock;
@@ -26,11 +26,12 @@ static uint64_t key_of(uint64_t seed, const int32_t *tokens, int n) {
     return XXH64(tokens, (size_t)n * sizeof *tokens, seed);
 }
 
-hr_lcache *hr_lcache_new(int n_vocab, hr_ssd *ssd) {
+hr_lcache *hr_lcache_new(int n_vocab, hr_ssd *ssd, int ssd_min) {
     hr_lcache *lc = calloc(1, sizeof *lc);
     if (lc) {
         lc->n_vocab = n_vocab;
         lc->ssd = ssd;
+        lc->ssd_min = ssd_min;
     }
     return lc;
 }
@@ -98,7 +99,7 @@ void hr_lcache_put(hr_lcache *lc, uint64_t seed, const int32_t *tokens, int n,
         return;
     }
     keep(lc, key, seed, tokens, n, logits);
-    if (lc->ssd)
+    if (lc->ssd && n >= lc->ssd_min)
         hr_ssd_queue_logits(lc->ssd, key, seed, tokens, n, logits, lc->n_vocab);
 }
 
@@ -110,7 +111,7 @@ bool hr_lcache_get(hr_lcache *lc, uint64_t seed, const int32_t *tokens, int n, f
     if (e) {
         memcpy(out, e->logits, (size_t)lc->n_vocab * sizeof *out);
         e->used = ++lc->clock;
-    } else if (lc->ssd && hr_ssd_read_logits(lc->ssd, key, seed, tokens, n, out, lc->n_vocab)) {
+    } else if (lc->ssd && n >= lc->ssd_min && hr_ssd_read_logits(lc->ssd, key, seed, tokens, n, out, lc->n_vocab)) {
         keep(lc, key, seed, tokens, n, out);
     } else {
         return false;

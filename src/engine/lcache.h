@@ -9,8 +9,9 @@
  * request gets, bit for bit.
  *
  * RAM: the LCACHE_ENTRIES most recent, least recently used first out. With
- * the SSD tier, every entry is written there too (ssd.h: "<key>.lg" files)
- * and a RAM miss is looked up there. Engine thread only. */
+ * the SSD tier, the entries of long enough prompts are written there too
+ * (ssd.h: "<key>.lg" files) and a RAM miss is looked up there. Engine
+ * thread only. */
 #ifndef HR_ENGINE_LCACHE_H
 #define HR_ENGINE_LCACHE_H
 
@@ -21,8 +22,11 @@
 
 typedef struct hr_lcache hr_lcache;
 
-/* n_vocab floats an entry; ssd may be NULL. NULL on allocation failure. */
-hr_lcache *hr_lcache_new(int n_vocab, hr_ssd *ssd);
+/* n_vocab floats an entry; ssd may be NULL; only prompts of ssd_min
+ * tokens or more go to it (so that a file of logits is no larger than the
+ * KV it accompanies: short prompts' logits stay in RAM). NULL on
+ * allocation failure. */
+hr_lcache *hr_lcache_new(int n_vocab, hr_ssd *ssd, int ssd_min);
 void hr_lcache_free(hr_lcache *lc);
 
 /* Keep the logits after tokens[0..n) (copied). Allocation failure or a full

@@ -726,8 +726,9 @@ static long logits_hits(hr_engine *e) {
  * restart from the SSD tier, samples its first token from its first
  * request's logits (no forward) and gives what an engine without a cache
  * gives, logprobs and all, bit for bit; a prompt that only begins the same
- * (or extends it) computes its last token; a logits file that does not
- * verify is quarantined and the request computes it. */
+ * (or extends it) computes its last token; a short prompt's logits stay
+ * off the disk; a logits file that does not verify is quarantined and the
+ * request computes it. */
 static void test_logits_cache(void **state) {
     (void)state;
     char dir[] = "/tmp/hearth_lg_XXXXXX", cmd[4400];
@@ -760,8 +761,15 @@ static void test_logits_cache(void **state) {
     assert_int_equal(sampled(e, p, N + 1, got, G), G); /* one token more */
     assert_memory_equal(got, ref_long, sizeof ref_long);
     assert_int_equal(logits_hits(e), 1);
+    /* a prompt whose KV is smaller than its logits (2 tokens of this model:
+     * 1.5 KB against 2 KB): kept in RAM only */
+    hr_step tiny[G];
+    assert_int_equal(sampled(e, p, 2, tiny, G), G);
+    assert_int_equal(sampled(e, p, 2, got, G), G);
+    assert_memory_equal(got, tiny, sizeof tiny);
+    assert_int_equal(logits_hits(e), 2);
     hr_engine_free(e);
-    assert_int_equal(count_files(dir, ".lg"), 3); /* one a prompt */
+    assert_int_equal(count_files(dir, ".lg"), 3); /* one a long enough prompt */
 
     assert_int_equal(hr_engine_new(&e, g_model, &o, &err), 0); /* a restart */
     assert_int_equal(sampled(e, p, N, got, G), G);
