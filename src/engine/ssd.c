@@ -48,11 +48,6 @@ static const char *dtype_suffix(hr_dtype t) {
 
 /* ---- header ----------------------------------------------------------------------- */
 
-static unsigned char *put(unsigned char *p, const void *v, size_t n) {
-    memcpy(p, v, n); /* x86-64 and arm64 are little-endian */
-    return p + n;
-}
-
 void hr__ssd_shape(const hr_ssd *s, uint32_t shape[7]) {
     uint32_t v[7] = {kv_format(s->kv), (uint32_t)s->kv->bits,
                      (uint32_t)(s->kv->dtype == HR_DTYPE_TURBO ? s->kv->vbits : s->kv->group),
@@ -66,18 +61,18 @@ static void make_header(const hr_ssd *s, uint64_t key, const int32_t *tokens, ui
     uint32_t u32[] = {VERSION, HDR_BYTES}, shape[7];
     hr__ssd_shape(s, shape);
     uint64_t payload = s->payload;
-    unsigned char *p = put(h, MAGIC, 8);
-    p = put(p, u32, sizeof u32);
-    p = put(p, &s->fp, 8);
-    p = put(p, &s->salt, 8);
-    p = put(p, shape, sizeof shape);
-    p = put(p, &key, 8);
-    p = put(p, tokens, 4 * HR_KV_BLOCK);
-    p = put(p, &payload, 8);
-    p = put(p, &state, 8);
-    p = put(p, &sum, 8);
+    unsigned char *p = hr__ssd_put(h, MAGIC, 8);
+    p = hr__ssd_put(p, u32, sizeof u32);
+    p = hr__ssd_put(p, &s->fp, 8);
+    p = hr__ssd_put(p, &s->salt, 8);
+    p = hr__ssd_put(p, shape, sizeof shape);
+    p = hr__ssd_put(p, &key, 8);
+    p = hr__ssd_put(p, tokens, 4 * HR_KV_BLOCK);
+    p = hr__ssd_put(p, &payload, 8);
+    p = hr__ssd_put(p, &state, 8);
+    p = hr__ssd_put(p, &sum, 8);
     uint64_t hsum = XXH64(h, (size_t)(p - h), 0);
-    put(p, &hsum, 8);
+    hr__ssd_put(p, &hsum, 8);
 }
 
 const char *hr__ssd_header_fault(const hr_ssd *s, const unsigned char *h, size_t size,

@@ -7,6 +7,7 @@
 
 #include <pthread.h>
 #include <stdatomic.h>
+#include <string.h>
 #include <sys/types.h>
 #include <sys/uio.h>
 #define XXH_STATIC_LINKING_ONLY /* XXH64_state_t in a caller's memory */
@@ -63,6 +64,11 @@ struct hr_ssd {
 #define HDR_BYTES (8 + 4 + 4 + 8 + 8 + 4 * 7 + 8 + 4 * HR_KV_BLOCK + 8 + 8 + 8 + 8)
 #define TOKENS_AT (8 + 4 + 4 + 8 + 8 + 4 * 7 + 8) /* the header's tokens[] */
 
+/* A header's field: n bytes of v at p; past them. */
+static inline unsigned char *hr__ssd_put(unsigned char *p, const void *v, size_t n) {
+    memcpy(p, v, n); /* x86-64 and arm64 are little-endian */
+    return p + n;
+}
 /* The KV format's fields of a header: the pool's dtype codes, bits,
  * group (TurboQuant: V's rate), layers, KV heads, head dim, block tokens. */
 void hr__ssd_shape(const hr_ssd *s, uint32_t shape[7]);

@@ -43,18 +43,17 @@ static void lg_header(const hr_ssd *s, uint64_t key, uint64_t seed, int n, int n
                       uint64_t sum, unsigned char *h) {
     uint32_t u32[] = {LG_VERSION, LG_HDR}, shape[7], sizes[] = {(uint32_t)n_vocab, (uint32_t)n};
     hr__ssd_shape(s, shape);
-    unsigned char *p = h;
-    memcpy(p, LG_MAGIC, 8), p += 8;
-    memcpy(p, u32, sizeof u32), p += sizeof u32;
-    memcpy(p, &s->fp, 8), p += 8;
-    memcpy(p, &s->salt, 8), p += 8;
-    memcpy(p, shape, sizeof shape), p += sizeof shape;
-    memcpy(p, sizes, sizeof sizes), p += sizeof sizes;
-    memcpy(p, &key, 8), p += 8;
-    memcpy(p, &seed, 8), p += 8;
-    memcpy(p, &sum, 8), p += 8;
+    unsigned char *p = hr__ssd_put(h, LG_MAGIC, 8);
+    p = hr__ssd_put(p, u32, sizeof u32);
+    p = hr__ssd_put(p, &s->fp, 8);
+    p = hr__ssd_put(p, &s->salt, 8);
+    p = hr__ssd_put(p, shape, sizeof shape);
+    p = hr__ssd_put(p, sizes, sizeof sizes);
+    p = hr__ssd_put(p, &key, 8);
+    p = hr__ssd_put(p, &seed, 8);
+    p = hr__ssd_put(p, &sum, 8);
     uint64_t hsum = XXH64(h, (size_t)(p - h), 0);
-    memcpy(p, &hsum, 8);
+    hr__ssd_put(p, &hsum, 8);
 }
 
 int hr_ssd_queue_logits(hr_ssd *s, uint64_t key, uint64_t seed, const int32_t *tokens, int n,
