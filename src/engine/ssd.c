@@ -151,45 +151,19 @@ static void trim_to_budget(hr_ssd *s) {
     }
 }
 
-/* 0, or -1 with errno saying why; nothing half-written stays (temp file
- * + rename, the temp removed on failure). */
-static int write_block(hr_ssd *s, const job *j) {
-    char path[4200], tmp[4300];
-    hr__ssd_path(s, j->key, path, sizeof path);
-    struct stat fst;
-    size_t state = j->state ? s->state_bytes : 0;
-    bool had = stat(path, &fst) == 0 && S_ISREG(fst.st_mode);
-    if (had && j->tokens[HR_KV_BLOCK - 1] >= 0 && /* (a tail is rewritten) */
-        (size_t)fst.st_size >= HDR_BYTES + s->payload + state &&
-        (size_t)fst.st_size <= HDR_BYTES + s->payload + s->state_bytes)
-        return 0; /* already on disk (same key, same content, with a state if this has
-                   * one; verified on read) */
+int hr__ssd_write_file(const char *path, const struct iovec *iov, int cnt) {
+    char tmp[4300];
     snprintf(tmp, sizeof tmp, "%s.tmp.%d", path, (int)getpid());
     unlink(tmp); /* whatever a crash or someone else left under that name */
     int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
     if (fd < 0)
         return -1;
     int e = 0;
-    if (hr_kv_block_read(s->kv, j->block, s->stage, NULL)) {
-        e = EIO;
-    } else {
-        XXH64_state_t *xs = XXH64_createState();
-        if (!xs) {
-            e = ENOMEM;
-        } else {
-            XXH64_reset(xs, 0);
-            XXH64_update(xs, s->stage, s->payload);
-            if (state)
-                XXH64_update(xs, j->state, state);
-            uint64_t sum = XXH64_digest(xs);
-            XXH64_freeState(xs);
-            unsigned char h[HDR_BYTES];
-            make_header(s, j->key, j->tokens, sum, state, h);
-            if (hr_write_all(fd, h, sizeof h) || hr_write_all(fd, s->stage, s->payload) ||
-                (state && hr_write_all(fd, j->state, state)) || fdatasync(fd))
-                e = errno;
-        }
-    }
+    for (int i = 0; i < cnt && !e; i++)
+        if (hr_write_all(fd, iov[i].iov_base, iov[i].iov_len))
+            e = errno;
+    if (!e && fdatasync(fd))
+        e = errno;
     if (close(fd) != 0 && !e)
         e = errno;
     if (!e && rename(tmp, path) != 0)
@@ -199,6 +173,36 @@ static int write_block(hr_ssd *s, const job *j) {
         errno = e;
         return -1;
     }
+    return 0;
+}
+
+/* 0, or -1 with errno saying why (hr__ssd_write_file: nothing
+ * half-written stays). */
+static int write_block(hr_ssd *s, const job *j) {
+    char path[4200];
+    hr__ssd_path(s, j->key, path, sizeof path);
+    struct stat fst;
+    size_t state = j->state ? s->state_bytes : 0;
+    bool had = stat(path, &fst) == 0 && S_ISREG(fst.st_mode);
+    if (had && j->tokens[HR_KV_BLOCK - 1] >= 0 && /* (a tail is rewritten) */
+        (size_t)fst.st_size >= HDR_BYTES + s->payload + state &&
+        (size_t)fst.st_size <= HDR_BYTES + s->payload + s->state_bytes)
+        return 0; /* already on disk (same key, same content, with a state if this has
+                   * one; verified on read) */
+    if (hr_kv_block_read(s->kv, j->block, s->stage, NULL)) {
+        errno = EIO;
+        return -1;
+    }
+    XXH64_state_t xs;
+    XXH64_reset(&xs, 0);
+    XXH64_update(&xs, s->stage, s->payload);
+    if (state)
+        XXH64_update(&xs, j->state, state);
+    unsigned char h[HDR_BYTES];
+    make_header(s, j->key, j->tokens, XXH64_digest(&xs), state, h);
+    struct iovec iov[] = {{h, sizeof h}, {s->stage, s->payload}, {j->state, state}};
+    if (hr__ssd_write_file(path, iov, state ? 3 : 2))
+        return -1;
     hr__ssd_wrote(s, HDR_BYTES + s->payload + state, had ? (size_t)fst.st_size : 0, true);
     return 0;
 }

@@ -77,6 +77,11 @@ void hr__ssd_shape(const hr_ssd *s, uint32_t shape[7]);
  * counts (files: a block's only) and the budget (the oldest files removed
  * past it). */
 void hr__ssd_wrote(hr_ssd *s, size_t bytes, size_t replaced, bool block);
+/* path written as the bytes of iov[0..cnt): a temp file beside it, synced,
+ * then renamed into place. 0, or -1 with errno saying why; nothing
+ * half-written stays (a crash or a failed write leaves the old file or
+ * none). */
+int hr__ssd_write_file(const char *path, const struct iovec *iov, int cnt);
 /* Writer thread: the logits file of job j (ssd_logits.c); 0, or -1 with
  * errno, nothing half-written left. */
 int hr__ssd_write_logits(hr_ssd *s, const job *j);

@@ -11,7 +11,6 @@
  * not verify quarantined (a miss). Their bytes count in the tier's, their
  * files not in its blocks written and read. */
 #include "engine/ssd_int.h"
-#include "core/file.h"
 #include "core/log.h"
 #include "core/timer.h"
 
@@ -87,35 +86,21 @@ int hr_ssd_queue_logits(hr_ssd *s, uint64_t key, uint64_t seed, const int32_t *t
 }
 
 int hr__ssd_write_logits(hr_ssd *s, const job *j) {
-    char path[4200], tmp[4300];
+    char path[4200];
     lg_path(s, j->key, path, sizeof path);
     size_t bytes = LG_HDR + (size_t)j->n_ltokens * 4 + (size_t)j->n_vocab * 4;
     struct stat fst;
     bool had = stat(path, &fst) == 0 && S_ISREG(fst.st_mode);
     if (had && (size_t)fst.st_size == bytes)
         return 0; /* already on disk (verified on read) */
-    snprintf(tmp, sizeof tmp, "%s.tmp.%d", path, (int)getpid());
-    unlink(tmp);
-    int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
-    if (fd < 0)
-        return -1;
     unsigned char h[LG_HDR];
     lg_header(s, j->key, j->seed, j->n_ltokens, j->n_vocab,
               body_sum(j->ltokens, j->n_ltokens, j->logits, j->n_vocab), h);
-    int e = 0;
-    if (hr_write_all(fd, h, sizeof h) ||
-        hr_write_all(fd, j->ltokens, (size_t)j->n_ltokens * 4) ||
-        hr_write_all(fd, j->logits, (size_t)j->n_vocab * 4) || fdatasync(fd))
-        e = errno;
-    if (close(fd) != 0 && !e)
-        e = errno;
-    if (!e && rename(tmp, path) != 0)
-        e = errno;
-    if (e) {
-        unlink(tmp);
-        errno = e;
+    struct iovec iov[] = {{h, sizeof h},
+                          {j->ltokens, (size_t)j->n_ltokens * 4},
+                          {j->logits, (size_t)j->n_vocab * 4}};
+    if (hr__ssd_write_file(path, iov, 3))
         return -1;
-    }
     hr__ssd_wrote(s, bytes, had ? (size_t)fst.st_size : 0, false);
     return 0;
 }
