@@ -280,7 +280,6 @@ static void admit(hr_engine *e) {
         r->cached = r->len;
         pthread_mutex_unlock(&r->mu);
         atomic_fetch_add(&e->st_cached_tokens, r->len);
-        atomic_fetch_add(&e->st_logits_hits, r->first != NULL);
         if ((e->pcache || e->pcq) && !r->embed) {
             atomic_fetch_add(&e->st_lookups, 1);
             atomic_fetch_add(&e->st_lookup_hits, r->len > 0);
@@ -453,6 +452,7 @@ static bool first_rows(hr_engine *e, bool add) {
         memcpy(e->logits + (size_t)e->n_rows * V, r->first, (size_t)V * sizeof *r->first);
         free(r->first);
         r->first = NULL;
+        atomic_fetch_add(&e->st_logits_hits, 1); /* (used: not one cut back before) */
         e->b_first[e->n_rows] = 1;
         e->b_row_score[e->n_rows] = -1;
         e->b_row_req[e->n_rows++] = r;

@@ -791,6 +791,37 @@ static void test_logits_cache(void **state) {
     hr_engine_stats_get(e, &st);
     assert_true(st.ssd_quarantined >= 1);
     hr_engine_free(e);
+
+    /* a prompt of whole blocks (all of them on disk as its own, whatever
+     * its generation wrote after them): after a restart its first token
+     * comes from its logits file; when its last block then fails its
+     * checksum (found once the run is read, after the lookup), the request
+     * is cut back, computes that block and its first token itself (the
+     * logits not used, nor counted) and still gives the same answer */
+    enum { W = 96 };
+    int32_t pw[W];
+    for (int i = 0; i < W; i++)
+        pw[i] = (int32_t)((i * 41 + 3) % 500);
+    hr_step ref_w[G];
+    assert_int_equal(hr_engine_new(&e, g_model, &plain, &err), 0);
+    assert_int_equal(sampled(e, pw, W, ref_w, G), G);
+    hr_engine_free(e);
+    for (int round = 0; round < 3; round++) { /* computed; from disk; a block damaged */
+        if (round == 2) {
+            uint64_t key = 0;
+            for (int b = 0; b < W / 32; b++)
+                key = XXH3_64bits_withSeed(pw + b * 32, 32 * sizeof *pw, key);
+            snprintf(cmd, sizeof cmd, "printf 'X' | dd of=$(ls %s/*/%016llx.kv) bs=1 "
+                     "seek=3000 conv=notrunc status=none", dir, (unsigned long long)key);
+            assert_int_equal(system(cmd), 0);
+        }
+        assert_int_equal(hr_engine_new(&e, g_model, &o, &err), 0);
+        assert_int_equal(sampled(e, pw, W, got, G), G);
+        assert_memory_equal(got, ref_w, sizeof ref_w);
+        assert_int_equal(logits_hits(e), round == 1);
+        assert_int_equal(g_cached, round == 1 ? W : round == 2 ? W - 32 : 0);
+        hr_engine_free(e);
+    }
     snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
     assert_int_equal(system(cmd), 0);
 }
