@@ -18,7 +18,7 @@
 #include "kernels/cpu/ops.h"
 #include "model/kv.h"
 #include "sample/rng.h"
-#include "support/fence.h"
+#include "support/rows_attn.h"
 
 #include <setjmp.h>
 #include <stdarg.h>
@@ -144,6 +144,24 @@ static void test_matches_ggml(void **state) {
 
 /* ---- attention read in place ---------------------------------------------- */
 
+/* The format's kernels for hr_rows_attn_check (K NULL: the scalar ones) */
+typedef struct {
+    int hd;
+    hr_dtype t;
+} gg_fmt;
+
+static void gg_dots(const hr_cpu_kernels *K, const void *fmt, float *sc, const float *q, int nr,
+                    const uint8_t *rec, size_t rb, int nk, float scale) {
+    const gg_fmt *f = fmt;
+    (K ? K->kvg_dots : hr__kvg_dots_scalar)(sc, HR_ROWS_LD, q, nr, rec, rb, nk, f->hd, f->t, scale);
+}
+
+static void gg_axpys(const hr_cpu_kernels *K, const void *fmt, float *o, const float *p, int nr,
+                     const uint8_t *rec, size_t rb, int nk) {
+    const gg_fmt *f = fmt;
+    (K ? K->kvg_axpys : hr__kvg_axpys_scalar)(o, p, HR_ROWS_LD, nr, rec, rb, nk, f->hd, f->t);
+}
+
 static void test_attn_isas(void **state) {
     (void)state;
     hr_rng rng;
@@ -154,8 +172,7 @@ static void test_attn_isas(void **state) {
     enum { NR = 19, NK = 37 };
     const int hds[] = {32, 64, 128, 256};
     static uint8_t rec[NK * 8 * 34];
-    static float q[NR * 256], deq[NK * 256], sc[NR * 40], ref[NR * 40], o[NR * 256],
-        oref[NR * 256], p[NR * 40];
+    static float q[NR * 256], deq[NK * 256], p[NR * HR_ROWS_LD];
     int cases = 0;
     for (int hi = 0; hi < 4; hi++)
         for (int ti = 0; ti < 2; ti++) {
@@ -171,54 +188,13 @@ static void test_attn_isas(void **state) {
             }
             for (int i = 0; i < NR * hd; i++)
                 q[i] = frand(&rng);
-            for (int i = 0; i < NR * 40; i++)
+            for (int i = 0; i < NR * HR_ROWS_LD; i++)
                 p[i] = (float)hr_rng_uniform(&rng);
             for (int nr = 1; nr <= NR; nr += nr < 5 ? 2 : 1) {
                 int nk = nr == 3 ? 7 : NK;
-                hr__kvg_dots_scalar(ref, 40, q, nr, rec, rb, nk, hd, t, 0.125f);
-                for (int r = 0; r < nr; r++)
-                    for (int j = 0; j < nk; j++) {
-                        double d = 0, mag = 0;
-                        for (int i = 0; i < hd; i++) {
-                            d += (double)q[r * hd + i] * deq[j * hd + i];
-                            mag += fabs((double)q[r * hd + i] * deq[j * hd + i]);
-                        }
-                        assert_true(fabs(d * 0.125 - ref[r * 40 + j]) <= 1e-6 * mag);
-                    }
-                memset(oref, 0, sizeof oref);
-                hr__kvg_axpys_scalar(oref, p, 40, nr, rec, rb, nk, hd, t);
-                for (int r = 0; r < nr; r++)
-                    for (int i = 0; i < hd; i++) {
-                        double d = 0, mag = 0;
-                        for (int j = 0; j < nk; j++) {
-                            d += (double)p[r * 40 + j] * deq[j * hd + i];
-                            mag += fabs(p[r * 40 + j] * deq[j * hd + i]);
-                        }
-                        assert_true(fabs(d - oref[r * hd + i]) <= 1e-6 * mag + 1e-30);
-                    }
-                /* each input and output ends at an unmapped page */
-                size_t nsc = (size_t)(nr - 1) * 40 + nk;
-                hr_fence fe = {0};
-                const uint8_t *rec_f = hr_fence_copy(&fe, rec, nk * rb);
-                const float *q_f = hr_fence_copy(&fe, q, (size_t)nr * hd * 4);
-                const float *p_f = hr_fence_copy(&fe, p, nsc * 4);
-                float *sc_f = hr_fence_copy(&fe, sc, nsc * 4);
-                float *o_f = hr_fence_copy(&fe, o, (size_t)nr * hd * 4);
-                assert_true(rec_f && q_f && p_f && sc_f && o_f);
-                for (int isa = 1; isa < HR_ISA_COUNT; isa++) {
-                    const hr_cpu_kernels *K = hr_cpu_isa((hr_isa)isa);
-                    if (!K)
-                        continue;
-                    memset(sc_f, 0, nsc * 4);
-                    K->kvg_dots(sc_f, 40, q_f, nr, rec_f, rb, nk, hd, t, 0.125f);
-                    for (int r = 0; r < nr; r++)
-                        assert_memory_equal(sc_f + r * 40, ref + r * 40, (size_t)nk * 4);
-                    memset(o_f, 0, (size_t)nr * hd * 4);
-                    K->kvg_axpys(o_f, p_f, 40, nr, rec_f, rb, nk, hd, t);
-                    assert_memory_equal(o_f, oref, (size_t)nr * hd * 4);
-                    cases++;
-                }
-                hr_fence_free(&fe);
+                gg_fmt f = {hd, t};
+                cases += hr_rows_attn_check(&(hr_rows_attn){&f, gg_dots, gg_axpys}, q, p, rec, rb,
+                                            deq, nr, nk, hd);
             }
         }
     printf("q8_0/q4_0 attention read in place: %d ISA cases == the scalar reference\n", cases);

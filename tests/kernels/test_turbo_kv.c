@@ -28,7 +28,7 @@
 #include "kernels/cpu/turbo.h"
 #include "model/kv.h"
 #include "sample/rng.h"
-#include "support/fence.h"
+#include "support/rows_attn.h"
 
 #include <setjmp.h>
 #include <stdarg.h>
@@ -226,14 +226,24 @@ static void test_round_trip(void **state) {
 
 /* ---- attention read in place, every ISA ------------------------------------- */
 
+/* The layout's kernels for hr_rows_attn_check (K NULL: the scalar ones) */
+static void tq_dots(const hr_cpu_kernels *K, const void *fmt, float *sc, const float *q, int nr,
+                    const uint8_t *rec, size_t rb, int nk, float scale) {
+    (K ? K->turbo_dots : hr__turbo_dots_scalar)(sc, HR_ROWS_LD, q, nr, rec, rb, nk, fmt, scale);
+}
+
+static void tq_axpys(const hr_cpu_kernels *K, const void *fmt, float *o, const float *p, int nr,
+                     const uint8_t *rec, size_t rb, int nk) {
+    (K ? K->turbo_axpys : hr__turbo_axpys_scalar)(o, p, HR_ROWS_LD, nr, rec, rb, nk, fmt);
+}
+
 static void test_attn_isas(void **state) {
     (void)state;
     hr_rng rng;
     hr_rng_seed(&rng, 11);
     enum { NR = 19, NK = 37 }; /* rows 1-19: every ISA's passes of 1-4 and of 5-8 rows, their tails, and from 16 AVX-512's runs widened once */
     static uint8_t rec[NK * 264];
-    static float q[NR * 256], yr[NK * 256], sc[NR * 40], ref[NR * 40], o[NR * 256],
-        oref[NR * 256], p[NR * 40];
+    static float q[NR * 256], yr[NK * 256], p[NR * HR_ROWS_LD];
     int cases = 0;
     for (int hd = 64; hd <= 256; hd *= 2)
         for (int ri = 0; ri < 5; ri++) {
@@ -250,54 +260,12 @@ static void test_attn_isas(void **state) {
             }
             for (int i = 0; i < NR * hd; i++)
                 q[i] = frand(&rng);
-            for (int i = 0; i < NR * 40; i++)
+            for (int i = 0; i < NR * HR_ROWS_LD; i++)
                 p[i] = (float)hr_rng_uniform(&rng);
             for (int nr = 1; nr <= NR; nr++) {
                 int nk = nr == 3 ? 7 : NK;
-                hr__turbo_dots_scalar(ref, 40, q, nr, rec, rb, nk, &L, 0.125f);
-                for (int r = 0; r < nr; r++)
-                    for (int j = 0; j < nk; j++) {
-                        double d = 0, mag = 0;
-                        for (int i = 0; i < hd; i++) {
-                            d += (double)q[r * hd + i] * yr[j * hd + i];
-                            mag += fabs((double)q[r * hd + i] * yr[j * hd + i]);
-                        }
-                        assert_true(fabs(d * 0.125 - ref[r * 40 + j]) <= 1e-6 * mag);
-                    }
-                memset(oref, 0, sizeof oref);
-                hr__turbo_axpys_scalar(oref, p, 40, nr, rec, rb, nk, &L);
-                for (int r = 0; r < nr; r++)
-                    for (int i = 0; i < hd; i++) {
-                        double d = 0, mag = 0;
-                        for (int j = 0; j < nk; j++) {
-                            d += (double)p[r * 40 + j] * yr[j * hd + i];
-                            mag += fabs(p[r * 40 + j] * yr[j * hd + i]);
-                        }
-                        assert_true(fabs(d - oref[r * hd + i]) <= 1e-6 * mag + 1e-30);
-                    }
-                /* each input and output ends at an unmapped page */
-                size_t nsc = (size_t)(nr - 1) * 40 + nk;
-                hr_fence fe = {0};
-                const uint8_t *rec_f = hr_fence_copy(&fe, rec, nk * rb);
-                const float *q_f = hr_fence_copy(&fe, q, (size_t)nr * hd * 4);
-                const float *p_f = hr_fence_copy(&fe, p, nsc * 4);
-                float *sc_f = hr_fence_copy(&fe, sc, nsc * 4);
-                float *o_f = hr_fence_copy(&fe, o, (size_t)nr * hd * 4);
-                assert_true(rec_f && q_f && p_f && sc_f && o_f);
-                for (int isa = 1; isa < HR_ISA_COUNT; isa++) {
-                    const hr_cpu_kernels *K = hr_cpu_isa((hr_isa)isa);
-                    if (!K)
-                        continue;
-                    memset(sc_f, 0, nsc * 4);
-                    K->turbo_dots(sc_f, 40, q_f, nr, rec_f, rb, nk, &L, 0.125f);
-                    for (int r = 0; r < nr; r++)
-                        assert_memory_equal(sc_f + r * 40, ref + r * 40, (size_t)nk * 4);
-                    memset(o_f, 0, (size_t)nr * hd * 4);
-                    K->turbo_axpys(o_f, p_f, 40, nr, rec_f, rb, nk, &L);
-                    assert_memory_equal(o_f, oref, (size_t)nr * hd * 4);
-                    cases++;
-                }
-                hr_fence_free(&fe);
+                cases += hr_rows_attn_check(&(hr_rows_attn){&L, tq_dots, tq_axpys}, q, p, rec,
+                                            rb, yr, nr, nk, hd);
             }
         }
     printf("TurboQuant attention read in place: %d ISA cases == the scalar reference\n", cases);
