@@ -163,17 +163,6 @@ static bool score_rows_ready(hr_engine *e) {
     return true;
 }
 
-/* Whether r's first token may come from the logits cache (lcache.h), and
- * its prompt's logits go there: a generation over e->kv's prompt cache
- * whose prompt is its own tokens (no images), not scored, not converted,
- * without a draft model (the draft's KV would need the prompt computed),
- * its RoPE fixed (as cache_prompt). */
-static bool logits_cacheable(const hr_engine *e, const hr_request *r) {
-    return e->lcache && !r->embed && !r->score_from && !r->n_images && r->limit > 0 &&
-           !r->conv && r->spec.mode != HR_SPEC_DRAFT &&
-           !hr_rope_needs_recompute(&e->m->hp, r->n_prompt, r->n_prompt + r->limit);
-}
-
 static void admit(hr_engine *e) {
     /* drop cancelled requests still waiting */
     e->waiting_tail = NULL;
@@ -227,24 +216,14 @@ static void admit(hr_engine *e) {
                 hit = len = 0;
             }
         } else if (e->pcache && !r->embed) {
-            /* the prompt's last logits cached: every prompt token may come
-             * from the prompt cache */
-            int want = upto;
-            free(r->first);
-            r->first = NULL;
-            if (logits_cacheable(e, r) &&
-                (r->first = malloc((size_t)e->m->hp.n_vocab * sizeof *r->first)) &&
-                hr_lcache_get(e->lcache, r->cache_seed, r->prompt, r->n_prompt, r->first))
-                want = r->n_prompt;
+            int want = hr__first_logits(e, r) ? r->n_prompt : upto;
             hr_pcache_whole_files(e->pcache, want == r->n_prompt); /* nothing computed under them */
             hit = hr_pcache_lookup(e->pcache, r->cache_seed, r->key ? r->key : r->prompt, want,
                                    r->n_prompt, total, r->blocks, &len);
             hr_pcache_whole_files(e->pcache, false);
             hr__resid_cut_hit(e, r, &e->kv, &hit, &len);
-            if (len < r->n_prompt) { /* (the last token computed: its logits too) */
-                free(r->first);
-                r->first = NULL;
-            }
+            if (len < r->n_prompt) /* (the last token computed: its logits too) */
+                hr__first_drop(r);
         }
         if (!conv) {
             int need = total - hit;
@@ -435,45 +414,6 @@ static bool forward(hr_engine *e, int T, int n_prefill, int n_decode) {
     return true;
 }
 
-/* The prompt's last logits of every request whose first token comes from
- * the logits cache, as logits rows after the forward's (when they fit):
- * sampled and committed with them. With add false, only whether there is
- * one. */
-static bool first_rows(hr_engine *e, bool add) {
-    int V = e->m->hp.n_vocab;
-    bool any = false;
-    for (int s = 0; s < e->n_running; s++) {
-        hr_request *r = e->running[s];
-        if (!r->first || e->n_rows >= e->max_rows)
-            continue;
-        any = true;
-        if (!add)
-            break;
-        memcpy(e->logits + (size_t)e->n_rows * V, r->first, (size_t)V * sizeof *r->first);
-        free(r->first);
-        r->first = NULL;
-        atomic_fetch_add(&e->st_logits_hits, 1); /* (used: not one cut back before) */
-        e->b_first[e->n_rows] = 1;
-        e->b_row_score[e->n_rows] = -1;
-        e->b_row_req[e->n_rows++] = r;
-    }
-    return any;
-}
-
-/* The logits after every prompt whose prefill this step completed (its
- * first row: the prompt's last position) go to the logits cache, before
- * sampling changes them. */
-static void keep_logits(hr_engine *e) {
-    int V = e->m->hp.n_vocab;
-    for (int k = 0; e->lcache && k < e->n_rows; k++) {
-        hr_request *r = e->b_row_req[k];
-        if (e->b_first[k] && e->b_row_score[k] < 0 && r->n_steps == 0 &&
-            r->len == r->n_prompt && logits_cacheable(e, r))
-            hr_lcache_put(e->lcache, r->cache_seed, r->prompt, r->n_prompt,
-                          e->logits + (size_t)k * V);
-    }
-}
-
 static void step(hr_engine *e) {
     /* sequences that hold kv_start tokens or more (the last step, or a
      * prompt cache hit) convert before the step's batch is built */
@@ -496,7 +436,7 @@ static void step(hr_engine *e) {
         /* (a run read back: checked before a first token from cached
          * logits goes out, so that its request's next step has its KV) */
         hr__readback_settle(e, true);
-        if (!first_rows(e, false))
+        if (!hr__first_rows(e, false))
             return;
     } else if (!forward(e, T, n_prefill, n_decode)) {
         return;
@@ -504,8 +444,8 @@ static void step(hr_engine *e) {
     take_snapshots(e);
     for (int s = 0; s < e->n_running; s++)
         atomic_store(&e->running[s]->progress, e->running[s]->len);
-    keep_logits(e);
-    first_rows(e, true);
+    hr__keep_logits(e);
+    hr__first_rows(e, true);
     hr__sample_rows(e);
     for (int k = 0; k < e->n_rows;) {
         hr_request *r = e->b_row_req[k];
@@ -750,13 +690,7 @@ int hr_engine_new(hr_engine **out, const hr_model *m, const hr_engine_opts *o,
                                   o ? o->ssd_demote_idle : 0);
         if (e->pcache) /* states: at most a GiB of RAM (docs/prompt-cache.md) */
             hr_pcache_keep_states(e->pcache, state_bytes, (size_t)1 << 30);
-        /* prompts' last logits (not for hybrid models: their state at the
-         * prompt's end is not kept; NULL, no memory: none) */
-        if (e->pcache && !state_bytes) { /* on disk: prompts whose KV outweighs them */
-            size_t kb = hr_kv_pool_block_bytes(&e->kv), lb = (size_t)m->hp.n_vocab * sizeof(float);
-            int ssd_min = kb ? (int)((lb * HR_KV_BLOCK + kb - 1) / kb) : 1;
-            e->lcache = hr_lcache_new(m->hp.n_vocab, e->ssd, ssd_min);
-        }
+        hr__first_init(e);
         /* a run read back from the SSD tier under the step that needs it
          * (readback.c; not with residual windows, cut back by position) */
         if (e->pcache && !e->resid && hr__readback_can())

@@ -254,6 +254,23 @@ static inline int hr__blocks_for(int tokens) { return (tokens + HR_KV_BLOCK - 1)
  * for what it does not run with. */
 int hr__resid_init(hr_engine *e, const hr_engine_opts *o, const hr_kv_fmt *kvq_fmt,
                    hr_error *err);
+/* first.c, the logits cache's side of the engine. Once the prompt cache
+ * (and its SSD tier) is open: e->lcache (none for hybrid models). */
+void hr__first_init(hr_engine *e);
+/* At admission, r's
+ * prompt's last logits from the logits cache into r->first (true: every
+ * prompt token may then come from the prompt cache); r->first dropped
+ * (when the lookup or a cut back leaves the last token to compute). */
+bool hr__first_logits(hr_engine *e, hr_request *r);
+void hr__first_drop(hr_request *r);
+/* After a step's forward: r->first of every request as logits rows after
+ * the forward's (when they fit), sampled and committed with them; with add
+ * false, only whether there is one. */
+bool hr__first_rows(hr_engine *e, bool add);
+/* Before sampling changes them: the logits of every prompt whose prefill
+ * this step completed (its first row: the prompt's last position) go to
+ * the logits cache. */
+void hr__keep_logits(hr_engine *e);
 /* A prompt cache hit of *len tokens (*hit blocks of pool in r->blocks):
  * resumed there when a finished sequence's last window holds the same
  * tokens up to *len (its full-precision rows copied into r's window), else

@@ -40,8 +40,7 @@ static bool cut_back(hr_engine *e, hr_request *r, int b) {
         r->blocks[i] = fresh;
     }
     int len = b * HR_KV_BLOCK;
-    free(r->first); /* (its prompt's end computed again gives them: sampled once) */
-    r->first = NULL;
+    hr__first_drop(r); /* (its prompt's end computed again gives them: sampled once) */
     atomic_fetch_sub(&e->st_cached_tokens, r->len - len);
     pthread_mutex_lock(&r->mu);
     r->cached = len;
