@@ -264,32 +264,37 @@ static void *writer(void *arg) {
 
 /* ---- engine side ----------------------------------------------------------------------- */
 
-int hr_ssd_queue(hr_ssd *s, uint64_t key, const int32_t *tokens, int32_t block,
-                 const void *state) {
-    if (atomic_load(&s->paused) && hr_now() < atomic_load(&s->retry_at))
-        return -1;
-    void *copy = NULL;
-    if (state && s->state_bytes && (copy = malloc(s->state_bytes)))
-        memcpy(copy, state, s->state_bytes);
-    if (state && s->state_bytes && !copy)
-        return 0; /* no memory now: try again later */
+bool hr__ssd_paused(const hr_ssd *s) {
+    return atomic_load(&s->paused) && hr_now() < atomic_load(&s->retry_at);
+}
+
+bool hr__ssd_push(hr_ssd *s, const job *j) {
     pthread_mutex_lock(&s->mu);
     bool ok = s->q_len + s->n_done < QUEUE;
     if (ok) {
-        job *j = &s->q[(s->q_head + s->q_len) % QUEUE];
-        j->key = key;
-        j->block = block;
-        memcpy(j->tokens, tokens, sizeof j->tokens);
-        j->state = copy;
-        j->ltokens = NULL;
-        j->logits = NULL;
-        copy = NULL;
+        s->q[(s->q_head + s->q_len) % QUEUE] = *j;
         s->q_len++;
         pthread_cond_signal(&s->cv);
     }
     pthread_mutex_unlock(&s->mu);
-    free(copy);
-    return ok ? 1 : 0;
+    return ok;
+}
+
+int hr_ssd_queue(hr_ssd *s, uint64_t key, const int32_t *tokens, int32_t block,
+                 const void *state) {
+    if (hr__ssd_paused(s))
+        return -1;
+    job j = {.key = key, .block = block};
+    memcpy(j.tokens, tokens, sizeof j.tokens);
+    if (state && s->state_bytes) {
+        if (!(j.state = malloc(s->state_bytes)))
+            return 0; /* no memory now: try again later */
+        memcpy(j.state, state, s->state_bytes);
+    }
+    if (hr__ssd_push(s, &j))
+        return 1;
+    free(j.state);
+    return 0;
 }
 
 int hr_ssd_done(hr_ssd *s, int32_t *blocks, int max) {
@@ -357,15 +362,23 @@ bool hr__ssd_direct(const hr_ssd *s, const hr_kv *kv) {
     return !kv->be->device_mem && s->state_bytes == 0 && 2 * kv->n_layers + 2 <= 1024;
 }
 
+void hr__ssd_read_failed(hr_ssd *s, const char *what, const char *path) {
+    int e = errno;
+    atomic_fetch_add(&s->n_read_errors, 1);
+    atomic_store(&s->last_errno, e);
+    hr_log(HR_LOG_WARN, "SSD cache: cannot %s %s (%s); a miss", what, path, strerror(e));
+}
+
+int hr__ssd_open_path(hr_ssd *s, const char *path) {
+    int fd = open(path, O_RDONLY | O_NONBLOCK | O_NOFOLLOW | O_CLOEXEC);
+    if (fd < 0 && errno != ENOENT)
+        hr__ssd_read_failed(s, "open", path);
+    return fd;
+}
+
 int hr__ssd_open(hr_ssd *s, uint64_t key, char *path, size_t n) {
     hr__ssd_path(s, key, path, n);
-    int fd = open(path, O_RDONLY | O_NONBLOCK | O_NOFOLLOW | O_CLOEXEC);
-    if (fd < 0 && errno != ENOENT) {
-        atomic_fetch_add(&s->n_read_errors, 1);
-        atomic_store(&s->last_errno, errno);
-        hr_log(HR_LOG_WARN, "SSD cache: cannot open %s (%s); a miss", path, strerror(errno));
-    }
-    return fd;
+    return hr__ssd_open_path(s, path);
 }
 
 /* Read the file stored under key into `block`. tokens: the block's content,
@@ -402,9 +415,7 @@ static int load(hr_ssd *s, uint64_t key, const int32_t *tokens, int32_t *got_tok
         goto done;
     }
     if ((r = hr__ssd_preadv_all(fd, iov, cnt, 0)) < 0) {
-        atomic_fetch_add(&s->n_read_errors, 1);
-        atomic_store(&s->last_errno, errno);
-        hr_log(HR_LOG_WARN, "SSD cache: cannot read %s (%s); a miss", path, strerror(errno));
+        hr__ssd_read_failed(s, "read", path);
         goto done;
     }
     size_t got = (size_t)r;

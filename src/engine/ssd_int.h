@@ -85,11 +85,21 @@ int hr__ssd_write_file(const char *path, const struct iovec *iov, int cnt);
 /* Writer thread: the logits file of job j (ssd_logits.c); 0, or -1 with
  * errno, nothing half-written left. */
 int hr__ssd_write_logits(hr_ssd *s, const job *j);
+/* Writes refused for now: paused after an error, the pause not over. */
+bool hr__ssd_paused(const hr_ssd *s);
+/* Engine thread: job j (its buffers now the writer's) to the queue; false
+ * when the queue is full (j's buffers still the caller's). */
+bool hr__ssd_push(hr_ssd *s, const job *j);
+/* A read of path that failed with errno (what: "open", "read"): counted,
+ * logged; a miss. */
+void hr__ssd_read_failed(hr_ssd *s, const char *what, const char *path);
+/* path opened for reading as a cache file is (never following a link nor
+ * blocking on a FIFO): the descriptor, or -1 (a miss; logged and counted
+ * unless the file is absent). */
+int hr__ssd_open_path(hr_ssd *s, const char *path);
 /* The file's name for key. */
 void hr__ssd_path(const hr_ssd *s, uint64_t key, char *out, size_t n);
-/* Opens the file of key (its name to path: n bytes) for reading, never
- * following a link nor blocking on a FIFO: the descriptor, or -1 (a miss;
- * logged and counted unless the file is absent). */
+/* hr__ssd_open_path of the file of key (its name to path: n bytes). */
 int hr__ssd_open(hr_ssd *s, uint64_t key, char *path, size_t n);
 /* Moves the file at path to the quarantine directory, logging why. */
 void hr__ssd_quarantine(hr_ssd *s, const char *path, const char *why);

@@ -11,11 +11,7 @@
  * not verify quarantined (a miss). Their bytes count in the tier's, their
  * files not in its blocks written and read. */
 #include "engine/ssd_int.h"
-#include "core/log.h"
-#include "core/timer.h"
 
-#include <errno.h>
-#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -57,32 +53,20 @@ static void lg_header(const hr_ssd *s, uint64_t key, uint64_t seed, int n, int n
 
 int hr_ssd_queue_logits(hr_ssd *s, uint64_t key, uint64_t seed, const int32_t *tokens, int n,
                         const float *logits, int n_vocab) {
-    if (atomic_load(&s->paused) && hr_now() < atomic_load(&s->retry_at))
+    if (hr__ssd_paused(s))
         return -1;
-    int32_t *t = malloc((size_t)n * sizeof *t);
-    float *l = malloc((size_t)n_vocab * sizeof *l);
-    if (!t || !l) {
-        free(t);
-        free(l);
-        return 0;
+    job j = {.key = key, .block = -1, .ltokens = malloc((size_t)n * sizeof *tokens),
+             .logits = malloc((size_t)n_vocab * sizeof *logits), .n_ltokens = n,
+             .n_vocab = n_vocab, .seed = seed};
+    if (j.ltokens && j.logits) {
+        memcpy(j.ltokens, tokens, (size_t)n * sizeof *tokens);
+        memcpy(j.logits, logits, (size_t)n_vocab * sizeof *logits);
+        if (hr__ssd_push(s, &j))
+            return 1;
     }
-    memcpy(t, tokens, (size_t)n * sizeof *t);
-    memcpy(l, logits, (size_t)n_vocab * sizeof *l);
-    pthread_mutex_lock(&s->mu);
-    bool ok = s->q_len + s->n_done < QUEUE;
-    if (ok) {
-        job *j = &s->q[(s->q_head + s->q_len) % QUEUE];
-        *j = (job){.key = key, .block = -1, .ltokens = t, .logits = l, .n_ltokens = n,
-                   .n_vocab = n_vocab, .seed = seed};
-        t = NULL;
-        l = NULL;
-        s->q_len++;
-        pthread_cond_signal(&s->cv);
-    }
-    pthread_mutex_unlock(&s->mu);
-    free(t);
-    free(l);
-    return ok ? 1 : 0;
+    free(j.ltokens);
+    free(j.logits);
+    return 0;
 }
 
 int hr__ssd_write_logits(hr_ssd *s, const job *j) {
@@ -109,15 +93,9 @@ int hr_ssd_read_logits(hr_ssd *s, uint64_t key, uint64_t seed, const int32_t *to
                        float *logits, int n_vocab) {
     char path[4200];
     lg_path(s, key, path, sizeof path);
-    int fd = open(path, O_RDONLY | O_NONBLOCK | O_NOFOLLOW | O_CLOEXEC);
-    if (fd < 0) {
-        if (errno != ENOENT) {
-            atomic_fetch_add(&s->n_read_errors, 1);
-            atomic_store(&s->last_errno, errno);
-            hr_log(HR_LOG_WARN, "SSD cache: cannot open %s (%s); a miss", path, strerror(errno));
-        }
+    int fd = hr__ssd_open_path(s, path);
+    if (fd < 0)
         return 0;
-    }
     int32_t *ftok = malloc((size_t)n * sizeof *ftok);
     unsigned char h[LG_HDR], want[LG_HDR], extra;
     struct iovec iov[] = {{h, sizeof h}, {ftok, (size_t)n * 4}, {logits, (size_t)n_vocab * 4},
@@ -133,9 +111,7 @@ int hr_ssd_read_logits(hr_ssd *s, uint64_t key, uint64_t seed, const int32_t *to
     if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
         fault = "is not a regular file";
     } else if ((got = hr__ssd_preadv_all(fd, iov, 4, 0)) < 0) {
-        atomic_fetch_add(&s->n_read_errors, 1);
-        atomic_store(&s->last_errno, errno);
-        hr_log(HR_LOG_WARN, "SSD cache: cannot read %s (%s); a miss", path, strerror(errno));
+        hr__ssd_read_failed(s, "read", path);
     } else if ((size_t)got != size) {
         fault = "has the wrong size (truncated?)";
     } else {
