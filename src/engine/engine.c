@@ -115,6 +115,8 @@ static void retire(hr_engine *e, int i, hr_finish why, const char *msg) {
         for (int k = 0; k < n; k++)
             e->tokbuf[k] = hr__key_at(r, k);
         hr_pcache_insert_states(e->pcache, r->cache_seed, e->tokbuf, n, r->blocks, r->snap, 2);
+        hr_pcache_keep_prompt_tail(e->pcache, r->cache_seed, e->tokbuf, r->n_prompt, n,
+                                   r->blocks);
         if (e->resid) /* and its last window's full-precision rows */
             hr__resid_keep(e, r);
     } else if (e->pcq && why != HR_FINISH_ERROR && r->conv && r->conv_exact && !r->embed) {

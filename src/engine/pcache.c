@@ -581,6 +581,22 @@ void hr_pcache_insert(hr_pcache *pc, uint64_t seed, const int32_t *tokens, int n
     hr_pcache_insert_states(pc, seed, tokens, n, blocks, NULL, 0);
 }
 
+void hr_pcache_keep_prompt_tail(hr_pcache *pc, uint64_t seed, const int32_t *tokens,
+                                int n_prompt, int n, const int32_t *blocks) {
+    int whole = n_prompt / HR_KV_BLOCK, k = n_prompt % HR_KV_BLOCK;
+    if (!pc->ssd || pc->state_bytes || k == 0 || n < (whole + 1) * HR_KV_BLOCK)
+        return; /* no tier, a hybrid model, or the prompt's tail is the sequence's */
+    uint64_t parent = seed;
+    for (int b = 0; b < whole; b++)
+        parent = block_key(parent, tokens + (size_t)b * HR_KV_BLOCK);
+    int32_t t[HR_KV_BLOCK];
+    for (int i = 0; i < HR_KV_BLOCK; i++)
+        t[i] = i < k ? tokens[(size_t)whole * HR_KV_BLOCK + i] : -1;
+    hr_kv_ref(pc->kv, blocks[whole]); /* until the writer gives it back (hr_pcache_poll) */
+    if (hr_ssd_queue(pc->ssd, tail_key(parent), t, blocks[whole], NULL) != 1)
+        hr_kv_unref(pc->kv, blocks[whole]); /* a full queue or a paused tier: not kept */
+}
+
 void hr_pcache_keep_states(hr_pcache *pc, size_t state_bytes, size_t max_bytes) {
     pc->state_bytes = state_bytes;
     pc->max_states = state_bytes ? (int)(max_bytes / state_bytes) : 0;

@@ -52,6 +52,16 @@ int hr_pcache_lookup(hr_pcache *pc, uint64_t seed, const int32_t *tokens, int n,
 void hr_pcache_insert(hr_pcache *pc, uint64_t seed, const int32_t *tokens, int n,
                       const int32_t *blocks);
 
+/* After hr_pcache_insert of a sequence whose first n_prompt tokens were its
+ * prompt: when its generation filled the prompt's last, not-full block,
+ * that block's file is named by tokens the same prompt sent again does not
+ * have, so the SSD tier also gets the prompt's own rows of it as the tail
+ * after its whole blocks (a restart then finds the whole prompt, and its
+ * logits apply). Not indexed in RAM, where the full block serves; nothing
+ * without the SSD tier or for a hybrid model. */
+void hr_pcache_keep_prompt_tail(hr_pcache *pc, uint64_t seed, const int32_t *tokens,
+                                int n_prompt, int n, const int32_t *blocks);
+
 /* Hybrid models (recurrent layers): a prefix is reused only up to a block
  * boundary where the cache holds the layers' state (state_bytes of it, the
  * forward's hr_fwd_state_bytes). The states held take at most max_bytes (at

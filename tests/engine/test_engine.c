@@ -822,6 +822,28 @@ static void test_logits_cache(void **state) {
         assert_int_equal(g_cached, round == 1 ? W : round == 2 ? W - 32 : 0);
         hr_engine_free(e);
     }
+
+    /* a prompt whose last, not-full block its generation filled (50 + 20
+     * tokens: the block of tokens 32-63 is a full block of prompt and
+     * generated tokens, named by them): the prompt's 18 rows of it are on
+     * disk as its own tail too, so after a restart the whole prompt is
+     * found and its first token comes from its logits file */
+    enum { F = 50, FG = 20 };
+    int32_t pf[F];
+    for (int i = 0; i < F; i++)
+        pf[i] = (int32_t)((i * 29 + 17) % 500);
+    hr_step ref_f[FG], got_f[FG];
+    assert_int_equal(hr_engine_new(&e, g_model, &plain, &err), 0);
+    assert_int_equal(sampled(e, pf, F, ref_f, FG), FG);
+    hr_engine_free(e);
+    for (int round = 0; round < 2; round++) { /* computed; from disk */
+        assert_int_equal(hr_engine_new(&e, g_model, &o, &err), 0);
+        assert_int_equal(sampled(e, pf, F, got_f, FG), FG);
+        assert_memory_equal(got_f, ref_f, sizeof ref_f);
+        assert_int_equal(logits_hits(e), round);
+        assert_int_equal(g_cached, round ? F : 0);
+        hr_engine_free(e);
+    }
     snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
     assert_int_equal(system(cmd), 0);
 }
@@ -838,13 +860,14 @@ static void test_ssd_tier(void **state) {
         p[i] = (int32_t)((i * 53 + 7) % 500);
     hr_engine *e;
     /* run 1: computes and writes 4 blocks and the tail (132 tokens in KV) in
-     * the background */
+     * the background, and the prompt's own 24 rows of block 3 (filled by the
+     * generation) as the tail after its 3 whole blocks */
     assert_int_equal(hr_engine_new(&e, g_model, &o, &err), 0);
     hr_request *r = run_prompt(e, p, 120, ref, &nref);
     assert_int_equal(hr_request_cached_tokens(r), 0);
     hr_request_release(r);
     hr_engine_free(e); /* drains the writer */
-    assert_int_equal(count_files(dir, ".kv"), 5);
+    assert_int_equal(count_files(dir, ".kv"), 6);
 
     /* the conversation resent with its answer after a restart: 4 blocks and
      * 3 of the tail's 4 rows from the SSD (the last token computed), the
@@ -865,16 +888,17 @@ static void test_ssd_tier(void **state) {
     hr_request_release(r);
     hr_engine_free(e);
 
-    /* run 2, a new engine (a restart): the prefix comes back from SSD */
+    /* run 2, a new engine (a restart): the whole prompt comes back from
+     * SSD (3 blocks, its own tail) with its logits */
     assert_int_equal(hr_engine_new(&e, g_model, &o, &err), 0);
     r = run_prompt(e, p, 120, out, &n);
-    assert_int_equal(hr_request_cached_tokens(r), 96);
+    assert_int_equal(hr_request_cached_tokens(r), 120);
     assert_int_equal(n, nref);
     assert_memory_equal(out, ref, (size_t)n * sizeof(int32_t));
     hr_request_release(r);
     hr_engine_stats st;
     hr_engine_stats_get(e, &st);
-    assert_true(st.ssd && st.ssd_hits == 3);
+    assert_true(st.ssd && st.ssd_hits == 4); /* its 3 blocks and its tail */
     hr_engine_free(e);
 
     /* corrupt block 2's payload, truncate block 3: quarantined, still right */

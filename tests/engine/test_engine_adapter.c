@@ -158,7 +158,9 @@ static void test_cache_ssd(void **state) {
     assert_non_null(mkdtemp(dir));
     hr_error err = {0};
     int32_t prompt[64];
-    int n = prompt_of(2, prompt); /* 61 tokens: one whole block goes to SSD */
+    /* 61 tokens: a whole block, the prompt's tail (its generation filled the
+     * block) and its logits go to SSD, so it comes back whole */
+    int n = prompt_of(2, prompt);
     hr_engine_opts o = {.n_threads = 2, .max_batch = 2, .n_ctx = 256, .prefill_chunk = 64,
                         .ssd_dir = dir};
     hr_step ref[N_GEN], out[N_GEN];
@@ -168,7 +170,7 @@ static void test_cache_ssd(void **state) {
     collect(r, ref);
     hr_request_release(r);
     hr_engine_free(e); /* drains the writer */
-    struct { hr_adapter *a; int want_cached; } runs[] = {{NULL, 0}, {g_ad[1], 0}, {g_ad[0], 32}};
+    struct { hr_adapter *a; int want_cached; } runs[] = {{NULL, 0}, {g_ad[1], 0}, {g_ad[0], 61}};
     for (size_t i = 0; i < sizeof runs / sizeof *runs; i++) {
         assert_int_equal(hr_engine_new(&e, g_model, &o, &err), 0); /* RAM empty */
         r = submit(e, prompt, n, runs[i].a);
