@@ -500,10 +500,7 @@ static void *engine_main(void *arg) {
         for (int i = e->n_running - 1; i >= 0; i--)
             if (atomic_load(&e->running[i]->cancel))
                 retire(e, i, HR_FINISH_CANCELLED, NULL);
-        if (e->pcache)
-            hr_pcache_poll(e->pcache, hr_now());
-        if (e->pcq)
-            hr_pcache_poll(e->pcq, hr_now());
+        hr__ssd_poll(e, hr_now());
         admit(e);
         /* a lookup that ended a run in flight (its block wanted at once) */
         hr__readback_settle(e, !e->n_running);
@@ -755,6 +752,7 @@ void hr_engine_free(hr_engine *e) {
         pthread_mutex_unlock(&e->mu);
         pthread_join(e->thread, NULL);
     }
+    hr__ssd_drain(e);
     if (e->ssd) { /* finish the writes and give their blocks back */
         hr_ssd_stop(e->ssd);
         hr_pcache_poll(e->pcache, 0);

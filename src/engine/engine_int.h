@@ -247,6 +247,14 @@ static inline int32_t hr__key_at(const hr_request *r, int k) {
 /* the KV blocks that hold `tokens` tokens */
 static inline int hr__blocks_for(int tokens) { return (tokens + HR_KV_BLOCK - 1) / HR_KV_BLOCK; }
 
+/* The SSD tier's polls on the loop (ssd_flush.c): finished writes' blocks
+ * given back, writes that found the queue full queued again (prompt cache
+ * blocks, logits files); the number still waiting. */
+int hr__ssd_poll(hr_engine *e, double now);
+/* At a graceful stop, before the writers stop: the waiting writes queued as
+ * room comes (until none is left, a tier pauses, or 10 s without progress). */
+void hr__ssd_drain(hr_engine *e);
+
 /* ---- the residual window (residual.c, docs/kv-quant.md) ---- */
 /* The residual pool of an engine with a window of o->kv_residual tokens
  * over the pool of format kvq_fmt; its blocks in the model's unquantized

@@ -1,5 +1,6 @@
 #include "engine/lcache.h"
 
+#include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 #include <xxhash.h>
@@ -12,6 +13,7 @@ typedef struct entry {
     int32_t *tokens;
     float *logits;
     uint64_t used;  /* the clock at its last put or hit */
+    bool pending;   /* its SSD file still to be queued (the writer's queue was full) */
 } entry;
 
 struct hr_lcache {
@@ -66,26 +68,29 @@ static entry *victim(hr_lcache *lc) {
     return v;
 }
 
-/* Into RAM (the entry's buffers reused where they fit). */
-static void keep(hr_lcache *lc, uint64_t key, uint64_t seed, const int32_t *tokens, int n,
-                 const float *logits) {
+/* Into RAM (the entry's buffers reused where they fit); NULL when out of
+ * memory. */
+static entry *keep(hr_lcache *lc, uint64_t key, uint64_t seed, const int32_t *tokens, int n,
+                   const float *logits) {
     entry *e = victim(lc);
     e->n = 0; /* empty until complete */
+    e->pending = false;
     if (e->cap < n) {
         int32_t *t = realloc(e->tokens, (size_t)n * sizeof *t);
         if (!t)
-            return;
+            return NULL;
         e->tokens = t;
         e->cap = n;
     }
     if (!e->logits && !(e->logits = malloc((size_t)lc->n_vocab * sizeof *e->logits)))
-        return;
+        return NULL;
     memcpy(e->tokens, tokens, (size_t)n * sizeof *tokens);
     memcpy(e->logits, logits, (size_t)lc->n_vocab * sizeof *logits);
     e->key = key;
     e->seed = seed;
     e->n = n;
     e->used = ++lc->clock;
+    return e;
 }
 
 void hr_lcache_put(hr_lcache *lc, uint64_t seed, const int32_t *tokens, int n,
@@ -98,9 +103,25 @@ void hr_lcache_put(hr_lcache *lc, uint64_t seed, const int32_t *tokens, int n,
         e->used = ++lc->clock;
         return;
     }
-    keep(lc, key, seed, tokens, n, logits);
-    if (lc->ssd && n >= lc->ssd_min)
-        hr_ssd_queue_logits(lc->ssd, key, seed, tokens, n, logits, lc->n_vocab);
+    e = keep(lc, key, seed, tokens, n, logits);
+    if (lc->ssd && n >= lc->ssd_min) /* (a full queue: hr_lcache_poll retries) */
+        if (hr_ssd_queue_logits(lc->ssd, key, seed, tokens, n, logits, lc->n_vocab) != 1 && e)
+            e->pending = true;
+}
+
+int hr_lcache_poll(hr_lcache *lc) {
+    int left = 0;
+    for (int i = 0; lc && i < LCACHE_ENTRIES; i++) {
+        entry *e = &lc->e[i];
+        if (!e->pending)
+            continue;
+        if (!left && hr_ssd_queue_logits(lc->ssd, e->key, e->seed, e->tokens, e->n, e->logits,
+                                         lc->n_vocab) == 1)
+            e->pending = false;
+        else
+            left++;
+    }
+    return left;
 }
 
 bool hr_lcache_get(hr_lcache *lc, uint64_t seed, const int32_t *tokens, int n, float *out) {

@@ -29,10 +29,14 @@ typedef struct hr_lcache hr_lcache;
 hr_lcache *hr_lcache_new(int n_vocab, hr_ssd *ssd, int ssd_min);
 void hr_lcache_free(hr_lcache *lc);
 
-/* Keep the logits after tokens[0..n) (copied). Allocation failure or a full
- * SSD queue only means it is not kept. */
+/* Keep the logits after tokens[0..n) (copied). Allocation failure only means
+ * it is not kept; a full SSD queue, that its file is queued by a later
+ * hr_lcache_poll (while the entry is in RAM). */
 void hr_lcache_put(hr_lcache *lc, uint64_t seed, const int32_t *tokens, int n,
                    const float *logits);
+/* Queue the files that found the SSD writer's queue full (or the tier
+ * paused), while there is room; the number still waiting. */
+int hr_lcache_poll(hr_lcache *lc);
 /* The logits after tokens[0..n) into out (n_vocab floats): true on a hit. */
 bool hr_lcache_get(hr_lcache *lc, uint64_t seed, const int32_t *tokens, int n, float *out);
 

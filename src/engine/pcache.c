@@ -619,6 +619,8 @@ int hr_pcache_evict(hr_pcache *pc, int n) {
 
 int hr_pcache_blocks(const hr_pcache *pc) { return pc->n; }
 
+int hr_pcache_pending(const hr_pcache *pc) { return pc ? pc->n_pending : 0; }
+
 void hr_pcache_poll(hr_pcache *pc, double now) {
     if (!pc->ssd)
         return;

@@ -62,6 +62,10 @@ void hr_pcache_insert(hr_pcache *pc, uint64_t seed, const int32_t *tokens, int n
 void hr_pcache_keep_prompt_tail(hr_pcache *pc, uint64_t seed, const int32_t *tokens,
                                 int n_prompt, int n, const int32_t *blocks);
 
+/* Indexed blocks whose SSD write still waits for room in the writer's queue
+ * (hr_pcache_poll queues them). */
+int hr_pcache_pending(const hr_pcache *pc);
+
 /* Hybrid models (recurrent layers): a prefix is reused only up to a block
  * boundary where the cache holds the layers' state (state_bytes of it, the
  * forward's hr_fwd_state_bytes). The states held take at most max_bytes (at
