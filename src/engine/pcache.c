@@ -24,12 +24,22 @@ typedef struct entry {
     struct entry *prev, *next;   /* LRU list, most recent first */
 } entry;
 
+#define PTAILS 64
+
 struct hr_pcache {
     hr_kv *kv;
     hr_ssd *ssd;
     double demote_idle;
     int max_blocks, n;
     int n_pending;  /* entries whose SSD write waits for room in the queue */
+    /* prompts' own tails (hr_pcache_keep_prompt_tail) waiting for room too,
+     * oldest first, each holding a reference to its block */
+    struct ptail {
+        uint64_t key;
+        int32_t t[HR_KV_BLOCK];
+        int32_t block;
+    } ptail[PTAILS];
+    int n_ptail;
     size_t state_bytes; /* hybrid models: states kept beside full blocks */
     int n_states, max_states; /* states held; at most (LRU, hr_pcache_keep_states) */
     entry **buckets;
@@ -110,6 +120,8 @@ void hr_pcache_free(hr_pcache *pc) {
     if (!pc)
         return;
     hr_pcache_settle(pc);
+    for (int i = 0; i < pc->n_ptail; i++)
+        hr_kv_unref(pc->kv, pc->ptail[i].block);
     free(pc->failed);
     while (pc->lru.next != &pc->lru)
         drop(pc, pc->lru.next);
@@ -581,6 +593,16 @@ void hr_pcache_insert(hr_pcache *pc, uint64_t seed, const int32_t *tokens, int n
     hr_pcache_insert_states(pc, seed, tokens, n, blocks, NULL, 0);
 }
 
+/* The waiting prompts' tails queued, oldest first, while there is room. */
+static void queue_ptails(hr_pcache *pc) {
+    int i = 0;
+    while (i < pc->n_ptail &&
+           hr_ssd_queue(pc->ssd, pc->ptail[i].key, pc->ptail[i].t, pc->ptail[i].block, NULL) == 1)
+        i++;
+    memmove(pc->ptail, pc->ptail + i, (size_t)(pc->n_ptail - i) * sizeof *pc->ptail);
+    pc->n_ptail -= i;
+}
+
 void hr_pcache_keep_prompt_tail(hr_pcache *pc, uint64_t seed, const int32_t *tokens,
                                 int n_prompt, int n, const int32_t *blocks) {
     int whole = n_prompt / HR_KV_BLOCK, k = n_prompt % HR_KV_BLOCK;
@@ -589,12 +611,15 @@ void hr_pcache_keep_prompt_tail(hr_pcache *pc, uint64_t seed, const int32_t *tok
     uint64_t parent = seed;
     for (int b = 0; b < whole; b++)
         parent = block_key(parent, tokens + (size_t)b * HR_KV_BLOCK);
-    int32_t t[HR_KV_BLOCK];
+    if (pc->n_ptail == PTAILS)
+        return; /* (that many waiting: this one is not kept) */
+    struct ptail *w = &pc->ptail[pc->n_ptail++];
+    w->key = tail_key(parent);
+    w->block = blocks[whole];
     for (int i = 0; i < HR_KV_BLOCK; i++)
-        t[i] = i < k ? tokens[(size_t)whole * HR_KV_BLOCK + i] : -1;
-    hr_kv_ref(pc->kv, blocks[whole]); /* until the writer gives it back (hr_pcache_poll) */
-    if (hr_ssd_queue(pc->ssd, tail_key(parent), t, blocks[whole], NULL) != 1)
-        hr_kv_unref(pc->kv, blocks[whole]); /* a full queue or a paused tier: not kept */
+        w->t[i] = i < k ? tokens[(size_t)whole * HR_KV_BLOCK + i] : -1;
+    hr_kv_ref(pc->kv, w->block); /* until the writer gives it back (hr_pcache_poll) */
+    queue_ptails(pc);
 }
 
 void hr_pcache_keep_states(hr_pcache *pc, size_t state_bytes, size_t max_bytes) {
@@ -619,7 +644,7 @@ int hr_pcache_evict(hr_pcache *pc, int n) {
 
 int hr_pcache_blocks(const hr_pcache *pc) { return pc->n; }
 
-int hr_pcache_pending(const hr_pcache *pc) { return pc ? pc->n_pending : 0; }
+int hr_pcache_pending(const hr_pcache *pc) { return pc ? pc->n_pending + pc->n_ptail : 0; }
 
 void hr_pcache_poll(hr_pcache *pc, double now) {
     if (!pc->ssd)
@@ -633,6 +658,7 @@ void hr_pcache_poll(hr_pcache *pc, double now) {
     for (entry *e = pc->lru.prev; pc->n_pending && e != &pc->lru; e = e->prev)
         if (e->pending && !queue_write(pc, e))
             break;
+    queue_ptails(pc);
     if (pc->demote_idle <= 0)
         return;
     /* idle full entries nobody uses leave RAM (they are on SSD); tails and

@@ -58,12 +58,13 @@ void hr_pcache_insert(hr_pcache *pc, uint64_t seed, const int32_t *tokens, int n
  * have, so the SSD tier also gets the prompt's own rows of it as the tail
  * after its whole blocks (a restart then finds the whole prompt, and its
  * logits apply). Not indexed in RAM, where the full block serves; nothing
- * without the SSD tier or for a hybrid model. */
+ * without the SSD tier or for a hybrid model. A full queue: it waits (its
+ * block held) for hr_pcache_poll, 64 of them at most. */
 void hr_pcache_keep_prompt_tail(hr_pcache *pc, uint64_t seed, const int32_t *tokens,
                                 int n_prompt, int n, const int32_t *blocks);
 
-/* Indexed blocks whose SSD write still waits for room in the writer's queue
- * (hr_pcache_poll queues them). */
+/* Indexed blocks and prompts' tails whose SSD write still waits for room in
+ * the writer's queue (hr_pcache_poll queues them). */
 int hr_pcache_pending(const hr_pcache *pc);
 
 /* Hybrid models (recurrent layers): a prefix is reused only up to a block
