@@ -178,17 +178,36 @@ int hr__ssd_write_file(const char *path, const struct iovec *iov, int cnt) {
 
 /* 0, or -1 with errno saying why (hr__ssd_write_file: nothing
  * half-written stays). */
+/* Whether the tail file at path (size bytes) holds this model's rows of the
+ * same tokens under the same key: the same rows (the forward is
+ * batch-invariant), so not written again (a prompt regenerated, its own
+ * tail queued by each request: hr_pcache_keep_prompt_tail). */
+static bool same_tail(const hr_ssd *s, const char *path, size_t size, const job *j) {
+    unsigned char h[HDR_BYTES];
+    int fd = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK);
+    if (fd < 0)
+        return false;
+    bool got = pread(fd, h, sizeof h, 0) == (ssize_t)sizeof h;
+    close(fd);
+    uint64_t sum, sb;
+    char why[128];
+    return got && !j->state &&
+           !hr__ssd_header_fault(s, h, size, j->key, j->tokens, &sum, &sb, why, sizeof why);
+}
+
 static int write_block(hr_ssd *s, const job *j) {
     char path[4200];
     hr__ssd_path(s, j->key, path, sizeof path);
     struct stat fst;
     size_t state = j->state ? s->state_bytes : 0;
     bool had = stat(path, &fst) == 0 && S_ISREG(fst.st_mode);
-    if (had && j->tokens[HR_KV_BLOCK - 1] >= 0 && /* (a tail is rewritten) */
+    if (had && j->tokens[HR_KV_BLOCK - 1] >= 0 && /* (a tail: same_tail) */
         (size_t)fst.st_size >= HDR_BYTES + s->payload + state &&
         (size_t)fst.st_size <= HDR_BYTES + s->payload + s->state_bytes)
         return 0; /* already on disk (same key, same content, with a state if this has
                    * one; verified on read) */
+    if (had && j->tokens[HR_KV_BLOCK - 1] < 0 && same_tail(s, path, (size_t)fst.st_size, j))
+        return 0;
     if (hr_kv_block_read(s->kv, j->block, s->stage, NULL)) {
         errno = EIO;
         return -1;

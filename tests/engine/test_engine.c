@@ -839,6 +839,7 @@ static void test_logits_cache(void **state) {
     assert_int_equal(hr_engine_new(&e, g_model, &plain, &err), 0);
     assert_int_equal(sampled(e, pf, F, ref_f, FG), FG);
     hr_engine_free(e);
+    char before[4096] = "", after[4096] = "";
     for (int round = 0; round < 2; round++) { /* computed; from disk */
         assert_int_equal(hr_engine_new(&e, g_model, &o, &err), 0);
         assert_int_equal(sampled(e, pf, F, got_f, FG), FG);
@@ -846,7 +847,16 @@ static void test_logits_cache(void **state) {
         assert_int_equal(logits_hits(e), round);
         assert_int_equal(g_cached, round ? F : 0);
         hr_engine_free(e);
+        /* the files' inodes: the second request's tails (the prompt's own,
+         * the sequence's), the same tokens as on disk, are not written
+         * again (a rename would give a new inode) */
+        snprintf(cmd, sizeof cmd, "find %s -name '*.kv' -printf '%%i %%f\\n' | sort", dir);
+        FILE *f = popen(cmd, "r");
+        size_t got = fread(round ? after : before, 1, sizeof before - 1, f);
+        pclose(f);
+        assert_true(got > 0);
     }
+    assert_string_equal(after, before);
     snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
     assert_int_equal(system(cmd), 0);
 }
