@@ -593,12 +593,17 @@ void hr_pcache_insert(hr_pcache *pc, uint64_t seed, const int32_t *tokens, int n
     hr_pcache_insert_states(pc, seed, tokens, n, blocks, NULL, 0);
 }
 
-/* The waiting prompts' tails queued, oldest first, while there is room. */
+/* The waiting prompts' tails queued, oldest first, while there is room; all
+ * of them let go when the tier is paused after a write error (their blocks
+ * are not pinned for the pause's length: a full disk can last). */
 static void queue_ptails(hr_pcache *pc) {
-    int i = 0;
-    while (i < pc->n_ptail &&
-           hr_ssd_queue(pc->ssd, pc->ptail[i].key, pc->ptail[i].t, pc->ptail[i].block, NULL) == 1)
+    int i = 0, r = 1;
+    while (i < pc->n_ptail && (r = hr_ssd_queue(pc->ssd, pc->ptail[i].key, pc->ptail[i].t,
+                                                 pc->ptail[i].block, NULL)) == 1)
         i++;
+    if (r < 0)
+        for (; i < pc->n_ptail; i++)
+            hr_kv_unref(pc->kv, pc->ptail[i].block);
     memmove(pc->ptail, pc->ptail + i, (size_t)(pc->n_ptail - i) * sizeof *pc->ptail);
     pc->n_ptail -= i;
 }

@@ -59,7 +59,8 @@ void hr_pcache_insert(hr_pcache *pc, uint64_t seed, const int32_t *tokens, int n
  * after its whole blocks (a restart then finds the whole prompt, and its
  * logits apply). Not indexed in RAM, where the full block serves; nothing
  * without the SSD tier or for a hybrid model. A full queue: it waits (its
- * block held) for hr_pcache_poll, 64 of them at most. */
+ * block held) for hr_pcache_poll, 64 of them at most; a paused tier: it is
+ * not kept. */
 void hr_pcache_keep_prompt_tail(hr_pcache *pc, uint64_t seed, const int32_t *tokens,
                                 int n_prompt, int n, const int32_t *blocks);
 
