@@ -613,11 +613,11 @@ void hr_pcache_keep_prompt_tail(hr_pcache *pc, uint64_t seed, const int32_t *tok
     int whole = n_prompt / HR_KV_BLOCK, k = n_prompt % HR_KV_BLOCK;
     if (!pc->ssd || pc->state_bytes || k == 0 || n < (whole + 1) * HR_KV_BLOCK)
         return; /* no tier, a hybrid model, or the prompt's tail is the sequence's */
+    if (pc->n_ptail == PTAILS)
+        return; /* (that many waiting: this one is not kept) */
     uint64_t parent = seed;
     for (int b = 0; b < whole; b++)
         parent = block_key(parent, tokens + (size_t)b * HR_KV_BLOCK);
-    if (pc->n_ptail == PTAILS)
-        return; /* (that many waiting: this one is not kept) */
     struct ptail *w = &pc->ptail[pc->n_ptail++];
     w->key = tail_key(parent);
     w->block = blocks[whole];

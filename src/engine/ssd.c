@@ -176,8 +176,6 @@ int hr__ssd_write_file(const char *path, const struct iovec *iov, int cnt) {
     return 0;
 }
 
-/* 0, or -1 with errno saying why (hr__ssd_write_file: nothing
- * half-written stays). */
 /* Whether the tail file at path (size bytes) holds this model's rows of the
  * same tokens under the same key: the same rows (the forward is
  * batch-invariant), so not written again (a prompt regenerated, its own
@@ -195,6 +193,8 @@ static bool same_tail(const hr_ssd *s, const char *path, size_t size, const job 
            !hr__ssd_header_fault(s, h, size, j->key, j->tokens, &sum, &sb, why, sizeof why);
 }
 
+/* 0, or -1 with errno saying why (hr__ssd_write_file: nothing
+ * half-written stays). */
 static int write_block(hr_ssd *s, const job *j) {
     char path[4200];
     hr__ssd_path(s, j->key, path, sizeof path);
