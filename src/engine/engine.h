@@ -247,6 +247,7 @@ typedef struct hr_engine_stats {
     /* images: encoded by the vision tower, and served from the features cache */
     long images_encoded, images_cached;
     long ssd_write_errors, ssd_read_errors; /* disk faults the tier survived */
+    long ssd_direct_reads;      /* of ssd_hits, the files read with O_DIRECT */
     const char *ssd_last_error; /* strerror of the last one; NULL none */
     bool ssd_paused;            /* writes paused after an error (retried later) */
     size_t kv_bytes;         /* every pool */

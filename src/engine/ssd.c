@@ -72,7 +72,8 @@ static void make_header(const hr_ssd *s, uint64_t key, const int32_t *tokens, ui
     p = hr__ssd_put(p, &state, 8);
     p = hr__ssd_put(p, &sum, 8);
     uint64_t hsum = XXH64(h, (size_t)(p - h), 0);
-    hr__ssd_put(p, &hsum, 8);
+    p = hr__ssd_put(p, &hsum, 8);
+    memset(p, 0, HDR_BYTES - HDR_FIELDS);
 }
 
 const char *hr__ssd_header_fault(const hr_ssd *s, const unsigned char *h, size_t size,
@@ -88,13 +89,13 @@ const char *hr__ssd_header_fault(const hr_ssd *s, const unsigned char *h, size_t
     }
     uint64_t sb = 0;
     if (size >= HDR_BYTES)
-        memcpy(&sb, h + HDR_BYTES - 24, 8);
+        memcpy(&sb, h + HDR_FIELDS - 24, 8);
     if ((sb != 0 && sb != s->state_bytes) || size != HDR_BYTES + s->payload + sb)
         return "has the wrong size (truncated?)";
     int32_t file_tokens[HR_KV_BLOCK];
     unsigned char want[HDR_BYTES];
     memcpy(file_tokens, h + TOKENS_AT, sizeof file_tokens);
-    memcpy(sum, h + HDR_BYTES - 16, 8);
+    memcpy(sum, h + HDR_FIELDS - 16, 8);
     make_header(s, key, tokens ? tokens : file_tokens, *sum, sb, want);
     if (memcmp(h, want, HDR_BYTES) != 0)
         return "does not match this model, format or prompt";
@@ -533,6 +534,7 @@ void hr_ssd_status(const hr_ssd *s, hr_ssd_state *st) {
     st->paused = atomic_load(&m->paused);
     double left = atomic_load(&m->retry_at) - hr_now();
     st->retry_in = st->paused && left > 0 ? left : 0;
+    st->direct_reads = atomic_load(&m->n_direct);
 }
 
 void hr_ssd_set_backoff(hr_ssd *s, double min_s, double max_s) {

@@ -128,6 +128,7 @@ typedef struct hr_ssd_state {
     int last_errno; /* of the last failed write or read; 0 none */
     bool paused;    /* writes are paused after an error */
     double retry_in; /* seconds until writes are tried again */
+    long direct_reads; /* block files read with O_DIRECT (cold ones: ssd_run.c) */
 } hr_ssd_state;
 void hr_ssd_status(const hr_ssd *s, hr_ssd_state *st);
 /* The pause after a write error: min_s, doubling to max_s (1 and 300 by

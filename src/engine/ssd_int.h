@@ -14,8 +14,9 @@
 #include <xxhash.h>
 
 #define MAGIC "HEARTHKV"
-#define VERSION 3u /* 2: the KV format's bits and group (quantized KV); 3: a
-                    * recurrent state after the block (hybrid models) */
+#define VERSION 4u /* 2: the KV format's bits and group (quantized KV); 3: a
+                    * recurrent state after the block (hybrid models); 4:
+                    * the header padded to HDR_BYTES (direct I/O) */
 
 #define QUEUE 256
 
@@ -51,6 +52,8 @@ struct hr_ssd {
     _Atomic bool paused;
     _Atomic int last_errno; /* of the last write or read error; 0 none */
     _Atomic long n_written, n_hits, n_quarantined, n_write_errors, n_read_errors;
+    _Atomic long n_direct;  /* files read with O_DIRECT (ssd_run.c) */
+    _Atomic bool no_direct; /* the directory refused O_DIRECT (tmpfs): not tried again */
     pthread_t thread;
     pthread_mutex_t mu;
     pthread_cond_t cv;
@@ -61,8 +64,15 @@ struct hr_ssd {
     bool stop, joined;
 };
 
-#define HDR_BYTES (8 + 4 + 4 + 8 + 8 + 4 * 7 + 8 + 4 * HR_KV_BLOCK + 8 + 8 + 8 + 8)
+/* The header's fields; then zeros up to HDR_BYTES, where the payload
+ * starts, so that every layer's K and V lie at file offsets aligned as the
+ * pool's slices are (DIO_ALIGN): read with O_DIRECT (ssd_run.c) */
+#define HDR_FIELDS (8 + 4 + 4 + 8 + 8 + 4 * 7 + 8 + 4 * HR_KV_BLOCK + 8 + 8 + 8 + 8)
+#define HDR_BYTES 4096
 #define TOKENS_AT (8 + 4 + 4 + 8 + 8 + 4 * 7 + 8) /* the header's tokens[] */
+/* Direct I/O's alignment of buffers, offsets and lengths: a page, which
+ * covers the devices' logical blocks (512 or 4096 bytes) */
+#define DIO_ALIGN 4096
 
 /* A header's field: n bytes of v at p; past them. */
 static inline unsigned char *hr__ssd_put(unsigned char *p, const void *v, size_t n) {

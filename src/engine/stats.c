@@ -29,7 +29,7 @@ void hr_engine_stats_get(const hr_engine *e, hr_engine_stats *s) {
     s->ssd = e->ssd != NULL;
     s->ssd_written = s->ssd_hits = s->ssd_quarantined = 0;
     s->ssd_bytes_written = s->ssd_bytes_read = 0;
-    s->ssd_write_errors = s->ssd_read_errors = 0;
+    s->ssd_write_errors = s->ssd_read_errors = s->ssd_direct_reads = 0;
     s->ssd_last_error = NULL;
     s->ssd_paused = false;
     for (int t = 0; t < 2; t++) { /* the two pools' tiers, summed */
@@ -49,6 +49,7 @@ void hr_engine_stats_get(const hr_engine *e, hr_engine_stats *s) {
         hr_ssd_status(d, &ss);
         s->ssd_write_errors += ss.write_errors;
         s->ssd_read_errors += ss.read_errors;
+        s->ssd_direct_reads += ss.direct_reads;
         if (ss.last_errno)
             s->ssd_last_error = strerror(ss.last_errno);
         s->ssd_paused |= ss.paused;

@@ -151,7 +151,7 @@ enum {
     E_SPEC_ACCEPTED, E_HIT_TOKENS, E_MISS_TOKENS, E_LOOKUPS, E_HITS, E_LOGITS_HITS, E_MISSES, E_PREFILL_TPS,
     E_DECODE_TPS, E_KV_CAPACITY, E_KV_FREE, E_KV_USED, E_KV_CACHED, E_KV_BYTES, E_SSD,
     E_SSD_WRITTEN, E_SSD_READ, E_SSD_WRITTEN_BYTES, E_SSD_READ_BYTES, E_SSD_QUARANTINED,
-    E_SSD_WRITE_ERRORS, E_SSD_READ_ERRORS, E_SSD_PAUSED, E_WEIGHTS, E_N
+    E_SSD_WRITE_ERRORS, E_SSD_READ_ERRORS, E_SSD_DIRECT, E_SSD_PAUSED, E_WEIGHTS, E_N
 };
 
 static const struct {
@@ -210,6 +210,9 @@ static const struct {
                             "directory)."},
     [E_SSD_READ_ERRORS] = {"ssd_cache_read_errors_total", "counter",
                            "SSD tier reads that failed (then a miss)."},
+    [E_SSD_DIRECT] = {"ssd_cache_direct_read_blocks_total", "counter",
+                      "Of the KV blocks read back, those read with O_DIRECT (files the page "
+                      "cache did not hold)."},
     [E_SSD_PAUSED] = {"ssd_cache_paused", "gauge",
                       "1 while SSD tier writes are paused after an error."},
     [E_WEIGHTS] = {"model_weights_bytes", "gauge", "Bytes of the model's weights."},
@@ -245,6 +248,7 @@ static void engine_values(const hr_engine_stats *st, size_t weights, double v[E_
     v[E_SSD_QUARANTINED] = (double)st->ssd_quarantined;
     v[E_SSD_WRITE_ERRORS] = (double)st->ssd_write_errors;
     v[E_SSD_READ_ERRORS] = (double)st->ssd_read_errors;
+    v[E_SSD_DIRECT] = (double)st->ssd_direct_reads;
     v[E_SSD_PAUSED] = st->ssd_paused ? 1 : 0;
     v[E_WEIGHTS] = (double)weights;
 }

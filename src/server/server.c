@@ -105,9 +105,10 @@ static void model_stats(json_t *o, const hr_served *m) {
                                       (json_int_t)st.kvr_bytes));
     json_object_set_new(o, "kv_cache", kvc);
     json_object_set_new(o, "ssd_cache",
-                        st.ssd ? json_pack("{s:I,s:I,s:I,s:I,s:I,s:s?,s:b}", "blocks_written",
+                        st.ssd ? json_pack("{s:I,s:I,s:I,s:I,s:I,s:I,s:s?,s:b}", "blocks_written",
                                            (json_int_t)st.ssd_written, "blocks_read",
-                                           (json_int_t)st.ssd_hits, "quarantined",
+                                           (json_int_t)st.ssd_hits, "blocks_read_direct",
+                                           (json_int_t)st.ssd_direct_reads, "quarantined",
                                            (json_int_t)st.ssd_quarantined, "write_errors",
                                            (json_int_t)st.ssd_write_errors, "read_errors",
                                            (json_int_t)st.ssd_read_errors, "last_error",

@@ -672,7 +672,7 @@ static void test_ssd_overlap_fault(void **state) {
             key = XXH3_64bits_withSeed(p + b * 32, 32 * sizeof *p, key);
         if (round == 0)
             snprintf(cmd, sizeof cmd, "printf 'X' | dd of=$(ls %s/*/%016llx.kv) bs=1 "
-                     "seek=3000 conv=notrunc status=none", dir, (unsigned long long)key);
+                     "seek=7000 conv=notrunc status=none", dir, (unsigned long long)key);
         else
             snprintf(cmd, sizeof cmd, "f=$(ls %s/*/%016llx.kv); head -c 2000 $f > $f.x && "
                      "mv $f.x $f", dir, (unsigned long long)key);
@@ -815,7 +815,7 @@ static void test_logits_cache(void **state) {
             for (int b = 0; b < W / 32; b++)
                 key = XXH3_64bits_withSeed(pw + b * 32, 32 * sizeof *pw, key);
             snprintf(cmd, sizeof cmd, "printf 'X' | dd of=$(ls %s/*/%016llx.kv) bs=1 "
-                     "seek=3000 conv=notrunc status=none", dir, (unsigned long long)key);
+                     "seek=7000 conv=notrunc status=none", dir, (unsigned long long)key);
             assert_int_equal(system(cmd), 0);
         }
         assert_int_equal(hr_engine_new(&e, g_model, &o, &err), 0);

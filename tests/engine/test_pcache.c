@@ -23,12 +23,14 @@
 #include <sys/resource.h>
 #include <sys/stat.h>
 #include <dirent.h>
+#include <fcntl.h>
 #include <unistd.h>
 #include <xxhash.h>
 
 #define LAYERS 2
 #define HEADS 2
 #define HD 4
+#define HDR_ON_DISK 4096 /* a file's header, the payload after it (ssd_int.h) */
 
 static void pool(hr_kv *kv, int n_blocks) {
     hr_hparams hp = {.n_layers = LAYERS, .n_kv_heads = HEADS, .head_dim = HD};
@@ -395,7 +397,7 @@ static void test_ssd_restart_run(void **state) {
 
         /* block BAD's payload changed by one bit: blocks [0, BAD) only */
         pc = hr_pcache_new(&kv, 0, ssd, 0);
-        damage(dir, t, BAD, 1000, 1);
+        damage(dir, t, BAD, 5000, 1); /* (in its payload: from 4096) */
         assert_int_equal(hr_pcache_lookup(pc, 0, t, NB * HR_KV_BLOCK, NB * HR_KV_BLOCK, NB, got,
                                           &n), BAD);
         assert_int_equal(n, BAD * HR_KV_BLOCK);
@@ -433,6 +435,111 @@ static bool same_layer(const hr_kv *kv, int32_t a, int32_t b, int l) {
     const char *k = hr_kv_layer_k(kv, l), *v = hr_kv_layer_v(kv, l);
     return !memcmp(k + (size_t)a * kb, k + (size_t)b * kb, kb) &&
            !memcmp(v + (size_t)a * vb, v + (size_t)b * vb, vb);
+}
+
+/* The page cache's copies of the files under dir dropped (synced first):
+ * the next read of them is a cold one, as after a reboot */
+static void evict_dir(const char *dir) {
+    char cmd[512];
+    snprintf(cmd, sizeof cmd, "find %s -name '*.kv'", dir);
+    FILE *p = popen(cmd, "r");
+    assert_non_null(p);
+    char path[4200];
+    while (fgets(path, sizeof path, p)) {
+        path[strcspn(path, "\n")] = 0;
+        int fd = open(path, O_RDONLY);
+        assert_true(fd >= 0);
+        assert_int_equal(fdatasync(fd), 0);
+        assert_int_equal(posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED), 0);
+        close(fd);
+    }
+    pclose(p);
+}
+
+/* Whether the file system of dir reads with O_DIRECT (tmpfs does not) */
+static bool dir_direct(const char *dir) {
+    char path[256];
+    snprintf(path, sizeof path, "%s/probe", dir);
+    int fd = open(path, O_CREAT | O_WRONLY | O_DIRECT, 0600);
+    if (fd >= 0)
+        close(fd);
+    unlink(path);
+    return fd >= 0;
+}
+
+/* A restart whose files the page cache does not hold (a reboot's; slices
+ * of 16 KB, aligned as direct I/O needs) reads them with O_DIRECT straight
+ * into the pool: the blocks written, bit for bit; a file one byte of whose
+ * payload was changed since is read from the disk as it now is, fails its
+ * checksum and ends the prefix (quarantined). Files the page cache holds
+ * are read through it (none with O_DIRECT). */
+static void test_ssd_direct(void **state) {
+    (void)state;
+    enum { NB = 12, BAD = 9, DHD = 64 };
+    char dir[] = "/tmp/hearth_pcache_dio_XXXXXX";
+    assert_non_null(mkdtemp(dir));
+    if (!dir_direct(dir)) {
+        printf("test_ssd_direct: skipped, %s has no O_DIRECT (tmpfs?)\n", dir);
+        remove_tree(dir);
+        return;
+    }
+    hr_kv kv;
+    hr_hparams hp = {.n_layers = LAYERS, .n_kv_heads = HEADS, .head_dim = DHD};
+    assert_int_equal(hr_kv_init(&kv, &hp, HR_DTYPE_F32, 2 * NB + 4, NULL), 0);
+    size_t kb = hr_kv_stride_bytes(&kv);
+    assert_int_equal(kb % 4096, 0);
+    hr_ssd *ssd;
+    assert_int_equal(hr_ssd_open(&ssd, dir, 42, 7, &kv, 0, (size_t)1 << 30, NULL), 0);
+    hr_pcache *pc = hr_pcache_new(&kv, 0, ssd, 0);
+    static int32_t t[NB * HR_KV_BLOCK], blocks[NB], got[NB];
+    seq(t, NB * HR_KV_BLOCK, 17);
+    for (int b = 0; b < NB; b++) {
+        blocks[b] = hr_kv_alloc(&kv);
+        for (int l = 0; l < LAYERS; l++) {
+            float *k = (float *)((char *)hr_kv_layer_k(&kv, l) + (size_t)blocks[b] * kb);
+            float *v = (float *)((char *)hr_kv_layer_v(&kv, l) + (size_t)blocks[b] * kb);
+            for (size_t i = 0; i < kb / sizeof *k; i++) {
+                k[i] = (float)(b * 7919 + l * 131) + (float)i * 0.5f;
+                v[i] = -k[i];
+            }
+        }
+    }
+    hr_pcache_insert(pc, 0, t, NB * HR_KV_BLOCK, blocks);
+    shut_down(pc, ssd, NB);
+    for (int round = 0; round < 3; round++) { /* cold, warm, cold with a damaged file */
+        char cmd[256];
+        snprintf(cmd, sizeof cmd, "find %s -name '*.kv' -exec cat {} + >/dev/null", dir);
+        if (round == 0)
+            evict_dir(dir);
+        if (round == 1) /* (O_DIRECT left them out of the page cache: read them in) */
+            assert_int_equal(system(cmd), 0);
+        if (round == 2) { /* (then evicted: read from the disk as it now is) */
+            damage(dir, t, BAD, HDR_ON_DISK + 5000, 1);
+            evict_dir(dir);
+        }
+        assert_int_equal(hr_ssd_open(&ssd, dir, 42, 7, &kv, 0, (size_t)1 << 30, NULL), 0);
+        pc = hr_pcache_new(&kv, 0, ssd, 0);
+        int n = 0, want = round == 2 ? BAD : NB;
+        assert_int_equal(hr_pcache_lookup(pc, 0, t, NB * HR_KV_BLOCK, NB * HR_KV_BLOCK, NB, got,
+                                          &n), want);
+        for (int b = 0; b < want; b++)
+            for (int l = 0; l < LAYERS; l++)
+                assert_true(same_layer(&kv, got[b], blocks[b], l));
+        hr_ssd_state st;
+        hr_ssd_status(ssd, &st);
+        /* cold: every file read with O_DIRECT; warm: none */
+        assert_int_equal(st.direct_reads, round == 1 ? 0 : want);
+        long w, h, q;
+        hr_ssd_counts(ssd, &w, &h, &q);
+        assert_int_equal(q, round == 2 ? 1 : 0);
+        release(&kv, got, want);
+        hr_pcache_free(pc);
+        hr_ssd_close(ssd);
+    }
+    release(&kv, blocks, NB);
+    assert_int_equal(kv.n_free, 2 * NB + 4);
+    hr_kv_deinit(&kv);
+    remove_tree(dir);
 }
 
 /* A run read back in the background (hr_pcache_overlap): the lookup hands
@@ -1174,6 +1281,7 @@ int main(void) {
         cmocka_unit_test(test_bound),
         cmocka_unit_test(test_ssd_backlog),
         cmocka_unit_test(test_ssd_restart_run),
+        cmocka_unit_test(test_ssd_direct),
         cmocka_unit_test(test_ssd_overlap),
         cmocka_unit_test(test_ssd_restart_tail),
         cmocka_unit_test(test_half_dtypes),
