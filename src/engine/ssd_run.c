@@ -21,9 +21,9 @@
  * A file none of whose pages the page cache holds (a restart's, a cold
  * one: mincore) is read with O_DIRECT, straight from the disk into the
  * pool's slices (the header pads the payload to DIO_ALIGN, ssd_int.h):
- * no copy out of the page cache and none of its bookkeeping, which on 2
- * cores held a 1.4 GB f16 restore to 1.2-1.5x the disk's own time
- * (docs/kv-quant.md); nothing asked ahead for it (the readers' own reads
+ * no copy out of the page cache and none of its bookkeeping (on 2 cores
+ * those were most of an f16 restore's time over the disk's own:
+ * docs/kv-quant.md); nothing asked ahead for it (the readers' own reads
  * keep the disk's queue full). A file the page cache holds is read
  * through it (memory speed). */
 #include "engine/ssd_int.h"
