@@ -183,7 +183,7 @@ static void test_dots_axpys(void **state) {
     (void)state;
     hr_rng rng;
     hr_rng_seed(&rng, 7);
-    enum { NR = 3, NK = 11, MAXHD = 136 };
+    enum { NR = 5, NK = 11, MAXHD = 136 }; /* rows: two pairs and one alone */
     static float q[NR * MAXHD], k[NK * MAXHD], sc[NR * 16], ref[NR * 16], o[NR * MAXHD],
         oref[NR * MAXHD];
     int cases = 0;

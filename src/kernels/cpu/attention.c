@@ -161,10 +161,12 @@ static void attn_group(const hr_attn_args *a, int t0, int nq, int kvh, const int
     bool vbias = ng > 0 && direct[1];
     /* qbuf: the tile's query rows (copied, rotated or prepared), rbuf: a
      * run of K or V rows as f32 (pools not read in place), obuf: the tile's
-     * output rows */
-    float qbuf[ROWS_BUF], rbuf[ROWS_BUF], bias[BIAS_BUF], obuf[ROWS_BUF];
+     * output rows; aligned, so that no row's vector load splits a cache
+     * line (unaligned, the AVX2 kernels' 32-byte loads split every other
+     * one: docs/kv-quant.md, the thirty-third session) */
+    _Alignas(64) float qbuf[ROWS_BUF], rbuf[ROWS_BUF], bias[BIAS_BUF], obuf[ROWS_BUF];
     /* the residual window's query rows as they came and its output rows */
-    float q0buf[ROWS_BUF], o2buf[ROWS_BUF];
+    _Alignas(64) float q0buf[ROWS_BUF], o2buf[ROWS_BUF];
     /* token i's G query rows at qrows + i * ldr, its output rows at orows +
      * i * ldo (hd apart within a token) */
     size_t first = ((size_t)t0 * a->n_heads + (size_t)kvh * G) * hd, tok = (size_t)G * hd;
