@@ -257,10 +257,16 @@ static void *writer(void *arg) {
     hr_ssd *s = arg;
     pthread_mutex_lock(&s->mu);
     for (;;) {
-        while (!s->stop && s->q_len == 0)
+        while (!s->stop && s->q_len == 0 && !s->upgrade)
             pthread_cond_wait(&s->cv, &s->mu);
         if (s->q_len == 0 && s->stop)
             break;
+        if (s->q_len == 0) { /* idle: the next file of the version-3 walk */
+            pthread_mutex_unlock(&s->mu);
+            hr__ssd_upgrade_step(s);
+            pthread_mutex_lock(&s->mu);
+            continue;
+        }
         job j = s->q[s->q_head];
         pthread_mutex_unlock(&s->mu);
         /* jobs queued before a failure are dropped while paused (their
@@ -398,7 +404,12 @@ int hr__ssd_open_path(hr_ssd *s, const char *path) {
 
 int hr__ssd_open(hr_ssd *s, uint64_t key, char *path, size_t n) {
     hr__ssd_path(s, key, path, n);
-    return hr__ssd_open_path(s, path);
+    int fd = hr__ssd_open_path(s, path);
+    if (fd >= 0 && hr__ssd_old(s, fd)) { /* not converted yet: a miss */
+        close(fd);
+        return -1;
+    }
+    return fd;
 }
 
 /* Read the file stored under key into `block`. tokens: the block's content,
@@ -535,6 +546,7 @@ void hr_ssd_status(const hr_ssd *s, hr_ssd_state *st) {
     double left = atomic_load(&m->retry_at) - hr_now();
     st->retry_in = st->paused && left > 0 ? left : 0;
     st->direct_reads = atomic_load(&m->n_direct);
+    st->converting = atomic_load(&m->old_files);
 }
 
 void hr_ssd_set_backoff(hr_ssd *s, double min_s, double max_s) {
@@ -613,6 +625,7 @@ int hr_ssd_open_tag(hr_ssd **out, const char *dir, uint64_t model_fp, uint64_t s
         free(s);
         return hr_err(err, HR_ENOMEM, "out of memory");
     }
+    bool fresh = access(s->dir, F_OK) != 0;
     if (mkdirs(s->dir) != 0 || access(s->dir, W_OK) != 0) {
         int e = errno;
         free(s->stage);
@@ -636,11 +649,14 @@ int hr_ssd_open_tag(hr_ssd **out, const char *dir, uint64_t model_fp, uint64_t s
     }
     if (d)
         closedir(d);
+    hr__ssd_upgrade_start(s, fresh);
     pthread_mutex_init(&s->mu, NULL);
     pthread_cond_init(&s->cv, NULL);
     if (pthread_create(&s->thread, NULL, writer, s) != 0) {
         pthread_mutex_destroy(&s->mu);
         pthread_cond_destroy(&s->cv);
+        if (s->upgrade)
+            closedir(s->upgrade);
         free(s->stage);
         free(s->rbuf);
         free(s);
@@ -667,6 +683,8 @@ void hr_ssd_close(hr_ssd *s) {
     hr_ssd_stop(s);
     pthread_mutex_destroy(&s->mu);
     pthread_cond_destroy(&s->cv);
+    if (s->upgrade)
+        closedir(s->upgrade);
     free(s->stage);
     free(s->rbuf);
     free(s);

@@ -129,6 +129,7 @@ typedef struct hr_ssd_state {
     bool paused;    /* writes are paused after an error */
     double retry_in; /* seconds until writes are tried again */
     long direct_reads; /* block files read with O_DIRECT (cold ones: ssd_run.c) */
+    bool converting;   /* files of format version 3 may remain (ssd_upgrade.c) */
 } hr_ssd_state;
 void hr_ssd_status(const hr_ssd *s, hr_ssd_state *st);
 /* The pause after a write error: min_s, doubling to max_s (1 and 300 by

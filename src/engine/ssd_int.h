@@ -5,6 +5,7 @@
 
 #include "engine/ssd.h"
 
+#include <dirent.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <string.h>
@@ -54,6 +55,11 @@ struct hr_ssd {
     _Atomic long n_written, n_hits, n_quarantined, n_write_errors, n_read_errors;
     _Atomic long n_direct;  /* files read with O_DIRECT (ssd_run.c) */
     _Atomic bool no_direct; /* the directory refused O_DIRECT (tmpfs): not tried again */
+    /* files of format version 3 may be there (ssd_upgrade.c): the walk
+     * converting them (writer thread) and how many it has */
+    _Atomic bool old_files;
+    DIR *upgrade;
+    long n_upgraded;
     pthread_t thread;
     pthread_mutex_t mu;
     pthread_cond_t cv;
@@ -111,6 +117,15 @@ int hr__ssd_open_path(hr_ssd *s, const char *path);
 void hr__ssd_path(const hr_ssd *s, uint64_t key, char *out, size_t n);
 /* hr__ssd_open_path of the file of key (its name to path: n bytes). */
 int hr__ssd_open(hr_ssd *s, uint64_t key, char *path, size_t n);
+/* Version-3 files (ssd_upgrade.c). At open: fresh, a directory just made
+ * (marked as holding none), else a walk starts if it is not marked. Writer
+ * thread: one step of the walk (a file converted, or the walk ended).
+ * hr__ssd_old: whether the file open at fd is one the walk has still to
+ * convert (a reader's miss, not quarantined). */
+void hr__ssd_upgrade_start(hr_ssd *s, bool fresh);
+void hr__ssd_upgrade_step(hr_ssd *s);
+bool hr__ssd_old(hr_ssd *s, int fd);
+
 /* Moves the file at path to the quarantine directory, logging why. */
 void hr__ssd_quarantine(hr_ssd *s, const char *path, const char *why);
 /* Reads [off, ...) of fd into iov[0..cnt) (modified), retrying short

@@ -542,6 +542,133 @@ static void test_ssd_direct(void **state) {
     remove_tree(dir);
 }
 
+/* Every block file under dir/000000000000002a rewritten as format version
+ * 3 wrote it (hearth before the header's padding: the same fields in
+ * OLD_HDR bytes, version 3, then the payload), dated 2020 */
+#define OLD_HDR 228 /* ssd_int.h HDR_FIELDS */
+static void make_old(const char *dir) {
+    char sub[256];
+    snprintf(sub, sizeof sub, "%s/000000000000002a", dir);
+    DIR *d = opendir(sub);
+    assert_non_null(d);
+    struct dirent *e;
+    int n = 0;
+    while ((e = readdir(d))) {
+        if (!strstr(e->d_name, ".kv"))
+            continue;
+        char path[600];
+        snprintf(path, sizeof path, "%s/%s", sub, e->d_name);
+        FILE *f = fopen(path, "rb");
+        assert_non_null(f);
+        static unsigned char buf[1 << 20];
+        size_t len = fread(buf, 1, sizeof buf, f);
+        fclose(f);
+        assert_true(len > HDR_ON_DISK);
+        uint32_t u32[] = {3, OLD_HDR};
+        memcpy(buf + 8, u32, sizeof u32);
+        uint64_t hsum = XXH64(buf, OLD_HDR - 8, 0);
+        memcpy(buf + OLD_HDR - 8, &hsum, 8);
+        memmove(buf + OLD_HDR, buf + HDR_ON_DISK, len - HDR_ON_DISK);
+        f = fopen(path, "wb");
+        assert_non_null(f);
+        assert_int_equal(fwrite(buf, 1, len - (HDR_ON_DISK - OLD_HDR), f),
+                         len - (HDR_ON_DISK - OLD_HDR));
+        fclose(f);
+        struct timespec ts[2] = {{1600000000, 0}, {1600000000, 0}};
+        assert_int_equal(utimensat(AT_FDCWD, path, ts, 0), 0);
+        n++;
+    }
+    closedir(d);
+    assert_true(n > 0);
+    char mark[300];
+    snprintf(mark, sizeof mark, "%s/format-4", sub);
+    assert_int_equal(unlink(mark), 0); /* (made with the directory) */
+}
+
+/* A cache an older hearth wrote (format version 3) is kept: at the next
+ * start the writer thread converts its files (a lookup meanwhile takes
+ * one not yet converted for a miss, never quarantines it); then they are
+ * the blocks written, bit for bit, with their dates (the budget's order)
+ * and their new size; one damaged is quarantined. The directory is then
+ * marked: a restart walks no more, and a new directory is marked at once. */
+static void test_ssd_upgrade(void **state) {
+    (void)state;
+    enum { NB = 6, BAD = 4 };
+    char dir[] = "/tmp/hearth_pcache_v3_XXXXXX";
+    assert_non_null(mkdtemp(dir));
+    hr_kv kv;
+    pool(&kv, 3 * NB + 4);
+    hr_ssd *ssd;
+    assert_int_equal(hr_ssd_open(&ssd, dir, 42, 7, &kv, 0, (size_t)1 << 30, NULL), 0);
+    hr_ssd_state st;
+    hr_ssd_status(ssd, &st);
+    assert_false(st.converting); /* a new directory: marked */
+    hr_pcache *pc = hr_pcache_new(&kv, 0, ssd, 0);
+    static int32_t t[NB * HR_KV_BLOCK], blocks[NB], got[NB];
+    seq(t, NB * HR_KV_BLOCK, 23);
+    for (int b = 0; b < NB; b++) {
+        blocks[b] = hr_kv_alloc(&kv);
+        fill(&kv, blocks[b], (float)(b + 1) * 10000);
+    }
+    hr_pcache_insert(pc, 0, t, NB * HR_KV_BLOCK, blocks);
+    shut_down(pc, ssd, NB);
+    make_old(dir);
+    damage(dir, t, BAD, OLD_HDR + 100, 1); /* (in its payload) */
+
+    assert_int_equal(hr_ssd_open(&ssd, dir, 42, 7, &kv, 0, (size_t)1 << 30, NULL), 0);
+    pc = hr_pcache_new(&kv, 0, ssd, 0);
+    int n = 0; /* while the walk goes: what is converted, up to one that is not */
+    int early = hr_pcache_lookup(pc, 0, t, NB * HR_KV_BLOCK, NB * HR_KV_BLOCK, NB, got, &n);
+    for (int b = 0; b < early; b++)
+        assert_true(same_rows(&kv, got[b], blocks[b], HR_KV_BLOCK));
+    release(&kv, got, early);
+    hr_pcache_free(pc);
+    for (int i = 0; i < 20000; i++) {
+        hr_ssd_status(ssd, &st);
+        if (!st.converting)
+            break;
+        usleep(500);
+    }
+    assert_false(st.converting);
+    pc = hr_pcache_new(&kv, 0, ssd, 0);
+    assert_int_equal(hr_pcache_lookup(pc, 0, t, NB * HR_KV_BLOCK, NB * HR_KV_BLOCK, NB, got,
+                                      &n), BAD);
+    for (int b = 0; b < BAD; b++)
+        assert_true(same_rows(&kv, got[b], blocks[b], HR_KV_BLOCK));
+    long w, h, q;
+    hr_ssd_counts(ssd, &w, &h, &q);
+    assert_int_equal(q, 1); /* the damaged one, by the walk or by the early lookup */
+    release(&kv, got, BAD);
+    hr_pcache_free(pc);
+    hr_ssd_close(ssd);
+    char sub[256];
+    snprintf(sub, sizeof sub, "%s/000000000000002a", dir);
+    DIR *d = opendir(sub);
+    struct dirent *e;
+    int files = 0;
+    while ((e = readdir(d))) {
+        char path[600];
+        struct stat fs;
+        snprintf(path, sizeof path, "%s/%s", sub, e->d_name);
+        if (!strstr(e->d_name, ".kv") || stat(path, &fs))
+            continue;
+        assert_int_equal(fs.st_size, HDR_ON_DISK + hr_kv_pool_block_bytes(&kv));
+        assert_int_equal(fs.st_mtime, 1600000000);
+        files++;
+    }
+    closedir(d);
+    assert_int_equal(files, NB - 1);
+
+    assert_int_equal(hr_ssd_open(&ssd, dir, 42, 7, &kv, 0, (size_t)1 << 30, NULL), 0);
+    hr_ssd_status(ssd, &st);
+    assert_false(st.converting); /* marked */
+    hr_ssd_close(ssd);
+    release(&kv, blocks, NB);
+    assert_int_equal(kv.n_free, 3 * NB + 4);
+    hr_kv_deinit(&kv);
+    remove_tree(dir);
+}
+
 /* A run read back in the background (hr_pcache_overlap): the lookup hands
  * the blocks out while they are read, layer by layer (layers of 256 KB: a
  * chunk each); after the gate's wait for layer l, layer l of every block is
@@ -1282,6 +1409,7 @@ int main(void) {
         cmocka_unit_test(test_ssd_backlog),
         cmocka_unit_test(test_ssd_restart_run),
         cmocka_unit_test(test_ssd_direct),
+        cmocka_unit_test(test_ssd_upgrade),
         cmocka_unit_test(test_ssd_overlap),
         cmocka_unit_test(test_ssd_restart_tail),
         cmocka_unit_test(test_half_dtypes),

@@ -6,9 +6,13 @@
  * and read back as those logits. The first byte % 3 picks the file: 0, the
  * rest of the input itself; 1, a valid file the tier wrote, with the
  * input's (offset, byte) pairs XORed in; 2, that file cut (or padded with
- * the input) to a length the input says. Nothing may crash or touch memory
- * outside the block or logits read into; a file that changed from the
- * valid one must be a miss. */
+ * the input) to a length the input says. With (first byte / 6 odd) the
+ * valid block file is the one hearth before format version 4 wrote
+ * (version 3), put in a directory an older hearth left (not marked): a
+ * tier opened over it converts it in its writer thread (ssd_upgrade.c),
+ * then reads it. Nothing may crash or touch memory outside the block or
+ * logits read into; a file that changed from the valid one must be a
+ * miss. */
 #include "core/log.h"
 #include "engine/ssd.h"
 #include "model/kv.h"
@@ -19,6 +23,7 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
+#include <xxhash.h>
 
 enum { STATE = 16 };
 
@@ -28,6 +33,9 @@ static hr_ssd *tier[2]; /* model fingerprints 42 (no state) and 43 (a state) */
 static int32_t tokens[HR_KV_BLOCK];
 static unsigned char *valid, *valid_lg; /* a block's file, a prompt's logits file */
 static size_t valid_len, valid_lg_len;
+static unsigned char *valid_v3; /* the block's file as format version 3 wrote it */
+static size_t valid_v3_len;
+enum { HDR = 4096, HDR_V3 = 228 }; /* ssd_int.h HDR_BYTES, HDR_FIELDS */
 enum { VOCAB = 40, PROMPT = 5, LG_KEY = 2, LG_SEED = 9 };
 
 static void path_of(int t, uint64_t key, char *out, size_t n, const char *ext) {
@@ -95,6 +103,21 @@ static void setup(void) {
     char p[512];
     path_of(0, 1, p, sizeof p, "kv");
     valid = slurp(p, &valid_len);
+    /* version 3: the same fields in HDR_V3 bytes (their sum again), the payload */
+    valid_v3_len = valid_len - (HDR - HDR_V3);
+    if (!(valid_v3 = malloc(valid_v3_len)))
+        abort();
+    memcpy(valid_v3, valid, HDR_V3);
+    memcpy(valid_v3 + HDR_V3, valid + HDR, valid_len - HDR);
+    uint32_t u32[] = {3, HDR_V3};
+    memcpy(valid_v3 + 8, u32, sizeof u32);
+    uint64_t hsum = XXH64(valid_v3, HDR_V3 - 8, 0);
+    memcpy(valid_v3 + HDR_V3 - 8, &hsum, 8);
+    snprintf(p, sizeof p, "%s/v3", dir); /* its tiers' directory, made (and marked) */
+    hr_ssd *t3;
+    if (hr_ssd_open(&t3, p, 42, 7, &kv, 0, (size_t)1 << 30, NULL))
+        abort();
+    hr_ssd_close(t3);
     float logits[VOCAB];
     for (int i = 0; i < VOCAB; i++)
         logits[i] = (float)i - 7.5f;
@@ -105,14 +128,46 @@ static void setup(void) {
     valid_lg = slurp(p, &valid_lg_len);
 }
 
+/* The version-3 case: file (n bytes) under block 1's name in the v3
+ * directory, unmarked; a tier opened over it converts what it can, then
+ * reads block 1: a hit only where the file was the valid one. */
+static void read_old(const unsigned char *file, size_t n, bool changed) {
+    char p[512];
+    snprintf(p, sizeof p, "%s/v3/%016llx/format-4", dir, 42ULL);
+    unlink(p);
+    snprintf(p, sizeof p, "%s/v3/%016llx/%016llx.kv", dir, 42ULL, 1ULL);
+    FILE *f = fopen(p, "wb");
+    if (!f || (n && fwrite(file, 1, n, f) != n))
+        abort();
+    fclose(f);
+    hr_ssd *t3;
+    snprintf(p, sizeof p, "%s/v3", dir);
+    if (hr_ssd_open(&t3, p, 42, 7, &kv, 0, (size_t)1 << 30, NULL))
+        abort();
+    hr_ssd_state st;
+    for (int i = 0; i < 10000; i++) {
+        hr_ssd_status(t3, &st);
+        if (!st.converting)
+            break;
+        usleep(100);
+    }
+    if (st.converting)
+        abort();
+    int32_t blk = hr_kv_alloc(&kv);
+    if (hr_ssd_read(t3, 1, tokens, &kv, blk, NULL, NULL) && changed)
+        abort();
+    hr_kv_unref(&kv, blk);
+    hr_ssd_close(t3);
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     if (!valid)
         setup();
     if (size == 0)
         return 0;
-    bool lg = data[0] / 3 % 2;
-    const unsigned char *vf = lg ? valid_lg : valid;
-    size_t vlen = lg ? valid_lg_len : valid_len;
+    bool lg = data[0] / 3 % 2, v3 = !lg && data[0] / 6 % 2;
+    const unsigned char *vf = lg ? valid_lg : v3 ? valid_v3 : valid;
+    size_t vlen = lg ? valid_lg_len : v3 ? valid_v3_len : valid_len;
     unsigned char *file = NULL;
     size_t n = 0;
     if (data[0] % 3 == 0) { /* the input itself */
@@ -134,6 +189,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
             file[i] = data[3 + (i - vlen) % (size - 3)];
     }
     bool changed = n != vlen || memcmp(file, vf, n) != 0;
+    if (v3) { /* (the valid version-4 file is a hit there too) */
+        read_old(file, n, changed && (n != valid_len || memcmp(file, valid, n) != 0));
+        free(file);
+        return 0;
+    }
     if (lg) { /* a prompt's logits: this prompt's, and another's under its key */
         float out[VOCAB];
         put_as(0, LG_KEY, file, n, "lg");
