@@ -41,19 +41,30 @@ static void mark_path(const hr_ssd *s, char *out, size_t n) {
     snprintf(out, n, "%s/%s", s->dir, UPGRADED_MARK);
 }
 
+/* The directory marked as holding no version-3 file; whether it is. */
+static bool mark(const hr_ssd *s) {
+    char path[4200];
+    mark_path(s, path, sizeof path);
+    int fd = open(path, O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
+    if (fd >= 0)
+        close(fd);
+    return fd >= 0;
+}
+
 void hr__ssd_upgrade_start(hr_ssd *s, bool fresh) {
-    char mark[4200];
-    mark_path(s, mark, sizeof mark);
+    char path[4200];
+    mark_path(s, path, sizeof path);
     if (fresh) { /* a new directory: nothing to convert, ever */
-        int fd = open(mark, O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
-        if (fd >= 0)
-            close(fd);
+        mark(s);
         return;
     }
-    if (access(mark, F_OK) == 0 || !(s->upgrade = opendir(s->dir)))
+    if (access(path, F_OK) == 0 || !(s->upgrade = opendir(s->dir)))
         return;
     atomic_store(&s->old_files, true);
 }
+
+/* convert's answer for a file that fails its checks (quarantined) */
+static const char damaged[] = "damaged";
 
 /* The version-3 file at path (fd, its header h: HDR_FIELDS bytes, st)
  * rewritten as version 4 with its mtime (the budget's eviction order). Why
@@ -69,7 +80,7 @@ static const char *convert(hr_ssd *s, int fd, const char *path, const unsigned c
     size_t len = s->payload + sb;
     if (hdr != HDR_FIELDS || (sb != 0 && sb != s->state_bytes) ||
         (size_t)st->st_size != HDR_FIELDS + len || XXH64(h, HDR_FIELDS - 8, 0) != hsum)
-        return "damaged";
+        return damaged;
     unsigned char *buf = malloc(len);
     if (!buf)
         return "out of memory";
@@ -77,7 +88,7 @@ static const char *convert(hr_ssd *s, int fd, const char *path, const unsigned c
     if (pread(fd, buf, len, HDR_FIELDS) != (ssize_t)len)
         why = "unreadable";
     else if (XXH64(buf, len, 0) != sum)
-        why = "damaged";
+        why = damaged;
     if (!why) {
         unsigned char nh[HDR_BYTES] = {0};
         uint32_t u32[] = {VERSION, HDR_BYTES};
@@ -102,12 +113,8 @@ static const char *convert(hr_ssd *s, int fd, const char *path, const unsigned c
 static void finish(hr_ssd *s) {
     closedir(s->upgrade);
     s->upgrade = NULL;
-    char mark[4200];
-    mark_path(s, mark, sizeof mark);
-    int fd = open(mark, O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
-    if (fd < 0) /* (the next start walks again) */
+    if (!mark(s)) /* (the next start walks again) */
         return;
-    close(fd);
     atomic_store(&s->old_files, false);
     if (s->n_upgraded)
         hr_log(HR_LOG_INFO, "SSD cache: %ld files of format version %u converted to %u in %s",
@@ -132,7 +139,7 @@ void hr__ssd_upgrade_step(hr_ssd *s) {
     unsigned char h[HDR_FIELDS];
     if (fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && is_old(fd, h, sizeof h)) {
         const char *why = convert(s, fd, path, h, &st);
-        if (why && !strcmp(why, "damaged")) {
+        if (why == damaged) {
             hr__ssd_quarantine(s, path, "is format version 3 and damaged");
         } else if (why) { /* left for the next start */
             hr_log(HR_LOG_WARN, "SSD cache: %s of format version %u %s (%s); converted at the "

@@ -76,6 +76,16 @@ static void seq(int32_t *t, int n, int32_t base) {
         t[i] = base + i * 7;
 }
 
+/* nb blocks allocated, block b filled with seed (b + 1) * 10000 (the
+ * caller's references: the blocks written, to compare with) */
+static void filled(hr_kv *kv, int32_t *blocks, int nb) {
+    for (int b = 0; b < nb; b++) {
+        blocks[b] = hr_kv_alloc(kv);
+        assert_true(blocks[b] >= 0);
+        fill(kv, blocks[b], (float)(b + 1) * 10000);
+    }
+}
+
 /* A finished sequence of n tokens (blocks allocated and filled), indexed;
  * the caller's references are dropped as a retiring request's are. */
 static void store(hr_pcache *pc, hr_kv *kv, const int32_t *t, int n, int32_t *blocks) {
@@ -375,10 +385,7 @@ static void test_ssd_restart_run(void **state) {
         hr_pcache *pc = hr_pcache_new(&kv, 0, ssd, 0);
         static int32_t t[NB * HR_KV_BLOCK], blocks[NB], got[NB];
         seq(t, NB * HR_KV_BLOCK, 11);
-        for (int b = 0; b < NB; b++) {
-            blocks[b] = hr_kv_alloc(&kv);
-            fill(&kv, blocks[b], (float)(b + 1) * 10000);
-        }
+        filled(&kv, blocks, NB);
         hr_pcache_insert(pc, 0, t, NB * HR_KV_BLOCK, blocks); /* (kept: the reference) */
         shut_down(pc, ssd, NB);
 
@@ -606,10 +613,7 @@ static void test_ssd_upgrade(void **state) {
     hr_pcache *pc = hr_pcache_new(&kv, 0, ssd, 0);
     static int32_t t[NB * HR_KV_BLOCK], blocks[NB], got[NB];
     seq(t, NB * HR_KV_BLOCK, 23);
-    for (int b = 0; b < NB; b++) {
-        blocks[b] = hr_kv_alloc(&kv);
-        fill(&kv, blocks[b], (float)(b + 1) * 10000);
-    }
+    filled(&kv, blocks, NB);
     hr_pcache_insert(pc, 0, t, NB * HR_KV_BLOCK, blocks);
     shut_down(pc, ssd, NB);
     make_old(dir);
@@ -1286,10 +1290,7 @@ static void test_states(void **state) {
     hr_pcache_keep_states(pc, SB, 1 << 20);
     int32_t t[100], blocks[4], got[4];
     seq(t, 100, 3);
-    for (int b = 0; b < 4; b++) {
-        blocks[b] = hr_kv_alloc(&kv);
-        fill(&kv, blocks[b], (float)(b + 1) * 10000);
-    }
+    filled(&kv, blocks, 4);
     hr_pcache_state st[2] = {{32, malloc(SB)}, {96, malloc(SB)}};
     memset(st[0].data, 0x11, SB);
     memset(st[1].data, 0x22, SB);
